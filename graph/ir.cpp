@@ -1,0 +1,278 @@
+#include "graph/ir.h"
+
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <new>
+#include <queue>
+#include <sstream>
+
+namespace kiln {
+
+const char* code_name(Code c) {
+  switch (c) {
+    case Code::ok: return "ok";
+    case Code::invalid_argument: return "invalid argument";
+    case Code::invalid_model: return "invalid model";
+    case Code::unsupported: return "unsupported";
+    case Code::shape_mismatch: return "shape mismatch";
+    case Code::io_error: return "I/O error";
+    case Code::out_of_memory: return "out of memory";
+    case Code::internal: return "internal error";
+  }
+  return "unknown";
+}
+
+size_t dtype_size(DType t) { return t == DType::f32 ? 4 : 8; }
+const char* dtype_name(DType t) { return t == DType::f32 ? "float32" : "int64"; }
+
+int64_t shape_numel(const Shape& s) {
+  int64_t n = 1;
+  for (int64_t d : s) {
+    if (d < 0) fail(Code::invalid_model, "negative dimension in shape " + shape_str(s));
+    if (d != 0 && n > (int64_t(1) << 62) / d)
+      fail(Code::invalid_model, "shape " + shape_str(s) + " has too many elements");
+    n *= d;
+  }
+  return n;
+}
+
+std::string shape_str(const Shape& s) {
+  std::ostringstream os;
+  os << '[';
+  for (size_t i = 0; i < s.size(); ++i) os << (i ? "," : "") << s[i];
+  os << ']';
+  return os.str();
+}
+
+Tensor::Tensor(DType dtype, Shape shape) : dtype_(dtype), shape_(std::move(shape)) {
+  numel_ = shape_numel(shape_);
+  size_t bytes = (nbytes() + 63) / 64 * 64;
+  if (bytes == 0) bytes = 64;
+  void* p = std::aligned_alloc(64, bytes);
+  if (!p) fail(Code::out_of_memory, "cannot allocate " + std::to_string(bytes) + " bytes");
+  std::memset(p, 0, bytes);
+  owner_ = std::shared_ptr<void>(p, [](void* q) { std::free(q); });
+  data_ = p;
+}
+
+Tensor Tensor::wrap(DType dtype, Shape shape, void* data) {
+  return alias(dtype, std::move(shape), nullptr, data);
+}
+
+Tensor Tensor::alias(DType dtype, Shape shape, std::shared_ptr<void> owner, void* data) {
+  Tensor t;
+  t.dtype_ = dtype;
+  t.shape_ = std::move(shape);
+  t.numel_ = shape_numel(t.shape_);
+  t.owner_ = std::move(owner);
+  t.data_ = data;
+  return t;
+}
+
+template <class T>
+static void check_type(DType d) {
+  constexpr DType want = std::is_same_v<T, float> ? DType::f32 : DType::i64;
+  static_assert(std::is_same_v<T, float> || std::is_same_v<T, int64_t>);
+  if (d != want)
+    fail(Code::internal, std::string("tensor of ") + dtype_name(d) + " accessed as " +
+                             dtype_name(want));
+}
+
+template <class T>
+T* Tensor::data() {
+  check_type<T>(dtype_);
+  return static_cast<T*>(data_);
+}
+template <class T>
+const T* Tensor::data() const {
+  check_type<T>(dtype_);
+  return static_cast<const T*>(data_);
+}
+template float* Tensor::data<float>();
+template int64_t* Tensor::data<int64_t>();
+template const float* Tensor::data<float>() const;
+template const int64_t* Tensor::data<int64_t>() const;
+
+Tensor Tensor::reshaped(Shape shape) const {
+  Tensor t = *this;
+  int64_t n = shape_numel(shape);
+  if (n != numel_)
+    fail(Code::internal, "reshape " + shape_str(shape_) + " to " + shape_str(shape));
+  t.shape_ = std::move(shape);
+  return t;
+}
+
+Tensor Tensor::clone() const {
+  Tensor t(dtype_, shape_);
+  if (nbytes()) std::memcpy(t.data_, data_, nbytes());
+  return t;
+}
+
+// ---------------------------------------------------------------------------------- Node
+
+std::string Node::where() const { return "node '" + name + "' (" + op + ")"; }
+
+void Node::fail(Code code, const std::string& msg) const { kiln::fail(code, where() + ": " + msg); }
+
+static const char* kind_name(Attribute::Kind k) {
+  switch (k) {
+    case Attribute::Kind::f: return "float";
+    case Attribute::Kind::i: return "int";
+    case Attribute::Kind::s: return "string";
+    case Attribute::Kind::floats: return "floats";
+    case Attribute::Kind::ints: return "ints";
+    case Attribute::Kind::strings: return "strings";
+    case Attribute::Kind::tensor: return "tensor";
+  }
+  return "?";
+}
+
+static const Attribute* get_attr(const Node& n, const std::string& name, Attribute::Kind want) {
+  auto it = n.attrs.find(name);
+  if (it == n.attrs.end()) return nullptr;
+  if (it->second.kind != want)
+    n.fail(Code::invalid_model, "attribute '" + name + "' should be " + kind_name(want) +
+                                    " but is " + kind_name(it->second.kind));
+  return &it->second;
+}
+
+int64_t Node::attr_i(const std::string& name, int64_t def) const {
+  auto* a = get_attr(*this, name, Attribute::Kind::i);
+  return a ? a->i : def;
+}
+float Node::attr_f(const std::string& name, float def) const {
+  auto* a = get_attr(*this, name, Attribute::Kind::f);
+  return a ? a->f : def;
+}
+std::string Node::attr_s(const std::string& name, const std::string& def) const {
+  auto* a = get_attr(*this, name, Attribute::Kind::s);
+  return a ? a->s : def;
+}
+std::vector<int64_t> Node::attr_ints(const std::string& name, std::vector<int64_t> def) const {
+  auto* a = get_attr(*this, name, Attribute::Kind::ints);
+  return a ? a->ints : def;
+}
+std::vector<float> Node::attr_floats(const std::string& name, std::vector<float> def) const {
+  auto* a = get_attr(*this, name, Attribute::Kind::floats);
+  return a ? a->floats : def;
+}
+const Tensor* Node::attr_t(const std::string& name) const {
+  auto* a = get_attr(*this, name, Attribute::Kind::tensor);
+  return a ? &a->t : nullptr;
+}
+
+// --------------------------------------------------------------------------------- Graph
+
+ValueId Graph::add_value(std::string name, DType dtype) {
+  if (index_.count(name)) fail(Code::invalid_model, "value '" + name + "' is defined twice");
+  ValueId id = ValueId(values.size());
+  index_.emplace(name, id);
+  values.push_back(Value{std::move(name), dtype, {}, false, std::nullopt});
+  return id;
+}
+
+ValueId Graph::add_const(std::string name, Tensor t) {
+  ValueId id = add_value(std::move(name), t.dtype());
+  Value& v = values[size_t(id)];
+  v.shape = t.shape();
+  v.shape_known = true;
+  v.constant = std::move(t);
+  return id;
+}
+
+ValueId Graph::find(std::string_view name) const {
+  auto it = index_.find(name);
+  return it == index_.end() ? kNoValue : it->second;
+}
+
+void Graph::reindex() {
+  index_.clear();
+  for (size_t i = 0; i < values.size(); ++i) index_.emplace(values[i].name, ValueId(i));
+}
+
+std::vector<int> Graph::producers() const {
+  std::vector<int> p(values.size(), -1);
+  for (size_t i = 0; i < nodes.size(); ++i)
+    for (ValueId o : nodes[i].outputs)
+      if (o != kNoValue) p[size_t(o)] = int(i);
+  return p;
+}
+
+std::vector<std::vector<int>> Graph::consumers() const {
+  std::vector<std::vector<int>> c(values.size());
+  for (size_t i = 0; i < nodes.size(); ++i)
+    for (ValueId v : nodes[i].inputs)
+      if (v != kNoValue && (c[size_t(v)].empty() || c[size_t(v)].back() != int(i)))
+        c[size_t(v)].push_back(int(i));
+  return c;
+}
+
+bool Graph::is_output(ValueId v) const {
+  for (ValueId o : outputs)
+    if (o == v) return true;
+  return false;
+}
+
+void Graph::topo_sort() {
+  // Kahn's algorithm, taking ready nodes in their original order (stable).
+  std::vector<int> prod(values.size(), -1);
+  for (size_t i = 0; i < nodes.size(); ++i)
+    for (ValueId o : nodes[i].outputs) {
+      if (o == kNoValue) continue;
+      if (prod[size_t(o)] != -1)
+        nodes[i].fail(Code::invalid_model,
+                      "output '" + values[size_t(o)].name + "' is also produced by " +
+                          nodes[size_t(prod[size_t(o)])].where());
+      prod[size_t(o)] = int(i);
+    }
+  std::vector<char> is_input(values.size(), 0);
+  for (ValueId v : inputs) is_input[size_t(v)] = 1;
+  std::vector<int> pending(nodes.size(), 0);
+  std::vector<std::vector<int>> users(nodes.size());
+  for (size_t i = 0; i < nodes.size(); ++i)
+    for (ValueId v : nodes[i].inputs) {
+      if (v == kNoValue) continue;
+      int p = prod[size_t(v)];
+      if (p < 0) {
+        const Value& val = values[size_t(v)];
+        if (!val.is_const() && !is_input[size_t(v)])
+          nodes[i].fail(Code::invalid_model,
+                        "input '" + val.name + "' is not a graph input, an initializer or " +
+                            "the output of any node");
+        continue;
+      }
+      ++pending[i];
+      users[size_t(p)].push_back(int(i));
+    }
+  std::vector<Node> sorted;
+  sorted.reserve(nodes.size());
+  // Min-heap on the original index: keeps the model's own order when it is already valid.
+  std::priority_queue<int, std::vector<int>, std::greater<int>> ready;
+  for (size_t i = 0; i < nodes.size(); ++i)
+    if (!pending[i]) ready.push(int(i));
+  std::vector<int> order;
+  while (!ready.empty()) {
+    int n = ready.top();
+    ready.pop();
+    order.push_back(n);
+    for (int u : users[size_t(n)])
+      if (--pending[size_t(u)] == 0) ready.push(u);
+  }
+  if (order.size() != nodes.size()) {
+    for (size_t i = 0; i < nodes.size(); ++i)
+      if (pending[i]) nodes[i].fail(Code::invalid_model, "is part of a cycle");
+  }
+  for (int i : order) sorted.push_back(std::move(nodes[size_t(i)]));
+  nodes = std::move(sorted);
+}
+
+std::string unique_value_name(const Graph& g, const std::string& base) {
+  if (g.find(base) == kNoValue) return base;
+  for (int i = 1;; ++i) {
+    std::string s = base + "_" + std::to_string(i);
+    if (g.find(s) == kNoValue) return s;
+  }
+}
+
+}  // namespace kiln

@@ -1,0 +1,151 @@
+// Kiln's graph IR: values with static shapes, nodes with typed attributes, constant tensors.
+// Shapes are fully static (the batch size is fixed at load), which is what lets the passes fold
+// all shape arithmetic into constants and lets later stages specialise kernels per shape.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "graph/error.h"
+
+namespace kiln {
+
+// Numeric values equal ONNX TensorProto.DataType codes.
+enum class DType : int32_t { f32 = 1, i64 = 7 };
+
+size_t dtype_size(DType t);
+const char* dtype_name(DType t);
+
+using Shape = std::vector<int64_t>;
+
+// Product of dims (1 for a scalar). Throws invalid_model on negative dims or overflow past 2^62.
+int64_t shape_numel(const Shape& s);
+std::string shape_str(const Shape& s);  // "[1,3,224,224]"
+
+// A dense, C-ordered tensor. Copies are shallow (they share the buffer): constants are
+// immutable once built, so sharing is safe and avoids copying weights.
+class Tensor {
+ public:
+  Tensor() = default;
+  // Allocates a zero-filled, 64-byte aligned buffer.
+  Tensor(DType dtype, Shape shape);
+  // Wraps memory owned by someone else (e.g. a caller's buffer); no copy, no ownership.
+  static Tensor wrap(DType dtype, Shape shape, void* data);
+  // Shares `owner`'s lifetime (e.g. a buffer holding a whole model file).
+  static Tensor alias(DType dtype, Shape shape, std::shared_ptr<void> owner, void* data);
+
+  DType dtype() const { return dtype_; }
+  const Shape& shape() const { return shape_; }
+  int64_t numel() const { return numel_; }
+  size_t nbytes() const { return size_t(numel_) * dtype_size(dtype_); }
+  bool empty() const { return data_ == nullptr && numel_ == 0; }
+
+  void* raw() { return data_; }
+  const void* raw() const { return data_; }
+  // Typed access; throws internal if T does not match dtype().
+  template <class T>
+  T* data();
+  template <class T>
+  const T* data() const;
+
+  // Same buffer, new shape with the same element count (Reshape/Flatten/Squeeze).
+  Tensor reshaped(Shape shape) const;
+  Tensor clone() const;  // deep copy
+
+ private:
+  DType dtype_ = DType::f32;
+  Shape shape_;
+  int64_t numel_ = 0;
+  std::shared_ptr<void> owner_;
+  void* data_ = nullptr;
+};
+
+struct Attribute {
+  enum class Kind { f, i, s, floats, ints, strings, tensor };
+  Kind kind = Kind::i;
+  float f = 0;
+  int64_t i = 0;
+  std::string s;
+  std::vector<float> floats;
+  std::vector<int64_t> ints;
+  std::vector<std::string> strings;
+  Tensor t;
+};
+
+using ValueId = int32_t;
+constexpr ValueId kNoValue = -1;  // an omitted optional input ("" in ONNX)
+
+struct Value {
+  std::string name;
+  DType dtype = DType::f32;
+  Shape shape;
+  bool shape_known = false;       // set by import (graph inputs, initializers) or inference
+  std::optional<Tensor> constant;  // initializers and folded values
+  bool is_const() const { return constant.has_value(); }
+};
+
+struct Node {
+  std::string name;  // never empty after import (generated as "<op>_<index>" when missing)
+  std::string op;    // ONNX op_type
+  std::vector<ValueId> inputs;
+  std::vector<ValueId> outputs;
+  std::map<std::string, Attribute> attrs;
+
+  // "node 'conv1' (Conv)": the prefix of every error about this node.
+  std::string where() const;
+  [[noreturn]] void fail(Code code, const std::string& msg) const;
+
+  bool has(const std::string& attr) const { return attrs.count(attr) != 0; }
+  // Typed getters: return `def` when absent, throw invalid_model (naming the node) when the
+  // attribute has the wrong kind.
+  int64_t attr_i(const std::string& name, int64_t def) const;
+  float attr_f(const std::string& name, float def) const;
+  std::string attr_s(const std::string& name, const std::string& def) const;
+  std::vector<int64_t> attr_ints(const std::string& name, std::vector<int64_t> def = {}) const;
+  std::vector<float> attr_floats(const std::string& name, std::vector<float> def = {}) const;
+  const Tensor* attr_t(const std::string& name) const;  // nullptr when absent
+
+  // Input i if present (not omitted), else kNoValue.
+  ValueId in(size_t i) const { return i < inputs.size() ? inputs[i] : kNoValue; }
+};
+
+struct Graph {
+  std::string name;
+  int64_t opset = 0;  // default-domain opset the model was imported with
+  std::vector<Value> values;
+  std::vector<Node> nodes;  // topologically ordered after import and after every pass
+  std::vector<ValueId> inputs;   // runtime inputs (never initializers)
+  std::vector<ValueId> outputs;
+
+  ValueId add_value(std::string name, DType dtype = DType::f32);
+  ValueId add_const(std::string name, Tensor t);
+  // kNoValue if absent. Linear scan is avoided by an index kept in sync by add_value.
+  ValueId find(std::string_view name) const;
+  Value& value(ValueId id) { return values.at(size_t(id)); }
+  const Value& value(ValueId id) const { return values.at(size_t(id)); }
+
+  // Index of the node producing each value (-1 for inputs/constants), and consumers per value.
+  std::vector<int> producers() const;
+  std::vector<std::vector<int>> consumers() const;
+  bool is_output(ValueId v) const;
+
+  // Stable topological sort; throws invalid_model naming a node on a cycle or on an input
+  // that is produced by nothing and is neither a graph input nor a constant.
+  void topo_sort();
+  // Rebuilds the name index (after values were renamed or removed).
+  void reindex();
+
+ private:
+  std::map<std::string, ValueId, std::less<>> index_;
+};
+
+// A generated name not yet used in the graph ("<base>", "<base>_1", ...).
+std::string unique_value_name(const Graph& g, const std::string& base);
+
+}  // namespace kiln

@@ -1,0 +1,58 @@
+// The operator table: which ONNX ops Kiln supports, and each op's shape inference, which is
+// also its validation (attribute ranges, input counts, dtypes, shape compatibility).
+//
+// Canonical forms. The importer rewrites every opset 7..18 variant into ONE form per op (the
+// opset-18 form), so inference, reference kernels and JIT kernels handle a single form:
+//   Clip        inputs (x, min?, max?) — opset < 11 attributes min/max become constant inputs.
+//   Split       inputs (x, split?) + attr axis (default 0); opset < 13 attribute `split` becomes
+//               a constant input; without `split`, outputs split equally (opset 18: the last
+//               chunk may be smaller, ceil(dim / n)).
+//   Slice       inputs (data, starts, ends, axes?, steps?) — opset < 10 attributes become inputs.
+//   Squeeze     inputs (x, axes?) — opset < 13 attribute becomes an input. Same for Unsqueeze
+//               (axes required there).
+//   ReduceMean  inputs (x, axes?) + attrs keepdims (1), noop_with_empty_axes (0) — opset < 18
+//               attribute `axes` becomes an input.
+//   Pad         inputs (x, pads, constant_value?) + attr mode ("constant" only) — opset < 11
+//               attributes pads/value become inputs.
+//   Softmax     attr axis always present after import; opset < 13 models also get attr
+//               `coerce_2d` = 1: the input is viewed as 2-D [prod(d<axis), prod(d>=axis)] and
+//               softmax runs over the second dim (old semantics); otherwise over `axis` only.
+//   Dropout     inputs (x, ratio?, training_mode?); only inference is supported (identity).
+//   BatchNormalization  inputs (x, scale, B, mean, var) + attr epsilon (1e-5); one output.
+//   Gemm        inputs (A, B, C?) + transA, transB, alpha, beta.
+//   Conv        inputs (x, w, b?) + auto_pad, dilations, group, kernel_shape, pads, strides, all
+//               made explicit by inference: after inference, every Conv/MaxPool/AveragePool node
+//               has attrs kernel_shape, strides, dilations and pads (begin..., end...) set to
+//               explicit values and auto_pad removed, so kernels never re-derive them.
+//   MaxPool / AveragePool   likewise explicit; ceil_mode, count_include_pad kept.
+//   Reshape     inputs (data, shape) + allowzero (0).
+//   Shape       inputs (x) + start/end (opset 15) — always folded to a constant.
+//   Constant    value / value_float / value_floats / value_int / value_ints — folded at import.
+// Supported dtypes: f32 everywhere; i64 for shape arithmetic (Shape, Gather, Concat, Slice,
+// Squeeze, Unsqueeze, Reshape, Add/Sub/Mul/Div, Identity, Cast-free paths). int32 initializers
+// are widened to i64 at import.
+#pragma once
+
+#include <string_view>
+#include <vector>
+
+#include "graph/ir.h"
+
+namespace kiln {
+
+// Validates `node` and sets shape/dtype (shape_known) on its outputs. Inputs are already
+// inferred. May read constant inputs (Reshape's shape, Slice's starts, ...) and rewrite the
+// node's attributes into their explicit form (see above). Throws Error naming the node.
+using InferFn = void (*)(Graph& g, Node& node);
+
+struct OpInfo {
+  std::string_view name;
+  InferFn infer;
+  int min_inputs, max_inputs;    // counting omitted optional inputs
+  int min_outputs, max_outputs;  // outputs the model may declare
+};
+
+const OpInfo* find_op(std::string_view op);  // nullptr if unsupported
+const std::vector<OpInfo>& all_ops();
+
+}  // namespace kiln

@@ -1,0 +1,57 @@
+// A loaded model ready to run: the C++ core behind the C API and the CLI.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "graph/ir.h"
+
+namespace kiln {
+
+struct SessionOptions {
+  int threads = 0;        // 0 = all cores
+  int64_t batch = 0;      // 0 = what the model says (a symbolic batch dim becomes 1)
+  int log_level = -1;     // spdlog level 0..6; -1 = KILN_LOG_LEVEL or "warn"
+};
+
+struct IoInfo {
+  std::string name;
+  DType dtype;
+  Shape shape;
+};
+
+// Load-time figures, milliseconds.
+struct LoadStats {
+  double parse_ms = 0, passes_ms = 0, total_ms = 0;
+};
+
+class Session {
+ public:
+  // Throw Error (io_error, invalid_model, unsupported, ...) with a message naming the problem.
+  static std::unique_ptr<Session> load_file(const std::string& path, const SessionOptions& o);
+  static std::unique_ptr<Session> load_memory(const void* data, size_t size,
+                                              const SessionOptions& o);
+  ~Session();
+
+  const std::vector<IoInfo>& inputs() const { return inputs_; }
+  const std::vector<IoInfo>& outputs() const { return outputs_; }
+  const Graph& graph() const { return graph_; }
+  const LoadStats& load_stats() const { return stats_; }
+
+  // inputs[i] / outputs[i] follow inputs() / outputs() order. Shapes and dtypes must match
+  // exactly (shape_mismatch otherwise). Output tensors are written in place (use
+  // Tensor::wrap for caller memory). Safe to call concurrently from several threads: each run
+  // has its own intermediate buffers.
+  void run(const std::vector<Tensor>& inputs, std::vector<Tensor>& outputs) const;
+
+ private:
+  Session() = default;
+  void prepare(const SessionOptions& o);
+  Graph graph_;
+  std::vector<IoInfo> inputs_, outputs_;
+  LoadStats stats_;
+};
+
+}  // namespace kiln
