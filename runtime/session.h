@@ -7,13 +7,19 @@
 #include <vector>
 
 #include "graph/ir.h"
+#include "jit/cpu.h"
 
 namespace kiln {
+
+struct Plan;
+class Executor;
 
 struct SessionOptions {
   int threads = 0;        // 0 = all cores
   int64_t batch = 0;      // 0 = what the model says (a symbolic batch dim becomes 1)
   int log_level = -1;     // spdlog level 0..6; -1 = KILN_LOG_LEVEL or "warn"
+  int max_isa = -1;       // cap on the ISA (kiln::Isa value); -1 = none (KILN_MAX_ISA applies)
+  bool reference = false; // run every op with the scalar reference kernels (for comparison)
 };
 
 struct IoInfo {
@@ -24,7 +30,7 @@ struct IoInfo {
 
 // Load-time figures, milliseconds.
 struct LoadStats {
-  double parse_ms = 0, passes_ms = 0, total_ms = 0;
+  double parse_ms = 0, passes_ms = 0, plan_ms = 0, total_ms = 0;
 };
 
 class Session {
@@ -39,6 +45,10 @@ class Session {
   const std::vector<IoInfo>& outputs() const { return outputs_; }
   const Graph& graph() const { return graph_; }
   const LoadStats& load_stats() const { return stats_; }
+  Isa isa() const { return isa_; }
+  int threads() const { return threads_; }
+  // The lowered plan (kernels, layouts, conversions); defined in runtime/plan.h.
+  const Plan& plan() const { return *plan_; }
 
   // inputs[i] / outputs[i] follow inputs() / outputs() order. Shapes and dtypes must match
   // exactly (shape_mismatch otherwise). Output tensors are written in place (use
@@ -52,6 +62,10 @@ class Session {
   Graph graph_;
   std::vector<IoInfo> inputs_, outputs_;
   LoadStats stats_;
+  Isa isa_ = Isa::scalar;
+  int threads_ = 1;
+  std::unique_ptr<Plan> plan_;
+  std::unique_ptr<Executor> exec_;
 };
 
 }  // namespace kiln

@@ -1,0 +1,62 @@
+// Shared declarations of the `kiln` command-line tool: parsed arguments, the commands, and the
+// statistics/JSON helpers.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "graph/ir.h"
+
+namespace kiln::cli {
+
+// A bad command line: printed with a usage hint, exit code 2.
+struct UsageError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+struct Args {
+  std::string command;  // "info", "run", "bench"
+  std::string model;
+  std::vector<std::string> inputs;  // --input (repeatable)
+  std::string output;               // --output
+  std::string json;                 // --json
+  int64_t batch = 0;
+  int threads = 0;
+  int runs = 50;
+  int warmup = 5;
+  int log_level = -1;
+  int max_isa = -1;        // --max-isa (kiln::Isa value), -1 = no cap
+  bool reference = false;  // --reference: scalar reference kernels only
+};
+
+int cmd_info(const Args& a);
+int cmd_run(const Args& a);
+int cmd_bench(const Args& a);
+
+// --- stats.cpp ------------------------------------------------------------------------------
+
+// Linear-interpolated percentile (NumPy's default) of an unsorted sample; p in [0, 100].
+double percentile(std::vector<double> xs, double p);
+
+struct Summary {
+  double min = 0, max = 0, mean = 0;
+};
+Summary summarize(const Tensor& t);  // f32 or i64; all zeros for an empty tensor
+
+std::string json_escape(const std::string& s);  // with the surrounding quotes
+
+// Figures of the optimised graph for `kiln info`.
+struct GraphStats {
+  std::map<std::string, int> op_counts;
+  int64_t params = 0;  // elements of f32 constants read by nodes
+  double macs = 0;     // multiply-accumulates of Conv/Gemm/MatMul
+};
+GraphStats graph_stats(const Graph& g);
+
+// "Y.npy" + index 1 -> "Y_1.npy" (suffix inserted before a .npy extension, else appended).
+std::string indexed_path(const std::string& path, size_t index);
+
+}  // namespace kiln::cli

@@ -1,0 +1,189 @@
+// `kiln` command-line tool: argument parsing and dispatch. Usage errors exit with 2, runtime
+// errors with 1; every exception is caught here so the tool never crashes on bad input.
+#include <charconv>
+#include <cstdio>
+#include <cstring>
+#include <exception>
+#include <new>
+#include <string>
+#include <string_view>
+
+#include "cli.h"
+#include "graph/error.h"
+#include "jit/cpu.h"
+#include "runtime/log.h"
+
+namespace kiln::cli {
+namespace {
+
+const char kUsage[] =
+    "usage: kiln [--log-level LEVEL] COMMAND MODEL [options]\n"
+    "\n"
+    "commands:\n"
+    "  info MODEL [--batch N]\n"
+    "      inputs/outputs, op histogram of the optimised graph, parameter count, GFLOPs\n"
+    "      (2 x multiply-accumulates of Conv/Gemm/MatMul).\n"
+    "  run MODEL --input X.npy [--input Y.npy ...] [--output OUT.npy] [--batch N] [--threads N]\n"
+    "      runs once on float32/int64 C-order .npy inputs (one --input per model input, in\n"
+    "      order) and prints each output's shape and min/max/mean. --output writes output 0 to\n"
+    "      OUT.npy; a model with several outputs writes output i to OUT_<i>.npy instead\n"
+    "      (e.g. OUT_0.npy, OUT_1.npy).\n"
+    "  bench MODEL [--threads N] [--runs N] [--warmup N] [--batch N] [--json FILE]\n"
+    "      load time (ms) and latency over --runs runs (default 50) after --warmup runs\n"
+    "      (default 5) on random normal inputs: min, mean, p50, p90, p99 in ms. --json writes\n"
+    "      {\"model\", \"threads\", \"threads_used\", \"isa\", \"reference\", \"batch\", "
+    "\"runs\",\n"
+    "      \"warmup\", \"load_ms\", \"latency_ms\": {\"p50\", \"p90\", \"p99\", \"min\", "
+    "\"mean\"}}.\n"
+    "\n"
+    "options of every command:\n"
+    "  --max-isa ISA       cap the kernels' instruction set: avx512, avx2 or scalar\n"
+    "                      (default: the CPU's best; $KILN_MAX_ISA also caps it)\n"
+    "  --reference         run every op with the scalar reference kernels\n"
+    "\n"
+    "global options:\n"
+    "  --log-level LEVEL   trace, debug, info, warn, error, critical, off or 0..6\n"
+    "                      (default: $KILN_LOG_LEVEL, else warn)\n"
+    "  -h, --help          this text\n"
+    "  --version           print the version\n"
+    "\n"
+    "--batch N fixes the batch (dim 0 of every input); 0 = the model's. --threads 0 = all cores.\n"
+    "Exit status: 0 success, 1 runtime error, 2 usage error.\n";
+
+int64_t parse_int(const std::string& opt, const std::string& v, int64_t lo, int64_t hi) {
+  int64_t x = 0;
+  auto [p, ec] = std::from_chars(v.data(), v.data() + v.size(), x);
+  if (ec != std::errc() || p != v.data() + v.size() || v.empty())
+    throw UsageError(opt + " expects an integer, got '" + v + "'");
+  if (x < lo || x > hi)
+    throw UsageError(opt + " must be in [" + std::to_string(lo) + ", " + std::to_string(hi) +
+                     "], got " + v);
+  return x;
+}
+
+int parse_isa_arg(const std::string& v) {
+  try {
+    return int(parse_isa(v));
+  } catch (const Error&) {
+    throw UsageError("--max-isa expects avx512, avx2 or scalar, got '" + v + "'");
+  }
+}
+
+// Which options each command accepts.
+bool allowed(const std::string& cmd, std::string_view opt) {
+  if (opt == "--batch" || opt == "--max-isa" || opt == "--reference") return true;
+  if (cmd == "info") return false;
+  if (cmd == "run") return opt == "--input" || opt == "--output" || opt == "--threads";
+  if (cmd == "bench")
+    return opt == "--threads" || opt == "--runs" || opt == "--warmup" || opt == "--json";
+  return false;
+}
+
+// Returns -1 to continue, or an exit code (help/version printed).
+int parse(int argc, char** argv, Args& a) {
+  std::vector<std::string> positional, seen;
+  for (int i = 1; i < argc; ++i) {
+    std::string arg = argv[i];
+    if (arg == "-h" || arg == "--help") {
+      std::fputs(kUsage, stdout);
+      return 0;
+    }
+    if (arg == "--version") {
+      std::printf("kiln %s\n", KILN_VERSION);
+      return 0;
+    }
+    if (arg.size() < 2 || arg[0] != '-' || arg == "--") {
+      if (arg == "--") {
+        for (++i; i < argc; ++i) positional.push_back(argv[i]);
+        break;
+      }
+      positional.push_back(arg);
+      continue;
+    }
+    if (arg == "--reference") {
+      a.reference = true;
+      seen.push_back(arg);
+      continue;
+    }
+    // --opt VALUE or --opt=VALUE; every other option takes a value.
+    std::string opt = arg, val;
+    size_t eq = arg.find('=');
+    if (eq != std::string::npos) {
+      opt = arg.substr(0, eq);
+      val = arg.substr(eq + 1);
+    } else {
+      if (i + 1 >= argc) throw UsageError(opt + " needs a value");
+      val = argv[++i];
+    }
+    if (opt == "--log-level") {
+      a.log_level = parse_log_level(val.c_str());
+      if (a.log_level < 0) throw UsageError("unknown log level '" + val + "'");
+      continue;
+    }
+    static const char* known[] = {"--batch", "--input",  "--output", "--threads",
+                                  "--runs",  "--warmup", "--json",   "--max-isa"};
+    bool is_known = false;
+    for (const char* k : known) is_known |= opt == k;
+    if (!is_known) throw UsageError("unknown option '" + opt + "'");
+    seen.push_back(opt);  // checked against the command once it is known
+    if (opt == "--batch")
+      a.batch = parse_int(opt, val, 0, 1 << 20);
+    else if (opt == "--threads")
+      a.threads = int(parse_int(opt, val, 0, 4096));
+    else if (opt == "--runs")
+      a.runs = int(parse_int(opt, val, 1, 100000000));
+    else if (opt == "--warmup")
+      a.warmup = int(parse_int(opt, val, 0, 100000000));
+    else if (opt == "--input")
+      a.inputs.push_back(val);
+    else if (opt == "--output")
+      a.output = val;
+    else if (opt == "--json")
+      a.json = val;
+    else if (opt == "--max-isa")
+      a.max_isa = parse_isa_arg(val);
+  }
+  if (positional.empty()) throw UsageError("no command given");
+  a.command = positional[0];
+  if (a.command != "info" && a.command != "run" && a.command != "bench")
+    throw UsageError("unknown command '" + a.command + "'");
+  if (positional.size() < 2) throw UsageError("'" + a.command + "' needs a MODEL path");
+  if (positional.size() > 2) throw UsageError("unexpected argument '" + positional[2] + "'");
+  a.model = positional[1];
+  for (const std::string& opt : seen)
+    if (!allowed(a.command, opt))
+      throw UsageError("option " + opt + " is not valid for '" + a.command + "'");
+  if (a.command == "run" && a.inputs.empty()) throw UsageError("'run' needs --input X.npy");
+  return -1;
+}
+
+}  // namespace
+}  // namespace kiln::cli
+
+int main(int argc, char** argv) {
+  using namespace kiln::cli;
+  try {
+    Args a;
+    int rc = parse(argc, argv, a);
+    if (rc >= 0) return rc;
+    kiln::init_logging(a.log_level);
+    if (a.command == "info") return cmd_info(a);
+    if (a.command == "run") return cmd_run(a);
+    return cmd_bench(a);
+  } catch (const UsageError& e) {
+    std::fprintf(stderr, "kiln: %s\n(see kiln --help)\n", e.what());
+    return 2;
+  } catch (const kiln::Error& e) {
+    std::fprintf(stderr, "kiln: error (%s): %s\n", kiln::code_name(e.code()), e.what());
+    return 1;
+  } catch (const std::bad_alloc&) {
+    std::fprintf(stderr, "kiln: error: out of memory\n");
+    return 1;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "kiln: error: %s\n", e.what());
+    return 1;
+  } catch (...) {
+    std::fprintf(stderr, "kiln: error: unknown exception\n");
+    return 1;
+  }
+}

@@ -1,0 +1,120 @@
+#include "graph/canonicalize.h"
+
+#include <limits>
+
+namespace kiln {
+namespace {
+
+Tensor ints_tensor(const std::vector<int64_t>& v) {
+  Tensor t(DType::i64, {int64_t(v.size())});
+  std::copy(v.begin(), v.end(), t.data<int64_t>());
+  return t;
+}
+
+Tensor scalar_f32(float x) {
+  Tensor t(DType::f32, {});
+  *t.data<float>() = x;
+  return t;
+}
+
+// Moves attribute `attr` (if present) into input slot `slot` as a new constant value.
+void attr_to_input(Graph& g, Node& n, const std::string& attr, size_t slot, Tensor t) {
+  ValueId id = g.add_const(unique_value_name(g, n.name + "_" + attr), std::move(t));
+  if (n.inputs.size() <= slot) n.inputs.resize(slot + 1, kNoValue);
+  if (n.inputs[slot] != kNoValue)
+    n.fail(Code::invalid_model, "has both an attribute and an input for '" + attr + "'");
+  n.inputs[slot] = id;
+  n.attrs.erase(attr);
+}
+
+void ints_attr_to_input(Graph& g, Node& n, const std::string& attr, size_t slot) {
+  if (n.has(attr)) attr_to_input(g, n, attr, slot, ints_tensor(n.attr_ints(attr)));
+}
+
+// Constant node -> constant value; returns false if the node is not a Constant.
+bool fold_constant_node(Graph& g, const Node& n) {
+  if (n.op != "Constant") return false;
+  if (n.outputs.size() != 1 || n.outputs[0] == kNoValue || !n.inputs.empty())
+    n.fail(Code::invalid_model, "must have no inputs and exactly one output");
+  if (n.attrs.size() != 1)
+    n.fail(Code::invalid_model, "must have exactly one value attribute");
+  const auto& [key, a] = *n.attrs.begin();
+  Tensor t;
+  if (key == "value") {
+    t = *n.attr_t("value");
+  } else if (key == "value_float") {
+    t = scalar_f32(n.attr_f("value_float", 0));
+  } else if (key == "value_floats") {
+    auto v = n.attr_floats("value_floats");
+    t = Tensor(DType::f32, {int64_t(v.size())});
+    std::copy(v.begin(), v.end(), t.data<float>());
+  } else if (key == "value_int") {
+    t = Tensor(DType::i64, {});
+    *t.data<int64_t>() = n.attr_i("value_int", 0);
+  } else if (key == "value_ints") {
+    t = ints_tensor(n.attr_ints("value_ints"));
+  } else {
+    n.fail(Code::unsupported, "attribute '" + key + "' is not supported");
+  }
+  Value& v = g.value(n.outputs[0]);
+  v.dtype = t.dtype();
+  v.shape = t.shape();
+  v.shape_known = true;
+  v.constant = std::move(t);
+  return true;
+}
+
+void canonicalize_node(Graph& g, Node& n) {
+  const int64_t opset = g.opset;
+  const std::string& op = n.op;
+  if (op == "Clip" && opset < 11) {
+    if (n.has("min")) attr_to_input(g, n, "min", 1, scalar_f32(n.attr_f("min", 0)));
+    if (n.has("max")) attr_to_input(g, n, "max", 2, scalar_f32(n.attr_f("max", 0)));
+  } else if (op == "Split" && opset < 13) {
+    ints_attr_to_input(g, n, "split", 1);
+  } else if (op == "Slice" && opset < 10) {
+    if (!n.has("starts") || !n.has("ends"))
+      n.fail(Code::invalid_model, "needs attributes 'starts' and 'ends'");
+    ints_attr_to_input(g, n, "starts", 1);
+    ints_attr_to_input(g, n, "ends", 2);
+    ints_attr_to_input(g, n, "axes", 3);
+  } else if ((op == "Squeeze" || op == "Unsqueeze") && opset < 13) {
+    ints_attr_to_input(g, n, "axes", 1);
+  } else if (op == "ReduceMean" && opset < 18) {
+    ints_attr_to_input(g, n, "axes", 1);
+  } else if (op == "Pad" && opset < 11) {
+    if (!n.has("pads")) n.fail(Code::invalid_model, "needs attribute 'pads'");
+    ints_attr_to_input(g, n, "pads", 1);
+    float value = n.attr_f("value", 0.f);
+    n.attrs.erase("value");
+    attr_to_input(g, n, "value", 2, scalar_f32(value));
+  } else if (op == "Softmax") {
+    if (opset < 13) {
+      n.attrs["axis"] = Attribute{Attribute::Kind::i, 0, n.attr_i("axis", 1)};
+      n.attrs["coerce_2d"] = Attribute{Attribute::Kind::i, 0, 1};
+    } else {
+      n.attrs["axis"] = Attribute{Attribute::Kind::i, 0, n.attr_i("axis", -1)};
+    }
+  } else if (op == "BatchNormalization" && n.has("spatial")) {
+    if (n.attr_i("spatial", 1) != 1)
+      n.fail(Code::unsupported, "spatial=0 (per-activation statistics) is not supported");
+    n.attrs.erase("spatial");
+  }
+  // Trailing omitted optional inputs carry no meaning; drop them so counts are canonical.
+  while (!n.inputs.empty() && n.inputs.back() == kNoValue) n.inputs.pop_back();
+}
+
+}  // namespace
+
+void canonicalize(Graph& g) {
+  std::vector<Node> kept;
+  kept.reserve(g.nodes.size());
+  for (Node& n : g.nodes) {
+    if (fold_constant_node(g, n)) continue;
+    canonicalize_node(g, n);
+    kept.push_back(std::move(n));
+  }
+  g.nodes = std::move(kept);
+}
+
+}  // namespace kiln

@@ -1,0 +1,157 @@
+// fuse_epilogues: elementwise consumers of a Conv/Gemm output become the node's post-ops.
+#include <cmath>
+#include <limits>
+
+#include "graph/passes.h"
+#include "graph/post_ops.h"
+
+namespace kiln {
+namespace {
+
+bool is_fusion_target(const Node& n) { return n.op == "Conv" || n.op == "Gemm"; }
+
+// Scalar value of an optional constant input (Clip's min/max), or `def` when absent.
+bool const_scalar(const Graph& g, ValueId v, float def, float* out) {
+  if (v == kNoValue) {
+    *out = def;
+    return true;
+  }
+  const Value& val = g.value(v);
+  if (!val.is_const() || val.dtype != DType::f32 || val.constant->numel() != 1) return false;
+  *out = val.constant->data<float>()[0];
+  return true;
+}
+
+class Fuser {
+ public:
+  explicit Fuser(Graph& g) : g_(g), prod_(g.producers()), cons_(g.consumers()) {}
+
+  int run() {
+    int fused = 0;
+    for (size_t j = 0; j < g_.nodes.size(); ++j) fused += try_fuse(int(j));
+    std::vector<Node> kept;
+    for (Node& n : g_.nodes)
+      if (!n.op.empty()) kept.push_back(std::move(n));
+    g_.nodes = std::move(kept);
+    return fused;
+  }
+
+ private:
+  // The fusion target producing v whose only consumer is `user`, or -1.
+  int target_for(ValueId v, int user) const {
+    if (v == kNoValue || g_.is_output(v)) return -1;
+    int p = prod_[size_t(v)];
+    if (p < 0 || !is_fusion_target(g_.nodes[size_t(p)])) return -1;
+    const auto& c = cons_[size_t(v)];
+    if (c.size() != 1 || c[0] != user) return -1;
+    // Only the primary output may be fused (Conv/Gemm have one anyway).
+    if (g_.nodes[size_t(p)].outputs[0] != v) return -1;
+    return p;
+  }
+
+  // Moves target p into slot j (the consumer's position, where every operand of both nodes is
+  // available), appends `op`, and makes the consumer's output its output.
+  void fuse(int p, int j, const PostOp& op, std::vector<ValueId> extra) {
+    Node fused = std::move(g_.nodes[size_t(p)]);
+    g_.nodes[size_t(p)].op.clear();  // tombstone
+    // Extra inputs start at index 3 for both Conv and Gemm (after the optional bias / C).
+    if (fused.inputs.size() < 3) fused.inputs.resize(3, kNoValue);
+    append_post_op(fused, op, extra);
+    ValueId out = g_.nodes[size_t(j)].outputs[0];
+    fused.outputs[0] = out;
+    prod_[size_t(out)] = j;
+    for (ValueId v : fused.inputs)
+      if (v != kNoValue)
+        for (int& c : cons_[size_t(v)])
+          if (c == p) c = j;
+    g_.nodes[size_t(j)] = std::move(fused);
+  }
+
+  int try_fuse(int j) {
+    const Node& n = g_.nodes[size_t(j)];
+    if (n.op.empty() || n.outputs.empty() || n.inputs.empty()) return 0;
+    PostOp op;
+    const ValueId x = n.in(0);
+    if (n.op == "Relu") {
+      op.kind = PostOp::Kind::relu;
+    } else if (n.op == "LeakyRelu") {
+      op.kind = PostOp::Kind::leaky_relu;
+      op.alpha = n.attr_f("alpha", 0.01f);
+    } else if (n.op == "Clip") {
+      op.kind = PostOp::Kind::clip;
+      const float inf = std::numeric_limits<float>::infinity();
+      if (!const_scalar(g_, n.in(1), -inf, &op.alpha) || !const_scalar(g_, n.in(2), inf, &op.beta))
+        return 0;
+    } else if (n.op == "Sigmoid") {
+      op.kind = PostOp::Kind::sigmoid;
+    } else if (n.op == "HardSigmoid") {
+      op.kind = PostOp::Kind::hardsigmoid;
+      op.alpha = n.attr_f("alpha", 0.2f);
+      op.beta = n.attr_f("beta", 0.5f);
+    } else if (n.op == "HardSwish") {
+      op.kind = PostOp::Kind::hardswish;
+    } else if (n.op == "Add" && n.inputs.size() == 2) {
+      return try_fuse_add(j);
+    } else if (n.op == "Mul" && n.inputs.size() == 2) {
+      return try_fuse_swish(j);
+    } else {
+      return 0;
+    }
+    int p = target_for(x, j);
+    if (p < 0) return 0;
+    fuse(p, j, op, {});
+    return 1;
+  }
+
+  // Add(a, b) with equal shapes: fuse into the producer of one operand, the other becomes the
+  // residual. Prefer the later producer (the earlier value's lifetime is already open).
+  int try_fuse_add(int j) {
+    const Node& n = g_.nodes[size_t(j)];
+    ValueId a = n.inputs[0], b = n.inputs[1];
+    if (a == b || g_.value(a).shape != g_.value(b).shape || g_.value(a).dtype != DType::f32)
+      return 0;
+    int pa = target_for(a, j), pb = target_for(b, j);
+    if (pa < 0 && pb < 0) return 0;
+    bool use_a = pb < 0 || (pa >= 0 && pa > pb);
+    PostOp op;
+    op.kind = PostOp::Kind::add;
+    fuse(use_a ? pa : pb, j, op, {use_a ? b : a});
+    return 1;
+  }
+
+  // x * Sigmoid(x) (either operand order) where x comes from a fusion target and feeds only
+  // the Sigmoid and the Mul.
+  int try_fuse_swish(int j) {
+    const Node& mul = g_.nodes[size_t(j)];
+    for (int k = 0; k < 2; ++k) {
+      ValueId x = mul.inputs[size_t(k)], s = mul.inputs[size_t(1 - k)];
+      if (s == kNoValue || x == kNoValue || g_.is_output(s)) continue;
+      int ps = prod_[size_t(s)];
+      if (ps < 0 || g_.nodes[size_t(ps)].op != "Sigmoid" || g_.nodes[size_t(ps)].in(0) != x ||
+          cons_[size_t(s)].size() != 1)
+        continue;
+      if (g_.is_output(x) || prod_[size_t(x)] < 0) continue;
+      int p = prod_[size_t(x)];
+      const auto& cx = cons_[size_t(x)];
+      if (!is_fusion_target(g_.nodes[size_t(p)]) || cx.size() != 2) continue;
+      if (!((cx[0] == ps && cx[1] == j) || (cx[0] == j && cx[1] == ps))) continue;
+      g_.nodes[size_t(ps)].op.clear();  // the Sigmoid is absorbed
+      PostOp op;
+      op.kind = PostOp::Kind::swish;
+      cons_[size_t(x)] = {j};
+      fuse(p, j, op, {});
+      return 1;
+    }
+    return 0;
+  }
+
+  Graph& g_;
+  std::vector<int> prod_;
+  std::vector<std::vector<int>> cons_;
+};
+
+}  // namespace
+
+int fuse_epilogues(Graph& g) { return Fuser(g).run(); }
+
+}  // namespace kiln

@@ -1,0 +1,18 @@
+// Shape inference entry point: the table-driven checks common to every op, then the op's own
+// InferFn (see graph/ops.h for the table and the canonical forms).
+#pragma once
+
+#include "graph/ir.h"
+
+namespace kiln {
+
+// Validates `node` and sets dtype/shape (shape_known) on each of its declared outputs.
+// Checks, in order: the op is supported (else Code::unsupported "operator Foo is not
+// supported"); the declared input/output counts are within the table's bounds; the required
+// inputs (the first min_inputs) and the first output are present; every present input has a
+// known shape; then runs the op's InferFn, which validates attributes, dtypes and shapes and
+// may rewrite attributes into their explicit form (Conv/MaxPool/AveragePool).
+// Must be called in topological order. Every error names the node and its op.
+void infer_node(Graph& g, Node& node);
+
+}  // namespace kiln

@@ -1,0 +1,230 @@
+// Shape inference for the windowed ops (Conv, MaxPool, AveragePool), global pools and
+// BatchNormalization. Windowed ops get their attributes rewritten to the explicit form
+// (kernel_shape, strides, dilations, pads; no auto_pad) so kernels never re-derive them.
+#include <string>
+#include <vector>
+
+#include "graph/infer_util.h"
+
+namespace kiln::infer_detail {
+
+namespace {
+
+constexpr size_t kSpatial = 2;  // Kiln supports 2-D windows only (NCHW inputs)
+
+// Input 0 must be NCHW: rank < 3 is not a valid windowed op at all, 3-D/5-D are valid ONNX
+// Kiln does not implement.
+void expect_2d_input(const Graph& g, const Node& n, const char* what) {
+  const Shape& s = input(g, n, 0).shape;
+  if (s.size() < 3)
+    n.fail(Code::invalid_model, input_desc(g, n, 0) +
+                                    " should have rank >= 3 (N, C, spatial...) "
+                                    "but has shape " +
+                                    shape_str(s));
+  if (s.size() != 2 + kSpatial)
+    n.fail(Code::unsupported, std::string("only 2-D ") + what +
+                                  " (4-D NCHW input) is supported, input has shape " +
+                                  shape_str(s));
+}
+
+// A per-spatial-dim attribute: `def` when absent, else exactly kSpatial values in [lo, kMaxAttr).
+std::vector<int64_t> spatial_attr(const Node& n, const char* name, size_t count, int64_t def,
+                                  int64_t lo) {
+  if (!n.has(name)) return std::vector<int64_t>(count, def);
+  std::vector<int64_t> v = n.attr_ints(name);
+  if (v.size() != count)
+    n.fail(Code::invalid_model, std::string("attribute '") + name + "' should have " +
+                                    std::to_string(count) + " values but is " + ints_str(v));
+  for (int64_t x : v)
+    if (x < lo || x >= kMaxAttr)
+      n.fail(Code::invalid_model,
+             std::string("attribute '") + name + "' = " + ints_str(v) +
+                 " has a value out of range (expected >= " + std::to_string(lo) + ")");
+  return v;
+}
+
+struct Window {
+  std::vector<int64_t> kernel, strides, dilations, pads;  // pads: begin..., end...
+  Shape out;                                              // spatial output dims
+};
+
+// Resolves strides/dilations/pads/auto_pad for `kernel` over `in` (spatial dims) and computes
+// the output size per the ONNX spec (and PyTorch for ceil_mode).
+Window resolve_window(const Node& n, const Shape& in, std::vector<int64_t> kernel, bool ceil_mode,
+                      bool allow_dilations) {
+  Window w;
+  size_t k = in.size();
+  w.kernel = std::move(kernel);
+  w.strides = spatial_attr(n, "strides", k, 1, 1);
+  w.dilations = spatial_attr(n, "dilations", k, 1, 1);
+  if (!allow_dilations)
+    for (int64_t d : w.dilations)
+      if (d != 1)
+        n.fail(Code::unsupported,
+               "dilations " + ints_str(w.dilations) + " are not supported for this op");
+  std::vector<int64_t> eff(k);
+  for (size_t i = 0; i < k; ++i) eff[i] = (w.kernel[i] - 1) * w.dilations[i] + 1;
+
+  std::string auto_pad = n.attr_s("auto_pad", "NOTSET");
+  if (auto_pad == "NOTSET") {
+    w.pads = spatial_attr(n, "pads", 2 * k, 0, 0);
+  } else if (auto_pad == "VALID") {
+    // Explicit pads alongside auto_pad are invalid ONNX, but exporters emit zeros; the
+    // auto_pad rule wins, as in ONNX Runtime.
+    w.pads.assign(2 * k, 0);
+  } else if (auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER") {
+    w.pads.assign(2 * k, 0);
+    for (size_t i = 0; i < k; ++i) {
+      int64_t out = (in[i] + w.strides[i] - 1) / w.strides[i];
+      int64_t total = std::max<int64_t>(0, (out - 1) * w.strides[i] + eff[i] - in[i]);
+      int64_t small = total / 2, big = total - small;
+      // SAME_UPPER puts the odd pixel at the end, SAME_LOWER at the beginning.
+      w.pads[i] = auto_pad == "SAME_UPPER" ? small : big;
+      w.pads[i + k] = auto_pad == "SAME_UPPER" ? big : small;
+    }
+  } else {
+    n.fail(Code::invalid_model, "unknown auto_pad '" + auto_pad + "'");
+  }
+
+  w.out.resize(k);
+  for (size_t i = 0; i < k; ++i) {
+    int64_t padded = in[i] + w.pads[i] + w.pads[i + k];
+    int64_t span = padded - eff[i];
+    if (span < 0)
+      n.fail(Code::invalid_model,
+             "kernel of effective size " + std::to_string(eff[i]) + " along spatial dim " +
+                 std::to_string(i) + " is larger than the padded input (" + std::to_string(in[i]) +
+                 " + pads " + std::to_string(w.pads[i]) + "+" + std::to_string(w.pads[i + k]) +
+                 " = " + std::to_string(padded) + ")");
+    int64_t s = w.strides[i];
+    int64_t o = (ceil_mode ? (span + s - 1) / s : span / s) + 1;
+    // ceil_mode: a last window starting inside the end padding is dropped (PyTorch, ONNX).
+    if (ceil_mode && (o - 1) * s >= in[i] + w.pads[i]) --o;
+    w.out[i] = o;
+  }
+  return w;
+}
+
+void write_window(Node& n, const Window& w) {
+  set_attr_ints(n, "kernel_shape", w.kernel);
+  set_attr_ints(n, "strides", w.strides);
+  set_attr_ints(n, "dilations", w.dilations);
+  set_attr_ints(n, "pads", w.pads);
+  n.attrs.erase("auto_pad");
+}
+
+void infer_pool(Graph& g, Node& n, bool is_max) {
+  expect_dtype(g, n, 0, DType::f32);
+  expect_2d_input(g, n, "pooling");
+  const Shape& x = input(g, n, 0).shape;
+  if (!n.has("kernel_shape")) n.fail(Code::invalid_model, "attribute 'kernel_shape' is required");
+  std::vector<int64_t> kernel = spatial_attr(n, "kernel_shape", kSpatial, 1, 1);
+  bool ceil_mode = attr_flag(n, "ceil_mode", false);
+  if (is_max) {
+    if (n.attr_i("storage_order", 0) != 0)
+      n.fail(Code::unsupported, "storage_order=" + std::to_string(n.attr_i("storage_order", 0)) +
+                                    " (column-major indices) is not supported");
+    if (has_output(n, 1)) n.fail(Code::unsupported, "the Indices output is not supported");
+  } else {
+    attr_flag(n, "count_include_pad", false);  // validated; kept for the kernels
+  }
+  Window w = resolve_window(n, Shape(x.begin() + 2, x.end()), kernel, ceil_mode, is_max);
+  for (size_t i = 0; i < kSpatial; ++i) {
+    int64_t eff = (w.kernel[i] - 1) * w.dilations[i] + 1;
+    // A window lying entirely in the padding has no input element (ONNX Runtime rejects it).
+    if (w.pads[i] >= eff || w.pads[i + kSpatial] >= eff)
+      n.fail(Code::invalid_model, "pads " + ints_str(w.pads) +
+                                      " must be smaller than the (effective) kernel " +
+                                      ints_str(w.kernel));
+  }
+  write_window(n, w);
+  set_output(g, n, 0, DType::f32, {x[0], x[1], w.out[0], w.out[1]});
+}
+
+}  // namespace
+
+void infer_conv(Graph& g, Node& n) {
+  expect_dtype(g, n, 0, DType::f32);
+  expect_dtype(g, n, 1, DType::f32);
+  expect_2d_input(g, n, "convolution");
+  const Shape& x = input(g, n, 0).shape;
+  const Shape& wt = input(g, n, 1).shape;
+  if (wt.size() != x.size())
+    n.fail(Code::invalid_model, "weight " + input_desc(g, n, 1) + " has shape " + shape_str(wt) +
+                                    ", expected rank " + std::to_string(x.size()) +
+                                    " [M, C/group, kH, kW] for input shape " + shape_str(x));
+  int64_t group = n.attr_i("group", 1);
+  int64_t c = x[1], m = wt[0];
+  if (group < 1) n.fail(Code::invalid_model, "group " + std::to_string(group) + " must be >= 1");
+  if (c % group != 0 || m % group != 0)
+    n.fail(Code::invalid_model, "group " + std::to_string(group) +
+                                    " does not divide the input channels (" + std::to_string(c) +
+                                    ") and output channels (" + std::to_string(m) + ")");
+  if (wt[1] != c / group)
+    n.fail(Code::invalid_model, "weight shape " + shape_str(wt) + " has " + std::to_string(wt[1]) +
+                                    " channels per group, expected " + std::to_string(c / group) +
+                                    " (input shape " + shape_str(x) + ", group " +
+                                    std::to_string(group) + ")");
+  std::vector<int64_t> kernel(wt.begin() + 2, wt.end());
+  for (int64_t d : kernel)
+    if (d < 1 || d >= kMaxAttr)
+      n.fail(Code::invalid_model,
+             "weight shape " + shape_str(wt) + " has an empty or absurdly large kernel");
+  if (n.has("kernel_shape") && n.attr_ints("kernel_shape") != kernel)
+    n.fail(Code::invalid_model, "attribute kernel_shape " + ints_str(n.attr_ints("kernel_shape")) +
+                                    " does not match the weight shape " + shape_str(wt));
+  if (has_input(n, 2)) {
+    expect_dtype(g, n, 2, DType::f32);
+    const Shape& b = input(g, n, 2).shape;
+    if (b != Shape{m})
+      n.fail(Code::invalid_model, "bias " + input_desc(g, n, 2) + " has shape " + shape_str(b) +
+                                      ", expected [" + std::to_string(m) + "]");
+  }
+  Window w = resolve_window(n, Shape(x.begin() + 2, x.end()), kernel, false, true);
+  write_window(n, w);
+  set_output(g, n, 0, DType::f32, {x[0], m, w.out[0], w.out[1]});
+}
+
+void infer_max_pool(Graph& g, Node& n) {
+  infer_pool(g, n, true);
+}
+void infer_average_pool(Graph& g, Node& n) {
+  infer_pool(g, n, false);
+}
+
+void infer_global_pool(Graph& g, Node& n) {
+  expect_dtype(g, n, 0, DType::f32);
+  expect_min_rank(g, n, 0, 3);
+  Shape out = input(g, n, 0).shape;
+  for (size_t i = 2; i < out.size(); ++i) out[i] = 1;
+  set_output(g, n, 0, DType::f32, out);
+}
+
+void infer_batch_norm(Graph& g, Node& n) {
+  expect_dtype(g, n, 0, DType::f32);
+  expect_min_rank(g, n, 0, 2);
+  const Shape& x = input(g, n, 0).shape;
+  static const char* names[] = {"X", "scale", "B", "mean", "var"};
+  for (size_t i = 1; i < 5; ++i) {
+    expect_dtype(g, n, i, DType::f32);
+    const Shape& s = input(g, n, i).shape;
+    if (s != Shape{x[1]})
+      n.fail(Code::invalid_model, std::string(names[i]) + " " + input_desc(g, n, i) +
+                                      " has shape " + shape_str(s) + ", expected [" +
+                                      std::to_string(x[1]) + "] (channels of input shape " +
+                                      shape_str(x) + ")");
+  }
+  if (attr_flag(n, "training_mode", false))
+    n.fail(Code::unsupported, "training_mode=1 is not supported (inference only)");
+  if (n.attr_i("spatial", 1) != 1)
+    n.fail(Code::unsupported, "spatial=0 (per-activation statistics) is not supported");
+  float eps = n.attr_f("epsilon", 1e-5f);
+  if (!(eps >= 0)) n.fail(Code::invalid_model, "epsilon " + std::to_string(eps) + " is negative");
+  for (size_t i = 1; i < n.outputs.size(); ++i)
+    if (has_output(n, i))
+      n.fail(Code::unsupported,
+             "output " + std::to_string(i) + " (training statistics) is not supported, only Y");
+  set_output(g, n, 0, DType::f32, x);
+}
+
+}  // namespace kiln::infer_detail

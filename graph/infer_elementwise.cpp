@@ -1,0 +1,81 @@
+// Shape inference for elementwise ops: unary activations, Clip, Identity, Dropout (inference
+// only) and the broadcasting binary/variadic arithmetic ops.
+#include <cmath>
+#include <string>
+
+#include "graph/infer_util.h"
+
+namespace kiln::infer_detail {
+
+void infer_unary_f32(Graph& g, Node& n) {
+  // Relu and friends are defined for integers in recent opsets; Kiln only computes floats.
+  expect_dtype(g, n, 0, DType::f32, Code::unsupported);
+  if (n.op == "LeakyRelu" || n.op == "HardSigmoid") {
+    float alpha = n.attr_f("alpha", n.op == "LeakyRelu" ? 0.01f : 0.2f);
+    float beta = n.attr_f("beta", 0.5f);
+    if (!std::isfinite(alpha) || !std::isfinite(beta))
+      n.fail(Code::invalid_model, "attributes alpha/beta must be finite");
+  }
+  const Value& x = input(g, n, 0);
+  set_output(g, n, 0, x.dtype, x.shape);
+}
+
+void infer_identity(Graph& g, Node& n) {
+  const Value& x = input(g, n, 0);
+  set_output(g, n, 0, x.dtype, x.shape);
+}
+
+void infer_clip(Graph& g, Node& n) {
+  expect_dtype(g, n, 0, DType::f32, Code::unsupported);
+  for (size_t i = 1; i < 3; ++i) {
+    if (!has_input(n, i)) continue;
+    expect_same_dtype(g, n, 0, i);
+    expect_scalar(g, n, i);
+  }
+  const Value& x = input(g, n, 0);
+  set_output(g, n, 0, x.dtype, x.shape);
+}
+
+void infer_dropout(Graph& g, Node& n) {
+  expect_dtype(g, n, 0, DType::f32, Code::unsupported);
+  if (has_input(n, 1)) {
+    expect_scalar(g, n, 1);
+    const Value& r = input(g, n, 1);
+    if (r.dtype != DType::f32)
+      n.fail(Code::invalid_model,
+             input_desc(g, n, 1) + " (ratio) should be float32 but is " + dtype_name(r.dtype));
+  }
+  if (has_input(n, 2)) {
+    // Only inference is supported: training_mode must be known to be false at load time.
+    expect_scalar(g, n, 2);
+    const Value& t = input(g, n, 2);
+    if (!t.is_const())
+      n.fail(Code::unsupported, input_desc(g, n, 2) +
+                                    " (training_mode) must be a constant false; it is computed at "
+                                    "run time");
+    if (tensor_as_ints(*t.constant).at(0) != 0)
+      n.fail(Code::unsupported, "training_mode=true is not supported (inference only)");
+  }
+  if (has_output(n, 1)) n.fail(Code::unsupported, "the mask output is not supported");
+  const Value& x = input(g, n, 0);
+  set_output(g, n, 0, x.dtype, x.shape);
+}
+
+void infer_binary_arith(Graph& g, Node& n) {
+  DType d = expect_f32_or_i64(g, n, 0);
+  expect_same_dtype(g, n, 0, 1);
+  Shape out = broadcast_shapes(n, input(g, n, 0).shape, input(g, n, 1).shape);
+  set_output(g, n, 0, d, out);
+}
+
+void infer_sum(Graph& g, Node& n) {
+  Shape out;
+  for (size_t i = 0; i < n.inputs.size(); ++i) {
+    if (!has_input(n, i)) n.fail(Code::invalid_model, "input " + std::to_string(i) + " is missing");
+    expect_dtype(g, n, i, DType::f32);
+    out = i == 0 ? input(g, n, i).shape : broadcast_shapes(n, out, input(g, n, i).shape);
+  }
+  set_output(g, n, 0, DType::f32, out);
+}
+
+}  // namespace kiln::infer_detail

@@ -1,0 +1,99 @@
+// Shape inference for the matrix ops (Gemm, MatMul) and the reductions along axes (Softmax,
+// ReduceMean).
+#include <string>
+
+#include "graph/infer_util.h"
+
+namespace kiln::infer_detail {
+
+void infer_gemm(Graph& g, Node& n) {
+  for (size_t i = 0; i < 2; ++i) {
+    expect_dtype(g, n, i, DType::f32, Code::unsupported);
+    expect_rank(g, n, i, 2);
+  }
+  const Shape& a = input(g, n, 0).shape;
+  const Shape& b = input(g, n, 1).shape;
+  bool ta = attr_flag(n, "transA", false), tb = attr_flag(n, "transB", false);
+  int64_t m = ta ? a[1] : a[0], k = ta ? a[0] : a[1];
+  int64_t kb = tb ? b[1] : b[0], nn = tb ? b[0] : b[1];
+  if (k != kb)
+    n.fail(Code::invalid_model, "inner dimensions do not match: A " + shape_str(a) +
+                                    (ta ? " (transposed)" : "") + " and B " + shape_str(b) +
+                                    (tb ? " (transposed)" : "") + " give K = " + std::to_string(k) +
+                                    " vs " + std::to_string(kb));
+  if (has_input(n, 2)) {
+    expect_same_dtype(g, n, 0, 2);
+    const Shape& c = input(g, n, 2).shape;
+    // C must broadcast one-way to [M, N].
+    Shape target{m, nn};
+    bool ok = c.size() <= 2;
+    for (size_t i = 0; ok && i < c.size(); ++i) {
+      int64_t t = target[2 - c.size() + i];
+      ok = c[i] == 1 || c[i] == t;
+    }
+    if (!ok)
+      n.fail(Code::invalid_model, "C " + input_desc(g, n, 2) + " has shape " + shape_str(c) +
+                                      ", which does not broadcast to the output shape " +
+                                      shape_str(target));
+  }
+  set_output(g, n, 0, DType::f32, {m, nn});
+}
+
+void infer_matmul(Graph& g, Node& n) {
+  for (size_t i = 0; i < 2; ++i) {
+    expect_dtype(g, n, i, DType::f32, Code::unsupported);
+    expect_min_rank(g, n, i, 1);
+  }
+  const Shape& a0 = input(g, n, 0).shape;
+  const Shape& b0 = input(g, n, 1).shape;
+  // numpy.matmul: a 1-D A is a row vector, a 1-D B a column vector; the added dim is removed.
+  Shape a = a0.size() == 1 ? Shape{1, a0[0]} : a0;
+  Shape b = b0.size() == 1 ? Shape{b0[0], 1} : b0;
+  if (a.back() != b[b.size() - 2])
+    n.fail(Code::invalid_model,
+           "inner dimensions do not match: " + shape_str(a0) + " x " + shape_str(b0));
+  Shape batch = broadcast_shapes(n, Shape(a.begin(), a.end() - 2), Shape(b.begin(), b.end() - 2));
+  Shape out = batch;
+  if (a0.size() > 1) out.push_back(a[a.size() - 2]);
+  if (b0.size() > 1) out.push_back(b.back());
+  set_output(g, n, 0, DType::f32, out);
+}
+
+void infer_softmax(Graph& g, Node& n) {
+  expect_dtype(g, n, 0, DType::f32);
+  expect_min_rank(g, n, 0, 1);
+  const Shape& x = input(g, n, 0).shape;
+  normalize_axis(n, n.attr_i("axis", -1), int64_t(x.size()));
+  attr_flag(n, "coerce_2d", false);
+  set_output(g, n, 0, DType::f32, x);
+}
+
+void infer_reduce_mean(Graph& g, Node& n) {
+  expect_dtype(g, n, 0, DType::f32);
+  reject_attr(n, "axes");
+  const Shape& x = input(g, n, 0).shape;
+  int64_t r = int64_t(x.size());
+  bool keepdims = attr_flag(n, "keepdims", true);
+  bool noop = attr_flag(n, "noop_with_empty_axes", false);
+  std::vector<int64_t> axes =
+      normalize_axes(n, const_ints(g, n, 1).value_or(std::vector<int64_t>{}), r);
+  if (axes.empty()) {
+    if (noop) {
+      set_output(g, n, 0, DType::f32, x);
+      return;
+    }
+    for (int64_t i = 0; i < r; ++i) axes.push_back(i);
+  }
+  std::vector<bool> reduced(x.size(), false);
+  for (int64_t a : axes) reduced[size_t(a)] = true;
+  Shape out;
+  for (size_t i = 0; i < x.size(); ++i) {
+    if (!reduced[i])
+      out.push_back(x[i]);
+    else if (keepdims)
+      out.push_back(1);
+  }
+  set_output(g, n, 0, DType::f32, out);
+}
+
+}  // namespace kiln::infer_detail

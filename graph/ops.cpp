@@ -1,0 +1,118 @@
+// The operator table and the common, table-driven part of shape inference.
+#include "graph/ops.h"
+
+#include <algorithm>
+
+#include "graph/infer.h"
+#include "graph/infer_util.h"
+
+namespace kiln {
+
+using namespace infer_detail;
+
+namespace {
+
+constexpr int kMany = 1 << 20;  // "variadic" bound for Concat/Sum inputs and Split outputs
+
+const std::vector<OpInfo>& table() {
+  // name, infer, min/max inputs, min/max outputs (optional ones counted).
+  static const std::vector<OpInfo> ops = {
+      {"Conv", infer_conv, 2, 3, 1, 1},
+      {"MaxPool", infer_max_pool, 1, 1, 1, 2},  // Indices output: rejected by infer
+      {"AveragePool", infer_average_pool, 1, 1, 1, 1},
+      {"GlobalAveragePool", infer_global_pool, 1, 1, 1, 1},
+      {"GlobalMaxPool", infer_global_pool, 1, 1, 1, 1},
+      // Training outputs (mean, var, saved_*) may be declared but must be omitted.
+      {"BatchNormalization", infer_batch_norm, 5, 5, 1, 5},
+      {"Relu", infer_unary_f32, 1, 1, 1, 1},
+      {"LeakyRelu", infer_unary_f32, 1, 1, 1, 1},
+      {"Sigmoid", infer_unary_f32, 1, 1, 1, 1},
+      {"HardSigmoid", infer_unary_f32, 1, 1, 1, 1},
+      {"HardSwish", infer_unary_f32, 1, 1, 1, 1},
+      {"Tanh", infer_unary_f32, 1, 1, 1, 1},
+      {"Clip", infer_clip, 1, 3, 1, 1},
+      {"Identity", infer_identity, 1, 1, 1, 1},
+      {"Dropout", infer_dropout, 1, 3, 1, 2},  // mask output: rejected by infer
+      {"Add", infer_binary_arith, 2, 2, 1, 1},
+      {"Sub", infer_binary_arith, 2, 2, 1, 1},
+      {"Mul", infer_binary_arith, 2, 2, 1, 1},
+      {"Div", infer_binary_arith, 2, 2, 1, 1},
+      {"Sum", infer_sum, 1, kMany, 1, 1},
+      {"Gemm", infer_gemm, 2, 3, 1, 1},
+      {"MatMul", infer_matmul, 2, 2, 1, 1},
+      {"Softmax", infer_softmax, 1, 1, 1, 1},
+      {"ReduceMean", infer_reduce_mean, 1, 2, 1, 1},
+      {"Flatten", infer_flatten, 1, 1, 1, 1},
+      {"Reshape", infer_reshape, 2, 2, 1, 1},
+      {"Squeeze", infer_squeeze, 1, 2, 1, 1},
+      {"Unsqueeze", infer_unsqueeze, 2, 2, 1, 1},
+      {"Transpose", infer_transpose, 1, 1, 1, 1},
+      {"Shape", infer_shape, 1, 1, 1, 1},
+      {"Constant", infer_constant, 0, 0, 1, 1},
+      {"Concat", infer_concat, 1, kMany, 1, 1},
+      {"Split", infer_split, 1, 2, 1, kMany},
+      {"Slice", infer_slice, 3, 5, 1, 1},
+      {"Gather", infer_gather, 2, 2, 1, 1},
+      {"Pad", infer_pad, 2, 4, 1, 1},
+  };
+  return ops;
+}
+
+std::string count_range(int lo, int hi) {
+  if (lo == hi) return std::to_string(lo);
+  if (hi >= kMany) return "at least " + std::to_string(lo);
+  return std::to_string(lo) + " to " + std::to_string(hi);
+}
+
+}  // namespace
+
+const OpInfo* find_op(std::string_view op) {
+  for (const OpInfo& info : table())
+    if (info.name == op) return &info;
+  return nullptr;
+}
+
+const std::vector<OpInfo>& all_ops() {
+  return table();
+}
+
+void infer_node(Graph& g, Node& node) {
+  const OpInfo* info = find_op(node.op);
+  if (!info) node.fail(Code::unsupported, "operator " + node.op + " is not supported");
+
+  int nin = int(node.inputs.size()), nout = int(node.outputs.size());
+  if (nin < info->min_inputs || nin > info->max_inputs)
+    node.fail(Code::invalid_model, "expects " + count_range(info->min_inputs, info->max_inputs) +
+                                       " input(s) but has " + std::to_string(nin));
+  if (nout < info->min_outputs || nout > info->max_outputs)
+    node.fail(Code::invalid_model, "expects " + count_range(info->min_outputs, info->max_outputs) +
+                                       " output(s) but has " + std::to_string(nout));
+
+  auto valid_id = [&](ValueId v) { return v >= 0 && size_t(v) < g.values.size(); };
+  for (int i = 0; i < nin; ++i) {
+    ValueId v = node.inputs[size_t(i)];
+    if (v == kNoValue) {
+      if (i < info->min_inputs)
+        node.fail(Code::invalid_model, "required input " + std::to_string(i) + " is missing");
+      continue;
+    }
+    if (!valid_id(v))
+      node.fail(Code::internal, "input " + std::to_string(i) + " refers to an unknown value");
+    const Value& val = g.value(v);
+    if (!val.shape_known)
+      node.fail(Code::invalid_model, "input " + std::to_string(i) + " '" + val.name +
+                                         "' has no known shape (was its producer inferred?)");
+  }
+  for (int i = 0; i < nout; ++i) {
+    ValueId v = node.outputs[size_t(i)];
+    if (v == kNoValue) {
+      if (i == 0) node.fail(Code::invalid_model, "its first output is missing");
+      continue;
+    }
+    if (!valid_id(v))
+      node.fail(Code::internal, "output " + std::to_string(i) + " refers to an unknown value");
+  }
+  info->infer(g, node);
+}
+
+}  // namespace kiln

@@ -1,0 +1,212 @@
+#include "graph/passes.h"
+
+#include <cmath>
+
+#include "graph/infer.h"
+
+namespace kiln {
+namespace {
+
+// Folding a node whose output is bigger than this would trade a little load time for a lot of
+// memory (e.g. an Expand of a scalar); leave it to run time.
+constexpr int64_t kMaxFoldElements = int64_t(1) << 24;
+
+bool is_graph_input(const Graph& g, ValueId v) {
+  for (ValueId i : g.inputs)
+    if (i == v) return true;
+  return false;
+}
+
+}  // namespace
+
+int infer_shapes(Graph& g, const Evaluator* fold) {
+  std::vector<Node> kept;
+  kept.reserve(g.nodes.size());
+  int folded = 0;
+  for (Node& n : g.nodes) {
+    infer_node(g, n);
+    bool foldable = fold != nullptr;
+    for (ValueId v : n.inputs)
+      if (v != kNoValue && !g.value(v).is_const() && n.op != "Shape") foldable = false;
+    for (ValueId v : n.outputs)
+      if (v != kNoValue && shape_numel(g.value(v).shape) > kMaxFoldElements) foldable = false;
+    if (!foldable) {
+      kept.push_back(std::move(n));
+      continue;
+    }
+    std::vector<const Tensor*> ins;
+    std::vector<Tensor> shape_only;  // Shape reads only the shape of a non-constant input
+    shape_only.reserve(n.inputs.size());
+    for (ValueId v : n.inputs) {
+      if (v == kNoValue) {
+        ins.push_back(nullptr);
+      } else if (g.value(v).is_const()) {
+        ins.push_back(&*g.value(v).constant);
+      } else {
+        shape_only.push_back(Tensor::wrap(g.value(v).dtype, g.value(v).shape, nullptr));
+        ins.push_back(&shape_only.back());
+      }
+    }
+    std::vector<Tensor> outs;
+    std::vector<Tensor*> out_ptrs;
+    outs.reserve(n.outputs.size());
+    for (ValueId v : n.outputs) {
+      if (v == kNoValue) {
+        out_ptrs.push_back(nullptr);
+        continue;
+      }
+      outs.emplace_back(g.value(v).dtype, g.value(v).shape);
+      out_ptrs.push_back(&outs.back());
+    }
+    (*fold)(n, ins, out_ptrs);
+    for (size_t i = 0; i < n.outputs.size(); ++i)
+      if (n.outputs[i] != kNoValue) g.value(n.outputs[i]).constant = *out_ptrs[i];
+    ++folded;
+  }
+  g.nodes = std::move(kept);
+  return folded;
+}
+
+int remove_identities(Graph& g) {
+  int removed = 0;
+  std::vector<Node> kept;
+  kept.reserve(g.nodes.size());
+  bool renamed = false;
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    Node& n = g.nodes[i];
+    bool identity = n.op == "Identity" || n.op == "Dropout";
+    ValueId x = n.in(0), y = n.outputs.empty() ? kNoValue : n.outputs[0];
+    if (!identity || x == kNoValue || y == kNoValue) {
+      kept.push_back(std::move(n));
+      continue;
+    }
+    if (g.is_output(y)) {
+      // y's name is part of the model's interface. Give it to x when x is an ordinary
+      // intermediate; otherwise (x is an input, a constant or another output) keep the copy.
+      if (is_graph_input(g, x) || g.value(x).is_const() || g.is_output(x)) {
+        kept.push_back(std::move(n));
+        continue;
+      }
+      std::swap(g.value(x).name, g.value(y).name);
+      for (ValueId& o : g.outputs)
+        if (o == y) o = x;
+      renamed = true;
+    }
+    for (size_t j = i + 1; j < g.nodes.size(); ++j)
+      for (ValueId& v : g.nodes[j].inputs)
+        if (v == y) v = x;
+    ++removed;
+  }
+  g.nodes = std::move(kept);
+  if (renamed) g.reindex();
+  return removed;
+}
+
+int fold_batchnorm(Graph& g) {
+  auto prod = g.producers();
+  auto cons = g.consumers();
+  std::vector<char> drop(g.nodes.size(), 0);
+  int folded = 0;
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    Node& bn = g.nodes[i];
+    if (bn.op != "BatchNormalization" || bn.inputs.size() < 5) continue;
+    ValueId x = bn.inputs[0];
+    int p = prod[size_t(x)];
+    if (p < 0 || g.nodes[size_t(p)].op != "Conv" || cons[size_t(x)].size() != 1 ||
+        g.is_output(x))
+      continue;
+    bool params_const = true;
+    for (int k = 1; k < 5; ++k) params_const &= g.value(bn.inputs[size_t(k)]).is_const();
+    Node& conv = g.nodes[size_t(p)];
+    ValueId w_id = conv.inputs[1], b_id = conv.in(2);
+    if (!params_const || !g.value(w_id).is_const() || (b_id != kNoValue && !g.value(b_id).is_const()))
+      continue;
+    const Tensor& w = *g.value(w_id).constant;
+    const int64_t m = w.shape()[0], per_oc = w.numel() / m;
+    auto param = [&](int k) { return g.value(bn.inputs[size_t(k)]).constant->data<float>(); };
+    const float *scale = param(1), *shift = param(2), *mean = param(3), *var = param(4);
+    const float eps = bn.attr_f("epsilon", 1e-5f);
+    Tensor w2(DType::f32, w.shape()), b2(DType::f32, {m});
+    const float* b = b_id != kNoValue ? g.value(b_id).constant->data<float>() : nullptr;
+    for (int64_t oc = 0; oc < m; ++oc) {
+      // Double precision so folding itself adds no visible rounding error.
+      double s = double(scale[oc]) / std::sqrt(double(var[oc]) + double(eps));
+      for (int64_t j = 0; j < per_oc; ++j)
+        w2.data<float>()[oc * per_oc + j] = float(double(w.data<float>()[oc * per_oc + j]) * s);
+      b2.data<float>()[oc] = float(((b ? double(b[oc]) : 0.0) - double(mean[oc])) * s + shift[oc]);
+    }
+    conv.inputs.resize(3);
+    conv.inputs[1] = g.add_const(unique_value_name(g, conv.name + "_w_bnfold"), std::move(w2));
+    conv.inputs[2] = g.add_const(unique_value_name(g, conv.name + "_b_bnfold"), std::move(b2));
+    conv.outputs[0] = bn.outputs[0];
+    drop[i] = 1;
+    ++folded;
+  }
+  std::vector<Node> kept;
+  for (size_t i = 0; i < g.nodes.size(); ++i)
+    if (!drop[i]) kept.push_back(std::move(g.nodes[i]));
+  g.nodes = std::move(kept);
+  return folded;
+}
+
+int remove_dead_code(Graph& g) {
+  std::vector<char> live(g.values.size(), 0);
+  for (ValueId v : g.outputs) live[size_t(v)] = 1;
+  std::vector<char> keep(g.nodes.size(), 0);
+  for (size_t i = g.nodes.size(); i-- > 0;) {
+    const Node& n = g.nodes[i];
+    for (ValueId v : n.outputs)
+      if (v != kNoValue && live[size_t(v)]) keep[i] = 1;
+    if (keep[i])
+      for (ValueId v : n.inputs)
+        if (v != kNoValue) live[size_t(v)] = 1;
+  }
+  std::vector<Node> kept;
+  int removed = 0;
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    if (keep[i]) kept.push_back(std::move(g.nodes[i]));
+    else ++removed;
+  }
+  g.nodes = std::move(kept);
+
+  // Compact the value table: only values still referenced survive (frees dead weights).
+  std::vector<char> used(g.values.size(), 0);
+  for (ValueId v : g.inputs) used[size_t(v)] = 1;
+  for (ValueId v : g.outputs) used[size_t(v)] = 1;
+  for (const Node& n : g.nodes) {
+    for (ValueId v : n.inputs)
+      if (v != kNoValue) used[size_t(v)] = 1;
+    for (ValueId v : n.outputs)
+      if (v != kNoValue) used[size_t(v)] = 1;
+  }
+  std::vector<ValueId> remap(g.values.size(), kNoValue);
+  std::vector<Value> values;
+  for (size_t i = 0; i < g.values.size(); ++i)
+    if (used[i]) {
+      remap[i] = ValueId(values.size());
+      values.push_back(std::move(g.values[i]));
+    }
+  auto fix = [&](ValueId& v) {
+    if (v != kNoValue) v = remap[size_t(v)];
+  };
+  for (ValueId& v : g.inputs) fix(v);
+  for (ValueId& v : g.outputs) fix(v);
+  for (Node& n : g.nodes) {
+    for (ValueId& v : n.inputs) fix(v);
+    for (ValueId& v : n.outputs) fix(v);
+  }
+  g.values = std::move(values);
+  g.reindex();
+  return removed;
+}
+
+PassStats optimize(Graph& g, const Evaluator& eval) {
+  PassStats s;
+  s.folded = infer_shapes(g, &eval);
+  s.identities = remove_identities(g);
+  s.batchnorms = fold_batchnorm(g);
+  s.dead = remove_dead_code(g);
+  return s;
+}
+
+}  // namespace kiln

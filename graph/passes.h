@@ -1,0 +1,51 @@
+// Graph passes. Each keeps the graph topologically sorted and its values' shapes valid, and
+// never changes what the graph computes (up to float rounding in fold_batchnorm).
+#pragma once
+
+#include <functional>
+#include <vector>
+
+#include "graph/ir.h"
+
+namespace kiln {
+
+// Computes one node from constant inputs (the runtime supplies its reference kernels; graph/
+// itself has no kernels). Same contract as runtime/ref/ref_kernels.h's RefKernel.
+using Evaluator = std::function<void(const Node&, const std::vector<const Tensor*>&,
+                                     const std::vector<Tensor*>&)>;
+
+// Shape inference over the whole graph in topological order (validating every node). With an
+// evaluator it is also constant folding: a node whose inputs are all constant (and Shape,
+// whose output depends only on a static shape) is evaluated and replaced by constant values,
+// so shape arithmetic such as Shape->Gather->Unsqueeze->Concat->Reshape disappears before
+// Reshape's own inference needs the constant. Without an evaluator nothing is folded.
+// Returns the number of nodes folded.
+int infer_shapes(Graph& g, const Evaluator* fold = nullptr);
+
+// Removes Identity and Dropout (inference mode) by rewiring consumers to their input.
+// Returns the number removed.
+int remove_identities(Graph& g);
+
+// Folds BatchNormalization into a preceding Conv whose output feeds only that BN and whose
+// weights/bias are constant: w' = w * s, b' = (b - mean) * s + B, s = scale / sqrt(var + eps).
+// New constants are created (the originals may be shared). Returns the number folded.
+int fold_batchnorm(Graph& g);
+
+// Removes nodes none of whose outputs reach a graph output, then drops values no longer
+// referenced (so unused weights are freed). Returns the number of nodes removed.
+int remove_dead_code(Graph& g);
+
+// Fuses elementwise consumers into the producing Conv/Gemm's epilogue (graph/post_ops.h):
+// Relu, LeakyRelu, Clip (constant bounds), Sigmoid, HardSigmoid, HardSwish, x*Sigmoid(x)
+// (swish), and Add of a same-shape tensor (the residual). The producer's output must have no
+// other consumer and not be a graph output. The fused node takes the consumer's place in the
+// order, where all operands are available. Returns the number of ops fused.
+int fuse_epilogues(Graph& g);
+
+// The standard pipeline used at load: infer+fold, identities, BN folding, dead code.
+struct PassStats {
+  int folded = 0, identities = 0, batchnorms = 0, dead = 0;
+};
+PassStats optimize(Graph& g, const Evaluator& eval);
+
+}  // namespace kiln

@@ -1,0 +1,107 @@
+#include "graph/post_ops.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+
+namespace kiln {
+namespace {
+
+constexpr PostOp::Kind kKinds[] = {PostOp::Kind::relu,      PostOp::Kind::leaky_relu,
+                                   PostOp::Kind::clip,      PostOp::Kind::sigmoid,
+                                   PostOp::Kind::swish,     PostOp::Kind::hardswish,
+                                   PostOp::Kind::hardsigmoid, PostOp::Kind::add,
+                                   PostOp::Kind::scale_shift};
+
+int extra_inputs(PostOp::Kind k) {
+  return k == PostOp::Kind::add ? 1 : k == PostOp::Kind::scale_shift ? 2 : 0;
+}
+
+}  // namespace
+
+const char* post_op_name(PostOp::Kind k) {
+  switch (k) {
+    case PostOp::Kind::relu: return "relu";
+    case PostOp::Kind::leaky_relu: return "leaky_relu";
+    case PostOp::Kind::clip: return "clip";
+    case PostOp::Kind::sigmoid: return "sigmoid";
+    case PostOp::Kind::swish: return "swish";
+    case PostOp::Kind::hardswish: return "hardswish";
+    case PostOp::Kind::hardsigmoid: return "hardsigmoid";
+    case PostOp::Kind::add: return "add";
+    case PostOp::Kind::scale_shift: return "scale_shift";
+  }
+  return "?";
+}
+
+std::vector<PostOp> parse_post_ops(const Node& n, int first_extra_input) {
+  std::vector<PostOp> ops;
+  auto it = n.attrs.find("post_ops");
+  if (it == n.attrs.end()) return ops;
+  const auto& names = it->second.strings;
+  auto alpha = n.attr_floats("post_alpha"), beta = n.attr_floats("post_beta");
+  if (alpha.size() != names.size() || beta.size() != names.size())
+    n.fail(Code::invalid_model, "post_ops, post_alpha and post_beta differ in length");
+  int next = first_extra_input;
+  for (size_t i = 0; i < names.size(); ++i) {
+    PostOp op;
+    auto k = std::find_if(std::begin(kKinds), std::end(kKinds),
+                          [&](PostOp::Kind k) { return names[i] == post_op_name(k); });
+    if (k == std::end(kKinds)) n.fail(Code::invalid_model, "unknown post-op '" + names[i] + "'");
+    op.kind = *k;
+    op.alpha = alpha[i];
+    op.beta = beta[i];
+    if (extra_inputs(op.kind)) {
+      op.input = next;
+      next += extra_inputs(op.kind);
+      if (int(n.inputs.size()) < next)
+        n.fail(Code::invalid_model, "post-op '" + names[i] + "' lacks its input");
+    }
+    ops.push_back(op);
+  }
+  return ops;
+}
+
+void append_post_op(Node& n, const PostOp& op, const std::vector<ValueId>& extra_inputs) {
+  auto& names = n.attrs["post_ops"];
+  names.kind = Attribute::Kind::strings;
+  names.strings.push_back(post_op_name(op.kind));
+  auto& a = n.attrs["post_alpha"];
+  a.kind = Attribute::Kind::floats;
+  a.floats.push_back(op.alpha);
+  auto& b = n.attrs["post_beta"];
+  b.kind = Attribute::Kind::floats;
+  b.floats.push_back(op.beta);
+  for (ValueId v : extra_inputs) n.inputs.push_back(v);
+}
+
+float apply_post_op(const PostOp& op, float x, float residual, float scale, float shift) {
+  switch (op.kind) {
+    case PostOp::Kind::relu: return x > 0 ? x : 0.f;
+    case PostOp::Kind::leaky_relu: return x >= 0 ? x : x * op.alpha;
+    case PostOp::Kind::clip: return std::min(std::max(x, op.alpha), op.beta);
+    case PostOp::Kind::sigmoid: return 1.f / (1.f + std::exp(-x));
+    case PostOp::Kind::swish: return x / (1.f + std::exp(-x));
+    case PostOp::Kind::hardswish: return x * std::min(std::max(x / 6.f + 0.5f, 0.f), 1.f);
+    case PostOp::Kind::hardsigmoid: return std::min(std::max(op.alpha * x + op.beta, 0.f), 1.f);
+    case PostOp::Kind::add: return x + residual;
+    case PostOp::Kind::scale_shift: return x * scale + shift;
+  }
+  return x;
+}
+
+std::string post_ops_str(const std::vector<PostOp>& ops) {
+  std::string s;
+  for (const auto& op : ops) {
+    if (!s.empty()) s += '_';
+    s += post_op_name(op.kind);
+    if (op.kind == PostOp::Kind::clip) {
+      char buf[64];
+      std::snprintf(buf, sizeof buf, "%g_%g", double(op.alpha), double(op.beta));
+      s += buf;
+    }
+  }
+  return s;
+}
+
+}  // namespace kiln

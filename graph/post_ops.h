@@ -1,0 +1,41 @@
+// Elementwise chains fused into a Conv / Gemm / MatMul node (its epilogue), applied per output
+// element right after the accumulation, before the single store.
+//
+// Representation on the node (written by fuse_epilogues, read by every kernel):
+//   attr "post_ops"   strings, one per op, in order: relu, leaky_relu, clip, sigmoid, swish,
+//                     hardswish, hardsigmoid, add, scale_shift
+//   attr "post_alpha" floats, same length: leaky_relu slope, clip min, hardsigmoid alpha
+//   attr "post_beta"  floats, same length: clip max, hardsigmoid beta
+//   extra node inputs after the op's own ones, in post-op order: `add` takes one (a tensor of
+//   the output's shape: the residual), `scale_shift` takes two (per-output-channel scale and
+//   shift, 1-D [C]).
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "graph/ir.h"
+
+namespace kiln {
+
+struct PostOp {
+  enum class Kind { relu, leaky_relu, clip, sigmoid, swish, hardswish, hardsigmoid, add, scale_shift };
+  Kind kind = Kind::relu;
+  float alpha = 0, beta = 0;
+  int input = -1;  // node input index: the residual (add) or the scale (scale_shift; shift = +1)
+};
+
+const char* post_op_name(PostOp::Kind k);
+// Parses the node's post-op attributes (empty when it has none). `first_extra_input` is the
+// index of the first extra input (3 for Conv and Gemm, 2 for MatMul). Throws naming the node
+// when the attributes are inconsistent.
+std::vector<PostOp> parse_post_ops(const Node& n, int first_extra_input);
+// Appends `op` to the node's attributes (and its extra inputs to node.inputs).
+void append_post_op(Node& n, const PostOp& op, const std::vector<ValueId>& extra_inputs);
+// Applies one post-op to a scalar (the reference semantics every JIT emitter must match).
+// `extra` is the residual value (add) or ignored; scale/shift are the per-channel values.
+float apply_post_op(const PostOp& op, float x, float residual, float scale, float shift);
+// "relu", "clip0_6", "add_relu": a short form for problem strings and kernel names.
+std::string post_ops_str(const std::vector<PostOp>& ops);
+
+}  // namespace kiln

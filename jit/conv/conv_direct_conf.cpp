@@ -1,0 +1,125 @@
+#include "jit/conv/conv_direct_conf.h"
+
+#include <algorithm>
+
+namespace kiln::convjit {
+namespace {
+
+// L2 share the weights of one sweep may use (half of a 1 MB L2, the smaller of the two
+// target machines).
+constexpr int64_t kL2Budget = 512 * 1024;
+
+bool block_interior(const ConvProblem& p, int64_t ow0, int ur) {
+  const int64_t first = ow0 * p.sw - p.pl;
+  const int64_t last = (ow0 + ur - 1) * p.sw - p.pl + (p.kw - 1) * p.dw;
+  return first >= 0 && last <= p.iw - 1;
+}
+
+// Register budget: accumulators + max(weight vectors (+ broadcast register), epilogue
+// temps). The weight/broadcast registers are dead at the store point, so the epilogue reuses
+// them as scratch.
+bool fits(Isa isa, int ur, int ob, bool bcast_reg, int temps) {
+  const int live = ob + ((bcast_reg || isa != Isa::avx512) ? 1 : 0);
+  return ur * ob + std::max(live, temps) <= vector_regs(isa);
+}
+
+// Estimated cycles for one output row over all oc groups.
+double row_cost(const DirectConf& c, int ur, int ob) {
+  const double k = double(c.p.ic) * c.p.kh * c.p.kw;
+  const std::vector<OwBlock> blocks = plan_ow_blocks(c.p, ur);
+  const int64_t full = c.ocb / ob, rest = c.ocb % ob;
+  double cost = 0;
+  for (const OwBlock& b : blocks) {
+    auto one = [&](int o) {
+      return double(b.count) * (k * block_step_cycles(c.isa, b.ur, o, c.bcast_reg) +
+                                b.ur * o /* stores */ + 20 /* block overhead */);
+    };
+    cost += double(full) * one(ob) + (rest ? one(int(rest)) : 0);
+  }
+  return cost;
+}
+
+}  // namespace
+
+std::string DirectConf::blocking_str() const {
+  return "ow" + std::to_string(ur_w) + "oc" + std::to_string(oc_blocks);
+}
+
+std::vector<OwBlock> plan_ow_blocks(const ConvProblem& p, int ur) {
+  std::vector<OwBlock> out;
+  const int64_t nfull = p.ow / ur, tail = p.ow % ur;
+  for (int64_t b = 0; b < nfull; ++b) {
+    const int64_t ow0 = b * ur;
+    const bool in = block_interior(p, ow0, ur);
+    if (in && !out.empty() && out.back().interior && out.back().ur == ur &&
+        out.back().start + out.back().count * ur == ow0) {
+      ++out.back().count;
+    } else {
+      out.push_back({ow0, ur, 1, in});
+    }
+  }
+  if (tail) out.push_back({nfull * ur, int(tail), 1, block_interior(p, nfull * ur, int(tail))});
+  return out;
+}
+
+ConfOr<DirectConf> init_direct_conf(const ConvProblem& p, const ConvImpl& impl, Isa isa) {
+  using R = ConfOr<DirectConf>;
+  if (std::string why = check_common(p, isa); !why.empty()) return R::no(why);
+  DirectConf c;
+  c.p = p;
+  c.isa = isa;
+  c.simd = simd_width(isa);
+  c.src = impl.src;
+  c.dst = impl.dst;
+  if (std::string why = check_blocked(impl.dst, isa, "dst"); !why.empty()) return R::no(why);
+  if (impl.src == Layout::nchw) {
+    c.src_plain = true;
+  } else if (std::string why = check_blocked(impl.src, isa, "src"); !why.empty()) {
+    return R::no(why + " (direct takes a blocked or nchw src)");
+  }
+  c.icb_full = p.ic / c.simd;
+  c.ic_tail = int(p.ic % c.simd);
+  c.ocb = (p.oc + c.simd - 1) / c.simd;
+  c.epi_temps = epilogue_temps(p);
+  c.bcast_reg = false;
+
+  // Register blocking: the cheapest (ur_w, oc_blocks) by the cost model.
+  const int max_ob = int(std::min<int64_t>(c.ocb, isa == Isa::avx512 ? 8 : 6));
+  const int max_ur = int(std::min<int64_t>(p.ow, isa == Isa::avx512 ? 28 : 14));
+  if (impl.oc_blocks < 0 || impl.ur_w < 0) return R::no("negative forced blocking");
+  double best = 0;
+  for (int ob = 1; ob <= max_ob; ++ob) {
+    if (impl.oc_blocks && ob != std::min<int64_t>(impl.oc_blocks, c.ocb)) continue;
+    for (int ur = 1; ur <= max_ur; ++ur) {
+      if (impl.ur_w && ur != std::min<int64_t>(impl.ur_w, p.ow)) continue;
+      if (!fits(isa, ur, ob, c.bcast_reg, c.epi_temps)) continue;
+      // Ties go to plans without pixel / oc-group remainders (their partial blocks run below
+      // the model's estimate), then to more oc vectors (fewer passes over src).
+      const double cost = row_cost(c, ur, ob) * (1 + (p.ow % ur ? 0.02 : 0) + (c.ocb % ob ? 0.02 : 0));
+      if (c.ur_w == 0 || cost < best * 0.99 ||
+          (cost <= best * 1.01 && (ob > c.oc_blocks || (ob == c.oc_blocks && ur > c.ur_w)))) {
+        best = std::min(best == 0 ? cost : best, cost);
+        c.ur_w = ur;
+        c.oc_blocks = ob;
+      }
+    }
+  }
+  if (c.ur_w == 0) {
+    if (impl.ur_w > 0 && impl.oc_blocks > 0 && impl.oc_blocks <= max_ob)
+      return R::no("forced blocking ow" + std::to_string(impl.ur_w) + "oc" +
+                   std::to_string(impl.oc_blocks) + " exceeds the " +
+                   std::to_string(vector_regs(isa)) + " vector registers");
+    return R::no("no register blocking fits the forced values");
+  }
+
+  c.oc_groups = (c.ocb + c.oc_blocks - 1) / c.oc_blocks;
+  c.oc_blocks_last = int(c.ocb - (c.oc_groups - 1) * c.oc_blocks);
+  c.last_group_own = c.oc_blocks_last != c.oc_blocks || p.oc % c.simd != 0;
+  c.ow_blocks = plan_ow_blocks(p, c.ur_w);
+  c.ic_chunk = c.icb_total();
+  const int64_t wei_bytes = c.icb_total() * c.wei_icb_floats(c.oc_blocks) * 4 * c.oc_groups;
+  c.rows_outer = wei_bytes <= kL2Budget;
+  return c;
+}
+
+}  // namespace kiln::convjit

@@ -1,0 +1,73 @@
+// Direct convolution on blocked layouts: the conf (blocking, tails, loop plan) and its
+// init_conf. Plain C++ — the generator (conv_direct_gen) only emits what this decides.
+//
+// One JIT call computes one output row of one image for one group of `oc_blocks` output
+// channel vectors: the row is cut into register blocks of `ur_w` pixels; per block the
+// accumulators (ur_w x oc_blocks vectors) sweep the input-channel blocks (runtime loop), the
+// valid kernel rows (runtime loop, bounds from the caller) and, unrolled, the kernel columns
+// and the channels of a block. Blocks touching the left/right padding are emitted separately
+// with the FMAs that would read padding left out; the interior blocks form one loop.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "jit/conv/conv_kernel.h"
+#include "jit/conv/conv_util.h"
+
+namespace kiln::convjit {
+
+// A run of output-width blocks with one code body: `count` > 1 only for interior blocks.
+struct OwBlock {
+  int64_t start = 0;  // first output column
+  int ur = 0;         // pixels per block
+  int64_t count = 1;  // consecutive blocks sharing this body (a runtime loop)
+  bool interior = true;
+};
+
+struct DirectConf {
+  ConvProblem p;
+  Isa isa = Isa::avx512;
+  int simd = 16;
+  Layout src = Layout::nChw16c, dst = Layout::nChw16c;
+  bool src_plain = false;  // src is NCHW (first layers): channel stride is a whole plane
+
+  int64_t icb_full = 0;  // full input-channel blocks of `simd` channels
+  int ic_tail = 0;       // channels in the last, partial block (0: none)
+  int64_t ocb = 0;       // output-channel vectors (oc rounded up / simd)
+
+  int ur_w = 0;                 // register block: pixels ...
+  int oc_blocks = 0;            // ... x output-channel vectors
+  int64_t oc_groups = 0;        // groups of oc_blocks vectors
+  int oc_blocks_last = 0;       // vectors in the last group (<= oc_blocks)
+  bool last_group_own = false;  // the last group needs its own code (fewer blocks or lane tail)
+  bool bcast_reg = false;       // AVX-512: broadcast src into a register (else embedded {1to16})
+  int epi_temps = 0;            // vector scratch registers reserved for the epilogue
+
+  std::vector<OwBlock> ow_blocks;  // covers [0, ow)
+
+  // K split: input-channel blocks per call (the call sequence keeps partial sums in dst).
+  // >= icb_full (+ tail) means one call per output row.
+  int64_t ic_chunk = 0;
+  bool rows_outer = false;  // tile order: (n, oh, group) instead of (n, group, oh)
+
+  // "ow14oc2" (part of the kernel name).
+  std::string blocking_str() const;
+  // Bytes between consecutive elements, for the generator and the kernel.
+  int64_t src_pix_bytes() const { return src_plain ? 4 : int64_t(simd) * 4; }
+  int64_t src_row_bytes() const { return src_pix_bytes() * p.iw; }
+  int64_t src_ic_bytes() const { return src_plain ? 4 * p.ih * p.iw : 4; }  // within a block
+  int64_t src_icb_bytes() const { return int64_t(simd) * 4 * p.ih * p.iw; }
+  int64_t dst_ocb_bytes() const { return int64_t(simd) * 4 * p.oh * p.ow; }
+  // Floats of packed weights for one kernel row (kw x simd ic x ob x simd) / one ic block.
+  int64_t wei_kh_floats(int ob) const { return p.kw * simd * int64_t(ob) * simd; }
+  int64_t wei_icb_floats(int ob) const { return p.kh * wei_kh_floats(ob); }
+  int64_t icb_total() const { return icb_full + (ic_tail ? 1 : 0); }
+};
+
+ConfOr<DirectConf> init_direct_conf(const ConvProblem& p, const ConvImpl& impl, Isa isa);
+
+// The output-width plan for a register block of `ur` pixels (exposed for tests).
+std::vector<OwBlock> plan_ow_blocks(const ConvProblem& p, int ur);
+
+}  // namespace kiln::convjit

@@ -1,0 +1,200 @@
+#include "jit/conv/conv_direct_gen.h"
+
+#include "graph/error.h"
+#include "jit/conv/conv_jit_util.h"
+
+namespace kiln::convjit {
+
+using namespace Xbyak;
+
+namespace {
+
+// Upper bound of the emitted bytes (instructions are at most ~12 bytes; the epilogue chain at
+// most ~60 instructions per accumulator).
+size_t code_size_bound(const DirectConf& c, int ob) {
+  const size_t step = size_t(ob) * 12 + size_t(c.ur_w) * (size_t(ob) * 12 + 10);
+  const size_t body = size_t(c.p.kw) * size_t(c.simd) * step + 256;
+  const size_t bodies = c.ow_blocks.size() * (c.ic_tail ? 2 : 1);
+  const size_t store = size_t(c.ur_w) * ob * (40 + 60 * 12 * (c.p.post.size() + 1));
+  return bodies * body + c.ow_blocks.size() * 3 * store + 16384;
+}
+
+}  // namespace
+
+DirectGenerator::DirectGenerator(const DirectConf& c, int ob, bool last_group,
+                                 const std::string& name)
+    : JitGenerator(name, code_size_bound(c, ob)),
+      c_(c),
+      ob_(ob),
+      last_(last_group),
+      k_split_(c.ic_chunk < c.icb_total()) {
+  GprPool pool;
+  src_row_ = pool.take("src_row");
+  dst_row_ = pool.take("dst_row");
+  src_blk_ = pool.take("src_blk");
+  dst_blk_ = pool.take("dst_blk");
+  src_ic_ = pool.take("src_ic");
+  wei_ic_ = pool.take("wei_ic");
+  src_k_ = pool.take("src_k");
+  wei_k_ = pool.take("wei_k");
+  kh_cnt_ = pool.take("kh_cnt");
+  icb_cnt_ = pool.take("icb_cnt");
+  ow_cnt_ = pool.take("ow_cnt");
+  epi_a_ = pool.take("epi_a");
+  epi_b_ = pool.take("epi_b");
+  epi_ = std::make_unique<EpilogueEmitter>(*this, c.isa, c.p.bias, c.p.post);
+  if (c.ur_w * ob + epi_->temps_needed() > vector_regs(c.isa))
+    fail(Code::internal, "kernel " + name + ": epilogue needs " +
+                             std::to_string(epi_->temps_needed()) + " scratch registers");
+}
+
+DirectGenerator::~DirectGenerator() = default;
+
+bool DirectGenerator::tap_valid(int64_t ow0, int p, int kw) const {
+  if (ow0 < 0) return true;  // interior block: every tap is inside the image
+  const int64_t iw = (ow0 + p) * c_.p.sw - c_.p.pl + int64_t(kw) * c_.p.dw;
+  return iw >= 0 && iw < c_.p.iw;
+}
+
+void DirectGenerator::generate() {
+  preamble();
+  mov(src_row_, ptr[abi_param1 + offsetof(ConvCallArgs, src)]);
+  mov(dst_row_, ptr[abi_param1 + offsetof(ConvCallArgs, dst)]);
+  const int64_t pix = c_.src_pix_bytes();
+  for (const OwBlock& b : c_.ow_blocks) {
+    lea(src_blk_, ptr[src_row_ + (b.start * c_.p.sw - c_.p.pl) * pix]);
+    lea(dst_blk_, ptr[dst_row_ + b.start * c_.simd * 4]);
+    if (b.count > 1) {
+      Label loop;
+      mov(ow_cnt_, b.count);
+      L(loop);
+      emit_block(b.ur, -1);
+      add(src_blk_, b.ur * c_.p.sw * pix);
+      add(dst_blk_, b.ur * c_.simd * 4);
+      dec(ow_cnt_);
+      jnz(loop, T_NEAR);
+    } else {
+      emit_block(b.ur, b.interior ? -1 : b.start);
+    }
+  }
+  postamble();
+  epi_->emit_constants();
+}
+
+void DirectGenerator::emit_init(int ur) {
+  auto zero = [&] {
+    for (int i = 0; i < ur * ob_; ++i) {
+      Xmm a = vreg(c_.isa, i);
+      vxorps(a, a, a);
+    }
+  };
+  if (!k_split_) return zero();
+  Label load, go;
+  test(byte[abi_param1 + offsetof(ConvCallArgs, flags)], int(kFlagAccumulate));
+  jnz(load, T_NEAR);
+  zero();
+  jmp(go, T_NEAR);
+  L(load);
+  for (int j = 0; j < ob_; ++j)
+    for (int p = 0; p < ur; ++p)
+      vmovups(vreg(c_.isa, acc(p, j)), ptr[dst_blk_ + p * c_.simd * 4 + j * c_.dst_ocb_bytes()]);
+  L(go);
+}
+
+void DirectGenerator::emit_block(int ur, int64_t ow0) {
+  emit_init(ur);
+  mov(wei_ic_, ptr[abi_param1 + offsetof(ConvCallArgs, wei)]);
+  mov(src_ic_, src_blk_);
+  if (c_.icb_full > 0) {
+    Label loop, done;
+    mov(icb_cnt_, ptr[abi_param1 + offsetof(ConvCallArgs, k_blocks)]);
+    test(icb_cnt_, icb_cnt_);
+    jz(done, T_NEAR);
+    L(loop);
+    emit_kh_loop(ur, ow0, c_.simd);
+    add(src_ic_, c_.src_icb_bytes());
+    add(wei_ic_, c_.wei_icb_floats(ob_) * 4);
+    dec(icb_cnt_);
+    jnz(loop, T_NEAR);
+    L(done);
+  }
+  if (c_.ic_tail) {
+    Label skip;
+    test(byte[abi_param1 + offsetof(ConvCallArgs, flags)], int(kFlagIcTail));
+    jz(skip, T_NEAR);
+    emit_kh_loop(ur, ow0, c_.ic_tail);
+    L(skip);
+  }
+  emit_store(ur);
+}
+
+void DirectGenerator::emit_kh_loop(int ur, int64_t ow0, int nic) {
+  const ConvProblem& p = c_.p;
+  const bool reg_bcast = c_.bcast_reg || c_.isa != Isa::avx512;
+  const int w0 = ur * ob_;  // first weight register
+  const int bc = w0 + ob_;  // broadcast register (AVX2 / bcast_reg)
+  const int64_t pix = c_.src_pix_bytes(), icb = c_.src_ic_bytes();
+  Label loop, done;
+  mov(src_k_, src_ic_);
+  mov(wei_k_, wei_ic_);
+  mov(kh_cnt_, ptr[abi_param1 + offsetof(ConvCallArgs, kh_cnt)]);
+  test(kh_cnt_, kh_cnt_);
+  jz(done, T_NEAR);
+  L(loop);
+  for (int kw = 0; kw < p.kw; ++kw) {
+    bool any = false;
+    for (int px = 0; px < ur; ++px) any = any || tap_valid(ow0, px, kw);
+    if (!any) continue;  // the whole block reads padding for this column
+    for (int ic = 0; ic < nic; ++ic) {
+      const int64_t wofs = ((int64_t(kw) * c_.simd + ic) * ob_) * c_.simd * 4;
+      for (int j = 0; j < ob_; ++j)
+        vmovups(vreg(c_.isa, w0 + j), ptr[wei_k_ + wofs + j * c_.simd * 4]);
+      for (int px = 0; px < ur; ++px) {
+        if (!tap_valid(ow0, px, kw)) continue;
+        const int64_t sofs = (int64_t(px) * p.sw + int64_t(kw) * p.dw) * pix + ic * icb;
+        if (reg_bcast) {
+          vbroadcastss(vreg(c_.isa, bc), ptr[src_k_ + sofs]);
+          for (int j = 0; j < ob_; ++j)
+            vfmadd231ps(vreg(c_.isa, acc(px, j)), vreg(c_.isa, w0 + j), vreg(c_.isa, bc));
+        } else {
+          for (int j = 0; j < ob_; ++j)
+            vfmadd231ps(Zmm(acc(px, j)), Zmm(w0 + j), ptr_b[src_k_ + sofs]);
+        }
+      }
+    }
+  }
+  add(src_k_, p.dh * c_.src_row_bytes());
+  add(wei_k_, c_.wei_kh_floats(ob_) * 4);
+  dec(kh_cnt_);
+  jnz(loop, T_NEAR);
+  L(done);
+}
+
+void DirectGenerator::emit_store(int ur) {
+  const int lane_tail = last_ ? int(c_.p.oc % c_.simd) : 0;
+  auto store_all = [&](bool final) {
+    std::vector<int> temps;
+    for (int t = 0; t < epi_->temps_needed(); ++t) temps.push_back(ur * ob_ + t);
+    for (int j = 0; j < ob_; ++j)
+      for (int px = 0; px < ur; ++px) {
+        const int64_t dofs = int64_t(px) * c_.simd * 4 + j * c_.dst_ocb_bytes();
+        if (final && !epi_->empty()) {
+          EpilogueAddressing ea{
+              this, abi_param1, epi_a_, epi_b_, dst_blk_, dofs, int64_t(j) * c_.simd * 4};
+          epi_->apply(acc(px, j), temps, ea.operands(), j == ob_ - 1 ? lane_tail : 0);
+        }
+        vmovups(ptr[dst_blk_ + dofs], vreg(c_.isa, acc(px, j)));
+      }
+  };
+  if (!k_split_) return store_all(true);
+  Label raw, done;
+  test(byte[abi_param1 + offsetof(ConvCallArgs, flags)], int(kFlagFinal));
+  jz(raw, T_NEAR);
+  store_all(true);
+  jmp(done, T_NEAR);
+  L(raw);
+  store_all(false);
+  L(done);
+}
+
+}  // namespace kiln::convjit

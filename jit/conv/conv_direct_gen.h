@@ -1,0 +1,40 @@
+// Xbyak generator of the direct conv family (see conv_direct_conf.h for the loop plan).
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "jit/conv/conv_direct_conf.h"
+#include "jit/epilogue.h"
+#include "jit/jit_generator.h"
+
+namespace kiln::convjit {
+
+class DirectGenerator : public JitGenerator {
+ public:
+  // `ob`: oc vectors this code computes (conf.oc_blocks, or conf.oc_blocks_last for the last
+  // group); `last_group`: the last oc vector may have a lane tail.
+  DirectGenerator(const DirectConf& c, int ob, bool last_group, const std::string& name);
+  ~DirectGenerator() override;
+
+ protected:
+  void generate() override;
+
+ private:
+  void emit_block(int ur, int64_t ow0);
+  void emit_kh_loop(int ur, int64_t ow0, int nic);
+  void emit_init(int ur);
+  void emit_store(int ur);
+  bool tap_valid(int64_t ow0, int p, int kw) const;
+  int acc(int p, int j) const { return p * ob_ + j; }
+
+  DirectConf c_;
+  int ob_;
+  bool last_;
+  bool k_split_;
+  std::unique_ptr<EpilogueEmitter> epi_;
+  Xbyak::Reg64 src_row_, dst_row_, src_blk_, dst_blk_, src_ic_, wei_ic_, src_k_, wei_k_, kh_cnt_,
+      icb_cnt_, ow_cnt_, epi_a_, epi_b_;
+};
+
+}  // namespace kiln::convjit

@@ -1,0 +1,140 @@
+// The direct family's Kernel: packs the weights once, owns the generated code, and runs tiles
+// of (image, oc group, output row).
+#include <algorithm>
+#include <cstring>
+
+#include "jit/conv/conv_direct_gen.h"
+#include "jit/conv/conv_families.h"
+
+namespace kiln::convjit {
+namespace {
+
+using Fn = void (*)(const ConvCallArgs*);
+
+class DirectKernel : public Kernel {
+ public:
+  DirectKernel(const DirectConf& c, const Tensor& w, const Tensor* bias)
+      : c_(c),
+        name_(conv_kernel_name("direct", c.src, c.dst, c.blocking_str(), c.isa)),
+        bias_(pack_bias(bias ? bias->data<float>() : nullptr, c.p.oc, c.ocb * c.simd)) {
+    pack_weights(w.data<float>());
+    main_ = std::make_unique<DirectGenerator>(c, c.oc_blocks, false, name_);
+    main_->create();
+    if (c.last_group_own) {
+      last_ = std::make_unique<DirectGenerator>(c, c.oc_blocks_last, true, name_ + "_lastoc");
+      last_->create();
+    }
+  }
+
+  const std::string& name() const override { return name_; }
+  int64_t tiles() const override { return c_.p.n * c_.oc_groups * c_.p.oh; }
+  double macs() const override { return c_.p.macs(); }
+
+  void run(const KernelArgs& args, int64_t begin, int64_t end) const override {
+    ConvCallArgs base;
+    fill_post_args(c_.p.post, args, &base);
+    // A K split keeps partial sums in dst; a residual stored in dst itself would be lost.
+    bool split = c_.ic_chunk < c_.icb_total();
+    for (const PostOp& op : c_.p.post)
+      if (op.kind == PostOp::Kind::add && args.src[op.input] == args.dst[0]) split = false;
+    const int64_t G = c_.oc_groups, OH = c_.p.oh;
+    int64_t t = begin;
+    while (t < end) {
+      int64_t n, g, oh0, rows;
+      if (c_.rows_outer) {
+        n = t / (OH * G);
+        oh0 = t / G % OH;
+        g = t % G;
+        rows = 1;
+      } else {
+        n = t / (G * OH);
+        g = t / OH % G;
+        oh0 = t % OH;
+        rows = std::min(end - t, OH - oh0);  // the rows of this (n, g) in the range
+      }
+      const int64_t chunk = split ? c_.ic_chunk : c_.icb_total();
+      for (int64_t k0 = 0; k0 < c_.icb_total(); k0 += chunk)
+        for (int64_t oh = oh0; oh < oh0 + rows; ++oh)
+          call(args, base, n, g, oh, k0, std::min(chunk, c_.icb_total() - k0));
+      t += rows;
+    }
+  }
+
+ private:
+  void call(const KernelArgs& args, const ConvCallArgs& base, int64_t n, int64_t g, int64_t oh,
+            int64_t k0, int64_t kcnt) const {
+    const ConvProblem& p = c_.p;
+    const bool last = g == c_.oc_groups - 1;
+    const int ob = last ? c_.oc_blocks_last : c_.oc_blocks;
+    // Valid kernel rows: ih = oh * sh - pt + kh * dh in [0, ih).
+    const int64_t ih0 = oh * p.sh - p.pt;
+    int64_t lo = 0, hi = p.kh;
+    while (lo < p.kh && ih0 + lo * p.dh < 0) ++lo;
+    while (hi > lo && ih0 + (hi - 1) * p.dh >= p.ih) --hi;
+    ConvCallArgs a = base;
+    const int64_t src_img =
+        c_.src_plain ? p.ic * p.ih * p.iw : c_.icb_total() * c_.simd * p.ih * p.iw;
+    const int64_t row = c_.src_row_bytes() / 4;
+    a.src = args.src[0] + n * src_img + k0 * (c_.src_icb_bytes() / 4) +
+            (hi > lo ? (ih0 + lo * p.dh) * row : 0);
+    a.wei = wei_.data<float>() + group_off_[size_t(g)] + k0 * c_.wei_icb_floats(ob) +
+            lo * c_.wei_kh_floats(ob);
+    const int64_t oc0 = g * c_.oc_blocks * c_.simd;
+    a.dst =
+        args.dst[0] + n * c_.ocb * c_.simd * p.oh * p.ow + oc0 * p.oh * p.ow + oh * p.ow * c_.simd;
+    a.bias = bias_.data() + oc0;
+    for (int i = 0; i < kMaxPostOps; ++i) {
+      if (a.scale[i]) a.scale[i] += oc0;
+      if (a.shift[i]) a.shift[i] += oc0;
+    }
+    a.kh_cnt = hi - lo;
+    const bool has_tail = c_.ic_tail && k0 + kcnt == c_.icb_total();
+    a.k_blocks = kcnt - (has_tail ? 1 : 0);
+    a.flags = (k0 > 0 ? kFlagAccumulate : 0) | (k0 + kcnt == c_.icb_total() ? kFlagFinal : 0) |
+              (has_tail ? kFlagIcTail : 0);
+    (last && last_ ? last_ : main_)->fn<Fn>()(&a);
+  }
+
+  void pack_weights(const float* w) {
+    const ConvProblem& p = c_.p;
+    const int64_t S = c_.simd, ICB = c_.icb_total();
+    int64_t total = 0;
+    for (int64_t g = 0; g < c_.oc_groups; ++g) {
+      group_off_.push_back(total);
+      const int ob = g == c_.oc_groups - 1 ? c_.oc_blocks_last : c_.oc_blocks;
+      total += ICB * c_.wei_icb_floats(ob);
+    }
+    wei_ = Tensor(DType::f32, {total});  // zero-filled, 64-byte aligned
+    float* out = wei_.data<float>();
+    for (int64_t g = 0; g < c_.oc_groups; ++g) {
+      const int64_t ob = g == c_.oc_groups - 1 ? c_.oc_blocks_last : c_.oc_blocks;
+      float* o = out + group_off_[size_t(g)];
+      // [icb][kh][kw][ic][ob][lane]
+      for (int64_t icb = 0; icb < ICB; ++icb)
+        for (int64_t kh = 0; kh < p.kh; ++kh)
+          for (int64_t kw = 0; kw < p.kw; ++kw)
+            for (int64_t i = 0; i < S; ++i)
+              for (int64_t j = 0; j < ob; ++j)
+                for (int64_t l = 0; l < S; ++l, ++o) {
+                  const int64_t oc = (g * c_.oc_blocks + j) * S + l, ic = icb * S + i;
+                  if (oc < p.oc && ic < p.ic) *o = w[((oc * p.ic + ic) * p.kh + kh) * p.kw + kw];
+                }
+    }
+  }
+
+  DirectConf c_;
+  std::string name_;
+  std::vector<float> bias_;
+  Tensor wei_;
+  std::vector<int64_t> group_off_;
+  std::unique_ptr<DirectGenerator> main_, last_;
+};
+
+}  // namespace
+
+std::unique_ptr<Kernel> make_direct_kernel(const DirectConf& c, const Tensor& weights,
+                                           const Tensor* bias) {
+  return std::make_unique<DirectKernel>(c, weights, bias);
+}
+
+}  // namespace kiln::convjit

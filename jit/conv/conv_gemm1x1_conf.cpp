@@ -1,0 +1,104 @@
+#include "jit/conv/conv_gemm1x1_conf.h"
+
+#include <algorithm>
+
+namespace kiln::convjit {
+namespace {
+
+constexpr int64_t kL2Budget = 512 * 1024;  // see conv_direct_conf.cpp
+
+bool fits(Isa isa, int ur, int ob, bool bcast_reg, int temps) {
+  const int live = ob + ((bcast_reg || isa != Isa::avx512) ? 1 : 0);
+  return ur * ob + std::max(live, temps) <= vector_regs(isa);
+}
+
+// Estimated cycles for one line over all oc groups.
+double line_cost(const Gemm1x1Conf& c, int ur, int ob) {
+  const double k = double(c.p.ic);
+  const int64_t full = c.ocv / ob, rest = c.ocv % ob;
+  auto tile = [&](int m, int o) {
+    return k * block_step_cycles(c.isa, m, o, c.bcast_reg) + m * o + 20;
+  };
+  auto group = [&](int o) {
+    return double(c.m_len / ur) * tile(ur, o) + (c.m_len % ur ? tile(int(c.m_len % ur), o) : 0);
+  };
+  return double(full) * group(ob) + (rest ? group(int(rest)) : 0);
+}
+
+}  // namespace
+
+std::string Gemm1x1Conf::blocking_str() const {
+  return "m" + std::to_string(ur_m) + "oc" + std::to_string(ur_n);
+}
+
+ConfOr<Gemm1x1Conf> init_gemm1x1_conf(const ConvProblem& p, const ConvImpl& impl, Isa isa) {
+  using R = ConfOr<Gemm1x1Conf>;
+  if (std::string why = check_common(p, isa); !why.empty()) return R::no(why);
+  if (p.kh != 1 || p.kw != 1) return R::no("needs 1x1 kernel");
+  if (p.pt || p.pl || p.pb || p.pr) return R::no("needs zero padding");
+  if (p.sh != p.sw || (p.sh != 1 && p.sh != 2))
+    return R::no("needs stride 1 or 2 (same in h and w)");
+  if (impl.src != impl.dst) return R::no("src and dst layouts differ (both nhwc or both blocked)");
+  Gemm1x1Conf c;
+  c.p = p;
+  c.isa = isa;
+  c.simd = simd_width(isa);
+  c.layout = impl.src;
+  c.nhwc = impl.src == Layout::nhwc;
+  if (!c.nhwc) {
+    if (std::string why = check_blocked(impl.src, isa, "src"); !why.empty())
+      return R::no(why + " (gemm1x1 takes blocked or nhwc)");
+  }
+  c.stride = p.sh;
+  c.icb_full = p.ic / c.simd;
+  c.ic_tail = int(p.ic % c.simd);
+  c.ocv = (p.oc + c.simd - 1) / c.simd;
+  c.epi_temps = epilogue_temps(p);
+  c.m_len = c.stride == 1 ? p.oh * p.ow : p.ow;
+  c.m_lines = c.stride == 1 ? 1 : p.oh;
+
+  const int max_ob = int(std::min<int64_t>(c.ocv, isa == Isa::avx512 ? 8 : 6));
+  const int max_ur = int(std::min<int64_t>(c.m_len, isa == Isa::avx512 ? 28 : 14));
+  if (impl.oc_blocks < 0 || impl.ur_w < 0) return R::no("negative forced blocking");
+  double best = 0;
+  for (int ob = 1; ob <= max_ob; ++ob) {
+    if (impl.oc_blocks && ob != std::min<int64_t>(impl.oc_blocks, c.ocv)) continue;
+    for (int ur = 1; ur <= max_ur; ++ur) {
+      if (impl.ur_w && ur != std::min<int64_t>(impl.ur_w, c.m_len)) continue;
+      if (!fits(isa, ur, ob, c.bcast_reg, c.epi_temps)) continue;
+      // Ties go to plans without pixel / oc-group remainders (their partial blocks run below
+      // the model's estimate), then to more oc vectors (fewer passes over src).
+      const double cost = line_cost(c, ur, ob) * (1 + (c.m_len % ur ? 0.02 : 0) + (c.ocv % ob ? 0.02 : 0));
+      if (c.ur_m == 0 || cost < best * 0.99 ||
+          (cost <= best * 1.01 && (ob > c.ur_n || (ob == c.ur_n && ur > c.ur_m)))) {
+        best = std::min(best == 0 ? cost : best, cost);
+        c.ur_m = ur;
+        c.ur_n = ob;
+      }
+    }
+  }
+  if (c.ur_m == 0) {
+    if (impl.ur_w > 0 && impl.oc_blocks > 0 && impl.oc_blocks <= max_ob)
+      return R::no("forced blocking m" + std::to_string(impl.ur_w) + "oc" +
+                   std::to_string(impl.oc_blocks) + " exceeds the " +
+                   std::to_string(vector_regs(isa)) + " vector registers");
+    return R::no("no register blocking fits the forced values");
+  }
+  c.n_groups = (c.ocv + c.ur_n - 1) / c.ur_n;
+  c.n_last = int(c.ocv - (c.n_groups - 1) * c.ur_n);
+  c.last_group_own = c.n_last != c.ur_n || p.oc % c.simd != 0;
+  c.m_tail = int(c.m_len % c.ur_m);
+
+  // Chunks of a line: a stride-1 image is cut into pieces of ~4 tiles so that threads and the
+  // cache sweep get work of a few tens of microseconds; a stride-2 row is one chunk.
+  const int64_t tiles = c.full_tiles();
+  c.chunk_blocks = c.stride == 1 ? std::max<int64_t>(1, std::min<int64_t>(tiles, 4)) : tiles;
+  c.chunks = tiles == 0 ? 1 : (tiles + c.chunk_blocks - 1) / c.chunk_blocks;
+  if (c.chunk_blocks == 0) c.chunk_blocks = 1;
+  c.ic_chunk = c.icb_total();
+  const int64_t wei_bytes = c.icb_total() * c.wei_kb_floats(c.ur_n) * 4 * c.n_groups;
+  c.m_outer = wei_bytes <= kL2Budget;
+  return c;
+}
+
+}  // namespace kiln::convjit

@@ -1,0 +1,193 @@
+#include "jit/conv/conv_gemm1x1_gen.h"
+
+#include "graph/error.h"
+#include "jit/conv/conv_jit_util.h"
+
+namespace kiln::convjit {
+
+using namespace Xbyak;
+
+namespace {
+
+size_t code_size_bound(const Gemm1x1Conf& c, int ob) {
+  const size_t step = size_t(ob) * 12 + size_t(c.ur_m) * (size_t(ob) * 12 + 10);
+  const size_t body = size_t(c.simd) * step + 256;
+  const size_t bodies = 2 * (c.ic_tail ? 2 : 1);
+  const size_t store = size_t(c.ur_m) * ob * (60 + 60 * 12 * (c.p.post.size() + 1));
+  return bodies * body + 2 * 3 * store + 16384;
+}
+
+}  // namespace
+
+Gemm1x1Generator::Gemm1x1Generator(const Gemm1x1Conf& c, int ob, bool last_group,
+                                   const std::string& name)
+    : JitGenerator(name, code_size_bound(c, ob)),
+      c_(c),
+      ob_(ob),
+      lane_tail_(last_group && c.nhwc ? int(c.p.oc % c.simd) : 0),
+      epi_tail_(last_group ? int(c.p.oc % c.simd) : 0),
+      k_split_(c.ic_chunk < c.icb_total()) {
+  GprPool pool;
+  src_m_ = pool.take("src_m");
+  dst_m_ = pool.take("dst_m");
+  src_k_ = pool.take("src_k");
+  wei_k_ = pool.take("wei_k");
+  k_cnt_ = pool.take("k_cnt");
+  m_cnt_ = pool.take("m_cnt");
+  epi_a_ = pool.take("epi_a");
+  epi_b_ = pool.take("epi_b");
+  epi_ = std::make_unique<EpilogueEmitter>(*this, c.isa, c.p.bias, c.p.post);
+  if (c.ur_m * ob + std::max(epi_->temps_needed(), 1) > vector_regs(c.isa))
+    fail(Code::internal, "kernel " + name + ": epilogue needs " +
+                             std::to_string(epi_->temps_needed()) + " scratch registers");
+}
+
+Gemm1x1Generator::~Gemm1x1Generator() = default;
+
+void Gemm1x1Generator::generate() {
+  preamble();
+  if (lane_tail_ && c_.isa == Isa::avx512) {
+    mov(epi_a_.cvt32(), (1u << lane_tail_) - 1);
+    kmovw(k1, epi_a_.cvt32());
+  }
+  mov(src_m_, ptr[abi_param1 + offsetof(ConvCallArgs, src)]);
+  mov(dst_m_, ptr[abi_param1 + offsetof(ConvCallArgs, dst)]);
+  Label loop, tail, done;
+  mov(m_cnt_, ptr[abi_param1 + offsetof(ConvCallArgs, m_blocks)]);
+  test(m_cnt_, m_cnt_);
+  jz(tail, T_NEAR);
+  L(loop);
+  emit_tile(c_.ur_m);
+  add(src_m_, c_.ur_m * c_.stride * c_.src_pix_bytes());
+  add(dst_m_, c_.ur_m * c_.dst_pix_bytes());
+  dec(m_cnt_);
+  jnz(loop, T_NEAR);
+  L(tail);
+  if (c_.m_tail) {
+    test(byte[abi_param1 + offsetof(ConvCallArgs, flags)], int(kFlagMTail));
+    jz(done, T_NEAR);
+    emit_tile(c_.m_tail);
+  }
+  L(done);
+  postamble();
+  if (lane_tail_ && c_.isa != Isa::avx512) {
+    align(32);
+    L(mask_table_);
+    for (int i = 0; i < 8; ++i) dd(i < lane_tail_ ? 0xffffffffu : 0u);
+  }
+  epi_->emit_constants();
+}
+
+void Gemm1x1Generator::load_acc(int a, const Address& addr, bool masked, int mask_reg) {
+  if (!masked) return vmovups(vreg(c_.isa, a), addr);
+  if (c_.isa == Isa::avx512) return vmovups(Zmm(a) | k1 | T_z, addr);
+  vmovups(Ymm(mask_reg), ptr[rip + mask_table_]);
+  vmaskmovps(Ymm(a), Ymm(mask_reg), addr);
+}
+
+void Gemm1x1Generator::store_acc(const Address& addr, int a, bool masked, int mask_reg) {
+  if (!masked) return vmovups(addr, vreg(c_.isa, a));
+  if (c_.isa == Isa::avx512) return vmovups(addr | k1, Zmm(a));
+  vmovups(Ymm(mask_reg), ptr[rip + mask_table_]);
+  vmaskmovps(addr, Ymm(mask_reg), Ymm(a));
+}
+
+void Gemm1x1Generator::emit_init(int ur) {
+  auto zero = [&] {
+    for (int i = 0; i < ur * ob_; ++i) {
+      Xmm a = vreg(c_.isa, i);
+      vxorps(a, a, a);
+    }
+  };
+  if (!k_split_) return zero();
+  Label load, go;
+  test(byte[abi_param1 + offsetof(ConvCallArgs, flags)], int(kFlagAccumulate));
+  jnz(load, T_NEAR);
+  zero();
+  jmp(go, T_NEAR);
+  L(load);
+  for (int j = 0; j < ob_; ++j)
+    for (int m = 0; m < ur; ++m)
+      load_acc(acc(m, j), ptr[dst_m_ + m * c_.dst_pix_bytes() + j * c_.dst_vec_bytes()],
+               lane_tail_ && j == ob_ - 1, ur * ob_);
+  L(go);
+}
+
+void Gemm1x1Generator::emit_tile(int ur) {
+  emit_init(ur);
+  mov(src_k_, src_m_);
+  mov(wei_k_, ptr[abi_param1 + offsetof(ConvCallArgs, wei)]);
+  if (c_.icb_full > 0) {
+    Label loop, done;
+    mov(k_cnt_, ptr[abi_param1 + offsetof(ConvCallArgs, k_blocks)]);
+    test(k_cnt_, k_cnt_);
+    jz(done, T_NEAR);
+    L(loop);
+    emit_k_body(ur, c_.simd);
+    add(src_k_, c_.src_kb_bytes());
+    add(wei_k_, c_.wei_kb_floats(ob_) * 4);
+    dec(k_cnt_);
+    jnz(loop, T_NEAR);
+    L(done);
+  }
+  if (c_.ic_tail) {
+    Label skip;
+    test(byte[abi_param1 + offsetof(ConvCallArgs, flags)], int(kFlagIcTail));
+    jz(skip, T_NEAR);
+    emit_k_body(ur, c_.ic_tail);
+    L(skip);
+  }
+  emit_store(ur);
+}
+
+void Gemm1x1Generator::emit_k_body(int ur, int nic) {
+  const bool reg_bcast = c_.bcast_reg || c_.isa != Isa::avx512;
+  const int w0 = ur * ob_, bc = w0 + ob_;
+  const int64_t pix = c_.stride * c_.src_pix_bytes();
+  for (int ic = 0; ic < nic; ++ic) {
+    for (int j = 0; j < ob_; ++j)
+      vmovups(vreg(c_.isa, w0 + j), ptr[wei_k_ + (int64_t(ic) * ob_ + j) * c_.simd * 4]);
+    for (int m = 0; m < ur; ++m) {
+      const int64_t sofs = m * pix + ic * 4;
+      if (reg_bcast) {
+        vbroadcastss(vreg(c_.isa, bc), ptr[src_k_ + sofs]);
+        for (int j = 0; j < ob_; ++j)
+          vfmadd231ps(vreg(c_.isa, acc(m, j)), vreg(c_.isa, w0 + j), vreg(c_.isa, bc));
+      } else {
+        for (int j = 0; j < ob_; ++j)
+          vfmadd231ps(Zmm(acc(m, j)), Zmm(w0 + j), ptr_b[src_k_ + sofs]);
+      }
+    }
+  }
+}
+
+void Gemm1x1Generator::emit_store(int ur) {
+  auto store_all = [&](bool final) {
+    std::vector<int> temps;
+    for (int t = 0; t < epi_->temps_needed(); ++t) temps.push_back(ur * ob_ + t);
+    for (int j = 0; j < ob_; ++j) {
+      const bool masked = lane_tail_ && j == ob_ - 1;
+      for (int m = 0; m < ur; ++m) {
+        const int64_t dofs = m * c_.dst_pix_bytes() + j * c_.dst_vec_bytes();
+        if (final && !epi_->empty()) {
+          EpilogueAddressing ea{
+              this, abi_param1, epi_a_, epi_b_, dst_m_, dofs, int64_t(j) * c_.simd * 4};
+          // A lane tail in a blocked layout only matters for the plain [OC] scale/shift arrays.
+          epi_->apply(acc(m, j), temps, ea.operands(), j == ob_ - 1 ? epi_tail_ : 0);
+        }
+        store_acc(ptr[dst_m_ + dofs], acc(m, j), masked, ur * ob_);
+      }
+    }
+  };
+  if (!k_split_) return store_all(true);
+  Label raw, done;
+  test(byte[abi_param1 + offsetof(ConvCallArgs, flags)], int(kFlagFinal));
+  jz(raw, T_NEAR);
+  store_all(true);
+  jmp(done, T_NEAR);
+  L(raw);
+  store_all(false);
+  L(done);
+}
+
+}  // namespace kiln::convjit

@@ -1,0 +1,132 @@
+// The gemm1x1 family's Kernel: packs W[IC, OC] per oc group, owns the generated code and runs
+// tiles of (image, line, pixel chunk, oc group).
+#include <algorithm>
+
+#include "jit/conv/conv_families.h"
+#include "jit/conv/conv_gemm1x1_gen.h"
+
+namespace kiln::convjit {
+namespace {
+
+using Fn = void (*)(const ConvCallArgs*);
+
+class Gemm1x1Kernel : public Kernel {
+ public:
+  Gemm1x1Kernel(const Gemm1x1Conf& c, const Tensor& w, const Tensor* bias)
+      : c_(c),
+        name_(conv_kernel_name("gemm1x1", c.layout, c.layout, c.blocking_str(), c.isa)),
+        bias_(pack_bias(bias ? bias->data<float>() : nullptr, c.p.oc, c.ocv * c.simd)) {
+    pack_weights(w.data<float>());
+    main_ = std::make_unique<Gemm1x1Generator>(c, c.ur_n, false, name_);
+    main_->create();
+    if (c.last_group_own) {
+      last_ = std::make_unique<Gemm1x1Generator>(c, c.n_last, true, name_ + "_lastoc");
+      last_->create();
+    }
+  }
+
+  const std::string& name() const override { return name_; }
+  int64_t tiles() const override { return c_.p.n * c_.m_lines * c_.chunks * c_.n_groups; }
+  double macs() const override { return c_.p.macs(); }
+
+  void run(const KernelArgs& args, int64_t begin, int64_t end) const override {
+    ConvCallArgs base;
+    fill_post_args(c_.p.post, args, &base);
+    bool split = c_.ic_chunk < c_.icb_total();
+    for (const PostOp& op : c_.p.post)
+      if (op.kind == PostOp::Kind::add && args.src[op.input] == args.dst[0]) split = false;
+    const int64_t G = c_.n_groups, LC = c_.m_lines * c_.chunks;
+    const int64_t chunk = split ? c_.ic_chunk : c_.icb_total();
+    int64_t t = begin;
+    while (t < end) {
+      if (c_.m_outer) {
+        const int64_t g = t % G, lc = t / G % LC, n = t / (G * LC);
+        for (int64_t k0 = 0; k0 < c_.icb_total(); k0 += chunk)
+          call(args, base, n, g, lc, k0, std::min(chunk, c_.icb_total() - k0));
+        ++t;
+      } else {
+        // Tiles of one (n, group) are contiguous: sweep them per K chunk so the chunk's
+        // weights stay in cache.
+        const int64_t lc0 = t % LC, g = t / LC % G, n = t / (LC * G);
+        const int64_t cnt = std::min(end - t, LC - lc0);
+        for (int64_t k0 = 0; k0 < c_.icb_total(); k0 += chunk)
+          for (int64_t lc = lc0; lc < lc0 + cnt; ++lc)
+            call(args, base, n, g, lc, k0, std::min(chunk, c_.icb_total() - k0));
+        t += cnt;
+      }
+    }
+  }
+
+ private:
+  void call(const KernelArgs& args, const ConvCallArgs& base, int64_t n, int64_t g, int64_t lc,
+            int64_t k0, int64_t kcnt) const {
+    const ConvProblem& p = c_.p;
+    const bool last = g == c_.n_groups - 1;
+    const int ob = last ? c_.n_last : c_.ur_n;
+    const int64_t line = lc / c_.chunks, ch = lc % c_.chunks;
+    const int64_t b0 = ch * c_.chunk_blocks;
+    const int64_t b1 = std::min(c_.full_tiles(), b0 + c_.chunk_blocks);
+    const int64_t pix0 = b0 * c_.ur_m;
+    const int64_t in_pix = c_.stride == 1 ? pix0 : line * c_.stride * p.iw + pix0 * c_.stride;
+    const int64_t out_pix = c_.stride == 1 ? pix0 : line * p.ow + pix0;
+    const int64_t src_img = c_.nhwc ? p.ih * p.iw * p.ic : c_.icb_total() * c_.simd * p.ih * p.iw;
+    const int64_t dst_img = c_.nhwc ? p.oh * p.ow * p.oc : c_.ocv * c_.simd * p.oh * p.ow;
+    const int64_t oc0 = g * c_.ur_n * c_.simd;
+    ConvCallArgs a = base;
+    a.src = args.src[0] + n * src_img + in_pix * (c_.src_pix_bytes() / 4) +
+            k0 * (c_.src_kb_bytes() / 4);
+    a.dst = args.dst[0] + n * dst_img + out_pix * (c_.dst_pix_bytes() / 4) +
+            g * c_.ur_n * (c_.dst_vec_bytes() / 4);
+    a.wei = wei_.data<float>() + group_off_[size_t(g)] + k0 * c_.wei_kb_floats(ob);
+    a.bias = bias_.data() + oc0;
+    for (int i = 0; i < kMaxPostOps; ++i) {
+      if (a.scale[i]) a.scale[i] += oc0;
+      if (a.shift[i]) a.shift[i] += oc0;
+    }
+    const bool has_tail = c_.ic_tail && k0 + kcnt == c_.icb_total();
+    a.k_blocks = kcnt - (has_tail ? 1 : 0);
+    a.m_blocks = b1 - b0;
+    a.flags = (k0 > 0 ? kFlagAccumulate : 0) | (k0 + kcnt == c_.icb_total() ? kFlagFinal : 0) |
+              (has_tail ? kFlagIcTail : 0) | (ch == c_.chunks - 1 && c_.m_tail ? kFlagMTail : 0);
+    (last && last_ ? last_ : main_)->fn<Fn>()(&a);
+  }
+
+  void pack_weights(const float* w) {
+    const ConvProblem& p = c_.p;
+    const int64_t S = c_.simd, KB = c_.icb_total();
+    int64_t total = 0;
+    for (int64_t g = 0; g < c_.n_groups; ++g) {
+      group_off_.push_back(total);
+      total += KB * c_.wei_kb_floats(g == c_.n_groups - 1 ? c_.n_last : c_.ur_n);
+    }
+    wei_ = Tensor(DType::f32, {total});  // zero-filled, 64-byte aligned
+    for (int64_t g = 0; g < c_.n_groups; ++g) {
+      const int64_t ob = g == c_.n_groups - 1 ? c_.n_last : c_.ur_n;
+      float* o = wei_.data<float>() + group_off_[size_t(g)];
+      // [kb][ic][ob][lane]
+      for (int64_t kb = 0; kb < KB; ++kb)
+        for (int64_t i = 0; i < S; ++i)
+          for (int64_t j = 0; j < ob; ++j)
+            for (int64_t l = 0; l < S; ++l, ++o) {
+              const int64_t oc = (g * c_.ur_n + j) * S + l, ic = kb * S + i;
+              if (oc < p.oc && ic < p.ic) *o = w[oc * p.ic + ic];
+            }
+    }
+  }
+
+  Gemm1x1Conf c_;
+  std::string name_;
+  std::vector<float> bias_;
+  Tensor wei_;
+  std::vector<int64_t> group_off_;
+  std::unique_ptr<Gemm1x1Generator> main_, last_;
+};
+
+}  // namespace
+
+std::unique_ptr<Kernel> make_gemm1x1_kernel(const Gemm1x1Conf& c, const Tensor& weights,
+                                            const Tensor* bias) {
+  return std::make_unique<Gemm1x1Kernel>(c, weights, bias);
+}
+
+}  // namespace kiln::convjit

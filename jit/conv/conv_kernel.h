@@ -1,0 +1,46 @@
+// Conv kernel families and their factory. A family's init_conf (plain C++, no Xbyak) decides
+// whether it applies to a problem and how to block it, or says why not; its generator only
+// emits code; its Kernel packs the weights once at creation and runs tiles.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "jit/conv/conv_problem.h"
+#include "jit/cpu.h"
+#include "jit/kernel.h"
+#include "jit/layout.h"
+
+namespace kiln {
+
+enum class ConvFamily : int {
+  direct = 0,   // blocked (nChw16c / nChw8c) direct conv, any kernel/stride/pad/dilation;
+                // src may be NCHW for first layers with few input channels
+  gemm1x1 = 1,  // 1x1 conv as a JIT GEMM microkernel over flat pixels, blocked or NHWC,
+                // stride 1 and 2, no padding
+};
+const char* conv_family_name(ConvFamily f);  // "direct", "gemm1x1"
+
+// One way to run a conv: family + layouts (+ optional forced blocking, 0 = family's choice).
+struct ConvImpl {
+  ConvFamily family = ConvFamily::direct;
+  Layout src = Layout::nChw16c, dst = Layout::nChw16c;
+  int ur_w = 0;       // output pixels per register block
+  int oc_blocks = 0;  // output-channel vectors per register block
+};
+
+// Creates the kernel, or returns nullptr and sets *why_not to a reason (e.g. "groups > 1",
+// "needs 1x1 kernel", "AVX-512 blocked layout needs isa avx512").
+// weights: the Conv's [OC, IC/g, KH, KW] f32 constant (packed inside, not retained).
+// bias: [OC] or nullptr.
+// KernelArgs at run time: src[i] = the Conv node's inputs in the node's order (src[0] the
+// activation in impl.src layout; weights/bias entries are ignored; a residual `add` input in
+// impl.dst layout; scale/shift inputs as plain [OC] arrays); dst[0] = output in impl.dst.
+// Tiles cover the output (e.g. n x oc-block-groups x output rows) so two threads split evenly.
+// The kernel name follows "conv_<family>_f32_<src>_to_<dst>_<blocking>__<isa>" and includes
+// nothing run-specific, e.g. "conv_direct_f32_nChw16c_ow14oc2__avx512".
+std::unique_ptr<Kernel> create_conv_kernel(const ConvProblem& p, const ConvImpl& impl, Isa isa,
+                                           const Tensor& weights, const Tensor* bias,
+                                           std::string* why_not);
+
+}  // namespace kiln

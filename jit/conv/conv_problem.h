@@ -1,0 +1,30 @@
+// One 2-D convolution as kernels see it: exact shapes, explicit padding, fused epilogue.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "graph/ir.h"
+#include "graph/post_ops.h"
+
+namespace kiln {
+
+struct ConvProblem {
+  int64_t n = 1, ic = 0, ih = 0, iw = 0, oc = 0, oh = 0, ow = 0;
+  int64_t kh = 1, kw = 1, sh = 1, sw = 1, dh = 1, dw = 1;  // dilation 1 = dense
+  int64_t pt = 0, pl = 0, pb = 0, pr = 0;                  // top, left, bottom, right
+  int64_t groups = 1;
+  bool bias = false;
+  std::vector<PostOp> post;  // input indices refer to the Conv node's inputs
+
+  // benchdnn-like, stable (a cache key): "ic64ih56iw56_oc64oh56ow56kh3kw3sh1sw1ph1pw1_relu";
+  // mb, g, dilation and asymmetric pads appear only when not the default.
+  std::string str() const;
+  double macs() const { return double(n * oc * oh * ow) * double(ic / groups * kh * kw); }
+
+  // From an inferred (explicit attrs) Conv node, including its fused post-ops.
+  static ConvProblem from_node(const Graph& g, const Node& node);
+};
+
+}  // namespace kiln

@@ -1,0 +1,87 @@
+// Pieces shared by the conv families that need no Xbyak: the argument struct every conv JIT
+// function takes, the register-blocking cost model, common applicability checks and the
+// packing helpers.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "jit/conv/conv_problem.h"
+#include "jit/cpu.h"
+#include "jit/layout.h"
+
+namespace kiln::convjit {
+
+constexpr int kMaxPostOps = 8;
+
+// Bits of ConvCallArgs::flags.
+enum : int64_t {
+  kFlagAccumulate = 1,  // start from the partial sums already in dst (K split, not first chunk)
+  kFlagFinal = 2,       // last K chunk: apply bias + post-ops (else store raw partial sums)
+  kFlagIcTail = 4,      // this call includes the last, partial input-channel block
+  kFlagMTail = 8,       // gemm1x1: this call includes the pixel tail block
+};
+
+// What a conv JIT function receives (one pointer in rdi). Offsets are read with offsetof.
+struct ConvCallArgs {
+  const float* src = nullptr;   // direct: first valid input row; gemm1x1: first pixel
+  const float* wei = nullptr;   // packed weights of the oc group (+ first valid kh row)
+  float* dst = nullptr;         // output row / first pixel, first oc of the group
+  const float* bias = nullptr;  // packed, zero-padded bias of the group
+  int64_t kh_cnt = 0;           // direct: valid kernel rows
+  int64_t k_blocks = 0;         // full input-channel blocks in this call
+  int64_t m_blocks = 0;         // gemm1x1: full pixel blocks in this call
+  int64_t flags = 0;
+  int64_t res_delta[kMaxPostOps] = {};   // `add` post-op i: residual - dst, in bytes
+  const float* scale[kMaxPostOps] = {};  // `scale_shift` post-op i, at the group's oc
+  const float* shift[kMaxPostOps] = {};
+};
+
+// One conf or the reason a family does not apply.
+template <class Conf>
+struct ConfOr {
+  ConfOr(Conf c) : conf(std::move(c)) {}  // NOLINT: implicit, `return conf;`
+  static ConfOr no(std::string why) {
+    ConfOr r;
+    r.reason = std::move(why);
+    return r;
+  }
+  explicit operator bool() const { return conf.has_value(); }
+
+  std::optional<Conf> conf;
+  std::string reason;
+
+ private:
+  ConfOr() = default;
+};
+
+inline int vector_regs(Isa isa) {
+  return isa == Isa::avx512 ? 32 : 16;
+}
+
+// Vector scratch registers reserved for the fused epilogue. init_conf runs without an emitter,
+// so it reserves the emitter's documented maximum (4) whenever there is a post-op; a plain
+// bias add needs none. The generator checks the real EpilogueEmitter::temps_needed() against it.
+inline int epilogue_temps(const ConvProblem& p) {
+  return p.post.empty() ? 0 : 4;
+}
+
+// Estimated cycles of one reduction step (one input channel x one kernel tap) of a register
+// block of `ur` pixels x `ob` oc vectors: 2 FMA pipes, 4-cycle FMA latency per accumulator
+// chain, load ports (3 per cycle, at most 2 full vectors) and the weight stream from L2. bcast_reg: the src value is
+// broadcast once into a register instead of embedded in every FMA (always so on AVX2).
+double block_step_cycles(Isa isa, int ur, int ob, bool bcast_reg);
+
+// Common reasons a problem cannot be run by any JIT conv family on `isa` ("" when fine).
+std::string check_common(const ConvProblem& p, Isa isa);
+
+// "" when `l` is the blocked layout whose block equals the vector width of `isa`.
+std::string check_blocked(Layout l, Isa isa, const char* what);
+
+// The bias padded with zeros to `padded` channels (all zeros without bias).
+std::vector<float> pack_bias(const float* bias, int64_t oc, int64_t padded);
+
+}  // namespace kiln::convjit

@@ -1,0 +1,264 @@
+#include "jit/epilogue.h"
+
+#include <algorithm>
+#include <bit>
+#include <cmath>
+#include <string>
+
+#include "graph/error.h"
+
+namespace kiln {
+namespace {
+
+using Xbyak::Address;
+using Xbyak::Operand;
+using Xbyak::Xmm;
+using K = PostOp::Kind;
+
+constexpr uint8_t kLtOq = 0x11;  // _CMP_LT_OQ: false for NaN
+constexpr uint8_t kGtOq = 0x1e;  // _CMP_GT_OQ
+
+bool clip_lo(const PostOp& op) {
+  return op.alpha > -INFINITY;
+}  // false for -inf and NaN
+bool clip_hi(const PostOp& op) {
+  return op.beta < INFINITY;
+}
+
+// Scratch registers one post-op needs. Operand loads need one on AVX2 only with a tail (the
+// vmaskmovps lane mask); AVX-512 selects with k7 and masks memory operands directly.
+int op_temps(const PostOp& op, Isa isa, bool tail) {
+  const bool avx2 = isa == Isa::avx2;
+  switch (op.kind) {
+    case K::relu:
+      return 0;
+    case K::add:
+    case K::scale_shift:
+      return avx2 && tail ? 1 : 0;
+    case K::leaky_relu:
+    case K::hardsigmoid:
+      return avx2 ? 1 : 0;
+    case K::clip:
+      return avx2 && (clip_lo(op) || clip_hi(op)) ? 1 : 0;
+    case K::hardswish:
+      return 1;
+    case K::sigmoid:
+      return 2;  // exp scratch; the result is built in the accumulator
+    case K::swish:
+      return 3;  // x stays live next to exp's result and scratch
+  }
+  return 3;
+}
+
+// Emits one apply(): the state is the accumulator, the scratch list and whether k7 currently
+// holds the tail mask (compare-and-select ops clobber it).
+class ChainEmitter {
+ public:
+  ChainEmitter(Xbyak::CodeGenerator& g, Isa isa, VecConsts& c, int acc,
+               const std::vector<int>& temps, int tail)
+      : g_(g), isa_(isa), c_(c), a_(vreg(acc)), temps_(temps), tail_(tail) {}
+
+  void bias(const Address& b) {
+    with_operand(b, [&](const Xmm& d, const Operand& o) { g_.vaddps(d, a_, o); });
+  }
+
+  void op(const PostOp& op, const EpilogueEmitter::Operands& where, int i) {
+    switch (op.kind) {
+      case K::relu:  // MAXPS(x, 0) = (x > 0) ? x : 0, exactly the reference (NaN, -0 -> 0)
+        g_.vmaxps(a_, a_, c_.f32(0.f));
+        break;
+      case K::leaky_relu:
+        leaky_relu(op.alpha);
+        break;
+      case K::clip:
+        clip(op);
+        break;
+      case K::sigmoid:
+        sigmoid();
+        break;
+      case K::swish:
+        swish();
+        break;
+      case K::hardswish:
+        hardswish();
+        break;
+      case K::hardsigmoid:
+        hardsigmoid(op.alpha, op.beta);
+        break;
+      case K::add:
+        if (!where.residual) fail(Code::internal, "epilogue: no residual operand for 'add'");
+        with_operand(where.residual(i),
+                     [&](const Xmm& d, const Operand& o) { g_.vaddps(d, a_, o); });
+        break;
+      case K::scale_shift:
+        if (!where.scale || !where.shift)
+          fail(Code::internal, "epilogue: no scale/shift operand for 'scale_shift'");
+        // Separate multiply and add (no FMA): the same two roundings as the reference.
+        with_operand(where.scale(i), [&](const Xmm& d, const Operand& o) { g_.vmulps(d, a_, o); });
+        with_operand(where.shift(i), [&](const Xmm& d, const Operand& o) { g_.vaddps(d, a_, o); });
+        break;
+    }
+  }
+
+ private:
+  Xmm vreg(int i) const { return isa_ == Isa::avx512 ? Xmm(Xbyak::Zmm(i)) : Xmm(Xbyak::Ymm(i)); }
+  Xmm t(int k) const { return vreg(temps_[size_t(k)]); }
+  bool z() const { return isa_ == Isa::avx512; }
+
+  // acc = acc (op) [addr], reading only the first tail_ lanes when tail_ > 0. `f(dst, src2)`
+  // emits the instruction with acc as first source.
+  template <class F>
+  void with_operand(const Address& addr, F f) {
+    if (!tail_) {
+      f(a_, addr);
+    } else if (z()) {
+      // EVEX merge-masking: masked-off lanes are neither loaded (no fault) nor changed.
+      if (!k7_tail_) {
+        g_.kmovw(Xbyak::util::k7, c_.lanes({(1u << tail_) - 1u}));
+        k7_tail_ = true;
+      }
+      f(a_ | Xbyak::util::k7, addr);
+    } else {
+      std::vector<uint32_t> mask(size_t(tail_), 0xffffffffu);
+      g_.vmovaps(t(0), c_.lanes(mask));
+      g_.vmaskmovps(t(0), t(0), addr);  // lanes past the tail read as 0, never touched
+      f(a_, t(0));
+    }
+  }
+
+  // x >= 0 ? x : x*alpha  ==  x < 0 ? x*alpha : x (NaN stays NaN either way).
+  void leaky_relu(float alpha) {
+    if (z()) {
+      g_.vcmpps(Xbyak::util::k7, a_, c_.f32(0.f), kLtOq);
+      g_.vmulps(a_ | Xbyak::util::k7, a_, c_.f32(alpha));
+      k7_tail_ = false;
+      return;
+    }
+    // factor = mask ? alpha : 1 as bits: 1 ^ (mask & (alpha ^ 1)); one scratch register.
+    const uint32_t one = std::bit_cast<uint32_t>(1.f), al = std::bit_cast<uint32_t>(alpha);
+    g_.vcmpps(t(0), a_, c_.f32(0.f), kLtOq);
+    g_.vandps(t(0), t(0), c_.u32(al ^ one));
+    g_.vxorps(t(0), t(0), c_.u32(one));
+    g_.vmulps(a_, a_, t(0));
+  }
+
+  // std::min(std::max(x, lo), hi) exactly: max(x, lo) = (x < lo) ? lo : x, which is MAXPS
+  // with lo first (NaN and -0 pass through), and likewise MINPS(hi, y).
+  void clip(const PostOp& op) {
+    if (z()) {
+      if (clip_lo(op)) select_if(kLtOq, op.alpha);
+      if (clip_hi(op)) select_if(kGtOq, op.beta);
+      return;
+    }
+    if (clip_lo(op)) {
+      g_.vmovaps(t(0), c_.f32(op.alpha));
+      g_.vmaxps(a_, t(0), a_);
+    }
+    if (clip_hi(op)) {
+      g_.vmovaps(t(0), c_.f32(op.beta));
+      g_.vminps(a_, t(0), a_);
+    }
+  }
+
+  // AVX-512: acc = (acc <pred> v) ? v : acc.
+  void select_if(uint8_t pred, float v) {
+    g_.vcmpps(Xbyak::util::k7, a_, c_.f32(v), pred);
+    g_.vmovaps(a_ | Xbyak::util::k7, c_.f32(v));
+    k7_tail_ = false;
+  }
+
+  // 1 / (1 + exp(-x)) as in the reference: exp(-x) = inf for x < -88.7 gives exactly 0,
+  // exp(-x) = 0 for x > 104 gives exactly 1, no NaN for any non-NaN x.
+  void sigmoid() {
+    const int a = a_.getIdx();
+    emit_exp(g_, isa_, c_, a, a, temps_[0], temps_[1], /*negate=*/true);
+    g_.vaddps(a_, a_, c_.f32(1.f));
+    g_.vmovaps(t(0), c_.f32(1.f));
+    g_.vdivps(a_, t(0), a_);
+  }
+
+  // x / (1 + exp(-x)) as in the reference (so swish(-inf) = -inf/inf = NaN like it).
+  void swish() {
+    emit_exp(g_, isa_, c_, temps_[2], a_.getIdx(), temps_[0], temps_[1], /*negate=*/true);
+    g_.vaddps(t(2), t(2), c_.f32(1.f));
+    g_.vdivps(a_, a_, t(2));
+  }
+
+  // x * clamp(x/6 + 0.5, 0, 1), with x/6 + 0.5 as one FMA by 1/6 (differs from the
+  // reference's division by at most ~1 ulp of the factor). A NaN factor only arises from a
+  // NaN x, so the clamp's NaN behaviour does not matter.
+  void hardswish() {
+    g_.vmovaps(t(0), c_.f32(1.f / 6.f));
+    g_.vfmadd213ps(t(0), a_, c_.f32(0.5f));
+    g_.vmaxps(t(0), t(0), c_.f32(0.f));
+    g_.vminps(t(0), t(0), c_.f32(1.f));
+    g_.vmulps(a_, a_, t(0));
+  }
+
+  // std::min(std::max(alpha*x + beta, 0), 1) with the reference's two roundings.
+  void hardsigmoid(float alpha, float beta) {
+    g_.vmulps(a_, a_, c_.f32(alpha));
+    g_.vaddps(a_, a_, c_.f32(beta));
+    if (z()) {
+      select_if(kLtOq, 0.f);
+      select_if(kGtOq, 1.f);
+      return;
+    }
+    g_.vxorps(t(0), t(0), t(0));
+    g_.vmaxps(a_, t(0), a_);
+    g_.vmovaps(t(0), c_.f32(1.f));
+    g_.vminps(a_, t(0), a_);
+  }
+
+  Xbyak::CodeGenerator& g_;
+  Isa isa_;
+  VecConsts& c_;
+  Xmm a_;
+  const std::vector<int>& temps_;
+  int tail_;
+  bool k7_tail_ = false;  // k7 holds the tail mask
+};
+
+}  // namespace
+
+EpilogueEmitter::EpilogueEmitter(Xbyak::CodeGenerator& gen, Isa isa, bool has_bias,
+                                 std::vector<PostOp> ops)
+    : g_(gen), isa_(isa), has_bias_(has_bias), ops_(std::move(ops)), consts_(gen, isa) {}
+
+int EpilogueEmitter::temps_needed(bool tail) const {
+  int n = has_bias_ && tail && isa_ == Isa::avx2 ? 1 : 0;
+  for (const auto& op : ops_) n = std::max(n, op_temps(op, isa_, tail));
+  return n;
+}
+
+void EpilogueEmitter::apply(int acc, const std::vector<int>& temps, const Operands& where,
+                            int tail) {
+  const int w = simd_width(isa_), nregs = isa_ == Isa::avx512 ? 32 : 16;
+  if (tail < 0 || tail > w)
+    fail(Code::internal,
+         "epilogue: tail " + std::to_string(tail) + " outside 0.." + std::to_string(w));
+  if (tail == w) tail = 0;
+  const int need = temps_needed(tail > 0);
+  if (int(temps.size()) < need)
+    fail(Code::internal, "epilogue '" + post_ops_str(ops_) + "' needs " + std::to_string(need) +
+                             " scratch registers, got " + std::to_string(temps.size()));
+  auto bad_reg = [&](int r) { return r < 0 || r >= nregs; };
+  if (bad_reg(acc)) fail(Code::internal, "epilogue: bad accumulator register");
+  for (int k = 0; k < need; ++k) {
+    int r = temps[size_t(k)];
+    if (bad_reg(r) || r == acc || std::count(temps.begin(), temps.begin() + need, r) > 1)
+      fail(Code::internal, "epilogue: scratch registers overlap or are out of range");
+  }
+  ChainEmitter e(g_, isa_, consts_, acc, temps, tail);
+  if (has_bias_) {
+    if (!where.bias) fail(Code::internal, "epilogue: no bias operand");
+    e.bias(where.bias());
+  }
+  for (size_t i = 0; i < ops_.size(); ++i) e.op(ops_[i], where, int(i));
+}
+
+void EpilogueEmitter::emit_constants() {
+  consts_.emit();
+}
+
+}  // namespace kiln

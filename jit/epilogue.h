@@ -1,0 +1,60 @@
+// The one epilogue emitter every conv / GEMM family calls at its store point: bias, then the
+// node's post-op chain (graph/post_ops.h) — relu, leaky_relu, clip, sigmoid, swish,
+// hardswish, hardsigmoid, residual add, per-channel scale/shift — applied in registers before
+// the single store. Works for AVX-512 (zmm) and AVX2 (ymm).
+#pragma once
+
+#include <xbyak/xbyak.h>
+
+#include <functional>
+#include <vector>
+
+#include "graph/post_ops.h"
+#include "jit/cpu.h"
+#include "jit/vec_math.h"
+
+namespace kiln {
+
+class EpilogueEmitter {
+ public:
+  // Where the per-channel and residual operands of one accumulator live. Each returns the
+  // address of a full vector (simd_width floats) for the accumulator being processed; a
+  // family passes lambdas that compute them from its own registers.
+  struct Operands {
+    std::function<Xbyak::Address()> bias;                 // used when has_bias
+    std::function<Xbyak::Address(int post_op)> residual;  // for `add` post-ops
+    std::function<Xbyak::Address(int post_op)> scale;     // for `scale_shift`
+    std::function<Xbyak::Address(int post_op)> shift;
+  };
+
+  // isa: avx2 or avx512 (anything else throws internal).
+  EpilogueEmitter(Xbyak::CodeGenerator& gen, Isa isa, bool has_bias, std::vector<PostOp> ops);
+
+  // Vector registers the chain needs as scratch (0..3). Families reserve this many.
+  // temps_needed() covers every call; temps_needed(false) is enough when apply() is only ever
+  // called with tail == 0 (AVX2 needs a register for the lane mask of masked loads).
+  int temps_needed() const { return temps_needed(true); }
+  int temps_needed(bool tail) const;
+  bool empty() const { return !has_bias_ && ops_.empty(); }
+  const std::vector<PostOp>& ops() const { return ops_; }
+
+  // Applies bias + chain to vector register index `acc` (zmm<acc> / ymm<acc>), clobbering only
+  // the registers listed in `temps` (at least temps_needed()). `tail` > 0 means only the first
+  // `tail` lanes are real (residual/bias/scale loads are then masked so nothing past the end
+  // is read); 0 means a full vector. On AVX-512 opmask k7 is clobbered (tail masks and the
+  // compare-and-select of leaky_relu / clip / hardsigmoid). Lanes past `tail` hold garbage.
+  void apply(int acc, const std::vector<int>& temps, const Operands& where, int tail = 0);
+
+  // Emits the constant table (exp coefficients, 6.0, 0.5, ...) the chain refers to. Call once
+  // after the kernel's ret and after the last apply(), before create() finishes.
+  void emit_constants();
+
+ private:
+  Xbyak::CodeGenerator& g_;
+  Isa isa_;
+  bool has_bias_;
+  std::vector<PostOp> ops_;
+  VecConsts consts_;
+};
+
+}  // namespace kiln

@@ -1,0 +1,45 @@
+// Base of every Xbyak kernel generator: a named kernel, Xbyak errors turned into kiln::Error,
+// code memory that is never writable and executable at once (generated RW, then flipped to
+// RX), an optional dump of each kernel's bytes (KILN_JIT_DUMP=dir) and an optional perf map
+// entry (KILN_PERF_MAP=1 -> /tmp/perf-PID.map) so `perf report` names JIT code.
+#pragma once
+
+#include <xbyak/xbyak.h>
+
+#include <string>
+
+namespace kiln {
+
+class JitGenerator : public Xbyak::CodeGenerator {
+ public:
+  explicit JitGenerator(std::string name, size_t max_code_size = 256 * 1024);
+  ~JitGenerator() override = default;
+  JitGenerator(const JitGenerator&) = delete;
+  JitGenerator& operator=(const JitGenerator&) = delete;
+
+  // Emits the code (generate()), makes it read+execute only, registers it. Call once.
+  // Throws kiln::Error(internal) naming the kernel if Xbyak fails.
+  void create();
+
+  const std::string& name() const { return name_; }
+  bool created() const { return created_; }
+  template <class F>
+  F fn() const {
+    return reinterpret_cast<F>(const_cast<uint8_t*>(getCode()));
+  }
+
+ protected:
+  virtual void generate() = 0;
+
+  // System V ABI: the first integer argument, and the callee-saved registers a kernel may use
+  // after preamble(). Kernels take one pointer to their argument struct.
+  const Xbyak::Reg64 abi_param1 = rdi;
+  void preamble();   // push rbx, rbp, r12..r15
+  void postamble();  // vzeroupper, pop, ret
+
+ private:
+  std::string name_;
+  bool created_ = false;
+};
+
+}  // namespace kiln

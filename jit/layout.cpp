@@ -1,0 +1,48 @@
+#include "jit/layout.h"
+
+#include <cstring>
+
+namespace kiln {
+
+const char* layout_name(Layout l) {
+  switch (l) {
+    case Layout::nchw: return "nchw";
+    case Layout::nhwc: return "nhwc";
+    case Layout::nChw8c: return "nChw8c";
+    case Layout::nChw16c: return "nChw16c";
+  }
+  return "?";
+}
+
+int64_t layout_elems(Layout l, const Shape& s) {
+  return s[0] * round_up(s[1], layout_block(l)) * s[2] * s[3];
+}
+
+int64_t layout_offset(Layout l, const Shape& s, int64_t n, int64_t c, int64_t h, int64_t w) {
+  const int64_t C = s[1], H = s[2], W = s[3];
+  switch (l) {
+    case Layout::nchw: return ((n * C + c) * H + h) * W + w;
+    case Layout::nhwc: return ((n * H + h) * W + w) * C + c;
+    default: {
+      const int64_t b = layout_block(l), cb = round_up(C, b) / b;
+      return (((n * cb + c / b) * H + h) * W + w) * b + c % b;
+    }
+  }
+}
+
+void convert_layout(const float* src, Layout from, float* dst, Layout to, const Shape& s) {
+  if (from == to) {
+    std::memcpy(dst, src, size_t(layout_elems(from, s)) * sizeof(float));
+    return;
+  }
+  const int64_t N = s[0], C = s[1], H = s[2], W = s[3];
+  const int64_t padded = round_up(C, layout_block(to));
+  for (int64_t n = 0; n < N; ++n)
+    for (int64_t c = 0; c < padded; ++c)
+      for (int64_t h = 0; h < H; ++h)
+        for (int64_t w = 0; w < W; ++w)
+          dst[layout_offset(to, s, n, c, h, w)] =
+              c < C ? src[layout_offset(from, s, n, c, h, w)] : 0.f;  // zero the pad lanes
+}
+
+}  // namespace kiln

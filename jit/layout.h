@@ -1,0 +1,30 @@
+// Data layouts of 4-D activations. Logical shape is always NCHW; the layout says how it is
+// stored. Blocked layouts store channels in blocks of 8 or 16 with the block innermost and
+// the channel count padded up to a whole block; padded lanes hold unspecified (finite)
+// values, and every kernel ignores them (reads only real channels or multiplies them by
+// zero-padded weights).
+#pragma once
+
+#include <cstdint>
+
+#include "graph/ir.h"
+
+namespace kiln {
+
+enum class Layout : int { nchw = 0, nhwc = 1, nChw8c = 2, nChw16c = 3 };
+
+const char* layout_name(Layout l);  // "nchw", "nhwc", "nChw8c", "nChw16c"
+inline int layout_block(Layout l) { return l == Layout::nChw16c ? 16 : l == Layout::nChw8c ? 8 : 1; }
+inline int64_t round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
+
+// Elements (floats) a 4-D tensor of logical shape [n, c, h, w] occupies in layout `l`.
+int64_t layout_elems(Layout l, const Shape& nchw);
+
+// Element offset of logical (n, c, h, w) in layout `l` for a tensor of logical shape `nchw`.
+int64_t layout_offset(Layout l, const Shape& nchw, int64_t n, int64_t c, int64_t h, int64_t w);
+
+// Plain C++ conversion between any two layouts (same logical shape). The JIT-algorithms issue
+// replaces this with generated kernels; it stays as their reference.
+void convert_layout(const float* src, Layout from, float* dst, Layout to, const Shape& nchw);
+
+}  // namespace kiln

@@ -1,0 +1,392 @@
+// The C API (include/kiln/kiln.h) over kiln::Session. Every extern "C" body runs inside
+// guarded(), which turns any exception into a kiln_status, so nothing but a status ever crosses
+// the ABI.
+#include <cstdint>
+#include <cstdio>
+#include <exception>
+#include <memory>
+#include <new>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+#include "graph/error.h"
+#include "graph/ir.h"
+#include "jit/cpu.h"
+#include "kiln/kiln.h"
+#include "runtime/session.h"
+
+struct kiln_status {
+  kiln_code code;
+  std::string message;
+};
+
+struct kiln_session {
+  std::unique_ptr<kiln::Session> impl;
+};
+
+namespace {
+
+using kiln::Code;
+
+static_assert(int(Code::ok) == KILN_OK && int(Code::invalid_argument) == KILN_INVALID_ARGUMENT &&
+                  int(Code::invalid_model) == KILN_INVALID_MODEL &&
+                  int(Code::unsupported) == KILN_UNSUPPORTED &&
+                  int(Code::shape_mismatch) == KILN_SHAPE_MISMATCH &&
+                  int(Code::io_error) == KILN_IO_ERROR &&
+                  int(Code::out_of_memory) == KILN_OUT_OF_MEMORY &&
+                  int(Code::internal) == KILN_INTERNAL,
+              "kiln_code must mirror kiln::Code");
+static_assert(int(kiln::Isa::scalar) + 1 == KILN_ISA_SCALAR &&
+                  int(kiln::Isa::avx2) + 1 == KILN_ISA_AVX2 &&
+                  int(kiln::Isa::avx512) + 1 == KILN_ISA_AVX512,
+              "kiln_isa must be kiln::Isa + 1");
+static_assert(int(kiln::DType::f32) == KILN_DTYPE_F32 && int(kiln::DType::i64) == KILN_DTYPE_I64,
+              "kiln_dtype must mirror kiln::DType");
+
+// Size of the first published kiln_options. When fields are appended, keep this constant and
+// read a new field only when struct_size covers it.
+constexpr size_t kOptionsV1Size = sizeof(kiln_options);
+
+// Returned when even allocating a status fails; kiln_status_release never frees it.
+kiln_status g_oom_status{KILN_OUT_OF_MEMORY, "out of memory"};
+
+kiln_status* make_status(kiln_code code, const char* fn, const char* what) noexcept {
+  try {
+    return new kiln_status{code, std::string(fn) + ": " + what};
+  } catch (...) {
+    return &g_oom_status;
+  }
+}
+
+// Runs `body`, converting every exception into a status prefixed with the function name.
+template <class F>
+kiln_status* guarded(const char* fn, F&& body) noexcept {
+  try {
+    body();
+    return nullptr;
+  } catch (const kiln::Error& e) {
+    return make_status(kiln_code(e.code()), fn, e.what());
+  } catch (const std::bad_alloc&) {
+    return make_status(KILN_OUT_OF_MEMORY, fn, "out of memory");
+  } catch (const std::exception& e) {
+    return make_status(KILN_INTERNAL, fn, e.what());
+  } catch (...) {
+    return make_status(KILN_INTERNAL, fn, "unknown exception");
+  }
+}
+
+// Decimal text of a number. Not std::to_string: its libstdc++ helper has a GNU-unique static that
+// would otherwise be exported from libkiln.so next to the kiln_* symbols.
+template <class T>
+std::string num(T v) {
+  char buf[32];
+  if constexpr (std::is_signed_v<T>)
+    std::snprintf(buf, sizeof buf, "%lld", static_cast<long long>(v));
+  else
+    std::snprintf(buf, sizeof buf, "%llu", static_cast<unsigned long long>(v));
+  return buf;
+}
+
+void require(const void* p, const char* arg) {
+  if (!p) kiln::fail(Code::invalid_argument, std::string(arg) + " is NULL");
+}
+
+kiln::SessionOptions convert_options(const kiln_options* o) {
+  kiln::SessionOptions so;
+  if (!o) return so;
+  if (o->struct_size < kOptionsV1Size)
+    kiln::fail(Code::invalid_argument, "options->struct_size is " + num(o->struct_size) +
+                                           ", expected at least " + num(kOptionsV1Size) +
+                                           " (initialise the options with kiln_options_init)");
+  if (o->threads < 0)
+    kiln::fail(Code::invalid_argument,
+               "options->threads is " + num(o->threads) + ", expected >= 0");
+  if (o->log_level < -1 || o->log_level > 6)
+    kiln::fail(Code::invalid_argument,
+               "options->log_level is " + num(o->log_level) + ", expected -1..6");
+  if (o->batch_size < 0)
+    kiln::fail(Code::invalid_argument,
+               "options->batch_size is " + num(o->batch_size) + ", expected >= 0");
+  if (o->max_isa < KILN_ISA_DEFAULT || o->max_isa > KILN_ISA_AVX512)
+    kiln::fail(Code::invalid_argument,
+               "options->max_isa is " + num(o->max_isa) + ", expected a kiln_isa value (0..3)");
+  so.threads = o->threads;
+  so.log_level = o->log_level;
+  so.batch = o->batch_size;
+  // kiln_isa is kiln::Isa + 1 so that 0 (a zeroed field) means "no cap" (-1 in the core).
+  so.max_isa = o->max_isa - 1;
+  // cache_dir, tuning_mode: reserved, nothing is tuned in this version.
+  return so;
+}
+
+const kiln::Session& session_of(const kiln_session* s) {
+  require(s, "session");
+  if (!s->impl) kiln::fail(Code::invalid_argument, "session is not a live session");
+  return *s->impl;
+}
+
+const kiln::IoInfo& io_at(const kiln_session* s, bool input, size_t index) {
+  const auto& list = input ? session_of(s).inputs() : session_of(s).outputs();
+  if (index >= list.size())
+    kiln::fail(Code::invalid_argument, std::string(input ? "input" : "output") + " index " +
+                                           num(index) + " is out of range (model has " +
+                                           num(list.size()) + ")");
+  return list[index];
+}
+
+size_t io_bytes(const kiln::IoInfo& io) {
+  return size_t(kiln::shape_numel(io.shape)) * kiln::dtype_size(io.dtype);
+}
+
+std::string describe(const kiln::IoInfo& io, const char* kind, size_t index) {
+  return std::string(kind) + " '" + io.name + "' (index " + num(index) + ", " +
+         kiln::dtype_name(io.dtype) + " " + kiln::shape_str(io.shape) + ")";
+}
+
+// Wraps caller buffers as tensors after checking count, pointers, sizes and alignment.
+std::vector<kiln::Tensor> wrap_buffers(const std::vector<kiln::IoInfo>& list, const char* kind,
+                                       const char* buf_arg, const char* bytes_arg,
+                                       void* const* bufs, const size_t* bytes, size_t count) {
+  if (count != list.size())
+    kiln::fail(Code::invalid_argument, std::string(kind) + "_count is " + num(count) +
+                                           ", the model has " + num(list.size()) + " " + kind +
+                                           (list.size() == 1 ? "" : "s"));
+  if (count == 0) return {};
+  require(bufs, buf_arg);
+  require(bytes, bytes_arg);
+  std::vector<kiln::Tensor> out;
+  out.reserve(count);
+  for (size_t i = 0; i < count; ++i) {
+    const kiln::IoInfo& io = list[i];
+    size_t want = io_bytes(io);
+    if (bytes[i] != want)
+      kiln::fail(Code::shape_mismatch, describe(io, kind, i) + ": buffer is " + num(bytes[i]) +
+                                           " bytes, expected " + num(want) + " bytes");
+    if (!bufs[i] && want != 0)
+      kiln::fail(Code::invalid_argument, std::string(buf_arg) + "[" + num(i) + "] is NULL");
+    if (reinterpret_cast<uintptr_t>(bufs[i]) % kiln::dtype_size(io.dtype) != 0)
+      kiln::fail(Code::invalid_argument, describe(io, kind, i) +
+                                             ": buffer is not aligned to its element size (" +
+                                             num(kiln::dtype_size(io.dtype)) + ")");
+    out.push_back(kiln::Tensor::wrap(io.dtype, io.shape, bufs[i]));
+  }
+  return out;
+}
+
+template <class Load>
+kiln_status* create_session(const char* fn, kiln_session** out, Load&& load) noexcept {
+  if (out) *out = nullptr;
+  return guarded(fn, [&] {
+    require(out, "out_session");
+    auto s = std::make_unique<kiln_session>();
+    s->impl = load();
+    *out = s.release();
+  });
+}
+
+kiln_status* io_count(const char* fn, const kiln_session* s, bool input, size_t* out) noexcept {
+  return guarded(fn, [&] {
+    const kiln::Session& sess = session_of(s);
+    require(out, "out_count");
+    *out = input ? sess.inputs().size() : sess.outputs().size();
+  });
+}
+
+kiln_status* io_name(const char* fn, const kiln_session* s, bool input, size_t i,
+                     const char** out) noexcept {
+  return guarded(fn, [&] {
+    require(out, "out_name");
+    *out = io_at(s, input, i).name.c_str();
+  });
+}
+
+kiln_status* io_dtype(const char* fn, const kiln_session* s, bool input, size_t i,
+                      kiln_dtype* out) noexcept {
+  return guarded(fn, [&] {
+    require(out, "out_dtype");
+    *out = kiln_dtype(io_at(s, input, i).dtype);
+  });
+}
+
+kiln_status* io_shape(const char* fn, const kiln_session* s, bool input, size_t i,
+                      const int64_t** dims, size_t* rank) noexcept {
+  static const int64_t kNoDims[1] = {0};
+  return guarded(fn, [&] {
+    require(dims, "out_dims");
+    require(rank, "out_rank");
+    const kiln::Shape& shape = io_at(s, input, i).shape;
+    *dims = shape.empty() ? kNoDims : shape.data();
+    *rank = shape.size();
+  });
+}
+
+kiln_status* io_byte_size(const char* fn, const kiln_session* s, bool input, size_t i,
+                          size_t* out) noexcept {
+  return guarded(fn, [&] {
+    require(out, "out_bytes");
+    *out = io_bytes(io_at(s, input, i));
+  });
+}
+
+kiln_status* io_index(const char* fn, const kiln_session* s, bool input, const char* name,
+                      size_t* out) noexcept {
+  return guarded(fn, [&] {
+    const kiln::Session& sess = session_of(s);
+    require(name, "name");
+    require(out, "out_index");
+    const auto& list = input ? sess.inputs() : sess.outputs();
+    for (size_t i = 0; i < list.size(); ++i)
+      if (list[i].name == name) {
+        *out = i;
+        return;
+      }
+    kiln::fail(Code::invalid_argument, std::string("the model has no ") +
+                                           (input ? "input" : "output") + " named '" + name + "'");
+  });
+}
+
+}  // namespace
+
+extern "C" {
+
+KILN_API kiln_code kiln_status_code(const kiln_status* status) {
+  return status ? status->code : KILN_OK;
+}
+
+KILN_API const char* kiln_status_message(const kiln_status* status) {
+  return status ? status->message.c_str() : "";
+}
+
+KILN_API void kiln_status_release(kiln_status* status) {
+  if (status != &g_oom_status) delete status;
+}
+
+KILN_API const char* kiln_code_name(kiln_code code) {
+  if (int(code) < KILN_OK || int(code) > KILN_INTERNAL) return "unknown";
+  return kiln::code_name(Code(code));
+}
+
+KILN_API const char* kiln_version(void) {
+  return KILN_VERSION;
+}
+
+KILN_API kiln_status* kiln_options_init(kiln_options* options) {
+  return guarded("kiln_options_init", [&] {
+    require(options, "options");
+    *options = kiln_options{};
+    options->struct_size = sizeof(kiln_options);
+    options->threads = 0;
+    options->log_level = -1;
+    options->batch_size = 0;
+    options->cache_dir = nullptr;
+    options->tuning_mode = 0;
+    options->max_isa = 0;
+  });
+}
+
+KILN_API kiln_status* kiln_session_create_from_file(const char* path, const kiln_options* options,
+                                                    kiln_session** out_session) {
+  return create_session("kiln_session_create_from_file", out_session, [&] {
+    require(path, "path");
+    kiln::SessionOptions so = convert_options(options);
+    return kiln::Session::load_file(path, so);
+  });
+}
+
+KILN_API kiln_status* kiln_session_create_from_memory(const void* data, size_t size,
+                                                      const kiln_options* options,
+                                                      kiln_session** out_session) {
+  return create_session("kiln_session_create_from_memory", out_session, [&] {
+    require(data, "data");
+    if (size == 0) kiln::fail(Code::invalid_model, "size is 0: an empty buffer is not a model");
+    kiln::SessionOptions so = convert_options(options);
+    return kiln::Session::load_memory(data, size, so);
+  });
+}
+
+KILN_API void kiln_session_release(kiln_session* session) {
+  // Destructors do not throw, but keep the no-exception promise even if one ever did.
+  try {
+    delete session;
+  } catch (...) {
+  }
+}
+
+KILN_API kiln_status* kiln_session_input_count(const kiln_session* session, size_t* out_count) {
+  return io_count("kiln_session_input_count", session, true, out_count);
+}
+KILN_API kiln_status* kiln_session_output_count(const kiln_session* session, size_t* out_count) {
+  return io_count("kiln_session_output_count", session, false, out_count);
+}
+
+KILN_API kiln_status* kiln_session_input_name(const kiln_session* session, size_t index,
+                                              const char** out_name) {
+  return io_name("kiln_session_input_name", session, true, index, out_name);
+}
+KILN_API kiln_status* kiln_session_output_name(const kiln_session* session, size_t index,
+                                               const char** out_name) {
+  return io_name("kiln_session_output_name", session, false, index, out_name);
+}
+
+KILN_API kiln_status* kiln_session_input_dtype(const kiln_session* session, size_t index,
+                                               kiln_dtype* out_dtype) {
+  return io_dtype("kiln_session_input_dtype", session, true, index, out_dtype);
+}
+KILN_API kiln_status* kiln_session_output_dtype(const kiln_session* session, size_t index,
+                                                kiln_dtype* out_dtype) {
+  return io_dtype("kiln_session_output_dtype", session, false, index, out_dtype);
+}
+
+KILN_API kiln_status* kiln_session_input_shape(const kiln_session* session, size_t index,
+                                               const int64_t** out_dims, size_t* out_rank) {
+  return io_shape("kiln_session_input_shape", session, true, index, out_dims, out_rank);
+}
+KILN_API kiln_status* kiln_session_output_shape(const kiln_session* session, size_t index,
+                                                const int64_t** out_dims, size_t* out_rank) {
+  return io_shape("kiln_session_output_shape", session, false, index, out_dims, out_rank);
+}
+
+KILN_API kiln_status* kiln_session_input_byte_size(const kiln_session* session, size_t index,
+                                                   size_t* out_bytes) {
+  return io_byte_size("kiln_session_input_byte_size", session, true, index, out_bytes);
+}
+KILN_API kiln_status* kiln_session_output_byte_size(const kiln_session* session, size_t index,
+                                                    size_t* out_bytes) {
+  return io_byte_size("kiln_session_output_byte_size", session, false, index, out_bytes);
+}
+
+KILN_API kiln_status* kiln_session_input_index(const kiln_session* session, const char* name,
+                                               size_t* out_index) {
+  return io_index("kiln_session_input_index", session, true, name, out_index);
+}
+KILN_API kiln_status* kiln_session_output_index(const kiln_session* session, const char* name,
+                                                size_t* out_index) {
+  return io_index("kiln_session_output_index", session, false, name, out_index);
+}
+
+KILN_API kiln_status* kiln_session_isa(const kiln_session* session, kiln_isa* out_isa) {
+  return guarded("kiln_session_isa", [&] {
+    const kiln::Session& sess = session_of(session);
+    require(out_isa, "out_isa");
+    *out_isa = kiln_isa(int(sess.isa()) + 1);
+  });
+}
+
+KILN_API kiln_status* kiln_session_run(const kiln_session* session, const void* const* inputs,
+                                       const size_t* input_bytes, size_t input_count,
+                                       void* const* outputs, const size_t* output_bytes,
+                                       size_t output_count) {
+  return guarded("kiln_session_run", [&] {
+    const kiln::Session& sess = session_of(session);
+    // Inputs are only read by the executor; Tensor has no const-view type, hence the cast.
+    std::vector<kiln::Tensor> in =
+        wrap_buffers(sess.inputs(), "input", "inputs", "input_bytes",
+                     const_cast<void* const*>(inputs), input_bytes, input_count);
+    std::vector<kiln::Tensor> out = wrap_buffers(
+        sess.outputs(), "output", "outputs", "output_bytes", outputs, output_bytes, output_count);
+    sess.run(in, out);
+  });
+}
+
+}  // extern "C"

@@ -1,0 +1,190 @@
+/* Kiln public C API (C99 and C++ compatible).
+ *
+ * Shaped like ONNX Runtime's C API:
+ *   - Opaque handles: kiln_session, kiln_status.
+ *   - Every function that can fail returns a kiln_status*. NULL means success; a non-NULL status
+ *     carries a kiln_code and a message (naming the argument, file, input or node at fault) and
+ *     must be freed with kiln_status_release(). Out-parameters are only written on success
+ *     (except that session create functions set *out to NULL on failure).
+ *   - Options are a struct whose first field is struct_size, so it can grow without breaking
+ *     old clients: fill it with kiln_options_init() and then set the fields you care about.
+ *   - Callers own every buffer: kiln_session_run reads inputs from and writes outputs into
+ *     caller-provided memory whose byte sizes are checked against the model.
+ *   - No C++ exception and no abort ever crosses this interface.
+ *
+ * Typical use:
+ *   kiln_options opts;
+ *   kiln_options_init(&opts);
+ *   opts.threads = 4;
+ *   kiln_session* s = NULL;
+ *   kiln_status* st = kiln_session_create_from_file("model.onnx", &opts, &s);
+ *   if (st) { fprintf(stderr, "%s\n", kiln_status_message(st)); kiln_status_release(st); }
+ *
+ * Thread safety: kiln_session_run may be called concurrently from any number of threads on the
+ * same session (each run uses its own intermediate buffers; the session is read-only after
+ * creation). All query functions are likewise safe to call concurrently. Releasing a session
+ * while another thread uses it is not allowed. Statuses are owned by the caller and are not
+ * shared between calls.
+ */
+#ifndef KILN_KILN_H_
+#define KILN_KILN_H_
+
+#include <stddef.h>
+#include <stdint.h>
+
+#if defined(_WIN32)
+#if defined(KILN_BUILDING_LIBRARY)
+#define KILN_API __declspec(dllexport)
+#else
+#define KILN_API __declspec(dllimport)
+#endif
+#elif defined(__GNUC__) || defined(__clang__)
+#define KILN_API __attribute__((visibility("default")))
+#else
+#define KILN_API
+#endif
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Status codes. Numeric values are part of the ABI and never change. */
+typedef enum kiln_code {
+  KILN_OK = 0,
+  KILN_INVALID_ARGUMENT = 1, /* bad call: NULL pointer, wrong buffer size or count, bad index */
+  KILN_INVALID_MODEL = 2,    /* malformed, truncated or inconsistent model */
+  KILN_UNSUPPORTED = 3,      /* valid ONNX that Kiln does not implement (op, attribute, dtype) */
+  KILN_SHAPE_MISMATCH = 4,   /* input shape or dtype does not match the model */
+  KILN_IO_ERROR = 5,         /* file could not be read or written */
+  KILN_OUT_OF_MEMORY = 6,
+  KILN_INTERNAL = 7 /* a bug in Kiln; please report it with the message */
+} kiln_code;
+
+/* Element types; numeric values equal ONNX TensorProto.DataType codes. */
+typedef enum kiln_dtype { KILN_DTYPE_F32 = 1, KILN_DTYPE_I64 = 7 } kiln_dtype;
+
+/* Instruction-set caps for kiln_options.max_isa (0 = no cap, so a zeroed field is the default).
+ * Capping lets one machine run and test the narrower code paths. */
+typedef enum kiln_isa {
+  KILN_ISA_DEFAULT = 0,
+  KILN_ISA_SCALAR = 1, /* reference-style code, no SIMD JIT */
+  KILN_ISA_AVX2 = 2,   /* AVX2 + FMA */
+  KILN_ISA_AVX512 = 3  /* AVX-512 F/VL/BW/DQ */
+} kiln_isa;
+
+typedef struct kiln_status kiln_status;
+typedef struct kiln_session kiln_session;
+
+/* ---- status ------------------------------------------------------------------------------ */
+
+/* KILN_OK for a NULL status. */
+KILN_API kiln_code kiln_status_code(const kiln_status* status);
+/* "" for a NULL status. The string lives until kiln_status_release(status). */
+KILN_API const char* kiln_status_message(const kiln_status* status);
+/* NULL is allowed (no-op). */
+KILN_API void kiln_status_release(kiln_status* status);
+/* Readable name: "ok", "invalid argument", "I/O error", ...; "unknown" outside kiln_code. */
+KILN_API const char* kiln_code_name(kiln_code code);
+
+/* Library version, e.g. "0.1.0". Static string. */
+KILN_API const char* kiln_version(void);
+
+/* ---- options ----------------------------------------------------------------------------- */
+
+/* Session options. Always initialise with kiln_options_init(): it sets struct_size to the size
+ * this header was compiled with and every field to its default.
+ *
+ * Versioning: new fields are only ever appended. The library reads the fields that lie within
+ * struct_size and uses defaults for the rest, so a client built against an older header keeps
+ * working. A struct_size larger than the library knows (a newer client) is accepted; the unknown
+ * tail is ignored. A struct_size smaller than this first version of the struct (including 0, as
+ * when the caller forgot kiln_options_init) is rejected with KILN_INVALID_ARGUMENT. */
+typedef struct kiln_options {
+  size_t struct_size; /* sizeof(kiln_options), set by kiln_options_init */
+  int32_t threads;    /* worker threads; 0 = all cores (default) */
+  int32_t log_level;  /* 0 trace, 1 debug, 2 info, 3 warn, 4 error, 5 critical, 6 off;
+                         -1 = from the KILN_LOG_LEVEL environment variable, else warn (default) */
+  int64_t batch_size; /* batch to fix a symbolic/first dim to; 0 = the model's (a symbolic batch
+                         becomes 1) (default) */
+  /* Reserved for the tuning milestone: accepted and ignored by this version. Keep defaults. */
+  const char* cache_dir; /* tuning cache directory; NULL = $XDG_CACHE_HOME/kiln or ~/.cache/kiln */
+  int32_t tuning_mode;   /* 0 = default */
+  /* A kiln_isa: cap on the instruction set kernels are generated for. KILN_ISA_DEFAULT (0) =
+   * the best the CPU supports (the KILN_MAX_ISA environment variable still applies). */
+  int32_t max_isa;
+} kiln_options;
+
+/* Sets struct_size = sizeof(kiln_options) and all fields to their defaults. */
+KILN_API kiln_status* kiln_options_init(kiln_options* options);
+
+/* ---- sessions ---------------------------------------------------------------------------- */
+
+/* Load an ONNX model. `options` may be NULL (all defaults). On failure *out_session is set to
+ * NULL. Errors: KILN_IO_ERROR (unreadable file), KILN_INVALID_MODEL, KILN_UNSUPPORTED, ... */
+KILN_API kiln_status* kiln_session_create_from_file(const char* path, const kiln_options* options,
+                                                    kiln_session** out_session);
+/* Same from an in-memory ONNX ModelProto. The bytes are not needed after the call returns. */
+KILN_API kiln_status* kiln_session_create_from_memory(const void* data, size_t size,
+                                                      const kiln_options* options,
+                                                      kiln_session** out_session);
+/* NULL is allowed (no-op). */
+KILN_API void kiln_session_release(kiln_session* session);
+
+/* Model inputs and outputs, in the model's order (indices 0..count-1). Strings and dims
+ * returned by pointer stay valid until the session is released. Shapes are fully static (the
+ * batch is fixed at load). An index >= count gives KILN_INVALID_ARGUMENT. */
+KILN_API kiln_status* kiln_session_input_count(const kiln_session* session, size_t* out_count);
+KILN_API kiln_status* kiln_session_output_count(const kiln_session* session, size_t* out_count);
+
+KILN_API kiln_status* kiln_session_input_name(const kiln_session* session, size_t index,
+                                              const char** out_name);
+KILN_API kiln_status* kiln_session_output_name(const kiln_session* session, size_t index,
+                                               const char** out_name);
+
+KILN_API kiln_status* kiln_session_input_dtype(const kiln_session* session, size_t index,
+                                               kiln_dtype* out_dtype);
+KILN_API kiln_status* kiln_session_output_dtype(const kiln_session* session, size_t index,
+                                                kiln_dtype* out_dtype);
+
+/* *out_dims points at *out_rank dims (never NULL on success, even for a rank-0 scalar). */
+KILN_API kiln_status* kiln_session_input_shape(const kiln_session* session, size_t index,
+                                               const int64_t** out_dims, size_t* out_rank);
+KILN_API kiln_status* kiln_session_output_shape(const kiln_session* session, size_t index,
+                                                const int64_t** out_dims, size_t* out_rank);
+
+/* Bytes of the buffer kiln_session_run expects: product(dims) * element size. */
+KILN_API kiln_status* kiln_session_input_byte_size(const kiln_session* session, size_t index,
+                                                   size_t* out_bytes);
+KILN_API kiln_status* kiln_session_output_byte_size(const kiln_session* session, size_t index,
+                                                    size_t* out_bytes);
+
+/* Index of the input/output with this name; KILN_INVALID_ARGUMENT if there is none. Lets a
+ * caller bind buffers by name. */
+KILN_API kiln_status* kiln_session_input_index(const kiln_session* session, const char* name,
+                                               size_t* out_index);
+KILN_API kiln_status* kiln_session_output_index(const kiln_session* session, const char* name,
+                                                size_t* out_index);
+
+/* Instruction set the session's kernels were generated for (after the max_isa cap, the
+ * KILN_MAX_ISA environment variable and CPU detection); never KILN_ISA_DEFAULT. */
+KILN_API kiln_status* kiln_session_isa(const kiln_session* session, kiln_isa* out_isa);
+
+/* ---- run --------------------------------------------------------------------------------- */
+
+/* Run the model once. inputs[i] / outputs[i] follow the input/output index order; input_count
+ * and output_count must equal the model's counts. Each buffer is dense, C-ordered, of the
+ * input's/output's dtype, aligned to its element size, and input_bytes[i] / output_bytes[i]
+ * must equal kiln_session_input_byte_size / kiln_session_output_byte_size (else
+ * KILN_SHAPE_MISMATCH naming the input and the expected size). Input buffers are only read.
+ * Output buffers must not overlap inputs or each other. Safe to call concurrently on one
+ * session (see the thread-safety note at the top). */
+KILN_API kiln_status* kiln_session_run(const kiln_session* session, const void* const* inputs,
+                                       const size_t* input_bytes, size_t input_count,
+                                       void* const* outputs, const size_t* output_bytes,
+                                       size_t output_count);
+
+#ifdef __cplusplus
+} /* extern "C" */
+#endif
+
+#endif /* KILN_KILN_H_ */

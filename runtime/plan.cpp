@@ -1,0 +1,232 @@
+#include "runtime/plan.h"
+
+#include <spdlog/spdlog.h>
+
+#include <map>
+
+#include "graph/post_ops.h"
+#include "jit/conv/conv_kernel.h"
+#include "runtime/glue_kernels.h"
+
+namespace kiln {
+namespace {
+
+bool is_unary_elementwise(const std::string& op) {
+  static const char* ops[] = {"Relu", "LeakyRelu", "Sigmoid", "Tanh", "Clip",
+                              "HardSigmoid", "HardSwish"};
+  for (const char* o : ops)
+    if (op == o) return true;
+  return false;
+}
+
+bool is_binary_elementwise(const std::string& op) {
+  return op == "Add" || op == "Sub" || op == "Mul" || op == "Div";
+}
+
+class Lowering {
+ public:
+  Lowering(const Graph& g, const PlanOptions& o) : g_(g), o_(o) {
+    blocked_ = o.isa == Isa::avx512 ? Layout::nChw16c : Layout::nChw8c;
+    jit_ = !o.reference && o.isa != Isa::scalar;
+  }
+
+  Plan run() {
+    for (size_t i = 0; i < g_.values.size(); ++i)
+      if (g_.values[i].is_const()) add_tensor(ValueId(i), Layout::nchw, true);
+    for (ValueId v : g_.inputs) plan_.inputs.push_back(add_tensor(v, Layout::nchw, true));
+    for (size_t i = 0; i < g_.nodes.size(); ++i) lower(int(i));
+    for (ValueId v : g_.outputs) {
+      int t = get(v, Layout::nchw);
+      plan_.outputs.push_back(t);
+      plan_.tensors[size_t(t)].offset = -1;  // the caller's buffer
+    }
+    // One arena region per intermediate for now (liveness-based reuse is the engine issue).
+    int64_t off = 0;
+    for (auto& t : plan_.tensors) {
+      if (t.offset == -2) {
+        t.offset = off;
+        off += round_up(t.bytes, 64);
+      }
+    }
+    plan_.arena_bytes = off;
+    return std::move(plan_);
+  }
+
+ private:
+  bool is4d(ValueId v) const { return g_.value(v).shape.size() == 4; }
+
+  // external: constants and graph inputs live outside the arena.
+  int add_tensor(ValueId v, Layout l, bool external = false) {
+    const Value& val = g_.value(v);
+    PlanTensor t;
+    t.value = v;
+    t.layout = val.shape.size() == 4 ? l : Layout::nchw;
+    t.bytes = (val.shape.size() == 4 ? layout_elems(t.layout, val.shape) : shape_numel(val.shape)) *
+              int64_t(dtype_size(val.dtype));
+    t.offset = external ? -1 : -2;  // -2: to be placed in the arena
+    plan_.tensors.push_back(t);
+    int id = int(plan_.tensors.size()) - 1;
+    have_[{v, t.layout}] = id;
+    return id;
+  }
+
+  bool available(ValueId v, Layout l) const {
+    if (!is4d(v)) l = Layout::nchw;
+    return have_.count({v, l}) != 0;
+  }
+
+  // The plan tensor holding v in layout l, converting from another layout if needed.
+  int get(ValueId v, Layout l) {
+    if (v == kNoValue) return -1;
+    if (!is4d(v)) l = Layout::nchw;
+    auto it = have_.find({v, l});
+    if (it != have_.end()) return it->second;
+    for (Layout from : {Layout::nchw, Layout::nChw16c, Layout::nChw8c, Layout::nhwc}) {
+      auto f = have_.find({v, from});
+      if (f == have_.end()) continue;
+      int src = f->second;
+      int dst = add_tensor(v, l);
+      Step s;
+      s.kernel = make_reorder_kernel(g_.value(v).shape, from, l);
+      s.src = {src};
+      s.dst = {dst};
+      plan_.steps.push_back(std::move(s));
+      ++plan_.reorders;
+      return dst;
+    }
+    fail(Code::internal, "value '" + g_.value(v).name + "' is used before it is computed");
+  }
+
+  void push(int node, std::unique_ptr<Kernel> k, std::vector<int> src, std::vector<int> dst,
+            bool jit) {
+    Step s;
+    s.kernel = std::move(k);
+    s.src = std::move(src);
+    s.dst = std::move(dst);
+    s.node = node;
+    plan_.steps.push_back(std::move(s));
+    plan_.jit_steps += jit;
+  }
+
+  void lower(int i) {
+    const Node& n = g_.nodes[size_t(i)];
+    if (jit_ && n.op == "Conv" && lower_conv(i)) return;
+    if (jit_ && lower_blocked(i)) return;
+    lower_ref(i, Layout::nchw, false);
+  }
+
+  bool lower_conv(int i) {
+    const Node& n = g_.nodes[size_t(i)];
+    ConvProblem p = ConvProblem::from_node(g_, n);
+    if (p.groups != 1) return false;
+    const Value& w = g_.value(n.inputs[1]);
+    if (!w.is_const()) return false;
+    const Tensor* bias = p.bias ? &*g_.value(n.inputs[2]).constant : nullptr;
+    if (p.bias && !g_.value(n.inputs[2]).is_const()) return false;
+    // Fixed rule until the solver exists: 1x1 without padding -> GEMM microkernel, else direct;
+    // a few-channel input still in NCHW (the first layer) is read as NCHW directly.
+    std::vector<ConvImpl> tries;
+    bool one_by_one = p.kh == 1 && p.kw == 1 && p.pt == 0 && p.pl == 0 && p.pb == 0 && p.pr == 0;
+    ValueId x = n.inputs[0];
+    bool plain_first = p.ic <= 4 && !available(x, blocked_);
+    if (one_by_one) tries.push_back({ConvFamily::gemm1x1, blocked_, blocked_});
+    if (plain_first) tries.push_back({ConvFamily::direct, Layout::nchw, blocked_});
+    tries.push_back({ConvFamily::direct, blocked_, blocked_});
+    for (const ConvImpl& impl : tries) {
+      std::string why;
+      auto k = create_conv_kernel(p, impl, o_.isa, *w.constant, bias, &why);
+      if (!k) {
+        spdlog::debug("{}: {} conv not applicable: {}", n.where(), conv_family_name(impl.family), why);
+        continue;
+      }
+      std::vector<int> src(n.inputs.size(), -1);
+      src[0] = get(x, impl.src);
+      for (const PostOp& op : p.post) {
+        if (op.kind == PostOp::Kind::add) src[size_t(op.input)] = get(n.inputs[size_t(op.input)], impl.dst);
+        if (op.kind == PostOp::Kind::scale_shift) {
+          src[size_t(op.input)] = get(n.inputs[size_t(op.input)], Layout::nchw);
+          src[size_t(op.input) + 1] = get(n.inputs[size_t(op.input) + 1], Layout::nchw);
+        }
+      }
+      int dst = add_tensor(n.outputs[0], impl.dst);
+      spdlog::debug("{}: {} [{}]", n.where(), k->name(), p.str());
+      push(i, std::move(k), src, {dst}, true);
+      return true;
+    }
+    return false;
+  }
+
+  // Ops that run on a blocked layout without conversion when their input already is blocked.
+  bool lower_blocked(int i) {
+    const Node& n = g_.nodes[size_t(i)];
+    if (n.inputs.empty() || n.in(0) == kNoValue || !is4d(n.inputs[0]) ||
+        g_.value(n.inputs[0]).dtype != DType::f32 || !available(n.inputs[0], blocked_))
+      return false;
+    const Shape& xs = g_.value(n.inputs[0]).shape;
+    if (n.outputs.size() == 1 && is4d(n.outputs[0])) {
+      const Shape& ys = g_.value(n.outputs[0]).shape;
+      if (auto k = make_blocked_pool_kernel(n, xs, ys, blocked_)) {
+        int src = get(n.inputs[0], blocked_);
+        push(i, std::move(k), {src}, {add_tensor(n.outputs[0], blocked_)}, false);
+        return true;
+      }
+      if (n.op == "Concat" && n.attr_i("axis", 0) % 4 == 1) {
+        std::vector<Shape> shapes;
+        for (ValueId v : n.inputs) shapes.push_back(g_.value(v).shape);
+        if (!concat_blocked_ok(shapes, blocked_)) return false;
+        std::vector<int> src;
+        for (ValueId v : n.inputs) src.push_back(get(v, blocked_));
+        push(i, make_blocked_concat_kernel(shapes, blocked_), src,
+             {add_tensor(n.outputs[0], blocked_)}, false);
+        return true;
+      }
+    }
+    bool flat = is_unary_elementwise(n.op);
+    if (is_binary_elementwise(n.op) && n.inputs.size() == 2) {
+      flat = g_.value(n.inputs[1]).shape == xs;
+    }
+    if (!flat) return false;
+    lower_ref(i, blocked_, true);
+    return true;
+  }
+
+  // Reference kernel. With `flat`, 4-D same-shape operands are viewed as 1-D over the blocked
+  // buffer (pad lanes included), which is exact for elementwise ops.
+  void lower_ref(int i, Layout l, bool flat) {
+    const Node& n = g_.nodes[size_t(i)];
+    std::vector<int> src, dst;
+    std::vector<Shape> is, os;
+    std::vector<DType> it, ot;
+    auto view = [&](ValueId v, int t) {
+      const Value& val = g_.value(v);
+      if (flat && val.shape.size() == 4) return Shape{plan_.tensors[size_t(t)].bytes / 4};
+      return val.shape;
+    };
+    for (ValueId v : n.inputs) {
+      int t = v == kNoValue ? -1 : get(v, flat && is4d(v) ? l : Layout::nchw);
+      src.push_back(t);
+      is.push_back(v == kNoValue ? Shape{} : view(v, t));
+      it.push_back(v == kNoValue ? DType::f32 : g_.value(v).dtype);
+    }
+    for (ValueId v : n.outputs) {
+      int t = v == kNoValue ? -1 : add_tensor(v, flat && is4d(v) ? l : Layout::nchw);
+      dst.push_back(t);
+      os.push_back(v == kNoValue ? Shape{} : view(v, t));
+      ot.push_back(v == kNoValue ? DType::f32 : g_.value(v).dtype);
+    }
+    push(i, make_ref_kernel(n, is, it, os, ot), src, dst, false);
+  }
+
+  const Graph& g_;
+  PlanOptions o_;
+  Layout blocked_;
+  bool jit_;
+  Plan plan_;
+  std::map<std::pair<ValueId, Layout>, int> have_;
+};
+
+}  // namespace
+
+Plan build_plan(const Graph& g, const PlanOptions& o) { return Lowering(g, o).run(); }
+
+}  // namespace kiln

@@ -1,0 +1,163 @@
+// Elementwise kernels: unary activations and numpy-broadcasting binary arithmetic.
+#include <cmath>
+#include <limits>
+
+#include "runtime/ref/ref_common.h"
+
+namespace kiln::ref {
+
+namespace {
+
+// y = f(x) over f32 tensors of the same shape.
+template <class F>
+void unary(const Node& node, const Inputs& in, const Outputs& out, F f) {
+  const Tensor& x = req_input(node, in, 0);
+  Tensor& y = req_output(node, out, 0);
+  expect_dtype(node, x, DType::f32, "input");
+  expect_dtype(node, y, DType::f32, "output");
+  expect_shape(node, y, x.shape(), "output");
+  const float* xp = x.data<float>();
+  float* yp = y.data<float>();
+  for (int64_t i = 0; i < x.numel(); ++i) yp[i] = f(xp[i]);
+}
+
+// y[i] = op(a[bcast i], b[bcast i]) for any shapes that broadcast to y's shape.
+template <class T, class Op>
+void broadcast_binary(const Node& node, const Tensor& a, const Tensor& b, Tensor& y, Op op) {
+  expect_shape(node, y, broadcast_shapes(node, a.shape(), b.shape()), "output");
+  const std::vector<std::vector<int64_t>> st = {broadcast_strides(node, a.shape(), y.shape()),
+                                                broadcast_strides(node, b.shape(), y.shape()),
+                                                strides_of(y.shape())};
+  const T* ap = a.data<T>();
+  const T* bp = b.data<T>();
+  T* yp = y.data<T>();
+  for_each_row(y.shape(), st, [&](const int64_t* o, int64_t len, const int64_t* s) {
+    for (int64_t i = 0; i < len; ++i)
+      yp[o[2] + i * s[2]] = op(ap[o[0] + i * s[0]], bp[o[1] + i * s[1]]);
+  });
+}
+
+enum class Arith { add, sub, mul, div };
+
+// i64 arithmetic wraps on overflow (done in unsigned to avoid UB); division truncates toward
+// zero like C++ and ONNX Runtime, and division by zero is an error, not a crash.
+template <Arith A>
+int64_t arith_i64(const Node& node, int64_t a, int64_t b) {
+  const uint64_t ua = uint64_t(a), ub = uint64_t(b);
+  if constexpr (A == Arith::add) return int64_t(ua + ub);
+  if constexpr (A == Arith::sub) return int64_t(ua - ub);
+  if constexpr (A == Arith::mul) return int64_t(ua * ub);
+  if constexpr (A == Arith::div) {
+    if (b == 0) node.fail(Code::invalid_argument, "integer division by zero");
+    if (a == std::numeric_limits<int64_t>::min() && b == -1) return a;  // wraps
+    return a / b;
+  }
+}
+
+template <Arith A>
+float arith_f32(float a, float b) {
+  if constexpr (A == Arith::add) return a + b;
+  if constexpr (A == Arith::sub) return a - b;
+  if constexpr (A == Arith::mul) return a * b;
+  if constexpr (A == Arith::div) return a / b;
+}
+
+template <Arith A>
+void arith(const Node& node, const Inputs& in, const Outputs& out) {
+  const Tensor& a = req_input(node, in, 0);
+  const Tensor& b = req_input(node, in, 1);
+  Tensor& y = req_output(node, out, 0);
+  expect_dtype(node, b, a.dtype(), "input 1");
+  expect_dtype(node, y, a.dtype(), "output");
+  if (a.dtype() == DType::f32)
+    broadcast_binary<float>(node, a, b, y, arith_f32<A>);
+  else
+    broadcast_binary<int64_t>(node, a, b, y,
+                              [&](int64_t p, int64_t q) { return arith_i64<A>(node, p, q); });
+}
+
+}  // namespace
+
+void relu(const Node& node, const Inputs& in, const Outputs& out) {
+  // `x < 0 ? 0 : x` keeps NaN as NaN, like PyTorch.
+  unary(node, in, out, [](float x) { return x < 0.f ? 0.f : x; });
+}
+
+void leaky_relu(const Node& node, const Inputs& in, const Outputs& out) {
+  const float alpha = node.attr_f("alpha", 0.01f);
+  unary(node, in, out, [alpha](float x) { return x < 0.f ? alpha * x : x; });
+}
+
+void clip(const Node& node, const Inputs& in, const Outputs& out) {
+  float lo = -std::numeric_limits<float>::infinity();
+  float hi = std::numeric_limits<float>::infinity();
+  if (const Tensor* t = opt_input(in, 1)) lo = read_f32_scalar(node, *t, "min");
+  if (const Tensor* t = opt_input(in, 2)) hi = read_f32_scalar(node, *t, "max");
+  // min(max(x, lo), hi): when lo > hi every value becomes hi, as in numpy.clip and ONNX.
+  unary(node, in, out, [lo, hi](float x) {
+    float v = x < lo ? lo : x;
+    return v > hi ? hi : v;
+  });
+}
+
+void sigmoid(const Node& node, const Inputs& in, const Outputs& out) {
+  unary(node, in, out, [](float x) { return 1.f / (1.f + std::exp(-x)); });
+}
+
+void hard_sigmoid(const Node& node, const Inputs& in, const Outputs& out) {
+  const float alpha = node.attr_f("alpha", 0.2f);
+  const float beta = node.attr_f("beta", 0.5f);
+  unary(node, in, out,
+        [alpha, beta](float x) { return std::fmax(0.f, std::fmin(1.f, alpha * x + beta)); });
+}
+
+void hard_swish(const Node& node, const Inputs& in, const Outputs& out) {
+  // x * relu6(x + 3) / 6, i.e. x * HardSigmoid(x) with alpha = 1/6, beta = 0.5.
+  unary(node, in, out, [](float x) { return x * std::fmax(0.f, std::fmin(6.f, x + 3.f)) / 6.f; });
+}
+
+void tanh_op(const Node& node, const Inputs& in, const Outputs& out) {
+  unary(node, in, out, [](float x) { return std::tanh(x); });
+}
+
+void add(const Node& node, const Inputs& in, const Outputs& out) {
+  arith<Arith::add>(node, in, out);
+}
+void sub(const Node& node, const Inputs& in, const Outputs& out) {
+  arith<Arith::sub>(node, in, out);
+}
+void mul(const Node& node, const Inputs& in, const Outputs& out) {
+  arith<Arith::mul>(node, in, out);
+}
+void div(const Node& node, const Inputs& in, const Outputs& out) {
+  arith<Arith::div>(node, in, out);
+}
+
+void sum(const Node& node, const Inputs& in, const Outputs& out) {
+  Tensor& y = req_output(node, out, 0);
+  if (in.empty()) node.fail(Code::invalid_model, "needs at least one input");
+  Shape expect;
+  for (size_t k = 0; k < in.size(); ++k) {
+    const Tensor& x = req_input(node, in, k);
+    expect_dtype(node, x, DType::f32, "input");
+    expect = k == 0 ? x.shape() : broadcast_shapes(node, expect, x.shape());
+  }
+  expect_dtype(node, y, DType::f32, "output");
+  expect_shape(node, y, expect, "output");
+  // y = in0, then y += in_k left to right (the summation order of a chain of Adds).
+  float* yp = y.data<float>();
+  const std::vector<int64_t> ys = strides_of(y.shape());
+  for (size_t k = 0; k < in.size(); ++k) {
+    const float* xp = in[k]->data<float>();
+    const std::vector<std::vector<int64_t>> st = {
+        broadcast_strides(node, in[k]->shape(), y.shape()), ys};
+    for_each_row(y.shape(), st, [&](const int64_t* o, int64_t len, const int64_t* s) {
+      for (int64_t i = 0; i < len; ++i) {
+        float& dst = yp[o[1] + i * s[1]];
+        dst = k == 0 ? xp[o[0] + i * s[0]] : dst + xp[o[0] + i * s[0]];
+      }
+    });
+  }
+}
+
+}  // namespace kiln::ref

@@ -1,0 +1,337 @@
+// Data-movement ops: copies (Reshape & co), Transpose, Concat, Split, Slice, Gather, Shape,
+// Pad, Constant. All work on f32 and i64 alike.
+#include <algorithm>
+#include <cstring>
+
+#include "runtime/ref/ref_common.h"
+
+namespace kiln::ref {
+
+namespace {
+
+// memmove of n elements of dtype t.
+void copy_elems(DType t, void* dst, const void* src, int64_t n) {
+  if (n > 0 && dst != src) std::memmove(dst, src, size_t(n) * dtype_size(t));
+}
+
+void expect_f32_or_i64(const Node& node, const Tensor& t, const char* what) {
+  if (t.dtype() != DType::f32 && t.dtype() != DType::i64)
+    node.fail(Code::unsupported, std::string(what) + " has unsupported dtype");
+}
+
+}  // namespace
+
+// Reshape, Flatten, Squeeze, Unsqueeze, Identity, Dropout: the output shape is already inferred
+// and the C-order data is unchanged.
+void copy_data(const Node& node, const Inputs& in, const Outputs& out) {
+  const Tensor& x = req_input(node, in, 0);
+  Tensor& y = req_output(node, out, 0);
+  if (node.op == "Dropout") forbid_output(node, out, 1, "mask");
+  expect_same_size(node, x, y);
+  copy_elems(x.dtype(), y.raw(), x.raw(), x.numel());
+}
+
+void transpose(const Node& node, const Inputs& in, const Outputs& out) {
+  const Tensor& x = req_input(node, in, 0);
+  Tensor& y = req_output(node, out, 0);
+  expect_dtype(node, y, x.dtype(), "output");
+  const size_t rank = x.shape().size();
+  std::vector<int64_t> perm(rank);
+  for (size_t i = 0; i < rank; ++i) perm[i] = int64_t(rank - 1 - i);  // default: reverse
+  perm = node.attr_ints("perm", perm);
+  if (perm.size() != rank) node.fail(Code::invalid_model, "perm does not match the input rank");
+  std::vector<char> seen(rank, 0);
+  for (int64_t p : perm) {
+    if (p < 0 || p >= int64_t(rank) || seen[size_t(p)])
+      node.fail(Code::invalid_model, "perm is not a permutation");
+    seen[size_t(p)] = 1;
+  }
+  Shape expect(rank);
+  const std::vector<int64_t> xs = strides_of(x.shape());
+  std::vector<int64_t> src(rank);  // input stride of each output dim
+  for (size_t i = 0; i < rank; ++i) {
+    expect[i] = x.shape()[size_t(perm[i])];
+    src[i] = xs[size_t(perm[i])];
+  }
+  expect_shape(node, y, expect, "output");
+  dispatch_type(x.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    const T* xp = x.data<T>();
+    T* yp = y.data<T>();
+    for_each_row(y.shape(), {src, strides_of(y.shape())},
+                 [&](const int64_t* o, int64_t len, const int64_t* s) {
+                   for (int64_t i = 0; i < len; ++i) yp[o[1] + i] = xp[o[0] + i * s[0]];
+                 });
+  });
+}
+
+void concat(const Node& node, const Inputs& in, const Outputs& out) {
+  Tensor& y = req_output(node, out, 0);
+  if (in.empty()) node.fail(Code::invalid_model, "needs at least one input");
+  const Tensor& x0 = req_input(node, in, 0);
+  expect_f32_or_i64(node, x0, "input 0");
+  expect_dtype(node, y, x0.dtype(), "output");
+  const size_t rank = x0.shape().size();
+  if (!node.has("axis")) node.fail(Code::invalid_model, "attribute axis is required");
+  const size_t axis = size_t(norm_axis(node, node.attr_i("axis", 0), int64_t(rank)));
+  Shape expect = x0.shape();
+  expect[axis] = 0;
+  for (size_t k = 0; k < in.size(); ++k) {
+    const Tensor& x = req_input(node, in, k);
+    expect_dtype(node, x, x0.dtype(), "input");
+    for (size_t d = 0; d < rank; ++d)
+      if (d != axis && (x.shape().size() != rank || x.shape()[d] != x0.shape()[d]))
+        node.fail(Code::invalid_model, "input shapes " + shape_str(x0.shape()) + " and " +
+                                           shape_str(x.shape()) + " cannot be concatenated");
+    expect[axis] += x.shape()[axis];
+  }
+  expect_shape(node, y, expect, "output");
+  const int64_t outer = prod(expect, 0, axis), inner = prod(expect, axis + 1, rank);
+  const size_t es = dtype_size(y.dtype());
+  char* yp = static_cast<char*>(y.raw());
+  int64_t at = 0;  // elements of y's axis already filled
+  for (const Tensor* x : in) {
+    const int64_t chunk = x->shape()[axis] * inner;
+    const char* xp = static_cast<const char*>(x->raw());
+    for (int64_t o = 0; o < outer; ++o)
+      copy_elems(y.dtype(), yp + size_t((o * expect[axis] + at) * inner) * es,
+                 xp + size_t(o * chunk) * es, chunk);
+    at += x->shape()[axis];
+  }
+}
+
+void split(const Node& node, const Inputs& in, const Outputs& out) {
+  const Tensor& x = req_input(node, in, 0);
+  expect_f32_or_i64(node, x, "input");
+  const size_t rank = x.shape().size();
+  const size_t axis = size_t(norm_axis(node, node.attr_i("axis", 0), int64_t(rank)));
+  // Output shapes were inferred; they must tile x along `axis` (and match `split` if given).
+  std::vector<int64_t> sizes;
+  if (const Tensor* t = opt_input(in, 1)) sizes = read_i64s(node, *t, "split");
+  if (!sizes.empty() && sizes.size() != out.size())
+    node.fail(Code::invalid_model, "split has " + std::to_string(sizes.size()) + " values for " +
+                                       std::to_string(out.size()) + " outputs");
+  int64_t total = 0;
+  for (size_t k = 0; k < out.size(); ++k) {
+    const Tensor& y = req_output(node, out, k);
+    expect_dtype(node, y, x.dtype(), "output");
+    Shape expect = x.shape();
+    expect[axis] = y.shape().size() == rank ? y.shape()[axis] : -1;
+    if (!sizes.empty()) expect[axis] = sizes[k];
+    expect_shape(node, y, expect, "output");
+    total += y.shape()[axis];
+  }
+  if (total != x.shape()[axis])
+    node.fail(Code::internal, "output sizes along the axis sum to " + std::to_string(total) +
+                                  ", input has " + std::to_string(x.shape()[axis]));
+  const int64_t outer = prod(x.shape(), 0, axis), inner = prod(x.shape(), axis + 1, rank);
+  const size_t es = dtype_size(x.dtype());
+  const char* xp = static_cast<const char*>(x.raw());
+  int64_t at = 0;
+  for (Tensor* y : out) {
+    const int64_t chunk = y->shape()[axis] * inner;
+    char* yp = static_cast<char*>(y->raw());
+    for (int64_t o = 0; o < outer; ++o)
+      copy_elems(x.dtype(), yp + size_t(o * chunk) * es,
+                 xp + size_t((o * x.shape()[axis] + at) * inner) * es, chunk);
+    at += y->shape()[axis];
+  }
+}
+
+void slice(const Node& node, const Inputs& in, const Outputs& out) {
+  const Tensor& x = req_input(node, in, 0);
+  Tensor& y = req_output(node, out, 0);
+  expect_f32_or_i64(node, x, "input");
+  expect_dtype(node, y, x.dtype(), "output");
+  const int64_t rank = int64_t(x.shape().size());
+  const std::vector<int64_t> starts = read_i64s(node, req_input(node, in, 1), "starts");
+  const std::vector<int64_t> ends = read_i64s(node, req_input(node, in, 2), "ends");
+  std::vector<int64_t> axes, steps;
+  if (const Tensor* t = opt_input(in, 3)) axes = read_i64s(node, *t, "axes");
+  if (const Tensor* t = opt_input(in, 4)) steps = read_i64s(node, *t, "steps");
+  if (!opt_input(in, 3))
+    for (size_t i = 0; i < starts.size(); ++i) axes.push_back(int64_t(i));
+  if (!opt_input(in, 4)) steps.assign(starts.size(), 1);
+  if (ends.size() != starts.size() || axes.size() != starts.size() || steps.size() != starts.size())
+    node.fail(Code::invalid_model, "starts, ends, axes and steps differ in length");
+
+  // Per dim: first input index, step and count (the whole dim by default).
+  std::vector<int64_t> first(size_t(rank), 0), step(size_t(rank), 1);
+  Shape count = x.shape();
+  std::vector<char> seen(size_t(rank), 0);
+  for (size_t i = 0; i < starts.size(); ++i) {
+    const size_t d = size_t(norm_axis(node, axes[i], rank));
+    if (seen[d]) node.fail(Code::invalid_model, "axes has a repeated axis");
+    seen[d] = 1;
+    const int64_t dim = x.shape()[d], st = steps[i];
+    if (st == 0) node.fail(Code::invalid_model, "steps must not be 0");
+    int64_t s = starts[i], e = ends[i];
+    if (s < 0) s += dim;
+    if (e < 0) e += dim;
+    // Clamp as the ONNX spec says: [0, dim] for positive steps, [0, dim-1] / [-1, dim-1] for
+    // negative ones (so a reverse slice can run down to index 0).
+    if (st > 0) {
+      s = std::max<int64_t>(0, std::min(s, dim));
+      e = std::max<int64_t>(0, std::min(e, dim));
+      count[d] = e > s ? (e - s + st - 1) / st : 0;
+    } else {
+      s = std::max<int64_t>(0, std::min(s, dim - 1));
+      e = std::max<int64_t>(-1, std::min(e, dim - 1));
+      count[d] = s > e ? (s - e + (-st) - 1) / (-st) : 0;
+    }
+    if (dim == 0) count[d] = 0;
+    first[d] = s;
+    step[d] = st;
+  }
+  expect_shape(node, y, count, "output");
+  const std::vector<int64_t> xs = strides_of(x.shape());
+  std::vector<int64_t> src(static_cast<size_t>(rank));
+  int64_t base = 0;
+  for (size_t d = 0; d < size_t(rank); ++d) {
+    src[d] = xs[d] * step[d];
+    base += first[d] * xs[d];
+  }
+  dispatch_type(x.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    const T* xp = x.data<T>() + base;
+    T* yp = y.data<T>();
+    for_each_row(y.shape(), {src, strides_of(y.shape())},
+                 [&](const int64_t* o, int64_t len, const int64_t* s) {
+                   for (int64_t i = 0; i < len; ++i) yp[o[1] + i] = xp[o[0] + i * s[0]];
+                 });
+  });
+}
+
+void gather(const Node& node, const Inputs& in, const Outputs& out) {
+  const Tensor& x = req_input(node, in, 0);
+  const Tensor& idx = req_input(node, in, 1);
+  Tensor& y = req_output(node, out, 0);
+  expect_f32_or_i64(node, x, "input data");
+  expect_dtype(node, idx, DType::i64, "input indices");
+  expect_dtype(node, y, x.dtype(), "output");
+  const size_t rank = x.shape().size();
+  const size_t axis = size_t(norm_axis(node, node.attr_i("axis", 0), int64_t(rank)));
+  Shape expect(x.shape().begin(), x.shape().begin() + int64_t(axis));
+  expect.insert(expect.end(), idx.shape().begin(), idx.shape().end());
+  expect.insert(expect.end(), x.shape().begin() + int64_t(axis) + 1, x.shape().end());
+  expect_shape(node, y, expect, "output");
+  const int64_t dim = x.shape()[axis];
+  const int64_t outer = prod(x.shape(), 0, axis), inner = prod(x.shape(), axis + 1, rank);
+  // Check every index before writing anything; negative indices count from the end.
+  const int64_t* ip = idx.data<int64_t>();
+  std::vector<int64_t> pos(size_t(idx.numel()));
+  for (int64_t j = 0; j < idx.numel(); ++j) {
+    const int64_t k = ip[j] < 0 ? ip[j] + dim : ip[j];
+    if (k < 0 || k >= dim)
+      node.fail(Code::invalid_argument, "index " + std::to_string(ip[j]) +
+                                            " is out of range for axis " + std::to_string(axis) +
+                                            " of size " + std::to_string(dim));
+    pos[size_t(j)] = k;
+  }
+  const size_t es = dtype_size(x.dtype());
+  const char* xp = static_cast<const char*>(x.raw());
+  char* yp = static_cast<char*>(y.raw());
+  const int64_t n = idx.numel();
+  for (int64_t o = 0; o < outer; ++o)
+    for (int64_t j = 0; j < n; ++j)
+      copy_elems(x.dtype(), yp + size_t((o * n + j) * inner) * es,
+                 xp + size_t((o * dim + pos[size_t(j)]) * inner) * es, inner);
+}
+
+void shape_op(const Node& node, const Inputs& in, const Outputs& out) {
+  const Tensor& x = req_input(node, in, 0);
+  Tensor& y = req_output(node, out, 0);
+  expect_dtype(node, y, DType::i64, "output");
+  const int64_t rank = int64_t(x.shape().size());
+  // start/end (opset 15): negative counts from the end, then clamped to [0, rank].
+  auto clamp = [rank](int64_t v) { return std::clamp<int64_t>(v < 0 ? v + rank : v, 0, rank); };
+  const int64_t s = clamp(node.attr_i("start", 0)), e = clamp(node.attr_i("end", rank));
+  const int64_t n = std::max<int64_t>(0, e - s);
+  expect_shape(node, y, {n}, "output");
+  for (int64_t i = 0; i < n; ++i) y.data<int64_t>()[i] = x.shape()[size_t(s + i)];
+}
+
+void pad(const Node& node, const Inputs& in, const Outputs& out) {
+  const Tensor& x = req_input(node, in, 0);
+  Tensor& y = req_output(node, out, 0);
+  expect_f32_or_i64(node, x, "input");
+  expect_dtype(node, y, x.dtype(), "output");
+  const std::string mode = node.attr_s("mode", "constant");
+  if (mode != "constant") node.fail(Code::unsupported, "mode '" + mode + "' is not supported");
+  const int64_t rank = int64_t(x.shape().size());
+  const std::vector<int64_t> pads = read_i64s(node, req_input(node, in, 1), "pads");
+  std::vector<int64_t> axes;  // opset 18 optional input 3
+  if (const Tensor* t = opt_input(in, 3)) {
+    for (int64_t a : read_i64s(node, *t, "axes")) axes.push_back(norm_axis(node, a, rank));
+  } else {
+    for (int64_t d = 0; d < rank; ++d) axes.push_back(d);
+  }
+  if (pads.size() != 2 * axes.size())
+    node.fail(Code::invalid_model, "pads has " + std::to_string(pads.size()) +
+                                       " values, expected " + std::to_string(2 * axes.size()));
+  std::vector<int64_t> begin(size_t(rank), 0), end(size_t(rank), 0);
+  for (size_t i = 0; i < axes.size(); ++i) {
+    begin[size_t(axes[i])] = pads[i];
+    end[size_t(axes[i])] = pads[i + axes.size()];
+  }
+  Shape expect(static_cast<size_t>(rank));
+  for (size_t d = 0; d < size_t(rank); ++d) {
+    expect[d] = x.shape()[d] + begin[d] + end[d];
+    if (expect[d] < 0) node.fail(Code::invalid_model, "pads remove more than the whole dim");
+  }
+  expect_shape(node, y, expect, "output");
+  // Fill y with the constant, then copy the part of x that survives (negative pads crop).
+  const Tensor* cv = opt_input(in, 2);
+  if (cv && cv->numel() > 1) node.fail(Code::invalid_model, "constant_value must have one element");
+  if (cv) expect_dtype(node, *cv, x.dtype(), "constant_value");
+  Shape overlap(static_cast<size_t>(rank));
+  const std::vector<int64_t> xs = strides_of(x.shape()), ys = strides_of(y.shape());
+  int64_t xbase = 0, ybase = 0;
+  for (size_t d = 0; d < size_t(rank); ++d) {
+    const int64_t lo = std::max<int64_t>(0, -begin[d]);  // first x index kept
+    const int64_t hi = std::min<int64_t>(x.shape()[d], y.shape()[d] - begin[d]);  // end
+    overlap[d] = std::max<int64_t>(0, hi - lo);
+    xbase += lo * xs[d];
+    ybase += (lo + begin[d]) * ys[d];
+  }
+  dispatch_type(x.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    const T value = cv && cv->numel() == 1 ? cv->data<T>()[0] : T(0);
+    T* yp = y.data<T>();
+    for (int64_t i = 0; i < y.numel(); ++i) yp[i] = value;
+    const T* xp = x.data<T>() + xbase;
+    yp += ybase;
+    for_each_row(overlap, {xs, ys}, [&](const int64_t* o, int64_t len, const int64_t* s) {
+      for (int64_t i = 0; i < len; ++i) yp[o[1] + i] = xp[o[0] + i];
+    });
+  });
+}
+
+void constant(const Node& node, const Inputs& in, const Outputs& out) {
+  Tensor& y = req_output(node, out, 0);
+  Tensor value;
+  if (const Tensor* t = node.attr_t("value")) {
+    value = *t;
+  } else if (node.has("value_float")) {
+    value = Tensor(DType::f32, {});
+    value.data<float>()[0] = node.attr_f("value_float", 0.f);
+  } else if (node.has("value_floats")) {
+    const std::vector<float> v = node.attr_floats("value_floats");
+    value = Tensor(DType::f32, {int64_t(v.size())});
+    std::copy(v.begin(), v.end(), value.data<float>());
+  } else if (node.has("value_int")) {
+    value = Tensor(DType::i64, {});
+    value.data<int64_t>()[0] = node.attr_i("value_int", 0);
+  } else if (node.has("value_ints")) {
+    const std::vector<int64_t> v = node.attr_ints("value_ints");
+    value = Tensor(DType::i64, {int64_t(v.size())});
+    std::copy(v.begin(), v.end(), value.data<int64_t>());
+  } else {
+    node.fail(Code::unsupported, "has no supported value attribute");
+  }
+  expect_dtype(node, y, value.dtype(), "output");
+  expect_shape(node, y, value.shape(), "output");
+  copy_elems(y.dtype(), y.raw(), value.raw(), y.numel());
+}
+
+}  // namespace kiln::ref

@@ -1,0 +1,57 @@
+// Maps ONNX op names to reference kernels.
+#include <array>
+#include <utility>
+
+#include "runtime/ref/ref_common.h"
+
+namespace kiln {
+
+namespace {
+using Entry = std::pair<std::string_view, RefKernel>;
+constexpr std::array kTable{
+    Entry{"Conv", ref::conv},
+    Entry{"BatchNormalization", ref::batch_norm},
+    Entry{"Relu", ref::relu},
+    Entry{"LeakyRelu", ref::leaky_relu},
+    Entry{"Clip", ref::clip},
+    Entry{"Sigmoid", ref::sigmoid},
+    Entry{"HardSigmoid", ref::hard_sigmoid},
+    Entry{"HardSwish", ref::hard_swish},
+    Entry{"Tanh", ref::tanh_op},
+    Entry{"Add", ref::add},
+    Entry{"Sub", ref::sub},
+    Entry{"Mul", ref::mul},
+    Entry{"Div", ref::div},
+    Entry{"Sum", ref::sum},
+    Entry{"MaxPool", ref::max_pool},
+    Entry{"AveragePool", ref::average_pool},
+    Entry{"GlobalAveragePool", ref::global_average_pool},
+    Entry{"GlobalMaxPool", ref::global_max_pool},
+    Entry{"ReduceMean", ref::reduce_mean},
+    Entry{"Softmax", ref::softmax},
+    Entry{"Gemm", ref::gemm},
+    Entry{"MatMul", ref::matmul},
+    Entry{"Flatten", ref::copy_data},
+    Entry{"Reshape", ref::copy_data},
+    Entry{"Squeeze", ref::copy_data},
+    Entry{"Unsqueeze", ref::copy_data},
+    Entry{"Identity", ref::copy_data},
+    Entry{"Dropout", ref::copy_data},
+    Entry{"Transpose", ref::transpose},
+    Entry{"Concat", ref::concat},
+    Entry{"Split", ref::split},
+    Entry{"Slice", ref::slice},
+    Entry{"Gather", ref::gather},
+    Entry{"Shape", ref::shape_op},
+    Entry{"Pad", ref::pad},
+    Entry{"Constant", ref::constant},
+};
+}  // namespace
+
+RefKernel find_ref_kernel(std::string_view op) {
+  for (const Entry& e : kTable)
+    if (e.first == op) return e.second;
+  return nullptr;
+}
+
+}  // namespace kiln

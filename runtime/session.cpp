@@ -1,0 +1,120 @@
+#include "runtime/session.h"
+
+#include <chrono>
+#include <cstring>
+#include <map>
+#include <thread>
+
+#include "graph/onnx_import.h"
+#include "graph/passes.h"
+#include "runtime/executor.h"
+#include "runtime/log.h"
+#include "runtime/plan.h"
+#include "runtime/ref/ref_kernels.h"
+
+namespace kiln {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+double ms_since(Clock::time_point t0) {
+  return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+}
+
+void run_ref(const Node& n, const std::vector<const Tensor*>& in, const std::vector<Tensor*>& out) {
+  RefKernel k = find_ref_kernel(n.op);
+  if (!k) n.fail(Code::unsupported, "no kernel implements operator " + n.op);
+  k(n, in, out);
+}
+
+void check_options(const SessionOptions& o) {
+  if (o.threads < 0) fail(Code::invalid_argument, "threads must be >= 0, got " + std::to_string(o.threads));
+  if (o.batch < 0 || o.batch > (int64_t(1) << 20))
+    fail(Code::invalid_argument, "batch size " + std::to_string(o.batch) + " is out of range");
+}
+
+}  // namespace
+
+Session::~Session() = default;
+
+std::unique_ptr<Session> Session::load_file(const std::string& path, const SessionOptions& o) {
+  init_logging(o.log_level);
+  check_options(o);
+  auto t0 = Clock::now();
+  std::unique_ptr<Session> s(new Session());
+  ImportOptions io;
+  io.batch = o.batch;
+  s->graph_ = import_onnx_file(path, io);
+  s->stats_.parse_ms = ms_since(t0);
+  s->prepare(o);
+  s->stats_.total_ms = ms_since(t0);
+  spdlog::info("loaded '{}' in {:.1f} ms ({} nodes)", path, s->stats_.total_ms,
+               s->graph_.nodes.size());
+  return s;
+}
+
+std::unique_ptr<Session> Session::load_memory(const void* data, size_t size,
+                                              const SessionOptions& o) {
+  init_logging(o.log_level);
+  check_options(o);
+  auto t0 = Clock::now();
+  std::unique_ptr<Session> s(new Session());
+  ImportOptions io;
+  io.batch = o.batch;
+  s->graph_ = import_onnx(data, size, io);
+  s->stats_.parse_ms = ms_since(t0);
+  s->prepare(o);
+  s->stats_.total_ms = ms_since(t0);
+  return s;
+}
+
+void Session::prepare(const SessionOptions& o) {
+  auto t0 = Clock::now();
+  PassStats ps = optimize(graph_, Evaluator(run_ref));
+  int fused = fuse_epilogues(graph_);
+  stats_.passes_ms = ms_since(t0);
+  spdlog::debug("passes: {} folded, {} identities, {} batchnorms folded, {} dead removed, {} fused",
+                ps.folded, ps.identities, ps.batchnorms, ps.dead, fused);
+  for (const Node& n : graph_.nodes)
+    if (!find_ref_kernel(n.op)) n.fail(Code::unsupported, "no kernel implements operator " + n.op);
+  for (ValueId v : graph_.inputs)
+    inputs_.push_back({graph_.value(v).name, graph_.value(v).dtype, graph_.value(v).shape});
+  for (ValueId v : graph_.outputs)
+    outputs_.push_back({graph_.value(v).name, graph_.value(v).dtype, graph_.value(v).shape});
+
+  auto t1 = Clock::now();
+  isa_ = effective_isa(o.max_isa);
+  threads_ = o.threads > 0 ? o.threads : int(std::thread::hardware_concurrency());
+  if (threads_ < 1) threads_ = 1;
+  PlanOptions po;
+  po.isa = isa_;
+  po.reference = o.reference;
+  plan_ = std::make_unique<Plan>(build_plan(graph_, po));
+  exec_ = std::make_unique<Executor>(graph_, *plan_, threads_);
+  stats_.plan_ms = ms_since(t1);
+  spdlog::info("plan: isa {}, {} threads, {} steps ({} JIT, {} layout conversions), arena {} KiB",
+               isa_name(isa_), threads_, plan_->steps.size(), plan_->jit_steps, plan_->reorders,
+               plan_->arena_bytes / 1024);
+}
+
+static void check_io(const char* kind, const std::vector<IoInfo>& want, const std::vector<Tensor>& got) {
+  if (got.size() != want.size())
+    fail(Code::invalid_argument, std::string("expected ") + std::to_string(want.size()) + " " +
+                                     kind + "s, got " + std::to_string(got.size()));
+  for (size_t i = 0; i < want.size(); ++i) {
+    if (got[i].dtype() != want[i].dtype || got[i].shape() != want[i].shape)
+      fail(Code::shape_mismatch, std::string(kind) + " '" + want[i].name + "' must be " +
+                                     dtype_name(want[i].dtype) + shape_str(want[i].shape) +
+                                     ", got " + dtype_name(got[i].dtype()) +
+                                     shape_str(got[i].shape()));
+    if (!got[i].raw() && got[i].numel() > 0)
+      fail(Code::invalid_argument, std::string(kind) + " '" + want[i].name + "' has no data");
+  }
+}
+
+void Session::run(const std::vector<Tensor>& inputs, std::vector<Tensor>& outputs) const {
+  check_io("input", inputs_, inputs);
+  check_io("output", outputs_, outputs);
+  exec_->run(inputs, outputs);
+}
+
+}  // namespace kiln

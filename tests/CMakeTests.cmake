@@ -1,0 +1,22 @@
+# Extra CTest tests, include()d by tests/CMakeLists.txt.
+
+# install_examples: install the built project into a temporary prefix, build examples/ against
+# it with CMake (find_package) and with pkg-config, and run both on the demo model. Needs the
+# `kiln` and `kiln_cli` targets built (`cmake --install` copies them).
+find_program(KILN_BASH bash)
+if(KILN_BASH)
+  add_test(NAME install_examples
+    COMMAND ${KILN_BASH} ${CMAKE_CURRENT_SOURCE_DIR}/install/install_test.sh
+      ${CMAKE_BINARY_DIR} ${CMAKE_SOURCE_DIR} ${CMAKE_COMMAND})
+  set_tests_properties(install_examples PROPERTIES TIMEOUT 900 LABELS install)
+endif()
+
+# cli: black-box test of the `kiln` tool (exit codes, run vs fixture references, bench JSON,
+# info figures). Python is used only with its standard library, to read .npy and JSON.
+find_package(Python3 COMPONENTS Interpreter QUIET)
+if(KILN_BASH AND Python3_Interpreter_FOUND AND TARGET kiln_cli)
+  add_test(NAME cli
+    COMMAND ${KILN_BASH} ${CMAKE_CURRENT_SOURCE_DIR}/install/cli_test.sh
+      $<TARGET_FILE:kiln_cli> ${CMAKE_CURRENT_SOURCE_DIR}/fixtures ${Python3_EXECUTABLE})
+  set_tests_properties(cli PROPERTIES TIMEOUT 300)
+endif()

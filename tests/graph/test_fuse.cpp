@@ -1,0 +1,135 @@
+// fuse_epilogues: which chains fuse, which must not, and the resulting node shape.
+#include <doctest/doctest.h>
+
+#include <cmath>
+
+#include "graph/onnx_builder.h"
+#include "graph/onnx_import.h"
+#include "graph/passes.h"
+#include "graph/post_ops.h"
+
+using kiln::Graph;
+using kiln::PostOp;
+using kiln::test::OnnxBuilder;
+
+namespace {
+
+Graph prepared(const OnnxBuilder& b) {
+  std::string s = b.bytes();
+  Graph g = kiln::import_onnx(s.data(), s.size(), {});
+  kiln::infer_shapes(g);
+  return g;
+}
+
+OnnxBuilder conv_base(int outputs_conv = 1) {
+  OnnxBuilder b;
+  b.input("x", {1, 2, 4, 4});
+  b.init_f("w", {2, 2, 1, 1}, {1, 2, 3, 4});
+  b.init_f("w2", {2, 2, 1, 1}, {1, 0, 0, 1});
+  b.init_f("lo", {}, {0.f}).init_f("hi", {}, {6.f});
+  b.node("Conv", {"x", "w"}, {"c"}, "conv");
+  return b;
+}
+
+std::vector<PostOp::Kind> kinds(const kiln::Node& n, int first = 3) {
+  std::vector<PostOp::Kind> k;
+  for (const auto& op : kiln::parse_post_ops(n, first)) k.push_back(op.kind);
+  return k;
+}
+
+}  // namespace
+
+TEST_CASE("fuse: conv -> clip(0,6) chain collapses into the conv") {
+  OnnxBuilder b = conv_base();
+  b.node("Clip", {"c", "lo", "hi"}, {"y"});
+  b.output("y");
+  Graph g = prepared(b);
+  CHECK(kiln::fuse_epilogues(g) == 1);
+  REQUIRE(g.nodes.size() == 1);
+  const auto& conv = g.nodes[0];
+  auto ops = kiln::parse_post_ops(conv, 3);
+  REQUIRE(ops.size() == 1);
+  CHECK(ops[0].kind == PostOp::Kind::clip);
+  CHECK(ops[0].alpha == 0.f);
+  CHECK(ops[0].beta == 6.f);
+  CHECK(g.value(conv.outputs[0]).name == "y");
+}
+
+TEST_CASE("fuse: residual add then relu, into the later conv") {
+  // c = conv(x); d = conv2(x); y = relu(c + d). d is produced later, so the chain fuses into
+  // conv2 with c as the residual.
+  OnnxBuilder b = conv_base();
+  b.node("Conv", {"x", "w2"}, {"d"}, "conv2");
+  b.node("Add", {"c", "d"}, {"s"});
+  b.node("Relu", {"s"}, {"y"});
+  b.output("y");
+  Graph g = prepared(b);
+  CHECK(kiln::fuse_epilogues(g) == 2);
+  REQUIRE(g.nodes.size() == 2);
+  const auto& fused = g.nodes[1];
+  CHECK(fused.name == "conv2");
+  CHECK(kinds(fused) == std::vector<PostOp::Kind>{PostOp::Kind::add, PostOp::Kind::relu});
+  REQUIRE(fused.inputs.size() == 4);
+  CHECK(fused.inputs[2] == kiln::kNoValue);  // no bias: the residual still sits at index 3
+  CHECK(g.value(fused.inputs[3]).name == "c");
+  CHECK(g.value(fused.outputs[0]).name == "y");
+}
+
+TEST_CASE("fuse: residual from a non-conv producer after the conv moves the conv later") {
+  OnnxBuilder b = conv_base();
+  b.node("Relu", {"x"}, {"r"});  // produced after the conv
+  b.node("Add", {"r", "c"}, {"y"});
+  b.output("y");
+  Graph g = prepared(b);
+  CHECK(kiln::fuse_epilogues(g) == 1);
+  REQUIRE(g.nodes.size() == 2);
+  CHECK(g.nodes[0].op == "Relu");  // the fused conv now runs after its residual exists
+  CHECK(g.nodes[1].op == "Conv");
+  CHECK(g.value(g.nodes[1].inputs[3]).name == "r");
+}
+
+TEST_CASE("fuse: swish pattern x * sigmoid(x)") {
+  OnnxBuilder b = conv_base();
+  b.node("Sigmoid", {"c"}, {"s"});
+  b.node("Mul", {"c", "s"}, {"y"});
+  b.output("y");
+  Graph g = prepared(b);
+  CHECK(kiln::fuse_epilogues(g) == 1);
+  REQUIRE(g.nodes.size() == 1);
+  CHECK(kinds(g.nodes[0]) == std::vector<PostOp::Kind>{PostOp::Kind::swish});
+}
+
+TEST_CASE("fuse: nothing fuses across a shared or exported conv output") {
+  SUBCASE("two consumers") {
+    OnnxBuilder b = conv_base();
+    b.node("Relu", {"c"}, {"y"});
+    b.node("Sigmoid", {"c"}, {"z"});
+    b.output("y").output("z");
+    Graph g = prepared(b);
+    CHECK(kiln::fuse_epilogues(g) == 0);
+    CHECK(g.nodes.size() == 3);
+  }
+  SUBCASE("conv output is a graph output") {
+    OnnxBuilder b = conv_base();
+    b.node("Relu", {"c"}, {"y"});
+    b.output("c").output("y");
+    Graph g = prepared(b);
+    CHECK(kiln::fuse_epilogues(g) == 0);
+  }
+  SUBCASE("broadcasting add is not a residual") {
+    OnnxBuilder b = conv_base();
+    b.init_f("k", {1, 2, 1, 1}, {1, 2});
+    b.node("Add", {"c", "k"}, {"y"});
+    b.output("y");
+    Graph g = prepared(b);
+    CHECK(kiln::fuse_epilogues(g) == 0);
+  }
+  SUBCASE("clip with a non-constant bound") {
+    OnnxBuilder b = conv_base();
+    b.input("m", {});
+    b.node("Clip", {"c", "m"}, {"y"});
+    b.output("y");
+    Graph g = prepared(b);
+    CHECK(kiln::fuse_epilogues(g) == 0);
+  }
+}

@@ -1,0 +1,123 @@
+#!/usr/bin/env bash
+# Black-box test of the `kiln` CLI: exit codes, `run` outputs against the fixtures' PyTorch
+# references (compared by a stdlib-only Python .npy reader), output naming with several
+# outputs, `bench --json` validity, `info` figures of models computed by hand.
+# Usage: cli_test.sh KILN_EXE FIXTURE_DIR PYTHON
+set -uo pipefail
+
+KILN=$1
+FIX=$2
+PY=${3:-python3}
+TMP=$(mktemp -d "${TMPDIR:-/tmp}/kiln_cli.XXXXXX")
+trap 'rm -rf "$TMP"' EXIT
+failures=0
+fail() { echo "cli_test: FAIL: $*" >&2; failures=$((failures + 1)); }
+
+# expect_rc CODE CMD...: runs CMD, checks its exit status.
+expect_rc() {
+  local want=$1
+  shift
+  "$@" > "$TMP/out.txt" 2> "$TMP/err.txt"
+  local rc=$?
+  [ "$rc" = "$want" ] || fail "'$*' exited $rc, expected $want; stderr: $(cat "$TMP/err.txt")"
+}
+
+# Compares two .npy float32 files: max |a-b| <= tol * max(1, max |b|).
+npy_close() {
+  "$PY" - "$1" "$2" "$3" <<'PYEOF'
+import ast, struct, sys
+def load(p):
+    b = open(p, 'rb').read()
+    assert b[:6] == b'\x93NUMPY', p
+    n = b[8] | b[9] << 8 if b[6] == 1 else struct.unpack('<I', b[8:12])[0]
+    pre = 10 if b[6] == 1 else 12
+    h = ast.literal_eval(b[pre:pre + n].decode())
+    assert h['descr'] == '<f4' and not h['fortran_order'], (p, h)
+    data = b[pre + n:]
+    return h['shape'], struct.unpack('<%df' % (len(data) // 4), data)
+sa, a = load(sys.argv[1]); sb, b = load(sys.argv[2]); tol = float(sys.argv[3])
+if sa != sb: sys.exit('shape %s != %s' % (sa, sb))
+scale = max([1.0] + [abs(x) for x in b])
+err = max([abs(x - y) for x, y in zip(a, b)] + [0.0])
+if not err <= tol * scale: sys.exit('max error %g > %g' % (err, tol * scale))
+PYEOF
+}
+
+# --- usage errors: 2; runtime errors: 1 ---------------------------------------------------
+expect_rc 0 "$KILN" --help
+expect_rc 0 "$KILN" --version
+grep -q '^kiln [0-9]' "$TMP/out.txt" || fail "--version prints 'kiln X.Y.Z'"
+expect_rc 2 "$KILN"
+expect_rc 2 "$KILN" frobnicate model.onnx
+expect_rc 2 "$KILN" info
+expect_rc 2 "$KILN" run model.onnx
+expect_rc 2 "$KILN" info model.onnx --runs 3
+expect_rc 2 "$KILN" bench model.onnx --runs zero
+expect_rc 2 "$KILN" bench model.onnx --runs 0
+expect_rc 2 "$KILN" --log-level loud info model.onnx
+expect_rc 1 "$KILN" info "$TMP/does_not_exist.onnx"
+grep -q 'does_not_exist.onnx' "$TMP/err.txt" || fail "missing-model error names the file"
+expect_rc 1 "$KILN" info "$FIX/bad/truncated.onnx"
+
+M=$FIX/models/tiny_resnet_op13
+expect_rc 1 "$KILN" run "$M/model.onnx" --input "$FIX/bad/truncated.onnx"
+expect_rc 1 "$KILN" run "$M/model.onnx" --input "$M/input_0.npy" --input "$M/input_0.npy"
+expect_rc 1 "$KILN" run "$M/model.onnx" --input "$M/input_0.npy" --batch 3
+
+# --- run: output 0 matches the reference ---------------------------------------------------
+TOL=$(awk '$1 == "tol" {print $2}' "$M/info.txt")
+expect_rc 0 "$KILN" --log-level error run "$M/model.onnx" --input "$M/input_0.npy" \
+  --output "$TMP/y.npy"
+grep -q "output 0 .*min .*max .*mean" "$TMP/out.txt" || fail "run prints min/max/mean"
+npy_close "$TMP/y.npy" "$M/output_0.npy" "${TOL:-1e-4}" || fail "run output differs from reference"
+
+# Several outputs: OUT_<i>.npy.
+M2=$FIX/models/two_in_out_op17
+TOL2=$(awk '$1 == "tol" {print $2}' "$M2/info.txt")
+expect_rc 0 "$KILN" run "$M2/model.onnx" --input "$M2/input_0.npy" --input "$M2/input_1.npy" \
+  --output "$TMP/two.npy"
+[ ! -e "$TMP/two.npy" ] || fail "with two outputs, OUT.npy itself must not be written"
+for i in 0 1; do
+  npy_close "$TMP/two_$i.npy" "$M2/output_$i.npy" "${TOL2:-1e-4}" || fail "output $i of two_in_out"
+done
+
+# --- bench --json ---------------------------------------------------------------------------
+expect_rc 0 "$KILN" bench "$M/model.onnx" --runs 7 --warmup 1 --threads 1 --json "$TMP/b.json"
+grep -q "p99" "$TMP/out.txt" || fail "bench prints p99"
+"$PY" - "$TMP/b.json" "$M/model.onnx" <<'PYEOF' || fail "bench JSON"
+import json, sys
+j = json.load(open(sys.argv[1]))
+assert j['model'] == sys.argv[2], j
+assert j['runs'] == 7 and j['threads'] == 1, j
+lat = j['latency_ms']
+assert 0 < lat['min'] <= lat['p50'] <= lat['p90'] <= lat['p99'], lat
+assert lat['min'] <= lat['mean'], lat
+assert j['load_ms'] > 0, j
+PYEOF
+
+# --- info: figures computed by hand from the fixtures' shapes ----------------------------------
+# expect_info MODEL PARAMS MACS [ARGS...]
+expect_info() {
+  local model=$1 params=$2 macs=$3
+  shift 3
+  expect_rc 0 "$KILN" info "$FIX/models/$model/model.onnx" "$@"
+  grep -q "^parameters: $params " "$TMP/out.txt" || fail "$model: expected $params parameters"
+  grep -q "(2 x $macs MACs" "$TMP/out.txt" || fail "$model: expected $macs MACs"
+}
+# W [6,4,3,3] + B [6]; y [2,6,8,8] at batch 2, each output reads 4*3*3 weights.
+expect_info conv_basic_op13 222 27648 --batch 2
+# group 2: W [4,3,3,3] + B [4]; y [1,4,7,7] * (6/2)*3*3.
+expect_info conv_groups_op13 112 5292
+# depthwise x2: W [8,1,3,3] + B [8]; y [1,8,6,6] * 1*3*3.
+expect_info conv_depthwise_mult2_op13 80 2592
+# Gemm transB: B [4,6] + C [4]; y [2,4] * K=6.
+expect_info gemm_transb_op13 28 48
+# batched MatMul, no constants: y [2,3,4] * K=5.
+expect_info matmul_batched_op13 0 120
+grep -q "MatMul  *1$" "$TMP/out.txt" || fail "info lists MatMul once in the op histogram"
+
+if [ "$failures" -ne 0 ]; then
+  echo "cli_test: $failures failure(s)" >&2
+  exit 1
+fi
+echo "cli_test: OK"

@@ -1,0 +1,283 @@
+// init_conf of the conv families on their own: applicability reasons, blocking choices,
+// output-width plans and kernel names (expectations hand-computed).
+#include "jit/conv/conv_direct_conf.h"
+#include "jit/conv/conv_gemm1x1_conf.h"
+#include "test_conv_util.h"
+
+namespace kiln::convtest {
+namespace {
+
+using convjit::init_direct_conf;
+using convjit::init_gemm1x1_conf;
+using convjit::OwBlock;
+
+ConvImpl impl(ConvFamily f, Layout src, Layout dst, int ur = 0, int ob = 0) {
+  ConvImpl i;
+  i.family = f;
+  i.src = src;
+  i.dst = dst;
+  i.ur_w = ur;
+  i.oc_blocks = ob;
+  return i;
+}
+
+const ConvImpl kDirect16 = impl(ConvFamily::direct, Layout::nChw16c, Layout::nChw16c);
+const ConvImpl kDirect8 = impl(ConvFamily::direct, Layout::nChw8c, Layout::nChw8c);
+
+bool same(const std::vector<OwBlock>& a, const std::vector<OwBlock>& b) {
+  if (a.size() != b.size()) return false;
+  for (size_t i = 0; i < a.size(); ++i)
+    if (a[i].start != b[i].start || a[i].ur != b[i].ur || a[i].count != b[i].count ||
+        a[i].interior != b[i].interior)
+      return false;
+  return true;
+}
+
+bool has(const std::string& s, const std::string& part) {
+  return s.find(part) != std::string::npos;
+}
+
+TEST_CASE("conv init_conf: reasons for problems a family cannot run") {
+  ConvProblem p3 = problem(
+      {.ic = 32, .ih = 8, .iw = 8, .oc = 32, .kh = 3, .kw = 3, .pt = 1, .pl = 1, .pb = 1, .pr = 1});
+  ConvProblem g2 = p3;
+  g2.groups = 2;
+  CHECK(init_direct_conf(g2, kDirect16, Isa::avx512).reason == "groups > 1");
+  CHECK(init_gemm1x1_conf(g2, impl(ConvFamily::gemm1x1, Layout::nhwc, Layout::nhwc), Isa::avx512)
+            .reason == "groups > 1");
+  CHECK(init_gemm1x1_conf(p3, impl(ConvFamily::gemm1x1, Layout::nhwc, Layout::nhwc), Isa::avx2)
+            .reason == "needs 1x1 kernel");
+  // Blocked layout with the wrong isa, both ways.
+  CHECK(has(init_direct_conf(p3, kDirect16, Isa::avx2).reason, "needs isa avx512"));
+  CHECK(has(init_direct_conf(p3, kDirect8, Isa::avx512).reason, "needs isa avx2"));
+  CHECK(has(
+      init_direct_conf(p3, impl(ConvFamily::direct, Layout::nChw8c, Layout::nChw16c), Isa::avx512)
+          .reason,
+      "needs isa avx2"));
+  CHECK(
+      has(init_direct_conf(p3, impl(ConvFamily::direct, Layout::nChw16c, Layout::nhwc), Isa::avx512)
+              .reason,
+          "not blocked"));
+  CHECK(init_direct_conf(p3, kDirect16, Isa::scalar).reason == "needs isa avx2 or avx512");
+
+  ConvProblem p1 = problem({.ic = 32, .ih = 8, .iw = 8, .oc = 32});
+  CHECK(init_gemm1x1_conf(p1, impl(ConvFamily::gemm1x1, Layout::nChw16c, Layout::nhwc), Isa::avx512)
+            .reason == "src and dst layouts differ (both nhwc or both blocked)");
+  CHECK(has(
+      init_gemm1x1_conf(p1, impl(ConvFamily::gemm1x1, Layout::nChw16c, Layout::nChw16c), Isa::avx2)
+          .reason,
+      "needs isa avx512"));
+  ConvProblem padded = problem({.ic = 32, .ih = 8, .iw = 8, .oc = 32, .pt = 1});
+  CHECK(
+      init_gemm1x1_conf(padded, impl(ConvFamily::gemm1x1, Layout::nhwc, Layout::nhwc), Isa::avx512)
+          .reason == "needs zero padding");
+  ConvProblem s3 = problem({.ic = 32, .ih = 9, .iw = 9, .oc = 32, .sh = 3, .sw = 3});
+  CHECK(
+      has(init_gemm1x1_conf(s3, impl(ConvFamily::gemm1x1, Layout::nhwc, Layout::nhwc), Isa::avx512)
+              .reason,
+          "stride"));
+  // Forced blocking beyond the register file: 8 x 3 = 24 accumulators > 16 ymm.
+  CHECK(has(init_direct_conf(p3, impl(ConvFamily::direct, Layout::nChw8c, Layout::nChw8c, 8, 3),
+                             Isa::avx2)
+                .reason,
+            "exceeds"));
+  // A wrong output shape is a reason, not a crash.
+  ConvProblem bad = p3;
+  bad.ow = 9;
+  CHECK(init_direct_conf(bad, kDirect16, Isa::avx512).reason ==
+        "output shape does not match the window");
+}
+
+TEST_CASE("conv create_conv_kernel: reasons for bad operands") {
+  ConvProblem p = problem(
+      {.ic = 8, .ih = 4, .iw = 4, .oc = 8, .kh = 3, .kw = 3, .pt = 1, .pl = 1, .pb = 1, .pr = 1});
+  Tensor w(DType::f32, {8, 8, 1, 1}), b(DType::f32, {8});
+  std::string why;
+  CHECK(create_conv_kernel(p, kDirect8, Isa::avx2, w, &b, &why) == nullptr);
+  CHECK(has(why, "weights"));
+  Tensor w3(DType::f32, {8, 8, 3, 3});
+  CHECK(create_conv_kernel(p, kDirect8, Isa::avx2, w3, nullptr, &why) == nullptr);
+  CHECK(has(why, "bias"));
+  CHECK(create_conv_kernel(p, kDirect8, Isa::avx2, w3, &b, &why) != nullptr);
+}
+
+TEST_CASE("conv init_conf: output-width plans (edges, interior loop, tail)") {
+  // 3x3 pad 1 on 56 columns in blocks of 14: left edge, 2 interior blocks, right edge.
+  ConvProblem p = problem({.ic = 16,
+                           .ih = 56,
+                           .iw = 56,
+                           .oc = 16,
+                           .kh = 3,
+                           .kw = 3,
+                           .pt = 1,
+                           .pl = 1,
+                           .pb = 1,
+                           .pr = 1});
+  CHECK(same(convjit::plan_ow_blocks(p, 14),
+             {{0, 14, 1, false}, {14, 14, 2, true}, {42, 14, 1, false}}));
+  // 15 columns in blocks of 4: edge, 2 interior, a 3-pixel tail touching the right pad.
+  ConvProblem q = problem({.ic = 16,
+                           .ih = 15,
+                           .iw = 15,
+                           .oc = 16,
+                           .kh = 3,
+                           .kw = 3,
+                           .pt = 1,
+                           .pl = 1,
+                           .pb = 1,
+                           .pr = 1});
+  CHECK(
+      same(convjit::plan_ow_blocks(q, 4), {{0, 4, 1, false}, {4, 4, 2, true}, {12, 3, 1, false}}));
+  // ResNet conv1: 7x7 s2 pad 3, 224 -> 112: column 98 + 13 reads up to 2*111-3+6 = 225.
+  ConvProblem c1 = problem({.ic = 3,
+                            .ih = 224,
+                            .iw = 224,
+                            .oc = 64,
+                            .kh = 7,
+                            .kw = 7,
+                            .sh = 2,
+                            .sw = 2,
+                            .pt = 3,
+                            .pl = 3,
+                            .pb = 3,
+                            .pr = 3});
+  CHECK(same(convjit::plan_ow_blocks(c1, 14),
+             {{0, 14, 1, false}, {14, 14, 6, true}, {98, 14, 1, false}}));
+  // No padding: one interior loop.
+  ConvProblem u = problem({.ic = 16, .ih = 8, .iw = 8, .oc = 16});
+  CHECK(same(convjit::plan_ow_blocks(u, 4), {{0, 4, 2, true}}));
+}
+
+TEST_CASE("conv init_conf: register blocking fits and uses the register file") {
+  for (int64_t ow : {56, 28, 14, 7}) {
+    ConvProblem p = problem({.ic = 64,
+                             .ih = ow,
+                             .iw = ow,
+                             .oc = 512,
+                             .kh = 3,
+                             .kw = 3,
+                             .pt = 1,
+                             .pl = 1,
+                             .pb = 1,
+                             .pr = 1});
+    auto c = init_direct_conf(p, kDirect16, Isa::avx512);
+    REQUIRE(c);
+    INFO("ow " << ow << " blocking " << c.conf->blocking_str());
+    const int accs = c.conf->ur_w * c.conf->oc_blocks;
+    CHECK(accs >= 24);
+    CHECK(accs + c.conf->oc_blocks <= 32);
+    CHECK(ow % c.conf->ur_w == 0);  // no output-width tail on these widths
+    auto c2 = init_direct_conf(p, kDirect8, Isa::avx2);
+    REQUIRE(c2);
+    const int accs2 = c2.conf->ur_w * c2.conf->oc_blocks;
+    CHECK(accs2 >= 8);
+    CHECK(accs2 + c2.conf->oc_blocks + 1 <= 16);  // + the broadcast register
+  }
+  // ow 7 on AVX-512: 7 pixels x 4 vectors = 28 accumulators.
+  ConvProblem p7 = problem({.ic = 512,
+                            .ih = 7,
+                            .iw = 7,
+                            .oc = 512,
+                            .kh = 3,
+                            .kw = 3,
+                            .pt = 1,
+                            .pl = 1,
+                            .pb = 1,
+                            .pr = 1});
+  auto c7 = init_direct_conf(p7, kDirect16, Isa::avx512);
+  REQUIRE(c7);
+  CHECK(c7.conf->blocking_str() == "ow7oc4");
+  // With a post-op chain the epilogue's 4 scratch registers are reserved too.
+  ConvProblem pe = p7;
+  pe.post = chain({op(PostOp::Kind::swish)});
+  auto ce = init_direct_conf(pe, kDirect8, Isa::avx2);
+  REQUIRE(ce);
+  CHECK(ce.conf->ur_w * ce.conf->oc_blocks + 4 <= 16);
+}
+
+TEST_CASE("conv init_conf: forced values, tails and derived counts") {
+  ConvProblem p = problem({.n = 2,
+                           .ic = 17,
+                           .ih = 10,
+                           .iw = 10,
+                           .oc = 40,
+                           .kh = 3,
+                           .kw = 3,
+                           .pt = 1,
+                           .pl = 1,
+                           .pb = 1,
+                           .pr = 1});
+  auto c = init_direct_conf(p, impl(ConvFamily::direct, Layout::nChw16c, Layout::nChw16c, 5, 2),
+                            Isa::avx512);
+  REQUIRE(c);
+  const auto& d = *c.conf;
+  CHECK(d.ur_w == 5);
+  CHECK(d.oc_blocks == 2);
+  CHECK(d.icb_full == 1);
+  CHECK(d.ic_tail == 1);
+  CHECK(d.ocb == 3);        // 40 -> 48 = 3 x 16
+  CHECK(d.oc_groups == 2);  // 2 + 1
+  CHECK(d.oc_blocks_last == 1);
+  CHECK(d.last_group_own);
+  // A forced ur_w wider than the output is clamped to it.
+  auto w = init_direct_conf(p, impl(ConvFamily::direct, Layout::nChw16c, Layout::nChw16c, 20, 1),
+                            Isa::avx512);
+  REQUIRE(w);
+  CHECK(w.conf->ur_w == 10);
+
+  // gemm1x1: stride 1 runs the image as one line, stride 2 row by row.
+  ConvProblem g1 = problem({.ic = 24, .ih = 7, .iw = 7, .oc = 20});
+  auto a = init_gemm1x1_conf(g1, impl(ConvFamily::gemm1x1, Layout::nhwc, Layout::nhwc, 10, 1),
+                             Isa::avx2);
+  REQUIRE(a);
+  CHECK(a.conf->m_len == 49);
+  CHECK(a.conf->m_lines == 1);
+  CHECK(a.conf->m_tail == 9);
+  CHECK(a.conf->icb_full == 3);
+  CHECK(a.conf->ic_tail == 0);
+  CHECK(a.conf->ocv == 3);  // 20 -> 3 x 8
+  CHECK(a.conf->last_group_own);
+  ConvProblem g2 = problem({.ic = 24, .ih = 7, .iw = 7, .oc = 16, .sh = 2, .sw = 2});
+  auto b =
+      init_gemm1x1_conf(g2, impl(ConvFamily::gemm1x1, Layout::nChw8c, Layout::nChw8c), Isa::avx2);
+  REQUIRE(b);
+  CHECK(b.conf->m_len == 4);
+  CHECK(b.conf->m_lines == 4);
+  CHECK_FALSE(b.conf->last_group_own);
+}
+
+TEST_CASE("conv kernel names and tile counts") {
+  ConvProblem p = problem({.n = 2,
+                           .ic = 16,
+                           .ih = 10,
+                           .iw = 28,
+                           .oc = 64,
+                           .kh = 3,
+                           .kw = 3,
+                           .pt = 1,
+                           .pl = 1,
+                           .pb = 1,
+                           .pr = 1});
+  Tensor w = random_tensor({64, 16, 3, 3}, 1), b = random_tensor({64}, 2);
+  std::string why;
+  for (Isa isa : isas()) {
+    if (isa != Isa::avx512) continue;
+    auto k = create_conv_kernel(
+        p, impl(ConvFamily::direct, Layout::nChw16c, Layout::nChw16c, 14, 2), isa, w, &b, &why);
+    REQUIRE(k);
+    CHECK(k->name() == "conv_direct_f32_nChw16c_to_nChw16c_ow14oc2__avx512");
+    CHECK(k->tiles() == 2 * 2 * 10);  // n x oc groups (64 / 32) x rows
+    CHECK(k->macs() == doctest::Approx(2.0 * 64 * 10 * 28 * 16 * 9));
+  }
+  if (detect_isa() >= Isa::avx2) {
+    ConvProblem q = problem({.ic = 16, .ih = 10, .iw = 28, .oc = 64});
+    Tensor w1 = random_tensor({64, 16, 1, 1}, 3);
+    auto k = create_conv_kernel(q, impl(ConvFamily::gemm1x1, Layout::nhwc, Layout::nhwc, 6, 2),
+                                Isa::avx2, w1, &b, &why);
+    REQUIRE(k);
+    CHECK(k->name() == "conv_gemm1x1_f32_nhwc_to_nhwc_m6oc2__avx2");
+  }
+}
+
+}  // namespace
+}  // namespace kiln::convtest

@@ -1,0 +1,102 @@
+// The gemm1x1 conv family against the reference Conv, on both ISA paths, blocked and NHWC.
+#include "jit/conv/conv_families.h"
+#include "test_conv_util.h"
+
+namespace kiln::convtest {
+namespace {
+
+using K = PostOp::Kind;
+
+ConvImpl gemm(Isa isa, bool nhwc, int ur = 0, int ob = 0) {
+  ConvImpl i;
+  i.family = ConvFamily::gemm1x1;
+  i.src = i.dst = nhwc ? Layout::nhwc : blocked(isa);
+  i.ur_w = ur;
+  i.oc_blocks = ob;
+  return i;
+}
+
+const std::vector<Shp> kShapes = {
+    {.ic = 3, .ih = 7, .iw = 9, .oc = 5},
+    {.ic = 17, .ih = 10, .iw = 10, .oc = 24},
+    {.ic = 24, .ih = 11, .iw = 13, .oc = 40, .bias = false},
+    {.ic = 40, .ih = 5, .iw = 6, .oc = 17},
+    {.ic = 64, .ih = 14, .iw = 14, .oc = 64},
+    {.n = 2, .ic = 33, .ih = 9, .iw = 7, .oc = 70},
+    {.ic = 20, .ih = 1, .iw = 1, .oc = 36},  // 1x1 spatial
+    // stride 2, odd and even sizes
+    {.ic = 16, .ih = 9, .iw = 9, .oc = 32, .sh = 2, .sw = 2},
+    {.n = 2, .ic = 21, .ih = 14, .iw = 14, .oc = 19, .sh = 2, .sw = 2},
+    {.ic = 48, .ih = 15, .iw = 28, .oc = 48, .sh = 2, .sw = 2, .bias = false},
+};
+
+TEST_CASE("gemm1x1 conv matches the reference, blocked and NHWC (both ISAs)") {
+  uint64_t seed = 1000;
+  for (Isa isa : isas())
+    for (bool nhwc : {false, true})
+      for (const Shp& s : kShapes) check_conv(problem(s), gemm(isa, nhwc), isa, seed++);
+}
+
+TEST_CASE("gemm1x1 conv: forced register tiles and their tails") {
+  uint64_t seed = 1100;
+  const ConvProblem p1 = problem({.ic = 37, .ih = 9, .iw = 11, .oc = 45});
+  const ConvProblem p2 = problem({.ic = 37, .ih = 9, .iw = 11, .oc = 45, .sh = 2, .sw = 2});
+  for (Isa isa : isas()) {
+    const std::vector<std::pair<int, int>> tiles =
+        isa == Isa::avx512
+            ? std::vector<std::pair<int, int>>{{1, 1}, {5, 3}, {7, 4}, {14, 2}, {28, 1}}
+            : std::vector<std::pair<int, int>>{{1, 1}, {4, 3}, {6, 2}, {2, 5}, {14, 1}};
+    for (bool nhwc : {false, true})
+      for (auto [ur, ob] : tiles) {
+        check_conv(p1, gemm(isa, nhwc, ur, ob), isa, seed++);
+        check_conv(p2, gemm(isa, nhwc, ur, ob), isa, seed++);
+      }
+  }
+}
+
+TEST_CASE("gemm1x1 conv with fused post-op chains") {
+  uint64_t seed = 1200;
+  const std::vector<std::vector<PostOp>> chains = {
+      chain({op(K::relu)}),
+      chain({op(K::clip, 0.f, 6.f)}),
+      chain({op(K::add), op(K::relu)}),
+      chain({op(K::scale_shift), op(K::add), op(K::sigmoid)}),
+      chain({op(K::leaky_relu, 0.1f), op(K::add), op(K::swish)}),
+  };
+  const std::vector<Shp> shapes = {
+      {.ic = 19, .ih = 6, .iw = 7, .oc = 21},
+      {.n = 2, .ic = 32, .ih = 7, .iw = 7, .oc = 40, .sh = 2, .sw = 2, .bias = false},
+  };
+  for (Isa isa : isas())
+    for (bool nhwc : {false, true})
+      for (const auto& c : chains)
+        for (const Shp& s : shapes) check_conv(problem(s, c), gemm(isa, nhwc), isa, seed++);
+}
+
+TEST_CASE("gemm1x1 conv with the input channels split across calls") {
+  uint64_t seed = 1300;
+  for (Isa isa : isas())
+    for (bool nhwc : {false, true})
+      for (bool with_chain : {false, true}) {
+        const ConvProblem p =
+            problem({.ic = 75, .ih = 6, .iw = 9, .oc = 35},
+                    with_chain ? chain({op(K::add), op(K::relu)}) : std::vector<PostOp>{});
+        auto c = convjit::init_gemm1x1_conf(p, gemm(isa, nhwc), isa);
+        REQUIRE(c);
+        for (int64_t chunk : {int64_t(1), int64_t(3)})
+          for (bool m_outer : {false, true}) {
+            convjit::Gemm1x1Conf conf = *c.conf;
+            conf.ic_chunk = chunk;
+            conf.m_outer = m_outer;
+            Operands o = make_operands(p, seed++);
+            auto k = convjit::make_gemm1x1_kernel(conf, o.w, &o.b);
+            INFO(k->name() << " chunk " << chunk << " m_outer " << m_outer);
+            std::string first;
+            const Layout l = nhwc ? Layout::nhwc : blocked(isa);
+            CHECK(count_mismatches(run_kernel(*k, p, o, l, l), reference(p, o), p.ic, &first) == 0);
+          }
+      }
+}
+
+}  // namespace
+}  // namespace kiln::convtest

@@ -1,0 +1,262 @@
+// Shared helpers of the conv kernel tests: problem builders, the reference conv (the scalar
+// runtime/ref kernel through find_ref_kernel, plus the post-op chain applied with
+// apply_post_op in the test), and a runner that feeds a JIT conv kernel in its layouts.
+#pragma once
+
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "graph/ir.h"
+#include "graph/post_ops.h"
+#include "jit/conv/conv_kernel.h"
+#include "jit/conv/conv_problem.h"
+#include "jit/cpu.h"
+#include "jit/layout.h"
+#include "runtime/ref/ref_kernels.h"
+
+namespace kiln::convtest {
+
+struct Rng {
+  uint64_t s;
+  explicit Rng(uint64_t seed) : s(seed * 0x9E3779B97F4A7C15ull + 7) {}
+  uint64_t next() {
+    s ^= s << 13;
+    s ^= s >> 7;
+    s ^= s << 17;
+    return s;
+  }
+  float uniform(float lo, float hi) {
+    return lo + (hi - lo) * float(next() >> 40) / float(1 << 24);
+  }
+};
+
+inline Tensor random_tensor(Shape s, uint64_t seed, float lo = -1.f, float hi = 1.f) {
+  Tensor t(DType::f32, std::move(s));
+  Rng r(seed);
+  for (int64_t i = 0; i < t.numel(); ++i) t.data<float>()[i] = r.uniform(lo, hi);
+  return t;
+}
+
+// A problem from the input size and window; oh/ow follow the ONNX formula.
+struct Shp {
+  int64_t n = 1, ic = 1, ih = 1, iw = 1, oc = 1, kh = 1, kw = 1, sh = 1, sw = 1;
+  int64_t pt = 0, pl = 0, pb = 0, pr = 0, dh = 1, dw = 1;
+  bool bias = true;
+};
+
+inline ConvProblem problem(const Shp& s, std::vector<PostOp> post = {}) {
+  ConvProblem p;
+  p.n = s.n;
+  p.ic = s.ic;
+  p.ih = s.ih;
+  p.iw = s.iw;
+  p.oc = s.oc;
+  p.kh = s.kh;
+  p.kw = s.kw;
+  p.sh = s.sh;
+  p.sw = s.sw;
+  p.dh = s.dh;
+  p.dw = s.dw;
+  p.pt = s.pt;
+  p.pl = s.pl;
+  p.pb = s.pb;
+  p.pr = s.pr;
+  p.oh = (s.ih + s.pt + s.pb - (s.dh * (s.kh - 1) + 1)) / s.sh + 1;
+  p.ow = (s.iw + s.pl + s.pr - (s.dw * (s.kw - 1) + 1)) / s.sw + 1;
+  p.bias = s.bias;
+  p.post = std::move(post);
+  return p;
+}
+
+inline PostOp op(PostOp::Kind k, float alpha = 0, float beta = 0, int input = -1) {
+  PostOp o;
+  o.kind = k;
+  o.alpha = alpha;
+  o.beta = beta;
+  o.input = input;
+  return o;
+}
+
+// Numbers the extra inputs of a chain as a Conv node would (from input 3, in order).
+inline std::vector<PostOp> chain(std::vector<PostOp> ops) {
+  int next = 3;
+  for (PostOp& o : ops) {
+    if (o.kind == PostOp::Kind::add) o.input = next++;
+    if (o.kind == PostOp::Kind::scale_shift) {
+      o.input = next;
+      next += 2;
+    }
+  }
+  return ops;
+}
+
+inline Attribute ints_attr(std::vector<int64_t> v) {
+  Attribute a;
+  a.kind = Attribute::Kind::ints;
+  a.ints = std::move(v);
+  return a;
+}
+
+// The operands of one test case, all in NCHW / plain form.
+struct Operands {
+  Tensor x, w, b;
+  std::vector<Tensor> extra;  // node inputs 3.. (residuals [N,OC,OH,OW], scale/shift [OC])
+};
+
+inline Operands make_operands(const ConvProblem& p, uint64_t seed) {
+  Operands o;
+  o.x = random_tensor({p.n, p.ic, p.ih, p.iw}, seed);
+  o.w = random_tensor({p.oc, p.ic, p.kh, p.kw}, seed + 1);
+  o.b = random_tensor({p.oc}, seed + 2);
+  uint64_t s = seed + 3;
+  for (const PostOp& op : p.post) {
+    if (op.kind == PostOp::Kind::add)
+      o.extra.push_back(random_tensor({p.n, p.oc, p.oh, p.ow}, s++));
+    if (op.kind == PostOp::Kind::scale_shift) {
+      o.extra.push_back(random_tensor({p.oc}, s++, 0.5f, 1.5f));
+      o.extra.push_back(random_tensor({p.oc}, s++));
+    }
+  }
+  return o;
+}
+
+// The reference: runtime/ref's Conv on a hand-built node, then the chain per element.
+inline Tensor reference(const ConvProblem& p, const Operands& o) {
+  Node n;
+  n.op = "Conv";
+  n.name = "test_conv";
+  n.attrs["kernel_shape"] = ints_attr({p.kh, p.kw});
+  n.attrs["strides"] = ints_attr({p.sh, p.sw});
+  n.attrs["dilations"] = ints_attr({p.dh, p.dw});
+  n.attrs["pads"] = ints_attr({p.pt, p.pl, p.pb, p.pr});
+  Attribute g;
+  g.kind = Attribute::Kind::i;
+  g.i = 1;
+  n.attrs["group"] = g;
+  RefKernel k = find_ref_kernel("Conv");
+  const bool found = k != nullptr;
+  REQUIRE(found);
+  Tensor y(DType::f32, {p.n, p.oc, p.oh, p.ow});
+  k(n, {&o.x, &o.w, p.bias ? &o.b : nullptr}, {&y});
+  // Node input i >= 3 is o.extra[i - 3].
+  float* yp = y.data<float>();
+  const int64_t plane = p.oh * p.ow;
+  for (int64_t i = 0; i < y.numel(); ++i) {
+    const int64_t c = i / plane % p.oc;
+    for (const PostOp& op : p.post) {
+      float res = 0, sc = 0, sh = 0;
+      if (op.kind == PostOp::Kind::add) res = o.extra[size_t(op.input - 3)].data<float>()[i];
+      if (op.kind == PostOp::Kind::scale_shift) {
+        sc = o.extra[size_t(op.input - 3)].data<float>()[c];
+        sh = o.extra[size_t(op.input - 2)].data<float>()[c];
+      }
+      yp[i] = apply_post_op(op, yp[i], res, sc, sh);
+    }
+  }
+  return y;
+}
+
+// NCHW -> `l` with the pad lanes of blocked layouts set to NaN, so that any read of them by a
+// kernel shows up in its output.
+inline std::vector<float> to_layout(const Tensor& t, Layout l) {
+  const Shape& s = t.shape();
+  std::vector<float> out(size_t(layout_elems(l, s)));
+  convert_layout(t.data<float>(), Layout::nchw, out.data(), l, s);
+  const int64_t cp = round_up(s[1], layout_block(l));
+  for (int64_t n = 0; n < s[0]; ++n)
+    for (int64_t c = s[1]; c < cp; ++c)
+      for (int64_t h = 0; h < s[2]; ++h)
+        for (int64_t w = 0; w < s[3]; ++w)
+          out[size_t(layout_offset(l, s, n, c, h, w))] = std::numeric_limits<float>::quiet_NaN();
+  return out;
+}
+
+// Runs `k` on the operands (src in `src_l`, dst/residual in `dst_l`); tiles run as two halves,
+// the second half first (as two threads might), into a NaN-filled output. Returns NCHW.
+inline Tensor run_kernel(const Kernel& k, const ConvProblem& p, const Operands& o, Layout src_l,
+                         Layout dst_l) {
+  const Shape ys{p.n, p.oc, p.oh, p.ow};
+  std::vector<float> src = to_layout(o.x, src_l);
+  std::vector<std::vector<float>> extra;
+  std::vector<const float*> ins{src.data(), nullptr, nullptr};
+  for (size_t i = 0; i < o.extra.size(); ++i) {
+    const bool residual = o.extra[i].shape().size() == 4;
+    extra.push_back(residual ? to_layout(o.extra[i], dst_l)
+                             : std::vector<float>(o.extra[i].data<float>(),
+                                                  o.extra[i].data<float>() + o.extra[i].numel()));
+  }
+  for (auto& e : extra) ins.push_back(e.data());
+  // NaN-filled output followed by a guard zone that must stay untouched.
+  const size_t elems = size_t(layout_elems(dst_l, ys)), guard = 64;
+  std::vector<float> dst(elems + guard, std::numeric_limits<float>::quiet_NaN());
+  std::fill(dst.begin() + int64_t(elems), dst.end(), 12345.f);
+  float* outs[] = {dst.data()};
+  KernelArgs a;
+  a.src = ins.data();
+  a.dst = outs;
+  const int64_t t = k.tiles();
+  k.run(a, t / 2, t);
+  k.run(a, 0, t / 2);
+  CHECK_MESSAGE(std::count(dst.begin() + int64_t(elems), dst.end(), 12345.f) == int64_t(guard),
+                "kernel wrote past the end of dst");
+  Tensor y(DType::f32, ys);
+  convert_layout(dst.data(), dst_l, y.data<float>(), Layout::nchw, ys);
+  return y;
+}
+
+// fp32 sums of K products in a different order than the reference differ by roughly
+// sqrt(K) * eps * (magnitude of the partial sums); with inputs in [-1, 1] the partial sums are
+// ~sqrt(K), so 1e-5 * sqrt(K) * max(1, |ref|) is ~100x that noise yet far below the error of
+// a missing or extra tap (~0.3 on average).
+inline int64_t count_mismatches(const Tensor& got, const Tensor& ref, int64_t k,
+                                std::string* first) {
+  const double tol = 1e-5 * std::sqrt(double(std::max<int64_t>(k, 1)));
+  int64_t bad = 0;
+  for (int64_t i = 0; i < ref.numel(); ++i) {
+    const float g = got.data<float>()[i], r = ref.data<float>()[i];
+    const bool ok = std::isnan(r)
+                        ? std::isnan(g)
+                        : std::fabs(double(g) - r) <= tol * std::max(1.0, double(std::fabs(r)));
+    if (!ok && bad++ == 0 && first)
+      *first = "element " + std::to_string(i) + ": got " + std::to_string(g) + ", want " +
+               std::to_string(r);
+  }
+  return bad;
+}
+
+inline std::vector<Isa> isas() {
+  std::vector<Isa> v;
+  for (Isa i : {Isa::avx512, Isa::avx2})
+    if (int(i) <= int(detect_isa())) v.push_back(i);
+  return v;
+}
+
+inline Layout blocked(Isa isa) {
+  return isa == Isa::avx512 ? Layout::nChw16c : Layout::nChw8c;
+}
+
+// Builds the kernel for (p, impl, isa), runs it and compares with the reference. Returns the
+// kernel name (for messages); fails the test on mismatch.
+inline std::string check_conv(const ConvProblem& p, const ConvImpl& impl, Isa isa, uint64_t seed) {
+  Operands o = make_operands(p, seed);
+  std::string why;
+  auto k = create_conv_kernel(p, impl, isa, o.w, p.bias ? &o.b : nullptr, &why);
+  INFO("problem " << p.str() << " isa " << isa_name(isa) << " " << layout_name(impl.src) << "->"
+                  << layout_name(impl.dst));
+  REQUIRE_MESSAGE(k != nullptr, "kernel not created: " << why);
+  INFO("kernel " << k->name());
+  Tensor ref = reference(p, o);
+  Tensor got = run_kernel(*k, p, o, impl.src, impl.dst);
+  std::string first;
+  const int64_t bad = count_mismatches(got, ref, p.ic * p.kh * p.kw, &first);
+  CHECK_MESSAGE(bad == 0, bad << " mismatches, first " << first);
+  return k->name();
+}
+
+}  // namespace kiln::convtest

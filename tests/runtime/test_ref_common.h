@@ -1,0 +1,189 @@
+// Helpers for the reference-kernel tests: tensor builders, node builders, a runner that goes
+// through find_ref_kernel(), a deterministic RNG and closeness checks.
+#pragma once
+
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "graph/ir.h"
+#include "runtime/ref/ref_kernels.h"
+
+namespace kiln::reftest {
+
+inline Tensor f32(Shape s, std::vector<float> v) {
+  Tensor t(DType::f32, std::move(s));
+  REQUIRE(int64_t(v.size()) == t.numel());
+  for (size_t i = 0; i < v.size(); ++i) t.data<float>()[i] = v[i];
+  return t;
+}
+
+inline Tensor i64(Shape s, std::vector<int64_t> v) {
+  Tensor t(DType::i64, std::move(s));
+  REQUIRE(int64_t(v.size()) == t.numel());
+  for (size_t i = 0; i < v.size(); ++i) t.data<int64_t>()[i] = v[i];
+  return t;
+}
+
+// Small deterministic generator (xorshift) so tests need no <random> seeding conventions.
+struct Rng {
+  uint64_t s;
+  explicit Rng(uint64_t seed) : s(seed * 0x9E3779B97F4A7C15ull + 1) {}
+  uint64_t next() {
+    s ^= s << 13;
+    s ^= s >> 7;
+    s ^= s << 17;
+    return s;
+  }
+  float uniform(float lo, float hi) {
+    return lo + (hi - lo) * float(next() >> 40) / float(1 << 24);
+  }
+};
+
+inline Tensor random_f32(Shape s, uint64_t seed, float lo = -1.f, float hi = 1.f) {
+  Tensor t(DType::f32, std::move(s));
+  Rng r(seed);
+  for (int64_t i = 0; i < t.numel(); ++i) t.data<float>()[i] = r.uniform(lo, hi);
+  return t;
+}
+
+inline Attribute attr_i(int64_t v) {
+  Attribute a;
+  a.kind = Attribute::Kind::i;
+  a.i = v;
+  return a;
+}
+inline Attribute attr_f(float v) {
+  Attribute a;
+  a.kind = Attribute::Kind::f;
+  a.f = v;
+  return a;
+}
+inline Attribute attr_s(std::string v) {
+  Attribute a;
+  a.kind = Attribute::Kind::s;
+  a.s = std::move(v);
+  return a;
+}
+inline Attribute attr_ints(std::vector<int64_t> v) {
+  Attribute a;
+  a.kind = Attribute::Kind::ints;
+  a.ints = std::move(v);
+  return a;
+}
+inline Attribute attr_floats(std::vector<float> v) {
+  Attribute a;
+  a.kind = Attribute::Kind::floats;
+  a.floats = std::move(v);
+  return a;
+}
+inline Attribute attr_strings(std::vector<std::string> v) {
+  Attribute a;
+  a.kind = Attribute::Kind::strings;
+  a.strings = std::move(v);
+  return a;
+}
+inline Attribute attr_t(Tensor t) {
+  Attribute a;
+  a.kind = Attribute::Kind::tensor;
+  a.t = std::move(t);
+  return a;
+}
+
+inline Node make_node(std::string op, std::map<std::string, Attribute> attrs = {},
+                      std::string name = "test_node") {
+  Node n;
+  n.op = std::move(op);
+  n.name = std::move(name);
+  n.attrs = std::move(attrs);
+  return n;
+}
+
+// Sets a fused post-op chain (graph/post_ops.h) on a Conv/Gemm node.
+inline void set_post_ops(Node& n, std::vector<std::string> ops, std::vector<float> alpha,
+                         std::vector<float> beta) {
+  n.attrs["post_ops"] = attr_strings(std::move(ops));
+  n.attrs["post_alpha"] = attr_floats(std::move(alpha));
+  n.attrs["post_beta"] = attr_floats(std::move(beta));
+}
+
+struct OutSpec {
+  DType dtype;
+  Shape shape;
+};
+
+// Runs node's reference kernel (looked up by op name) on `in`, allocating the outputs.
+// When the node lists no input/output value ids, placeholder ids are filled in (kNoValue for an
+// omitted input), as a graph node would have them.
+inline std::vector<Tensor> run(const Node& node, const std::vector<const Tensor*>& in,
+                               const std::vector<OutSpec>& outs) {
+  Node n = node;
+  if (n.inputs.empty())
+    for (size_t i = 0; i < in.size(); ++i) n.inputs.push_back(in[i] ? ValueId(i) : kNoValue);
+  if (n.outputs.empty())
+    for (size_t i = 0; i < outs.size(); ++i) n.outputs.push_back(ValueId(in.size() + i));
+  RefKernel k = find_ref_kernel(n.op);
+  const bool found = k != nullptr;
+  REQUIRE_MESSAGE(found, "no reference kernel for " << n.op);
+  std::vector<Tensor> res;
+  for (const OutSpec& o : outs) res.emplace_back(o.dtype, o.shape);
+  std::vector<Tensor*> ptrs;
+  for (Tensor& t : res) ptrs.push_back(&t);
+  k(n, in, ptrs);
+  return res;
+}
+
+inline Tensor run1(const Node& n, const std::vector<const Tensor*>& in, DType dt, Shape s) {
+  return run(n, in, {{dt, std::move(s)}})[0];
+}
+
+// Exact or near comparison with a hand-computed f32 expectation.
+inline void check_f32(const Tensor& got, const Shape& shape, const std::vector<float>& want,
+                      float atol = 1e-6f, float rtol = 1e-6f) {
+  REQUIRE(got.dtype() == DType::f32);
+  REQUIRE(got.shape() == shape);
+  REQUIRE(got.numel() == int64_t(want.size()));
+  for (size_t i = 0; i < want.size(); ++i) {
+    const float g = got.data<float>()[i], w = want[i];
+    if (std::isnan(w)) {
+      CHECK_MESSAGE(std::isnan(g), "element " << i);
+    } else if (std::isinf(w)) {
+      CHECK_MESSAGE(g == w, "element " << i << ": got " << g << ", want " << w);
+    } else {
+      CHECK_MESSAGE(std::fabs(g - w) <= atol + rtol * std::fabs(w),
+                    "element " << i << ": got " << g << ", want " << w);
+    }
+  }
+}
+
+inline void check_i64(const Tensor& got, const Shape& shape, const std::vector<int64_t>& want) {
+  REQUIRE(got.dtype() == DType::i64);
+  REQUIRE(got.shape() == shape);
+  REQUIRE(got.numel() == int64_t(want.size()));
+  for (size_t i = 0; i < want.size(); ++i)
+    CHECK_MESSAGE(got.data<int64_t>()[i] == want[i], "element " << i);
+}
+
+// Runs fn() and checks it throws kiln::Error with `code` and a message naming the node.
+template <class F>
+void check_error(F&& fn, Code code, const std::string& node_name = "test_node",
+                 const std::string& fragment = "") {
+  bool thrown = false;
+  try {
+    fn();
+  } catch (const Error& e) {
+    thrown = true;
+    const std::string msg = e.what();
+    CHECK_MESSAGE(e.code() == code, "code " << int(e.code()) << ": " << msg);
+    CHECK_MESSAGE(msg.find("'" + node_name + "'") != std::string::npos, msg);
+    if (!fragment.empty()) CHECK_MESSAGE(msg.find(fragment) != std::string::npos, msg);
+  }
+  CHECK_MESSAGE(thrown, "expected a kiln::Error");
+}
+
+}  // namespace kiln::reftest

@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# Installs Kiln's build dependencies (Debian 12, as root) when missing, then configures and
+# builds into ${KILN_BUILD_DIR:-build} with every core. Used by tests/run_tests.sh and
+# bench/run_demo.sh.
+set -euo pipefail
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+BUILD=${KILN_BUILD_DIR:-$ROOT/build}
+PKGS=(build-essential cmake pkg-config libxbyak-dev libasmjit-dev libtbb-dev libspdlog-dev
+      doctest-dev libonnx-dev libprotobuf-dev protobuf-compiler)
+missing=()
+for p in "${PKGS[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "installing: ${missing[*]}"
+  SUDO=; [ "$(id -u)" -eq 0 ] || SUDO=sudo
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi
+cmake -S "$ROOT" -B "$BUILD" -DCMAKE_BUILD_TYPE=Release >/dev/null
+cmake --build "$BUILD" -j"$(nproc)"
