@@ -48,6 +48,8 @@ def main():
     ap.add_argument("--kiln", help="kiln binary (default $KILN or build/bench/kiln)")
     ap.add_argument("--threshold", type=float, default=1e-4,
                     help="max relative error to pass (default 1e-4)")
+    ap.add_argument("--kiln-arg", action="append", default=[],
+                    help="extra argument for `kiln run` (repeatable), e.g. --kiln-arg=--reference")
     ap.add_argument("--tmp", default="/tmp", help="where NAME.out.npy go (default /tmp)")
     ap.add_argument("--timeout", type=float, default=600, help="seconds per model")
     args = ap.parse_args()
@@ -74,7 +76,7 @@ def main():
         else:
             if os.path.exists(out):
                 os.remove(out)  # never compare a stale output
-            cmd = [kiln, "run", model, "--input", inp, "--output", out]
+            cmd = [kiln, "run", model, "--input", inp, "--output", out] + args.kiln_arg
             t0 = time.time()
             try:
                 r = subprocess.run(cmd, capture_output=True, text=True, timeout=args.timeout)

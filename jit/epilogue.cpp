@@ -18,9 +18,10 @@ using K = PostOp::Kind;
 constexpr uint8_t kLtOq = 0x11;  // _CMP_LT_OQ: false for NaN
 constexpr uint8_t kGtOq = 0x1e;  // _CMP_GT_OQ
 
+// Whether clip has a lower / upper bound at all (-inf, +inf and NaN bounds change nothing).
 bool clip_lo(const PostOp& op) {
   return op.alpha > -INFINITY;
-}  // false for -inf and NaN
+}
 bool clip_hi(const PostOp& op) {
   return op.beta < INFINITY;
 }

@@ -2,6 +2,7 @@
 
 #include <tbb/parallel_for.h>
 
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
 
@@ -35,7 +36,9 @@ void Executor::release(std::unique_ptr<Context> c) {
   free_.push_back(std::move(c));
 }
 
-void Executor::run(const std::vector<Tensor>& inputs, std::vector<Tensor>& outputs) {
+void Executor::run(const std::vector<Tensor>& inputs, std::vector<Tensor>& outputs,
+                   std::vector<double>* step_ms) {
+  if (step_ms) step_ms->assign(p_.steps.size(), 0.0);
   auto ctx = acquire();
   struct Guard {
     Executor* e;
@@ -65,7 +68,9 @@ void Executor::run(const std::vector<Tensor>& inputs, std::vector<Tensor>& outpu
   std::vector<const float*> src;
   std::vector<float*> dst;
   auto body = [&] {
-    for (const Step& s : p_.steps) {
+    for (size_t si = 0; si < p_.steps.size(); ++si) {
+      const Step& s = p_.steps[si];
+      const auto t0 = step_ms ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point();
       src.clear();
       dst.clear();
       for (int t : s.src) src.push_back(t < 0 ? nullptr : ptr[size_t(t)]);
@@ -81,6 +86,9 @@ void Executor::run(const std::vector<Tensor>& inputs, std::vector<Tensor>& outpu
             [&](const tbb::blocked_range<int64_t>& r) { s.kernel->run(args, r.begin(), r.end()); },
             tbb::static_partitioner());
       }
+      if (step_ms)
+        (*step_ms)[si] =
+            std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
     }
   };
   if (arena_) arena_->execute(body);

@@ -18,8 +18,10 @@ class Executor {
  public:
   Executor(const Graph& g, const Plan& p, int threads);
   ~Executor();
-  // inputs/outputs already checked against the model's shapes and dtypes.
-  void run(const std::vector<Tensor>& inputs, std::vector<Tensor>& outputs);
+  // inputs/outputs already checked against the model's shapes and dtypes. With step_ms, each
+  // step's wall time is stored there (one entry per plan step); without it nothing is timed.
+  void run(const std::vector<Tensor>& inputs, std::vector<Tensor>& outputs,
+           std::vector<double>* step_ms = nullptr);
 
  private:
   struct Context {

@@ -117,4 +117,11 @@ void Session::run(const std::vector<Tensor>& inputs, std::vector<Tensor>& output
   exec_->run(inputs, outputs);
 }
 
+void Session::run_profiled(const std::vector<Tensor>& inputs, std::vector<Tensor>& outputs,
+                           std::vector<double>& step_ms) const {
+  check_io("input", inputs_, inputs);
+  check_io("output", outputs_, outputs);
+  exec_->run(inputs, outputs, &step_ms);
+}
+
 }  // namespace kiln

@@ -7,13 +7,19 @@ ROOT=$(cd "$(dirname "$0")/.." && pwd)
 BUILD=${KILN_BUILD_DIR:-$ROOT/build}
 PKGS=(build-essential cmake pkg-config libxbyak-dev libasmjit-dev libtbb-dev libspdlog-dev
       doctest-dev libonnx-dev libprotobuf-dev protobuf-compiler)
+# The end-to-end zoo tests export torchvision models with Debian's PyTorch.
+[ -z "${KILN_ZOO_DIR:-}" ] || PKGS+=(python3-torch python3-torchvision python3-onnx python3-numpy)
 missing=()
 for p in "${PKGS[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
 if [ ${#missing[@]} -gt 0 ]; then
   echo "installing: ${missing[*]}"
   SUDO=; [ "$(id -u)" -eq 0 ] || SUDO=sudo
   $SUDO apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}"
 fi
-cmake -S "$ROOT" -B "$BUILD" -DCMAKE_BUILD_TYPE=Release >/dev/null
+if [ -n "${KILN_ZOO_DIR:-}" ] && [ ! -f "$KILN_ZOO_DIR/vgg16.ref.npy" ]; then
+  echo "exporting the model zoo to $KILN_ZOO_DIR"
+  /usr/bin/python3 "$ROOT/bench/zoo_export.py" --out "$KILN_ZOO_DIR" >/dev/null
+fi
+cmake -S "$ROOT" -B "$BUILD" -DCMAKE_BUILD_TYPE=Release -DKILN_ZOO_DIR="${KILN_ZOO_DIR:-}" >/dev/null
 cmake --build "$BUILD" -j"$(nproc)"

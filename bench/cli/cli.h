@@ -30,6 +30,7 @@ struct Args {
   int log_level = -1;
   int max_isa = -1;        // --max-isa (kiln::Isa value), -1 = no cap
   bool reference = false;  // --reference: scalar reference kernels only
+  bool layers = false;     // --layers (bench): per-step timing table
 };
 
 int cmd_info(const Args& a);

@@ -11,6 +11,7 @@
 
 #include "cli.h"
 #include "runtime/npy.h"
+#include "runtime/plan.h"
 #include "runtime/session.h"
 
 namespace kiln::cli {
@@ -110,6 +111,36 @@ int cmd_run(const Args& a) {
   return 0;
 }
 
+// Per-step table: median over `runs` profiled runs of each plan step.
+void print_layers(const Session& s, const std::vector<Tensor>& ins, std::vector<Tensor>& outs,
+                  int runs) {
+  const Plan& plan = s.plan();
+  std::vector<std::vector<double>> samples(plan.steps.size());
+  std::vector<double> ms;
+  for (int r = 0; r < runs; ++r) {
+    s.run_profiled(ins, outs, ms);
+    for (size_t i = 0; i < ms.size(); ++i) samples[i].push_back(ms[i]);
+  }
+  std::vector<double> med(plan.steps.size());
+  double total = 0;
+  for (size_t i = 0; i < med.size(); ++i) total += med[i] = percentile(samples[i], 50);
+  std::printf("\n%4s  %-18s %-48s %-18s %9s %6s %8s\n", "step", "op", "kernel", "layouts", "ms",
+              "share", "GFLOP/s");
+  for (size_t i = 0; i < plan.steps.size(); ++i) {
+    const Step& st = plan.steps[i];
+    const std::string op = st.node >= 0 ? s.graph().nodes[size_t(st.node)].op : "(convert)";
+    std::string lay;
+    auto layout_of = [&](int t) { return t < 0 ? "-" : layout_name(plan.tensors[size_t(t)].layout); };
+    lay = std::string(st.src.empty() ? "-" : layout_of(st.src[0])) + ">" +
+          (st.dst.empty() ? "-" : layout_of(st.dst[0]));
+    const double macs = st.kernel->macs();
+    std::printf("%4zu  %-18s %-48s %-18s %9.4f %5.1f%% %8.1f\n", i, op.c_str(),
+                st.kernel->name().c_str(), lay.c_str(), med[i], 100.0 * med[i] / total,
+                macs > 0 && med[i] > 0 ? 2.0 * macs / (med[i] * 1e6) : 0.0);
+  }
+  std::printf("total of step medians: %.3f ms\n", total);
+}
+
 int cmd_bench(const Args& a) {
   auto t0 = Clock::now();
   auto s = Session::load_file(a.model, session_options(a));
@@ -149,6 +180,8 @@ int cmd_bench(const Args& a) {
   std::printf("load_ms: %.3f\n", load_ms);
   std::printf("latency_ms: min %.3f  mean %.3f  p50 %.3f  p90 %.3f  p99 %.3f\n", mn, mean, p50, p90,
               p99);
+
+  if (a.layers) print_layers(*s, ins, outs, a.runs);
 
   if (!a.json.empty()) {
     std::ofstream f(a.json, std::ios::trunc);

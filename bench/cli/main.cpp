@@ -28,13 +28,15 @@ const char kUsage[] =
     "      order) and prints each output's shape and min/max/mean. --output writes output 0 to\n"
     "      OUT.npy; a model with several outputs writes output i to OUT_<i>.npy instead\n"
     "      (e.g. OUT_0.npy, OUT_1.npy).\n"
-    "  bench MODEL [--threads N] [--runs N] [--warmup N] [--batch N] [--json FILE]\n"
+    "  bench MODEL [--threads N] [--runs N] [--warmup N] [--batch N] [--json FILE] [--layers]\n"
     "      load time (ms) and latency over --runs runs (default 50) after --warmup runs\n"
     "      (default 5) on random normal inputs: min, mean, p50, p90, p99 in ms. --json writes\n"
     "      {\"model\", \"threads\", \"threads_used\", \"isa\", \"reference\", \"batch\", "
     "\"runs\",\n"
     "      \"warmup\", \"load_ms\", \"latency_ms\": {\"p50\", \"p90\", \"p99\", \"min\", "
     "\"mean\"}}.\n"
+    "      --layers also times every plan step and prints, per step, the op, kernel name,\n"
+    "      layouts, median time, share of the total and GFLOP/s.\n"
     "\n"
     "options of every command:\n"
     "  --max-isa ISA       cap the kernels' instruction set: avx512, avx2 or scalar\n"
@@ -75,7 +77,8 @@ bool allowed(const std::string& cmd, std::string_view opt) {
   if (cmd == "info") return false;
   if (cmd == "run") return opt == "--input" || opt == "--output" || opt == "--threads";
   if (cmd == "bench")
-    return opt == "--threads" || opt == "--runs" || opt == "--warmup" || opt == "--json";
+    return opt == "--threads" || opt == "--runs" || opt == "--warmup" || opt == "--json" ||
+           opt == "--layers";
   return false;
 }
 
@@ -100,8 +103,8 @@ int parse(int argc, char** argv, Args& a) {
       positional.push_back(arg);
       continue;
     }
-    if (arg == "--reference") {
-      a.reference = true;
+    if (arg == "--reference" || arg == "--layers") {
+      (arg == "--reference" ? a.reference : a.layers) = true;
       seen.push_back(arg);
       continue;
     }

@@ -3,7 +3,8 @@
 // machine's measured single-core FMA peak.
 //
 //   kiln_kernel_bench [--isa avx512|avx2|both] [--reps N] [--json FILE] [--layer SUBSTR]
-//                     [--post relu] [--sweep]
+//                     [--post relu] [--sweep] [--shape IC,IH,OC,K,S]...
+// --sweep tries every register blocking that fits (tuning); --shape benchmarks other shapes.
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -12,11 +13,13 @@
 #include <fstream>
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
 #include "fma_peak.h"
 #include "graph/error.h"
+#include "jit/conv/conv_families.h"
 #include "jit/conv/conv_kernel.h"
 #include "jit/cpu.h"
 #include "jit/layout.h"
@@ -63,6 +66,7 @@ ConvProblem make_problem(const Layer& l, bool relu) {
 struct Row {
   std::string layer, problem, kernel, family, isa, src, dst;
   double us = 0, gflops = 0, pct = 0;
+  double us_min = 0;  // fastest sample (less sensitive to other load on the machine)
   int count = 1;
   double macs = 0;
   bool best = false;
@@ -82,32 +86,62 @@ std::vector<float> random_buffer(size_t n, uint32_t seed) {
   return v;
 }
 
-// Median seconds per run of `k` over `reps` samples (each sample repeats the run until it
-// lasts >= 2 ms), after a warm-up, with the same (cache-resident) buffers.
-double time_kernel(const Kernel& k, const ConvProblem& p, const ConvImpl& impl, int reps) {
-  const Shape xs{p.n, p.ic, p.ih, p.iw}, ys{p.n, p.oc, p.oh, p.ow};
-  std::vector<float> src = random_buffer(size_t(layout_elems(impl.src, xs)), 1);
-  std::vector<float> dst(size_t(layout_elems(impl.dst, ys)), 0.f);
-  const float* ins[] = {src.data(), nullptr, nullptr};
-  float* outs[] = {dst.data()};
-  KernelArgs a;
-  a.src = ins;
-  a.dst = outs;
-  using clock = std::chrono::steady_clock;
-  auto once = [&] { k.run(a, 0, k.tiles()); };
-  once();
-  auto t0 = clock::now();
-  once();
-  const double first = std::chrono::duration<double>(clock::now() - t0).count();
-  const int inner = std::max(1, int(0.002 / std::max(first, 1e-7)));
-  std::vector<double> samples;
-  for (int r = 0; r < reps; ++r) {
-    t0 = clock::now();
-    for (int i = 0; i < inner; ++i) once();
-    samples.push_back(std::chrono::duration<double>(clock::now() - t0).count() / inner);
+// One kernel under test with its (cache-resident) buffers.
+struct Candidate {
+  std::unique_ptr<Kernel> k;
+  ConvImpl impl;
+  std::string label;  // kernel name (+ "/k<chunk>" when a K split is forced)
+  const float* src = nullptr;
+  float* dst = nullptr;
+  int inner = 1;                // runs per sample (a sample lasts >= 2 ms)
+  std::vector<double> samples;  // seconds per run
+  void once() const {
+    const float* ins[] = {src, nullptr, nullptr};
+    float* outs[] = {dst};
+    KernelArgs a;
+    a.src = ins;
+    a.dst = outs;
+    k->run(a, 0, k->tiles());
   }
-  std::sort(samples.begin(), samples.end());
-  return samples[samples.size() / 2];
+};
+
+// Samples the candidates in `reps` interleaved rounds (one warm-up run before each sample),
+// so that a burst of other load on the machine hits every candidate alike.
+void time_candidates(std::vector<Candidate>& cs, int reps) {
+  using clock = std::chrono::steady_clock;
+  auto secs = [](clock::time_point t0) {
+    return std::chrono::duration<double>(clock::now() - t0).count();
+  };
+  for (Candidate& c : cs) {
+    c.once();
+    auto t0 = clock::now();
+    c.once();
+    c.inner = std::max(1, int(0.002 / std::max(secs(t0), 1e-7)));
+  }
+  for (int r = 0; r < reps; ++r)
+    for (Candidate& c : cs) {
+      c.once();
+      auto t0 = clock::now();
+      for (int i = 0; i < c.inner; ++i) c.once();
+      c.samples.push_back(secs(t0) / c.inner);
+    }
+}
+
+// A kernel with a forced K split (tuning): the family's conf with ic_chunk replaced.
+std::unique_ptr<Kernel> make_with_chunk(const ConvProblem& p, const ConvImpl& impl, Isa isa,
+                                        const Tensor& w, const Tensor& b, int chunk) {
+  if (impl.family == ConvFamily::direct) {
+    auto c = convjit::init_direct_conf(p, impl, isa);
+    if (!c) return nullptr;
+    c.conf->ic_chunk = chunk < 0 ? c.conf->icb_total() : chunk;
+    if (chunk > 0) c.conf->rows_outer = false;
+    return convjit::make_direct_kernel(*c.conf, w, &b);
+  }
+  auto c = convjit::init_gemm1x1_conf(p, impl, isa);
+  if (!c) return nullptr;
+  c.conf->ic_chunk = chunk < 0 ? c.conf->icb_total() : chunk;
+  if (chunk > 0) c.conf->m_outer = false;
+  return convjit::make_gemm1x1_kernel(*c.conf, w, &b);
 }
 
 struct Options {
@@ -115,12 +149,18 @@ struct Options {
   int reps = 15;
   std::string json, layer;
   bool relu = false, sweep = false;
+  int top = 5;  // --sweep: rows printed per layer and isa
+  // --kchunk A,B,..: also try forced K splits (ic blocks per call; -1: none; 0: conf's).
+  std::vector<int> kchunks{0};
+  std::vector<Layer> custom;  // --shape: replaces the ResNet-50 list
+  std::vector<std::string> custom_names;
 };
 
 void usage() {
   std::fprintf(stderr,
                "usage: kiln_kernel_bench [--isa avx512|avx2|both] [--reps N] [--json FILE]\n"
-               "                         [--layer SUBSTR] [--post relu] [--sweep]\n");
+               "                         [--layer SUBSTR] [--post relu] [--sweep]\n"
+               "                         [--shape IC,IH,OC,K,S]...\n");
 }
 
 Options parse(int argc, char** argv) {
@@ -142,9 +182,28 @@ Options parse(int argc, char** argv) {
     else if (!std::strcmp(argv[i], "--post")) {
       if (next() != "relu") fail(Code::invalid_argument, "--post takes relu");
       o.relu = true;
-    } else if (!std::strcmp(argv[i], "--sweep"))
+    } else if (!std::strcmp(argv[i], "--sweep")) {
       o.sweep = true;
-    else if (!std::strcmp(argv[i], "--help") || !std::strcmp(argv[i], "-h")) {
+    } else if (!std::strcmp(argv[i], "--kchunk")) {
+      o.kchunks.clear();
+      const std::string v = next();
+      for (size_t pos = 0; pos <= v.size();) {
+        size_t e = v.find(',', pos);
+        if (e == std::string::npos) e = v.size();
+        o.kchunks.push_back(std::atoi(v.substr(pos, e - pos).c_str()));
+        pos = e + 1;
+      }
+    } else if (!std::strcmp(argv[i], "--top")) {
+      o.top = std::max(1, std::atoi(next().c_str()));
+    } else if (!std::strcmp(argv[i], "--shape")) {  // IC,IH,OC,K,S (square, pad K/2)
+      const std::string v = next();
+      Layer l{};
+      if (std::sscanf(v.c_str(), "%ld,%ld,%ld,%ld,%ld", &l.ic, &l.ih, &l.oc, &l.k, &l.s) != 5)
+        fail(Code::invalid_argument, "--shape takes IC,IH,OC,K,S");
+      o.custom_names.push_back("shape_" + v);
+      l.count = 1;
+      o.custom.push_back(l);
+    } else if (!std::strcmp(argv[i], "--help") || !std::strcmp(argv[i], "-h")) {
       usage();
       std::exit(0);
     } else {
@@ -214,9 +273,9 @@ void write_json(const Options& o, const std::map<Isa, double>& peak, const std::
       << "\", \"kernel\": \"" << r.kernel << "\", \"family\": \"" << r.family << "\", \"isa\": \""
       << r.isa << "\", \"src\": \"" << r.src << "\", \"dst\": \"" << r.dst
       << "\", \"count\": " << r.count << ", \"macs\": " << r.macs << ", \"us\": " << r.us
-      << ", \"gflops\": " << r.gflops << ", \"pct_of_peak\": " << r.pct
-      << ", \"best\": " << (r.best ? "true" : "false") << "}" << (i + 1 < rows.size() ? "," : "")
-      << "\n";
+      << ", \"us_min\": " << r.us_min << ", \"gflops\": " << r.gflops
+      << ", \"pct_of_peak\": " << r.pct << ", \"best\": " << (r.best ? "true" : "false") << "}"
+      << (i + 1 < rows.size() ? "," : "") << "\n";
   }
   f << "  ]\n}\n";
 }
@@ -233,7 +292,12 @@ int run(int argc, char** argv) {
   std::map<Isa, double> net_time, net_flops;
   std::printf("\n%-20s %-6s %-52s %9s %8s %6s\n", "layer", "isa", "kernel", "us", "GFLOP/s",
               "%peak");
-  for (const Layer& l : kLayers) {
+  std::vector<Layer> layers(std::begin(kLayers), std::end(kLayers));
+  if (!o.custom.empty()) {
+    layers = o.custom;
+    for (size_t i = 0; i < layers.size(); ++i) layers[i].name = o.custom_names[i].c_str();
+  }
+  for (const Layer& l : layers) {
     if (!o.layer.empty() && std::string(l.name).find(o.layer) == std::string::npos) continue;
     const ConvProblem p = make_problem(l, o.relu);
     const Tensor w = [&] {
@@ -245,6 +309,11 @@ int run(int argc, char** argv) {
     Tensor b(DType::f32, {p.oc});
     for (Isa isa : o.isas) {
       size_t best = rows.size();
+      const size_t first_row = rows.size();
+      std::set<std::string> seen;
+      std::vector<Candidate> cands;
+      std::map<Layout, std::vector<float>> bufs;  // one src and one dst buffer per layout
+      const Shape xs{p.n, p.ic, p.ih, p.iw}, ys{p.n, p.oc, p.oh, p.ow};
       for (ConvImpl impl : impls(p, isa)) {
         std::vector<std::pair<int, int>> blockings{{0, 0}};
         if (o.sweep)
@@ -253,40 +322,69 @@ int run(int argc, char** argv) {
               if (ur * ob >= (isa == Isa::avx512 ? 14 : 8) &&
                   ur * ob + ob + 1 <= (isa == Isa::avx512 ? 32 : 16))
                 blockings.push_back({ur, ob});
-        for (auto [ur, ob] : blockings) {
-          impl.ur_w = ur;
-          impl.oc_blocks = ob;
-          std::string why;
-          auto k = create_conv_kernel(p, impl, isa, w, &b, &why);
-          if (!k) continue;
-          Row r;
-          r.layer = l.name;
-          r.problem = p.str();
-          r.kernel = k->name();
-          r.family = conv_family_name(impl.family);
-          r.isa = isa_name(isa);
-          r.src = layout_name(impl.src);
-          r.dst = layout_name(impl.dst);
-          r.count = l.count;
-          r.macs = k->macs();
-          r.us = time_kernel(*k, p, impl, o.reps) * 1e6;
-          r.gflops = 2 * r.macs / r.us / 1e3;
-          r.pct = 100 * r.gflops / peak[isa];
-          if (!o.sweep || ur == 0)
-            std::printf("%-20s %-6s %-52s %9.1f %8.1f %5.1f%%\n", r.layer.c_str(), r.isa.c_str(),
-                        r.kernel.c_str(), r.us, r.gflops, r.pct);
-          if (best == rows.size() || r.gflops > rows[best].gflops) best = rows.size();
-          rows.push_back(r);
-        }
+        for (auto [ur, ob] : blockings)
+          for (int kc : o.kchunks) {
+            impl.ur_w = ur;
+            impl.oc_blocks = ob;
+            std::string why;
+            auto k = kc ? make_with_chunk(p, impl, isa, w, b, kc)
+                        : create_conv_kernel(p, impl, isa, w, &b, &why);
+            if (!k) continue;
+            const std::string key = k->name() + (kc ? "/k" + std::to_string(kc) : "");
+            if (seen.count(key)) continue;  // forced values may be clamped to the same kernel
+            seen.insert(key);
+            if (!bufs.count(impl.src))
+              bufs[impl.src] = random_buffer(size_t(layout_elems(impl.src, xs)), 1);
+            const Layout dkey = Layout(int(impl.dst) + 100);  // dst buffers apart from src ones
+            if (!bufs.count(dkey)) bufs[dkey].assign(size_t(layout_elems(impl.dst, ys)), 0.f);
+            Candidate c;
+            c.k = std::move(k);
+            c.impl = impl;
+            c.label = key;
+            c.src = bufs[impl.src].data();
+            c.dst = bufs[dkey].data();
+            cands.push_back(std::move(c));
+          }
+      }
+      time_candidates(cands, o.reps);
+      for (Candidate& c : cands) {
+        Row r;
+        r.layer = l.name;
+        r.problem = p.str();
+        r.kernel = c.label;
+        r.family = conv_family_name(c.impl.family);
+        r.isa = isa_name(isa);
+        r.src = layout_name(c.impl.src);
+        r.dst = layout_name(c.impl.dst);
+        r.count = l.count;
+        r.macs = c.k->macs();
+        std::sort(c.samples.begin(), c.samples.end());
+        r.us = c.samples[c.samples.size() / 2] * 1e6;
+        r.us_min = c.samples[0] * 1e6;
+        r.gflops = 2 * r.macs / r.us / 1e3;
+        r.pct = 100 * r.gflops / peak[isa];
+        if (!o.sweep || (c.impl.ur_w == 0 && c.impl.oc_blocks == 0))
+          std::printf("%-20s %-6s %-52s %9.1f %8.1f %5.1f%%\n", r.layer.c_str(), r.isa.c_str(),
+                      r.kernel.c_str(), r.us, r.gflops, r.pct);
+        if (best == rows.size() || r.gflops > rows[best].gflops) best = rows.size();
+        rows.push_back(r);
       }
       if (best < rows.size()) {
         rows[best].best = true;
         net_time[isa] += rows[best].us * l.count;
         net_flops[isa] += 2 * rows[best].macs * l.count;
-        if (o.sweep)
-          std::printf("%-20s %-6s best %-47s %9.1f %8.1f %5.1f%%\n", rows[best].layer.c_str(),
-                      rows[best].isa.c_str(), rows[best].kernel.c_str(), rows[best].us,
-                      rows[best].gflops, rows[best].pct);
+        if (o.sweep) {  // the fastest blockings of this layer and isa
+          std::vector<const Row*> mine;
+          for (size_t i = first_row; i < rows.size(); ++i) mine.push_back(&rows[i]);
+          std::sort(mine.begin(), mine.end(),
+                    [](const Row* a, const Row* b) { return a->us_min < b->us_min; });
+          for (size_t i = 0; i < mine.size() && i < size_t(o.top); ++i)
+            std::printf("%-20s %-6s top%zu %-47s %9.1f %8.1f %5.1f%% (min %.1f us, %.1f%%)\n",
+                        mine[i]->layer.c_str(), mine[i]->isa.c_str(), i + 1,
+                        mine[i]->kernel.c_str(), mine[i]->us, mine[i]->gflops, mine[i]->pct,
+                        mine[i]->us_min,
+                        100 * 2 * mine[i]->macs / mine[i]->us_min / 1e3 / peak[isa]);
+        }
       }
     }
   }
@@ -295,7 +393,7 @@ int run(int argc, char** argv) {
   for (Isa isa : o.isas)
     std::printf(" | %-7s %-40s %8s %6s", isa_name(isa), "kernel", "GFLOP/s", "%peak");
   std::printf("\n");
-  for (const Layer& l : kLayers) {
+  for (const Layer& l : layers) {
     bool any = false;
     for (const Row& r : rows) any = any || (r.layer == l.name && r.best);
     if (!any) continue;

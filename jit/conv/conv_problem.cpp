@@ -3,8 +3,12 @@
 namespace kiln {
 
 std::string ConvProblem::str() const {
-  auto s = [](const char* k, int64_t v) { return std::string(k) + std::to_string(v); };
   std::string r;
+  auto s = [](const char* k, int64_t v) {
+    std::string t(k);
+    t += std::to_string(v);
+    return t;
+  };
   if (n != 1) r += s("mb", n);
   if (groups != 1) r += s("g", groups);
   r += s("ic", ic) + s("ih", ih) + s("iw", iw) + "_" + s("oc", oc) + s("oh", oh) + s("ow", ow) +

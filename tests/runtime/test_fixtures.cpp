@@ -51,8 +51,10 @@ std::vector<Tensor> load_npys(const fs::path& dir, const std::string& prefix) {
 double rel_error(const Tensor& got, const Tensor& ref) {
   double maxref = 0, maxdiff = 0;
   for (int64_t i = 0; i < ref.numel(); ++i) {
-    double r = ref.dtype() == kiln::DType::f32 ? ref.data<float>()[i] : double(ref.data<int64_t>()[i]);
-    double g = got.dtype() == kiln::DType::f32 ? got.data<float>()[i] : double(got.data<int64_t>()[i]);
+    double r =
+        ref.dtype() == kiln::DType::f32 ? ref.data<float>()[i] : double(ref.data<int64_t>()[i]);
+    double g =
+        got.dtype() == kiln::DType::f32 ? got.data<float>()[i] : double(got.data<int64_t>()[i]);
     if (std::isnan(g) != std::isnan(r)) return INFINITY;
     maxref = std::max(maxref, std::fabs(r));
     maxdiff = std::max(maxdiff, std::fabs(g - r));
@@ -69,40 +71,61 @@ std::vector<Tensor> run(const kiln::Session& s, const std::vector<Tensor>& in) {
 
 }  // namespace
 
-TEST_CASE("fixture models match their PyTorch/NumPy references") {
+// Every fixture on each execution path: JIT at the best ISA, JIT capped to AVX2, and the
+// scalar reference kernels.
+std::vector<std::pair<std::string, kiln::SessionOptions>> paths() {
+  std::vector<std::pair<std::string, kiln::SessionOptions>> v;
+  kiln::SessionOptions o;
+  o.threads = 2;
+  if (kiln::detect_isa() == kiln::Isa::avx512) v.push_back({"avx512", o});
+  o.max_isa = int(kiln::Isa::avx2);
+  if (kiln::detect_isa() >= kiln::Isa::avx2) v.push_back({"avx2", o});
+  o.max_isa = -1;
+  o.reference = true;
+  v.push_back({"reference", o});
+  return v;
+}
+
+TEST_CASE("fixture models match their PyTorch/NumPy references on every path") {
   auto all = fixtures(fs::path(KILN_FIXTURE_DIR) / "models");
   REQUIRE(all.size() >= 20);
-  for (const auto& f : all) {
-    CAPTURE(f.name);
-    auto s = kiln::Session::load_file((f.dir / "model.onnx").string(), {});
-    auto in = load_npys(f.dir, "input_");
-    auto ref = load_npys(f.dir, "output_");
-    REQUIRE(in.size() == s->inputs().size());
-    REQUIRE(ref.size() == s->outputs().size());
-    auto out = run(*s, in);
-    for (size_t i = 0; i < ref.size(); ++i) {
-      CAPTURE(i);
-      REQUIRE(out[i].shape() == ref[i].shape());
-      double err = rel_error(out[i], ref[i]);
-      CHECK(err <= f.tol);
+  for (const auto& [path, opts] : paths())
+    for (const auto& f : all) {
+      CAPTURE(path);
+      CAPTURE(f.name);
+      auto s = kiln::Session::load_file((f.dir / "model.onnx").string(), opts);
+      auto in = load_npys(f.dir, "input_");
+      auto ref = load_npys(f.dir, "output_");
+      REQUIRE(in.size() == s->inputs().size());
+      REQUIRE(ref.size() == s->outputs().size());
+      auto out = run(*s, in);
+      for (size_t i = 0; i < ref.size(); ++i) {
+        CAPTURE(i);
+        REQUIRE(out[i].shape() == ref[i].shape());
+        double err = rel_error(out[i], ref[i]);
+        CHECK(err <= f.tol);
+      }
     }
-  }
 }
 
 TEST_CASE("the bundled demo model matches PyTorch, also from concurrent runs") {
   fs::path dir = fs::path(KILN_FIXTURE_DIR) / ".." / ".." / "examples" / "models";
-  auto s = kiln::Session::load_file((dir / "squeezenet1_1.onnx").string(), {});
-  Tensor in = kiln::read_npy((dir / "squeezenet1_1.input.npy").string());
-  Tensor ref = kiln::read_npy((dir / "squeezenet1_1.ref.npy").string());
-  auto out = run(*s, {in});
-  CHECK(rel_error(out[0], ref) <= 1e-4);
-  // Concurrent runs on one session give bitwise-identical outputs.
-  std::vector<std::vector<Tensor>> outs(3);
-  std::vector<std::thread> th;
-  for (auto& o : outs) th.emplace_back([&] { o = run(*s, {in}); });
-  for (auto& t : th) t.join();
-  for (auto& o : outs)
-    CHECK(std::equal(o[0].data<float>(), o[0].data<float>() + o[0].numel(), out[0].data<float>()));
+  for (const auto& [path, opts] : paths()) {
+    CAPTURE(path);
+    auto s = kiln::Session::load_file((dir / "squeezenet1_1.onnx").string(), opts);
+    Tensor in = kiln::read_npy((dir / "squeezenet1_1.input.npy").string());
+    Tensor ref = kiln::read_npy((dir / "squeezenet1_1.ref.npy").string());
+    auto out = run(*s, {in});
+    CHECK(rel_error(out[0], ref) <= 1e-4);
+    // Concurrent runs on one session give bitwise-identical outputs.
+    std::vector<std::vector<Tensor>> outs(3);
+    std::vector<std::thread> th;
+    for (auto& o : outs) th.emplace_back([&] { o = run(*s, {in}); });
+    for (auto& t : th) t.join();
+    for (auto& o : outs)
+      CHECK(
+          std::equal(o[0].data<float>(), o[0].data<float>() + o[0].numel(), out[0].data<float>()));
+  }
 }
 
 TEST_CASE("run rejects inputs of the wrong shape or dtype, naming the input") {
