@@ -2,6 +2,8 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
+#include <climits>
 #include <map>
 
 #include "graph/post_ops.h"
@@ -40,19 +42,58 @@ class Lowering {
       plan_.outputs.push_back(t);
       plan_.tensors[size_t(t)].offset = -1;  // the caller's buffer
     }
-    // One arena region per intermediate for now (liveness-based reuse is the engine issue).
-    int64_t off = 0;
-    for (auto& t : plan_.tensors) {
-      if (t.offset == -2) {
-        t.offset = off;
-        off += round_up(t.bytes, 64);
-      }
-    }
-    plan_.arena_bytes = off;
+    assign_offsets();
     return std::move(plan_);
   }
 
  private:
+  // Arena offsets from liveness: a tensor lives from the step writing it to the last step
+  // reading it; tensors whose lifetimes overlap never share bytes. Greedy by size (largest
+  // first, lowest fitting offset), which is near-optimal on CNN chains.
+  void assign_offsets() {
+    const size_t nt = plan_.tensors.size();
+    std::vector<int> first(nt, INT32_MAX), last(nt, -1);
+    for (size_t i = 0; i < plan_.steps.size(); ++i) {
+      for (int t : plan_.steps[i].dst)
+        if (t >= 0) first[size_t(t)] = std::min(first[size_t(t)], int(i)), last[size_t(t)] = std::max(last[size_t(t)], int(i));
+      for (int t : plan_.steps[i].src)
+        if (t >= 0) last[size_t(t)] = std::max(last[size_t(t)], int(i));
+    }
+    std::vector<int> order;
+    for (size_t t = 0; t < nt; ++t)
+      if (plan_.tensors[t].offset == -2) {
+        order.push_back(int(t));
+        plan_.naive_bytes += round_up(plan_.tensors[t].bytes, 64);
+      }
+    std::stable_sort(order.begin(), order.end(), [&](int a, int b) {
+      return plan_.tensors[size_t(a)].bytes > plan_.tensors[size_t(b)].bytes;
+    });
+    struct Placed {
+      int64_t off, end;
+      int first, last;
+    };
+    std::vector<Placed> placed;
+    int64_t peak = 0;
+    for (int t : order) {
+      const int64_t size = round_up(plan_.tensors[size_t(t)].bytes, 64);
+      const int f = first[size_t(t)], l = std::max(last[size_t(t)], f);
+      // Address ranges taken by tensors alive at the same time, sorted by offset.
+      std::vector<std::pair<int64_t, int64_t>> busy;
+      for (const Placed& p : placed)
+        if (p.first <= l && f <= p.last) busy.push_back({p.off, p.end});
+      std::sort(busy.begin(), busy.end());
+      int64_t off = 0;
+      for (const auto& [b, e] : busy) {
+        if (off + size <= b) break;
+        off = std::max(off, e);
+      }
+      plan_.tensors[size_t(t)].offset = off;
+      placed.push_back({off, off + size, f, l});
+      peak = std::max(peak, off + size);
+    }
+    plan_.arena_bytes = peak;
+  }
+
   bool is4d(ValueId v) const { return g_.value(v).shape.size() == 4; }
 
   // external: constants and graph inputs live outside the arena.

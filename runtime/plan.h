@@ -38,7 +38,8 @@ struct Plan {
   std::vector<PlanTensor> tensors;
   std::vector<Step> steps;
   std::vector<int> inputs, outputs;  // plan tensors of graph inputs / outputs (plain layout)
-  int64_t arena_bytes = 0;
+  int64_t arena_bytes = 0;  // peak of the liveness-based arena
+  int64_t naive_bytes = 0;  // what one buffer per intermediate would need
   int reorders = 0, jit_steps = 0;
 };
 

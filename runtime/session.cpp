@@ -91,9 +91,11 @@ void Session::prepare(const SessionOptions& o) {
   plan_ = std::make_unique<Plan>(build_plan(graph_, po));
   exec_ = std::make_unique<Executor>(graph_, *plan_, threads_);
   stats_.plan_ms = ms_since(t1);
-  spdlog::info("plan: isa {}, {} threads, {} steps ({} JIT, {} layout conversions), arena {} KiB",
-               isa_name(isa_), threads_, plan_->steps.size(), plan_->jit_steps, plan_->reorders,
-               plan_->arena_bytes / 1024);
+  spdlog::info(
+      "plan: isa {}, {} threads, {} steps ({} JIT, {} layout conversions), arena {} KiB "
+      "(one buffer per tensor: {} KiB)",
+      isa_name(isa_), threads_, plan_->steps.size(), plan_->jit_steps, plan_->reorders,
+      plan_->arena_bytes / 1024, plan_->naive_bytes / 1024);
 }
 
 static void check_io(const char* kind, const std::vector<IoInfo>& want, const std::vector<Tensor>& got) {

@@ -65,9 +65,9 @@ double gemm_cost(const FcConf& c, int mr, int nb, int ku, bool emb) {
     // Weight traffic: the first pass from memory; later row tiles from L2 if the block fits.
     const double bytes = k * nbv * c.simd * 4;
     const double passes = double(m_full + (m_tail ? 1 : 0));
-    const double mem = bytes / kMemBytesPerCycle +
-                       (passes - 1) * bytes /
-                           (bytes <= kL2Budget ? kL2BytesPerCycle : kMemBytesPerCycle);
+    const double mem =
+        bytes / kMemBytesPerCycle +
+        (passes - 1) * bytes / (bytes <= kL2Budget ? kL2BytesPerCycle : kMemBytesPerCycle);
     return std::max(cyc, mem);
   };
   return double(full) * block(nb) + (rest ? block(rest) : 0);
@@ -83,7 +83,8 @@ int FcConf::loop_regs(int ur, int nbv) const {
 
 std::string FcConf::name() const {
   const std::string n = std::to_string(block_outputs());
-  const std::string blocking = gemv() ? "gemv_f32_n" + n : "gemm_f32_m" + std::to_string(mr) + "n" + n;
+  const std::string blocking =
+      gemv() ? "gemv_f32_n" + n : "gemm_f32_m" + std::to_string(mr) + "n" + n;
   return "fc_" + blocking + "__" + isa_name(isa);
 }
 

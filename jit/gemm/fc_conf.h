@@ -13,11 +13,14 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 
+#include "graph/ir.h"
 #include "jit/conv/conv_util.h"  // ConfOr, vector_regs, block_step_cycles
 #include "jit/cpu.h"
 #include "jit/gemm/fc_kernel.h"
+#include "jit/kernel.h"
 
 namespace kiln::fcjit {
 
@@ -46,12 +49,12 @@ struct FcCallArgs {
 
 // Forced choices for tests and the benchmark (0 / -1 = the conf's own choice).
 struct FcImpl {
-  int nb = 0;         // vectors per N block
-  int mr = 0;         // rows per register tile
-  int ku = 0;         // accumulator sets (K unroll with separate sums)
-  int k_unroll = 0;   // k steps per loop iteration (rounded up to a multiple of ku)
-  int prefetch = -1;  // prefetcht0 distance ahead of the weight stream in bytes, 0 = none
-  int bcast_emb = -1; // AVX-512, M > 1: embedded {1to16} broadcast instead of a register
+  int nb = 0;          // vectors per N block
+  int mr = 0;          // rows per register tile
+  int ku = 0;          // accumulator sets (K unroll with separate sums)
+  int k_unroll = 0;    // k steps per loop iteration (rounded up to a multiple of ku)
+  int prefetch = -1;   // prefetcht0 distance ahead of the weight stream in bytes, 0 = none
+  int bcast_emb = -1;  // AVX-512, M > 1: embedded {1to16} broadcast instead of a register
 };
 
 struct FcConf {
@@ -80,9 +83,7 @@ struct FcConf {
   int64_t row_tiles() const { return m_full + (m_tail ? 1 : 0); }
   int64_t full_code_blocks() const { return last_own ? n_blocks - 1 : n_blocks; }
   int64_t block_outputs() const { return int64_t(nb) * simd; }  // NB of a full block
-  int64_t packed_floats() const {
-    return p.k * ((n_blocks - 1) * nb + n_last) * simd;
-  }
+  int64_t packed_floats() const { return p.k * ((n_blocks - 1) * nb + n_last) * simd; }
   // Accumulator registers of a tile of `ur` rows with `nbv` vectors, and the other registers the
   // K loop holds (weights, broadcast).
   int loop_regs(int ur, int nbv) const;
@@ -91,5 +92,10 @@ struct FcConf {
 };
 
 ConfOr<FcConf> init_fc_conf(const FcProblem& p, Isa isa, const FcImpl& impl = {});
+
+// The kernel of a conf (create_fc_kernel without the checks of w and bias; tests and the
+// benchmark use it to force a blocking). w: [K, N], or [N, K] when w_transposed.
+std::unique_ptr<Kernel> make_fc_kernel(const FcConf& c, const Tensor& w, bool w_transposed,
+                                       float alpha, const Tensor* bias);
 
 }  // namespace kiln::fcjit

@@ -148,8 +148,8 @@ void FcGenerator::emit_tile(int ur) {
 void FcGenerator::emit_k_steps(int ur, int steps) {
   const Isa isa = c_.isa;
   const int64_t vbytes = int64_t(c_.simd) * 4, xrow = c_.p.k * 4;
-  const int w0 = c_.ku * ur * nb_;                  // weight registers (ur > 1)
-  const int bc = ur == 1 ? w0 : w0 + nb_;           // broadcast register
+  const int w0 = c_.ku * ur * nb_;         // weight registers (ur > 1)
+  const int bc = ur == 1 ? w0 : w0 + nb_;  // broadcast register
   for (int t = 0; t < steps; ++t) {
     const int s = t % c_.ku;
     const int64_t wo = t * blk_bytes_, xo = t * 4;

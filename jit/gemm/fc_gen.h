@@ -29,8 +29,8 @@ class FcGenerator : public JitGenerator {
 
   FcConf c_;
   int nb_;
-  int lane_tail_;         // real lanes of the last vector of this code (0: full)
-  int64_t blk_bytes_;     // one k row of this code's block: nb * simd floats
+  int lane_tail_;      // real lanes of the last vector of this code (0: full)
+  int64_t blk_bytes_;  // one k row of this code's block: nb * simd floats
   std::unique_ptr<EpilogueEmitter> epi_;
   Xbyak::Label mask_table_;
   Xbyak::Reg64 x_tile_, x_k_, w_blk_, w_k_, y_blk_, y_tile_, n_off_, blk_cnt_, row_cnt_, k_cnt_,
