@@ -1,5 +1,6 @@
 #include "runtime/executor.h"
 
+#include <tbb/flow_graph.h>
 #include <tbb/parallel_for.h>
 
 #include <chrono>
@@ -8,11 +9,49 @@
 
 namespace kiln {
 
+using Clock = std::chrono::steady_clock;
+
+// Everything one run needs that must not be shared with a concurrent run: the arena, the
+// pointer table and (with several threads) a flow graph over the plan's steps, built once.
+struct Executor::Context {
+  std::shared_ptr<void> arena;
+  std::vector<float*> ptr;        // per plan tensor, refreshed per run
+  std::vector<double>* step_ms = nullptr;
+  std::unique_ptr<tbb::flow::graph> graph;
+  std::unique_ptr<tbb::flow::broadcast_node<tbb::flow::continue_msg>> start;
+  std::vector<std::unique_ptr<tbb::flow::continue_node<tbb::flow::continue_msg>>> nodes;
+};
+
 Executor::Executor(const Graph& g, const Plan& p, int threads) : g_(g), p_(p), threads_(threads) {
   if (threads_ > 1) arena_ = std::make_unique<tbb::task_arena>(threads_);
 }
 
 Executor::~Executor() = default;
+
+void Executor::run_step(Context& c, size_t si) const {
+  const Step& s = p_.steps[si];
+  const auto t0 = c.step_ms ? Clock::now() : Clock::time_point();
+  // Small fixed arrays: steps have a handful of operands, and this runs on the hot path.
+  const float* src[16];
+  float* dst[8];
+  if (s.src.size() > 16 || s.dst.size() > 8)
+    fail(Code::internal, "step " + s.kernel->name() + " has too many operands");
+  for (size_t i = 0; i < s.src.size(); ++i) src[i] = s.src[i] < 0 ? nullptr : c.ptr[size_t(s.src[i])];
+  for (size_t i = 0; i < s.dst.size(); ++i) dst[i] = s.dst[i] < 0 ? nullptr : c.ptr[size_t(s.dst[i])];
+  KernelArgs args{src, dst};
+  const int64_t tiles = s.kernel->tiles();
+  if (threads_ <= 1 || tiles <= 1) {
+    s.kernel->run(args, 0, tiles);
+  } else {
+    // Static partitioning: equal contiguous shares, one per thread, no stealing churn.
+    tbb::parallel_for(
+        tbb::blocked_range<int64_t>(0, tiles),
+        [&](const tbb::blocked_range<int64_t>& r) { s.kernel->run(args, r.begin(), r.end()); },
+        tbb::static_partitioner());
+  }
+  if (c.step_ms)
+    (*c.step_ms)[si] = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+}
 
 std::unique_ptr<Executor::Context> Executor::acquire() {
   {
@@ -26,8 +65,26 @@ std::unique_ptr<Executor::Context> Executor::acquire() {
   auto c = std::make_unique<Context>();
   size_t bytes = size_t(std::max<int64_t>(p_.arena_bytes, 64));
   void* mem = std::aligned_alloc(64, (bytes + 63) / 64 * 64);
-  if (!mem) fail(Code::out_of_memory, "cannot allocate the " + std::to_string(bytes) + "-byte run arena");
+  if (!mem)
+    fail(Code::out_of_memory, "cannot allocate the " + std::to_string(bytes) + "-byte run arena");
   c->arena = std::shared_ptr<void>(mem, [](void* q) { std::free(q); });
+  c->ptr.assign(p_.tensors.size(), nullptr);
+  if (arena_) {
+    // The graph attaches to the arena it is built in, so build it inside ours.
+    Context* cp = c.get();
+    arena_->execute([&] {
+      namespace flow = tbb::flow;
+      cp->graph = std::make_unique<flow::graph>();
+      cp->start = std::make_unique<flow::broadcast_node<flow::continue_msg>>(*cp->graph);
+      for (size_t i = 0; i < p_.steps.size(); ++i)
+        cp->nodes.push_back(std::make_unique<flow::continue_node<flow::continue_msg>>(
+            *cp->graph, [this, cp, i](const flow::continue_msg&) { run_step(*cp, i); }));
+      for (size_t i = 0; i < p_.steps.size(); ++i) {
+        if (p_.steps[i].deps.empty()) flow::make_edge(*cp->start, *cp->nodes[i]);
+        for (int d : p_.steps[i].deps) flow::make_edge(*cp->nodes[size_t(d)], *cp->nodes[i]);
+      }
+    });
+  }
   return c;
 }
 
@@ -38,18 +95,21 @@ void Executor::release(std::unique_ptr<Context> c) {
 
 void Executor::run(const std::vector<Tensor>& inputs, std::vector<Tensor>& outputs,
                    std::vector<double>* step_ms) {
-  if (step_ms) step_ms->assign(p_.steps.size(), 0.0);
   auto ctx = acquire();
   struct Guard {
     Executor* e;
     std::unique_ptr<Context>& c;
     ~Guard() { e->release(std::move(c)); }
   } guard{this, ctx};
+  Context& c = *ctx;
+  if (step_ms) step_ms->assign(p_.steps.size(), 0.0);
+  c.step_ms = step_ms;
 
-  char* base = static_cast<char*>(ctx->arena.get());
-  std::vector<float*> ptr(p_.tensors.size(), nullptr);
+  char* base = static_cast<char*>(c.arena.get());
+  std::vector<float*>& ptr = c.ptr;
   for (size_t t = 0; t < p_.tensors.size(); ++t) {
     const PlanTensor& pt = p_.tensors[t];
+    ptr[t] = nullptr;
     if (pt.offset >= 0) ptr[t] = reinterpret_cast<float*>(base + pt.offset);
     else if (g_.value(pt.value).is_const())
       ptr[t] = static_cast<float*>(const_cast<void*>(g_.value(pt.value).constant->raw()));
@@ -65,34 +125,21 @@ void Executor::run(const std::vector<Tensor>& inputs, std::vector<Tensor>& outpu
     else copies.push_back(i);
   }
 
-  std::vector<const float*> src;
-  std::vector<float*> dst;
-  auto body = [&] {
-    for (size_t si = 0; si < p_.steps.size(); ++si) {
-      const Step& s = p_.steps[si];
-      const auto t0 = step_ms ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point();
-      src.clear();
-      dst.clear();
-      for (int t : s.src) src.push_back(t < 0 ? nullptr : ptr[size_t(t)]);
-      for (int t : s.dst) dst.push_back(t < 0 ? nullptr : ptr[size_t(t)]);
-      KernelArgs args{src.data(), dst.data()};
-      const int64_t tiles = s.kernel->tiles();
-      if (threads_ <= 1 || tiles <= 1) {
-        s.kernel->run(args, 0, tiles);
-      } else {
-        // Static partitioning: equal contiguous shares, one per thread, no stealing churn.
-        tbb::parallel_for(
-            tbb::blocked_range<int64_t>(0, tiles),
-            [&](const tbb::blocked_range<int64_t>& r) { s.kernel->run(args, r.begin(), r.end()); },
-            tbb::static_partitioner());
+  if (arena_) {
+    // Independent branches (Inception-style modules, parallel convs into a concat) run
+    // concurrently; each step's tiles are split with parallel_for in the same arena.
+    arena_->execute([&] {
+      c.start->try_put(tbb::flow::continue_msg());
+      try {
+        c.graph->wait_for_all();
+      } catch (...) {
+        c.graph->reset();  // a failed step cancels the graph; make it reusable
+        throw;
       }
-      if (step_ms)
-        (*step_ms)[si] =
-            std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-    }
-  };
-  if (arena_) arena_->execute(body);
-  else body();
+    });
+  } else {
+    for (size_t si = 0; si < p_.steps.size(); ++si) run_step(c, si);
+  }
   for (size_t i : copies) {
     const float* from = ptr[size_t(p_.outputs[i])];
     if (from != outputs[i].raw()) std::memcpy(outputs[i].raw(), from, outputs[i].nbytes());

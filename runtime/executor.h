@@ -24,10 +24,9 @@ class Executor {
            std::vector<double>* step_ms = nullptr);
 
  private:
-  struct Context {
-    std::shared_ptr<void> arena;
-  };
+  struct Context;
   std::unique_ptr<Context> acquire();
+  void run_step(Context& c, size_t step) const;
   void release(std::unique_ptr<Context> c);
 
   const Graph& g_;

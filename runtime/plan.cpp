@@ -43,6 +43,7 @@ class Lowering {
       plan_.tensors[size_t(t)].offset = -1;  // the caller's buffer
     }
     assign_offsets();
+    add_dependencies();
     return std::move(plan_);
   }
 
@@ -92,6 +93,39 @@ class Lowering {
       peak = std::max(peak, off + size);
     }
     plan_.arena_bytes = peak;
+  }
+
+  void add_dependencies() {
+    const size_t nt = plan_.tensors.size();
+    std::vector<int> writer(nt, -1);
+    std::vector<std::vector<int>> users(nt);  // steps reading or writing each tensor
+    for (size_t i = 0; i < plan_.steps.size(); ++i) {
+      for (int t : plan_.steps[i].dst)
+        if (t >= 0) writer[size_t(t)] = int(i), users[size_t(t)].push_back(int(i));
+      for (int t : plan_.steps[i].src)
+        if (t >= 0) users[size_t(t)].push_back(int(i));
+    }
+    for (size_t i = 0; i < plan_.steps.size(); ++i) {
+      Step& s = plan_.steps[i];
+      std::vector<int> d;
+      for (int t : s.src)
+        if (t >= 0 && writer[size_t(t)] >= 0 && writer[size_t(t)] != int(i)) d.push_back(writer[size_t(t)]);
+      for (int t : s.dst) {
+        if (t < 0 || plan_.tensors[size_t(t)].offset < 0) continue;
+        const PlanTensor& b = plan_.tensors[size_t(t)];
+        for (size_t a = 0; a < nt; ++a) {
+          const PlanTensor& pa = plan_.tensors[a];
+          if (int(a) == t || pa.offset < 0) continue;
+          if (pa.offset >= b.offset + round_up(b.bytes, 64) || b.offset >= pa.offset + round_up(pa.bytes, 64))
+            continue;  // disjoint bytes
+          for (int u : users[a])
+            if (u < int(i)) d.push_back(u);  // earlier users of the reused bytes
+        }
+      }
+      std::sort(d.begin(), d.end());
+      d.erase(std::unique(d.begin(), d.end()), d.end());
+      s.deps = std::move(d);
+    }
   }
 
   bool is4d(ValueId v) const { return g_.value(v).shape.size() == 4; }

@@ -32,6 +32,10 @@ struct Step {
   std::vector<int> src;  // plan tensor per kernel input (-1 = omitted optional input)
   std::vector<int> dst;  // plan tensor per kernel output
   int node = -1;         // graph node index (-1 for inserted conversions)
+  // Steps that must finish first: producers of src tensors, and every step touching arena
+  // bytes this step's outputs reuse (the memory plan shares bytes between tensors whose
+  // lifetimes do not overlap in step order, so concurrent branches must respect that order).
+  std::vector<int> deps;
 };
 
 struct Plan {

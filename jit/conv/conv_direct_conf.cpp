@@ -80,7 +80,7 @@ ConfOr<DirectConf> init_direct_conf(const ConvProblem& p, const ConvImpl& impl, 
   c.icb_full = p.ic / c.simd;
   c.ic_tail = int(p.ic % c.simd);
   c.ocb = (p.oc + c.simd - 1) / c.simd;
-  c.epi_temps = epilogue_temps(p);
+  c.epi_temps = epilogue_temps(p, isa);
   c.bcast_reg = false;
 
   // Register blocking: the cheapest (ur_w, oc_blocks) by the cost model.
@@ -93,11 +93,13 @@ ConfOr<DirectConf> init_direct_conf(const ConvProblem& p, const ConvImpl& impl, 
     for (int ur = 1; ur <= max_ur; ++ur) {
       if (impl.ur_w && ur != std::min<int64_t>(impl.ur_w, p.ow)) continue;
       if (!fits(isa, ur, ob, c.bcast_reg, c.epi_temps)) continue;
-      // Ties go to plans without pixel / oc-group remainders (their partial blocks run below
-      // the model's estimate), then to more oc vectors (fewer passes over src).
-      const double cost = row_cost(c, ur, ob) * (1 + (p.ow % ur ? 0.02 : 0) + (c.ocb % ob ? 0.02 : 0));
+      // Plans with pixel / oc-group remainders pay 2% (their partial blocks run below the
+      // model's estimate). Ties (1%) go to fewer oc vectors (smaller code, measured faster
+      // with embedded broadcasts), then to wider blocks.
+      const double cost =
+          row_cost(c, ur, ob) * (1 + (p.ow % ur ? 0.02 : 0) + (c.ocb % ob ? 0.02 : 0));
       if (c.ur_w == 0 || cost < best * 0.99 ||
-          (cost <= best * 1.01 && (ob > c.oc_blocks || (ob == c.oc_blocks && ur > c.ur_w)))) {
+          (cost <= best * 1.01 && ob == c.oc_blocks && ur > c.ur_w)) {
         best = std::min(best == 0 ? cost : best, cost);
         c.ur_w = ur;
         c.oc_blocks = ob;

@@ -53,7 +53,7 @@ ConfOr<Gemm1x1Conf> init_gemm1x1_conf(const ConvProblem& p, const ConvImpl& impl
   c.icb_full = p.ic / c.simd;
   c.ic_tail = int(p.ic % c.simd);
   c.ocv = (p.oc + c.simd - 1) / c.simd;
-  c.epi_temps = epilogue_temps(p);
+  c.epi_temps = epilogue_temps(p, isa);
   c.m_len = c.stride == 1 ? p.oh * p.ow : p.ow;
   c.m_lines = c.stride == 1 ? 1 : p.oh;
 
@@ -66,11 +66,13 @@ ConfOr<Gemm1x1Conf> init_gemm1x1_conf(const ConvProblem& p, const ConvImpl& impl
     for (int ur = 1; ur <= max_ur; ++ur) {
       if (impl.ur_w && ur != std::min<int64_t>(impl.ur_w, c.m_len)) continue;
       if (!fits(isa, ur, ob, c.bcast_reg, c.epi_temps)) continue;
-      // Ties go to plans without pixel / oc-group remainders (their partial blocks run below
-      // the model's estimate), then to more oc vectors (fewer passes over src).
-      const double cost = line_cost(c, ur, ob) * (1 + (c.m_len % ur ? 0.02 : 0) + (c.ocv % ob ? 0.02 : 0));
+      // Plans with pixel / oc-group remainders pay 2% (their partial blocks run below the
+      // model's estimate). Ties (1%) go to fewer oc vectors (smaller code, measured faster
+      // with embedded broadcasts), then to wider blocks.
+      const double cost =
+          line_cost(c, ur, ob) * (1 + (c.m_len % ur ? 0.02 : 0) + (c.ocv % ob ? 0.02 : 0));
       if (c.ur_m == 0 || cost < best * 0.99 ||
-          (cost <= best * 1.01 && (ob > c.ur_n || (ob == c.ur_n && ur > c.ur_m)))) {
+          (cost <= best * 1.01 && ob == c.ur_n && ur > c.ur_m)) {
         best = std::min(best == 0 ? cost : best, cost);
         c.ur_m = ur;
         c.ur_n = ob;

@@ -14,10 +14,11 @@
 namespace kiln {
 
 enum class ConvFamily : int {
-  direct = 0,   // blocked (nChw16c / nChw8c) direct conv, any kernel/stride/pad/dilation;
-                // src may be NCHW for first layers with few input channels
-  gemm1x1 = 1,  // 1x1 conv as a JIT GEMM microkernel over flat pixels, blocked or NHWC,
-                // stride 1 and 2, no padding
+  direct = 0,     // blocked (nChw16c / nChw8c) direct conv, any kernel/stride/pad/dilation;
+                  // src may be NCHW for first layers with few input channels
+  gemm1x1 = 1,    // 1x1 conv as a JIT GEMM microkernel over flat pixels, blocked or NHWC,
+                  // stride 1 and 2, no padding
+  depthwise = 2,  // group == channels, blocked or NHWC (jit/dw/dw_kernel.h)
 };
 const char* conv_family_name(ConvFamily f);  // "direct", "gemm1x1"
 

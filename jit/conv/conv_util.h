@@ -63,15 +63,13 @@ inline int vector_regs(Isa isa) {
 }
 
 // Vector scratch registers reserved for the fused epilogue. init_conf runs without an emitter,
-// so it reserves the emitter's documented maximum (4) whenever there is a post-op; a plain
-// bias add needs none. The generator checks the real EpilogueEmitter::temps_needed() against it.
-inline int epilogue_temps(const ConvProblem& p) {
-  return p.post.empty() ? 0 : 4;
-}
+// so it uses per-op upper bounds of the emitter's needs; the generator checks the real
+// EpilogueEmitter::temps_needed() against the registers it has.
+int epilogue_temps(const ConvProblem& p, Isa isa);
 
 // Estimated cycles of one reduction step (one input channel x one kernel tap) of a register
-// block of `ur` pixels x `ob` oc vectors: 2 FMA pipes, 4-cycle FMA latency per accumulator
-// chain, load ports (3 per cycle, at most 2 full vectors) and the weight stream from L2. bcast_reg: the src value is
+// block of `ur` pixels x `ob` oc vectors: FMA pipes, FMA latency per accumulator chain, load
+// ports and the front end. bcast_reg: the src value is
 // broadcast once into a register instead of embedded in every FMA (always so on AVX2).
 double block_step_cycles(Isa isa, int ur, int ob, bool bcast_reg);
 

@@ -29,9 +29,7 @@ using convjit::ConfOr;
 constexpr int kMaxPostOps = 8;
 
 // Bits of FcCallArgs::flags.
-enum : int64_t {
-  kFlagMTail = 1,  // after the full row tiles, run the tail tile of m_tail rows
-};
+constexpr int64_t kFlagMTail = 1;  // after the full row tiles, run the tail tile of m_tail rows
 
 // What an FC JIT function receives (one pointer in rdi). Offsets are read with offsetof.
 struct FcCallArgs {

@@ -164,7 +164,7 @@ TEST_CASE("conv init_conf: register blocking fits and uses the register file") {
     REQUIRE(c);
     INFO("ow " << ow << " blocking " << c.conf->blocking_str());
     const int accs = c.conf->ur_w * c.conf->oc_blocks;
-    CHECK(accs >= 24);
+    CHECK(accs >= 14);  // enough chains to hide the FMA latency
     CHECK(accs + c.conf->oc_blocks <= 32);
     CHECK(ow % c.conf->ur_w == 0);  // no output-width tail on these widths
     auto c2 = init_direct_conf(p, kDirect8, Isa::avx2);
@@ -173,7 +173,8 @@ TEST_CASE("conv init_conf: register blocking fits and uses the register file") {
     CHECK(accs2 >= 8);
     CHECK(accs2 + c2.conf->oc_blocks + 1 <= 16);  // + the broadcast register
   }
-  // ow 7 on AVX-512: 7 pixels x 4 vectors = 28 accumulators.
+  // ow 7 on AVX-512: 7 pixels x 2 vectors (7 x 1 cannot hide the FMA latency; more vectors
+  // per pixel are slower with embedded broadcasts).
   ConvProblem p7 = problem({.ic = 512,
                             .ih = 7,
                             .iw = 7,
@@ -186,7 +187,7 @@ TEST_CASE("conv init_conf: register blocking fits and uses the register file") {
                             .pr = 1});
   auto c7 = init_direct_conf(p7, kDirect16, Isa::avx512);
   REQUIRE(c7);
-  CHECK(c7.conf->blocking_str() == "ow7oc4");
+  CHECK(c7.conf->blocking_str() == "ow7oc2");
   // With a post-op chain the epilogue's 4 scratch registers are reserved too.
   ConvProblem pe = p7;
   pe.post = chain({op(PostOp::Kind::swish)});

@@ -1,0 +1,176 @@
+// The PBQP solver: reductions to a core of degree >= 3 nodes, then branch-and-bound on that
+// core (each branch fixes one node and reduces again), back-propagation in reverse order.
+//
+// Exactness: normalisation, RI and RII leave the minimum over all assignments unchanged and
+// R0 moves its node's minimum into a constant, so a subproblem's optimum is that constant
+// plus the optimum of its core. A branch is cut only when a lower bound (every remaining node
+// and edge at its independent minimum, the branching node's neighbours at their minimum given
+// its label) already reaches the best total found, so the search returns the optimum.
+#include <algorithm>
+#include <chrono>
+#include <numeric>
+
+#include "solver/pbqp.h"
+#include "solver/pbqp_graph.h"
+
+namespace kiln {
+
+namespace {
+
+using pbqp::ReductionGraph;
+using pbqp::Step;
+using Clock = std::chrono::steady_clock;
+
+// ub - acc without inf - inf.
+double remaining(double ub, double acc) { return ub == pbqp_inf ? pbqp_inf : ub - acc; }
+
+struct Result {
+  bool found = false;
+  double value = pbqp_inf;  // objective of the returned labels, in the subproblem's costs
+};
+
+class Search {
+ public:
+  Search(const SolveOptions& opts, SolveStats& stats)
+      : opts_(opts), stats_(stats), start_(Clock::now()),
+        retries_left_(opts.max_feasibility_retries) {}
+
+  bool incomplete() const { return incomplete_; }
+  double elapsed_ms() const {
+    return std::chrono::duration<double, std::milli>(Clock::now() - start_).count();
+  }
+
+  // Finds an assignment of g with objective < ub (the best one when searching exactly), or
+  // any assignment when need_any. `labels` (indexed by g's node ids) is set when found.
+  Result run(ReductionGraph g, double ub, bool need_any, std::vector<int>& labels) {
+    if (opts_.normalise) stats_.edges_removed += g.normalise_all();
+    std::vector<Step> log;
+    double acc = 0.0;  // R0 constants
+    reduce(g, log, acc);
+    std::vector<int> core = g.alive_nodes();
+    if (root_) stats_.core_nodes = int(core.size()), root_ = false;
+    labels.assign(size_t(g.num_nodes()), 0);
+    double value = acc;
+    if (!core.empty()) {
+      if (!need_any && !(acc + g.lower_bound() < ub)) return {};
+      Result r = branch(g, remaining(ub, acc), need_any, labels);
+      if (!r.found) return {};
+      value = acc + r.value;
+    } else if (!need_any && !(value < ub)) {
+      return {};
+    }
+    for (auto it = log.rbegin(); it != log.rend(); ++it)
+      labels[size_t(it->x)] = pbqp::back_propagate(*it, labels);
+    return {true, value};
+  }
+
+ private:
+  bool out_of_time() {
+    if (!stats_.timed_out && elapsed_ms() >= opts_.time_budget_ms) stats_.timed_out = true;
+    return stats_.timed_out;
+  }
+
+  void reduce(ReductionGraph& g, std::vector<Step>& log, double& acc) {
+    std::vector<int> work;
+    for (int x = g.num_nodes() - 1; x >= 0; --x)
+      if (g.alive(x) && g.degree(x) <= 2) work.push_back(x);
+    while (!work.empty()) {
+      const int x = work.back();
+      work.pop_back();
+      if (!g.alive(x) || g.degree(x) > 2) continue;
+      const std::vector<int> nb = g.neighbours(x);
+      if (nb.empty()) {
+        double c = 0.0;
+        log.push_back(g.reduce_r0(x, &c));
+        acc += c;
+        ++stats_.r0;
+        continue;
+      }
+      if (nb.size() == 1) {
+        log.push_back(g.reduce_ri(x));
+        ++stats_.ri;
+      } else {
+        log.push_back(g.reduce_rii(x, opts_.normalise));
+        ++stats_.rii;
+      }
+      for (int y : nb)
+        if (g.degree(y) <= 2) work.push_back(y);
+    }
+  }
+
+  // Max degree (fixing it removes the most edges); then fewer labels; then lowest id.
+  static int pick_node(const ReductionGraph& g) {
+    int best = -1;
+    for (int x : g.alive_nodes()) {
+      if (best < 0 || g.degree(x) > g.degree(best) ||
+          (g.degree(x) == g.degree(best) && g.costs(x).size() < g.costs(best).size()))
+        best = x;
+    }
+    return best;
+  }
+
+  // RN on a core (every node degree >= 3): try the labels of one node in order of their
+  // lower bound. Exact mode explores every label whose bound beats the best total found;
+  // heuristic mode (option or time budget) keeps the first feasible one.
+  Result branch(const ReductionGraph& g, double ub, bool need_any, std::vector<int>& labels) {
+    ++stats_.rn;
+    const int x = pick_node(g);
+    const std::vector<double> lb = g.label_bounds(x);
+    std::vector<int> order(lb.size());
+    std::iota(order.begin(), order.end(), 0);
+    std::stable_sort(order.begin(), order.end(),
+                     [&](int a, int b) { return lb[size_t(a)] < lb[size_t(b)]; });
+    bool heuristic = !opts_.branch_and_bound;
+    Result best;
+    std::vector<int> map, child_labels;
+    for (size_t k = 0; k < order.size(); ++k) {
+      const int i = order[k];
+      const bool must = need_any && !best.found;
+      const double bound = best.found ? best.value : ub;
+      if (!must && !(lb[size_t(i)] < bound)) break;  // sorted: no later label can win
+      if (k > 0 && (heuristic || out_of_time())) {
+        heuristic = true;
+        // Only look further for a feasible assignment, within the retry budget.
+        if ((best.found && best.value < pbqp_inf) || retries_left_ <= 0) {
+          incomplete_ = true;
+          break;
+        }
+        --retries_left_;
+      }
+      double fixed = 0.0;
+      ReductionGraph child = g.fixed_copy(x, i, &map, &fixed);
+      ++stats_.bnb_nodes;
+      Result r = run(std::move(child), remaining(bound, fixed), must, child_labels);
+      if (!r.found) continue;
+      best = {true, fixed + r.value};
+      labels[size_t(x)] = i;
+      for (size_t c = 0; c < map.size(); ++c) labels[size_t(map[c])] = child_labels[c];
+    }
+    return best;
+  }
+
+  const SolveOptions& opts_;
+  SolveStats& stats_;
+  Clock::time_point start_;
+  int64_t retries_left_;
+  bool incomplete_ = false;
+  bool root_ = true;
+};
+
+}  // namespace
+
+Solution Pbqp::solve(const SolveOptions& opts) const {
+  Solution sol;
+  Search search(opts, sol.stats);
+  std::vector<int> labels;
+  search.run(ReductionGraph(*this), pbqp_inf, /*need_any=*/true, labels);
+  sol.labels = std::move(labels);
+  // Report the instance's own evaluation, not the reduced arithmetic's.
+  sol.total = evaluate(sol.labels);
+  sol.feasible = sol.total < pbqp_inf;
+  sol.optimal = !search.incomplete();
+  sol.stats.time_ms = search.elapsed_ms();
+  return sol;
+}
+
+}  // namespace kiln
