@@ -2,6 +2,7 @@
 
 #include <tbb/flow_graph.h>
 #include <tbb/parallel_for.h>
+#include <tbb/task_arena.h>
 
 #include <chrono>
 #include <cstdlib>
@@ -16,7 +17,9 @@ using Clock = std::chrono::steady_clock;
 struct Executor::Context {
   std::shared_ptr<void> arena;
   std::vector<float*> ptr;        // per plan tensor, refreshed per run
-  std::vector<double>* step_ms = nullptr;
+  RunProfile* prof = nullptr;
+  Clock::time_point origin;
+  std::mutex events_mu;
   std::unique_ptr<tbb::flow::graph> graph;
   std::unique_ptr<tbb::flow::broadcast_node<tbb::flow::continue_msg>> start;
   std::vector<std::unique_ptr<tbb::flow::continue_node<tbb::flow::continue_msg>>> nodes;
@@ -30,7 +33,7 @@ Executor::~Executor() = default;
 
 void Executor::run_step(Context& c, size_t si) const {
   const Step& s = p_.steps[si];
-  const auto t0 = c.step_ms ? Clock::now() : Clock::time_point();
+  const auto t0 = c.prof ? Clock::now() : Clock::time_point();
   // Small fixed arrays: steps have a handful of operands, and this runs on the hot path.
   const float* src[16];
   float* dst[8];
@@ -40,17 +43,29 @@ void Executor::run_step(Context& c, size_t si) const {
   for (size_t i = 0; i < s.dst.size(); ++i) dst[i] = s.dst[i] < 0 ? nullptr : c.ptr[size_t(s.dst[i])];
   KernelArgs args{src, dst};
   const int64_t tiles = s.kernel->tiles();
+  auto piece = [&](int64_t b, int64_t e) {
+    if (!c.prof) return s.kernel->run(args, b, e);
+    const auto p0 = Clock::now();
+    s.kernel->run(args, b, e);
+    const auto p1 = Clock::now();
+    auto us = [&](Clock::time_point t) {
+      return std::chrono::duration<double, std::micro>(t - c.origin).count();
+    };
+    int thread = std::max(0, tbb::this_task_arena::current_thread_index());
+    std::lock_guard<std::mutex> lock(c.events_mu);
+    c.prof->events.push_back({int(si), thread, us(p0), us(p1)});
+  };
   if (threads_ <= 1 || tiles <= 1) {
-    s.kernel->run(args, 0, tiles);
+    piece(0, tiles);
   } else {
     // Static partitioning: equal contiguous shares, one per thread, no stealing churn.
     tbb::parallel_for(
         tbb::blocked_range<int64_t>(0, tiles),
-        [&](const tbb::blocked_range<int64_t>& r) { s.kernel->run(args, r.begin(), r.end()); },
+        [&](const tbb::blocked_range<int64_t>& r) { piece(r.begin(), r.end()); },
         tbb::static_partitioner());
   }
-  if (c.step_ms)
-    (*c.step_ms)[si] = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+  if (c.prof)
+    c.prof->step_ms[si] = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
 }
 
 std::unique_ptr<Executor::Context> Executor::acquire() {
@@ -94,7 +109,7 @@ void Executor::release(std::unique_ptr<Context> c) {
 }
 
 void Executor::run(const std::vector<Tensor>& inputs, std::vector<Tensor>& outputs,
-                   std::vector<double>* step_ms) {
+                   RunProfile* profile) {
   auto ctx = acquire();
   struct Guard {
     Executor* e;
@@ -102,8 +117,12 @@ void Executor::run(const std::vector<Tensor>& inputs, std::vector<Tensor>& outpu
     ~Guard() { e->release(std::move(c)); }
   } guard{this, ctx};
   Context& c = *ctx;
-  if (step_ms) step_ms->assign(p_.steps.size(), 0.0);
-  c.step_ms = step_ms;
+  if (profile) {
+    profile->step_ms.assign(p_.steps.size(), 0.0);
+    profile->events.clear();
+  }
+  c.prof = profile;
+  c.origin = Clock::now();
 
   char* base = static_cast<char*>(c.arena.get());
   std::vector<float*>& ptr = c.ptr;

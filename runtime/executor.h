@@ -14,14 +14,24 @@
 
 namespace kiln {
 
+// Per-run timing, filled only when asked for (zero cost otherwise).
+struct RunProfile {
+  std::vector<double> step_ms;  // wall time of each plan step
+  struct Event {                // one contiguous piece of work on one thread
+    int step, thread;
+    double begin_us, end_us;    // since the start of the run
+  };
+  std::vector<Event> events;
+};
+
 class Executor {
  public:
   Executor(const Graph& g, const Plan& p, int threads);
   ~Executor();
-  // inputs/outputs already checked against the model's shapes and dtypes. With step_ms, each
-  // step's wall time is stored there (one entry per plan step); without it nothing is timed.
+  // inputs/outputs already checked against the model's shapes and dtypes. With a profile,
+  // every step and every thread's share of it is timed; without one nothing is.
   void run(const std::vector<Tensor>& inputs, std::vector<Tensor>& outputs,
-           std::vector<double>* step_ms = nullptr);
+           RunProfile* profile = nullptr);
 
  private:
   struct Context;

@@ -120,10 +120,10 @@ void Session::run(const std::vector<Tensor>& inputs, std::vector<Tensor>& output
 }
 
 void Session::run_profiled(const std::vector<Tensor>& inputs, std::vector<Tensor>& outputs,
-                           std::vector<double>& step_ms) const {
+                           RunProfile& profile) const {
   check_io("input", inputs_, inputs);
   check_io("output", outputs_, outputs);
-  exec_->run(inputs, outputs, &step_ms);
+  exec_->run(inputs, outputs, &profile);
 }
 
 }  // namespace kiln

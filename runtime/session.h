@@ -12,6 +12,7 @@
 namespace kiln {
 
 struct Plan;
+struct RunProfile;
 class Executor;
 
 struct SessionOptions {
@@ -55,9 +56,9 @@ class Session {
   // Tensor::wrap for caller memory). Safe to call concurrently from several threads: each run
   // has its own intermediate buffers.
   void run(const std::vector<Tensor>& inputs, std::vector<Tensor>& outputs) const;
-  // The same, also timing every plan step (milliseconds, indexed like plan().steps).
+  // The same, also timing every plan step and each thread's share of it.
   void run_profiled(const std::vector<Tensor>& inputs, std::vector<Tensor>& outputs,
-                    std::vector<double>& step_ms) const;
+                    RunProfile& profile) const;
 
  private:
   Session() = default;

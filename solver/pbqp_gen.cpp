@@ -19,8 +19,8 @@ class Gen {
   int node() {
     const int n = int_in(o_.min_labels, o_.max_labels);
     const double base = uniform(10.0, 1000.0);
-    std::vector<double> costs(size_t(n));
-    std::vector<int> lay(size_t(n));
+    std::vector<double> costs(static_cast<size_t>(n));
+    std::vector<int> lay(static_cast<size_t>(n));
     for (int i = 0; i < n; ++i) {
       lay[size_t(i)] = i == 0 ? 0 : int_in(0, o_.layouts - 1);
       costs[size_t(i)] = base * uniform(0.4, 1.6);

@@ -247,6 +247,35 @@ Pbqp ReductionGraph::to_pbqp(std::vector<int>* ids) const {
   return p;
 }
 
+double ReductionGraph::objective(const std::vector<int>& labels) const {
+  double t = 0.0;
+  for (int x = 0; x < num_nodes(); ++x)
+    if (alive(x)) t += cost_[size_t(x)][size_t(labels[size_t(x)])];
+  for (const Edge& e : edges_)
+    if (e.alive) t += e.m(labels[size_t(e.u)], labels[size_t(e.v)]);
+  return t;
+}
+
+void ReductionGraph::drop_weakest_edge(int x) {
+  // Normalising may remove edges; then the degree already dropped.
+  const int before = degree(x);
+  std::vector<int> ids;
+  for (auto [y, id] : adj_[size_t(x)]) ids.push_back(id);
+  for (int id : ids) normalise_edge(id);
+  if (degree(x) < before) return;
+  int best = -1;
+  double best_infs = 0, best_mean = 0;
+  for (auto [y, id] : adj_[size_t(x)]) {
+    const std::vector<double>& d = edges_[size_t(id)].m.data();
+    double infs = 0, sum = 0;
+    for (double v : d) v == pbqp_inf ? ++infs : sum += v;
+    const double mean = sum / double(d.size());
+    if (best < 0 || infs < best_infs || (infs == best_infs && mean < best_mean))
+      best = id, best_infs = infs, best_mean = mean;
+  }
+  remove_edge(best);
+}
+
 double ReductionGraph::edge_min(int id) const { return min_of(edges_[size_t(id)].m.data()); }
 
 double ReductionGraph::lower_bound() const {

@@ -62,6 +62,13 @@ class ReductionGraph {
   // The alive part as a PBQP instance (ids mapped as in `ids`: instance node k is ids[k]).
   Pbqp to_pbqp(std::vector<int>* ids) const;
 
+  // Objective of the alive part at `labels` (indexed by node id; removed nodes ignored).
+  double objective(const std::vector<int>& labels) const;
+
+  // Relaxation step for bounds: normalises x's edges (so they are >= 0) and removes the
+  // weakest one (fewest +inf entries, then smallest mean). The optimum can only decrease.
+  void drop_weakest_edge(int x);
+
   // Lower bound of the objective over the alive part: sum of node minima + edge minima.
   double lower_bound() const;
   // Lower bound given x = i: cost(x,i) + sum over neighbours y of min_j (c_y(j) + E(i,j))

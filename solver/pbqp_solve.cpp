@@ -70,7 +70,7 @@ class Search {
     return stats_.timed_out;
   }
 
-  void reduce(ReductionGraph& g, std::vector<Step>& log, double& acc) {
+  void reduce(ReductionGraph& g, std::vector<Step>& log, double& acc, bool count = true) {
     std::vector<int> work;
     for (int x = g.num_nodes() - 1; x >= 0; --x)
       if (g.alive(x) && g.degree(x) <= 2) work.push_back(x);
@@ -83,15 +83,15 @@ class Search {
         double c = 0.0;
         log.push_back(g.reduce_r0(x, &c));
         acc += c;
-        ++stats_.r0;
+        stats_.r0 += count;
         continue;
       }
       if (nb.size() == 1) {
         log.push_back(g.reduce_ri(x));
-        ++stats_.ri;
+        stats_.ri += count;
       } else {
         log.push_back(g.reduce_rii(x, opts_.normalise));
-        ++stats_.rii;
+        stats_.rii += count;
       }
       for (int y : nb)
         if (g.degree(y) <= 2) work.push_back(y);
@@ -109,27 +109,69 @@ class Search {
     return best;
   }
 
+  // Lower bound and incumbent for a core: drop the weakest edge at a minimum-degree node
+  // whenever reductions get stuck (edges are normalised to >= 0 first, so dropping one can
+  // only lower the optimum) until R0/RI/RII solve the rest. The relaxed optimum is a lower
+  // bound; its assignment, costed on the real core, is a feasible candidate.
+  struct Relaxed {
+    double lb = pbqp_inf, value = pbqp_inf;
+    std::vector<int> labels;
+  };
+  Relaxed relax(const ReductionGraph& core) {
+    ReductionGraph r = core;
+    std::vector<Step> log;
+    Relaxed out;
+    out.lb = 0.0;
+    while (true) {
+      reduce(r, log, out.lb, /*count=*/false);
+      int x = -1;
+      for (int y : r.alive_nodes())
+        if (x < 0 || r.degree(y) < r.degree(x)) x = y;
+      if (x < 0) break;
+      r.drop_weakest_edge(x);
+    }
+    out.labels.assign(size_t(core.num_nodes()), 0);
+    for (auto it = log.rbegin(); it != log.rend(); ++it)
+      out.labels[size_t(it->x)] = pbqp::back_propagate(*it, out.labels);
+    out.value = core.objective(out.labels);
+    return out;
+  }
+
   // RN on a core (every node degree >= 3): try the labels of one node in order of their
-  // lower bound. Exact mode explores every label whose bound beats the best total found;
-  // heuristic mode (option or time budget) keeps the first feasible one.
+  // lower bound. Exact mode starts from the relaxation's incumbent and explores every label
+  // whose bound beats the best total found; heuristic mode (the option, LLVM-style) keeps
+  // the first feasible label.
   Result branch(const ReductionGraph& g, double ub, bool need_any, std::vector<int>& labels) {
     ++stats_.rn;
+    Result best;
+    bool heuristic = !opts_.branch_and_bound;
+    if (!heuristic) {
+      Relaxed rel = relax(g);
+      if (rel.value < ub || need_any) {
+        best = {true, rel.value};
+        labels = std::move(rel.labels);
+      }
+      // Pruned, or the incumbent is proven optimal for this core.
+      if (!(rel.lb < (best.found ? best.value : ub))) return best;
+    }
     const int x = pick_node(g);
     const std::vector<double> lb = g.label_bounds(x);
     std::vector<int> order(lb.size());
     std::iota(order.begin(), order.end(), 0);
     std::stable_sort(order.begin(), order.end(),
                      [&](int a, int b) { return lb[size_t(a)] < lb[size_t(b)]; });
-    bool heuristic = !opts_.branch_and_bound;
-    Result best;
     std::vector<int> map, child_labels;
     for (size_t k = 0; k < order.size(); ++k) {
       const int i = order[k];
       const bool must = need_any && !best.found;
       const double bound = best.found ? best.value : ub;
       if (!must && !(lb[size_t(i)] < bound)) break;  // sorted: no later label can win
-      if (k > 0 && (heuristic || out_of_time())) {
-        heuristic = true;
+      if (!heuristic && out_of_time()) {
+        incomplete_ = true;
+        if (best.found) break;
+        heuristic = true;  // nothing in hand yet: finish greedily
+      }
+      if (heuristic && k > 0) {
         // Only look further for a feasible assignment, within the retry budget.
         if ((best.found && best.value < pbqp_inf) || retries_left_ <= 0) {
           incomplete_ = true;

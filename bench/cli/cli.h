@@ -2,6 +2,7 @@
 // statistics/JSON helpers.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <map>
 #include <stdexcept>
@@ -9,6 +10,7 @@
 #include <vector>
 
 #include "graph/ir.h"
+#include "runtime/session.h"
 
 namespace kiln::cli {
 
@@ -26,12 +28,19 @@ struct Args {
   int64_t batch = 0;
   int threads = 0;
   int runs = 50;
+  double seconds = 0;      // --seconds: run for this long instead of --runs
+  std::string trace;       // --trace: Chrome trace of one profiled run
   int warmup = 5;
   int log_level = -1;
   int max_isa = -1;        // --max-isa (kiln::Isa value), -1 = no cap
   bool reference = false;  // --reference: scalar reference kernels only
   bool layers = false;     // --layers (bench): per-step timing table
 };
+
+using Clock = std::chrono::steady_clock;
+SessionOptions session_options(const Args& a);
+std::vector<Tensor> make_outputs(const Session& s);
+double ms_between(Clock::time_point a, Clock::time_point b);
 
 int cmd_info(const Args& a);
 int cmd_run(const Args& a);

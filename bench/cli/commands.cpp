@@ -11,14 +11,9 @@
 
 #include "cli.h"
 #include "runtime/npy.h"
-#include "runtime/plan.h"
 #include "runtime/session.h"
 
 namespace kiln::cli {
-namespace {
-
-using Clock = std::chrono::steady_clock;
-
 double ms_between(Clock::time_point a, Clock::time_point b) {
   return std::chrono::duration<double, std::milli>(b - a).count();
 }
@@ -38,6 +33,8 @@ std::vector<Tensor> make_outputs(const Session& s) {
   for (const IoInfo& io : s.outputs()) outs.emplace_back(io.dtype, io.shape);
   return outs;
 }
+
+namespace {
 
 void print_io(const char* title, const std::vector<IoInfo>& list) {
   std::printf("%s:\n", title);
@@ -107,98 +104,6 @@ int cmd_run(const Args& a) {
       write_npy(path, outs[i]);
       std::printf("wrote %s\n", path.c_str());
     }
-  }
-  return 0;
-}
-
-// Per-step table: median over `runs` profiled runs of each plan step.
-void print_layers(const Session& s, const std::vector<Tensor>& ins, std::vector<Tensor>& outs,
-                  int runs) {
-  const Plan& plan = s.plan();
-  std::vector<std::vector<double>> samples(plan.steps.size());
-  std::vector<double> ms;
-  for (int r = 0; r < runs; ++r) {
-    s.run_profiled(ins, outs, ms);
-    for (size_t i = 0; i < ms.size(); ++i) samples[i].push_back(ms[i]);
-  }
-  std::vector<double> med(plan.steps.size());
-  double total = 0;
-  for (size_t i = 0; i < med.size(); ++i) total += med[i] = percentile(samples[i], 50);
-  std::printf("\n%4s  %-18s %-48s %-18s %9s %6s %8s\n", "step", "op", "kernel", "layouts", "ms",
-              "share", "GFLOP/s");
-  for (size_t i = 0; i < plan.steps.size(); ++i) {
-    const Step& st = plan.steps[i];
-    const std::string op = st.node >= 0 ? s.graph().nodes[size_t(st.node)].op : "(convert)";
-    std::string lay;
-    auto layout_of = [&](int t) { return t < 0 ? "-" : layout_name(plan.tensors[size_t(t)].layout); };
-    lay = std::string(st.src.empty() ? "-" : layout_of(st.src[0])) + ">" +
-          (st.dst.empty() ? "-" : layout_of(st.dst[0]));
-    const double macs = st.kernel->macs();
-    std::printf("%4zu  %-18s %-48s %-18s %9.4f %5.1f%% %8.1f\n", i, op.c_str(),
-                st.kernel->name().c_str(), lay.c_str(), med[i], 100.0 * med[i] / total,
-                macs > 0 && med[i] > 0 ? 2.0 * macs / (med[i] * 1e6) : 0.0);
-  }
-  std::printf("total of step medians: %.3f ms\n", total);
-}
-
-int cmd_bench(const Args& a) {
-  auto t0 = Clock::now();
-  auto s = Session::load_file(a.model, session_options(a));
-  double load_ms = ms_between(t0, Clock::now());
-
-  // Random normal inputs (fixed seed: runs are comparable); int64 inputs stay zero.
-  std::mt19937 rng(42);
-  std::normal_distribution<float> normal(0.f, 1.f);
-  std::vector<Tensor> ins;
-  for (const IoInfo& io : s->inputs()) {
-    Tensor t(io.dtype, io.shape);
-    if (io.dtype == DType::f32) {
-      float* p = t.data<float>();
-      for (int64_t i = 0; i < t.numel(); ++i) p[i] = normal(rng);
-    }
-    ins.push_back(std::move(t));
-  }
-  std::vector<Tensor> outs = make_outputs(*s);
-  for (int i = 0; i < a.warmup; ++i) s->run(ins, outs);
-  std::vector<double> lat;
-  lat.reserve(size_t(a.runs));
-  for (int i = 0; i < a.runs; ++i) {
-    auto r0 = Clock::now();
-    s->run(ins, outs);
-    lat.push_back(ms_between(r0, Clock::now()));
-  }
-  double mean = 0;
-  for (double x : lat) mean += x;
-  mean /= double(lat.size());
-  const double p50 = percentile(lat, 50), p90 = percentile(lat, 90), p99 = percentile(lat, 99);
-  const double mn = *std::min_element(lat.begin(), lat.end());
-
-  std::printf("model: %s\n", a.model.c_str());
-  std::printf("isa: %s%s  threads: %d  batch: %lld  runs: %d  warmup: %d\n", isa_name(s->isa()),
-              a.reference ? " (reference)" : "", s->threads(), (long long)a.batch, a.runs,
-              a.warmup);
-  std::printf("load_ms: %.3f\n", load_ms);
-  std::printf("latency_ms: min %.3f  mean %.3f  p50 %.3f  p90 %.3f  p99 %.3f\n", mn, mean, p50, p90,
-              p99);
-
-  if (a.layers) print_layers(*s, ins, outs, a.runs);
-
-  if (!a.json.empty()) {
-    std::ofstream f(a.json, std::ios::trunc);
-    if (!f) fail(Code::io_error, "cannot create '" + a.json + "'");
-    char buf[512];
-    std::snprintf(buf, sizeof buf,
-                  "  \"load_ms\": %.6f,\n  \"latency_ms\": {\"p50\": %.6f, \"p90\": %.6f, "
-                  "\"p99\": %.6f, \"min\": %.6f, \"mean\": %.6f}\n",
-                  load_ms, p50, p90, p99, mn, mean);
-    f << "{\n  \"model\": " << json_escape(a.model) << ",\n  \"threads\": " << a.threads
-      << ",\n  \"threads_used\": " << s->threads()
-      << ",\n  \"isa\": " << json_escape(isa_name(s->isa()))
-      << ",\n  \"reference\": " << (a.reference ? "true" : "false") << ",\n  \"batch\": " << a.batch
-      << ",\n  \"runs\": " << a.runs << ",\n  \"warmup\": " << a.warmup << ",\n"
-      << buf << "}\n";
-    f.close();
-    if (!f) fail(Code::io_error, "cannot write '" + a.json + "'");
   }
   return 0;
 }

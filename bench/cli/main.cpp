@@ -2,6 +2,7 @@
 // errors with 1; every exception is caught here so the tool never crashes on bad input.
 #include <charconv>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <exception>
 #include <new>
@@ -28,15 +29,19 @@ const char kUsage[] =
     "      order) and prints each output's shape and min/max/mean. --output writes output 0 to\n"
     "      OUT.npy; a model with several outputs writes output i to OUT_<i>.npy instead\n"
     "      (e.g. OUT_0.npy, OUT_1.npy).\n"
-    "  bench MODEL [--threads N] [--runs N] [--warmup N] [--batch N] [--json FILE] [--layers]\n"
+    "  bench MODEL [--threads N] [--runs N|--seconds S] [--warmup N] [--batch N] [--json FILE]\n"
+    "        [--layers] [--trace FILE]\n"
     "      load time (ms) and latency over --runs runs (default 50) after --warmup runs\n"
     "      (default 5) on random normal inputs: min, mean, p50, p90, p99 in ms. --json writes\n"
     "      {\"model\", \"threads\", \"threads_used\", \"isa\", \"reference\", \"batch\", "
     "\"runs\",\n"
     "      \"warmup\", \"load_ms\", \"latency_ms\": {\"p50\", \"p90\", \"p99\", \"min\", "
     "\"mean\"}}.\n"
+    "      The first run (cold arena and caches) is reported apart from the warm runs; also\n"
+    "      the load-time breakdown, arena bytes and peak RSS (all in --json too).\n"
     "      --layers also times every plan step and prints, per step, the op, kernel name,\n"
-    "      layouts, median time, share of the total and GFLOP/s.\n"
+    "      layouts, median time, share of the total and GFLOP/s. --trace writes a Chrome\n"
+    "      trace of one run (chrome://tracing or Perfetto), one lane per thread.\n"
     "\n"
     "options of every command:\n"
     "  --max-isa ISA       cap the kernels' instruction set: avx512, avx2 or scalar\n"
@@ -78,7 +83,7 @@ bool allowed(const std::string& cmd, std::string_view opt) {
   if (cmd == "run") return opt == "--input" || opt == "--output" || opt == "--threads";
   if (cmd == "bench")
     return opt == "--threads" || opt == "--runs" || opt == "--warmup" || opt == "--json" ||
-           opt == "--layers";
+           opt == "--layers" || opt == "--seconds" || opt == "--trace";
   return false;
 }
 
@@ -123,8 +128,8 @@ int parse(int argc, char** argv, Args& a) {
       if (a.log_level < 0) throw UsageError("unknown log level '" + val + "'");
       continue;
     }
-    static const char* known[] = {"--batch", "--input",  "--output", "--threads",
-                                  "--runs",  "--warmup", "--json",   "--max-isa"};
+    static const char* known[] = {"--batch", "--input", "--output",  "--threads", "--runs",
+                                  "--warmup", "--json", "--max-isa", "--seconds", "--trace"};
     bool is_known = false;
     for (const char* k : known) is_known |= opt == k;
     if (!is_known) throw UsageError("unknown option '" + opt + "'");
@@ -143,6 +148,14 @@ int parse(int argc, char** argv, Args& a) {
       a.output = val;
     else if (opt == "--json")
       a.json = val;
+    else if (opt == "--trace")
+      a.trace = val;
+    else if (opt == "--seconds") {
+      char* end = nullptr;
+      a.seconds = std::strtod(val.c_str(), &end);
+      if (!end || *end || !(a.seconds > 0 && a.seconds < 1e6))
+        throw UsageError("--seconds needs a positive number, got '" + val + "'");
+    }
     else if (opt == "--max-isa")
       a.max_isa = parse_isa_arg(val);
   }

@@ -8,6 +8,9 @@ namespace {
 // L2 share the weights of one sweep may use (half of a 1 MB L2, the smaller of the two
 // target machines).
 constexpr int64_t kL2Budget = 512 * 1024;
+// A group's weights above this are split along the input channels into chunks of ~kSplitChunk
+// (3/4 and 3/8 of a 1 MB L2).
+constexpr int64_t kSplitAbove = 768 * 1024, kSplitChunk = 384 * 1024;
 
 bool block_interior(const ConvProblem& p, int64_t ow0, int ur) {
   const int64_t first = ow0 * p.sw - p.pl;
@@ -118,9 +121,18 @@ ConfOr<DirectConf> init_direct_conf(const ConvProblem& p, const ConvImpl& impl, 
   c.oc_blocks_last = int(c.ocb - (c.oc_groups - 1) * c.oc_blocks);
   c.last_group_own = c.oc_blocks_last != c.oc_blocks || p.oc % c.simd != 0;
   c.ow_blocks = plan_ow_blocks(p, c.ur_w);
-  c.ic_chunk = c.icb_total();
+  // Loop order: all weights in L2 -> rows outer (the src rows in L1 meet every group); else
+  // one group's weights stay in L2 while its output rows sweep.
   const int64_t wei_bytes = c.icb_total() * c.wei_icb_floats(c.oc_blocks) * 4 * c.oc_groups;
   c.rows_outer = wei_bytes <= kL2Budget;
+  // K split: a group whose weights overflow L2 would stream them from L3 for every output row;
+  // cut the input channels into chunks that stay in L2 across the rows (partial sums in dst).
+  const int64_t group_bytes = c.icb_total() * c.wei_icb_floats(c.oc_blocks) * 4;
+  c.ic_chunk = c.icb_total();
+  if (group_bytes > kSplitAbove && p.oh > 1) {
+    c.ic_chunk = std::max<int64_t>(1, kSplitChunk / (c.wei_icb_floats(c.oc_blocks) * 4));
+    c.rows_outer = false;
+  }
   return c;
 }
 

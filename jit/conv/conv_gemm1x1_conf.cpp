@@ -6,6 +6,7 @@ namespace kiln::convjit {
 namespace {
 
 constexpr int64_t kL2Budget = 512 * 1024;  // see conv_direct_conf.cpp
+constexpr int64_t kL1Budget = 32 * 1024;   // of a 48 KB L1D
 
 bool fits(Isa isa, int ur, int ob, bool bcast_reg, int temps) {
   const int live = ob + ((bcast_reg || isa != Isa::avx512) ? 1 : 0);
@@ -91,15 +92,19 @@ ConfOr<Gemm1x1Conf> init_gemm1x1_conf(const ConvProblem& p, const ConvImpl& impl
   c.last_group_own = c.n_last != c.ur_n || p.oc % c.simd != 0;
   c.m_tail = int(c.m_len % c.ur_m);
 
-  // Chunks of a line: a stride-1 image is cut into pieces of ~4 tiles so that threads and the
-  // cache sweep get work of a few tens of microseconds; a stride-2 row is one chunk.
-  const int64_t tiles = c.full_tiles();
-  c.chunk_blocks = c.stride == 1 ? std::max<int64_t>(1, std::min<int64_t>(tiles, 4)) : tiles;
-  c.chunks = tiles == 0 ? 1 : (tiles + c.chunk_blocks - 1) / c.chunk_blocks;
-  if (c.chunk_blocks == 0) c.chunk_blocks = 1;
-  c.ic_chunk = c.icb_total();
+  // Loop order: with all weights in L2, sweep every oc group over one pixel chunk whose src
+  // stays in L1 (m_outer); else one group's weights stay while the pixels stream past.
   const int64_t wei_bytes = c.icb_total() * c.wei_kb_floats(c.ur_n) * 4 * c.n_groups;
   c.m_outer = wei_bytes <= kL2Budget;
+  // Chunks of a line: a stride-1 image is cut into pieces of whole tiles — as many as keep the
+  // chunk's src in L1 when m_outer, else ~4 — so threads get even work; a stride-2 row is one
+  // chunk.
+  const int64_t tiles = c.full_tiles();
+  const int64_t l1_tiles = kL1Budget / (4 * p.ic * c.ur_m);
+  const int64_t want = c.m_outer ? std::max<int64_t>(1, l1_tiles) : 4;
+  c.chunk_blocks = c.stride == 1 ? std::clamp<int64_t>(want, 1, tiles) : tiles;
+  c.chunks = (tiles + c.chunk_blocks - 1) / c.chunk_blocks;
+  c.ic_chunk = c.icb_total();
   return c;
 }
 

@@ -247,6 +247,32 @@ TEST_CASE("conv init_conf: forced values, tails and derived counts") {
   CHECK_FALSE(b.conf->last_group_own);
 }
 
+TEST_CASE("conv init_conf: weights beyond L2 split the input channels") {
+  // 2048 input channels x 3x3 x 2 oc vectors = 2.3 MB of weights per group.
+  ConvProblem p = problem({.ic = 2048,
+                           .ih = 7,
+                           .iw = 7,
+                           .oc = 64,
+                           .kh = 3,
+                           .kw = 3,
+                           .pt = 1,
+                           .pl = 1,
+                           .pb = 1,
+                           .pr = 1});
+  auto c = init_direct_conf(p, impl(ConvFamily::direct, Layout::nChw16c, Layout::nChw16c, 7, 2),
+                            Isa::avx512);
+  REQUIRE(c);
+  const int64_t icb_bytes = 9 * 16 * 2 * 16 * 4;      // kh kw x 16 ic x 2 x 16 oc floats
+  CHECK(c.conf->ic_chunk == 384 * 1024 / icb_bytes);  // 21 blocks
+  CHECK_FALSE(c.conf->rows_outer);
+  // Small weights: no split.
+  ConvProblem q = problem(
+      {.ic = 64, .ih = 7, .iw = 7, .oc = 64, .kh = 3, .kw = 3, .pt = 1, .pl = 1, .pb = 1, .pr = 1});
+  auto d = init_direct_conf(q, kDirect16, Isa::avx512);
+  REQUIRE(d);
+  CHECK(d.conf->ic_chunk == d.conf->icb_total());
+}
+
 TEST_CASE("conv kernel names and tile counts") {
   ConvProblem p = problem({.n = 2,
                            .ic = 16,

@@ -1,0 +1,165 @@
+// `kiln bench`: load time and its breakdown, first-run and warm latency percentiles, arena and
+// process memory, and optionally a per-step table (--layers) and a Chrome trace (--trace).
+#include <sys/resource.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <fstream>
+#include <random>
+
+#include "cli.h"
+#include "runtime/executor.h"
+#include "runtime/plan.h"
+
+namespace kiln::cli {
+namespace {
+
+std::vector<Tensor> random_inputs(const Session& s) {
+  // Random normal inputs (fixed seed: runs are comparable); int64 inputs stay zero.
+  std::mt19937 rng(42);
+  std::normal_distribution<float> normal(0.f, 1.f);
+  std::vector<Tensor> ins;
+  for (const IoInfo& io : s.inputs()) {
+    Tensor t(io.dtype, io.shape);
+    if (io.dtype == DType::f32) {
+      float* p = t.data<float>();
+      for (int64_t i = 0; i < t.numel(); ++i) p[i] = normal(rng);
+    }
+    ins.push_back(std::move(t));
+  }
+  return ins;
+}
+
+double peak_rss_mb() {
+  rusage ru{};
+  getrusage(RUSAGE_SELF, &ru);
+  return double(ru.ru_maxrss) / 1024.0;  // ru_maxrss is in KiB on Linux
+}
+
+std::string step_op(const Session& s, const Step& st) {
+  return st.node >= 0 ? s.graph().nodes[size_t(st.node)].op : "(convert)";
+}
+
+// Per-step table: median over `runs` profiled runs of each plan step.
+void print_layers(const Session& s, const std::vector<Tensor>& ins, std::vector<Tensor>& outs,
+                  int runs) {
+  const Plan& plan = s.plan();
+  std::vector<std::vector<double>> samples(plan.steps.size());
+  RunProfile prof;
+  for (int r = 0; r < runs; ++r) {
+    s.run_profiled(ins, outs, prof);
+    for (size_t i = 0; i < prof.step_ms.size(); ++i) samples[i].push_back(prof.step_ms[i]);
+  }
+  std::vector<double> med(plan.steps.size());
+  double total = 0;
+  for (size_t i = 0; i < med.size(); ++i) total += med[i] = percentile(samples[i], 50);
+  auto layout_of = [&](int t) { return t < 0 ? "-" : layout_name(plan.tensors[size_t(t)].layout); };
+  std::printf("\n%4s  %-18s %-50s %-17s %9s %6s %8s\n", "step", "op", "kernel", "layouts", "ms",
+              "share", "GFLOP/s");
+  for (size_t i = 0; i < plan.steps.size(); ++i) {
+    const Step& st = plan.steps[i];
+    std::string lay = std::string(st.src.empty() ? "-" : layout_of(st.src[0])) + ">" +
+                      (st.dst.empty() ? "-" : layout_of(st.dst[0]));
+    const double macs = st.kernel->macs();
+    std::printf("%4zu  %-18s %-50s %-17s %9.4f %5.1f%% %8.1f\n", i, step_op(s, st).c_str(),
+                st.kernel->name().c_str(), lay.c_str(), med[i], 100.0 * med[i] / total,
+                macs > 0 && med[i] > 0 ? 2.0 * macs / (med[i] * 1e6) : 0.0);
+  }
+  std::printf("total of step medians: %.3f ms\n", total);
+}
+
+// Chrome trace (chrome://tracing, Perfetto): one complete event per piece of work, one lane
+// (tid) per thread.
+void write_trace(const Session& s, const std::vector<Tensor>& ins, std::vector<Tensor>& outs,
+                 const std::string& path) {
+  RunProfile prof;
+  s.run_profiled(ins, outs, prof);
+  std::ofstream f(path, std::ios::trunc);
+  if (!f) fail(Code::io_error, "cannot create '" + path + "'");
+  f << "{\"traceEvents\": [\n";
+  bool first = true;
+  for (const auto& e : prof.events) {
+    const Step& st = s.plan().steps[size_t(e.step)];
+    char buf[128];
+    std::snprintf(buf, sizeof buf, "\"ts\": %.3f, \"dur\": %.3f", e.begin_us, e.end_us - e.begin_us);
+    f << (first ? "" : ",\n") << "{\"name\": " << json_escape(st.kernel->name())
+      << ", \"cat\": " << json_escape(step_op(s, st)) << ", \"ph\": \"X\", \"pid\": 1, \"tid\": "
+      << e.thread << ", " << buf << ", \"args\": {\"step\": " << e.step << "}}";
+    first = false;
+  }
+  f << "\n]}\n";
+  f.close();
+  if (!f) fail(Code::io_error, "cannot write '" + path + "'");
+  std::printf("wrote %s (%zu events)\n", path.c_str(), prof.events.size());
+}
+
+}  // namespace
+
+int cmd_bench(const Args& a) {
+  auto t0 = Clock::now();
+  auto s = Session::load_file(a.model, session_options(a));
+  const double load_ms = ms_between(t0, Clock::now());
+  const LoadStats& ls = s->load_stats();
+  const Plan& plan = s->plan();
+
+  std::vector<Tensor> ins = random_inputs(*s);
+  std::vector<Tensor> outs = make_outputs(*s);
+  // The first run pays for first-touching the arena and cold caches: reported on its own.
+  auto f0 = Clock::now();
+  s->run(ins, outs);
+  const double first_ms = ms_between(f0, Clock::now());
+  for (int i = 0; i < a.warmup; ++i) s->run(ins, outs);
+  std::vector<double> lat;
+  const auto start = Clock::now();
+  for (int i = 0; a.seconds > 0 ? ms_between(start, Clock::now()) < a.seconds * 1e3 : i < a.runs;
+       ++i) {
+    auto r0 = Clock::now();
+    s->run(ins, outs);
+    lat.push_back(ms_between(r0, Clock::now()));
+  }
+  double mean = 0;
+  for (double x : lat) mean += x;
+  mean /= double(lat.size());
+  const double p50 = percentile(lat, 50), p90 = percentile(lat, 90), p99 = percentile(lat, 99);
+  const double mn = *std::min_element(lat.begin(), lat.end());
+  const double rss = peak_rss_mb();
+
+  std::printf("model: %s\n", a.model.c_str());
+  std::printf("isa: %s%s  threads: %d  batch: %lld  runs: %zu  warmup: %d\n", isa_name(s->isa()),
+              a.reference ? " (reference)" : "", s->threads(), (long long)a.batch, lat.size(),
+              a.warmup);
+  std::printf("load_ms: %.3f  (parse %.1f, passes %.1f, plan+jit+pack %.1f)\n", load_ms,
+              ls.parse_ms, ls.passes_ms, ls.plan_ms);
+  std::printf("first_run_ms: %.3f\n", first_ms);
+  std::printf("latency_ms: min %.3f  mean %.3f  p50 %.3f  p90 %.3f  p99 %.3f\n", mn, mean, p50, p90,
+              p99);
+  std::printf("memory: arena %.2f MiB (one buffer per tensor: %.2f MiB), peak RSS %.1f MiB\n",
+              double(plan.arena_bytes) / 1048576.0, double(plan.naive_bytes) / 1048576.0, rss);
+
+  if (a.layers) print_layers(*s, ins, outs, std::max<int>(int(lat.size()), 1));
+  if (!a.trace.empty()) write_trace(*s, ins, outs, a.trace);
+
+  if (!a.json.empty()) {
+    std::ofstream f(a.json, std::ios::trunc);
+    if (!f) fail(Code::io_error, "cannot create '" + a.json + "'");
+    char buf[1024];
+    std::snprintf(buf, sizeof buf,
+                  "  \"load_ms\": %.6f,\n  \"load_breakdown_ms\": {\"parse\": %.6f, \"passes\": "
+                  "%.6f, \"plan\": %.6f},\n  \"first_run_ms\": %.6f,\n  \"latency_ms\": {\"p50\": "
+                  "%.6f, \"p90\": %.6f, \"p99\": %.6f, \"min\": %.6f, \"mean\": %.6f},\n"
+                  "  \"arena_bytes\": %lld,\n  \"naive_bytes\": %lld,\n  \"peak_rss_mb\": %.3f\n",
+                  load_ms, ls.parse_ms, ls.passes_ms, ls.plan_ms, first_ms, p50, p90, p99, mn,
+                  mean, (long long)plan.arena_bytes, (long long)plan.naive_bytes, rss);
+    f << "{\n  \"model\": " << json_escape(a.model) << ",\n  \"threads\": " << a.threads
+      << ",\n  \"threads_used\": " << s->threads()
+      << ",\n  \"isa\": " << json_escape(isa_name(s->isa()))
+      << ",\n  \"reference\": " << (a.reference ? "true" : "false") << ",\n  \"batch\": " << a.batch
+      << ",\n  \"runs\": " << lat.size() << ",\n  \"warmup\": " << a.warmup << ",\n"
+      << buf << "}\n";
+    f.close();
+    if (!f) fail(Code::io_error, "cannot write '" + a.json + "'");
+  }
+  return 0;
+}
+
+}  // namespace kiln::cli
