@@ -5,9 +5,11 @@
 #include <algorithm>
 #include <climits>
 #include <map>
+#include <optional>
 
 #include "graph/post_ops.h"
 #include "jit/conv/conv_kernel.h"
+#include "jit/gemm/fc_kernel.h"
 #include "runtime/glue_kernels.h"
 
 namespace kiln {
@@ -186,6 +188,7 @@ class Lowering {
   void lower(int i) {
     const Node& n = g_.nodes[size_t(i)];
     if (jit_ && n.op == "Conv" && lower_conv(i)) return;
+    if (jit_ && (n.op == "Gemm" || n.op == "MatMul") && lower_fc(i)) return;
     if (jit_ && lower_blocked(i)) return;
     lower_ref(i, Layout::nchw, false);
   }
@@ -229,6 +232,55 @@ class Lowering {
       return true;
     }
     return false;
+  }
+
+  // Gemm (transA = 0, constant B, C absent or a per-column [N] / [1, N] constant) and MatMul
+  // with a constant 2-D right operand: the JIT FC kernel (a GEMV at batch 1).
+  bool lower_fc(int i) {
+    const Node& n = g_.nodes[size_t(i)];
+    const bool gemm = n.op == "Gemm";
+    if (n.inputs.size() < 2 || !g_.value(n.inputs[1]).is_const()) return false;
+    const Value& a = g_.value(n.inputs[0]);
+    const Value& w = g_.value(n.inputs[1]);
+    if (a.dtype != DType::f32 || w.shape.size() != 2 || a.shape.empty()) return false;
+    if (gemm && n.attr_i("transA", 0) != 0) return false;
+    const bool trans_b = gemm && n.attr_i("transB", 0) != 0;
+    FcProblem p;
+    p.k = a.shape.back();
+    p.m = shape_numel(a.shape) / std::max<int64_t>(p.k, 1);
+    p.n = trans_b ? w.shape[0] : w.shape[1];
+    std::optional<Tensor> bias;
+    if (gemm) {
+      p.post = parse_post_ops(n, 3);
+      ValueId c = n.in(2);
+      if (c != kNoValue) {
+        const Value& cv = g_.value(c);
+        const bool row = cv.shape == Shape{p.n} || cv.shape == Shape{1, p.n};
+        if (!cv.is_const() || !row || cv.dtype != DType::f32) return false;
+        const float beta = n.attr_f("beta", 1.f);
+        bias = Tensor(DType::f32, {p.n});
+        for (int64_t j = 0; j < p.n; ++j) bias->data<float>()[j] = beta * cv.constant->data<float>()[j];
+        p.bias = true;
+      }
+    } else if (n.has("post_ops")) {
+      return false;
+    }
+    std::string why;
+    auto k = create_fc_kernel(p, o_.isa, *w.constant, trans_b, gemm ? n.attr_f("alpha", 1.f) : 1.f,
+                              bias ? &*bias : nullptr, &why);
+    if (!k) {
+      spdlog::debug("{}: fc not applicable: {}", n.where(), why);
+      return false;
+    }
+    std::vector<int> src(n.inputs.size(), -1);
+    src[0] = get(n.inputs[0], Layout::nchw);
+    for (const PostOp& op : p.post) {
+      src[size_t(op.input)] = get(n.inputs[size_t(op.input)], Layout::nchw);
+      if (op.kind == PostOp::Kind::scale_shift)
+        src[size_t(op.input) + 1] = get(n.inputs[size_t(op.input) + 1], Layout::nchw);
+    }
+    push(i, std::move(k), src, {add_tensor(n.outputs[0], Layout::nchw)}, true);
+    return true;
   }
 
   // Ops that run on a blocked layout without conversion when their input already is blocked.

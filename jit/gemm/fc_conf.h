@@ -1,0 +1,99 @@
+// The fully-connected family's conf and its init_conf (plain C++, no Xbyak); fc_gen only emits
+// what this decides, fc_kernel packs the weights and runs tiles.
+//
+// Weights are packed once as alpha * W in N blocks of `nb` vectors (nb * simd outputs), each
+// block [K][nb * simd] contiguous, blocks back to back, the N tail zero-padded; the last block
+// holds only the vectors it needs (`n_last`). The whole packed matrix is one sequential stream.
+//
+// One JIT call runs `n_blocks` consecutive blocks; per block a runtime loop over full tiles of
+// `mr` rows of x (plus an optional JIT-time tail tile of `m_tail` rows), each tile accumulating
+// over K in `ku` independent accumulator sets (summed before the epilogue). M == 1 (GEMV)
+// streams the weights as FMA memory operands; M > 1 loads each weight vector once per k and
+// reuses it across the tile's rows.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "graph/ir.h"
+#include "jit/conv/conv_util.h"  // ConfOr, vector_regs, block_step_cycles
+#include "jit/cpu.h"
+#include "jit/gemm/fc_kernel.h"
+#include "jit/kernel.h"
+
+namespace kiln::fcjit {
+
+using convjit::ConfOr;
+
+constexpr int kMaxPostOps = 8;
+
+// Bits of FcCallArgs::flags.
+constexpr int64_t kFlagMTail = 1;  // after the full row tiles, run the tail tile of m_tail rows
+
+// What an FC JIT function receives (one pointer in rdi). Offsets are read with offsetof.
+struct FcCallArgs {
+  const float* x = nullptr;     // first row of the call, k = 0
+  const float* w = nullptr;     // packed weights of the call's first block
+  float* y = nullptr;           // first row of the call, first output of the first block
+  const float* bias = nullptr;  // packed, zero-padded bias at the first block's first output
+  int64_t n_blocks = 0;         // consecutive N blocks in this call
+  int64_t m_tiles = 0;          // full row tiles per block
+  int64_t flags = 0;
+  int64_t res_delta[kMaxPostOps] = {};   // `add` post-op i: residual - y, in bytes
+  const float* scale[kMaxPostOps] = {};  // `scale_shift` post-op i, at the first block's output
+  const float* shift[kMaxPostOps] = {};
+};
+
+// Forced choices for tests and the benchmark (0 / -1 = the conf's own choice).
+struct FcImpl {
+  int nb = 0;          // vectors per N block
+  int mr = 0;          // rows per register tile
+  int ku = 0;          // accumulator sets (K unroll with separate sums)
+  int k_unroll = 0;    // k steps per loop iteration (rounded up to a multiple of ku)
+  int prefetch = -1;   // prefetcht0 distance ahead of the weight stream in bytes, 0 = none
+  int bcast_emb = -1;  // AVX-512, M > 1: embedded {1to16} broadcast instead of a register
+};
+
+struct FcConf {
+  FcProblem p;
+  Isa isa = Isa::avx512;
+  int simd = 16;
+
+  int64_t nvec = 0;       // output vectors: ceil(N / simd)
+  int nb = 0;             // vectors per N block
+  int64_t n_blocks = 0;   // N blocks (the last may have fewer vectors)
+  int n_last = 0;         // vectors in the last block
+  int lane_tail = 0;      // real lanes of the very last vector (0: full)
+  bool last_own = false;  // the last block needs its own code (fewer vectors or a lane tail)
+
+  int mr = 1;          // rows per register tile
+  int64_t m_full = 0;  // full row tiles: M / mr
+  int m_tail = 0;      // rows of the tail tile: M % mr
+
+  int ku = 1;              // accumulator sets
+  int k_unroll = 1;        // k steps per loop iteration (multiple of ku)
+  int prefetch = 0;        // bytes ahead, 0 = no software prefetch
+  bool bcast_emb = false;  // M > 1 on AVX-512: {1to16} memory broadcast in every FMA
+  int epi_temps = 0;       // vector registers reserved for the epilogue (and AVX2 tail mask)
+
+  bool gemv() const { return p.m == 1; }
+  int64_t row_tiles() const { return m_full + (m_tail ? 1 : 0); }
+  int64_t full_code_blocks() const { return last_own ? n_blocks - 1 : n_blocks; }
+  int64_t block_outputs() const { return int64_t(nb) * simd; }  // NB of a full block
+  int64_t packed_floats() const { return p.k * ((n_blocks - 1) * nb + n_last) * simd; }
+  // Accumulator registers of a tile of `ur` rows with `nbv` vectors, and the other registers the
+  // K loop holds (weights, broadcast).
+  int loop_regs(int ur, int nbv) const;
+  // "fc_gemv_f32_n64__avx512" / "fc_gemm_f32_m4n32__avx2"
+  std::string name() const;
+};
+
+ConfOr<FcConf> init_fc_conf(const FcProblem& p, Isa isa, const FcImpl& impl = {});
+
+// The kernel of a conf (create_fc_kernel without the checks of w and bias; tests and the
+// benchmark use it to force a blocking). w: [K, N], or [N, K] when w_transposed.
+std::unique_ptr<Kernel> make_fc_kernel(const FcConf& c, const Tensor& w, bool w_transposed,
+                                       float alpha, const Tensor* bias);
+
+}  // namespace kiln::fcjit

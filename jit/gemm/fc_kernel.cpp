@@ -1,0 +1,147 @@
+// create_fc_kernel and the FC Kernel: validates the constant operands, packs alpha * W into
+// N blocks once, owns the generated code and runs tiles of (N block, row tile).
+#include "jit/gemm/fc_kernel.h"
+
+#include <algorithm>
+#include <cstdint>
+
+#include "jit/gemm/fc_conf.h"
+#include "jit/gemm/fc_gen.h"
+
+namespace kiln {
+namespace fcjit {
+namespace {
+
+using Fn = void (*)(const FcCallArgs*);
+
+class FcKernel : public Kernel {
+ public:
+  FcKernel(const FcConf& c, const Tensor& w, bool w_transposed, float alpha, const Tensor* bias)
+      : c_(c), name_(c.name()) {
+    pack_weights(w.data<float>(), w_transposed, alpha);
+    bias_ = Tensor(DType::f32, {c.nvec * c.simd});
+    if (bias) std::copy_n(bias->data<float>(), c.p.n, bias_.data<float>());
+    main_ = std::make_unique<FcGenerator>(c, c.nb, false, name_);
+    main_->create();
+    if (c.last_own) {
+      last_ = std::make_unique<FcGenerator>(c, c.n_last, true,
+                                            name_ + "_lastn" + std::to_string(c.n_last * c.simd));
+      last_->create();
+    }
+  }
+
+  const std::string& name() const override { return name_; }
+  // Block-major, row tiles inner: a thread's range sweeps the rows of one block while its
+  // weights are in cache, and two halves split the weight stream evenly.
+  int64_t tiles() const override { return c_.n_blocks * c_.row_tiles(); }
+  double macs() const override { return c_.p.macs(); }
+
+  void run(const KernelArgs& args, int64_t begin, int64_t end) const override {
+    FcCallArgs base;
+    for (size_t i = 0; i < c_.p.post.size(); ++i) {
+      const PostOp& op = c_.p.post[i];
+      if (op.kind == PostOp::Kind::add) {
+        // Byte distance residual - y: the code addresses the residual relative to its output.
+        base.res_delta[i] = int64_t(reinterpret_cast<uintptr_t>(args.src[op.input])) -
+                            int64_t(reinterpret_cast<uintptr_t>(args.dst[0]));
+      } else if (op.kind == PostOp::Kind::scale_shift) {
+        base.scale[i] = args.src[op.input];
+        base.shift[i] = args.src[op.input + 1];
+      }
+    }
+    const int64_t rt = c_.row_tiles();
+    end = std::min(end, tiles());
+    for (int64_t t = std::max<int64_t>(begin, 0); t < end;) {
+      const int64_t blk = t / rt, r0 = t % rt;
+      if (rt == 1) {
+        // Consecutive blocks of the main code in one call; the last block on its own.
+        const int64_t main_end = std::min(end, c_.full_code_blocks());
+        const int64_t cnt = blk < main_end ? main_end - blk : 1;
+        call(args, base, blk, cnt, 0, 1);
+        t += cnt;
+      } else {
+        const int64_t r1 = std::min(rt, r0 + (end - t));
+        call(args, base, blk, 1, r0, r1);
+        t += r1 - r0;
+      }
+    }
+  }
+
+ private:
+  // Blocks [blk, blk + cnt) (all of one code), row tiles [r0, r1).
+  void call(const KernelArgs& args, const FcCallArgs& base, int64_t blk, int64_t cnt, int64_t r0,
+            int64_t r1) const {
+    const int64_t n0 = blk * c_.block_outputs(), m0 = r0 * c_.mr;
+    FcCallArgs a = base;
+    a.x = args.src[0] + m0 * c_.p.k;
+    a.y = args.dst[0] + m0 * c_.p.n + n0;
+    a.w = wei_.data<float>() + blk * c_.p.k * c_.block_outputs();
+    a.bias = bias_.data<float>() + n0;
+    for (int i = 0; i < kMaxPostOps; ++i) {
+      if (a.scale[i]) a.scale[i] += n0;
+      if (a.shift[i]) a.shift[i] += n0;
+    }
+    a.n_blocks = cnt;
+    a.m_tiles = std::max<int64_t>(0, std::min(r1, c_.m_full) - r0);
+    a.flags = r1 > c_.m_full ? kFlagMTail : 0;
+    const bool last = c_.last_own && blk == c_.n_blocks - 1;
+    (last ? last_ : main_)->fn<Fn>()(&a);
+  }
+
+  // Block b: [K][nbv * simd] at b * K * nb * simd; outputs past N are zero.
+  void pack_weights(const float* w, bool transposed, float alpha) {
+    const int64_t K = c_.p.k, N = c_.p.n, S = c_.simd;
+    wei_ = Tensor(DType::f32, {c_.packed_floats()});  // zero-filled, 64-byte aligned
+    float* base = wei_.data<float>();
+    for (int64_t b = 0; b < c_.n_blocks; ++b) {
+      const int64_t nbw = (b == c_.n_blocks - 1 ? c_.n_last : c_.nb) * S;
+      const int64_t n0 = b * c_.block_outputs(), nn = std::min(nbw, N - n0);
+      float* o = base + b * K * c_.block_outputs();
+      if (!transposed) {
+        for (int64_t k = 0; k < K; ++k)
+          for (int64_t j = 0; j < nn; ++j) o[k * nbw + j] = alpha * w[k * N + n0 + j];
+      } else {
+        // W is [N, K]: chunks of k keep both the reads and the writes within a few pages.
+        constexpr int64_t kChunk = 64;
+        for (int64_t k0 = 0; k0 < K; k0 += kChunk)
+          for (int64_t j = 0; j < nn; ++j)
+            for (int64_t k = k0; k < std::min(K, k0 + kChunk); ++k)
+              o[k * nbw + j] = alpha * w[(n0 + j) * K + k];
+      }
+    }
+  }
+
+  FcConf c_;
+  std::string name_;
+  Tensor wei_, bias_;
+  std::unique_ptr<FcGenerator> main_, last_;
+};
+
+}  // namespace
+
+std::unique_ptr<Kernel> make_fc_kernel(const FcConf& c, const Tensor& w, bool w_transposed,
+                                       float alpha, const Tensor* bias) {
+  return std::make_unique<FcKernel>(c, w, w_transposed, alpha, bias);
+}
+
+}  // namespace fcjit
+
+std::unique_ptr<Kernel> create_fc_kernel(const FcProblem& p, Isa isa, const Tensor& w,
+                                         bool w_transposed, float alpha, const Tensor* bias,
+                                         std::string* why_not) {
+  auto no = [&](const std::string& why) -> std::unique_ptr<Kernel> {
+    if (why_not) *why_not = why;
+    return nullptr;
+  };
+  const Shape ws = w_transposed ? Shape{p.n, p.k} : Shape{p.k, p.n};
+  if (w.dtype() != DType::f32 || w.shape() != ws)
+    return no("weights are not f32 " + shape_str(ws) + (w_transposed ? " (transposed)" : ""));
+  if (p.bias != (bias != nullptr)) return no("bias presence does not match the problem");
+  if (bias && (bias->dtype() != DType::f32 || bias->numel() != p.n))
+    return no("bias is not f32 [" + std::to_string(p.n) + "]");
+  auto c = fcjit::init_fc_conf(p, isa);
+  if (!c) return no(c.reason);
+  return fcjit::make_fc_kernel(*c.conf, w, w_transposed, alpha, bias);
+}
+
+}  // namespace kiln

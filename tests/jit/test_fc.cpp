@@ -1,0 +1,544 @@
+// The JIT fully-connected family (jit/gemm): init_fc_conf on its own, create_fc_kernel's
+// reasons, and the kernels on both ISAs against a naive triple loop written here (double
+// accumulation, then the post-op chain with the scalar apply_post_op).
+#include <doctest/doctest.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "graph/ir.h"
+#include "graph/post_ops.h"
+#include "jit/cpu.h"
+#include "jit/gemm/fc_conf.h"
+#include "jit/gemm/fc_kernel.h"
+
+namespace kiln {
+namespace {
+
+using K = PostOp::Kind;
+
+struct Rng {
+  uint64_t s;
+  explicit Rng(uint64_t seed) : s(seed * 0x9E3779B97F4A7C15ull + 11) {}
+  float uniform(float lo, float hi) {
+    s ^= s << 13;
+    s ^= s >> 7;
+    s ^= s << 17;
+    return lo + (hi - lo) * float(s >> 40) / float(1 << 24);
+  }
+};
+
+std::vector<float> random_vec(int64_t n, uint64_t seed, float lo = -1.f, float hi = 1.f) {
+  Rng r(seed);
+  std::vector<float> v(static_cast<size_t>(n));
+  for (float& f : v) f = r.uniform(lo, hi);
+  return v;
+}
+
+Tensor tensor_of(const std::vector<float>& v, Shape s) {
+  Tensor t(DType::f32, std::move(s));
+  std::copy(v.begin(), v.end(), t.data<float>());
+  return t;
+}
+
+PostOp op(K k, float alpha = 0, float beta = 0) {
+  PostOp o;
+  o.kind = k;
+  o.alpha = alpha;
+  o.beta = beta;
+  return o;
+}
+
+// Numbers the extra inputs as a Gemm node does (from input 3, in order).
+std::vector<PostOp> chain(std::vector<PostOp> ops) {
+  int next = 3;
+  for (PostOp& o : ops) {
+    if (o.kind == K::add) o.input = next++;
+    if (o.kind == K::scale_shift) {
+      o.input = next;
+      next += 2;
+    }
+  }
+  return ops;
+}
+
+std::vector<Isa> isas() {
+  std::vector<Isa> v;
+  for (Isa i : {Isa::avx512, Isa::avx2})
+    if (int(i) <= int(detect_isa())) v.push_back(i);
+  return v;
+}
+
+// One problem's operands, all plain row-major.
+struct Case {
+  FcProblem p;
+  bool transposed = false;
+  float alpha = 1;
+  std::vector<float> x, w, bias;
+  std::vector<std::vector<float>> extra;  // node inputs 3.. (residual [M,N], scale/shift [N])
+};
+
+Case make_case(int64_t m, int64_t k, int64_t n, bool bias, std::vector<PostOp> post,
+               bool transposed, float alpha, uint64_t seed) {
+  Case c;
+  c.p.m = m;
+  c.p.k = k;
+  c.p.n = n;
+  c.p.bias = bias;
+  c.p.post = chain(std::move(post));
+  c.transposed = transposed;
+  c.alpha = alpha;
+  c.x = random_vec(m * k, seed);
+  c.w = random_vec(k * n, seed + 1);
+  if (bias) c.bias = random_vec(n, seed + 2);
+  uint64_t s = seed + 3;
+  for (const PostOp& o : c.p.post) {
+    if (o.kind == K::add) c.extra.push_back(random_vec(m * n, s++));
+    if (o.kind == K::scale_shift) {
+      c.extra.push_back(random_vec(n, s++, 0.5f, 1.5f));
+      c.extra.push_back(random_vec(n, s++));
+    }
+  }
+  return c;
+}
+
+// W(k, n) whatever the storage order.
+float w_at(const Case& c, int64_t k, int64_t n) {
+  return c.transposed ? c.w[size_t(n * c.p.k + k)] : c.w[size_t(k * c.p.n + n)];
+}
+
+// Naive reference plus a per-element tolerance.
+//
+// Tolerance: the kernel rounds alpha * W to float once, then sums K float products in an order
+// of its own (blocked, several accumulator sets). Rounding errors of a K-term float sum behave
+// like a random walk: |err| ~ sqrt(K) * eps * (size of the partial sums), and every partial
+// sum is bounded by S = sum_k |alpha x w| + |bias|. We allow 2 * eps * sqrt(K) * S (>= the
+// worst case for K <= 3, and for large K with random signs more than 10x the observed error,
+// while a dropped or doubled term — |x w| ~ 0.25 on average — is far outside it). Every tested
+// post-op has slope <= 1 (relu, clip, sigmoid, add), so the error carries through; the chain
+// itself adds a few ulps (sigmoid's exp ~1 ulp, the residual add's rounding): 8 eps |ref|.
+struct Expected {
+  std::vector<float> y, tol;
+};
+
+Expected reference(const Case& c) {
+  const FcProblem& p = c.p;
+  const double eps = std::numeric_limits<float>::epsilon();
+  Expected e;
+  e.y.resize(size_t(p.m * p.n));
+  e.tol.resize(e.y.size());
+  for (int64_t m = 0; m < p.m; ++m)
+    for (int64_t n = 0; n < p.n; ++n) {
+      double acc = 0, mag = 0;
+      for (int64_t k = 0; k < p.k; ++k) {
+        const double t = double(c.alpha) * double(c.x[size_t(m * p.k + k)]) * double(w_at(c, k, n));
+        acc += t;
+        mag += std::fabs(t);
+      }
+      if (p.bias) {
+        acc += c.bias[size_t(n)];
+        mag += std::fabs(c.bias[size_t(n)]);
+      }
+      float v = float(acc);
+      for (const PostOp& o : p.post) {
+        float res = 0, sc = 0, sh = 0;
+        if (o.kind == K::add) res = c.extra[size_t(o.input - 3)][size_t(m * p.n + n)];
+        if (o.kind == K::scale_shift) {
+          sc = c.extra[size_t(o.input - 3)][size_t(n)];
+          sh = c.extra[size_t(o.input - 2)][size_t(n)];
+          mag *= std::fabs(sc);  // the scale stretches the error too
+        }
+        v = apply_post_op(o, v, res, sc, sh);
+      }
+      const size_t i = size_t(m * p.n + n);
+      e.y[i] = v;
+      e.tol[i] = float(2 * eps * std::sqrt(double(p.k)) * mag + 8 * eps * std::fabs(v) + 1e-30);
+    }
+  return e;
+}
+
+// KernelArgs for a case: src[0] = x, src[3..] = extra inputs.
+struct Args {
+  std::vector<const float*> src;
+  float* dst[1] = {nullptr};
+  KernelArgs get() {
+    KernelArgs a;
+    a.src = src.data();
+    a.dst = dst;
+    return a;
+  }
+};
+
+Args args_of(const Case& c, const float* x, float* y) {
+  Args a;
+  a.src = {x, nullptr, nullptr};
+  for (const auto& e : c.extra) a.src.push_back(e.data());
+  a.dst[0] = y;
+  return a;
+}
+
+// Runs `k` as two halves (the second half first, as two threads might) into a NaN-filled
+// output followed by a guard zone that must stay untouched; returns the count of elements
+// outside the tolerance (and checks the guard).
+int run_and_compare(const Kernel& k, const Case& c, const Expected& e) {
+  const size_t elems = size_t(c.p.m * c.p.n), guard = 48;
+  std::vector<float> y(elems + guard, std::numeric_limits<float>::quiet_NaN());
+  std::fill(y.begin() + int64_t(elems), y.end(), 12345.f);
+  Args a = args_of(c, c.x.data(), y.data());
+  const int64_t mid = k.tiles() / 2;
+  k.run(a.get(), mid, k.tiles());
+  k.run(a.get(), 0, mid);
+  int bad = 0;
+  for (size_t i = 0; i < elems; ++i) {
+    const bool ok = std::fabs(y[i] - e.y[i]) <= e.tol[i];  // false for NaN (unwritten)
+    if (!ok && bad++ < 3)
+      MESSAGE("element ", i, " (m ", i / size_t(c.p.n), ", n ", i % size_t(c.p.n), "): got ", y[i],
+              " want ", e.y[i], " tol ", e.tol[i]);
+  }
+  for (size_t i = elems; i < y.size(); ++i) CHECK(y[i] == 12345.f);
+  return bad;
+}
+
+std::unique_ptr<Kernel> make(const Case& c, Isa isa, std::string* why) {
+  Tensor w = tensor_of(c.w, c.transposed ? Shape{c.p.n, c.p.k} : Shape{c.p.k, c.p.n});
+  Tensor b = c.p.bias ? tensor_of(c.bias, {c.p.n}) : Tensor();
+  return create_fc_kernel(c.p, isa, w, c.transposed, c.alpha, c.p.bias ? &b : nullptr, why);
+}
+
+std::unique_ptr<Kernel> make_forced(const Case& c, Isa isa, const fcjit::FcImpl& impl) {
+  auto conf = fcjit::init_fc_conf(c.p, isa, impl);
+  REQUIRE_MESSAGE(bool(conf), conf.reason);
+  Tensor w = tensor_of(c.w, c.transposed ? Shape{c.p.n, c.p.k} : Shape{c.p.k, c.p.n});
+  Tensor b = c.p.bias ? tensor_of(c.bias, {c.p.n}) : Tensor();
+  return fcjit::make_fc_kernel(*conf.conf, w, c.transposed, c.alpha, c.p.bias ? &b : nullptr);
+}
+
+FcProblem prob(int64_t m, int64_t k, int64_t n, std::vector<PostOp> post = {}) {
+  FcProblem p;
+  p.m = m;
+  p.k = k;
+  p.n = n;
+  p.post = chain(std::move(post));
+  return p;
+}
+
+}  // namespace
+
+TEST_CASE("fc: problem string") {
+  CHECK(prob(1, 2048, 1000, {op(K::relu)}).str() == "m1k2048n1000_relu");
+  CHECK(prob(4, 3, 5).str() == "m4k3n5");
+}
+
+TEST_CASE("fc: init_fc_conf reasons") {
+  auto why = [](const FcProblem& p, Isa isa) {
+    auto c = fcjit::init_fc_conf(p, isa);
+    return c ? std::string() : c.reason;
+  };
+  CHECK(why(prob(1, 64, 64), Isa::scalar) == "needs isa avx2 or avx512");
+  CHECK(why(prob(1, 0, 64), Isa::avx2) == "empty problem (m, k or n < 1)");
+  CHECK(why(prob(1, 64, 0), Isa::avx2) == "empty problem (m, k or n < 1)");
+  CHECK(why(prob(0, 64, 64), Isa::avx2) == "empty problem (m, k or n < 1)");
+  CHECK(why(prob(1, 64, 64, std::vector<PostOp>(9, op(K::relu))), Isa::avx2) ==
+        "more than 8 fused post-ops");
+  FcProblem p = prob(1, 64, 64);
+  p.post = {op(K::add)};  // no input index
+  CHECK(why(p, Isa::avx2) == "post-op 'add' has no input index");
+  CHECK(why(prob(1, int64_t(1) << 30, 64), Isa::avx2) == "k or n too large for 32-bit offsets");
+  fcjit::FcImpl emb;
+  emb.bcast_emb = 1;
+  auto e = fcjit::init_fc_conf(prob(4, 64, 64), Isa::avx2, emb);
+  CHECK(e.reason == "embedded broadcast needs avx512");
+  fcjit::FcImpl huge;
+  huge.ku = 8;
+  huge.nb = 4;
+  auto c = fcjit::init_fc_conf(prob(1, 64, 512), Isa::avx2, huge);  // 32 accumulators > 16
+  CHECK_FALSE(bool(c));
+  CHECK(c.reason == "forced blocking exceeds the vector registers");
+}
+
+TEST_CASE("fc: init_fc_conf blocking") {
+  for (Isa isa : isas()) {
+    const std::string isa_s = isa_name(isa);
+    CAPTURE(isa_s);
+    const int w = simd_width(isa), regs = isa == Isa::avx512 ? 32 : 16;
+    SUBCASE("gemv ResNet-50 2048->1000") {
+      auto c = fcjit::init_fc_conf(prob(1, 2048, 1000), isa);
+      REQUIRE(bool(c));
+      const fcjit::FcConf& f = *c.conf;
+      CHECK(f.gemv());
+      CHECK(f.nb * w == 64);  // 256 bytes of the weight stream per k step
+      CHECK(f.mr == 1);
+      CHECK(f.nvec == (1000 + w - 1) / w);
+      CHECK(f.n_blocks == 16);  // ceil(1000 / 64)
+      CHECK(f.n_last == f.nvec - 15 * f.nb);
+      CHECK(f.lane_tail == 1000 % w);
+      CHECK(f.last_own);
+      CHECK(f.ku * f.nb >= 8);  // enough independent FMA chains
+      CHECK(f.k_unroll % f.ku == 0);
+      CHECK(f.packed_floats() == 2048 * f.nvec * w);
+      CHECK(f.name() == std::string("fc_gemv_f32_n64__") + isa_name(isa));
+    }
+    SUBCASE("gemv 4096->4096: no tail code") {
+      auto c = fcjit::init_fc_conf(prob(1, 4096, 4096), isa);
+      REQUIRE(bool(c));
+      CHECK(c.conf->n_blocks == 4096 / 64);
+      CHECK_FALSE(c.conf->last_own);
+      CHECK(c.conf->row_tiles() == 1);
+    }
+    SUBCASE("gemv narrow N and tiny K") {
+      auto c = fcjit::init_fc_conf(prob(1, 1, 5), isa);
+      REQUIRE(bool(c));
+      CHECK(c.conf->nb == 1);
+      CHECK(c.conf->n_blocks == 1);
+      CHECK(c.conf->lane_tail == 5);
+      CHECK(c.conf->ku == 1);  // one k step: no second set
+    }
+    SUBCASE("gemm small batches: as many rows per tile as the row cap allows") {
+      const int64_t cap = isa == Isa::avx512 ? 8 : 4;  // see init_fc_conf
+      for (int64_t m : {2, 3, 7}) {
+        auto c = fcjit::init_fc_conf(prob(m, 1000, 1000, {op(K::relu)}), isa);
+        REQUIRE(bool(c));
+        const fcjit::FcConf& f = *c.conf;
+        CAPTURE(m);
+        CHECK_FALSE(f.gemv());
+        CHECK(f.mr == std::min(m, cap));  // fewest passes over the weights
+        CHECK(f.m_full == m / f.mr);
+        CHECK(f.m_tail == m % f.mr);
+        CHECK(f.loop_regs(f.mr, f.nb) <= regs);
+        CHECK(f.mr * f.nb + f.epi_temps <= regs);
+        CHECK(f.name() == "fc_gemm_f32_m" + std::to_string(f.mr) + "n" + std::to_string(f.nb * w) +
+                              "__" + isa_name(isa));
+      }
+    }
+    SUBCASE("gemm big batch: register tile with a row tail") {
+      auto c = fcjit::init_fc_conf(prob(64, 512, 512), isa);
+      REQUIRE(bool(c));
+      const fcjit::FcConf& f = *c.conf;
+      CHECK(f.mr * f.nb >= 8);
+      CHECK(f.loop_regs(f.mr, f.nb) <= regs);
+      CHECK(f.m_full == 64 / f.mr);
+      CHECK(f.m_tail == 64 % f.mr);
+      CHECK(f.row_tiles() == (64 + f.mr - 1) / f.mr);
+    }
+    SUBCASE("forced blocking") {
+      fcjit::FcImpl impl;
+      impl.mr = 3;
+      impl.nb = 2;
+      impl.ku = 2;
+      impl.k_unroll = 3;
+      impl.prefetch = 512;
+      auto c = fcjit::init_fc_conf(prob(7, 100, 100), isa, impl);
+      REQUIRE(bool(c));
+      CHECK(c.conf->mr == 3);
+      CHECK(c.conf->m_full == 2);
+      CHECK(c.conf->m_tail == 1);
+      CHECK(c.conf->nb == 2);
+      CHECK(c.conf->ku == 2);
+      CHECK(c.conf->k_unroll == 4);  // rounded up to a multiple of ku
+      CHECK(c.conf->prefetch == 512);
+    }
+  }
+}
+
+TEST_CASE("fc: create_fc_kernel reasons") {
+  Case c = make_case(1, 8, 8, true, {}, false, 1, 1);
+  std::string why;
+  CHECK(make(c, Isa::scalar, &why) == nullptr);
+  CHECK(why == "needs isa avx2 or avx512");
+  Tensor w = tensor_of(c.w, {8, 8});
+  Tensor wrong(DType::f32, {4, 16});
+  CHECK(create_fc_kernel(c.p, Isa::avx2, wrong, false, 1, nullptr, &why) == nullptr);
+  CHECK(why == "weights are not f32 [8,8]");
+  FcProblem nb = c.p;
+  nb.bias = false;
+  Tensor b = tensor_of(c.bias, {8});
+  CHECK(create_fc_kernel(nb, Isa::avx2, w, false, 1, &b, &why) == nullptr);
+  CHECK(why == "bias presence does not match the problem");
+  Tensor b5(DType::f32, {5});
+  CHECK(create_fc_kernel(c.p, Isa::avx2, w, false, 1, &b5, &why) == nullptr);
+  CHECK(why == "bias is not f32 [8]");
+  auto k = create_fc_kernel(c.p, Isa::avx2, w, false, 1, &b, &why);
+  REQUIRE(k != nullptr);
+  CHECK(k->name() == "fc_gemv_f32_n8__avx2");
+  CHECK(k->tiles() == 1);
+  CHECK(k->macs() == 64);
+}
+
+TEST_CASE("fc: tiles split the weight stream") {
+  for (Isa isa : isas()) {
+    const std::string isa_s = isa_name(isa);
+    CAPTURE(isa_s);
+    const int w = simd_width(isa);
+    Case c = make_case(1, 64, 1000, false, {}, false, 1, 5);
+    auto k = make(c, isa, nullptr);
+    REQUIRE(k);
+    CHECK(k->tiles() == 16);  // one tile per block of 64 outputs
+    Case g = make_case(7, 64, 1000, false, {}, false, 1, 6);
+    auto kg = make_forced(g, isa, [] {
+      fcjit::FcImpl i;
+      i.mr = 3;
+      i.nb = 2;
+      return i;
+    }());
+    CHECK(kg->tiles() == ((1000 + w - 1) / w + 1) / 2 * 3);  // blocks x (2 full + 1 tail rows)
+  }
+}
+
+TEST_CASE("fc: kernels match the naive loop (shape x post-op sweep)") {
+  const std::vector<std::vector<PostOp>> chains = {
+      {}, {op(K::relu)}, {op(K::clip, 0.f, 6.f)}, {op(K::add), op(K::relu)}, {op(K::sigmoid)},
+  };
+  int failures = 0, cases = 0;
+  for (Isa isa : isas()) {
+    uint64_t seed = 100;
+    for (int64_t m : {1, 2, 3, 7})
+      for (int64_t k : {1, 3, 17, 64, 1000})
+        for (int64_t n : {1, 5, 16, 17, 63, 1000}) {
+          for (size_t ci = 0; ci < chains.size(); ++ci, ++seed) {
+            const bool transposed = seed % 2 == 1;
+            const bool bias = seed % 4 < 2;
+            const float alpha = seed % 3 == 0 ? 1.f : seed % 3 == 1 ? -0.75f : 1.5f;
+            Case c = make_case(m, k, n, bias, chains[ci], transposed, alpha, seed);
+            const std::string isa_s = isa_name(isa);
+            CAPTURE(isa_s);
+            CAPTURE(c.p.str());
+            CAPTURE(transposed);
+            CAPTURE(bias);
+            CAPTURE(alpha);
+            std::string why;
+            auto kern = make(c, isa, &why);
+            REQUIRE_MESSAGE(kern != nullptr, why);
+            const int bad = run_and_compare(*kern, c, reference(c));
+            CHECK_MESSAGE(bad == 0, kern->name());
+            failures += bad != 0;
+            ++cases;
+          }
+        }
+  }
+  MESSAGE(cases, " fc cases, ", failures, " failing");
+}
+
+TEST_CASE("fc: forced blockings, every tile on its own, scale_shift and swish") {
+  struct Force {
+    int64_t m, k, n;
+    fcjit::FcImpl impl;
+  };
+  auto impl = [](int mr, int nb, int ku, int ku_unroll, int pf, int emb) {
+    fcjit::FcImpl i;
+    i.mr = mr;
+    i.nb = nb;
+    i.ku = ku;
+    i.k_unroll = ku_unroll;
+    i.prefetch = pf;
+    i.bcast_emb = emb;
+    return i;
+  };
+  const std::vector<Force> forces = {
+      {1, 100, 77, impl(0, 1, 1, 1, 0, -1)},      // one set, no unroll
+      {1, 100, 77, impl(0, 2, 4, 8, 0, -1)},      // 4 sets
+      {1, 1001, 300, impl(0, 4, 2, 6, 256, -1)},  // prefetch, odd K remainder
+      {1, 37, 200, impl(0, 8, 1, 5, 1024, -1)},   // wide block
+      {7, 50, 100, impl(3, 2, 1, 4, 0, -1)},      // row tail (2 full tiles + 1 row)
+      {7, 50, 100, impl(2, 3, 2, 2, 0, -1)},      // row tail with 2 sets
+      {7, 50, 100, impl(7, 3, 1, 4, 0, 1)},       // embedded broadcast (AVX-512 only)
+      {5, 33, 40, impl(4, 1, 2, 4, 128, 0)},      // prefetch in a gemm, single-vector blocks
+  };
+  const std::vector<PostOp> post = {op(K::scale_shift), op(K::swish), op(K::add),
+                                    op(K::leaky_relu, 0.1f)};
+  for (Isa isa : isas()) {
+    uint64_t seed = 9000;
+    for (const Force& f : forces) {
+      if (f.impl.bcast_emb == 1 && isa != Isa::avx512) continue;
+      ++seed;
+      Case c = make_case(f.m, f.k, f.n, true, post, seed % 2 == 0, 0.5f, seed);
+      const std::string isa_s = isa_name(isa);
+      CAPTURE(isa_s);
+      CAPTURE(c.p.str());
+      auto kern = make_forced(c, isa, f.impl);
+      const Expected e = reference(c);
+      CHECK(run_and_compare(*kern, c, e) == 0);
+      // Every tile alone, last first.
+      std::vector<float> y(size_t(f.m * f.n), std::numeric_limits<float>::quiet_NaN());
+      Args a = args_of(c, c.x.data(), y.data());
+      for (int64_t t = kern->tiles() - 1; t >= 0; --t) kern->run(a.get(), t, t + 1);
+      int bad = 0;
+      for (size_t i = 0; i < y.size(); ++i) bad += !(std::fabs(y[i] - e.y[i]) <= e.tol[i]);
+      CHECK_MESSAGE(bad == 0, kern->name());
+    }
+  }
+}
+
+TEST_CASE("fc: residual may be the output itself") {
+  for (Isa isa : isas()) {
+    Case c = make_case(3, 40, 21, true, {op(K::add), op(K::relu)}, false, 1, 77);
+    const Expected e = reference(c);
+    auto kern = make(c, isa, nullptr);
+    std::vector<float> y = c.extra[0];  // y starts as the residual
+    Args a = args_of(c, c.x.data(), y.data());
+    a.src[3] = y.data();
+    kern->run_all(a.get());
+    int bad = 0;
+    for (size_t i = 0; i < y.size(); ++i) bad += !(std::fabs(y[i] - e.y[i]) <= e.tol[i]);
+    CHECK(bad == 0);
+  }
+}
+
+// Operands that end exactly at an inaccessible page: any read or write past the last element
+// (an unmasked tail) faults instead of passing silently.
+class GuardedBuffer {
+ public:
+  explicit GuardedBuffer(size_t floats) {
+    const size_t page = size_t(sysconf(_SC_PAGESIZE));
+    data_bytes_ = (floats * 4 + page - 1) / page * page;
+    size_ = data_bytes_ + page;
+    void* m = mmap(nullptr, size_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    REQUIRE(m != MAP_FAILED);
+    base_ = static_cast<char*>(m);
+    REQUIRE(mprotect(base_ + data_bytes_, page, PROT_NONE) == 0);
+    ptr_ = reinterpret_cast<float*>(base_ + data_bytes_ - floats * 4);
+  }
+  ~GuardedBuffer() { munmap(base_, size_); }
+  float* get() { return ptr_; }
+
+ private:
+  char* base_ = nullptr;
+  size_t size_ = 0, data_bytes_ = 0;
+  float* ptr_ = nullptr;
+};
+
+TEST_CASE("fc: no access past the end of x, y, residual, scale and shift") {
+  for (Isa isa : isas())
+    for (int64_t m : {1, 3})
+      for (int64_t n : {5, 17, 1000}) {
+        const std::string isa_s = isa_name(isa);
+        CAPTURE(isa_s);
+        Case c = make_case(m, 19, n, true, {op(K::add), op(K::scale_shift), op(K::sigmoid)}, true,
+                           1.25f, uint64_t(500 + m * 7 + n));
+        CAPTURE(c.p.str());
+        const Expected e = reference(c);
+        auto kern = make(c, isa, nullptr);
+        GuardedBuffer x(c.x.size()), y(size_t(m * n));
+        std::copy(c.x.begin(), c.x.end(), x.get());
+        std::vector<GuardedBuffer> extra;
+        extra.reserve(c.extra.size());
+        Args a = args_of(c, x.get(), y.get());
+        for (size_t i = 0; i < c.extra.size(); ++i) {
+          extra.emplace_back(c.extra[i].size());
+          std::copy(c.extra[i].begin(), c.extra[i].end(), extra.back().get());
+          a.src[3 + i] = extra.back().get();
+        }
+        kern->run_all(a.get());
+        int bad = 0;
+        for (size_t i = 0; i < size_t(m * n); ++i)
+          bad += !(std::fabs(y.get()[i] - e.y[i]) <= e.tol[i]);
+        CHECK(bad == 0);
+      }
+}
+
+}  // namespace kiln
