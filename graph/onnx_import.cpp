@@ -305,12 +305,17 @@ Graph import_onnx(const void* data, size_t size, const ImportOptions& opts) {
 }
 
 Graph import_onnx_file(const std::string& path, ImportOptions opts) {
-  std::ifstream f(path, std::ios::binary);
-  if (!f) fail(Code::io_error, "cannot open model file '" + path + "'");
   std::error_code ec;
   if (fs::is_directory(path, ec)) fail(Code::io_error, "'" + path + "' is a directory");
-  std::string bytes((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
-  if (f.bad()) fail(Code::io_error, "reading model file '" + path + "' failed");
+  std::ifstream f(path, std::ios::binary | std::ios::ate);
+  if (!f) fail(Code::io_error, "cannot open model file '" + path + "'");
+  const std::streamoff size = f.tellg();
+  if (size < 0) fail(Code::io_error, "cannot size model file '" + path + "'");
+  // One read of the whole file (a per-character stream iterator costs ~10 ns a byte).
+  std::string bytes(size_t(size), '\0');
+  f.seekg(0);
+  f.read(bytes.data(), size);
+  if (!f) fail(Code::io_error, "reading model file '" + path + "' failed");
   if (opts.model_dir.empty()) {
     fs::path dir = fs::path(path).parent_path();
     opts.model_dir = dir.empty() ? "." : dir.string();
