@@ -9,6 +9,7 @@
 
 #include "graph/post_ops.h"
 #include "jit/conv/conv_kernel.h"
+#include "jit/dw/dw_kernel.h"
 #include "jit/gemm/fc_kernel.h"
 #include "runtime/glue_kernels.h"
 
@@ -196,7 +197,8 @@ class Lowering {
   bool lower_conv(int i) {
     const Node& n = g_.nodes[size_t(i)];
     ConvProblem p = ConvProblem::from_node(g_, n);
-    if (p.groups != 1) return false;
+    const bool depthwise = p.groups == p.ic && p.groups == p.oc && p.groups > 1;
+    if (p.groups != 1 && !depthwise) return false;
     const Value& w = g_.value(n.inputs[1]);
     if (!w.is_const()) return false;
     const Tensor* bias = p.bias ? &*g_.value(n.inputs[2]).constant : nullptr;
@@ -204,15 +206,18 @@ class Lowering {
     // Fixed rule until the solver exists: 1x1 without padding -> GEMM microkernel, else direct;
     // a few-channel input still in NCHW (the first layer) is read as NCHW directly.
     std::vector<ConvImpl> tries;
+    if (depthwise) tries.push_back({ConvFamily::depthwise, blocked_, blocked_});
     bool one_by_one = p.kh == 1 && p.kw == 1 && p.pt == 0 && p.pl == 0 && p.pb == 0 && p.pr == 0;
     ValueId x = n.inputs[0];
     bool plain_first = p.ic <= 4 && !available(x, blocked_);
-    if (one_by_one) tries.push_back({ConvFamily::gemm1x1, blocked_, blocked_});
-    if (plain_first) tries.push_back({ConvFamily::direct, Layout::nchw, blocked_});
-    tries.push_back({ConvFamily::direct, blocked_, blocked_});
+    if (one_by_one && !depthwise) tries.push_back({ConvFamily::gemm1x1, blocked_, blocked_});
+    if (plain_first && !depthwise) tries.push_back({ConvFamily::direct, Layout::nchw, blocked_});
+    if (!depthwise) tries.push_back({ConvFamily::direct, blocked_, blocked_});
     for (const ConvImpl& impl : tries) {
       std::string why;
-      auto k = create_conv_kernel(p, impl, o_.isa, *w.constant, bias, &why);
+      auto k = impl.family == ConvFamily::depthwise
+                   ? create_depthwise_kernel(p, impl, o_.isa, *w.constant, bias, &why)
+                   : create_conv_kernel(p, impl, o_.isa, *w.constant, bias, &why);
       if (!k) {
         spdlog::debug("{}: {} conv not applicable: {}", n.where(), conv_family_name(impl.family), why);
         continue;

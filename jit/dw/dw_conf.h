@@ -1,0 +1,123 @@
+// Depthwise convolution (group == channels, one filter per channel): the conf (register
+// blocking, row segments, tiles) and its init_conf. Plain C++ — dw_gen only emits what this
+// decides.
+//
+// One vector register holds one channel vector: a whole channel block in nChw16c / nChw8c,
+// `simd` consecutive channels of a pixel in NHWC (the last vector masked when C % simd != 0).
+// One JIT call computes output rows [r0, r1) of channel vectors [cv0, cv1) of one image. The
+// rows are walked through `segs`: runs of consecutive output rows with the same valid kernel
+// rows, so the top/bottom padding is resolved at JIT time. A row is cut into register blocks
+// of `ur_w` output pixels (plan_ow_blocks of the direct family): blocks touching the
+// left/right padding are emitted on their own with the taps that would read padding left out,
+// the interior blocks form a runtime loop. Within a block and kernel row every input vector is
+// loaded once and used by all the taps that read it (with stride 1, a vector feeds up to kw
+// accumulators).
+// Loop order: blocked layouts run one channel vector's plane at a time (its taps loaded once);
+// NHWC runs the tile's channel vectors innermost, per register block, with tiles of as many
+// vectors as keep the input rows of an output row in L1 (but at least 256 B per pixel: shorter
+// runs walk memory with a large stride); rows too wide for that take all channels per tile.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "jit/conv/conv_direct_conf.h"  // OwBlock, plan_ow_blocks
+#include "jit/conv/conv_kernel.h"
+#include "jit/conv/conv_util.h"
+
+namespace kiln::convjit {
+
+// Where the filter taps of the current channel vector live.
+enum class DwWeights {
+  automatic,  // init_dw_conf's choice (cost model)
+  all,        // all kh*kw tap vectors in registers, loaded once per channel vector (blocked)
+              // or per register block (NHWC)
+  row,        // the kw taps of one kernel row, reloaded per block and kernel row
+};
+
+// Consecutive output rows [start, start + count) whose valid kernel rows are [kh_lo, kh_hi)
+// (kh_lo == kh_hi: the rows see only padding).
+struct DwRowSeg {
+  int64_t start = 0, count = 0;
+  int kh_lo = 0, kh_hi = 0;
+};
+
+// The rows and channel vectors of one tile.
+struct DwTile {
+  int64_t n = 0, cv0 = 0, cv1 = 0, r0 = 0, r1 = 0;
+};
+
+struct DwConf {
+  ConvProblem p;  // ic == oc == groups
+  Isa isa = Isa::avx512;
+  int simd = 16;
+  Layout layout = Layout::nChw16c;  // src and dst
+  bool nhwc = false;
+
+  int64_t cv = 0;          // channel vectors: ceil(C / simd)
+  int tail = 0;            // C % simd (0: none)
+  bool tail_code = false;  // the last vector has its own code: masked loads/stores (NHWC)
+                           // or masked epilogue operands (plain [C] scale/shift arrays)
+  int ur_w = 0;            // output pixels per register block
+  DwWeights weights = DwWeights::all;
+  int epi_temps = 0;               // vector scratch registers reserved for the epilogue
+  std::vector<OwBlock> ow_blocks;  // covers [0, ow)
+  std::vector<DwRowSeg> segs;      // covers [0, oh)
+
+  // Tiles: (n, cv chunk, row chunk). Blocked: whole planes, several per tile when small.
+  // NHWC: as many vectors as keep a window of input rows in L1 (the JIT runs them innermost).
+  int64_t cv_chunks = 1, row_chunks = 1;
+
+  int64_t tiles() const { return p.n * cv_chunks * row_chunks; }
+  DwTile tile(int64_t t) const;
+
+  // "conv_dw_f32_nChw16c_k3s1_ow8__avx512" (row weights: "..._ow12wr__avx2").
+  std::string name() const;
+  std::string blocking_str() const;  // "k3s1_ow8"
+
+  int64_t c_pad() const { return cv * simd; }
+  // Byte strides for the generator and the kernel.
+  int64_t src_pix_bytes() const { return nhwc ? p.ic * 4 : int64_t(simd) * 4; }
+  int64_t src_row_bytes() const { return src_pix_bytes() * p.iw; }
+  int64_t src_cv_bytes() const {
+    return nhwc ? int64_t(simd) * 4 : int64_t(simd) * 4 * p.ih * p.iw;
+  }
+  int64_t src_img_floats() const { return nhwc ? p.ic * p.ih * p.iw : c_pad() * p.ih * p.iw; }
+  int64_t dst_pix_bytes() const { return nhwc ? p.oc * 4 : int64_t(simd) * 4; }
+  int64_t dst_row_bytes() const { return dst_pix_bytes() * p.ow; }
+  int64_t dst_cv_bytes() const {
+    return nhwc ? int64_t(simd) * 4 : int64_t(simd) * 4 * p.oh * p.ow;
+  }
+  int64_t dst_img_floats() const { return nhwc ? p.oc * p.oh * p.ow : c_pad() * p.oh * p.ow; }
+  // Packed weights: blocked [cv][kh][kw][simd], NHWC [kh][kw][c_pad].
+  int64_t wei_tap_bytes() const { return nhwc ? c_pad() * 4 : int64_t(simd) * 4; }
+  int64_t wei_cv_bytes() const { return nhwc ? int64_t(simd) * 4 : p.kh * p.kw * simd * 4; }
+  int taps() const { return int(p.kh * p.kw); }
+  int weight_regs() const { return weights == DwWeights::all ? taps() : int(p.kw); }
+  // AVX2 keeps the lane mask of the masked NHWC tail loads/stores in a register.
+  bool mask_reg() const { return isa == Isa::avx2 && nhwc && tail_code; }
+};
+
+// The conf, or why the depthwise family does not apply. `force` pins the weight mode (tests and
+// the benchmark's sweep); impl.ur_w > 0 pins the register block width.
+ConfOr<DwConf> init_dw_conf(const ConvProblem& p, const ConvImpl& impl, Isa isa,
+                            DwWeights force = DwWeights::automatic);
+
+// Runs of output rows with the same valid kernel rows (exposed for tests).
+std::vector<DwRowSeg> plan_dw_rows(const ConvProblem& p);
+
+// Vector registers a blocking needs: accumulators, weights, one input vector, epilogue scratch
+// (shared with the registers that are dead at the store) and the AVX2 tail mask.
+int dw_vector_regs(const DwConf& c, int ur, DwWeights w);
+
+// Estimated cycles of one interior register block of `ur` pixels (the cost model).
+double dw_block_cycles(const DwConf& c, int ur, DwWeights w);
+
+// Distinct input columns one kernel row of a block of `ur` pixels reads.
+int dw_block_inputs(const ConvProblem& p, int ur);
+
+// The Kernel for a conf (packs the weights, generates the code).
+std::unique_ptr<Kernel> make_dw_kernel(const DwConf& c, const Tensor& weights, const Tensor* bias);
+
+}  // namespace kiln::convjit

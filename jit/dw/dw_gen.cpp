@@ -1,0 +1,308 @@
+#include "jit/dw/dw_gen.h"
+
+#include <map>
+#include <utility>
+
+#include "graph/error.h"
+#include "jit/conv/conv_jit_util.h"
+
+namespace kiln::convjit {
+
+using namespace Xbyak;
+
+namespace {
+
+// Upper bound of the emitted bytes: instructions are at most ~12 bytes, the epilogue chain at
+// most ~60 instructions per op and accumulator.
+size_t code_size_bound(const DwConf& c) {
+  const size_t ur = size_t(c.ur_w), taps = size_t(c.taps());
+  const size_t loads = size_t(c.p.kh) * size_t(dw_block_inputs(c.p, c.ur_w)) + taps;
+  const size_t store = ur * (40 + 60 * 12 * (c.p.post.size() + 1));
+  const size_t block = (ur * taps + loads + ur) * 12 + store + 64;
+  const size_t row = c.ow_blocks.size() * block + 64;
+  const size_t vec = c.segs.size() * (row + 96) + taps * 12 + 64;
+  return vec * (c.tail_code ? 2 : 1) + 16384;
+}
+
+}  // namespace
+
+DwGenerator::DwGenerator(const DwConf& c, const std::string& name)
+    : JitGenerator(name, code_size_bound(c)), c_(c) {
+  GprPool pool;
+  src_cv_ = pool.take("src_cv");
+  dst_cv_ = pool.take("dst_cv");
+  wei_ = pool.take("wei");
+  bias_ = pool.take("bias");
+  c_off_ = pool.take("c_off");
+  cv_cnt_ = pool.take("cv_cnt");
+  src_row_ = pool.take("src_row");
+  dst_row_ = pool.take("dst_row");
+  row_cnt_ = pool.take("row_cnt");
+  src_blk_ = pool.take("src_blk");
+  dst_blk_ = pool.take("dst_blk");
+  ow_cnt_ = pool.take("ow_cnt");
+  epi_a_ = pool.take("epi_a");
+  epi_b_ = pool.take("epi_b");
+  // The bias initialises the accumulators (as in the reference: bias first, then the taps), so
+  // the epilogue only runs the post-op chain.
+  epi_ = std::make_unique<EpilogueEmitter>(*this, c.isa, false, c.p.post);
+  const int need = epi_->temps_needed();
+  if (need > c.epi_temps)
+    fail(Code::internal, "kernel " + name + ": epilogue needs " + std::to_string(need) +
+                             " scratch registers, conf reserved " + std::to_string(c.epi_temps));
+  w0_ = c.ur_w;
+  in_ = w0_ + c.weight_regs();
+  // Registers dead at the store: the input register, and the row weights (reloaded per block).
+  const int first_temp = c.weights == DwWeights::all ? in_ : w0_;
+  for (int t = 0; t < need; ++t) temps_.push_back(first_temp + t);
+  int used = c.weights == DwWeights::all ? in_ + std::max(1, c.epi_temps)
+                                         : w0_ + std::max(c.weight_regs() + 1, c.epi_temps);
+  if (c.mask_reg()) mask_ = used++;
+  if (used > vector_regs(c.isa) || used != dw_vector_regs(c, c.ur_w, c.weights))
+    fail(Code::internal, "kernel " + name + ": register plan does not match the conf");
+}
+
+DwGenerator::~DwGenerator() = default;
+
+int DwGenerator::wreg(int kh, int kw) const {
+  return c_.weights == DwWeights::all ? w0_ + kh * int(c_.p.kw) + kw : w0_ + kw;
+}
+
+bool DwGenerator::tap_valid(int64_t ow0, int px, int kw) const {
+  if (ow0 < 0) return true;  // interior block: every tap is inside the image
+  const int64_t iw = (ow0 + px) * c_.p.sw - c_.p.pl + int64_t(kw) * c_.p.dw;
+  return iw >= 0 && iw < c_.p.iw;
+}
+
+void DwGenerator::generate() {
+  const Reg64 param = abi_param1;
+  preamble();
+  if (c_.tail_code && c_.nhwc && c_.isa == Isa::avx512) {
+    mov(epi_a_.cvt32(), (1u << c_.tail) - 1);
+    kmovw(k1, epi_a_.cvt32());
+  }
+  if (c_.mask_reg()) vmovups(Ymm(mask_), ptr[rip + mask_table_]);
+  mov(wei_, ptr[param + offsetof(DwCallArgs, c.wei)]);
+  mov(bias_, ptr[param + offsetof(DwCallArgs, c.bias)]);
+  xor_(c_off_, c_off_);
+  if (c_.nhwc) {
+    // Channel vectors innermost (per register block, emit_vectors): the pointers stay at the
+    // call's first vector and c_off indexes every operand.
+    mov(src_row_, ptr[param + offsetof(DwCallArgs, c.src)]);
+    mov(dst_row_, ptr[param + offsetof(DwCallArgs, c.dst)]);
+    for (const DwRowSeg& s : c_.segs) emit_segment(s, false);
+  } else {
+    // One plane per channel vector: its taps load once, then all its rows.
+    mov(src_cv_, ptr[param + offsetof(DwCallArgs, c.src)]);
+    mov(dst_cv_, ptr[param + offsetof(DwCallArgs, c.dst)]);
+    Label loop, tail, done;
+    mov(cv_cnt_, ptr[param + offsetof(DwCallArgs, cv_full)]);
+    test(cv_cnt_, cv_cnt_);
+    jz(tail, T_NEAR);
+    L(loop);
+    emit_plane(false);
+    add(src_cv_, c_.src_cv_bytes());
+    add(dst_cv_, c_.dst_cv_bytes());
+    add(wei_, c_.wei_cv_bytes());
+    add(bias_, c_.simd * 4);
+    add(c_off_, c_.simd * 4);
+    dec(cv_cnt_);
+    jnz(loop, T_NEAR);
+    L(tail);
+    if (c_.tail_code) {
+      test(byte[param + offsetof(DwCallArgs, c.flags)], int(kFlagIcTail));
+      jz(done, T_NEAR);
+      emit_plane(true);
+    }
+    L(done);
+  }
+  postamble();
+  if (c_.mask_reg()) {
+    align(32);
+    L(mask_table_);
+    for (int i = 0; i < 8; ++i) dd(i < c_.tail ? 0xffffffffu : 0u);
+  }
+  epi_->emit_constants();
+}
+
+void DwGenerator::load_weights(int kh_lo, int kh_hi, const std::vector<bool>& cols) {
+  for (int kh = kh_lo; kh < kh_hi; ++kh)
+    for (int kw = 0; kw < c_.p.kw; ++kw)
+      if (cols[size_t(kw)])
+        vmovups(vreg(c_.isa, wreg(kh, kw)),
+                at(wei_, (int64_t(kh) * c_.p.kw + kw) * c_.wei_tap_bytes()));
+}
+
+Address DwGenerator::at(const Reg64& base, int64_t disp) const {
+  if (c_.nhwc) return ptr[base + c_off_ + disp];
+  return ptr[base + disp];
+}
+
+void DwGenerator::emit_plane(bool tail) {
+  if (c_.weights == DwWeights::all)
+    load_weights(0, int(c_.p.kh), std::vector<bool>(size_t(c_.p.kw), true));
+  mov(src_row_, src_cv_);
+  mov(dst_row_, dst_cv_);
+  for (const DwRowSeg& s : c_.segs) emit_segment(s, tail);
+}
+
+void DwGenerator::emit_vectors(int ur, int64_t ow0, const DwRowSeg& s, const Reg64& src,
+                               int64_t sdisp, const Reg64& dst, int64_t ddisp) {
+  // NHWC: the call's channel vectors of one register block, full ones in a loop, then the
+  // partial one with masked loads and stores.
+  const Reg64 param = abi_param1;
+  Label loop, tail, done;
+  xor_(c_off_, c_off_);
+  mov(cv_cnt_, ptr[param + offsetof(DwCallArgs, cv_full)]);
+  test(cv_cnt_, cv_cnt_);
+  jz(tail, T_NEAR);
+  L(loop);
+  emit_block(ur, ow0, s, false, src, sdisp, dst, ddisp);
+  add(c_off_, c_.simd * 4);
+  dec(cv_cnt_);
+  jnz(loop, T_NEAR);
+  L(tail);
+  if (c_.tail_code) {
+    test(byte[param + offsetof(DwCallArgs, c.flags)], int(kFlagIcTail));
+    jz(done, T_NEAR);
+    emit_block(ur, ow0, s, true, src, sdisp, dst, ddisp);
+  }
+  L(done);
+}
+
+void DwGenerator::emit_segment(const DwRowSeg& s, bool tail) {
+  const Reg64 param = abi_param1;
+  // The segment's rows inside the call's [r0, r1): [max(r0, start), min(r1, end)). Rows run
+  // in order, so the row pointers already sit at the first of them.
+  Label loop, skip;
+  mov(row_cnt_, ptr[param + offsetof(DwCallArgs, r1)]);
+  mov(ow_cnt_, s.start + s.count);
+  cmp(row_cnt_, ow_cnt_);
+  cmovg(row_cnt_, ow_cnt_);
+  mov(ow_cnt_, ptr[param + offsetof(DwCallArgs, r0)]);
+  mov(epi_a_, s.start);
+  cmp(ow_cnt_, epi_a_);
+  cmovl(ow_cnt_, epi_a_);
+  sub(row_cnt_, ow_cnt_);
+  jle(skip, T_NEAR);
+  L(loop);
+  emit_row(s, tail);
+  add(src_row_, c_.p.sh * c_.src_row_bytes());
+  add(dst_row_, c_.dst_row_bytes());
+  dec(row_cnt_);
+  jnz(loop, T_NEAR);
+  L(skip);
+}
+
+void DwGenerator::emit_row(const DwRowSeg& s, bool tail) {
+  const ConvProblem& p = c_.p;
+  const int64_t pix = c_.src_pix_bytes(), dpix = c_.dst_pix_bytes();
+  for (const OwBlock& b : c_.ow_blocks) {
+    // src_row points at input row r * sh, column 0; the block's window starts pt rows and pl
+    // columns before that.
+    const int64_t scol = (b.start * p.sw - p.pl) * pix - p.pt * c_.src_row_bytes();
+    const int64_t dcol = b.start * dpix;
+    if (b.count > 1) {
+      Label loop;
+      lea(src_blk_, ptr[src_row_ + scol]);
+      lea(dst_blk_, ptr[dst_row_ + dcol]);
+      mov(ow_cnt_, b.count);
+      L(loop);
+      if (c_.nhwc)
+        emit_vectors(b.ur, -1, s, src_blk_, 0, dst_blk_, 0);
+      else
+        emit_block(b.ur, -1, s, tail, src_blk_, 0, dst_blk_, 0);
+      add(src_blk_, b.ur * p.sw * pix);
+      add(dst_blk_, b.ur * dpix);
+      dec(ow_cnt_);
+      jnz(loop, T_NEAR);
+    } else if (c_.nhwc) {
+      emit_vectors(b.ur, b.interior ? -1 : b.start, s, src_row_, scol, dst_row_, dcol);
+    } else {
+      emit_block(b.ur, b.interior ? -1 : b.start, s, tail, src_row_, scol, dst_row_, dcol);
+    }
+  }
+}
+
+void DwGenerator::emit_block(int ur, int64_t ow0, const DwRowSeg& s, bool tail, const Reg64& src,
+                             int64_t sdisp, const Reg64& dst, int64_t ddisp) {
+  const ConvProblem& p = c_.p;
+  const int64_t pix = c_.src_pix_bytes(), dpix = c_.dst_pix_bytes();
+  const bool io_tail = tail && c_.nhwc;
+  // The taps (pixel, kernel column) reading each input column, per kernel row; which kernel
+  // columns the block uses at all.
+  std::vector<std::map<int64_t, std::vector<std::pair<int, int>>>> uses(size_t(p.kh));
+  std::vector<bool> cols(size_t(p.kw), false);
+  for (int kh = s.kh_lo; kh < s.kh_hi; ++kh)
+    for (int px = 0; px < ur; ++px)
+      for (int kw = 0; kw < p.kw; ++kw)
+        if (tap_valid(ow0, px, kw)) {
+          uses[size_t(kh)][int64_t(px) * p.sw + int64_t(kw) * p.dw].push_back({px, kw});
+          cols[size_t(kw)] = true;
+        }
+  // NHWC switches channel vectors per block, so even all-taps weights load here.
+  if (c_.nhwc && c_.weights == DwWeights::all) load_weights(s.kh_lo, s.kh_hi, cols);
+  for (int px = 0; px < ur; ++px) {
+    Xmm a = vreg(c_.isa, px);
+    if (p.bias)
+      vmovups(a, at(bias_, 0));
+    else
+      vxorps(a, a, a);
+  }
+  for (int kh = s.kh_lo; kh < s.kh_hi; ++kh) {
+    const int64_t rdisp = sdisp + int64_t(kh) * p.dh * c_.src_row_bytes();
+    if (c_.weights == DwWeights::row) load_weights(kh, kh + 1, cols);
+    for (const auto& [x, taps] : uses[size_t(kh)]) {
+      const Address in = at(src, rdisp + x * pix);
+      if (taps.size() == 1 && !io_tail) {
+        // Read by one tap only: the load folds into the FMA.
+        vfmadd231ps(vreg(c_.isa, taps[0].first), vreg(c_.isa, wreg(kh, taps[0].second)), in);
+        continue;
+      }
+      load_input(in_, in, io_tail);
+      for (const auto& [px, kw] : taps)
+        vfmadd231ps(vreg(c_.isa, px), vreg(c_.isa, wreg(kh, kw)), vreg(c_.isa, in_));
+    }
+  }
+  for (int px = 0; px < ur; ++px) {
+    const int64_t d = ddisp + px * dpix;
+    if (!epi_->empty()) epi_->apply(px, temps_, operands(dst, d), tail ? c_.tail : 0);
+    store(at(dst, d), px, io_tail);
+  }
+}
+
+void DwGenerator::load_input(int reg, const Address& a, bool tail) {
+  if (!tail) return vmovups(vreg(c_.isa, reg), a);
+  if (c_.isa == Isa::avx512) return vmovups(Zmm(reg) | k1 | T_z, a);
+  vmaskmovps(Ymm(reg), Ymm(mask_), a);  // lanes past the tail are not read
+}
+
+void DwGenerator::store(const Address& a, int acc, bool tail) {
+  if (!tail) return vmovups(a, vreg(c_.isa, acc));
+  if (c_.isa == Isa::avx512) return vmovups(a | k1, Zmm(acc));
+  vmaskmovps(a, Ymm(mask_), Ymm(acc));
+}
+
+EpilogueEmitter::Operands DwGenerator::operands(const Reg64& dst, int64_t ddisp) {
+  // Each lambda loads its pointer right before the address is used (the emitter asks for an
+  // operand immediately before the instruction that reads it). Per-channel arrays are plain
+  // [C] at the call's first channel; c_off is the current vector's byte offset from it.
+  const Reg64 param = abi_param1;
+  EpilogueEmitter::Operands o;
+  o.residual = [this, param, dst, ddisp](int i) {
+    mov(epi_a_, ptr[param + offsetof(DwCallArgs, c.res_delta) + 8 * i]);
+    if (c_.nhwc) add(epi_a_, c_off_);
+    return ptr[dst + epi_a_ + ddisp];
+  };
+  o.scale = [this, param](int i) {
+    mov(epi_a_, ptr[param + offsetof(DwCallArgs, c.scale) + 8 * i]);
+    return ptr[epi_a_ + c_off_];
+  };
+  o.shift = [this, param](int i) {
+    mov(epi_b_, ptr[param + offsetof(DwCallArgs, c.shift) + 8 * i]);
+    return ptr[epi_b_ + c_off_];
+  };
+  return o;
+}
+
+}  // namespace kiln::convjit

@@ -1,0 +1,109 @@
+// The depthwise family's Kernel (packs the weights once, owns the generated code, runs tiles
+// of (image, channel vectors, output rows)) and create_depthwise_kernel.
+#include "jit/dw/dw_kernel.h"
+
+#include <cstdint>
+
+#include "jit/conv/conv_families.h"  // fill_post_args
+#include "jit/dw/dw_gen.h"
+
+namespace kiln {
+namespace convjit {
+namespace {
+
+using Fn = void (*)(const DwCallArgs*);
+
+class DwKernel : public Kernel {
+ public:
+  DwKernel(const DwConf& c, const Tensor& w, const Tensor* bias)
+      : c_(c),
+        name_(c.name()),
+        bias_(pack_bias(bias ? bias->data<float>() : nullptr, c.p.oc, c.c_pad())),
+        gen_(c, name_) {
+    pack_weights(w.data<float>());
+    gen_.create();
+  }
+
+  const std::string& name() const override { return name_; }
+  int64_t tiles() const override { return c_.tiles(); }
+  double macs() const override { return c_.p.macs(); }
+
+  void run(const KernelArgs& args, int64_t begin, int64_t end) const override {
+    DwCallArgs base;
+    fill_post_args(c_.p.post, args, &base.c);
+    const Fn fn = gen_.fn<Fn>();
+    for (int64_t t = begin; t < end; ++t) {
+      const DwTile tl = c_.tile(t);
+      if (tl.cv0 >= tl.cv1 || tl.r0 >= tl.r1) continue;
+      DwCallArgs a = base;
+      // The row pointer may lie past the image when the rows read only bottom padding; it is
+      // only ever used with offsets that land inside, so compute it as an integer.
+      const uintptr_t src = reinterpret_cast<uintptr_t>(args.src[0]) +
+                            uintptr_t(tl.n * c_.src_img_floats() * 4 + tl.cv0 * c_.src_cv_bytes() +
+                                      tl.r0 * c_.p.sh * c_.src_row_bytes());
+      a.c.src = reinterpret_cast<const float*>(src);
+      a.c.dst = args.dst[0] + tl.n * c_.dst_img_floats() +
+                (tl.cv0 * c_.dst_cv_bytes() + tl.r0 * c_.dst_row_bytes()) / 4;
+      a.c.wei = wei_.data<float>() + tl.cv0 * c_.wei_cv_bytes() / 4;
+      a.c.bias = bias_.data() + tl.cv0 * c_.simd;
+      for (int i = 0; i < kMaxPostOps; ++i) {
+        if (a.c.scale[i]) a.c.scale[i] += tl.cv0 * c_.simd;
+        if (a.c.shift[i]) a.c.shift[i] += tl.cv0 * c_.simd;
+      }
+      a.r0 = tl.r0;
+      a.r1 = tl.r1;
+      const bool tail = c_.tail_code && tl.cv1 == c_.cv;
+      a.cv_full = tl.cv1 - tl.cv0 - (tail ? 1 : 0);
+      a.c.flags = tail ? int64_t(kFlagIcTail) : 0;
+      fn(&a);
+    }
+  }
+
+ private:
+  // Blocked: [cv][kh][kw][simd]; NHWC: [kh][kw][c_pad]. Channels past C are zero.
+  void pack_weights(const float* w) {
+    const ConvProblem& p = c_.p;
+    const int64_t taps = p.kh * p.kw;
+    wei_ = Tensor(DType::f32, {c_.c_pad() * taps});  // zero-filled, 64-byte aligned
+    float* out = wei_.data<float>();
+    for (int64_t ch = 0; ch < p.ic; ++ch)
+      for (int64_t k = 0; k < taps; ++k) {
+        const int64_t at =
+            c_.nhwc ? k * c_.c_pad() + ch : ((ch / c_.simd) * taps + k) * c_.simd + ch % c_.simd;
+        out[at] = w[ch * taps + k];
+      }
+  }
+
+  DwConf c_;
+  std::string name_;
+  std::vector<float> bias_;
+  Tensor wei_;
+  DwGenerator gen_;
+};
+
+}  // namespace
+
+std::unique_ptr<Kernel> make_dw_kernel(const DwConf& c, const Tensor& weights, const Tensor* bias) {
+  return std::make_unique<DwKernel>(c, weights, bias);
+}
+
+}  // namespace convjit
+
+std::unique_ptr<Kernel> create_depthwise_kernel(const ConvProblem& p, const ConvImpl& impl, Isa isa,
+                                                const Tensor& weights, const Tensor* bias,
+                                                std::string* why_not) {
+  auto no = [&](const std::string& why) -> std::unique_ptr<Kernel> {
+    if (why_not) *why_not = why;
+    return nullptr;
+  };
+  auto c = convjit::init_dw_conf(p, impl, isa);
+  if (!c) return no(c.reason);
+  if (weights.dtype() != DType::f32 || weights.shape() != Shape{p.oc, 1, p.kh, p.kw})
+    return no("weights are not f32 " + shape_str({p.oc, 1, p.kh, p.kw}));
+  if (p.bias != (bias != nullptr)) return no("bias presence does not match the problem");
+  if (bias && (bias->dtype() != DType::f32 || bias->shape() != Shape{p.oc}))
+    return no("bias is not f32 [" + std::to_string(p.oc) + "]");
+  return convjit::make_dw_kernel(*c.conf, weights, bias);
+}
+
+}  // namespace kiln

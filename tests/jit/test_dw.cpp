@@ -1,0 +1,457 @@
+// The depthwise family against the reference Conv (runtime/ref with group = C) on both ISA
+// paths and both layouts (blocked and NHWC), over swept shapes. Every operand sits next to a
+// PROT_NONE page — once ending at it, once starting right after one — so a read or write one
+// element outside a tensor faults, and the fault is turned into a test failure.
+#include <setjmp.h>
+#include <signal.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <cstring>
+
+#include "jit/dw/dw_conf.h"
+#include "jit/dw/dw_kernel.h"
+#include "test_conv_util.h"
+
+namespace kiln::convtest {
+namespace {
+
+using K = PostOp::Kind;
+using convjit::DwWeights;
+
+// The operands of one case in NCHW / plain form; weights are [C, 1, kh, kw].
+Operands make_dw_operands(const ConvProblem& p, uint64_t seed) {
+  Operands o;
+  o.x = random_tensor({p.n, p.ic, p.ih, p.iw}, seed);
+  o.w = random_tensor({p.oc, 1, p.kh, p.kw}, seed + 1);
+  o.b = random_tensor({p.oc}, seed + 2);
+  uint64_t s = seed + 3;
+  for (const PostOp& op : p.post) {
+    if (op.kind == K::add) o.extra.push_back(random_tensor({p.n, p.oc, p.oh, p.ow}, s++));
+    if (op.kind == K::scale_shift) {
+      o.extra.push_back(random_tensor({p.oc}, s++, 0.5f, 1.5f));
+      o.extra.push_back(random_tensor({p.oc}, s++));
+    }
+  }
+  return o;
+}
+
+// runtime/ref's Conv with group = C on a hand-built node, then the chain per element with
+// apply_post_op (independent of the JIT epilogue).
+Tensor dw_reference(const ConvProblem& p, const Operands& o) {
+  Node n;
+  n.op = "Conv";
+  n.name = "test_dw";
+  n.attrs["kernel_shape"] = ints_attr({p.kh, p.kw});
+  n.attrs["strides"] = ints_attr({p.sh, p.sw});
+  n.attrs["dilations"] = ints_attr({p.dh, p.dw});
+  n.attrs["pads"] = ints_attr({p.pt, p.pl, p.pb, p.pr});
+  Attribute g;
+  g.kind = Attribute::Kind::i;
+  g.i = p.ic;
+  n.attrs["group"] = g;
+  RefKernel k = find_ref_kernel("Conv");
+  const bool found = k != nullptr;
+  REQUIRE(found);
+  Tensor y(DType::f32, {p.n, p.oc, p.oh, p.ow});
+  k(n, {&o.x, &o.w, p.bias ? &o.b : nullptr}, {&y});
+  float* yp = y.data<float>();
+  const int64_t plane = p.oh * p.ow;
+  for (int64_t i = 0; i < y.numel(); ++i) {
+    const int64_t c = i / plane % p.oc;
+    for (const PostOp& op : p.post) {
+      float res = 0, sc = 0, sh = 0;
+      if (op.kind == K::add) res = o.extra[size_t(op.input - 3)].data<float>()[i];
+      if (op.kind == K::scale_shift) {
+        sc = o.extra[size_t(op.input - 3)].data<float>()[c];
+        sh = o.extra[size_t(op.input - 2)].data<float>()[c];
+      }
+      yp[i] = apply_post_op(op, yp[i], res, sc, sh);
+    }
+  }
+  return y;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Guarded buffers: `n` floats either ending exactly at a PROT_NONE page or starting exactly
+// after one.
+
+sigjmp_buf g_jmp;
+void on_segv(int) {
+  siglongjmp(g_jmp, 1);
+}
+
+class Guarded {
+ public:
+  Guarded(const std::vector<float>& v, bool at_end) : n_(v.size()) {
+    page_ = size_t(sysconf(_SC_PAGESIZE));
+    pages_ = (n_ * 4 + page_ - 1) / page_ + 2;  // guard + data + guard
+    void* p =
+        mmap(nullptr, pages_ * page_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    REQUIRE(p != MAP_FAILED);
+    base_ = static_cast<char*>(p);
+    REQUIRE(mprotect(base_, page_, PROT_NONE) == 0);
+    REQUIRE(mprotect(base_ + (pages_ - 1) * page_, page_, PROT_NONE) == 0);
+    data_ = at_end ? reinterpret_cast<float*>(base_ + (pages_ - 1) * page_) - n_
+                   : reinterpret_cast<float*>(base_ + page_);
+    if (n_) std::memcpy(data_, v.data(), n_ * 4);
+  }
+  ~Guarded() { munmap(base_, pages_ * page_); }
+  Guarded(const Guarded&) = delete;
+  Guarded& operator=(const Guarded&) = delete;
+  float* data() { return data_; }
+  std::vector<float> copy() const { return std::vector<float>(data_, data_ + n_); }
+
+ private:
+  size_t n_, page_ = 0, pages_ = 0;
+  char* base_ = nullptr;
+  float* data_ = nullptr;
+};
+
+// Runs tiles [b, e); false if the kernel faulted.
+bool run_guarded(const Kernel& k, const KernelArgs& a, int64_t b, int64_t e) {
+  struct sigaction sa {
+  }, old{};
+  sa.sa_handler = on_segv;
+  sigemptyset(&sa.sa_mask);
+  sa.sa_flags = SA_NODEFER;
+  sigaction(SIGSEGV, &sa, &old);
+  bool ok = true;
+  if (sigsetjmp(g_jmp, 1) == 0)
+    k.run(a, b, e);
+  else
+    ok = false;
+  sigaction(SIGSEGV, &old, nullptr);
+  return ok;
+}
+
+// NCHW -> `l`; blocked pad lanes hold `pad` (NaN by default: any use of them reaches only the
+// output's pad lanes, which nobody reads, in a depthwise conv).
+std::vector<float> dw_to_layout(const Tensor& t, Layout l, float pad) {
+  const Shape& s = t.shape();
+  std::vector<float> out(size_t(layout_elems(l, s)));
+  convert_layout(t.data<float>(), Layout::nchw, out.data(), l, s);
+  const int64_t cp = round_up(s[1], layout_block(l));
+  for (int64_t n = 0; n < s[0]; ++n)
+    for (int64_t c = s[1]; c < cp; ++c)
+      for (int64_t h = 0; h < s[2]; ++h)
+        for (int64_t w = 0; w < s[3]; ++w) out[size_t(layout_offset(l, s, n, c, h, w))] = pad;
+  return out;
+}
+
+// Runs `k` with every operand guarded (at the end or the start of its mapping), tiles in two
+// halves, the second first, into a NaN-filled output. Returns the output in layout `l`.
+std::vector<float> run_dw(const Kernel& k, const ConvProblem& p, const Operands& o, Layout l,
+                          bool at_end, float src_pad = NAN) {
+  const Shape ys{p.n, p.oc, p.oh, p.ow};
+  Guarded src(dw_to_layout(o.x, l, src_pad), at_end);
+  std::vector<std::unique_ptr<Guarded>> extra;
+  std::vector<const float*> ins{src.data(), nullptr, nullptr};
+  for (const Tensor& e : o.extra) {
+    const bool residual = e.shape().size() == 4;
+    extra.push_back(std::make_unique<Guarded>(
+        residual ? dw_to_layout(e, l, 0.f)
+                 : std::vector<float>(e.data<float>(), e.data<float>() + e.numel()),
+        at_end));
+    ins.push_back(extra.back()->data());
+  }
+  Guarded dst(std::vector<float>(size_t(layout_elems(l, ys)), NAN), at_end);
+  float* outs[] = {dst.data()};
+  KernelArgs a;
+  a.src = ins.data();
+  a.dst = outs;
+  const int64_t t = k.tiles();
+  const bool ok = run_guarded(k, a, t / 2, t) && run_guarded(k, a, 0, t / 2);
+  CHECK_MESSAGE(ok, "kernel touched memory outside its operands (guard "
+                        << (at_end ? "after" : "before") << " each buffer)");
+  return dst.copy();
+}
+
+ConvImpl dw_impl(Layout l, int ur_w = 0) {
+  ConvImpl i;
+  i.family = ConvFamily::depthwise;
+  i.src = i.dst = l;
+  i.ur_w = ur_w;
+  return i;
+}
+
+Layout nhwc_or_blocked(Isa isa, bool nhwc) {
+  return nhwc ? Layout::nhwc : blocked(isa);
+}
+
+// Checks one kernel against the reference, guard pages after and before every buffer.
+void check_kernel(const Kernel& k, const ConvProblem& p, Layout l, const Operands& o,
+                  const Tensor& ref) {
+  INFO("kernel " << k.name());
+  const Shape ys{p.n, p.oc, p.oh, p.ow};
+  for (bool at_end : {true, false}) {
+    std::vector<float> got_l = run_dw(k, p, o, l, at_end);
+    Tensor got(DType::f32, ys);
+    convert_layout(got_l.data(), l, got.data<float>(), Layout::nchw, ys);
+    std::string first;
+    // The only difference from the reference is FMA vs separate multiply and add over
+    // kh*kw products (see count_mismatches for the tolerance).
+    const int64_t bad = count_mismatches(got, ref, p.kh * p.kw, &first);
+    CHECK_MESSAGE(bad == 0, bad << " mismatches, first " << first);
+  }
+}
+
+// Builds the kernel through the public factory and checks it; returns its name.
+std::string check_dw(const ConvProblem& p, Isa isa, Layout l, uint64_t seed, int ur_w = 0) {
+  INFO("problem " << p.str() << " isa " << isa_name(isa) << " layout " << layout_name(l));
+  Operands o = make_dw_operands(p, seed);
+  std::string why;
+  auto k = create_depthwise_kernel(p, dw_impl(l, ur_w), isa, o.w, p.bias ? &o.b : nullptr, &why);
+  REQUIRE_MESSAGE(k != nullptr, "kernel not created: " << why);
+  check_kernel(*k, p, l, o, dw_reference(p, o));
+  return k->name();
+}
+
+ConvProblem dw_problem(Shp s, std::vector<PostOp> post = {}) {
+  s.oc = s.ic;
+  ConvProblem p = problem(s, std::move(post));
+  p.groups = p.ic;
+  return p;
+}
+
+// ---------------------------------------------------------------------------------------------
+
+TEST_CASE("depthwise matches the reference over swept shapes (both ISAs, both layouts)") {
+  const int64_t kC[] = {1, 3, 8, 16, 17, 24, 32, 40, 144};
+  const int64_t kHW[] = {1, 2, 7, 14, 15, 56};
+  const std::vector<std::vector<PostOp>> chains = {
+      {},
+      chain({op(K::relu)}),
+      chain({op(K::clip, 0.f, 6.f)}),
+      chain({op(K::add), op(K::relu)}),
+      chain({op(K::scale_shift), op(K::add), op(K::clip, 0.f, 6.f)}),
+  };
+  int64_t cases = 0;
+  for (Isa isa : isas())
+    for (bool nhwc : {false, true}) {
+      const Layout l = nhwc_or_blocked(isa, nhwc);
+      uint64_t i = 0;
+      for (size_t ci = 0; ci < std::size(kC); ++ci)
+        for (size_t hi = 0; hi < std::size(kHW); ++hi)
+          for (int64_t k : {3, 5})
+            for (int64_t s : {1, 2}) {
+              ++i;
+              Shp sh{.ic = kC[ci], .ih = kHW[hi], .iw = kHW[(hi + ci + size_t(k)) % 6]};
+              sh.kh = sh.kw = k;
+              sh.sh = sh.sw = s;
+              // Pads: symmetric k/2, asymmetric, or none (when the window fits the input).
+              const int mode = int(i % 3);
+              const int64_t h = k / 2;
+              if (mode == 1) {
+                sh.pt = h;
+                sh.pl = 0;
+                sh.pb = h - 1;
+                sh.pr = k - 1;
+              } else if (mode == 2 && sh.ih >= k && sh.iw >= k) {
+                sh.pt = sh.pl = sh.pb = sh.pr = 0;
+              } else {
+                sh.pt = sh.pl = sh.pb = sh.pr = h;
+              }
+              // Small inputs: enough bottom/right padding for one output.
+              sh.pb = std::max<int64_t>(sh.pb, k - sh.ih - sh.pt);
+              sh.pr = std::max<int64_t>(sh.pr, k - sh.iw - sh.pl);
+              sh.n = (i + ci + hi) % 4 == 3 ? 2 : 1;  // batch 2 across all (k, s)
+              sh.bias = i % 5 != 2;
+              check_dw(dw_problem(sh, chains[i % chains.size()]), isa, l, 1000 + i);
+              ++cases;
+            }
+    }
+  MESSAGE(cases << " depthwise cases checked");
+}
+
+TEST_CASE("depthwise: both weight modes and forced block widths") {
+  uint64_t seed = 5000;
+  const std::vector<Shp> shapes = {
+      {.ic = 19, .ih = 11, .iw = 23, .kh = 3, .kw = 3, .pt = 1, .pl = 1, .pb = 1, .pr = 1},
+      {.n = 2,
+       .ic = 33,
+       .ih = 9,
+       .iw = 20,
+       .kh = 5,
+       .kw = 5,
+       .sh = 2,
+       .sw = 2,
+       .pt = 2,
+       .pl = 1,
+       .pb = 2,
+       .pr = 2},
+      {.ic = 16,
+       .ih = 6,
+       .iw = 31,
+       .kh = 3,
+       .kw = 5,
+       .sh = 1,
+       .sw = 2,
+       .pt = 0,
+       .pl = 2,
+       .pb = 2,
+       .pr = 2},
+  };
+  for (Isa isa : isas())
+    for (bool nhwc : {false, true})
+      for (const Shp& s : shapes)
+        for (DwWeights w : {DwWeights::all, DwWeights::row})
+          for (int ur : {1, 2, 3, 4, 5, 7, 8, 12, 16, 24}) {
+            const ConvProblem p = dw_problem(s, chain({op(K::add), op(K::clip, 0.f, 6.f)}));
+            const Layout l = nhwc_or_blocked(isa, nhwc);
+            auto c = convjit::init_dw_conf(p, dw_impl(l, ur), isa, w);
+            if (!c) {
+              // Only a register shortage may refuse a forced blocking.
+              CHECK_MESSAGE(c.reason.find("no register blocking fits") == 0, c.reason);
+              continue;
+            }
+            CHECK(c.conf->weights == w);
+            CHECK(c.conf->ur_w == std::min<int64_t>(ur, p.ow));
+            INFO("problem " << p.str() << " isa " << isa_name(isa) << " " << layout_name(l));
+            Operands o = make_dw_operands(p, seed++);
+            auto k = convjit::make_dw_kernel(*c.conf, o.w, &o.b);
+            check_kernel(*k, p, l, o, dw_reference(p, o));
+          }
+}
+
+TEST_CASE("depthwise: dilation, odd kernels, padding wider than the kernel") {
+  uint64_t seed = 6000;
+  const std::vector<Shp> shapes = {
+      {.ic = 20,
+       .ih = 12,
+       .iw = 13,
+       .kh = 3,
+       .kw = 3,
+       .pt = 2,
+       .pl = 2,
+       .pb = 2,
+       .pr = 2,
+       .dh = 2,
+       .dw = 2},
+      {.n = 2,
+       .ic = 9,
+       .ih = 10,
+       .iw = 17,
+       .kh = 3,
+       .kw = 3,
+       .sh = 2,
+       .sw = 2,
+       .pt = 1,
+       .pl = 3,
+       .pb = 0,
+       .pr = 1,
+       .dh = 1,
+       .dw = 3},
+      {.ic = 17, .ih = 15, .iw = 15, .kh = 7, .kw = 7, .pt = 3, .pl = 3, .pb = 3, .pr = 3},
+      {.ic = 24, .ih = 8, .iw = 9, .kh = 1, .kw = 1},
+      {.ic = 5, .ih = 6, .iw = 7, .kh = 1, .kw = 5, .pt = 0, .pl = 2, .pb = 0, .pr = 2},
+      // Whole output rows and columns that read only padding.
+      {.ic = 16, .ih = 4, .iw = 5, .kh = 3, .kw = 3, .pt = 4, .pl = 5, .pb = 3, .pr = 4},
+      {.ic = 3,
+       .ih = 1,
+       .iw = 1,
+       .kh = 5,
+       .kw = 5,
+       .sh = 2,
+       .sw = 2,
+       .pt = 4,
+       .pl = 4,
+       .pb = 4,
+       .pr = 4},
+      {.ic = 40,
+       .ih = 2,
+       .iw = 3,
+       .kh = 5,
+       .kw = 3,
+       .sh = 2,
+       .sw = 1,
+       .pt = 3,
+       .pl = 0,
+       .pb = 1,
+       .pr = 0,
+       .bias = false},
+  };
+  for (Isa isa : isas())
+    for (bool nhwc : {false, true})
+      for (const Shp& s : shapes)
+        check_dw(dw_problem(s, chain({op(K::relu)})), isa, nhwc_or_blocked(isa, nhwc), seed++);
+}
+
+TEST_CASE("depthwise: post-op chains that need epilogue scratch registers") {
+  uint64_t seed = 7000;
+  const std::vector<std::vector<PostOp>> chains = {
+      chain({op(K::sigmoid)}),
+      chain({op(K::swish), op(K::add)}),
+      chain({op(K::scale_shift), op(K::hardswish), op(K::add)}),
+      chain({op(K::leaky_relu, 0.1f), op(K::hardsigmoid, 0.2f, 0.5f), op(K::scale_shift)}),
+  };
+  const std::vector<Shp> shapes = {
+      {.ic = 21, .ih = 9, .iw = 18, .kh = 3, .kw = 3, .pt = 1, .pl = 1, .pb = 1, .pr = 1},
+      {.n = 2,
+       .ic = 35,
+       .ih = 8,
+       .iw = 8,
+       .kh = 5,
+       .kw = 5,
+       .sh = 2,
+       .sw = 2,
+       .pt = 2,
+       .pl = 2,
+       .pb = 1,
+       .pr = 2,
+       .bias = false},
+  };
+  for (Isa isa : isas())
+    for (bool nhwc : {false, true})
+      for (const auto& c : chains)
+        for (const Shp& s : shapes)
+          check_dw(dw_problem(s, c), isa, nhwc_or_blocked(isa, nhwc), seed++);
+}
+
+TEST_CASE("depthwise: finite pad lanes in, finite pad lanes out (blocked)") {
+  // layout.h: pad lanes hold finite values and kernels keep them so; with zero-padded
+  // weights and bias the output pad lanes are post-ops of 0.
+  for (Isa isa : isas()) {
+    const ConvProblem p = dw_problem(
+        {.n = 2, .ic = 21, .ih = 7, .iw = 9, .kh = 3, .kw = 3, .pt = 1, .pl = 1, .pb = 1, .pr = 1},
+        chain({op(K::add), op(K::relu)}));
+    Operands o = make_dw_operands(p, 8000);
+    std::string why;
+    const Layout l = blocked(isa);
+    auto k = create_depthwise_kernel(p, dw_impl(l), isa, o.w, &o.b, &why);
+    REQUIRE(k);
+    std::vector<float> out = run_dw(*k, p, o, l, true, 0.f);
+    int64_t bad = 0;
+    for (float v : out) bad += std::isfinite(v) ? 0 : 1;
+    CHECK(bad == 0);
+  }
+}
+
+TEST_CASE("depthwise: kernel names") {
+  for (Isa isa : isas()) {
+    const ConvProblem p = dw_problem(
+        {.ic = 32, .ih = 56, .iw = 56, .kh = 3, .kw = 3, .pt = 1, .pl = 1, .pb = 1, .pr = 1});
+    const std::string b = check_dw(p, isa, blocked(isa), 9000, 8);
+    CHECK(b == std::string("conv_dw_f32_") + layout_name(blocked(isa)) + "_k3s1_ow8" +
+                   (b.find("wr__") != std::string::npos ? "wr" : "") + "__" + isa_name(isa));
+    const ConvProblem q = dw_problem({.ic = 17,
+                                      .ih = 9,
+                                      .iw = 9,
+                                      .kh = 5,
+                                      .kw = 3,
+                                      .sh = 2,
+                                      .sw = 1,
+                                      .pt = 2,
+                                      .pl = 1,
+                                      .pb = 2,
+                                      .pr = 1,
+                                      .dh = 2,
+                                      .dw = 1});
+    const std::string n = check_dw(q, isa, Layout::nhwc, 9001, 4);
+    CHECK(n.find("conv_dw_f32_nhwc_k5x3s2x1d2x1_ow4") == 0);
+    CHECK(n.find(std::string("__") + isa_name(isa)) != std::string::npos);
+  }
+}
+
+}  // namespace
+}  // namespace kiln::convtest
