@@ -16,16 +16,9 @@ Xmm vreg(Isa isa, int i) {
   return isa == Isa::avx512 ? Xmm(Xbyak::Zmm(i)) : Xmm(Xbyak::Ymm(i));
 }
 
-// exp(r) ~ sum c_k r^k on |r| <= ln2/2 (+2e-5 slack for the rounding of x*log2e): degree-6
+// kExpPoly (vec_math.h): exp(r) ~ sum c_k r^k on |r| <= ln2/2 (+2e-5 slack for the rounding of x*log2e): degree-6
 // minimax for relative error (max 1.9e-9 before rounding the coefficients to float), derived
 // with our own Remez exchange (mpmath); c0 and c1 round to exactly 1.
-constexpr float kExpPoly[7] = {1.0f,
-                               1.0f,
-                               0.49999991059303284f,
-                               0.16666419804096222f,
-                               0.04166822507977486f,
-                               0.008374820463359356f,
-                               0.0013836838770657778f};
 
 constexpr double kLn2 = 0.693147180559945309417232121458176568;
 constexpr float kLog2e = 1.44269504088896340736f;

@@ -12,6 +12,16 @@
 
 namespace kiln {
 
+// exp(r) ~ sum kExpPoly[k] r^k on |r| <= ln2/2: a degree-6 minimax fit for relative error.
+// Shared by the Xbyak (vec_math.cpp) and asmjit (glue/asm_math.cpp) exp emitters.
+inline constexpr float kExpPoly[7] = {1.0f,
+                                      1.0f,
+                                      0.49999991059303284f,
+                                      0.16666419804096222f,
+                                      0.04166822507977486f,
+                                      0.008374820463359356f,
+                                      0.0013836838770657778f};
+
 // Constants a kernel reads rip-relatively. Every entry is one full vector (64 bytes on
 // AVX-512, 32 on AVX2) so it can be the memory operand of any instruction without a
 // broadcast; identical entries are shared. Entries are appended while code is emitted (their

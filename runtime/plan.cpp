@@ -4,12 +4,14 @@
 
 #include <algorithm>
 #include <climits>
+#include <limits>
 #include <map>
 #include <optional>
 
 #include "graph/post_ops.h"
 #include "jit/conv/conv_kernel.h"
 #include "jit/dw/dw_kernel.h"
+#include "jit/glue/glue.h"
 #include "jit/gemm/fc_kernel.h"
 #include "runtime/glue_kernels.h"
 
@@ -165,7 +167,9 @@ class Lowering {
       int src = f->second;
       int dst = add_tensor(v, l);
       Step s;
-      s.kernel = make_reorder_kernel(g_.value(v).shape, from, l);
+      std::string why;
+      if (jit_) s.kernel = create_reorder_kernel(g_.value(v).shape, from, l, o_.isa, &why);
+      if (!s.kernel) s.kernel = make_reorder_kernel(g_.value(v).shape, from, l);
       s.src = {src};
       s.dst = {dst};
       plan_.steps.push_back(std::move(s));
@@ -297,19 +301,32 @@ class Lowering {
     const Shape& xs = g_.value(n.inputs[0]).shape;
     if (n.outputs.size() == 1 && is4d(n.outputs[0])) {
       const Shape& ys = g_.value(n.outputs[0]).shape;
-      if (auto k = make_blocked_pool_kernel(n, xs, ys, blocked_)) {
+      std::unique_ptr<Kernel> pool;
+      if (auto pp = pool_problem(n, xs, ys)) {
+        std::string why;
+        pool = create_pool_kernel(*pp, blocked_, o_.isa, &why);
+        if (!pool) spdlog::debug("{}: JIT pooling not applicable: {}", n.where(), why);
+      }
+      if (!pool) pool = make_blocked_pool_kernel(n, xs, ys, blocked_);
+      if (pool) {
         int src = get(n.inputs[0], blocked_);
-        push(i, std::move(k), {src}, {add_tensor(n.outputs[0], blocked_)}, false);
+        push(i, std::move(pool), {src}, {add_tensor(n.outputs[0], blocked_)}, true);
         return true;
       }
       if (n.op == "Concat" && n.attr_i("axis", 0) % 4 == 1) {
         std::vector<Shape> shapes;
-        for (ValueId v : n.inputs) shapes.push_back(g_.value(v).shape);
-        if (!concat_blocked_ok(shapes, blocked_)) return false;
+        std::vector<int64_t> channels;
+        for (ValueId v : n.inputs) {
+          shapes.push_back(g_.value(v).shape);
+          channels.push_back(g_.value(v).shape.size() == 4 ? g_.value(v).shape[1] : 0);
+        }
+        std::string why;
+        auto k = create_concat_kernel(ys, channels, blocked_, o_.isa, &why);
+        if (!k && concat_blocked_ok(shapes, blocked_)) k = make_blocked_concat_kernel(shapes, blocked_);
+        if (!k) return false;
         std::vector<int> src;
         for (ValueId v : n.inputs) src.push_back(get(v, blocked_));
-        push(i, make_blocked_concat_kernel(shapes, blocked_), src,
-             {add_tensor(n.outputs[0], blocked_)}, false);
+        push(i, std::move(k), src, {add_tensor(n.outputs[0], blocked_)}, true);
         return true;
       }
     }
@@ -318,8 +335,87 @@ class Lowering {
       flat = g_.value(n.inputs[1]).shape == xs;
     }
     if (!flat) return false;
+    if (lower_eltwise(i)) return true;
     lower_ref(i, blocked_, true);
     return true;
+  }
+
+  // The node as a PostOp chain for the JIT elementwise kernel, if it is one.
+  std::optional<std::vector<PostOp>> eltwise_ops(const Node& n) const {
+    PostOp op;
+    if (n.op == "Relu") {
+      op.kind = PostOp::Kind::relu;
+    } else if (n.op == "LeakyRelu") {
+      op.kind = PostOp::Kind::leaky_relu;
+      op.alpha = n.attr_f("alpha", 0.01f);
+    } else if (n.op == "Sigmoid") {
+      op.kind = PostOp::Kind::sigmoid;
+    } else if (n.op == "HardSwish") {
+      op.kind = PostOp::Kind::hardswish;
+    } else if (n.op == "HardSigmoid") {
+      op.kind = PostOp::Kind::hardsigmoid;
+      op.alpha = n.attr_f("alpha", 0.2f);
+      op.beta = n.attr_f("beta", 0.5f);
+    } else if (n.op == "Clip") {
+      op.kind = PostOp::Kind::clip;
+      const float inf = std::numeric_limits<float>::infinity();
+      auto bound = [&](size_t k, float def, float* out) {
+        ValueId v = n.in(k);
+        if (v == kNoValue) return *out = def, true;
+        const Value& val = g_.value(v);
+        if (!val.is_const() || val.constant->numel() != 1) return false;
+        *out = val.constant->data<float>()[0];
+        return true;
+      };
+      if (!bound(1, -inf, &op.alpha) || !bound(2, inf, &op.beta)) return std::nullopt;
+    } else if (n.op == "Add") {
+      op.kind = PostOp::Kind::add;
+      op.input = 1;
+    } else {
+      return std::nullopt;
+    }
+    return std::vector<PostOp>{op};
+  }
+
+  // A standalone elementwise op on a blocked buffer through the JIT elementwise kernel.
+  bool lower_eltwise(int i) {
+    const Node& n = g_.nodes[size_t(i)];
+    auto ops = eltwise_ops(n);
+    if (!ops) return false;
+    const int in0 = get(n.inputs[0], blocked_);
+    const int64_t elems = plan_.tensors[size_t(in0)].bytes / 4;
+    std::string why;
+    auto k = create_eltwise_kernel(elems, *ops, o_.isa, &why);
+    if (!k) {
+      spdlog::debug("{}: JIT elementwise not applicable: {}", n.where(), why);
+      return false;
+    }
+    std::vector<int> src = {in0};
+    if (n.op == "Add") src.push_back(get(n.inputs[1], blocked_));
+    push(i, std::move(k), src, {add_tensor(n.outputs[0], blocked_)}, true);
+    return true;
+  }
+
+  std::optional<PoolProblem> pool_problem(const Node& n, const Shape& xs, const Shape& ys) const {
+    PoolProblem p;
+    p.src = xs;
+    p.dst = ys;
+    if (n.op == "GlobalAveragePool" || n.op == "GlobalMaxPool") {
+      p.global = true;
+      p.max = n.op == "GlobalMaxPool";
+      p.kh = xs[2];
+      p.kw = xs[3];
+      return p;
+    }
+    if (n.op != "MaxPool" && n.op != "AveragePool") return std::nullopt;
+    p.max = n.op == "MaxPool";
+    auto k = n.attr_ints("kernel_shape"), st = n.attr_ints("strides"), pads = n.attr_ints("pads");
+    auto d = n.attr_ints("dilations", {1, 1});
+    if (k.size() != 2 || st.size() != 2 || pads.size() != 4 || d.size() != 2) return std::nullopt;
+    p.kh = k[0], p.kw = k[1], p.sh = st[0], p.sw = st[1], p.dh = d[0], p.dw = d[1];
+    p.pt = pads[0], p.pl = pads[1], p.pb = pads[2], p.pr = pads[3];
+    p.count_include_pad = n.attr_i("count_include_pad", 0) != 0;
+    return p;
   }
 
   // Reference kernel. With `flat`, 4-D same-shape operands are viewed as 1-D over the blocked

@@ -1,0 +1,15 @@
+// Vector math for the asmjit glue kernels: exp() with the algorithm of jit/vec_math.cpp's
+// Xbyak emit_exp (clamp, n = round(x*log2e), r = x - n*ln2 with a two-constant ln2 split, a
+// degree-6 polynomial, then 2^n by vscalefps on AVX-512 or two exponent-field multiplies on
+// AVX2), rewritten for the Compiler's virtual registers.
+#pragma once
+
+#include "jit/glue/asmjit_util.h"
+
+namespace kiln::glue {
+
+// dst = exp(src) lane-wise (exp(-src) when `negate`), ~1 ULP over the float range including
+// subnormal results; exp(+inf) = +inf, exp(-inf) = +0, NaN stays NaN. dst may be src.
+void emit_exp(AsmBuilder& b, const x86::Vec& dst, const x86::Vec& src, bool negate = false);
+
+}  // namespace kiln::glue

@@ -1,0 +1,49 @@
+// Glue kernels generated with asmjit's x86::Compiler (virtual registers: register allocation
+// buys nothing here, clarity does): layout conversions, pooling, standalone elementwise
+// chains, concat. Each returns nullptr with *why_not when it does not apply.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "graph/ir.h"
+#include "graph/post_ops.h"
+#include "jit/cpu.h"
+#include "jit/kernel.h"
+#include "jit/layout.h"
+
+namespace kiln {
+
+// Converts a 4-D f32 tensor of logical shape `nchw` between any two of nchw, nhwc, nChw8c,
+// nChw16c. Blocked destinations get zeroed pad lanes. src[0] -> dst[0].
+std::unique_ptr<Kernel> create_reorder_kernel(const Shape& nchw, Layout from, Layout to, Isa isa,
+                                              std::string* why_not);
+
+struct PoolProblem {
+  bool max = true;     // MaxPool / GlobalMaxPool, else average
+  bool global = false; // Global*Pool: kernel = the whole plane
+  Shape src, dst;      // logical NCHW shapes (dst already has the ceil_mode-aware size)
+  int64_t kh = 1, kw = 1, sh = 1, sw = 1, dh = 1, dw = 1;
+  int64_t pt = 0, pl = 0, pb = 0, pr = 0;
+  bool count_include_pad = false;  // average: divisor = window clipped to the padded extent
+  std::string str() const;
+};
+// src and dst in layout `l` (blocked or nhwc; nchw may be refused with a reason).
+std::unique_ptr<Kernel> create_pool_kernel(const PoolProblem& p, Layout l, Isa isa,
+                                           std::string* why_not);
+
+// A standalone elementwise chain y = ops(x) over `elems` floats (layout-agnostic: runs on
+// the flat buffer). `binary` ops read src[1] of the same size (add: residual). Post-op
+// kinds from graph/post_ops.h; bias/scale_shift are not used here.
+std::unique_ptr<Kernel> create_eltwise_kernel(int64_t elems, const std::vector<PostOp>& ops,
+                                              Isa isa, std::string* why_not);
+
+// Concat along channels. Inputs src[0..k) with channel counts `channels[i]` of a [N, C_i, H,
+// W] tensor in layout l; output dst[0] in l. Blocked layouts need every C_i but the last a
+// multiple of the block (else a reason).
+std::unique_ptr<Kernel> create_concat_kernel(const Shape& nchw_out,
+                                             const std::vector<int64_t>& channels, Layout l,
+                                             Isa isa, std::string* why_not);
+
+}  // namespace kiln

@@ -1,0 +1,80 @@
+// Helpers shared by the glue-kernel tests: the ISAs to test, buffers that end on a guard page
+// (a kernel touching one float past the end crashes the test instead of passing), seeded
+// random fill, and running a kernel's tiles in two halves (as two threads would).
+#pragma once
+
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <cstdint>
+#include <cstring>
+#include <random>
+#include <thread>
+#include <vector>
+
+#include "jit/cpu.h"
+#include "jit/kernel.h"
+
+namespace kiln::test {
+
+inline std::vector<Isa> glue_isas() {
+  std::vector<Isa> v;
+  for (Isa i : {Isa::avx512, Isa::avx2})
+    if (int(i) <= int(detect_isa())) v.push_back(i);
+  return v;
+}
+
+// n floats between two PROT_NONE pages, alternately (per allocation) flush against the page
+// after the buffer or the one before it, so a kernel touching one float past either end
+// crashes the test instead of passing. End-flush buffers are only 4-byte aligned in general,
+// which also exercises unaligned vector accesses.
+class GuardedBuf {
+ public:
+  explicit GuardedBuf(size_t n) : n_(n) {
+    static int count = 0;
+    const bool at_end = count++ % 2 == 0;
+    page_ = size_t(sysconf(_SC_PAGESIZE));
+    const size_t bytes = (n * 4 + page_ - 1) / page_ * page_;
+    map_bytes_ = bytes + 2 * page_;
+    void* m = mmap(nullptr, map_bytes_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    base_ = static_cast<uint8_t*>(m);
+    mprotect(base_, page_, PROT_NONE);
+    mprotect(base_ + page_ + bytes, page_, PROT_NONE);
+    data_ = reinterpret_cast<float*>(at_end ? base_ + page_ + bytes - n * 4 : base_ + page_);
+  }
+  ~GuardedBuf() { munmap(base_, map_bytes_); }
+  GuardedBuf(const GuardedBuf&) = delete;
+  GuardedBuf& operator=(const GuardedBuf&) = delete;
+  float* data() { return data_; }
+  const float* data() const { return data_; }
+  size_t size() const { return n_; }
+  float& operator[](size_t i) { return data_[i]; }
+  void fill(float v) {
+    for (size_t i = 0; i < n_; ++i) data_[i] = v;
+  }
+  void random(uint32_t seed, float lo = -4.f, float hi = 4.f) {
+    std::mt19937 rng(seed);
+    std::uniform_real_distribution<float> d(lo, hi);
+    for (size_t i = 0; i < n_; ++i) data_[i] = d(rng);
+  }
+
+ private:
+  size_t n_, page_ = 0, map_bytes_ = 0;
+  uint8_t* base_ = nullptr;
+  float* data_ = nullptr;
+};
+
+// Runs all tiles in two halves on two threads, as the runtime would (tiles must be
+// independent and run() must not touch shared mutable state).
+inline void run_split(const Kernel& k, const std::vector<const float*>& src,
+                      const std::vector<float*>& dst) {
+  KernelArgs a;
+  a.src = src.data();
+  a.dst = dst.data();
+  const int64_t t = k.tiles(), h = t / 2;
+  std::thread second([&] { k.run(a, h, t); });
+  k.run(a, 0, h);
+  second.join();
+}
+
+}  // namespace kiln::test
