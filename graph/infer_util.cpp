@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "graph/onnx_import.h"
+
 namespace kiln::infer_detail {
 
 bool has_input(const Node& n, size_t i) {
@@ -172,6 +174,16 @@ bool has_output(const Node& n, size_t i) {
 void set_output(Graph& g, const Node& n, size_t i, DType dtype, Shape shape) {
   if (!has_output(n, i)) return;
   Value& v = g.value(n.outputs[i]);
+  // Rank and per-dim limits: a zero dim must not let the others grow unbounded (shape
+  // arithmetic downstream adds and multiplies them).
+  if (int64_t(shape.size()) > kMaxRank)
+    n.fail(Code::unsupported, "output '" + v.name + "' would have rank " +
+                                  std::to_string(shape.size()) + "; Kiln supports at most " +
+                                  std::to_string(kMaxRank) + " dims");
+  for (int64_t d : shape)
+    if (d > kMaxElements)
+      n.fail(Code::unsupported, "output '" + v.name + "' would have shape " + shape_str(shape) +
+                                    ", a dimension larger than Kiln's limit of 2^31");
   int64_t numel = checked_numel(n, shape);
   if (numel > kMaxElements)
     n.fail(Code::unsupported, "output '" + v.name + "' would have shape " + shape_str(shape) +

@@ -15,14 +15,40 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// Largest single tensor Kiln accepts (elements). Far above any CNN's, far below what would
-// let a hostile header make us allocate terabytes.
-constexpr int64_t kMaxTensorElements = int64_t(1) << 32;
-
 struct Ctx {
   const ImportOptions& opts;
+  uint64_t file_bytes = 0;
   uint64_t external_bytes = 0;
+  uint64_t const_bytes = 0;  // constants and attribute lists built so far (memory)
+
+  // Accounts `bytes` of memory about to be allocated for `what` against the budget derived
+  // from the file's size (see kConstBytesPerFileByte).
+  void charge(uint64_t bytes, const std::string& what) {
+    const_bytes += bytes;
+    uint64_t budget = kConstBytesPerFileByte * file_bytes + external_bytes + kConstSlackBytes;
+    if (const_bytes > budget)
+      fail(Code::invalid_model, what + ": the model's constants and attributes would take " +
+                                    std::to_string(const_bytes) +
+                                    " bytes of memory, more than Kiln allows for a " +
+                                    std::to_string(file_bytes) + "-byte file (" +
+                                    std::to_string(kConstBytesPerFileByte) +
+                                    " bytes per file byte, plus external data, plus " +
+                                    std::to_string(kConstSlackBytes >> 20) + " MiB)");
+  }
 };
+
+// A tensor's rank and every dim within Kiln's limits (a zero dim must not let the others be
+// astronomically large: later shape arithmetic adds and multiplies them).
+void check_dims(const Shape& s, const std::string& what) {
+  if (int64_t(s.size()) > kMaxRank)
+    fail(Code::unsupported, what + " has rank " + std::to_string(s.size()) +
+                                "; Kiln supports at most " + std::to_string(kMaxRank) + " dims");
+  for (int64_t d : s)
+    if (d > kMaxTensorElements)
+      fail(Code::invalid_model, what + " has a dimension of " + std::to_string(d) + " (shape " +
+                                    shape_str(s) + "), more than Kiln accepts (" +
+                                    std::to_string(kMaxTensorElements) + ")");
+}
 
 std::string tensor_what(const onnx::TensorProto& t) { return "initializer '" + t.name() + "'"; }
 
@@ -32,6 +58,7 @@ Shape dims_of(const onnx::TensorProto& t, const std::string& what) {
     if (d < 0) fail(Code::invalid_model, what + " has a negative dimension");
     s.push_back(d);
   }
+  check_dims(s, what);
   int64_t n = shape_numel(s);
   if (n > kMaxTensorElements)
     fail(Code::invalid_model, what + " has " + std::to_string(n) + " elements (shape " +
@@ -97,6 +124,8 @@ void check_count(int64_t have, int64_t want, const std::string& what, const Shap
 Tensor convert_tensor(Ctx& cx, const onnx::TensorProto& t, const std::string& what) {
   Shape shape = dims_of(t, what);
   int64_t n = shape_numel(shape);
+  // In-memory size: float32 stays 4 bytes, everything else becomes int64.
+  cx.charge(uint64_t(n) * (t.data_type() == onnx::TensorProto::FLOAT ? 4 : 8), what);
   const std::string* raw = t.has_raw_data() ? &t.raw_data() : nullptr;
   std::string external;
   if (t.data_location() == onnx::TensorProto::EXTERNAL) {
@@ -177,6 +206,7 @@ void import_input(Graph& g, const onnx::ValueInfoProto& vi, const ImportOptions&
                                   "; only the batch dimension (0) may be symbolic");
     }
   }
+  check_dims(v.shape, what);
   if (shape_numel(v.shape) > kMaxTensorElements)
     fail(Code::invalid_model, what + " shape " + shape_str(v.shape) + " is too large");
   v.shape_known = true;
@@ -190,14 +220,18 @@ Attribute convert_attr(Ctx& cx, const onnx::AttributeProto& a, const std::string
     case onnx::AttributeProto::INT: r.kind = Attribute::Kind::i; r.i = a.i(); break;
     case onnx::AttributeProto::STRING: r.kind = Attribute::Kind::s; r.s = a.s(); break;
     case onnx::AttributeProto::FLOATS:
+      cx.charge(uint64_t(a.floats_size()) * 4, what + " attribute '" + a.name() + "'");
       r.kind = Attribute::Kind::floats;
       r.floats.assign(a.floats().begin(), a.floats().end());
       break;
     case onnx::AttributeProto::INTS:
+      cx.charge(uint64_t(a.ints_size()) * 8, what + " attribute '" + a.name() + "'");
       r.kind = Attribute::Kind::ints;
       r.ints.assign(a.ints().begin(), a.ints().end());
       break;
     case onnx::AttributeProto::STRINGS:
+      cx.charge(uint64_t(a.strings_size()) * sizeof(std::string),
+                what + " attribute '" + a.name() + "'");
       r.kind = Attribute::Kind::strings;
       r.strings.assign(a.strings().begin(), a.strings().end());
       break;
@@ -211,6 +245,30 @@ Attribute convert_attr(Ctx& cx, const onnx::AttributeProto& a, const std::string
                                   ", which Kiln does not support");
   }
   return r;
+}
+
+// Node and value counts, before anything is built: every later pass is at least linear in
+// them, and some steps of planning are quadratic.
+void check_graph_size(const onnx::GraphProto& gp) {
+  if (gp.node_size() > kMaxNodes)
+    fail(Code::unsupported, "the graph has " + std::to_string(gp.node_size()) +
+                                " nodes; Kiln accepts at most " + std::to_string(kMaxNodes));
+  int64_t values = int64_t(gp.initializer_size()) + gp.input_size();
+  for (int i = 0; i < gp.node_size(); ++i) {
+    const auto& np = gp.node(i);
+    if (np.input_size() > kMaxNodeInputs || np.output_size() > kMaxNodeOutputs)
+      fail(Code::unsupported,
+           "node '" + (np.name().empty() ? np.op_type() + "_" + std::to_string(i) : np.name()) +
+               "' (" + np.op_type() + ") has " + std::to_string(np.input_size()) + " inputs and " +
+               std::to_string(np.output_size()) + " outputs; Kiln accepts at most " +
+               std::to_string(kMaxNodeInputs) + " and " + std::to_string(kMaxNodeOutputs));
+    values += np.output_size();
+  }
+  if (values > kMaxValues)
+    fail(Code::unsupported, "the graph defines " + std::to_string(values) +
+                                " values (initializers, inputs and node outputs); Kiln accepts "
+                                "at most " +
+                                std::to_string(kMaxValues));
 }
 
 int64_t default_opset(const onnx::ModelProto& m) {
@@ -236,11 +294,12 @@ Graph import_onnx(const void* data, size_t size, const ImportOptions& opts) {
   if (!m.ParseFromArray(data, int(size)))
     fail(Code::invalid_model, "the model is not a valid ONNX protobuf (truncated or corrupt file)");
   if (!m.has_graph()) fail(Code::invalid_model, "the model has no graph");
-  Ctx cx{opts};
+  Ctx cx{opts, uint64_t(size)};
   Graph g;
   g.opset = default_opset(m);
   const onnx::GraphProto& gp = m.graph();
   g.name = gp.name();
+  check_graph_size(gp);
 
   // Initializers first: older exporters also list them as graph inputs, which are skipped.
   for (const auto& t : gp.initializer()) {

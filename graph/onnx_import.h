@@ -22,6 +22,21 @@ struct ImportOptions {
 
 constexpr int64_t kMinOpset = 7, kMaxOpset = 18;
 
+// Load-time resource limits: a hostile file is rejected (invalid_model or unsupported, naming
+// the limit) before it costs much memory or time. Real CNNs stay far below every one of them.
+constexpr int64_t kMaxNodes = int64_t(1) << 14;   // nodes in the graph
+constexpr int64_t kMaxValues = int64_t(1) << 17;  // initializers + graph inputs + node outputs
+constexpr int64_t kMaxRank = 32;                  // dims of any tensor
+// Inputs / outputs of one node (Concat and Sum inputs, Split outputs).
+constexpr int kMaxNodeInputs = 1024, kMaxNodeOutputs = 1024;
+// Largest initializer or graph input (elements), and largest single dimension of any tensor.
+constexpr int64_t kMaxTensorElements = int64_t(1) << 32;
+// Constants and attribute lists may take at most this many times the file's bytes in memory
+// (+ external data, + kConstSlackBytes): widening int32/bool data to int64 or varint-packed
+// attribute lists to 8 bytes is the only way a small file could become large in memory.
+constexpr uint64_t kConstBytesPerFileByte = 2;
+constexpr uint64_t kConstSlackBytes = uint64_t(64) << 20;
+
 Graph import_onnx(const void* data, size_t size, const ImportOptions& opts);
 // Reads the file (io_error when it cannot), sets model_dir to its folder.
 Graph import_onnx_file(const std::string& path, ImportOptions opts);

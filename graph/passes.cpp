@@ -1,5 +1,7 @@
 #include "graph/passes.h"
 
+#include <algorithm>
+#include <climits>
 #include <cmath>
 
 #include "graph/infer.h"
@@ -10,6 +12,41 @@ namespace {
 // Folding a node whose output is bigger than this would trade a little load time for a lot of
 // memory (e.g. an Expand of a scalar); leave it to run time.
 constexpr int64_t kMaxFoldElements = int64_t(1) << 24;
+// Total bytes constant folding may create for one graph: a chain of folds each under the
+// per-node limit must not add up to unbounded memory; past it, nodes run at run time.
+constexpr int64_t kMaxFoldTotalBytes = int64_t(1) << 30;
+
+// Folding a node evaluates it with the scalar reference kernel at load time, so its cost is
+// bounded too: a hostile Conv on a constant input could otherwise keep the load busy for
+// hours. Rough multiply-add count (saturating); past the limits the node runs at run time.
+constexpr int64_t kMaxFoldWork = int64_t(1) << 26;       // per node
+constexpr int64_t kMaxFoldTotalWork = int64_t(1) << 30;  // per graph
+
+int64_t sat_mul(int64_t a, int64_t b) {
+  int64_t r;
+  return __builtin_mul_overflow(a, b, &r) ? INT64_MAX : r;
+}
+
+int64_t fold_work(const Graph& g, const Node& n) {
+  int64_t out = 0, in = 0;
+  for (ValueId v : n.outputs)
+    if (v != kNoValue) out += shape_numel(g.value(v).shape);
+  if (n.op == "Shape") return out;  // reads only its input's shape
+  for (ValueId v : n.inputs)
+    if (v != kNoValue) in += shape_numel(g.value(v).shape);
+  int64_t reduce = 1;  // multiply-adds per output element
+  auto shape = [&](size_t i) -> const Shape& { return g.value(n.inputs[i]).shape; };
+  if (n.op == "Conv" && n.inputs.size() > 1 && !shape(1).empty() && shape(1)[0] > 0) {
+    reduce = shape_numel(shape(1)) / shape(1)[0];  // C/group * kh * kw
+  } else if ((n.op == "Gemm" || n.op == "MatMul") && !shape(0).empty()) {
+    const Shape& a = shape(0);
+    reduce = n.op == "Gemm" && n.attr_i("transA", 0) ? a[0] : a.back();
+  } else if (n.op == "MaxPool" || n.op == "AveragePool") {
+    reduce = shape_numel(n.attr_ints("kernel_shape"));
+  }
+  int64_t work = sat_mul(out, std::max<int64_t>(reduce, 1));
+  return work == INT64_MAX ? work : work + in;
+}
 
 bool is_graph_input(const Graph& g, ValueId v) {
   for (ValueId i : g.inputs)
@@ -23,13 +60,23 @@ int infer_shapes(Graph& g, const Evaluator* fold) {
   std::vector<Node> kept;
   kept.reserve(g.nodes.size());
   int folded = 0;
+  int64_t folded_bytes = 0, folded_work = 0;
   for (Node& n : g.nodes) {
     infer_node(g, n);
     bool foldable = fold != nullptr;
     for (ValueId v : n.inputs)
       if (v != kNoValue && !g.value(v).is_const() && n.op != "Shape") foldable = false;
-    for (ValueId v : n.outputs)
-      if (v != kNoValue && shape_numel(g.value(v).shape) > kMaxFoldElements) foldable = false;
+    int64_t bytes = 0;
+    for (ValueId v : n.outputs) {
+      if (v == kNoValue) continue;
+      int64_t numel = shape_numel(g.value(v).shape);
+      if (numel > kMaxFoldElements) foldable = false;
+      bytes += numel * int64_t(dtype_size(g.value(v).dtype));
+    }
+    if (foldable && folded_bytes + bytes > kMaxFoldTotalBytes) foldable = false;
+    const int64_t work = foldable ? fold_work(g, n) : 0;
+    if (work > kMaxFoldWork || folded_work + work > kMaxFoldTotalWork) foldable = false;
+    if (foldable) folded_bytes += bytes, folded_work += work;
     if (!foldable) {
       kept.push_back(std::move(n));
       continue;

@@ -3,9 +3,12 @@
 // the ABI.
 #include <cstdint>
 #include <cstdio>
+#include <cstring>
 #include <exception>
 #include <memory>
+#include <mutex>
 #include <new>
+#include <set>
 #include <string>
 #include <type_traits>
 #include <vector>
@@ -120,9 +123,29 @@ kiln::SessionOptions convert_options(const kiln_options* o) {
   return so;
 }
 
+// Every session handed out and not yet released. Lets each call report a released (or never
+// created) handle instead of reading freed memory, and makes a second release a no-op. Never
+// destroyed, so a release from another static destructor at exit is still safe.
+struct LiveSessions {
+  std::mutex mu;
+  std::set<const kiln_session*> set;
+};
+LiveSessions& live_sessions() {
+  static LiveSessions* live = new LiveSessions;
+  return *live;
+}
+bool is_live(const kiln_session* s) {
+  LiveSessions& l = live_sessions();
+  std::lock_guard<std::mutex> lock(l.mu);
+  return l.set.count(s) != 0;
+}
+
 const kiln::Session& session_of(const kiln_session* s) {
   require(s, "session");
-  if (!s->impl) kiln::fail(Code::invalid_argument, "session is not a live session");
+  if (!is_live(s) || !s->impl)
+    kiln::fail(Code::invalid_argument,
+               "session is not a live session (already released, or not made by "
+               "kiln_session_create_*)");
   return *s->impl;
 }
 
@@ -181,6 +204,11 @@ kiln_status* create_session(const char* fn, kiln_session** out, Load&& load) noe
     require(out, "out_session");
     auto s = std::make_unique<kiln_session>();
     s->impl = load();
+    {
+      LiveSessions& l = live_sessions();
+      std::lock_guard<std::mutex> lock(l.mu);
+      l.set.insert(s.get());
+    }
     *out = s.release();
   });
 }
@@ -263,8 +291,13 @@ KILN_API void kiln_status_release(kiln_status* status) {
 }
 
 KILN_API const char* kiln_code_name(kiln_code code) {
-  if (int(code) < KILN_OK || int(code) > KILN_INTERNAL) return "unknown";
-  return kiln::code_name(Code(code));
+  // A C caller may pass any int. In C++, loading a kiln_code outside 0..7 is undefined, so read
+  // the bytes as an int.
+  int c;
+  static_assert(sizeof c == sizeof code);
+  std::memcpy(&c, &code, sizeof c);
+  if (c < KILN_OK || c > KILN_INTERNAL) return "unknown";
+  return kiln::code_name(Code(c));
 }
 
 KILN_API const char* kiln_version(void) {
@@ -308,6 +341,11 @@ KILN_API kiln_status* kiln_session_create_from_memory(const void* data, size_t s
 KILN_API void kiln_session_release(kiln_session* session) {
   // Destructors do not throw, but keep the no-exception promise even if one ever did.
   try {
+    {
+      LiveSessions& l = live_sessions();
+      std::lock_guard<std::mutex> lock(l.mu);
+      if (l.set.erase(session) == 0) return;  // NULL, released already, or not a session
+    }
     delete session;
   } catch (...) {
   }

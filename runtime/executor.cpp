@@ -34,11 +34,16 @@ Executor::~Executor() = default;
 void Executor::run_step(Context& c, size_t si) const {
   const Step& s = p_.steps[si];
   const auto t0 = c.prof ? Clock::now() : Clock::time_point();
-  // Small fixed arrays: steps have a handful of operands, and this runs on the hot path.
-  const float* src[16];
-  float* dst[8];
-  if (s.src.size() > 16 || s.dst.size() > 8)
-    fail(Code::internal, "step " + s.kernel->name() + " has too many operands");
+  // Small fixed arrays for the usual handful of operands (this runs on the hot path); a
+  // Concat/Sum/Split with more (up to the importer's 1024 per node) uses the heap.
+  const float* src_small[16];
+  float* dst_small[8];
+  std::vector<const float*> src_heap;
+  std::vector<float*> dst_heap;
+  const float** src = src_small;
+  float** dst = dst_small;
+  if (s.src.size() > 16) src = (src_heap.resize(s.src.size()), src_heap.data());
+  if (s.dst.size() > 8) dst = (dst_heap.resize(s.dst.size()), dst_heap.data());
   for (size_t i = 0; i < s.src.size(); ++i) src[i] = s.src[i] < 0 ? nullptr : c.ptr[size_t(s.src[i])];
   for (size_t i = 0; i < s.dst.size(); ++i) dst[i] = s.dst[i] < 0 ? nullptr : c.ptr[size_t(s.dst[i])];
   KernelArgs args{src, dst};

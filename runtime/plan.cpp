@@ -284,6 +284,7 @@ class Lowering {
     std::vector<int> src(n.inputs.size(), -1);
     src[0] = get(n.inputs[0], Layout::nchw);
     for (const PostOp& op : p.post) {
+      if (op.input < 0) continue;  // relu, clip, ...: no tensor operand
       src[size_t(op.input)] = get(n.inputs[size_t(op.input)], Layout::nchw);
       if (op.kind == PostOp::Kind::scale_shift)
         src[size_t(op.input) + 1] = get(n.inputs[size_t(op.input) + 1], Layout::nchw);

@@ -26,8 +26,14 @@ void run_ref(const Node& n, const std::vector<const Tensor*>& in, const std::vec
   k(n, in, out);
 }
 
+// More threads than this is a mistake, not a machine: TBB crashes creating an arena for
+// INT_MAX threads.
+constexpr int kMaxThreads = 4096;
+
 void check_options(const SessionOptions& o) {
-  if (o.threads < 0) fail(Code::invalid_argument, "threads must be >= 0, got " + std::to_string(o.threads));
+  if (o.threads < 0 || o.threads > kMaxThreads)
+    fail(Code::invalid_argument, "threads must be 0.." + std::to_string(kMaxThreads) + ", got " +
+                                     std::to_string(o.threads));
   if (o.batch < 0 || o.batch > (int64_t(1) << 20))
     fail(Code::invalid_argument, "batch size " + std::to_string(o.batch) + " is out of range");
 }

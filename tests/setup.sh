@@ -7,6 +7,8 @@ ROOT=$(cd "$(dirname "$0")/.." && pwd)
 BUILD=${KILN_BUILD_DIR:-$ROOT/build}
 PKGS=(build-essential cmake pkg-config libxbyak-dev libasmjit-dev libtbb-dev libspdlog-dev
       doctest-dev libonnx-dev libprotobuf-dev protobuf-compiler)
+# The sanitizer and fuzzing stages of tests/run_tests.sh build with clang and its runtimes.
+[ "${KILN_SANITIZERS:-0}" != 1 ] || PKGS+=(clang libclang-rt-14-dev)
 # The end-to-end zoo tests export torchvision models with Debian's PyTorch.
 [ -z "${KILN_ZOO_DIR:-}" ] || PKGS+=(python3-torch python3-torchvision python3-onnx python3-numpy)
 missing=()

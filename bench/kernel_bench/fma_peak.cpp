@@ -1,5 +1,7 @@
 #include "fma_peak.h"
 
+#include <time.h>
+
 #include <algorithm>
 #include <chrono>
 #include <vector>
@@ -9,13 +11,41 @@
 namespace kiln::bench {
 namespace {
 
-// for (i = count; i; --i) { kUnroll x (kChains independent FMAs) }. kChains covers FMA
-// latency (4) x 2 pipes several times over, so the loop is throughput-bound.
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point t0) {
+  return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+// for (i = count; i; --i) { kUnroll x (chains independent FMAs) }, chains >= FMA latency (4)
+// x 2 pipes, so the loop is throughput-bound.
 class FmaLoop : public JitGenerator {
  public:
   static constexpr int kUnroll = 8;
   FmaLoop(Isa isa, int chains)
-      : JitGenerator(std::string("fma_peak__") + isa_name(isa)), isa_(isa), chains_(chains) {}
+      : JitGenerator(std::string("fma_peak") + std::to_string(chains) + "__" + isa_name(isa)),
+        isa_(isa),
+        chains_(chains) {
+    create();
+  }
+  double flops_per_iter() const { return 2.0 * simd_width(isa_) * chains_ * kUnroll; }
+  // GFLOP/s of one run of `iters` iterations.
+  double run(int64_t iters) const {
+    auto t0 = Clock::now();
+    fn<void (*)(int64_t)>()(iters);
+    return flops_per_iter() * double(iters) / seconds_since(t0) / 1e9;
+  }
+  // Iterations lasting about `seconds`.
+  int64_t calibrate(double seconds) const {
+    int64_t iters = 1 << 8;
+    for (;;) {
+      auto t0 = Clock::now();
+      fn<void (*)(int64_t)>()(iters);
+      const double s = seconds_since(t0);
+      if (s > seconds / 4) return std::max<int64_t>(1, int64_t(double(iters) * seconds / s));
+      iters *= 4;
+    }
+  }
 
  protected:
   void generate() override {
@@ -38,44 +68,84 @@ class FmaLoop : public JitGenerator {
   int chains_;
 };
 
-// Best GFLOP/s of one loop shape.
-double measure_chains(Isa isa, int chains, int runs, double seconds) {
-  FmaLoop gen(isa, chains);
-  gen.create();
-  auto fn = gen.fn<void (*)(int64_t)>();
-  const double flops_per_iter = 2.0 * simd_width(isa) * chains * FmaLoop::kUnroll;
-  using clock = std::chrono::steady_clock;
-  // Calibrate the iteration count to ~`seconds`.
-  int64_t iters = 1 << 8;
-  for (;;) {
-    auto t0 = clock::now();
-    fn(iters);
-    const double s = std::chrono::duration<double>(clock::now() - t0).count();
-    if (s > seconds / 4) {
-      iters = std::max<int64_t>(1, int64_t(double(iters) * seconds / s));
-      break;
-    }
-    iters *= 4;
-  }
-  double best = 0;
-  for (int r = 0; r < runs; ++r) {
-    auto t0 = clock::now();
-    fn(iters);
-    const double s = std::chrono::duration<double>(clock::now() - t0).count();
-    best = std::max(best, flops_per_iter * double(iters) / s / 1e9);
-  }
-  return best;
+int default_chains(Isa isa) {
+  return isa == Isa::avx512 ? 24 : 12;
 }
 
 }  // namespace
 
 double measure_fma_peak(Isa isa, int runs, double seconds) {
-  // Several chain counts, all >= latency (4) x pipes (2): the best is the peak.
+  // Several chain counts, all >= latency x pipes: the best is the peak.
   double best = 0;
   const std::vector<int> chains =
       isa == Isa::avx512 ? std::vector<int>{16, 24, 30} : std::vector<int>{8, 12, 14};
-  for (int c : chains) best = std::max(best, measure_chains(isa, c, runs, seconds));
+  for (int c : chains) {
+    FmaLoop loop(isa, c);
+    const int64_t iters = loop.calibrate(seconds);
+    for (int r = 0; r < runs; ++r) best = std::max(best, loop.run(iters));
+  }
   return best;
+}
+
+double thread_seconds() {
+  timespec ts;
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return double(ts.tv_sec) + 1e-9 * double(ts.tv_nsec);
+}
+
+struct FmaProbe::Impl {
+  explicit Impl(Isa isa) : loop(isa, default_chains(isa)), iters(loop.calibrate(50e-6)) {}
+  FmaLoop loop;
+  int64_t iters;
+};
+
+FmaProbe::FmaProbe(Isa isa) : impl_(std::make_unique<Impl>(isa)) {}
+FmaProbe::~FmaProbe() = default;
+double FmaProbe::gflops() const {
+  return impl_->loop.run(impl_->iters);
+}
+
+namespace {
+
+// Sums n floats (n a multiple of 128) with 8 independent 256-bit accumulators (AVX2, so the
+// probe runs on either path).
+class ReadLoop : public JitGenerator {
+ public:
+  ReadLoop() : JitGenerator("l2_probe") { create(); }
+
+ protected:
+  void generate() override {
+    using namespace Xbyak;
+    for (int i = 0; i < 8; ++i) vxorps(Ymm(i), Ymm(i), Ymm(i));
+    Label loop;
+    L(loop);
+    for (int i = 0; i < 16; ++i) vaddps(Ymm(i % 8), Ymm(i % 8), ptr[rdi + 32 * i]);
+    add(rdi, 512);
+    sub(rsi, 128);
+    jnz(loop, T_NEAR);
+    vzeroupper();
+    ret();
+  }
+};
+
+}  // namespace
+
+struct L2Probe::Impl {
+  ReadLoop loop;
+  std::vector<float> buf = std::vector<float>(192 * 1024, 1.f);
+};
+
+L2Probe::L2Probe() : impl_(std::make_unique<Impl>()) {
+  baseline_ = 1e9;
+  for (int i = 0; i < 300; ++i) baseline_ = std::min(baseline_, seconds());
+}
+L2Probe::~L2Probe() = default;
+
+double L2Probe::seconds() const {
+  auto fn = impl_->loop.fn<void (*)(const float*, int64_t)>();
+  const double t0 = thread_seconds();
+  fn(impl_->buf.data(), int64_t(impl_->buf.size()));
+  return thread_seconds() - t0;
 }
 
 }  // namespace kiln::bench

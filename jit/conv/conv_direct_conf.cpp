@@ -12,6 +12,9 @@ constexpr int64_t kL2Budget = 512 * 1024;
 // (3/4 and 3/8 of a 1 MB L2).
 constexpr int64_t kSplitAbove = 768 * 1024, kSplitChunk = 384 * 1024;
 
+// Instructions of one unrolled kernel-row body (kw x channels x (weights + FMAs)).
+constexpr int64_t kMaxBody = 2048;
+
 bool block_interior(const ConvProblem& p, int64_t ow0, int ur) {
   const int64_t first = ow0 * p.sw - p.pl;
   const int64_t last = (ow0 + ur - 1) * p.sw - p.pl + (p.kw - 1) * p.dw;
@@ -42,10 +45,20 @@ double row_cost(const DirectConf& c, int ur, int ob) {
   return cost;
 }
 
+// Estimated cycles per output row when rows run in pairs of one full-width block each.
+double pair_cost(const DirectConf& c, int ob) {
+  const double k = double(c.p.ic) * c.p.kh * c.p.kw;
+  const int ur = int(2 * c.p.ow);
+  const int64_t full = c.ocb / ob, rest = c.ocb % ob;
+  auto one = [&](int o) { return k * block_step_cycles(c.isa, ur, o, c.bcast_reg) + ur * o + 20; };
+  return 0.5 * (double(full) * one(ob) + (rest ? one(int(rest)) : 0));
+}
+
 }  // namespace
 
 std::string DirectConf::blocking_str() const {
-  return "ow" + std::to_string(ur_w) + "oc" + std::to_string(oc_blocks);
+  return (ur_h > 1 ? "oh" + std::to_string(ur_h) : std::string()) + "ow" + std::to_string(ur_w) +
+         "oc" + std::to_string(oc_blocks);
 }
 
 std::vector<OwBlock> plan_ow_blocks(const ConvProblem& p, int ur) {
@@ -96,6 +109,10 @@ ConfOr<DirectConf> init_direct_conf(const ConvProblem& p, const ConvImpl& impl, 
     for (int ur = 1; ur <= max_ur; ++ur) {
       if (impl.ur_w && ur != std::min<int64_t>(impl.ur_w, p.ow)) continue;
       if (!fits(isa, ur, ob, c.bcast_reg, c.epi_temps)) continue;
+      // Keep the unrolled kernel-row body within ~2K instructions (the uop cache and L1I also
+      // hold the edge-block bodies), unless the blocking is forced.
+      const int64_t body = p.kw * std::min<int64_t>(c.simd, p.ic) * (ob + int64_t(ur) * ob);
+      if (body > kMaxBody && !(impl.ur_w && impl.oc_blocks) && !(ur == 1 && ob == 1)) continue;
       // Plans with pixel / oc-group remainders pay 2% (their partial blocks run below the
       // model's estimate). Ties (1%) go to fewer oc vectors (smaller code, measured faster
       // with embedded broadcasts), then to wider blocks.
@@ -117,20 +134,39 @@ ConfOr<DirectConf> init_direct_conf(const ConvProblem& p, const ConvImpl& impl, 
     return R::no("no register blocking fits the forced values");
   }
 
+  // Two rows per block for narrow outputs: one block spans the row (ur_w = ow) and pairs of
+  // rows share each weight vector (e.g. 7-wide rows: 7 x 2 -> 2 x 7 x 1). Taken when the model
+  // says it is >= 5% cheaper; only chosen freely (forced values keep one row).
+  if (p.oh >= 4 && 2 * p.ow <= (isa == Isa::avx512 ? 28 : 14) && !impl.ur_w && !impl.oc_blocks) {
+    const double one = row_cost(c, c.ur_w, c.oc_blocks);
+    const int ur = int(2 * p.ow);
+    for (int ob = 1; ob <= max_ob; ++ob) {
+      if (!fits(isa, ur, ob, c.bcast_reg, c.epi_temps) ||
+          p.kw * std::min<int64_t>(c.simd, p.ic) * (ob + int64_t(ur) * ob) > kMaxBody)
+        continue;
+      if (pair_cost(c, ob) < one * 0.95) {
+        c.ur_h = 2;
+        c.ur_w = int(p.ow);
+        c.oc_blocks = ob;
+        break;
+      }
+    }
+  }
+
   c.oc_groups = (c.ocb + c.oc_blocks - 1) / c.oc_blocks;
   c.oc_blocks_last = int(c.ocb - (c.oc_groups - 1) * c.oc_blocks);
   c.last_group_own = c.oc_blocks_last != c.oc_blocks || p.oc % c.simd != 0;
   c.ow_blocks = plan_ow_blocks(p, c.ur_w);
   // Loop order: all weights in L2 -> rows outer (the src rows in L1 meet every group); else
   // one group's weights stay in L2 while its output rows sweep.
-  const int64_t wei_bytes = c.icb_total() * c.wei_icb_floats(c.oc_blocks) * 4 * c.oc_groups;
-  c.rows_outer = wei_bytes <= kL2Budget;
+  const int64_t wei_bytes = c.wei_group_floats(c.oc_blocks) * 4 * c.oc_groups;
+  c.rows_outer = wei_bytes <= kL2Budget && c.ur_h == 1;  // row pairs need rows inner
   // K split: a group whose weights overflow L2 would stream them from L3 for every output row;
   // cut the input channels into chunks that stay in L2 across the rows (partial sums in dst).
-  const int64_t group_bytes = c.icb_total() * c.wei_icb_floats(c.oc_blocks) * 4;
+  const int64_t group_bytes = c.wei_group_floats(c.oc_blocks) * 4;
   c.ic_chunk = c.icb_total();
   if (group_bytes > kSplitAbove && p.oh > 1) {
-    c.ic_chunk = std::max<int64_t>(1, kSplitChunk / (c.wei_icb_floats(c.oc_blocks) * 4));
+    c.ic_chunk = std::max<int64_t>(1, kSplitChunk / (c.wei_icb_floats(c.oc_blocks, c.simd) * 4));
     c.rows_outer = false;
   }
   return c;

@@ -36,8 +36,12 @@ struct DirectConf {
   int ic_tail = 0;       // channels in the last, partial block (0: none)
   int64_t ocb = 0;       // output-channel vectors (oc rounded up / simd)
 
-  int ur_w = 0;                 // register block: pixels ...
-  int oc_blocks = 0;            // ... x output-channel vectors
+  int ur_w = 0;       // register block: pixels ...
+  int oc_blocks = 0;  // ... x output-channel vectors
+  // Output rows per register block: 2 for narrow outputs (ur_w == ow) so that enough
+  // accumulators share each weight vector; rows whose window touches top/bottom padding still
+  // run one at a time.
+  int ur_h = 1;
   int64_t oc_groups = 0;        // groups of oc_blocks vectors
   int oc_blocks_last = 0;       // vectors in the last group (<= oc_blocks)
   bool last_group_own = false;  // the last group needs its own code (fewer blocks or lane tail)
@@ -51,7 +55,7 @@ struct DirectConf {
   int64_t ic_chunk = 0;
   bool rows_outer = false;  // tile order: (n, oh, group) instead of (n, group, oh)
 
-  // "ow14oc2" (part of the kernel name).
+  // "ow14oc2", "oh2ow7oc2" (part of the kernel name).
   std::string blocking_str() const;
   // Bytes between consecutive elements, for the generator and the kernel.
   int64_t src_pix_bytes() const { return src_plain ? 4 : int64_t(simd) * 4; }
@@ -59,9 +63,15 @@ struct DirectConf {
   int64_t src_ic_bytes() const { return src_plain ? 4 * p.ih * p.iw : 4; }  // within a block
   int64_t src_icb_bytes() const { return int64_t(simd) * 4 * p.ih * p.iw; }
   int64_t dst_ocb_bytes() const { return int64_t(simd) * 4 * p.oh * p.ow; }
-  // Floats of packed weights for one kernel row (kw x simd ic x ob x simd) / one ic block.
-  int64_t wei_kh_floats(int ob) const { return p.kw * simd * int64_t(ob) * simd; }
-  int64_t wei_icb_floats(int ob) const { return p.kh * wei_kh_floats(ob); }
+  // Floats of packed weights for one kernel row (kw x nic x ob x simd) / one ic block of nic
+  // channels (simd, or ic_tail for the last block: packed densely, so a first layer's 3
+  // channels do not spread its weights over 16x the cache lines and sets).
+  int64_t wei_kh_floats(int ob, int nic) const { return p.kw * nic * int64_t(ob) * simd; }
+  int64_t wei_icb_floats(int ob, int nic) const { return p.kh * wei_kh_floats(ob, nic); }
+  // All packed weights of a group of ob vectors.
+  int64_t wei_group_floats(int ob) const {
+    return icb_full * wei_icb_floats(ob, simd) + (ic_tail ? wei_icb_floats(ob, ic_tail) : 0);
+  }
   int64_t icb_total() const { return icb_full + (ic_tail ? 1 : 0); }
 };
 

@@ -11,21 +11,22 @@ namespace {
 
 // Upper bound of the emitted bytes (instructions are at most ~12 bytes; the epilogue chain at
 // most ~60 instructions per accumulator).
-size_t code_size_bound(const DirectConf& c, int ob) {
-  const size_t step = size_t(ob) * 12 + size_t(c.ur_w) * (size_t(ob) * 12 + 10);
+size_t code_size_bound(const DirectConf& c, int ob, int rows) {
+  const size_t step = size_t(ob) * 12 + size_t(rows * c.ur_w) * (size_t(ob) * 12 + 10);
   const size_t body = size_t(c.p.kw) * size_t(c.simd) * step + 256;
   const size_t bodies = c.ow_blocks.size() * (c.ic_tail ? 2 : 1);
-  const size_t store = size_t(c.ur_w) * ob * (40 + 60 * 12 * (c.p.post.size() + 1));
+  const size_t store = size_t(rows * c.ur_w) * ob * (40 + 60 * 12 * (c.p.post.size() + 1));
   return bodies * body + c.ow_blocks.size() * 3 * store + 16384;
 }
 
 }  // namespace
 
-DirectGenerator::DirectGenerator(const DirectConf& c, int ob, bool last_group,
+DirectGenerator::DirectGenerator(const DirectConf& c, int ob, bool last_group, int rows,
                                  const std::string& name)
-    : JitGenerator(name, code_size_bound(c, ob)),
+    : JitGenerator(name, code_size_bound(c, ob, rows)),
       c_(c),
       ob_(ob),
+      rows_(rows),
       last_(last_group),
       k_split_(c.ic_chunk < c.icb_total()) {
   GprPool pool;
@@ -43,12 +44,17 @@ DirectGenerator::DirectGenerator(const DirectConf& c, int ob, bool last_group,
   epi_a_ = pool.take("epi_a");
   epi_b_ = pool.take("epi_b");
   epi_ = std::make_unique<EpilogueEmitter>(*this, c.isa, c.p.bias, c.p.post);
-  if (c.ur_w * ob + epi_->temps_needed() > vector_regs(c.isa))
+  if (rows * c.ur_w * ob + epi_->temps_needed() > vector_regs(c.isa))
     fail(Code::internal, "kernel " + name + ": epilogue needs " +
                              std::to_string(epi_->temps_needed()) + " scratch registers");
 }
 
 DirectGenerator::~DirectGenerator() = default;
+
+int64_t DirectGenerator::dst_off(int ur, int px, int j) const {
+  const int r = px / ur, x = px % ur;
+  return (int64_t(r) * c_.p.ow + x) * c_.simd * 4 + j * c_.dst_ocb_bytes();
+}
 
 bool DirectGenerator::tap_valid(int64_t ow0, int p, int kw) const {
   if (ow0 < 0) return true;  // interior block: every tap is inside the image
@@ -83,7 +89,7 @@ void DirectGenerator::generate() {
 
 void DirectGenerator::emit_init(int ur) {
   auto zero = [&] {
-    for (int i = 0; i < ur * ob_; ++i) {
+    for (int i = 0; i < rows_ * ur * ob_; ++i) {
       Xmm a = vreg(c_.isa, i);
       vxorps(a, a, a);
     }
@@ -96,8 +102,8 @@ void DirectGenerator::emit_init(int ur) {
   jmp(go, T_NEAR);
   L(load);
   for (int j = 0; j < ob_; ++j)
-    for (int p = 0; p < ur; ++p)
-      vmovups(vreg(c_.isa, acc(p, j)), ptr[dst_blk_ + p * c_.simd * 4 + j * c_.dst_ocb_bytes()]);
+    for (int px = 0; px < rows_ * ur; ++px)
+      vmovups(vreg(c_.isa, acc(px, j)), ptr[dst_blk_ + dst_off(ur, px, j)]);
   L(go);
 }
 
@@ -113,7 +119,7 @@ void DirectGenerator::emit_block(int ur, int64_t ow0) {
     L(loop);
     emit_kh_loop(ur, ow0, c_.simd);
     add(src_ic_, c_.src_icb_bytes());
-    add(wei_ic_, c_.wei_icb_floats(ob_) * 4);
+    add(wei_ic_, c_.wei_icb_floats(ob_, c_.simd) * 4);
     dec(icb_cnt_);
     jnz(loop, T_NEAR);
     L(done);
@@ -122,6 +128,8 @@ void DirectGenerator::emit_block(int ur, int64_t ow0) {
     Label skip;
     test(byte[abi_param1 + offsetof(ConvCallArgs, flags)], int(kFlagIcTail));
     jz(skip, T_NEAR);
+    // The tail block's kernel rows are shorter: move the first-valid-row offset accordingly.
+    add(wei_ic_, ptr[abi_param1 + offsetof(ConvCallArgs, wei_tail_adj)]);
     emit_kh_loop(ur, ow0, c_.ic_tail);
     L(skip);
   }
@@ -131,8 +139,8 @@ void DirectGenerator::emit_block(int ur, int64_t ow0) {
 void DirectGenerator::emit_kh_loop(int ur, int64_t ow0, int nic) {
   const ConvProblem& p = c_.p;
   const bool reg_bcast = c_.bcast_reg || c_.isa != Isa::avx512;
-  const int w0 = ur * ob_;  // first weight register
-  const int bc = w0 + ob_;  // broadcast register (AVX2 / bcast_reg)
+  const int w0 = rows_ * ur * ob_;  // first weight register
+  const int bc = w0 + ob_;          // broadcast register (AVX2 / bcast_reg)
   const int64_t pix = c_.src_pix_bytes(), icb = c_.src_ic_bytes();
   Label loop, done;
   mov(src_k_, src_ic_);
@@ -143,15 +151,17 @@ void DirectGenerator::emit_kh_loop(int ur, int64_t ow0, int nic) {
   L(loop);
   for (int kw = 0; kw < p.kw; ++kw) {
     bool any = false;
-    for (int px = 0; px < ur; ++px) any = any || tap_valid(ow0, px, kw);
+    for (int px = 0; px < ur; ++px) any = any || tap_valid(ow0, px, kw);  // same in every row
     if (!any) continue;  // the whole block reads padding for this column
     for (int ic = 0; ic < nic; ++ic) {
-      const int64_t wofs = ((int64_t(kw) * c_.simd + ic) * ob_) * c_.simd * 4;
+      const int64_t wofs = ((int64_t(kw) * nic + ic) * ob_) * c_.simd * 4;
       for (int j = 0; j < ob_; ++j)
         vmovups(vreg(c_.isa, w0 + j), ptr[wei_k_ + wofs + j * c_.simd * 4]);
-      for (int px = 0; px < ur; ++px) {
-        if (!tap_valid(ow0, px, kw)) continue;
-        const int64_t sofs = (int64_t(px) * p.sw + int64_t(kw) * p.dw) * pix + ic * icb;
+      for (int px = 0; px < rows_ * ur; ++px) {
+        const int r = px / ur, x = px % ur;  // row in the call, pixel in the row
+        if (!tap_valid(ow0, x, kw)) continue;
+        const int64_t sofs = r * p.sh * c_.src_row_bytes() +
+                             (int64_t(x) * p.sw + int64_t(kw) * p.dw) * pix + ic * icb;
         if (reg_bcast) {
           vbroadcastss(vreg(c_.isa, bc), ptr[src_k_ + sofs]);
           for (int j = 0; j < ob_; ++j)
@@ -164,7 +174,7 @@ void DirectGenerator::emit_kh_loop(int ur, int64_t ow0, int nic) {
     }
   }
   add(src_k_, p.dh * c_.src_row_bytes());
-  add(wei_k_, c_.wei_kh_floats(ob_) * 4);
+  add(wei_k_, c_.wei_kh_floats(ob_, nic) * 4);
   dec(kh_cnt_);
   jnz(loop, T_NEAR);
   L(done);
@@ -174,10 +184,10 @@ void DirectGenerator::emit_store(int ur) {
   const int lane_tail = last_ ? int(c_.p.oc % c_.simd) : 0;
   auto store_all = [&](bool final) {
     std::vector<int> temps;
-    for (int t = 0; t < epi_->temps_needed(); ++t) temps.push_back(ur * ob_ + t);
+    for (int t = 0; t < epi_->temps_needed(); ++t) temps.push_back(rows_ * ur * ob_ + t);
     for (int j = 0; j < ob_; ++j)
-      for (int px = 0; px < ur; ++px) {
-        const int64_t dofs = int64_t(px) * c_.simd * 4 + j * c_.dst_ocb_bytes();
+      for (int px = 0; px < rows_ * ur; ++px) {
+        const int64_t dofs = dst_off(ur, px, j);
         if (final && !epi_->empty()) {
           EpilogueAddressing ea{
               this, abi_param1, epi_a_, epi_b_, dst_blk_, dofs, int64_t(j) * c_.simd * 4};

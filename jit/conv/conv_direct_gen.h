@@ -13,8 +13,9 @@ namespace kiln::convjit {
 class DirectGenerator : public JitGenerator {
  public:
   // `ob`: oc vectors this code computes (conf.oc_blocks, or conf.oc_blocks_last for the last
-  // group); `last_group`: the last oc vector may have a lane tail.
-  DirectGenerator(const DirectConf& c, int ob, bool last_group, const std::string& name);
+  // group); `last_group`: the last oc vector may have a lane tail; `rows`: output rows per call
+  // (1, or conf.ur_h for rows whose kernel window has no top/bottom padding).
+  DirectGenerator(const DirectConf& c, int ob, bool last_group, int rows, const std::string& name);
   ~DirectGenerator() override;
 
  protected:
@@ -26,10 +27,13 @@ class DirectGenerator : public JitGenerator {
   void emit_init(int ur);
   void emit_store(int ur);
   bool tap_valid(int64_t ow0, int p, int kw) const;
-  int acc(int p, int j) const { return p * ob_ + j; }
+  // Accumulator of pixel px (row px / ur, column px % ur of the block) and oc vector j.
+  int acc(int px, int j) const { return px * ob_ + j; }
+  int64_t dst_off(int ur, int px, int j) const;  // bytes from dst_blk_
 
   DirectConf c_;
   int ob_;
+  int rows_;
   bool last_;
   bool k_split_;
   std::unique_ptr<EpilogueEmitter> epi_;

@@ -18,11 +18,17 @@ class DirectKernel : public Kernel {
         name_(conv_kernel_name("direct", c.src, c.dst, c.blocking_str(), c.isa)),
         bias_(pack_bias(bias ? bias->data<float>() : nullptr, c.p.oc, c.ocb * c.simd)) {
     pack_weights(w.data<float>());
-    main_ = std::make_unique<DirectGenerator>(c, c.oc_blocks, false, name_);
-    main_->create();
-    if (c.last_group_own) {
-      last_ = std::make_unique<DirectGenerator>(c, c.oc_blocks_last, true, name_ + "_lastoc");
-      last_->create();
+    // [rows - 1][last group]: one-row code always, row-pair code when ur_h == 2.
+    for (int rows = 1; rows <= c.ur_h; ++rows) {
+      const std::string suffix = rows > 1 ? "_rows" + std::to_string(rows) : "";
+      gen_[rows - 1][0] =
+          std::make_unique<DirectGenerator>(c, c.oc_blocks, false, rows, name_ + suffix);
+      gen_[rows - 1][0]->create();
+      if (c.last_group_own) {
+        gen_[rows - 1][1] = std::make_unique<DirectGenerator>(c, c.oc_blocks_last, true, rows,
+                                                              name_ + suffix + "_lastoc");
+        gen_[rows - 1][1]->create();
+      }
     }
   }
 
@@ -53,16 +59,28 @@ class DirectKernel : public Kernel {
         rows = std::min(end - t, OH - oh0);  // the rows of this (n, g) in the range
       }
       const int64_t chunk = split ? c_.ic_chunk : c_.icb_total();
-      for (int64_t k0 = 0; k0 < c_.icb_total(); k0 += chunk)
-        for (int64_t oh = oh0; oh < oh0 + rows; ++oh)
-          call(args, base, n, g, oh, k0, std::min(chunk, c_.icb_total() - k0));
+      for (int64_t k0 = 0; k0 < c_.icb_total(); k0 += chunk) {
+        const int64_t kcnt = std::min(chunk, c_.icb_total() - k0);
+        for (int64_t oh = oh0; oh < oh0 + rows;) {
+          // Pairs of rows whose windows have no top/bottom padding run as one block.
+          const int step =
+              c_.ur_h == 2 && oh + 1 < oh0 + rows && full_window(oh) && full_window(oh + 1) ? 2 : 1;
+          call(args, base, n, g, oh, k0, kcnt, step);
+          oh += step;
+        }
+      }
       t += rows;
     }
   }
 
  private:
+  bool full_window(int64_t oh) const {
+    const int64_t ih0 = oh * c_.p.sh - c_.p.pt;
+    return ih0 >= 0 && ih0 + (c_.p.kh - 1) * c_.p.dh < c_.p.ih;
+  }
+
   void call(const KernelArgs& args, const ConvCallArgs& base, int64_t n, int64_t g, int64_t oh,
-            int64_t k0, int64_t kcnt) const {
+            int64_t k0, int64_t kcnt, int rows) const {
     const ConvProblem& p = c_.p;
     const bool last = g == c_.oc_groups - 1;
     const int ob = last ? c_.oc_blocks_last : c_.oc_blocks;
@@ -77,8 +95,10 @@ class DirectKernel : public Kernel {
     const int64_t row = c_.src_row_bytes() / 4;
     a.src = args.src[0] + n * src_img + k0 * (c_.src_icb_bytes() / 4) +
             (hi > lo ? (ih0 + lo * p.dh) * row : 0);
-    a.wei = wei_.data<float>() + group_off_[size_t(g)] + k0 * c_.wei_icb_floats(ob) +
-            lo * c_.wei_kh_floats(ob);
+    a.wei = wei_.data<float>() + group_off_[size_t(g)] + k0 * c_.wei_icb_floats(ob, c_.simd) +
+            lo * c_.wei_kh_floats(ob, c_.simd);
+    if (c_.ic_tail)
+      a.wei_tail_adj = lo * (c_.wei_kh_floats(ob, c_.ic_tail) - c_.wei_kh_floats(ob, c_.simd)) * 4;
     const int64_t oc0 = g * c_.oc_blocks * c_.simd;
     a.dst =
         args.dst[0] + n * c_.ocb * c_.simd * p.oh * p.ow + oc0 * p.oh * p.ow + oh * p.ow * c_.simd;
@@ -92,33 +112,35 @@ class DirectKernel : public Kernel {
     a.k_blocks = kcnt - (has_tail ? 1 : 0);
     a.flags = (k0 > 0 ? kFlagAccumulate : 0) | (k0 + kcnt == c_.icb_total() ? kFlagFinal : 0) |
               (has_tail ? kFlagIcTail : 0);
-    (last && last_ ? last_ : main_)->fn<Fn>()(&a);
+    const auto& gen = gen_[rows - 1][last && c_.last_group_own ? 1 : 0];
+    gen->fn<Fn>()(&a);
   }
 
   void pack_weights(const float* w) {
     const ConvProblem& p = c_.p;
-    const int64_t S = c_.simd, ICB = c_.icb_total();
+    const int64_t S = c_.simd;
     int64_t total = 0;
     for (int64_t g = 0; g < c_.oc_groups; ++g) {
       group_off_.push_back(total);
-      const int ob = g == c_.oc_groups - 1 ? c_.oc_blocks_last : c_.oc_blocks;
-      total += ICB * c_.wei_icb_floats(ob);
+      total += c_.wei_group_floats(g == c_.oc_groups - 1 ? c_.oc_blocks_last : c_.oc_blocks);
     }
     wei_ = Tensor(DType::f32, {total});  // zero-filled, 64-byte aligned
     float* out = wei_.data<float>();
     for (int64_t g = 0; g < c_.oc_groups; ++g) {
       const int64_t ob = g == c_.oc_groups - 1 ? c_.oc_blocks_last : c_.oc_blocks;
       float* o = out + group_off_[size_t(g)];
-      // [icb][kh][kw][ic][ob][lane]
-      for (int64_t icb = 0; icb < ICB; ++icb)
+      // [icb][kh][kw][ic < nic][ob][lane], nic = simd or ic_tail for the last block
+      for (int64_t icb = 0; icb < c_.icb_total(); ++icb) {
+        const int64_t nic = icb < c_.icb_full ? S : c_.ic_tail;
         for (int64_t kh = 0; kh < p.kh; ++kh)
           for (int64_t kw = 0; kw < p.kw; ++kw)
-            for (int64_t i = 0; i < S; ++i)
+            for (int64_t i = 0; i < nic; ++i)
               for (int64_t j = 0; j < ob; ++j)
                 for (int64_t l = 0; l < S; ++l, ++o) {
                   const int64_t oc = (g * c_.oc_blocks + j) * S + l, ic = icb * S + i;
-                  if (oc < p.oc && ic < p.ic) *o = w[((oc * p.ic + ic) * p.kh + kh) * p.kw + kw];
+                  if (oc < p.oc) *o = w[((oc * p.ic + ic) * p.kh + kh) * p.kw + kw];
                 }
+      }
     }
   }
 
@@ -127,7 +149,7 @@ class DirectKernel : public Kernel {
   std::vector<float> bias_;
   Tensor wei_;
   std::vector<int64_t> group_off_;
-  std::unique_ptr<DirectGenerator> main_, last_;
+  std::unique_ptr<DirectGenerator> gen_[2][2];
 };
 
 }  // namespace

@@ -8,6 +8,16 @@ namespace {
 constexpr int64_t kL2Budget = 512 * 1024;  // see conv_direct_conf.cpp
 constexpr int64_t kL1Budget = 32 * 1024;   // of a 48 KB L1D
 
+// Lines per L1 set (64 sets of 64 bytes) that `ur` addresses `stride` bytes apart occupy, at
+// most; an L1D has 12 ways, and the weights and the other operand need some.
+constexpr int kMaxPerSet = 10;
+int set_crowding(int64_t stride, int ur) {
+  int count[64] = {};
+  int worst = 0;
+  for (int m = 0; m < ur; ++m) worst = std::max(worst, ++count[(m * stride / 64) % 64]);
+  return worst;
+}
+
 bool fits(Isa isa, int ur, int ob, bool bcast_reg, int temps) {
   const int live = ob + ((bcast_reg || isa != Isa::avx512) ? 1 : 0);
   return ur * ob + std::max(live, temps) <= vector_regs(isa);
@@ -67,6 +77,12 @@ ConfOr<Gemm1x1Conf> init_gemm1x1_conf(const ConvProblem& p, const ConvImpl& impl
     for (int ur = 1; ur <= max_ur; ++ur) {
       if (impl.ur_w && ur != std::min<int64_t>(impl.ur_w, c.m_len)) continue;
       if (!fits(isa, ur, ob, c.bcast_reg, c.epi_temps)) continue;
+      // NHWC pixels are a channel row apart: with 1024 channels (4 KB) every pixel of a tile
+      // falls into the same L1 set, and a 28-pixel tile thrashes it (measured 41% of peak).
+      if (c.nhwc && !(impl.ur_w && impl.oc_blocks) &&
+          (set_crowding(c.stride * c.src_pix_bytes(), ur) > kMaxPerSet ||
+           set_crowding(c.dst_pix_bytes(), ur) > kMaxPerSet))
+        continue;
       // Plans with pixel / oc-group remainders pay 2% (their partial blocks run below the
       // model's estimate). Ties (1%) go to fewer oc vectors (smaller code, measured faster
       // with embedded broadcasts), then to wider blocks.
@@ -104,7 +120,11 @@ ConfOr<Gemm1x1Conf> init_gemm1x1_conf(const ConvProblem& p, const ConvImpl& impl
   const int64_t want = c.m_outer ? std::max<int64_t>(1, l1_tiles) : 4;
   c.chunk_blocks = c.stride == 1 ? std::clamp<int64_t>(want, 1, tiles) : tiles;
   c.chunks = (tiles + c.chunk_blocks - 1) / c.chunk_blocks;
+  // K split: when one tile's src (ur_m pixels x all input channels) overflows the L1 share,
+  // the groups of a chunk are swept per slice of input channels instead (partial sums in dst).
   c.ic_chunk = c.icb_total();
+  if (c.m_outer && c.n_groups > 1 && int64_t(4) * c.ur_m * p.ic > kL1Budget)
+    c.ic_chunk = std::max<int64_t>(1, kL1Budget / (int64_t(4) * c.ur_m * c.simd));
   return c;
 }
 

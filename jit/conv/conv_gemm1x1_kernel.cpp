@@ -40,10 +40,14 @@ class Gemm1x1Kernel : public Kernel {
     int64_t t = begin;
     while (t < end) {
       if (c_.m_outer) {
-        const int64_t g = t % G, lc = t / G % LC, n = t / (G * LC);
+        // Tiles of one pixel chunk (its groups) are contiguous: per K chunk, sweep the groups
+        // so the chunk's src stays in L1.
+        const int64_t g0 = t % G, lc = t / G % LC, n = t / (G * LC);
+        const int64_t cnt = std::min(end - t, G - g0);
         for (int64_t k0 = 0; k0 < c_.icb_total(); k0 += chunk)
-          call(args, base, n, g, lc, k0, std::min(chunk, c_.icb_total() - k0));
-        ++t;
+          for (int64_t g = g0; g < g0 + cnt; ++g)
+            call(args, base, n, g, lc, k0, std::min(chunk, c_.icb_total() - k0));
+        t += cnt;
       } else {
         // Tiles of one (n, group) are contiguous: sweep them per K chunk so the chunk's
         // weights stay in cache.

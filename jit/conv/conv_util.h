@@ -35,6 +35,7 @@ struct ConvCallArgs {
   int64_t k_blocks = 0;         // full input-channel blocks in this call
   int64_t m_blocks = 0;         // gemm1x1: full pixel blocks in this call
   int64_t flags = 0;
+  int64_t wei_tail_adj = 0;  // direct: bytes added to the weight pointer at the ic-tail block
   int64_t res_delta[kMaxPostOps] = {};   // `add` post-op i: residual - dst, in bytes
   const float* scale[kMaxPostOps] = {};  // `scale_shift` post-op i, at the group's oc
   const float* shift[kMaxPostOps] = {};

@@ -163,18 +163,19 @@ TEST_CASE("conv init_conf: register blocking fits and uses the register file") {
     auto c = init_direct_conf(p, kDirect16, Isa::avx512);
     REQUIRE(c);
     INFO("ow " << ow << " blocking " << c.conf->blocking_str());
-    const int accs = c.conf->ur_w * c.conf->oc_blocks;
+    const int accs = c.conf->ur_h * c.conf->ur_w * c.conf->oc_blocks;
     CHECK(accs >= 14);  // enough chains to hide the FMA latency
     CHECK(accs + c.conf->oc_blocks <= 32);
     CHECK(ow % c.conf->ur_w == 0);  // no output-width tail on these widths
     auto c2 = init_direct_conf(p, kDirect8, Isa::avx2);
     REQUIRE(c2);
-    const int accs2 = c2.conf->ur_w * c2.conf->oc_blocks;
+    const int accs2 = c2.conf->ur_h * c2.conf->ur_w * c2.conf->oc_blocks;
     CHECK(accs2 >= 8);
     CHECK(accs2 + c2.conf->oc_blocks + 1 <= 16);  // + the broadcast register
+    CHECK(accs2 >= 12);
   }
-  // ow 7 on AVX-512: 7 pixels x 2 vectors (7 x 1 cannot hide the FMA latency; more vectors
-  // per pixel are slower with embedded broadcasts).
+  // ow 7 on AVX-512: 2 rows x 7 pixels x 1 vector (7 x 1 cannot hide the FMA latency; more
+  // vectors per pixel cost more loads with embedded broadcasts).
   ConvProblem p7 = problem({.ic = 512,
                             .ih = 7,
                             .iw = 7,
@@ -187,7 +188,8 @@ TEST_CASE("conv init_conf: register blocking fits and uses the register file") {
                             .pr = 1});
   auto c7 = init_direct_conf(p7, kDirect16, Isa::avx512);
   REQUIRE(c7);
-  CHECK(c7.conf->blocking_str() == "ow7oc2");
+  CHECK(c7.conf->blocking_str() == "oh2ow7oc1");
+  CHECK_FALSE(c7.conf->rows_outer);  // row pairs are formed along the rows of one group
   // With a post-op chain the epilogue's 4 scratch registers are reserved too.
   ConvProblem pe = p7;
   pe.post = chain({op(PostOp::Kind::swish)});
@@ -271,6 +273,46 @@ TEST_CASE("conv init_conf: weights beyond L2 split the input channels") {
   auto d = init_direct_conf(q, kDirect16, Isa::avx512);
   REQUIRE(d);
   CHECK(d.conf->ic_chunk == d.conf->icb_total());
+}
+
+TEST_CASE("gemm1x1 init_conf: loop order, pixel chunks and K split") {
+  const ConvImpl nchw16 = impl(ConvFamily::gemm1x1, Layout::nChw16c, Layout::nChw16c, 28, 1);
+  // 512 -> 64 at 14x14: all weights (128 KB) fit L2 -> pixel chunk outer; one 28-pixel tile of
+  // src is 56 KB > the 32 KB L1 share -> input channels in slices of 32768 / (4*28*16) = 18
+  // blocks.
+  ConvProblem a = problem({.ic = 512, .ih = 14, .iw = 14, .oc = 64});
+  auto ca = init_gemm1x1_conf(a, nchw16, Isa::avx512);
+  REQUIRE(ca);
+  CHECK(ca.conf->m_outer);
+  CHECK(ca.conf->chunk_blocks == 1);
+  CHECK(ca.conf->chunks == 7);  // 196 / 28
+  CHECK(ca.conf->ic_chunk == 18);
+  // 64 -> 64 at 56x56: a 28-pixel tile is 7 KB -> 4 tiles per chunk (32 KB), no split.
+  ConvProblem b = problem({.ic = 64, .ih = 56, .iw = 56, .oc = 64});
+  auto cb = init_gemm1x1_conf(b, nchw16, Isa::avx512);
+  REQUIRE(cb);
+  CHECK(cb.conf->chunk_blocks == 4);
+  CHECK(cb.conf->chunks == 28);  // 112 tiles / 4
+  CHECK(cb.conf->ic_chunk == cb.conf->icb_total());
+  // 1024 -> 1024: 4 MB of weights -> group outer, no split.
+  ConvProblem d = problem({.ic = 1024, .ih = 14, .iw = 14, .oc = 1024});
+  auto cd = init_gemm1x1_conf(d, nchw16, Isa::avx512);
+  REQUIRE(cd);
+  CHECK_FALSE(cd.conf->m_outer);
+  CHECK(cd.conf->ic_chunk == cd.conf->icb_total());
+}
+
+TEST_CASE("gemm1x1 init_conf: NHWC tiles avoid crowding one L1 set") {
+  // 1024 channels: pixels 4 KB apart share one L1 set -> at most 10 pixels per tile.
+  ConvProblem p = problem({.ic = 1024, .ih = 14, .iw = 14, .oc = 256});
+  auto c = init_gemm1x1_conf(p, impl(ConvFamily::gemm1x1, Layout::nhwc, Layout::nhwc), Isa::avx512);
+  REQUIRE(c);
+  CHECK(c.conf->ur_m <= 10);
+  // 64 channels (256 B apart): 28 pixels spread over 28 sets, no limit.
+  ConvProblem q = problem({.ic = 64, .ih = 56, .iw = 56, .oc = 64});
+  auto d = init_gemm1x1_conf(q, impl(ConvFamily::gemm1x1, Layout::nhwc, Layout::nhwc), Isa::avx512);
+  REQUIRE(d);
+  CHECK(d.conf->ur_m > 10);
 }
 
 TEST_CASE("conv kernel names and tile counts") {

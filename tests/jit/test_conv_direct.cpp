@@ -237,6 +237,65 @@ TEST_CASE("direct conv with the input channels split across calls") {
     }
 }
 
+// Row pairs (ur_h = 2): interior rows run two at a time, rows touching the top/bottom padding
+// one at a time; with and without the K split and a chain.
+TEST_CASE("direct conv with two-row register blocks") {
+  uint64_t seed = 700;
+  const std::vector<Shp> shapes = {
+      {.ic = 20, .ih = 7, .iw = 7, .oc = 40, .kh = 3, .kw = 3, .pt = 1, .pl = 1, .pb = 1, .pr = 1},
+      {.n = 2,
+       .ic = 33,
+       .ih = 14,
+       .iw = 13,
+       .oc = 17,
+       .kh = 3,
+       .kw = 3,
+       .sh = 2,
+       .sw = 2,
+       .pt = 1,
+       .pl = 0,
+       .pb = 1,
+       .pr = 1},
+      {.ic = 16,
+       .ih = 9,
+       .iw = 5,
+       .oc = 24,
+       .kh = 5,
+       .kw = 3,
+       .pt = 2,
+       .pl = 1,
+       .pb = 1,
+       .pr = 1,
+       .dh = 2,
+       .dw = 1},
+  };
+  for (Isa isa : isas())
+    for (const Shp& s : shapes)
+      for (int variant = 0; variant < 3; ++variant) {
+        const ConvProblem p =
+            problem(s, variant == 2 ? chain({op(K::add), op(K::relu)}) : std::vector<PostOp>{});
+        auto c = convjit::init_direct_conf(p, direct(isa), isa);
+        REQUIRE(c);
+        convjit::DirectConf conf = *c.conf;
+        conf.ur_w = int(p.ow);
+        conf.ur_h = 2;
+        conf.oc_blocks = 1;
+        conf.oc_groups = conf.ocb;
+        conf.oc_blocks_last = 1;
+        conf.last_group_own = p.oc % conf.simd != 0;
+        conf.ow_blocks = convjit::plan_ow_blocks(p, conf.ur_w);
+        conf.rows_outer = false;
+        if (variant == 1) conf.ic_chunk = 1;
+        Operands o = make_operands(p, seed++);
+        auto k = convjit::make_direct_kernel(conf, o.w, &o.b);
+        INFO(k->name() << " variant " << variant << " isa " << isa_name(isa));
+        CHECK(k->name().find("oh2ow") != std::string::npos);
+        std::string first;
+        CHECK(count_mismatches(run_kernel(*k, p, o, blocked(isa), blocked(isa)), reference(p, o),
+                               p.ic * p.kh * p.kw, &first) == 0);
+      }
+}
+
 TEST_CASE("direct conv: AVX-512 register broadcast variant") {
   // bcast_reg is a conf-level option (not chosen by default); keep its code path alive.
   const ConvProblem p = problem({.ic = 19,

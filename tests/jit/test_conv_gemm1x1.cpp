@@ -98,5 +98,67 @@ TEST_CASE("gemm1x1 conv with the input channels split across calls") {
       }
 }
 
+// Full-size ResNet-50 shapes with the blockings, loop orders and K splits init_conf picks for
+// them (the benchmark's kernels), on both ISAs.
+TEST_CASE("conv families on ResNet-50 shapes with their chosen plans") {
+  uint64_t seed = 1400;
+  auto d = [](Isa isa, Layout src) {
+    ConvImpl i;
+    i.src = src;
+    i.dst = blocked(isa);
+    return i;
+  };
+  for (Isa isa : isas()) {
+    // conv1 (NCHW src), 3x3 with 2-row blocks, 3x3 stride 2.
+    check_conv(problem({.ic = 3,
+                        .ih = 224,
+                        .iw = 224,
+                        .oc = 64,
+                        .kh = 7,
+                        .kw = 7,
+                        .sh = 2,
+                        .sw = 2,
+                        .pt = 3,
+                        .pl = 3,
+                        .pb = 3,
+                        .pr = 3},
+                       chain({op(K::relu)})),
+               d(isa, Layout::nchw), isa, seed++);
+    check_conv(problem({.ic = 512,
+                        .ih = 7,
+                        .iw = 7,
+                        .oc = 64,
+                        .kh = 3,
+                        .kw = 3,
+                        .pt = 1,
+                        .pl = 1,
+                        .pb = 1,
+                        .pr = 1}),
+               d(isa, blocked(isa)), isa, seed++);
+    check_conv(problem({.ic = 128,
+                        .ih = 56,
+                        .iw = 56,
+                        .oc = 32,
+                        .kh = 3,
+                        .kw = 3,
+                        .sh = 2,
+                        .sw = 2,
+                        .pt = 1,
+                        .pl = 1,
+                        .pb = 1,
+                        .pr = 1}),
+               d(isa, blocked(isa)), isa, seed++);
+    // 1x1: K split over pixel chunks (512 -> 128 at 28), NHWC with 1024 channels, stride 2.
+    for (bool nhwc : {false, true}) {
+      check_conv(
+          problem({.ic = 512, .ih = 28, .iw = 28, .oc = 128}, chain({op(K::add), op(K::relu)})),
+          gemm(isa, nhwc), isa, seed++);
+      check_conv(problem({.ic = 1024, .ih = 14, .iw = 14, .oc = 64}), gemm(isa, nhwc), isa, seed++);
+      check_conv(problem({.ic = 256, .ih = 56, .iw = 56, .oc = 64, .sh = 2, .sw = 2}),
+                 gemm(isa, nhwc), isa, seed++);
+    }
+  }
+}
+
 }  // namespace
 }  // namespace kiln::convtest

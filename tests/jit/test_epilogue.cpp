@@ -412,7 +412,8 @@ TEST_CASE("epilogue: chains, both ISAs") {
     for (const auto& [bias, ops] : chains())
       for (const auto& regs : reg_sets(isa)) {
         CAPTURE(std::string(isa_name(isa)));
-        CAPTURE(post_ops_str(ops));
+        const std::string chain = post_ops_str(ops);  // clang 14 cannot CAPTURE a binding
+        CAPTURE(chain);
         check_chain(isa, bias, ops, regs, inputs, 12);
       }
 }
@@ -589,7 +590,8 @@ TEST_CASE("epilogue: tail loads never read past the tail (guard page)") {
       for (const auto& regs : reg_sets(isa)) {
         const int w = simd_width(isa);
         CAPTURE(std::string(isa_name(isa)));
-        CAPTURE(post_ops_str(ops));
+        const std::string chain = post_ops_str(ops);  // clang 14 cannot CAPTURE a binding
+        CAPTURE(chain);
         for (int tail = 1; tail <= w; ++tail) {
           CAPTURE(tail);
           EpiKernel k(isa, bias, ops, tail == w ? 0 : tail, regs);

@@ -89,8 +89,11 @@ std::vector<std::pair<std::string, kiln::SessionOptions>> paths() {
 TEST_CASE("fixture models match their PyTorch/NumPy references on every path") {
   auto all = fixtures(fs::path(KILN_FIXTURE_DIR) / "models");
   REQUIRE(all.size() >= 20);
-  for (const auto& [path, opts] : paths())
+  // Not a structured binding: clang 14 (the sanitizer builds) cannot capture one in CAPTURE.
+  for (const auto& path_opts : paths())
     for (const auto& f : all) {
+      const std::string& path = path_opts.first;
+      const kiln::SessionOptions& opts = path_opts.second;
       CAPTURE(path);
       CAPTURE(f.name);
       auto s = kiln::Session::load_file((f.dir / "model.onnx").string(), opts);
@@ -110,7 +113,9 @@ TEST_CASE("fixture models match their PyTorch/NumPy references on every path") {
 
 TEST_CASE("the bundled demo model matches PyTorch, also from concurrent runs") {
   fs::path dir = fs::path(KILN_FIXTURE_DIR) / ".." / ".." / "examples" / "models";
-  for (const auto& [path, opts] : paths()) {
+  for (const auto& path_opts : paths()) {
+    const std::string& path = path_opts.first;
+    const kiln::SessionOptions& opts = path_opts.second;
     CAPTURE(path);
     auto s = kiln::Session::load_file((dir / "squeezenet1_1.onnx").string(), opts);
     Tensor in = kiln::read_npy((dir / "squeezenet1_1.input.npy").string());

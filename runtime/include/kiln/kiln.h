@@ -127,7 +127,9 @@ KILN_API kiln_status* kiln_session_create_from_file(const char* path, const kiln
 KILN_API kiln_status* kiln_session_create_from_memory(const void* data, size_t size,
                                                       const kiln_options* options,
                                                       kiln_session** out_session);
-/* NULL is allowed (no-op). */
+/* NULL is allowed (no-op). A handle that was already released (or never created) is ignored,
+ * and any other call given one returns KILN_INVALID_ARGUMENT instead of touching freed memory
+ * (best effort: a session created later may reuse the same address). */
 KILN_API void kiln_session_release(kiln_session* session);
 
 /* Model inputs and outputs, in the model's order (indices 0..count-1). Strings and dims
