@@ -16,7 +16,7 @@ rc=$?
 echo "$out"
 {
   echo "== $start, $SECS s per harness, $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2)"
-  echo "$out" | grep '^fuzz: ' | while read -r line; do
+  echo "$out" | grep '^fuzz: .* executions in ' | while read -r line; do
     echo "$line"
     execs=$(echo "$line" | awk '{print $3}')
     [[ "$execs" =~ ^[0-9]+$ ]] && echo "      $((execs / SECS)) executions/s"
