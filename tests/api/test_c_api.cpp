@@ -15,57 +15,13 @@
 #include <thread>
 #include <vector>
 
+#include "api/capi_test_util.h"
+
 namespace fs = std::filesystem;
 
 namespace {
 
-// ---- helpers -------------------------------------------------------------------------------
-
-// Takes ownership of a status; returns (code, message) and frees it.
-struct St {
-  kiln_code code;
-  std::string msg;
-};
-St take(kiln_status* s) {
-  St r{kiln_status_code(s), kiln_status_message(s)};
-  kiln_status_release(s);
-  return r;
-}
-bool contains(const std::string& s, const std::string& part) {
-  return s.find(part) != std::string::npos;
-}
-// The status is an error of `code` whose message contains `part`.
-#define CHECK_ERR(call, want_code, part)                                    \
-  do {                                                                      \
-    St st_ = take(call);                                                    \
-    CHECK_MESSAGE(st_.code == (want_code), st_.msg);                        \
-    CHECK_MESSAGE(contains(st_.msg, part), "message: '" << st_.msg << "'"); \
-  } while (0)
-#define CHECK_OK(call)                             \
-  do {                                             \
-    St st_ = take(call);                           \
-    REQUIRE_MESSAGE(st_.code == KILN_OK, st_.msg); \
-  } while (0)
-
-// Minimal protobuf writer, enough to hand-encode ONNX ModelProto bytes.
-struct Pb {
-  std::string b;
-  Pb& varint(uint64_t v) {
-    while (v >= 0x80) {
-      b += char((v & 0x7f) | 0x80);
-      v >>= 7;
-    }
-    b += char(v);
-    return *this;
-  }
-  Pb& i(int field, uint64_t v) { return varint(uint64_t(field) << 3).varint(v); }
-  Pb& s(int field, const std::string& v) {
-    varint(uint64_t(field) << 3 | 2).varint(v.size());
-    b += v;
-    return *this;
-  }
-  Pb& m(int field, const Pb& sub) { return s(field, sub.b); }
-};
+using namespace capi_test;
 
 // ValueInfoProto for a float tensor; a dim < 0 becomes the symbolic dim "N".
 Pb value_info(const std::string& name, const std::vector<int64_t>& dims) {
