@@ -24,7 +24,9 @@ constexpr int64_t kMinOpset = 7, kMaxOpset = 18;
 
 // Load-time resource limits: a hostile file is rejected (invalid_model or unsupported, naming
 // the limit) before it costs much memory or time. Real CNNs stay far below every one of them.
-constexpr int64_t kMaxNodes = int64_t(1) << 14;   // nodes in the graph
+// Nodes in the graph. Planning is quadratic in the node count today (arena offsets and step
+// dependencies in runtime/plan.cpp): 16384 Relu nodes take ~22 s to load under ASan.
+constexpr int64_t kMaxNodes = int64_t(1) << 14;
 constexpr int64_t kMaxValues = int64_t(1) << 17;  // initializers + graph inputs + node outputs
 constexpr int64_t kMaxRank = 32;                  // dims of any tensor
 // Inputs / outputs of one node (Concat and Sum inputs, Split outputs).
