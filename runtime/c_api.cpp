@@ -1,6 +1,7 @@
 // The C API (include/kiln/kiln.h) over kiln::Session. Every extern "C" body runs inside
 // guarded(), which turns any exception into a kiln_status, so nothing but a status ever crosses
 // the ABI.
+#include <cstddef>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
@@ -49,7 +50,9 @@ static_assert(int(kiln::DType::f32) == KILN_DTYPE_F32 && int(kiln::DType::i64) =
 
 // Size of the first published kiln_options. When fields are appended, keep this constant and
 // read a new field only when struct_size covers it.
-constexpr size_t kOptionsV1Size = sizeof(kiln_options);
+constexpr size_t kOptionsV1Size = offsetof(kiln_options, strategy);
+// Version 2 appended strategy and disable_cache.
+constexpr size_t kOptionsV2Size = offsetof(kiln_options, disable_cache) + sizeof(int32_t);
 
 // Returned when even allocating a status fails; kiln_status_release never frees it.
 kiln_status g_oom_status{KILN_OUT_OF_MEMORY, "out of memory"};
@@ -119,7 +122,18 @@ kiln::SessionOptions convert_options(const kiln_options* o) {
   so.batch = o->batch_size;
   // kiln_isa is kiln::Isa + 1 so that 0 (a zeroed field) means "no cap" (-1 in the core).
   so.max_isa = o->max_isa - 1;
-  // cache_dir, tuning_mode: reserved, nothing is tuned in this version.
+  if (o->tuning_mode < KILN_TUNING_DEFAULT || o->tuning_mode > KILN_TUNING_FULL)
+    kiln::fail(Code::invalid_argument, "options->tuning_mode is " + num(o->tuning_mode) +
+                                           ", expected a kiln_tuning value (0..3)");
+  so.tune = o->tuning_mode == KILN_TUNING_DEFAULT ? 1 : o->tuning_mode - 1;
+  if (o->cache_dir) so.cache_dir = o->cache_dir;
+  if (o->struct_size >= kOptionsV2Size) {
+    if (o->strategy < KILN_STRATEGY_DEFAULT || o->strategy > KILN_STRATEGY_HEURISTIC)
+      kiln::fail(Code::invalid_argument, "options->strategy is " + num(o->strategy) +
+                                             ", expected a kiln_strategy value (0..4)");
+    so.strategy = o->strategy == KILN_STRATEGY_DEFAULT ? 0 : o->strategy - 1;
+    so.use_cache = o->disable_cache == 0;
+  }
   return so;
 }
 
@@ -315,6 +329,8 @@ KILN_API kiln_status* kiln_options_init(kiln_options* options) {
     options->cache_dir = nullptr;
     options->tuning_mode = 0;
     options->max_isa = 0;
+    options->strategy = 0;
+    options->disable_cache = 0;
   });
 }
 

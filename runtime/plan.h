@@ -1,7 +1,7 @@
 // The execution plan: the optimised graph lowered to a sequence of steps, each a compiled
 // Kernel reading and writing plan tensors (a graph value stored in one layout). Layout
-// conversions are explicit steps. Until the solver exists (tuning issue), a fixed rule picks
-// each conv's family and layouts (see choose_conv_impl in plan.cpp).
+// conversions are explicit steps. Which kernel and layouts each node uses was chosen before
+// (runtime/selection.h).
 #pragma once
 
 #include <memory>
@@ -25,6 +25,12 @@ struct PlanTensor {
   Layout layout = Layout::nchw;  // 4-D values only; other ranks are always plain
   int64_t bytes = 0;             // including blocked-layout channel padding
   int64_t offset = -1;           // in the run arena; -1 = constant, graph input or output
+  // In-place views (e.g. a producer writing straight into its slice of a Concat output):
+  // when parent >= 0 this tensor occupies bytes [parent_offset, parent_offset + bytes) of
+  // plan tensor `parent` and gets no bytes of its own; the parent stays alive as long as any
+  // view of it is used.
+  int parent = -1;
+  int64_t parent_offset = 0;
 };
 
 struct Step {
@@ -42,12 +48,18 @@ struct Plan {
   std::vector<PlanTensor> tensors;
   std::vector<Step> steps;
   std::vector<int> inputs, outputs;  // plan tensors of graph inputs / outputs (plain layout)
-  int64_t arena_bytes = 0;  // peak of the liveness-based arena
-  int64_t naive_bytes = 0;  // what one buffer per intermediate would need
+  int64_t arena_bytes = 0;           // peak of the liveness-based arena
+  int64_t naive_bytes = 0;           // what one buffer per intermediate would need
   int reorders = 0, jit_steps = 0;
+  int inplace_concats = 0;  // Concat nodes whose producers wrote their slices in place
 };
 
-// Lowers the optimised, inferred graph. Weights are packed into the chosen kernels here.
-Plan build_plan(const Graph& g, const PlanOptions& o);
+struct Selection;
+
+// Lowers the optimised, inferred graph with one chosen label per node (runtime/selection.h);
+// takes the kernels the selection already built, builds the rest, inserts a layout conversion
+// wherever a consumer reads a tensor in a layout nobody has produced yet (once per tensor and
+// layout), and plans the memory.
+Plan build_plan(const Graph& g, const PlanOptions& o, Selection& sel);
 
 }  // namespace kiln

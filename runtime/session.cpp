@@ -1,5 +1,7 @@
 #include "runtime/session.h"
 
+#include <unistd.h>
+
 #include <chrono>
 #include <cstring>
 #include <map>
@@ -11,6 +13,8 @@
 #include "runtime/log.h"
 #include "runtime/plan.h"
 #include "runtime/ref/ref_kernels.h"
+#include "runtime/selection.h"
+#include "runtime/tuning_cache.h"
 
 namespace kiln {
 namespace {
@@ -91,20 +95,57 @@ void Session::prepare(const SessionOptions& o) {
   isa_ = effective_isa(o.max_isa);
   threads_ = o.threads > 0 ? o.threads : int(std::thread::hardware_concurrency());
   if (threads_ < 1) threads_ = 1;
+  if (o.strategy < 0 || o.strategy > 3) fail(Code::invalid_argument, "strategy must be 0..3");
+  if (o.tune < 0 || o.tune > 2) fail(Code::invalid_argument, "tune must be 0..2");
+  SelectOptions so;
+  so.strategy = Strategy(o.strategy);
+  so.tune = o.reference ? TuneMode::none : TuneMode(o.tune);
+  so.isa = isa_;
+  so.threads = threads_;
+  so.reference = o.reference;
+  so.progress = o.progress && isatty(2);
+  if (o.force_family >= kNumConvFamilies) fail(Code::invalid_argument, "unknown conv family");
+  so.force_family = o.force_family;
+  std::unique_ptr<TuningCache> cache;
+  if (o.use_cache && !o.reference && so.tune != TuneMode::none) {
+    std::string dir = o.cache_dir.empty() ? default_cache_dir() : o.cache_dir;
+    if (!dir.empty())
+      cache = std::make_unique<TuningCache>(dir, CacheContext::current(isa_, threads_));
+  }
+  so.cache = cache.get();
+  sel_ = std::make_unique<Selection>(select_labels(graph_, so));
+  stats_.profile_ms = sel_->profile_ms;
+  stats_.solve_ms = sel_->solve_ms;
   PlanOptions po;
   po.isa = isa_;
   po.reference = o.reference;
-  plan_ = std::make_unique<Plan>(build_plan(graph_, po));
+  auto t2 = Clock::now();
+  plan_ = std::make_unique<Plan>(build_plan(graph_, po, *sel_));
+  stats_.jit_ms = sel_->jit_ms + ms_since(t2);
   exec_ = std::make_unique<Executor>(graph_, *plan_, threads_);
   stats_.plan_ms = ms_since(t1);
+  if (spdlog::should_log(spdlog::level::info))
+    for (const Step& st : plan_->steps) {
+      if (st.node < 0) continue;
+      const NodeChoice& c = sel_->nodes[size_t(st.node)];
+      spdlog::info("{}: {} [{}] {:.1f} us ({})", graph_.nodes[size_t(st.node)].where(),
+                   st.kernel->name(), c.label.key(), c.ms * 1e3,
+                   c.cached     ? "cache hit"
+                   : c.measured ? "measured"
+                                : "model");
+    }
   spdlog::info(
-      "plan: isa {}, {} threads, {} steps ({} JIT, {} layout conversions), arena {} KiB "
+      "plan: {} strategy ({} tuning{}), predicted {:.3f} ms{}, isa {}, {} threads, {} steps ({} "
+      "JIT, {} layout conversions), arena {} KiB "
       "(one buffer per tensor: {} KiB)",
-      isa_name(isa_), threads_, plan_->steps.size(), plan_->jit_steps, plan_->reorders,
-      plan_->arena_bytes / 1024, plan_->naive_bytes / 1024);
+      strategy_name(sel_->strategy), tune_mode_name(sel_->tune),
+      sel_->plan_from_cache ? ", plan from the tuning cache" : "", sel_->predicted_ms,
+      sel_->optimal ? " (proven optimal)" : "", isa_name(isa_), threads_, plan_->steps.size(),
+      plan_->jit_steps, plan_->reorders, plan_->arena_bytes / 1024, plan_->naive_bytes / 1024);
 }
 
-static void check_io(const char* kind, const std::vector<IoInfo>& want, const std::vector<Tensor>& got) {
+static void check_io(const char* kind, const std::vector<IoInfo>& want,
+                     const std::vector<Tensor>& got) {
   if (got.size() != want.size())
     fail(Code::invalid_argument, std::string("expected ") + std::to_string(want.size()) + " " +
                                      kind + "s, got " + std::to_string(got.size()));

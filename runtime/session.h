@@ -13,14 +13,21 @@ namespace kiln {
 
 struct Plan;
 struct RunProfile;
+struct Selection;
 class Executor;
 
 struct SessionOptions {
-  int threads = 0;        // 0 = all cores
-  int64_t batch = 0;      // 0 = what the model says (a symbolic batch dim becomes 1)
-  int log_level = -1;     // spdlog level 0..6; -1 = KILN_LOG_LEVEL or "warn"
-  int max_isa = -1;       // cap on the ISA (kiln::Isa value); -1 = none (KILN_MAX_ISA applies)
-  bool reference = false; // run every op with the scalar reference kernels (for comparison)
+  int threads = 0;         // 0 = all cores
+  int64_t batch = 0;       // 0 = what the model says (a symbolic batch dim becomes 1)
+  int log_level = -1;      // spdlog level 0..6; -1 = KILN_LOG_LEVEL or "warn"
+  int max_isa = -1;        // cap on the ISA (kiln::Isa value); -1 = none (KILN_MAX_ISA applies)
+  bool reference = false;  // run every op with the scalar reference kernels (for comparison)
+  int strategy = 0;        // kiln::Strategy: 0 global (PBQP), 1 local, 2 fixed, 3 heuristic
+  int tune = 1;            // kiln::TuneMode: 0 none, 1 fast, 2 full
+  std::string cache_dir;   // tuning cache folder; "" = default_cache_dir() (KILN_CACHE_DIR, XDG)
+  bool use_cache = true;   // false: neither read nor write the tuning cache
+  bool progress = false;   // progress bar on stderr while profiling (only if it is a terminal)
+  int force_family = -1;   // >= 0: a kiln::ConvFamily every conv uses where it applies (tests)
 };
 
 struct IoInfo {
@@ -32,6 +39,9 @@ struct IoInfo {
 // Load-time figures, milliseconds.
 struct LoadStats {
   double parse_ms = 0, passes_ms = 0, plan_ms = 0, total_ms = 0;
+  // Parts of plan_ms: timing candidates, solving, building the chosen kernels (JIT code and
+  // weight packing happen together in each kernel factory), memory planning and the rest.
+  double profile_ms = 0, solve_ms = 0, jit_ms = 0;
 };
 
 class Session {
@@ -50,6 +60,8 @@ class Session {
   int threads() const { return threads_; }
   // The lowered plan (kernels, layouts, conversions); defined in runtime/plan.h.
   const Plan& plan() const { return *plan_; }
+  // How each node's kernel was chosen (labels, predicted times, cache use, optimality).
+  const Selection& selection() const { return *sel_; }
 
   // inputs[i] / outputs[i] follow inputs() / outputs() order. Shapes and dtypes must match
   // exactly (shape_mismatch otherwise). Output tensors are written in place (use
@@ -68,6 +80,7 @@ class Session {
   LoadStats stats_;
   Isa isa_ = Isa::scalar;
   int threads_ = 1;
+  std::unique_ptr<Selection> sel_;
   std::unique_ptr<Plan> plan_;
   std::unique_ptr<Executor> exec_;
 };

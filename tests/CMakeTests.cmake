@@ -8,7 +8,8 @@ if(KILN_BASH)
   add_test(NAME install_examples
     COMMAND ${KILN_BASH} ${CMAKE_CURRENT_SOURCE_DIR}/install/install_test.sh
       ${CMAKE_BINARY_DIR} ${CMAKE_SOURCE_DIR} ${CMAKE_COMMAND})
-  set_tests_properties(install_examples PROPERTIES TIMEOUT 900 LABELS install)
+  set_tests_properties(install_examples PROPERTIES TIMEOUT 900 LABELS install
+    ENVIRONMENT "KILN_CACHE_DIR=${CMAKE_CURRENT_BINARY_DIR}/tmp/cache-install")
 endif()
 
 # cli: black-box test of the `kiln` tool (exit codes, run vs fixture references, bench JSON,
@@ -18,5 +19,6 @@ if(KILN_BASH AND Python3_Interpreter_FOUND AND TARGET kiln_cli)
   add_test(NAME cli
     COMMAND ${KILN_BASH} ${CMAKE_CURRENT_SOURCE_DIR}/install/cli_test.sh
       $<TARGET_FILE:kiln_cli> ${CMAKE_CURRENT_SOURCE_DIR}/fixtures ${Python3_EXECUTABLE})
-  set_tests_properties(cli PROPERTIES TIMEOUT 300)
+  set_tests_properties(cli PROPERTIES TIMEOUT 300
+    ENVIRONMENT "KILN_CACHE_DIR=${CMAKE_CURRENT_BINARY_DIR}/tmp/cache-cli")
 endif()

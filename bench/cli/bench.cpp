@@ -6,10 +6,12 @@
 #include <cstdio>
 #include <fstream>
 #include <random>
+#include <sstream>
 
 #include "cli.h"
 #include "runtime/executor.h"
 #include "runtime/plan.h"
+#include "runtime/selection.h"
 
 namespace kiln::cli {
 namespace {
@@ -54,16 +56,21 @@ void print_layers(const Session& s, const std::vector<Tensor>& ins, std::vector<
   double total = 0;
   for (size_t i = 0; i < med.size(); ++i) total += med[i] = percentile(samples[i], 50);
   auto layout_of = [&](int t) { return t < 0 ? "-" : layout_name(plan.tensors[size_t(t)].layout); };
-  std::printf("\n%4s  %-18s %-50s %-17s %9s %6s %8s\n", "step", "op", "kernel", "layouts", "ms",
-              "share", "GFLOP/s");
+  std::printf("\n%4s  %-18s %-50s %-17s %9s %6s %8s %9s %s\n", "step", "op", "kernel", "layouts",
+              "ms", "share", "GFLOP/s", "pred_ms", "time source");
   for (size_t i = 0; i < plan.steps.size(); ++i) {
     const Step& st = plan.steps[i];
     std::string lay = std::string(st.src.empty() ? "-" : layout_of(st.src[0])) + ">" +
                       (st.dst.empty() ? "-" : layout_of(st.dst[0]));
     const double macs = st.kernel->macs();
-    std::printf("%4zu  %-18s %-50s %-17s %9.4f %5.1f%% %8.1f\n", i, step_op(s, st).c_str(),
+    const NodeChoice* c = st.node >= 0 ? &s.selection().nodes[size_t(st.node)] : nullptr;
+    std::printf("%4zu  %-18s %-50s %-17s %9.4f %5.1f%% %8.1f %9.4f %s\n", i, step_op(s, st).c_str(),
                 st.kernel->name().c_str(), lay.c_str(), med[i], 100.0 * med[i] / total,
-                macs > 0 && med[i] > 0 ? 2.0 * macs / (med[i] * 1e6) : 0.0);
+                macs > 0 && med[i] > 0 ? 2.0 * macs / (med[i] * 1e6) : 0.0, c ? c->ms : 0.0,
+                !c            ? "-"
+                : c->cached   ? "cache"
+                : c->measured ? "measured"
+                              : "model");
   }
   std::printf("total of step medians: %.3f ms\n", total);
 }
@@ -81,10 +88,12 @@ void write_trace(const Session& s, const std::vector<Tensor>& ins, std::vector<T
   for (const auto& e : prof.events) {
     const Step& st = s.plan().steps[size_t(e.step)];
     char buf[128];
-    std::snprintf(buf, sizeof buf, "\"ts\": %.3f, \"dur\": %.3f", e.begin_us, e.end_us - e.begin_us);
+    std::snprintf(buf, sizeof buf, "\"ts\": %.3f, \"dur\": %.3f", e.begin_us,
+                  e.end_us - e.begin_us);
     f << (first ? "" : ",\n") << "{\"name\": " << json_escape(st.kernel->name())
-      << ", \"cat\": " << json_escape(step_op(s, st)) << ", \"ph\": \"X\", \"pid\": 1, \"tid\": "
-      << e.thread << ", " << buf << ", \"args\": {\"step\": " << e.step << "}}";
+      << ", \"cat\": " << json_escape(step_op(s, st))
+      << ", \"ph\": \"X\", \"pid\": 1, \"tid\": " << e.thread << ", " << buf
+      << ", \"args\": {\"step\": " << e.step << "}}";
     first = false;
   }
   f << "\n]}\n";
@@ -93,11 +102,10 @@ void write_trace(const Session& s, const std::vector<Tensor>& ins, std::vector<T
   std::printf("wrote %s (%zu events)\n", path.c_str(), prof.events.size());
 }
 
-}  // namespace
-
-int cmd_bench(const Args& a) {
+// One strategy: load, measure, print; returns the JSON object.
+std::string bench_one(const Args& a, const std::string& strategy) {
   auto t0 = Clock::now();
-  auto s = Session::load_file(a.model, session_options(a));
+  auto s = Session::load_file(a.model, session_options(a, strategy));
   const double load_ms = ms_between(t0, Clock::now());
   const LoadStats& ls = s->load_stats();
   const Plan& plan = s->plan();
@@ -128,8 +136,19 @@ int cmd_bench(const Args& a) {
   std::printf("isa: %s%s  threads: %d  batch: %lld  runs: %zu  warmup: %d\n", isa_name(s->isa()),
               a.reference ? " (reference)" : "", s->threads(), (long long)a.batch, lat.size(),
               a.warmup);
-  std::printf("load_ms: %.3f  (parse %.1f, passes %.1f, plan+jit+pack %.1f)\n", load_ms,
-              ls.parse_ms, ls.passes_ms, ls.plan_ms);
+  const Selection& sel = s->selection();
+  std::printf(
+      "strategy: %s  tune: %s  predicted_ms: %.3f%s  solve_ms: %.2f  cache: %lld hits, "
+      "%lld misses%s  measured: %d\n",
+      strategy_name(sel.strategy), tune_mode_name(sel.tune), sel.predicted_ms,
+      sel.optimal ? " (proven optimal)" : "", sel.solve_ms, (long long)sel.cache_hits,
+      (long long)sel.cache_misses, sel.plan_from_cache ? ", plan from cache" : "",
+      sel.measurements);
+  const double other_ms = std::max(0.0, ls.plan_ms - ls.profile_ms - ls.solve_ms - ls.jit_ms);
+  std::printf(
+      "load_ms: %.3f  (parse %.1f, passes %.1f, profile %.1f, solve %.1f, jit+pack %.1f, "
+      "other %.1f)\n",
+      load_ms, ls.parse_ms, ls.passes_ms, ls.profile_ms, ls.solve_ms, ls.jit_ms, other_ms);
   std::printf("first_run_ms: %.3f\n", first_ms);
   std::printf("latency_ms: min %.3f  mean %.3f  p50 %.3f  p90 %.3f  p99 %.3f\n", mn, mean, p50, p90,
               p99);
@@ -139,23 +158,55 @@ int cmd_bench(const Args& a) {
   if (a.layers) print_layers(*s, ins, outs, std::max<int>(int(lat.size()), 1));
   if (!a.trace.empty()) write_trace(*s, ins, outs, a.trace);
 
+  char buf[1536];
+  std::snprintf(buf, sizeof buf,
+                "  \"load_ms\": %.6f,\n  \"load_breakdown_ms\": {\"parse\": %.6f, \"passes\": "
+                "%.6f, \"profile\": %.6f, \"solve\": %.6f, \"jit_pack\": %.6f, \"other\": %.6f, "
+                "\"plan\": %.6f},\n  \"first_run_ms\": %.6f,\n  \"latency_ms\": {\"p50\": "
+                "%.6f, \"p90\": %.6f, \"p99\": %.6f, \"min\": %.6f, \"mean\": %.6f},\n"
+                "  \"arena_bytes\": %lld,\n  \"naive_bytes\": %lld,\n  \"peak_rss_mb\": %.3f,\n"
+                "  \"predicted_ms\": %.6f,\n  \"solve_ms\": %.6f,\n  \"optimal\": %s,\n"
+                "  \"cache_hits\": %lld,\n  \"cache_misses\": %lld,\n  \"plan_from_cache\": %s,\n"
+                "  \"measurements\": %d\n",
+                load_ms, ls.parse_ms, ls.passes_ms, ls.profile_ms, ls.solve_ms, ls.jit_ms, other_ms,
+                ls.plan_ms, first_ms, p50, p90, p99, mn, mean, (long long)plan.arena_bytes,
+                (long long)plan.naive_bytes, rss, sel.predicted_ms, sel.solve_ms,
+                sel.optimal ? "true" : "false", (long long)sel.cache_hits,
+                (long long)sel.cache_misses, sel.plan_from_cache ? "true" : "false",
+                sel.measurements);
+  std::ostringstream f;
+  f << "{\n  \"model\": " << json_escape(a.model)
+    << ",\n  \"strategy\": " << json_escape(strategy_name(sel.strategy))
+    << ",\n  \"tune\": " << json_escape(tune_mode_name(sel.tune))
+    << ",\n  \"threads\": " << a.threads << ",\n  \"threads_used\": " << s->threads()
+    << ",\n  \"isa\": " << json_escape(isa_name(s->isa()))
+    << ",\n  \"reference\": " << (a.reference ? "true" : "false") << ",\n  \"batch\": " << a.batch
+    << ",\n  \"runs\": " << lat.size() << ",\n  \"warmup\": " << a.warmup << ",\n"
+    << buf << "}";
+  return f.str();
+}
+
+}  // namespace
+
+int cmd_bench(const Args& a) {
+  std::vector<std::string> strategies = a.strategies;
+  if (strategies.empty()) strategies.push_back("");
+  std::vector<std::string> objects;
+  for (size_t i = 0; i < strategies.size(); ++i) {
+    if (i) std::printf("\n");
+    objects.push_back(bench_one(a, strategies[i]));
+  }
   if (!a.json.empty()) {
     std::ofstream f(a.json, std::ios::trunc);
     if (!f) fail(Code::io_error, "cannot create '" + a.json + "'");
-    char buf[1024];
-    std::snprintf(buf, sizeof buf,
-                  "  \"load_ms\": %.6f,\n  \"load_breakdown_ms\": {\"parse\": %.6f, \"passes\": "
-                  "%.6f, \"plan\": %.6f},\n  \"first_run_ms\": %.6f,\n  \"latency_ms\": {\"p50\": "
-                  "%.6f, \"p90\": %.6f, \"p99\": %.6f, \"min\": %.6f, \"mean\": %.6f},\n"
-                  "  \"arena_bytes\": %lld,\n  \"naive_bytes\": %lld,\n  \"peak_rss_mb\": %.3f\n",
-                  load_ms, ls.parse_ms, ls.passes_ms, ls.plan_ms, first_ms, p50, p90, p99, mn,
-                  mean, (long long)plan.arena_bytes, (long long)plan.naive_bytes, rss);
-    f << "{\n  \"model\": " << json_escape(a.model) << ",\n  \"threads\": " << a.threads
-      << ",\n  \"threads_used\": " << s->threads()
-      << ",\n  \"isa\": " << json_escape(isa_name(s->isa()))
-      << ",\n  \"reference\": " << (a.reference ? "true" : "false") << ",\n  \"batch\": " << a.batch
-      << ",\n  \"runs\": " << lat.size() << ",\n  \"warmup\": " << a.warmup << ",\n"
-      << buf << "}\n";
+    if (objects.size() == 1) {
+      f << objects[0] << "\n";
+    } else {
+      f << "[\n";
+      for (size_t i = 0; i < objects.size(); ++i)
+        f << objects[i] << (i + 1 < objects.size() ? ",\n" : "\n");
+      f << "]\n";
+    }
     f.close();
     if (!f) fail(Code::io_error, "cannot write '" + a.json + "'");
   }

@@ -28,23 +28,31 @@ struct Args {
   int64_t batch = 0;
   int threads = 0;
   int runs = 50;
-  double seconds = 0;      // --seconds: run for this long instead of --runs
-  std::string trace;       // --trace: Chrome trace of one profiled run
+  double seconds = 0;  // --seconds: run for this long instead of --runs
+  std::string trace;   // --trace: Chrome trace of one profiled run
   int warmup = 5;
   int log_level = -1;
-  int max_isa = -1;        // --max-isa (kiln::Isa value), -1 = no cap
-  bool reference = false;  // --reference: scalar reference kernels only
-  bool layers = false;     // --layers (bench): per-step timing table
+  int max_isa = -1;                     // --max-isa (kiln::Isa value), -1 = no cap
+  bool reference = false;               // --reference: scalar reference kernels only
+  bool layers = false;                  // --layers (bench): per-step timing table
+  std::vector<std::string> strategies;  // --strategy a,b,c (bench: several; others: one)
+  std::string tune;                     // --tune none|fast|full ("" = the default, fast)
+  std::string cache_dir;                // --cache DIR
+  bool no_cache = false;                // --no-cache
+  std::string dot;                      // --dot FILE (plan)
+  int family = -1;                      // --family NAME: force a conv family where it applies
 };
 
 using Clock = std::chrono::steady_clock;
-SessionOptions session_options(const Args& a);
+// Session options from the arguments; `strategy` overrides a.strategies (bench loops over them).
+SessionOptions session_options(const Args& a, const std::string& strategy = "");
 std::vector<Tensor> make_outputs(const Session& s);
 double ms_between(Clock::time_point a, Clock::time_point b);
 
 int cmd_info(const Args& a);
 int cmd_run(const Args& a);
 int cmd_bench(const Args& a);
+int cmd_plan(const Args& a);
 
 // --- stats.cpp ------------------------------------------------------------------------------
 

@@ -11,6 +11,7 @@
 
 #include "cli.h"
 #include "runtime/npy.h"
+#include "runtime/selection.h"
 #include "runtime/session.h"
 
 namespace kiln::cli {
@@ -18,13 +19,26 @@ double ms_between(Clock::time_point a, Clock::time_point b) {
   return std::chrono::duration<double, std::milli>(b - a).count();
 }
 
-SessionOptions session_options(const Args& a) {
+SessionOptions session_options(const Args& a, const std::string& strategy) {
   SessionOptions o;
   o.threads = a.threads;
   o.batch = a.batch;
   o.log_level = a.log_level;
   o.max_isa = a.max_isa;
   o.reference = a.reference;
+  const std::string st = !strategy.empty() ? strategy : a.strategies.empty() ? "" : a.strategies[0];
+  Strategy sv = Strategy::global;
+  if (!st.empty() && !parse_strategy(st, &sv))
+    throw UsageError("--strategy expects global, local, fixed or heuristic, got '" + st + "'");
+  o.strategy = int(sv);
+  TuneMode tm = TuneMode::fast;
+  if (!a.tune.empty() && !parse_tune_mode(a.tune, &tm))
+    throw UsageError("--tune expects none, fast or full, got '" + a.tune + "'");
+  o.tune = int(tm);
+  o.cache_dir = a.cache_dir;
+  o.use_cache = !a.no_cache;
+  o.progress = true;  // drawn only when stderr is a terminal
+  o.force_family = a.family;
   return o;
 }
 

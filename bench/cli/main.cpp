@@ -11,6 +11,7 @@
 
 #include "cli.h"
 #include "graph/error.h"
+#include "jit/conv/conv_kernel.h"
 #include "jit/cpu.h"
 #include "runtime/log.h"
 
@@ -29,8 +30,13 @@ const char kUsage[] =
     "      order) and prints each output's shape and min/max/mean. --output writes output 0 to\n"
     "      OUT.npy; a model with several outputs writes output i to OUT_<i>.npy instead\n"
     "      (e.g. OUT_0.npy, OUT_1.npy).\n"
+    "  plan MODEL [--dot FILE] [--threads N]\n"
+    "      the chosen kernel and layouts per node (and where the time came from: tuning\n"
+    "      cache, measured now, or the cost model), the layout conversions inserted, the\n"
+    "      predicted total; --dot writes a Graphviz picture (nodes coloured by family, edges\n"
+    "      labelled by layout).\n"
     "  bench MODEL [--threads N] [--runs N|--seconds S] [--warmup N] [--batch N] [--json FILE]\n"
-    "        [--layers] [--trace FILE]\n"
+    "        [--layers] [--trace FILE] [--strategy S1,S2,...]\n"
     "      load time (ms) and latency over --runs runs (default 50) after --warmup runs\n"
     "      (default 5) on random normal inputs: min, mean, p50, p90, p99 in ms. --json writes\n"
     "      {\"model\", \"threads\", \"threads_used\", \"isa\", \"reference\", \"batch\", "
@@ -42,11 +48,26 @@ const char kUsage[] =
     "      --layers also times every plan step and prints, per step, the op, kernel name,\n"
     "      layouts, median time, share of the total and GFLOP/s. --trace writes a Chrome\n"
     "      trace of one run (chrome://tracing or Perfetto), one lane per thread.\n"
+    "      With several strategies each is loaded and measured in turn; --json then holds an\n"
+    "      array with one object per strategy. Every object also has \"strategy\", \"tune\",\n"
+    "      \"predicted_ms\", \"cache_hits\", \"cache_misses\", \"solve_ms\", \"optimal\",\n"
+    "      \"plan_from_cache\", \"measurements\".\n"
     "\n"
     "options of every command:\n"
     "  --max-isa ISA       cap the kernels' instruction set: avx512, avx2 or scalar\n"
     "                      (default: the CPU's best; $KILN_MAX_ISA also caps it)\n"
     "  --reference         run every op with the scalar reference kernels\n"
+    "  --strategy S        how kernels and layouts are chosen: global (default: the PBQP\n"
+    "                      optimum over measured kernel and conversion times), local (each\n"
+    "                      node's fastest kernel), fixed (blocked layout + direct conv\n"
+    "                      everywhere), heuristic (cost model, no profiling)\n"
+    "  --tune MODE         none (cost model only), fast (default: measure the plausible\n"
+    "                      candidates), full (measure every candidate)\n"
+    "  --cache DIR         tuning cache folder (default $KILN_CACHE_DIR, else\n"
+    "                      $XDG_CACHE_HOME/kiln, else ~/.cache/kiln)\n"
+    "  --no-cache          neither read nor write the tuning cache\n"
+    "  --family F          make every conv use family F where it applies (direct, gemm1x1,\n"
+    "                      depthwise, winograd2, winograd4, im2col): testing/benchmarks\n"
     "\n"
     "global options:\n"
     "  --log-level LEVEL   trace, debug, info, warn, error, critical, off or 0..6\n"
@@ -78,8 +99,11 @@ int parse_isa_arg(const std::string& v) {
 
 // Which options each command accepts.
 bool allowed(const std::string& cmd, std::string_view opt) {
-  if (opt == "--batch" || opt == "--max-isa" || opt == "--reference") return true;
+  if (opt == "--batch" || opt == "--max-isa" || opt == "--reference" || opt == "--strategy" ||
+      opt == "--tune" || opt == "--cache" || opt == "--no-cache" || opt == "--family")
+    return true;
   if (cmd == "info") return false;
+  if (cmd == "plan") return opt == "--dot" || opt == "--threads";
   if (cmd == "run") return opt == "--input" || opt == "--output" || opt == "--threads";
   if (cmd == "bench")
     return opt == "--threads" || opt == "--runs" || opt == "--warmup" || opt == "--json" ||
@@ -108,8 +132,8 @@ int parse(int argc, char** argv, Args& a) {
       positional.push_back(arg);
       continue;
     }
-    if (arg == "--reference" || arg == "--layers") {
-      (arg == "--reference" ? a.reference : a.layers) = true;
+    if (arg == "--reference" || arg == "--layers" || arg == "--no-cache") {
+      (arg == "--reference" ? a.reference : arg == "--layers" ? a.layers : a.no_cache) = true;
       seen.push_back(arg);
       continue;
     }
@@ -128,8 +152,9 @@ int parse(int argc, char** argv, Args& a) {
       if (a.log_level < 0) throw UsageError("unknown log level '" + val + "'");
       continue;
     }
-    static const char* known[] = {"--batch", "--input", "--output",  "--threads", "--runs",
-                                  "--warmup", "--json", "--max-isa", "--seconds", "--trace"};
+    static const char* known[] = {"--batch",    "--input", "--output",  "--threads", "--runs",
+                                  "--warmup",   "--json",  "--max-isa", "--seconds", "--trace",
+                                  "--strategy", "--tune",  "--cache",   "--dot"};
     bool is_known = false;
     for (const char* k : known) is_known |= opt == k;
     if (!is_known) throw UsageError("unknown option '" + opt + "'");
@@ -155,13 +180,32 @@ int parse(int argc, char** argv, Args& a) {
       a.seconds = std::strtod(val.c_str(), &end);
       if (!end || *end || !(a.seconds > 0 && a.seconds < 1e6))
         throw UsageError("--seconds needs a positive number, got '" + val + "'");
-    }
-    else if (opt == "--max-isa")
+    } else if (opt == "--max-isa")
       a.max_isa = parse_isa_arg(val);
+    else if (opt == "--strategy") {
+      a.strategies.clear();
+      size_t b = 0;
+      for (size_t e; b <= val.size(); b = e + 1) {
+        e = val.find(',', b);
+        if (e == std::string::npos) e = val.size();
+        a.strategies.push_back(val.substr(b, e - b));
+      }
+    } else if (opt == "--tune")
+      a.tune = val;
+    else if (opt == "--cache")
+      a.cache_dir = val;
+    else if (opt == "--dot")
+      a.dot = val;
+    else if (opt == "--family") {
+      a.family = -1;
+      for (int f = 0; f < kNumConvFamilies; ++f)
+        if (val == conv_family_name(ConvFamily(f))) a.family = f;
+      if (a.family < 0) throw UsageError("unknown conv family '" + val + "'");
+    }
   }
   if (positional.empty()) throw UsageError("no command given");
   a.command = positional[0];
-  if (a.command != "info" && a.command != "run" && a.command != "bench")
+  if (a.command != "info" && a.command != "run" && a.command != "bench" && a.command != "plan")
     throw UsageError("unknown command '" + a.command + "'");
   if (positional.size() < 2) throw UsageError("'" + a.command + "' needs a MODEL path");
   if (positional.size() > 2) throw UsageError("unexpected argument '" + positional[2] + "'");
@@ -170,6 +214,10 @@ int parse(int argc, char** argv, Args& a) {
     if (!allowed(a.command, opt))
       throw UsageError("option " + opt + " is not valid for '" + a.command + "'");
   if (a.command == "run" && a.inputs.empty()) throw UsageError("'run' needs --input X.npy");
+  if (a.command != "bench" && a.strategies.size() > 1)
+    throw UsageError("only 'bench' takes several strategies");
+  for (const std::string& st : a.strategies) session_options(a, st);  // validates the names
+  if (!a.tune.empty()) session_options(a);
   return -1;
 }
 
@@ -185,6 +233,7 @@ int main(int argc, char** argv) {
     kiln::init_logging(a.log_level);
     if (a.command == "info") return cmd_info(a);
     if (a.command == "run") return cmd_run(a);
+    if (a.command == "plan") return cmd_plan(a);
     return cmd_bench(a);
   } catch (const UsageError& e) {
     std::fprintf(stderr, "kiln: %s\n(see kiln --help)\n", e.what());

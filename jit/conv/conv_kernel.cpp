@@ -5,6 +5,9 @@
 #include <cstdint>
 
 #include "jit/conv/conv_families.h"
+#include "jit/dw/dw_kernel.h"
+#include "jit/im2col/im2col_kernel.h"
+#include "jit/winograd/winograd_kernel.h"
 
 namespace kiln {
 
@@ -14,6 +17,14 @@ const char* conv_family_name(ConvFamily f) {
       return "direct";
     case ConvFamily::gemm1x1:
       return "gemm1x1";
+    case ConvFamily::depthwise:
+      return "depthwise";
+    case ConvFamily::winograd2:
+      return "winograd2";
+    case ConvFamily::winograd4:
+      return "winograd4";
+    case ConvFamily::im2col:
+      return "im2col";
   }
   return "?";
 }
@@ -57,6 +68,13 @@ std::unique_ptr<Kernel> create_conv_kernel(const ConvProblem& p, const ConvImpl&
   if (bias && (bias->dtype() != DType::f32 || bias->shape() != Shape{p.oc}))
     return no("bias is not f32 [" + std::to_string(p.oc) + "]");
   switch (impl.family) {
+    case ConvFamily::depthwise:
+      return create_depthwise_kernel(p, impl, isa, weights, bias, why_not);
+    case ConvFamily::winograd2:
+    case ConvFamily::winograd4:
+      return create_winograd_kernel(p, impl, isa, weights, bias, why_not);
+    case ConvFamily::im2col:
+      return create_im2col_kernel(p, impl, isa, weights, bias, why_not);
     case ConvFamily::direct: {
       auto c = convjit::init_direct_conf(p, impl, isa);
       if (!c) return no(c.reason);

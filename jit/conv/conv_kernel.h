@@ -19,8 +19,12 @@ enum class ConvFamily : int {
   gemm1x1 = 1,    // 1x1 conv as a JIT GEMM microkernel over flat pixels, blocked or NHWC,
                   // stride 1 and 2, no padding
   depthwise = 2,  // group == channels, blocked or NHWC (jit/dw/dw_kernel.h)
+  winograd2 = 3,  // Winograd F(2x2,3x3), 3x3 stride 1 dilation 1 (jit/winograd/)
+  winograd4 = 4,  // Winograd F(4x4,3x3) (jit/winograd/)
+  im2col = 5,     // im2col / im2row + JIT GEMM, any conv with groups == 1 (jit/im2col/)
 };
-const char* conv_family_name(ConvFamily f);  // "direct", "gemm1x1"
+constexpr int kNumConvFamilies = 6;
+const char* conv_family_name(ConvFamily f);  // "direct", "gemm1x1", "depthwise", ...
 
 // One way to run a conv: family + layouts (+ optional forced blocking, 0 = family's choice).
 struct ConvImpl {
@@ -30,9 +34,9 @@ struct ConvImpl {
   int oc_blocks = 0;  // output-channel vectors per register block
 };
 
-// Creates the kernel, or returns nullptr and sets *why_not to a reason (e.g. "groups > 1",
-// "needs 1x1 kernel", "AVX-512 blocked layout needs isa avx512").
-// weights: the Conv's [OC, IC/g, KH, KW] f32 constant (packed inside, not retained).
+// Creates the kernel of any family (dispatching to the family's factory), or returns nullptr and
+// sets *why_not to a reason (e.g. "groups > 1", "needs 1x1 kernel", "AVX-512 blocked layout needs
+// isa avx512"). weights: the Conv's [OC, IC/g, KH, KW] f32 constant (packed inside, not retained).
 // bias: [OC] or nullptr.
 // KernelArgs at run time: src[i] = the Conv node's inputs in the node's order (src[0] the
 // activation in impl.src layout; weights/bias entries are ignored; a residual `add` input in

@@ -1,6 +1,7 @@
 // The public C API, exercised only through kiln/kiln.h (linked against libkiln.so).
 // Small models are hand-encoded ONNX protobuf bytes (see Pb below) with hand-computed outputs;
 // fixture models are compared with PyTorch's output_*.npy.
+#include <cstddef>
 #include <doctest/doctest.h>
 #include <kiln/kiln.h>
 
@@ -234,13 +235,21 @@ TEST_CASE("api: options") {
   const std::string m = relu_model({2, 3});
   kiln_session* s = nullptr;
   SUBCASE("struct_size 0 or too small is rejected") {
-    for (size_t size : {size_t(0), sizeof(kiln_options) - 1, size_t(8)}) {
+    // offsetof(strategy): the size of the first published struct (version 1).
+    for (size_t size : {size_t(0), offsetof(kiln_options, strategy) - 1, size_t(8)}) {
       o.struct_size = size;
       s = reinterpret_cast<kiln_session*>(&o);  // must be reset to NULL on failure
       CHECK_ERR(kiln_session_create_from_memory(m.data(), m.size(), &o, &s), KILN_INVALID_ARGUMENT,
                 "struct_size");
       CHECK(s == nullptr);
     }
+  }
+  SUBCASE("a version-1 client (struct without strategy/disable_cache) gets their defaults") {
+    o.strategy = 99;  // beyond struct_size: must not be read
+    o.struct_size = offsetof(kiln_options, strategy);
+    CHECK_OK(kiln_session_create_from_memory(m.data(), m.size(), &o, &s));
+    CHECK(s != nullptr);
+    kiln_session_release(s);
   }
   SUBCASE("a larger struct from a newer client is accepted") {
     struct Newer {

@@ -217,10 +217,25 @@ TEST_CASE("misuse: options") {
     CHECK(y[1] == 0.f);
     CHECK(k2[3] == 8);
   }
-  SUBCASE("reserved fields are accepted and ignored") {
+  SUBCASE("an unusable cache folder only costs the cache: the load still works") {
     kiln_options_init(&o);
-    o.cache_dir = "/nonexistent/kiln-cache";
-    o.tuning_mode = 3;
+    o.cache_dir = "/proc/kiln-cache-cannot-be-here";
+    o.tuning_mode = KILN_TUNING_FULL;
+    CHECK_OK(kiln_session_create_from_memory(m.data(), m.size(), &o, &s));
+    kiln_session_release(s);
+  }
+  SUBCASE("tuning mode and strategy out of range") {
+    kiln_options_init(&o);
+    o.tuning_mode = 4;
+    CHECK_ERR(kiln_session_create_from_memory(m.data(), m.size(), &o, &s), KILN_INVALID_ARGUMENT,
+              "tuning_mode");
+    kiln_options_init(&o);
+    o.strategy = -1;
+    CHECK_ERR(kiln_session_create_from_memory(m.data(), m.size(), &o, &s), KILN_INVALID_ARGUMENT,
+              "strategy");
+    kiln_options_init(&o);
+    o.strategy = KILN_STRATEGY_HEURISTIC;
+    o.disable_cache = 1;
     CHECK_OK(kiln_session_create_from_memory(m.data(), m.size(), &o, &s));
     kiln_session_release(s);
   }

@@ -95,6 +95,37 @@ assert lat['min'] <= lat['mean'], lat
 assert j['load_ms'] > 0, j
 PYEOF
 
+# --- strategies, tuning cache, plan --------------------------------------------------------------
+R="$FIX/models/tiny_resnet_op13/model.onnx"
+expect_rc 2 "$KILN" bench "$R" --strategy best
+expect_rc 2 "$KILN" bench "$R" --tune most
+expect_rc 2 "$KILN" run "$R" --input x.npy --strategy global,local
+expect_rc 0 "$KILN" bench "$R" --runs 3 --warmup 0 --threads 1 --strategy global,local,fixed \
+  --tune fast --cache "$TMP/kc" --json "$TMP/s.json"
+expect_rc 0 "$KILN" bench "$R" --runs 3 --warmup 0 --threads 1 --strategy global \
+  --cache "$TMP/kc" --json "$TMP/s2.json"
+"$PY" - "$TMP/s.json" "$TMP/s2.json" <<'PYEOF' || fail "bench strategies JSON"
+import json, sys
+a = json.load(open(sys.argv[1]))
+assert [o['strategy'] for o in a] == ['global', 'local', 'fixed'], a
+for o in a:
+    for k in ('predicted_ms', 'latency_ms', 'load_ms', 'load_breakdown_ms', 'cache_hits',
+              'cache_misses', 'solve_ms', 'optimal'):
+        assert k in o, (k, o)
+    assert o['tune'] == 'fast' and o['predicted_ms'] > 0, o
+    assert set(o['load_breakdown_ms']) >= {'parse', 'passes', 'profile', 'solve', 'jit_pack'}, o
+assert a[0]['cache_misses'] > 0 and a[0]['optimal'] is True, a[0]
+assert a[1]['cache_hits'] > 0, a[1]  # local reuses what global measured
+b = json.load(open(sys.argv[2]))
+assert b['plan_from_cache'] is True and b['measurements'] == 0, b
+assert abs(b['predicted_ms'] - a[0]['predicted_ms']) <= 1e-6 * a[0]['predicted_ms'], (a[0], b)
+PYEOF
+expect_rc 0 "$KILN" plan "$R" --threads 1 --cache "$TMP/kc" --dot "$TMP/p.dot"
+grep -q "predicted" "$TMP/out.txt" || fail "plan prints the predicted total"
+grep -q "conv\." "$TMP/out.txt" || fail "plan lists conv labels"
+grep -q "^digraph" "$TMP/p.dot" || fail "plan --dot writes a Graphviz graph"
+grep -q "fillcolor" "$TMP/p.dot" || fail "plan --dot colours nodes"
+
 # --- info: figures computed by hand from the fixtures' shapes ----------------------------------
 # expect_info MODEL PARAMS MACS [ARGS...]
 expect_info() {

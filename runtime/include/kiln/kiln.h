@@ -106,13 +106,42 @@ typedef struct kiln_options {
                          -1 = from the KILN_LOG_LEVEL environment variable, else warn (default) */
   int64_t batch_size; /* batch to fix a symbolic/first dim to; 0 = the model's (a symbolic batch
                          becomes 1) (default) */
-  /* Reserved for the tuning milestone: accepted and ignored by this version. Keep defaults. */
-  const char* cache_dir; /* tuning cache directory; NULL = $XDG_CACHE_HOME/kiln or ~/.cache/kiln */
-  int32_t tuning_mode;   /* 0 = default */
+  /* Tuning cache directory; NULL or "" = $KILN_CACHE_DIR, else $XDG_CACHE_HOME/kiln, else
+   * ~/.cache/kiln (KILN_CACHE_DIR=off disables the default cache). */
+  const char* cache_dir;
+  /* How much is measured at load: a kiln_tuning value; 0 = KILN_TUNING_FAST. */
+  int32_t tuning_mode;
   /* A kiln_isa: cap on the instruction set kernels are generated for. KILN_ISA_DEFAULT (0) =
    * the best the CPU supports (the KILN_MAX_ISA environment variable still applies). */
   int32_t max_isa;
+  /* --- appended in version 2 ---------------------------------------------------------------- */
+  /* How kernels and layouts are chosen: a kiln_strategy value; 0 = KILN_STRATEGY_GLOBAL. */
+  int32_t strategy;
+  /* Nonzero: neither read nor write the tuning cache (every load measures again). */
+  int32_t disable_cache;
 } kiln_options;
+
+/* tuning_mode values. NONE: the built-in cost model, nothing measured; FAST: measure the
+ * candidates the cost model finds plausible; FULL: measure every candidate. Measured times
+ * and solved plans are kept in the tuning cache, so the next load of the model is fast. */
+typedef enum kiln_tuning {
+  KILN_TUNING_DEFAULT = 0,
+  KILN_TUNING_NONE = 1,
+  KILN_TUNING_FAST = 2,
+  KILN_TUNING_FULL = 3
+} kiln_tuning;
+
+/* strategy values. GLOBAL: the whole-network optimum (PBQP) of kernel times plus layout
+ * conversion times; LOCAL: each node's fastest kernel, conversions ignored when choosing;
+ * FIXED: one blocked layout and the direct conv family everywhere; HEURISTIC: the cost model
+ * only, no profiling. */
+typedef enum kiln_strategy {
+  KILN_STRATEGY_DEFAULT = 0,
+  KILN_STRATEGY_GLOBAL = 1,
+  KILN_STRATEGY_LOCAL = 2,
+  KILN_STRATEGY_FIXED = 3,
+  KILN_STRATEGY_HEURISTIC = 4
+} kiln_strategy;
 
 /* Sets struct_size = sizeof(kiln_options) and all fields to their defaults. */
 KILN_API kiln_status* kiln_options_init(kiln_options* options);

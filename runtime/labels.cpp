@@ -1,0 +1,551 @@
+#include "runtime/labels.h"
+
+#include <spdlog/fmt/fmt.h>
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <limits>
+#include <sstream>
+
+#include "graph/post_ops.h"
+#include "jit/gemm/fc_kernel.h"
+#include "jit/glue/glue.h"
+#include "runtime/glue_kernels.h"
+
+namespace kiln {
+namespace {
+
+const char* kind_name(LabelKind k) {
+  switch (k) {
+    case LabelKind::conv:
+      return "conv";
+    case LabelKind::fc:
+      return "fc";
+    case LabelKind::pool:
+      return "pool";
+    case LabelKind::concat:
+      return "concat";
+    case LabelKind::eltwise:
+      return "eltwise";
+    case LabelKind::ref:
+      return "ref";
+  }
+  return "?";
+}
+
+std::optional<Layout> layout_from(const std::string& s) {
+  for (Layout l : {Layout::nchw, Layout::nhwc, Layout::nChw8c, Layout::nChw16c})
+    if (s == layout_name(l)) return l;
+  return std::nullopt;
+}
+
+Layout blocked_of(Isa isa) {
+  return isa == Isa::avx512 ? Layout::nChw16c : Layout::nChw8c;
+}
+
+bool is4d(const Graph& g, ValueId v) {
+  return v != kNoValue && g.value(v).shape.size() == 4;
+}
+
+bool is_unary_elementwise(const std::string& op) {
+  static const char* ops[] = {"Relu", "LeakyRelu",   "Sigmoid",  "Tanh",
+                              "Clip", "HardSigmoid", "HardSwish"};
+  for (const char* o : ops)
+    if (op == o) return true;
+  return false;
+}
+
+// Elementwise over same-shape 4-D f32 operands: exact on any layout's flat buffer.
+bool is_flat_elementwise(const Graph& g, const Node& n) {
+  if (n.outputs.size() != 1 || !is4d(g, n.outputs[0])) return false;
+  const Shape& ys = g.value(n.outputs[0]).shape;
+  const bool binary =
+      (n.op == "Add" || n.op == "Sub" || n.op == "Mul" || n.op == "Div") && n.inputs.size() == 2;
+  if (!binary && !is_unary_elementwise(n.op)) return false;
+  const size_t operands = binary ? 2 : 1;
+  for (size_t k = 0; k < operands; ++k) {
+    ValueId v = n.in(k);
+    if (v == kNoValue || g.value(v).shape != ys || g.value(v).dtype != DType::f32) return false;
+  }
+  return true;
+}
+
+bool is_pool(const std::string& op) {
+  return op == "MaxPool" || op == "AveragePool" || op == "GlobalAveragePool" ||
+         op == "GlobalMaxPool";
+}
+
+bool is_channel_concat(const Graph& g, const Node& n) {
+  if (n.op != "Concat" || n.outputs.size() != 1 || !is4d(g, n.outputs[0])) return false;
+  if (n.attr_i("axis", 0) % 4 != 1) return false;
+  for (ValueId v : n.inputs)
+    if (!is4d(g, v) || g.value(v).dtype != DType::f32) return false;
+  return true;
+}
+
+// The conv runs on a JIT family at all: groups 1 or depthwise, constant weights and bias.
+bool conv_jit_ok(const Graph& g, const Node& n, std::string* why) {
+  if (n.op != "Conv") return *why = "not a Conv", false;
+  if (n.inputs.size() < 2 || !g.value(n.inputs[1]).is_const())
+    return *why = "weights are not constant", false;
+  if (n.in(2) != kNoValue && !g.value(n.inputs[2]).is_const())
+    return *why = "bias is not constant", false;
+  const Shape& ws = g.value(n.inputs[1]).shape;
+  const int64_t groups = n.attr_i("group", 1);
+  const int64_t ic = g.value(n.inputs[0]).shape.size() == 4 ? g.value(n.inputs[0]).shape[1] : 0;
+  const bool dw = groups > 1 && groups == ic && ws.size() == 4 && ws[0] == ic;
+  if (groups != 1 && !dw) return *why = "grouped conv (not depthwise)", false;
+  return true;
+}
+
+bool is_depthwise(const Graph& g, const Node& n) {
+  const int64_t groups = n.attr_i("group", 1);
+  return groups > 1;  // conv_jit_ok already restricted grouped convs to depthwise
+}
+
+std::optional<std::vector<PostOp>> eltwise_ops(const Graph& g, const Node& n) {
+  PostOp op;
+  if (n.op == "Relu") {
+    op.kind = PostOp::Kind::relu;
+  } else if (n.op == "LeakyRelu") {
+    op.kind = PostOp::Kind::leaky_relu;
+    op.alpha = n.attr_f("alpha", 0.01f);
+  } else if (n.op == "Sigmoid") {
+    op.kind = PostOp::Kind::sigmoid;
+  } else if (n.op == "HardSwish") {
+    op.kind = PostOp::Kind::hardswish;
+  } else if (n.op == "HardSigmoid") {
+    op.kind = PostOp::Kind::hardsigmoid;
+    op.alpha = n.attr_f("alpha", 0.2f);
+    op.beta = n.attr_f("beta", 0.5f);
+  } else if (n.op == "Clip") {
+    op.kind = PostOp::Kind::clip;
+    const float inf = std::numeric_limits<float>::infinity();
+    auto bound = [&](size_t k, float def, float* out) {
+      ValueId v = n.in(k);
+      if (v == kNoValue) return *out = def, true;
+      const Value& val = g.value(v);
+      if (!val.is_const() || val.constant->numel() != 1 || val.dtype != DType::f32) return false;
+      *out = val.constant->data<float>()[0];
+      return true;
+    };
+    if (!bound(1, -inf, &op.alpha) || !bound(2, inf, &op.beta)) return std::nullopt;
+  } else if (n.op == "Add") {
+    op.kind = PostOp::Kind::add;
+    op.input = 1;
+  } else {
+    return std::nullopt;
+  }
+  return std::vector<PostOp>{op};
+}
+
+std::optional<PoolProblem> pool_problem(const Node& n, const Shape& xs, const Shape& ys) {
+  PoolProblem p;
+  p.src = xs;
+  p.dst = ys;
+  if (n.op == "GlobalAveragePool" || n.op == "GlobalMaxPool") {
+    p.global = true;
+    p.max = n.op == "GlobalMaxPool";
+    p.kh = xs[2];
+    p.kw = xs[3];
+    return p;
+  }
+  if (n.op != "MaxPool" && n.op != "AveragePool") return std::nullopt;
+  p.max = n.op == "MaxPool";
+  auto k = n.attr_ints("kernel_shape"), st = n.attr_ints("strides"), pads = n.attr_ints("pads");
+  auto d = n.attr_ints("dilations", {1, 1});
+  if (k.size() != 2 || st.size() != 2 || pads.size() != 4 || d.size() != 2) return std::nullopt;
+  p.kh = k[0], p.kw = k[1], p.sh = st[0], p.sw = st[1], p.dh = d[0], p.dw = d[1];
+  p.pt = pads[0], p.pl = pads[1], p.pb = pads[2], p.pr = pads[3];
+  p.count_include_pad = n.attr_i("count_include_pad", 0) != 0;
+  return p;
+}
+
+std::unique_ptr<Kernel> make_fc(const Graph& g, const Node& n, Isa isa, std::string* why) {
+  const bool gemm = n.op == "Gemm";
+  if (n.op != "Gemm" && n.op != "MatMul") return *why = "not Gemm/MatMul", nullptr;
+  if (n.inputs.size() < 2 || !g.value(n.inputs[1]).is_const())
+    return *why = "weights are not constant", nullptr;
+  const Value& a = g.value(n.inputs[0]);
+  const Value& w = g.value(n.inputs[1]);
+  if (a.dtype != DType::f32 || w.shape.size() != 2 || a.shape.empty())
+    return *why = "needs f32 input and 2-D weights", nullptr;
+  if (gemm && n.attr_i("transA", 0) != 0) return *why = "transA", nullptr;
+  const bool trans_b = gemm && n.attr_i("transB", 0) != 0;
+  FcProblem p;
+  p.k = a.shape.back();
+  p.m = shape_numel(a.shape) / std::max<int64_t>(p.k, 1);
+  p.n = trans_b ? w.shape[0] : w.shape[1];
+  std::optional<Tensor> bias;
+  if (gemm) {
+    p.post = parse_post_ops(n, 3);
+    ValueId c = n.in(2);
+    if (c != kNoValue) {
+      const Value& cv = g.value(c);
+      const bool row = cv.shape == Shape{p.n} || cv.shape == Shape{1, p.n};
+      if (!cv.is_const() || !row || cv.dtype != DType::f32)
+        return *why = "C is not a constant row vector", nullptr;
+      const float beta = n.attr_f("beta", 1.f);
+      bias = Tensor(DType::f32, {p.n});
+      for (int64_t j = 0; j < p.n; ++j)
+        bias->data<float>()[j] = beta * cv.constant->data<float>()[j];
+      p.bias = true;
+    }
+  } else if (n.has("post_ops")) {
+    return *why = "MatMul with post-ops", nullptr;
+  }
+  return create_fc_kernel(p, isa, *w.constant, trans_b, gemm ? n.attr_f("alpha", 1.f) : 1.f,
+                          bias ? &*bias : nullptr, why);
+}
+
+std::unique_ptr<Kernel> make_ref(const Graph& g, const Node& n, Layout l) {
+  std::vector<Shape> is, os;
+  std::vector<DType> it, ot;
+  // Non-NCHW 4-D operands are viewed flat (pad lanes included): exact for elementwise ops.
+  auto view = [&](ValueId v) {
+    if (v == kNoValue) return Shape{};
+    const Value& val = g.value(v);
+    if (l != Layout::nchw && val.shape.size() == 4) return Shape{value_bytes(val, l) / 4};
+    return val.shape;
+  };
+  for (ValueId v : n.inputs) {
+    is.push_back(view(v));
+    it.push_back(v == kNoValue ? DType::f32 : g.value(v).dtype);
+  }
+  for (ValueId v : n.outputs) {
+    os.push_back(view(v));
+    ot.push_back(v == kNoValue ? DType::f32 : g.value(v).dtype);
+  }
+  return make_ref_kernel(n, is, it, os, ot);
+}
+
+std::string attr_str(const Attribute& a) {
+  std::string s;
+  auto list = [&](const auto& v) {
+    for (const auto& x : v) s += fmt::format("{},", x);
+  };
+  switch (a.kind) {
+    case Attribute::Kind::f:
+      return fmt::format("{}", a.f);
+    case Attribute::Kind::i:
+      return std::to_string(a.i);
+    case Attribute::Kind::s:
+      return a.s;
+    case Attribute::Kind::floats:
+      list(a.floats);
+      return s;
+    case Attribute::Kind::ints:
+      list(a.ints);
+      return s;
+    case Attribute::Kind::strings:
+      list(a.strings);
+      return s;
+    case Attribute::Kind::tensor:
+      return "tensor" + shape_str(a.t.shape());
+  }
+  return s;
+}
+
+double peak_gflops(Isa isa, int threads) {
+  const double one = isa == Isa::avx512 ? 175.0 : isa == Isa::avx2 ? 90.0 : 4.0;
+  return one * (threads > 1 ? 0.9 * threads : 1.0);
+}
+
+}  // namespace
+
+std::string Label::key() const {
+  std::string k = kind_name(kind);
+  if (kind == LabelKind::conv) {
+    k += std::string(".") + conv_family_name(conv.family) + "." + layout_name(conv.src) + "." +
+         layout_name(conv.dst);
+    if (conv.ur_w || conv.oc_blocks)
+      k += ".u" + std::to_string(conv.ur_w) + "o" + std::to_string(conv.oc_blocks);
+    return k;
+  }
+  return k + "." + layout_name(in);
+}
+
+std::optional<Label> Label::parse(const std::string& key) {
+  std::vector<std::string> parts;
+  std::stringstream ss(key);
+  for (std::string p; std::getline(ss, p, '.');) parts.push_back(p);
+  if (parts.empty()) return std::nullopt;
+  Label l;
+  if (parts[0] == "conv") {
+    if (parts.size() != 4 && parts.size() != 5) return std::nullopt;
+    bool found = false;
+    for (int f = 0; f < kNumConvFamilies; ++f)
+      if (parts[1] == conv_family_name(ConvFamily(f))) l.conv.family = ConvFamily(f), found = true;
+    auto s = layout_from(parts[2]), d = layout_from(parts[3]);
+    if (!found || !s || !d) return std::nullopt;
+    l.kind = LabelKind::conv;
+    l.conv.src = l.in = *s;
+    l.conv.dst = l.out = *d;
+    if (parts.size() == 5) {
+      int u = 0, o = 0;
+      if (std::sscanf(parts[4].c_str(), "u%do%d", &u, &o) != 2 || u < 0 || o < 0 || u > 64 ||
+          o > 64)
+        return std::nullopt;
+      l.conv.ur_w = u, l.conv.oc_blocks = o;
+    }
+    return l;
+  }
+  if (parts.size() != 2) return std::nullopt;
+  auto lay = layout_from(parts[1]);
+  if (!lay) return std::nullopt;
+  for (LabelKind k :
+       {LabelKind::fc, LabelKind::pool, LabelKind::concat, LabelKind::eltwise, LabelKind::ref})
+    if (parts[0] == kind_name(k)) {
+      l.kind = k;
+      l.in = l.out = *lay;
+      return l;
+    }
+  return std::nullopt;
+}
+
+std::string label_family(const Label& l) {
+  return l.kind == LabelKind::conv ? conv_family_name(l.conv.family) : kind_name(l.kind);
+}
+
+int64_t value_bytes(const Value& v, Layout l) {
+  const int64_t elems = v.shape.size() == 4 ? layout_elems(l, v.shape) : shape_numel(v.shape);
+  return elems * int64_t(dtype_size(v.dtype));
+}
+
+std::vector<Label> candidate_labels(const Graph& g, int i, Isa isa, bool reference) {
+  const Node& n = g.nodes[size_t(i)];
+  std::vector<Label> out;
+  auto simple = [&](LabelKind k, Layout l) {
+    Label lb;
+    lb.kind = k;
+    lb.in = lb.out = l;
+    out.push_back(lb);
+  };
+  const bool jit = !reference && isa != Isa::scalar;
+  const Layout b = blocked_of(isa);
+  std::string why;
+  if (jit && n.op == "Conv" && conv_jit_ok(g, n, &why)) {
+    auto conv = [&](ConvFamily f, Layout s, Layout d) {
+      Label lb;
+      lb.kind = LabelKind::conv;
+      lb.conv.family = f;
+      lb.conv.src = lb.in = s;
+      lb.conv.dst = lb.out = d;
+      out.push_back(lb);
+    };
+    const Shape& ws = g.value(n.inputs[1]).shape;
+    const auto st = n.attr_ints("strides", {1, 1}), dl = n.attr_ints("dilations", {1, 1});
+    const bool k1 = ws.size() == 4 && ws[2] == 1 && ws[3] == 1;
+    const bool k3s1 = ws.size() == 4 && ws[2] == 3 && ws[3] == 3 &&
+                      st == std::vector<int64_t>{1, 1} && dl == std::vector<int64_t>{1, 1};
+    if (is_depthwise(g, n)) {
+      conv(ConvFamily::depthwise, b, b);
+      conv(ConvFamily::depthwise, Layout::nhwc, Layout::nhwc);
+    } else {
+      if (k1) {
+        conv(ConvFamily::gemm1x1, b, b);
+        conv(ConvFamily::gemm1x1, Layout::nhwc, Layout::nhwc);
+      }
+      conv(ConvFamily::direct, b, b);
+      if (g.value(n.inputs[0]).shape[1] <= 8) conv(ConvFamily::direct, Layout::nchw, b);
+      if (k3s1) {
+        conv(ConvFamily::winograd4, b, b);
+        conv(ConvFamily::winograd2, b, b);
+      }
+      conv(ConvFamily::im2col, Layout::nhwc, Layout::nhwc);
+      conv(ConvFamily::im2col, Layout::nchw, Layout::nchw);
+    }
+  } else if (jit && (n.op == "Gemm" || n.op == "MatMul")) {
+    simple(LabelKind::fc, Layout::nchw);
+  } else if (jit && is_pool(n.op) && n.outputs.size() == 1 && is4d(g, n.in(0)) &&
+             is4d(g, n.outputs[0]) && g.value(n.inputs[0]).dtype == DType::f32) {
+    simple(LabelKind::pool, b);
+    simple(LabelKind::pool, Layout::nhwc);
+  } else if (jit && is_channel_concat(g, n)) {
+    simple(LabelKind::concat, b);
+    simple(LabelKind::concat, Layout::nhwc);
+    simple(LabelKind::concat, Layout::nchw);
+  } else if (jit && is_flat_elementwise(g, n)) {
+    const bool has_jit = eltwise_ops(g, n).has_value();
+    for (Layout l : {b, Layout::nhwc, Layout::nchw})
+      simple(has_jit ? LabelKind::eltwise : LabelKind::ref, l);
+    if (!has_jit) return out;  // ref.nchw is already in the list
+  }
+  simple(LabelKind::ref, Layout::nchw);
+  return out;
+}
+
+std::vector<Layout> input_layouts(const Graph& g, int i, const Label& l) {
+  const Node& n = g.nodes[size_t(i)];
+  std::vector<Layout> out(n.inputs.size(), Layout::nchw);
+  for (size_t k = 0; k < n.inputs.size(); ++k) {
+    if (!is4d(g, n.inputs[k])) continue;
+    if (l.kind == LabelKind::conv) {
+      // Slot 0 is the activation, 1/2 weights and bias (read by the kernel as constants),
+      // later 4-D slots are fused residuals in the output's layout.
+      out[k] = k == 0 ? l.conv.src : k >= 3 ? l.conv.dst : Layout::nchw;
+    } else {
+      out[k] = l.in;
+    }
+  }
+  return out;
+}
+
+std::vector<Layout> output_layouts(const Graph& g, int i, const Label& l) {
+  const Node& n = g.nodes[size_t(i)];
+  std::vector<Layout> out(n.outputs.size(), Layout::nchw);
+  for (size_t k = 0; k < n.outputs.size(); ++k)
+    if (is4d(g, n.outputs[k])) out[k] = l.kind == LabelKind::conv ? l.conv.dst : l.out;
+  return out;
+}
+
+Instance instantiate(const Graph& g, int i, const Label& l, Isa isa, std::string* why_not) {
+  const Node& n = g.nodes[size_t(i)];
+  std::string why;
+  Instance r;
+  auto no = [&](const std::string& w) {
+    if (why_not) *why_not = w;
+    return Instance{};
+  };
+  const bool jit_isa = isa != Isa::scalar;
+  switch (l.kind) {
+    case LabelKind::conv: {
+      if (!jit_isa) return no("no JIT on the scalar ISA");
+      if (!conv_jit_ok(g, n, &why)) return no(why);
+      ConvProblem p = ConvProblem::from_node(g, n);
+      const Value& w = g.value(n.inputs[1]);
+      const Tensor* bias = p.bias ? &*g.value(n.inputs[2]).constant : nullptr;
+      r.kernel = create_conv_kernel(p, l.conv, isa, *w.constant, bias, &why);
+      break;
+    }
+    case LabelKind::fc:
+      if (!jit_isa) return no("no JIT on the scalar ISA");
+      r.kernel = make_fc(g, n, isa, &why);
+      break;
+    case LabelKind::pool: {
+      if (!jit_isa) return no("no JIT on the scalar ISA");
+      if (!is_pool(n.op) || !is4d(g, n.in(0)) || n.outputs.size() != 1 || !is4d(g, n.outputs[0]))
+        return no("not a 4-D pooling node");
+      const Shape& xs = g.value(n.inputs[0]).shape;
+      const Shape& ys = g.value(n.outputs[0]).shape;
+      if (auto pp = pool_problem(n, xs, ys)) r.kernel = create_pool_kernel(*pp, l.in, isa, &why);
+      if (!r.kernel && layout_block(l.in) > 1) r.kernel = make_blocked_pool_kernel(n, xs, ys, l.in);
+      break;
+    }
+    case LabelKind::concat: {
+      if (!jit_isa) return no("no JIT on the scalar ISA");
+      if (!is_channel_concat(g, n)) return no("not a channel concat of 4-D tensors");
+      std::vector<Shape> shapes;
+      std::vector<int64_t> channels;
+      for (ValueId v : n.inputs) {
+        shapes.push_back(g.value(v).shape);
+        channels.push_back(g.value(v).shape[1]);
+      }
+      r.kernel = create_concat_kernel(g.value(n.outputs[0]).shape, channels, l.in, isa, &why);
+      if (!r.kernel && layout_block(l.in) > 1 && concat_blocked_ok(shapes, l.in))
+        r.kernel = make_blocked_concat_kernel(shapes, l.in);
+      break;
+    }
+    case LabelKind::eltwise: {
+      if (!jit_isa) return no("no JIT on the scalar ISA");
+      auto ops = is_flat_elementwise(g, n) ? eltwise_ops(g, n) : std::nullopt;
+      if (!ops) return no("not a JIT elementwise op");
+      r.kernel =
+          create_eltwise_kernel(value_bytes(g.value(n.outputs[0]), l.in) / 4, *ops, isa, &why);
+      break;
+    }
+    case LabelKind::ref:
+      if (l.in != Layout::nchw && !is_flat_elementwise(g, n))
+        return no("only elementwise ops run on a non-NCHW layout with reference kernels");
+      if (l.in != l.out) return no("reference labels keep the layout");
+      r.kernel = make_ref(g, n, l.in);
+      return r;
+  }
+  if (!r.kernel) return no(why.empty() ? "not applicable" : why);
+  r.jit = true;
+  return r;
+}
+
+std::string node_problem(const Graph& g, int i) {
+  const Node& n = g.nodes[size_t(i)];
+  if (n.op == "Conv") {
+    std::string why;
+    if (conv_jit_ok(g, n, &why)) return "conv:" + ConvProblem::from_node(g, n).str();
+  }
+  std::string s = n.op + ":";
+  for (ValueId v : n.inputs) {
+    if (v == kNoValue) {
+      s += "_;";
+      continue;
+    }
+    const Value& val = g.value(v);
+    s += std::string(dtype_name(val.dtype)) + shape_str(val.shape) + (val.is_const() ? "c;" : ";");
+  }
+  s += ">";
+  for (ValueId v : n.outputs)
+    if (v != kNoValue) s += shape_str(g.value(v).shape) + ";";
+  // Attributes in the node's (deterministic, canonicalised) order.
+  for (const auto& [name, a] : n.attrs) s += name + "=" + attr_str(a) + ";";
+  return s;
+}
+
+double heuristic_ms(const Graph& g, int i, const Label& l, Isa isa, int threads) {
+  const Node& n = g.nodes[size_t(i)];
+  int64_t bytes = 0;
+  for (ValueId v : n.inputs)
+    if (v != kNoValue) bytes += value_bytes(g.value(v), l.in);
+  for (ValueId v : n.outputs)
+    if (v != kNoValue) bytes += value_bytes(g.value(v), l.out);
+  const double gbps = 12.0 * (threads > 1 ? 1.6 : 1.0);
+  const double mem_ms = double(bytes) / (gbps * 1e6);
+  const double peak = peak_gflops(isa, threads);
+  if (l.kind == LabelKind::conv) {
+    std::string why;
+    ConvProblem p = ConvProblem::from_node(g, n);
+    const double flops = 2 * p.macs();
+    const int64_t blk = std::max(layout_block(l.conv.src), layout_block(l.conv.dst));
+    // Channel padding of blocked layouts wastes lanes (a 3-channel first layer most of all).
+    const double lanes = double(p.ic / p.groups) / double(round_up(p.ic / p.groups, blk)) *
+                         double(p.oc) / double(round_up(p.oc, blk));
+    const bool big = p.ic >= 32 && p.oc >= 32;
+    double eff = 0.75;
+    switch (l.conv.family) {
+      case ConvFamily::direct:
+        eff = l.conv.src == Layout::nchw ? 0.6 * double(p.oc) / double(round_up(p.oc, blk))
+                                         : 0.75 * lanes;
+        break;
+      case ConvFamily::gemm1x1:
+        eff = (l.conv.src == Layout::nhwc ? 0.7 : 0.8) * lanes;
+        break;
+      case ConvFamily::winograd4:
+        eff = big ? 1.6 : 0.4;
+        break;
+      case ConvFamily::winograd2:
+        eff = big ? 1.2 : 0.4;
+        break;
+      case ConvFamily::im2col:
+        eff = p.kh * p.kw == 1 ? 0.6 : 0.45;
+        break;
+      case ConvFamily::depthwise:
+        return mem_ms + flops / (peak * 0.25 * 1e6);
+    }
+    return std::max(mem_ms, flops / (peak * eff * 1e6));
+  }
+  if (l.kind == LabelKind::fc) return mem_ms + 0.002;
+  if (l.kind == LabelKind::ref) {
+    double flops = 0;
+    if (n.op == "Conv") {
+      std::string why;
+      flops = 2 * ConvProblem::from_node(g, n).macs();
+    }
+    return 0.005 + mem_ms * 8 + flops / (3.0 * 1e6);
+  }
+  return 0.002 + mem_ms;
+}
+
+double heuristic_reorder_ms(const Shape& s, Layout from, Layout to, int threads) {
+  const double bytes = double(std::max(layout_elems(from, s), layout_elems(to, s))) * 4 * 2;
+  return 0.003 + bytes / (8.0 * (threads > 1 ? 1.6 : 1.0) * 1e6);
+}
+
+}  // namespace kiln

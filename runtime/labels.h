@@ -1,0 +1,79 @@
+// Labels: the ways one graph node can be implemented (pipeline step 3's candidates). A label
+// is a kernel kind (+ conv family and blocking) and the layout it reads its 4-D activations in
+// and writes its 4-D outputs in. The solver picks one label per node; the plan instantiates
+// exactly the chosen ones. Everything that decides "which layout does slot i use under this
+// label" lives here so the solver's cost model and the lowering can never disagree.
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "graph/ir.h"
+#include "jit/conv/conv_kernel.h"
+#include "jit/cpu.h"
+#include "jit/kernel.h"
+#include "jit/layout.h"
+
+namespace kiln {
+
+enum class LabelKind : int {
+  conv = 0,     // a JIT conv family (ConvImpl)
+  fc = 1,       // JIT fully connected (Gemm / MatMul with constant weights)
+  pool = 2,     // asmjit pooling / global pooling
+  concat = 3,   // asmjit channel concat
+  eltwise = 4,  // asmjit elementwise chain over the flat buffer (any layout)
+  ref = 5,      // the scalar reference kernel (4-D operands in `layout`, viewed flat when
+                // that is not NCHW, which only elementwise ops allow)
+};
+
+struct Label {
+  LabelKind kind = LabelKind::ref;
+  ConvImpl conv;              // kind == conv: family, src/dst layouts, blocking
+  Layout in = Layout::nchw;   // 4-D activation inputs (conv: slot 0)
+  Layout out = Layout::nchw;  // 4-D outputs (conv: also its residual input)
+  // Stable text used as the tuning-cache key and in reports, e.g. "conv.direct.nChw16c.nChw16c",
+  // "pool.nhwc", "ref.nchw".
+  std::string key() const;
+  static std::optional<Label> parse(const std::string& key);
+  bool operator==(const Label& o) const { return key() == o.key(); }
+};
+
+// A short name for colouring and tables: the conv family, or the kind ("pool", "ref", ...).
+std::string label_family(const Label& l);
+
+// Every label that may implement node `i` on `isa` (reference = only the reference label).
+// Applicability is decided by the kernel factories when instantiated; this list only leaves
+// out combinations no factory supports. The reference label (NCHW) is always last.
+std::vector<Label> candidate_labels(const Graph& g, int i, Isa isa, bool reference);
+
+// The layout each input / output slot of node i is read / written in under label l
+// (non-4-D or absent operands: nchw). Used identically by the solver and the lowering.
+std::vector<Layout> input_layouts(const Graph& g, int i, const Label& l);
+std::vector<Layout> output_layouts(const Graph& g, int i, const Label& l);
+
+// A label made concrete: its kernel plus the shape views the plan needs.
+struct Instance {
+  std::unique_ptr<Kernel> kernel;
+  bool jit = false;
+};
+
+// Creates the kernel (JIT code, packed weights) for node i under label l; nullptr with
+// *why_not when the label does not apply to this node.
+Instance instantiate(const Graph& g, int i, const Label& l, Isa isa, std::string* why_not);
+
+// Bytes of a value stored in layout l (blocked layouts pad channels).
+int64_t value_bytes(const Value& v, Layout l);
+
+// A stable description of node i's problem (op, operand shapes, attributes, fused post-ops):
+// identical problems are measured once and share tuning-cache entries.
+std::string node_problem(const Graph& g, int i);
+
+// No-profiling cost model, milliseconds at `threads` threads: roofline-style estimates per
+// family (FMA peak x a per-family efficiency, or bytes / bandwidth) — the `none` tuning mode
+// and the pruning of the `fast` mode use it.
+double heuristic_ms(const Graph& g, int i, const Label& l, Isa isa, int threads);
+double heuristic_reorder_ms(const Shape& s, Layout from, Layout to, int threads);
+
+}  // namespace kiln

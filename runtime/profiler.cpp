@@ -1,0 +1,98 @@
+#include "runtime/profiler.h"
+
+#include <tbb/parallel_for.h>
+#include <tbb/task_arena.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <random>
+
+#include "jit/glue/glue.h"
+#include "runtime/glue_kernels.h"
+
+namespace kiln {
+namespace {
+using Clock = std::chrono::steady_clock;
+}
+
+Profiler::Profiler(int threads, ProfileBudget b) : threads_(std::max(1, threads)), budget_(b) {
+  if (threads_ > 1) arena_ = std::make_unique<tbb::task_arena>(threads_);
+}
+
+Profiler::~Profiler() = default;
+
+// Slot buffers are kept and reused between measurements (grown when needed): fresh pages
+// cost microseconds each on these VMs, and a real run reads warm, already-touched memory.
+float* Profiler::scratch(size_t slot, int64_t bytes) {
+  if (slot >= bufs_.size()) bufs_.resize(slot + 1), sizes_.resize(slot + 1, 0);
+  if (sizes_[slot] < bytes) {
+    const size_t n = size_t(round_up(bytes, 64));
+    void* mem = std::aligned_alloc(64, n);
+    if (!mem)
+      fail(Code::out_of_memory, "profiler: cannot allocate " + std::to_string(n) + " bytes");
+    // Small finite values: kernels' timing must not depend on denormals or NaNs.
+    float* f = static_cast<float*>(mem);
+    std::mt19937 rng(unsigned(slot) * 7919u + 1u);
+    std::uniform_real_distribution<float> d(-1.f, 1.f);
+    for (size_t i = 0; i < n / 4; ++i) f[i] = d(rng);
+    bufs_[slot] = std::shared_ptr<float>(f, [](float* q) { std::free(q); });
+    sizes_[slot] = int64_t(n);
+  }
+  return bufs_[slot].get();
+}
+
+void Profiler::run(const Kernel& k, const KernelArgs& a) {
+  const int64_t tiles = k.tiles();
+  if (!arena_ || tiles <= 1) return k.run(a, 0, tiles);
+  arena_->execute([&] {
+    tbb::parallel_for(
+        tbb::blocked_range<int64_t>(0, tiles),
+        [&](const tbb::blocked_range<int64_t>& r) { k.run(a, r.begin(), r.end()); },
+        tbb::static_partitioner());
+  });
+}
+
+double Profiler::time_kernel(const Kernel& k, const std::vector<int64_t>& src_bytes,
+                             const std::vector<const void*>& consts,
+                             const std::vector<int64_t>& dst_bytes) {
+  std::vector<const float*> src(src_bytes.size(), nullptr);
+  std::vector<float*> dst(dst_bytes.size(), nullptr);
+  size_t slot = 0;
+  for (size_t i = 0; i < src.size(); ++i) {
+    if (src_bytes[i] > 0)
+      src[i] = scratch(slot++, src_bytes[i]);
+    else if (i < consts.size())
+      src[i] = static_cast<const float*>(consts[i]);
+  }
+  for (size_t i = 0; i < dst.size(); ++i)
+    if (dst_bytes[i] > 0) dst[i] = scratch(slot++, dst_bytes[i]);
+  KernelArgs a{src.data(), dst.data()};
+  auto t0 = Clock::now();
+  run(k, a);  // warm-up: caches, page faults, lazily grown per-thread scratch
+  double first = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+  std::vector<double> t;
+  const auto start = Clock::now();
+  // A very slow kernel is measured once more, not max_reps times.
+  const int reps = first > budget_.max_ms ? 1 : budget_.max_reps;
+  for (int r = 0; r < reps; ++r) {
+    auto b = Clock::now();
+    run(k, a);
+    t.push_back(std::chrono::duration<double, std::milli>(Clock::now() - b).count());
+    const double spent = std::chrono::duration<double, std::milli>(Clock::now() - start).count();
+    if (int(t.size()) >= budget_.min_reps && spent > budget_.max_ms) break;
+  }
+  std::sort(t.begin(), t.end());
+  return t[t.size() / 2];
+}
+
+double Profiler::time_reorder(const Shape& s, Layout from, Layout to, Isa isa) {
+  std::string why;
+  std::unique_ptr<Kernel> k;
+  if (isa != Isa::scalar) k = create_reorder_kernel(s, from, to, isa, &why);
+  if (!k) k = make_reorder_kernel(s, from, to);
+  return time_kernel(*k, {layout_elems(from, s) * 4}, {}, {layout_elems(to, s) * 4});
+}
+
+}  // namespace kiln

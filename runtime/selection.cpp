@@ -1,0 +1,494 @@
+#include "runtime/selection.h"
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <limits>
+#include <map>
+#include <sstream>
+
+#include "runtime/profiler.h"
+#include "runtime/tuning_cache.h"
+#include "solver/network.h"
+
+namespace kiln {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+constexpr double kInf = std::numeric_limits<double>::infinity();
+
+double ms_since(Clock::time_point t) {
+  return std::chrono::duration<double, std::milli>(Clock::now() - t).count();
+}
+
+bool is4d(const Graph& g, ValueId v) {
+  return v != kNoValue && g.value(v).shape.size() == 4;
+}
+
+uint64_t fnv1a(const std::string& s, uint64_t h = 1469598103934665603ull) {
+  for (unsigned char c : s) h = (h ^ c) * 1099511628211ull;
+  return h;
+}
+
+// The plan-cache key: everything the choice depends on besides the cache context (CPU, ISA,
+// threads, build) — strategy, tuning mode and the optimised graph's structure and problems.
+// Weight values do not change the choice, so the multi-hundred-MB weights are never hashed.
+std::string model_key(const Graph& g, const SelectOptions& o) {
+  uint64_t h = fnv1a(std::string(strategy_name(o.strategy)) + "/" + tune_mode_name(o.tune) + "/" +
+                     std::to_string(o.force_family));
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    h = fnv1a(node_problem(g, int(i)), h);
+    for (ValueId v : g.nodes[i].inputs) h = fnv1a(std::to_string(v) + ",", h);
+    for (ValueId v : g.nodes[i].outputs) h = fnv1a(std::to_string(v) + ";", h);
+  }
+  for (ValueId v : g.outputs) h = fnv1a("o" + std::to_string(v), h);
+  char buf[40];
+  std::snprintf(buf, sizeof buf, "plan-%zu-%016llx", g.nodes.size(), (unsigned long long)h);
+  return buf;
+}
+
+// Per node: input slot layouts (as ints, -1 for slots that are not network tensors) and
+// output layouts — the OpLabel shape the network problem wants.
+OpLabel op_label(const Graph& g, int i, const Label& l, double cost) {
+  const Node& n = g.nodes[size_t(i)];
+  OpLabel ol;
+  std::vector<Layout> in = input_layouts(g, i, l), out = output_layouts(g, i, l);
+  for (size_t k = 0; k < in.size(); ++k) {
+    ValueId v = n.inputs[k];
+    ol.in_layouts.push_back(v == kNoValue || g.value(v).is_const() ? -1 : int(in[k]));
+  }
+  for (Layout x : out) ol.out_layouts.push_back(int(x));
+  ol.cost = cost;
+  return ol;
+}
+
+class Selector {
+ public:
+  Selector(const Graph& g, const SelectOptions& o) : g_(g), o_(o), prof_(o.threads) {
+    tune_ = o.strategy == Strategy::heuristic ? TuneMode::none : o.tune;
+  }
+
+  Selection run() {
+    const size_t nn = g_.nodes.size();
+    sel_.strategy = o_.strategy;
+    sel_.tune = tune_;
+    sel_.nodes.resize(nn);
+    sel_.kernels.resize(nn);
+    cands_.resize(nn);
+    for (size_t i = 0; i < nn; ++i) cands_[i] = candidate_labels(g_, int(i), o_.isa, o_.reference);
+    if (o_.force_family >= 0) force_family();
+    const std::string key = model_key(g_, o_);
+    if (o_.cache && from_cached_plan(key)) return std::move(sel_);
+
+    auto t0 = Clock::now();
+    measure_nodes();
+    sel_.profile_ms = ms_since(t0);
+    // Build the chosen kernels; a label whose factory refuses it (possible only with
+    // model costs, which never instantiate) is made illegal and the choice redone.
+    for (int attempt = 0;; ++attempt) {
+      auto t1 = Clock::now();
+      const double profiled = sel_.profile_ms;  // conversions are timed lazily while solving
+      std::vector<int> choice = choose();
+      sel_.solve_ms += ms_since(t1) - (sel_.profile_ms - profiled);
+      auto t2 = Clock::now();
+      bool ok = true;
+      for (size_t i = 0; i < nn; ++i) {
+        const Label& l = cands_[i][size_t(choice[i])];
+        if (sel_.kernels[i] && sel_.nodes[i].label == l) continue;
+        std::string why;
+        Instance inst = instantiate(g_, int(i), l, o_.isa, &why);
+        if (!inst.kernel) {
+          spdlog::debug("{}: {} does not apply: {}", g_.nodes[i].where(), l.key(), why);
+          cost_[i][size_t(choice[i])] = kInf;
+          ok = false;
+          continue;
+        }
+        sel_.kernels[i] = std::move(inst.kernel);
+        sel_.nodes[i].label = l;
+        sel_.nodes[i].ms = cost_[i][size_t(choice[i])];
+      }
+      sel_.jit_ms += ms_since(t2);
+      if (ok) break;
+      if (attempt > 32) fail(Code::internal, "label selection did not converge");
+    }
+    if (o_.cache) {
+      o_.cache->put_plan(key, serialize());
+      o_.cache->flush();
+    }
+    return std::move(sel_);
+  }
+
+ private:
+  // Conv nodes keep only the forced family's labels that really apply (checked by building
+  // them), plus the reference fallback; nodes it does not apply to keep all candidates.
+  void force_family() {
+    for (size_t i = 0; i < cands_.size(); ++i) {
+      std::vector<Label> keep;
+      for (const Label& l : cands_[i]) {
+        if (l.kind != LabelKind::conv || int(l.conv.family) != o_.force_family) continue;
+        std::string why;
+        if (instantiate(g_, int(i), l, o_.isa, &why).kernel) keep.push_back(l);
+      }
+      if (keep.empty()) continue;
+      keep.push_back(cands_[i].back());  // the reference label
+      cands_[i] = std::move(keep);
+    }
+  }
+
+  // --- costs ----------------------------------------------------------------------------
+
+  // Whether node i can be timed on scratch buffers: every non-constant operand is f32
+  // (random integers could be out-of-range indices for a reference Gather and the like).
+  bool measurable(int i) const {
+    for (ValueId v : g_.nodes[size_t(i)].inputs)
+      if (v != kNoValue && !g_.value(v).is_const() && g_.value(v).dtype != DType::f32) return false;
+    return true;
+  }
+
+  void measure_nodes() {
+    const size_t nn = g_.nodes.size();
+    cost_.assign(nn, {});
+    std::vector<std::vector<char>> todo(nn);
+    int total = 0;
+    for (size_t i = 0; i < nn; ++i) {
+      const auto& c = cands_[i];
+      cost_[i].resize(c.size());
+      std::vector<double> h(c.size());
+      for (size_t k = 0; k < c.size(); ++k)
+        h[k] = heuristic_ms(g_, int(i), c[k], o_.isa, o_.threads);
+      cost_[i] = h;
+      sel_.nodes[i].candidates = int(c.size());
+      todo[i].assign(c.size(), 0);
+      if (tune_ == TuneMode::none || !measurable(int(i))) continue;
+      // fast: measure the labels the model finds plausible (within 3x of its best; the
+      // reference label only when nothing else exists).
+      const double best = *std::min_element(h.begin(), h.end());
+      for (size_t k = 0; k < c.size(); ++k) {
+        const bool ref_fallback = c[k].kind == LabelKind::ref && c.size() > 1;
+        if (tune_ == TuneMode::full ? !ref_fallback || c.size() == 1
+                                    : (!ref_fallback && h[k] <= 3 * best) || c.size() == 1)
+          todo[i][k] = 1, ++total;
+      }
+    }
+    int done = 0;
+    // Identical problems are measured once: (time, whether it came from the tuning cache).
+    std::map<std::pair<std::string, std::string>, std::pair<double, bool>> memo;
+    for (size_t i = 0; i < nn; ++i) {
+      const std::string problem = node_problem(g_, int(i));
+      bool all_cached = true;
+      for (size_t k = 0; k < cands_[i].size(); ++k) {
+        if (!todo[i][k]) {
+          // Not measured: the model's guess, inflated so a measured label wins a near tie.
+          if (tune_ != TuneMode::none && measurable(int(i))) cost_[i][k] = kInf;
+          continue;
+        }
+        const std::string lk = cands_[i][k].key();
+        double ms;
+        auto m = memo.find({problem, lk});
+        bool hit = false;
+        if (m != memo.end()) {
+          ms = m->second.first;
+          hit = m->second.second;
+          all_cached &= hit;
+        } else if (auto c = o_.cache ? o_.cache->time(problem, lk) : std::nullopt) {
+          ms = *c;
+          hit = true;
+          ++sel_.cache_hits;
+        } else {
+          if (o_.cache) ++sel_.cache_misses;
+          all_cached = false;
+          ms = measure(int(i), cands_[i][k]);
+          if (o_.cache && std::isfinite(ms)) o_.cache->put_time(problem, lk, ms);
+        }
+        memo[{problem, lk}] = {ms, hit};
+        cost_[i][k] = ms;
+        sel_.nodes[i].measured = true;
+        progress(++done, total);
+      }
+      sel_.nodes[i].cached = sel_.nodes[i].measured && all_cached;
+      // Nothing measured applies (e.g. every JIT family refused): the reference label.
+      auto& c = cost_[i];
+      if (std::none_of(c.begin(), c.end(), [](double x) { return std::isfinite(x); }) &&
+          cands_[i].back().kind == LabelKind::ref)
+        c.back() = measurable(int(i)) && tune_ != TuneMode::none
+                       ? measure(int(i), cands_[i].back())
+                       : heuristic_ms(g_, int(i), cands_[i].back(), o_.isa, o_.threads);
+    }
+    if (o_.progress && total > 0) std::fprintf(stderr, "\n");
+  }
+
+  double measure(int i, const Label& l) {
+    std::string why;
+    Instance inst = instantiate(g_, i, l, o_.isa, &why);
+    if (!inst.kernel) {
+      spdlog::debug("{}: {} does not apply: {}", g_.nodes[size_t(i)].where(), l.key(), why);
+      return kInf;
+    }
+    const Node& n = g_.nodes[size_t(i)];
+    std::vector<Layout> in = input_layouts(g_, i, l), out = output_layouts(g_, i, l);
+    std::vector<int64_t> sb(n.inputs.size(), 0), db(n.outputs.size(), 0);
+    std::vector<const void*> consts(n.inputs.size(), nullptr);
+    const bool conv_or_fc = l.kind == LabelKind::conv || l.kind == LabelKind::fc;
+    for (size_t k = 0; k < n.inputs.size(); ++k) {
+      ValueId v = n.inputs[k];
+      if (v == kNoValue) continue;
+      const Value& val = g_.value(v);
+      // Constants are passed as they are, except 4-D ones a non-NCHW label reads in its
+      // layout (the plan converts those); conv/FC weights are the kernel's own.
+      if (val.is_const() && (conv_or_fc || !is4d(g_, v) || in[k] == Layout::nchw)) {
+        consts[k] = val.constant->raw();
+        continue;
+      }
+      sb[k] = value_bytes(val, in[k]);
+    }
+    for (size_t k = 0; k < n.outputs.size(); ++k)
+      if (n.outputs[k] != kNoValue) db[k] = value_bytes(g_.value(n.outputs[k]), out[k]);
+    ++sel_.measurements;
+    try {
+      return prof_.time_kernel(*inst.kernel, sb, consts, db);
+    } catch (const std::exception& e) {
+      spdlog::debug("{}: {} failed while profiling: {}", n.where(), l.key(), e.what());
+      return kInf;
+    }
+  }
+
+  double reorder_ms(const Shape& s, Layout from, Layout to) {
+    if (tune_ == TuneMode::none) return heuristic_reorder_ms(s, from, to, o_.threads);
+    const std::string problem = "reorder:" + shape_str(s);
+    const std::string lk = std::string(layout_name(from)) + ">" + layout_name(to);
+    auto m = reorder_memo_.find({problem, lk});
+    if (m != reorder_memo_.end()) return m->second;
+    double ms;
+    if (auto c = o_.cache ? o_.cache->time(problem, lk) : std::nullopt) {
+      ms = *c;
+      ++sel_.cache_hits;
+    } else {
+      if (o_.cache) ++sel_.cache_misses;
+      ++sel_.measurements;
+      auto t0 = Clock::now();
+      ms = prof_.time_reorder(s, from, to, o_.isa);
+      sel_.profile_ms += ms_since(t0);
+      if (o_.cache) o_.cache->put_time(problem, lk, ms);
+    }
+    reorder_memo_[{problem, lk}] = ms;
+    return ms;
+  }
+
+  // --- choice ---------------------------------------------------------------------------
+
+  // The network problem over the current costs. Per node only the cheapest label of each
+  // (input layouts, output layouts) signature is offered: the others can never win.
+  NetworkProblem network(std::vector<std::vector<int>>* offered) {
+    NetworkProblem np;
+    const size_t nn = g_.nodes.size();
+    offered->assign(nn, {});
+    for (size_t i = 0; i < nn; ++i) {
+      std::map<std::pair<std::vector<int>, std::vector<int>>, int> best;
+      std::vector<OpLabel> labels;
+      for (size_t k = 0; k < cands_[i].size(); ++k) {
+        OpLabel ol = op_label(g_, int(i), cands_[i][k], cost_[i][k]);
+        auto sig = std::make_pair(ol.in_layouts, ol.out_layouts);
+        auto it = best.find(sig);
+        if (it == best.end()) {
+          best[sig] = int(labels.size());
+          labels.push_back(ol);
+          (*offered)[i].push_back(int(k));
+        } else if (ol.cost < labels[size_t(it->second)].cost) {
+          labels[size_t(it->second)] = ol;
+          (*offered)[i][size_t(it->second)] = int(k);
+        }
+      }
+      np.add_op(g_.nodes[i].name, std::move(labels));
+    }
+    std::vector<int> tensor_of(g_.values.size(), -1);
+    auto conv = [this](ValueId v) -> ConversionCost {
+      return [this, v](int from, int to) {
+        if (!is4d(g_, v)) return kInf;
+        return reorder_ms(g_.value(v).shape, Layout(from), Layout(to));
+      };
+    };
+    for (ValueId v : g_.inputs)
+      tensor_of[size_t(v)] = np.add_input(g_.value(v).name, int(Layout::nchw), conv(v));
+    for (size_t i = 0; i < nn; ++i) {
+      const Node& n = g_.nodes[i];
+      for (size_t k = 0; k < n.inputs.size(); ++k) {
+        ValueId v = n.inputs[k];
+        if (v == kNoValue || g_.value(v).is_const()) continue;
+        if (tensor_of[size_t(v)] < 0)
+          fail(Code::internal, "value '" + g_.value(v).name + "' is used before it is computed");
+        np.add_consumer(tensor_of[size_t(v)], int(i), int(k));
+      }
+      for (size_t k = 0; k < n.outputs.size(); ++k)
+        if (n.outputs[k] != kNoValue)
+          tensor_of[size_t(n.outputs[k])] =
+              np.add_tensor(g_.value(n.outputs[k]).name, int(i), int(k), conv(n.outputs[k]));
+    }
+    for (ValueId v : g_.outputs)
+      if (tensor_of[size_t(v)] >= 0) np.require_layout(tensor_of[size_t(v)], int(Layout::nchw));
+    return np;
+  }
+
+  std::vector<int> choose() {
+    std::vector<std::vector<int>> offered;
+    NetworkProblem np = network(&offered);
+    const size_t nn = g_.nodes.size();
+    std::vector<int> pick(nn, 0);  // index into offered[i]
+    auto cheapest = [&](size_t i, auto&& pred) {
+      int b = -1;
+      for (size_t k = 0; k < offered[i].size(); ++k) {
+        const size_t c = size_t(offered[i][k]);
+        if (!std::isfinite(cost_[i][c]) || !pred(cands_[i][c])) continue;
+        if (b < 0 || cost_[i][c] < cost_[i][size_t(offered[i][size_t(b)])]) b = int(k);
+      }
+      return b;
+    };
+    sel_.optimal = false;
+    if (o_.strategy == Strategy::global || o_.strategy == Strategy::heuristic) {
+      SolveOptions so;
+      so.time_budget_ms = o_.solve_budget_ms;
+      NetworkSolution s = np.solve(so);
+      if (!s.feasible) fail(Code::internal, "no feasible choice of kernels and layouts");
+      pick = s.op_labels;
+      sel_.optimal = s.optimal;
+      sel_.pbqp_nodes = s.pbqp_nodes;
+      sel_.pbqp_edges = s.pbqp_edges;
+    } else {
+      const Layout b = o_.isa == Isa::avx512 ? Layout::nChw16c : Layout::nChw8c;
+      for (size_t i = 0; i < nn; ++i) {
+        int k = -1;
+        if (o_.strategy == Strategy::fixed) {
+          // One layout, one family: direct conv (depthwise where direct cannot) on the
+          // blocked layout; other ops on the blocked layout where they can be.
+          k = cheapest(i, [&](const Label& l) {
+            return l.kind == LabelKind::conv ? (l.conv.family == ConvFamily::direct ||
+                                                l.conv.family == ConvFamily::depthwise) &&
+                                                   l.conv.src == b && l.conv.dst == b
+                                             : l.in == b;
+          });
+          if (k < 0)
+            k = cheapest(i, [&](const Label& l) {
+              return l.kind != LabelKind::conv && l.in == Layout::nchw;
+            });
+        }
+        if (k < 0) k = cheapest(i, [](const Label&) { return true; });
+        if (k < 0) g_.nodes[i].fail(Code::unsupported, "no kernel applies to this node");
+        pick[i] = k;
+      }
+    }
+    sel_.predicted_ms = np.evaluate(pick);
+    std::vector<int> choice(nn);
+    for (size_t i = 0; i < nn; ++i) choice[i] = offered[i][size_t(pick[i])];
+    return choice;
+  }
+
+  // --- plan cache -------------------------------------------------------------------------
+
+  std::string serialize() const {
+    std::ostringstream s;
+    s << "predicted " << sel_.predicted_ms << "\noptimal " << int(sel_.optimal) << "\n";
+    for (size_t i = 0; i < sel_.nodes.size(); ++i)
+      s << sel_.nodes[i].label.key() << " " << sel_.nodes[i].ms << " "
+        << int(sel_.nodes[i].measured) << "\n";
+    return s.str();
+  }
+
+  // A warm load: the solved plan is in the cache; build only the chosen kernels. Anything
+  // that does not fit this graph (or no longer applies) falls back to a fresh selection.
+  bool from_cached_plan(const std::string& key) {
+    auto text = o_.cache->plan(key);
+    if (!text) return false;
+    auto t0 = Clock::now();
+    std::istringstream s(*text);
+    std::string word;
+    double predicted = 0;
+    int optimal = 0;
+    if (!(s >> word >> predicted) || word != "predicted" || !(s >> word >> optimal) ||
+        word != "optimal")
+      return reject(key, "bad header");
+    for (size_t i = 0; i < g_.nodes.size(); ++i) {
+      std::string lk;
+      double ms = 0;
+      int measured = 0;
+      if (!(s >> lk >> ms >> measured)) return reject(key, "too few nodes");
+      auto l = Label::parse(lk);
+      if (!l) return reject(key, "bad label '" + lk + "'");
+      if (std::find(cands_[i].begin(), cands_[i].end(), *l) == cands_[i].end())
+        return reject(key, g_.nodes[i].where() + ": label " + lk + " is not a candidate");
+      std::string why;
+      Instance inst = instantiate(g_, int(i), *l, o_.isa, &why);
+      if (!inst.kernel) return reject(key, g_.nodes[i].where() + ": " + lk + ": " + why);
+      sel_.kernels[i] = std::move(inst.kernel);
+      sel_.nodes[i] = {*l, ms, measured != 0, measured != 0, int(cands_[i].size())};
+    }
+    if (s >> word) return reject(key, "too many nodes");
+    sel_.predicted_ms = predicted;
+    sel_.optimal = optimal != 0;
+    sel_.plan_from_cache = true;
+    sel_.jit_ms = ms_since(t0);
+    return true;
+  }
+
+  bool reject(const std::string& key, const std::string& why) {
+    spdlog::warn("tuning cache: ignoring the stored plan {} ({}); selecting again", key, why);
+    for (auto& k : sel_.kernels) k.reset();
+    return false;
+  }
+
+  void progress(int done, int total) {
+    if (!o_.progress || total == 0) return;
+    const int width = 30, filled = done * width / total;
+    std::fprintf(stderr, "\rkiln: profiling [%.*s%*s] %d/%d", filled,
+                 "##############################", width - filled, "", done, total);
+    std::fflush(stderr);
+  }
+
+  const Graph& g_;
+  SelectOptions o_;
+  TuneMode tune_;
+  Profiler prof_;
+  Selection sel_;
+  std::vector<std::vector<Label>> cands_;
+  std::vector<std::vector<double>> cost_;
+  std::map<std::pair<std::string, std::string>, double> reorder_memo_;
+};
+
+}  // namespace
+
+const char* strategy_name(Strategy s) {
+  switch (s) {
+    case Strategy::global:
+      return "global";
+    case Strategy::local:
+      return "local";
+    case Strategy::fixed:
+      return "fixed";
+    case Strategy::heuristic:
+      return "heuristic";
+  }
+  return "?";
+}
+
+const char* tune_mode_name(TuneMode m) {
+  return m == TuneMode::none ? "none" : m == TuneMode::fast ? "fast" : "full";
+}
+
+bool parse_strategy(const std::string& s, Strategy* out) {
+  for (Strategy x : {Strategy::global, Strategy::local, Strategy::fixed, Strategy::heuristic})
+    if (s == strategy_name(x)) return *out = x, true;
+  return false;
+}
+
+bool parse_tune_mode(const std::string& s, TuneMode* out) {
+  for (TuneMode x : {TuneMode::none, TuneMode::fast, TuneMode::full})
+    if (s == tune_mode_name(x)) return *out = x, true;
+  return false;
+}
+
+Selection select_labels(const Graph& g, const SelectOptions& o) {
+  return Selector(g, o).run();
+}
+
+}  // namespace kiln

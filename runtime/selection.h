@@ -1,0 +1,71 @@
+// Choosing one label per node for the whole network (pipeline steps 3-4): candidates from
+// runtime/labels.h, costs measured by the profiler (or remembered by the tuning cache, or
+// estimated by the heuristic model), then a strategy:
+//   global    - the PBQP optimum over node costs + measured layout-conversion costs
+//               (solver/network.h: a conversion is paid once per tensor and target layout);
+//   local     - each node's fastest label, conversions ignored when choosing (but inserted
+//               and paid at run time): the cuDNN-autotuner way;
+//   fixed     - one layout (the ISA's blocked one) and one conv family (direct; depthwise
+//               where direct cannot) everywhere;
+//   heuristic - global over the no-profiling cost model (no measurement at all).
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "graph/ir.h"
+#include "jit/cpu.h"
+#include "jit/kernel.h"
+#include "runtime/labels.h"
+
+namespace kiln {
+
+class TuningCache;
+
+enum class Strategy : int { global = 0, local = 1, fixed = 2, heuristic = 3 };
+enum class TuneMode : int { none = 0, fast = 1, full = 2 };
+const char* strategy_name(Strategy s);
+const char* tune_mode_name(TuneMode m);
+bool parse_strategy(const std::string& s, Strategy* out);
+bool parse_tune_mode(const std::string& s, TuneMode* out);
+
+struct SelectOptions {
+  Strategy strategy = Strategy::global;
+  TuneMode tune = TuneMode::fast;
+  Isa isa = Isa::scalar;
+  int threads = 1;
+  bool reference = false;
+  TuningCache* cache = nullptr;  // null: no persistence
+  double solve_budget_ms = 2000;
+  bool progress = false;  // progress bar on stderr (the caller checks it is a terminal)
+  // >= 0: a ConvFamily every conv must use wherever that family applies (for tests and
+  // benchmarks of one family end to end); other convs keep their normal candidates.
+  int force_family = -1;
+};
+
+struct NodeChoice {
+  Label label;
+  double ms = 0;          // predicted time of the node's kernel (measured or modelled)
+  bool measured = false;  // from a measurement (this load or the cache), not the model
+  bool cached = false;    // the time came from the tuning cache
+  int candidates = 0;     // labels considered / measured for this node
+};
+
+struct Selection {
+  std::vector<NodeChoice> nodes;                 // per graph node
+  std::vector<std::unique_ptr<Kernel>> kernels;  // per node: the chosen kernel, built
+  Strategy strategy = Strategy::global;
+  TuneMode tune = TuneMode::fast;
+  double predicted_ms = 0;  // nodes + conversions under the cost model the choice used
+  bool optimal = false;     // global: PBQP proved the minimum
+  bool plan_from_cache = false;
+  int64_t cache_hits = 0, cache_misses = 0;  // time lookups
+  int measurements = 0;                      // kernels + conversions timed this load
+  double profile_ms = 0, solve_ms = 0, jit_ms = 0;
+  int pbqp_nodes = 0, pbqp_edges = 0;
+};
+
+Selection select_labels(const Graph& g, const SelectOptions& o);
+
+}  // namespace kiln

@@ -1,0 +1,227 @@
+// Label selection end to end: candidates and their keys, every strategy and tuning mode gives
+// correct outputs, the PBQP choice is never predicted worse than local/fixed under the same
+// measured costs, and the tuning cache makes the second load skip profiling and solving.
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+
+#include "runtime/labels.h"
+#include "runtime/npy.h"
+#include "runtime/plan.h"
+#include "runtime/selection.h"
+#include "runtime/session.h"
+
+namespace fs = std::filesystem;
+using kiln::Tensor;
+
+namespace {
+
+fs::path fixture(const std::string& name) {
+  return fs::path(KILN_FIXTURE_DIR) / "models" / name;
+}
+
+double rel_error(const Tensor& got, const Tensor& ref) {
+  double maxref = 0, maxdiff = 0;
+  for (int64_t i = 0; i < ref.numel(); ++i) {
+    const double r = ref.data<float>()[i], g = got.data<float>()[i];
+    if (std::isnan(g)) return INFINITY;
+    maxref = std::max(maxref, std::fabs(r));
+    maxdiff = std::max(maxdiff, std::fabs(g - r));
+  }
+  return maxref > 0 ? maxdiff / maxref : maxdiff;
+}
+
+// Loads the fixture with `o`, runs its stored input, returns the error vs its stored output.
+double fixture_error(const std::string& name, const kiln::SessionOptions& o,
+                     std::unique_ptr<kiln::Session>* keep = nullptr) {
+  auto s = kiln::Session::load_file((fixture(name) / "model.onnx").string(), o);
+  Tensor in = kiln::read_npy((fixture(name) / "input_0.npy").string());
+  Tensor ref = kiln::read_npy((fixture(name) / "output_0.npy").string());
+  std::vector<Tensor> out;
+  for (const auto& io : s->outputs()) out.emplace_back(io.dtype, io.shape);
+  s->run({in}, out);
+  double e = rel_error(out[0], ref);
+  if (keep) *keep = std::move(s);
+  return e;
+}
+
+fs::path fresh_dir(const std::string& name) {
+  fs::path d = fs::path(KILN_TEST_TMP) / name;
+  fs::remove_all(d);
+  fs::create_directories(d);
+  return d;
+}
+
+std::vector<kiln::Isa> isas() {
+  std::vector<kiln::Isa> v;
+  if (kiln::detect_isa() >= kiln::Isa::avx512) v.push_back(kiln::Isa::avx512);
+  if (kiln::detect_isa() >= kiln::Isa::avx2) v.push_back(kiln::Isa::avx2);
+  return v;
+}
+
+}  // namespace
+
+TEST_CASE("label keys round-trip and garbage keys are refused") {
+  using kiln::Label;
+  for (const char* k :
+       {"conv.direct.nChw16c.nChw16c", "conv.gemm1x1.nhwc.nhwc", "conv.direct.nchw.nChw8c",
+        "conv.winograd4.nChw16c.nChw16c", "conv.direct.nChw16c.nChw16c.u14o2", "pool.nhwc",
+        "eltwise.nchw", "ref.nchw", "fc.nchw", "concat.nChw8c"}) {
+    auto l = Label::parse(k);
+    REQUIRE(l);
+    CHECK(l->key() == k);
+  }
+  for (const char* k :
+       {"", "conv", "conv.direct.nchw", "conv.nope.nchw.nchw", "pool.nChw4c", "pool", "ref.nchw.x",
+        "conv.direct.nchw.nchw.u99o1", "zzz.nchw", "conv.direct.nchw.nchw.ux"})
+    CHECK_FALSE(Label::parse(k));
+}
+
+TEST_CASE("candidates: convs get several families and layouts, other ops layout labels") {
+  for (kiln::Isa isa : isas()) {
+    CAPTURE(kiln::isa_name(isa));
+    auto s = kiln::Session::load_file((fixture("tiny_resnet_op13") / "model.onnx").string(), {});
+    const kiln::Graph& g = s->graph();
+    int convs = 0;
+    for (size_t i = 0; i < g.nodes.size(); ++i) {
+      auto c = kiln::candidate_labels(g, int(i), isa, false);
+      REQUIRE(!c.empty());
+      CHECK(c.back().kind == kiln::LabelKind::ref);  // the fallback is always there, last
+      for (const auto& l : c) CHECK(kiln::Label::parse(l.key()));
+      if (g.nodes[i].op == "Conv") {
+        ++convs;
+        CHECK(c.size() >= 3);
+      }
+      // The reference path offers exactly the reference label.
+      auto r = kiln::candidate_labels(g, int(i), isa, true);
+      REQUIRE(r.size() == 1);
+      CHECK(r[0].key() == "ref.nchw");
+    }
+    CHECK(convs > 0);
+  }
+}
+
+TEST_CASE("every strategy and tuning mode computes the right outputs on both ISAs") {
+  const fs::path cache = fresh_dir("sel_cache_all");
+  for (kiln::Isa isa : isas())
+    for (const char* model : {"tiny_resnet_op13", "tiny_squeezenet_op13", "tiny_mobilenetv2_op13"})
+      for (int strategy = 0; strategy < 4; ++strategy)
+        for (int tune = 0; tune < 3; ++tune) {
+          CAPTURE(kiln::isa_name(isa));
+          CAPTURE(model);
+          CAPTURE(strategy);
+          CAPTURE(tune);
+          kiln::SessionOptions o;
+          o.threads = 2;
+          o.max_isa = int(isa);
+          o.strategy = strategy;
+          o.tune = tune;
+          o.cache_dir = cache.string();
+          std::unique_ptr<kiln::Session> s;
+          CHECK(fixture_error(model, o, &s) <= 1e-4);
+          const kiln::Selection& sel = s->selection();
+          CHECK(sel.nodes.size() == s->graph().nodes.size());
+          CHECK(std::isfinite(sel.predicted_ms));
+          if (tune == 0 || strategy == 3) CHECK(sel.measurements == 0);
+        }
+}
+
+TEST_CASE("global is never predicted worse than local or fixed under the same measured costs") {
+  // The first load measures and caches every time; the others read the same times back, so
+  // all strategies are judged on identical costs and PBQP's optimum must be <= theirs.
+  const fs::path cache = fresh_dir("sel_cache_cmp");
+  for (const char* model : {"tiny_resnet_op13", "tiny_squeezenet_op13", "tiny_mobilenetv2_op13"}) {
+    CAPTURE(model);
+    kiln::SessionOptions o;
+    o.threads = 1;
+    o.tune = 2;  // full: every candidate has a measured time
+    o.cache_dir = cache.string();
+    std::unique_ptr<kiln::Session> g, l, f;
+    o.strategy = 0;
+    CHECK(fixture_error(model, o, &g) <= 1e-4);
+    o.strategy = 1;
+    CHECK(fixture_error(model, o, &l) <= 1e-4);
+    o.strategy = 2;
+    CHECK(fixture_error(model, o, &f) <= 1e-4);
+    CHECK(g->selection().optimal);
+    CHECK(l->selection().measurements == 0);  // everything came from the cache
+    CHECK(f->selection().measurements == 0);
+    CHECK(g->selection().predicted_ms <= l->selection().predicted_ms * (1 + 1e-9));
+    CHECK(g->selection().predicted_ms <= f->selection().predicted_ms * (1 + 1e-9));
+    // Local ignores conversions when choosing, so it may need more of them than global.
+    CHECK(l->plan().reorders >= 0);
+  }
+}
+
+TEST_CASE("a warm load takes the plan from the tuning cache and measures nothing") {
+  const fs::path cache = fresh_dir("sel_cache_warm");
+  kiln::SessionOptions o;
+  o.threads = 1;
+  o.cache_dir = cache.string();
+  std::unique_ptr<kiln::Session> cold, warm;
+  CHECK(fixture_error("tiny_resnet_op13", o, &cold) <= 1e-4);
+  CHECK_FALSE(cold->selection().plan_from_cache);
+  CHECK(cold->selection().measurements > 0);
+  CHECK(cold->selection().cache_misses > 0);
+  CHECK(fixture_error("tiny_resnet_op13", o, &warm) <= 1e-4);
+  CHECK(warm->selection().plan_from_cache);
+  CHECK(warm->selection().measurements == 0);
+  // Same choice, same predicted total.
+  REQUIRE(warm->selection().nodes.size() == cold->selection().nodes.size());
+  for (size_t i = 0; i < cold->selection().nodes.size(); ++i)
+    CHECK(warm->selection().nodes[i].label.key() == cold->selection().nodes[i].label.key());
+  CHECK(warm->selection().predicted_ms == doctest::Approx(cold->selection().predicted_ms));
+
+  // Another thread count is another cache context: measured again.
+  o.threads = 2;
+  std::unique_ptr<kiln::Session> other;
+  CHECK(fixture_error("tiny_resnet_op13", o, &other) <= 1e-4);
+  CHECK_FALSE(other->selection().plan_from_cache);
+  CHECK(other->selection().measurements > 0);
+
+  // Damage every cache file: the next load is still correct and re-measures.
+  for (const auto& e : fs::directory_iterator(cache)) {
+    if (e.path().extension() != ".kc") continue;
+    std::fstream f(e.path(), std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(0, std::ios::end);
+    const auto size = int64_t(f.tellp());
+    for (int64_t pos = 7; pos < size; pos += 13) {
+      f.seekg(pos);
+      char c = 0;
+      f.read(&c, 1);
+      f.seekp(pos);
+      c = char(c ^ 0x5a);
+      f.write(&c, 1);
+    }
+  }
+  o.threads = 1;
+  std::unique_ptr<kiln::Session> damaged;
+  CHECK(fixture_error("tiny_resnet_op13", o, &damaged) <= 1e-4);
+  CHECK_FALSE(damaged->selection().plan_from_cache);
+  CHECK(damaged->selection().measurements > 0);
+
+  // The cache switched off: nothing is read or written.
+  const fs::path off = fresh_dir("sel_cache_off");
+  o.cache_dir = off.string();
+  o.use_cache = false;
+  std::unique_ptr<kiln::Session> nocache;
+  CHECK(fixture_error("tiny_resnet_op13", o, &nocache) <= 1e-4);
+  CHECK(fs::is_empty(off));
+}
+
+TEST_CASE("strategy and tuning names") {
+  kiln::Strategy s;
+  kiln::TuneMode t;
+  for (const char* n : {"global", "local", "fixed", "heuristic"}) {
+    REQUIRE(kiln::parse_strategy(n, &s));
+    CHECK(std::string(kiln::strategy_name(s)) == n);
+  }
+  for (const char* n : {"none", "fast", "full"}) {
+    REQUIRE(kiln::parse_tune_mode(n, &t));
+    CHECK(std::string(kiln::tune_mode_name(t)) == n);
+  }
+  CHECK_FALSE(kiln::parse_strategy("best", &s));
+  CHECK_FALSE(kiln::parse_tune_mode("", &t));
+}

@@ -1,0 +1,134 @@
+// Helpers for the tuning cache tests: private temp folders, log capture, and an independent
+// implementation of the file format's checksum (FNV-1a 64, checked against published vectors)
+// so that tests can write files by hand instead of trusting the writer under test.
+#pragma once
+
+#include <doctest/doctest.h>
+#include <spdlog/sinks/ostream_sink.h>
+#include <spdlog/spdlog.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdint>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "runtime/tuning_cache.h"
+
+namespace kiln::cache_test {
+
+namespace fs = std::filesystem;
+
+// A fresh, empty folder under KILN_TEST_TMP per call, removed at scope exit.
+struct TempDir {
+  std::string path;
+  explicit TempDir(const std::string& tag) {
+    static std::atomic<int> n{0};
+    path = std::string(KILN_TEST_TMP) + "/cache-" + tag + "-" + std::to_string(::getpid()) + "-" +
+           std::to_string(n++);
+    std::error_code ec;
+    fs::remove_all(path, ec);
+    fs::create_directories(path);
+  }
+  ~TempDir() {
+    std::error_code ec;
+    fs::permissions(path, fs::perms::owner_all, fs::perm_options::add, ec);
+    fs::remove_all(path, ec);
+  }
+  std::string operator/(const std::string& name) const { return path + "/" + name; }
+};
+
+// Routes spdlog's default logger into a string while alive (warnings are part of what the
+// tests check, and the bit-flip loops would otherwise flood stderr).
+struct LogCapture {
+  std::ostringstream out;
+  std::shared_ptr<spdlog::logger> saved = spdlog::default_logger();
+  LogCapture() {
+    auto sink = std::make_shared<spdlog::sinks::ostream_sink_mt>(out);
+    auto lg = std::make_shared<spdlog::logger>("cache-test", sink);
+    lg->set_pattern("%l %v");
+    lg->set_level(spdlog::level::warn);
+    spdlog::set_default_logger(lg);
+  }
+  ~LogCapture() { spdlog::set_default_logger(saved); }
+  std::string text() const { return out.str(); }
+};
+
+inline CacheContext test_context(std::string build = "test-build-1") {
+  CacheContext c;
+  c.cpu = "GenuineTest family 6 model 207 stepping 2 / Test(R) CPU @ 2.0GHz";
+  c.isa = "avx512";
+  c.threads = 2;
+  c.build = std::move(build);
+  return c;
+}
+
+// FNV-1a 64 written from the published definition (offset basis 0xcbf29ce484222325, prime
+// 0x100000001b3); the seeded form continues from `h` instead of the basis.
+inline uint64_t ref_fnv1a64(const std::string& s, uint64_t h = 0xcbf29ce484222325ull) {
+  for (unsigned char c : s) h = (h ^ c) * 0x100000001b3ull;
+  return h;
+}
+
+inline std::string ref_hex16(uint64_t v) {
+  char b[17];
+  std::snprintf(b, sizeof b, "%016llx", static_cast<unsigned long long>(v));
+  return b;
+}
+
+// A cache file written by hand following the format documented in runtime/tuning_cache.h.
+struct HandFile {
+  std::string header_payload;  // without the checksum
+  uint64_t ctx_hash = 0;
+  std::string text;
+  int entries = 0;
+  explicit HandFile(const CacheContext& c, const std::string& version = "1") {
+    header_payload = "kiln-tuning-cache\t" + version + "\t" + c.cpu + "\t" + c.isa + "\t" +
+                     std::to_string(c.threads) + "\t" + c.build;
+    ctx_hash = ref_fnv1a64(header_payload);
+    text = header_payload + "\t" + ref_hex16(ctx_hash) + "\n";
+  }
+  std::string name() const { return "tuning-v1-" + ref_hex16(ctx_hash) + ".kc"; }
+  // One line with a valid checksum; payload fields are already escaped.
+  std::string line(const std::string& payload) const {
+    return payload + "\t" + ref_hex16(ref_fnv1a64(payload, ctx_hash)) + "\n";
+  }
+  HandFile& add(const std::string& payload) {
+    text += line(payload);
+    ++entries;
+    return *this;
+  }
+  HandFile& end() {
+    text += line("E\t" + std::to_string(entries));
+    return *this;
+  }
+};
+
+inline std::string read_bytes(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(f), {});
+}
+
+inline void write_bytes(const std::string& path, const std::string& data) {
+  // A new file rather than a truncated one: ext4 flushes a file truncated and rewritten when
+  // it is closed (auto_da_alloc), which made the thousands of damaged-file cases I/O bound.
+  ::unlink(path.c_str());
+  std::ofstream f(path, std::ios::binary | std::ios::trunc);
+  f.write(data.data(), std::streamsize(data.size()));
+  REQUIRE(f.good());
+}
+
+// Files in `dir` whose name contains `part`.
+inline int count_files(const std::string& dir, const std::string& part) {
+  int n = 0;
+  for (const auto& e : fs::directory_iterator(dir))
+    if (e.path().filename().string().find(part) != std::string::npos) ++n;
+  return n;
+}
+
+}  // namespace kiln::cache_test
