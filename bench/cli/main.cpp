@@ -154,7 +154,7 @@ int parse(int argc, char** argv, Args& a) {
     }
     static const char* known[] = {"--batch",    "--input", "--output",  "--threads", "--runs",
                                   "--warmup",   "--json",  "--max-isa", "--seconds", "--trace",
-                                  "--strategy", "--tune",  "--cache",   "--dot"};
+                                  "--strategy", "--tune",  "--cache",   "--dot",     "--family"};
     bool is_known = false;
     for (const char* k : known) is_known |= opt == k;
     if (!is_known) throw UsageError("unknown option '" + opt + "'");

@@ -100,6 +100,9 @@ R="$FIX/models/tiny_resnet_op13/model.onnx"
 expect_rc 2 "$KILN" bench "$R" --strategy best
 expect_rc 2 "$KILN" bench "$R" --tune most
 expect_rc 2 "$KILN" run "$R" --input x.npy --strategy global,local
+expect_rc 2 "$KILN" bench "$R" --family fft
+expect_rc 0 "$KILN" plan "$R" --family direct --tune none --no-cache
+grep -q "conv.gemm1x1" "$TMP/out.txt" && fail "--family direct leaves no gemm1x1 conv"
 expect_rc 0 "$KILN" bench "$R" --runs 3 --warmup 0 --threads 1 --strategy global,local,fixed \
   --tune fast --cache "$TMP/kc" --json "$TMP/s.json"
 expect_rc 0 "$KILN" bench "$R" --runs 3 --warmup 0 --threads 1 --strategy global \
