@@ -2,24 +2,54 @@
 
 #include <onnx/onnx_pb.h>
 
+#include <algorithm>
 #include <climits>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <limits>
+#include <map>
+#include <memory>
+#include <optional>
 
 #include "graph/canonicalize.h"
+#include "graph/onnx_mmap.h"
+#include "graph/onnx_wire.h"
 
 namespace kiln {
 namespace {
 
 namespace fs = std::filesystem;
 
+// Tensor payloads of at least this many bytes are cut out of the bytes protobuf parses (and
+// aliased or copied once); smaller ones (shapes, scalars, small biases) are left to protobuf.
+constexpr uint64_t kCutMinBytes = 4096;
+
+// Where the model's bytes live. `keep` is set when Kiln owns them (a file it mapped): large
+// payloads are then aliased instead of copied. A caller's buffer (import_onnx) is never
+// retained: its payloads are copied once, straight into their tensors.
+struct Source {
+  const uint8_t* data = nullptr;
+  size_t size = 0;
+  std::shared_ptr<void> keep;
+};
+
+// A tensor payload: bytes in the model, in an external-data file or in a parsed protobuf
+// string. `keep` non-null: the bytes may be aliased for as long as `keep` lives.
+struct Bytes {
+  const uint8_t* p = nullptr;
+  size_t n = 0;
+  std::shared_ptr<void> keep;
+};
+
 struct Ctx {
   const ImportOptions& opts;
+  const Source& src;
+  const onnx_wire::Stripped& cuts;
   uint64_t file_bytes = 0;
   uint64_t external_bytes = 0;
   uint64_t const_bytes = 0;  // constants and attribute lists built so far (memory)
+  std::map<std::string, MappedFile> external_files;  // by canonical path, mapped once each
 
   // Accounts `bytes` of memory about to be allocated for `what` against the budget derived
   // from the file's size (see kConstBytesPerFileByte).
@@ -34,6 +64,10 @@ struct Ctx {
                                     std::to_string(kConstBytesPerFileByte) +
                                     " bytes per file byte, plus external data, plus " +
                                     std::to_string(kConstSlackBytes >> 20) + " MiB)");
+  }
+
+  Bytes payload(const onnx_wire::Range& r) const {
+    return {src.data + r.offset, size_t(r.size), src.keep};
   }
 };
 
@@ -50,7 +84,9 @@ void check_dims(const Shape& s, const std::string& what) {
                                     std::to_string(kMaxTensorElements) + ")");
 }
 
-std::string tensor_what(const onnx::TensorProto& t) { return "initializer '" + t.name() + "'"; }
+std::string tensor_what(const onnx::TensorProto& t) {
+  return "initializer '" + t.name() + "'";
+}
 
 Shape dims_of(const onnx::TensorProto& t, const std::string& what) {
   Shape s;
@@ -67,14 +103,18 @@ Shape dims_of(const onnx::TensorProto& t, const std::string& what) {
 }
 
 // Reads `length` bytes at `offset` of an external-data file that must stay inside the model's
-// folder (no absolute paths, no "..", no symlink leading out).
-std::string read_external(Ctx& cx, const onnx::TensorProto& t, const std::string& what) {
+// folder (no absolute paths, no "..", no symlink leading out). The file is mapped (once per
+// model), so its bytes can be aliased like the model's own.
+Bytes read_external(Ctx& cx, const onnx::TensorProto& t, const std::string& what) {
   std::string location;
   int64_t offset = 0, length = -1;
   for (const auto& kv : t.external_data()) {
-    if (kv.key() == "location") location = kv.value();
-    else if (kv.key() == "offset") offset = std::atoll(kv.value().c_str());
-    else if (kv.key() == "length") length = std::atoll(kv.value().c_str());
+    if (kv.key() == "location")
+      location = kv.value();
+    else if (kv.key() == "offset")
+      offset = std::atoll(kv.value().c_str());
+    else if (kv.key() == "length")
+      length = std::atoll(kv.value().c_str());
   }
   if (cx.opts.model_dir.empty())
     fail(Code::unsupported, what + " uses external data, which needs the model loaded from a " +
@@ -95,23 +135,26 @@ std::string read_external(Ctx& cx, const onnx::TensorProto& t, const std::string
   if (end != dir.end())
     fail(Code::invalid_model,
          what + ": external data path '" + location + "' leaves the model's folder");
-  std::ifstream f(file, std::ios::binary);
-  if (!f) fail(Code::io_error, what + ": cannot open external data file '" + file.string() + "'");
-  f.seekg(0, std::ios::end);
-  int64_t fsize = int64_t(f.tellg());
+  auto it = cx.external_files.find(file.string());
+  if (it == cx.external_files.end()) {
+    try {
+      it = cx.external_files.emplace(file.string(), map_file(file.string())).first;
+    } catch (const Error& e) {
+      fail(e.code(), what + ": cannot open external data file: " + e.what());
+    }
+  }
+  const MappedFile& m = it->second;
+  const int64_t fsize = int64_t(m.size);
   if (offset < 0 || offset > fsize)
     fail(Code::invalid_model, what + ": external data offset beyond the end of '" + location + "'");
   if (length < 0) length = fsize - offset;
   if (length > fsize - offset)
-    fail(Code::invalid_model, what + ": external data length runs past the end of '" + location + "'");
+    fail(Code::invalid_model,
+         what + ": external data length runs past the end of '" + location + "'");
   cx.external_bytes += uint64_t(length);
   if (cx.external_bytes > cx.opts.max_external_bytes)
     fail(Code::invalid_model, what + ": external data exceeds the size limit");
-  std::string buf(size_t(length), '\0');
-  f.seekg(offset);
-  f.read(buf.data(), length);
-  if (!f) fail(Code::io_error, what + ": reading external data '" + location + "' failed");
-  return buf;
+  return {m.data ? m.data + offset : nullptr, size_t(length), m.keep};
 }
 
 // Checks that the tensor's stored element count equals its dims before allocating anything.
@@ -121,50 +164,94 @@ void check_count(int64_t have, int64_t want, const std::string& what, const Shap
                                   "its shape " + shape_str(s) + " needs " + std::to_string(want));
 }
 
-Tensor convert_tensor(Ctx& cx, const onnx::TensorProto& t, const std::string& what) {
+// A 64-byte aligned tensor for the caller to fill. Tensor's constructor would zero-fill it
+// first: a second pass over fresh memory, which costs as much as the copy itself on these
+// VMs. Only the padding up to the next 64 bytes is zeroed.
+// (Tried: carving copies from chunks advised for transparent huge pages halves the cost of a
+// quiet first touch, but on a busy machine THP's direct compaction stalled loads by 0.5-1 s.)
+Tensor fresh_tensor(DType dtype, Shape shape) {
+  const size_t bytes = size_t(shape_numel(shape)) * dtype_size(dtype);
+  const size_t alloc = std::max<size_t>(64, (bytes + 63) / 64 * 64);
+  void* p = std::aligned_alloc(64, alloc);
+  if (!p) fail(Code::out_of_memory, "cannot allocate " + std::to_string(alloc) + " bytes");
+  std::memset(static_cast<char*>(p) + bytes, 0, alloc - bytes);
+  return Tensor::alias(dtype, std::move(shape), std::shared_ptr<void>(p, std::free), p);
+}
+
+// The tensor of `b`'s bytes (little-endian host assumed: x86). Aliased when Kiln owns the
+// bytes and they are aligned to the element size; copied otherwise.
+//
+// Why element alignment and not more: Tensor's own buffers are 64-byte aligned, but nothing
+// relies on that for constants — the JIT kernels pack weights into their own buffers and load
+// everything else with unaligned-tolerant instructions (the C API already hands them caller
+// buffers aligned only to the element size), and the C++ readers (reference kernels, passes,
+// weight packing) read through float*/int64_t*, which needs element alignment: a misaligned
+// payload (most of them: protobuf puts raw_data at arbitrary offsets) would be undefined
+// behaviour that UBSan (tests/sanitize/asan.sh) reports, so it is copied.
+Tensor tensor_from(DType dtype, Shape shape, const Bytes& b) {
+  if (b.keep && reinterpret_cast<uintptr_t>(b.p) % dtype_size(dtype) == 0)
+    return Tensor::alias(dtype, std::move(shape), b.keep, const_cast<uint8_t*>(b.p));
+  Tensor out = fresh_tensor(dtype, std::move(shape));
+  if (out.nbytes()) std::memcpy(out.raw(), b.p, out.nbytes());
+  return out;
+}
+
+Tensor convert_tensor(Ctx& cx, const onnx::TensorProto& t, const std::string& what,
+                      const onnx_wire::TensorCut* cut) {
   Shape shape = dims_of(t, what);
   int64_t n = shape_numel(shape);
   // In-memory size: float32 stays 4 bytes, everything else becomes int64.
   cx.charge(uint64_t(n) * (t.data_type() == onnx::TensorProto::FLOAT ? 4 : 8), what);
-  const std::string* raw = t.has_raw_data() ? &t.raw_data() : nullptr;
-  std::string external;
-  if (t.data_location() == onnx::TensorProto::EXTERNAL) {
-    external = read_external(cx, t, what);
-    raw = &external;
-  }
+  // The payload, wherever it is: cut out of the protobuf bytes by onnx_wire, in the parsed
+  // message, or in an external file.
+  std::optional<Bytes> raw;
+  if (cut && cut->raw.present)
+    raw = cx.payload(cut->raw);
+  else if (t.has_raw_data())
+    raw = Bytes{reinterpret_cast<const uint8_t*>(t.raw_data().data()), t.raw_data().size(), {}};
+  if (t.data_location() == onnx::TensorProto::EXTERNAL) raw = read_external(cx, t, what);
   switch (t.data_type()) {
     case onnx::TensorProto::FLOAT: {
-      if (raw) check_count(int64_t(raw->size() / 4), n, what, shape);
-      if (raw && raw->size() % 4) fail(Code::invalid_model, what + " raw data is not whole floats");
-      if (!raw) check_count(t.float_data_size(), n, what, shape);
-      Tensor out(DType::f32, shape);
-      if (raw) std::memcpy(out.raw(), raw->data(), size_t(n) * 4);
-      else std::copy(t.float_data().begin(), t.float_data().end(), out.data<float>());
+      // A cut float_data holds packed little-endian floats, the same bytes as raw_data.
+      std::optional<Bytes> packed;
+      if (!raw && cut && cut->floats.present) packed = cx.payload(cut->floats);
+      if (packed && packed->n % 4)
+        fail(Code::invalid_model, what + " float_data is not whole floats");
+      if (packed) raw = packed;
+      if (raw) check_count(int64_t(raw->n / 4), n, what, shape);
+      if (raw && raw->n % 4) fail(Code::invalid_model, what + " raw data is not whole floats");
+      if (raw) return tensor_from(DType::f32, std::move(shape), *raw);
+      check_count(t.float_data_size(), n, what, shape);
+      Tensor out = fresh_tensor(DType::f32, shape);
+      std::copy(t.float_data().begin(), t.float_data().end(), out.data<float>());
       return out;
     }
     case onnx::TensorProto::INT64: {
-      if (raw) check_count(int64_t(raw->size() / 8), n, what, shape);
-      if (raw && raw->size() % 8) fail(Code::invalid_model, what + " raw data is not whole int64s");
-      if (!raw) check_count(t.int64_data_size(), n, what, shape);
-      Tensor out(DType::i64, shape);
-      if (raw) std::memcpy(out.raw(), raw->data(), size_t(n) * 8);
-      else std::copy(t.int64_data().begin(), t.int64_data().end(), out.data<int64_t>());
+      if (raw) check_count(int64_t(raw->n / 8), n, what, shape);
+      if (raw && raw->n % 8) fail(Code::invalid_model, what + " raw data is not whole int64s");
+      if (raw) return tensor_from(DType::i64, std::move(shape), *raw);
+      check_count(t.int64_data_size(), n, what, shape);
+      Tensor out = fresh_tensor(DType::i64, shape);
+      std::copy(t.int64_data().begin(), t.int64_data().end(), out.data<int64_t>());
       return out;
     }
     case onnx::TensorProto::BOOL:     // e.g. Dropout's training_mode: stored as 0/1 int64
     case onnx::TensorProto::INT32: {  // widened: Kiln's integer type is int64
       const bool is_bool = t.data_type() == onnx::TensorProto::BOOL;
       const size_t esz = is_bool ? 1 : 4;
-      if (raw) check_count(int64_t(raw->size() / esz), n, what, shape);
-      if (raw && raw->size() % esz) fail(Code::invalid_model, what + " raw data is not whole elements");
+      if (raw) check_count(int64_t(raw->n / esz), n, what, shape);
+      if (raw && raw->n % esz) fail(Code::invalid_model, what + " raw data is not whole elements");
       if (!raw) check_count(t.int32_data_size(), n, what, shape);
-      Tensor out(DType::i64, shape);
+      Tensor out = fresh_tensor(DType::i64, shape);
       int64_t* o = out.data<int64_t>();
       for (int64_t i = 0; i < n; ++i) {
         int32_t v = 0;
-        if (raw && is_bool) v = raw->data()[i] != 0;
-        else if (raw) std::memcpy(&v, raw->data() + i * 4, 4);
-        else v = t.int32_data(int(i));
+        if (raw && is_bool)
+          v = raw->p[i] != 0;
+        else if (raw)
+          std::memcpy(&v, raw->p + i * 4, 4);
+        else
+          v = t.int32_data(int(i));
         o[i] = v;
       }
       return out;
@@ -213,12 +300,22 @@ void import_input(Graph& g, const onnx::ValueInfoProto& vi, const ImportOptions&
   g.inputs.push_back(id);
 }
 
-Attribute convert_attr(Ctx& cx, const onnx::AttributeProto& a, const std::string& what) {
+Attribute convert_attr(Ctx& cx, const onnx::AttributeProto& a, const std::string& what,
+                       const onnx_wire::TensorCut* cut) {
   Attribute r;
   switch (a.type()) {
-    case onnx::AttributeProto::FLOAT: r.kind = Attribute::Kind::f; r.f = a.f(); break;
-    case onnx::AttributeProto::INT: r.kind = Attribute::Kind::i; r.i = a.i(); break;
-    case onnx::AttributeProto::STRING: r.kind = Attribute::Kind::s; r.s = a.s(); break;
+    case onnx::AttributeProto::FLOAT:
+      r.kind = Attribute::Kind::f;
+      r.f = a.f();
+      break;
+    case onnx::AttributeProto::INT:
+      r.kind = Attribute::Kind::i;
+      r.i = a.i();
+      break;
+    case onnx::AttributeProto::STRING:
+      r.kind = Attribute::Kind::s;
+      r.s = a.s();
+      break;
     case onnx::AttributeProto::FLOATS:
       cx.charge(uint64_t(a.floats_size()) * 4, what + " attribute '" + a.name() + "'");
       r.kind = Attribute::Kind::floats;
@@ -237,7 +334,7 @@ Attribute convert_attr(Ctx& cx, const onnx::AttributeProto& a, const std::string
       break;
     case onnx::AttributeProto::TENSOR:
       r.kind = Attribute::Kind::tensor;
-      r.t = convert_tensor(cx, a.t(), what + " attribute '" + a.name() + "'");
+      r.t = convert_tensor(cx, a.t(), what + " attribute '" + a.name() + "'", cut);
       break;
     default:
       fail(Code::unsupported, what + ": attribute '" + a.name() + "' has type " +
@@ -276,7 +373,8 @@ int64_t default_opset(const onnx::ModelProto& m) {
   for (const auto& o : m.opset_import()) {
     if (o.domain().empty() || o.domain() == "ai.onnx") opset = o.version();
   }
-  if (opset < 0) fail(Code::invalid_model, "the model imports no version of the default ONNX opset");
+  if (opset < 0)
+    fail(Code::invalid_model, "the model imports no version of the default ONNX opset");
   if (opset < kMinOpset || opset > kMaxOpset)
     fail(Code::unsupported, "the model uses ONNX opset " + std::to_string(opset) +
                                 "; Kiln supports opsets " + std::to_string(kMinOpset) + " to " +
@@ -284,27 +382,35 @@ int64_t default_opset(const onnx::ModelProto& m) {
   return opset;
 }
 
-}  // namespace
-
-Graph import_onnx(const void* data, size_t size, const ImportOptions& opts) {
-  if (!data || size == 0) fail(Code::invalid_model, "the model is empty (0 bytes)");
-  if (size > size_t(INT_MAX))
+// Parses the model with protobuf, minus the large tensor payloads (onnx_wire cuts them out
+// first: protobuf would copy each into a std::string), then builds the graph.
+Graph import_source(const Source& src, const ImportOptions& opts) {
+  if (!src.data || src.size == 0) fail(Code::invalid_model, "the model is empty (0 bytes)");
+  if (src.size > size_t(INT_MAX))
     fail(Code::unsupported, "the model file is larger than 2 GiB; store weights as external data");
+  const onnx_wire::Stripped cuts = onnx_wire::strip_payloads(src.data, src.size, kCutMinBytes);
   onnx::ModelProto m;
-  if (!m.ParseFromArray(data, int(size)))
+  const bool ok = cuts.unchanged ? m.ParseFromArray(src.data, int(src.size))
+                                 : m.ParseFromArray(cuts.bytes.data(), int(cuts.bytes.size()));
+  if (!ok)
     fail(Code::invalid_model, "the model is not a valid ONNX protobuf (truncated or corrupt file)");
   if (!m.has_graph()) fail(Code::invalid_model, "the model has no graph");
-  Ctx cx{opts, uint64_t(size)};
+  Ctx cx{opts, src, cuts, uint64_t(src.size), 0, 0, {}};
   Graph g;
   g.opset = default_opset(m);
   const onnx::GraphProto& gp = m.graph();
   g.name = gp.name();
   check_graph_size(gp);
+  // onnx_wire counts initializers as protobuf does; a mismatch would pair payloads wrongly.
+  if (cuts.initializers.size() != size_t(gp.initializer_size()))
+    fail(Code::internal, "the wire scan found " + std::to_string(cuts.initializers.size()) +
+                             " initializers, protobuf " + std::to_string(gp.initializer_size()));
 
   // Initializers first: older exporters also list them as graph inputs, which are skipped.
-  for (const auto& t : gp.initializer()) {
+  for (int i = 0; i < gp.initializer_size(); ++i) {
+    const auto& t = gp.initializer(i);
     if (t.name().empty()) fail(Code::invalid_model, "an initializer has no name");
-    g.add_const(t.name(), convert_tensor(cx, t, tensor_what(t)));
+    g.add_const(t.name(), convert_tensor(cx, t, tensor_what(t), &cuts.initializers[size_t(i)]));
   }
   if (gp.sparse_initializer_size())
     fail(Code::unsupported, "sparse initializers are not supported");
@@ -330,9 +436,12 @@ Graph import_onnx(const void* data, size_t size, const ImportOptions& opts) {
         n.fail(Code::invalid_model, "output '" + out + "' is already defined");
       n.outputs.push_back(g.add_value(out));
     }
-    for (const auto& a : np.attribute()) {
+    for (int j = 0; j < np.attribute_size(); ++j) {
+      const auto& a = np.attribute(j);
       if (a.name().empty()) n.fail(Code::invalid_model, "an attribute has no name");
-      n.attrs[a.name()] = convert_attr(cx, a, n.where());
+      auto cut = cuts.attributes.find({i, j});
+      n.attrs[a.name()] =
+          convert_attr(cx, a, n.where(), cut == cuts.attributes.end() ? nullptr : &cut->second);
     }
     g.nodes.push_back(std::move(n));
   }
@@ -363,24 +472,25 @@ Graph import_onnx(const void* data, size_t size, const ImportOptions& opts) {
   return g;
 }
 
+}  // namespace
+
+Graph import_onnx(const void* data, size_t size, const ImportOptions& opts) {
+  // The caller's buffer is not retained: no `keep`, so every payload is copied (once).
+  return import_source({static_cast<const uint8_t*>(data), size, nullptr}, opts);
+}
+
 Graph import_onnx_file(const std::string& path, ImportOptions opts) {
   std::error_code ec;
   if (fs::is_directory(path, ec)) fail(Code::io_error, "'" + path + "' is a directory");
-  std::ifstream f(path, std::ios::binary | std::ios::ate);
-  if (!f) fail(Code::io_error, "cannot open model file '" + path + "'");
-  const std::streamoff size = f.tellg();
-  if (size < 0) fail(Code::io_error, "cannot size model file '" + path + "'");
-  // One read of the whole file (a per-character stream iterator costs ~10 ns a byte).
-  std::string bytes(size_t(size), '\0');
-  f.seekg(0);
-  f.read(bytes.data(), size);
-  if (!f) fail(Code::io_error, "reading model file '" + path + "' failed");
+  // Mapped, not read: the weights stay in the page cache and the graph's constants alias them
+  // (see tensor_from); the mapping lives as long as any of them.
+  const MappedFile file = map_file(path);  // io_error naming the path
   if (opts.model_dir.empty()) {
     fs::path dir = fs::path(path).parent_path();
     opts.model_dir = dir.empty() ? "." : dir.string();
   }
   try {
-    return import_onnx(bytes.data(), bytes.size(), opts);
+    return import_source({file.data, file.size, file.keep}, opts);
   } catch (const Error& e) {
     fail(e.code(), "'" + path + "': " + e.what());
   }

@@ -1,5 +1,5 @@
 // ONNX -> kiln::Graph. Validates the file's structure (every error names what is wrong),
-// converts initializers (int32 widened to int64), folds Constant nodes, and rewrites every
+// converts initializers (int32 and bool widened to int64), folds Constant nodes, and rewrites every
 // opset 7..18 op variant into the canonical form documented in graph/ops.h. Shape inference
 // and the optimisation passes run afterwards (graph/passes.h).
 #pragma once
@@ -13,8 +13,8 @@
 namespace kiln {
 
 struct ImportOptions {
-  int64_t batch = 0;        // > 0: overrides dim 0 of every graph input
-  std::string model_dir;    // folder for external-data files; empty: external data refused
+  int64_t batch = 0;      // > 0: overrides dim 0 of every graph input
+  std::string model_dir;  // folder for external-data files; empty: external data refused
   // Upper bound on total initializer bytes read from external files (hostile files cannot
   // make Kiln allocate more than this).
   uint64_t max_external_bytes = uint64_t(16) << 30;
@@ -24,9 +24,10 @@ constexpr int64_t kMinOpset = 7, kMaxOpset = 18;
 
 // Load-time resource limits: a hostile file is rejected (invalid_model or unsupported, naming
 // the limit) before it costs much memory or time. Real CNNs stay far below every one of them.
-// Nodes in the graph. Planning is quadratic in the node count today (arena offsets and step
-// dependencies in runtime/plan.cpp): 16384 Relu nodes take ~22 s to load under ASan.
-constexpr int64_t kMaxNodes = int64_t(1) << 14;
+// Nodes in the graph. Every load stage must stay near-linear in the node count so that this
+// bound keeps a hostile file's load time to seconds (test_limits.cpp times a kMaxNodes-long
+// chain). It was 16384 while the memory plan was quadratic.
+constexpr int64_t kMaxNodes = 100000;
 constexpr int64_t kMaxValues = int64_t(1) << 17;  // initializers + graph inputs + node outputs
 constexpr int64_t kMaxRank = 32;                  // dims of any tensor
 // Inputs / outputs of one node (Concat and Sum inputs, Split outputs).
@@ -39,8 +40,17 @@ constexpr int64_t kMaxTensorElements = int64_t(1) << 32;
 constexpr uint64_t kConstBytesPerFileByte = 2;
 constexpr uint64_t kConstSlackBytes = uint64_t(64) << 20;
 
+// Weights are not copied twice: large tensor payloads (>= 4 KiB) are cut out of the bytes
+// protobuf parses (graph/onnx_wire.h) and taken straight from the model's bytes.
+// From memory: the caller's buffer is not retained after return; each payload is copied once,
+// into its tensor.
 Graph import_onnx(const void* data, size_t size, const ImportOptions& opts);
-// Reads the file (io_error when it cannot), sets model_dir to its folder.
+// Maps the file (io_error when it cannot), sets model_dir to its folder. Payloads aligned to
+// their element size, in the model or in an external-data file (mapped too, also from
+// import_onnx), alias the mapping, which the graph's constants keep alive (graph/onnx_mmap.h:
+// the file must not be truncated or rewritten in place meanwhile); the others are copied
+// once. Constants are therefore aligned to their element size, not to 64 bytes.
+// Little-endian host assumed (x86), as ONNX raw_data is little-endian.
 Graph import_onnx_file(const std::string& path, ImportOptions opts);
 
 }  // namespace kiln

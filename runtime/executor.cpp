@@ -145,8 +145,19 @@ void Executor::run(const std::vector<Tensor>& inputs, std::vector<Tensor>& outpu
   std::vector<size_t> copies;
   for (size_t i = 0; i < outputs.size(); ++i) {
     float*& slot = ptr[size_t(p_.outputs[i])];
-    if (slot == nullptr) slot = static_cast<float*>(outputs[i].raw());
+    if (slot == nullptr && p_.tensors[size_t(p_.outputs[i])].parent < 0)
+      slot = static_cast<float*>(outputs[i].raw());
     else copies.push_back(i);
+  }
+  // Views of external tensors (e.g. a slice of a graph output that a producer writes in place)
+  // point into their root, whose pointer is known only now.
+  for (size_t t = 0; t < p_.tensors.size(); ++t) {
+    if (p_.tensors[t].parent < 0 || p_.tensors[t].offset >= 0) continue;
+    size_t root = t;
+    int64_t at = 0;
+    for (; p_.tensors[root].parent >= 0; root = size_t(p_.tensors[root].parent))
+      at += p_.tensors[root].parent_offset;
+    if (ptr[root]) ptr[t] = reinterpret_cast<float*>(reinterpret_cast<char*>(ptr[root]) + at);
   }
 
   if (arena_) {

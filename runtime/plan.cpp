@@ -26,7 +26,7 @@ class Lowering {
     for (size_t i = 0; i < g_.values.size(); ++i)
       if (g_.values[i].is_const()) add_tensor(ValueId(i), Layout::nchw, true);
     for (ValueId v : g_.inputs) plan_.inputs.push_back(add_tensor(v, Layout::nchw, true));
-    // in-place concat needs the new memory planner
+    if (jit_) plan_inplace_concats();
     for (size_t i = 0; i < g_.nodes.size(); ++i) lower(int(i));
     for (ValueId v : g_.outputs) {
       int t = get(v, Layout::nchw);

@@ -78,6 +78,8 @@ class Selector {
     sel_.nodes.resize(nn);
     sel_.kernels.resize(nn);
     cands_.resize(nn);
+    kept_.resize(nn);
+    kept_ms_.assign(nn, kInf);
     for (size_t i = 0; i < nn; ++i) cands_[i] = candidate_labels(g_, int(i), o_.isa, o_.reference);
     if (o_.force_family >= 0) force_family();
     const std::string key = model_key(g_, o_);
@@ -98,6 +100,12 @@ class Selector {
       for (size_t i = 0; i < nn; ++i) {
         const Label& l = cands_[i][size_t(choice[i])];
         if (sel_.kernels[i] && sel_.nodes[i].label == l) continue;
+        if (kept_[i].second && kept_[i].first == l) {
+          sel_.kernels[i] = std::move(kept_[i].second);
+          sel_.nodes[i].label = l;
+          sel_.nodes[i].ms = cost_[i][size_t(choice[i])];
+          continue;
+        }
         std::string why;
         Instance inst = instantiate(g_, int(i), l, o_.isa, &why);
         if (!inst.kernel) {
@@ -248,7 +256,14 @@ class Selector {
       if (n.outputs[k] != kNoValue) db[k] = value_bytes(g_.value(n.outputs[k]), out[k]);
     ++sel_.measurements;
     try {
-      return prof_.time_kernel(*inst.kernel, sb, consts, db);
+      const double ms = prof_.time_kernel(*inst.kernel, sb, consts, db);
+      // Keep the node's fastest measured kernel: it is usually the one chosen, and building
+      // it again would JIT and pack its weights a second time (VGG's FC: 400 MB).
+      if (ms < kept_ms_[size_t(i)]) {
+        kept_ms_[size_t(i)] = ms;
+        kept_[size_t(i)] = {l, std::move(inst.kernel)};
+      }
+      return ms;
     } catch (const std::exception& e) {
       spdlog::debug("{}: {} failed while profiling: {}", n.where(), l.key(), e.what());
       return kInf;
@@ -453,6 +468,8 @@ class Selector {
   std::vector<std::vector<Label>> cands_;
   std::vector<std::vector<double>> cost_;
   std::map<std::pair<std::string, std::string>, double> reorder_memo_;
+  std::vector<std::pair<Label, std::unique_ptr<Kernel>>> kept_;  // per node, see measure()
+  std::vector<double> kept_ms_;
 };
 
 }  // namespace

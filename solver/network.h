@@ -13,6 +13,7 @@
 #pragma once
 
 #include <functional>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -104,6 +105,8 @@ class NetworkProblem {
 
   std::vector<Op> ops_;
   std::vector<Tensor> tensors_;
+  std::map<std::pair<int, int>, int> output_tensor_;  // (producer, slot) -> tensor
+  std::map<std::pair<int, int>, int> input_tensor_;   // (op, slot) -> tensor read
 };
 
 }  // namespace kiln

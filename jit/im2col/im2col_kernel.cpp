@@ -1,8 +1,239 @@
+// The im2col family's Kernel: packs the weights at creation, owns the generated code, and per
+// tile packs the patch operand into the thread's scratch and calls the microkernel per K chunk
+// and column group.
 #include "jit/im2col/im2col_kernel.h"
+
+#include <xmmintrin.h>
+
+#include <algorithm>
+#include <cstdlib>
+
+#include "graph/error.h"
+#include "jit/conv/conv_families.h"
+#include "jit/im2col/im2col_gen.h"
+#include "jit/im2col/im2col_pack.h"
+
 namespace kiln {
-std::unique_ptr<Kernel> create_im2col_kernel(const ConvProblem&, const ConvImpl&, Isa, const Tensor&,
-                                           const Tensor*, std::string* why_not) {
-  if (why_not) *why_not = "im2col family not built yet";
-  return nullptr;
+namespace im2col {
+namespace {
+
+using Fn = void (*)(const CallArgs*);
+
+// One 64-byte aligned buffer per thread, shared by every im2col kernel that runs on it (a
+// kernel never runs nested inside another on one thread); it only grows.
+float* thread_scratch(int64_t floats) {
+  struct Buf {
+    float* p = nullptr;
+    int64_t n = 0;
+    ~Buf() { std::free(p); }
+  };
+  thread_local Buf buf;
+  if (buf.n < floats) {
+    std::free(buf.p);
+    buf.p = nullptr;
+    buf.n = 0;
+    const size_t bytes = size_t(round_up(floats * 4, 64));
+    buf.p = static_cast<float*>(std::aligned_alloc(64, bytes));
+    if (!buf.p) fail(Code::out_of_memory, "im2col conv: no memory for a scratch buffer");
+    buf.n = floats;
+  }
+  return buf.p;
 }
+
+// Prefetches (into L2) `rows` rows of `width` floats, `ld` floats apart. Prefetches never
+// fault, so a strip reaching past the end of the input is fine.
+void prefetch_rows(const float* p, int64_t rows, int64_t ld, int64_t width) {
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t b = 0; b < width * 4; b += 64)
+      _mm_prefetch(reinterpret_cast<const char*>(p + r * ld) + b, _MM_HINT_T1);
 }
+
+class Im2colKernel : public Kernel {
+ public:
+  Im2colKernel(const Im2colConf& c, const Tensor& w, const Tensor* bias)
+      : c_(c),
+        name_(convjit::conv_kernel_name("im2col", c.nhwc ? Layout::nhwc : Layout::nchw,
+                                        c.nhwc ? Layout::nhwc : Layout::nchw, c.blocking_str(),
+                                        c.isa)) {
+    const float* b = bias ? bias->data<float>() : nullptr;
+    if (c.nhwc) {
+      wei_ = Tensor(DType::f32, {pack_weights_nhwc(c, w.data<float>(), nullptr)});
+      pack_weights_nhwc(c, w.data<float>(), wei_.data<float>());
+      for (int64_t g = 0, off = 0; g < c.n_groups; ++g) {
+        group_off_.push_back(off);
+        off += c.k * c.nhwc_group_ldb(g);
+      }
+      bias_ = Tensor(DType::f32, {c.cvecs * c.simd});
+      if (b) std::copy(b, b + c.p.oc, bias_.data<float>());
+    } else {
+      wei_ = Tensor(DType::f32, {pack_weights_nchw(c, w.data<float>(), nullptr)});
+      pack_weights_nchw(c, w.data<float>(), wei_.data<float>());
+      bias_ = Tensor(DType::f32, {c.p.oc * c.simd});
+      if (b) expand_rows(b, c.p.oc, c.simd, bias_.data<float>());
+    }
+    for (const PostOp& op : c.p.post) n_scale_shift_ += op.kind == PostOp::Kind::scale_shift;
+    main_ = std::make_unique<GemmGenerator>(c, c.nr, false, ldb(c.nr), name_);
+    main_->create();
+    if (c.last_own) {
+      last_ = std::make_unique<GemmGenerator>(c, c.n_last, true, ldb(c.n_last), name_ + "_last");
+      last_->create();
+    }
+  }
+
+  const std::string& name() const override { return name_; }
+  int64_t tiles() const override { return c_.tiles(); }
+  double macs() const override { return c_.p.macs(); }
+
+  void run(const KernelArgs& args, int64_t begin, int64_t end) const override {
+    const ConvProblem& p = c_.p;
+    const int64_t expand = c_.nhwc ? 0 : 2 * n_scale_shift_ * p.oc * c_.simd;
+    float* scratch = thread_scratch(std::max<int64_t>(c_.pack_floats + expand, 16));
+    CallArgs base;
+    // A K split keeps partial sums in dst: not when the residual is dst itself (in place).
+    bool split = c_.kc < c_.k;
+    float* ss = scratch + c_.pack_floats;  // NCHW: expanded scale / shift
+    for (size_t i = 0; i < p.post.size(); ++i) {
+      const PostOp& op = p.post[i];
+      if (op.kind == PostOp::Kind::add) {
+        base.res_delta[i] = int64_t(reinterpret_cast<uintptr_t>(args.src[op.input])) -
+                            int64_t(reinterpret_cast<uintptr_t>(args.dst[0]));
+        if (args.src[op.input] == args.dst[0]) split = false;
+      } else if (op.kind == PostOp::Kind::scale_shift) {
+        base.scale[i] = args.src[op.input];
+        base.shift[i] = args.src[op.input + 1];
+        if (!c_.nhwc) {
+          expand_rows(base.scale[i], p.oc, c_.simd, ss);
+          expand_rows(base.shift[i], p.oc, c_.simd, ss + p.oc * c_.simd);
+          base.scale[i] = ss;
+          base.shift[i] = ss + p.oc * c_.simd;
+          ss += 2 * p.oc * c_.simd;
+        }
+      }
+    }
+    const int64_t kc = split ? c_.kc : c_.k;
+    for (int64_t t = begin; t < end; ++t) {
+      const int64_t n = t / c_.tiles_per_image;
+      const int64_t pix0 = t % c_.tiles_per_image * c_.tile_pix;
+      const int64_t npix = std::min(c_.tile_pix, c_.pix - pix0);
+      if (c_.nhwc)
+        run_nhwc(args, base, scratch, n, pix0, npix, kc);
+      else
+        run_nchw(args, base, scratch, n, pix0, npix, kc);
+    }
+  }
+
+ private:
+  int64_t ldb(int vecs) const { return c_.nhwc ? int64_t(vecs) * c_.simd : c_.ldb; }
+
+  static int64_t flags(int64_t k0, int64_t kend, int64_t k) {
+    return (k0 > 0 ? kFlagAccumulate : 0) | (kend == k ? kFlagFinal : 0);
+  }
+
+  void run_nhwc(const KernelArgs& args, const CallArgs& base, float* scratch, int64_t n,
+                int64_t pix0, int64_t npix, int64_t kc) const {
+    const ConvProblem& p = c_.p;
+    const float* src = args.src[0] + n * p.ih * p.iw * p.ic;
+    const float* a = src + pix0 * p.ic;  // no copy: the input pixels are the rows
+    if (!c_.no_copy) {
+      pack_rows_nhwc(c_, src, pix0, npix, scratch);
+      a = scratch;
+    }
+    float* dst = args.dst[0] + (n * c_.pix + pix0) * p.oc;
+    for (int64_t k0 = 0; k0 < c_.k; k0 += kc) {
+      const int64_t ks = std::min(kc, c_.k - k0);
+      for (int64_t g = 0; g < c_.n_groups; ++g) {
+        const int64_t oc0 = g * c_.group_cols();
+        CallArgs ca = base;
+        ca.a = a + k0;
+        ca.b = wei_.data<float>() + group_off_[size_t(g)] + k0 * c_.nhwc_group_ldb(g);
+        ca.c = dst + oc0;
+        ca.bias = bias_.data<float>() + oc0;
+        for (int i = 0; i < kMaxPostOps; ++i) {
+          if (ca.scale[i]) ca.scale[i] += oc0;
+          if (ca.shift[i]) ca.shift[i] += oc0;
+        }
+        ca.m_blocks = npix / c_.mr;
+        ca.ksteps = ks;
+        ca.flags = flags(k0, k0 + ks, c_.k) | (npix % c_.mr ? kFlagMTail : 0);
+        (g == c_.n_groups - 1 && last_ ? last_ : main_)->fn<Fn>()(&ca);
+      }
+    }
+  }
+
+  void run_nchw(const KernelArgs& args, const CallArgs& base, float* scratch, int64_t n,
+                int64_t pix0, int64_t npix, int64_t kc) const {
+    const ConvProblem& p = c_.p;
+    const int64_t panel = c_.group_cols(), panels = (npix + panel - 1) / panel;
+    const float* src = args.src[0] + n * p.ic * p.ih * p.iw;
+    if (!c_.no_copy) pack_cols_nchw(c_, src, pix0, npix, scratch);
+    float* dst = args.dst[0] + n * p.oc * c_.pix + pix0;
+    for (int64_t k0 = 0; k0 < c_.k; k0 += kc) {
+      const int64_t ks = std::min(kc, c_.k - k0);
+      for (int64_t q = 0; q < panels; ++q) {
+        if (c_.no_copy) {
+          // The input planes are read a panel-wide strip of kc rows at a time, a page apart:
+          // no pattern the hardware prefetchers follow, so fetch the next call's strip into L2
+          // while this call runs.
+          const bool next_q = q + 1 < panels;
+          const int64_t nk0 = next_q ? k0 : k0 + kc;
+          if (next_q || nk0 < c_.k)
+            prefetch_rows(src + pix0 + (next_q ? q + 1 : 0) * panel + nk0 * c_.ldb,
+                          std::min(kc, c_.k - nk0), c_.ldb, panel);
+        }
+        CallArgs ca = base;
+        ca.a = wei_.data<float>() + k0;
+        ca.b = (c_.no_copy ? src + pix0 : scratch) + q * panel + k0 * c_.ldb;
+        ca.c = dst + q * panel;
+        ca.bias = bias_.data<float>();
+        ca.m_blocks = p.oc / c_.mr;
+        ca.ksteps = ks;
+        ca.flags = flags(k0, k0 + ks, c_.k) | (c_.m_tail ? kFlagMTail : 0);
+        const bool last = (pix0 + q * panel) / panel == c_.n_groups - 1;
+        (last && last_ ? last_ : main_)->fn<Fn>()(&ca);
+      }
+    }
+  }
+
+  Im2colConf c_;
+  std::string name_;
+  Tensor wei_, bias_;
+  std::vector<int64_t> group_off_;
+  int64_t n_scale_shift_ = 0;
+  std::unique_ptr<GemmGenerator> main_, last_;
+};
+
+}  // namespace
+
+std::unique_ptr<Kernel> make_im2col_kernel(const Im2colConf& c, const Tensor& weights,
+                                           const Tensor* bias) {
+  const ConvProblem& p = c.p;
+  if (weights.dtype() != DType::f32 || weights.shape() != Shape{p.oc, p.ic, p.kh, p.kw})
+    fail(Code::internal,
+         "im2col conv " + p.str() + ": weights are not f32 " + shape_str({p.oc, p.ic, p.kh, p.kw}));
+  if (p.bias != (bias != nullptr) ||
+      (bias && (bias->dtype() != DType::f32 || bias->shape() != Shape{p.oc})))
+    fail(Code::internal, "im2col conv " + p.str() + ": bias does not match the problem");
+  return std::make_unique<Im2colKernel>(c, weights, bias);
+}
+
+}  // namespace im2col
+
+std::unique_ptr<Kernel> create_im2col_kernel(const ConvProblem& p, const ConvImpl& impl, Isa isa,
+                                             const Tensor& weights, const Tensor* bias,
+                                             std::string* why_not) {
+  auto no = [&](const std::string& why) -> std::unique_ptr<Kernel> {
+    if (why_not) *why_not = why;
+    return nullptr;
+  };
+  if (p.groups == 1 &&
+      (weights.dtype() != DType::f32 || weights.shape() != Shape{p.oc, p.ic, p.kh, p.kw}))
+    return no("weights are not f32 " + shape_str({p.oc, p.ic, p.kh, p.kw}));
+  if (p.bias != (bias != nullptr) ||
+      (bias && (bias->dtype() != DType::f32 || bias->shape() != Shape{p.oc})))
+    return no("bias does not match the problem");
+  auto c = im2col::init_im2col_conf(p, impl, isa);
+  if (!c) return no(c.reason);
+  return im2col::make_im2col_kernel(*c.conf, weights, bias);
+}
+
+}  // namespace kiln

@@ -1,9 +1,26 @@
+// The im2col conv family: im2row (NHWC) / im2col (NCHW) + a JIT GEMM microkernel, the general
+// fallback for any kernel size, stride, padding and dilation (groups == 1), with the fused
+// epilogue. Plan in im2col_conf.h, code in im2col_gen, packing in im2col_pack.
 #pragma once
+
 #include <memory>
 #include <string>
+
 #include "jit/conv/conv_kernel.h"
+#include "jit/im2col/im2col_conf.h"
+
 namespace kiln {
+
+// Same contract as create_conv_kernel (jit/conv/conv_kernel.h).
 std::unique_ptr<Kernel> create_im2col_kernel(const ConvProblem& p, const ConvImpl& impl, Isa isa,
-                                           const Tensor& weights, const Tensor* bias,
-                                           std::string* why_not);
-}
+                                             const Tensor& weights, const Tensor* bias,
+                                             std::string* why_not);
+
+namespace im2col {
+// The kernel of a given conf (tests and tuning change a conf from init_im2col_conf, e.g. kc).
+// weights: [OC, IC, KH, KW] f32; bias: [OC] or nullptr.
+std::unique_ptr<Kernel> make_im2col_kernel(const Im2colConf& c, const Tensor& weights,
+                                           const Tensor* bias);
+}  // namespace im2col
+
+}  // namespace kiln

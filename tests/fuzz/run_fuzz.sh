@@ -8,7 +8,7 @@
 #   KILN_FUZZ_BUILD_DIR   build folder (default build-fuzz)
 #   KILN_FUZZ_CORE_LIB    libkiln_core.a built with -fsanitize=address,undefined,fuzzer-no-link
 #                         (default: build-asan's when tests/sanitize/asan.sh built it so;
-#                         otherwise build-fuzz compiles its own)
+#                         otherwise, or with "none", build-fuzz compiles its own)
 #   KILN_FUZZ_JOBS        harnesses run at once (default: number of cores)
 #   KILN_FUZZ_ARGS        extra libFuzzer flags (e.g. "-fork=2 -ignore_crashes=1")
 set -euo pipefail
@@ -21,7 +21,9 @@ require_clang
 
 core=${KILN_FUZZ_CORE_LIB:-}
 asan=$ROOT/build-asan
-if [ -z "$core" ] && grep -q 'fuzzer-no-link' "$asan/CMakeCache.txt" 2>/dev/null; then
+if [ "$core" = none ]; then
+  core=
+elif [ -z "$core" ] && grep -q 'fuzzer-no-link' "$asan/CMakeCache.txt" 2>/dev/null; then
   core=$asan/libkiln_core.a
   cmake --build "$asan" -j"$JOBS" --target kiln_core >/dev/null  # up to date with the sources
 fi
@@ -32,10 +34,10 @@ harnesses=("$@")
 if [ ${#harnesses[@]} -eq 0 ]; then
   for f in "$ROOT"/tests/fuzz/fuzz_*.cpp; do harnesses+=("$(basename "$f" .cpp)"); done
 fi
-cmake --build "$BUILD" -j"$JOBS" --target "${harnesses[@]}"
+cmake --build "$BUILD" -j"$JOBS" --target "${harnesses[@]}" make_cache_seeds
 echo "fuzz: built in $(since "$t0") s (core library: ${core:-compiled in $BUILD})"
 
-bash "$ROOT/tests/fuzz/make_corpus.sh" "$BUILD/seeds" >/dev/null
+bash "$ROOT/tests/fuzz/make_corpus.sh" "$BUILD/seeds" "$BUILD/make_cache_seeds" >/dev/null
 run=$(date +%Y%m%d-%H%M%S)
 mkdir -p "$BUILD/tmp" "$BUILD/logs"
 # Harness temp folders go under the build folder; nothing is written anywhere else.
@@ -45,12 +47,14 @@ export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
 export KILN_LOG_LEVEL=off
 
 fuzz_one() {
-  local h=$1 art=$BUILD/artifacts/$1/$run
+  local h=$1 art=$BUILD/artifacts/$1/$run seeds=seeds dict=onnx.dict
+  # The tuning cache harness reads cache files, not ONNX models.
+  [ "$h" != fuzz_cache ] || { seeds=seeds_cache; dict=cache.dict; }
   mkdir -p "$BUILD/corpus/$h" "$art"
   # shellcheck disable=SC2086
   (cd "$BUILD" && "$BUILD/$h" -max_total_time="$SECONDS_EACH" -timeout=20 -rss_limit_mb=4096 \
-      -max_len=65536 -dict="$ROOT/tests/fuzz/onnx.dict" -artifact_prefix="$art/" \
-      -print_final_stats=1 ${KILN_FUZZ_ARGS:-} "corpus/$h" seeds) >"$BUILD/logs/$h.log" 2>&1
+      -max_len=65536 -dict="$ROOT/tests/fuzz/$dict" -artifact_prefix="$art/" \
+      -print_final_stats=1 ${KILN_FUZZ_ARGS:-} "corpus/$h" "$seeds") >"$BUILD/logs/$h.log" 2>&1
 }
 
 t1=$(date +%s)

@@ -143,7 +143,7 @@ TEST_CASE("limits: node count; long chains load without recursion and compute co
     b.input("x", {1, 2}).output("v" + std::to_string(kiln::kMaxNodes));
     for (int64_t i = 0; i < kiln::kMaxNodes + 1; ++i)
       b.node("Relu", {i ? "v" + std::to_string(i) : "x"}, {"v" + std::to_string(i + 1)});
-    CHECK_REJECTED(b.bytes(), Code::unsupported, "16385 nodes", "at most 16384");
+    CHECK_REJECTED(b.bytes(), Code::unsupported, "100001 nodes", "at most 100000");
   }
   SUBCASE("a 3000-deep chain of Add(+1) gives x + 3000 on the JIT and reference paths") {
     const int depth = 3000;
@@ -163,8 +163,8 @@ TEST_CASE("limits: node count; long chains load without recursion and compute co
 }
 
 TEST_CASE("limits: the largest accepted graph loads in bounded time") {
-  // kMaxNodes Relu nodes. Planning is quadratic in the node count today (arena offsets and
-  // step dependencies), which is what sets kMaxNodes: ~22 s under ASan, a few s in Release.
+  // kMaxNodes Relu nodes: every load stage must stay near-linear in the node count (the
+  // memory plan used to be quadratic: 16384 nodes took ~22 s under ASan).
   OnnxBuilder b;
   b.input("x", {1, 2}).output("v" + std::to_string(kiln::kMaxNodes));
   for (int64_t i = 0; i < kiln::kMaxNodes; ++i)
@@ -174,8 +174,13 @@ TEST_CASE("limits: the largest accepted graph loads in bounded time") {
   auto s = kiln::Session::load_memory(bytes.data(), bytes.size(), opts(true));
   double sec = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   CHECK(s->graph().nodes.size() == size_t(kiln::kMaxNodes));
-  // Generous: sanitizer builds on a loaded machine.
-  CHECK_MESSAGE(sec < 120, "loading took " << sec << " s");
+  // Generous: sanitizer builds on a loaded machine (Release: ~2 s). The stage times say which
+  // part went quadratic.
+  const kiln::LoadStats& st = s->load_stats();
+  CHECK_MESSAGE(sec < 120, "loading took " << sec << " s; ms: parse " << st.parse_ms << ", passes "
+                                           << st.passes_ms << ", plan " << st.plan_ms
+                                           << " (profile " << st.profile_ms << ", solve "
+                                           << st.solve_ms << ", jit " << st.jit_ms << ")");
   std::vector<Tensor> y = run1(*s, {-3.f, 2.f});
   CHECK(y[0].data<float>()[0] == 0.f);
   CHECK(y[0].data<float>()[1] == 2.f);

@@ -1,0 +1,72 @@
+// Xbyak generator of the im2col family's GEMM microkernel (see im2col_conf.h for the plan).
+//
+// One call computes C[rows x vecs*simd] (+)= A[rows x ksteps] x B[ksteps x vecs*simd] for one
+// column group: a runtime loop over row blocks of mr rows (plus a JIT-time tail block), each
+// accumulating mr x vecs vectors over the call's K steps (runtime count, unrolled), then
+// storing them — with bias and the post-op chain on the last K chunk.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "jit/epilogue.h"
+#include "jit/im2col/im2col_conf.h"
+#include "jit/jit_generator.h"
+
+namespace kiln::im2col {
+
+// Bits of CallArgs::flags.
+constexpr int64_t kFlagAccumulate = 1;  // start from the partial sums in C (not the first chunk)
+constexpr int64_t kFlagFinal = 2;       // last K chunk: bias + post-ops, else raw partial sums
+constexpr int64_t kFlagMTail = 4;       // run the tail row block after the full ones
+
+constexpr int kMaxPostOps = 8;
+
+// What one call receives (pointer in rdi); read with offsetof.
+struct CallArgs {
+  const float* a = nullptr;  // first row, at the chunk's first K step
+  const float* b = nullptr;  // the group's B at the chunk's first K step
+  float* c = nullptr;        // first row, first column of the group
+  // NHWC: bias at the group's first channel; NCHW: [oc][simd] expanded bias, first row.
+  const float* bias = nullptr;
+  int64_t m_blocks = 0;  // full row blocks
+  int64_t ksteps = 0;    // K steps of this call
+  int64_t flags = 0;
+  int64_t res_delta[kMaxPostOps] = {};   // `add` post-op i: residual - dst, bytes
+  const float* scale[kMaxPostOps] = {};  // `scale_shift` post-op i (like bias)
+  const float* shift[kMaxPostOps] = {};
+};
+
+class GemmGenerator : public JitGenerator {
+ public:
+  // `vecs`: column vectors of this code (nr, or n_last for the last group); `last`: this code
+  // runs the last column group (lane tail on its last vector); `ldb`: B row stride in floats.
+  GemmGenerator(const Im2colConf& c, int vecs, bool last, int64_t ldb, const std::string& name);
+  ~GemmGenerator() override;
+
+ protected:
+  void generate() override;
+
+ private:
+  void emit_block(int rows);
+  void emit_kstep(int rows, int u);
+  void emit_init(int rows);
+  void emit_store(int rows);
+  void load_c(int a, const Xbyak::Address& addr, bool masked, int mask_reg);
+  void store_c(const Xbyak::Address& addr, int a, bool masked, int mask_reg);
+  EpilogueEmitter::Operands operands(int i, int j) const;
+  int acc(int i, int j) const { return i * vecs_ + j; }
+
+  Im2colConf c_;
+  int vecs_;
+  int lane_tail_;      // real lanes of the last vector (0: full)
+  bool b_masked_;      // the last vector's B loads are masked (NCHW reading the input directly)
+  int64_t ldb_;        // bytes
+  int64_t lda_, ldc_;  // bytes
+  std::unique_ptr<EpilogueEmitter> epi_;
+  Xbyak::Label mask_table_;
+  Xbyak::Reg64 a_m_, c_m_, a_k_, b_k_, k_cnt_, m_cnt_, row_off_, epi_a_, epi_b_;
+};
+
+}  // namespace kiln::im2col

@@ -1,0 +1,30 @@
+// Plain C++ packing of the im2col family: the per-tile patch matrices (run time) and the
+// weights / bias in the microkernel's layout (creation time). See im2col_conf.h.
+#pragma once
+
+#include <cstdint>
+
+#include "jit/im2col/im2col_conf.h"
+
+namespace kiln::im2col {
+
+// NHWC im2row: rows [pix0, pix0 + npix) of one image's patch matrix, row r at out + r * lda,
+// columns (kh, kw, ic); taps in the padding are zeros. `src` is the image (ih x iw x ic).
+void pack_rows_nhwc(const Im2colConf& c, const float* src, int64_t pix0, int64_t npix, float* out);
+
+// NCHW im2col: columns [pix0, pix0 + npix) of one image's [K x pixels] matrix, K = (ic, kh, kw),
+// row k at out + k * ldb; the microkernel reads panels of nr * simd columns of it. Lanes past
+// npix in the last vector are zeros. `src` is the image (ic x ih x iw).
+void pack_cols_nchw(const Im2colConf& c, const float* src, int64_t pix0, int64_t npix, float* out);
+
+// Weights [OC, IC, KH, KW] -> NHWC B: per column group g, [K][nhwc_group_ldb(g)] with K in
+// (kh, kw, ic) order, oc past OC zero. Returns floats written (out may be null to size).
+int64_t pack_weights_nhwc(const Im2colConf& c, const float* w, float* out);
+
+// Weights -> NCHW A: [OC][lda], the ONNX order per row, padding zero.
+int64_t pack_weights_nchw(const Im2colConf& c, const float* w, float* out);
+
+// [OC] -> [OC][simd] (each value repeated across a vector), for NCHW's per-row operands.
+void expand_rows(const float* v, int64_t oc, int simd, float* out);
+
+}  // namespace kiln::im2col

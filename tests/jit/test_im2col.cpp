@@ -1,0 +1,302 @@
+// The im2col conv family (jit/im2col/) against the reference Conv (runtime/ref through
+// test_conv_util.h), on both ISA paths and both layouts (NCHW, NHWC), over swept shapes:
+// channel counts 1..64, OC tails, kernels 1x1..7x7 and 1x3, strides 1-3, dilation 2,
+// asymmetric padding, 1x1 outputs, batch 2, bias on/off, fused post-op chains, forced
+// register tiles, K splits, an in-place residual and concurrent runs.
+//
+// Tolerance: count_mismatches (test_conv_util.h) accepts 1e-5 * sqrt(K) * max(1, |ref|),
+// K = ic * kh * kw. The kernel sums the same K products as the reference in another order
+// (register-blocked FMAs, K chunks): fp32 reordering error grows like sqrt(K) * eps * the size
+// of the partial sums (~sqrt(K) for inputs in [-1, 1]), which this bound covers ~100x over,
+// while one missing, duplicated or misplaced tap changes a result by ~0.3 on average.
+#include <thread>
+
+#include "jit/im2col/im2col_conf.h"
+#include "jit/im2col/im2col_kernel.h"
+#include "test_conv_util.h"
+
+namespace kiln::convtest {
+namespace {
+
+using K = PostOp::Kind;
+
+ConvImpl im2col(Layout l, int mr = 0, int nr = 0) {
+  ConvImpl i;
+  i.family = ConvFamily::im2col;
+  i.src = i.dst = l;
+  i.ur_w = mr;
+  i.oc_blocks = nr;
+  return i;
+}
+
+const Layout kLayouts[] = {Layout::nchw, Layout::nhwc};
+
+Shp pad(Shp s, int64_t t, int64_t l, int64_t b, int64_t r) {
+  s.pt = t;
+  s.pl = l;
+  s.pb = b;
+  s.pr = r;
+  return s;
+}
+
+const std::vector<Shp> kShapes = {
+    pad({.ic = 1, .ih = 9, .iw = 9, .oc = 5, .kh = 3, .kw = 3}, 1, 1, 1, 1),
+    pad({.ic = 3, .ih = 11, .iw = 13, .oc = 17, .kh = 5, .kw = 5, .sh = 2, .sw = 2}, 2, 1, 1, 2),
+    pad({.ic = 17, .ih = 8, .iw = 10, .oc = 33, .kh = 7, .kw = 7}, 3, 3, 3, 3),
+    pad({.ic = 40, .ih = 7, .iw = 7, .oc = 40, .kh = 1, .kw = 3}, 0, 1, 0, 1),
+    pad({.ic = 64, .ih = 8, .iw = 9, .oc = 20, .kh = 3, .kw = 3, .sh = 3, .sw = 3}, 1, 1, 1, 1),
+    pad({.ic = 17, .ih = 10, .iw = 10, .oc = 24, .kh = 3, .kw = 3, .dh = 2, .dw = 2}, 2, 2, 2, 2),
+    pad({.ic = 3,
+         .ih = 12,
+         .iw = 11,
+         .oc = 8,
+         .kh = 3,
+         .kw = 3,
+         .sh = 2,
+         .sw = 2,
+         .dh = 2,
+         .dw = 2,
+         .bias = false},
+        0, 3, 2, 1),
+    {.ic = 5, .ih = 3, .iw = 3, .oc = 7, .kh = 3, .kw = 3},    // 1x1 output
+    {.ic = 64, .ih = 5, .iw = 5, .oc = 70, .kh = 5, .kw = 5},  // 1x1 output, K = 1600
+    pad({.n = 2, .ic = 17, .ih = 9, .iw = 7, .oc = 19, .kh = 3, .kw = 3}, 1, 1, 1, 1),
+    {.ic = 40, .ih = 9, .iw = 9, .oc = 33},                         // 1x1: no copy
+    {.n = 2, .ic = 64, .ih = 6, .iw = 7, .oc = 64, .bias = false},  // 1x1: no copy, batch 2
+    {.ic = 17, .ih = 9, .iw = 9, .oc = 16, .sh = 2, .sw = 2},       // 1x1 stride 2
+    pad({.ic = 3, .ih = 5, .iw = 6, .oc = 9}, 1, 0, 0, 1),          // 1x1 padded
+    pad({.ic = 1, .ih = 4, .iw = 4, .oc = 1, .kh = 7, .kw = 7}, 3, 3, 3, 3),  // window > input
+    pad({.ic = 3, .ih = 20, .iw = 17, .oc = 64, .kh = 7, .kw = 7, .sh = 2, .sw = 2}, 3, 3, 3, 3),
+    pad({.ic = 64, .ih = 14, .iw = 13, .oc = 64, .kh = 3, .kw = 3}, 1, 1, 1, 1),  // K split
+    pad({.ic = 1, .ih = 13, .iw = 13, .oc = 3, .kh = 1, .kw = 3, .sh = 1, .sw = 3}, 0, 0, 0, 2),
+};
+
+TEST_CASE("im2col conv matches the reference, NCHW and NHWC (both ISAs)") {
+  uint64_t seed = 4000;
+  for (Isa isa : isas())
+    for (Layout l : kLayouts)
+      for (const Shp& s : kShapes) check_conv(problem(s), im2col(l), isa, seed++);
+}
+
+TEST_CASE("im2col conv: 1x1 stride-1 unpadded reads the input directly") {
+  for (Isa isa : isas())
+    for (Layout l : kLayouts) {
+      auto c =
+          im2col::init_im2col_conf(problem({.ic = 40, .ih = 9, .iw = 9, .oc = 33}), im2col(l), isa);
+      REQUIRE(c);
+      CHECK(c.conf->no_copy);
+      CHECK(c.conf->pack_floats == 0);
+      auto c2 = im2col::init_im2col_conf(
+          problem({.ic = 40, .ih = 9, .iw = 9, .oc = 33, .sh = 2, .sw = 2}), im2col(l), isa);
+      REQUIRE(c2);
+      CHECK_FALSE(c2.conf->no_copy);
+    }
+}
+
+TEST_CASE("im2col conv with fused post-op chains") {
+  uint64_t seed = 4200;
+  const std::vector<std::vector<PostOp>> chains = {
+      chain({op(K::relu)}),
+      chain({op(K::clip, 0.f, 6.f)}),
+      chain({op(K::sigmoid)}),
+      chain({op(K::add), op(K::relu)}),
+      chain({op(K::scale_shift), op(K::add), op(K::clip, -0.5f, 0.5f)}),
+      chain({op(K::scale_shift), op(K::swish), op(K::scale_shift)}),
+      chain({op(K::leaky_relu, 0.1f), op(K::add), op(K::hardswish), op(K::sigmoid)}),
+  };
+  const std::vector<Shp> shapes = {
+      pad({.ic = 5, .ih = 7, .iw = 8, .oc = 21, .kh = 3, .kw = 3}, 1, 0, 1, 2),
+      pad({.n = 2,
+           .ic = 17,
+           .ih = 9,
+           .iw = 9,
+           .oc = 40,
+           .kh = 3,
+           .kw = 3,
+           .sh = 2,
+           .sw = 2,
+           .bias = false},
+          1, 1, 1, 1),
+      {.ic = 24, .ih = 6, .iw = 5, .oc = 35},                                     // 1x1 no copy
+      pad({.ic = 64, .ih = 9, .iw = 9, .oc = 24, .kh = 3, .kw = 3}, 1, 1, 1, 1),  // K split
+  };
+  for (Isa isa : isas())
+    for (Layout l : kLayouts)
+      for (const auto& c : chains)
+        for (const Shp& s : shapes) check_conv(problem(s, c), im2col(l), isa, seed++);
+}
+
+TEST_CASE("im2col conv: forced register tiles, their row and column tails") {
+  uint64_t seed = 4400;
+  const ConvProblem p1 =
+      problem(pad({.ic = 7, .ih = 9, .iw = 11, .oc = 45, .kh = 3, .kw = 3}, 1, 1, 1, 1),
+              chain({op(K::add), op(K::relu)}));
+  const ConvProblem p2 = problem({.ic = 37, .ih = 9, .iw = 11, .oc = 45});  // no copy
+  for (Isa isa : isas()) {
+    const std::vector<std::pair<int, int>> tiles =
+        isa == Isa::avx512
+            ? std::vector<std::pair<int, int>>{{1, 1}, {5, 3}, {6, 4}, {12, 2}, {28, 1}, {3, 7}}
+            : std::vector<std::pair<int, int>>{{1, 1}, {4, 2}, {6, 2}, {2, 4}, {12, 1}, {3, 3}};
+    for (Layout l : kLayouts)
+      for (auto [mr, nr] : tiles) {
+        check_conv(p1, im2col(l, mr, nr), isa, seed++);
+        check_conv(p2, im2col(l, mr, nr), isa, seed++);
+      }
+  }
+}
+
+// Kernel of a conf with forced K chunk / tile size.
+std::unique_ptr<Kernel> make(const ConvProblem& p, Layout l, Isa isa, const Operands& o, int64_t kc,
+                             int64_t tile_units) {
+  auto c = im2col::init_im2col_conf(p, im2col(l), isa);
+  REQUIRE(c);
+  im2col::Im2colConf conf = *c.conf;
+  if (kc) conf.kc = kc;
+  if (tile_units) {
+    const int64_t unit = conf.nhwc ? conf.mr : conf.group_cols();
+    conf.tile_pix = tile_units * unit;
+    conf.tiles_per_image = (conf.pix + conf.tile_pix - 1) / conf.tile_pix;
+    if (!conf.nhwc && !conf.no_copy) conf.ldb = conf.tile_pix + 16 * tile_units;  // any stride
+    conf.pack_floats = conf.no_copy ? 0 : conf.nhwc ? conf.tile_pix * conf.lda : conf.k * conf.ldb;
+  }
+  return im2col::make_im2col_kernel(conf, o.w, p.bias ? &o.b : nullptr);
+}
+
+TEST_CASE("im2col conv: K chunks and tile sizes") {
+  uint64_t seed = 4600;
+  const std::vector<ConvProblem> probs = {
+      problem(pad({.ic = 19, .ih = 8, .iw = 9, .oc = 37, .kh = 3, .kw = 3}, 1, 1, 1, 1),
+              chain({op(K::scale_shift), op(K::add), op(K::relu)})),
+      problem({.n = 2, .ic = 45, .ih = 5, .iw = 7, .oc = 18}),  // no copy
+  };
+  for (Isa isa : isas())
+    for (Layout l : kLayouts)
+      for (const ConvProblem& p : probs)
+        for (int64_t kc : {1, 5, 16, 0})
+          for (int64_t units : {1, 3, 0}) {
+            Operands o = make_operands(p, seed++);
+            auto k = make(p, l, isa, o, kc, units);
+            INFO(k->name() << " " << p.str() << " kc " << kc << " tile units " << units);
+            std::string first;
+            CHECK(count_mismatches(run_kernel(*k, p, o, l, l), reference(p, o), p.ic * p.kh * p.kw,
+                                   &first) == 0);
+          }
+}
+
+// Runs with the residual of an `add` post-op being dst itself (written in place), as the plan
+// may do when the residual dies at this conv: a K split must not keep partial sums in dst then.
+TEST_CASE("im2col conv: residual added in place") {
+  uint64_t seed = 4700;
+  const ConvProblem p =
+      problem(pad({.ic = 64, .ih = 9, .iw = 8, .oc = 21, .kh = 3, .kw = 3}, 1, 1, 1, 1),
+              chain({op(K::add), op(K::relu)}));
+  for (Isa isa : isas())
+    for (Layout l : kLayouts)
+      for (int64_t kc : {7, 0}) {
+        Operands o = make_operands(p, seed++);
+        auto k = make(p, l, isa, o, kc, 0);
+        INFO(k->name() << " kc " << kc);
+        std::vector<float> src = to_layout(o.x, l);
+        std::vector<float> dst = to_layout(o.extra[0], l);
+        const float* ins[] = {src.data(), nullptr, nullptr, dst.data()};
+        float* outs[] = {dst.data()};
+        KernelArgs a;
+        a.src = ins;
+        a.dst = outs;
+        k->run_all(a);
+        const Shape ys{p.n, p.oc, p.oh, p.ow};
+        Tensor y(DType::f32, ys);
+        convert_layout(dst.data(), l, y.data<float>(), Layout::nchw, ys);
+        std::string first;
+        CHECK(count_mismatches(y, reference(p, o), p.ic * p.kh * p.kw, &first) == 0);
+      }
+}
+
+// One kernel object run by two threads at once (each its own half of the tiles, then each the
+// whole conv into its own output): the per-thread scratch must keep them apart.
+TEST_CASE("im2col conv: concurrent runs of one kernel") {
+  uint64_t seed = 4800;
+  const ConvProblem p =
+      problem(pad({.n = 2, .ic = 13, .ih = 30, .iw = 31, .oc = 24, .kh = 3, .kw = 3}, 1, 1, 1, 1),
+              chain({op(K::scale_shift), op(K::relu)}));
+  for (Isa isa : isas())
+    for (Layout l : kLayouts) {
+      Operands o = make_operands(p, seed++);
+      std::string why;
+      auto k = create_conv_kernel(p, im2col(l), isa, o.w, &o.b, &why);
+      REQUIRE_MESSAGE(k, why);
+      REQUIRE(k->tiles() >= 4);
+      const Shape ys{p.n, p.oc, p.oh, p.ow};
+      std::vector<float> src = to_layout(o.x, l);
+      const float* ins[] = {src.data(), nullptr, nullptr, o.extra[0].data<float>(),
+                            o.extra[1].data<float>()};
+      const size_t elems = size_t(layout_elems(l, ys));
+      std::vector<float> shared(elems), own0(elems), own1(elems);
+      float* out_shared[] = {shared.data()};
+      float* out0[] = {own0.data()};
+      float* out1[] = {own1.data()};
+      KernelArgs as{ins, out_shared}, a0{ins, out0}, a1{ins, out1};
+      const int64_t t = k->tiles();
+      for (int rep = 0; rep < 20; ++rep) {
+        std::thread th([&] {
+          k->run(as, t / 2, t);
+          k->run_all(a1);
+        });
+        k->run(as, 0, t / 2);
+        k->run_all(a0);
+        th.join();
+      }
+      const Tensor ref = reference(p, o);
+      for (const std::vector<float>* out : {&shared, &own0, &own1}) {
+        Tensor y(DType::f32, ys);
+        convert_layout(out->data(), l, y.data<float>(), Layout::nchw, ys);
+        std::string first;
+        CHECK_MESSAGE(count_mismatches(y, ref, p.ic * 9, &first) == 0, first);
+      }
+    }
+}
+
+// A full-size first layer (ResNet-50 conv1, 7x7 stride 2, 3 -> 64) and a 3x3 64 -> 64 with the
+// plans init_conf picks for them (the benchmark's kernels).
+TEST_CASE("im2col conv on ResNet-50 shapes with their chosen plans") {
+  uint64_t seed = 4900;
+  const ConvProblem conv1 =
+      problem(pad({.ic = 3, .ih = 224, .iw = 224, .oc = 64, .kh = 7, .kw = 7, .sh = 2, .sw = 2}, 3,
+                  3, 3, 3),
+              chain({op(K::relu)}));
+  const ConvProblem c3 =
+      problem(pad({.ic = 64, .ih = 56, .iw = 56, .oc = 64, .kh = 3, .kw = 3}, 1, 1, 1, 1),
+              chain({op(K::add), op(K::relu)}));
+  for (Isa isa : isas())
+    for (Layout l : kLayouts) {
+      check_conv(conv1, im2col(l), isa, seed++);
+      check_conv(c3, im2col(l), isa, seed++);
+    }
+}
+
+TEST_CASE("im2col conv says why it does not apply") {
+  const ConvProblem p =
+      problem(pad({.ic = 8, .ih = 6, .iw = 6, .oc = 8, .kh = 3, .kw = 3}, 1, 1, 1, 1));
+  auto why = [&](const ConvProblem& q, const ConvImpl& impl, Isa isa) {
+    Operands o = make_operands(q, 1);
+    std::string w;
+    auto k = create_conv_kernel(q, impl, isa, o.w, q.bias ? &o.b : nullptr, &w);
+    CHECK(k == nullptr);
+    return w;
+  };
+  CHECK(why(p, im2col(Layout::nChw16c), Isa::avx512).find("blocked") != std::string::npos);
+  ConvImpl mixed = im2col(Layout::nchw);
+  mixed.dst = Layout::nhwc;
+  CHECK(why(p, mixed, Isa::avx2).find("differs") != std::string::npos);
+  CHECK(why(p, im2col(Layout::nchw), Isa::scalar).find("avx2 or avx512") != std::string::npos);
+  CHECK(why(p, im2col(Layout::nhwc, 20, 8), Isa::avx2).find("exceeds") != std::string::npos);
+  // groups > 1: checked before the weights (whose shape would be [oc, ic/g, kh, kw]).
+  ConvProblem g = p;
+  g.groups = 2;
+  auto c = im2col::init_im2col_conf(g, im2col(Layout::nchw), Isa::avx2);
+  CHECK_FALSE(c);
+  CHECK(c.reason == "groups > 1");
+}
+
+}  // namespace
+}  // namespace kiln::convtest
