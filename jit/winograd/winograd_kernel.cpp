@@ -1,8 +1,289 @@
+// The Winograd family's Kernel (transforms and packs the weights once, owns the generated
+// code, runs tiles of (tile group, slice of oc chunks) with per-thread scratch) and
+// create_winograd_kernel.
 #include "jit/winograd/winograd_kernel.h"
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <utility>
+
+#include "graph/error.h"
+#include "jit/conv/conv_families.h"  // fill_post_args
+#include "jit/winograd/winograd_gen.h"
+
 namespace kiln {
-std::unique_ptr<Kernel> create_winograd_kernel(const ConvProblem&, const ConvImpl&, Isa, const Tensor&,
-                                           const Tensor*, std::string* why_not) {
-  if (why_not) *why_not = "winograd family not built yet";
-  return nullptr;
+namespace convjit {
+namespace {
+
+float* alloc_floats(size_t floats) {
+  const size_t bytes = (floats * 4 + 63) / 64 * 64;
+  float* p = static_cast<float*>(std::aligned_alloc(64, bytes));
+  if (!p)
+    fail(Code::out_of_memory, "winograd: cannot allocate " + std::to_string(bytes) + " bytes");
+  return p;
 }
+
+// One 64-byte aligned buffer per thread, grown on demand and shared by every Winograd kernel
+// the thread runs (runs on one thread never overlap).
+class ThreadScratch {
+ public:
+  ~ThreadScratch() { std::free(p_); }
+  float* get(size_t floats) {
+    if (floats > n_) {
+      std::free(p_);
+      p_ = nullptr;
+      n_ = 0;
+      p_ = alloc_floats(floats);
+      n_ = floats;
+    }
+    return p_;
+  }
+
+ private:
+  float* p_ = nullptr;
+  size_t n_ = 0;
+};
+
+float* thread_scratch(size_t floats) {
+  thread_local ThreadScratch s;
+  return s.get(floats);
 }
+
+int64_t round16(int64_t floats) {
+  return (floats + 15) / 16 * 16;
+}
+
+class WinoKernel : public Kernel {
+ public:
+  WinoKernel(const WinoConf& c, const Tensor& w, const Tensor* bias)
+      : c_(c),
+        name_(c.name()),
+        bias_(pack_bias(bias ? bias->data<float>() : nullptr, c.p.oc, c.ocb * c.simd)) {
+    pack_weights(w.data<float>());
+    in_ = std::make_unique<WinoInputGen>(c, name_ + "_in");
+    in_->create();
+    // GEMM code per (chunk vectors, tail tiles) that occurs.
+    const int64_t tails[2] = {c.tpg % c.mr, c.last_group_tiles() % c.mr};
+    for (int64_t ch : {int64_t(0), c.chunks - 1})
+      for (int64_t t : tails) {
+        const int nv = c.chunk_vectors(ch);
+        auto key = std::make_pair(nv, int(t));
+        if (gemm_.count(key)) continue;
+        auto g = std::make_unique<WinoGemmGen>(
+            c, nv, int(t), name_ + "_gemm_nv" + std::to_string(nv) + "_t" + std::to_string(t));
+        g->create();
+        gemm_[key] = std::move(g);
+      }
+    // Output code per (full / last tile row, full / last tile column, chunk kind).
+    for (int hi = 0; hi < 2; ++hi)
+      for (int wi = 0; wi < 2; ++wi)
+        for (int last = 0; last < 2; ++last) {
+          const int vh = hi ? c.rem_h : c.m, vw = wi ? c.rem_w : c.m;
+          if (!occurs(hi, c.tiles_h, c.rem_h) || !occurs(wi, c.tiles_w, c.rem_w)) continue;
+          if (!last && c.chunks == 1) continue;
+          const int nv = last ? c.nr_last : c.nr;
+          const std::string n = name_ + "_out_h" + std::to_string(vh) + "w" + std::to_string(vw) +
+                                (last ? "_last" : "");
+          out_[hi][wi][last] = std::make_unique<WinoOutputGen>(c, nv, bool(last), vh, vw, n);
+          out_[hi][wi][last]->create();
+        }
+    // Scratch: V, M, one zero-padded patch, the two transforms' pass-1 buffers.
+    v_off_ = 0;
+    m_off_ = v_off_ + round16(c.v_floats());
+    patch_off_ = m_off_ + round16(c.m_floats());
+    tin_off_ = patch_off_ + round16(c.patch_floats());
+    tout_off_ = tin_off_ + round16(c.tmp_floats());
+    scratch_floats_ = tout_off_ + round16(c.tmp_floats());
+  }
+
+  const std::string& name() const override { return name_; }
+  int64_t tiles() const override { return c_.kernel_tiles(); }
+  double macs() const override { return c_.p.macs(); }
+
+  void run(const KernelArgs& args, int64_t begin, int64_t end) const override {
+    if (begin >= end) return;
+    float* s = thread_scratch(size_t(scratch_floats_));
+    ConvCallArgs base;
+    fill_post_args(c_.p.post, args, &base);
+    int64_t cached = -1;  // the group whose V is in scratch
+    for (int64_t t = begin; t < end; ++t) {
+      const int64_t g = t / c_.slices, sl = t % c_.slices;
+      const int64_t q0 = g * c_.tpg, cnt = std::min(c_.tpg, c_.tiles_total() - q0);
+      const int64_t ch0 = sl * c_.slice, ch1 = std::min(c_.chunks, ch0 + c_.slice);
+      if (g != cached) {
+        input_transform(args.src[0], q0, cnt, s);
+        cached = g;
+      }
+      // The slice's chunks back to back per xi: V[xi] is read from memory once per slice.
+      const GemmFn full = gemm_fn(c_.nr, cnt), last = gemm_fn(c_.nr_last, cnt);
+      WinoGemmArgs ga;
+      ga.blocks = cnt / c_.mr;
+      for (int xi = 0; xi < c_.a2; ++xi) {
+        ga.v = s + v_off_ + xi * c_.v_xi();
+        for (int64_t ch = ch0; ch < ch1; ++ch) {
+          ga.u = u_.get() + c_.u_offset(xi, ch);
+          ga.m = s + m_off_ + xi * c_.m_xi() + (ch - ch0) * c_.nr * c_.simd;
+          (ch == c_.chunks - 1 ? last : full)(&ga);
+        }
+      }
+      for (int64_t ch = ch0; ch < ch1; ++ch)
+        output_transform(args.dst[0], base, q0, cnt, ch, (ch - ch0) * c_.nr * c_.simd, s);
+    }
+  }
+
+ private:
+  // The GEMM code for chunks of `nv` vectors and a group of `tiles` tiles (nullptr if no
+  // such chunk exists).
+  using GemmFn = void (*)(const WinoGemmArgs*);
+  GemmFn gemm_fn(int nv, int64_t tiles) const {
+    auto it = gemm_.find({nv, int(tiles % c_.mr)});
+    return it == gemm_.end() ? nullptr : it->second->fn<GemmFn>();
+  }
+
+  // Whether tiles of kind `last` (0: m valid rows/columns, 1: the partial last one) exist.
+  bool occurs(int last, int64_t tiles, int rem) const {
+    return last ? rem < c_.m : tiles > 1 || rem == c_.m;
+  }
+
+  void input_transform(const float* src, int64_t q0, int64_t cnt, float* s) const {
+    const ConvProblem& p = c_.p;
+    const int64_t S = c_.simd, A = c_.alpha, per_img = c_.tiles_h * c_.tiles_w;
+    const int64_t img_floats = c_.icb * S * p.ih * p.iw;
+    float* patch = s + patch_off_;
+    using Fn = void (*)(const WinoInArgs*);
+    const Fn fn = in_->fn<Fn>();
+    for (int64_t i = 0; i < cnt; ++i) {
+      const int64_t q = q0 + i, img = q / per_img, ty = q % per_img / c_.tiles_w,
+                    tx = q % c_.tiles_w;
+      const int64_t iy0 = ty * c_.m - p.pt, ix0 = tx * c_.m - p.pl;
+      const float* im = src + img * img_floats;
+      WinoInArgs a;
+      a.v = s + v_off_ + i * c_.v_row();
+      a.tmp = s + tin_off_;
+      if (iy0 >= 0 && ix0 >= 0 && iy0 + A <= p.ih && ix0 + A <= p.iw) {
+        a.src = im + (iy0 * p.iw + ix0) * S;
+        a.row_bytes = p.iw * S * 4;
+        a.icb_bytes = p.ih * p.iw * S * 4;
+      } else {
+        // The patch touches padding or lies past the image: copy it with zeros around.
+        // Valid columns [x0, x1) of the patch: one contiguous run of pixels per row.
+        const int64_t x0 = std::clamp<int64_t>(-ix0, 0, A),
+                      x1 = std::clamp<int64_t>(p.iw - ix0, x0, A);
+        for (int64_t cb = 0; cb < c_.icb; ++cb)
+          for (int64_t y = 0; y < A; ++y) {
+            float* d = patch + (cb * A + y) * A * S;
+            const int64_t iy = iy0 + y;
+            if (iy < 0 || iy >= p.ih || x0 == x1) {
+              std::memset(d, 0, size_t(A * S) * 4);
+              continue;
+            }
+            std::memset(d, 0, size_t(x0 * S) * 4);
+            std::memcpy(d + x0 * S, im + ((cb * p.ih + iy) * p.iw + ix0 + x0) * S,
+                        size_t((x1 - x0) * S) * 4);
+            std::memset(d + x1 * S, 0, size_t((A - x1) * S) * 4);
+          }
+        a.src = patch;
+        a.row_bytes = A * S * 4;
+        a.icb_bytes = A * A * S * 4;
+      }
+      fn(&a);
+    }
+  }
+
+  // Tiles [q0, q0 + cnt) of chunk `ch`, whose M columns start at `m_col` of the M rows.
+  void output_transform(float* dst, const ConvCallArgs& base, int64_t q0, int64_t cnt, int64_t ch,
+                        int64_t m_col, float* s) const {
+    const ConvProblem& p = c_.p;
+    const int64_t S = c_.simd, per_img = c_.tiles_h * c_.tiles_w;
+    const int64_t oc0 = ch * c_.nr * S;
+    const int last = ch == c_.chunks - 1 ? 1 : 0;
+    WinoOutArgs a;
+    a.c = base;
+    a.c.bias = bias_.data() + oc0;
+    for (int i = 0; i < kMaxPostOps; ++i) {
+      if (a.c.scale[i]) a.c.scale[i] += oc0;
+      if (a.c.shift[i]) a.c.shift[i] += oc0;
+    }
+    a.tmp = s + tout_off_;
+    using Fn = void (*)(const WinoOutArgs*);
+    for (int64_t i = 0; i < cnt; ++i) {
+      const int64_t q = q0 + i, img = q / per_img, ty = q % per_img / c_.tiles_w,
+                    tx = q % c_.tiles_w;
+      a.c.src = s + m_off_ + i * c_.m_row() + m_col;
+      a.c.dst = dst + img * c_.ocb * S * p.oh * p.ow + oc0 * p.oh * p.ow +
+                (ty * c_.m * p.ow + tx * c_.m) * S;
+      const int hi = ty == c_.tiles_h - 1 && c_.rem_h < c_.m ? 1 : 0;
+      const int wi = tx == c_.tiles_w - 1 && c_.rem_w < c_.m ? 1 : 0;
+      out_[hi][wi][last]->fn<Fn>()(&a);
+    }
+  }
+
+  // U = G g G^T per (oc, ic) in double, packed as [xi][chunk][ic][chunk vectors * simd].
+  void pack_weights(const float* w) {
+    const ConvProblem& p = c_.p;
+    const WinoMatrices mat = wino_matrices(c_.m);
+    const int A = c_.alpha;
+    const int64_t S = c_.simd;
+    u_.reset(alloc_floats(size_t(c_.u_floats())));
+    std::memset(u_.get(), 0, size_t(c_.u_floats()) * 4);
+    double tmp[6][3], u[6][6];
+    for (int64_t oc = 0; oc < p.oc; ++oc) {
+      const int64_t ch = oc / S / c_.nr, j = oc / S % c_.nr, l = oc % S;
+      const int64_t nv = c_.chunk_vectors(ch);
+      for (int64_t ic = 0; ic < p.ic; ++ic) {
+        const float* g = w + (oc * p.ic + ic) * 9;
+        for (int y = 0; y < A; ++y)
+          for (int b = 0; b < 3; ++b) {
+            double acc = 0;
+            for (int a = 0; a < 3; ++a) acc += mat.g[y * 3 + a] * double(g[a * 3 + b]);
+            tmp[y][b] = acc;
+          }
+        for (int y = 0; y < A; ++y)
+          for (int x = 0; x < A; ++x) {
+            double acc = 0;
+            for (int b = 0; b < 3; ++b) acc += tmp[y][b] * mat.g[x * 3 + b];
+            u[y][x] = acc;
+          }
+        for (int xi = 0; xi < A * A; ++xi)
+          u_[size_t(c_.u_offset(xi, ch) + ic * nv * S + j * S + l)] = float(u[xi / A][xi % A]);
+      }
+    }
+  }
+
+  WinoConf c_;
+  std::string name_;
+  std::vector<float> bias_;
+  struct Free {
+    void operator()(float* p) const { std::free(p); }
+  };
+  std::unique_ptr<float[], Free> u_;
+  std::unique_ptr<WinoInputGen> in_;
+  std::map<std::pair<int, int>, std::unique_ptr<WinoGemmGen>> gemm_;
+  std::unique_ptr<WinoOutputGen> out_[2][2][2];
+  int64_t v_off_ = 0, m_off_ = 0, patch_off_ = 0, tin_off_ = 0, tout_off_ = 0;
+  int64_t scratch_floats_ = 0;
+};
+
+}  // namespace
+}  // namespace convjit
+
+std::unique_ptr<Kernel> create_winograd_kernel(const ConvProblem& p, const ConvImpl& impl, Isa isa,
+                                               const Tensor& weights, const Tensor* bias,
+                                               std::string* why_not) {
+  auto no = [&](const std::string& why) -> std::unique_ptr<Kernel> {
+    if (why_not) *why_not = why;
+    return nullptr;
+  };
+  auto c = convjit::init_wino_conf(p, impl, isa);
+  if (!c) return no(c.reason);
+  if (weights.dtype() != DType::f32 || weights.shape() != Shape{p.oc, p.ic, 3, 3})
+    return no("weights are not f32 " + shape_str({p.oc, p.ic, 3, 3}));
+  if (p.bias != (bias != nullptr)) return no("bias presence does not match the problem");
+  if (bias && (bias->dtype() != DType::f32 || bias->shape() != Shape{p.oc}))
+    return no("bias is not f32 [" + std::to_string(p.oc) + "]");
+  return std::make_unique<convjit::WinoKernel>(*c.conf, weights, bias);
+}
+
+}  // namespace kiln

@@ -1,9 +1,24 @@
+// Winograd convolution F(2x2, 3x3) (ConvFamily::winograd2) and F(4x4, 3x3)
+// (ConvFamily::winograd4) for 3x3 stride-1 dilation-1 convs with groups == 1 and any padding,
+// src and dst both nChw16c (avx512) or both nChw8c (avx2). The scheme and its blocking:
+// winograd_conf.h.
 #pragma once
+
 #include <memory>
 #include <string>
+
 #include "jit/conv/conv_kernel.h"
+
 namespace kiln {
+
+// Same contract as create_conv_kernel (jit/conv/conv_kernel.h). The kernel keeps the weights
+// transformed (U = G g G^T, alpha^2 / 9 times the conv's weights: 4x for F(4x4), 16/9 for
+// F(2x2)) and uses per-thread scratch (grown once per thread, shared by all Winograd kernels
+// of the thread). Tiles: (group of output tiles, chunk of output channels).
+// Numerics: F(4x4, 3x3) is less exact than a direct sum (its transforms scale values by up to
+// ~10x before they cancel); see tests/jit/test_winograd.cpp for the measured error.
 std::unique_ptr<Kernel> create_winograd_kernel(const ConvProblem& p, const ConvImpl& impl, Isa isa,
-                                           const Tensor& weights, const Tensor* bias,
-                                           std::string* why_not);
-}
+                                               const Tensor& weights, const Tensor* bias,
+                                               std::string* why_not);
+
+}  // namespace kiln

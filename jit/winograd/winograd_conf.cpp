@@ -1,0 +1,177 @@
+#include "jit/winograd/winograd_conf.h"
+
+#include <algorithm>
+#include <limits>
+
+#include "jit/conv/conv_families.h"  // conv_kernel_name
+
+namespace kiln::convjit {
+namespace {
+
+// Tiles per group. Each U element is used once per tile of a group; V and M cost scratch.
+// By default a group's V and M (of one chunk) stay within kGroupBudget (half the 2 MB L2);
+// when U does not fit L2 anyway (late layers: U is 4x the conv's weights for F4) it streams
+// from L3 once per group, and groups grow up to kBigGroup tiles (V within kVBudget, M of a
+// chunk within kMBudget) so that U is read less often: V then comes from L3 too, once per
+// slice (T / slice width of U's traffic).
+constexpr int64_t kGroupBudget = 1024 * 1024;
+constexpr int64_t kUInL2 = 1024 * 1024;
+constexpr int64_t kBigGroup = 64;
+constexpr int64_t kVBudget = 8 * 1024 * 1024;
+constexpr int64_t kMBudget = 512 * 1024;
+// L1 share of the U rows one GEMM K chunk sweeps (of a 48 KB L1d; V rows and M share the rest).
+constexpr int64_t kUChunkBytes = 16 * 1024;
+// Transformed weights above this are refused (alpha^2 / 9 = 4x the conv's weights for m = 4).
+constexpr int64_t kMaxWeightBytes = int64_t(1) << 30;
+
+// F(2x2, 3x3): points 0, 1, -1, inf.
+constexpr double kBt2[16] = {1, 0,  -1, 0,  //
+                             0, 1,  1,  0,  //
+                             0, -1, 1,  0,  //
+                             0, 1,  0,  -1};
+constexpr double kG2[12] = {1, 0, 0, 0.5, 0.5, 0.5, 0.5, -0.5, 0.5, 0, 0, 1};
+constexpr double kAt2[8] = {1, 1, 1,  0,  //
+                            0, 1, -1, -1};
+
+// F(4x4, 3x3): points 0, 1, -1, 2, -2, inf (Lavin & Gray).
+constexpr double kBt4[36] = {4, 0,  -5, 0,  1, 0,  //
+                             0, -4, -4, 1,  1, 0,  //
+                             0, 4,  -4, -1, 1, 0,  //
+                             0, -2, -1, 2,  1, 0,  //
+                             0, 2,  -1, -2, 1, 0,  //
+                             0, 4,  0,  -5, 0, 1};
+constexpr double kG4[18] = {1.0 / 4,  0,         0,         //
+                            -1.0 / 6, -1.0 / 6,  -1.0 / 6,  //
+                            -1.0 / 6, 1.0 / 6,   -1.0 / 6,  //
+                            1.0 / 24, 1.0 / 12,  1.0 / 6,   //
+                            1.0 / 24, -1.0 / 12, 1.0 / 6,   //
+                            0,        0,         1};
+constexpr double kAt4[24] = {1, 1, 1,  1, 1,  0,  //
+                             0, 1, -1, 2, -2, 0,  //
+                             0, 1, 1,  4, 4,  0,  //
+                             0, 1, -1, 8, -8, 1};
+
+// Registers of a GEMM register block: accumulators, the nr weight vectors, one broadcast.
+bool gemm_fits(Isa isa, int mr, int nr) {
+  return mr * nr + nr + 1 <= vector_regs(isa);
+}
+
+// Estimated cycles of the GEMMs of one group of `tiles` tiles (per input channel and xi).
+double group_cost(Isa isa, int64_t tiles, int mr, int nr) {
+  const int64_t full = tiles / mr, tail = tiles % mr;
+  return double(full) * (block_step_cycles(isa, mr, nr, true) + 0.5) +
+         (tail ? block_step_cycles(isa, int(tail), nr, true) + 0.5 : 0.0);
+}
+
+}  // namespace
+
+WinoMatrices wino_matrices(int m) {
+  if (m == 2) return {2, 4, kBt2, kG2, kAt2};
+  return {4, 6, kBt4, kG4, kAt4};
+}
+
+std::string WinoConf::blocking_str() const {
+  return "t" + std::to_string(tpg) + "mr" + std::to_string(mr) + "nr" + std::to_string(nr) +
+         (slices > 1 ? "s" + std::to_string(slice) : "") +
+         (k_chunks() > 1 ? "kc" + std::to_string(kc) : "");
+}
+
+std::string WinoConf::name() const {
+  return conv_kernel_name(m == 2 ? "winograd2" : "winograd4", layout, layout, blocking_str(), isa);
+}
+
+ConfOr<WinoConf> init_wino_conf(const ConvProblem& p, const ConvImpl& impl, Isa isa) {
+  using R = ConfOr<WinoConf>;
+  if (impl.family != ConvFamily::winograd2 && impl.family != ConvFamily::winograd4)
+    return R::no("not a winograd family");
+  if (std::string why = check_common(p, isa); !why.empty()) return R::no(why);
+  if (p.kh != 3 || p.kw != 3) return R::no("winograd needs a 3x3 kernel");
+  if (p.sh != 1 || p.sw != 1) return R::no("winograd needs stride 1");
+  if (p.dh != 1 || p.dw != 1) return R::no("winograd needs dilation 1");
+  // The transforms load and store one channel-block vector per pixel, and the output
+  // transform stores whole vectors: both sides must be the isa's blocked layout.
+  if (impl.src != impl.dst) return R::no("winograd needs src and dst in the same layout");
+  if (std::string why = check_blocked(impl.src, isa, "src"); !why.empty())
+    return R::no("winograd: " + why);
+  // Any padding works (patches touching it are copied into a zero-filled buffer); this only
+  // keeps the tile arithmetic comfortably inside 32 bits.
+  if (std::max({p.pt, p.pl, p.pb, p.pr}) > 1024) return R::no("padding above 1024");
+
+  WinoConf c;
+  c.p = p;
+  c.isa = isa;
+  c.simd = simd_width(isa);
+  c.layout = impl.src;
+  c.m = impl.family == ConvFamily::winograd2 ? 2 : 4;
+  c.alpha = c.m + 2;
+  c.a2 = c.alpha * c.alpha;
+  c.icb = (p.ic + c.simd - 1) / c.simd;
+  c.ocb = (p.oc + c.simd - 1) / c.simd;
+  c.tiles_h = (p.oh + c.m - 1) / c.m;
+  c.tiles_w = (p.ow + c.m - 1) / c.m;
+  c.rem_h = int(p.oh - (c.tiles_h - 1) * c.m);
+  c.rem_w = int(p.ow - (c.tiles_w - 1) * c.m);
+  if (int64_t(c.a2) * p.ic * c.ocb * c.simd * 4 > kMaxWeightBytes)
+    return R::no("winograd: transformed weights would exceed 1 GiB");
+
+  // Oc vectors per register block (= per chunk): 64 channels on AVX-512, 16 on AVX2.
+  c.nr = impl.oc_blocks > 0 ? impl.oc_blocks : (isa == Isa::avx512 ? 4 : 2);
+  c.nr = int(std::min<int64_t>(c.nr, c.ocb));
+  if (!gemm_fits(isa, 1, c.nr)) return R::no("winograd: oc_blocks too large for the registers");
+  c.chunks = (c.ocb + c.nr - 1) / c.nr;
+  c.nr_last = int(c.ocb - (c.chunks - 1) * c.nr);
+
+  // Tiles per group: the most the budgets allow, then evened out over the groups. Kernel tiles
+  // for 2 threads: a single group is split into 2 slices of chunks, several groups into an
+  // even number of groups where that costs little.
+  const int64_t total = c.tiles_total();
+  const int64_t v_tile = int64_t(c.a2) * c.icb * c.simd * 4,
+                m_tile = int64_t(c.a2) * c.nr * c.simd * 4;
+  int64_t t_cap = kGroupBudget / (v_tile + m_tile);
+  if (int64_t(c.a2) * p.ic * c.ocb * c.simd * 4 > kUInL2)
+    t_cap = std::max(t_cap, std::min({kBigGroup, kVBudget / v_tile, kMBudget / m_tile}));
+  const int64_t t_max = std::clamp<int64_t>(t_cap, 1, total);
+  const int64_t g0 = (total + t_max - 1) / t_max;
+  c.groups = g0;
+  c.slices = 1;
+  if (g0 == 1 && c.chunks >= 2) {
+    c.slices = c.chunks % 2 == 0 ? 2 : c.chunks;
+  } else {
+    for (int64_t g = g0; g <= std::min(total, g0 + 3); ++g) {
+      const int64_t t = (total + g - 1) / g, gg = (total + t - 1) / t;
+      if (gg % 2 == 0 || gg >= 32) {
+        c.groups = gg;
+        break;
+      }
+    }
+  }
+  c.tpg = (total + c.groups - 1) / c.groups;
+  c.groups = (total + c.tpg - 1) / c.tpg;
+  c.slice = (c.chunks + c.slices - 1) / c.slices;
+  c.slices = (c.chunks + c.slice - 1) / c.slice;
+
+  // Tiles per register block: the cheapest over the groups (full groups and the last one).
+  if (impl.ur_w > 0) {
+    c.mr = int(std::min<int64_t>(impl.ur_w, c.tpg));
+    if (!gemm_fits(isa, c.mr, c.nr))
+      return R::no("winograd: ur_w x oc_blocks too large for the registers");
+  } else {
+    double best = std::numeric_limits<double>::max();
+    for (int mr = 1; mr <= c.tpg && gemm_fits(isa, mr, c.nr); ++mr) {
+      const double cost = double(c.groups - 1) * group_cost(isa, c.tpg, mr, c.nr) +
+                          group_cost(isa, c.last_group_tiles(), mr, c.nr);
+      if (cost <= best) {
+        best = cost;
+        c.mr = mr;
+      }
+    }
+  }
+  // K chunk: U rows of one oc chunk within kUChunkBytes, when the group has several register
+  // blocks to share them (one block reads every U row once anyway).
+  const int64_t u_row = int64_t(c.nr) * c.simd * 4;
+  c.kc = std::max<int64_t>(c.simd, kUChunkBytes / u_row / c.simd * c.simd);
+  if (c.tpg <= c.mr || c.kc >= p.ic) c.kc = p.ic;
+  return c;
+}
+
+}  // namespace kiln::convjit

@@ -1,0 +1,98 @@
+// Winograd convolution F(m x m, 3 x 3), m = 2 or 4 (alpha = m + 2), for 3x3 stride-1
+// dilation-1 convs on blocked layouts: the conf and its init_conf. Plain C++ — the generators
+// (winograd_gen) only emit what this decides.
+//
+// The output is cut into m x m tiles (tiles_h x tiles_w per image); all tiles of all images
+// are numbered and cut into groups of `tpg` consecutive tiles. Output channels are cut into
+// chunks of `nr` vectors (one GEMM register block wide) and the chunks into `slices`. A kernel
+// tile is (group, slice):
+//   1. input transform: V[xi][t][ic] = (B^T d B)[xi] of each tile's alpha x alpha input
+//      patch, one channel-block vector at a time (tiles touching the padding or the image
+//      edge are first copied into a zero-padded patch); a run keeps V while consecutive
+//      kernel tiles share a group, so a thread transforms each group's input once;
+//   2. per xi and chunk of the slice, one GEMM M[xi][t][oc] = sum_ic V[xi][t][ic] U[xi][ic][oc]
+//      (U = G g G^T packed at creation), register blocks of `mr` tiles x `nr` vectors,
+//      the input channels cut into L1-sized K chunks of `kc`;
+//   3. per tile and chunk, the output transform A^T M A, the fused epilogue and the store of
+//      the tile's valid pixels (right/bottom tiles may be partial).
+// Each U element is used once per tile of a group, so groups are as large as the scratch
+// budget allows (U is 4x the conv's weights for F4 and streams from L3 in late layers); a
+// slice's chunks run back to back per xi so V[xi] is read from L2 once per slice.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "jit/conv/conv_kernel.h"
+#include "jit/conv/conv_util.h"
+
+namespace kiln::convjit {
+
+struct WinoConf {
+  ConvProblem p;
+  Isa isa = Isa::avx512;
+  int simd = 16;
+  Layout layout = Layout::nChw16c;  // src and dst
+
+  int m = 4;                         // output tile (2 or 4)
+  int alpha = 6;                     // input patch, m + 2
+  int a2 = 36;                       // alpha^2: number of GEMMs
+  int64_t icb = 0;                   // input-channel vectors (ic rounded up / simd)
+  int64_t ocb = 0;                   // output-channel vectors
+  int64_t tiles_h = 0, tiles_w = 0;  // tile grid of one image
+  int rem_h = 0, rem_w = 0;          // valid rows / columns of the last tile row / column
+
+  int64_t tpg = 0;  // tiles per group (the last group may have fewer)
+  int64_t groups = 0;
+  int mr = 0;          // GEMM register block: tiles ...
+  int nr = 0;          // ... x oc vectors (= one chunk)
+  int64_t chunks = 0;  // oc chunks: ceil(ocb / nr)
+  int nr_last = 0;     // vectors in the last chunk
+  int64_t slice = 0;   // chunks per kernel tile (the last slice may have fewer)
+  int64_t slices = 0;
+  // GEMM K chunk: input channels (a multiple of simd) whose U rows of one chunk stay in L1
+  // while every register block of the group uses them; >= ic: no split.
+  int64_t kc = 0;
+
+  int64_t tiles_total() const { return p.n * tiles_h * tiles_w; }
+  int64_t kernel_tiles() const { return groups * slices; }
+  int64_t last_group_tiles() const { return tiles_total() - (groups - 1) * tpg; }
+  int chunk_vectors(int64_t c) const { return c == chunks - 1 ? nr_last : nr; }
+  int64_t k_chunks() const { return kc >= p.ic ? 1 : (p.ic + kc - 1) / kc; }
+
+  // "conv_winograd4_f32_nChw16c_to_nChw16c_t49mr5nr4s2kc64__avx512"
+  std::string name() const;
+  std::string blocking_str() const;  // "t49mr5nr4s2kc64" (s: chunks per slice, kc: K chunk)
+
+  // Scratch layout (floats). V: [xi][tpg][icb * simd]; M: [xi][tpg][slice * nr * simd].
+  int64_t v_row() const { return icb * simd; }
+  int64_t v_xi() const { return tpg * v_row(); }
+  int64_t v_floats() const { return a2 * v_xi(); }
+  int64_t m_row() const { return slice * nr * simd; }
+  int64_t m_xi() const { return tpg * m_row(); }
+  int64_t m_floats() const { return a2 * m_xi(); }
+  // Zero-padded input patch of one tile: [icb][alpha][alpha][simd].
+  int64_t patch_floats() const { return icb * a2 * simd; }
+  // Pass-1 intermediate of a transform: alpha x alpha vectors.
+  int64_t tmp_floats() const { return int64_t(a2) * simd; }
+  // Packed U: [xi][chunk][ic][chunk vectors * simd] (a slice's chunks are adjacent per xi).
+  int64_t u_xi() const { return p.ic * ocb * simd; }
+  int64_t u_offset(int xi, int64_t chunk) const { return xi * u_xi() + chunk * p.ic * nr * simd; }
+  int64_t u_floats() const { return a2 * u_xi(); }
+};
+
+ConfOr<WinoConf> init_wino_conf(const ConvProblem& p, const ConvImpl& impl, Isa isa);
+
+// The transform matrices of F(m x m, 3 x 3) on the points 0, 1, -1, 2, -2 (m = 4; 0, 1, -1
+// for m = 2) and infinity, row-major: B^T [alpha x alpha], G [alpha x 3], A^T [m x alpha].
+// The generators hard-code the same B^T and A^T (with their shared sub-expressions); G is
+// applied at creation (U = G g G^T).
+struct WinoMatrices {
+  int m = 0, alpha = 0;
+  const double* bt = nullptr;
+  const double* g = nullptr;
+  const double* at = nullptr;
+};
+WinoMatrices wino_matrices(int m);
+
+}  // namespace kiln::convjit

@@ -1,0 +1,323 @@
+#include "jit/winograd/winograd_gen.h"
+
+#include <cstddef>
+
+#include "graph/error.h"
+#include "jit/conv/conv_jit_util.h"
+
+namespace kiln::convjit {
+
+using namespace Xbyak;
+
+// ---------------------------------------------------------------------------------------
+// Input transform
+
+WinoInputGen::WinoInputGen(const WinoConf& c, const std::string& name)
+    : JitGenerator(name, 16384 + size_t(c.a2) * 200), c_(c), consts_(*this, c.isa) {}
+
+// B^T d on the registers in[0..alpha) into out[0..alpha); registers 6..9 (m = 4) are scratch.
+// The shared sub-expressions are those of the points 0, +-1, +-2 (winograd_conf.cpp kBt4).
+void WinoInputGen::transform_1d(const int* in, const int* out) {
+  auto r = [&](int i) { return vreg(c_.isa, i); };
+  auto d = [&](int i) { return r(in[i]); };
+  auto o = [&](int i) { return r(out[i]); };
+  if (c_.m == 2) {
+    vsubps(o(0), d(0), d(2));
+    vaddps(o(1), d(1), d(2));
+    vsubps(o(2), d(2), d(1));
+    vsubps(o(3), d(1), d(3));
+    return;
+  }
+  const Xmm t0 = r(6), t1 = r(7), t2 = r(8), t3 = r(9);
+  vmovaps(t0, d(4));
+  vfnmadd231ps(t0, d(2), consts_.f32(4.f));  // d4 - 4 d2
+  vmovaps(t1, d(3));
+  vfnmadd231ps(t1, d(1), consts_.f32(4.f));  // d3 - 4 d1
+  vsubps(t2, d(4), d(2));                    // d4 - d2
+  vsubps(t3, d(3), d(1));                    // d3 - d1
+  vsubps(o(0), d(0), d(2));
+  vfmadd132ps(o(0), t2, consts_.f32(4.f));  // 4 (d0 - d2) + d4 - d2
+  vaddps(o(1), t0, t1);
+  vsubps(o(2), t0, t1);
+  vaddps(o(3), t3, t3);
+  vaddps(o(3), o(3), t2);  // d4 - d2 + 2 (d3 - d1)
+  vsubps(o(4), t2, t3);
+  vsubps(o(4), o(4), t3);  // d4 - d2 - 2 (d3 - d1)
+  vsubps(o(5), d(5), d(3));
+  vfnmadd231ps(o(5), t3, consts_.f32(4.f));  // d5 - d3 - 4 (d3 - d1)
+}
+
+void WinoInputGen::generate() {
+  GprPool pool;
+  const Reg64 src = pool.take("src"), v = pool.take("v"), tmp = pool.take("tmp"),
+              rs = pool.take("row_bytes"), cs = pool.take("icb_bytes"), row = pool.take("row"),
+              cnt = pool.take("cnt");
+  const int A = c_.alpha;
+  const int64_t vb = int64_t(c_.simd) * 4, v_xi = c_.v_xi() * 4;
+  const int in[6] = {0, 1, 2, 3, 4, 5}, out[6] = {10, 11, 12, 13, 14, 15};
+  preamble();
+  mov(src, ptr[abi_param1 + offsetof(WinoInArgs, src)]);
+  mov(v, ptr[abi_param1 + offsetof(WinoInArgs, v)]);
+  mov(tmp, ptr[abi_param1 + offsetof(WinoInArgs, tmp)]);
+  mov(rs, ptr[abi_param1 + offsetof(WinoInArgs, row_bytes)]);
+  mov(cs, ptr[abi_param1 + offsetof(WinoInArgs, icb_bytes)]);
+  mov(cnt, c_.icb);
+  Label loop;
+  L(loop);
+  // Pass 1: each patch row y -> X[y][i] (in tmp).
+  mov(row, src);
+  for (int y = 0; y < A; ++y) {
+    for (int x = 0; x < A; ++x) vmovups(vreg(c_.isa, in[x]), ptr[row + x * vb]);
+    transform_1d(in, out);
+    for (int i = 0; i < A; ++i) vmovups(ptr[tmp + (y * A + i) * vb], vreg(c_.isa, out[i]));
+    if (y + 1 < A) add(row, rs);
+  }
+  // Pass 2: each column i of X -> V[j * alpha + i].
+  for (int i = 0; i < A; ++i) {
+    for (int y = 0; y < A; ++y) vmovups(vreg(c_.isa, in[y]), ptr[tmp + (y * A + i) * vb]);
+    transform_1d(in, out);
+    for (int j = 0; j < A; ++j) vmovups(ptr[v + (j * A + i) * v_xi], vreg(c_.isa, out[j]));
+  }
+  add(src, cs);
+  add(v, vb);
+  dec(cnt);
+  jnz(loop, T_NEAR);
+  postamble();
+  consts_.emit();
+}
+
+// ---------------------------------------------------------------------------------------
+// GEMM
+
+namespace {
+
+// Upper bound of the GEMM code: at most 4 register blocks (2 K-chunk bodies x full / tail
+// rows), each with < 2 simd unrolled steps of (weights + broadcasts + FMAs) plus the
+// accumulator init and store, at <= 12 bytes per instruction.
+size_t gemm_code_bound(const WinoConf& c, int vectors) {
+  const size_t step = size_t(vectors) + size_t(c.mr) * (vectors + 1);
+  return 16384 + 4 * (2 * size_t(c.simd) * step + 3 * size_t(c.mr) * vectors) * 12;
+}
+
+}  // namespace
+
+WinoGemmGen::WinoGemmGen(const WinoConf& c, int vectors, int tail, const std::string& name)
+    : JitGenerator(name, gemm_code_bound(c, vectors)), c_(c), nv_(vectors), tail_(tail) {
+  GprPool pool;
+  m_ = pool.take("m");
+  vc_ = pool.take("v_chunk");
+  uc_ = pool.take("u_chunk");
+  vb_ = pool.take("v_blk");
+  mb_ = pool.take("m_blk");
+  vk_ = pool.take("v_k");
+  uk_ = pool.take("u_k");
+  kc_cnt_ = pool.take("kc_cnt");
+  blk_cnt_ = pool.take("blk_cnt");
+  k_cnt_ = pool.take("k_cnt");
+  if (c.mr * vectors + vectors + 1 > vector_regs(c.isa))
+    fail(Code::internal, "kernel " + name + ": register block does not fit");
+}
+
+// `ks` input channels of a register block of `rows` tiles: per channel, the chunk's weight
+// vectors once, then per tile one broadcast of V and one FMA per weight vector.
+void WinoGemmGen::emit_steps(int rows, int ks) {
+  const int w0 = c_.mr * nv_, b0 = w0 + nv_;
+  const bool two_b = b0 + 2 <= vector_regs(c_.isa);  // alternate broadcast registers
+  const int64_t vrow = c_.v_row() * 4, urow = int64_t(nv_) * c_.simd * 4;
+  int bsel = 0;
+  for (int k = 0; k < ks; ++k) {
+    for (int j = 0; j < nv_; ++j)
+      vmovups(vreg(c_.isa, w0 + j), ptr[uk_ + k * urow + j * c_.simd * 4]);
+    for (int r = 0; r < rows; ++r) {
+      const Xmm b = vreg(c_.isa, b0 + bsel);
+      bsel = two_b ? 1 - bsel : 0;
+      vbroadcastss(b, ptr[vk_ + r * vrow + k * 4]);
+      for (int j = 0; j < nv_; ++j) vfmadd231ps(vreg(c_.isa, r * nv_ + j), vreg(c_.isa, w0 + j), b);
+    }
+  }
+}
+
+void WinoGemmGen::emit_block(int rows, int64_t k_blocks, int k_tail, Init init) {
+  auto acc_mem = [&](int r, int j) {
+    return ptr[mb_ + (int64_t(r) * c_.m_row() + int64_t(j) * c_.simd) * 4];
+  };
+  auto zero = [&] {
+    for (int i = 0; i < rows * nv_; ++i) vxorps(vreg(c_.isa, i), vreg(c_.isa, i), vreg(c_.isa, i));
+  };
+  auto load = [&] {
+    for (int r = 0; r < rows; ++r)
+      for (int j = 0; j < nv_; ++j) vmovups(vreg(c_.isa, r * nv_ + j), acc_mem(r, j));
+  };
+  if (init == Init::zero) {
+    zero();
+  } else if (init == Init::load) {
+    load();
+  } else {  // the first K chunk starts from zero, later ones from the partial sums in M
+    Label later, done;
+    cmp(kc_cnt_, c_.k_chunks() - 1);
+    jne(later, T_NEAR);
+    zero();
+    jmp(done, T_NEAR);
+    L(later);
+    load();
+    L(done);
+  }
+  mov(vk_, vb_);
+  mov(uk_, uc_);
+  if (k_blocks > 0) {
+    Label k_loop;
+    mov(k_cnt_, k_blocks);
+    L(k_loop);
+    emit_steps(rows, c_.simd);
+    add(vk_, c_.simd * 4);
+    add(uk_, int64_t(c_.simd) * nv_ * c_.simd * 4);
+    dec(k_cnt_);
+    jnz(k_loop, T_NEAR);
+  }
+  // V's pad channels are never read (the image's pad lanes are don't-care).
+  if (k_tail) emit_steps(rows, k_tail);
+  for (int r = 0; r < rows; ++r)
+    for (int j = 0; j < nv_; ++j) vmovups(acc_mem(r, j), vreg(c_.isa, r * nv_ + j));
+}
+
+// All register blocks of the group for one K chunk (V and U chunk pointers in vc_ / uc_).
+void WinoGemmGen::emit_blocks(int64_t k_blocks, int k_tail, Init init) {
+  Label blk_loop, no_blocks;
+  mov(vb_, vc_);
+  mov(mb_, m_);
+  mov(blk_cnt_, ptr[abi_param1 + offsetof(WinoGemmArgs, blocks)]);
+  test(blk_cnt_, blk_cnt_);
+  jz(no_blocks, T_NEAR);
+  L(blk_loop);
+  emit_block(c_.mr, k_blocks, k_tail, init);
+  add(vb_, c_.mr * c_.v_row() * 4);
+  add(mb_, c_.mr * c_.m_row() * 4);
+  dec(blk_cnt_);
+  jnz(blk_loop, T_NEAR);
+  L(no_blocks);
+  if (tail_ > 0) emit_block(tail_, k_blocks, k_tail, init);
+}
+
+void WinoGemmGen::generate() {
+  preamble();
+  mov(vc_, ptr[abi_param1 + offsetof(WinoGemmArgs, v)]);
+  mov(uc_, ptr[abi_param1 + offsetof(WinoGemmArgs, u)]);
+  mov(m_, ptr[abi_param1 + offsetof(WinoGemmArgs, m)]);
+  // K chunks of kc channels (a multiple of simd) keep a chunk of U in L1 while all register
+  // blocks of the group use it; the last chunk takes the rest and the channel tail.
+  const int64_t nkc = c_.k_chunks(), kc_blocks = c_.kc / c_.simd;
+  const int64_t last = c_.p.ic - (nkc - 1) * c_.kc;
+  if (nkc > 1) {
+    Label kc_loop;
+    mov(kc_cnt_, nkc - 1);
+    L(kc_loop);
+    emit_blocks(kc_blocks, 0, nkc > 2 ? Init::first_zero : Init::zero);
+    add(vc_, c_.kc * 4);
+    add(uc_, c_.kc * nv_ * c_.simd * 4);
+    dec(kc_cnt_);
+    jnz(kc_loop, T_NEAR);
+  }
+  emit_blocks(last / c_.simd, int(last % c_.simd), nkc > 1 ? Init::load : Init::zero);
+  postamble();
+}
+
+// ---------------------------------------------------------------------------------------
+// Output transform
+
+namespace {
+
+size_t out_code_bound(const WinoConf& c, int vectors) {
+  // Per vector: two passes of loads / adds / stores, plus per output pixel the epilogue
+  // (at most ~60 instructions of <= 12 bytes per post-op) and its store.
+  const size_t per_px = 40 + 60 * 12 * (c.p.post.size() + 1);
+  return 16384 + size_t(vectors) * (size_t(c.a2) * 40 + size_t(c.m * c.m) * per_px);
+}
+
+}  // namespace
+
+WinoOutputGen::WinoOutputGen(const WinoConf& c, int vectors, bool last_chunk, int vh, int vw,
+                             const std::string& name)
+    : JitGenerator(name, out_code_bound(c, vectors)),
+      c_(c),
+      nv_(vectors),
+      last_(last_chunk),
+      vh_(vh),
+      vw_(vw),
+      consts_(*this, c.isa) {
+  epi_ = std::make_unique<EpilogueEmitter>(*this, c.isa, c.p.bias, c.p.post);
+  // The outputs live in registers 10..13 (10..11 for m = 2); 0..9 are free once computed.
+  if (epi_->temps_needed() > 10)
+    fail(Code::internal, "kernel " + name + ": epilogue needs too many scratch registers");
+}
+
+WinoOutputGen::~WinoOutputGen() = default;
+
+// A^T m on in[0..alpha) into out[0..m); registers 6..9 are scratch (m = 4).
+void WinoOutputGen::transform_1d(const int* in, const int* out) {
+  auto r = [&](int i) { return vreg(c_.isa, i); };
+  auto d = [&](int i) { return r(in[i]); };
+  auto o = [&](int i) { return r(out[i]); };
+  if (c_.m == 2) {
+    vaddps(o(0), d(0), d(1));
+    vaddps(o(0), o(0), d(2));
+    vsubps(o(1), d(1), d(2));
+    vsubps(o(1), o(1), d(3));
+    return;
+  }
+  const Xmm s1 = r(6), d1 = r(7), s2 = r(8), d2 = r(9);
+  vaddps(s1, d(1), d(2));
+  vsubps(d1, d(1), d(2));
+  vaddps(s2, d(3), d(4));
+  vsubps(d2, d(3), d(4));
+  vaddps(o(0), d(0), s1);
+  vaddps(o(0), o(0), s2);  // m0 + m1 + m2 + m3 + m4
+  vaddps(o(1), d2, d2);
+  vaddps(o(1), o(1), d1);  // (m1 - m2) + 2 (m3 - m4)
+  vmovaps(o(2), s1);
+  vfmadd231ps(o(2), s2, consts_.f32(4.f));  // (m1 + m2) + 4 (m3 + m4)
+  vaddps(o(3), d1, d(5));
+  vfmadd231ps(o(3), d2, consts_.f32(8.f));  // (m1 - m2) + 8 (m3 - m4) + m5
+}
+
+void WinoOutputGen::generate() {
+  GprPool pool;
+  const Reg64 msrc = pool.take("m"), dst = pool.take("dst"), tmp = pool.take("tmp"),
+              epi_a = pool.take("epi_a"), epi_b = pool.take("epi_b");
+  const int A = c_.alpha, m = c_.m;
+  const int64_t vb = int64_t(c_.simd) * 4, m_xi = c_.m_xi() * 4;
+  const int64_t ocb_bytes = int64_t(c_.simd) * 4 * c_.p.oh * c_.p.ow;
+  const int in[6] = {0, 1, 2, 3, 4, 5}, out[4] = {10, 11, 12, 13};
+  const std::vector<int> temps = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9};
+  preamble();
+  mov(msrc, ptr[abi_param1 + offsetof(WinoOutArgs, c) + offsetof(ConvCallArgs, src)]);
+  mov(dst, ptr[abi_param1 + offsetof(WinoOutArgs, c) + offsetof(ConvCallArgs, dst)]);
+  mov(tmp, ptr[abi_param1 + offsetof(WinoOutArgs, tmp)]);
+  for (int j = 0; j < nv_; ++j) {
+    // Pass 1: each row y of M -> Z[y][0..m) (in tmp).
+    for (int y = 0; y < A; ++y) {
+      for (int i = 0; i < A; ++i)
+        vmovups(vreg(c_.isa, in[i]), ptr[msrc + (y * A + i) * m_xi + j * vb]);
+      transform_1d(in, out);
+      for (int x = 0; x < m; ++x) vmovups(ptr[tmp + (y * m + x) * vb], vreg(c_.isa, out[x]));
+    }
+    // Pass 2: each valid column x of Z -> output rows; epilogue and store of valid pixels.
+    const int lane_tail = last_ && j == nv_ - 1 ? int(c_.p.oc % c_.simd) : 0;
+    for (int x = 0; x < vw_; ++x) {
+      for (int y = 0; y < A; ++y) vmovups(vreg(c_.isa, in[y]), ptr[tmp + (y * m + x) * vb]);
+      transform_1d(in, out);
+      for (int r = 0; r < vh_; ++r) {
+        const int64_t disp = (int64_t(r) * c_.p.ow + x) * vb + j * ocb_bytes;
+        if (!epi_->empty()) {
+          EpilogueAddressing ea{this, abi_param1, epi_a, epi_b, dst, disp, j * vb};
+          epi_->apply(out[r], temps, ea.operands(), lane_tail);
+        }
+        vmovups(ptr[dst + disp], vreg(c_.isa, out[r]));
+      }
+    }
+  }
+  postamble();
+  epi_->emit_constants();
+  consts_.emit();
+}
+
+}  // namespace kiln::convjit

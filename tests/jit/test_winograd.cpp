@@ -1,0 +1,311 @@
+// The Winograd conv families (F(2x2,3x3), F(4x4,3x3)) against the reference Conv, on both ISA
+// paths, over swept shapes, post-op chains, blockings; their reasons for not applying; two
+// threads running one kernel at once; and the measured error on ResNet-50 / VGG-16-like layers.
+#include <thread>
+
+#include "jit/winograd/winograd_conf.h"
+#include "jit/winograd/winograd_kernel.h"
+#include "test_conv_util.h"
+
+namespace kiln::convtest {
+namespace {
+
+using K = PostOp::Kind;
+
+ConvImpl wino(int m, Isa isa, int ur_w = 0, int oc_blocks = 0) {
+  ConvImpl i;
+  i.family = m == 2 ? ConvFamily::winograd2 : ConvFamily::winograd4;
+  i.src = i.dst = blocked(isa);
+  i.ur_w = ur_w;
+  i.oc_blocks = oc_blocks;
+  return i;
+}
+
+// Tolerance, relative to max(1, max |ref|) over the output (Winograd's error is normwise: each
+// output mixes its alpha x alpha patch with factors of up to ~10 (F4) in the transforms, so
+// small outputs next to large ones carry the large ones' rounding).
+// Measured on the ResNet-50-like layers below (K = 9 x 64 .. 9 x 512): F2 <= 2.8e-6 of
+// max |ref|, the same as the direct family against the (f32-summing) reference; F4 <= 9.5e-6,
+// 3-4x that. The bounds leave 7x / 10x of headroom, yet a wrong or missing tap changes an
+// output by ~|w x| ~ 0.25, >= 4e-3 of max |ref| for every shape here (max |ref| < 60); a
+// transform coefficient off by 1e-4 (8 -> 7.999) already fails.
+double tolerance(int m) {
+  return m == 2 ? 2e-5 : 1e-4;
+}
+
+double max_abs(const Tensor& t) {
+  double m = 0;
+  for (int64_t i = 0; i < t.numel(); ++i) m = std::max(m, double(std::fabs(t.data<float>()[i])));
+  return m;
+}
+
+// max |got - ref| / max(1, max |ref|); NaN anywhere in `got` counts as infinite error.
+double rel_error(const Tensor& got, const Tensor& ref, std::string* first) {
+  double worst = 0;
+  const double scale = std::max(1.0, max_abs(ref));
+  for (int64_t i = 0; i < ref.numel(); ++i) {
+    const double g = got.data<float>()[i], r = ref.data<float>()[i];
+    const double e = std::isnan(g) ? INFINITY : std::fabs(g - r) / scale;
+    if (e > worst) {
+      worst = e;
+      if (first)
+        *first = "element " + std::to_string(i) + ": got " + std::to_string(g) + ", want " +
+                 std::to_string(r);
+    }
+  }
+  return worst;
+}
+
+// Builds the kernel, runs it (two halves, second first) and checks the error bound.
+double check_wino(const ConvProblem& p, const ConvImpl& impl, Isa isa, uint64_t seed,
+                  std::string* name = nullptr) {
+  Operands o = make_operands(p, seed);
+  std::string why;
+  auto k = create_conv_kernel(p, impl, isa, o.w, p.bias ? &o.b : nullptr, &why);
+  INFO("problem " << p.str() << " isa " << std::string(isa_name(isa)) << " family "
+                  << std::string(conv_family_name(impl.family)));
+  REQUIRE_MESSAGE(k != nullptr, "kernel not created: " << why);
+  INFO("kernel " << k->name());
+  if (name) *name = k->name();
+  const Tensor ref = reference(p, o);
+  const Tensor got = run_kernel(*k, p, o, impl.src, impl.dst);
+  std::string first;
+  const double err = rel_error(got, ref, &first);
+  const int m = impl.family == ConvFamily::winograd2 ? 2 : 4;
+  CHECK_MESSAGE(err <= tolerance(m), "relative error " << err << ", worst " << first);
+  return err;
+}
+
+Shp pad(Shp s, int64_t t, int64_t l, int64_t b, int64_t r) {
+  s.pt = t;
+  s.pl = l;
+  s.pb = b;
+  s.pr = r;
+  return s;
+}
+
+// Channel tails (3, 17, 40, 200), output sizes off the tile grid (1x1, 5x7, 13x13, 11x11),
+// pads 0 / 1 / 2 / 3 and asymmetric, bias on and off, batch 2, several groups and chunks.
+const std::vector<Shp> kShapes = {
+    pad({.ic = 3, .ih = 9, .iw = 9, .oc = 5, .kh = 3, .kw = 3}, 1, 1, 1, 1),
+    {.ic = 17, .ih = 7, .iw = 9, .oc = 24, .kh = 3, .kw = 3},  // 5x7 output, no padding
+    pad({.ic = 40, .ih = 13, .iw = 13, .oc = 17, .kh = 3, .kw = 3}, 1, 1, 1, 1),
+    {.ic = 16, .ih = 3, .iw = 3, .oc = 32, .kh = 3, .kw = 3},  // 1x1 output
+    pad({.ic = 8, .ih = 10, .iw = 11, .oc = 40, .kh = 3, .kw = 3, .bias = false}, 2, 0, 1, 2),
+    pad({.n = 2, .ic = 20, .ih = 11, .iw = 11, .oc = 33, .kh = 3, .kw = 3}, 1, 1, 1, 1),
+    pad({.ic = 200, .ih = 24, .iw = 23, .oc = 16, .kh = 3, .kw = 3}, 1, 1, 1, 1),
+    pad({.ic = 64, .ih = 28, .iw = 28, .oc = 64, .kh = 3, .kw = 3}, 1, 1, 1, 1),
+    // Padding as wide as the kernel: border outputs read only padding.
+    pad({.ic = 9, .ih = 6, .iw = 5, .oc = 8, .kh = 3, .kw = 3}, 3, 2, 3, 3),
+    pad({.ic = 16, .ih = 1, .iw = 1, .oc = 16, .kh = 3, .kw = 3}, 1, 1, 1, 1),
+};
+
+TEST_CASE("winograd conv matches the reference on blocked layouts (both ISAs, F2 and F4)") {
+  uint64_t seed = 1000;
+  for (Isa isa : isas())
+    for (int m : {2, 4})
+      for (const Shp& s : kShapes) check_wino(problem(s), wino(m, isa), isa, seed++);
+}
+
+TEST_CASE("winograd conv: many tile groups, oc chunks and the last group's tail") {
+  uint64_t seed = 1100;
+  // 2 x 30 x 31 outputs: hundreds of tiles across both images -> several groups, the last
+  // one shorter; 100 output channels -> several chunks with a lane tail; 150 input channels
+  // -> K chunks on AVX-512 (the first zeroes, later ones accumulate, the last has the tail).
+  const ConvProblem p =
+      problem(pad({.n = 2, .ic = 150, .ih = 30, .iw = 31, .oc = 100, .kh = 3, .kw = 3}, 1, 1, 1, 1),
+              chain({op(K::relu)}));
+  for (Isa isa : isas())
+    for (int m : {2, 4}) {
+      auto c = convjit::init_wino_conf(p, wino(m, isa), isa);
+      REQUIRE(c);
+      INFO("blocking " << c.conf->blocking_str());
+      CHECK(c.conf->groups > 1);
+      CHECK(c.conf->chunks > 1);
+      if (isa == Isa::avx512) CHECK(c.conf->k_chunks() > 2);
+      check_wino(p, wino(m, isa), isa, seed++);
+    }
+  // One group of a few tiles and 200 output channels: the chunks are cut into slices (2 of
+  // 4 + 4 / 4 + 1 vectors on AVX-512; 13 of one chunk each on AVX2, as 13 is odd).
+  const ConvProblem q =
+      problem(pad({.ic = 24, .ih = 9, .iw = 10, .oc = 200, .kh = 3, .kw = 3}, 1, 1, 1, 1),
+              chain({op(K::scale_shift), op(K::add)}));
+  for (Isa isa : isas())
+    for (int m : {2, 4}) {
+      auto c = convjit::init_wino_conf(q, wino(m, isa), isa);
+      REQUIRE(c);
+      INFO("blocking " << c.conf->blocking_str());
+      CHECK(c.conf->groups == 1);
+      CHECK(c.conf->slices == (isa == Isa::avx512 ? 2 : 13));
+      check_wino(q, wino(m, isa), isa, seed++);
+    }
+}
+
+TEST_CASE("winograd conv: forced register blockings") {
+  uint64_t seed = 1200;
+  const ConvProblem p =
+      problem(pad({.ic = 21, .ih = 11, .iw = 19, .oc = 52, .kh = 3, .kw = 3}, 1, 2, 1, 0));
+  for (Isa isa : isas()) {
+    const std::vector<std::pair<int, int>> blockings =
+        isa == Isa::avx512
+            ? std::vector<std::pair<int, int>>{{1, 1}, {3, 2}, {6, 4}, {9, 3}, {13, 1}}
+            : std::vector<std::pair<int, int>>{{1, 1}, {4, 3}, {6, 2}, {13, 1}};
+    for (int m : {2, 4})
+      for (auto [mr, nr] : blockings) {
+        std::string name;
+        check_wino(p, wino(m, isa, mr, nr), isa, seed++, &name);
+        INFO("kernel " << name);
+        // A register block holds at most one group's tiles.
+        auto c = convjit::init_wino_conf(p, wino(m, isa, mr, nr), isa);
+        REQUIRE(c);
+        const int64_t want = std::min<int64_t>(mr, c.conf->tpg);
+        CHECK(name.find("mr" + std::to_string(want) + "nr" + std::to_string(nr)) !=
+              std::string::npos);
+      }
+  }
+}
+
+TEST_CASE("winograd conv with fused post-op chains") {
+  uint64_t seed = 1300;
+  const std::vector<std::vector<PostOp>> chains = {
+      chain({op(K::relu)}),
+      chain({op(K::add), op(K::relu)}),
+      chain({op(K::scale_shift), op(K::add), op(K::sigmoid)}),
+      chain({op(K::swish), op(K::clip, 0.f, 6.f)}),
+  };
+  const std::vector<Shp> shapes = {
+      pad({.ic = 17, .ih = 9, .iw = 10, .oc = 21, .kh = 3, .kw = 3}, 1, 1, 1, 1),
+      pad({.n = 2, .ic = 32, .ih = 7, .iw = 7, .oc = 40, .kh = 3, .kw = 3, .bias = false}, 1, 0, 1,
+          1),
+  };
+  for (Isa isa : isas())
+    for (int m : {2, 4})
+      for (const auto& c : chains)
+        for (const Shp& s : shapes) check_wino(problem(s, c), wino(m, isa), isa, seed++);
+}
+
+TEST_CASE("winograd conv says why it does not apply") {
+  const Shp base = pad({.ic = 16, .ih = 12, .iw = 12, .oc = 16, .kh = 3, .kw = 3}, 1, 1, 1, 1);
+  auto reason = [](const ConvProblem& p, const ConvImpl& impl, Isa isa) {
+    Operands o = make_operands(p, 1);
+    std::string why;
+    auto k = create_winograd_kernel(p, impl, isa, o.w, p.bias ? &o.b : nullptr, &why);
+    CHECK(k == nullptr);
+    return why;
+  };
+  const Isa isa = isas().front();
+  Shp s = base;
+  s.sh = s.sw = 2;
+  CHECK(reason(problem(s), wino(4, isa), isa).find("stride 1") != std::string::npos);
+  s = pad(base, 2, 2, 2, 2);
+  s.kh = s.kw = 5;
+  CHECK(reason(problem(s), wino(2, isa), isa).find("3x3 kernel") != std::string::npos);
+  s = pad(base, 2, 2, 2, 2);
+  s.dh = s.dw = 2;
+  CHECK(reason(problem(s), wino(4, isa), isa).find("dilation 1") != std::string::npos);
+  ConvProblem g = problem(base);
+  g.groups = 2;
+  CHECK(reason(g, wino(4, isa), isa).find("groups") != std::string::npos);
+  ConvImpl nchw = wino(4, isa);
+  nchw.src = Layout::nchw;
+  CHECK(reason(problem(base), nchw, isa).find("same layout") != std::string::npos);
+  nchw.dst = Layout::nchw;
+  CHECK(reason(problem(base), nchw, isa).find("not blocked") != std::string::npos);
+  // The other isa's block.
+  ConvImpl wrong = wino(2, Isa::avx2);
+  wrong.src = wrong.dst = Layout::nChw16c;
+  CHECK(reason(problem(base), wrong, Isa::avx2).find("needs isa avx512") != std::string::npos);
+}
+
+// Two threads run the same kernel at once (each its half of the tiles, then each all tiles
+// into its own output): the per-thread scratch must keep them apart.
+TEST_CASE("winograd conv: concurrent runs of one kernel") {
+  const ConvProblem p =
+      problem(pad({.ic = 32, .ih = 20, .iw = 20, .oc = 48, .kh = 3, .kw = 3}, 1, 1, 1, 1),
+              chain({op(K::relu)}));
+  for (Isa isa : isas()) {
+    const ConvImpl impl = wino(4, isa);
+    Operands o = make_operands(p, 77);
+    std::string why;
+    auto k = create_conv_kernel(p, impl, isa, o.w, &o.b, &why);
+    REQUIRE(k != nullptr);
+    const Tensor ref = reference(p, o);
+    const Shape ys{p.n, p.oc, p.oh, p.ow};
+    const std::vector<float> src = to_layout(o.x, impl.src);
+    const size_t elems = size_t(layout_elems(impl.dst, ys));
+    std::vector<float> d0(elems, NAN), d1(elems, NAN), d2(elems, NAN);
+    auto go = [&](float* d, int64_t b, int64_t e, int reps) {
+      const float* ins[] = {src.data(), nullptr, nullptr};
+      float* outs[] = {d};
+      KernelArgs a;
+      a.src = ins;
+      a.dst = outs;
+      for (int r = 0; r < reps; ++r) k->run(a, b, e);
+    };
+    const int64_t t = k->tiles();
+    REQUIRE(t >= 2);
+    {
+      std::thread a(go, d0.data(), 0, t / 2, 20), b(go, d0.data(), t / 2, t, 20);
+      a.join();
+      b.join();
+    }
+    {
+      std::thread a(go, d1.data(), 0, t, 10), b(go, d2.data(), 0, t, 10);
+      a.join();
+      b.join();
+    }
+    for (std::vector<float>* d : {&d0, &d1, &d2}) {
+      Tensor y(DType::f32, ys);
+      convert_layout(d->data(), impl.dst, y.data<float>(), Layout::nchw, ys);
+      CHECK(rel_error(y, ref, nullptr) <= tolerance(4));
+    }
+  }
+}
+
+// Normal(0, sd) by Box-Muller from the test's uniform generator.
+Tensor normal_tensor(Shape s, uint64_t seed, double sd) {
+  Tensor t(DType::f32, std::move(s));
+  Rng r(seed);
+  for (int64_t i = 0; i < t.numel(); ++i) {
+    const double u1 = std::max(1e-12, double(r.uniform(0.f, 1.f))), u2 = r.uniform(0.f, 1.f);
+    t.data<float>()[i] = float(sd * std::sqrt(-2 * std::log(u1)) * std::cos(6.283185307 * u2));
+  }
+  return t;
+}
+
+// The error on the 3x3 stride-1 layers of ResNet-50 (and VGG-16's channel counts at the same
+// sizes), with weights ~ N(0, 1/sqrt(9 IC)) and inputs ~ U(-1, 1): max |diff| / max |ref|.
+TEST_CASE("winograd conv: error on ResNet-50 / VGG-16 layers") {
+  struct L {
+    int64_t c, hw;
+  };
+  const L layers[] = {{64, 56}, {128, 28}, {256, 14}, {512, 7}};
+  for (const L& l : layers) {
+    const ConvProblem p =
+        problem(pad({.ic = l.c, .ih = l.hw, .iw = l.hw, .oc = l.c, .kh = 3, .kw = 3}, 1, 1, 1, 1));
+    Operands o = make_operands(p, 500 + uint64_t(l.c));
+    o.w = normal_tensor({p.oc, p.ic, 3, 3}, 600 + uint64_t(l.c), 1.0 / std::sqrt(9.0 * p.ic));
+    const Tensor ref = reference(p, o);
+    const double ref_max = max_abs(ref);
+    for (Isa isa : isas())
+      for (int m : {0, 2, 4}) {  // 0: the direct family, for scale (the reference sums in f32)
+        ConvImpl impl = wino(m, isa);
+        if (m == 0) impl.family = ConvFamily::direct;
+        std::string why;
+        auto k = create_conv_kernel(p, impl, isa, o.w, &o.b, &why);
+        REQUIRE_MESSAGE(k != nullptr, why);
+        const Tensor got = run_kernel(*k, p, o, blocked(isa), blocked(isa));
+        double diff = 0;
+        for (int64_t i = 0; i < ref.numel(); ++i)
+          diff = std::max(diff, std::fabs(double(got.data<float>()[i]) - ref.data<float>()[i]));
+        const double rel = diff / ref_max;
+        MESSAGE((m ? "F(" + std::to_string(m) + "x" + std::to_string(m) + ",3x3) " : "direct ")
+                << std::string(isa_name(isa)) << " " << l.c << "ch " << l.hw << "x" << l.hw
+                << ": max|diff| " << diff << ", max|ref| " << ref_max << ", ratio " << rel);
+        CHECK(rel <= tolerance(m ? m : 2));
+      }
+  }
+}
+
+}  // namespace
+}  // namespace kiln::convtest
