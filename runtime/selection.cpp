@@ -1,6 +1,8 @@
 #include "runtime/selection.h"
 
 #include <spdlog/spdlog.h>
+#include <tbb/parallel_for.h>
+#include <tbb/task_arena.h>
 
 #include <algorithm>
 #include <chrono>
@@ -97,26 +99,26 @@ class Selector {
       sel_.solve_ms += ms_since(t1) - (sel_.profile_ms - profiled);
       auto t2 = Clock::now();
       bool ok = true;
+      std::vector<size_t> build;
       for (size_t i = 0; i < nn; ++i) {
         const Label& l = cands_[i][size_t(choice[i])];
+        const double ms = cost_[i][size_t(choice[i])];
         if (sel_.kernels[i] && sel_.nodes[i].label == l) continue;
+        sel_.nodes[i].label = l;
+        sel_.nodes[i].ms = ms;
         if (kept_[i].second && kept_[i].first == l) {
           sel_.kernels[i] = std::move(kept_[i].second);
-          sel_.nodes[i].label = l;
-          sel_.nodes[i].ms = cost_[i][size_t(choice[i])];
           continue;
         }
-        std::string why;
-        Instance inst = instantiate(g_, int(i), l, o_.isa, &why);
-        if (!inst.kernel) {
-          spdlog::debug("{}: {} does not apply: {}", g_.nodes[i].where(), l.key(), why);
-          cost_[i][size_t(choice[i])] = kInf;
-          ok = false;
-          continue;
-        }
-        sel_.kernels[i] = std::move(inst.kernel);
-        sel_.nodes[i].label = l;
-        sel_.nodes[i].ms = cost_[i][size_t(choice[i])];
+        build.push_back(i);
+      }
+      std::vector<std::string> why = build_kernels(build);
+      for (size_t i : build) {
+        if (sel_.kernels[i]) continue;
+        spdlog::debug("{}: {} does not apply: {}", g_.nodes[i].where(), sel_.nodes[i].label.key(),
+                      why[i]);
+        cost_[i][size_t(choice[i])] = kInf;
+        ok = false;
       }
       sel_.jit_ms += ms_since(t2);
       if (ok) break;
@@ -432,18 +434,39 @@ class Selector {
       if (!l) return reject(key, "bad label '" + lk + "'");
       if (std::find(cands_[i].begin(), cands_[i].end(), *l) == cands_[i].end())
         return reject(key, g_.nodes[i].where() + ": label " + lk + " is not a candidate");
-      std::string why;
-      Instance inst = instantiate(g_, int(i), *l, o_.isa, &why);
-      if (!inst.kernel) return reject(key, g_.nodes[i].where() + ": " + lk + ": " + why);
-      sel_.kernels[i] = std::move(inst.kernel);
       sel_.nodes[i] = {*l, ms, measured != 0, measured != 0, int(cands_[i].size())};
     }
     if (s >> word) return reject(key, "too many nodes");
+    std::vector<size_t> all(g_.nodes.size());
+    for (size_t i = 0; i < all.size(); ++i) all[i] = i;
+    std::vector<std::string> why = build_kernels(all);
+    for (size_t i = 0; i < why.size(); ++i)
+      if (!sel_.kernels[i])
+        return reject(key, g_.nodes[i].where() + ": " + sel_.nodes[i].label.key() + ": " + why[i]);
     sel_.predicted_ms = predicted;
     sel_.optimal = optimal != 0;
     sel_.plan_from_cache = true;
     sel_.jit_ms = ms_since(t0);
     return true;
+  }
+
+  // Builds sel_.kernels[i] for sel_.nodes[i].label, for the given nodes, on the session's
+  // threads: JIT code generation and weight packing dominate a warm load, and they are
+  // independent per node. Returns why each one that did not apply failed.
+  std::vector<std::string> build_kernels(const std::vector<size_t>& nodes) {
+    std::vector<std::string> why(sel_.nodes.size());
+    auto one = [&](size_t i) {
+      Instance inst = instantiate(g_, int(i), sel_.nodes[i].label, o_.isa, &why[i]);
+      sel_.kernels[i] = std::move(inst.kernel);
+    };
+    if (o_.threads <= 1 || nodes.size() < 2) {
+      for (size_t i : nodes) one(i);
+      return why;
+    }
+    tbb::task_arena arena(o_.threads);
+    arena.execute(
+        [&] { tbb::parallel_for(size_t(0), nodes.size(), [&](size_t k) { one(nodes[k]); }); });
+    return why;
   }
 
   bool reject(const std::string& key, const std::string& why) {
