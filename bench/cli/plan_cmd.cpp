@@ -115,11 +115,13 @@ int cmd_plan(const Args& a) {
                 st.kernel->name().c_str());
   }
   std::printf(
-      "\n%zu nodes, %d layout conversions; predicted %.3f ms%s; solve %.2f ms (%d PBQP "
+      "\n%zu nodes, %d layout conversions, %d concats done in place by their producers; predicted "
+      "%.3f ms%s; solve %.2f ms (%d PBQP "
       "nodes, %d edges); cache %lld hits / %lld misses%s\n",
-      g.nodes.size(), conversions, sel.predicted_ms, sel.optimal ? " (proven optimal)" : "",
-      sel.solve_ms, sel.pbqp_nodes, sel.pbqp_edges, (long long)sel.cache_hits,
-      (long long)sel.cache_misses, sel.plan_from_cache ? "; plan from the cache" : "");
+      g.nodes.size(), conversions, p.inplace_concats, sel.predicted_ms,
+      sel.optimal ? " (proven optimal)" : "", sel.solve_ms, sel.pbqp_nodes, sel.pbqp_edges,
+      (long long)sel.cache_hits, (long long)sel.cache_misses,
+      sel.plan_from_cache ? "; plan from the cache" : "");
   if (!a.dot.empty()) {
     write_dot(*s, a.dot);
     std::printf("wrote %s\n", a.dot.c_str());
