@@ -148,4 +148,66 @@ double L2Probe::seconds() const {
   return thread_seconds() - t0;
 }
 
+namespace {
+
+struct CopyArgs {
+  const float* src;
+  float* dst;
+  int64_t blocks;  // 256-byte blocks
+};
+
+class CopyLoop : public JitGenerator {
+ public:
+  explicit CopyLoop(Isa isa)
+      : JitGenerator(std::string("stream_copy__") + isa_name(isa)), isa_(isa) {
+    create();
+  }
+
+ protected:
+  void generate() override {
+    using namespace Xbyak;
+    const int w = isa_ == Isa::avx512 ? 64 : 32;
+    auto v = [&](int i) -> Xmm { return isa_ == Isa::avx512 ? Xmm(Zmm(i)) : Xmm(Ymm(i)); };
+    Label loop, done;
+    mov(rsi, ptr[rdi + offsetof(CopyArgs, src)]);
+    mov(rdx, ptr[rdi + offsetof(CopyArgs, dst)]);
+    mov(rcx, ptr[rdi + offsetof(CopyArgs, blocks)]);
+    test(rcx, rcx);
+    jz(done, T_NEAR);
+    L(loop);
+    for (int i = 0; i < 256 / w; ++i) vmovups(v(i), ptr[rsi + i * w]);
+    for (int i = 0; i < 256 / w; ++i) vmovups(ptr[rdx + i * w], v(i));
+    add(rsi, 256);
+    add(rdx, 256);
+    dec(rcx);
+    jnz(loop, T_NEAR);
+    L(done);
+    vzeroupper();
+    ret();
+  }
+
+ private:
+  Isa isa_;
+};
+
+}  // namespace
+
+double measure_copy_gbs(Isa isa, size_t bytes, int reps, double* best) {
+  CopyLoop k(isa);
+  bytes = std::max<size_t>(bytes / 256, 1) * 256;
+  std::vector<float> a(bytes / 4, 1.f), b(bytes / 4, 0.f);
+  CopyArgs args{a.data(), b.data(), int64_t(bytes / 256)};
+  auto fn = k.fn<void (*)(const CopyArgs*)>();
+  fn(&args);
+  std::vector<double> gbs;
+  for (int r = 0; r < std::max(reps, 1); ++r) {
+    const auto t0 = Clock::now();
+    fn(&args);
+    gbs.push_back(2.0 * double(bytes) / seconds_since(t0) * 1e-9);
+  }
+  std::sort(gbs.begin(), gbs.end());
+  if (best) *best = gbs.back();
+  return gbs[gbs.size() / 2];
+}
+
 }  // namespace kiln::bench

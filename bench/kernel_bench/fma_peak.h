@@ -46,4 +46,9 @@ class L2Probe {
   double baseline_ = 0;
 };
 
+// Single-core copy bandwidth in GB/s (STREAM "copy": bytes read + bytes written) between two
+// buffers of `bytes` each, full-width vector loads and ordinary stores: the median of `reps`
+// copies after a warm-up one (*best: the fastest).
+double measure_copy_gbs(Isa isa, size_t bytes, int reps, double* best = nullptr);
+
 }  // namespace kiln::bench

@@ -1,27 +1,38 @@
-// kiln_kernel_bench: per-layer GFLOP/s of the JIT conv families on ResNet-50's distinct conv
-// shapes (batch 1, torchvision v1.5: the stride sits on the 3x3), at 1 thread, against this
-// machine's measured single-core FMA peak.
+// kiln_kernel_bench: per-layer time of every JIT conv family (direct, gemm1x1, depthwise,
+// winograd2, winograd4, im2col) in every layout combination it accepts, on the conv shapes of
+// ResNet-50, VGG-16 and MobileNetV2's depthwise layers (batch 1), at 1 thread, against this
+// machine's measured single-core FMA peak (and copy bandwidth for depthwise).
 //
-//   kiln_kernel_bench [--isa avx512|avx2|both] [--reps N] [--json FILE] [--layer SUBSTR]
-//                     [--post relu] [--sweep] [--shape IC,IH,OC,K,S]... [--kchunk A,B..]
-//                     [--top N] [--clean F]
-// --sweep tries every register blocking that fits (tuning); --shape benchmarks other shapes;
-// --kchunk forces K splits; --clean sets the probe threshold (0 disables the filtering).
+//   kiln_kernel_bench [--set resnet50|vgg16|mobilenetv2|all] [--isa avx512|avx2|both]
+//                     [--family A,B..] [--layout SUBSTR] [--layer SUBSTR] [--reps N]
+//                     [--json FILE] [--post relu] [--all-layouts] [--why]
+//                     [--sweep] [--top N] [--kchunk A,B..] [--tune K=V,..]...
+//                     [--shape IC,IH,OC,K,S[,G]]... [--clean F] [--stream-mb N]
+// "Effective GFLOP/s" = 2 x the direct convolution's multiply-adds / time, for every family
+// (so Winograd, which does fewer multiplies, compares directly); depthwise rows also show GB/s
+// (bytes = input + output + weights) against the single-core DRAM and L3 copy bandwidth.
+// --family takes comma-separated substrings of family names (e.g. direct,gemm1x1: issue 3's
+// families). Families a layer does not suit are listed with the factory's reason (--why;
+// always in the JSON). Tuning: --sweep tries every register blocking that fits; --kchunk
+// forces K splits; --tune adds a candidate with forced conf values (direct / gemm1x1), keys
+// ur, ob, bcast, pack, mouter, chunk, kc, pfs, pfd, pfn (prefetch src / dst / the next
+// group's weights), pfe (K steps per pfn prefetch), family, layout; e.g. --tune
+// family=gemm1x1,ur=6,ob=4,bcast=1.
 //
-// Timing: per layer and isa, all implementations are sampled in interleaved rounds; a sample
-// is the thread CPU time of >= 2 ms of back-to-back runs after one warm-up run (same buffers,
-// so inputs and weights are cache-resident as far as they fit). Short FMA and L2 probes around
+// Timing (timing.h): per layer and isa all candidates are sampled in interleaved rounds; a
+// sample is the thread CPU time of >= 2 ms of back-to-back runs after one warm-up run (same
+// buffers, so operands are cache-resident as far as they fit). Short FMA and L2 probes around
 // each sample tell whether the core was shared (on the 2-vCPU VM this was written on, work on
-// the other vCPU — likely a hyperthread sibling — slowed ours by 10-40%); the reported time
-// is the median of the clean samples (of all samples when fewer than 3 were clean, flagged in
-// the "contended" column).
+// the other vCPU slowed ours by 10-40%); the reported time is the median of the clean samples
+// (of all when fewer than 3 were clean, counted in "contended"), "min" the fastest sample.
+// "share" is the median FMA-probe rate around the samples / peak (1: the FMA units were not
+// shared); on the VM this was written on, other tenants' cache and memory traffic slowed the
+// kernels by up to ~40% even at share ~1, so use the fastest samples to compare.
 #include <algorithm>
-#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <fstream>
 #include <map>
 #include <memory>
 #include <set>
@@ -34,179 +45,92 @@
 #include "jit/conv/conv_kernel.h"
 #include "jit/cpu.h"
 #include "jit/layout.h"
+#include "layers.h"
+#include "report.h"
+#include "timing.h"
 
 namespace kiln::bench {
 namespace {
-
-struct Layer {
-  const char* name;
-  int64_t ic, ih, oc, k, s;
-  int count;  // occurrences in ResNet-50
-};
-
-// pad = k / 2; oh = (ih + 2 * pad - k) / s + 1.
-const Layer kLayers[] = {
-    {"conv1_7x7s2", 3, 224, 64, 7, 2, 1},         {"1x1_64to64@56", 64, 56, 64, 1, 1, 1},
-    {"1x1_64to256@56", 64, 56, 256, 1, 1, 4},     {"1x1_256to64@56", 256, 56, 64, 1, 1, 2},
-    {"1x1_256to128@56", 256, 56, 128, 1, 1, 1},   {"1x1_256to512s2@56", 256, 56, 512, 1, 2, 1},
-    {"1x1_128to512@28", 128, 28, 512, 1, 1, 4},   {"1x1_512to128@28", 512, 28, 128, 1, 1, 3},
-    {"1x1_512to256@28", 512, 28, 256, 1, 1, 1},   {"1x1_512to1024s2@28", 512, 28, 1024, 1, 2, 1},
-    {"1x1_256to1024@14", 256, 14, 1024, 1, 1, 6}, {"1x1_1024to256@14", 1024, 14, 256, 1, 1, 5},
-    {"1x1_1024to512@14", 1024, 14, 512, 1, 1, 1}, {"1x1_1024to2048s2@14", 1024, 14, 2048, 1, 2, 1},
-    {"1x1_512to2048@7", 512, 7, 2048, 1, 1, 3},   {"1x1_2048to512@7", 2048, 7, 512, 1, 1, 2},
-    {"3x3_64@56", 64, 56, 64, 3, 1, 3},           {"3x3_128@56s2", 128, 56, 128, 3, 2, 1},
-    {"3x3_128@28", 128, 28, 128, 3, 1, 3},        {"3x3_256@28s2", 256, 28, 256, 3, 2, 1},
-    {"3x3_256@14", 256, 14, 256, 3, 1, 5},        {"3x3_512@14s2", 512, 14, 512, 3, 2, 1},
-    {"3x3_512@7", 512, 7, 512, 3, 1, 2},
-};
-
-ConvProblem make_problem(const Layer& l, bool relu) {
-  ConvProblem p;
-  p.ic = l.ic;
-  p.ih = p.iw = l.ih;
-  p.oc = l.oc;
-  p.kh = p.kw = l.k;
-  p.sh = p.sw = l.s;
-  p.pt = p.pl = p.pb = p.pr = l.k / 2;
-  p.oh = p.ow = (l.ih + 2 * (l.k / 2) - l.k) / l.s + 1;
-  p.bias = true;
-  if (relu) p.post.push_back(PostOp{});  // relu
-  return p;
-}
-
-struct Row {
-  std::string layer, problem, kernel, family, isa, src, dst;
-  double us = 0, gflops = 0, pct = 0;
-  double us_min = 0;  // fastest sample (less sensitive to other load on the machine)
-  int samples = 0, contended = 0;
-  double us_wall = 0;  // median in wall-clock time
-  int count = 1;
-  double macs = 0;
-  bool best = false;
-};
 
 Layout blocked(Isa isa) {
   return isa == Isa::avx512 ? Layout::nChw16c : Layout::nChw8c;
 }
 
-std::vector<float> random_buffer(size_t n, uint32_t seed) {
-  std::vector<float> v(n);
-  uint32_t s = seed * 2654435761u + 1;
-  for (float& x : v) {
-    s = s * 1664525u + 1013904223u;
-    x = float(int32_t(s >> 8) % 2001 - 1000) / 1000.f;
+// Forced conf values of a tuning candidate (-1 / 0 / "": the conf's own choice).
+struct Variant {
+  std::string spec, family, layout;
+  int ur = 0, ob = 0, bcast = -1, pack = -1, mouter = -1, pfs = -1, pfd = -1, pfn = -1, pfe = -1;
+  int64_t chunk = -1, kc = -1;
+};
+
+Variant parse_variant(const std::string& spec) {
+  Variant v;
+  v.spec = spec;
+  for (size_t pos = 0; pos < spec.size();) {
+    size_t e = spec.find(',', pos);
+    if (e == std::string::npos) e = spec.size();
+    const std::string kv = spec.substr(pos, e - pos);
+    const size_t eq = kv.find('=');
+    if (eq == std::string::npos) fail(Code::invalid_argument, "--tune takes KEY=VALUE,..: " + kv);
+    const std::string k = kv.substr(0, eq), val = kv.substr(eq + 1);
+    const int64_t n = std::atoll(val.c_str());
+    if (k == "family")
+      v.family = val;
+    else if (k == "layout")
+      v.layout = val;
+    else if (k == "ur")
+      v.ur = int(n);
+    else if (k == "ob")
+      v.ob = int(n);
+    else if (k == "bcast")
+      v.bcast = int(n);
+    else if (k == "pack")
+      v.pack = int(n);
+    else if (k == "mouter")
+      v.mouter = int(n);
+    else if (k == "chunk")
+      v.chunk = n;
+    else if (k == "kc")
+      v.kc = n;
+    else if (k == "pfs")
+      v.pfs = int(n);
+    else if (k == "pfd")
+      v.pfd = int(n);
+    else if (k == "pfn")
+      v.pfn = int(n);
+    else if (k == "pfe")
+      v.pfe = int(n);
+    else
+      fail(Code::invalid_argument, "--tune: unknown key " + k);
+    pos = e + 1;
   }
   return v;
 }
 
-// One kernel under test with its (cache-resident) buffers.
-struct Candidate {
-  std::unique_ptr<Kernel> k;
-  ConvImpl impl;
-  std::string label;  // kernel name (+ "/k<chunk>" when a K split is forced)
-  const float* src = nullptr;
-  float* dst = nullptr;
-  int inner = 1;                // runs per sample (a sample lasts >= 2 ms)
-  std::vector<double> samples;  // seconds per run (thread CPU time), core not shared
-  std::vector<double> shared;   // samples taken while the core was shared
-  std::vector<double> wall;     // all samples in wall time
-  int contended = 0;            // samples taken while the core was shared
-  void once() const {
-    const float* ins[] = {src, nullptr, nullptr};
-    float* outs[] = {dst};
-    KernelArgs a;
-    a.src = ins;
-    a.dst = outs;
-    k->run(a, 0, k->tiles());
-  }
-};
-
-// Samples the candidates in `reps` interleaved rounds (one warm-up run before each sample),
-// so that a burst of other load hits every candidate alike. Samples are thread CPU time (time
-// slices lost to other processes do not count; wall time is kept too). When `clean` > 0, a
-// sample is clean if the probes right before and after it show the core unshared; a sample is
-// retried up to `tries` times before a shared one is kept (and counted as contended).
-void time_candidates(std::vector<Candidate>& cs, int reps, const FmaProbe& probe, const L2Probe& l2,
-                     double peak, double clean, int tries) {
-  // Clean: the FMA probe reaches `clean` x peak and a pass over the L2 probe's buffer is
-  // within 1 / clean of its best (nobody else evicted our caches meanwhile).
-  auto quiet = [&] {
-    if (clean <= 0) return true;
-    const double g = probe.gflops();
-    l2.seconds();  // the kernel evicted the buffer: refill, then time a second pass
-    const double l = l2.seconds();
-    if (std::getenv("KILN_BENCH_DEBUG"))
-      std::fprintf(stderr, "probe %.1f GFLOP/s (peak %.1f), l2 %.2f us (best %.2f)\n", g, peak,
-                   l * 1e6, l2.baseline() * 1e6);
-    return g >= clean * peak && l <= l2.baseline() / clean;
-  };
-  using clock = std::chrono::steady_clock;
-  auto secs = [](clock::time_point t0) {
-    return std::chrono::duration<double>(clock::now() - t0).count();
-  };
-  for (Candidate& c : cs) {
-    c.once();
-    auto t0 = clock::now();
-    c.once();
-    c.inner = std::max(1, int(0.002 / std::max(secs(t0), 1e-7)));
-  }
-  for (int r = 0; r < reps; ++r)
-    for (Candidate& c : cs) {
-      double s = 0, w = 0;
-      bool ok = false;
-      for (int t = 0; t < tries && !ok; ++t) {
-        c.once();
-        const bool before = quiet();
-        auto t0 = clock::now();
-        const double c0 = thread_seconds();
-        for (int i = 0; i < c.inner; ++i) c.once();
-        s = (thread_seconds() - c0) / c.inner;
-        w = secs(t0) / c.inner;
-        ok = before && quiet();
-      }
-      (ok ? c.samples : c.shared).push_back(s);
-      c.wall.push_back(w);
-      c.contended += ok ? 0 : 1;
-    }
-}
-
-// A kernel with a forced K split (tuning): the family's conf with ic_chunk replaced.
-std::unique_ptr<Kernel> make_with_chunk(const ConvProblem& p, const ConvImpl& impl, Isa isa,
-                                        const Tensor& w, const Tensor& b, int chunk) {
-  if (impl.family == ConvFamily::direct) {
-    auto c = convjit::init_direct_conf(p, impl, isa);
-    if (!c) return nullptr;
-    c.conf->ic_chunk = chunk < 0 ? c.conf->icb_total() : chunk;
-    if (chunk > 0) c.conf->rows_outer = false;
-    return convjit::make_direct_kernel(*c.conf, w, &b);
-  }
-  auto c = convjit::init_gemm1x1_conf(p, impl, isa);
-  if (!c) return nullptr;
-  c.conf->ic_chunk = chunk < 0 ? c.conf->icb_total() : chunk;
-  if (chunk > 0) c.conf->m_outer = false;
-  return convjit::make_gemm1x1_kernel(*c.conf, w, &b);
-}
-
 struct Options {
   std::vector<Isa> isas;
+  std::string set = "resnet50";
   int reps = 15;
-  std::string json, layer;
-  bool relu = false, sweep = false;
+  std::string json, layer, family, layout, post;
+  bool sweep = false, all_layouts = false, why = false;
   double clean = 0.95;  // --clean: probe threshold (0: take every sample)
   int tries = 40;       // attempts per sample before accepting a contended one
   int top = 5;          // --sweep: rows printed per layer and isa
   // --kchunk A,B,..: also try forced K splits (ic blocks per call; -1: none; 0: conf's).
   std::vector<int> kchunks{0};
-  std::vector<Layer> custom;  // --shape: replaces the ResNet-50 list
-  std::vector<std::string> custom_names;
+  std::vector<Variant> tunes;
+  std::vector<Layer> custom;  // --shape: replaces the sets
+  size_t stream_mb = 512;
 };
 
 void usage() {
   std::fprintf(stderr,
-               "usage: kiln_kernel_bench [--isa avx512|avx2|both] [--reps N] [--json FILE]\n"
-               "                         [--layer SUBSTR] [--post relu] [--sweep]\n"
-               "                         [--shape IC,IH,OC,K,S]... [--kchunk A,B..] [--top N]\n"
-               "                         [--clean F]\n");
+               "usage: kiln_kernel_bench [--set resnet50|vgg16|mobilenetv2|all]\n"
+               "         [--isa avx512|avx2|both] [--family A,B..] [--layout SUBSTR]\n"
+               "         [--layer SUBSTR] [--reps N] [--json FILE] [--post relu]\n"
+               "         [--all-layouts] [--why] [--sweep] [--top N] [--kchunk A,B..]\n"
+               "         [--tune K=V,..]... [--shape IC,IH,OC,K,S[,G]]... [--clean F]\n"
+               "         [--stream-mb N]\n");
 }
 
 Options parse(int argc, char** argv) {
@@ -217,20 +141,32 @@ Options parse(int argc, char** argv) {
       if (i + 1 >= argc) fail(Code::invalid_argument, std::string(argv[i]) + " needs a value");
       return argv[++i];
     };
-    if (!std::strcmp(argv[i], "--isa"))
+    const std::string a = argv[i];
+    if (a == "--isa") {
       isa = next();
-    else if (!std::strcmp(argv[i], "--reps"))
+    } else if (a == "--set") {
+      o.set = next();
+      layer_set(o.set);  // validates
+    } else if (a == "--reps") {
       o.reps = std::max(1, std::atoi(next().c_str()));
-    else if (!std::strcmp(argv[i], "--json"))
+    } else if (a == "--json") {
       o.json = next();
-    else if (!std::strcmp(argv[i], "--layer"))
+    } else if (a == "--layer") {
       o.layer = next();
-    else if (!std::strcmp(argv[i], "--post")) {
-      if (next() != "relu") fail(Code::invalid_argument, "--post takes relu");
-      o.relu = true;
-    } else if (!std::strcmp(argv[i], "--sweep")) {
+    } else if (a == "--family") {
+      o.family = next();
+    } else if (a == "--layout") {
+      o.layout = next();
+    } else if (a == "--post") {
+      o.post = next();
+      if (o.post != "relu") fail(Code::invalid_argument, "--post takes relu");
+    } else if (a == "--sweep") {
       o.sweep = true;
-    } else if (!std::strcmp(argv[i], "--kchunk")) {
+    } else if (a == "--all-layouts") {
+      o.all_layouts = true;
+    } else if (a == "--why") {
+      o.why = true;
+    } else if (a == "--kchunk") {
       o.kchunks.clear();
       const std::string v = next();
       for (size_t pos = 0; pos <= v.size();) {
@@ -239,23 +175,30 @@ Options parse(int argc, char** argv) {
         o.kchunks.push_back(std::atoi(v.substr(pos, e - pos).c_str()));
         pos = e + 1;
       }
-    } else if (!std::strcmp(argv[i], "--clean")) {
+    } else if (a == "--tune") {
+      o.tunes.push_back(parse_variant(next()));
+    } else if (a == "--clean") {
       o.clean = std::atof(next().c_str());
-    } else if (!std::strcmp(argv[i], "--top")) {
+    } else if (a == "--top") {
       o.top = std::max(1, std::atoi(next().c_str()));
-    } else if (!std::strcmp(argv[i], "--shape")) {  // IC,IH,OC,K,S (square, pad K/2)
+    } else if (a == "--stream-mb") {
+      o.stream_mb = size_t(std::max(1, std::atoi(next().c_str())));
+    } else if (a == "--shape") {  // IC,IH,OC,K,S[,G] (square, pad K/2)
       const std::string v = next();
-      Layer l{};
-      if (std::sscanf(v.c_str(), "%ld,%ld,%ld,%ld,%ld", &l.ic, &l.ih, &l.oc, &l.k, &l.s) != 5)
-        fail(Code::invalid_argument, "--shape takes IC,IH,OC,K,S");
-      o.custom_names.push_back("shape_" + v);
-      l.count = 1;
+      Layer l;
+      long g = 1;
+      if (std::sscanf(v.c_str(), "%ld,%ld,%ld,%ld,%ld,%ld", &l.ic, &l.ih, &l.oc, &l.k, &l.s, &g) <
+          5)
+        fail(Code::invalid_argument, "--shape takes IC,IH,OC,K,S[,G]");
+      l.groups = g;
+      l.set = "custom";
+      l.name = "shape_" + v;
       o.custom.push_back(l);
-    } else if (!std::strcmp(argv[i], "--help") || !std::strcmp(argv[i], "-h")) {
+    } else if (a == "--help" || a == "-h") {
       usage();
       std::exit(0);
     } else {
-      fail(Code::invalid_argument, std::string("unknown option ") + argv[i]);
+      fail(Code::invalid_argument, "unknown option " + a);
     }
   }
   if (isa == "both")
@@ -274,224 +217,291 @@ Options parse(int argc, char** argv) {
   return o;
 }
 
-// The implementations tried per layer: direct (blocked; NCHW src for few input channels) and,
-// for 1x1, gemm1x1 blocked and NHWC.
-std::vector<ConvImpl> impls(const ConvProblem& p, Isa isa) {
-  std::vector<ConvImpl> v;
-  ConvImpl d;
-  d.family = ConvFamily::direct;
-  d.src = d.dst = blocked(isa);
-  v.push_back(d);
-  if (p.ic <= 4) {
-    d.src = Layout::nchw;
-    v.push_back(d);
+bool contains(const std::string& s, const std::string& sub) {
+  return sub.empty() || s.find(sub) != std::string::npos;
+}
+
+// `list` is comma-separated substrings; true when any of them is in `s` (or `list` is empty).
+bool matches_any(const std::string& s, const std::string& list) {
+  if (list.empty()) return true;
+  for (size_t pos = 0; pos <= list.size();) {
+    size_t e = list.find(',', pos);
+    if (e == std::string::npos) e = list.size();
+    if (e > pos && s.find(list.substr(pos, e - pos)) != std::string::npos) return true;
+    pos = e + 1;
   }
-  if (p.kh == 1 && p.kw == 1) {
-    ConvImpl g;
-    g.family = ConvFamily::gemm1x1;
-    g.src = g.dst = blocked(isa);
-    v.push_back(g);
-    g.src = g.dst = Layout::nhwc;
-    v.push_back(g);
-  }
+  return false;
+}
+
+std::string pair_name(Layout s, Layout d) {
+  return std::string(layout_name(s)) + "->" + layout_name(d);
+}
+
+// Every (src, dst) pair of the layouts a kernel of `isa` can take. Direct with an NCHW src
+// (meant for first layers) is left out when there are >= a vector of input channels unless
+// --all-layouts (it would be applicable, but slow, and long to time on big layers).
+std::vector<std::pair<Layout, Layout>> layout_pairs(const Options& o, const ConvProblem& p,
+                                                    ConvFamily f, Isa isa) {
+  std::vector<std::pair<Layout, Layout>> v;
+  for (Layout s : {Layout::nchw, Layout::nhwc, blocked(isa)})
+    for (Layout d : {Layout::nchw, Layout::nhwc, blocked(isa)}) {
+      if (!contains(pair_name(s, d), o.layout)) continue;
+      if (!o.all_layouts && f == ConvFamily::direct && s == Layout::nchw && p.ic >= simd_width(isa))
+        continue;
+      v.push_back({s, d});
+    }
   return v;
 }
 
-void write_json(const Options& o, const std::map<Isa, double>& peak, const std::vector<Row>& rows,
-                const std::map<Isa, double>& net_pct, const std::map<Isa, double>& net_pct_min) {
-  std::ofstream f(o.json);
-  if (!f) fail(Code::io_error, "cannot write " + o.json);
-  f << "{\n  \"cpu\": \"" << cpu_description() << "\",\n  \"threads\": 1,\n  \"batch\": 1,\n";
-  f << "  \"post\": \"" << (o.relu ? "bias_relu" : "bias") << "\",\n  \"peak_gflops\": {";
-  bool first = true;
-  for (auto& [isa, g] : peak) {
-    f << (first ? "" : ", ") << "\"" << isa_name(isa) << "\": " << g;
-    first = false;
+// A direct / gemm1x1 kernel with forced conf values, or nullptr (reason in *why).
+std::unique_ptr<Kernel> make_variant(const ConvProblem& p, ConvImpl impl, Isa isa, const Tensor& w,
+                                     const Tensor& b, const Variant& v, std::string* why) {
+  impl.ur_w = v.ur;
+  impl.oc_blocks = v.ob;
+  if (impl.family == ConvFamily::gemm1x1) {
+    convjit::Gemm1x1Force f;
+    f.bcast_reg = v.bcast;
+    f.pack = v.pack;
+    f.m_outer = v.mouter;
+    f.chunk_blocks = v.chunk;
+    f.ic_chunk = v.kc;
+    f.pf_src = v.pfs;
+    f.pf_dst = v.pfd;
+    f.pf_next = v.pfn;
+    f.pf_every = v.pfe;
+    auto c = convjit::init_gemm1x1_conf(p, impl, isa, f);
+    if (!c) {
+      *why = c.reason;
+      return nullptr;
+    }
+    return convjit::make_gemm1x1_kernel(*c.conf, w, &b);
   }
-  f << "},\n  \"network_best_pct_of_peak\": {";
-  first = true;
-  for (auto& [isa, g] : net_pct) {
-    f << (first ? "" : ", ") << "\"" << isa_name(isa) << "\": " << g;
-    first = false;
+  if (impl.family != ConvFamily::direct) {
+    *why = "--tune applies to direct and gemm1x1";
+    return nullptr;
   }
-  f << "},\n  \"network_best_pct_of_peak_min\": {";
-  first = true;
-  for (auto& [isa, g] : net_pct_min) {
-    f << (first ? "" : ", ") << "\"" << isa_name(isa) << "\": " << g;
-    first = false;
+  auto c = convjit::init_direct_conf(p, impl, isa);
+  if (!c) {
+    *why = c.reason;
+    return nullptr;
   }
-  f << "},\n  \"rows\": [\n";
-  for (size_t i = 0; i < rows.size(); ++i) {
-    const Row& r = rows[i];
-    f << "    {\"layer\": \"" << r.layer << "\", \"problem\": \"" << r.problem
-      << "\", \"kernel\": \"" << r.kernel << "\", \"family\": \"" << r.family << "\", \"isa\": \""
-      << r.isa << "\", \"src\": \"" << r.src << "\", \"dst\": \"" << r.dst
-      << "\", \"count\": " << r.count << ", \"macs\": " << r.macs << ", \"us\": " << r.us
-      << ", \"us_min\": " << r.us_min << ", \"us_wall\": " << r.us_wall
-      << ", \"samples\": " << r.samples << ", \"contended_samples\": " << r.contended
-      << ", \"gflops\": " << r.gflops << ", \"pct_of_peak\": " << r.pct
-      << ", \"best\": " << (r.best ? "true" : "false") << "}" << (i + 1 < rows.size() ? "," : "")
-      << "\n";
+  convjit::DirectConf& d = *c.conf;
+  if (v.bcast >= 0) {
+    d.bcast_reg = isa == Isa::avx512 && v.bcast;
+    const int regs = d.ur_h * d.ur_w * d.oc_blocks + d.oc_blocks + (d.bcast_reg ? 1 : 0);
+    if (regs > (isa == Isa::avx512 ? 32 : 16)) {
+      *why = "register broadcast does not fit this blocking";
+      return nullptr;
+    }
   }
-  f << "  ]\n}\n";
+  if (v.kc > 0) {
+    d.ic_chunk = std::min(v.kc, d.icb_total());
+    d.rows_outer = false;
+  }
+  if (v.mouter >= 0) d.rows_outer = v.mouter && d.ur_h == 1;
+  if (v.pfn >= 0) d.pf_next = v.pfn != 0;
+  if (v.pfe > 0) {
+    if (v.pfe > 16 || (v.pfe & (v.pfe - 1))) {
+      *why = "pfe must be 1, 2, 4, 8 or 16";
+      return nullptr;
+    }
+    d.pf_every = v.pfe;
+  }
+  return convjit::make_direct_kernel(d, w, &b);
+}
+
+// The K-split candidates of --kchunk (direct / gemm1x1 only).
+std::unique_ptr<Kernel> make_with_chunk(const ConvProblem& p, const ConvImpl& impl, Isa isa,
+                                        const Tensor& w, const Tensor& b, int chunk) {
+  Variant v;
+  v.ur = impl.ur_w;
+  v.ob = impl.oc_blocks;
+  v.kc = chunk < 0 ? int64_t(1) << 30 : chunk;
+  if (chunk > 0) v.mouter = 0;
+  std::string why;
+  return make_variant(p, impl, isa, w, b, v, &why);
+}
+
+struct Context {
+  const Options& o;
+  std::map<Isa, double> peak;
+  std::map<Isa, std::unique_ptr<FmaProbe>> probes;
+  L2Probe l2probe;
+  double copy_gbs = 0;     // single-core DRAM copy bandwidth (0: not measured)
+  double copy_l3_gbs = 0;  // the same for 2 x 8 MB buffers (L3-resident)
+  std::vector<Row> rows;
+  std::vector<Missing> missing;
+};
+
+// Builds, times and reports every candidate of one layer on one isa.
+void bench_layer(Context& ctx, const Layer& l, Isa isa) {
+  const Options& o = ctx.o;
+  const ConvProblem p = make_problem(l, o.post);
+  const Tensor w = [&] {
+    Tensor t(DType::f32, {p.oc, p.ic / p.groups, p.kh, p.kw});
+    auto v = random_buffer(size_t(t.numel()), 2);
+    std::copy(v.begin(), v.end(), t.data<float>());
+    return t;
+  }();
+  Tensor b(DType::f32, {p.oc});
+  std::set<std::string> seen;
+  std::vector<Candidate> cands;
+  std::map<int, std::vector<float>> bufs;  // one src (layout) and one dst (100 + layout) each
+  const Shape xs{p.n, p.ic, p.ih, p.iw}, ys{p.n, p.oc, p.oh, p.ow};
+  auto add = [&](std::unique_ptr<Kernel> k, const ConvImpl& impl, const std::string& label) {
+    if (!k || seen.count(label)) return;  // forced values may clamp to the same kernel
+    seen.insert(label);
+    const int skey = int(impl.src), dkey = 100 + int(impl.dst);
+    if (!bufs.count(skey)) bufs[skey] = random_buffer(size_t(layout_elems(impl.src, xs)), 1);
+    if (!bufs.count(dkey)) bufs[dkey].assign(size_t(layout_elems(impl.dst, ys)), 0.f);
+    Candidate c;
+    c.k = std::move(k);
+    c.impl = impl;
+    c.label = label;
+    c.src = bufs[skey].data();
+    c.dst = bufs[dkey].data();
+    cands.push_back(std::move(c));
+  };
+  const int max_ob = isa == Isa::avx512 ? 8 : 6, max_ur = isa == Isa::avx512 ? 28 : 14;
+  for (int fi = 0; fi < kNumConvFamilies; ++fi) {
+    const ConvFamily f = ConvFamily(fi);
+    if (!matches_any(conv_family_name(f), o.family)) continue;
+    for (auto [src, dst] : layout_pairs(o, p, f, isa)) {
+      ConvImpl impl;
+      impl.family = f;
+      impl.src = src;
+      impl.dst = dst;
+      std::string why;
+      auto k = create_conv_kernel(p, impl, isa, w, &b, &why);
+      if (!k) {
+        ctx.missing.push_back(
+            {l.set, l.name, isa_name(isa), conv_family_name(f), pair_name(src, dst), why});
+        continue;
+      }
+      const std::string name = k->name();
+      add(std::move(k), impl, name);
+      const bool tunable = f == ConvFamily::direct || f == ConvFamily::gemm1x1;
+      if (!tunable) continue;
+      std::vector<std::pair<int, int>> blockings{{0, 0}};
+      if (o.sweep)
+        for (int ob = 1; ob <= max_ob; ++ob)
+          for (int ur = 1; ur <= max_ur; ++ur)
+            if (ur * ob >= (isa == Isa::avx512 ? 14 : 8) &&
+                ur * ob + ob + 1 <= (isa == Isa::avx512 ? 32 : 16))
+              blockings.push_back({ur, ob});
+      for (auto [ur, ob] : blockings)
+        for (int kc : o.kchunks) {
+          if (ur == 0 && kc == 0) continue;  // the default kernel, added above
+          ConvImpl forced = impl;
+          forced.ur_w = ur;
+          forced.oc_blocks = ob;
+          auto kk = kc ? make_with_chunk(p, forced, isa, w, b, kc)
+                       : create_conv_kernel(p, forced, isa, w, &b, &why);
+          if (!kk) continue;
+          const std::string label = kk->name() + (kc ? "/k" + std::to_string(kc) : "");
+          add(std::move(kk), forced, label);
+        }
+      for (const Variant& v : o.tunes) {
+        if (!contains(conv_family_name(f), v.family) || !contains(pair_name(src, dst), v.layout))
+          continue;
+        std::string vwhy;
+        auto kk = make_variant(p, impl, isa, w, b, v, &vwhy);
+        if (!kk) {
+          std::fprintf(stderr, "%s %s --tune %s: %s\n", l.name.c_str(), isa_name(isa),
+                       v.spec.c_str(), vwhy.c_str());
+          continue;
+        }
+        const std::string label = kk->name() + "/" + v.spec;
+        ConvImpl vi = impl;
+        vi.ur_w = v.ur;
+        vi.oc_blocks = v.ob;
+        add(std::move(kk), vi, label);
+      }
+    }
+  }
+  if (cands.empty()) return;
+  time_candidates(cands, o.reps, *ctx.probes.at(isa), ctx.l2probe, ctx.peak[isa], o.clean, o.tries);
+  const size_t first = ctx.rows.size();
+  for (Candidate& c : cands) {
+    const Stats st = stats(c);
+    Row r;
+    r.set = l.set;
+    r.layer = l.name;
+    r.problem = p.str();
+    r.kernel = c.label;
+    r.family = conv_family_name(c.impl.family);
+    r.isa = isa_name(isa);
+    r.src = layout_name(c.impl.src);
+    r.dst = layout_name(c.impl.dst);
+    r.count = l.count;
+    r.depthwise = l.depthwise();
+    r.macs = p.macs();  // the direct conv's, whatever the family computes
+    r.bytes = min_bytes(p);
+    r.forced = c.label != c.k->name() || c.impl.ur_w || c.impl.oc_blocks;
+    r.us = st.us;
+    r.us_min = st.us_min;
+    r.us_wall = st.us_wall;
+    r.probe_share = st.probe_share;
+    r.samples = st.samples;
+    r.contended = st.contended;
+    r.gflops = 2 * r.macs / r.us / 1e3;
+    r.pct = 100 * r.gflops / ctx.peak[isa];
+    r.pct_min = 100 * 2 * r.macs / r.us_min / 1e3 / ctx.peak[isa];
+    r.gbs = r.bytes / r.us / 1e3;
+    r.pct_bw = ctx.copy_gbs > 0 ? 100 * r.gbs / ctx.copy_gbs : 0;
+    r.pct_bw_l3 = ctx.copy_l3_gbs > 0 ? 100 * r.gbs / ctx.copy_l3_gbs : 0;
+    ctx.rows.push_back(r);
+  }
+  mark_best(ctx.rows, first);
+  for (size_t i = first; i < ctx.rows.size(); ++i)
+    if (!o.sweep || !ctx.rows[i].forced || ctx.rows[i].best) print_row(ctx.rows[i]);
+  if (o.sweep) print_top(ctx.rows, first, o.top);
+  if (o.why) {
+    // Per family: one line per distinct reason, with the layout pairs it was given for.
+    std::map<std::string, std::map<std::string, std::string>> by_family;  // family -> why -> pairs
+    for (const Missing& m : ctx.missing)
+      if (m.layer == l.name && m.isa == isa_name(isa)) {
+        std::string& pairs = by_family[m.family][m.reason];
+        pairs += (pairs.empty() ? "" : " ") + m.layouts;
+      }
+    for (auto& [fam, reasons] : by_family)
+      for (auto& [why, pairs] : reasons)
+        std::printf("  n/a %-10s %s [%s]\n", fam.c_str(), why.c_str(), pairs.c_str());
+  }
 }
 
 int run(int argc, char** argv) {
   const Options o = parse(argc, argv);
+  std::vector<Layer> layers = o.custom.empty() ? layer_set(o.set) : o.custom;
+  Context ctx{o};
   std::printf("cpu: %s\n", cpu_description().c_str());
-  std::map<Isa, double> peak;
-  std::map<Isa, std::unique_ptr<FmaProbe>> probes;
-  const L2Probe l2probe;
   for (Isa isa : o.isas) {
-    peak[isa] = measure_fma_peak(isa);
-    std::printf("measured 1-core FMA peak %-6s: %7.1f GFLOP/s\n", isa_name(isa), peak[isa]);
-    probes[isa] = std::make_unique<FmaProbe>(isa);
+    ctx.peak[isa] = measure_fma_peak(isa);
+    std::printf("measured 1-core FMA peak %-6s: %7.1f GFLOP/s\n", isa_name(isa), ctx.peak[isa]);
+    ctx.probes[isa] = std::make_unique<FmaProbe>(isa);
   }
-  std::vector<Row> rows;
-  std::map<Isa, double> net_time, net_time_min, net_flops;
-  std::printf("\n%-20s %-6s %-52s %9s %8s %6s %9s\n", "layer", "isa", "kernel", "us", "GFLOP/s",
-              "%peak", "contended");
-  std::vector<Layer> layers(std::begin(kLayers), std::end(kLayers));
-  if (!o.custom.empty()) {
-    layers = o.custom;
-    for (size_t i = 0; i < layers.size(); ++i) layers[i].name = o.custom_names[i].c_str();
+  const bool any_dw = std::any_of(layers.begin(), layers.end(), [&](const Layer& l) {
+    return l.depthwise() && contains(l.name, o.layer) && matches_any("depthwise", o.family);
+  });
+  if (any_dw && !o.isas.empty()) {
+    double best = 0;
+    ctx.copy_gbs = measure_copy_gbs(o.isas.front(), o.stream_mb << 20, 7, &best);
+    std::printf("single-core DRAM copy bandwidth (2 x %zu MB): %.1f GB/s (best %.1f)\n",
+                o.stream_mb, ctx.copy_gbs, best);
+    ctx.copy_l3_gbs = measure_copy_gbs(o.isas.front(), 8 << 20, 51, &best);
+    std::printf("single-core L3 copy bandwidth (2 x 8 MB): %.1f GB/s (best %.1f)\n",
+                ctx.copy_l3_gbs, best);
   }
+  print_header();
   for (const Layer& l : layers) {
-    if (!o.layer.empty() && std::string(l.name).find(o.layer) == std::string::npos) continue;
-    const ConvProblem p = make_problem(l, o.relu);
-    const Tensor w = [&] {
-      Tensor t(DType::f32, {p.oc, p.ic, p.kh, p.kw});
-      auto v = random_buffer(size_t(t.numel()), 2);
-      std::copy(v.begin(), v.end(), t.data<float>());
-      return t;
-    }();
-    Tensor b(DType::f32, {p.oc});
-    for (Isa isa : o.isas) {
-      size_t best = rows.size();
-      const size_t first_row = rows.size();
-      std::set<std::string> seen;
-      std::vector<Candidate> cands;
-      std::map<Layout, std::vector<float>> bufs;  // one src and one dst buffer per layout
-      const Shape xs{p.n, p.ic, p.ih, p.iw}, ys{p.n, p.oc, p.oh, p.ow};
-      for (ConvImpl impl : impls(p, isa)) {
-        std::vector<std::pair<int, int>> blockings{{0, 0}};
-        if (o.sweep)
-          for (int ob = 1; ob <= (isa == Isa::avx512 ? 8 : 6); ++ob)
-            for (int ur = 1; ur <= (isa == Isa::avx512 ? 28 : 14); ++ur)
-              if (ur * ob >= (isa == Isa::avx512 ? 14 : 8) &&
-                  ur * ob + ob + 1 <= (isa == Isa::avx512 ? 32 : 16))
-                blockings.push_back({ur, ob});
-        for (auto [ur, ob] : blockings)
-          for (int kc : o.kchunks) {
-            impl.ur_w = ur;
-            impl.oc_blocks = ob;
-            std::string why;
-            auto k = kc ? make_with_chunk(p, impl, isa, w, b, kc)
-                        : create_conv_kernel(p, impl, isa, w, &b, &why);
-            if (!k) continue;
-            const std::string key = k->name() + (kc ? "/k" + std::to_string(kc) : "");
-            if (seen.count(key)) continue;  // forced values may be clamped to the same kernel
-            seen.insert(key);
-            if (!bufs.count(impl.src))
-              bufs[impl.src] = random_buffer(size_t(layout_elems(impl.src, xs)), 1);
-            const Layout dkey = Layout(int(impl.dst) + 100);  // dst buffers apart from src ones
-            if (!bufs.count(dkey)) bufs[dkey].assign(size_t(layout_elems(impl.dst, ys)), 0.f);
-            Candidate c;
-            c.k = std::move(k);
-            c.impl = impl;
-            c.label = key;
-            c.src = bufs[impl.src].data();
-            c.dst = bufs[dkey].data();
-            cands.push_back(std::move(c));
-          }
-      }
-      time_candidates(cands, o.reps, *probes.at(isa), l2probe, peak[isa], o.clean, o.tries);
-      for (Candidate& c : cands) {
-        Row r;
-        r.layer = l.name;
-        r.problem = p.str();
-        r.kernel = c.label;
-        r.family = conv_family_name(c.impl.family);
-        r.isa = isa_name(isa);
-        r.src = layout_name(c.impl.src);
-        r.dst = layout_name(c.impl.dst);
-        r.count = l.count;
-        r.macs = c.k->macs();
-        // The median of the clean samples when there are at least 3, else of all of them.
-        r.samples = int(c.samples.size() + c.shared.size());
-        if (c.samples.size() < 3)
-          c.samples.insert(c.samples.end(), c.shared.begin(), c.shared.end());
-        std::sort(c.samples.begin(), c.samples.end());
-        r.us = c.samples[c.samples.size() / 2] * 1e6;
-        r.us_min = c.samples[0] * 1e6;
-        std::sort(c.wall.begin(), c.wall.end());
-        r.us_wall = c.wall[c.wall.size() / 2] * 1e6;
-        r.contended = c.contended;
-        r.gflops = 2 * r.macs / r.us / 1e3;
-        r.pct = 100 * r.gflops / peak[isa];
-        if (!o.sweep || (c.impl.ur_w == 0 && c.impl.oc_blocks == 0))
-          std::printf("%-20s %-6s %-52s %9.1f %8.1f %5.1f%% %5d/%-3d\n", r.layer.c_str(),
-                      r.isa.c_str(), r.kernel.c_str(), r.us, r.gflops, r.pct, r.contended,
-                      r.samples);
-        if (best == rows.size() || r.gflops > rows[best].gflops) best = rows.size();
-        rows.push_back(r);
-      }
-      if (best < rows.size()) {
-        rows[best].best = true;
-        net_time[isa] += rows[best].us * l.count;
-        net_time_min[isa] += rows[best].us_min * l.count;
-        net_flops[isa] += 2 * rows[best].macs * l.count;
-        if (o.sweep) {  // the fastest blockings of this layer and isa
-          std::vector<const Row*> mine;
-          for (size_t i = first_row; i < rows.size(); ++i) mine.push_back(&rows[i]);
-          std::sort(mine.begin(), mine.end(),
-                    [](const Row* a, const Row* b) { return a->us_min < b->us_min; });
-          for (size_t i = 0; i < mine.size() && i < size_t(o.top); ++i)
-            std::printf("%-20s %-6s top%zu %-47s %9.1f %8.1f %5.1f%% (min %.1f us, %.1f%%)\n",
-                        mine[i]->layer.c_str(), mine[i]->isa.c_str(), i + 1,
-                        mine[i]->kernel.c_str(), mine[i]->us, mine[i]->gflops, mine[i]->pct,
-                        mine[i]->us_min,
-                        100 * 2 * mine[i]->macs / mine[i]->us_min / 1e3 / peak[isa]);
-        }
-      }
-    }
+    if (!contains(l.name, o.layer)) continue;
+    for (Isa isa : o.isas) bench_layer(ctx, l, isa);
   }
-  std::printf(
-      "\nbest family per layer: GFLOP/s and %% of the measured peak of that isa from the median "
-      "time (min: from the fastest sample)\n");
-  std::printf("%-20s %5s", "layer", "count");
-  for (Isa isa : o.isas)
-    std::printf(" | %-7s %-44s %7s %6s %6s", isa_name(isa), "kernel", "GFLOP/s", "%peak", "min");
-  std::printf("\n");
-  for (const Layer& l : layers) {
-    bool any = false;
-    for (const Row& r : rows) any = any || (r.layer == l.name && r.best);
-    if (!any) continue;
-    std::printf("%-20s %5d", l.name, l.count);
-    for (Isa isa : o.isas)
-      for (const Row& r : rows)
-        if (r.layer == l.name && r.best && r.isa == isa_name(isa)) {
-          std::string kn = r.kernel.substr(5);  // drop "conv_"
-          kn = kn.substr(0, kn.find("__"));     // and the isa
-          std::printf(" | %-7s %-44s %7.1f %5.1f%% %5.1f%%", "", kn.c_str(), r.gflops, r.pct,
-                      100 * 2 * r.macs / r.us_min / 1e3 / peak[isa]);
-        }
-    std::printf("\n");
-  }
-  std::map<Isa, double> net_pct, net_pct_min;
-  for (Isa isa : o.isas)
-    if (net_time[isa] > 0) {
-      net_pct_min[isa] = 100 * net_flops[isa] / (net_time_min[isa] * 1e3) / peak[isa];
-      const double g = net_flops[isa] / (net_time[isa] * 1e3);
-      net_pct[isa] = 100 * g / peak[isa];
-      std::printf(
-          "ResNet-50 convs (count-weighted, best family) %-6s: %.2f ms, %.1f GFLOP/s, %.1f%% of "
-          "peak (min: %.2f ms, %.1f%%)\n",
-          isa_name(isa), net_time[isa] / 1e3, g, net_pct[isa], net_time_min[isa] / 1e3,
-          100 * net_flops[isa] / (net_time_min[isa] * 1e3) / peak[isa]);
-    }
+  ReportInput in{o.isas, ctx.peak, ctx.copy_gbs, ctx.copy_l3_gbs,
+                 o.post, layers,   ctx.rows,     ctx.missing};
+  const std::vector<Total> totals = print_summary(in);
   int all = 0, bad = 0;
-  for (const Row& r : rows) {
+  for (const Row& r : ctx.rows) {
     all += r.samples;
     bad += r.contended;
   }
@@ -500,7 +510,7 @@ int run(int argc, char** argv) {
         "note: %d of %d samples were taken while the probes showed the core shared "
         "(FMA below %.0f%% of peak or slow L2 reads)\n",
         bad, all, 100 * o.clean);
-  if (!o.json.empty()) write_json(o, peak, rows, net_pct, net_pct_min);
+  if (!o.json.empty()) write_json(o.json, in, totals);
   return 0;
 }
 

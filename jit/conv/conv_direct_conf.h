@@ -54,6 +54,11 @@ struct DirectConf {
   // >= icb_full (+ tail) means one call per output row.
   int64_t ic_chunk = 0;
   bool rows_outer = false;  // tile order: (n, oh, group) instead of (n, group, oh)
+  // Groups outer with more than one group: a prefetcht1 every pf_every reduction steps walks the
+  // next group's weights, so their stream from L3 / memory overlaps this group's rows instead of
+  // stalling the next group's first row.
+  bool pf_next = false;
+  int pf_every = 1;  // reduction steps per prefetch (a power of two <= 16): ~one pass per group
 
   // "ow14oc2", "oh2ow7oc2" (part of the kernel name).
   std::string blocking_str() const;

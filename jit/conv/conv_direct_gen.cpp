@@ -43,6 +43,7 @@ DirectGenerator::DirectGenerator(const DirectConf& c, int ob, bool last_group, i
   ow_cnt_ = pool.take("ow_cnt");
   epi_a_ = pool.take("epi_a");
   epi_b_ = pool.take("epi_b");
+  pf_ = pool.take("pf_wei");
   epi_ = std::make_unique<EpilogueEmitter>(*this, c.isa, c.p.bias, c.p.post);
   if (rows * c.ur_w * ob + epi_->temps_needed() > vector_regs(c.isa))
     fail(Code::internal, "kernel " + name + ": epilogue needs " +
@@ -66,6 +67,7 @@ void DirectGenerator::generate() {
   preamble();
   mov(src_row_, ptr[abi_param1 + offsetof(ConvCallArgs, src)]);
   mov(dst_row_, ptr[abi_param1 + offsetof(ConvCallArgs, dst)]);
+  if (c_.pf_next) mov(pf_, ptr[abi_param1 + offsetof(ConvCallArgs, pf_wei)]);
   const int64_t pix = c_.src_pix_bytes();
   for (const OwBlock& b : c_.ow_blocks) {
     lea(src_blk_, ptr[src_row_ + (b.start * c_.p.sw - c_.p.pl) * pix]);
@@ -154,6 +156,9 @@ void DirectGenerator::emit_kh_loop(int ur, int64_t ow0, int nic) {
     for (int px = 0; px < ur; ++px) any = any || tap_valid(ow0, px, kw);  // same in every row
     if (!any) continue;  // the whole block reads padding for this column
     for (int ic = 0; ic < nic; ++ic) {
+      const int step = kw * nic + ic;
+      if (c_.pf_next && nic == c_.simd && step % c_.pf_every == 0)
+        prefetcht1(ptr[pf_ + step / c_.pf_every * 64]);
       const int64_t wofs = ((int64_t(kw) * nic + ic) * ob_) * c_.simd * 4;
       for (int j = 0; j < ob_; ++j)
         vmovups(vreg(c_.isa, w0 + j), ptr[wei_k_ + wofs + j * c_.simd * 4]);
@@ -175,6 +180,7 @@ void DirectGenerator::emit_kh_loop(int ur, int64_t ow0, int nic) {
   }
   add(src_k_, p.dh * c_.src_row_bytes());
   add(wei_k_, c_.wei_kh_floats(ob_, nic) * 4);
+  if (c_.pf_next && nic == c_.simd) add(pf_, p.kw * nic / c_.pf_every * 64);
   dec(kh_cnt_);
   jnz(loop, T_NEAR);
   L(done);

@@ -38,7 +38,7 @@ class DirectGenerator : public JitGenerator {
   bool k_split_;
   std::unique_ptr<EpilogueEmitter> epi_;
   Xbyak::Reg64 src_row_, dst_row_, src_blk_, dst_blk_, src_ic_, wei_ic_, src_k_, wei_k_, kh_cnt_,
-      icb_cnt_, ow_cnt_, epi_a_, epi_b_;
+      icb_cnt_, ow_cnt_, epi_a_, epi_b_, pf_;
 };
 
 }  // namespace kiln::convjit

@@ -18,6 +18,7 @@ class DirectKernel : public Kernel {
         name_(conv_kernel_name("direct", c.src, c.dst, c.blocking_str(), c.isa)),
         bias_(pack_bias(bias ? bias->data<float>() : nullptr, c.p.oc, c.ocb * c.simd)) {
     pack_weights(w.data<float>());
+    for (const OwBlock& b : c.ow_blocks) blocks_per_row_ += b.count;
     // [rows - 1][last group]: one-row code always, row-pair code when ur_h == 2.
     for (int rows = 1; rows <= c.ur_h; ++rows) {
       const std::string suffix = rows > 1 ? "_rows" + std::to_string(rows) : "";
@@ -59,13 +60,19 @@ class DirectKernel : public Kernel {
         rows = std::min(end - t, OH - oh0);  // the rows of this (n, g) in the range
       }
       const int64_t chunk = split ? c_.ic_chunk : c_.icb_total();
+      // pf_next: the calls of this group walk the next group's weights (a line per pf_every
+      // steps).
+      const float* next = wei_.data<float>() + group_off_[size_t(std::min(g + 1, G - 1))];
+      int64_t pf_lines = 0;
       for (int64_t k0 = 0; k0 < c_.icb_total(); k0 += chunk) {
         const int64_t kcnt = std::min(chunk, c_.icb_total() - k0);
+        const int64_t full_k = kcnt - (c_.ic_tail && k0 + kcnt == c_.icb_total() ? 1 : 0);
         for (int64_t oh = oh0; oh < oh0 + rows;) {
           // Pairs of rows whose windows have no top/bottom padding run as one block.
           const int step =
               c_.ur_h == 2 && oh + 1 < oh0 + rows && full_window(oh) && full_window(oh + 1) ? 2 : 1;
-          call(args, base, n, g, oh, k0, kcnt, step);
+          const int64_t kh_cnt = call(args, base, n, g, oh, k0, kcnt, step, next + pf_lines * 16);
+          pf_lines += blocks_per_row_ * full_k * kh_cnt * c_.p.kw * c_.simd / c_.pf_every;
           oh += step;
         }
       }
@@ -79,8 +86,9 @@ class DirectKernel : public Kernel {
     return ih0 >= 0 && ih0 + (c_.p.kh - 1) * c_.p.dh < c_.p.ih;
   }
 
-  void call(const KernelArgs& args, const ConvCallArgs& base, int64_t n, int64_t g, int64_t oh,
-            int64_t k0, int64_t kcnt, int rows) const {
+  // Runs one call; returns its number of valid kernel rows.
+  int64_t call(const KernelArgs& args, const ConvCallArgs& base, int64_t n, int64_t g, int64_t oh,
+               int64_t k0, int64_t kcnt, int rows, const float* pf_wei) const {
     const ConvProblem& p = c_.p;
     const bool last = g == c_.oc_groups - 1;
     const int ob = last ? c_.oc_blocks_last : c_.oc_blocks;
@@ -112,8 +120,10 @@ class DirectKernel : public Kernel {
     a.k_blocks = kcnt - (has_tail ? 1 : 0);
     a.flags = (k0 > 0 ? kFlagAccumulate : 0) | (k0 + kcnt == c_.icb_total() ? kFlagFinal : 0) |
               (has_tail ? kFlagIcTail : 0);
+    a.pf_wei = pf_wei;
     const auto& gen = gen_[rows - 1][last && c_.last_group_own ? 1 : 0];
     gen->fn<Fn>()(&a);
+    return a.kh_cnt;
   }
 
   void pack_weights(const float* w) {
@@ -150,6 +160,7 @@ class DirectKernel : public Kernel {
   Tensor wei_;
   std::vector<int64_t> group_off_;
   std::unique_ptr<DirectGenerator> gen_[2][2];
+  int64_t blocks_per_row_ = 0;  // register blocks one call runs (each walks pf_next lines)
 };
 
 }  // namespace

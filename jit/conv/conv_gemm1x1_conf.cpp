@@ -6,7 +6,16 @@ namespace kiln::convjit {
 namespace {
 
 constexpr int64_t kL2Budget = 512 * 1024;  // see conv_direct_conf.cpp
-constexpr int64_t kL1Budget = 32 * 1024;   // of a 48 KB L1D
+// With groups outer, a group's weights (re-read by each of its tiles) and the next group's
+// (prefetched meanwhile) share L2 with the src: groups of at most this size. Measured on
+// 2048 -> 512 at 7x7: 4 oc vectors (512 KB per group) 72% of peak, 2 vectors (256 KB) 85%.
+constexpr int64_t kGroupL2 = 256 * 1024;
+// Weights beyond this come from L3 / memory every run: prefetch the next group's (pf_next).
+// Measured (busy machine, best of 8 medians): 512 -> 2048 at 7x7 77% of peak without, 81%
+// with a prefetch per K step, 87% with one per pf_every (2); 1024 -> 2048 s2 67% -> 82%;
+// 1-2 MB of weights: no gain.
+constexpr int64_t kPfNextAbove = 3 << 20;
+constexpr int64_t kL1Budget = 32 * 1024;  // of a 48 KB L1D
 
 // Lines per L1 set (64 sets of 64 bytes) that `ur` addresses `stride` bytes apart occupy, at
 // most; an L1D has 12 ways, and the weights and the other operand need some.
@@ -23,13 +32,30 @@ bool fits(Isa isa, int ur, int ob, bool bcast_reg, int temps) {
   return ur * ob + std::max(live, temps) <= vector_regs(isa);
 }
 
+// Cycles of one K step of an m x o tile: the shared model (FMA / load ports, latency, front
+// end) plus a charge for load pressure. Tiles of equal FMA-bound cost but fewer loads per FMA
+// measured faster: e.g. 6 pixels x 4 oc vectors with register broadcasts (10 loads per 24
+// FMAs) beat 28 x 1 with embedded broadcasts (29 per 28) by 2-9% on ResNet-50's 1x1 layers,
+// most where the other hyperthread also loads (it shares the load ports and L1).
+constexpr double kLoadCharge = 0.2;
+double step_cycles(Isa isa, int m, int o, bool bcast_reg) {
+  const bool reg = bcast_reg || isa != Isa::avx512;
+  const double fmas = double(m) * o, loads = o + (reg ? m : fmas);
+  return block_step_cycles(isa, m, o, bcast_reg) * (1 + kLoadCharge * loads / fmas);
+}
+
+// AVX-512 broadcasts src into a register once a pixel feeds >= 2 oc vectors (fewer load uops
+// than one embedded broadcast per FMA); with one vector the embedded form has fewer uops.
+bool use_bcast_reg(Isa isa, int ob, const Gemm1x1Force& force) {
+  if (isa != Isa::avx512) return false;
+  return force.bcast_reg >= 0 ? force.bcast_reg != 0 : ob >= 2;
+}
+
 // Estimated cycles for one line over all oc groups.
-double line_cost(const Gemm1x1Conf& c, int ur, int ob) {
+double line_cost(const Gemm1x1Conf& c, int ur, int ob, bool bcast_reg) {
   const double k = double(c.p.ic);
   const int64_t full = c.ocv / ob, rest = c.ocv % ob;
-  auto tile = [&](int m, int o) {
-    return k * block_step_cycles(c.isa, m, o, c.bcast_reg) + m * o + 20;
-  };
+  auto tile = [&](int m, int o) { return k * step_cycles(c.isa, m, o, bcast_reg) + m * o + 20; };
   auto group = [&](int o) {
     return double(c.m_len / ur) * tile(ur, o) + (c.m_len % ur ? tile(int(c.m_len % ur), o) : 0);
   };
@@ -42,7 +68,8 @@ std::string Gemm1x1Conf::blocking_str() const {
   return "m" + std::to_string(ur_m) + "oc" + std::to_string(ur_n);
 }
 
-ConfOr<Gemm1x1Conf> init_gemm1x1_conf(const ConvProblem& p, const ConvImpl& impl, Isa isa) {
+ConfOr<Gemm1x1Conf> init_gemm1x1_conf(const ConvProblem& p, const ConvImpl& impl, Isa isa,
+                                      const Gemm1x1Force& force) {
   using R = ConfOr<Gemm1x1Conf>;
   if (std::string why = check_common(p, isa); !why.empty()) return R::no(why);
   if (p.kh != 1 || p.kw != 1) return R::no("needs 1x1 kernel");
@@ -61,14 +88,26 @@ ConfOr<Gemm1x1Conf> init_gemm1x1_conf(const ConvProblem& p, const ConvImpl& impl
       return R::no(why + " (gemm1x1 takes blocked or nhwc)");
   }
   c.stride = p.sh;
+  // Stride 2 read in place uses half of every cache line it touches (NHWC: whole pixels, but
+  // a row per call) and tiles end at each short output row; packing costs a copy of the
+  // pixels read, once per chunk that every oc group then reuses from L1.
+  c.pack = c.stride == 2 && force.pack != 0;
   c.icb_full = p.ic / c.simd;
   c.ic_tail = int(p.ic % c.simd);
   c.ocv = (p.oc + c.simd - 1) / c.simd;
   c.epi_temps = epilogue_temps(p, isa);
-  c.m_len = c.stride == 1 ? p.oh * p.ow : p.ow;
-  c.m_lines = c.stride == 1 ? 1 : p.oh;
+  c.m_len = c.gemm_stride() == 1 ? p.oh * p.ow : p.ow;
+  c.m_lines = c.gemm_stride() == 1 ? 1 : p.oh;
+  if (c.pack && c.nhwc) {
+    // Narrow rows stay dense; wider ones span an odd number of cache lines (see the header).
+    const int64_t bytes = p.ic * 4, lines = (bytes + 63) / 64;
+    c.pack_pix_bytes = bytes <= 64 ? bytes : (lines | 1) * 64;
+  }
 
   const int max_ob = int(std::min<int64_t>(c.ocv, isa == Isa::avx512 ? 8 : 6));
+  // All weights (whatever the grouping) beyond the L2 share -> groups outer (see below).
+  const int64_t kb_vec_bytes = int64_t(c.simd) * c.simd * 4;  // one ic block x one oc vector
+  const bool groups_outer = c.icb_total() * c.ocv * kb_vec_bytes > kL2Budget;
   const int max_ur = int(std::min<int64_t>(c.m_len, isa == Isa::avx512 ? 28 : 14));
   if (impl.oc_blocks < 0 || impl.ur_w < 0) return R::no("negative forced blocking");
   double best = 0;
@@ -76,23 +115,25 @@ ConfOr<Gemm1x1Conf> init_gemm1x1_conf(const ConvProblem& p, const ConvImpl& impl
     if (impl.oc_blocks && ob != std::min<int64_t>(impl.oc_blocks, c.ocv)) continue;
     for (int ur = 1; ur <= max_ur; ++ur) {
       if (impl.ur_w && ur != std::min<int64_t>(impl.ur_w, c.m_len)) continue;
-      if (!fits(isa, ur, ob, c.bcast_reg, c.epi_temps)) continue;
+      if (groups_outer && ob > 1 && c.icb_total() * ob * kb_vec_bytes > kGroupL2 && !impl.oc_blocks)
+        continue;
+      const bool reg = use_bcast_reg(isa, ob, force);
+      if (!fits(isa, ur, ob, reg, c.epi_temps)) continue;
       // NHWC pixels are a channel row apart: with 1024 channels (4 KB) every pixel of a tile
       // falls into the same L1 set, and a 28-pixel tile thrashes it (measured 41% of peak).
       if (c.nhwc && !(impl.ur_w && impl.oc_blocks) &&
-          (set_crowding(c.stride * c.src_pix_bytes(), ur) > kMaxPerSet ||
+          (set_crowding(c.gemm_stride() * c.src_pix_bytes(), ur) > kMaxPerSet ||
            set_crowding(c.dst_pix_bytes(), ur) > kMaxPerSet))
         continue;
-      // Plans with pixel / oc-group remainders pay 2% (their partial blocks run below the
-      // model's estimate). Ties (1%) go to fewer oc vectors (smaller code, measured faster
-      // with embedded broadcasts), then to wider blocks.
-      const double cost =
-          line_cost(c, ur, ob) * (1 + (c.m_len % ur ? 0.02 : 0) + (c.ocv % ob ? 0.02 : 0));
+      // Plans with an oc-group remainder pay 2% (its partial blocks run below the model's
+      // estimate). Ties (1%) go to fewer oc vectors (smaller code), then to wider blocks.
+      const double cost = line_cost(c, ur, ob, reg) * (1 + (c.ocv % ob ? 0.02 : 0));
       if (c.ur_m == 0 || cost < best * 0.99 ||
           (cost <= best * 1.01 && ob == c.ur_n && ur > c.ur_m)) {
         best = std::min(best == 0 ? cost : best, cost);
         c.ur_m = ur;
         c.ur_n = ob;
+        c.bcast_reg = reg;
       }
     }
   }
@@ -110,21 +151,39 @@ ConfOr<Gemm1x1Conf> init_gemm1x1_conf(const ConvProblem& p, const ConvImpl& impl
 
   // Loop order: with all weights in L2, sweep every oc group over one pixel chunk whose src
   // stays in L1 (m_outer); else one group's weights stay while the pixels stream past.
-  const int64_t wei_bytes = c.icb_total() * c.wei_kb_floats(c.ur_n) * 4 * c.n_groups;
-  c.m_outer = wei_bytes <= kL2Budget;
-  // Chunks of a line: a stride-1 image is cut into pieces of whole tiles — as many as keep the
-  // chunk's src in L1 when m_outer, else ~4 — so threads get even work; a stride-2 row is one
-  // chunk.
+  c.m_outer = force.m_outer >= 0 ? force.m_outer != 0 : !groups_outer;
+  // Chunks of a line: a stride-1 (or packed) image is cut into pieces of whole tiles — as
+  // many as keep the chunk's src in L1 when m_outer, else ~4 — so threads get even work; an
+  // unpacked stride-2 row is one chunk.
   const int64_t tiles = c.full_tiles();
   const int64_t l1_tiles = kL1Budget / (4 * p.ic * c.ur_m);
   const int64_t want = c.m_outer ? std::max<int64_t>(1, l1_tiles) : 4;
-  c.chunk_blocks = c.stride == 1 ? std::clamp<int64_t>(want, 1, tiles) : tiles;
+  c.chunk_blocks = c.gemm_stride() == 1 ? std::clamp<int64_t>(want, 1, tiles) : tiles;
+  if (force.chunk_blocks > 0 && c.gemm_stride() == 1)
+    c.chunk_blocks = std::min(force.chunk_blocks, tiles);
   c.chunks = (tiles + c.chunk_blocks - 1) / c.chunk_blocks;
   // K split: when one tile's src (ur_m pixels x all input channels) overflows the L1 share,
   // the groups of a chunk are swept per slice of input channels instead (partial sums in dst).
   c.ic_chunk = c.icb_total();
   if (c.m_outer && c.n_groups > 1 && int64_t(4) * c.ur_m * p.ic > kL1Budget)
     c.ic_chunk = std::max<int64_t>(1, kL1Budget / (int64_t(4) * c.ur_m * c.simd));
+  if (force.ic_chunk > 0) c.ic_chunk = std::min(force.ic_chunk, c.icb_total());
+  // The packed buffer holds one chunk (m_outer: packed once, read by every group) or the
+  // whole image (groups outer: packed once per image and call).
+  if (c.pack) c.pack_pix = c.m_outer ? c.chunk_blocks * c.ur_m + c.m_tail : c.m_len;
+  if (force.pf_src >= 0) c.pf_src = force.pf_src != 0;
+  if (force.pf_dst >= 0) c.pf_dst = force.pf_dst != 0;
+  const int64_t wei_bytes = c.icb_total() * c.ocv * kb_vec_bytes;
+  c.pf_next = force.pf_next >= 0 ? force.pf_next != 0
+                                 : !c.m_outer && c.n_groups > 1 && wei_bytes > kPfNextAbove;
+  // Every tile of a group runs all K steps; the next group has K x ur_n lines.
+  const int64_t tiles_per_group = c.m_lines * (c.full_tiles() + (c.m_tail ? 1 : 0));
+  while (c.pf_every < 16 && tiles_per_group >= 2 * c.pf_every * c.ur_n) c.pf_every *= 2;
+  if (force.pf_every > 0) {
+    if (force.pf_every > 16 || (force.pf_every & (force.pf_every - 1)))
+      return R::no("pf_every must be 1, 2, 4, 8 or 16");
+    c.pf_every = force.pf_every;
+  }
   return c;
 }
 

@@ -5,8 +5,10 @@
 // One JIT call computes one "chunk" of pixels for one group of `ur_n` oc vectors: a runtime
 // loop over full register tiles of `ur_m` pixels (plus an optional JIT-time tail tile), each
 // accumulating over the input-channel blocks (runtime loop, channels of a block unrolled).
-// Stride 1 runs the pixels of an image as one flat line across rows; stride 2 makes each
-// output row a line (input pixels 2 apart).
+// Stride 1 runs the pixels of an image as one flat line across rows. Stride 2 either packs
+// ("rtus", as oneDNN calls it) the input pixels it reads into a dense per-thread buffer first
+// and then runs exactly like stride 1 over the oh*ow packed pixels (the default: full cache
+// lines, tiles across rows), or makes each output row a line (input pixels 2 apart).
 #pragma once
 
 #include <string>
@@ -16,13 +18,27 @@
 
 namespace kiln::convjit {
 
+// Overrides of init_gemm1x1_conf's own choices, for tuning and tests (-1: its choice).
+struct Gemm1x1Force {
+  int bcast_reg = -1;         // AVX-512: broadcast src into a register instead of {1to16}
+  int pack = -1;              // stride 2: pack the strided input pixels first
+  int m_outer = -1;           // loop order (see Gemm1x1Conf::m_outer)
+  int64_t chunk_blocks = -1;  // full tiles per pixel chunk
+  int64_t ic_chunk = -1;      // ic blocks per call (K split)
+  int pf_src = -1;            // prefetch the next tile's src lines during a tile
+  int pf_dst = -1;            // prefetchw the next tile's dst lines during a tile
+  int pf_next = -1;           // groups outer: prefetch the next group's weights into L2
+  int pf_every = -1;          // K steps per such prefetch (1, 2, 4, 8 or 16)
+};
+
 struct Gemm1x1Conf {
   ConvProblem p;
   Isa isa = Isa::avx512;
   int simd = 16;
   Layout layout = Layout::nChw16c;  // src and dst
   bool nhwc = false;
-  int64_t stride = 1;
+  int64_t stride = 1;  // of the conv
+  bool pack = false;   // stride 2 packed into a dense buffer: the microkernel runs stride 1
 
   int64_t icb_full = 0;  // full input-channel blocks of `simd` channels
   int ic_tail = 0;       // channels of the last partial block (0: none)
@@ -34,23 +50,43 @@ struct Gemm1x1Conf {
   int n_last = 0;               // vectors in the last group
   bool last_group_own = false;  // last group has its own code (fewer vectors or a lane tail)
   bool bcast_reg = false;       // AVX-512: broadcast into a register instead of {1to16}
+  bool pf_src = false;          // prefetcht0 the next tile's src lines, spread over the K steps
+  bool pf_dst = false;          // prefetchw the next tile's dst lines, spread over the K steps
+  // Groups outer (weights beyond L2): a prefetcht1 every pf_every K steps walks the next
+  // group's weights, so that their stream from L3 / memory overlaps all of this group's tiles
+  // instead of stalling the next group's first tile (which needs ur_n lines per K step);
+  // pf_every (a power of two <= 16) makes the group's tiles cover the next group about once.
+  bool pf_next = false;
+  int pf_every = 1;
   int epi_temps = 0;
 
-  int64_t m_len = 0;         // pixels per line: oh*ow (stride 1) or ow (stride 2)
+  int64_t m_len = 0;         // pixels per line: oh*ow (stride 1, packed) or ow (stride 2)
   int64_t m_lines = 0;       // lines per image: 1 or oh
   int m_tail = 0;            // m_len % ur_m
   int64_t chunk_blocks = 0;  // full tiles per call (the line's last chunk may have fewer)
   int64_t chunks = 0;        // chunks per line
   bool m_outer = true;       // tile order (n, line, chunk, group) vs (n, group, line, chunk)
   int64_t ic_chunk = 0;      // ic blocks per call (K split when < icb_total)
+  // Packed buffer: pixels it holds (a chunk when m_outer, else the whole image) and, NHWC, the
+  // bytes between its pixels (the row of channels padded to an odd number of cache lines, so
+  // that the pixels of a tile spread over the L1 sets whatever the channel count).
+  int64_t pack_pix = 0;
+  int64_t pack_pix_bytes = 0;
 
   std::string blocking_str() const;  // "m14oc2"
   int64_t icb_total() const { return icb_full + (ic_tail ? 1 : 0); }
   int64_t full_tiles() const { return m_len / ur_m; }
-  // Byte strides for the generator and the kernel.
-  int64_t src_pix_bytes() const { return nhwc ? p.ic * 4 : int64_t(simd) * 4; }
+  int64_t gemm_stride() const { return pack ? 1 : stride; }  // pixel step of the microkernel
+  // Byte strides of the input tensor.
+  int64_t in_pix_bytes() const { return nhwc ? p.ic * 4 : int64_t(simd) * 4; }
+  int64_t in_kb_bytes() const { return nhwc ? int64_t(simd) * 4 : int64_t(simd) * 4 * p.ih * p.iw; }
+  // Byte strides of what the microkernel reads (the input, or the packed buffer).
+  int64_t src_pix_bytes() const { return pack && nhwc ? pack_pix_bytes : in_pix_bytes(); }
   int64_t src_kb_bytes() const {
-    return nhwc ? int64_t(simd) * 4 : int64_t(simd) * 4 * p.ih * p.iw;
+    return !pack ? in_kb_bytes() : nhwc ? int64_t(simd) * 4 : int64_t(simd) * 4 * pack_pix;
+  }
+  int64_t pack_floats() const {
+    return nhwc ? pack_pix * pack_pix_bytes / 4 : pack_pix * icb_total() * simd;
   }
   int64_t dst_pix_bytes() const { return nhwc ? p.oc * 4 : int64_t(simd) * 4; }
   int64_t dst_vec_bytes() const {
@@ -59,6 +95,7 @@ struct Gemm1x1Conf {
   int64_t wei_kb_floats(int ob) const { return int64_t(simd) * ob * simd; }
 };
 
-ConfOr<Gemm1x1Conf> init_gemm1x1_conf(const ConvProblem& p, const ConvImpl& impl, Isa isa);
+ConfOr<Gemm1x1Conf> init_gemm1x1_conf(const ConvProblem& p, const ConvImpl& impl, Isa isa,
+                                      const Gemm1x1Force& force = {});
 
 }  // namespace kiln::convjit

@@ -36,6 +36,7 @@ Gemm1x1Generator::Gemm1x1Generator(const Gemm1x1Conf& c, int ob, bool last_group
   m_cnt_ = pool.take("m_cnt");
   epi_a_ = pool.take("epi_a");
   epi_b_ = pool.take("epi_b");
+  pf_ = pool.take("pf_wei");
   epi_ = std::make_unique<EpilogueEmitter>(*this, c.isa, c.p.bias, c.p.post);
   if (c.ur_m * ob + std::max(epi_->temps_needed(), 1) > vector_regs(c.isa))
     fail(Code::internal, "kernel " + name + ": epilogue needs " +
@@ -52,13 +53,14 @@ void Gemm1x1Generator::generate() {
   }
   mov(src_m_, ptr[abi_param1 + offsetof(ConvCallArgs, src)]);
   mov(dst_m_, ptr[abi_param1 + offsetof(ConvCallArgs, dst)]);
+  if (c_.pf_next) mov(pf_, ptr[abi_param1 + offsetof(ConvCallArgs, pf_wei)]);
   Label loop, tail, done;
   mov(m_cnt_, ptr[abi_param1 + offsetof(ConvCallArgs, m_blocks)]);
   test(m_cnt_, m_cnt_);
   jz(tail, T_NEAR);
   L(loop);
   emit_tile(c_.ur_m);
-  add(src_m_, c_.ur_m * c_.stride * c_.src_pix_bytes());
+  add(src_m_, c_.ur_m * c_.gemm_stride() * c_.src_pix_bytes());
   add(dst_m_, c_.ur_m * c_.dst_pix_bytes());
   dec(m_cnt_);
   jnz(loop, T_NEAR);
@@ -124,6 +126,7 @@ void Gemm1x1Generator::emit_tile(int ur) {
     jz(done, T_NEAR);
     L(loop);
     emit_k_body(ur, c_.simd);
+    if (c_.pf_next) add(pf_, c_.simd / c_.pf_every * 64);  // a line per pf_every K steps
     add(src_k_, c_.src_kb_bytes());
     add(wei_k_, c_.wei_kb_floats(ob_) * 4);
     dec(k_cnt_);
@@ -143,8 +146,30 @@ void Gemm1x1Generator::emit_tile(int ur) {
 void Gemm1x1Generator::emit_k_body(int ur, int nic) {
   const bool reg_bcast = c_.bcast_reg || c_.isa != Isa::avx512;
   const int w0 = ur * ob_, bc = w0 + ob_;
-  const int64_t pix = c_.stride * c_.src_pix_bytes();
+  const int64_t pix = c_.gemm_stride() * c_.src_pix_bytes();
+  // Prefetches of the next tile (full tiles only), spread over the channel steps: its src
+  // lines of this ic block (one per pixel) and its dst lines (one per pixel and oc vector).
+  std::vector<std::vector<std::pair<Address, bool>>> pf(static_cast<size_t>(nic));  // (addr, write)
+  if (ur == c_.ur_m) {
+    int n = 0;
+    if (c_.pf_src)
+      for (int m = 0; m < ur; ++m)
+        pf[size_t(n++ % nic)].push_back({ptr[src_k_ + (ur + m) * pix], false});
+    if (c_.pf_dst)
+      for (int j = 0; j < ob_; ++j)
+        for (int m = 0; m < ur; ++m)
+          pf[size_t(n++ % nic)].push_back(
+              {ptr[dst_m_ + (ur + m) * c_.dst_pix_bytes() + j * c_.dst_vec_bytes()], true});
+  }
   for (int ic = 0; ic < nic; ++ic) {
+    if (c_.pf_next && nic == c_.simd && ic % c_.pf_every == 0)
+      prefetcht1(ptr[pf_ + ic / c_.pf_every * 64]);
+    for (const auto& [a, write] : pf[size_t(ic)]) {
+      if (write)
+        prefetchw(a);
+      else
+        prefetcht0(a);
+    }
     for (int j = 0; j < ob_; ++j)
       vmovups(vreg(c_.isa, w0 + j), ptr[wei_k_ + (int64_t(ic) * ob_ + j) * c_.simd * 4]);
     for (int m = 0; m < ur; ++m) {

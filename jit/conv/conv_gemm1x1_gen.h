@@ -37,7 +37,7 @@ class Gemm1x1Generator : public JitGenerator {
   bool k_split_;
   std::unique_ptr<EpilogueEmitter> epi_;
   Xbyak::Label mask_table_;
-  Xbyak::Reg64 src_m_, dst_m_, src_k_, wei_k_, k_cnt_, m_cnt_, epi_a_, epi_b_;
+  Xbyak::Reg64 src_m_, dst_m_, src_k_, wei_k_, k_cnt_, m_cnt_, epi_a_, epi_b_, pf_;
 };
 
 }  // namespace kiln::convjit

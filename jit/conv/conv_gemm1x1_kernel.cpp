@@ -1,6 +1,9 @@
 // The gemm1x1 family's Kernel: packs W[IC, OC] per oc group, owns the generated code and runs
 // tiles of (image, line, pixel chunk, oc group).
 #include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <new>
 
 #include "jit/conv/conv_families.h"
 #include "jit/conv/conv_gemm1x1_gen.h"
@@ -37,6 +40,8 @@ class Gemm1x1Kernel : public Kernel {
       if (op.kind == PostOp::Kind::add && args.src[op.input] == args.dst[0]) split = false;
     const int64_t G = c_.n_groups, LC = c_.m_lines * c_.chunks;
     const int64_t chunk = split ? c_.ic_chunk : c_.icb_total();
+    float* buf = c_.pack ? pack_buffer(size_t(c_.pack_floats())) : nullptr;
+    int64_t packed_n = -1;  // groups outer: the image now in `buf`
     int64_t t = begin;
     while (t < end) {
       if (c_.m_outer) {
@@ -44,26 +49,111 @@ class Gemm1x1Kernel : public Kernel {
         // so the chunk's src stays in L1.
         const int64_t g0 = t % G, lc = t / G % LC, n = t / (G * LC);
         const int64_t cnt = std::min(end - t, G - g0);
+        if (buf) {
+          const int64_t q0 = lc * c_.chunk_blocks * c_.ur_m;
+          pack(args, n, q0, chunk_pixels(lc), buf);
+        }
         for (int64_t k0 = 0; k0 < c_.icb_total(); k0 += chunk)
           for (int64_t g = g0; g < g0 + cnt; ++g)
-            call(args, base, n, g, lc, k0, std::min(chunk, c_.icb_total() - k0));
+            call(args, base, n, g, lc, k0, std::min(chunk, c_.icb_total() - k0), buf, nullptr);
         t += cnt;
       } else {
         // Tiles of one (n, group) are contiguous: sweep them per K chunk so the chunk's
         // weights stay in cache.
         const int64_t lc0 = t % LC, g = t / LC % G, n = t / (LC * G);
         const int64_t cnt = std::min(end - t, LC - lc0);
+        if (buf && packed_n != n) {
+          pack(args, n, 0, c_.m_len, buf);
+          packed_n = n;
+        }
+        // The calls of this group walk the next group's weights (a line per pf_every K steps).
+        const float* next = wei_.data<float>() + group_off_[size_t(std::min(g + 1, G - 1))];
+        int64_t pf_lines = 0;
         for (int64_t k0 = 0; k0 < c_.icb_total(); k0 += chunk)
-          for (int64_t lc = lc0; lc < lc0 + cnt; ++lc)
-            call(args, base, n, g, lc, k0, std::min(chunk, c_.icb_total() - k0));
+          for (int64_t lc = lc0; lc < lc0 + cnt; ++lc) {
+            const int64_t kc = std::min(chunk, c_.icb_total() - k0);
+            call(args, base, n, g, lc, k0, kc, buf, next + pf_lines * 16);
+            const int64_t full_k = kc - (c_.ic_tail && k0 + kc == c_.icb_total() ? 1 : 0);
+            pf_lines += tiles_in_call(lc) * full_k * c_.simd / c_.pf_every;
+          }
         t += cnt;
       }
     }
   }
 
  private:
+  // Register tiles one call of chunk `ch` runs (its full tiles, plus the tail tile on the last
+  // chunk).
+  int64_t tiles_in_call(int64_t lc) const {
+    const int64_t ch = lc % c_.chunks, b0 = ch * c_.chunk_blocks;
+    const int64_t b1 = std::min(c_.full_tiles(), b0 + c_.chunk_blocks);
+    return b1 - b0 + (ch == c_.chunks - 1 && c_.m_tail ? 1 : 0);
+  }
+
+  // Pixels of chunk `ch` of a line: its full tiles, plus the tail on the last chunk.
+  int64_t chunk_pixels(int64_t ch) const {
+    const int64_t b0 = ch * c_.chunk_blocks;
+    const int64_t b1 = std::min(c_.full_tiles(), b0 + c_.chunk_blocks);
+    return (b1 - b0) * c_.ur_m + (ch == c_.chunks - 1 ? c_.m_tail : 0);
+  }
+
+  // A per-thread buffer of at least `floats` (64-byte aligned), kept across calls: run() may
+  // run on several threads at once, and a chunk packed in it stays in L1 while the oc groups
+  // sweep it.
+  static float* pack_buffer(size_t floats) {
+    struct Buf {
+      float* p = nullptr;
+      size_t n = 0;
+      ~Buf() { std::free(p); }
+    };
+    thread_local Buf b;
+    if (b.n < floats) {
+      std::free(b.p);
+      b.p = static_cast<float*>(std::aligned_alloc(64, (floats * 4 + 63) / 64 * 64));
+      if (!b.p) throw std::bad_alloc();
+      b.n = floats;
+    }
+    return b.p;
+  }
+
+  // Copies packed pixels [q0, q0 + cnt) of image n (output pixel q reads input pixel
+  // (q / ow * stride, q % ow * stride)) to buf: blocked [icb][pack_pix][simd], NHWC
+  // [pixel][pack_pix_bytes / 4].
+  void pack(const KernelArgs& args, int64_t n, int64_t q0, int64_t cnt, float* buf) const {
+    const ConvProblem& p = c_.p;
+    const int64_t S = c_.simd, st = c_.stride;
+    const float* img = args.src[0] + n * src_img_floats();
+    if (c_.nhwc) {
+      const int64_t dpix = c_.pack_pix_bytes / 4;
+      for (int64_t q = q0; q < q0 + cnt; ++q) {
+        const float* s = img + ((q / p.ow) * st * p.iw + (q % p.ow) * st) * p.ic;
+        std::memcpy(buf + (q - q0) * dpix, s, size_t(p.ic) * 4);
+      }
+      return;
+    }
+    const int64_t plane = p.ih * p.iw * S;
+    for (int64_t kb = 0; kb < c_.icb_total(); ++kb) {
+      const float* sb = img + kb * plane;
+      float* d = buf + kb * c_.pack_pix * S;
+      int64_t q = q0;
+      while (q < q0 + cnt) {
+        // One output row segment: input pixels `st` apart in one input row.
+        const int64_t oh = q / p.ow, ow0 = q % p.ow;
+        const int64_t len = std::min(p.ow - ow0, q0 + cnt - q);
+        const float* s = sb + (oh * st * p.iw + ow0 * st) * S;
+        for (int64_t i = 0; i < len; ++i, d += S, s += st * S) std::memcpy(d, s, size_t(S) * 4);
+        q += len;
+      }
+    }
+  }
+
+  int64_t src_img_floats() const {
+    const ConvProblem& p = c_.p;
+    return c_.nhwc ? p.ih * p.iw * p.ic : c_.icb_total() * c_.simd * p.ih * p.iw;
+  }
+
   void call(const KernelArgs& args, const ConvCallArgs& base, int64_t n, int64_t g, int64_t lc,
-            int64_t k0, int64_t kcnt) const {
+            int64_t k0, int64_t kcnt, const float* packed, const float* pf_wei) const {
     const ConvProblem& p = c_.p;
     const bool last = g == c_.n_groups - 1;
     const int ob = last ? c_.n_last : c_.ur_n;
@@ -71,18 +161,24 @@ class Gemm1x1Kernel : public Kernel {
     const int64_t b0 = ch * c_.chunk_blocks;
     const int64_t b1 = std::min(c_.full_tiles(), b0 + c_.chunk_blocks);
     const int64_t pix0 = b0 * c_.ur_m;
-    const int64_t in_pix = c_.stride == 1 ? pix0 : line * c_.stride * p.iw + pix0 * c_.stride;
-    const int64_t out_pix = c_.stride == 1 ? pix0 : line * p.ow + pix0;
-    const int64_t src_img = c_.nhwc ? p.ih * p.iw * p.ic : c_.icb_total() * c_.simd * p.ih * p.iw;
     const int64_t dst_img = c_.nhwc ? p.oh * p.ow * p.oc : c_.ocv * c_.simd * p.oh * p.ow;
     const int64_t oc0 = g * c_.ur_n * c_.simd;
     ConvCallArgs a = base;
-    a.src = args.src[0] + n * src_img + in_pix * (c_.src_pix_bytes() / 4) +
-            k0 * (c_.src_kb_bytes() / 4);
+    if (packed) {
+      // m_outer: the buffer holds this chunk only; else the whole image.
+      a.src = packed + (c_.m_outer ? 0 : pix0 * (c_.src_pix_bytes() / 4)) +
+              k0 * (c_.src_kb_bytes() / 4);
+    } else {
+      const int64_t in_pix = c_.stride == 1 ? pix0 : line * c_.stride * p.iw + pix0 * c_.stride;
+      a.src = args.src[0] + n * src_img_floats() + in_pix * (c_.in_pix_bytes() / 4) +
+              k0 * (c_.in_kb_bytes() / 4);
+    }
+    const int64_t out_pix = c_.m_lines == 1 ? pix0 : line * p.ow + pix0;
     a.dst = args.dst[0] + n * dst_img + out_pix * (c_.dst_pix_bytes() / 4) +
             g * c_.ur_n * (c_.dst_vec_bytes() / 4);
     a.wei = wei_.data<float>() + group_off_[size_t(g)] + k0 * c_.wei_kb_floats(ob);
     a.bias = bias_.data() + oc0;
+    a.pf_wei = pf_wei;
     for (int i = 0; i < kMaxPostOps; ++i) {
       if (a.scale[i]) a.scale[i] += oc0;
       if (a.shift[i]) a.shift[i] += oc0;

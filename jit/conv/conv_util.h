@@ -39,6 +39,9 @@ struct ConvCallArgs {
   int64_t res_delta[kMaxPostOps] = {};   // `add` post-op i: residual - dst, in bytes
   const float* scale[kMaxPostOps] = {};  // `scale_shift` post-op i, at the group's oc
   const float* shift[kMaxPostOps] = {};
+  // gemm1x1 with groups outer: where this call's share of the next group's weights starts
+  // (prefetched into L2 while this group computes).
+  const float* pf_wei = nullptr;
 };
 
 // One conf or the reason a family does not apply.

@@ -228,7 +228,8 @@ TEST_CASE("conv init_conf: forced values, tails and derived counts") {
   REQUIRE(w);
   CHECK(w.conf->ur_w == 10);
 
-  // gemm1x1: stride 1 runs the image as one line, stride 2 row by row.
+  // gemm1x1: stride 1 runs the image as one line; stride 2 packed as one line too, or (not
+  // packed) row by row.
   ConvProblem g1 = problem({.ic = 24, .ih = 7, .iw = 7, .oc = 20});
   auto a = init_gemm1x1_conf(g1, impl(ConvFamily::gemm1x1, Layout::nhwc, Layout::nhwc, 10, 1),
                              Isa::avx2);
@@ -244,9 +245,45 @@ TEST_CASE("conv init_conf: forced values, tails and derived counts") {
   auto b =
       init_gemm1x1_conf(g2, impl(ConvFamily::gemm1x1, Layout::nChw8c, Layout::nChw8c), Isa::avx2);
   REQUIRE(b);
-  CHECK(b.conf->m_len == 4);
-  CHECK(b.conf->m_lines == 4);
+  CHECK(b.conf->pack);
+  CHECK(b.conf->m_len == 16);  // 4 x 4 packed pixels
+  CHECK(b.conf->m_lines == 1);
   CHECK_FALSE(b.conf->last_group_own);
+  convjit::Gemm1x1Force unpacked;
+  unpacked.pack = 0;
+  auto u = init_gemm1x1_conf(g2, impl(ConvFamily::gemm1x1, Layout::nChw8c, Layout::nChw8c),
+                             Isa::avx2, unpacked);
+  REQUIRE(u);
+  CHECK_FALSE(u.conf->pack);
+  CHECK(u.conf->m_len == 4);
+  CHECK(u.conf->m_lines == 4);
+}
+
+TEST_CASE("gemm1x1 init_conf: stride-2 packed buffer geometry") {
+  // 1024 -> 2048 at 14x14 stride 2: 8 MB of weights -> groups outer, the buffer holds the
+  // whole 7x7 image; NHWC rows of 4 KB are padded to 65 lines.
+  ConvProblem p = problem({.ic = 1024, .ih = 14, .iw = 14, .oc = 2048, .sh = 2, .sw = 2});
+  auto c = init_gemm1x1_conf(p, impl(ConvFamily::gemm1x1, Layout::nhwc, Layout::nhwc), Isa::avx512);
+  REQUIRE(c);
+  CHECK(c.conf->pack);
+  CHECK_FALSE(c.conf->m_outer);
+  CHECK(c.conf->pack_pix == 49);
+  CHECK(c.conf->pack_pix_bytes == 65 * 64);
+  CHECK(c.conf->src_kb_bytes() == 64);
+  // 256 -> 512 at 56x56 stride 2, blocked: weights fit L2 -> the buffer holds one chunk.
+  ConvProblem q = problem({.ic = 256, .ih = 56, .iw = 56, .oc = 512, .sh = 2, .sw = 2});
+  auto d = init_gemm1x1_conf(q, impl(ConvFamily::gemm1x1, Layout::nChw16c, Layout::nChw16c),
+                             Isa::avx512);
+  REQUIRE(d);
+  CHECK(d.conf->m_outer);
+  CHECK(d.conf->m_len == 28 * 28);
+  CHECK(d.conf->pack_pix == d.conf->chunk_blocks * d.conf->ur_m + d.conf->m_tail);
+  CHECK(d.conf->src_kb_bytes() == d.conf->pack_pix * 64);
+  // 12 channels (48 bytes) stay dense.
+  ConvProblem r = problem({.ic = 12, .ih = 8, .iw = 8, .oc = 16, .sh = 2, .sw = 2});
+  auto e = init_gemm1x1_conf(r, impl(ConvFamily::gemm1x1, Layout::nhwc, Layout::nhwc), Isa::avx2);
+  REQUIRE(e);
+  CHECK(e.conf->pack_pix_bytes == 48);
 }
 
 TEST_CASE("conv init_conf: weights beyond L2 split the input channels") {
@@ -303,16 +340,97 @@ TEST_CASE("gemm1x1 init_conf: loop order, pixel chunks and K split") {
 }
 
 TEST_CASE("gemm1x1 init_conf: NHWC tiles avoid crowding one L1 set") {
+  // One oc vector per tile (forced) so that wide pixel tiles are the model's choice.
+  const ConvImpl nhwc_ob1 = impl(ConvFamily::gemm1x1, Layout::nhwc, Layout::nhwc, 0, 1);
   // 1024 channels: pixels 4 KB apart share one L1 set -> at most 10 pixels per tile.
   ConvProblem p = problem({.ic = 1024, .ih = 14, .iw = 14, .oc = 256});
-  auto c = init_gemm1x1_conf(p, impl(ConvFamily::gemm1x1, Layout::nhwc, Layout::nhwc), Isa::avx512);
+  auto c = init_gemm1x1_conf(p, nhwc_ob1, Isa::avx512);
   REQUIRE(c);
   CHECK(c.conf->ur_m <= 10);
   // 64 channels (256 B apart): 28 pixels spread over 28 sets, no limit.
   ConvProblem q = problem({.ic = 64, .ih = 56, .iw = 56, .oc = 64});
-  auto d = init_gemm1x1_conf(q, impl(ConvFamily::gemm1x1, Layout::nhwc, Layout::nhwc), Isa::avx512);
+  auto d = init_gemm1x1_conf(q, nhwc_ob1, Isa::avx512);
   REQUIRE(d);
   CHECK(d.conf->ur_m > 10);
+}
+
+TEST_CASE("gemm1x1 init_conf: register broadcast tiles on AVX-512") {
+  // The model prefers fewer loads per FMA: 6 pixels x 4 oc vectors with the src broadcast
+  // into a register (10 loads per 24 FMAs) over 28 x 1 with embedded broadcasts (29 per 28).
+  ConvProblem p = problem({.ic = 256, .ih = 56, .iw = 56, .oc = 64});
+  auto c = init_gemm1x1_conf(p, impl(ConvFamily::gemm1x1, Layout::nChw16c, Layout::nChw16c),
+                             Isa::avx512);
+  REQUIRE(c);
+  CHECK(c.conf->ur_m == 6);
+  CHECK(c.conf->ur_n == 4);
+  CHECK(c.conf->bcast_reg);
+  // One oc vector keeps the embedded broadcast (fewer uops); forcing overrides it.
+  auto e = init_gemm1x1_conf(p, impl(ConvFamily::gemm1x1, Layout::nChw16c, Layout::nChw16c, 28, 1),
+                             Isa::avx512);
+  REQUIRE(e);
+  CHECK_FALSE(e.conf->bcast_reg);
+  convjit::Gemm1x1Force f;
+  f.bcast_reg = 0;
+  auto g = init_gemm1x1_conf(p, impl(ConvFamily::gemm1x1, Layout::nChw16c, Layout::nChw16c, 6, 4),
+                             Isa::avx512, f);
+  REQUIRE(g);
+  CHECK_FALSE(g.conf->bcast_reg);
+  // Every blocking leaves the registers the tile, weights, broadcast and epilogue need.
+  for (Isa isa : isas())
+    for (int64_t oc : {16, 48, 64, 200, 2048}) {
+      ConvProblem q = problem({.ic = 64, .ih = 7, .iw = 7, .oc = oc});
+      auto h = init_gemm1x1_conf(q, impl(ConvFamily::gemm1x1, Layout::nhwc, Layout::nhwc), isa);
+      REQUIRE(h);
+      const bool reg = h.conf->bcast_reg || isa != Isa::avx512;
+      CHECK(h.conf->ur_m * h.conf->ur_n + h.conf->ur_n + (reg ? 1 : 0) <=
+            (isa == Isa::avx512 ? 32 : 16));
+    }
+}
+
+TEST_CASE("conv init_conf: next-group weight prefetch only for weights beyond L2") {
+  const ConvImpl g16 = impl(ConvFamily::gemm1x1, Layout::nChw16c, Layout::nChw16c);
+  // 1x1 512 -> 2048 at 7x7: 4 MB of weights -> groups outer, prefetched.
+  auto a = init_gemm1x1_conf(problem({.ic = 512, .ih = 7, .iw = 7, .oc = 2048}), g16, Isa::avx512);
+  REQUIRE(a);
+  CHECK_FALSE(a.conf->m_outer);
+  CHECK(a.conf->pf_next);
+  // 2048 -> 512: groups of at most 256 KB of weights (2048 ic x 2 vectors x 64 B).
+  auto b = init_gemm1x1_conf(problem({.ic = 2048, .ih = 7, .iw = 7, .oc = 512}), g16, Isa::avx512);
+  REQUIRE(b);
+  CHECK(b.conf->ur_n <= 2);
+  // 1024 -> 256 at 14x14: 1 MB, groups outer but no prefetch.
+  auto c =
+      init_gemm1x1_conf(problem({.ic = 1024, .ih = 14, .iw = 14, .oc = 256}), g16, Isa::avx512);
+  REQUIRE(c);
+  CHECK_FALSE(c.conf->m_outer);
+  CHECK_FALSE(c.conf->pf_next);
+  // Direct 3x3 512 -> 512 at 7x7: 9.4 MB -> prefetched; 256 -> 256 at 14x14 (2.4 MB): not.
+  auto d = init_direct_conf(problem({.ic = 512,
+                                     .ih = 7,
+                                     .iw = 7,
+                                     .oc = 512,
+                                     .kh = 3,
+                                     .kw = 3,
+                                     .pt = 1,
+                                     .pl = 1,
+                                     .pb = 1,
+                                     .pr = 1}),
+                            kDirect16, Isa::avx512);
+  REQUIRE(d);
+  CHECK(d.conf->pf_next);
+  auto e = init_direct_conf(problem({.ic = 256,
+                                     .ih = 14,
+                                     .iw = 14,
+                                     .oc = 256,
+                                     .kh = 3,
+                                     .kw = 3,
+                                     .pt = 1,
+                                     .pl = 1,
+                                     .pb = 1,
+                                     .pr = 1}),
+                            kDirect16, Isa::avx512);
+  REQUIRE(e);
+  CHECK_FALSE(e.conf->pf_next);
 }
 
 TEST_CASE("conv kernel names and tile counts") {

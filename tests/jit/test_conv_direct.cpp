@@ -222,13 +222,17 @@ TEST_CASE("direct conv with the input channels split across calls") {
       auto c = convjit::init_direct_conf(p, direct(isa), isa);
       REQUIRE(c);
       for (int64_t chunk : {int64_t(1), int64_t(2)}) {
-        for (bool rows_outer : {false, true}) {
+        for (int order : {0, 1, 2}) {  // groups outer, + next-group weight prefetch, rows outer
+          const bool rows_outer = order == 2;
           convjit::DirectConf conf = *c.conf;
           conf.ic_chunk = chunk;
           conf.rows_outer = rows_outer;
+          conf.pf_next = order == 1;
+          conf.pf_every = 2;
           Operands o = make_operands(p, seed++);
           auto k = convjit::make_direct_kernel(conf, o.w, &o.b);
-          INFO(k->name() << " chunk " << chunk << " rows_outer " << rows_outer);
+          INFO(k->name() << " chunk " << chunk << " rows_outer " << rows_outer << " pf_next "
+                         << conf.pf_next);
           std::string first;
           CHECK(count_mismatches(run_kernel(*k, p, o, blocked(isa), blocked(isa)), reference(p, o),
                                  p.ic * 9, &first) == 0);
@@ -285,6 +289,8 @@ TEST_CASE("direct conv with two-row register blocks") {
         conf.last_group_own = p.oc % conf.simd != 0;
         conf.ow_blocks = convjit::plan_ow_blocks(p, conf.ur_w);
         conf.rows_outer = false;
+        conf.pf_next = variant != 0;  // the next group's weights prefetched (as 3x3 512 @ 7)
+        conf.pf_every = variant == 2 ? 4 : 1;
         if (variant == 1) conf.ic_chunk = 1;
         Operands o = make_operands(p, seed++);
         auto k = convjit::make_direct_kernel(conf, o.w, &o.b);

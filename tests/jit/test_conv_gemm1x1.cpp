@@ -81,13 +81,15 @@ TEST_CASE("gemm1x1 conv with the input channels split across calls") {
         const ConvProblem p =
             problem({.ic = 75, .ih = 6, .iw = 9, .oc = 35},
                     with_chain ? chain({op(K::add), op(K::relu)}) : std::vector<PostOp>{});
-        auto c = convjit::init_gemm1x1_conf(p, gemm(isa, nhwc), isa);
-        REQUIRE(c);
         for (int64_t chunk : {int64_t(1), int64_t(3)})
           for (bool m_outer : {false, true}) {
-            convjit::Gemm1x1Conf conf = *c.conf;
-            conf.ic_chunk = chunk;
-            conf.m_outer = m_outer;
+            convjit::Gemm1x1Force f;
+            f.ic_chunk = chunk;
+            f.m_outer = m_outer;
+            auto c = convjit::init_gemm1x1_conf(p, gemm(isa, nhwc), isa, f);
+            REQUIRE(c);
+            const convjit::Gemm1x1Conf& conf = *c.conf;
+            REQUIRE(conf.ic_chunk == chunk);
             Operands o = make_operands(p, seed++);
             auto k = convjit::make_gemm1x1_kernel(conf, o.w, &o.b);
             INFO(k->name() << " chunk " << chunk << " m_outer " << m_outer);
@@ -96,6 +98,107 @@ TEST_CASE("gemm1x1 conv with the input channels split across calls") {
             CHECK(count_mismatches(run_kernel(*k, p, o, l, l), reference(p, o), p.ic, &first) == 0);
           }
       }
+}
+
+// Stride 2 with the strided pixels packed into a dense buffer first ("rtus") and without:
+// pixel tails across output rows, channel tails, both loop orders (the buffer holds one chunk
+// or the whole image), several chunks per image, a K split over the packed buffer, batch 2
+// and fused chains with a residual add.
+TEST_CASE("gemm1x1 conv stride 2: packed and strided input, tails, loop orders, K split") {
+  uint64_t seed = 1500;
+  const std::vector<Shp> shapes = {
+      {.ic = 37, .ih = 9, .iw = 11, .oc = 45, .sh = 2, .sw = 2},  // 5x6 out: odd, tails
+      {.n = 2, .ic = 64, .ih = 14, .iw = 14, .oc = 48, .sh = 2, .sw = 2},
+      {.ic = 20, .ih = 15, .iw = 8, .oc = 20, .sh = 2, .sw = 2, .bias = false},
+  };
+  const std::vector<std::vector<PostOp>> chains = {
+      {}, chain({op(K::add), op(K::relu)}), chain({op(K::scale_shift), op(K::add)})};
+  for (Isa isa : isas())
+    for (bool nhwc : {false, true})
+      for (const Shp& s : shapes)
+        for (const auto& ch : chains)
+          for (int pack : {0, 1})
+            for (int m_outer : {0, 1})
+              for (int64_t chunk_blocks : {int64_t(-1), int64_t(1)})
+                for (int64_t ic_chunk : {int64_t(-1), int64_t(1)}) {
+                  const ConvProblem p = problem(s, ch);
+                  convjit::Gemm1x1Force f;
+                  f.pack = pack;
+                  f.m_outer = m_outer;
+                  f.chunk_blocks = chunk_blocks;
+                  f.ic_chunk = ic_chunk;
+                  // Small tiles so the 5x6 .. 7x7 outputs have several chunks and a tail.
+                  auto c = convjit::init_gemm1x1_conf(p, gemm(isa, nhwc, 4, 2), isa, f);
+                  REQUIRE(c);
+                  REQUIRE(c.conf->pack == bool(pack));
+                  Operands o = make_operands(p, seed++);
+                  auto k = convjit::make_gemm1x1_kernel(*c.conf, o.w, p.bias ? &o.b : nullptr);
+                  INFO(k->name() << " " << p.str() << " pack " << pack << " m_outer " << m_outer
+                                 << " chunk_blocks " << c.conf->chunk_blocks << " chunks "
+                                 << c.conf->chunks << " ic_chunk " << c.conf->ic_chunk);
+                  std::string first;
+                  const Layout l = nhwc ? Layout::nhwc : blocked(isa);
+                  CHECK_MESSAGE(count_mismatches(run_kernel(*k, p, o, l, l), reference(p, o), p.ic,
+                                                 &first) == 0,
+                                first);
+                }
+}
+
+// The AVX-512 register-broadcast variant of the microkernel (forced), against the reference.
+TEST_CASE("gemm1x1 conv: AVX-512 register broadcast variant") {
+  if (int(detect_isa()) < int(Isa::avx512)) return;
+  uint64_t seed = 1600;
+  const std::vector<Shp> shapes = {
+      {.ic = 37, .ih = 9, .iw = 11, .oc = 45},
+      {.ic = 40, .ih = 10, .iw = 10, .oc = 70, .sh = 2, .sw = 2},
+  };
+  for (bool nhwc : {false, true})
+    for (const Shp& s : shapes)
+      for (auto [ur, ob] : std::vector<std::pair<int, int>>{{6, 4}, {9, 3}, {13, 2}, {1, 1}}) {
+        const ConvProblem p = problem(s, chain({op(K::add), op(K::relu)}));
+        convjit::Gemm1x1Force f;
+        f.bcast_reg = 1;
+        auto c = convjit::init_gemm1x1_conf(p, gemm(Isa::avx512, nhwc, ur, ob), Isa::avx512, f);
+        REQUIRE(c);
+        REQUIRE(c.conf->bcast_reg);
+        Operands o = make_operands(p, seed++);
+        auto k = convjit::make_gemm1x1_kernel(*c.conf, o.w, &o.b);
+        INFO(k->name() << " " << p.str());
+        std::string first;
+        const Layout l = nhwc ? Layout::nhwc : Layout::nChw16c;
+        CHECK_MESSAGE(
+            count_mismatches(run_kernel(*k, p, o, l, l), reference(p, o), p.ic, &first) == 0,
+            first);
+      }
+}
+
+// Software prefetches of the next tile's src / dst lines (forced) leave the results unchanged.
+TEST_CASE("gemm1x1 conv: prefetch variants") {
+  uint64_t seed = 1700;
+  for (Isa isa : isas())
+    for (bool nhwc : {false, true})
+      for (int pfs : {0, 1})
+        for (int pfd : {0, 1})
+          for (int pfn : {0, 1}) {
+            const ConvProblem p =
+                problem({.ic = 37, .ih = 9, .iw = 11, .oc = 45}, chain({op(K::add), op(K::relu)}));
+            convjit::Gemm1x1Force f;
+            f.pf_src = pfs;
+            f.pf_dst = pfd;
+            f.pf_next = pfn;
+            f.m_outer = pfn ? 0 : -1;  // the next group's weights are walked with groups outer
+            f.pf_every = pfs ? 4 : 1;
+            auto c = convjit::init_gemm1x1_conf(p, gemm(isa, nhwc), isa, f);
+            REQUIRE(c);
+            Operands o = make_operands(p, seed++);
+            auto k = convjit::make_gemm1x1_kernel(*c.conf, o.w, &o.b);
+            INFO(k->name() << " pf_src " << pfs << " pf_dst " << pfd << " pf_next " << pfn);
+            std::string first;
+            const Layout l = nhwc ? Layout::nhwc : blocked(isa);
+            CHECK_MESSAGE(
+                count_mismatches(run_kernel(*k, p, o, l, l), reference(p, o), p.ic, &first) == 0,
+                first);
+          }
 }
 
 // Full-size ResNet-50 shapes with the blockings, loop orders and K splits init_conf picks for
