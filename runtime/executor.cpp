@@ -16,7 +16,7 @@ using Clock = std::chrono::steady_clock;
 // pointer table and (with several threads) a flow graph over the plan's steps, built once.
 struct Executor::Context {
   std::shared_ptr<void> arena;
-  std::vector<float*> ptr;        // per plan tensor, refreshed per run
+  std::vector<float*> ptr;  // per plan tensor, refreshed per run
   RunProfile* prof = nullptr;
   Clock::time_point origin;
   std::mutex events_mu;
@@ -27,6 +27,14 @@ struct Executor::Context {
 
 Executor::Executor(const Graph& g, const Plan& p, int threads) : g_(g), p_(p), threads_(threads) {
   if (threads_ > 1) arena_ = std::make_unique<tbb::task_arena>(threads_);
+  for (size_t t = 0; t < p_.tensors.size(); ++t) {
+    if (p_.tensors[t].parent < 0 || p_.tensors[t].offset >= 0) continue;
+    size_t root = t;
+    int64_t at = 0;
+    for (; p_.tensors[root].parent >= 0; root = size_t(p_.tensors[root].parent))
+      at += p_.tensors[root].parent_offset;
+    external_views_.push_back({t, root, at});
+  }
 }
 
 Executor::~Executor() = default;
@@ -44,8 +52,10 @@ void Executor::run_step(Context& c, size_t si) const {
   float** dst = dst_small;
   if (s.src.size() > 16) src = (src_heap.resize(s.src.size()), src_heap.data());
   if (s.dst.size() > 8) dst = (dst_heap.resize(s.dst.size()), dst_heap.data());
-  for (size_t i = 0; i < s.src.size(); ++i) src[i] = s.src[i] < 0 ? nullptr : c.ptr[size_t(s.src[i])];
-  for (size_t i = 0; i < s.dst.size(); ++i) dst[i] = s.dst[i] < 0 ? nullptr : c.ptr[size_t(s.dst[i])];
+  for (size_t i = 0; i < s.src.size(); ++i)
+    src[i] = s.src[i] < 0 ? nullptr : c.ptr[size_t(s.src[i])];
+  for (size_t i = 0; i < s.dst.size(); ++i)
+    dst[i] = s.dst[i] < 0 ? nullptr : c.ptr[size_t(s.dst[i])];
   KernelArgs args{src, dst};
   const int64_t tiles = s.kernel->tiles();
   auto piece = [&](int64_t b, int64_t e) {
@@ -134,7 +144,8 @@ void Executor::run(const std::vector<Tensor>& inputs, std::vector<Tensor>& outpu
   for (size_t t = 0; t < p_.tensors.size(); ++t) {
     const PlanTensor& pt = p_.tensors[t];
     ptr[t] = nullptr;
-    if (pt.offset >= 0) ptr[t] = reinterpret_cast<float*>(base + pt.offset);
+    if (pt.offset >= 0)
+      ptr[t] = reinterpret_cast<float*>(base + pt.offset);
     else if (g_.value(pt.value).is_const())
       ptr[t] = static_cast<float*>(const_cast<void*>(g_.value(pt.value).constant->raw()));
   }
@@ -147,18 +158,13 @@ void Executor::run(const std::vector<Tensor>& inputs, std::vector<Tensor>& outpu
     float*& slot = ptr[size_t(p_.outputs[i])];
     if (slot == nullptr && p_.tensors[size_t(p_.outputs[i])].parent < 0)
       slot = static_cast<float*>(outputs[i].raw());
-    else copies.push_back(i);
+    else
+      copies.push_back(i);
   }
-  // Views of external tensors (e.g. a slice of a graph output that a producer writes in place)
-  // point into their root, whose pointer is known only now.
-  for (size_t t = 0; t < p_.tensors.size(); ++t) {
-    if (p_.tensors[t].parent < 0 || p_.tensors[t].offset >= 0) continue;
-    size_t root = t;
-    int64_t at = 0;
-    for (; p_.tensors[root].parent >= 0; root = size_t(p_.tensors[root].parent))
-      at += p_.tensors[root].parent_offset;
-    if (ptr[root]) ptr[t] = reinterpret_cast<float*>(reinterpret_cast<char*>(ptr[root]) + at);
-  }
+  // Views of external tensors point into their root, whose pointer is known only now.
+  for (const ExternalView& v : external_views_)
+    if (ptr[v.root])
+      ptr[v.view] = reinterpret_cast<float*>(reinterpret_cast<char*>(ptr[v.root]) + v.at);
 
   if (arena_) {
     // Independent branches (Inception-style modules, parallel convs into a concat) run

@@ -3,14 +3,14 @@
 // runs each take their own context from a pool, so they share nothing mutable.
 #pragma once
 
+#include <tbb/task_arena.h>
+
 #include <memory>
 #include <mutex>
-#include <tbb/task_arena.h>
 #include <vector>
 
 #include "graph/ir.h"
 #include "runtime/plan.h"
-
 
 namespace kiln {
 
@@ -19,7 +19,7 @@ struct RunProfile {
   std::vector<double> step_ms;  // wall time of each plan step
   struct Event {                // one contiguous piece of work on one thread
     int step, thread;
-    double begin_us, end_us;    // since the start of the run
+    double begin_us, end_us;  // since the start of the run
   };
   std::vector<Event> events;
 };
@@ -43,6 +43,13 @@ class Executor {
   const Plan& p_;
   int threads_;
   std::unique_ptr<tbb::task_arena> arena_;
+  // Views of external tensors (a slice of a graph output written in place): root tensor and
+  // byte offset, resolved once here; only the root's pointer is known per run.
+  struct ExternalView {
+    size_t view, root;
+    int64_t at;
+  };
+  std::vector<ExternalView> external_views_;
   std::mutex mu_;
   std::vector<std::unique_ptr<Context>> free_;
 };

@@ -500,7 +500,6 @@ double heuristic_ms(const Graph& g, int i, const Label& l, Isa isa, int threads)
   const double mem_ms = double(bytes) / (gbps * 1e6);
   const double peak = peak_gflops(isa, threads);
   if (l.kind == LabelKind::conv) {
-    std::string why;
     ConvProblem p = ConvProblem::from_node(g, n);
     const double flops = 2 * p.macs();
     const int64_t blk = std::max(layout_block(l.conv.src), layout_block(l.conv.dst));
@@ -534,10 +533,7 @@ double heuristic_ms(const Graph& g, int i, const Label& l, Isa isa, int threads)
   if (l.kind == LabelKind::fc) return mem_ms + 0.002;
   if (l.kind == LabelKind::ref) {
     double flops = 0;
-    if (n.op == "Conv") {
-      std::string why;
-      flops = 2 * ConvProblem::from_node(g, n).macs();
-    }
+    if (n.op == "Conv") flops = 2 * ConvProblem::from_node(g, n).macs();
     return 0.005 + mem_ms * 8 + flops / (3.0 * 1e6);
   }
   return 0.002 + mem_ms;

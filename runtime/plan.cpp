@@ -69,7 +69,7 @@ class Lowering {
       for (ValueId v : n.inputs) {
         const int p = producer[size_t(v)];
         ok = ok && p >= 0 && uses[size_t(v)] == 1 && ch % layout_block(l.in) == 0 &&
-             !view_.count(v) && !sel_.nodes[size_t(p)].label.key().empty() &&
+             !view_.count(v) &&
              output_layouts(g_, p, sel_.nodes[size_t(p)].label)[size_t(slot[size_t(v)])] == l.in;
         if (!ok) break;
         views.push_back({v, layout_offset(l.in, ys, 0, ch, 0, 0) * int64_t(sizeof(float))});

@@ -30,23 +30,18 @@ bool is4d(const Graph& g, ValueId v) {
   return v != kNoValue && g.value(v).shape.size() == 4;
 }
 
-uint64_t fnv1a(const std::string& s, uint64_t h = 1469598103934665603ull) {
-  for (unsigned char c : s) h = (h ^ c) * 1099511628211ull;
-  return h;
-}
-
 // The plan-cache key: everything the choice depends on besides the cache context (CPU, ISA,
 // threads, build) — strategy, tuning mode and the optimised graph's structure and problems.
 // Weight values do not change the choice, so the multi-hundred-MB weights are never hashed.
 std::string model_key(const Graph& g, const SelectOptions& o) {
-  uint64_t h = fnv1a(std::string(strategy_name(o.strategy)) + "/" + tune_mode_name(o.tune) + "/" +
-                     std::to_string(o.force_family));
+  uint64_t h = fnv1a64(std::string(strategy_name(o.strategy)) + "/" + tune_mode_name(o.tune) + "/" +
+                       std::to_string(o.force_family));
   for (size_t i = 0; i < g.nodes.size(); ++i) {
-    h = fnv1a(node_problem(g, int(i)), h);
-    for (ValueId v : g.nodes[i].inputs) h = fnv1a(std::to_string(v) + ",", h);
-    for (ValueId v : g.nodes[i].outputs) h = fnv1a(std::to_string(v) + ";", h);
+    h = fnv1a64(node_problem(g, int(i)), h);
+    for (ValueId v : g.nodes[i].inputs) h = fnv1a64(std::to_string(v) + ",", h);
+    for (ValueId v : g.nodes[i].outputs) h = fnv1a64(std::to_string(v) + ";", h);
   }
-  for (ValueId v : g.outputs) h = fnv1a("o" + std::to_string(v), h);
+  for (ValueId v : g.outputs) h = fnv1a64("o" + std::to_string(v), h);
   char buf[40];
   std::snprintf(buf, sizeof buf, "plan-%zu-%016llx", g.nodes.size(), (unsigned long long)h);
   return buf;

@@ -41,17 +41,20 @@ namespace kiln {
 namespace {
 
 constexpr const char* kMagic = "kiln-tuning-cache";
-constexpr uint64_t kFnvBasis = 14695981039346656037ull;
 constexpr uint64_t kFnvPrime = 1099511628211ull;
 constexpr int kMaxLoggedPerRead = 5;  // then one summary line: a bit-flipped file logs 6 lines
 
-uint64_t fnv1a64(std::string_view s, uint64_t h = kFnvBasis) {
+}  // namespace
+
+uint64_t fnv1a64(std::string_view s, uint64_t h) {
   for (unsigned char c : s) {
     h ^= c;
     h *= kFnvPrime;
   }
   return h;
 }
+
+namespace {
 
 std::string hex16(uint64_t v) {
   static const char* d = "0123456789abcdef";

@@ -21,6 +21,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <string_view>
 #include <utility>
 
 #include "jit/cpu.h"
@@ -30,6 +31,10 @@ namespace kiln {
 // Kiln version plus a hash of every jit/ source and header ("0.1.0-<16 hex>"), generated at
 // build time (runtime/kiln_build_id.cmake): it changes whenever the kernel generator does.
 const char* kiln_build_id();
+
+// 64-bit FNV-1a of s, continuing from h (the entry checksums; also the plan-cache key hash).
+constexpr uint64_t kFnvBasis = 14695981039346656037ull;
+uint64_t fnv1a64(std::string_view s, uint64_t h = kFnvBasis);
 
 // Everything an entry's validity depends on; entries made under another context are never used.
 struct CacheContext {
