@@ -11,20 +11,32 @@ namespace kiln {
 
 const char* code_name(Code c) {
   switch (c) {
-    case Code::ok: return "ok";
-    case Code::invalid_argument: return "invalid argument";
-    case Code::invalid_model: return "invalid model";
-    case Code::unsupported: return "unsupported";
-    case Code::shape_mismatch: return "shape mismatch";
-    case Code::io_error: return "I/O error";
-    case Code::out_of_memory: return "out of memory";
-    case Code::internal: return "internal error";
+    case Code::ok:
+      return "ok";
+    case Code::invalid_argument:
+      return "invalid argument";
+    case Code::invalid_model:
+      return "invalid model";
+    case Code::unsupported:
+      return "unsupported";
+    case Code::shape_mismatch:
+      return "shape mismatch";
+    case Code::io_error:
+      return "I/O error";
+    case Code::out_of_memory:
+      return "out of memory";
+    case Code::internal:
+      return "internal error";
   }
   return "unknown";
 }
 
-size_t dtype_size(DType t) { return t == DType::f32 ? 4 : 8; }
-const char* dtype_name(DType t) { return t == DType::f32 ? "float32" : "int64"; }
+size_t dtype_size(DType t) {
+  return t == DType::f32 ? 4 : 8;
+}
+const char* dtype_name(DType t) {
+  return t == DType::f32 ? "float32" : "int64";
+}
 
 int64_t shape_numel(const Shape& s) {
   int64_t n = 1;
@@ -75,18 +87,26 @@ static void check_type(DType d) {
   constexpr DType want = std::is_same_v<T, float> ? DType::f32 : DType::i64;
   static_assert(std::is_same_v<T, float> || std::is_same_v<T, int64_t>);
   if (d != want)
-    fail(Code::internal, std::string("tensor of ") + dtype_name(d) + " accessed as " +
-                             dtype_name(want));
+    fail(Code::internal,
+         std::string("tensor of ") + dtype_name(d) + " accessed as " + dtype_name(want));
+}
+
+// A constant whose data the session released after packing (runtime/plan.h) has elements but
+// no buffer: reading it is a bug, reported instead of dereferencing null.
+static void check_data(const void* data, int64_t numel) {
+  if (!data && numel > 0) fail(Code::internal, "tensor data was released after packing");
 }
 
 template <class T>
 T* Tensor::data() {
   check_type<T>(dtype_);
+  check_data(data_, numel_);
   return static_cast<T*>(data_);
 }
 template <class T>
 const T* Tensor::data() const {
   check_type<T>(dtype_);
+  check_data(data_, numel_);
   return static_cast<const T*>(data_);
 }
 template float* Tensor::data<float>();
@@ -97,8 +117,7 @@ template const int64_t* Tensor::data<int64_t>() const;
 Tensor Tensor::reshaped(Shape shape) const {
   Tensor t = *this;
   int64_t n = shape_numel(shape);
-  if (n != numel_)
-    fail(Code::internal, "reshape " + shape_str(shape_) + " to " + shape_str(shape));
+  if (n != numel_) fail(Code::internal, "reshape " + shape_str(shape_) + " to " + shape_str(shape));
   t.shape_ = std::move(shape);
   return t;
 }
@@ -111,19 +130,30 @@ Tensor Tensor::clone() const {
 
 // ---------------------------------------------------------------------------------- Node
 
-std::string Node::where() const { return "node '" + name + "' (" + op + ")"; }
+std::string Node::where() const {
+  return "node '" + name + "' (" + op + ")";
+}
 
-void Node::fail(Code code, const std::string& msg) const { kiln::fail(code, where() + ": " + msg); }
+void Node::fail(Code code, const std::string& msg) const {
+  kiln::fail(code, where() + ": " + msg);
+}
 
 static const char* kind_name(Attribute::Kind k) {
   switch (k) {
-    case Attribute::Kind::f: return "float";
-    case Attribute::Kind::i: return "int";
-    case Attribute::Kind::s: return "string";
-    case Attribute::Kind::floats: return "floats";
-    case Attribute::Kind::ints: return "ints";
-    case Attribute::Kind::strings: return "strings";
-    case Attribute::Kind::tensor: return "tensor";
+    case Attribute::Kind::f:
+      return "float";
+    case Attribute::Kind::i:
+      return "int";
+    case Attribute::Kind::s:
+      return "string";
+    case Attribute::Kind::floats:
+      return "floats";
+    case Attribute::Kind::ints:
+      return "ints";
+    case Attribute::Kind::strings:
+      return "strings";
+    case Attribute::Kind::tensor:
+      return "tensor";
   }
   return "?";
 }
@@ -221,9 +251,9 @@ void Graph::topo_sort() {
     for (ValueId o : nodes[i].outputs) {
       if (o == kNoValue) continue;
       if (prod[size_t(o)] != -1)
-        nodes[i].fail(Code::invalid_model,
-                      "output '" + values[size_t(o)].name + "' is also produced by " +
-                          nodes[size_t(prod[size_t(o)])].where());
+        nodes[i].fail(Code::invalid_model, "output '" + values[size_t(o)].name +
+                                               "' is also produced by " +
+                                               nodes[size_t(prod[size_t(o)])].where());
       prod[size_t(o)] = int(i);
     }
   std::vector<char> is_input(values.size(), 0);
@@ -237,9 +267,9 @@ void Graph::topo_sort() {
       if (p < 0) {
         const Value& val = values[size_t(v)];
         if (!val.is_const() && !is_input[size_t(v)])
-          nodes[i].fail(Code::invalid_model,
-                        "input '" + val.name + "' is not a graph input, an initializer or " +
-                            "the output of any node");
+          nodes[i].fail(Code::invalid_model, "input '" + val.name +
+                                                 "' is not a graph input, an initializer or " +
+                                                 "the output of any node");
         continue;
       }
       ++pending[i];

@@ -196,4 +196,20 @@ Plan build_plan(const Graph& g, const PlanOptions& o, Selection& sel) {
   return Lowering(g, o, sel).run();
 }
 
+int64_t release_unread_constants(Graph& g, const Plan& p) {
+  std::vector<char> read(g.values.size(), 0);
+  for (const Step& s : p.steps)
+    for (int t : s.src)
+      if (t >= 0) read[size_t(p.tensors[size_t(t)].value)] = 1;
+  for (int t : p.outputs) read[size_t(p.tensors[size_t(t)].value)] = 1;
+  int64_t bytes = 0;
+  for (size_t v = 0; v < g.values.size(); ++v) {
+    Value& val = g.values[v];
+    if (!val.is_const() || read[v] || !val.constant->raw()) continue;
+    bytes += int64_t(val.constant->nbytes());
+    val.constant = Tensor::alias(val.dtype, val.shape, nullptr, nullptr);
+  }
+  return bytes;
+}
+
 }  // namespace kiln

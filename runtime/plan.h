@@ -62,4 +62,10 @@ struct Selection;
 // layout), and plans the memory.
 Plan build_plan(const Graph& g, const PlanOptions& o, Selection& sel);
 
+// Drops the data of every constant no step of `p` reads (the weights and biases the JIT
+// kernels packed into their own buffers): copied payloads are freed, and the mapped model
+// file is unmapped once nothing aliases it. The values stay constants of their shape with no
+// data. Returns the bytes released.
+int64_t release_unread_constants(Graph& g, const Plan& p);
+
 }  // namespace kiln

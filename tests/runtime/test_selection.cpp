@@ -225,3 +225,34 @@ TEST_CASE("strategy and tuning names") {
   CHECK_FALSE(kiln::parse_strategy("best", &s));
   CHECK_FALSE(kiln::parse_tune_mode("", &t));
 }
+
+TEST_CASE("the original conv and FC weights are released after packing; runs stay correct") {
+  for (kiln::Isa isa : isas()) {
+    CAPTURE(kiln::isa_name(isa));
+    kiln::SessionOptions o;
+    o.max_isa = int(isa);
+    o.tune = int(kiln::TuneMode::none);
+    std::unique_ptr<kiln::Session> s;
+    CHECK(fixture_error("tiny_resnet_op13", o, &s) <= 1e-4);
+    const kiln::Graph& g = s->graph();
+    int released = 0, kept = 0;
+    for (const kiln::Node& n : g.nodes) {
+      if (n.op != "Conv" && n.op != "Gemm") continue;
+      const kiln::Value& w = g.value(n.inputs[1]);
+      REQUIRE(w.is_const());
+      (w.constant->raw() ? kept : released) += 1;
+    }
+    CHECK(released > 0);
+    CHECK(kept == 0);
+    // Reading released data is an error, not a null dereference.
+    for (const kiln::Node& n : g.nodes)
+      if (n.op == "Conv") CHECK_THROWS(g.value(n.inputs[1]).constant->data<float>());
+  }
+  // The reference path reads the originals and keeps them.
+  kiln::SessionOptions r;
+  r.reference = true;
+  std::unique_ptr<kiln::Session> ref;
+  CHECK(fixture_error("tiny_resnet_op13", r, &ref) <= 1e-4);
+  for (const kiln::Node& n : ref->graph().nodes)
+    if (n.op == "Conv") CHECK(ref->graph().value(n.inputs[1]).constant->raw() != nullptr);
+}
