@@ -43,8 +43,7 @@ bool fold_constant_node(Graph& g, const Node& n) {
   if (n.op != "Constant") return false;
   if (n.outputs.size() != 1 || n.outputs[0] == kNoValue || !n.inputs.empty())
     n.fail(Code::invalid_model, "must have no inputs and exactly one output");
-  if (n.attrs.size() != 1)
-    n.fail(Code::invalid_model, "must have exactly one value attribute");
+  if (n.attrs.size() != 1) n.fail(Code::invalid_model, "must have exactly one value attribute");
   const auto& [key, a] = *n.attrs.begin();
   Tensor t;
   if (key == "value") {

@@ -30,6 +30,8 @@ class Error : public std::runtime_error {
   Code code_;
 };
 
-[[noreturn]] inline void fail(Code code, const std::string& msg) { throw Error(code, msg); }
+[[noreturn]] inline void fail(Code code, const std::string& msg) {
+  throw Error(code, msg);
+}
 
 }  // namespace kiln

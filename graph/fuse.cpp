@@ -8,7 +8,9 @@
 namespace kiln {
 namespace {
 
-bool is_fusion_target(const Node& n) { return n.op == "Conv" || n.op == "Gemm"; }
+bool is_fusion_target(const Node& n) {
+  return n.op == "Conv" || n.op == "Gemm";
+}
 
 // Scalar value of an optional constant input (Clip's min/max), or `def` when absent.
 bool const_scalar(const Graph& g, ValueId v, float def, float* out) {
@@ -152,6 +154,8 @@ class Fuser {
 
 }  // namespace
 
-int fuse_epilogues(Graph& g) { return Fuser(g).run(); }
+int fuse_epilogues(Graph& g) {
+  return Fuser(g).run();
+}
 
 }  // namespace kiln

@@ -28,6 +28,10 @@ using Shape = std::vector<int64_t>;
 int64_t shape_numel(const Shape& s);
 std::string shape_str(const Shape& s);  // "[1,3,224,224]"
 
+// A zero-filled, 64-byte aligned buffer of `bytes` (at least 64). Large ones (packed weights)
+// are mapped with their pages populated in one call (graph/ir.cpp says why).
+std::shared_ptr<void> alloc_zeroed(size_t bytes);
+
 // A dense, C-ordered tensor. Copies are shallow (they share the buffer): constants are
 // immutable once built, so sharing is safe and avoids copying weights.
 class Tensor {
@@ -40,14 +44,24 @@ class Tensor {
   // Shares `owner`'s lifetime (e.g. a buffer holding a whole model file).
   static Tensor alias(DType dtype, Shape shape, std::shared_ptr<void> owner, void* data);
 
+  // Bytes at an address not aligned to the element size (a payload aliased in a mapped model
+  // file: protobuf puts raw_data anywhere). raw()/data() copy them, once, into an aligned
+  // buffer shared by every copy of the tensor; stored_bytes() reads them where they are, so a
+  // reader that only copies bytes (weight packing) never pays for that aligned copy.
+  static Tensor alias_unaligned(DType dtype, Shape shape, std::shared_ptr<void> owner,
+                                const void* bytes);
+
   DType dtype() const { return dtype_; }
   const Shape& shape() const { return shape_; }
   int64_t numel() const { return numel_; }
   size_t nbytes() const { return size_t(numel_) * dtype_size(dtype_); }
-  bool empty() const { return data_ == nullptr && numel_ == 0; }
+  bool empty() const { return data_ == nullptr && !lazy_ && numel_ == 0; }
 
-  void* raw() { return data_; }
-  const void* raw() const { return data_; }
+  void* raw() { return lazy_ ? aligned_copy() : data_; }
+  const void* raw() const { return lazy_ ? aligned_copy() : data_; }
+  // The tensor's bytes as stored, aligned to nothing (read them with memcpy).
+  const void* stored_bytes() const;
+  bool unaligned() const { return lazy_ != nullptr; }
   // Typed access; throws internal if T does not match dtype().
   template <class T>
   T* data();
@@ -59,11 +73,15 @@ class Tensor {
   Tensor clone() const;  // deep copy
 
  private:
+  struct Unaligned;
+  void* aligned_copy() const;
+
   DType dtype_ = DType::f32;
   Shape shape_;
   int64_t numel_ = 0;
   std::shared_ptr<void> owner_;
   void* data_ = nullptr;
+  std::shared_ptr<Unaligned> lazy_;  // set only by alias_unaligned
 };
 
 struct Attribute {
@@ -85,7 +103,7 @@ struct Value {
   std::string name;
   DType dtype = DType::f32;
   Shape shape;
-  bool shape_known = false;       // set by import (graph inputs, initializers) or inference
+  bool shape_known = false;        // set by import (graph inputs, initializers) or inference
   std::optional<Tensor> constant;  // initializers and folded values
   bool is_const() const { return constant.has_value(); }
 };
@@ -119,8 +137,8 @@ struct Graph {
   std::string name;
   int64_t opset = 0;  // default-domain opset the model was imported with
   std::vector<Value> values;
-  std::vector<Node> nodes;  // topologically ordered after import and after every pass
-  std::vector<ValueId> inputs;   // runtime inputs (never initializers)
+  std::vector<Node> nodes;      // topologically ordered after import and after every pass
+  std::vector<ValueId> inputs;  // runtime inputs (never initializers)
   std::vector<ValueId> outputs;
 
   ValueId add_value(std::string name, DType dtype = DType::f32);

@@ -179,18 +179,21 @@ Tensor fresh_tensor(DType dtype, Shape shape) {
 }
 
 // The tensor of `b`'s bytes (little-endian host assumed: x86). Aliased when Kiln owns the
-// bytes and they are aligned to the element size; copied otherwise.
+// bytes (the mapped file); copied otherwise.
 //
 // Why element alignment and not more: Tensor's own buffers are 64-byte aligned, but nothing
 // relies on that for constants — the JIT kernels pack weights into their own buffers and load
 // everything else with unaligned-tolerant instructions (the C API already hands them caller
-// buffers aligned only to the element size), and the C++ readers (reference kernels, passes,
-// weight packing) read through float*/int64_t*, which needs element alignment: a misaligned
-// payload (most of them: protobuf puts raw_data at arbitrary offsets) would be undefined
-// behaviour that UBSan (tests/sanitize/asan.sh) reports, so it is copied.
+// buffers aligned only to the element size), and the C++ readers (reference kernels, passes)
+// read through float*/int64_t*, which needs element alignment. A misaligned payload (most of
+// them: protobuf puts raw_data at arbitrary offsets) is therefore aliased "unaligned": those
+// readers get an aligned copy made on first use, while weight packing reads the mapped bytes
+// themselves (runtime/labels.cpp), so the conv and FC weights (ResNet-50: 76 of its 98 MB) are
+// never copied at load.
 Tensor tensor_from(DType dtype, Shape shape, const Bytes& b) {
   if (b.keep && reinterpret_cast<uintptr_t>(b.p) % dtype_size(dtype) == 0)
     return Tensor::alias(dtype, std::move(shape), b.keep, const_cast<uint8_t*>(b.p));
+  if (b.keep) return Tensor::alias_unaligned(dtype, std::move(shape), b.keep, b.p);
   Tensor out = fresh_tensor(dtype, std::move(shape));
   if (out.nbytes()) std::memcpy(out.raw(), b.p, out.nbytes());
   return out;

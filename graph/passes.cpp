@@ -159,14 +159,14 @@ int fold_batchnorm(Graph& g) {
     if (bn.op != "BatchNormalization" || bn.inputs.size() < 5) continue;
     ValueId x = bn.inputs[0];
     int p = prod[size_t(x)];
-    if (p < 0 || g.nodes[size_t(p)].op != "Conv" || cons[size_t(x)].size() != 1 ||
-        g.is_output(x))
+    if (p < 0 || g.nodes[size_t(p)].op != "Conv" || cons[size_t(x)].size() != 1 || g.is_output(x))
       continue;
     bool params_const = true;
     for (int k = 1; k < 5; ++k) params_const &= g.value(bn.inputs[size_t(k)]).is_const();
     Node& conv = g.nodes[size_t(p)];
     ValueId w_id = conv.inputs[1], b_id = conv.in(2);
-    if (!params_const || !g.value(w_id).is_const() || (b_id != kNoValue && !g.value(b_id).is_const()))
+    if (!params_const || !g.value(w_id).is_const() ||
+        (b_id != kNoValue && !g.value(b_id).is_const()))
       continue;
     const Tensor& w = *g.value(w_id).constant;
     const int64_t m = w.shape()[0], per_oc = w.numel() / m;
@@ -211,8 +211,10 @@ int remove_dead_code(Graph& g) {
   std::vector<Node> kept;
   int removed = 0;
   for (size_t i = 0; i < g.nodes.size(); ++i) {
-    if (keep[i]) kept.push_back(std::move(g.nodes[i]));
-    else ++removed;
+    if (keep[i])
+      kept.push_back(std::move(g.nodes[i]));
+    else
+      ++removed;
   }
   g.nodes = std::move(kept);
 

@@ -7,11 +7,10 @@
 namespace kiln {
 namespace {
 
-constexpr PostOp::Kind kKinds[] = {PostOp::Kind::relu,      PostOp::Kind::leaky_relu,
-                                   PostOp::Kind::clip,      PostOp::Kind::sigmoid,
-                                   PostOp::Kind::swish,     PostOp::Kind::hardswish,
-                                   PostOp::Kind::hardsigmoid, PostOp::Kind::add,
-                                   PostOp::Kind::scale_shift};
+constexpr PostOp::Kind kKinds[] = {
+    PostOp::Kind::relu,        PostOp::Kind::leaky_relu, PostOp::Kind::clip,
+    PostOp::Kind::sigmoid,     PostOp::Kind::swish,      PostOp::Kind::hardswish,
+    PostOp::Kind::hardsigmoid, PostOp::Kind::add,        PostOp::Kind::scale_shift};
 
 int extra_inputs(PostOp::Kind k) {
   return k == PostOp::Kind::add ? 1 : k == PostOp::Kind::scale_shift ? 2 : 0;
@@ -21,15 +20,24 @@ int extra_inputs(PostOp::Kind k) {
 
 const char* post_op_name(PostOp::Kind k) {
   switch (k) {
-    case PostOp::Kind::relu: return "relu";
-    case PostOp::Kind::leaky_relu: return "leaky_relu";
-    case PostOp::Kind::clip: return "clip";
-    case PostOp::Kind::sigmoid: return "sigmoid";
-    case PostOp::Kind::swish: return "swish";
-    case PostOp::Kind::hardswish: return "hardswish";
-    case PostOp::Kind::hardsigmoid: return "hardsigmoid";
-    case PostOp::Kind::add: return "add";
-    case PostOp::Kind::scale_shift: return "scale_shift";
+    case PostOp::Kind::relu:
+      return "relu";
+    case PostOp::Kind::leaky_relu:
+      return "leaky_relu";
+    case PostOp::Kind::clip:
+      return "clip";
+    case PostOp::Kind::sigmoid:
+      return "sigmoid";
+    case PostOp::Kind::swish:
+      return "swish";
+    case PostOp::Kind::hardswish:
+      return "hardswish";
+    case PostOp::Kind::hardsigmoid:
+      return "hardsigmoid";
+    case PostOp::Kind::add:
+      return "add";
+    case PostOp::Kind::scale_shift:
+      return "scale_shift";
   }
   return "?";
 }
@@ -77,15 +85,24 @@ void append_post_op(Node& n, const PostOp& op, const std::vector<ValueId>& extra
 
 float apply_post_op(const PostOp& op, float x, float residual, float scale, float shift) {
   switch (op.kind) {
-    case PostOp::Kind::relu: return x > 0 ? x : 0.f;
-    case PostOp::Kind::leaky_relu: return x >= 0 ? x : x * op.alpha;
-    case PostOp::Kind::clip: return std::min(std::max(x, op.alpha), op.beta);
-    case PostOp::Kind::sigmoid: return 1.f / (1.f + std::exp(-x));
-    case PostOp::Kind::swish: return x / (1.f + std::exp(-x));
-    case PostOp::Kind::hardswish: return x * std::min(std::max(x / 6.f + 0.5f, 0.f), 1.f);
-    case PostOp::Kind::hardsigmoid: return std::min(std::max(op.alpha * x + op.beta, 0.f), 1.f);
-    case PostOp::Kind::add: return x + residual;
-    case PostOp::Kind::scale_shift: return x * scale + shift;
+    case PostOp::Kind::relu:
+      return x > 0 ? x : 0.f;
+    case PostOp::Kind::leaky_relu:
+      return x >= 0 ? x : x * op.alpha;
+    case PostOp::Kind::clip:
+      return std::min(std::max(x, op.alpha), op.beta);
+    case PostOp::Kind::sigmoid:
+      return 1.f / (1.f + std::exp(-x));
+    case PostOp::Kind::swish:
+      return x / (1.f + std::exp(-x));
+    case PostOp::Kind::hardswish:
+      return x * std::min(std::max(x / 6.f + 0.5f, 0.f), 1.f);
+    case PostOp::Kind::hardsigmoid:
+      return std::min(std::max(op.alpha * x + op.beta, 0.f), 1.f);
+    case PostOp::Kind::add:
+      return x + residual;
+    case PostOp::Kind::scale_shift:
+      return x * scale + shift;
   }
   return x;
 }

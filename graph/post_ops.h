@@ -19,7 +19,17 @@
 namespace kiln {
 
 struct PostOp {
-  enum class Kind { relu, leaky_relu, clip, sigmoid, swish, hardswish, hardsigmoid, add, scale_shift };
+  enum class Kind {
+    relu,
+    leaky_relu,
+    clip,
+    sigmoid,
+    swish,
+    hardswish,
+    hardsigmoid,
+    add,
+    scale_shift
+  };
   Kind kind = Kind::relu;
   float alpha = 0, beta = 0;
   int input = -1;  // node input index: the residual (add) or the scale (scale_shift; shift = +1)

@@ -205,7 +205,7 @@ int64_t release_unread_constants(Graph& g, const Plan& p) {
   int64_t bytes = 0;
   for (size_t v = 0; v < g.values.size(); ++v) {
     Value& val = g.values[v];
-    if (!val.is_const() || read[v] || !val.constant->raw()) continue;
+    if (!val.is_const() || read[v] || !val.constant->stored_bytes()) continue;
     bytes += int64_t(val.constant->nbytes());
     val.constant = Tensor::alias(val.dtype, val.shape, nullptr, nullptr);
   }

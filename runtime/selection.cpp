@@ -244,7 +244,9 @@ class Selector {
       // Constants are passed as they are, except 4-D ones a non-NCHW label reads in its
       // layout (the plan converts those); conv/FC weights are the kernel's own.
       if (val.is_const() && (conv_or_fc || !is4d(g_, v) || in[k] == Layout::nchw)) {
-        consts[k] = val.constant->raw();
+        // (Not the weights and bias: the kernel packed its own, and raw() would make an
+        // aligned copy of a weight still in the mapped file.)
+        if (!(conv_or_fc && (k == 1 || k == 2))) consts[k] = val.constant->raw();
         continue;
       }
       sb[k] = value_bytes(val, in[k]);

@@ -123,7 +123,7 @@ class WinoKernel : public Kernel {
       for (int xi = 0; xi < c_.a2; ++xi) {
         ga.v = s + v_off_ + xi * c_.v_xi();
         for (int64_t ch = ch0; ch < ch1; ++ch) {
-          ga.u = u_.get() + c_.u_offset(xi, ch);
+          ga.u = u() + c_.u_offset(xi, ch);
           ga.m = s + m_off_ + xi * c_.m_xi() + (ch - ch0) * c_.nr * c_.simd;
           (ch == c_.chunks - 1 ? last : full)(&ga);
         }
@@ -223,8 +223,9 @@ class WinoKernel : public Kernel {
   // U = G g G^T per (oc, ic) in double, packed as [xi][chunk][ic][chunk vectors * simd].
   // U[xi][chunk][ic][oc in chunk] = (G g G^T)[xi]. Loops follow U's layout (chunk, ic, then
   // the chunk's output channels) so each of the alpha^2 planes is written in contiguous runs
-  // of nv * simd floats: writing per (oc, ic) instead scattered 36 stores over a buffer of up
-  // to 38 MB and took a quarter of ResNet-50's warm load.
+  // of nv * simd floats (writing per (oc, ic) scattered 36 stores over a buffer of up to 38 MB
+  // and took a quarter of ResNet-50's warm load), and the chunk's channels are the innermost
+  // loop of both matrix products so the compiler vectorises them.
   void pack_weights(const float* w) {
     const ConvProblem& p = c_.p;
     const WinoMatrices mat = wino_matrices(c_.m);
@@ -233,25 +234,36 @@ class WinoKernel : public Kernel {
     float gm[6][3];
     for (int y = 0; y < A; ++y)
       for (int a = 0; a < 3; ++a) gm[y][a] = float(mat.g[y * 3 + a]);
-    u_.reset(alloc_floats(size_t(c_.u_floats())));
-    std::vector<float> run(size_t(A2 * c_.nr * S));  // one ic's planes for one chunk
+    u_ = alloc_zeroed(size_t(c_.u_floats()) * 4);
+    const size_t W = size_t(c_.nr * S);  // widest chunk
+    // One input channel of one chunk: g[9][W], G g: t[A][3][W], the planes: run[A2][W].
+    std::vector<float> g(9 * W), t(size_t(A) * 3 * W), run(size_t(A2) * W);
     for (int64_t ch = 0; ch < c_.chunks; ++ch) {
-      const int64_t nv = c_.chunk_vectors(ch), width = nv * S, oc0 = ch * c_.nr * S;
+      const int64_t oc0 = ch * c_.nr * S, width = c_.chunk_vectors(ch) * S;
+      const int64_t valid = std::max<int64_t>(0, std::min(width, p.oc - oc0));
+      std::fill(g.begin(), g.end(), 0.f);  // output channels past oc stay zero
       for (int64_t ic = 0; ic < p.ic; ++ic) {
-        std::fill(run.begin(), run.end(), 0.f);  // output channels past oc stay zero
-        for (int64_t k = 0; k < width && oc0 + k < p.oc; ++k) {
-          const float* g = w + ((oc0 + k) * p.ic + ic) * 9;
-          float tmp[6][3];
-          for (int y = 0; y < A; ++y)
-            for (int b = 0; b < 3; ++b)
-              tmp[y][b] = gm[y][0] * g[b] + gm[y][1] * g[3 + b] + gm[y][2] * g[6 + b];
-          for (int y = 0; y < A; ++y)
-            for (int x = 0; x < A; ++x)
-              run[size_t((y * A + x) * width + k)] =
-                  tmp[y][0] * gm[x][0] + tmp[y][1] * gm[x][1] + tmp[y][2] * gm[x][2];
-        }
+        for (int64_t k = 0; k < valid; ++k)
+          for (int a = 0; a < 9; ++a)
+            g[size_t(a) * W + size_t(k)] = w[((oc0 + k) * p.ic + ic) * 9 + a];
+        for (int y = 0; y < A; ++y)
+          for (int b = 0; b < 3; ++b) {
+            float* o = &t[(size_t(y) * 3 + size_t(b)) * W];
+            const float *g0 = &g[size_t(b) * W], *g1 = &g[size_t(3 + b) * W],
+                        *g2 = &g[size_t(6 + b) * W];
+            for (int64_t k = 0; k < width; ++k)
+              o[k] = gm[y][0] * g0[k] + gm[y][1] * g1[k] + gm[y][2] * g2[k];
+          }
+        for (int y = 0; y < A; ++y)
+          for (int x = 0; x < A; ++x) {
+            float* o = &run[size_t(y * A + x) * W];
+            const float* t0 = &t[size_t(y) * 3 * W];
+            for (int64_t k = 0; k < width; ++k)
+              o[k] = t0[k] * gm[x][0] + t0[W + size_t(k)] * gm[x][1] +
+                     t0[2 * W + size_t(k)] * gm[x][2];
+          }
         for (int xi = 0; xi < A2; ++xi)
-          std::memcpy(u_.get() + c_.u_offset(xi, ch) + ic * width, run.data() + xi * width,
+          std::memcpy(u() + c_.u_offset(xi, ch) + ic * width, &run[size_t(xi) * W],
                       size_t(width) * 4);
       }
     }
@@ -260,10 +272,8 @@ class WinoKernel : public Kernel {
   WinoConf c_;
   std::string name_;
   std::vector<float> bias_;
-  struct Free {
-    void operator()(float* p) const { std::free(p); }
-  };
-  std::unique_ptr<float[], Free> u_;
+  std::shared_ptr<void> u_;  // float
+  float* u() const { return static_cast<float*>(u_.get()); }
   std::unique_ptr<WinoInputGen> in_;
   std::map<std::pair<int, int>, std::unique_ptr<WinoGemmGen>> gemm_;
   std::unique_ptr<WinoOutputGen> out_[2][2][2];
