@@ -3,6 +3,7 @@
 // here): the runtime splits [0, tiles()) across threads.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -26,6 +27,14 @@ class Kernel {
   void run_all(const KernelArgs& args) const { run(args, 0, tiles()); }
   // Work in multiply-adds (for GFLOP/s reports); 0 when not meaningful.
   virtual double macs() const { return 0; }
+  // The memory the kernel reads on every run besides its operands: its packed weights. The
+  // profiler evicts it from the caches before each timing when the model's weights cannot
+  // stay cached between runs (runtime/profiler.h).
+  struct Span {
+    const void* p;
+    size_t bytes;
+  };
+  virtual std::vector<Span> weights() const { return {}; }
 };
 
 }  // namespace kiln

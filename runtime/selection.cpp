@@ -5,6 +5,7 @@
 #include <tbb/task_arena.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -66,6 +67,16 @@ class Selector {
  public:
   Selector(const Graph& g, const SelectOptions& o) : g_(g), o_(o), prof_(o.threads) {
     tune_ = o.strategy == Strategy::heuristic ? TuneMode::none : o.tune;
+    int64_t weight_bytes = 0;
+    for (const Value& v : g.values)
+      if (v.is_const()) weight_bytes += int64_t(v.constant->nbytes());
+    bool cold = !weights_stay_cached(weight_bytes, o.threads);
+    // KILN_COLD_WEIGHTS=0/1 overrides the guess (for experiments and odd cache hierarchies).
+    if (const char* e = std::getenv("KILN_COLD_WEIGHTS"); e && (*e == '0' || *e == '1'))
+      cold = *e == '1';
+    prof_.set_cold_weights(cold);
+    // A kernel timed with cold weights is a different measurement: cached apart.
+    problem_suffix_ = prof_.cold_weights() ? " weights:cold" : "";
   }
 
   Selection run() {
@@ -182,7 +193,7 @@ class Selector {
     // Identical problems are measured once: (time, whether it came from the tuning cache).
     std::map<std::pair<std::string, std::string>, std::pair<double, bool>> memo;
     for (size_t i = 0; i < nn; ++i) {
-      const std::string problem = node_problem(g_, int(i));
+      const std::string problem = node_problem(g_, int(i)) + problem_suffix_;
       bool all_cached = true;
       for (size_t k = 0; k < cands_[i].size(); ++k) {
         if (!todo[i][k]) {
@@ -484,6 +495,7 @@ class Selector {
   SelectOptions o_;
   TuneMode tune_;
   Profiler prof_;
+  std::string problem_suffix_;
   Selection sel_;
   std::vector<std::vector<Label>> cands_;
   std::vector<std::vector<double>> cost_;

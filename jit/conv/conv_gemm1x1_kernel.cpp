@@ -31,6 +31,7 @@ class Gemm1x1Kernel : public Kernel {
   const std::string& name() const override { return name_; }
   int64_t tiles() const override { return c_.p.n * c_.m_lines * c_.chunks * c_.n_groups; }
   double macs() const override { return c_.p.macs(); }
+  std::vector<Span> weights() const override { return {{wei_.raw(), wei_.nbytes()}}; }
 
   void run(const KernelArgs& args, int64_t begin, int64_t end) const override {
     ConvCallArgs base;

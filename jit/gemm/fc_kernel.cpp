@@ -35,6 +35,7 @@ class FcKernel : public Kernel {
   // weights are in cache, and two halves split the weight stream evenly.
   int64_t tiles() const override { return c_.n_blocks * c_.row_tiles(); }
   double macs() const override { return c_.p.macs(); }
+  std::vector<Span> weights() const override { return {{wei_.raw(), wei_.nbytes()}}; }
 
   void run(const KernelArgs& args, int64_t begin, int64_t end) const override {
     FcCallArgs base;

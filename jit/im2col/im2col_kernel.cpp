@@ -83,6 +83,7 @@ class Im2colKernel : public Kernel {
   const std::string& name() const override { return name_; }
   int64_t tiles() const override { return c_.tiles(); }
   double macs() const override { return c_.p.macs(); }
+  std::vector<Span> weights() const override { return {{wei_.raw(), wei_.nbytes()}}; }
 
   void run(const KernelArgs& args, int64_t begin, int64_t end) const override {
     const ConvProblem& p = c_.p;

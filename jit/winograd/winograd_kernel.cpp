@@ -101,6 +101,7 @@ class WinoKernel : public Kernel {
   const std::string& name() const override { return name_; }
   int64_t tiles() const override { return c_.kernel_tiles(); }
   double macs() const override { return c_.p.macs(); }
+  std::vector<Span> weights() const override { return {{u_.get(), size_t(c_.u_floats()) * 4}}; }
 
   void run(const KernelArgs& args, int64_t begin, int64_t end) const override {
     if (begin >= end) return;
