@@ -442,6 +442,12 @@ Graph import_source(const Source& src, const ImportOptions& opts) {
     for (int j = 0; j < np.attribute_size(); ++j) {
       const auto& a = np.attribute(j);
       if (a.name().empty()) n.fail(Code::invalid_model, "an attribute has no name");
+      // Kiln's fusion pass records fused epilogues in this attribute (graph/post_ops.h); a
+      // model must not smuggle in operations ONNX does not define (found by fuzz_session: a
+      // MatMul carrying one left no kernel able to run it).
+      if (a.name() == "post_ops")
+        n.fail(Code::invalid_model,
+               "attribute 'post_ops' is not an ONNX attribute (Kiln reserves it)");
       auto cut = cuts.attributes.find({i, j});
       n.attrs[a.name()] =
           convert_attr(cx, a, n.where(), cut == cuts.attributes.end() ? nullptr : &cut->second);

@@ -13,8 +13,13 @@ class RefOpKernel : public Kernel {
  public:
   RefOpKernel(const Node& n, std::vector<Shape> is, std::vector<DType> it, std::vector<Shape> os,
               std::vector<DType> ot)
-      : node_(n), name_("ref_" + n.op), in_shapes_(std::move(is)), in_types_(std::move(it)),
-        out_shapes_(std::move(os)), out_types_(std::move(ot)), fn_(find_ref_kernel(n.op)) {
+      : node_(n),
+        name_("ref_" + n.op),
+        in_shapes_(std::move(is)),
+        in_types_(std::move(it)),
+        out_shapes_(std::move(os)),
+        out_types_(std::move(ot)),
+        fn_(find_ref_kernel(n.op)) {
     if (!fn_) n.fail(Code::unsupported, "no kernel implements operator " + n.op);
   }
   const std::string& name() const override { return name_; }
@@ -49,7 +54,9 @@ class RefOpKernel : public Kernel {
 class ReorderKernel : public Kernel {
  public:
   ReorderKernel(Shape s, Layout from, Layout to)
-      : s_(std::move(s)), from_(from), to_(to),
+      : s_(std::move(s)),
+        from_(from),
+        to_(to),
         name_(std::string("reorder_") + layout_name(from) + "_to_" + layout_name(to) + "__cpp") {}
   const std::string& name() const override { return name_; }
   int64_t tiles() const override { return s_[0]; }
@@ -117,7 +124,8 @@ class BlockedPoolKernel : public Kernel {
         if (!max_) {
           if (include_pad_) {  // window clipped to the padded extent (PyTorch's rule)
             const int64_t hs = std::max<int64_t>(h0, -pt_), ws = std::max<int64_t>(w0, -pl_);
-            const int64_t he = std::min(h0 + kh_, H + ph_end_), we = std::min(w0 + kw_, W + pw_end_);
+            const int64_t he = std::min(h0 + kh_, H + ph_end_),
+                          we = std::min(w0 + kw_, W + pw_end_);
             count = (he - hs) * (we - ws);
           }
           const float inv = count ? 1.f / float(count) : 0.f;
@@ -143,8 +151,7 @@ class BlockedPoolKernel : public Kernel {
 class BlockedConcatKernel : public Kernel {
  public:
   BlockedConcatKernel(std::vector<Shape> srcs, Layout l)
-      : srcs_(std::move(srcs)),
-        name_(std::string("concat_f32_") + layout_name(l) + "__cpp") {}
+      : srcs_(std::move(srcs)), name_(std::string("concat_f32_") + layout_name(l) + "__cpp") {}
   const std::string& name() const override { return name_; }
   int64_t tiles() const override { return srcs_[0][0]; }
   void run(const KernelArgs& a, int64_t b, int64_t e) const override {

@@ -5,12 +5,13 @@
 #include <tbb/task_arena.h>
 
 #include <algorithm>
-#include <cstdlib>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <limits>
 #include <map>
+#include <set>
 #include <sstream>
 
 #include "runtime/profiler.h"
@@ -87,6 +88,7 @@ class Selector {
     sel_.kernels.resize(nn);
     cands_.resize(nn);
     kept_.resize(nn);
+    failure_.assign(nn, {Code::internal, std::string()});
     kept_ms_.assign(nn, kInf);
     for (size_t i = 0; i < nn; ++i) cands_[i] = candidate_labels(g_, int(i), o_.isa, o_.reference);
     if (o_.force_family >= 0) force_family();
@@ -168,6 +170,9 @@ class Selector {
     const size_t nn = g_.nodes.size();
     cost_.assign(nn, {});
     std::vector<std::vector<char>> todo(nn);
+    std::vector<char> profiled(nn, 0);
+    std::vector<std::string> problem(nn);
+    std::map<std::string, double> problem_est;  // estimated ms to measure a problem's labels
     int total = 0;
     for (size_t i = 0; i < nn; ++i) {
       const auto& c = cands_[i];
@@ -179,37 +184,83 @@ class Selector {
       sel_.nodes[i].candidates = int(c.size());
       todo[i].assign(c.size(), 0);
       if (tune_ == TuneMode::none || !measurable(int(i))) continue;
+      // Operands beyond this are not allocated just to time the node (a 65535-image batch
+      // wanted 8 GB of scratch): the cost model decides.
+      int64_t operand_bytes = 0;
+      for (ValueId v : g_.nodes[i].inputs)
+        if (v != kNoValue && !g_.value(v).is_const())
+          operand_bytes += value_bytes(g_.value(v), Layout::nchw);
+      for (ValueId v : g_.nodes[i].outputs)
+        if (v != kNoValue) operand_bytes += value_bytes(g_.value(v), Layout::nchw);
+      if (operand_bytes > (int64_t(1) << 29)) {
+        ++sel_.unprofiled;
+        continue;
+      }
       // fast: measure the labels the model finds plausible (within 3x of its best; the
       // reference label only when nothing else exists).
       const double best = *std::min_element(h.begin(), h.end());
+      profiled[i] = 1;
+      double est = 0;
       for (size_t k = 0; k < c.size(); ++k) {
         const bool ref_fallback = c[k].kind == LabelKind::ref && c.size() > 1;
         if (tune_ == TuneMode::full ? !ref_fallback || c.size() == 1
-                                    : (!ref_fallback && h[k] <= 3 * best) || c.size() == 1)
+                                    : (!ref_fallback && h[k] <= 3 * best) || c.size() == 1) {
           todo[i][k] = 1, ++total;
+          // What Profiler::time_kernel spends: a warm-up run, then 3-9 runs up to 40 ms (one
+          // run when the warm-up alone took longer).
+          est += h[k] + (h[k] > 40 ? h[k] : std::max(3 * h[k], std::min(9 * h[k], 40.0)));
+        }
       }
+      problem[i] = node_problem(g_, int(i));
+      problem_est[problem[i]] = est;  // identical problems are measured once
+    }
+    // Profiling budget: beyond it, the problems costliest to measure keep the cost model's
+    // estimates, so a huge model (a 65535-image batch, found by fuzz_session, profiled for
+    // more than a minute) still loads in bounded time. Their choice matters least: such
+    // layers are dominated by arithmetic every family does at a similar rate.
+    double est_total = 0;
+    for (const auto& [p, ms] : problem_est) est_total += ms;
+    const double budget = o_.profile_budget_ms > 0  ? o_.profile_budget_ms
+                          : tune_ == TuneMode::full ? 60000.0
+                                                    : 10000.0;
+    if (est_total > budget) {
+      std::vector<std::pair<double, std::string>> order;
+      for (const auto& [p, ms] : problem_est) order.push_back({ms, p});
+      std::sort(order.rbegin(), order.rend());
+      std::set<std::string> skip;
+      for (const auto& [ms, p] : order) {
+        if (est_total <= budget) break;
+        est_total -= ms;
+        skip.insert(p);
+      }
+      for (size_t i = 0; i < nn; ++i)
+        if (profiled[i] && skip.count(problem[i])) {
+          profiled[i] = 0;
+          for (char& t : todo[i]) total -= t, t = 0;
+          ++sel_.unprofiled;
+        }
     }
     int done = 0;
     // Identical problems are measured once: (time, whether it came from the tuning cache).
     std::map<std::pair<std::string, std::string>, std::pair<double, bool>> memo;
     for (size_t i = 0; i < nn; ++i) {
-      const std::string problem = node_problem(g_, int(i)) + problem_suffix_;
+      const std::string key = node_problem(g_, int(i)) + problem_suffix_;
       bool all_cached = true;
       for (size_t k = 0; k < cands_[i].size(); ++k) {
         if (!todo[i][k]) {
           // Not measured: the model's guess, inflated so a measured label wins a near tie.
-          if (tune_ != TuneMode::none && measurable(int(i))) cost_[i][k] = kInf;
+          if (profiled[i]) cost_[i][k] = kInf;
           continue;
         }
         const std::string lk = cands_[i][k].key();
         double ms;
-        auto m = memo.find({problem, lk});
+        auto m = memo.find({key, lk});
         bool hit = false;
         if (m != memo.end()) {
           ms = m->second.first;
           hit = m->second.second;
           all_cached &= hit;
-        } else if (auto c = o_.cache ? o_.cache->time(problem, lk) : std::nullopt) {
+        } else if (auto c = o_.cache ? o_.cache->time(key, lk) : std::nullopt) {
           ms = *c;
           hit = true;
           ++sel_.cache_hits;
@@ -217,9 +268,9 @@ class Selector {
           if (o_.cache) ++sel_.cache_misses;
           all_cached = false;
           ms = measure(int(i), cands_[i][k]);
-          if (o_.cache && std::isfinite(ms)) o_.cache->put_time(problem, lk, ms);
+          if (o_.cache && std::isfinite(ms)) o_.cache->put_time(key, lk, ms);
         }
-        memo[{problem, lk}] = {ms, hit};
+        memo[{key, lk}] = {ms, hit};
         cost_[i][k] = ms;
         sel_.nodes[i].measured = true;
         progress(++done, total);
@@ -229,11 +280,13 @@ class Selector {
       auto& c = cost_[i];
       if (std::none_of(c.begin(), c.end(), [](double x) { return std::isfinite(x); }) &&
           cands_[i].back().kind == LabelKind::ref)
-        c.back() = measurable(int(i)) && tune_ != TuneMode::none
-                       ? measure(int(i), cands_[i].back())
-                       : heuristic_ms(g_, int(i), cands_[i].back(), o_.isa, o_.threads);
+        c.back() = profiled[i] ? measure(int(i), cands_[i].back())
+                               : heuristic_ms(g_, int(i), cands_[i].back(), o_.isa, o_.threads);
     }
     if (o_.progress && total > 0) std::fprintf(stderr, "\n");
+    if (sel_.unprofiled)
+      spdlog::info("{} nodes beyond the profiling budget: the cost model chose their kernels",
+                   sel_.unprofiled);
   }
 
   double measure(int i, const Label& l) {
@@ -241,6 +294,7 @@ class Selector {
     Instance inst = instantiate(g_, i, l, o_.isa, &why);
     if (!inst.kernel) {
       spdlog::debug("{}: {} does not apply: {}", g_.nodes[size_t(i)].where(), l.key(), why);
+      failure_[size_t(i)] = {Code::unsupported, g_.nodes[size_t(i)].where() + ": " + why};
       return kInf;
     }
     const Node& n = g_.nodes[size_t(i)];
@@ -274,14 +328,22 @@ class Selector {
         kept_[size_t(i)] = {l, std::move(inst.kernel)};
       }
       return ms;
+    } catch (const Error& e) {
+      spdlog::debug("{}: {} failed while profiling: {}", n.where(), l.key(), e.what());
+      failure_[size_t(i)] = {e.code(), e.what()};
+      return kInf;
     } catch (const std::exception& e) {
       spdlog::debug("{}: {} failed while profiling: {}", n.where(), l.key(), e.what());
+      failure_[size_t(i)] = {Code::internal, n.where() + ": " + e.what()};
       return kInf;
     }
   }
 
   double reorder_ms(const Shape& s, Layout from, Layout to) {
-    if (tune_ == TuneMode::none) return heuristic_reorder_ms(s, from, to, o_.threads);
+    // (Tensors beyond 64 MB are not allocated just to time their conversion: a copy that
+    // size is memory-bound, which the model predicts well.)
+    if (tune_ == TuneMode::none || shape_numel(s) * 4 > (int64_t(1) << 26))
+      return heuristic_reorder_ms(s, from, to, o_.threads);
     const std::string problem = "reorder:" + shape_str(s);
     const std::string lk = std::string(layout_name(from)) + ">" + layout_name(to);
     auto m = reorder_memo_.find({problem, lk});
@@ -375,7 +437,7 @@ class Selector {
       SolveOptions so;
       so.time_budget_ms = o_.solve_budget_ms;
       NetworkSolution s = np.solve(so);
-      if (!s.feasible) fail(Code::internal, "no feasible choice of kernels and layouts");
+      if (!s.feasible) report_infeasible();
       pick = s.op_labels;
       sel_.optimal = s.optimal;
       sel_.pbqp_nodes = s.pbqp_nodes;
@@ -477,6 +539,17 @@ class Selector {
     return why;
   }
 
+  // No plan exists: when a node has no label left (even its reference kernel failed), that
+  // node's own error is the model's problem; otherwise the layouts cannot be chained, a bug.
+  [[noreturn]] void report_infeasible() {
+    for (size_t i = 0; i < cost_.size(); ++i)
+      if (std::none_of(cost_[i].begin(), cost_[i].end(),
+                       [](double x) { return std::isfinite(x); }) &&
+          !failure_[i].second.empty())
+        fail(failure_[i].first, failure_[i].second);
+    fail(Code::internal, "no feasible choice of kernels and layouts");
+  }
+
   bool reject(const std::string& key, const std::string& why) {
     spdlog::warn("tuning cache: ignoring the stored plan {} ({}); selecting again", key, why);
     for (auto& k : sel_.kernels) k.reset();
@@ -502,6 +575,7 @@ class Selector {
   std::map<std::pair<std::string, std::string>, double> reorder_memo_;
   std::vector<std::pair<Label, std::unique_ptr<Kernel>>> kept_;  // per node, see measure()
   std::vector<double> kept_ms_;
+  std::vector<std::pair<Code, std::string>> failure_;  // per node: the last label's failure
 };
 
 }  // namespace

@@ -42,6 +42,9 @@ struct SelectOptions {
   // >= 0: a ConvFamily every conv must use wherever that family applies (for tests and
   // benchmarks of one family end to end); other convs keep their normal candidates.
   int force_family = -1;
+  // Estimated milliseconds of measurements one load may spend (0: 10 s fast, 60 s full);
+  // beyond it the problems costliest to measure keep the cost model's estimates.
+  double profile_budget_ms = 0;
 };
 
 struct NodeChoice {
@@ -62,6 +65,7 @@ struct Selection {
   bool plan_from_cache = false;
   int64_t cache_hits = 0, cache_misses = 0;  // time lookups
   int measurements = 0;                      // kernels + conversions timed this load
+  int unprofiled = 0;  // nodes the cost model put beyond the profiling cap (not measured)
   double profile_ms = 0, solve_ms = 0, jit_ms = 0;
   int pbqp_nodes = 0, pbqp_edges = 0;
 };

@@ -106,6 +106,8 @@ void Session::prepare(const SessionOptions& o) {
   so.progress = o.progress && isatty(2);
   if (o.force_family >= kNumConvFamilies) fail(Code::invalid_argument, "unknown conv family");
   so.force_family = o.force_family;
+  if (!(o.profile_budget_ms >= 0)) fail(Code::invalid_argument, "profile_budget_ms must be >= 0");
+  so.profile_budget_ms = o.profile_budget_ms;
   std::unique_ptr<TuningCache> cache;
   if (o.use_cache && !o.reference && so.tune != TuneMode::none) {
     std::string dir = o.cache_dir.empty() ? default_cache_dir() : o.cache_dir;

@@ -28,6 +28,7 @@ struct SessionOptions {
   bool use_cache = true;   // false: neither read nor write the tuning cache
   bool progress = false;   // progress bar on stderr while profiling (only if it is a terminal)
   int force_family = -1;   // >= 0: a kiln::ConvFamily every conv uses where it applies (tests)
+  double profile_budget_ms = 0;  // load-time profiling budget (0: by tuning mode; selection.h)
 };
 
 struct IoInfo {

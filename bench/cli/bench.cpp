@@ -56,23 +56,34 @@ void print_layers(const Session& s, const std::vector<Tensor>& ins, std::vector<
   double total = 0;
   for (size_t i = 0; i < med.size(); ++i) total += med[i] = percentile(samples[i], 50);
   auto layout_of = [&](int t) { return t < 0 ? "-" : layout_name(plan.tensors[size_t(t)].layout); };
-  std::printf("\n%4s  %-18s %-50s %-17s %9s %6s %8s %9s %s\n", "step", "op", "kernel", "layouts",
-              "ms", "share", "GFLOP/s", "pred_ms", "time source");
+  // Tiles and how evenly the static split gives them to the threads: with T tiles on n
+  // threads the slowest thread runs ceil(T/n), so at best T/n / ceil(T/n) of the cores work.
+  const int threads = s.threads();
+  auto balance = [&](int64_t t) {
+    return t <= 0 ? 1.0 : double(t) / threads / double((t + threads - 1) / threads);
+  };
+  double weighted_balance = 0;
+  std::printf("\n%4s  %-18s %-50s %-17s %9s %6s %8s %9s %6s %5s %s\n", "step", "op", "kernel",
+              "layouts", "ms", "share", "GFLOP/s", "pred_ms", "tiles", "split", "time source");
   for (size_t i = 0; i < plan.steps.size(); ++i) {
     const Step& st = plan.steps[i];
     std::string lay = std::string(st.src.empty() ? "-" : layout_of(st.src[0])) + ">" +
                       (st.dst.empty() ? "-" : layout_of(st.dst[0]));
     const double macs = st.kernel->macs();
     const NodeChoice* c = st.node >= 0 ? &s.selection().nodes[size_t(st.node)] : nullptr;
-    std::printf("%4zu  %-18s %-50s %-17s %9.4f %5.1f%% %8.1f %9.4f %s\n", i, step_op(s, st).c_str(),
-                st.kernel->name().c_str(), lay.c_str(), med[i], 100.0 * med[i] / total,
-                macs > 0 && med[i] > 0 ? 2.0 * macs / (med[i] * 1e6) : 0.0, c ? c->ms : 0.0,
+    const int64_t tiles = st.kernel->tiles();
+    weighted_balance += balance(tiles) * med[i] / total;
+    std::printf("%4zu  %-18s %-50s %-17s %9.4f %5.1f%% %8.1f %9.4f %6lld %4.0f%% %s\n", i,
+                step_op(s, st).c_str(), st.kernel->name().c_str(), lay.c_str(), med[i],
+                100.0 * med[i] / total, macs > 0 && med[i] > 0 ? 2.0 * macs / (med[i] * 1e6) : 0.0,
+                c ? c->ms : 0.0, (long long)tiles, 100.0 * balance(tiles),
                 !c            ? "-"
                 : c->cached   ? "cache"
                 : c->measured ? "measured"
                               : "model");
   }
-  std::printf("total of step medians: %.3f ms\n", total);
+  std::printf("total of step medians: %.3f ms; time-weighted tile split over %d threads: %.1f%%\n",
+              total, threads, 100.0 * weighted_balance);
 }
 
 // Chrome trace (chrome://tracing, Perfetto): one complete event per piece of work, one lane

@@ -256,3 +256,27 @@ TEST_CASE("the original conv and FC weights are released after packing; runs sta
   for (const kiln::Node& n : ref->graph().nodes)
     if (n.op == "Conv") CHECK(ref->graph().value(n.inputs[1]).constant->raw() != nullptr);
 }
+
+// Regression (fuzz_session timeout): a 65535-image batch profiled for 80 s, mostly filling
+// gigabytes of scratch with random numbers. Operands beyond 512 MB are not allocated for
+// timing, and a profiling budget bounds the rest.
+TEST_CASE("profiling stays bounded on a huge batch: big nodes keep the cost model") {
+  kiln::SessionOptions o;
+  o.batch = 30000;  // the stem conv's operands: 368 MB in + 246 MB out
+  o.use_cache = false;
+  o.profile_budget_ms = 1;  // nothing else fits either
+  auto s = kiln::Session::load_file((fixture("dynamic_batch_op13") / "model.onnx").string(), o);
+  const kiln::Selection& sel = s->selection();
+  int convs = 0;
+  for (const kiln::Node& n : s->graph().nodes) convs += n.op == "Conv";
+  CHECK(convs > 0);
+  CHECK(sel.unprofiled >= convs);
+  for (size_t i = 0; i < sel.nodes.size(); ++i)
+    if (s->graph().nodes[i].op == "Conv") CHECK_FALSE(sel.nodes[i].measured);
+  // A normal batch with the default budget measures its convs.
+  kiln::SessionOptions d;
+  d.use_cache = false;
+  auto small = kiln::Session::load_file((fixture("dynamic_batch_op13") / "model.onnx").string(), d);
+  CHECK(small->selection().unprofiled == 0);
+  CHECK(small->selection().measurements > 0);
+}
