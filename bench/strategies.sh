@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Issue-5/6 end-to-end figures: per model, the three strategies at 1 thread on a fresh tuning
-# cache (predicted and measured), then three warm loads (plan from the cache) at 1 and 2
-# threads. Usage: bench/strategies.sh [KILN] [MODELS_DIR] [MODEL...]
+# cache (predicted and measured), the three again warm and interleaved run by run, then three
+# warm loads (plan from the cache) at 1 and 2 threads. Usage: bench/strategies.sh [KILN] [MODELS_DIR] [MODEL...]
 #   KILN defaults to build/bench/kiln, MODELS_DIR to ~/kiln-zoo (bench/zoo_export.py output).
 # Compare with ONNX Runtime in the same minutes: ../shared/peers/ort_bench.js (see its README).
 set -euo pipefail
@@ -22,6 +22,16 @@ for o in json.load(open(sys.argv[1])):
     print('%s %-6s predicted %.2f  p50 %.2f  min %.2f  load %.0f ms  optimal %s' % (
         sys.argv[2], o['strategy'], o['predicted_ms'], o['latency_ms']['p50'],
         o['latency_ms']['min'], o['load_ms'], o['optimal']))
+PY
+  # Warm (plans from the cache): the three sessions take turns run by run (kiln bench does
+  # that with several strategies), so machine noise hits them alike.
+  "$K" bench "$M/$m.onnx" --threads 1 --runs 60 --warmup 3 --strategy global,local,fixed \
+    --json "$TMP/i.json" > /dev/null
+  python3 - "$TMP/i.json" "$m" <<'PY'
+import json, sys
+print('  %s warm, interleaved: %s' % (sys.argv[2], ';  '.join(
+    '%s p50 %.2f min %.2f' % (o['strategy'], o['latency_ms']['p50'], o['latency_ms']['min'])
+    for o in json.load(open(sys.argv[1])))))
 PY
   for t in 1 2; do
     for _ in 1 2 3; do

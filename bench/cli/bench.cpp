@@ -113,29 +113,51 @@ void write_trace(const Session& s, const std::vector<Tensor>& ins, std::vector<T
   std::printf("wrote %s (%zu events)\n", path.c_str(), prof.events.size());
 }
 
-// One strategy: load, measure, print; returns the JSON object.
-std::string bench_one(const Args& a, const std::string& strategy) {
-  auto t0 = Clock::now();
-  auto s = Session::load_file(a.model, session_options(a, strategy));
-  const double load_ms = ms_between(t0, Clock::now());
-  const LoadStats& ls = s->load_stats();
-  const Plan& plan = s->plan();
+// One strategy's session and its measurements.
+struct Bench {
+  std::unique_ptr<Session> s;
+  double load_ms = 0, first_ms = 0;
+  std::vector<Tensor> ins, outs;
+  std::vector<double> lat;
+};
 
-  std::vector<Tensor> ins = random_inputs(*s);
-  std::vector<Tensor> outs = make_outputs(*s);
+Bench load_one(const Args& a, const std::string& strategy) {
+  Bench b;
+  auto t0 = Clock::now();
+  b.s = Session::load_file(a.model, session_options(a, strategy));
+  b.load_ms = ms_between(t0, Clock::now());
+  b.ins = random_inputs(*b.s);
+  b.outs = make_outputs(*b.s);
   // The first run pays for first-touching the arena and cold caches: reported on its own.
   auto f0 = Clock::now();
-  s->run(ins, outs);
-  const double first_ms = ms_between(f0, Clock::now());
-  for (int i = 0; i < a.warmup; ++i) s->run(ins, outs);
-  std::vector<double> lat;
+  b.s->run(b.ins, b.outs);
+  b.first_ms = ms_between(f0, Clock::now());
+  for (int i = 0; i < a.warmup; ++i) b.s->run(b.ins, b.outs);
+  return b;
+}
+
+// Timed runs. Several strategies take turns run by run, so a noisy machine slows them alike
+// and their latencies compare (one after the other, minutes apart, they did not).
+void measure(const Args& a, std::vector<Bench>& all) {
   const auto start = Clock::now();
   for (int i = 0; a.seconds > 0 ? ms_between(start, Clock::now()) < a.seconds * 1e3 : i < a.runs;
-       ++i) {
-    auto r0 = Clock::now();
-    s->run(ins, outs);
-    lat.push_back(ms_between(r0, Clock::now()));
-  }
+       ++i)
+    for (Bench& b : all) {
+      auto r0 = Clock::now();
+      b.s->run(b.ins, b.outs);
+      b.lat.push_back(ms_between(r0, Clock::now()));
+    }
+}
+
+// Prints one strategy's results; returns its JSON object.
+std::string report_one(const Args& a, Bench& b) {
+  Session* s = b.s.get();
+  const LoadStats& ls = s->load_stats();
+  const Plan& plan = s->plan();
+  const double load_ms = b.load_ms, first_ms = b.first_ms;
+  std::vector<Tensor>& ins = b.ins;
+  std::vector<Tensor>& outs = b.outs;
+  std::vector<double>& lat = b.lat;
   double mean = 0;
   for (double x : lat) mean += x;
   mean /= double(lat.size());
@@ -202,10 +224,13 @@ std::string bench_one(const Args& a, const std::string& strategy) {
 int cmd_bench(const Args& a) {
   std::vector<std::string> strategies = a.strategies;
   if (strategies.empty()) strategies.push_back("");
+  std::vector<Bench> all;
+  for (const std::string& st : strategies) all.push_back(load_one(a, st));
+  measure(a, all);
   std::vector<std::string> objects;
-  for (size_t i = 0; i < strategies.size(); ++i) {
+  for (size_t i = 0; i < all.size(); ++i) {
     if (i) std::printf("\n");
-    objects.push_back(bench_one(a, strategies[i]));
+    objects.push_back(report_one(a, all[i]));
   }
   if (!a.json.empty()) {
     std::ofstream f(a.json, std::ios::trunc);
