@@ -149,7 +149,11 @@ KILN_API kiln_status* kiln_options_init(kiln_options* options);
 /* ---- sessions ---------------------------------------------------------------------------- */
 
 /* Load an ONNX model. `options` may be NULL (all defaults). On failure *out_session is set to
- * NULL. Errors: KILN_IO_ERROR (unreadable file), KILN_INVALID_MODEL, KILN_UNSUPPORTED, ... */
+ * NULL. Errors: KILN_IO_ERROR (unreadable file), KILN_INVALID_MODEL, KILN_UNSUPPORTED, ...
+ * The file is memory-mapped and its large tensors are read in place: while the session lives,
+ * replace the file (write a new one and rename it over) rather than rewrite it in place, or
+ * the session may read the new bytes. Weights the kernels packed are released after loading;
+ * tensors still read at run time (e.g. a constant operand of an Add) keep the mapping. */
 KILN_API kiln_status* kiln_session_create_from_file(const char* path, const kiln_options* options,
                                                     kiln_session** out_session);
 /* Same from an in-memory ONNX ModelProto. The bytes are not needed after the call returns. */
