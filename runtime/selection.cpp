@@ -203,8 +203,11 @@ class Selector {
       double est = 0;
       for (size_t k = 0; k < c.size(); ++k) {
         const bool ref_fallback = c[k].kind == LabelKind::ref && c.size() > 1;
+        // (The fixed strategy's own labels are always measured: pruned, they would be
+        // unavailable and fixed would quietly take another family.)
         if (tune_ == TuneMode::full ? !ref_fallback || c.size() == 1
-                                    : (!ref_fallback && h[k] <= 3 * best) || c.size() == 1) {
+                                    : (!ref_fallback && h[k] <= 3 * best) || c.size() == 1 ||
+                                          (o_.strategy == Strategy::fixed && fixed_label(c[k]))) {
           todo[i][k] = 1, ++total;
           // What Profiler::time_kernel spends: a warm-up run, then 3-9 runs up to 40 ms (one
           // run when the warm-up alone took longer).
@@ -383,9 +386,18 @@ class Selector {
           best[sig] = int(labels.size());
           labels.push_back(ol);
           (*offered)[i].push_back(int(k));
-        } else if (ol.cost < labels[size_t(it->second)].cost) {
-          labels[size_t(it->second)] = ol;
-          (*offered)[i][size_t(it->second)] = int(k);
+        } else {
+          // The fixed strategy keeps its own label of a signature even when another family
+          // is cheaper (pruned, fixed would quietly run that family instead).
+          const Label& kept = cands_[i][size_t((*offered)[i][size_t(it->second)])];
+          const bool mine = fixed_label(cands_[i][k]) && std::isfinite(ol.cost);
+          const bool better = o_.strategy == Strategy::fixed && mine != fixed_label(kept)
+                                  ? mine
+                                  : ol.cost < labels[size_t(it->second)].cost;
+          if (better) {
+            labels[size_t(it->second)] = ol;
+            (*offered)[i][size_t(it->second)] = int(k);
+          }
         }
       }
       np.add_op(g_.nodes[i].name, std::move(labels));
@@ -443,18 +455,10 @@ class Selector {
       sel_.pbqp_nodes = s.pbqp_nodes;
       sel_.pbqp_edges = s.pbqp_edges;
     } else {
-      const Layout b = o_.isa == Isa::avx512 ? Layout::nChw16c : Layout::nChw8c;
       for (size_t i = 0; i < nn; ++i) {
         int k = -1;
         if (o_.strategy == Strategy::fixed) {
-          // One layout, one family: direct conv (depthwise where direct cannot) on the
-          // blocked layout; other ops on the blocked layout where they can be.
-          k = cheapest(i, [&](const Label& l) {
-            return l.kind == LabelKind::conv ? (l.conv.family == ConvFamily::direct ||
-                                                l.conv.family == ConvFamily::depthwise) &&
-                                                   l.conv.src == b && l.conv.dst == b
-                                             : l.in == b;
-          });
+          k = cheapest(i, [&](const Label& l) { return fixed_label(l); });
           if (k < 0)
             k = cheapest(i, [&](const Label& l) {
               return l.kind != LabelKind::conv && l.in == Layout::nchw;
@@ -537,6 +541,16 @@ class Selector {
     arena.execute(
         [&] { tbb::parallel_for(size_t(0), nodes.size(), [&](size_t k) { one(nodes[k]); }); });
     return why;
+  }
+
+  // The fixed strategy's labels: one layout, one family: direct conv (depthwise where direct
+  // cannot) on the blocked layout; other ops on the blocked layout where they can be.
+  bool fixed_label(const Label& l) const {
+    const Layout b = o_.isa == Isa::avx512 ? Layout::nChw16c : Layout::nChw8c;
+    return l.kind == LabelKind::conv
+               ? (l.conv.family == ConvFamily::direct || l.conv.family == ConvFamily::depthwise) &&
+                     l.conv.src == b && l.conv.dst == b
+               : l.in == b;
   }
 
   // No plan exists: when a node has no label left (even its reference kernel failed), that

@@ -280,3 +280,31 @@ TEST_CASE("profiling stays bounded on a huge batch: big nodes keep the cost mode
   CHECK(small->selection().unprofiled == 0);
   CHECK(small->selection().measurements > 0);
 }
+
+// Regression: with fast tuning, the fixed strategy's direct labels were pruned wherever
+// another family was much faster (and per layout signature only the cheapest label was
+// offered), so "fixed" quietly ran Winograd on VGG-16.
+TEST_CASE("the fixed strategy runs direct (or depthwise) convs on the blocked layout") {
+  for (kiln::Isa isa : isas()) {
+    CAPTURE(kiln::isa_name(isa));
+    kiln::SessionOptions o;
+    o.max_isa = int(isa);
+    o.strategy = int(kiln::Strategy::fixed);
+    o.use_cache = false;
+    std::unique_ptr<kiln::Session> s;
+    CHECK(fixture_error("tiny_resnet_op13", o, &s) <= 1e-4);
+    const kiln::Layout b = isa == kiln::Isa::avx512 ? kiln::Layout::nChw16c : kiln::Layout::nChw8c;
+    int convs = 0;
+    for (size_t i = 0; i < s->graph().nodes.size(); ++i) {
+      const kiln::Label& l = s->selection().nodes[i].label;
+      if (l.kind != kiln::LabelKind::conv) continue;
+      ++convs;
+      CAPTURE(l.key());
+      CHECK((l.conv.family == kiln::ConvFamily::direct ||
+             l.conv.family == kiln::ConvFamily::depthwise));
+      CHECK(l.conv.src == b);
+      CHECK(l.conv.dst == b);
+    }
+    CHECK(convs > 0);
+  }
+}
