@@ -47,6 +47,17 @@ void JitGenerator::postamble() {
   ret();
 }
 
+void JitGenerator::set_tail_opmask(int lanes, const Xbyak::Reg32& tmp) {
+  mov(tmp, (1u << lanes) - 1);
+  kmovw(Xbyak::util::k1, tmp);
+}
+
+void JitGenerator::emit_tail_mask_table(Xbyak::Label& table, int lanes) {
+  align(32);
+  L(table);
+  for (int i = 0; i < 8; ++i) dd(i < lanes ? 0xffffffffu : 0u);
+}
+
 void JitGenerator::create() {
   if (created_) fail(Code::internal, "kernel " + name_ + " created twice");
   try {

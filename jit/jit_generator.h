@@ -37,6 +37,12 @@ class JitGenerator : public Xbyak::CodeGenerator {
   void preamble();   // push rbx, rbp, r12..r15
   void postamble();  // vzeroupper, pop, ret
 
+  // Masks for the last `lanes` channels of a vector (0 < lanes < simd width). AVX-512: opmask
+  // k1 set at entry (tmp clobbered). AVX2: a table of 8 dwords placed after the code at
+  // `table` (call after postamble()), for vmaskmov/vblendv loads of the mask register.
+  void set_tail_opmask(int lanes, const Xbyak::Reg32& tmp);
+  void emit_tail_mask_table(Xbyak::Label& table, int lanes);
+
  private:
   std::string name_;
   bool created_ = false;

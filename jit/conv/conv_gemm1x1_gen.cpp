@@ -47,10 +47,7 @@ Gemm1x1Generator::~Gemm1x1Generator() = default;
 
 void Gemm1x1Generator::generate() {
   preamble();
-  if (lane_tail_ && c_.isa == Isa::avx512) {
-    mov(epi_a_.cvt32(), (1u << lane_tail_) - 1);
-    kmovw(k1, epi_a_.cvt32());
-  }
+  if (lane_tail_ && c_.isa == Isa::avx512) set_tail_opmask(lane_tail_, epi_a_.cvt32());
   mov(src_m_, ptr[abi_param1 + offsetof(ConvCallArgs, src)]);
   mov(dst_m_, ptr[abi_param1 + offsetof(ConvCallArgs, dst)]);
   if (c_.pf_next) mov(pf_, ptr[abi_param1 + offsetof(ConvCallArgs, pf_wei)]);
@@ -72,11 +69,7 @@ void Gemm1x1Generator::generate() {
   }
   L(done);
   postamble();
-  if (lane_tail_ && c_.isa != Isa::avx512) {
-    align(32);
-    L(mask_table_);
-    for (int i = 0; i < 8; ++i) dd(i < lane_tail_ ? 0xffffffffu : 0u);
-  }
+  if (lane_tail_ && c_.isa != Isa::avx512) emit_tail_mask_table(mask_table_, lane_tail_);
   epi_->emit_constants();
 }
 

@@ -117,11 +117,7 @@ void DwGenerator::generate() {
     L(done);
   }
   postamble();
-  if (c_.mask_reg()) {
-    align(32);
-    L(mask_table_);
-    for (int i = 0; i < 8; ++i) dd(i < c_.tail ? 0xffffffffu : 0u);
-  }
+  if (c_.mask_reg()) emit_tail_mask_table(mask_table_, c_.tail);
   epi_->emit_constants();
 }
 

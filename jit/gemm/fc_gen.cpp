@@ -55,10 +55,7 @@ FcGenerator::~FcGenerator() = default;
 
 void FcGenerator::generate() {
   preamble();
-  if (lane_tail_ && c_.isa == Isa::avx512) {
-    mov(epi_a_.cvt32(), (1u << lane_tail_) - 1);
-    kmovw(k1, epi_a_.cvt32());
-  }
+  if (lane_tail_ && c_.isa == Isa::avx512) set_tail_opmask(lane_tail_, epi_a_.cvt32());
   mov(w_blk_, ptr[abi_param1 + offsetof(FcCallArgs, w)]);
   mov(y_blk_, ptr[abi_param1 + offsetof(FcCallArgs, y)]);
   xor_(n_off_, n_off_);
@@ -75,11 +72,7 @@ void FcGenerator::generate() {
   jnz(blk_loop, T_NEAR);
   L(done);
   postamble();
-  if (lane_tail_ && c_.isa != Isa::avx512) {
-    align(32);
-    L(mask_table_);
-    for (int i = 0; i < 8; ++i) dd(i < lane_tail_ ? 0xffffffffu : 0u);
-  }
+  if (lane_tail_ && c_.isa != Isa::avx512) emit_tail_mask_table(mask_table_, lane_tail_);
   epi_->emit_constants();
 }
 

@@ -55,10 +55,7 @@ GemmGenerator::~GemmGenerator() = default;
 
 void GemmGenerator::generate() {
   preamble();
-  if (lane_tail_ && c_.isa == Isa::avx512) {
-    mov(epi_a_.cvt32(), (1u << lane_tail_) - 1);
-    kmovw(k1, epi_a_.cvt32());
-  }
+  if (lane_tail_ && c_.isa == Isa::avx512) set_tail_opmask(lane_tail_, epi_a_.cvt32());
   mov(a_m_, ptr[abi_param1 + offsetof(CallArgs, a)]);
   mov(c_m_, ptr[abi_param1 + offsetof(CallArgs, c)]);
   if (!c_.nhwc) xor_(row_off_, row_off_);
@@ -81,11 +78,7 @@ void GemmGenerator::generate() {
   }
   L(done);
   postamble();
-  if (lane_tail_ && c_.isa != Isa::avx512) {
-    align(32);
-    L(mask_table_);
-    for (int i = 0; i < 8; ++i) dd(i < lane_tail_ ? 0xffffffffu : 0u);
-  }
+  if (lane_tail_ && c_.isa != Isa::avx512) emit_tail_mask_table(mask_table_, lane_tail_);
   epi_->emit_constants();
 }
 
