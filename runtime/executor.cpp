@@ -27,6 +27,11 @@ struct Executor::Context {
 
 Executor::Executor(const Graph& g, const Plan& p, int threads) : g_(g), p_(p), threads_(threads) {
   if (threads_ > 1) arena_ = std::make_unique<tbb::task_arena>(threads_);
+  const_ptr_.assign(p_.tensors.size(), nullptr);
+  for (size_t t = 0; t < p_.tensors.size(); ++t)
+    if (p_.tensors[t].offset < 0 && g_.value(p_.tensors[t].value).is_const())
+      const_ptr_[t] =
+          static_cast<float*>(const_cast<void*>(g_.value(p_.tensors[t].value).constant->raw()));
   for (size_t t = 0; t < p_.tensors.size(); ++t) {
     if (p_.tensors[t].parent < 0 || p_.tensors[t].offset >= 0) continue;
     size_t root = t;
@@ -143,11 +148,7 @@ void Executor::run(const std::vector<Tensor>& inputs, std::vector<Tensor>& outpu
   std::vector<float*>& ptr = c.ptr;
   for (size_t t = 0; t < p_.tensors.size(); ++t) {
     const PlanTensor& pt = p_.tensors[t];
-    ptr[t] = nullptr;
-    if (pt.offset >= 0)
-      ptr[t] = reinterpret_cast<float*>(base + pt.offset);
-    else if (g_.value(pt.value).is_const())
-      ptr[t] = static_cast<float*>(const_cast<void*>(g_.value(pt.value).constant->raw()));
+    ptr[t] = pt.offset >= 0 ? reinterpret_cast<float*>(base + pt.offset) : const_ptr_[t];
   }
   for (size_t i = 0; i < inputs.size(); ++i)
     ptr[size_t(p_.inputs[i])] = static_cast<float*>(const_cast<void*>(inputs[i].raw()));

@@ -50,6 +50,9 @@ class Executor {
     int64_t at;
   };
   std::vector<ExternalView> external_views_;
+  // Per plan tensor: the constant's data (resolved once here: an unaligned constant makes its
+  // aligned copy on first read), else null.
+  std::vector<float*> const_ptr_;
   std::mutex mu_;
   std::vector<std::unique_ptr<Context>> free_;
 };
