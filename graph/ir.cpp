@@ -64,10 +64,37 @@ std::string shape_str(const Shape& s) {
 // At load, JIT kernels write ~150 MB of packed weights (ResNet-50) into fresh memory. Touched
 // page by page, every 4 KiB page costs a fault (~30% of a warm load's time on these VMs);
 // MAP_POPULATE gets the same zeroed pages in one call, and no memset pass is needed. Small
-// buffers come from malloc, whose freed memory is reused without faults.
+// buffers come from malloc, whose freed memory is reused without faults (from 256 KiB glibc
+// maps them anyway, and faults them in page by page).
+//
+// From 2 MiB the buffer is 2 MiB-aligned and asks for transparent huge pages: one fault (and
+// one TLB entry when the kernels stream the weights) per 2 MiB instead of 512. Where THP is off
+// or no huge page is free, the kernel quietly falls back to 4 KiB pages.
+static std::shared_ptr<void> alloc_huge(size_t bytes) {
+  constexpr size_t kHuge = size_t(2) << 20;
+  const size_t len = (bytes + kHuge - 1) / kHuge * kHuge;
+  void* raw =
+      ::mmap(nullptr, len + kHuge, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (raw == MAP_FAILED) return nullptr;
+  const uintptr_t at = (reinterpret_cast<uintptr_t>(raw) + kHuge - 1) / kHuge * kHuge;
+  const size_t head = at - reinterpret_cast<uintptr_t>(raw);
+  if (head) ::munmap(raw, head);
+  if (kHuge - head) ::munmap(reinterpret_cast<void*>(at + len), kHuge - head);
+  void* p = reinterpret_cast<void*>(at);
+  ::madvise(p, len, MADV_HUGEPAGE);
+#ifndef MADV_POPULATE_WRITE
+#define MADV_POPULATE_WRITE 23  // Linux 5.14
+#endif
+  if (::madvise(p, len, MADV_POPULATE_WRITE) != 0)  // older kernels: touch every page
+    for (size_t i = 0; i < len; i += 4096) static_cast<volatile char*>(p)[i] = 0;
+  return std::shared_ptr<void>(p, [len](void* q) { ::munmap(q, len); });
+}
+
 std::shared_ptr<void> alloc_zeroed(size_t bytes) {
   bytes = std::max<size_t>(64, (bytes + 63) / 64 * 64);
-  constexpr size_t kMapAt = size_t(1) << 20;
+  constexpr size_t kMapAt = size_t(256) << 10, kHugeAt = size_t(2) << 20;
+  if (bytes >= kHugeAt)
+    if (auto p = alloc_huge(bytes)) return p;
   if (bytes >= kMapAt) {
     void* p = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE,
                      MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);

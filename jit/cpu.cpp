@@ -12,9 +12,12 @@ namespace kiln {
 
 const char* isa_name(Isa isa) {
   switch (isa) {
-    case Isa::avx512: return "avx512";
-    case Isa::avx2: return "avx2";
-    default: return "scalar";
+    case Isa::avx512:
+      return "avx512";
+    case Isa::avx2:
+      return "avx2";
+    default:
+      return "scalar";
   }
 }
 
@@ -47,9 +50,8 @@ Isa effective_isa(int cap) {
   return isa;
 }
 
-std::string cpu_description() {
+static std::string read_cpu_description() {
   // CPUID leaves 0, 1 and 0x80000002..4 (brand string).
-  Xbyak::util::Cpu cpu;
   unsigned int r[4];
   Xbyak::util::Cpu::getCpuid(0, r);
   char vendor[13] = {};
@@ -69,6 +71,13 @@ std::string cpu_description() {
   b.erase(0, b.find_first_not_of(' '));
   return std::string(vendor) + " family " + std::to_string(fam) + " model " +
          std::to_string(model) + " stepping " + std::to_string(stepping) + " / " + b;
+}
+
+// Every load asks (the tuning cache's context); CPUID traps to the hypervisor in a VM, so it is
+// read once.
+std::string cpu_description() {
+  static const std::string desc = read_cpu_description();
+  return desc;
 }
 
 }  // namespace kiln

@@ -31,6 +31,7 @@ struct Args {
   double seconds = 0;  // --seconds: run for this long instead of --runs
   std::string trace;   // --trace: Chrome trace of one profiled run
   int warmup = 5;
+  int loads = 0;  // --loads N (bench): N more loads in this process, reported as reload_ms
   int log_level = -1;
   int max_isa = -1;                     // --max-isa (kiln::Isa value), -1 = no cap
   bool reference = false;               // --reference: scalar reference kernels only

@@ -36,7 +36,7 @@ const char kUsage[] =
     "      predicted total; --dot writes a Graphviz picture (nodes coloured by family, edges\n"
     "      labelled by layout).\n"
     "  bench MODEL [--threads N] [--runs N|--seconds S] [--warmup N] [--batch N] [--json FILE]\n"
-    "        [--layers] [--trace FILE] [--strategy S1,S2,...]\n"
+    "        [--layers] [--trace FILE] [--strategy S1,S2,...] [--loads N]\n"
     "      load time (ms) and latency over --runs runs (default 50) after --warmup runs\n"
     "      (default 5) on random normal inputs: min, mean, p50, p90, p99 in ms. --json writes\n"
     "      {\"model\", \"threads\", \"threads_used\", \"isa\", \"reference\", \"batch\", "
@@ -52,6 +52,9 @@ const char kUsage[] =
     "      array with one object per strategy. Every object also has \"strategy\", \"tune\",\n"
     "      \"predicted_ms\", \"cache_hits\", \"cache_misses\", \"solve_ms\", \"optimal\",\n"
     "      \"plan_from_cache\", \"measurements\".\n"
+    "      --loads N loads the model N more times in the same process and reports their min\n"
+    "      and median (\"reload_ms\"): session creation in a process that already made one,\n"
+    "      as ONNX Runtime's is timed by ../shared/peers.\n"
     "\n"
     "options of every command:\n"
     "  --max-isa ISA       cap the kernels' instruction set: avx512, avx2 or scalar\n"
@@ -107,7 +110,7 @@ bool allowed(const std::string& cmd, std::string_view opt) {
   if (cmd == "run") return opt == "--input" || opt == "--output" || opt == "--threads";
   if (cmd == "bench")
     return opt == "--threads" || opt == "--runs" || opt == "--warmup" || opt == "--json" ||
-           opt == "--layers" || opt == "--seconds" || opt == "--trace";
+           opt == "--loads" || opt == "--layers" || opt == "--seconds" || opt == "--trace";
   return false;
 }
 
@@ -152,9 +155,10 @@ int parse(int argc, char** argv, Args& a) {
       if (a.log_level < 0) throw UsageError("unknown log level '" + val + "'");
       continue;
     }
-    static const char* known[] = {"--batch",    "--input", "--output",  "--threads", "--runs",
-                                  "--warmup",   "--json",  "--max-isa", "--seconds", "--trace",
-                                  "--strategy", "--tune",  "--cache",   "--dot",     "--family"};
+    static const char* known[] = {"--batch",   "--input",  "--output",   "--threads",
+                                  "--runs",    "--warmup", "--json",     "--max-isa",
+                                  "--seconds", "--trace",  "--strategy", "--tune",
+                                  "--cache",   "--dot",    "--family",   "--loads"};
     bool is_known = false;
     for (const char* k : known) is_known |= opt == k;
     if (!is_known) throw UsageError("unknown option '" + opt + "'");
@@ -167,6 +171,8 @@ int parse(int argc, char** argv, Args& a) {
       a.runs = int(parse_int(opt, val, 1, 100000000));
     else if (opt == "--warmup")
       a.warmup = int(parse_int(opt, val, 0, 100000000));
+    else if (opt == "--loads")
+      a.loads = int(parse_int(opt, val, 0, 1000));
     else if (opt == "--input")
       a.inputs.push_back(val);
     else if (opt == "--output")

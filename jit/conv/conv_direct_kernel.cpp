@@ -5,6 +5,7 @@
 
 #include "jit/conv/conv_direct_gen.h"
 #include "jit/conv/conv_families.h"
+#include "jit/pack.h"
 
 namespace kiln::convjit {
 namespace {
@@ -141,16 +142,19 @@ class DirectKernel : public Kernel {
       const int64_t ob = g == c_.oc_groups - 1 ? c_.oc_blocks_last : c_.oc_blocks;
       float* o = out + group_off_[size_t(g)];
       // [icb][kh][kw][ic < nic][ob][lane], nic = simd or ic_tail for the last block
+      // Per (icb, tap, j): a simd x nic block of W transposed (lanes past oc stay zero).
+      const int64_t taps = p.kh * p.kw;
       for (int64_t icb = 0; icb < c_.icb_total(); ++icb) {
         const int64_t nic = icb < c_.icb_full ? S : c_.ic_tail;
-        for (int64_t kh = 0; kh < p.kh; ++kh)
-          for (int64_t kw = 0; kw < p.kw; ++kw)
-            for (int64_t i = 0; i < nic; ++i)
-              for (int64_t j = 0; j < ob; ++j)
-                for (int64_t l = 0; l < S; ++l, ++o) {
-                  const int64_t oc = (g * c_.oc_blocks + j) * S + l, ic = icb * S + i;
-                  if (oc < p.oc) *o = w[((oc * p.ic + ic) * p.kh + kh) * p.kw + kw];
-                }
+        for (int64_t j = 0; j < ob; ++j) {
+          const int64_t oc0 = (g * c_.oc_blocks + j) * S;
+          const int64_t lanes = std::min(S, p.oc - oc0);
+          if (lanes > 0)
+            for (int64_t k = 0; k < taps; ++k)
+              pack_transposed(w + (oc0 * p.ic + icb * S) * taps + k, p.ic * taps, taps, lanes, nic,
+                              o + k * nic * ob * S + j * S, ob * S);
+        }
+        o += taps * nic * ob * S;
       }
     }
   }

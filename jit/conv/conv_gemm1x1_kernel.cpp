@@ -7,6 +7,7 @@
 
 #include "jit/conv/conv_families.h"
 #include "jit/conv/conv_gemm1x1_gen.h"
+#include "jit/pack.h"
 
 namespace kiln::convjit {
 namespace {
@@ -204,14 +205,13 @@ class Gemm1x1Kernel : public Kernel {
     for (int64_t g = 0; g < c_.n_groups; ++g) {
       const int64_t ob = g == c_.n_groups - 1 ? c_.n_last : c_.ur_n;
       float* o = wei_.data<float>() + group_off_[size_t(g)];
-      // [kb][ic][ob][lane]
-      for (int64_t kb = 0; kb < KB; ++kb)
-        for (int64_t i = 0; i < S; ++i)
-          for (int64_t j = 0; j < ob; ++j)
-            for (int64_t l = 0; l < S; ++l, ++o) {
-              const int64_t oc = (g * c_.ur_n + j) * S + l, ic = kb * S + i;
-              if (oc < p.oc && ic < p.ic) *o = w[oc * p.ic + ic];
-            }
+      // [kb][ic < simd][ob][lane], i.e. [ic][ob][lane]: block j is W[oc0 .. oc0 + simd)
+      // transposed, at row stride ob * simd. Lanes past oc and channels past ic stay zero.
+      for (int64_t j = 0; j < ob; ++j) {
+        const int64_t oc0 = (g * c_.ur_n + j) * S;
+        const int64_t lanes = std::min(S, p.oc - oc0);
+        if (lanes > 0) pack_transposed(w + oc0 * p.ic, p.ic, 1, lanes, p.ic, o + j * S, ob * S);
+      }
     }
   }
 

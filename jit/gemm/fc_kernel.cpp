@@ -7,6 +7,7 @@
 
 #include "jit/gemm/fc_conf.h"
 #include "jit/gemm/fc_gen.h"
+#include "jit/pack.h"
 
 namespace kiln {
 namespace fcjit {
@@ -102,12 +103,8 @@ class FcKernel : public Kernel {
         for (int64_t k = 0; k < K; ++k)
           for (int64_t j = 0; j < nn; ++j) o[k * nbw + j] = alpha * w[k * N + n0 + j];
       } else {
-        // W is [N, K]: chunks of k keep both the reads and the writes within a few pages.
-        constexpr int64_t kChunk = 64;
-        for (int64_t k0 = 0; k0 < K; k0 += kChunk)
-          for (int64_t j = 0; j < nn; ++j)
-            for (int64_t k = k0; k < std::min(K, k0 + kChunk); ++k)
-              o[k * nbw + j] = alpha * w[(n0 + j) * K + k];
+        // W is [N, K]: the block's nn rows, transposed.
+        pack_transposed(w + n0 * K, K, 1, nn, K, o, nbw, alpha);
       }
     }
   }

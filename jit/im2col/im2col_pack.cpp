@@ -6,6 +6,8 @@
 #include <cstring>
 #include <vector>
 
+#include "jit/pack.h"
+
 namespace kiln::im2col {
 namespace {
 
@@ -181,14 +183,14 @@ int64_t pack_weights_nhwc(const Im2colConf& c, const float* w, float* out) {
   for (int64_t g = 0; g < c.n_groups; ++g) {
     const int64_t ld = c.nhwc_group_ldb(g), oc0 = g * c.group_cols();
     if (out) {
+      // Per tap: [ic][ld] = the group's rows of W transposed; columns past oc are zero.
       float* o = out + total;
-      for (int64_t kh = 0; kh < p.kh; ++kh)
-        for (int64_t kw = 0; kw < p.kw; ++kw)
-          for (int64_t ic = 0; ic < p.ic; ++ic, o += ld)
-            for (int64_t l = 0; l < ld; ++l) {
-              const int64_t oc = oc0 + l;
-              o[l] = oc < p.oc ? w[((oc * p.ic + ic) * p.kh + kh) * p.kw + kw] : 0.f;
-            }
+      const int64_t taps = p.kh * p.kw, ocs = std::max<int64_t>(0, std::min(ld, p.oc - oc0));
+      for (int64_t k = 0; k < taps; ++k, o += p.ic * ld) {
+        pack_transposed(w + oc0 * p.ic * taps + k, p.ic * taps, taps, ocs, p.ic, o, ld);
+        if (ocs < ld)
+          for (int64_t ic = 0; ic < p.ic; ++ic) std::fill(o + ic * ld + ocs, o + ic * ld + ld, 0.f);
+      }
     }
     total += c.k * ld;
   }
