@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <fstream>
 #include <mutex>
+#include <new>
 
 #include "graph/error.h"
 
@@ -33,9 +34,61 @@ void register_kernel(const std::string& name, const void* code, size_t size) {
 
 }  // namespace
 
+namespace detail {
+
+// 64-byte aligned like the pool's blocks, so align(<= 64) in the code survives the copy.
+static uint8_t* new_emit_buffer(size_t bytes) {
+  return static_cast<uint8_t*>(::operator new[](bytes, std::align_val_t(64)));
+}
+static void delete_emit_buffer(uint8_t* p) {
+  if (p) ::operator delete[](p, std::align_val_t(64));
+}
+
+struct EmitBuffer::Lease {
+  uint8_t* buf = nullptr;
+  size_t cap = 0;
+  bool busy = false;
+  ~Lease() { delete_emit_buffer(buf); }
+};
+
+EmitBuffer::EmitBuffer(size_t bytes) {
+  thread_local Lease tl;
+  if (!tl.busy) {
+    if (tl.cap < bytes) {
+      delete_emit_buffer(tl.buf);
+      tl.buf = nullptr;
+      tl.cap = 0;
+      tl.buf = new_emit_buffer(bytes);
+      tl.cap = bytes;
+    }
+    tl.busy = true;
+    lease_ = &tl;
+    emit_ptr_ = tl.buf;
+  } else {
+    own_ = new_emit_buffer(bytes);
+    emit_ptr_ = own_;
+  }
+}
+
+void EmitBuffer::release_emit_buffer() {
+  if (lease_) lease_->busy = false;
+  lease_ = nullptr;
+  delete_emit_buffer(own_);
+  own_ = nullptr;
+  emit_ptr_ = nullptr;
+}
+
+EmitBuffer::~EmitBuffer() {
+  release_emit_buffer();
+}
+
+}  // namespace detail
+
+// USER_BUF: Xbyak emits into our heap buffer and never maps or protects anything itself.
 JitGenerator::JitGenerator(std::string name, size_t max_code_size)
-    // DontSetProtectRWE: the buffer stays RW while we emit and becomes RX in create().
-    : Xbyak::CodeGenerator(max_code_size, Xbyak::DontSetProtectRWE), name_(std::move(name)) {}
+    : detail::EmitBuffer(max_code_size),
+      Xbyak::CodeGenerator(max_code_size, emit_ptr_),
+      name_(std::move(name)) {}
 
 void JitGenerator::preamble() {
   for (const auto& r : kSaved) push(r);
@@ -63,12 +116,15 @@ void JitGenerator::create() {
   try {
     generate();
     ready();
-    setProtectModeRE();
   } catch (const Xbyak::Error& e) {
+    release_emit_buffer();
     fail(Code::internal, "generating kernel " + name_ + " failed: " + e.what());
   }
+  code_ = CodeBlock::reserve(getSize());
+  code_.write(getCode(), getSize());
+  release_emit_buffer();
   created_ = true;
-  register_kernel(name_, getCode(), getSize());
+  register_kernel(name_, code_.addr(), code_.size());
 }
 
 }  // namespace kiln

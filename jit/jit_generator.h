@@ -1,32 +1,58 @@
 // Base of every Xbyak kernel generator: a named kernel, Xbyak errors turned into kiln::Error,
-// code memory that is never writable and executable at once (generated RW, then flipped to
-// RX), an optional dump of each kernel's bytes (KILN_JIT_DUMP=dir) and an optional perf map
-// entry (KILN_PERF_MAP=1 -> /tmp/perf-PID.map) so `perf report` names JIT code.
+// code emitted into plain heap memory and then published to the process's code pool
+// (jit/code_pool.h: never writable and executable at once, no mprotect per kernel), an
+// optional dump of each kernel's bytes (KILN_JIT_DUMP=dir) and an optional perf map entry
+// (KILN_PERF_MAP=1 -> /tmp/perf-PID.map) so `perf report` names JIT code.
+//
+// Generated code must be position independent (it is copied after emission): jumps and
+// rip-relative data are; absolute label addresses (putL, mov(reg, label)) are not allowed,
+// nor align() beyond 64 bytes (the emit buffer and the pool's blocks are 64-byte aligned).
 #pragma once
 
 #include <xbyak/xbyak.h>
 
 #include <string>
 
+#include "jit/code_pool.h"
+
 namespace kiln {
 
-class JitGenerator : public Xbyak::CodeGenerator {
+namespace detail {
+// The buffer Xbyak emits into: the thread's reusable one when it is free (a generator is
+// created right after it is constructed, on the same thread), else a private one. A base class
+// so it exists before Xbyak::CodeGenerator is constructed on it.
+class EmitBuffer {
+ protected:
+  explicit EmitBuffer(size_t bytes);
+  ~EmitBuffer();
+  void release_emit_buffer();
+  uint8_t* emit_ptr_ = nullptr;
+
+ private:
+  struct Lease;
+  Lease* lease_ = nullptr;
+  uint8_t* own_ = nullptr;
+};
+}  // namespace detail
+
+class JitGenerator : private detail::EmitBuffer, public Xbyak::CodeGenerator {
  public:
   explicit JitGenerator(std::string name, size_t max_code_size = 256 * 1024);
   ~JitGenerator() override = default;
   JitGenerator(const JitGenerator&) = delete;
   JitGenerator& operator=(const JitGenerator&) = delete;
 
-  // Emits the code (generate()), makes it read+execute only, registers it. Call once.
-  // Throws kiln::Error(internal) naming the kernel if Xbyak fails.
+  // Emits the code (generate()), publishes it read+execute only, registers it. Call once, on
+  // the constructing thread. Throws kiln::Error(internal) naming the kernel if Xbyak fails.
   void create();
 
   const std::string& name() const { return name_; }
   bool created() const { return created_; }
   template <class F>
   F fn() const {
-    return reinterpret_cast<F>(const_cast<uint8_t*>(getCode()));
+    return reinterpret_cast<F>(const_cast<uint8_t*>(code_.addr()));
   }
+  size_t code_size() const { return code_.size(); }
 
  protected:
   virtual void generate() = 0;
@@ -46,6 +72,7 @@ class JitGenerator : public Xbyak::CodeGenerator {
  private:
   std::string name_;
   bool created_ = false;
+  CodeBlock code_;
 };
 
 }  // namespace kiln

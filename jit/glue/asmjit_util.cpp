@@ -60,22 +60,6 @@ struct AsmBuilder::Impl {
   std::vector<Entry> entries;
 };
 
-ExecCode& ExecCode::operator=(ExecCode&& o) noexcept {
-  if (this != &o) {
-    if (mem_) munmap(mem_, mapped_);
-    mem_ = o.mem_;
-    mapped_ = o.mapped_;
-    size_ = o.size_;
-    o.mem_ = nullptr;
-    o.mapped_ = o.size_ = 0;
-  }
-  return *this;
-}
-
-ExecCode::~ExecCode() {
-  if (mem_) munmap(mem_, mapped_);
-}
-
 AsmBuilder::AsmBuilder(std::string name, Isa isa)
     : name_(std::move(name)), isa_(isa), impl_(std::make_unique<Impl>()) {
   if (isa != Isa::avx2 && isa != Isa::avx512)
@@ -378,31 +362,20 @@ ExecCode AsmBuilder::finish() {
   check(code.flatten(), "flatten");
   check(code.resolveUnresolvedLinks(), "links");
 
-  const size_t page = size_t(sysconf(_SC_PAGESIZE));
-  const size_t est = code.codeSize();
+  // Relocated to its final address in the pool, flattened here, then written there.
   ExecCode out;
-  out.mapped_ = std::max<size_t>(page, (est + page - 1) / page * page);
-  void* mem =
-      mmap(nullptr, out.mapped_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  if (mem == MAP_FAILED) {
-    out.mapped_ = 0;
-    fail(Code::out_of_memory,
-         "kernel " + name_ + ": mmap of " + std::to_string(est) + " bytes of code failed");
-  }
-  out.mem_ = mem;
-  check(code.relocateToBase(uint64_t(uintptr_t(mem))), "relocate");
-  out.size_ = code.codeSize();
-  if (out.size_ > out.mapped_) fail(Code::internal, "kernel " + name_ + ": code grew");
+  out.block_ = CodeBlock::reserve(code.codeSize());
+  check(code.relocateToBase(uint64_t(uintptr_t(out.block_.addr()))), "relocate");
+  const size_t size = code.codeSize();
+  std::vector<uint8_t> bytes(size);
   check(code.copyFlattenedData(
-            mem, out.size_,
+            bytes.data(), size,
             aj::CopySectionFlags::kPadSectionBuffer | aj::CopySectionFlags::kPadTargetBuffer),
         "copy");
   entry_offsets_.clear();
   for (auto* f : funcs_) entry_offsets_.push_back(size_t(code.labelOffsetFromBase(f->label())));
-  // W^X: the mapping was never executable while writable; from here on it is never writable.
-  if (mprotect(mem, out.mapped_, PROT_READ | PROT_EXEC) != 0)
-    fail(Code::internal, "kernel " + name_ + ": mprotect(RX) failed");
-  register_code(name_, mem, out.size_);
+  out.block_.write(bytes.data(), size);
+  register_code(name_, out.base(), out.size());
   return out;
 }
 

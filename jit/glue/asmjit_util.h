@@ -1,9 +1,9 @@
 // Shared plumbing of the asmjit-generated glue kernels: one AsmBuilder per kernel wraps an
 // x86::Compiler (virtual registers) for one ISA and hides what differs between AVX-512 and
 // AVX2 (zmm vs ymm, k-mask vs vmaskmovps tails, constant tables), plus a few emitters the
-// kernels share (in-register transposes, copies). The code ends up in our own mapping that is
-// never writable and executable at once (asmjit's JitRuntime on this Debian version maps its
-// blocks RWX, so it is not used).
+// kernels share (in-register transposes, copies). The code ends up in the code pool, never
+// writable and executable at once (asmjit's JitRuntime on this Debian version maps its blocks
+// RWX, so it is not used).
 #pragma once
 
 #include <asmjit/x86.h>
@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "jit/code_pool.h"
 #include "jit/cpu.h"
 #include "jit/kernel.h"
 
@@ -21,24 +22,16 @@ namespace kiln::glue {
 namespace aj = asmjit;
 namespace x86 = asmjit::x86;
 
-// Finished code: mapped read+write, filled, then flipped to read+execute; unmapped when
-// destroyed. Move-only; a kernel object owns one.
+// Finished code, in the process's code pool (jit/code_pool.h). Move-only; a kernel object owns
+// one.
 class ExecCode {
  public:
-  ExecCode() = default;
-  ExecCode(ExecCode&& o) noexcept { *this = std::move(o); }
-  ExecCode& operator=(ExecCode&& o) noexcept;
-  ExecCode(const ExecCode&) = delete;
-  ExecCode& operator=(const ExecCode&) = delete;
-  ~ExecCode();
-
-  const uint8_t* base() const { return static_cast<const uint8_t*>(mem_); }
-  size_t size() const { return size_; }
+  const uint8_t* base() const { return block_.addr(); }
+  size_t size() const { return block_.size(); }
 
  private:
   friend class AsmBuilder;
-  void* mem_ = nullptr;
-  size_t mapped_ = 0, size_ = 0;
+  CodeBlock block_;
 };
 
 // A tail mask: `valid` leading lanes of a `lanes`-wide vector. A k register on AVX-512, a
