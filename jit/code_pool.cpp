@@ -1,5 +1,6 @@
 #include "jit/code_pool.h"
 
+#include <pthread.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -20,6 +21,7 @@ struct CodeBlock::Chunk {
   uint8_t* base = nullptr;
   size_t size = 0;
   std::map<size_t, size_t> free;  // offset -> length, coalesced; guarded by the pool's mutex
+  bool retired = false;           // a fork happened: never written again (see Pool)
   ~Chunk() {
     if (base) ::munmap(base, size);
     if (fd >= 0) ::close(fd);
@@ -31,7 +33,13 @@ namespace {
 constexpr size_t kChunk = size_t(64) << 20;  // address space only; pages exist once written
 constexpr size_t kAlign = 64;
 
+// After fork() parent and child share every chunk's file. Were either to write into a range
+// the other still runs (or considers free), it would change the other's code, so at a fork
+// both retire all chunks: their code stays, nothing is written to them again.
 struct Pool {
+  Pool() { ::pthread_atfork(prepare, after_fork, after_fork); }
+  static void prepare();
+  static void after_fork();
   std::mutex mu;
   std::vector<std::shared_ptr<CodeBlock::Chunk>> chunks;
   bool disabled = false;  // memfd or its RX mapping refused: private mappings instead
@@ -59,14 +67,15 @@ struct Pool {
     std::lock_guard<std::mutex> lock(mu);
     if (disabled) return nullptr;
     for (auto& c : chunks)
-      for (auto it = c->free.begin(); it != c->free.end(); ++it)
-        if (it->second >= bytes) {
-          *off = it->first;
-          const size_t rest = it->second - bytes;
-          c->free.erase(it);
-          if (rest) c->free[*off + bytes] = rest;
-          return c;
-        }
+      if (!c->retired)
+        for (auto it = c->free.begin(); it != c->free.end(); ++it)
+          if (it->second >= bytes) {
+            *off = it->first;
+            const size_t rest = it->second - bytes;
+            c->free.erase(it);
+            if (rest) c->free[*off + bytes] = rest;
+            return c;
+          }
     auto c = new_chunk(bytes);
     if (!c) {
       disabled = true;
@@ -81,6 +90,7 @@ struct Pool {
 
   void give(CodeBlock::Chunk& c, size_t off, size_t bytes) {
     std::lock_guard<std::mutex> lock(mu);
+    if (c.retired) return;
     auto next = c.free.lower_bound(off);
     if (next != c.free.end() && off + bytes == next->first) {
       bytes += next->second;
@@ -100,6 +110,19 @@ struct Pool {
 Pool& pool() {
   static Pool* p = new Pool;  // never destroyed: kernels in static objects may outlive it
   return *p;
+}
+
+void Pool::prepare() {
+  pool().mu.lock();
+}
+
+void Pool::after_fork() {
+  Pool& p = pool();
+  for (auto& c : p.chunks) {
+    c->retired = true;
+    c->free.clear();
+  }
+  p.mu.unlock();
 }
 
 }  // namespace

@@ -1,6 +1,8 @@
 // The JIT code pool: blocks run what was written, freed ranges are reused, threads can publish
 // at once, and no mapping is ever writable and executable.
 #include <doctest/doctest.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <cstring>
 #include <fstream>
@@ -77,4 +79,21 @@ TEST_CASE("code pool refuses writes past the reservation or twice") {
   CHECK_THROWS(b.write(big.data(), big.size()));
   b.write(big.data(), 8);
   CHECK_THROWS(b.write(big.data(), 8));
+}
+
+TEST_CASE("code pool: after fork neither process writes where the other may run") {
+  if (!kiln::code_pool_active()) return;
+  kiln::CodeBlock a = returns(1);
+  const uint8_t* freed = a.addr();
+  a = kiln::CodeBlock();  // its range is free in both processes after the fork
+  const pid_t pid = fork();
+  REQUIRE(pid >= 0);
+  kiln::CodeBlock b = returns(pid == 0 ? 2 : 3);
+  const bool ok = b.addr() != freed && call(b) == (pid == 0 ? 2 : 3);
+  if (pid == 0) _exit(ok ? 0 : 1);
+  int status = 0;
+  REQUIRE(waitpid(pid, &status, 0) == pid);
+  CHECK(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) == 0);  // the child published into a chunk of its own
+  CHECK(ok);
 }
