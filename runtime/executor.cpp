@@ -8,6 +8,8 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "runtime/parallel_tiles.h"
+
 namespace kiln {
 
 using Clock = std::chrono::steady_clock;
@@ -75,15 +77,7 @@ void Executor::run_step(Context& c, size_t si) const {
     std::lock_guard<std::mutex> lock(c.events_mu);
     c.prof->events.push_back({int(si), thread, us(p0), us(p1)});
   };
-  if (threads_ <= 1 || tiles <= 1) {
-    piece(0, tiles);
-  } else {
-    // Static partitioning: equal contiguous shares, one per thread, no stealing churn.
-    tbb::parallel_for(
-        tbb::blocked_range<int64_t>(0, tiles),
-        [&](const tbb::blocked_range<int64_t>& r) { piece(r.begin(), r.end()); },
-        tbb::static_partitioner());
-  }
+  parallel_tiles(tiles, threads_, piece);
   if (c.prof)
     c.prof->step_ms[si] = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
 }

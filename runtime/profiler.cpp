@@ -13,6 +13,7 @@
 
 #include "jit/glue/glue.h"
 #include "runtime/glue_kernels.h"
+#include "runtime/parallel_tiles.h"
 
 namespace kiln {
 namespace {
@@ -68,11 +69,9 @@ float* Profiler::scratch(size_t slot, int64_t bytes) {
 void Profiler::run(const Kernel& k, const KernelArgs& a) {
   const int64_t tiles = k.tiles();
   if (!arena_ || tiles <= 1) return k.run(a, 0, tiles);
+  // Spread as the executor spreads them, so the timing is the one the run will see.
   arena_->execute([&] {
-    tbb::parallel_for(
-        tbb::blocked_range<int64_t>(0, tiles),
-        [&](const tbb::blocked_range<int64_t>& r) { k.run(a, r.begin(), r.end()); },
-        tbb::static_partitioner());
+    parallel_tiles(tiles, arena_->max_concurrency(), [&](int64_t b, int64_t e) { k.run(a, b, e); });
   });
 }
 

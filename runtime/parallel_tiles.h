@@ -1,0 +1,59 @@
+// How a step's tiles are spread over the session's threads (executor and profiler alike).
+//
+// Each thread owns an equal contiguous share (the locality of a static split: a thread keeps
+// to its oc groups or rows) and works through it in chunks; a thread done with its own share
+// takes chunks from the fronts of the others'. A static split alone left, on SqueezeNet at two
+// threads, 15% of the run idle: a worker reaches each step ~15 us after the caller, and tiles
+// of equal count are not of equal time. Here the early thread simply does more.
+#pragma once
+
+#include <tbb/blocked_range.h>
+#include <tbb/parallel_for.h>
+#include <tbb/partitioner.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstdint>
+#include <memory>
+
+namespace kiln {
+
+// piece(begin, end) runs tiles [begin, end); called concurrently from up to `threads` threads
+// of the current task arena. Returns when every tile has run.
+template <class F>
+void parallel_tiles(int64_t tiles, int threads, F&& piece) {
+  if (threads <= 1 || tiles <= 1) {
+    if (tiles > 0) piece(int64_t(0), tiles);
+    return;
+  }
+  const int n = int(std::min<int64_t>(threads, tiles));
+  // About four chunks per share: enough to even out, few enough to keep calls long.
+  const int64_t chunk = std::max<int64_t>(1, tiles / (int64_t(n) * 4));
+  struct alignas(64) Share {
+    std::atomic<int64_t> next{0};
+    int64_t end = 0;
+  };
+  std::unique_ptr<Share[]> sh(new Share[size_t(n)]);
+  for (int i = 0; i < n; ++i) {
+    sh[size_t(i)].next.store(tiles * i / n, std::memory_order_relaxed);
+    sh[size_t(i)].end = tiles * (i + 1) / n;
+  }
+  auto work = [&](int me) {
+    for (int k = 0; k < n; ++k) {
+      Share& s = sh[size_t((me + k) % n)];
+      for (;;) {
+        const int64_t b = s.next.fetch_add(chunk, std::memory_order_relaxed);
+        if (b >= s.end) break;
+        piece(b, std::min(b + chunk, s.end));
+      }
+    }
+  };
+  tbb::parallel_for(
+      tbb::blocked_range<int>(0, n),
+      [&](const tbb::blocked_range<int>& r) {
+        for (int i = r.begin(); i < r.end(); ++i) work(i);
+      },
+      tbb::static_partitioner());
+}
+
+}  // namespace kiln
