@@ -1,8 +1,8 @@
 // How a step's tiles are spread over the session's threads (executor and profiler alike).
 //
 // Each thread owns an equal contiguous share (the locality of a static split: a thread keeps
-// to its oc groups or rows) and works through it in chunks; a thread done with its own share
-// takes chunks from the fronts of the others'. A static split alone left, on SqueezeNet at two
+// to its oc groups or rows) and works through it in shrinking chunks; a thread done with its
+// own share takes chunks from the fronts of the others'. A static split alone left, on SqueezeNet at two
 // threads, 15% of the run idle: a worker reaches each step ~15 us after the caller, and tiles
 // of equal count are not of equal time. Here the early thread simply does more.
 #pragma once
@@ -27,8 +27,6 @@ void parallel_tiles(int64_t tiles, int threads, F&& piece) {
     return;
   }
   const int n = int(std::min<int64_t>(threads, tiles));
-  // About four chunks per share: enough to even out, few enough to keep calls long.
-  const int64_t chunk = std::max<int64_t>(1, tiles / (int64_t(n) * 4));
   struct alignas(64) Share {
     std::atomic<int64_t> next{0};
     int64_t end = 0;
@@ -41,10 +39,15 @@ void parallel_tiles(int64_t tiles, int threads, F&& piece) {
   auto work = [&](int me) {
     for (int k = 0; k < n; ++k) {
       Share& s = sh[size_t((me + k) % n)];
-      for (;;) {
-        const int64_t b = s.next.fetch_add(chunk, std::memory_order_relaxed);
-        if (b >= s.end) break;
-        piece(b, std::min(b + chunk, s.end));
+      // Guided: a quarter of what is left in the share, so calls start long and the last
+      // ones are single tiles (a thread finishing early waits at most one short call).
+      int64_t b = s.next.load(std::memory_order_relaxed);
+      while (b < s.end) {
+        const int64_t take = std::max<int64_t>(1, (s.end - b) / 4);
+        if (s.next.compare_exchange_weak(b, b + take, std::memory_order_relaxed)) {
+          piece(b, b + take);
+          b = s.next.load(std::memory_order_relaxed);
+        }
       }
     }
   };
