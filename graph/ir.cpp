@@ -67,10 +67,16 @@ std::string shape_str(const Shape& s) {
 // buffers come from malloc, whose freed memory is reused without faults (from 256 KiB glibc
 // maps them anyway, and faults them in page by page).
 //
-// From 2 MiB the buffer is 2 MiB-aligned and asks for transparent huge pages: one fault (and
-// one TLB entry when the kernels stream the weights) per 2 MiB instead of 512. Where THP is off
-// or no huge page is free, the kernel quietly falls back to 4 KiB pages.
+// From 2 MiB the buffer is 2 MiB-aligned and, once populated, marked for transparent huge
+// pages: khugepaged may later fold it into 2 MiB pages (fewer TLB misses as kernels stream the
+// weights) in the background. Asking before populating gets huge pages at once, but with THP
+// defrag "madvise" (Debian's default) each fault may compact memory synchronously: measured,
+// ResNet-50 loads of 70 ms took 150-415 ms now and then. KILN_HUGE_PAGES=1 asks first anyway.
 static std::shared_ptr<void> alloc_huge(size_t bytes) {
+  static const bool eager = [] {
+    const char* e = std::getenv("KILN_HUGE_PAGES");
+    return e && *e == '1';
+  }();
   constexpr size_t kHuge = size_t(2) << 20;
   const size_t len = (bytes + kHuge - 1) / kHuge * kHuge;
   void* raw =
@@ -81,12 +87,13 @@ static std::shared_ptr<void> alloc_huge(size_t bytes) {
   if (head) ::munmap(raw, head);
   if (kHuge - head) ::munmap(reinterpret_cast<void*>(at + len), kHuge - head);
   void* p = reinterpret_cast<void*>(at);
-  ::madvise(p, len, MADV_HUGEPAGE);
+  if (eager) ::madvise(p, len, MADV_HUGEPAGE);
 #ifndef MADV_POPULATE_WRITE
 #define MADV_POPULATE_WRITE 23  // Linux 5.14
 #endif
   if (::madvise(p, len, MADV_POPULATE_WRITE) != 0)  // older kernels: touch every page
     for (size_t i = 0; i < len; i += 4096) static_cast<volatile char*>(p)[i] = 0;
+  if (!eager) ::madvise(p, len, MADV_HUGEPAGE);
   return std::shared_ptr<void>(p, [len](void* q) { ::munmap(q, len); });
 }
 
