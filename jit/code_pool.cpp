@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <map>
 #include <mutex>
@@ -37,7 +38,13 @@ constexpr size_t kAlign = 64;
 // the other still runs (or considers free), it would change the other's code, so at a fork
 // both retire all chunks: their code stays, nothing is written to them again.
 struct Pool {
-  Pool() { ::pthread_atfork(prepare, after_fork, after_fork); }
+  Pool() {
+    ::pthread_atfork(prepare, after_fork, after_fork);
+    // perf resolves JIT symbols through /tmp/perf-PID.map only in anonymous mappings; the
+    // memfd would show as one unnamed file. Profiling sessions use private mappings.
+    const char* pm = std::getenv("KILN_PERF_MAP");
+    disabled = pm && *pm == '1';
+  }
   static void prepare();
   static void after_fork();
   std::mutex mu;

@@ -10,7 +10,8 @@
 // mapping it). Ranges of dead kernels are reused; the memory is kept for the process.
 //
 // Where memfd or an executable shared mapping is refused (hardened kernels, noexec policies),
-// each block falls back to its own mapping: written RW, then mprotect'ed RX.
+// and under KILN_PERF_MAP=1 (perf names JIT code only in anonymous mappings), each block falls
+// back to its own mapping: written RW, then mprotect'ed RX.
 #pragma once
 
 #include <cstddef>
