@@ -4,6 +4,7 @@
 #include <tbb/parallel_for.h>
 #include <tbb/task_arena.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
@@ -27,8 +28,24 @@ struct Executor::Context {
   std::vector<std::unique_ptr<tbb::flow::continue_node<tbb::flow::continue_msg>>> nodes;
 };
 
-Executor::Executor(const Graph& g, const Plan& p, int threads) : g_(g), p_(p), threads_(threads) {
+Executor::Executor(const Graph& g, const Plan& p, int threads, Schedule schedule)
+    : g_(g), p_(p), threads_(threads) {
   if (threads_ > 1) arena_ = std::make_unique<tbb::task_arena>(threads_);
+  // Branches overlap in the flow graph only where that can gain: a step that may run beside
+  // its predecessor (it does not wait for it), either of which cannot keep every thread busy
+  // alone (fewer tiles than threads). Otherwise every step already spreads over all threads
+  // and the graph only adds a task hand-off per step: run in plan order (a topological order).
+  // Measured at 2 threads, sequential vs graph, p50: SqueezeNet (branches, wide steps) 2.29 vs
+  // 2.40-2.58 ms, MobileNetV2 (a chain) 3.10-3.19 vs 3.19-3.56 ms. KILN_FLOW=1 / 0 forces.
+  use_graph_ = false;
+  for (size_t i = 1; i < p_.steps.size(); ++i) {
+    const auto& d = p_.steps[i].deps;
+    if (std::find(d.begin(), d.end(), int(i) - 1) != d.end()) continue;
+    if (p_.steps[i].kernel->tiles() < threads_ || p_.steps[i - 1].kernel->tiles() < threads_)
+      use_graph_ = true;
+  }
+  if (schedule != Schedule::automatic) use_graph_ = schedule == Schedule::graph;
+  if (const char* f = std::getenv("KILN_FLOW"); f && *f) use_graph_ = *f == '1';
   const_ptr_.assign(p_.tensors.size(), nullptr);
   for (size_t t = 0; t < p_.tensors.size(); ++t)
     if (p_.tensors[t].offset < 0 && g_.value(p_.tensors[t].value).is_const())
@@ -99,7 +116,7 @@ std::unique_ptr<Executor::Context> Executor::acquire() {
   // sweep activations, and the first run does not pay the page faults.
   c->arena = alloc_zeroed(size_t(std::max<int64_t>(p_.arena_bytes, 64)));
   c->ptr.assign(p_.tensors.size(), nullptr);
-  if (arena_) {
+  if (arena_ && use_graph_) {
     // The graph attaches to the arena it is built in, so build it inside ours.
     Context* cp = c.get();
     arena_->execute([&] {
@@ -162,7 +179,11 @@ void Executor::run(const std::vector<Tensor>& inputs, std::vector<Tensor>& outpu
     if (ptr[v.root])
       ptr[v.view] = reinterpret_cast<float*>(reinterpret_cast<char*>(ptr[v.root]) + v.at);
 
-  if (arena_) {
+  if (arena_ && !use_graph_) {
+    arena_->execute([&] {
+      for (size_t si = 0; si < p_.steps.size(); ++si) run_step(c, si);
+    });
+  } else if (arena_) {
     // Independent branches (Inception-style modules, parallel convs into a concat) run
     // concurrently; each step's tiles are split with parallel_for in the same arena.
     arena_->execute([&] {

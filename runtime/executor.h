@@ -1,5 +1,6 @@
 // Runs a Plan: one reusable arena per run context (allocated once, so pages are touched once),
-// kernels' tiles spread with tbb::parallel_for inside the session's task_arena. Concurrent
+// kernels' tiles spread over the session's task_arena (parallel_tiles.h), steps in plan order or
+// through a tbb::flow::graph where branches gain from overlapping (Schedule). Concurrent
 // runs each take their own context from a pool, so they share nothing mutable.
 #pragma once
 
@@ -24,9 +25,15 @@ struct RunProfile {
   std::vector<Event> events;
 };
 
+// How steps are ordered on several threads (each step's tiles always spread over all of them):
+// through a tbb::flow::graph, so independent branches run side by side, or one after another in
+// plan order. automatic picks the graph only where a branch step cannot fill the threads alone.
+enum class Schedule { automatic, graph, in_order };
+
 class Executor {
  public:
-  Executor(const Graph& g, const Plan& p, int threads);
+  Executor(const Graph& g, const Plan& p, int threads, Schedule schedule = Schedule::automatic);
+  bool uses_graph() const { return arena_ && use_graph_; }
   ~Executor();
   // inputs/outputs already checked against the model's shapes and dtypes. With a profile,
   // every step and every thread's share of it is timed; without one nothing is.
@@ -43,6 +50,7 @@ class Executor {
   const Plan& p_;
   int threads_;
   std::unique_ptr<tbb::task_arena> arena_;
+  bool use_graph_ = false;  // run through the flow graph (else steps in plan order)
   // Views of external tensors (a slice of a graph output written in place): root tensor and
   // byte offset, resolved once here; only the root's pointer is known per run.
   struct ExternalView {

@@ -128,6 +128,8 @@ void Session::prepare(const SessionOptions& o) {
   const int64_t released = o.reference ? 0 : release_unread_constants(graph_, *plan_);
   spdlog::debug("released {:.1f} MiB of constants the kernels packed", double(released) / 1048576);
   exec_ = std::make_unique<Executor>(graph_, *plan_, threads_);
+  spdlog::info("steps run {}", exec_->uses_graph() ? "through a flow graph (branches overlap)"
+                                                    : "in plan order");
   stats_.plan_ms = ms_since(t1);
   if (spdlog::should_log(spdlog::level::info))
     for (const Step& st : plan_->steps) {

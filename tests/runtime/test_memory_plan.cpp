@@ -531,19 +531,73 @@ TEST_CASE("executor: producers write straight into slices of an output (views)")
   b.p.outputs = {y, y1, w};
   b.p.tensors[size_t(y1)].value = zv;
   kiln::plan_memory(&b.p);
-  for (int threads : {1, 2}) {
-    CAPTURE(threads);
-    kiln::Executor ex(g, b.p, threads);
-    kiln::Tensor in(kiln::DType::f32, {4});
-    for (int k = 0; k < 4; ++k) in.data<float>()[k] = float(k + 1);
-    std::vector<kiln::Tensor> out = {kiln::Tensor(kiln::DType::f32, {8}),
-                                     kiln::Tensor(kiln::DType::f32, {4}),
-                                     kiln::Tensor(kiln::DType::f32, {8})};
+  for (int threads : {1, 2})
+    for (auto sched :
+         {kiln::Schedule::automatic, kiln::Schedule::graph, kiln::Schedule::in_order}) {
+      CAPTURE(threads);
+      CAPTURE(int(sched));
+      kiln::Executor ex(g, b.p, threads, sched);
+      if (threads > 1 && sched != kiln::Schedule::automatic)
+        CHECK(ex.uses_graph() == (sched == kiln::Schedule::graph));
+      kiln::Tensor in(kiln::DType::f32, {4});
+      for (int k = 0; k < 4; ++k) in.data<float>()[k] = float(k + 1);
+      std::vector<kiln::Tensor> out = {kiln::Tensor(kiln::DType::f32, {8}),
+                                       kiln::Tensor(kiln::DType::f32, {4}),
+                                       kiln::Tensor(kiln::DType::f32, {8})};
+      ex.run({in}, out);
+      const float want_y[8] = {2, 4, 6, 8, 3, 6, 9, 12};
+      const float want_w[8] = {-1, -2, -3, -4, 10, 20, 30, 40};
+      for (int k = 0; k < 8; ++k) CHECK(out[0].data<float>()[k] == want_y[k]);
+      for (int k = 0; k < 4; ++k) CHECK(out[1].data<float>()[k] == want_y[4 + k]);
+      for (int k = 0; k < 8; ++k) CHECK(out[2].data<float>()[k] == want_w[k]);
+    }
+}
+
+TEST_CASE("executor: the flow graph only where a branch step cannot fill the threads") {
+  // x -> A -> y0 and x -> B -> y1: two independent steps of `tiles` tiles each; and a chain
+  // x -> C -> D -> y0 of 1-tile steps.
+  auto branches = [](int64_t tiles) {
+    Builder b;
+    const int x = b.external(4 * tiles), y0 = b.external(4 * tiles), y1 = b.external(4 * tiles);
+    b.p.steps[size_t(b.step({x}, {y0}))].kernel = std::make_unique<ScaleKernel>(tiles, 2);
+    b.p.steps[size_t(b.step({x}, {y1}))].kernel = std::make_unique<ScaleKernel>(tiles, 3);
+    b.p.inputs = {x};
+    b.p.outputs = {y0, y1};
+    kiln::plan_memory(&b.p);
+    return std::move(b.p);
+  };
+  kiln::Graph g;
+  for (int i = 0; i < 3; ++i) g.add_value("v" + std::to_string(i));
+  kiln::Plan narrow = branches(1), wide = branches(8);
+  for (kiln::Plan* p : {&narrow, &wide}) {
+    p->tensors[size_t(p->inputs[0])].value = 0;
+    p->tensors[size_t(p->outputs[0])].value = 1;
+    p->tensors[size_t(p->outputs[1])].value = 2;
+  }
+  CHECK(narrow.steps[1].deps.empty());  // the two steps may overlap
+  CHECK(kiln::Executor(g, narrow, 2).uses_graph());
+  CHECK_FALSE(kiln::Executor(g, wide, 2).uses_graph());
+  CHECK_FALSE(kiln::Executor(g, narrow, 1).uses_graph());  // one thread: nothing to overlap
+
+  Builder c;
+  const int x = c.external(4), m = c.arena(4), y = c.external(4);
+  c.p.steps[size_t(c.step({x}, {m}))].kernel = std::make_unique<ScaleKernel>(1, 2);
+  c.p.steps[size_t(c.step({m}, {y}))].kernel = std::make_unique<ScaleKernel>(1, 5);
+  c.p.inputs = {x};
+  c.p.outputs = {y};
+  kiln::plan_memory(&c.p);
+  c.p.tensors[size_t(x)].value = 0;
+  c.p.tensors[size_t(y)].value = 1;
+  CHECK_FALSE(kiln::Executor(g, c.p, 2).uses_graph());  // a chain has nothing to overlap
+  // Both ways give the same result.
+  for (auto sched : {kiln::Schedule::graph, kiln::Schedule::in_order}) {
+    kiln::Executor ex(g, narrow, 2, sched);
+    kiln::Tensor in(kiln::DType::f32, {1});
+    in.data<float>()[0] = 1.5f;
+    std::vector<kiln::Tensor> out = {kiln::Tensor(kiln::DType::f32, {1}),
+                                     kiln::Tensor(kiln::DType::f32, {1})};
     ex.run({in}, out);
-    const float want_y[8] = {2, 4, 6, 8, 3, 6, 9, 12};
-    const float want_w[8] = {-1, -2, -3, -4, 10, 20, 30, 40};
-    for (int k = 0; k < 8; ++k) CHECK(out[0].data<float>()[k] == want_y[k]);
-    for (int k = 0; k < 4; ++k) CHECK(out[1].data<float>()[k] == want_y[4 + k]);
-    for (int k = 0; k < 8; ++k) CHECK(out[2].data<float>()[k] == want_w[k]);
+    CHECK(out[0].data<float>()[0] == 3.f);
+    CHECK(out[1].data<float>()[0] == 4.5f);
   }
 }
