@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -32,7 +33,16 @@ void register_kernel(const std::string& name, const void* code, size_t size) {
   }
 }
 
+thread_local uint64_t tl_codegen_ns = 0;
+
 }  // namespace
+
+uint64_t codegen_ns_this_thread() {
+  return tl_codegen_ns;
+}
+void add_codegen_ns(uint64_t ns) {
+  tl_codegen_ns += ns;
+}
 
 namespace detail {
 
@@ -113,6 +123,15 @@ void JitGenerator::emit_tail_mask_table(Xbyak::Label& table, int lanes) {
 
 void JitGenerator::create() {
   if (created_) fail(Code::internal, "kernel " + name_ + " created twice");
+  const auto t0 = std::chrono::steady_clock::now();
+  struct Count {
+    std::chrono::steady_clock::time_point t0;
+    ~Count() {
+      add_codegen_ns(uint64_t(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                  std::chrono::steady_clock::now() - t0)
+                                  .count()));
+    }
+  } count{t0};
   try {
     generate();
     ready();

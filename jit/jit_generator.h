@@ -17,6 +17,11 @@
 
 namespace kiln {
 
+// Nanoseconds this thread has spent generating machine code (Xbyak and asmjit kernels), so
+// a load can tell code generation from weight packing, which happen in the same factories.
+uint64_t codegen_ns_this_thread();
+void add_codegen_ns(uint64_t ns);
+
 namespace detail {
 // The buffer Xbyak emits into: the thread's reusable one when it is free (a generator is
 // created right after it is constructed, on the same thread), else a private one. A base class

@@ -5,6 +5,7 @@
 #include <tbb/task_arena.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -14,6 +15,7 @@
 #include <set>
 #include <sstream>
 
+#include "jit/jit_generator.h"
 #include "runtime/profiler.h"
 #include "runtime/tuning_cache.h"
 #include "solver/network.h"
@@ -529,17 +531,25 @@ class Selector {
   // independent per node. Returns why each one that did not apply failed.
   std::vector<std::string> build_kernels(const std::vector<size_t>& nodes) {
     std::vector<std::string> why(sel_.nodes.size());
+    std::atomic<int64_t> total_ns{0}, codegen_ns{0};
     auto one = [&](size_t i) {
+      const auto t0 = Clock::now();
+      const uint64_t c0 = codegen_ns_this_thread();
       Instance inst = instantiate(g_, int(i), sel_.nodes[i].label, o_.isa, &why[i]);
       sel_.kernels[i] = std::move(inst.kernel);
+      codegen_ns += int64_t(codegen_ns_this_thread() - c0);
+      total_ns += std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - t0).count();
     };
     if (o_.threads <= 1 || nodes.size() < 2) {
       for (size_t i : nodes) one(i);
-      return why;
+    } else {
+      tbb::task_arena arena(o_.threads);
+      arena.execute(
+          [&] { tbb::parallel_for(size_t(0), nodes.size(), [&](size_t k) { one(nodes[k]); }); });
     }
-    tbb::task_arena arena(o_.threads);
-    arena.execute(
-        [&] { tbb::parallel_for(size_t(0), nodes.size(), [&](size_t k) { one(nodes[k]); }); });
+    build_ns_ += total_ns.load();
+    codegen_ns_ += codegen_ns.load();
+    sel_.codegen_share = build_ns_ > 0 ? double(codegen_ns_) / double(build_ns_) : 0;
     return why;
   }
 
@@ -584,6 +594,7 @@ class Selector {
   Profiler prof_;
   std::string problem_suffix_;
   Selection sel_;
+  int64_t build_ns_ = 0, codegen_ns_ = 0;  // thread time building kernels, and its codegen part
   std::vector<std::vector<Label>> cands_;
   std::vector<std::vector<double>> cost_;
   std::map<std::pair<std::string, std::string>, double> reorder_memo_;

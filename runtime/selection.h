@@ -67,6 +67,9 @@ struct Selection {
   int measurements = 0;                      // kernels + conversions timed this load
   int unprofiled = 0;  // nodes the cost model put beyond the profiling cap (not measured)
   double profile_ms = 0, solve_ms = 0, jit_ms = 0;
+  // Of the thread time spent building the chosen kernels, the share that was code generation
+  // (the rest packs weights): splits jit_ms, which is wall time, between the two.
+  double codegen_share = 0;
   int pbqp_nodes = 0, pbqp_edges = 0;
 };
 

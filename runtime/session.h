@@ -40,9 +40,11 @@ struct IoInfo {
 // Load-time figures, milliseconds.
 struct LoadStats {
   double parse_ms = 0, passes_ms = 0, plan_ms = 0, total_ms = 0;
-  // Parts of plan_ms: timing candidates, solving, building the chosen kernels (JIT code and
-  // weight packing happen together in each kernel factory), memory planning and the rest.
-  double profile_ms = 0, solve_ms = 0, jit_ms = 0;
+  // Parts of plan_ms: timing candidates, solving, generating the chosen kernels' code (jit_ms)
+  // and packing their weights (pack_ms), memory planning and the rest. Code generation and
+  // packing happen together in each kernel factory, on several threads: their wall time is
+  // split in the ratio of the thread time each took.
+  double profile_ms = 0, solve_ms = 0, jit_ms = 0, pack_ms = 0;
 };
 
 class Session {

@@ -8,6 +8,7 @@
 
 #include <asmjit/x86.h>
 
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -110,6 +111,7 @@ class AsmBuilder {
 
   std::string name_;
   Isa isa_;
+  std::chrono::steady_clock::time_point born_ = std::chrono::steady_clock::now();  // codegen time
   std::unique_ptr<Impl> impl_;
   x86::Compiler* cc_ = nullptr;
   aj::FuncNode* func_ = nullptr;
