@@ -199,7 +199,11 @@ class Selector {
         continue;
       }
       // fast: measure the labels the model finds plausible (within 3x of its best; the
-      // reference label only when nothing else exists).
+      // reference label only when nothing else exists). A node with one label has no choice
+      // to inform: its time would only refine the predicted total, and timing a scalar
+      // reference op on a big tensor (a 65535-image Transpose: 1 s, 33 s under the fuzzers'
+      // sanitizers) is what a fast load must not spend. full measures it anyway.
+      if (tune_ == TuneMode::fast && c.size() == 1) continue;
       const double best = *std::min_element(h.begin(), h.end());
       profiled[i] = 1;
       double est = 0;

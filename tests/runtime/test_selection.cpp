@@ -308,3 +308,24 @@ TEST_CASE("the fixed strategy runs direct (or depthwise) convs on the blocked la
     CHECK(convs > 0);
   }
 }
+
+// Regression (fuzz_session timeout): fast tuning timed a node's only label, a scalar reference
+// Transpose of a 65535-image batch (1 s; 33 s under the sanitizers). A sole label has no choice
+// to inform: fast leaves it to the cost model, full still measures it.
+TEST_CASE("fast tuning does not time a node's only label; full does") {
+  for (int tune : {int(kiln::TuneMode::fast), int(kiln::TuneMode::full)}) {
+    CAPTURE(tune);
+    kiln::SessionOptions o;
+    o.use_cache = false;
+    o.tune = tune;
+    auto s = kiln::Session::load_file((fixture("transpose_perm_op13") / "model.onnx").string(), o);
+    const kiln::Selection& sel = s->selection();
+    int sole = 0;
+    for (size_t i = 0; i < sel.nodes.size(); ++i) {
+      if (sel.nodes[i].candidates != 1) continue;
+      ++sole;
+      CHECK(sel.nodes[i].measured == (tune == int(kiln::TuneMode::full)));
+    }
+    CHECK(sole > 0);
+  }
+}
