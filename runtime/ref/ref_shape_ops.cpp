@@ -173,11 +173,12 @@ void slice(const Node& node, const Inputs& in, const Outputs& out) {
     if (st > 0) {
       s = std::max<int64_t>(0, std::min(s, dim));
       e = std::max<int64_t>(0, std::min(e, dim));
-      count[d] = e > s ? (e - s + st - 1) / st : 0;
+      count[d] = e > s ? 1 + (e - s - 1) / st : 0;  // (no e - s + st - 1: st may be INT64_MAX)
     } else {
       s = std::max<int64_t>(0, std::min(s, dim - 1));
       e = std::max<int64_t>(-1, std::min(e, dim - 1));
-      count[d] = s > e ? (s - e + (-st) - 1) / (-st) : 0;
+      // |st| as unsigned: -st overflows for INT64_MIN.
+      count[d] = s > e ? int64_t(1 + uint64_t(s - e - 1) / (uint64_t(0) - uint64_t(st))) : 0;
     }
     if (dim == 0) count[d] = 0;
     first[d] = s;
@@ -188,7 +189,9 @@ void slice(const Node& node, const Inputs& in, const Outputs& out) {
   std::vector<int64_t> src(static_cast<size_t>(rank));
   int64_t base = 0;
   for (size_t d = 0; d < size_t(rank); ++d) {
-    src[d] = xs[d] * step[d];
+    // A dim that yields at most one element never moves along it; its step may be anything up
+    // to INT64_MAX, and stride * step would overflow. Otherwise |step| < dim, and it fits.
+    src[d] = count[d] > 1 ? xs[d] * step[d] : 0;
     base += first[d] * xs[d];
   }
   dispatch_type(x.dtype(), [&](auto tag) {

@@ -187,6 +187,21 @@ TEST_CASE("ref Slice: starts/ends/axes/steps inputs with ONNX clamping") {
   Tensor s0 = i64({1}, {0});
   check_f32(run1(n, {&v, &s0, &e_end, nullptr, &st3}, DType::f32, {2}), {2}, {0, 3});
 
+  // Huge steps take one element (regression, fuzz_session: stride x step overflowed int64).
+  Tensor x3 = iota_f32({3, 8, 6}), s5 = i64({1}, {5}), st_big = i64({1}, {kMax / 2 + 1});
+  Tensor stm_big = i64({1}, {-(kMax / 2 + 1)}), a1 = i64({1}, {1});
+  std::vector<float> col5;
+  for (int r = 0; r < 3; ++r)
+    for (int c = 0; c < 6; ++c) col5.push_back(float(r * 48 + 5 * 6 + c));
+  check_f32(run1(n, {&x3, &s5, &e_end, &a1, &st_big}, DType::f32, {3, 1, 6}), {3, 1, 6}, col5);
+  check_f32(run1(n, {&x3, &s5, &em10, &a1, &stm_big}, DType::f32, {3, 1, 6}), {3, 1, 6}, col5);
+  Tensor st_max = i64({1}, {kMax}), st_min = i64({1}, {-kMax - 1}), s0b = i64({1}, {0});
+  std::vector<float> col0;
+  for (int r = 0; r < 3; ++r)
+    for (int c = 0; c < 6; ++c) col0.push_back(float(r * 48 + c));
+  check_f32(run1(n, {&x3, &s0b, &e_end, &a1, &st_max}, DType::f32, {3, 1, 6}), {3, 1, 6}, col0);
+  check_f32(run1(n, {&x3, &s5, &em10, &a1, &st_min}, DType::f32, {3, 1, 6}), {3, 1, 6}, col5);
+
   // i64 shape arithmetic: dims [2:] of a shape vector.
   Tensor shape = i64({4}, {1, 2048, 7, 7}), s2 = i64({1}, {2});
   check_i64(run1(n, {&shape, &s2, &e_end}, DType::i64, {2}), {2}, {7, 7});
