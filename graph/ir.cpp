@@ -69,9 +69,10 @@ std::string shape_str(const Shape& s) {
 //
 // From 2 MiB the buffer is 2 MiB-aligned and, once populated, marked for transparent huge
 // pages: khugepaged may later fold it into 2 MiB pages (fewer TLB misses as kernels stream the
-// weights) in the background. Asking before populating gets huge pages at once, but with THP
-// defrag "madvise" (Debian's default) each fault may compact memory synchronously: measured,
-// ResNet-50 loads of 70 ms took 150-415 ms now and then. KILN_HUGE_PAGES=1 asks first anyway.
+// weights) in the background. Asking before populating gets huge pages at once, but on the
+// development VM fresh huge pages now and then took hundreds of ms to populate (no compaction
+// stalls were counted: the host backing the memory, it seems), so ResNet-50 loads of 70 ms took
+// 124-468 ms. KILN_HUGE_PAGES=1 asks first anyway (~13% faster ResNet-50 runs there).
 static std::shared_ptr<void> alloc_huge(size_t bytes) {
   static const bool eager = [] {
     const char* e = std::getenv("KILN_HUGE_PAGES");

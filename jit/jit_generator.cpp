@@ -40,8 +40,11 @@ thread_local uint64_t tl_codegen_ns = 0;
 uint64_t codegen_ns_this_thread() {
   return tl_codegen_ns;
 }
-void add_codegen_ns(uint64_t ns) {
-  tl_codegen_ns += ns;
+
+CodegenTimer::~CodegenTimer() {
+  tl_codegen_ns += uint64_t(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                std::chrono::steady_clock::now() - start_)
+                                .count());
 }
 
 namespace detail {
@@ -123,15 +126,7 @@ void JitGenerator::emit_tail_mask_table(Xbyak::Label& table, int lanes) {
 
 void JitGenerator::create() {
   if (created_) fail(Code::internal, "kernel " + name_ + " created twice");
-  const auto t0 = std::chrono::steady_clock::now();
-  struct Count {
-    std::chrono::steady_clock::time_point t0;
-    ~Count() {
-      add_codegen_ns(uint64_t(std::chrono::duration_cast<std::chrono::nanoseconds>(
-                                  std::chrono::steady_clock::now() - t0)
-                                  .count()));
-    }
-  } count{t0};
+  CodegenTimer timer;
   try {
     generate();
     ready();

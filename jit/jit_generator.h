@@ -11,6 +11,8 @@
 
 #include <xbyak/xbyak.h>
 
+#include <chrono>
+#include <cstdint>
 #include <string>
 
 #include "jit/code_pool.h"
@@ -20,7 +22,20 @@ namespace kiln {
 // Nanoseconds this thread has spent generating machine code (Xbyak and asmjit kernels), so
 // a load can tell code generation from weight packing, which happen in the same factories.
 uint64_t codegen_ns_this_thread();
-void add_codegen_ns(uint64_t ns);
+
+// Adds the time from `start` to its destruction to this thread's code-generation count.
+class CodegenTimer {
+ public:
+  explicit CodegenTimer(
+      std::chrono::steady_clock::time_point start = std::chrono::steady_clock::now())
+      : start_(start) {}
+  ~CodegenTimer();
+  CodegenTimer(const CodegenTimer&) = delete;
+  CodegenTimer& operator=(const CodegenTimer&) = delete;
+
+ private:
+  std::chrono::steady_clock::time_point start_;
+};
 
 namespace detail {
 // The buffer Xbyak emits into: the thread's reusable one when it is free (a generator is

@@ -46,6 +46,7 @@ Executor::Executor(const Graph& g, const Plan& p, int threads, Schedule schedule
   }
   if (schedule != Schedule::automatic) use_graph_ = schedule == Schedule::graph;
   if (const char* f = std::getenv("KILN_FLOW"); f && *f) use_graph_ = *f == '1';
+  use_graph_ = use_graph_ && arena_;  // one thread: steps in order, no arena
   const_ptr_.assign(p_.tensors.size(), nullptr);
   for (size_t t = 0; t < p_.tensors.size(); ++t)
     if (p_.tensors[t].offset < 0 && g_.value(p_.tensors[t].value).is_const())
@@ -116,7 +117,7 @@ std::unique_ptr<Executor::Context> Executor::acquire() {
   // sweep activations, and the first run does not pay the page faults.
   c->arena = alloc_zeroed(size_t(std::max<int64_t>(p_.arena_bytes, 64)));
   c->ptr.assign(p_.tensors.size(), nullptr);
-  if (arena_ && use_graph_) {
+  if (use_graph_) {
     // The graph attaches to the arena it is built in, so build it inside ours.
     Context* cp = c.get();
     arena_->execute([&] {
@@ -183,7 +184,7 @@ void Executor::run(const std::vector<Tensor>& inputs, std::vector<Tensor>& outpu
     arena_->execute([&] {
       for (size_t si = 0; si < p_.steps.size(); ++si) run_step(c, si);
     });
-  } else if (arena_) {
+  } else if (use_graph_) {
     // Independent branches (Inception-style modules, parallel convs into a concat) run
     // concurrently; each step's tiles are split with parallel_for in the same arena.
     arena_->execute([&] {

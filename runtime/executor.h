@@ -33,7 +33,7 @@ enum class Schedule { automatic, graph, in_order };
 class Executor {
  public:
   Executor(const Graph& g, const Plan& p, int threads, Schedule schedule = Schedule::automatic);
-  bool uses_graph() const { return arena_ && use_graph_; }
+  bool uses_graph() const { return use_graph_; }
   ~Executor();
   // inputs/outputs already checked against the model's shapes and dtypes. With a profile,
   // every step and every thread's share of it is timed; without one nothing is.

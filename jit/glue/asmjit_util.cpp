@@ -347,14 +347,7 @@ void AsmBuilder::copy_dynamic(const x86::Gp& dst, const x86::Gp& src, const x86:
 
 ExecCode AsmBuilder::finish() {
   // Emission (since construction) and assembly count as code generation (jit_generator.h).
-  struct Count {
-    std::chrono::steady_clock::time_point t0;
-    ~Count() {
-      add_codegen_ns(uint64_t(std::chrono::duration_cast<std::chrono::nanoseconds>(
-                                  std::chrono::steady_clock::now() - t0)
-                                  .count()));
-    }
-  } count{born_};
+  CodegenTimer timer(born_);
   auto& code = impl_->code;
   auto& errs = impl_->errors;
   auto check = [&](aj::Error e, const char* step) {
