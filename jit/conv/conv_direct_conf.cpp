@@ -11,9 +11,15 @@ constexpr int64_t kL2Budget = 512 * 1024;
 // A group's weights above this are split along the input channels into chunks of ~kSplitChunk
 // (3/4 and 3/8 of a 1 MB L2).
 constexpr int64_t kSplitAbove = 768 * 1024, kSplitChunk = 384 * 1024;
-// Weights beyond this (1.5x a 2 MB L2) come from L3 / memory every run: the next group's are
-// prefetched while a group computes (pf_next).
-constexpr int64_t kPfNextAbove = 3 << 20;
+// Groups outer (weights beyond the L2 share): they come from memory every run in a network
+// (ResNet-50's ~100 MB of weights pass through L3 each run), so the next group's are
+// prefetched while a group computes (pf_next). Hot in a kernel benchmark 0.6-2.4 MB measured
+// 3-10% slower with a prefetch per step; in the network the prefetch wins (see
+// conv_gemm1x1_conf.cpp for the measurement).
+constexpr int64_t kPfNextAbove = 512 << 10;
+// Rows-outer weights from this size on are prefetched group by group during the first row's
+// sweep (as gemm1x1 does for its first chunk; see kPfFirstAbove there).
+constexpr int64_t kPfFirstAbove = 64 * 1024;
 
 // Instructions of one unrolled kernel-row body (kw x channels x (weights + FMAs)).
 constexpr int64_t kMaxBody = 2048;
@@ -176,12 +182,16 @@ ConfOr<DirectConf> init_direct_conf(const ConvProblem& p, const ConvImpl& impl, 
   // cannot stay in L2 between runs. Measured (busy machine, best of 8 medians): 3x3 512 at 7x7
   // 75% of peak without, 82% with a prefetch per step, 98% with one per pf_every (4) steps;
   // 0.6-2.4 MB of weights: 3-10% slower with one per step.
-  c.pf_next = !c.rows_outer && c.oc_groups > 1 && wei_bytes > kPfNextAbove;
-  // A group's calls (rows, or row pairs) x register blocks each run all reduction steps; the
-  // next group has as many steps x oc_blocks lines.
+  // Rows outer: the first row's sweep over the groups reads every group's weights from memory
+  // (later rows find them in L2), so each row's calls walk the next group's weights too.
+  c.pf_next = (c.rows_outer && c.oc_groups > 1 && wei_bytes >= kPfFirstAbove) ||
+              (!c.rows_outer && c.oc_groups > 1 && wei_bytes > kPfNextAbove);
+  // Each call's register blocks run all reduction steps; the next group has as many steps x
+  // oc_blocks lines, which a group's calls (groups outer: all its rows or row pairs) or one
+  // row's (rows outer) walk about once.
   int64_t blocks = 0;
   for (const OwBlock& b : c.ow_blocks) blocks += b.count;
-  const int64_t calls = (p.oh + c.ur_h - 1) / c.ur_h * blocks;
+  const int64_t calls = c.rows_outer ? blocks : (p.oh + c.ur_h - 1) / c.ur_h * blocks;
   while (c.pf_every < 16 && calls >= 2 * c.pf_every * c.oc_blocks) c.pf_every *= 2;
   return c;
 }

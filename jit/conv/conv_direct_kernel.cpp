@@ -64,7 +64,9 @@ class DirectKernel : public Kernel {
       const int64_t chunk = split ? c_.ic_chunk : c_.icb_total();
       // pf_next: the calls of this group walk the next group's weights (a line per pf_every
       // steps).
-      const float* next = wei_.data<float>() + group_off_[size_t(std::min(g + 1, G - 1))];
+      // (Rows outer: the group the row's sweep reads next.)
+      const int64_t gn = c_.rows_outer ? (g + 1) % G : std::min(g + 1, G - 1);
+      const float* next = wei_.data<float>() + group_off_[size_t(gn)];
       int64_t pf_lines = 0;
       for (int64_t k0 = 0; k0 < c_.icb_total(); k0 += chunk) {
         const int64_t kcnt = std::min(chunk, c_.icb_total() - k0);

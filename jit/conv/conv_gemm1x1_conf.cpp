@@ -10,11 +10,19 @@ constexpr int64_t kL2Budget = 512 * 1024;  // see conv_direct_conf.cpp
 // (prefetched meanwhile) share L2 with the src: groups of at most this size. Measured on
 // 2048 -> 512 at 7x7: 4 oc vectors (512 KB per group) 72% of peak, 2 vectors (256 KB) 85%.
 constexpr int64_t kGroupL2 = 256 * 1024;
-// Weights beyond this come from L3 / memory every run: prefetch the next group's (pf_next).
-// Measured (busy machine, best of 8 medians): 512 -> 2048 at 7x7 77% of peak without, 81%
-// with a prefetch per K step, 87% with one per pf_every (2); 1024 -> 2048 s2 67% -> 82%;
-// 1-2 MB of weights: no gain.
-constexpr int64_t kPfNextAbove = 3 << 20;
+// Weights beyond the L2 share come from L3 / memory every run: prefetch the next group's
+// (pf_next). Hot in kiln_kernel_bench (busy machine, best of 8 medians): 512 -> 2048 at 7x7
+// 77% of peak without, 87% with one prefetch per pf_every (2) K steps; 1024 -> 2048 s2 67% ->
+// 82%; 1-2 MB: no gain. In a network every layer's weights are cold (ResNet-50's ~100 MB pass
+// through L3 each run): paired runs of ResNet-50 in one process, with and without the
+// prefetches, 0.5-3 MB included, were 3.7% faster at 1 thread (with the m_outer / rows-outer
+// first-sweep prefetch below 3% more; all weight prefetches together, Winograd's and
+// im2col's included, 8%).
+constexpr int64_t kPfNextAbove = 512 << 10;
+// m_outer weights from this size on are prefetched group by group during the first chunk's
+// sweep (pf_first below). In ResNet-50 at 1 thread, runs with the weights flushed took up to
+// 0.2 ms longer per layer than runs with them cached (256 -> 128 at 56x56, 128 KB).
+constexpr int64_t kPfFirstAbove = 64 * 1024;
 constexpr int64_t kL1Budget = 32 * 1024;  // of a 48 KB L1D
 
 // Lines per L1 set (64 sets of 64 bytes) that `ur` addresses `stride` bytes apart occupy, at
@@ -174,11 +182,17 @@ ConfOr<Gemm1x1Conf> init_gemm1x1_conf(const ConvProblem& p, const ConvImpl& impl
   if (force.pf_src >= 0) c.pf_src = force.pf_src != 0;
   if (force.pf_dst >= 0) c.pf_dst = force.pf_dst != 0;
   const int64_t wei_bytes = c.icb_total() * c.ocv * kb_vec_bytes;
-  c.pf_next = force.pf_next >= 0 ? force.pf_next != 0
-                                 : !c.m_outer && c.n_groups > 1 && wei_bytes > kPfNextAbove;
-  // Every tile of a group runs all K steps; the next group has K x ur_n lines.
+  // m_outer: the first chunk's sweep reads every group's weights from memory (later chunks
+  // find them in L2), so each call walks the next group's weights too.
+  const bool pf_first = c.m_outer && c.n_groups > 1 && wei_bytes >= kPfFirstAbove;
+  c.pf_next = force.pf_next >= 0
+                  ? force.pf_next != 0
+                  : pf_first || (!c.m_outer && c.n_groups > 1 && wei_bytes > kPfNextAbove);
+  // Every tile runs all K steps; the next group has K x ur_n lines, which (pf_every) a group's
+  // tiles (groups outer) or one call's (m_outer: a chunk's) walk about once.
   const int64_t tiles_per_group = c.m_lines * (c.full_tiles() + (c.m_tail ? 1 : 0));
-  while (c.pf_every < 16 && tiles_per_group >= 2 * c.pf_every * c.ur_n) c.pf_every *= 2;
+  const int64_t tiles_per_pass = c.m_outer ? c.chunk_blocks : tiles_per_group;
+  while (c.pf_every < 16 && tiles_per_pass >= 2 * c.pf_every * c.ur_n) c.pf_every *= 2;
   if (force.pf_every > 0) {
     if (force.pf_every > 16 || (force.pf_every & (force.pf_every - 1)))
       return R::no("pf_every must be 1, 2, 4, 8 or 16");

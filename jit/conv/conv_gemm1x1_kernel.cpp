@@ -55,9 +55,15 @@ class Gemm1x1Kernel : public Kernel {
           const int64_t q0 = lc * c_.chunk_blocks * c_.ur_m;
           pack(args, n, q0, chunk_pixels(lc), buf);
         }
+        // pf_next: each call walks the next group's weights (those the sweep reads next).
         for (int64_t k0 = 0; k0 < c_.icb_total(); k0 += chunk)
-          for (int64_t g = g0; g < g0 + cnt; ++g)
-            call(args, base, n, g, lc, k0, std::min(chunk, c_.icb_total() - k0), buf, nullptr);
+          for (int64_t g = g0; g < g0 + cnt; ++g) {
+            const int64_t gn = g + 1 < G ? g + 1 : 0;
+            const int64_t obn = gn == G - 1 ? c_.n_last : c_.ur_n;
+            const float* next =
+                wei_.data<float>() + group_off_[size_t(gn)] + k0 * c_.wei_kb_floats(int(obn));
+            call(args, base, n, g, lc, k0, std::min(chunk, c_.icb_total() - k0), buf, next);
+          }
         t += cnt;
       } else {
         // Tiles of one (n, group) are contiguous: sweep them per K chunk so the chunk's

@@ -13,7 +13,8 @@ using convjit::vreg;
 namespace {
 
 size_t code_size_bound(const Im2colConf& c, int vecs) {
-  const size_t step = size_t(vecs) * 12 + size_t(c.mr) * (12 + size_t(vecs) * 8);
+  const size_t step =
+      size_t(vecs) * 12 + 12 + size_t(c.mr) * (12 + size_t(vecs) * 8);  // + prefetch
   const size_t body = size_t(c.unroll + 1) * step + 256;
   const size_t acc = size_t(c.mr) * size_t(vecs);
   const size_t store = acc * (48 + 128 * (c.p.post.size() + 1));
@@ -42,6 +43,7 @@ GemmGenerator::GemmGenerator(const Im2colConf& c, int vecs, bool last, int64_t l
   row_off_ = pool.take("row_off");
   epi_a_ = pool.take("epi_a");
   epi_b_ = pool.take("epi_b");
+  pf_ = pool.take("pf");
   epi_ = std::make_unique<EpilogueEmitter>(*this, c.isa, c.p.bias, c.p.post);
   const int live =
       c.mr * vecs + std::max({epi_->temps_needed(), 1, vecs + 1 + (b_masked_ ? 1 : 0)});
@@ -58,6 +60,7 @@ void GemmGenerator::generate() {
   if (lane_tail_ && c_.isa == Isa::avx512) set_tail_opmask(lane_tail_, epi_a_.cvt32());
   mov(a_m_, ptr[abi_param1 + offsetof(CallArgs, a)]);
   mov(c_m_, ptr[abi_param1 + offsetof(CallArgs, c)]);
+  if (c_.nhwc) mov(pf_, ptr[abi_param1 + offsetof(CallArgs, pf)]);
   if (!c_.nhwc) xor_(row_off_, row_off_);
   Label loop, tail, done;
   mov(m_cnt_, ptr[abi_param1 + offsetof(CallArgs, m_blocks)]);
@@ -95,6 +98,7 @@ void GemmGenerator::emit_block(int rows) {
   jl(rem, T_NEAR);
   L(main);
   for (int s = 0; s < u; ++s) emit_kstep(rows, s);
+  if (c_.nhwc) add(pf_, u * 64);
   add(a_k_, u * 4);
   add(b_k_, u * ldb_);
   sub(k_cnt_, u);
@@ -105,6 +109,7 @@ void GemmGenerator::emit_block(int rows) {
   jz(end, T_NEAR);
   L(rem_loop);
   emit_kstep(rows, 0);
+  if (c_.nhwc) add(pf_, 64);
   add(a_k_, 4);
   add(b_k_, ldb_);
   dec(k_cnt_);
@@ -127,6 +132,8 @@ void GemmGenerator::emit_kstep(int rows, int s) {
       vmovups(vreg(c_.isa, b0 + j), src);
     }
   }
+  // NHWC: B is the weights, cold in memory on the first tile's sweep (see CallArgs::pf).
+  if (c_.nhwc) prefetcht1(ptr[pf_ + s * 64]);
   for (int i = 0; i < rows; ++i) {
     vbroadcastss(vreg(c_.isa, bc), ptr[a_k_ + i * lda_ + s * 4]);
     for (int j = 0; j < vecs_; ++j)

@@ -33,6 +33,8 @@ struct CallArgs {
   int64_t m_blocks = 0;  // full row blocks
   int64_t ksteps = 0;    // K steps of this call
   int64_t flags = 0;
+  // NHWC: the next call's B, walked a line per K step across this call's row blocks (into L2).
+  const float* pf = nullptr;
   int64_t res_delta[kMaxPostOps] = {};   // `add` post-op i: residual - dst, bytes
   const float* scale[kMaxPostOps] = {};  // `scale_shift` post-op i (like bias)
   const float* shift[kMaxPostOps] = {};
@@ -66,7 +68,7 @@ class GemmGenerator : public JitGenerator {
   int64_t lda_, ldc_;  // bytes
   std::unique_ptr<EpilogueEmitter> epi_;
   Xbyak::Label mask_table_;
-  Xbyak::Reg64 a_m_, c_m_, a_k_, b_k_, k_cnt_, m_cnt_, row_off_, epi_a_, epi_b_;
+  Xbyak::Reg64 a_m_, c_m_, a_k_, b_k_, k_cnt_, m_cnt_, row_off_, epi_a_, epi_b_, pf_;
 };
 
 }  // namespace kiln::im2col

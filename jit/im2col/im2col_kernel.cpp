@@ -147,6 +147,10 @@ class Im2colKernel : public Kernel {
         CallArgs ca = base;
         ca.a = a + k0;
         ca.b = wei_.data<float>() + group_off_[size_t(g)] + k0 * c_.nhwc_group_ldb(g);
+        // The next call's B: the next group's, else the next K chunk's first group's.
+        const bool next_g = g + 1 < c_.n_groups;
+        const int64_t nk = next_g ? k0 : (k0 + kc < c_.k ? k0 + kc : 0), ng = next_g ? g + 1 : 0;
+        ca.pf = wei_.data<float>() + group_off_[size_t(ng)] + nk * c_.nhwc_group_ldb(ng);
         ca.c = dst + oc0;
         ca.bias = bias_.data<float>() + oc0;
         for (int i = 0; i < kMaxPostOps; ++i) {

@@ -94,8 +94,15 @@ namespace {
 // Upper bound of the GEMM code: at most 4 register blocks (2 K-chunk bodies x full / tail
 // rows), each with < 2 simd unrolled steps of (weights + broadcasts + FMAs) plus the
 // accumulator init and store, at <= 12 bytes per instruction.
+// The next call's U streams in behind this call's FMAs: a prefetcht1 every kPfEvery K steps
+// walks it linearly across the register blocks (blocks x ic / kPfEvery lines: all of its
+// ic x vectors lines once blocks >= vectors x kPfEvery). Without it the first register block
+// of every (xi, chunk) waited on U lines from memory: in ResNet-50 at 1 thread, runs of the
+// F4 layers with U flushed took 0.06-0.13 ms longer per layer than runs with U cached.
+constexpr int kPfEvery = 2;
+
 size_t gemm_code_bound(const WinoConf& c, int vectors) {
-  const size_t step = size_t(vectors) + size_t(c.mr) * (vectors + 1);
+  const size_t step = size_t(vectors) + 1 + size_t(c.mr) * (vectors + 1);  // + a prefetch
   return 16384 + 4 * (2 * size_t(c.simd) * step + 3 * size_t(c.mr) * vectors) * 12;
 }
 
@@ -114,6 +121,7 @@ WinoGemmGen::WinoGemmGen(const WinoConf& c, int vectors, int tail, const std::st
   kc_cnt_ = pool.take("kc_cnt");
   blk_cnt_ = pool.take("blk_cnt");
   k_cnt_ = pool.take("k_cnt");
+  pf_ = pool.take("pf");
   if (c.mr * vectors + vectors + 1 > vector_regs(c.isa))
     fail(Code::internal, "kernel " + name + ": register block does not fit");
 }
@@ -128,6 +136,7 @@ void WinoGemmGen::emit_steps(int rows, int ks) {
   for (int k = 0; k < ks; ++k) {
     for (int j = 0; j < nv_; ++j)
       vmovups(vreg(c_.isa, w0 + j), ptr[uk_ + k * urow + j * c_.simd * 4]);
+    if (ks == c_.simd && k % kPfEvery == 0) prefetcht1(ptr[pf_ + k / kPfEvery * 64]);
     for (int r = 0; r < rows; ++r) {
       const Xmm b = vreg(c_.isa, b0 + bsel);
       bsel = two_b ? 1 - bsel : 0;
@@ -169,6 +178,7 @@ void WinoGemmGen::emit_block(int rows, int64_t k_blocks, int k_tail, Init init) 
     mov(k_cnt_, k_blocks);
     L(k_loop);
     emit_steps(rows, c_.simd);
+    add(pf_, c_.simd / kPfEvery * 64);
     add(vk_, c_.simd * 4);
     add(uk_, int64_t(c_.simd) * nv_ * c_.simd * 4);
     dec(k_cnt_);
@@ -203,6 +213,7 @@ void WinoGemmGen::generate() {
   mov(vc_, ptr[abi_param1 + offsetof(WinoGemmArgs, v)]);
   mov(uc_, ptr[abi_param1 + offsetof(WinoGemmArgs, u)]);
   mov(m_, ptr[abi_param1 + offsetof(WinoGemmArgs, m)]);
+  mov(pf_, ptr[abi_param1 + offsetof(WinoGemmArgs, pf)]);
   // K chunks of kc channels (a multiple of simd) keep a chunk of U in L1 while all register
   // blocks of the group use it; the last chunk takes the rest and the channel tail.
   const int64_t nkc = c_.k_chunks(), kc_blocks = c_.kc / c_.simd;

@@ -33,6 +33,8 @@ struct WinoGemmArgs {
   const float* u = nullptr;  // packed U of (xi, chunk)
   float* m = nullptr;        // M[xi] of the group at the chunk's first channel
   int64_t blocks = 0;        // full register blocks of mr tiles
+  // The next call's U: its lines are prefetched into L2 while this call's blocks run.
+  const float* pf = nullptr;
 };
 
 // Output transform of one tile and one chunk. `c` is read by the shared epilogue addressing:
@@ -75,7 +77,7 @@ class WinoGemmGen : public JitGenerator {
 
   WinoConf c_;
   int nv_, tail_;
-  Xbyak::Reg64 m_, vc_, uc_, vb_, mb_, vk_, uk_, kc_cnt_, blk_cnt_, k_cnt_;
+  Xbyak::Reg64 m_, vc_, uc_, vb_, mb_, vk_, uk_, kc_cnt_, blk_cnt_, k_cnt_, pf_;
 };
 
 class WinoOutputGen : public JitGenerator {

@@ -125,6 +125,11 @@ class WinoKernel : public Kernel {
         ga.v = s + v_off_ + xi * c_.v_xi();
         for (int64_t ch = ch0; ch < ch1; ++ch) {
           ga.u = u() + c_.u_offset(xi, ch);
+          // The next call's U (this slice's next chunk, else the next xi's first, else the
+          // first xi's, which the next group starts with).
+          ga.pf = u() + (ch + 1 < ch1     ? c_.u_offset(xi, ch + 1)
+                         : xi + 1 < c_.a2 ? c_.u_offset(xi + 1, ch0)
+                                          : c_.u_offset(0, ch0));
           ga.m = s + m_off_ + xi * c_.m_xi() + (ch - ch0) * c_.nr * c_.simd;
           (ch == c_.chunks - 1 ? last : full)(&ga);
         }

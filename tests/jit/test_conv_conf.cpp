@@ -387,8 +387,20 @@ TEST_CASE("gemm1x1 init_conf: register broadcast tiles on AVX-512") {
     }
 }
 
-TEST_CASE("conv init_conf: next-group weight prefetch only for weights beyond L2") {
+TEST_CASE("conv init_conf: next-group weight prefetch for weights read cold, not for tiny ones") {
   const ConvImpl g16 = impl(ConvFamily::gemm1x1, Layout::nChw16c, Layout::nChw16c);
+  auto conv3x3 = [](int64_t ic, int64_t hw, int64_t oc) {
+    return problem({.ic = ic,
+                    .ih = hw,
+                    .iw = hw,
+                    .oc = oc,
+                    .kh = 3,
+                    .kw = 3,
+                    .pt = 1,
+                    .pl = 1,
+                    .pb = 1,
+                    .pr = 1});
+  };
   // 1x1 512 -> 2048 at 7x7: 4 MB of weights -> groups outer, prefetched.
   auto a = init_gemm1x1_conf(problem({.ic = 512, .ih = 7, .iw = 7, .oc = 2048}), g16, Isa::avx512);
   REQUIRE(a);
@@ -398,39 +410,41 @@ TEST_CASE("conv init_conf: next-group weight prefetch only for weights beyond L2
   auto b = init_gemm1x1_conf(problem({.ic = 2048, .ih = 7, .iw = 7, .oc = 512}), g16, Isa::avx512);
   REQUIRE(b);
   CHECK(b.conf->ur_n <= 2);
-  // 1024 -> 256 at 14x14: 1 MB, groups outer but no prefetch.
+  // 1024 -> 256 at 14x14: 1 MB, beyond the 512 KB L2 share -> groups outer, prefetched.
   auto c =
       init_gemm1x1_conf(problem({.ic = 1024, .ih = 14, .iw = 14, .oc = 256}), g16, Isa::avx512);
   REQUIRE(c);
   CHECK_FALSE(c.conf->m_outer);
-  CHECK_FALSE(c.conf->pf_next);
-  // Direct 3x3 512 -> 512 at 7x7: 9.4 MB -> prefetched; 256 -> 256 at 14x14 (2.4 MB): not.
-  auto d = init_direct_conf(problem({.ic = 512,
-                                     .ih = 7,
-                                     .iw = 7,
-                                     .oc = 512,
-                                     .kh = 3,
-                                     .kw = 3,
-                                     .pt = 1,
-                                     .pl = 1,
-                                     .pb = 1,
-                                     .pr = 1}),
-                            kDirect16, Isa::avx512);
+  CHECK(c.conf->pf_next);
+  // 256 -> 128 at 56x56: 128 KB -> pixel chunks outer; the first chunk's sweep prefetches.
+  auto f = init_gemm1x1_conf(problem({.ic = 256, .ih = 56, .iw = 56, .oc = 128}), g16, Isa::avx512);
+  REQUIRE(f);
+  CHECK(f.conf->m_outer);
+  CHECK(f.conf->n_groups > 1);
+  CHECK(f.conf->pf_next);
+  // 32 -> 64: 8 KB, below 64 KB -> no prefetch.
+  auto g = init_gemm1x1_conf(problem({.ic = 32, .ih = 56, .iw = 56, .oc = 64}), g16, Isa::avx512);
+  REQUIRE(g);
+  CHECK_FALSE(g.conf->pf_next);
+  // Direct 3x3 512 at 7x7 (9.4 MB) and 256 at 14x14 (2.4 MB): groups outer, prefetched.
+  auto d = init_direct_conf(conv3x3(512, 7, 512), kDirect16, Isa::avx512);
   REQUIRE(d);
+  CHECK_FALSE(d.conf->rows_outer);
   CHECK(d.conf->pf_next);
-  auto e = init_direct_conf(problem({.ic = 256,
-                                     .ih = 14,
-                                     .iw = 14,
-                                     .oc = 256,
-                                     .kh = 3,
-                                     .kw = 3,
-                                     .pt = 1,
-                                     .pl = 1,
-                                     .pb = 1,
-                                     .pr = 1}),
-                            kDirect16, Isa::avx512);
+  auto e = init_direct_conf(conv3x3(256, 14, 256), kDirect16, Isa::avx512);
   REQUIRE(e);
-  CHECK_FALSE(e.conf->pf_next);
+  CHECK_FALSE(e.conf->rows_outer);
+  CHECK(e.conf->pf_next);
+  // 3x3 64 at 56x56 (144 KB) with rows outer: the first row's sweep prefetches; 3x3 16 -> 32
+  // (18 KB): not.
+  auto h = init_direct_conf(conv3x3(64, 56, 64), kDirect16, Isa::avx512);
+  REQUIRE(h);
+  CHECK(h.conf->rows_outer);
+  CHECK(h.conf->oc_groups > 1);
+  CHECK(h.conf->pf_next);
+  auto k = init_direct_conf(conv3x3(16, 56, 32), kDirect16, Isa::avx512);
+  REQUIRE(k);
+  CHECK_FALSE(k.conf->pf_next);
 }
 
 TEST_CASE("conv kernel names and tile counts") {
