@@ -3,6 +3,7 @@
 #include <tbb/flow_graph.h>
 #include <tbb/parallel_for.h>
 #include <tbb/task_arena.h>
+#include <tbb/task_group.h>
 
 #include <algorithm>
 #include <chrono>
@@ -10,6 +11,7 @@
 #include <cstring>
 
 #include "runtime/parallel_tiles.h"
+#include "runtime/step_stream.h"
 
 namespace kiln {
 
@@ -26,6 +28,12 @@ struct Executor::Context {
   std::unique_ptr<tbb::flow::graph> graph;
   std::unique_ptr<tbb::flow::broadcast_node<tbb::flow::continue_msg>> start;
   std::vector<std::unique_ptr<tbb::flow::continue_node<tbb::flow::continue_msg>>> nodes;
+  // Steps in plan order on several threads: the shared tile counters, every step's operand
+  // pointers (flattened, at the executor's arg_off_), and (profiling) when each step ended.
+  StepStream stream;
+  std::vector<const float*> src;
+  std::vector<float*> dst;
+  std::vector<Clock::time_point> step_end;
 };
 
 Executor::Executor(const Graph& g, const Plan& p, int threads, Schedule schedule)
@@ -47,6 +55,13 @@ Executor::Executor(const Graph& g, const Plan& p, int threads, Schedule schedule
   if (schedule != Schedule::automatic) use_graph_ = schedule == Schedule::graph;
   if (const char* f = std::getenv("KILN_FLOW"); f && *f) use_graph_ = *f == '1';
   use_graph_ = use_graph_ && arena_;  // one thread: steps in order, no arena
+  for (const Step& st : p_.steps) {
+    tiles_.push_back(st.kernel->tiles());
+    src_off_.push_back(src_total_);
+    dst_off_.push_back(dst_total_);
+    src_total_ += st.src.size();
+    dst_total_ += st.dst.size();
+  }
   const_ptr_.assign(p_.tensors.size(), nullptr);
   for (size_t t = 0; t < p_.tensors.size(); ++t)
     if (p_.tensors[t].offset < 0 && g_.value(p_.tensors[t].value).is_const())
@@ -101,6 +116,55 @@ void Executor::run_step(Context& c, size_t si) const {
   parallel_tiles(tiles, threads_, piece);
   if (c.prof)
     c.prof->step_ms[si] = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+}
+
+void Executor::run_stream(Context& c) const {
+  const size_t n = p_.steps.size();
+  c.src.resize(src_total_);
+  c.dst.resize(dst_total_);
+  for (size_t si = 0; si < n; ++si) {
+    const Step& s = p_.steps[si];
+    for (size_t i = 0; i < s.src.size(); ++i)
+      c.src[src_off_[si] + i] = s.src[i] < 0 ? nullptr : c.ptr[size_t(s.src[i])];
+    for (size_t i = 0; i < s.dst.size(); ++i)
+      c.dst[dst_off_[si] + i] = s.dst[i] < 0 ? nullptr : c.ptr[size_t(s.dst[i])];
+  }
+  if (c.prof) c.step_end.assign(n, Clock::time_point());
+  c.stream.reset(tiles_, threads_);
+  auto piece = [&](size_t si, int64_t b, int64_t e) {
+    const KernelArgs args{c.src.data() + src_off_[si], c.dst.data() + dst_off_[si]};
+    if (!c.prof) return p_.steps[si].kernel->run(args, b, e);
+    const auto p0 = Clock::now();
+    p_.steps[si].kernel->run(args, b, e);
+    const auto p1 = Clock::now();
+    auto us = [&](Clock::time_point t) {
+      return std::chrono::duration<double, std::micro>(t - c.origin).count();
+    };
+    int thread = std::max(0, tbb::this_task_arena::current_thread_index());
+    std::lock_guard<std::mutex> lock(c.events_mu);
+    c.prof->events.push_back({int(si), thread, us(p0), us(p1)});
+  };
+  auto done = [&](size_t si) {
+    if (c.prof) c.step_end[si] = Clock::now();
+  };
+  arena_->execute([&] {
+    tbb::task_group tg;
+    for (int p = 1; p < threads_; ++p) tg.run([&, p] { c.stream.participate(p, piece, done); });
+    c.stream.participate(0, piece, done);
+    tg.wait();
+  });
+  c.stream.rethrow();
+  if (c.prof) {
+    // A step lasts from the end of the one before (the run's start for the first) to its own;
+    // a step without tiles takes none.
+    Clock::time_point last = c.origin;
+    for (size_t si = 0; si < n; ++si) {
+      if (c.step_end[si] == Clock::time_point()) continue;
+      c.prof->step_ms[si] =
+          std::chrono::duration<double, std::milli>(c.step_end[si] - last).count();
+      last = c.step_end[si];
+    }
+  }
 }
 
 std::unique_ptr<Executor::Context> Executor::acquire() {
@@ -181,9 +245,7 @@ void Executor::run(const std::vector<Tensor>& inputs, std::vector<Tensor>& outpu
       ptr[v.view] = reinterpret_cast<float*>(reinterpret_cast<char*>(ptr[v.root]) + v.at);
 
   if (arena_ && !use_graph_) {
-    arena_->execute([&] {
-      for (size_t si = 0; si < p_.steps.size(); ++si) run_step(c, si);
-    });
+    run_stream(c);
   } else if (use_graph_) {
     // Independent branches (Inception-style modules, parallel convs into a concat) run
     // concurrently; each step's tiles are split with parallel_for in the same arena.

@@ -1,6 +1,7 @@
 // Runs a Plan: one reusable arena per run context (allocated once, so pages are touched once),
-// kernels' tiles spread over the session's task_arena (parallel_tiles.h), steps in plan order or
-// through a tbb::flow::graph where branches gain from overlapping (Schedule). Concurrent
+// kernels' tiles spread over the session's task_arena, steps in plan order (step_stream.h: each
+// thread walks the steps, no fork/join per step) or through a tbb::flow::graph where branches
+// gain from overlapping (Schedule; there each step's tiles go through parallel_tiles.h). Concurrent
 // runs each take their own context from a pool, so they share nothing mutable.
 #pragma once
 
@@ -44,6 +45,7 @@ class Executor {
   struct Context;
   std::unique_ptr<Context> acquire();
   void run_step(Context& c, size_t step) const;
+  void run_stream(Context& c) const;  // steps in plan order on threads_ > 1 (step_stream.h)
   void release(std::unique_ptr<Context> c);
 
   const Graph& g_;
@@ -51,6 +53,10 @@ class Executor {
   int threads_;
   std::unique_ptr<tbb::task_arena> arena_;
   bool use_graph_ = false;  // run through the flow graph (else steps in plan order)
+  // Per step: tile count and where its operand pointers start in a context's src / dst.
+  std::vector<int64_t> tiles_;
+  std::vector<size_t> src_off_, dst_off_;
+  size_t src_total_ = 0, dst_total_ = 0;
   // Views of external tensors (a slice of a graph output written in place): root tensor and
   // byte offset, resolved once here; only the root's pointer is known per run.
   struct ExternalView {
