@@ -29,7 +29,8 @@ struct Executor::Context {
   std::unique_ptr<tbb::flow::broadcast_node<tbb::flow::continue_msg>> start;
   std::vector<std::unique_ptr<tbb::flow::continue_node<tbb::flow::continue_msg>>> nodes;
   // Steps in plan order on several threads: the shared tile counters, every step's operand
-  // pointers (flattened, at the executor's arg_off_), and (profiling) when each step ended.
+  // pointers (flattened, at the executor's src_off_ / dst_off_), and (profiling) when each step
+  // ended.
   StepStream stream;
   std::vector<const float*> src;
   std::vector<float*> dst;

@@ -91,9 +91,6 @@ void WinoInputGen::generate() {
 
 namespace {
 
-// Upper bound of the GEMM code: at most 4 register blocks (2 K-chunk bodies x full / tail
-// rows), each with < 2 simd unrolled steps of (weights + broadcasts + FMAs) plus the
-// accumulator init and store, at <= 12 bytes per instruction.
 // The next call's U streams in behind this call's FMAs: a prefetcht1 every kPfEvery K steps
 // walks it linearly across the register blocks (blocks x ic / kPfEvery lines: all of its
 // ic x vectors lines once blocks >= vectors x kPfEvery). Without it the first register block
@@ -101,6 +98,9 @@ namespace {
 // F4 layers with U flushed took 0.06-0.13 ms longer per layer than runs with U cached.
 constexpr int kPfEvery = 2;
 
+// Upper bound of the GEMM code: at most 4 register blocks (2 K-chunk bodies x full / tail
+// rows), each with < 2 simd unrolled steps of (weights + broadcasts + FMAs) plus the
+// accumulator init and store, at <= 12 bytes per instruction.
 size_t gemm_code_bound(const WinoConf& c, int vectors) {
   const size_t step = size_t(vectors) + 1 + size_t(c.mr) * (vectors + 1);  // + a prefetch
   return 16384 + 4 * (2 * size_t(c.simd) * step + 3 * size_t(c.mr) * vectors) * 12;
