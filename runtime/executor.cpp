@@ -28,12 +28,12 @@ struct Executor::Context {
   std::unique_ptr<tbb::flow::graph> graph;
   std::unique_ptr<tbb::flow::broadcast_node<tbb::flow::continue_msg>> start;
   std::vector<std::unique_ptr<tbb::flow::continue_node<tbb::flow::continue_msg>>> nodes;
-  // Steps in plan order on several threads: the shared tile counters, every step's operand
-  // pointers (flattened, at the executor's src_off_ / dst_off_), and (profiling) when each step
-  // ended.
-  StepStream stream;
+  // Every step's operand pointers, flattened at the executor's src_off_ / dst_off_.
   std::vector<const float*> src;
   std::vector<float*> dst;
+  // Steps in plan order on several threads: the shared tile counters and (profiling) when each
+  // step ended.
+  StepStream stream;
   std::vector<Clock::time_point> step_end;
 };
 
@@ -83,68 +83,48 @@ Executor::Executor(const Graph& g, const Plan& p, int threads, Schedule schedule
 
 Executor::~Executor() = default;
 
-void Executor::run_step(Context& c, size_t si) const {
-  const Step& s = p_.steps[si];
-  const auto t0 = c.prof ? Clock::now() : Clock::time_point();
-  // Small fixed arrays for the usual handful of operands (this runs on the hot path); a
-  // Concat/Sum/Split with more (up to the importer's 1024 per node) uses the heap.
-  const float* src_small[16];
-  float* dst_small[8];
-  std::vector<const float*> src_heap;
-  std::vector<float*> dst_heap;
-  const float** src = src_small;
-  float** dst = dst_small;
-  if (s.src.size() > 16) src = (src_heap.resize(s.src.size()), src_heap.data());
-  if (s.dst.size() > 8) dst = (dst_heap.resize(s.dst.size()), dst_heap.data());
-  for (size_t i = 0; i < s.src.size(); ++i)
-    src[i] = s.src[i] < 0 ? nullptr : c.ptr[size_t(s.src[i])];
-  for (size_t i = 0; i < s.dst.size(); ++i)
-    dst[i] = s.dst[i] < 0 ? nullptr : c.ptr[size_t(s.dst[i])];
-  KernelArgs args{src, dst};
-  const int64_t tiles = s.kernel->tiles();
-  auto piece = [&](int64_t b, int64_t e) {
-    if (!c.prof) return s.kernel->run(args, b, e);
-    const auto p0 = Clock::now();
-    s.kernel->run(args, b, e);
-    const auto p1 = Clock::now();
-    auto us = [&](Clock::time_point t) {
-      return std::chrono::duration<double, std::micro>(t - c.origin).count();
-    };
-    int thread = std::max(0, tbb::this_task_arena::current_thread_index());
-    std::lock_guard<std::mutex> lock(c.events_mu);
-    c.prof->events.push_back({int(si), thread, us(p0), us(p1)});
-  };
-  parallel_tiles(tiles, threads_, piece);
-  if (c.prof)
-    c.prof->step_ms[si] = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
-}
-
-void Executor::run_stream(Context& c) const {
-  const size_t n = p_.steps.size();
+// Every step's operand pointers into c.src / c.dst, once per run (they change with the run's
+// inputs and outputs); all schedules read them from there.
+void Executor::gather_args(Context& c) const {
   c.src.resize(src_total_);
   c.dst.resize(dst_total_);
-  for (size_t si = 0; si < n; ++si) {
+  for (size_t si = 0; si < p_.steps.size(); ++si) {
     const Step& s = p_.steps[si];
     for (size_t i = 0; i < s.src.size(); ++i)
       c.src[src_off_[si] + i] = s.src[i] < 0 ? nullptr : c.ptr[size_t(s.src[i])];
     for (size_t i = 0; i < s.dst.size(); ++i)
       c.dst[dst_off_[si] + i] = s.dst[i] < 0 ? nullptr : c.ptr[size_t(s.dst[i])];
   }
+}
+
+// Tiles [b, e) of step si; with a profile, also the piece's event.
+void Executor::run_piece(Context& c, size_t si, int64_t b, int64_t e) const {
+  const KernelArgs args{c.src.data() + src_off_[si], c.dst.data() + dst_off_[si]};
+  const Kernel& k = *p_.steps[si].kernel;
+  if (!c.prof) return k.run(args, b, e);
+  const auto p0 = Clock::now();
+  k.run(args, b, e);
+  const auto p1 = Clock::now();
+  auto us = [&](Clock::time_point t) {
+    return std::chrono::duration<double, std::micro>(t - c.origin).count();
+  };
+  int thread = std::max(0, tbb::this_task_arena::current_thread_index());
+  std::lock_guard<std::mutex> lock(c.events_mu);
+  c.prof->events.push_back({int(si), thread, us(p0), us(p1)});
+}
+
+void Executor::run_step(Context& c, size_t si) const {
+  const auto t0 = c.prof ? Clock::now() : Clock::time_point();
+  parallel_tiles(tiles_[si], threads_, [&](int64_t b, int64_t e) { run_piece(c, si, b, e); });
+  if (c.prof)
+    c.prof->step_ms[si] = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+}
+
+void Executor::run_stream(Context& c) const {
+  const size_t n = p_.steps.size();
   if (c.prof) c.step_end.assign(n, Clock::time_point());
   c.stream.reset(tiles_, threads_);
-  auto piece = [&](size_t si, int64_t b, int64_t e) {
-    const KernelArgs args{c.src.data() + src_off_[si], c.dst.data() + dst_off_[si]};
-    if (!c.prof) return p_.steps[si].kernel->run(args, b, e);
-    const auto p0 = Clock::now();
-    p_.steps[si].kernel->run(args, b, e);
-    const auto p1 = Clock::now();
-    auto us = [&](Clock::time_point t) {
-      return std::chrono::duration<double, std::micro>(t - c.origin).count();
-    };
-    int thread = std::max(0, tbb::this_task_arena::current_thread_index());
-    std::lock_guard<std::mutex> lock(c.events_mu);
-    c.prof->events.push_back({int(si), thread, us(p0), us(p1)});
-  };
+  auto piece = [&](size_t si, int64_t b, int64_t e) { run_piece(c, si, b, e); };
   auto done = [&](size_t si) {
     if (c.prof) c.step_end[si] = Clock::now();
   };
@@ -245,6 +225,7 @@ void Executor::run(const std::vector<Tensor>& inputs, std::vector<Tensor>& outpu
     if (ptr[v.root])
       ptr[v.view] = reinterpret_cast<float*>(reinterpret_cast<char*>(ptr[v.root]) + v.at);
 
+  gather_args(c);
   if (arena_ && !use_graph_) {
     run_stream(c);
   } else if (use_graph_) {

@@ -44,6 +44,8 @@ class Executor {
  private:
   struct Context;
   std::unique_ptr<Context> acquire();
+  void gather_args(Context& c) const;
+  void run_piece(Context& c, size_t step, int64_t begin, int64_t end) const;
   void run_step(Context& c, size_t step) const;
   void run_stream(Context& c) const;  // steps in plan order on threads_ > 1 (step_stream.h)
   void release(std::unique_ptr<Context> c);

@@ -33,13 +33,26 @@ bool same(const std::vector<OwBlock>& a, const std::vector<OwBlock>& b) {
   return true;
 }
 
+// A 3x3 stride-1 conv with padding 1 on a square hw x hw input.
+ConvProblem conv3x3(int64_t ic, int64_t hw, int64_t oc) {
+  return problem({.ic = ic,
+                  .ih = hw,
+                  .iw = hw,
+                  .oc = oc,
+                  .kh = 3,
+                  .kw = 3,
+                  .pt = 1,
+                  .pl = 1,
+                  .pb = 1,
+                  .pr = 1});
+}
+
 bool has(const std::string& s, const std::string& part) {
   return s.find(part) != std::string::npos;
 }
 
 TEST_CASE("conv init_conf: reasons for problems a family cannot run") {
-  ConvProblem p3 = problem(
-      {.ic = 32, .ih = 8, .iw = 8, .oc = 32, .kh = 3, .kw = 3, .pt = 1, .pl = 1, .pb = 1, .pr = 1});
+  ConvProblem p3 = conv3x3(32, 8, 32);
   ConvProblem g2 = p3;
   g2.groups = 2;
   CHECK(init_direct_conf(g2, kDirect16, Isa::avx512).reason == "groups > 1");
@@ -89,8 +102,7 @@ TEST_CASE("conv init_conf: reasons for problems a family cannot run") {
 }
 
 TEST_CASE("conv create_conv_kernel: reasons for bad operands") {
-  ConvProblem p = problem(
-      {.ic = 8, .ih = 4, .iw = 4, .oc = 8, .kh = 3, .kw = 3, .pt = 1, .pl = 1, .pb = 1, .pr = 1});
+  ConvProblem p = conv3x3(8, 4, 8);
   Tensor w(DType::f32, {8, 8, 1, 1}), b(DType::f32, {8});
   std::string why;
   CHECK(create_conv_kernel(p, kDirect8, Isa::avx2, w, &b, &why) == nullptr);
@@ -150,16 +162,7 @@ TEST_CASE("conv init_conf: output-width plans (edges, interior loop, tail)") {
 
 TEST_CASE("conv init_conf: register blocking fits and uses the register file") {
   for (int64_t ow : {56, 28, 14, 7}) {
-    ConvProblem p = problem({.ic = 64,
-                             .ih = ow,
-                             .iw = ow,
-                             .oc = 512,
-                             .kh = 3,
-                             .kw = 3,
-                             .pt = 1,
-                             .pl = 1,
-                             .pb = 1,
-                             .pr = 1});
+    ConvProblem p = conv3x3(64, ow, 512);
     auto c = init_direct_conf(p, kDirect16, Isa::avx512);
     REQUIRE(c);
     INFO("ow " << ow << " blocking " << c.conf->blocking_str());
@@ -176,16 +179,7 @@ TEST_CASE("conv init_conf: register blocking fits and uses the register file") {
   }
   // ow 7 on AVX-512: 2 rows x 7 pixels x 1 vector (7 x 1 cannot hide the FMA latency; more
   // vectors per pixel cost more loads with embedded broadcasts).
-  ConvProblem p7 = problem({.ic = 512,
-                            .ih = 7,
-                            .iw = 7,
-                            .oc = 512,
-                            .kh = 3,
-                            .kw = 3,
-                            .pt = 1,
-                            .pl = 1,
-                            .pb = 1,
-                            .pr = 1});
+  ConvProblem p7 = conv3x3(512, 7, 512);
   auto c7 = init_direct_conf(p7, kDirect16, Isa::avx512);
   REQUIRE(c7);
   CHECK(c7.conf->blocking_str() == "oh2ow7oc1");
@@ -305,8 +299,7 @@ TEST_CASE("conv init_conf: weights beyond L2 split the input channels") {
   CHECK(c.conf->ic_chunk == 384 * 1024 / icb_bytes);  // 21 blocks
   CHECK_FALSE(c.conf->rows_outer);
   // Small weights: no split.
-  ConvProblem q = problem(
-      {.ic = 64, .ih = 7, .iw = 7, .oc = 64, .kh = 3, .kw = 3, .pt = 1, .pl = 1, .pb = 1, .pr = 1});
+  ConvProblem q = conv3x3(64, 7, 64);
   auto d = init_direct_conf(q, kDirect16, Isa::avx512);
   REQUIRE(d);
   CHECK(d.conf->ic_chunk == d.conf->icb_total());
@@ -389,18 +382,6 @@ TEST_CASE("gemm1x1 init_conf: register broadcast tiles on AVX-512") {
 
 TEST_CASE("conv init_conf: next-group weight prefetch for weights read cold, not for tiny ones") {
   const ConvImpl g16 = impl(ConvFamily::gemm1x1, Layout::nChw16c, Layout::nChw16c);
-  auto conv3x3 = [](int64_t ic, int64_t hw, int64_t oc) {
-    return problem({.ic = ic,
-                    .ih = hw,
-                    .iw = hw,
-                    .oc = oc,
-                    .kh = 3,
-                    .kw = 3,
-                    .pt = 1,
-                    .pl = 1,
-                    .pb = 1,
-                    .pr = 1});
-  };
   // 1x1 512 -> 2048 at 7x7: 4 MB of weights -> groups outer, prefetched.
   auto a = init_gemm1x1_conf(problem({.ic = 512, .ih = 7, .iw = 7, .oc = 2048}), g16, Isa::avx512);
   REQUIRE(a);
