@@ -40,6 +40,13 @@ struct Executor::Context {
 Executor::Executor(const Graph& g, const Plan& p, int threads, Schedule schedule)
     : g_(g), p_(p), threads_(threads) {
   if (threads_ > 1) arena_ = std::make_unique<tbb::task_arena>(threads_);
+  for (const Step& st : p_.steps) {
+    tiles_.push_back(st.kernel->tiles());
+    src_off_.push_back(src_total_);
+    dst_off_.push_back(dst_total_);
+    src_total_ += st.src.size();
+    dst_total_ += st.dst.size();
+  }
   // Branches overlap in the flow graph only where that can gain: a step that may run beside
   // its predecessor (it does not wait for it), either of which cannot keep every thread busy
   // alone (fewer tiles than threads). Otherwise every step already spreads over all threads
@@ -50,19 +57,11 @@ Executor::Executor(const Graph& g, const Plan& p, int threads, Schedule schedule
   for (size_t i = 1; i < p_.steps.size(); ++i) {
     const auto& d = p_.steps[i].deps;
     if (std::find(d.begin(), d.end(), int(i) - 1) != d.end()) continue;
-    if (p_.steps[i].kernel->tiles() < threads_ || p_.steps[i - 1].kernel->tiles() < threads_)
-      use_graph_ = true;
+    if (tiles_[i] < threads_ || tiles_[i - 1] < threads_) use_graph_ = true;
   }
   if (schedule != Schedule::automatic) use_graph_ = schedule == Schedule::graph;
   if (const char* f = std::getenv("KILN_FLOW"); f && *f) use_graph_ = *f == '1';
   use_graph_ = use_graph_ && arena_;  // one thread: steps in order, no arena
-  for (const Step& st : p_.steps) {
-    tiles_.push_back(st.kernel->tiles());
-    src_off_.push_back(src_total_);
-    dst_off_.push_back(dst_total_);
-    src_total_ += st.src.size();
-    dst_total_ += st.dst.size();
-  }
   const_ptr_.assign(p_.tensors.size(), nullptr);
   for (size_t t = 0; t < p_.tensors.size(); ++t)
     if (p_.tensors[t].offset < 0 && g_.value(p_.tensors[t].value).is_const())
