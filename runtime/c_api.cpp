@@ -51,8 +51,9 @@ static_assert(int(kiln::DType::f32) == KILN_DTYPE_F32 && int(kiln::DType::i64) =
 // Size of the first published kiln_options. When fields are appended, keep this constant and
 // read a new field only when struct_size covers it.
 constexpr size_t kOptionsV1Size = offsetof(kiln_options, strategy);
-// Version 2 appended strategy and disable_cache.
+// Version 2 appended strategy and disable_cache; version 3 profile_budget_ms.
 constexpr size_t kOptionsV2Size = offsetof(kiln_options, disable_cache) + sizeof(int32_t);
+constexpr size_t kOptionsV3Size = offsetof(kiln_options, profile_budget_ms) + sizeof(double);
 
 // Returned when even allocating a status fails; kiln_status_release never frees it.
 kiln_status g_oom_status{KILN_OUT_OF_MEMORY, "out of memory"};
@@ -133,6 +134,13 @@ kiln::SessionOptions convert_options(const kiln_options* o) {
                                              ", expected a kiln_strategy value (0..4)");
     so.strategy = o->strategy == KILN_STRATEGY_DEFAULT ? 0 : o->strategy - 1;
     so.use_cache = o->disable_cache == 0;
+  }
+  if (o->struct_size >= kOptionsV3Size) {
+    if (!(o->profile_budget_ms >= 0 && o->profile_budget_ms <= 1e9))
+      kiln::fail(Code::invalid_argument,
+                 "options->profile_budget_ms must be 0 (the default) or a positive number of "
+                 "milliseconds up to 1e9");
+    so.profile_budget_ms = o->profile_budget_ms;
   }
   return so;
 }
@@ -331,6 +339,7 @@ KILN_API kiln_status* kiln_options_init(kiln_options* options) {
     options->max_isa = 0;
     options->strategy = 0;
     options->disable_cache = 0;
+    options->profile_budget_ms = 0;
   });
 }
 

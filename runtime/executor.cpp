@@ -76,8 +76,10 @@ Executor::Executor(const Graph& g, const Plan& p, int threads, Schedule schedule
     external_views_.push_back({t, root, at});
   }
   // The first run's context (arena pages populated, flow graph built) is made at load: the
-  // memory is planned once, and the first run does not pay for it.
-  release(acquire());
+  // memory is planned once, and the first run does not pay for it. Not for a huge arena (a
+  // huge batch): populating costs 1.5-5 s per GiB on these VMs, which would make the load's
+  // time unbounded; the first run touches those pages anyway.
+  if (p_.arena_bytes <= kArenaAtLoadBytes) release(acquire());
 }
 
 Executor::~Executor() = default;

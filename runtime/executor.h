@@ -31,6 +31,10 @@ struct RunProfile {
 // plan order. automatic picks the graph only where a branch step cannot fill the threads alone.
 enum class Schedule { automatic, graph, in_order };
 
+// Arenas up to this size are allocated (and their pages populated) at load; bigger ones by the
+// first run.
+constexpr int64_t kArenaAtLoadBytes = int64_t(256) << 20;
+
 class Executor {
  public:
   Executor(const Graph& g, const Plan& p, int threads, Schedule schedule = Schedule::automatic);

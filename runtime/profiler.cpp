@@ -17,7 +17,6 @@
 
 namespace kiln {
 namespace {
-using Clock = std::chrono::steady_clock;
 
 // Writes back and invalidates every cache line of the spans, then waits for that to finish.
 void evict(const std::vector<Kernel::Span>& spans) {
@@ -47,12 +46,14 @@ float* Profiler::scratch(size_t slot, int64_t bytes) {
   if (slot >= bufs_.size()) bufs_.resize(slot + 1), sizes_.resize(slot + 1, 0);
   if (sizes_[slot] < bytes) {
     const size_t n = size_t(round_up(bytes, 64));
-    void* mem = std::aligned_alloc(64, n);
-    if (!mem)
-      fail(Code::out_of_memory, "profiler: cannot allocate " + std::to_string(n) + " bytes");
-    // Small finite values: kernels' timing must not depend on denormals or NaNs. One random
-    // block repeated: drawing every float was most of the time of profiling a huge batch.
-    float* f = static_cast<float*>(mem);
+    const auto t0 = Clock::now();
+    bufs_[slot].reset();  // before allocating its successor: at most one copy lives
+    sizes_[slot] = 0;
+    // Pages populated in one call (cheaper than a fault per page), then filled with small
+    // finite values: kernels' timing must not depend on denormals or NaNs. One random block
+    // repeated: drawing every float was most of the time of profiling a huge batch.
+    std::shared_ptr<void> mem = alloc_zeroed(n);
+    float* f = static_cast<float*>(mem.get());
     constexpr size_t kBlock = 4096;
     std::mt19937 rng(unsigned(slot) * 7919u + 1u);
     std::uniform_real_distribution<float> d(-1.f, 1.f);
@@ -60,19 +61,63 @@ float* Profiler::scratch(size_t slot, int64_t bytes) {
     for (size_t i = 0; i < first; ++i) f[i] = d(rng);
     for (size_t i = first; i < floats; i += kBlock)
       std::memcpy(f + i, f, std::min(kBlock, floats - i) * 4);
-    bufs_[slot] = std::shared_ptr<float>(f, [](float* q) { std::free(q); });
+    bufs_[slot] = std::static_pointer_cast<float>(mem);
     sizes_[slot] = int64_t(n);
+    // The rate fresh memory comes at on this machine (big buffers only: small ones are noise).
+    if (n >= (size_t(16) << 20))
+      fill_ms_per_byte_ =
+          std::chrono::duration<double, std::milli>(Clock::now() - t0).count() / double(n);
   }
   return bufs_[slot].get();
 }
 
+double Profiler::scratch_cost_ms(const std::vector<int64_t>& src_bytes,
+                                 const std::vector<int64_t>& dst_bytes) const {
+  double grow = 0;
+  size_t slot = 0;
+  for (const auto* list : {&src_bytes, &dst_bytes})
+    for (int64_t b : *list) {
+      if (b <= 0) continue;
+      const int64_t have = slot < sizes_.size() ? sizes_[slot] : 0;
+      if (b > have) grow += double(b);
+      ++slot;
+    }
+  return grow * fill_ms_per_byte_;
+}
+
 void Profiler::run(const Kernel& k, const KernelArgs& a) {
+  run_chunks(k, a, {});
+}
+
+void Profiler::run_chunks(const Kernel& k, const KernelArgs& a, const std::vector<Chunk>& chunks) {
   const int64_t tiles = k.tiles();
-  if (!arena_ || tiles <= 1) return k.run(a, 0, tiles);
-  // Spread as the executor spreads them, so the timing is the one the run will see.
-  arena_->execute([&] {
-    parallel_tiles(tiles, arena_->max_concurrency(), [&](int64_t b, int64_t e) { k.run(a, b, e); });
-  });
+  if (chunks.empty() && (!arena_ || tiles <= 1)) return k.run(a, 0, tiles);
+  // Chunks laid end to end form one tile space, spread as the executor spreads a step's
+  // tiles (so the timing is the one the run will see); a piece maps back chunk by chunk.
+  int64_t n = tiles;
+  if (!chunks.empty()) {
+    n = 0;
+    for (const Chunk& c : chunks) n += c.end - c.begin;
+  }
+  auto piece = [&](int64_t b, int64_t e) {
+    if (chunks.empty()) return k.run(a, b, e);
+    int64_t at = 0;
+    for (const Chunk& c : chunks) {
+      const int64_t len = c.end - c.begin, lo = std::max(b, at), hi = std::min(e, at + len);
+      if (lo < hi) k.run(a, c.begin + (lo - at), c.begin + (hi - at));
+      at += len;
+    }
+  };
+  if (!arena_) return piece(0, n);
+  arena_->execute([&] { parallel_tiles(n, arena_->max_concurrency(), piece); });
+}
+
+double Profiler::time_once(const Kernel& k, const KernelArgs& a, const std::vector<Chunk>& chunks,
+                           const std::vector<Kernel::Span>& evict_first) {
+  if (!evict_first.empty()) evict(evict_first);
+  const auto t0 = Clock::now();
+  run_chunks(k, a, chunks);
+  return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
 }
 
 double Profiler::time_kernel(const Kernel& k, const std::vector<int64_t>& src_bytes,
@@ -90,32 +135,79 @@ double Profiler::time_kernel(const Kernel& k, const std::vector<int64_t>& src_by
   for (size_t i = 0; i < dst.size(); ++i)
     if (dst_bytes[i] > 0) dst[i] = scratch(slot++, dst_bytes[i]);
   KernelArgs a{src.data(), dst.data()};
-  auto t0 = Clock::now();
-  run(k, a);  // warm-up: caches, page faults, lazily grown per-thread scratch
-  double first = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
-  std::vector<double> t;
-  const auto start = Clock::now();
-  // A very slow kernel is measured once more, not max_reps times.
-  const int reps = first > budget_.max_ms ? 1 : budget_.max_reps;
   const std::vector<Kernel::Span> spans = cold_weights_ ? k.weights() : std::vector<Kernel::Span>();
-  for (int r = 0; r < reps; ++r) {
-    if (!spans.empty()) evict(spans);
-    auto b = Clock::now();
-    run(k, a);
-    t.push_back(std::chrono::duration<double, std::milli>(Clock::now() - b).count());
-    const double spent = std::chrono::duration<double, std::milli>(Clock::now() - start).count();
-    if (int(t.size()) >= budget_.min_reps && spent > budget_.max_ms) break;
+
+  // Probe: a few tiles spread over the tile space (after one unmeasured probe: the first
+  // call pays for waking the workers and first touches), growing fourfold until their time is
+  // more than the call's fixed cost (1 ms). When the whole kernel would take longer than a
+  // measurement may, time an even sample of chunks of its tiles instead and scale by tiles /
+  // sampled (a huge batch: tens of seconds per run under the sanitizers).
+  const int64_t tiles = k.tiles();
+  std::vector<Chunk> sample;
+  double scale = 1;
+  last_sampled_ = false;
+  auto spread = [tiles](int64_t parts, int64_t len) {
+    std::vector<Chunk> c;
+    for (int64_t p = 0; p < parts; ++p) {
+      const int64_t at = (tiles - len) * p / std::max<int64_t>(1, parts - 1);
+      c.push_back({at, at + len});
+    }
+    return c;
+  };
+  if (tiles >= kMinSampledTiles * int64_t(threads_)) {
+    time_once(k, a, spread(threads_, 1), {});
+    for (int64_t m = threads_;; m *= 4) {
+      const double t = time_once(k, a, spread(threads_, m / threads_), {});
+      const double whole = t * double(tiles) / double(m);
+      if (whole <= budget_.max_ms) break;
+      if (t < 1.0 && m * 4 <= tiles / 8) continue;
+      const int64_t want =
+          std::clamp<int64_t>(int64_t(double(tiles) * budget_.sample_ms / whole), threads_, tiles);
+      // Eight chunks (fewer when the sample is smaller) evenly placed: edges and middle alike.
+      const int64_t parts = std::min<int64_t>(8, want), len = want / parts;
+      sample = spread(parts, len);
+      scale = double(tiles) / double(len * parts);
+      last_sampled_ = true;
+      ++sampled_;
+      break;
+    }
   }
-  std::sort(t.begin(), t.end());
-  return t[t.size() / 2];
+
+  const double first = time_once(k, a, sample, {});  // warm-up: caches, page faults, scratch
+  const auto start = Clock::now();
+  auto median = [](std::vector<double> t) {
+    std::sort(t.begin(), t.end());
+    return t[t.size() / 2];
+  };
+  // Repeats up to max_reps (at least min_reps, then until max_ms is spent), each after
+  // evicting `evict_first`; a very slow kernel once, and none past the deadline (the warm-up
+  // stands for it then).
+  auto repeat = [&](const std::vector<Kernel::Span>& evict_first) {
+    std::vector<double> t;
+    const int reps = Clock::now() >= deadline_ ? 0 : first > budget_.max_ms ? 1 : budget_.max_reps;
+    for (int r = 0; r < reps; ++r) {
+      t.push_back(time_once(k, a, sample, evict_first));
+      const double spent = std::chrono::duration<double, std::milli>(Clock::now() - start).count();
+      if (int(t.size()) >= budget_.min_reps && spent > budget_.max_ms) break;
+      if (Clock::now() >= deadline_) break;
+    }
+    if (t.empty()) t.push_back(first);
+    return median(t);
+  };
+  if (!last_sampled_) return repeat(spans);
+  // A run reads its cold weights once, not once per sample: the sample's time with the
+  // weights cached, scaled up, plus what evicting them costs it.
+  const double warm = repeat({});
+  if (spans.empty()) return warm * scale;
+  return warm * scale + std::max(0.0, repeat(spans) - warm);
 }
 
-double Profiler::time_reorder(const Shape& s, Layout from, Layout to, Isa isa) {
+std::unique_ptr<Kernel> Profiler::reorder_kernel(const Shape& s, Layout from, Layout to, Isa isa) {
   std::string why;
   std::unique_ptr<Kernel> k;
   if (isa != Isa::scalar) k = create_reorder_kernel(s, from, to, isa, &why);
   if (!k) k = make_reorder_kernel(s, from, to);
-  return time_kernel(*k, {layout_elems(from, s) * 4}, {}, {layout_elems(to, s) * 4});
+  return k;
 }
 
 }  // namespace kiln

@@ -1,10 +1,14 @@
 // Measures kernels on the live machine the way they will run: in a task_arena with the
-// session's thread count, tiles split with a static partitioner (as the executor does),
-// inputs resident from a warm-up run, the median of repeated timings.
+// session's thread count, tiles spread as the executor spreads them, inputs resident from a
+// warm-up run, the median of repeated timings. A kernel too big to run whole in a
+// measurement's time (a huge batch) is timed on an even sample of its tiles and scaled up,
+// and no measurement goes on past the load's deadline: one measurement costs at most about
+// max_ms, whatever the model.
 #pragma once
 
 #include <tbb/task_arena.h>
 
+#include <chrono>
 #include <memory>
 #include <vector>
 
@@ -18,6 +22,9 @@ namespace kiln {
 struct ProfileBudget {
   int min_reps = 3, max_reps = 9;
   double max_ms = 40.0;  // stop repeating once this much time went into one measurement
+  // A kernel whose whole run is predicted (from a probe of one tile per thread) above max_ms
+  // is timed on a sample of its tiles that runs in about sample_ms.
+  double sample_ms = 10.0;
 };
 
 // Whether a model's weights stay cached from one run to the next: when they add up to more
@@ -30,17 +37,21 @@ bool weights_stay_cached(int64_t model_weight_bytes, int threads);
 class Profiler {
  public:
   explicit Profiler(int threads, ProfileBudget b = {});
+  // Kernels with at least this many tiles per thread can be timed on a sample of them.
+  static constexpr int kMinSampledTiles = 16;
   ~Profiler();
   int threads() const { return threads_; }
 
   // Median milliseconds of `k` on scratch buffers: src_bytes[i] bytes per input slot
   // (0 = no buffer: nullptr, or the constant given in consts[i]), dst_bytes per output.
-  // Throws what the kernel throws.
+  // Throws what the kernel throws. Past the deadline it stops repeating and returns what it
+  // has (the warm-up run at least).
   double time_kernel(const Kernel& k, const std::vector<int64_t>& src_bytes,
                      const std::vector<const void*>& consts, const std::vector<int64_t>& dst_bytes);
 
-  // Median milliseconds of converting a tensor of logical shape s between two layouts.
-  double time_reorder(const Shape& s, Layout from, Layout to, Isa isa);
+  // The kernel converting a tensor of logical shape s between two layouts (the one the plan
+  // would use), to time with time_kernel.
+  static std::unique_ptr<Kernel> reorder_kernel(const Shape& s, Layout from, Layout to, Isa isa);
 
   // Runs all tiles of k like the executor does (for profiling and tests).
   void run(const Kernel& k, const KernelArgs& a);
@@ -49,14 +60,39 @@ class Profiler {
   void set_cold_weights(bool cold) { cold_weights_ = cold; }
   bool cold_weights() const { return cold_weights_; }
 
+  using Clock = std::chrono::steady_clock;
+  void set_deadline(Clock::time_point t) { deadline_ = t; }
+  // Predicted milliseconds time_kernel would spend getting scratch buffers of these sizes
+  // (fresh pages cost 1.5-5 s per GiB on these VMs: a huge operand's allocation can cost more
+  // than its sampled timing).
+  double scratch_cost_ms(const std::vector<int64_t>& src_bytes,
+                         const std::vector<int64_t>& dst_bytes) const;
+  // Measurements of the last time_kernel call that ran a sample of the tiles (0 or 1), and
+  // in all (for tests and the load's log).
+  bool last_sampled() const { return last_sampled_; }
+  int sampled() const { return sampled_; }
+
  private:
+  struct Chunk {
+    int64_t begin, end;
+  };
+  // Runs the tiles of the chunks (all of them when empty) like run().
+  void run_chunks(const Kernel& k, const KernelArgs& a, const std::vector<Chunk>& chunks);
+  double time_once(const Kernel& k, const KernelArgs& a, const std::vector<Chunk>& chunks,
+                   const std::vector<Kernel::Span>& evict_first);
   float* scratch(size_t slot, int64_t bytes);
   int threads_;
   ProfileBudget budget_;
   std::unique_ptr<tbb::task_arena> arena_;
   std::vector<std::shared_ptr<float>> bufs_;
   std::vector<int64_t> sizes_;
+  // Milliseconds per byte of fresh scratch: measured on the first big allocation; until then
+  // the slow end of what these VMs showed (5 s per GiB).
+  double fill_ms_per_byte_ = 5000.0 / double(int64_t(1) << 30);
   bool cold_weights_ = false;
+  Clock::time_point deadline_ = Clock::time_point::max();
+  bool last_sampled_ = false;
+  int sampled_ = 0;
 };
 
 }  // namespace kiln

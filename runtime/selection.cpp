@@ -12,6 +12,7 @@
 #include <cstdlib>
 #include <limits>
 #include <map>
+#include <optional>
 #include <set>
 #include <sstream>
 
@@ -135,7 +136,9 @@ class Selector {
       if (attempt > 32) fail(Code::internal, "label selection did not converge");
     }
     if (o_.cache) {
-      o_.cache->put_plan(key, serialize());
+      // A plan partly chosen by the cost model for lack of time is not kept: the next load
+      // takes the times measured so far from the cache, measures more and solves again.
+      if (sel_.over_budget == 0) o_.cache->put_plan(key, serialize());
       o_.cache->flush();
     }
     return std::move(sel_);
@@ -168,18 +171,34 @@ class Selector {
     return true;
   }
 
+  // The profiling budget: wall-clock milliseconds one load may spend measuring.
+  double budget_ms() const {
+    return o_.profile_budget_ms > 0  ? o_.profile_budget_ms
+           : tune_ == TuneMode::full ? kFullProfileBudgetMs
+                                     : kFastProfileBudgetMs;
+  }
+
+  // True once the load's profiling deadline has passed (and notes that it cut profiling).
+  bool out_of_time() {
+    if (Clock::now() < deadline_) return false;
+    sel_.budget_exhausted = true;
+    return true;
+  }
+
   void measure_nodes() {
     const size_t nn = g_.nodes.size();
     cost_.assign(nn, {});
     std::vector<std::vector<char>> todo(nn);
     std::vector<char> profiled(nn, 0);
     std::vector<std::string> problem(nn);
-    std::map<std::string, double> problem_est;  // estimated ms to measure a problem's labels
+    std::map<std::string, double> problem_est;   // estimated ms to measure a problem's labels
+    std::vector<std::vector<double>> model(nn);  // the cost model's estimates
+    const ProfileBudget pb;
     int total = 0;
     for (size_t i = 0; i < nn; ++i) {
       const auto& c = cands_[i];
-      cost_[i].resize(c.size());
-      std::vector<double> h(c.size());
+      std::vector<double>& h = model[i];
+      h.resize(c.size());
       for (size_t k = 0; k < c.size(); ++k)
         h[k] = heuristic_ms(g_, int(i), c[k], o_.isa, o_.threads);
       cost_[i] = h;
@@ -206,6 +225,8 @@ class Selector {
       if (tune_ == TuneMode::fast && c.size() == 1) continue;
       const double best = *std::min_element(h.begin(), h.end());
       profiled[i] = 1;
+      problem[i] = node_problem(g_, int(i));
+      const std::string key = problem[i] + problem_suffix_;
       double est = 0;
       for (size_t k = 0; k < c.size(); ++k) {
         const bool ref_fallback = c[k].kind == LabelKind::ref && c.size() > 1;
@@ -215,90 +236,117 @@ class Selector {
                                     : (!ref_fallback && h[k] <= 3 * best) || c.size() == 1 ||
                                           (o_.strategy == Strategy::fixed && fixed_label(c[k]))) {
           todo[i][k] = 1, ++total;
-          // What Profiler::time_kernel spends: a warm-up run, then 3-9 runs up to 40 ms (one
-          // run when the warm-up alone took longer).
-          est += h[k] + (h[k] > 40 ? h[k] : std::max(3 * h[k], std::min(9 * h[k], 40.0)));
+          // A time in the tuning cache costs nothing to measure.
+          if (o_.cache && o_.cache->time(key, c[k].key())) continue;
+          // What Profiler::time_kernel spends: a warm-up run, then 3-9 runs up to max_ms (one
+          // run when the warm-up alone took longer); a kernel beyond max_ms is sampled.
+          est += h[k] > pb.max_ms ? (2 + pb.min_reps) * pb.sample_ms
+                                  : h[k] + std::max(3 * h[k], std::min(9 * h[k], pb.max_ms));
         }
       }
-      problem[i] = node_problem(g_, int(i));
       problem_est[problem[i]] = est;  // identical problems are measured once
     }
-    // Profiling budget: beyond it, the problems costliest to measure keep the cost model's
-    // estimates, so a huge model (a 65535-image batch, found by fuzz_session, profiled for
-    // more than a minute) still loads in bounded time. Their choice matters least: such
-    // layers are dominated by arithmetic every family does at a similar rate.
+    // The budget, planned: when the estimates exceed it, the problems costliest to measure
+    // keep the cost model's estimates from the start (their choice matters least: such
+    // layers are dominated by arithmetic every family does at a similar rate). The deadline
+    // below is what bounds the load when the estimates are wrong.
     double est_total = 0;
     for (const auto& [p, ms] : problem_est) est_total += ms;
-    const double budget = o_.profile_budget_ms > 0  ? o_.profile_budget_ms
-                          : tune_ == TuneMode::full ? 60000.0
-                                                    : 10000.0;
+    const double budget = budget_ms();
+    std::set<std::string> skip;
     if (est_total > budget) {
       std::vector<std::pair<double, std::string>> order;
       for (const auto& [p, ms] : problem_est) order.push_back({ms, p});
       std::sort(order.rbegin(), order.rend());
-      std::set<std::string> skip;
       for (const auto& [ms, p] : order) {
         if (est_total <= budget) break;
         est_total -= ms;
         skip.insert(p);
       }
-      for (size_t i = 0; i < nn; ++i)
-        if (profiled[i] && skip.count(problem[i])) {
-          profiled[i] = 0;
-          for (char& t : todo[i]) total -= t, t = 0;
-          ++sel_.unprofiled;
-        }
     }
+    deadline_ = Clock::now() + std::chrono::microseconds(int64_t(budget * 1e3));
+    prof_.set_deadline(deadline_);
     int done = 0;
     // Identical problems are measured once: (time, whether it came from the tuning cache).
     std::map<std::pair<std::string, std::string>, std::pair<double, bool>> memo;
     for (size_t i = 0; i < nn; ++i) {
-      const std::string key = node_problem(g_, int(i)) + problem_suffix_;
-      bool all_cached = true;
+      if (!profiled[i]) continue;
+      const std::string key = problem[i] + problem_suffix_;
+      // A problem planned out still takes the times the tuning cache holds (free).
+      const bool planned_out = skip.count(problem[i]) != 0;
+      bool all_cached = true, any = false;
       for (size_t k = 0; k < cands_[i].size(); ++k) {
-        if (!todo[i][k]) {
-          // Not measured: the model's guess, inflated so a measured label wins a near tie.
-          if (profiled[i]) cost_[i][k] = kInf;
-          continue;
-        }
+        // Not measured: the model's guess would be unfair next to measured times.
+        cost_[i][k] = kInf;
+        if (!todo[i][k]) continue;
         const std::string lk = cands_[i][k].key();
-        double ms;
-        auto m = memo.find({key, lk});
+        std::optional<double> ms;
         bool hit = false;
-        if (m != memo.end()) {
+        if (auto m = memo.find({key, lk}); m != memo.end()) {
           ms = m->second.first;
           hit = m->second.second;
-          all_cached &= hit;
         } else if (auto c = o_.cache ? o_.cache->time(key, lk) : std::nullopt) {
           ms = *c;
           hit = true;
           ++sel_.cache_hits;
-        } else {
+        } else if (!planned_out && !out_of_time()) {
           if (o_.cache) ++sel_.cache_misses;
-          all_cached = false;
-          ms = measure(int(i), cands_[i][k]);
-          if (o_.cache && std::isfinite(ms)) o_.cache->put_time(key, lk, ms);
+          ms = measure(int(i), cands_[i][k], model[i][k]);
+          if (o_.cache && ms && std::isfinite(*ms)) o_.cache->put_time(key, lk, *ms);
         }
-        memo[{key, lk}] = {ms, hit};
-        cost_[i][k] = ms;
-        sel_.nodes[i].measured = true;
+        if (!ms) continue;  // beyond the budget
+        memo[{key, lk}] = {*ms, hit};
+        all_cached &= hit;
+        any = true;
+        cost_[i][k] = *ms;
         progress(++done, total);
       }
-      sel_.nodes[i].cached = sel_.nodes[i].measured && all_cached;
+      if (!any) {
+        // Nothing measured and nothing cached (beyond the budget): the cost model decides.
+        cost_[i] = model[i];
+        ++sel_.unprofiled, ++sel_.over_budget;
+        sel_.nodes[i].over_budget = true;
+        continue;
+      }
+      sel_.nodes[i].measured = true;
+      sel_.nodes[i].cached = all_cached;
       // Nothing measured applies (e.g. every JIT family refused): the reference label.
       auto& c = cost_[i];
       if (std::none_of(c.begin(), c.end(), [](double x) { return std::isfinite(x); }) &&
-          cands_[i].back().kind == LabelKind::ref)
-        c.back() = profiled[i] ? measure(int(i), cands_[i].back())
-                               : heuristic_ms(g_, int(i), cands_[i].back(), o_.isa, o_.threads);
+          cands_[i].back().kind == LabelKind::ref) {
+        std::optional<double> r;
+        if (!out_of_time()) r = measure(int(i), cands_[i].back(), model[i].back());
+        c.back() = r ? *r : model[i].back();
+      }
     }
     if (o_.progress && total > 0) std::fprintf(stderr, "\n");
-    if (sel_.unprofiled)
-      spdlog::info("{} nodes beyond the profiling budget: the cost model chose their kernels",
-                   sel_.unprofiled);
+    sel_.profile_budget_ms = budget;
+    sel_.sampled = prof_.sampled();
+    if (sel_.over_budget)
+      spdlog::warn(
+          "profiling budget of {:.0f} ms reached: the cost model chose the kernels of {} of {} "
+          "nodes (measured times stay in the tuning cache, so the next load measures more; "
+          "options.profile_budget_ms or --profile-budget changes the budget)",
+          budget, sel_.over_budget, nn);
   }
 
-  double measure(int i, const Label& l) {
+  // Whether timing k on operands of these sizes is predicted to fit what is left of the
+  // budget: fresh scratch for its operands, and its runs (a kernel with enough tiles is timed
+  // on a sample of them; one with too few runs whole). Notes it when not.
+  bool fits(const Kernel& k, const std::vector<int64_t>& src_bytes,
+            const std::vector<int64_t>& dst_bytes, double est_ms) {
+    const ProfileBudget pb;
+    const bool sampled = k.tiles() >= Profiler::kMinSampledTiles * prof_.threads();
+    const double runs = sampled ? std::min(2 * est_ms, (2 + pb.min_reps) * pb.sample_ms) : est_ms;
+    const double left = std::chrono::duration<double, std::milli>(deadline_ - Clock::now()).count();
+    if (prof_.scratch_cost_ms(src_bytes, dst_bytes) + runs <= left) return true;
+    sel_.budget_exhausted = true;
+    return false;
+  }
+
+  // Median time of label l on node i (est_ms: the model's estimate); nullopt when it is not
+  // measured because the load's profiling budget would not cover it.
+  std::optional<double> measure(int i, const Label& l, double est_ms) {
     std::string why;
     Instance inst = instantiate(g_, i, l, o_.isa, &why);
     if (!inst.kernel) {
@@ -327,6 +375,7 @@ class Selector {
     }
     for (size_t k = 0; k < n.outputs.size(); ++k)
       if (n.outputs[k] != kNoValue) db[k] = value_bytes(g_.value(n.outputs[k]), out[k]);
+    if (!fits(*inst.kernel, sb, db, est_ms)) return std::nullopt;
     ++sel_.measurements;
     try {
       const double ms = prof_.time_kernel(*inst.kernel, sb, consts, db);
@@ -362,10 +411,15 @@ class Selector {
       ms = *c;
       ++sel_.cache_hits;
     } else {
+      std::unique_ptr<Kernel> k = Profiler::reorder_kernel(s, from, to, o_.isa);
+      const int64_t src = layout_elems(from, s) * 4, dst = layout_elems(to, s) * 4;
+      const double est = heuristic_reorder_ms(s, from, to, o_.threads);
+      // Beyond the budget: the model (not remembered: a later load may measure it).
+      if (out_of_time() || !fits(*k, {src}, {dst}, est)) return est;
       if (o_.cache) ++sel_.cache_misses;
       ++sel_.measurements;
       auto t0 = Clock::now();
-      ms = prof_.time_reorder(s, from, to, o_.isa);
+      ms = prof_.time_kernel(*k, {src}, {}, {dst});
       sel_.profile_ms += ms_since(t0);
       if (o_.cache) o_.cache->put_time(problem, lk, ms);
     }
@@ -604,7 +658,8 @@ class Selector {
   std::map<std::pair<std::string, std::string>, double> reorder_memo_;
   std::vector<std::pair<Label, std::unique_ptr<Kernel>>> kept_;  // per node, see measure()
   std::vector<double> kept_ms_;
-  std::vector<std::pair<Code, std::string>> failure_;  // per node: the last label's failure
+  std::vector<std::pair<Code, std::string>> failure_;      // per node: the last label's failure
+  Clock::time_point deadline_ = Clock::time_point::max();  // end of this load's profiling
 };
 
 }  // namespace

@@ -42,17 +42,24 @@ struct SelectOptions {
   // >= 0: a ConvFamily every conv must use wherever that family applies (for tests and
   // benchmarks of one family end to end); other convs keep their normal candidates.
   int force_family = -1;
-  // Estimated milliseconds of measurements one load may spend (0: 10 s fast, 60 s full);
-  // beyond it the problems costliest to measure keep the cost model's estimates.
+  // Wall-clock milliseconds of measurement one load may spend (0: kFastProfileBudgetMs or
+  // kFullProfileBudgetMs by tuning mode). The problems predicted costliest to measure are
+  // left out first when the estimates exceed it; at the deadline measuring stops, and the
+  // nodes not measured yet keep the cost model's estimates. A plan cut short is not cached.
   double profile_budget_ms = 0;
 };
 
+// Default profiling budgets per load (wall clock).
+constexpr double kFastProfileBudgetMs = 10000;
+constexpr double kFullProfileBudgetMs = 60000;
+
 struct NodeChoice {
   Label label;
-  double ms = 0;          // predicted time of the node's kernel (measured or modelled)
-  bool measured = false;  // from a measurement (this load or the cache), not the model
-  bool cached = false;    // the time came from the tuning cache
-  int candidates = 0;     // labels considered / measured for this node
+  double ms = 0;             // predicted time of the node's kernel (measured or modelled)
+  bool measured = false;     // from a measurement (this load or the cache), not the model
+  bool cached = false;       // the time came from the tuning cache
+  int candidates = 0;        // labels considered / measured for this node
+  bool over_budget = false;  // left to the cost model for lack of profiling budget
 };
 
 struct Selection {
@@ -65,7 +72,12 @@ struct Selection {
   bool plan_from_cache = false;
   int64_t cache_hits = 0, cache_misses = 0;  // time lookups
   int measurements = 0;                      // kernels + conversions timed this load
-  int unprofiled = 0;  // nodes the cost model put beyond the profiling cap (not measured)
+  int sampled = 0;      // of the kernels, those timed on a sample of their tiles (too big whole)
+  int unprofiled = 0;   // profiled nodes whose kernels the cost model chose (none measured)
+  int over_budget = 0;  // of those, the ones left out for lack of profiling budget
+  // A measurement was refused for lack of time left (else the plan alone left nodes out).
+  bool budget_exhausted = false;
+  double profile_budget_ms = 0;  // the budget this load had
   double profile_ms = 0, solve_ms = 0, jit_ms = 0;
   // Of the thread time spent building the chosen kernels, the share that was code generation
   // (the rest packs weights): splits jit_ms, which is wall time, between the two.

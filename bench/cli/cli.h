@@ -42,6 +42,7 @@ struct Args {
   bool no_cache = false;                // --no-cache
   std::string dot;                      // --dot FILE (plan)
   int family = -1;                      // --family NAME: force a conv family where it applies
+  double profile_budget_ms = 0;         // --profile-budget MS (0 = by tuning mode)
 };
 
 using Clock = std::chrono::steady_clock;

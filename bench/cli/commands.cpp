@@ -39,6 +39,7 @@ SessionOptions session_options(const Args& a, const std::string& strategy) {
   o.use_cache = !a.no_cache;
   o.progress = true;  // drawn only when stderr is a terminal
   o.force_family = a.family;
+  o.profile_budget_ms = a.profile_budget_ms;
   return o;
 }
 

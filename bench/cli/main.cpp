@@ -69,6 +69,9 @@ const char kUsage[] =
     "  --cache DIR         tuning cache folder (default $KILN_CACHE_DIR, else\n"
     "                      $XDG_CACHE_HOME/kiln, else ~/.cache/kiln)\n"
     "  --no-cache          neither read nor write the tuning cache\n"
+    "  --profile-budget MS wall-clock milliseconds a load may spend measuring kernels\n"
+    "                      (default 10000 with --tune fast, 60000 with full); what is left\n"
+    "                      when it runs out keeps the cost model's choice ('budget' in plan)\n"
     "  --family F          make every conv use family F where it applies (direct, gemm1x1,\n"
     "                      depthwise, winograd2, winograd4, im2col): testing/benchmarks\n"
     "\n"
@@ -103,7 +106,8 @@ int parse_isa_arg(const std::string& v) {
 // Which options each command accepts.
 bool allowed(const std::string& cmd, std::string_view opt) {
   if (opt == "--batch" || opt == "--max-isa" || opt == "--reference" || opt == "--strategy" ||
-      opt == "--tune" || opt == "--cache" || opt == "--no-cache" || opt == "--family")
+      opt == "--tune" || opt == "--cache" || opt == "--no-cache" || opt == "--family" ||
+      opt == "--profile-budget")
     return true;
   if (cmd == "info") return false;
   if (cmd == "plan") return opt == "--dot" || opt == "--threads";
@@ -155,10 +159,10 @@ int parse(int argc, char** argv, Args& a) {
       if (a.log_level < 0) throw UsageError("unknown log level '" + val + "'");
       continue;
     }
-    static const char* known[] = {"--batch",   "--input",  "--output",   "--threads",
-                                  "--runs",    "--warmup", "--json",     "--max-isa",
-                                  "--seconds", "--trace",  "--strategy", "--tune",
-                                  "--cache",   "--dot",    "--family",   "--loads"};
+    static const char* known[] = {
+        "--batch", "--input",   "--output",  "--threads", "--runs",          "--warmup",
+        "--json",  "--max-isa", "--seconds", "--trace",   "--strategy",      "--tune",
+        "--cache", "--dot",     "--family",  "--loads",   "--profile-budget"};
     bool is_known = false;
     for (const char* k : known) is_known |= opt == k;
     if (!is_known) throw UsageError("unknown option '" + opt + "'");
@@ -181,7 +185,13 @@ int parse(int argc, char** argv, Args& a) {
       a.json = val;
     else if (opt == "--trace")
       a.trace = val;
-    else if (opt == "--seconds") {
+    else if (opt == "--profile-budget") {
+      char* end = nullptr;
+      a.profile_budget_ms = std::strtod(val.c_str(), &end);
+      if (!end || *end || !(a.profile_budget_ms > 0 && a.profile_budget_ms < 1e9))
+        throw UsageError("--profile-budget needs a positive number of milliseconds, got '" + val +
+                         "'");
+    } else if (opt == "--seconds") {
       char* end = nullptr;
       a.seconds = std::strtod(val.c_str(), &end);
       if (!end || *end || !(a.seconds > 0 && a.seconds < 1e6))

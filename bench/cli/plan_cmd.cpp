@@ -109,9 +109,10 @@ int cmd_plan(const Args& a) {
     const Node& n = g.nodes[size_t(st.node)];
     std::printf("%-32s %-18s %-34s %10.4f %-8s %s\n", n.name.c_str(), n.op.c_str(),
                 c.label.key().c_str(), c.ms,
-                c.cached     ? "cache"
-                : c.measured ? "measured"
-                             : "model",
+                c.cached        ? "cache"
+                : c.measured    ? "measured"
+                : c.over_budget ? "budget"
+                                : "model",
                 st.kernel->name().c_str());
   }
   std::printf(
@@ -122,6 +123,16 @@ int cmd_plan(const Args& a) {
       sel.optimal ? " (proven optimal)" : "", sel.solve_ms, sel.pbqp_nodes, sel.pbqp_edges,
       (long long)sel.cache_hits, (long long)sel.cache_misses,
       sel.plan_from_cache ? "; plan from the cache" : "");
+  if (!sel.plan_from_cache && sel.tune != TuneMode::none) {
+    std::printf(
+        "profiling: %d measurements (%d on a sample of the tiles) in %.0f ms (budget "
+        "%.0f ms)",
+        sel.measurements, sel.sampled, sel.profile_ms, sel.profile_budget_ms);
+    if (sel.over_budget)
+      std::printf("; budget reached: %d nodes keep the cost model's choice (source 'budget')",
+                  sel.over_budget);
+    std::printf("\n");
+  }
   if (!a.dot.empty()) {
     write_dot(*s, a.dot);
     std::printf("wrote %s\n", a.dot.c_str());

@@ -1,17 +1,18 @@
 // The public C API, exercised only through kiln/kiln.h (linked against libkiln.so).
 // Small models are hand-encoded ONNX protobuf bytes (see Pb below) with hand-computed outputs;
 // fixture models are compared with PyTorch's output_*.npy.
-#include <cstddef>
 #include <doctest/doctest.h>
 #include <kiln/kiln.h>
 
 #include <algorithm>
 #include <cmath>
+#include <cstddef>
 #include <cstdint>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <limits>
 #include <string>
 #include <thread>
 #include <vector>
@@ -249,6 +250,25 @@ TEST_CASE("api: options") {
     o.struct_size = offsetof(kiln_options, strategy);
     CHECK_OK(kiln_session_create_from_memory(m.data(), m.size(), &o, &s));
     CHECK(s != nullptr);
+    kiln_session_release(s);
+  }
+  SUBCASE("a version-2 client (struct without profile_budget_ms) gets its default") {
+    o.profile_budget_ms = -5;  // beyond struct_size: must not be read
+    o.struct_size = offsetof(kiln_options, profile_budget_ms);
+    CHECK_OK(kiln_session_create_from_memory(m.data(), m.size(), &o, &s));
+    CHECK(s != nullptr);
+    kiln_session_release(s);
+  }
+  SUBCASE("profile_budget_ms: NaN, negative or absurd values are rejected") {
+    for (double b : {-1.0, std::nan(""), 1e12, -std::numeric_limits<double>::infinity()}) {
+      CHECK_OK(kiln_options_init(&o));
+      o.profile_budget_ms = b;
+      CHECK_ERR(kiln_session_create_from_memory(m.data(), m.size(), &o, &s), KILN_INVALID_ARGUMENT,
+                "profile_budget_ms");
+    }
+    CHECK_OK(kiln_options_init(&o));
+    o.profile_budget_ms = 250;
+    CHECK_OK(kiln_session_create_from_memory(m.data(), m.size(), &o, &s));
     kiln_session_release(s);
   }
   SUBCASE("a larger struct from a newer client is accepted") {

@@ -3,6 +3,9 @@
 // guess follows the model's weight bytes against the caches.
 #include <doctest/doctest.h>
 
+#include <algorithm>
+#include <atomic>
+#include <chrono>
 #include <cmath>
 #include <cstring>
 #include <random>
@@ -129,4 +132,83 @@ TEST_CASE("profiler: weights are cold once the model's weights outgrow the cores
       CHECK(kiln::weights_stay_cached(b, 64));
       break;
     }
+}
+
+namespace {
+
+// A kernel that records which tiles ran and busy-waits `us` per tile (no data touched).
+class CountingKernel : public kiln::Kernel {
+ public:
+  CountingKernel(int64_t tiles, double us) : tiles_(tiles), us_(us), runs_(size_t(tiles)) {}
+  const std::string& name() const override { return name_; }
+  int64_t tiles() const override { return tiles_; }
+  void run(const kiln::KernelArgs&, int64_t b, int64_t e) const override {
+    for (int64_t t = b; t < e; ++t) {
+      REQUIRE(t >= 0);
+      REQUIRE(t < tiles_);
+      runs_[size_t(t)]++;
+      const auto until =
+          std::chrono::steady_clock::now() + std::chrono::nanoseconds(int64_t(us_ * 1e3));
+      while (std::chrono::steady_clock::now() < until) {
+      }
+    }
+  }
+  std::vector<int> counts() const {
+    std::vector<int> c;
+    for (const auto& r : runs_) c.push_back(r.load());
+    return c;
+  }
+
+ private:
+  std::string name_ = "counting";
+  int64_t tiles_;
+  double us_;
+  mutable std::vector<std::atomic<int>> runs_;
+};
+
+}  // namespace
+
+TEST_CASE("profiler: a kernel too big to run whole is timed on an even sample of its tiles") {
+  for (int threads : {1, 2}) {
+    CAPTURE(threads);
+    // 4000 tiles of 50 us: 200 ms per thread, beyond the 40 ms a measurement may take.
+    constexpr int64_t kTiles = 4000;
+    CountingKernel big(kTiles, 50);
+    kiln::Profiler prof(threads);
+    const double ms = prof.time_kernel(big, {}, {}, {});
+    CHECK(prof.last_sampled());
+    CHECK(prof.sampled() == 1);
+    // Every tile waits 50 us, so the scaled-up sample can be no faster than the whole kernel
+    // on `threads` perfectly shared threads.
+    CHECK(ms >= 0.9 * kTiles * 0.050 / threads);
+    const std::vector<int> c = big.counts();
+    int64_t ran = 0, lo = kTiles, hi = -1;
+    for (int64_t t = 0; t < kTiles; ++t)
+      if (c[size_t(t)]) ++ran, lo = std::min(lo, t), hi = std::max(hi, t);
+    CHECK(ran > 0);
+    CHECK(ran < kTiles / 4);  // a sample, not the whole
+    // Spread from the start to the end of the tile space, every sampled tile run alike.
+    CHECK(lo == 0);
+    CHECK(hi == kTiles - 1);
+
+    // A small kernel runs whole: every tile at least once per timed run.
+    CountingKernel small(kTiles, 0);
+    kiln::Profiler p2(threads);
+    CHECK(std::isfinite(p2.time_kernel(small, {}, {}, {})));
+    CHECK_FALSE(p2.last_sampled());
+    CHECK(p2.sampled() == 0);
+    for (int x : small.counts()) CHECK(x >= 1 + 3);  // warm-up and at least min_reps
+  }
+}
+
+TEST_CASE("profiler: past the deadline a measurement stops at its warm-up run") {
+  CountingKernel k(8, 1000);  // too few tiles to sample: 8 ms per whole run at 1 thread
+  kiln::Profiler prof(1);
+  prof.set_deadline(kiln::Profiler::Clock::now());
+  CHECK(prof.time_kernel(k, {}, {}, {}) >= 8 * 0.9);
+  for (int c : k.counts()) CHECK(c == 1);  // the warm-up only
+  CountingKernel k2(8, 10);
+  kiln::Profiler unbounded(1);
+  unbounded.time_kernel(k2, {}, {}, {});
+  for (int c : k2.counts()) CHECK(c >= 1 + 3);  // warm-up and at least min_reps
 }

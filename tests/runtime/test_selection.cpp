@@ -3,6 +3,7 @@
 // measured costs, and the tuning cache makes the second load skip profiling and solving.
 #include <doctest/doctest.h>
 
+#include <chrono>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -279,6 +280,59 @@ TEST_CASE("profiling stays bounded on a huge batch: big nodes keep the cost mode
   auto small = kiln::Session::load_file((fixture("dynamic_batch_op13") / "model.onnx").string(), d);
   CHECK(small->selection().unprofiled == 0);
   CHECK(small->selection().measurements > 0);
+}
+
+// The profiling budget is wall-clock time: at the deadline measuring stops and the nodes not
+// measured yet keep the cost model's choice. A plan cut short is not cached, but the times
+// measured are, so later loads go on measuring until a whole plan is solved and kept.
+TEST_CASE("profiling stops at the load's wall-clock budget; later loads continue") {
+  const fs::path dir = fresh_dir("budget_cache");
+  kiln::SessionOptions o;
+  o.cache_dir = dir.string();
+  o.profile_budget_ms = 0.001;  // gone after the first measurement, if any starts at all
+  std::unique_ptr<kiln::Session> s;
+  CHECK(fixture_error("tiny_resnet_op13", o, &s) <= 1e-4);
+  const kiln::Selection& cut = s->selection();
+  CHECK(cut.over_budget > 0);
+  CHECK(cut.budget_exhausted);
+  CHECK(cut.measurements <= 1);
+  CHECK(cut.profile_budget_ms == doctest::Approx(0.001));
+  int marked = 0;
+  for (const kiln::NodeChoice& c : cut.nodes) {
+    marked += c.over_budget;
+    if (c.over_budget) CHECK_FALSE(c.measured);
+  }
+  CHECK(marked == cut.over_budget);
+
+  // The next loads with room to measure: no stored plan from the cut load; once a load
+  // measured everything, its plan is stored and the one after takes it.
+  kiln::SessionOptions d;
+  d.cache_dir = dir.string();
+  auto full = kiln::Session::load_file((fixture("tiny_resnet_op13") / "model.onnx").string(), d);
+  CHECK_FALSE(full->selection().plan_from_cache);
+  CHECK(full->selection().over_budget == 0);
+  CHECK_FALSE(full->selection().budget_exhausted);
+  auto warm = kiln::Session::load_file((fixture("tiny_resnet_op13") / "model.onnx").string(), d);
+  CHECK(warm->selection().plan_from_cache);
+}
+
+// A huge batch cannot keep a load busy: kernels are timed on a sample of their tiles, fresh
+// scratch is charged to the budget before it is allocated, and measuring stops at the
+// deadline. (A bound with a wide margin for a loaded machine and the sanitizers, not a speed
+// figure.)
+TEST_CASE("a huge batch loads within its profiling budget") {
+  kiln::SessionOptions o;
+  o.batch = 4096;
+  o.use_cache = false;
+  o.profile_budget_ms = 300;
+  const auto t0 = std::chrono::steady_clock::now();
+  auto s = kiln::Session::load_file((fixture("dynamic_batch_op13") / "model.onnx").string(), o);
+  const double ms =
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  CHECK(s->selection().profile_ms < 300 + 3000);
+  CHECK(ms < 300 + 6000);
+  MESSAGE("batch 4096: load " << ms << " ms, profiling " << s->selection().profile_ms << " ms, "
+                              << s->selection().measurements << " measurements");
 }
 
 // Regression: with fast tuning, the fixed strategy's direct labels were pruned wherever

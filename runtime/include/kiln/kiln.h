@@ -119,6 +119,15 @@ typedef struct kiln_options {
   int32_t strategy;
   /* Nonzero: neither read nor write the tuning cache (every load measures again). */
   int32_t disable_cache;
+  /* --- appended in version 3 ---------------------------------------------------------------- */
+  /* Wall-clock milliseconds one load may spend measuring kernels and layout conversions;
+   * 0 = the default: 10000 with KILN_TUNING_FAST, 60000 with KILN_TUNING_FULL. Kernels too big
+   * to run whole within a measurement are timed on a sample of their work, and a measurement
+   * is not begun when it is predicted not to fit what is left. At the budget, nodes not
+   * measured yet keep the cost model's choice (logged as a warning); their measured times stay
+   * in the tuning cache but the plan is not stored, so the next load measures more. The rest
+   * of a load (parsing, code generation, weight packing) is not part of this budget. */
+  double profile_budget_ms;
 } kiln_options;
 
 /* tuning_mode values. NONE: the built-in cost model, nothing measured; FAST: measure the
