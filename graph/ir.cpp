@@ -11,6 +11,8 @@
 #include <queue>
 #include <sstream>
 
+#include "graph/env.h"
+
 namespace kiln {
 
 const char* code_name(Code c) {
@@ -74,10 +76,7 @@ std::string shape_str(const Shape& s) {
 // stalls were counted: the host backing the memory, it seems), so ResNet-50 loads of 70 ms took
 // 124-468 ms. KILN_HUGE_PAGES=1 asks first anyway (~13% faster ResNet-50 runs there).
 static std::shared_ptr<void> alloc_huge(size_t bytes) {
-  static const bool eager = [] {
-    const char* e = std::getenv("KILN_HUGE_PAGES");
-    return e && *e == '1';
-  }();
+  const bool eager = env_value(EnvVar::huge_pages) == "1";
   constexpr size_t kHuge = size_t(2) << 20;
   const size_t len = (bytes + kHuge - 1) / kHuge * kHuge;
   void* raw =

@@ -5,13 +5,16 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
 #include <map>
 #include <mutex>
 #include <string>
 #include <vector>
 
+#include "graph/env.h"
 #include "graph/error.h"
 
 namespace kiln {
@@ -42,8 +45,7 @@ struct Pool {
     ::pthread_atfork(prepare, after_fork, after_fork);
     // perf resolves JIT symbols through /tmp/perf-PID.map only in anonymous mappings; the
     // memfd would show as one unnamed file. Profiling sessions use private mappings.
-    const char* pm = std::getenv("KILN_PERF_MAP");
-    disabled = pm && *pm == '1';
+    disabled = env_value(EnvVar::perf_map) == "1";
   }
   static void prepare();
   static void after_fork();
@@ -210,6 +212,25 @@ CodeBlock& CodeBlock::operator=(CodeBlock&& o) noexcept {
 
 CodeBlock::~CodeBlock() {
   release();
+}
+
+void announce_code(const std::string& name, const void* code, size_t size) {
+  const std::string dir = env_value(EnvVar::jit_dump);
+  const bool perf_map = env_value(EnvVar::perf_map) == "1";
+  if (dir.empty() && !perf_map) return;
+  static std::mutex mu;
+  std::lock_guard<std::mutex> lock(mu);
+  if (!dir.empty()) {
+    std::ofstream f(dir + "/" + name + ".bin", std::ios::binary);
+    f.write(static_cast<const char*>(code), std::streamsize(size));
+  }
+  if (perf_map) {
+    const std::string path = "/tmp/perf-" + std::to_string(getpid()) + ".map";
+    if (FILE* f = std::fopen(path.c_str(), "a")) {
+      std::fprintf(f, "%lx %zx %s\n", reinterpret_cast<unsigned long>(code), size, name.c_str());
+      std::fclose(f);
+    }
+  }
 }
 
 }  // namespace kiln

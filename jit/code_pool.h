@@ -17,6 +17,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <string>
 
 namespace kiln {
 
@@ -51,5 +52,10 @@ class CodeBlock {
 
 // Whether blocks come from the shared pool (false: private mappings; see above).
 bool code_pool_active();
+
+// Makes a published kernel visible to tools, for every generator (Xbyak and asmjit):
+// KILN_JIT_DUMP=DIR writes its bytes to DIR/NAME.bin (for objdump), KILN_PERF_MAP=1 appends a
+// /tmp/perf-PID.map line so that `perf report` names the code.
+void announce_code(const std::string& name, const void* code, size_t size);
 
 }  // namespace kiln

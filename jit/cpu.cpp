@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "graph/env.h"
 #include "graph/error.h"
 
 namespace kiln {
@@ -45,8 +46,8 @@ Isa detect_isa() {
 Isa effective_isa(int cap) {
   Isa isa = detect_isa();
   if (cap >= 0) isa = std::min(isa, Isa(std::min(cap, int(Isa::avx512))));
-  if (const char* env = std::getenv("KILN_MAX_ISA"); env && *env)
-    isa = std::min(isa, parse_isa(env));
+  if (const std::string cap_env = env_value(EnvVar::max_isa); !cap_env.empty())
+    isa = std::min(isa, parse_isa(cap_env));
   return isa;
 }
 

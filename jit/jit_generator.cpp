@@ -17,22 +17,6 @@ namespace {
 const Xbyak::Reg64 kSaved[] = {Xbyak::util::rbx, Xbyak::util::rbp, Xbyak::util::r12,
                                Xbyak::util::r13, Xbyak::util::r14, Xbyak::util::r15};
 
-void register_kernel(const std::string& name, const void* code, size_t size) {
-  static std::mutex mu;
-  std::lock_guard<std::mutex> lock(mu);
-  if (const char* dir = std::getenv("KILN_JIT_DUMP"); dir && *dir) {
-    std::ofstream f(std::string(dir) + "/" + name + ".bin", std::ios::binary);
-    f.write(static_cast<const char*>(code), std::streamsize(size));
-  }
-  if (const char* pm = std::getenv("KILN_PERF_MAP"); pm && *pm == '1') {
-    std::string path = "/tmp/perf-" + std::to_string(getpid()) + ".map";
-    if (FILE* f = std::fopen(path.c_str(), "a")) {
-      std::fprintf(f, "%lx %zx %s\n", reinterpret_cast<unsigned long>(code), size, name.c_str());
-      std::fclose(f);
-    }
-  }
-}
-
 thread_local uint64_t tl_codegen_ns = 0;
 
 }  // namespace
@@ -138,7 +122,7 @@ void JitGenerator::create() {
   code_.write(getCode(), getSize());
   release_emit_buffer();
   created_ = true;
-  register_kernel(name_, code_.addr(), code_.size());
+  announce_code(name_, code_.addr(), code_.size());
 }
 
 }  // namespace kiln

@@ -18,6 +18,7 @@
 #include "graph/ir.h"
 #include "jit/cpu.h"
 #include "kiln/kiln.h"
+#include "runtime/log.h"
 #include "runtime/session.h"
 
 struct kiln_status {
@@ -45,6 +46,9 @@ static_assert(int(kiln::Isa::scalar) + 1 == KILN_ISA_SCALAR &&
                   int(kiln::Isa::avx2) + 1 == KILN_ISA_AVX2 &&
                   int(kiln::Isa::avx512) + 1 == KILN_ISA_AVX512,
               "kiln_isa must be kiln::Isa + 1");
+static_assert(kiln::kTrace == KILN_LOG_TRACE && kiln::kWarn == KILN_LOG_WARN &&
+                  kiln::kOff == KILN_LOG_OFF,
+              "kiln_log_level must mirror kiln::LogLevel");
 static_assert(int(kiln::DType::f32) == KILN_DTYPE_F32 && int(kiln::DType::i64) == KILN_DTYPE_I64,
               "kiln_dtype must mirror kiln::DType");
 
@@ -324,6 +328,18 @@ KILN_API const char* kiln_code_name(kiln_code code) {
 
 KILN_API const char* kiln_version(void) {
   return KILN_VERSION;
+}
+
+KILN_API kiln_status* kiln_set_log_callback(int32_t level, kiln_log_fn fn, void* user_data) {
+  return guarded("kiln_set_log_callback", [&] {
+    if (level < -1 || level > KILN_LOG_OFF)
+      kiln::fail(Code::invalid_argument,
+                 "level is " + num(level) + ", expected -1 or a kiln_log_level (0..6)");
+    kiln::LogSink sink;
+    if (fn) sink = [fn, user_data](int l, const char* msg) { fn(user_data, l, msg); };
+    if (!kiln::set_log_sink(std::move(sink), level))
+      kiln::fail(Code::invalid_argument, "called from inside the log callback");
+  });
 }
 
 KILN_API kiln_status* kiln_options_init(kiln_options* options) {

@@ -10,6 +10,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "graph/env.h"
 #include "runtime/parallel_tiles.h"
 #include "runtime/step_stream.h"
 
@@ -60,7 +61,7 @@ Executor::Executor(const Graph& g, const Plan& p, int threads, Schedule schedule
     if (tiles_[i] < threads_ || tiles_[i - 1] < threads_) use_graph_ = true;
   }
   if (schedule != Schedule::automatic) use_graph_ = schedule == Schedule::graph;
-  if (const char* f = std::getenv("KILN_FLOW"); f && *f) use_graph_ = *f == '1';
+  if (const std::string f = env_value(EnvVar::flow); !f.empty()) use_graph_ = f[0] == '1';
   use_graph_ = use_graph_ && arena_;  // one thread: steps in order, no arena
   const_ptr_.assign(p_.tensors.size(), nullptr);
   for (size_t t = 0; t < p_.tensors.size(); ++t)

@@ -1,7 +1,6 @@
 #include "runtime/labels.h"
 
-#include <spdlog/fmt/fmt.h>
-#include <spdlog/spdlog.h>
+#include <fmt/format.h>
 
 #include <algorithm>
 #include <cstdlib>

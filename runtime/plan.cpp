@@ -1,7 +1,5 @@
 #include "runtime/plan.h"
 
-#include <spdlog/spdlog.h>
-
 #include <algorithm>
 #include <climits>
 #include <map>
@@ -10,6 +8,7 @@
 #include "jit/glue/glue.h"
 #include "runtime/glue_kernels.h"
 #include "runtime/labels.h"
+#include "runtime/log.h"
 #include "runtime/memory_plan.h"
 #include "runtime/selection.h"
 
@@ -169,7 +168,7 @@ class Lowering {
       if (!(packs && (s == 1 || s == 2))) src[s] = get(n.inputs[s], in[s]);
     for (size_t s = 0; s < n.outputs.size(); ++s)
       dst.push_back(n.outputs[s] == kNoValue ? -1 : add_tensor(n.outputs[s], out[s]));
-    spdlog::debug("{}: {} ({})", n.where(), k->name(), l.key());
+    log_debug("{}: {} ({})", n.where(), k->name(), l.key());
     push(i, std::move(k), src, dst, jit);
   }
 

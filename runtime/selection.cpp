@@ -1,6 +1,5 @@
 #include "runtime/selection.h"
 
-#include <spdlog/spdlog.h>
 #include <tbb/parallel_for.h>
 #include <tbb/task_arena.h>
 
@@ -16,7 +15,9 @@
 #include <set>
 #include <sstream>
 
+#include "graph/env.h"
 #include "jit/jit_generator.h"
+#include "runtime/log.h"
 #include "runtime/profiler.h"
 #include "runtime/tuning_cache.h"
 #include "solver/network.h"
@@ -76,8 +77,8 @@ class Selector {
       if (v.is_const()) weight_bytes += int64_t(v.constant->nbytes());
     bool cold = !weights_stay_cached(weight_bytes, o.threads);
     // KILN_COLD_WEIGHTS=0/1 overrides the guess (for experiments and odd cache hierarchies).
-    if (const char* e = std::getenv("KILN_COLD_WEIGHTS"); e && (*e == '0' || *e == '1'))
-      cold = *e == '1';
+    if (const std::string e = env_value(EnvVar::cold_weights); e == "0" || e == "1")
+      cold = e == "1";
     prof_.set_cold_weights(cold);
     // A kernel timed with cold weights is a different measurement: cached apart.
     problem_suffix_ = prof_.cold_weights() ? " weights:cold" : "";
@@ -126,8 +127,8 @@ class Selector {
       std::vector<std::string> why = build_kernels(build);
       for (size_t i : build) {
         if (sel_.kernels[i]) continue;
-        spdlog::debug("{}: {} does not apply: {}", g_.nodes[i].where(), sel_.nodes[i].label.key(),
-                      why[i]);
+        log_debug("{}: {} does not apply: {}", g_.nodes[i].where(), sel_.nodes[i].label.key(),
+                  why[i]);
         cost_[i][size_t(choice[i])] = kInf;
         ok = false;
       }
@@ -323,7 +324,7 @@ class Selector {
     sel_.profile_budget_ms = budget;
     sel_.sampled = prof_.sampled();
     if (sel_.over_budget)
-      spdlog::warn(
+      log_warn(
           "profiling budget of {:.0f} ms reached: the cost model chose the kernels of {} of {} "
           "nodes (measured times stay in the tuning cache, so the next load measures more; "
           "options.profile_budget_ms or --profile-budget changes the budget)",
@@ -350,7 +351,7 @@ class Selector {
     std::string why;
     Instance inst = instantiate(g_, i, l, o_.isa, &why);
     if (!inst.kernel) {
-      spdlog::debug("{}: {} does not apply: {}", g_.nodes[size_t(i)].where(), l.key(), why);
+      log_debug("{}: {} does not apply: {}", g_.nodes[size_t(i)].where(), l.key(), why);
       failure_[size_t(i)] = {Code::unsupported, g_.nodes[size_t(i)].where() + ": " + why};
       return kInf;
     }
@@ -387,11 +388,11 @@ class Selector {
       }
       return ms;
     } catch (const Error& e) {
-      spdlog::debug("{}: {} failed while profiling: {}", n.where(), l.key(), e.what());
+      log_debug("{}: {} failed while profiling: {}", n.where(), l.key(), e.what());
       failure_[size_t(i)] = {e.code(), e.what()};
       return kInf;
     } catch (const std::exception& e) {
-      spdlog::debug("{}: {} failed while profiling: {}", n.where(), l.key(), e.what());
+      log_debug("{}: {} failed while profiling: {}", n.where(), l.key(), e.what());
       failure_[size_t(i)] = {Code::internal, n.where() + ": " + e.what()};
       return kInf;
     }
@@ -590,7 +591,9 @@ class Selector {
   std::vector<std::string> build_kernels(const std::vector<size_t>& nodes) {
     std::vector<std::string> why(sel_.nodes.size());
     std::atomic<int64_t> total_ns{0}, codegen_ns{0};
+    const int log_level = LogScope::current();  // the session's, also on TBB's threads
     auto one = [&](size_t i) {
+      LogScope scope(log_level);
       const auto t0 = Clock::now();
       const uint64_t c0 = codegen_ns_this_thread();
       Instance inst = instantiate(g_, int(i), sel_.nodes[i].label, o_.isa, &why[i]);
@@ -633,7 +636,7 @@ class Selector {
   }
 
   bool reject(const std::string& key, const std::string& why) {
-    spdlog::warn("tuning cache: ignoring the stored plan {} ({}); selecting again", key, why);
+    log_warn("tuning cache: ignoring the stored plan {} ({}); selecting again", key, why);
     for (auto& k : sel_.kernels) k.reset();
     return false;
   }

@@ -7,6 +7,7 @@
 #include <map>
 #include <thread>
 
+#include "graph/env.h"
 #include "graph/onnx_import.h"
 #include "graph/passes.h"
 #include "runtime/executor.h"
@@ -40,6 +41,16 @@ void check_options(const SessionOptions& o) {
                                      std::to_string(o.threads));
   if (o.batch < 0 || o.batch > (int64_t(1) << 20))
     fail(Code::invalid_argument, "batch size " + std::to_string(o.batch) + " is out of range");
+  if (o.log_level < -1 || o.log_level > kOff)
+    fail(Code::invalid_argument, "log level must be -1..6, got " + std::to_string(o.log_level));
+}
+
+// What every load does first: the environment is read now and not again until the next load
+// (graph/env.h). (The caller then opens a LogScope: its messages use the session's level.)
+void begin_load(const SessionOptions& o) {
+  snapshot_env();
+  read_log_level_env();
+  check_options(o);
 }
 
 }  // namespace
@@ -47,8 +58,8 @@ void check_options(const SessionOptions& o) {
 Session::~Session() = default;
 
 std::unique_ptr<Session> Session::load_file(const std::string& path, const SessionOptions& o) {
-  init_logging(o.log_level);
-  check_options(o);
+  begin_load(o);
+  LogScope scope(o.log_level);
   auto t0 = Clock::now();
   std::unique_ptr<Session> s(new Session());
   ImportOptions io;
@@ -57,15 +68,14 @@ std::unique_ptr<Session> Session::load_file(const std::string& path, const Sessi
   s->stats_.parse_ms = ms_since(t0);
   s->prepare(o);
   s->stats_.total_ms = ms_since(t0);
-  spdlog::info("loaded '{}' in {:.1f} ms ({} nodes)", path, s->stats_.total_ms,
-               s->graph_.nodes.size());
+  log_info("loaded '{}' in {:.1f} ms ({} nodes)", path, s->stats_.total_ms, s->graph_.nodes.size());
   return s;
 }
 
 std::unique_ptr<Session> Session::load_memory(const void* data, size_t size,
                                               const SessionOptions& o) {
-  init_logging(o.log_level);
-  check_options(o);
+  begin_load(o);
+  LogScope scope(o.log_level);
   auto t0 = Clock::now();
   std::unique_ptr<Session> s(new Session());
   ImportOptions io;
@@ -82,8 +92,8 @@ void Session::prepare(const SessionOptions& o) {
   PassStats ps = optimize(graph_, Evaluator(run_ref));
   int fused = fuse_epilogues(graph_);
   stats_.passes_ms = ms_since(t0);
-  spdlog::debug("passes: {} folded, {} identities, {} batchnorms folded, {} dead removed, {} fused",
-                ps.folded, ps.identities, ps.batchnorms, ps.dead, fused);
+  log_debug("passes: {} folded, {} identities, {} batchnorms folded, {} dead removed, {} fused",
+            ps.folded, ps.identities, ps.batchnorms, ps.dead, fused);
   for (const Node& n : graph_.nodes)
     if (!find_ref_kernel(n.op)) n.fail(Code::unsupported, "no kernel implements operator " + n.op);
   for (ValueId v : graph_.inputs)
@@ -92,6 +102,7 @@ void Session::prepare(const SessionOptions& o) {
     outputs_.push_back({graph_.value(v).name, graph_.value(v).dtype, graph_.value(v).shape});
 
   auto t1 = Clock::now();
+  log_level_ = o.log_level;
   isa_ = effective_isa(o.max_isa);
   threads_ = o.threads > 0 ? o.threads : int(std::thread::hardware_concurrency());
   if (threads_ < 1) threads_ = 1;
@@ -128,22 +139,22 @@ void Session::prepare(const SessionOptions& o) {
   stats_.jit_ms = sel_->jit_ms + ms_since(t2) - stats_.pack_ms;
   // The kernels own packed copies of their weights: the originals are dead weight now.
   const int64_t released = o.reference ? 0 : release_unread_constants(graph_, *plan_);
-  spdlog::debug("released {:.1f} MiB of constants the kernels packed", double(released) / 1048576);
+  log_debug("released {:.1f} MiB of constants the kernels packed", double(released) / 1048576);
   exec_ = std::make_unique<Executor>(graph_, *plan_, threads_);
-  spdlog::info("steps run {}",
-               exec_->uses_graph() ? "through a flow graph (branches overlap)" : "in plan order");
+  log_info("steps run {}",
+           exec_->uses_graph() ? "through a flow graph (branches overlap)" : "in plan order");
   stats_.plan_ms = ms_since(t1);
-  if (spdlog::should_log(spdlog::level::info))
+  if (log_enabled(kInfo))
     for (const Step& st : plan_->steps) {
       if (st.node < 0) continue;
       const NodeChoice& c = sel_->nodes[size_t(st.node)];
-      spdlog::info("{}: {} [{}] {:.1f} us ({})", graph_.nodes[size_t(st.node)].where(),
-                   st.kernel->name(), c.label.key(), c.ms * 1e3,
-                   c.cached     ? "cache hit"
-                   : c.measured ? "measured"
-                                : "model");
+      log_info("{}: {} [{}] {:.1f} us ({})", graph_.nodes[size_t(st.node)].where(),
+               st.kernel->name(), c.label.key(), c.ms * 1e3,
+               c.cached     ? "cache hit"
+               : c.measured ? "measured"
+                            : "model");
     }
-  spdlog::info(
+  log_info(
       "plan: {} strategy ({} tuning{}), predicted {:.3f} ms{}, isa {}, {} threads, {} steps ({} "
       "JIT, {} layout conversions), arena {} KiB "
       "(one buffer per tensor: {} KiB)",
@@ -170,6 +181,7 @@ static void check_io(const char* kind, const std::vector<IoInfo>& want,
 }
 
 void Session::run(const std::vector<Tensor>& inputs, std::vector<Tensor>& outputs) const {
+  LogScope scope(log_level_);
   check_io("input", inputs_, inputs);
   check_io("output", outputs_, outputs);
   exec_->run(inputs, outputs);
@@ -177,6 +189,7 @@ void Session::run(const std::vector<Tensor>& inputs, std::vector<Tensor>& output
 
 void Session::run_profiled(const std::vector<Tensor>& inputs, std::vector<Tensor>& outputs,
                            RunProfile& profile) const {
+  LogScope scope(log_level_);
   check_io("input", inputs_, inputs);
   check_io("output", outputs_, outputs);
   exec_->run(inputs, outputs, &profile);

@@ -19,7 +19,8 @@ class Executor;
 struct SessionOptions {
   int threads = 0;         // 0 = all cores
   int64_t batch = 0;       // 0 = what the model says (a symbolic batch dim becomes 1)
-  int log_level = -1;      // spdlog level 0..6; -1 = KILN_LOG_LEVEL or "warn"
+  int log_level = -1;      // this session's messages: 0 trace .. 6 off; -1 = the process's
+                           // threshold (runtime/log.h)
   int max_isa = -1;        // cap on the ISA (kiln::Isa value); -1 = none (KILN_MAX_ISA applies)
   bool reference = false;  // run every op with the scalar reference kernels (for comparison)
   int strategy = 0;        // kiln::Strategy: 0 global (PBQP), 1 local, 2 fixed, 3 heuristic
@@ -83,6 +84,7 @@ class Session {
   LoadStats stats_;
   Isa isa_ = Isa::scalar;
   int threads_ = 1;
+  int log_level_ = -1;
   std::unique_ptr<Selection> sel_;
   std::unique_ptr<Plan> plan_;
   std::unique_ptr<Executor> exec_;

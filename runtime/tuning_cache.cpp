@@ -21,7 +21,6 @@
 
 #include <dirent.h>
 #include <fcntl.h>
-#include <spdlog/spdlog.h>
 #include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -36,6 +35,9 @@
 #include <filesystem>
 #include <thread>
 #include <vector>
+
+#include "graph/env.h"
+#include "runtime/log.h"
 
 namespace kiln {
 namespace {
@@ -210,7 +212,7 @@ void remove_stale_temps(const std::string& dir, const std::string& name) {
   while (dirent* e = readdir(d))
     if (std::strncmp(e->d_name, prefix.c_str(), prefix.size()) == 0) {
       std::string p = dir + "/" + e->d_name;
-      if (::unlink(p.c_str()) == 0) spdlog::debug("tuning cache: removed stale '{}'", p);
+      if (::unlink(p.c_str()) == 0) log_debug("tuning cache: removed stale '{}'", p);
     }
   closedir(d);
 }
@@ -231,14 +233,15 @@ std::string default_cache_dir() {
     while (s.size() > 1 && s.back() == '/') s.pop_back();
     return s;
   };
-  if (const char* k = std::getenv("KILN_CACHE_DIR")) {
-    std::string v = k;
+  if (env_set(EnvVar::cache_dir)) {
+    std::string v = env_value(EnvVar::cache_dir);
     if (v.empty() || v == "0" || v == "off" || v == "OFF" || v == "Off") return "";
     return v;
   }
   // XDG Base Directory spec: a relative path in the variable is invalid and ignored.
-  if (const char* x = std::getenv("XDG_CACHE_HOME"); x && x[0] == '/') return strip(x) + "/kiln";
-  if (const char* h = std::getenv("HOME"); h && *h) return strip(h) + "/.cache/kiln";
+  if (const std::string x = env_value(EnvVar::xdg_cache_home); !x.empty() && x[0] == '/')
+    return strip(x) + "/kiln";
+  if (const std::string h = env_value(EnvVar::home); !h.empty()) return strip(h) + "/.cache/kiln";
   return "";
 }
 
@@ -277,8 +280,8 @@ std::optional<double> TuningCache::time(const std::string& problem,
 
 void TuningCache::put_time(const std::string& problem, const std::string& label, double ms) {
   if (!valid_ms(ms)) {
-    spdlog::warn("tuning cache: refusing time {} ms for '{}' / '{}' (not a finite time >= 0)", ms,
-                 problem, label);
+    log_warn("tuning cache: refusing time {} ms for '{}' / '{}' (not a finite time >= 0)", ms,
+             problem, label);
     return;
   }
   if (ms == 0) ms = 0;  // -0.0 is stored as 0
@@ -310,13 +313,13 @@ void TuningCache::read_file_locked(Entries& out) {
   int fd = ::open(path_.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0) {
     if (errno == ENOENT) return;  // nothing cached yet (or no folder yet)
-    spdlog::warn("tuning cache '{}': cannot open: {}; ignoring it", path_, errno_text(errno));
+    log_warn("tuning cache '{}': cannot open: {}; ignoring it", path_, errno_text(errno));
     ++stats_.rejected;
     return;
   }
   struct stat st {};
   if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-    spdlog::warn("tuning cache '{}': not a regular file; ignoring it", path_);
+    log_warn("tuning cache '{}': not a regular file; ignoring it", path_);
     ::close(fd);
     ++stats_.rejected;
     return;
@@ -329,7 +332,7 @@ void TuningCache::read_file_locked(Entries& out) {
       ssize_t r = ::read(fd, buf.data(), buf.size());
       if (r < 0 && errno == EINTR) continue;
       if (r < 0) {
-        spdlog::warn("tuning cache '{}': read error: {}; ignoring it", path_, errno_text(errno));
+        log_warn("tuning cache '{}': read error: {}; ignoring it", path_, errno_text(errno));
         ::close(fd);
         ++stats_.rejected;
         return;
@@ -345,13 +348,13 @@ void TuningCache::read_file_locked(Entries& out) {
   }
   ::close(fd);
   if (too_big) {
-    spdlog::warn("tuning cache '{}': larger than {} MiB; reading only the start of it", path_,
-                 kMaxFileBytes >> 20);
+    log_warn("tuning cache '{}': larger than {} MiB; reading only the start of it", path_,
+             kMaxFileBytes >> 20);
     ++stats_.rejected;
   }
 
   auto reject_file = [&](const std::string& why) {
-    spdlog::warn(
+    log_warn(
         "tuning cache '{}': {}; ignoring the whole file (it is rewritten by the next "
         "flush)",
         path_, why);
@@ -387,8 +390,8 @@ void TuningCache::read_file_locked(Entries& out) {
   auto reject_line = [&](size_t line_no, const char* why) {
     ++bad;
     if (logged++ < kMaxLoggedPerRead)
-      spdlog::warn("tuning cache '{}': line {}: {}; entry ignored (measured again)", path_, line_no,
-                   why);
+      log_warn("tuning cache '{}': line {}: {}; entry ignored (measured again)", path_, line_no,
+               why);
   };
   bool end_seen = false;
   size_t line_no = 1;
@@ -439,8 +442,8 @@ void TuningCache::read_file_locked(Entries& out) {
       int64_t n = -1;
       auto r = std::from_chars(f[1].data(), f[1].data() + f[1].size(), n);
       if (r.ec != std::errc() || r.ptr != f[1].data() + f[1].size() || n != good + bad) {
-        spdlog::warn("tuning cache '{}': end marker counts {} entries, the file has {}", path_,
-                     std::string(f[1]), good + bad);
+        log_warn("tuning cache '{}': end marker counts {} entries, the file has {}", path_,
+                 std::string(f[1]), good + bad);
         ++stats_.rejected;
       }
     } else {
@@ -448,10 +451,10 @@ void TuningCache::read_file_locked(Entries& out) {
     }
   }
   if (logged > kMaxLoggedPerRead)
-    spdlog::warn("tuning cache '{}': {} damaged lines in all", path_, bad);
+    log_warn("tuning cache '{}': {} damaged lines in all", path_, bad);
   if (!end_seen) {
-    spdlog::warn("tuning cache '{}': no end marker (truncated file); {} intact entries used", path_,
-                 good);
+    log_warn("tuning cache '{}': no end marker (truncated file); {} intact entries used", path_,
+             good);
     ++stats_.rejected;
   }
   stats_.loaded += good;
@@ -464,7 +467,7 @@ std::string TuningCache::encode_locked(const Entries& e) const {
   int64_t n = 0;
   auto add = [&](const std::string& payload) {
     if (payload.size() + 17 > kMaxLineBytes) {
-      spdlog::warn(
+      log_warn(
           "tuning cache '{}': an entry of {} bytes exceeds the line limit; kept in "
           "memory only",
           path_, payload.size());
@@ -486,8 +489,8 @@ bool TuningCache::flush() {
   std::lock_guard<std::mutex> lock(mu_);
   if (!enabled() || (dirty_times_.empty() && dirty_plans_.empty())) return true;
   auto fail = [&](const std::string& what, int err) {
-    spdlog::warn("tuning cache '{}': not saved: {}: {}; the entries stay in memory", path_, what,
-                 errno_text(err));
+    log_warn("tuning cache '{}': not saved: {}: {}; the entries stay in memory", path_, what,
+             errno_text(err));
     return false;
   };
   std::error_code ec;

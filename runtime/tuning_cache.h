@@ -46,7 +46,7 @@ struct CacheContext {
 };
 
 // KILN_CACHE_DIR if set (the values "off"/"0"/"" disable: return ""), else
-// $XDG_CACHE_HOME/kiln, else $HOME/.cache/kiln, else "".
+// $XDG_CACHE_HOME/kiln, else $HOME/.cache/kiln, else "" (as of the last snapshot_env()).
 std::string default_cache_dir();
 
 class TuningCache {

@@ -1,5 +1,4 @@
 // The `kiln` subcommands: info, run, bench. They use kiln::Session directly.
-#include <spdlog/spdlog.h>
 
 #include <algorithm>
 #include <chrono>
@@ -10,6 +9,7 @@
 #include <vector>
 
 #include "cli.h"
+#include "runtime/log.h"
 #include "runtime/npy.h"
 #include "runtime/selection.h"
 #include "runtime/session.h"
@@ -105,7 +105,7 @@ int cmd_run(const Args& a) {
   auto t0 = Clock::now();
   s->run(ins, outs);
   double run_ms = ms_between(t0, Clock::now());
-  spdlog::info("run took {:.2f} ms", run_ms);
+  log_info("run took {:.2f} ms", run_ms);
 
   for (size_t i = 0; i < outs.size(); ++i) {
     Summary sm = summarize(outs[i]);

@@ -246,7 +246,7 @@ int main(int argc, char** argv) {
     Args a;
     int rc = parse(argc, argv, a);
     if (rc >= 0) return rc;
-    kiln::init_logging(a.log_level);
+    kiln::set_log_level(a.log_level);  // the CLI is the host: its level is the process's
     if (a.command == "info") return cmd_info(a);
     if (a.command == "run") return cmd_run(a);
     if (a.command == "plan") return cmd_plan(a);

@@ -10,7 +10,9 @@
 #include <fstream>
 #include <mutex>
 
+#include "graph/env.h"
 #include "graph/error.h"
+#include "jit/code_pool.h"
 #include "jit/jit_generator.h"
 
 namespace kiln::glue {
@@ -29,24 +31,6 @@ class ErrorRecorder : public aj::ErrorHandler {
   aj::Error err_ = aj::kErrorOk;
   std::string msg_;
 };
-
-// Same conventions as JitGenerator: KILN_JIT_DUMP=dir writes the bytes, KILN_PERF_MAP=1 adds
-// a /tmp/perf-PID.map line so `perf report` names the code.
-void register_code(const std::string& name, const void* code, size_t size) {
-  static std::mutex mu;
-  std::lock_guard<std::mutex> lock(mu);
-  if (const char* dir = std::getenv("KILN_JIT_DUMP"); dir && *dir) {
-    std::ofstream f(std::string(dir) + "/" + name + ".bin", std::ios::binary);
-    f.write(static_cast<const char*>(code), std::streamsize(size));
-  }
-  if (const char* pm = std::getenv("KILN_PERF_MAP"); pm && *pm == '1') {
-    std::string path = "/tmp/perf-" + std::to_string(getpid()) + ".map";
-    if (FILE* f = std::fopen(path.c_str(), "a")) {
-      std::fprintf(f, "%lx %zx %s\n", reinterpret_cast<unsigned long>(code), size, name.c_str());
-      std::fclose(f);
-    }
-  }
-}
 
 }  // namespace
 
@@ -68,8 +52,7 @@ AsmBuilder::AsmBuilder(std::string name, Isa isa)
                              std::string(isa_name(isa)));
   impl_->code.init(aj::Environment::host());
   impl_->code.setErrorHandler(&impl_->errors);
-  if (const char* l = std::getenv("KILN_JIT_LOG"); l && *l == '1')
-    impl_->code.setLogger(&impl_->logger);
+  if (env_value(EnvVar::jit_log) == "1") impl_->code.setLogger(&impl_->logger);
   impl_->cc = std::make_unique<x86::Compiler>(&impl_->code);
   cc_ = impl_->cc.get();
   data_label_ = cc_->newLabel();
@@ -378,7 +361,7 @@ ExecCode AsmBuilder::finish() {
   entry_offsets_.clear();
   for (auto* f : funcs_) entry_offsets_.push_back(size_t(code.labelOffsetFromBase(f->label())));
   out.block_.write(bytes.data(), size);
-  register_code(name_, out.base(), out.size());
+  announce_code(name_, out.base(), out.size());
   return out;
 }
 

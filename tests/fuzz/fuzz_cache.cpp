@@ -113,7 +113,7 @@ void check(const kiln::TuningCache& c, const kiln::fuzz::CacheOracle& o) {
 
 extern "C" int LLVMFuzzerInitialize(int* argc, char*** argv) {
   kiln::fuzz::init_process(argc, argv);
-  kiln::init_logging();  // KILN_LOG_LEVEL=off (set above): the cache warns on every bad file
+  kiln::set_log_level(kiln::kOff);  // the cache warns on every bad file
   char cwd[4096];
   if (!getcwd(cwd, sizeof cwd)) kiln::fuzz::bug("harness", "getcwd failed");
   g_dir = std::string(cwd) + "/cache";

@@ -15,6 +15,7 @@
 #include <random>
 #include <set>
 
+#include "graph/env.h"
 #include "jit/cpu.h"
 #include "runtime/tuning_cache.h"
 #include "tests/runtime/tuning_cache_test_util.h"
@@ -111,6 +112,7 @@ struct EnvGuard {
   }
   ~EnvGuard() {
     for (auto& [n, v] : saved) v ? setenv(n.c_str(), v->c_str(), 1) : unsetenv(n.c_str());
+    kiln::snapshot_env();
   }
 };
 
@@ -265,27 +267,34 @@ TEST_CASE("tuning cache: disabled") {
 
 TEST_CASE("tuning cache: default_cache_dir environment handling") {
   EnvGuard guard({"KILN_CACHE_DIR", "XDG_CACHE_HOME", "HOME"});
+  // The library reads the environment at snapshots (every session load), never in between.
+  auto dir = [] {
+    kiln::snapshot_env();
+    return default_cache_dir();
+  };
   setenv("HOME", "/home/u", 1);
   setenv("XDG_CACHE_HOME", "/xdg/cache", 1);
   setenv("KILN_CACHE_DIR", "/explicit/dir", 1);
-  CHECK(default_cache_dir() == "/explicit/dir");
+  CHECK(dir() == "/explicit/dir");
   for (const char* off : {"off", "0", ""}) {
     setenv("KILN_CACHE_DIR", off, 1);
-    CHECK_MESSAGE(default_cache_dir() == "", off);
+    CHECK_MESSAGE(dir() == "", off);
   }
   unsetenv("KILN_CACHE_DIR");
-  CHECK(default_cache_dir() == "/xdg/cache/kiln");
+  CHECK(dir() == "/xdg/cache/kiln");
   setenv("XDG_CACHE_HOME", "/xdg/cache/", 1);
-  CHECK(default_cache_dir() == "/xdg/cache/kiln");
+  CHECK(dir() == "/xdg/cache/kiln");
   setenv("XDG_CACHE_HOME", "relative/cache", 1);  // invalid per the XDG spec: ignored
-  CHECK(default_cache_dir() == "/home/u/.cache/kiln");
+  CHECK(dir() == "/home/u/.cache/kiln");
   setenv("XDG_CACHE_HOME", "", 1);
-  CHECK(default_cache_dir() == "/home/u/.cache/kiln");
+  CHECK(dir() == "/home/u/.cache/kiln");
   unsetenv("XDG_CACHE_HOME");
-  CHECK(default_cache_dir() == "/home/u/.cache/kiln");
+  CHECK(dir() == "/home/u/.cache/kiln");
   unsetenv("HOME");
-  CHECK(default_cache_dir() == "");
+  CHECK(dir() == "");
   setenv("KILN_CACHE_DIR", "rel/dir", 1);  // an explicit choice is taken as given
+  CHECK(dir() == "rel/dir");
+  setenv("KILN_CACHE_DIR", "/changed/later", 1);  // no snapshot since: not seen
   CHECK(default_cache_dir() == "rel/dir");
 }
 

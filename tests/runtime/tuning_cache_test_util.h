@@ -4,8 +4,6 @@
 #pragma once
 
 #include <doctest/doctest.h>
-#include <spdlog/sinks/ostream_sink.h>
-#include <spdlog/spdlog.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -18,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "runtime/log.h"
 #include "runtime/tuning_cache.h"
 
 namespace kiln::cache_test {
@@ -43,20 +42,19 @@ struct TempDir {
   std::string operator/(const std::string& name) const { return path + "/" + name; }
 };
 
-// Routes spdlog's default logger into a string while alive (warnings are part of what the
-// tests check, and the bit-flip loops would otherwise flood stderr).
+// Routes Kiln's log (warnings and worse) into a string while alive (warnings are part of
+// what the tests check, and the bit-flip loops would otherwise flood stderr).
 struct LogCapture {
-  std::ostringstream out;
-  std::shared_ptr<spdlog::logger> saved = spdlog::default_logger();
+  std::shared_ptr<std::string> out = std::make_shared<std::string>();
   LogCapture() {
-    auto sink = std::make_shared<spdlog::sinks::ostream_sink_mt>(out);
-    auto lg = std::make_shared<spdlog::logger>("cache-test", sink);
-    lg->set_pattern("%l %v");
-    lg->set_level(spdlog::level::warn);
-    spdlog::set_default_logger(lg);
+    kiln::set_log_sink(
+        [o = out](int level, const char* msg) {
+          *o += std::string(kiln::log_level_name(level)) + " " + msg + "\n";
+        },
+        kiln::kWarn);
   }
-  ~LogCapture() { spdlog::set_default_logger(saved); }
-  std::string text() const { return out.str(); }
+  ~LogCapture() { kiln::set_log_sink(nullptr, -1); }
+  std::string text() const { return *out; }
 };
 
 inline CacheContext test_context(std::string build = "test-build-1") {

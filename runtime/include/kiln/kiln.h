@@ -20,6 +20,19 @@
  *   kiln_status* st = kiln_session_create_from_file("model.onnx", &opts, &s);
  *   if (st) { fprintf(stderr, "%s\n", kiln_status_message(st)); kiln_status_release(st); }
  *
+ * Logging and process state: loading a session changes nothing in the host process but its
+ * own memory. Kiln writes its messages through a private spdlog logger (never registered, never
+ * spdlog's default logger; spdlog's global level and patterns are untouched) to stderr as
+ * "[kiln W] message", or to the host's callback (kiln_set_log_callback). A session with
+ * options.log_level >= 0 uses that level for its own messages (load and run); the others use
+ * the process threshold: the callback's level, else KILN_LOG_LEVEL, else warn.
+ *
+ * Environment: Kiln reads its variables (KILN_LOG_LEVEL, KILN_MAX_ISA, KILN_CACHE_DIR,
+ * XDG_CACHE_HOME, HOME, KILN_COLD_WEIGHTS, KILN_FLOW, KILN_HUGE_PAGES, KILN_JIT_DUMP,
+ * KILN_PERF_MAP, KILN_JIT_LOG; see README.md) when a session is created, each creation afresh,
+ * and never while a session runs. KILN_PERF_MAP's choice of code mapping is made once, at the
+ * first kernel the process generates.
+ *
  * Thread safety: kiln_session_run may be called concurrently from any number of threads on the
  * same session (each run uses its own intermediate buffers; the session is read-only after
  * creation). All query functions are likewise safe to call concurrently. Releasing a session
@@ -89,6 +102,33 @@ KILN_API const char* kiln_code_name(kiln_code code);
 /* Library version, e.g. "0.1.0". Static string. */
 KILN_API const char* kiln_version(void);
 
+/* ---- logging ----------------------------------------------------------------------------- */
+
+/* Message levels; also the values of kiln_options.log_level. */
+typedef enum kiln_log_level {
+  KILN_LOG_TRACE = 0,
+  KILN_LOG_DEBUG = 1,
+  KILN_LOG_INFO = 2,
+  KILN_LOG_WARN = 3,
+  KILN_LOG_ERROR = 4,
+  KILN_LOG_CRITICAL = 5,
+  KILN_LOG_OFF = 6
+} kiln_log_level;
+
+/* Receives one message: a kiln_log_level and the text (UTF-8, no trailing newline, valid only
+ * during the call). */
+typedef void (*kiln_log_fn)(void* user_data, int32_t level, const char* message);
+
+/* Routes every Kiln message to fn(user_data, level, message) instead of stderr (fn NULL: back to
+ * stderr) and sets the process threshold `level` (a kiln_log_level; -1: KILN_LOG_LEVEL, else
+ * warn). Sessions whose options.log_level is >= 0 keep their own level.
+ * The callback may be called from any thread that creates or runs a session, but never by two
+ * threads at once. Messages Kiln raises while the callback runs are dropped, and calling
+ * kiln_set_log_callback from inside it returns KILN_INVALID_ARGUMENT (it would deadlock). When
+ * kiln_set_log_callback returns, the previous callback is not running and is never called
+ * again, so its user_data may be freed. An exception thrown by a C++ callback is swallowed. */
+KILN_API kiln_status* kiln_set_log_callback(int32_t level, kiln_log_fn fn, void* user_data);
+
 /* ---- options ----------------------------------------------------------------------------- */
 
 /* Session options. Always initialise with kiln_options_init(): it sets struct_size to the size
@@ -102,8 +142,9 @@ KILN_API const char* kiln_version(void);
 typedef struct kiln_options {
   size_t struct_size; /* sizeof(kiln_options), set by kiln_options_init */
   int32_t threads;    /* worker threads; 0 = all cores (default) */
-  int32_t log_level;  /* 0 trace, 1 debug, 2 info, 3 warn, 4 error, 5 critical, 6 off;
-                         -1 = from the KILN_LOG_LEVEL environment variable, else warn (default) */
+  int32_t log_level;  /* this session's messages: a kiln_log_level (0 trace .. 6 off); -1 = the
+                         process threshold: kiln_set_log_callback's level, else the
+                         KILN_LOG_LEVEL environment variable, else warn (default) */
   int64_t batch_size; /* batch to fix a symbolic/first dim to; 0 = the model's (a symbolic batch
                          becomes 1) (default) */
   /* Tuning cache directory; NULL or "" = $KILN_CACHE_DIR, else $XDG_CACHE_HOME/kiln, else
