@@ -1,7 +1,6 @@
 #include "runtime/executor.h"
 
 #include <tbb/flow_graph.h>
-#include <tbb/parallel_for.h>
 #include <tbb/task_arena.h>
 #include <tbb/task_group.h>
 
@@ -11,6 +10,7 @@
 #include <cstring>
 
 #include "graph/env.h"
+#include "runtime/arenas.h"
 #include "runtime/parallel_tiles.h"
 #include "runtime/step_stream.h"
 
@@ -40,7 +40,7 @@ struct Executor::Context {
 
 Executor::Executor(const Graph& g, const Plan& p, int threads, Schedule schedule)
     : g_(g), p_(p), threads_(threads) {
-  if (threads_ > 1) arena_ = std::make_unique<tbb::task_arena>(threads_);
+  if (threads_ > 1) arena_ = &shared_arena(threads_);
   for (const Step& st : p_.steps) {
     tiles_.push_back(st.kernel->tiles());
     src_off_.push_back(src_total_);
@@ -232,7 +232,7 @@ void Executor::run(const std::vector<Tensor>& inputs, std::vector<Tensor>& outpu
     run_stream(c);
   } else if (use_graph_) {
     // Independent branches (Inception-style modules, parallel convs into a concat) run
-    // concurrently; each step's tiles are split with parallel_for in the same arena.
+    // concurrently; each step's tiles are split with parallel_tiles in the same arena.
     arena_->execute([&] {
       c.start->try_put(tbb::flow::continue_msg());
       try {

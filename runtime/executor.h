@@ -57,8 +57,8 @@ class Executor {
   const Graph& g_;
   const Plan& p_;
   int threads_;
-  std::unique_ptr<tbb::task_arena> arena_;
-  bool use_graph_ = false;  // run through the flow graph (else steps in plan order)
+  tbb::task_arena* arena_ = nullptr;  // shared_arena(threads_); none for one thread
+  bool use_graph_ = false;            // run through the flow graph (else steps in plan order)
   // Per step: tile count and where its operand pointers start in a context's src / dst.
   std::vector<int64_t> tiles_;
   std::vector<size_t> src_off_, dst_off_;

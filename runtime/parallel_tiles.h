@@ -7,9 +7,7 @@
 // caller, and tiles of equal count are not of equal time. Here the early thread does more.
 #pragma once
 
-#include <tbb/blocked_range.h>
-#include <tbb/parallel_for.h>
-#include <tbb/partitioner.h>
+#include <tbb/task_group.h>
 
 #include <algorithm>
 #include <atomic>
@@ -19,7 +17,7 @@
 namespace kiln {
 
 // piece(begin, end) runs tiles [begin, end); called concurrently from up to `threads` threads
-// of the current task arena. Returns when every tile has run.
+// of the current task arena. Returns when every tile has run; rethrows what a piece threw.
 template <class F>
 void parallel_tiles(int64_t tiles, int threads, F&& piece) {
   if (threads <= 1 || tiles <= 1) {
@@ -55,12 +53,14 @@ void parallel_tiles(int64_t tiles, int threads, F&& piece) {
       }
     }
   };
-  tbb::parallel_for(
-      tbb::blocked_range<int>(0, n),
-      [&](const tbb::blocked_range<int>& r) {
-        for (int i = r.begin(); i < r.end(); ++i) work(i);
-      },
-      tbb::static_partitioner());
+  // One task per other share and this thread's own inline; any thread may run any share, so
+  // a worker that starts late only finds less left. (Not parallel_for with a static
+  // partitioner: in oneTBB 2021.8 its proxy tasks kept ~100 bytes per call, growing without
+  // bound in a long-running host.)
+  tbb::task_group tg;
+  for (int i = 1; i < n; ++i) tg.run([&work, i] { work(i); });
+  work(0);
+  tg.wait();
 }
 
 }  // namespace kiln

@@ -1,7 +1,6 @@
 #include "runtime/profiler.h"
 
 #include <immintrin.h>
-#include <tbb/parallel_for.h>
 #include <tbb/task_arena.h>
 #include <unistd.h>
 
@@ -12,6 +11,7 @@
 #include <random>
 
 #include "jit/glue/glue.h"
+#include "runtime/arenas.h"
 #include "runtime/glue_kernels.h"
 #include "runtime/parallel_tiles.h"
 
@@ -35,7 +35,7 @@ bool weights_stay_cached(int64_t model_weight_bytes, int threads) {
 }
 
 Profiler::Profiler(int threads, ProfileBudget b) : threads_(std::max(1, threads)), budget_(b) {
-  if (threads_ > 1) arena_ = std::make_unique<tbb::task_arena>(threads_);
+  if (threads_ > 1) arena_ = &shared_arena(threads_);
 }
 
 Profiler::~Profiler() = default;

@@ -83,7 +83,7 @@ class Profiler {
   float* scratch(size_t slot, int64_t bytes);
   int threads_;
   ProfileBudget budget_;
-  std::unique_ptr<tbb::task_arena> arena_;
+  tbb::task_arena* arena_ = nullptr;  // shared_arena(threads_); none for one thread
   std::vector<std::shared_ptr<float>> bufs_;
   std::vector<int64_t> sizes_;
   // Milliseconds per byte of fresh scratch: measured on the first big allocation; until then

@@ -17,6 +17,7 @@
 
 #include "graph/env.h"
 #include "jit/jit_generator.h"
+#include "runtime/arenas.h"
 #include "runtime/log.h"
 #include "runtime/profiler.h"
 #include "runtime/tuning_cache.h"
@@ -604,9 +605,9 @@ class Selector {
     if (o_.threads <= 1 || nodes.size() < 2) {
       for (size_t i : nodes) one(i);
     } else {
-      tbb::task_arena arena(o_.threads);
-      arena.execute(
-          [&] { tbb::parallel_for(size_t(0), nodes.size(), [&](size_t k) { one(nodes[k]); }); });
+      shared_arena(o_.threads).execute([&] {
+        tbb::parallel_for(size_t(0), nodes.size(), [&](size_t k) { one(nodes[k]); });
+      });
     }
     build_ns_ += total_ns.load();
     codegen_ns_ += codegen_ns.load();

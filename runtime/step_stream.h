@@ -1,6 +1,6 @@
 // Runs a plan's steps in order on several threads without a fork/join per step.
 //
-// parallel_tiles (one tbb::parallel_for per step) pays a task hand-off and a join at every step
+// parallel_tiles (a task fork and join per step) pays a task hand-off and a join at every step
 // boundary: on ResNet-50 at two threads, ~9 us between steps and ~4 us until the second thread
 // starts, 77 times per run. Here each thread calls participate() once per run and walks the
 // steps itself: it takes tiles of step i (its own share first, then the others', in shrinking

@@ -3,9 +3,11 @@
 # concurrency tests only: concurrent runs on one session (test_c_api.cpp) and the many-thread
 # misuse tests (test_c_api_misuse.cpp: sessions created/run/released from several threads,
 # good and failing runs interleaved on one session with 1 and 2 intra-op threads, options and
-# statuses), and the tuning cache shared by threads (test_tuning_cache_procs.cpp: one cache
-# object written from several threads, several objects on one file). Any data race fails the
-# run. The other suites are single-threaded or covered by the ASan build.
+# statuses), the soak (test_soak.cpp: threads running two sessions while another loads and
+# releases sessions), the tuning cache shared by threads (test_tuning_cache_procs.cpp: one cache
+# object written from several threads, several objects on one file) and the log callback with
+# sessions loading at once (tests/host). Any data race fails the run. The other suites are
+# single-threaded or covered by the ASan build.
 #   KILN_TSAN_BUILD_DIR   build folder (default build-tsan)
 #   KILN_TSAN_TESTS       doctest -tc filter for test_api (default: the concurrency tests above)
 set -euo pipefail
@@ -16,13 +18,14 @@ require_clang
 FLAGS="-O1 -g1 -DNDEBUG -fno-omit-frame-pointer -fsanitize=thread"
 t0=$(date +%s)
 configure_sanitized "$BUILD" "$FLAGS" "-fsanitize=thread"
-cmake --build "$BUILD" -j"$JOBS" --target kiln test_api test_runtime
+cmake --build "$BUILD" -j"$JOBS" --target kiln test_api test_runtime test_host
 echo "tsan: built in $(since "$t0") s"
 
 t1=$(date +%s)
 export TSAN_OPTIONS=${TSAN_OPTIONS:-halt_on_error=1:second_deadlock_stack=1:suppressions=$ROOT/tests/sanitize/tsan.supp}
 export KILN_LOG_LEVEL=${KILN_LOG_LEVEL:-warn}
-"$BUILD/tests/test_api" --test-case="${KILN_TSAN_TESTS:-*concurrent*,*many threads*}" \
+"$BUILD/tests/test_api" --test-case="${KILN_TSAN_TESTS:-*concurrent*,*many threads*,soak*}" \
   --duration=true
 "$BUILD/tests/test_runtime" --test-case='*threads sharing one object*' --duration=true
+"$BUILD/tests/test_host" --duration=true
 echo "tsan: tests ran in $(since "$t1") s"
