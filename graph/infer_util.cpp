@@ -1,6 +1,7 @@
 #include "graph/infer_util.h"
 
 #include <algorithm>
+#include <cmath>
 
 #include "graph/onnx_import.h"
 
@@ -109,8 +110,17 @@ std::vector<int64_t> tensor_as_ints(const Tensor& t) {
     const int64_t* p = t.data<int64_t>();
     std::copy(p, p + t.numel(), v.begin());
   } else {
+    // Truncated toward zero and saturated at the int64 range (a plain cast of a value out of
+    // range is undefined: fuzz_graph found a Dropout training_mode of -2.6e33); NaN counts as
+    // nonzero, as for a flag.
     const float* p = t.data<float>();
-    for (int64_t k = 0; k < t.numel(); ++k) v[size_t(k)] = int64_t(p[k]);
+    for (int64_t k = 0; k < t.numel(); ++k) {
+      const float x = p[k];
+      v[size_t(k)] = std::isnan(x)   ? 1
+                     : x >= 0x1p63f  ? INT64_MAX
+                     : x <= -0x1p63f ? INT64_MIN
+                                     : int64_t(x);
+    }
   }
   return v;
 }

@@ -48,7 +48,8 @@ Shape broadcast_shapes(const Node& n, const Shape& a, const Shape& b);
 // is present but not a constant (Kiln needs it at load time); invalid_model when it is not an
 // int64 tensor of rank <= 1.
 std::optional<std::vector<int64_t>> const_ints(const Graph& g, const Node& n, size_t i);
-// Values of a constant tensor as int64 (f32 values are truncated); for boolean-like flags.
+// Values of a constant tensor as int64 (f32 values are truncated, saturated at the int64 range,
+// NaN reads as 1); for boolean-like flags.
 std::vector<int64_t> tensor_as_ints(const Tensor& t);
 
 // Attributes of older opsets that the importer turns into inputs (axes, split, pads, ...):

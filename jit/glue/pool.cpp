@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <climits>
 #include <cstddef>
+#include <initializer_list>
 #include <limits>
 #include <map>
 #include <string>
@@ -451,8 +452,25 @@ std::unique_ptr<Kernel> create_pool_kernel(const PoolProblem& p, Layout l, Isa i
     return no("bad window attributes: " + p.str());
   const int B = layout_block(l);
   const int64_t pix = (B == 1 ? C : B) * 4;  // bytes per pixel
-  if (H * W * pix > INT32_MAX / 2 || (p.kh + 1) * p.dh * W * pix > INT32_MAX / 2)
-    return no("tensor too large for 32-bit displacements");
+  // Every displacement the code computes lies within the window's reach of the input
+  // (strides, pads and dilations included): it must fit 32 bits (a stride of 2^31-1 did not;
+  // fuzz_session). within(): a sum of products, overflow-checked, is at most INT32_MAX / 2.
+  auto within = [](std::initializer_list<std::initializer_list<int64_t>> terms) {
+    int64_t sum = 0;
+    for (auto t : terms) {
+      int64_t v = 1;
+      for (int64_t x : t)
+        if (x < 0 || __builtin_mul_overflow(v, x, &v)) return false;
+      if (__builtin_add_overflow(sum, v, &sum) || sum > INT32_MAX / 2) return false;
+    }
+    return true;
+  };
+  const bool fits =
+      within({{H, W, pix}}) &&
+      (p.global || (within({{p.kh, p.dh, W, pix}, {p.dh, W, pix}}) &&
+                    within({{OW, p.sw, pix}, {p.kw, p.dw, pix}, {p.pl, pix}}) &&
+                    within({{OH, p.sh, W, pix}, {p.kh, p.dh, W, pix}, {p.pt, W, pix}})));
+  if (!fits) return no("tensor or window too large for 32-bit displacements: " + p.str());
 
   const std::string name = pool_name(p, l, isa);
   AsmBuilder b(name, isa);

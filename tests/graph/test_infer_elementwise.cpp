@@ -94,6 +94,20 @@ TEST_CASE("infer Dropout (inference only)") {
     b.node("Dropout", {b.in("x", {2, 3}), kNoValue, const_i64(b, "t", 1)});
     check_fails(b, Code::unsupported, "training_mode");
   }
+  // Regression (fuzz_graph, undefined behaviour): a float training_mode out of the int64
+  // range was cast to int64. A float flag now saturates (NaN counts as set).
+  SUBCASE("float training_mode: zero, huge, NaN") {
+    const float inf = std::numeric_limits<float>::infinity();
+    for (float t : {-2.59615e33f, 3e38f, -inf, std::numeric_limits<float>::quiet_NaN(), 1.0f}) {
+      CAPTURE(t);
+      Builder c;
+      c.node("Dropout", {c.in("x", {2, 3}), kNoValue, scalar_f32(c, "t", t)});
+      check_fails(c, Code::unsupported, "training_mode");
+    }
+    Builder z;
+    z.node("Dropout", {z.in("x", {2, 3}), kNoValue, scalar_f32(z, "t", -0.75f)});
+    CHECK(z.shape() == Shape{2, 3});  // truncates to 0: inference
+  }
   SUBCASE("training_mode computed at run time") {
     b.node("Dropout", {b.in("x", {2, 3}), kNoValue, b.in("t", {}, DType::i64)});
     check_fails(b, Code::unsupported, "training_mode");

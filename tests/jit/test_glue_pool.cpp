@@ -267,5 +267,38 @@ TEST_CASE("glue pool: names and refusals") {
   CHECK_FALSE(create_pool_kernel(p, Layout::nhwc, Isa::scalar, &why));
 }
 
+// Regression (fuzz_session: an internal error, asmjit could not encode `add rbp, 25769803764`):
+// windows whose reach does not fit 32-bit displacements are refused (the reference kernel runs
+// them), never half-generated; the largest that fit still generate.
+TEST_CASE("glue pool: strides, pads and dilations beyond 32-bit displacements are refused") {
+  PoolProblem p;
+  p.kh = p.kw = 2;
+  p.sh = 2;
+  p.sw = 2147483647;
+  p.src = {1, 3, 1024, 8};
+  p.dst = {1, 3, 512, 1};
+  for (Layout l : {Layout::nhwc, Layout::nChw8c}) {
+    std::string why;
+    CHECK_FALSE(create_pool_kernel(p, l, Isa::avx2, &why));
+    CHECK(why.find("32-bit displacements") != std::string::npos);
+  }
+  PoolProblem q = p;
+  q.sw = int64_t(1) << 40;  // products that overflow int64 are refused too
+  q.dst = {1, 3, 512, 3};
+  std::string why;
+  CHECK_FALSE(create_pool_kernel(q, Layout::nhwc, Isa::avx2, &why));
+  q = p;
+  q.sw = 8;
+  q.pl = q.pr = INT64_MAX / 4;
+  CHECK_FALSE(create_pool_kernel(q, Layout::nhwc, Isa::avx2, &why));
+  q = p;
+  q.sw = 8;
+  q.dw = INT64_MAX / 2;
+  CHECK_FALSE(create_pool_kernel(q, Layout::nhwc, Isa::avx2, &why));
+  q = p;
+  q.sw = 8;  // an ordinary stride: generated
+  CHECK(create_pool_kernel(q, Layout::nhwc, Isa::avx2, &why));
+}
+
 }  // namespace
 }  // namespace kiln
