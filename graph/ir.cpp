@@ -210,10 +210,32 @@ Tensor Tensor::reshaped(Shape shape) const {
   return t;
 }
 
+bool Tensor::shares_owner(const std::shared_ptr<void>& owner) const {
+  auto same = [&](const std::shared_ptr<void>& a) {
+    return a && !a.owner_before(owner) && !owner.owner_before(a);
+  };
+  return owner && (same(owner_) || (lazy_ && same(lazy_->owner)));
+}
+
 Tensor Tensor::clone() const {
   Tensor t(dtype_, shape_);
   if (nbytes()) std::memcpy(t.data_, stored_bytes(), nbytes());
   return t;
+}
+
+void own_borrowed(Graph& g) {
+  if (!g.borrowed) return;
+  auto own = [&](Tensor& t) {
+    if (t.shares_owner(g.borrowed)) t = t.clone();
+  };
+  for (Value& v : g.values)
+    if (v.constant) own(*v.constant);
+  for (Node& n : g.nodes)
+    for (auto& [name, a] : n.attrs)
+      if (a.kind == Attribute::Kind::tensor) own(a.t);
+  if (g.borrowed.use_count() != 1)
+    fail(Code::internal, "something still refers to the caller's model bytes after the load");
+  g.borrowed.reset();
 }
 
 // ---------------------------------------------------------------------------------- Node

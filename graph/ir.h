@@ -68,6 +68,8 @@ class Tensor {
   template <class T>
   const T* data() const;
 
+  // Whether the bytes are kept alive by `owner` (the same control block; false for null).
+  bool shares_owner(const std::shared_ptr<void>& owner) const;
   // Same buffer, new shape with the same element count (Reshape/Flatten/Squeeze).
   Tensor reshaped(Shape shape) const;
   Tensor clone() const;  // deep copy
@@ -140,6 +142,9 @@ struct Graph {
   std::vector<Node> nodes;      // topologically ordered after import and after every pass
   std::vector<ValueId> inputs;  // runtime inputs (never initializers)
   std::vector<ValueId> outputs;
+  // Set by an import that borrows the caller's model bytes (ImportOptions::borrow): constants
+  // alias them until own_borrowed() copies what is still needed.
+  std::shared_ptr<void> borrowed;
 
   ValueId add_value(std::string name, DType dtype = DType::f32);
   ValueId add_const(std::string name, Tensor t);
@@ -162,6 +167,11 @@ struct Graph {
  private:
   std::map<std::string, ValueId, std::less<>> index_;
 };
+
+// Gives the graph its own copies of the constants (and tensor attributes) that still alias
+// borrowed model bytes, and forgets them: after it, nothing refers to the caller's buffer
+// (internal error if something else still does). No-op for a graph that borrowed nothing.
+void own_borrowed(Graph& g);
 
 // A generated name not yet used in the graph ("<base>", "<base>_1", ...).
 std::string unique_value_name(const Graph& g, const std::string& base);

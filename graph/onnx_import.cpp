@@ -164,22 +164,10 @@ void check_count(int64_t have, int64_t want, const std::string& what, const Shap
                                   "its shape " + shape_str(s) + " needs " + std::to_string(want));
 }
 
-// A 64-byte aligned tensor for the caller to fill. Tensor's constructor would zero-fill it
-// first: a second pass over fresh memory, which costs as much as the copy itself on these
-// VMs. Only the padding up to the next 64 bytes is zeroed.
-// (Tried: carving copies from chunks advised for transparent huge pages halves the cost of a
-// quiet first touch, but on a busy machine THP's direct compaction stalled loads by 0.5-1 s.)
-Tensor fresh_tensor(DType dtype, Shape shape) {
-  const size_t bytes = size_t(shape_numel(shape)) * dtype_size(dtype);
-  const size_t alloc = std::max<size_t>(64, (bytes + 63) / 64 * 64);
-  void* p = std::aligned_alloc(64, alloc);
-  if (!p) fail(Code::out_of_memory, "cannot allocate " + std::to_string(alloc) + " bytes");
-  std::memset(static_cast<char*>(p) + bytes, 0, alloc - bytes);
-  return Tensor::alias(dtype, std::move(shape), std::shared_ptr<void>(p, std::free), p);
-}
-
 // The tensor of `b`'s bytes (little-endian host assumed: x86). Aliased when Kiln owns the
-// bytes (the mapped file); copied otherwise.
+// bytes (the mapped file) or borrows them (ImportOptions::borrow); copied otherwise (into
+// Tensor's own buffer: from 256 KiB mapped and populated in one call; aligned_alloc'd copies
+// were served from the loading thread's malloc arena and kept by glibc when freed).
 //
 // Why element alignment and not more: Tensor's own buffers are 64-byte aligned, but nothing
 // relies on that for constants — the JIT kernels pack weights into their own buffers and load
@@ -194,7 +182,7 @@ Tensor tensor_from(DType dtype, Shape shape, const Bytes& b) {
   if (b.keep && reinterpret_cast<uintptr_t>(b.p) % dtype_size(dtype) == 0)
     return Tensor::alias(dtype, std::move(shape), b.keep, const_cast<uint8_t*>(b.p));
   if (b.keep) return Tensor::alias_unaligned(dtype, std::move(shape), b.keep, b.p);
-  Tensor out = fresh_tensor(dtype, std::move(shape));
+  Tensor out(dtype, std::move(shape));
   if (out.nbytes()) std::memcpy(out.raw(), b.p, out.nbytes());
   return out;
 }
@@ -225,7 +213,7 @@ Tensor convert_tensor(Ctx& cx, const onnx::TensorProto& t, const std::string& wh
       if (raw && raw->n % 4) fail(Code::invalid_model, what + " raw data is not whole floats");
       if (raw) return tensor_from(DType::f32, std::move(shape), *raw);
       check_count(t.float_data_size(), n, what, shape);
-      Tensor out = fresh_tensor(DType::f32, shape);
+      Tensor out(DType::f32, shape);
       std::copy(t.float_data().begin(), t.float_data().end(), out.data<float>());
       return out;
     }
@@ -234,7 +222,7 @@ Tensor convert_tensor(Ctx& cx, const onnx::TensorProto& t, const std::string& wh
       if (raw && raw->n % 8) fail(Code::invalid_model, what + " raw data is not whole int64s");
       if (raw) return tensor_from(DType::i64, std::move(shape), *raw);
       check_count(t.int64_data_size(), n, what, shape);
-      Tensor out = fresh_tensor(DType::i64, shape);
+      Tensor out(DType::i64, shape);
       std::copy(t.int64_data().begin(), t.int64_data().end(), out.data<int64_t>());
       return out;
     }
@@ -245,7 +233,7 @@ Tensor convert_tensor(Ctx& cx, const onnx::TensorProto& t, const std::string& wh
       if (raw) check_count(int64_t(raw->n / esz), n, what, shape);
       if (raw && raw->n % esz) fail(Code::invalid_model, what + " raw data is not whole elements");
       if (!raw) check_count(t.int32_data_size(), n, what, shape);
-      Tensor out = fresh_tensor(DType::i64, shape);
+      Tensor out(DType::i64, shape);
       int64_t* o = out.data<int64_t>();
       for (int64_t i = 0; i < n; ++i) {
         int32_t v = 0;
@@ -484,8 +472,13 @@ Graph import_source(const Source& src, const ImportOptions& opts) {
 }  // namespace
 
 Graph import_onnx(const void* data, size_t size, const ImportOptions& opts) {
-  // The caller's buffer is not retained: no `keep`, so every payload is copied (once).
-  return import_source({static_cast<const uint8_t*>(data), size, nullptr}, opts);
+  // The caller's buffer is not retained: no `keep`, so every payload is copied (once); or it
+  // is borrowed (a `keep` that owns nothing) until own_borrowed().
+  std::shared_ptr<void> keep;
+  if (opts.borrow) keep = std::shared_ptr<void>(const_cast<void*>(data), [](void*) {});
+  Graph g = import_source({static_cast<const uint8_t*>(data), size, keep}, opts);
+  g.borrowed = std::move(keep);
+  return g;
 }
 
 Graph import_onnx_file(const std::string& path, ImportOptions opts) {

@@ -80,6 +80,7 @@ std::unique_ptr<Session> Session::load_memory(const void* data, size_t size,
   std::unique_ptr<Session> s(new Session());
   ImportOptions io;
   io.batch = o.batch;
+  io.borrow = true;  // the kernels pack straight from the caller's bytes; prepare() owns the rest
   s->graph_ = import_onnx(data, size, io);
   s->stats_.parse_ms = ms_since(t0);
   s->prepare(o);
@@ -140,6 +141,9 @@ void Session::prepare(const SessionOptions& o) {
   // The kernels own packed copies of their weights: the originals are dead weight now.
   const int64_t released = o.reference ? 0 : release_unread_constants(graph_, *plan_);
   log_debug("released {:.1f} MiB of constants the kernels packed", double(released) / 1048576);
+  // A model loaded from memory: copy what the plan still reads of the caller's bytes (the
+  // Executor resolves constant pointers next).
+  own_borrowed(graph_);
   exec_ = std::make_unique<Executor>(graph_, *plan_, threads_);
   log_info("steps run {}",
            exec_->uses_graph() ? "through a flow graph (branches overlap)" : "in plan order");

@@ -8,6 +8,7 @@
 
 #include <dirent.h>
 #include <kiln/kiln.h>
+#include <malloc.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -28,22 +29,22 @@
 namespace kiln_soak {
 
 struct Config {
-  std::string model;           // ONNX file
-  int run_threads = 4;         // threads calling kiln_session_run at once
-  int runs = 50;               // runs per run thread, per round
-  int sessions = 2;            // long-lived sessions; every run thread uses all of them
-  int load_threads = 1;        // threads loading and releasing sessions meanwhile
-  int loads = 4;               // loads per load thread, per round (file and memory alternately)
-  int rounds = 3;              // rounds; growth is judged over the second half of them
-  int intra_threads = 1;       // kiln_options.threads of every session
-  std::string cache_dir;       // tuning cache ("" = a fresh private folder, removed after)
+  std::string model;            // ONNX file
+  int run_threads = 4;          // threads calling kiln_session_run at once
+  int runs = 50;                // runs per run thread, per round
+  int sessions = 2;             // long-lived sessions; every run thread uses all of them
+  int load_threads = 1;         // threads loading and releasing sessions meanwhile
+  int loads = 4;                // loads per load thread, per round (file and memory alternately)
+  int rounds = 3;               // rounds; growth is judged over the second half of them
+  int intra_threads = 1;        // kiln_options.threads of every session
+  std::string cache_dir;        // tuning cache ("" = a fresh private folder, removed after)
   int64_t rss_slack_kb = 2048;  // allowed growth of resident memory over the second half
 };
 
 struct Report {
   long runs = 0, loads = 0;
-  long failures = 0;    // calls that returned an error
-  long mismatches = 0;  // outputs that differ in any bit from the reference
+  long failures = 0;              // calls that returned an error
+  long mismatches = 0;            // outputs that differ in any bit from the reference
   std::vector<long> rss_kb, fds;  // after the warm-up, then after each round
   double seconds = 0;
   std::string first_error;
@@ -69,7 +70,11 @@ struct Report {
   }
 };
 
+// Resident memory once the allocator has given back what it holds free (glibc keeps freed
+// memory in one arena per thread group: without the trim the readings wander by tens of MiB
+// with which threads happened to free what).
 inline long resident_kb() {
+  malloc_trim(0);
   std::ifstream f("/proc/self/statm");
   long size = 0, resident = 0;
   f >> size >> resident;
@@ -146,8 +151,8 @@ inline bool make_io(kiln_session* s, Io* io) {
 // Runs s on io's inputs into io's outputs (filled with a pattern first); false on error.
 inline kiln_status* run(kiln_session* s, Io& io) {
   for (auto& o : io.out) std::fill(o.begin(), o.end(), '\x5a');
-  return kiln_session_run(s, io.in_ptr.data(), io.in_bytes.data(), io.in.size(),
-                          io.out_ptr.data(), io.out_bytes.data(), io.out.size());
+  return kiln_session_run(s, io.in_ptr.data(), io.in_bytes.data(), io.in.size(), io.out_ptr.data(),
+                          io.out_bytes.data(), io.out.size());
 }
 
 }  // namespace detail

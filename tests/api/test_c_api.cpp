@@ -13,6 +13,7 @@
 #include <fstream>
 #include <iterator>
 #include <limits>
+#include <memory>
 #include <string>
 #include <thread>
 #include <vector>
@@ -590,6 +591,72 @@ TEST_CASE("api: fixture models match PyTorch outputs") {
       CHECK_MESSAGE(bad == 0, bad << " of " << n << " elements off, max abs error " << worst);
     }
   }
+}
+
+namespace {
+
+// y = x + c, x: [n], c: an initializer [n] with c[i] = i / 2 in raw_data (from 1024 floats
+// the importer takes it straight from the model's bytes). A graph name of `pad` characters
+// moves raw_data to every alignment.
+std::string add_const_model(int64_t n, size_t pad) {
+  std::string raw(size_t(n) * 4, '\0');
+  for (int64_t i = 0; i < n; ++i) {
+    const float v = float(i) / 2;
+    std::memcpy(&raw[size_t(i) * 4], &v, 4);
+  }
+  Pb c;
+  c.i(1, uint64_t(n)).i(2, 1).s(8, "c").s(9, raw);  // dims, FLOAT, name, raw_data
+  Pb g;
+  g.m(1, node("Add", {"x", "c"}, {"y"})).s(2, std::string(pad, 'g')).m(5, c);
+  g.m(11, value_info("x", {n})).m(12, value_info("y", {n}));
+  return model(g);
+}
+
+}  // namespace
+
+// A model loaded from memory packs its weights straight from the caller's bytes and copies
+// only what it still reads (ImportOptions::borrow): once create returns, the buffer is the
+// caller's to overwrite and free (under ASan a later read of it is also reported).
+TEST_CASE("api: a model loaded from memory does not keep the caller's bytes") {
+  constexpr int64_t kN = 2048;
+  for (size_t pad = 0; pad < 4; ++pad)
+    for (int32_t isa : {KILN_ISA_DEFAULT, KILN_ISA_SCALAR}) {
+      CAPTURE(pad);
+      CAPTURE(isa);
+      kiln_options o;
+      CHECK_OK(kiln_options_init(&o));
+      o.max_isa = isa;
+      auto bytes = std::make_unique<std::string>(add_const_model(kN, pad));
+      kiln_session* s = nullptr;
+      CHECK_OK(kiln_session_create_from_memory(bytes->data(), bytes->size(), &o, &s));
+      SessionGuard g{s};
+      std::fill(bytes->begin(), bytes->end(), '\xff');  // NaNs where c was
+      bytes.reset();
+      std::vector<float> x(kN, 1.f), y(kN);
+      const void* in[] = {x.data()};
+      void* out[] = {y.data()};
+      size_t ib[] = {kN * 4}, ob[] = {kN * 4};
+      CHECK_OK(kiln_session_run(s, in, ib, 1, out, ob, 1));
+      int64_t bad = 0;
+      for (int64_t i = 0; i < kN; ++i) bad += y[size_t(i)] != 1.f + float(i) / 2;
+      CHECK(bad == 0);
+    }
+  // A whole network, against the same model loaded from its file.
+  const fs::path dir = fixture_dir("tiny_resnet_op13");
+  Fixture fx = load_fixture(dir);
+  kiln_options o;
+  CHECK_OK(kiln_options_init(&o));
+  o.tuning_mode = KILN_TUNING_NONE;  // the same plan for both loads
+  kiln_session* from_file = nullptr;
+  CHECK_OK(kiln_session_create_from_file((dir / "model.onnx").c_str(), &o, &from_file));
+  SessionGuard gf{from_file};
+  auto bytes = std::make_unique<std::string>(read_file(dir / "model.onnx"));
+  kiln_session* from_memory = nullptr;
+  CHECK_OK(kiln_session_create_from_memory(bytes->data(), bytes->size(), &o, &from_memory));
+  SessionGuard gm{from_memory};
+  std::fill(bytes->begin(), bytes->end(), '\xff');
+  bytes.reset();
+  CHECK(run_fixture(from_memory, fx) == run_fixture(from_file, fx));
 }
 
 TEST_CASE("api: concurrent runs on one session give identical outputs") {
