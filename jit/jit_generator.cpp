@@ -8,6 +8,8 @@
 #include <fstream>
 #include <mutex>
 #include <new>
+#include <utility>
+#include <vector>
 
 #include "graph/error.h"
 
@@ -37,41 +39,49 @@ namespace detail {
 static uint8_t* new_emit_buffer(size_t bytes) {
   return static_cast<uint8_t*>(::operator new[](bytes, std::align_val_t(64)));
 }
-static void delete_emit_buffer(uint8_t* p) {
-  if (p) ::operator delete[](p, std::align_val_t(64));
-}
 
-struct EmitBuffer::Lease {
-  uint8_t* buf = nullptr;
-  size_t cap = 0;
-  bool busy = false;
-  ~Lease() { delete_emit_buffer(buf); }
+// Emit buffers freed by finished generators, reused by the next ones (a fresh 256 KiB buffer
+// per kernel would page-fault on every generation). Kernels are generated on several threads
+// at once, so the list is shared and locked; it holds at most one buffer per generator that
+// ran concurrently, and lives for the process.
+class FreeBuffers {
+ public:
+  // A free buffer of at least `bytes`, or a new one; *cap is set to its size.
+  uint8_t* take(size_t bytes, size_t* cap) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      for (size_t i = 0; i < free_.size(); ++i)
+        if (free_[i].second >= bytes) {
+          auto [p, n] = free_[i];
+          free_.erase(free_.begin() + std::ptrdiff_t(i));
+          *cap = n;
+          return p;
+        }
+    }
+    *cap = bytes;
+    return new_emit_buffer(bytes);
+  }
+  void give(uint8_t* p, size_t cap) {
+    std::lock_guard<std::mutex> lock(mu_);
+    free_.emplace_back(p, cap);
+  }
+
+ private:
+  std::mutex mu_;
+  std::vector<std::pair<uint8_t*, size_t>> free_;
 };
 
+FreeBuffers& free_buffers() {
+  static FreeBuffers* f = new FreeBuffers;  // never destroyed: generators may outlive statics
+  return *f;
+}
+
 EmitBuffer::EmitBuffer(size_t bytes) {
-  thread_local Lease tl;
-  if (!tl.busy) {
-    if (tl.cap < bytes) {
-      delete_emit_buffer(tl.buf);
-      tl.buf = nullptr;
-      tl.cap = 0;
-      tl.buf = new_emit_buffer(bytes);
-      tl.cap = bytes;
-    }
-    tl.busy = true;
-    lease_ = &tl;
-    emit_ptr_ = tl.buf;
-  } else {
-    own_ = new_emit_buffer(bytes);
-    emit_ptr_ = own_;
-  }
+  emit_ptr_ = free_buffers().take(bytes, &cap_);
 }
 
 void EmitBuffer::release_emit_buffer() {
-  if (lease_) lease_->busy = false;
-  lease_ = nullptr;
-  delete_emit_buffer(own_);
-  own_ = nullptr;
+  if (emit_ptr_) free_buffers().give(emit_ptr_, cap_);
   emit_ptr_ = nullptr;
 }
 

@@ -38,20 +38,18 @@ class CodegenTimer {
 };
 
 namespace detail {
-// The buffer Xbyak emits into: the thread's reusable one when it is free (a generator is
-// created right after it is constructed, on the same thread), else a private one. A base class
-// so it exists before Xbyak::CodeGenerator is constructed on it.
+// The buffer Xbyak emits into, taken from a process-wide list of buffers earlier generators
+// released (jit_generator.cpp). A base class so it exists before Xbyak::CodeGenerator is
+// constructed on it.
 class EmitBuffer {
  protected:
   explicit EmitBuffer(size_t bytes);
   ~EmitBuffer();
-  void release_emit_buffer();
+  void release_emit_buffer();  // back to the list (after create() copied the code out)
   uint8_t* emit_ptr_ = nullptr;
 
  private:
-  struct Lease;
-  Lease* lease_ = nullptr;
-  uint8_t* own_ = nullptr;
+  size_t cap_ = 0;
 };
 }  // namespace detail
 

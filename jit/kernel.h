@@ -5,16 +5,21 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
 namespace kiln {
 
 // Pointers to the node's inputs and outputs in their planned layouts, in the node's input /
-// output order (including fused post-op inputs such as the residual).
+// output order (including fused post-op inputs such as the residual), and this call's scratch.
 struct KernelArgs {
   const float* const* src = nullptr;
   float* const* dst = nullptr;
+  // Kernel::scratch_bytes() bytes, 64-byte aligned, used by no other call running at the same
+  // time; contents undefined on entry. The executor gives each thread its slice of the run's
+  // arena (ggml's "the caller allocates the work buffer the plan asks for").
+  void* scratch = nullptr;
 };
 
 class Kernel {
@@ -22,9 +27,13 @@ class Kernel {
   virtual ~Kernel() = default;
   virtual const std::string& name() const = 0;
   virtual int64_t tiles() const = 0;
-  // Computes tiles [begin, end). Different ranges may run concurrently on different threads.
+  // Computes tiles [begin, end). Different ranges may run concurrently on different threads,
+  // each with its own KernelArgs::scratch.
   virtual void run(const KernelArgs& args, int64_t begin, int64_t end) const = 0;
-  void run_all(const KernelArgs& args) const { run(args, 0, tiles()); }
+  // Runs every tile on the calling thread, with scratch of its own when args has none.
+  void run_all(const KernelArgs& args) const;
+  // Bytes of KernelArgs::scratch one call of run() needs (0: none).
+  virtual int64_t scratch_bytes() const { return 0; }
   // Work in multiply-adds (for GFLOP/s reports); 0 when not meaningful.
   virtual double macs() const { return 0; }
   // The memory the kernel reads on every run besides its operands: its packed weights. The
@@ -35,6 +44,30 @@ class Kernel {
     size_t bytes;
   };
   virtual std::vector<Span> weights() const { return {}; }
+
+ protected:
+  // args.scratch as floats; an internal error naming the kernel when the caller gave none.
+  float* scratch_floats(const KernelArgs& args) const;
+};
+
+// Scratch for callers that run kernels outside the executor (tests, benches, the profiler):
+// `slices` 64-byte aligned slices of `bytes` each, one per concurrent caller.
+class ScratchBuffer {
+ public:
+  explicit ScratchBuffer(int64_t bytes, int slices = 1);
+  void* slice(int i = 0) const { return bytes_ ? mem_.get() + int64_t(i) * bytes_ : nullptr; }
+  // `args` with slice i as its scratch.
+  KernelArgs with(KernelArgs args, int i = 0) const {
+    args.scratch = slice(i);
+    return args;
+  }
+
+ private:
+  struct Free {
+    void operator()(char* p) const;
+  };
+  std::unique_ptr<char, Free> mem_;
+  int64_t bytes_ = 0;  // per slice, a multiple of 64
 };
 
 }  // namespace kiln

@@ -80,7 +80,7 @@ Executor::Executor(const Graph& g, const Plan& p, int threads, Schedule schedule
   // memory is planned once, and the first run does not pay for it. Not for a huge arena (a
   // huge batch): populating costs 1.5-5 s per GiB on these VMs, which would make the load's
   // time unbounded; the first run touches those pages anyway.
-  if (p_.arena_bytes <= kArenaAtLoadBytes) release(acquire());
+  if (p_.run_bytes(threads_) <= kArenaAtLoadBytes) release(acquire());
 }
 
 Executor::~Executor() = default;
@@ -101,7 +101,11 @@ void Executor::gather_args(Context& c) const {
 
 // Tiles [b, e) of step si; with a profile, also the piece's event.
 void Executor::run_piece(Context& c, size_t si, int64_t b, int64_t e) const {
-  const KernelArgs args{c.src.data() + src_off_[si], c.dst.data() + dst_off_[si]};
+  KernelArgs args{c.src.data() + src_off_[si], c.dst.data() + dst_off_[si]};
+  // The thread's scratch slice, after the tensors (Plan::run_bytes).
+  if (p_.scratch_bytes)
+    args.scratch = static_cast<char*>(c.arena.get()) + round_up(p_.arena_bytes, 64) +
+                   arena_slot(threads_) * p_.scratch_bytes;
   const Kernel& k = *p_.steps[si].kernel;
   if (!c.prof) return k.run(args, b, e);
   const auto p0 = Clock::now();
@@ -162,7 +166,7 @@ std::unique_ptr<Executor::Context> Executor::acquire() {
   auto c = std::make_unique<Context>();
   // From 2 MiB on huge pages, pre-faulted (alloc_zeroed): fewer TLB misses as the kernels
   // sweep activations, and the first run does not pay the page faults.
-  c->arena = alloc_zeroed(size_t(std::max<int64_t>(p_.arena_bytes, 64)));
+  c->arena = alloc_zeroed(size_t(std::max<int64_t>(p_.run_bytes(threads_), 64)));
   c->ptr.assign(p_.tensors.size(), nullptr);
   if (use_graph_) {
     // The graph attaches to the arena it is built in, so build it inside ours.

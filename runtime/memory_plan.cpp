@@ -321,6 +321,14 @@ void plan_memory(Plan* plan) {
   const Roots r = resolve_views(*plan);
   assign_offsets(*plan, r);
   add_dependencies(*plan, r);
+  plan->scratch_bytes = 0;
+  for (const Step& st : plan->steps)
+    if (st.kernel)
+      plan->scratch_bytes = std::max(plan->scratch_bytes, round_up(st.kernel->scratch_bytes(), 64));
+}
+
+int64_t Plan::run_bytes(int threads) const {
+  return round_up(arena_bytes, 64) + int64_t(std::max(1, threads)) * scratch_bytes;
 }
 
 }  // namespace kiln

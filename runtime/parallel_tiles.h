@@ -7,14 +7,31 @@
 // caller, and tiles of equal count are not of equal time. Here the early thread does more.
 #pragma once
 
+#include <tbb/task_arena.h>
 #include <tbb/task_group.h>
 
 #include <algorithm>
 #include <atomic>
 #include <cstdint>
 #include <memory>
+#include <string>
+
+#include "graph/error.h"
 
 namespace kiln {
+
+// The calling thread's slot among the `threads` slots of the task arena it runs tiles in: no
+// other thread in that arena holds it at the same time, and a thread runs one piece of one
+// step at a time, so it names the thread's slice of per-thread scratch. One thread: no arena,
+// slot 0.
+inline int arena_slot(int threads) {
+  if (threads <= 1) return 0;
+  const int slot = tbb::this_task_arena::current_thread_index();
+  if (slot < 0 || slot >= threads)
+    fail(Code::internal, "a kernel ran outside its task arena (slot " + std::to_string(slot) +
+                             " of " + std::to_string(threads) + ")");
+  return slot;
+}
 
 // piece(begin, end) runs tiles [begin, end); called concurrently from up to `threads` threads
 // of the current task arena. Returns when every tile has run; rethrows what a piece threw.

@@ -48,8 +48,14 @@ struct Plan {
   std::vector<PlanTensor> tensors;
   std::vector<Step> steps;
   std::vector<int> inputs, outputs;  // plan tensors of graph inputs / outputs (plain layout)
-  int64_t arena_bytes = 0;           // peak of the liveness-based arena
-  int64_t naive_bytes = 0;           // what one buffer per intermediate would need
+  int64_t arena_bytes = 0;           // peak of the liveness-based arena (tensors)
+  // Per thread: the most scratch any step's kernel declares (a multiple of 64). A thread runs
+  // one piece of one step at a time, so one slice per thread serves every step.
+  int64_t scratch_bytes = 0;
+  // What a run context allocates with `threads` threads: the tensors' arena, then one scratch
+  // slice per thread.
+  int64_t run_bytes(int threads) const;
+  int64_t naive_bytes = 0;  // what one buffer per intermediate would need
   int reorders = 0, jit_steps = 0;
   int inplace_concats = 0;  // Concat nodes whose producers wrote their slices in place
 };

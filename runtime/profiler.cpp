@@ -71,22 +71,27 @@ float* Profiler::scratch(size_t slot, int64_t bytes) {
   return bufs_[slot].get();
 }
 
-double Profiler::scratch_cost_ms(const std::vector<int64_t>& src_bytes,
-                                 const std::vector<int64_t>& dst_bytes) const {
-  double grow = 0;
-  size_t slot = 0;
+// The buffers time_kernel uses, in slot order: each operand with bytes, then the kernel's
+// scratch (a slice per thread).
+std::vector<int64_t> Profiler::slot_bytes(const Kernel& k, const std::vector<int64_t>& src_bytes,
+                                          const std::vector<int64_t>& dst_bytes) const {
+  std::vector<int64_t> slots;
   for (const auto* list : {&src_bytes, &dst_bytes})
-    for (int64_t b : *list) {
-      if (b <= 0) continue;
-      const int64_t have = slot < sizes_.size() ? sizes_[slot] : 0;
-      if (b > have) grow += double(b);
-      ++slot;
-    }
-  return grow * fill_ms_per_byte_;
+    for (int64_t b : *list)
+      if (b > 0) slots.push_back(b);
+  if (k.scratch_bytes() > 0) slots.push_back(round_up(k.scratch_bytes(), 64) * threads_);
+  return slots;
 }
 
-void Profiler::run(const Kernel& k, const KernelArgs& a) {
-  run_chunks(k, a, {});
+double Profiler::scratch_cost_ms(const Kernel& k, const std::vector<int64_t>& src_bytes,
+                                 const std::vector<int64_t>& dst_bytes) const {
+  double grow = 0;
+  const std::vector<int64_t> slots = slot_bytes(k, src_bytes, dst_bytes);
+  for (size_t slot = 0; slot < slots.size(); ++slot) {
+    const int64_t have = slot < sizes_.size() ? sizes_[slot] : 0;
+    if (slots[slot] > have) grow += double(slots[slot]);
+  }
+  return grow * fill_ms_per_byte_;
 }
 
 void Profiler::run_chunks(const Kernel& k, const KernelArgs& a, const std::vector<Chunk>& chunks) {
@@ -99,12 +104,16 @@ void Profiler::run_chunks(const Kernel& k, const KernelArgs& a, const std::vecto
     n = 0;
     for (const Chunk& c : chunks) n += c.end - c.begin;
   }
+  // a.scratch holds one slice per thread, as in the executor.
+  const int64_t slice = round_up(k.scratch_bytes(), 64);
   auto piece = [&](int64_t b, int64_t e) {
-    if (chunks.empty()) return k.run(a, b, e);
+    KernelArgs ta = a;
+    if (slice) ta.scratch = static_cast<char*>(a.scratch) + arena_slot(threads_) * slice;
+    if (chunks.empty()) return k.run(ta, b, e);
     int64_t at = 0;
     for (const Chunk& c : chunks) {
       const int64_t len = c.end - c.begin, lo = std::max(b, at), hi = std::min(e, at + len);
-      if (lo < hi) k.run(a, c.begin + (lo - at), c.begin + (hi - at));
+      if (lo < hi) k.run(ta, c.begin + (lo - at), c.begin + (hi - at));
       at += len;
     }
   };
@@ -135,6 +144,7 @@ double Profiler::time_kernel(const Kernel& k, const std::vector<int64_t>& src_by
   for (size_t i = 0; i < dst.size(); ++i)
     if (dst_bytes[i] > 0) dst[i] = scratch(slot++, dst_bytes[i]);
   KernelArgs a{src.data(), dst.data()};
+  if (k.scratch_bytes() > 0) a.scratch = scratch(slot++, slot_bytes(k, {}, {}).back());
   const std::vector<Kernel::Span> spans = cold_weights_ ? k.weights() : std::vector<Kernel::Span>();
 
   // Probe: a few tiles spread over the tile space (after one unmeasured probe: the first

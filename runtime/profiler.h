@@ -53,9 +53,6 @@ class Profiler {
   // would use), to time with time_kernel.
   static std::unique_ptr<Kernel> reorder_kernel(const Shape& s, Layout from, Layout to, Isa isa);
 
-  // Runs all tiles of k like the executor does (for profiling and tests).
-  void run(const Kernel& k, const KernelArgs& a);
-
   // Evict each kernel's weights (Kernel::weights) from the caches before every timed run.
   void set_cold_weights(bool cold) { cold_weights_ = cold; }
   bool cold_weights() const { return cold_weights_; }
@@ -65,7 +62,7 @@ class Profiler {
   // Predicted milliseconds time_kernel would spend getting scratch buffers of these sizes
   // (fresh pages cost 1.5-5 s per GiB on these VMs: a huge operand's allocation can cost more
   // than its sampled timing).
-  double scratch_cost_ms(const std::vector<int64_t>& src_bytes,
+  double scratch_cost_ms(const Kernel& k, const std::vector<int64_t>& src_bytes,
                          const std::vector<int64_t>& dst_bytes) const;
   // Measurements of the last time_kernel call that ran a sample of the tiles (0 or 1), and
   // in all (for tests and the load's log).
@@ -81,6 +78,8 @@ class Profiler {
   double time_once(const Kernel& k, const KernelArgs& a, const std::vector<Chunk>& chunks,
                    const std::vector<Kernel::Span>& evict_first);
   float* scratch(size_t slot, int64_t bytes);
+  std::vector<int64_t> slot_bytes(const Kernel& k, const std::vector<int64_t>& src_bytes,
+                                  const std::vector<int64_t>& dst_bytes) const;
   int threads_;
   ProfileBudget budget_;
   tbb::task_arena* arena_ = nullptr;  // shared_arena(threads_); none for one thread

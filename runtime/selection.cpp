@@ -341,7 +341,7 @@ class Selector {
     const bool sampled = k.tiles() >= Profiler::kMinSampledTiles * prof_.threads();
     const double runs = sampled ? std::min(2 * est_ms, (2 + pb.min_reps) * pb.sample_ms) : est_ms;
     const double left = std::chrono::duration<double, std::milli>(deadline_ - Clock::now()).count();
-    if (prof_.scratch_cost_ms(src_bytes, dst_bytes) + runs <= left) return true;
+    if (prof_.scratch_cost_ms(k, src_bytes, dst_bytes) + runs <= left) return true;
     sel_.budget_exhausted = true;
     return false;
   }

@@ -203,31 +203,37 @@ std::string report_one(const Args& a, Bench& b) {
   std::printf("first_run_ms: %.3f\n", first_ms);
   std::printf("latency_ms: min %.3f  mean %.3f  p50 %.3f  p90 %.3f  p99 %.3f\n", mn, mean, p50, p90,
               p99);
-  std::printf("memory: arena %.2f MiB (one buffer per tensor: %.2f MiB), peak RSS %.1f MiB\n",
-              double(plan.arena_bytes) / 1048576.0, double(plan.naive_bytes) / 1048576.0, rss);
+  const int64_t run_bytes = plan.run_bytes(s->threads());
+  std::printf(
+      "memory: arena %.2f MiB per concurrent run (tensors %.2f MiB, kernel scratch %d x %.2f "
+      "MiB; one buffer per tensor: %.2f MiB), peak RSS %.1f MiB\n",
+      double(run_bytes) / 1048576.0, double(plan.arena_bytes) / 1048576.0, s->threads(),
+      double(plan.scratch_bytes) / 1048576.0, double(plan.naive_bytes) / 1048576.0, rss);
 
   if (a.layers) print_layers(*s, ins, outs, std::max<int>(int(lat.size()), 1));
   if (!a.trace.empty()) write_trace(*s, ins, outs, a.trace);
 
   char buf[1536];
-  std::snprintf(buf, sizeof buf,
-                "  \"load_ms\": %.6f,\n  \"load_breakdown_ms\": {\"parse\": %.6f, \"passes\": "
-                "%.6f, \"profile\": %.6f, \"solve\": %.6f, \"jit\": %.6f, \"pack\": %.6f, "
-                "\"jit_pack\": %.6f, \"other\": %.6f, "
-                "\"plan\": %.6f},\n  \"first_run_ms\": %.6f,\n  \"latency_ms\": {\"p50\": "
-                "%.6f, \"p90\": %.6f, \"p99\": %.6f, \"min\": %.6f, \"mean\": %.6f},\n"
-                "  \"arena_bytes\": %lld,\n  \"naive_bytes\": %lld,\n  \"peak_rss_mb\": %.3f,\n"
-                "  \"predicted_ms\": %.6f,\n  \"solve_ms\": %.6f,\n  \"optimal\": %s,\n"
-                "  \"cache_hits\": %lld,\n  \"cache_misses\": %lld,\n  \"plan_from_cache\": %s,\n"
-                "  \"measurements\": %d,\n  \"reload_ms\": {\"n\": %zu, \"min\": %.6f, "
-                "\"median\": %.6f}\n",
-                load_ms, ls.parse_ms, ls.passes_ms, ls.profile_ms, ls.solve_ms, ls.jit_ms,
-                ls.pack_ms, ls.jit_ms + ls.pack_ms, other_ms, ls.plan_ms, first_ms, p50, p90, p99,
-                mn, mean, (long long)plan.arena_bytes, (long long)plan.naive_bytes, rss,
-                sel.predicted_ms, sel.solve_ms, sel.optimal ? "true" : "false",
-                (long long)sel.cache_hits, (long long)sel.cache_misses,
-                sel.plan_from_cache ? "true" : "false", sel.measurements, b.reloads.size(),
-                reload_min, reload_p50);
+  std::snprintf(
+      buf, sizeof buf,
+      "  \"load_ms\": %.6f,\n  \"load_breakdown_ms\": {\"parse\": %.6f, \"passes\": "
+      "%.6f, \"profile\": %.6f, \"solve\": %.6f, \"jit\": %.6f, \"pack\": %.6f, "
+      "\"jit_pack\": %.6f, \"other\": %.6f, "
+      "\"plan\": %.6f},\n  \"first_run_ms\": %.6f,\n  \"latency_ms\": {\"p50\": "
+      "%.6f, \"p90\": %.6f, \"p99\": %.6f, \"min\": %.6f, \"mean\": %.6f},\n"
+      "  \"arena_bytes\": %lld,\n  \"tensor_bytes\": %lld,\n  \"scratch_bytes_per_thread\": "
+      "%lld,\n  \"naive_bytes\": %lld,\n  \"peak_rss_mb\": %.3f,\n"
+      "  \"predicted_ms\": %.6f,\n  \"solve_ms\": %.6f,\n  \"optimal\": %s,\n"
+      "  \"cache_hits\": %lld,\n  \"cache_misses\": %lld,\n  \"plan_from_cache\": %s,\n"
+      "  \"measurements\": %d,\n  \"reload_ms\": {\"n\": %zu, \"min\": %.6f, "
+      "\"median\": %.6f}\n",
+      load_ms, ls.parse_ms, ls.passes_ms, ls.profile_ms, ls.solve_ms, ls.jit_ms, ls.pack_ms,
+      ls.jit_ms + ls.pack_ms, other_ms, ls.plan_ms, first_ms, p50, p90, p99, mn, mean,
+      (long long)run_bytes, (long long)plan.arena_bytes, (long long)plan.scratch_bytes,
+      (long long)plan.naive_bytes, rss, sel.predicted_ms, sel.solve_ms,
+      sel.optimal ? "true" : "false", (long long)sel.cache_hits, (long long)sel.cache_misses,
+      sel.plan_from_cache ? "true" : "false", sel.measurements, b.reloads.size(), reload_min,
+      reload_p50);
   std::ostringstream f;
   f << "{\n  \"model\": " << json_escape(a.model)
     << ",\n  \"strategy\": " << json_escape(strategy_name(sel.strategy))

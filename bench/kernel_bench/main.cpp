@@ -355,6 +355,7 @@ void bench_layer(Context& ctx, const Layer& l, Isa isa) {
     if (!bufs.count(skey)) bufs[skey] = random_buffer(size_t(layout_elems(impl.src, xs)), 1);
     if (!bufs.count(dkey)) bufs[dkey].assign(size_t(layout_elems(impl.dst, ys)), 0.f);
     Candidate c;
+    c.scratch = std::make_shared<ScratchBuffer>(k->scratch_bytes());
     c.k = std::move(k);
     c.impl = impl;
     c.label = label;

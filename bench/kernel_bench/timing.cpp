@@ -23,6 +23,7 @@ void Candidate::once() const {
   KernelArgs a;
   a.src = ins;
   a.dst = outs;
+  a.scratch = scratch ? scratch->slice() : nullptr;
   k->run(a, 0, k->tiles());
 }
 

@@ -21,11 +21,12 @@ struct Candidate {
   std::string label;  // kernel name (+ "/<variant>" for forced tuning variants)
   const float* src = nullptr;
   float* dst = nullptr;
-  int inner = 1;                // runs per sample (a sample lasts >= 2 ms)
-  std::vector<double> samples;  // seconds per run (thread CPU time), core not shared
-  std::vector<double> shared;   // samples taken while the core was shared
-  std::vector<double> wall;     // all samples in wall time
-  int contended = 0;            // samples taken while the core was shared
+  std::shared_ptr<ScratchBuffer> scratch;  // k->scratch_bytes(), allocated once
+  int inner = 1;                           // runs per sample (a sample lasts >= 2 ms)
+  std::vector<double> samples;             // seconds per run (thread CPU time), core not shared
+  std::vector<double> shared;              // samples taken while the core was shared
+  std::vector<double> wall;                // all samples in wall time
+  int contended = 0;                       // samples taken while the core was shared
   // Per sample: the FMA probe's GFLOP/s around it / the peak (the share of the FMA units this
   // thread had).
   std::vector<double> probe_share;

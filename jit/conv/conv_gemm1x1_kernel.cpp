@@ -33,6 +33,8 @@ class Gemm1x1Kernel : public Kernel {
   int64_t tiles() const override { return c_.p.n * c_.m_lines * c_.chunks * c_.n_groups; }
   double macs() const override { return c_.p.macs(); }
   std::vector<Span> weights() const override { return {{wei_.raw(), wei_.nbytes()}}; }
+  // The packed pixel chunk (strided or NHWC input): it stays in L1 while the oc groups sweep it.
+  int64_t scratch_bytes() const override { return c_.pack ? c_.pack_floats() * 4 : 0; }
 
   void run(const KernelArgs& args, int64_t begin, int64_t end) const override {
     ConvCallArgs base;
@@ -42,7 +44,7 @@ class Gemm1x1Kernel : public Kernel {
       if (op.kind == PostOp::Kind::add && args.src[op.input] == args.dst[0]) split = false;
     const int64_t G = c_.n_groups, LC = c_.m_lines * c_.chunks;
     const int64_t chunk = split ? c_.ic_chunk : c_.icb_total();
-    float* buf = c_.pack ? pack_buffer(size_t(c_.pack_floats())) : nullptr;
+    float* buf = c_.pack ? scratch_floats(args) : nullptr;
     int64_t packed_n = -1;  // groups outer: the image now in `buf`
     int64_t t = begin;
     while (t < end) {
@@ -103,25 +105,6 @@ class Gemm1x1Kernel : public Kernel {
     const int64_t b0 = ch * c_.chunk_blocks;
     const int64_t b1 = std::min(c_.full_tiles(), b0 + c_.chunk_blocks);
     return (b1 - b0) * c_.ur_m + (ch == c_.chunks - 1 ? c_.m_tail : 0);
-  }
-
-  // A per-thread buffer of at least `floats` (64-byte aligned), kept across calls: run() may
-  // run on several threads at once, and a chunk packed in it stays in L1 while the oc groups
-  // sweep it.
-  static float* pack_buffer(size_t floats) {
-    struct Buf {
-      float* p = nullptr;
-      size_t n = 0;
-      ~Buf() { std::free(p); }
-    };
-    thread_local Buf b;
-    if (b.n < floats) {
-      std::free(b.p);
-      b.p = static_cast<float*>(std::aligned_alloc(64, (floats * 4 + 63) / 64 * 64));
-      if (!b.p) throw std::bad_alloc();
-      b.n = floats;
-    }
-    return b.p;
   }
 
   // Copies packed pixels [q0, q0 + cnt) of image n (output pixel q reads input pixel

@@ -3,6 +3,7 @@
 // three functions here keeps the linker from extracting that member at all.
 #include <asmjit/core.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 
@@ -12,12 +13,22 @@ namespace DebugUtils {
 
 const char* errorAsString(Error err) noexcept {
   // Kiln reports asmjit failures with its own context (kernel and step); the code is enough.
-  static thread_local char buf[48];
-  std::snprintf(buf, sizeof buf, "asmjit error %u", unsigned(err));
-  return buf;
+  // One immutable string per code, written once (callers copy it at once).
+  constexpr unsigned kCodes = 256;
+  struct Table {
+    char s[kCodes + 1][32];
+    Table() {
+      for (unsigned i = 0; i < kCodes; ++i) std::snprintf(s[i], sizeof s[i], "asmjit error %u", i);
+      std::snprintf(s[kCodes], sizeof s[kCodes], "asmjit error >= %u", kCodes);
+    }
+  };
+  static const Table t;
+  return t.s[std::min<unsigned>(unsigned(err), kCodes)];
 }
 
-void debugOutput(const char* str) noexcept { std::fputs(str, stderr); }
+void debugOutput(const char* str) noexcept {
+  std::fputs(str, stderr);
+}
 
 void assertionFailed(const char* file, int line, const char* msg) noexcept {
   // Only reachable from asmjit's internal assertions (disabled in release builds).

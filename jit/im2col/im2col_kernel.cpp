@@ -1,5 +1,5 @@
 // The im2col family's Kernel: packs the weights at creation, owns the generated code, and per
-// tile packs the patch operand into the thread's scratch and calls the microkernel per K chunk
+// tile packs the patch operand into the call's scratch and calls the microkernel per K chunk
 // and column group.
 #include "jit/im2col/im2col_kernel.h"
 
@@ -18,27 +18,6 @@ namespace im2col {
 namespace {
 
 using Fn = void (*)(const CallArgs*);
-
-// One 64-byte aligned buffer per thread, shared by every im2col kernel that runs on it (a
-// kernel never runs nested inside another on one thread); it only grows.
-float* thread_scratch(int64_t floats) {
-  struct Buf {
-    float* p = nullptr;
-    int64_t n = 0;
-    ~Buf() { std::free(p); }
-  };
-  thread_local Buf buf;
-  if (buf.n < floats) {
-    std::free(buf.p);
-    buf.p = nullptr;
-    buf.n = 0;
-    const size_t bytes = size_t(round_up(floats * 4, 64));
-    buf.p = static_cast<float*>(std::aligned_alloc(64, bytes));
-    if (!buf.p) fail(Code::out_of_memory, "im2col conv: no memory for a scratch buffer");
-    buf.n = floats;
-  }
-  return buf.p;
-}
 
 // Prefetches (into L2) `rows` rows of `width` floats, `ld` floats apart. Prefetches never
 // fault, so a strip reaching past the end of the input is fine.
@@ -84,11 +63,15 @@ class Im2colKernel : public Kernel {
   int64_t tiles() const override { return c_.tiles(); }
   double macs() const override { return c_.p.macs(); }
   std::vector<Span> weights() const override { return {{wei_.raw(), wei_.nbytes()}}; }
+  // The tile's packed operand, then (NCHW) the scale / shift expanded to vectors.
+  int64_t scratch_bytes() const override {
+    const int64_t expand = c_.nhwc ? 0 : 2 * n_scale_shift_ * c_.p.oc * c_.simd;
+    return std::max<int64_t>(c_.pack_floats + expand, 16) * 4;
+  }
 
   void run(const KernelArgs& args, int64_t begin, int64_t end) const override {
     const ConvProblem& p = c_.p;
-    const int64_t expand = c_.nhwc ? 0 : 2 * n_scale_shift_ * p.oc * c_.simd;
-    float* scratch = thread_scratch(std::max<int64_t>(c_.pack_floats + expand, 16));
+    float* scratch = scratch_floats(args);
     CallArgs base;
     // A K split keeps partial sums in dst: not when the residual is dst itself (in place).
     bool split = c_.kc < c_.k;

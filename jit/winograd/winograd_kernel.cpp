@@ -1,5 +1,6 @@
 // The Winograd family's Kernel (transforms and packs the weights once, owns the generated
-// code, runs tiles of (tile group, slice of oc chunks) with per-thread scratch) and
+// code, runs tiles of (tile group, slice of oc chunks) in the scratch the caller
+// gives each call (V, M, a padded patch, transform buffers)) and
 // create_winograd_kernel.
 #include "jit/winograd/winograd_kernel.h"
 
@@ -16,40 +17,6 @@
 namespace kiln {
 namespace convjit {
 namespace {
-
-float* alloc_floats(size_t floats) {
-  const size_t bytes = (floats * 4 + 63) / 64 * 64;
-  float* p = static_cast<float*>(std::aligned_alloc(64, bytes));
-  if (!p)
-    fail(Code::out_of_memory, "winograd: cannot allocate " + std::to_string(bytes) + " bytes");
-  return p;
-}
-
-// One 64-byte aligned buffer per thread, grown on demand and shared by every Winograd kernel
-// the thread runs (runs on one thread never overlap).
-class ThreadScratch {
- public:
-  ~ThreadScratch() { std::free(p_); }
-  float* get(size_t floats) {
-    if (floats > n_) {
-      std::free(p_);
-      p_ = nullptr;
-      n_ = 0;
-      p_ = alloc_floats(floats);
-      n_ = floats;
-    }
-    return p_;
-  }
-
- private:
-  float* p_ = nullptr;
-  size_t n_ = 0;
-};
-
-float* thread_scratch(size_t floats) {
-  thread_local ThreadScratch s;
-  return s.get(floats);
-}
 
 int64_t round16(int64_t floats) {
   return (floats + 15) / 16 * 16;
@@ -101,11 +68,12 @@ class WinoKernel : public Kernel {
   const std::string& name() const override { return name_; }
   int64_t tiles() const override { return c_.kernel_tiles(); }
   double macs() const override { return c_.p.macs(); }
+  int64_t scratch_bytes() const override { return scratch_floats_ * 4; }
   std::vector<Span> weights() const override { return {{u_.get(), size_t(c_.u_floats()) * 4}}; }
 
   void run(const KernelArgs& args, int64_t begin, int64_t end) const override {
     if (begin >= end) return;
-    float* s = thread_scratch(size_t(scratch_floats_));
+    float* s = scratch_floats(args);
     ConvCallArgs base;
     fill_post_args(c_.p.post, args, &base);
     int64_t cached = -1;  // the group whose V is in scratch

@@ -13,10 +13,9 @@ namespace kiln {
 
 // Same contract as create_conv_kernel (jit/conv/conv_kernel.h). The kernel keeps the weights
 // transformed (U = G g G^T, alpha^2 / 9 times the conv's weights: 4x for F(4x4), 16/9 for
-// F(2x2)) and uses per-thread scratch (grown once per thread, shared by all Winograd kernels
-// of the thread). Tiles: (group of output tiles, chunk of output channels).
-// Numerics: F(4x4, 3x3) is less exact than a direct sum (its transforms scale values by up to
-// ~10x before they cancel); see tests/jit/test_winograd.cpp for the measured error.
+// F(2x2)) and declares its scratch (Kernel::scratch_bytes). Tiles: (group of output tiles, chunk of
+// output channels). Numerics: F(4x4, 3x3) is less exact than a direct sum (its transforms scale
+// values by up to ~10x before they cancel); see tests/jit/test_winograd.cpp for the measured error.
 std::unique_ptr<Kernel> create_winograd_kernel(const ConvProblem& p, const ConvImpl& impl, Isa isa,
                                                const Tensor& weights, const Tensor* bias,
                                                std::string* why_not);

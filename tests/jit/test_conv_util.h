@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <limits>
 #include <string>
 #include <vector>
@@ -17,6 +18,7 @@
 #include "jit/conv/conv_kernel.h"
 #include "jit/conv/conv_problem.h"
 #include "jit/cpu.h"
+#include "jit/kernel.h"
 #include "jit/layout.h"
 #include "runtime/ref/ref_kernels.h"
 
@@ -34,6 +36,28 @@ struct Rng {
   float uniform(float lo, float hi) {
     return lo + (hi - lo) * float(next() >> 40) / float(1 << 24);
   }
+};
+
+// One caller's scratch for kernel k: exactly k.scratch_bytes() filled with NaN (a kernel must
+// not read scratch it did not write), then a guard zone that must stay untouched (it must not
+// use more than it declares: the executor's slices of several threads are adjacent).
+class GuardedScratch {
+ public:
+  static constexpr int64_t kGuard = 256;
+  explicit GuardedScratch(const Kernel& k) : bytes_(k.scratch_bytes()), buf_(bytes_ + kGuard) {
+    float* f = static_cast<float*>(buf_.slice());
+    std::fill(f, f + bytes_ / 4, std::numeric_limits<float>::quiet_NaN());
+    std::memset(static_cast<char*>(buf_.slice()) + bytes_, 0x5a, size_t(kGuard));
+  }
+  void* get() const { return bytes_ ? buf_.slice() : nullptr; }
+  bool guard_intact() const {
+    const unsigned char* g = static_cast<const unsigned char*>(buf_.slice()) + bytes_;
+    return std::all_of(g, g + kGuard, [](unsigned char c) { return c == 0x5a; });
+  }
+
+ private:
+  int64_t bytes_;
+  ScratchBuffer buf_;
 };
 
 inline Tensor random_tensor(Shape s, uint64_t seed, float lo = -1.f, float hi = 1.f) {
@@ -197,14 +221,18 @@ inline Tensor run_kernel(const Kernel& k, const ConvProblem& p, const Operands& 
   std::vector<float> dst(elems + guard, std::numeric_limits<float>::quiet_NaN());
   std::fill(dst.begin() + int64_t(elems), dst.end(), 12345.f);
   float* outs[] = {dst.data()};
+  GuardedScratch scratch(k);
   KernelArgs a;
   a.src = ins.data();
   a.dst = outs;
+  a.scratch = scratch.get();
   const int64_t t = k.tiles();
   k.run(a, t / 2, t);
   k.run(a, 0, t / 2);
   CHECK_MESSAGE(std::count(dst.begin() + int64_t(elems), dst.end(), 12345.f) == int64_t(guard),
                 "kernel wrote past the end of dst");
+  CHECK_MESSAGE(scratch.guard_intact(),
+                "kernel wrote past the " << k.scratch_bytes() << " bytes of scratch it declares");
   Tensor y(DType::f32, ys);
   convert_layout(dst.data(), dst_l, y.data<float>(), Layout::nchw, ys);
   return y;

@@ -213,7 +213,7 @@ TEST_CASE("im2col conv: residual added in place") {
 }
 
 // One kernel object run by two threads at once (each its own half of the tiles, then each the
-// whole conv into its own output): the per-thread scratch must keep them apart.
+// whole conv into its own output), each with its own scratch.
 TEST_CASE("im2col conv: concurrent runs of one kernel") {
   uint64_t seed = 4800;
   const ConvProblem p =
@@ -235,17 +235,22 @@ TEST_CASE("im2col conv: concurrent runs of one kernel") {
       float* out_shared[] = {shared.data()};
       float* out0[] = {own0.data()};
       float* out1[] = {own1.data()};
-      KernelArgs as{ins, out_shared}, a0{ins, out0}, a1{ins, out1};
+      // Each caller its own scratch, as each executor thread has its slice.
+      GuardedScratch s0(*k), s1(*k);
+      KernelArgs as0{ins, out_shared, s0.get()}, as1{ins, out_shared, s1.get()};
+      KernelArgs a0{ins, out0, s0.get()}, a1{ins, out1, s1.get()};
       const int64_t t = k->tiles();
       for (int rep = 0; rep < 20; ++rep) {
         std::thread th([&] {
-          k->run(as, t / 2, t);
+          k->run(as1, t / 2, t);
           k->run_all(a1);
         });
-        k->run(as, 0, t / 2);
+        k->run(as0, 0, t / 2);
         k->run_all(a0);
         th.join();
       }
+      CHECK(s0.guard_intact());
+      CHECK(s1.guard_intact());
       const Tensor ref = reference(p, o);
       for (const std::vector<float>* out : {&shared, &own0, &own1}) {
         Tensor y(DType::f32, ys);

@@ -30,7 +30,9 @@ struct Timing {
   double median = 0, min = 0;  // seconds per run
 };
 
-Timing time_kernel(const Kernel& k, const KernelArgs& a) {
+Timing time_kernel(const Kernel& k, KernelArgs a) {
+  const ScratchBuffer scratch(k.scratch_bytes());  // once, not per run
+  a.scratch = scratch.slice();
   k.run_all(a);
   int iters = 1;
   for (;;) {
@@ -293,7 +295,10 @@ TEST_CASE("im2col bench: sweep" * doctest::skip()) {
   std::vector<float> src(size_t(layout_elems(l, xs)), 0.5f), dst(size_t(layout_elems(l, ys)));
   const float* ins[] = {src.data(), nullptr, nullptr};
   float* outs[] = {dst.data()};
-  const KernelArgs a{ins, outs};
+  int64_t scratch_bytes = 0;
+  for (const auto& k : ks) scratch_bytes = std::max(scratch_bytes, k->scratch_bytes());
+  const ScratchBuffer scratch(scratch_bytes);
+  const KernelArgs a{ins, outs, scratch.slice()};
   std::vector<std::vector<double>> samples(ks.size());
   for (int round = 0; round < 9; ++round)
     for (size_t i = 0; i < ks.size(); ++i) {

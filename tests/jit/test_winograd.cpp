@@ -237,10 +237,13 @@ TEST_CASE("winograd conv: concurrent runs of one kernel") {
     auto go = [&](float* d, int64_t b, int64_t e, int reps) {
       const float* ins[] = {src.data(), nullptr, nullptr};
       float* outs[] = {d};
+      GuardedScratch scratch(*k);  // each caller its own, as each executor thread
       KernelArgs a;
       a.src = ins;
       a.dst = outs;
+      a.scratch = scratch.get();
       for (int r = 0; r < reps; ++r) k->run(a, b, e);
+      CHECK(scratch.guard_intact());
     };
     const int64_t t = k->tiles();
     REQUIRE(t >= 2);

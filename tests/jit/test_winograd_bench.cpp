@@ -71,9 +71,13 @@ TEST_CASE("winograd bench: direct vs winograd, 1 thread" * doctest::skip()) {
       std::vector<float> dst(size_t(layout_elems(l, ys)));
       const float* ins[] = {src.data(), nullptr, nullptr};
       float* outs[] = {dst.data()};
+      int64_t scratch_bytes = 0;
+      for (const auto& k : ks) scratch_bytes = std::max(scratch_bytes, k->scratch_bytes());
+      const ScratchBuffer scratch(scratch_bytes);
       KernelArgs a;
       a.src = ins;
       a.dst = outs;
+      a.scratch = scratch.slice();
       std::vector<std::vector<double>> samples(ks.size());
       for (auto& k : ks) k->run_all(a);  // warm-up (scratch, caches)
       for (int r = 0; r < rounds; ++r)

@@ -19,8 +19,11 @@
 #include <chrono>
 #include <cstdint>
 #include <cstring>
+#include <mutex>
 #include <random>
+#include <set>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -320,6 +323,41 @@ class ScaleKernel : public kiln::Kernel {
   std::string name_ = "scale";
 };
 
+// Declares `bytes` of scratch; per tile it checks that no other call uses its scratch at the
+// same time, fills it with the tile's id and reads it back, and writes dst[0][tile] = 1 when
+// all was well (0 otherwise).
+class ScratchKernel : public kiln::Kernel {
+ public:
+  ScratchKernel(int64_t tiles, int64_t bytes) : n_(tiles), bytes_(bytes) {}
+  const std::string& name() const override { return name_; }
+  int64_t tiles() const override { return n_; }
+  int64_t scratch_bytes() const override { return bytes_; }
+  void run(const kiln::KernelArgs& a, int64_t b, int64_t e) const override {
+    float* s = scratch_floats(a);
+    const bool aligned = reinterpret_cast<uintptr_t>(s) % 64 == 0;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (!in_use_.insert(s).second) shared_ = true;
+    }
+    for (int64_t t = b; t < e; ++t) {
+      std::fill(s, s + bytes_ / 4, float(t));
+      std::this_thread::yield();  // give a thread sharing the slice a chance to show it
+      const bool kept = std::all_of(s, s + bytes_ / 4, [&](float v) { return v == float(t); });
+      a.dst[0][t] = aligned && kept ? 1.f : 0.f;
+    }
+    std::lock_guard<std::mutex> lock(mu_);
+    in_use_.erase(s);
+  }
+  bool shared() const { return shared_; }
+
+ private:
+  int64_t n_, bytes_;
+  std::string name_ = "scratch";
+  mutable std::mutex mu_;
+  mutable std::set<const float*> in_use_;
+  mutable bool shared_ = false;
+};
+
 }  // namespace
 
 TEST_CASE("memory plan: a small chain, hand-computed") {
@@ -600,4 +638,60 @@ TEST_CASE("executor: the flow graph only where a branch step cannot fill the thr
     CHECK(out[0].data<float>()[0] == 3.f);
     CHECK(out[1].data<float>()[0] == 4.5f);
   }
+}
+
+TEST_CASE("executor: each thread runs kernels in its own slice of the planned scratch") {
+  // Two independent steps (they may run at once on the flow graph) declaring 1000 and 3000
+  // bytes, then a third; a slice per thread of the largest, after the tensors.
+  Builder b;
+  const int x = b.external(4), m = b.arena(4 * 64), y0 = b.external(4 * 64),
+            y1 = b.external(4 * 64);
+  ScratchKernel* k[3];
+  auto add = [&](int src, int dst, int64_t tiles, int64_t bytes) {
+    auto kern = std::make_unique<ScratchKernel>(tiles, bytes);
+    k[b.p.steps.size()] = kern.get();
+    b.p.steps[size_t(b.step({src}, {dst}))].kernel = std::move(kern);
+  };
+  add(x, m, 64, 1000);
+  add(x, y0, 64, 3000);
+  add(m, y1, 64, 40);
+  b.p.inputs = {x};
+  b.p.outputs = {y0, y1};
+  kiln::plan_memory(&b.p);
+  CHECK(b.p.scratch_bytes == 3008);
+  CHECK(b.p.run_bytes(2) == b.p.arena_bytes + 2 * 3008);
+  CHECK(b.p.run_bytes(1) == b.p.arena_bytes + 3008);
+  kiln::Graph g;
+  for (int i = 0; i < 4; ++i) g.add_value("v" + std::to_string(i));
+  b.p.tensors[size_t(x)].value = 0;
+  b.p.tensors[size_t(m)].value = 1;
+  b.p.tensors[size_t(y0)].value = 2;
+  b.p.tensors[size_t(y1)].value = 3;
+  for (int threads : {1, 2})
+    for (auto sched : {kiln::Schedule::graph, kiln::Schedule::in_order}) {
+      CAPTURE(threads);
+      CAPTURE(int(sched));
+      kiln::Executor ex(g, b.p, threads, sched);
+      // Two callers at once on one executor, each run several times.
+      auto caller = [&](std::vector<kiln::Tensor>* out) {
+        kiln::Tensor in(kiln::DType::f32, {1});
+        for (int r = 0; r < 20; ++r) ex.run({in}, *out);
+      };
+      std::vector<kiln::Tensor> o1 = {kiln::Tensor(kiln::DType::f32, {64}),
+                                      kiln::Tensor(kiln::DType::f32, {64})};
+      std::vector<kiln::Tensor> o2 = {kiln::Tensor(kiln::DType::f32, {64}),
+                                      kiln::Tensor(kiln::DType::f32, {64})};
+      std::thread other(caller, &o2);
+      caller(&o1);
+      other.join();
+      for (const auto* out : {&o1, &o2})
+        for (const kiln::Tensor& t : *out)
+          for (int64_t i = 0; i < 64; ++i) CHECK(t.data<float>()[i] == 1.f);
+      for (ScratchKernel* kk : k) CHECK_FALSE(kk->shared());
+    }
+  // A kernel run without the scratch it declares says so.
+  std::vector<float> dst(64);
+  float* outs[] = {dst.data()};
+  CHECK_THROWS_WITH(k[0]->run(kiln::KernelArgs{nullptr, outs}, 0, 1),
+                    doctest::Contains("without the 1000 bytes of scratch"));
 }
