@@ -6,7 +6,8 @@
 For each DIR/NAME.onnx with DIR/NAME.input.npy and DIR/NAME.ref.npy (bench/zoo_export.py's
 layout) it runs `kiln run DIR/NAME.onnx --input DIR/NAME.input.npy --output TMP/NAME.out.npy`
 and prints max|out - ref| / max|ref| with PASS/FAIL. Exit status: 0 if every model passes,
-1 if any fails, 2 on a usage error. The kiln binary: --kiln, else $KILN, else build/bench/kiln.
+1 if any fails, 2 on a usage error, 77 (CTest: skipped) when --require-isa names an ISA that
+kiln does not run on this CPU (with KILN_MAX_ISA and --kiln-arg as given). The kiln binary: --kiln, else $KILN, else build/bench/kiln.
 Needs only NumPy (any python3 that has it; /usr/bin/python3 does)."""
 import argparse
 import glob
@@ -41,6 +42,16 @@ def compare(out_path, ref):
     return float(diff / max(float(np.abs(ref).max()), 1e-30)), ""
 
 
+def running_isa(kiln, model, kiln_args):
+    """The ISA `kiln info` reports it generates code for (the live CPU under the caps)."""
+    r = subprocess.run([kiln, "info", model, "--tune", "none"] + kiln_args,
+                       capture_output=True, text=True, timeout=600)
+    for line in r.stdout.splitlines():
+        if line.startswith("isa: "):
+            return line.split()[1]
+    return "unknown (kiln info exited %d)" % r.returncode
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("dir", help="folder written by bench/zoo_export.py")
@@ -52,6 +63,7 @@ def main():
                     help="extra argument for `kiln run` (repeatable), e.g. --kiln-arg=--reference")
     ap.add_argument("--tmp", default="/tmp", help="where NAME.out.npy go (default /tmp)")
     ap.add_argument("--timeout", type=float, default=600, help="seconds per model")
+    ap.add_argument("--require-isa", help="skip (exit 77) unless kiln runs this ISA here")
     args = ap.parse_args()
 
     kiln = find_kiln(args.kiln)
@@ -63,6 +75,13 @@ def main():
     if not names:
         print(f"zoo_check: no .onnx models in {args.dir}", file=sys.stderr)
         return 2
+
+    if args.require_isa:
+        isa = running_isa(kiln, os.path.join(args.dir, names[0] + ".onnx"), args.kiln_arg)
+        if isa != args.require_isa:
+            print(f"SKIPPED: the {args.require_isa} path cannot run on this CPU "
+                  f"(kiln runs {isa})", flush=True)
+            return 77
 
     failed = 0
     for name in names:

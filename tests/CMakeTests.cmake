@@ -22,3 +22,14 @@ if(KILN_BASH AND Python3_Interpreter_FOUND AND TARGET kiln_cli)
   set_tests_properties(cli PROPERTIES TIMEOUT 300
     ENVIRONMENT "KILN_CACHE_DIR=${CMAKE_CURRENT_BINARY_DIR}/tmp/cache-cli")
 endif()
+
+# The ISA-coverage report itself (isa_coverage.h): with the AVX-512 path capped away, a suite
+# whose tests all pass must exit 77 (skipped) and say what it could not cover.
+if(KILN_BASH)
+  add_test(NAME isa_coverage_reports_skip COMMAND ${KILN_BASH} -c
+    "KILN_MAX_ISA=avx2 \"$0\" -tc='epilogue*' > /dev/null 2> err.txt; rc=$?; cat err.txt; \
+     [ $rc -eq 77 ] && grep -q 'lacks avx512' err.txt && grep -q '^SKIPPED' err.txt"
+    $<TARGET_FILE:test_jit>)
+  set_tests_properties(isa_coverage_reports_skip PROPERTIES
+    WORKING_DIRECTORY ${CMAKE_CURRENT_BINARY_DIR}/tmp)
+endif()

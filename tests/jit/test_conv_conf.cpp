@@ -1,5 +1,6 @@
 // init_conf of the conv families on their own: applicability reasons, blocking choices,
 // output-width plans and kernel names (expectations hand-computed).
+#include "isa_coverage.h"
 #include "jit/conv/conv_direct_conf.h"
 #include "jit/conv/conv_gemm1x1_conf.h"
 #include "test_conv_util.h"
@@ -451,7 +452,7 @@ TEST_CASE("conv kernel names and tile counts") {
     CHECK(k->tiles() == 2 * 2 * 10);  // n x oc groups (64 / 32) x rows
     CHECK(k->macs() == doctest::Approx(2.0 * 64 * 10 * 28 * 16 * 9));
   }
-  if (detect_isa() >= Isa::avx2) {
+  if (testing::has_isa(Isa::avx2)) {
     ConvProblem q = problem({.ic = 16, .ih = 10, .iw = 28, .oc = 64});
     Tensor w1 = random_tensor({64, 16, 1, 1}, 3);
     auto k = create_conv_kernel(q, impl(ConvFamily::gemm1x1, Layout::nhwc, Layout::nhwc, 6, 2),

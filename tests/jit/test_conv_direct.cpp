@@ -1,4 +1,5 @@
 // The direct conv family against the reference Conv, on both ISA paths, over swept shapes.
+#include "isa_coverage.h"
 #include "jit/conv/conv_families.h"
 #include "test_conv_util.h"
 
@@ -314,7 +315,7 @@ TEST_CASE("direct conv: AVX-512 register broadcast variant") {
                                  .pl = 1,
                                  .pb = 1,
                                  .pr = 1});
-  if (detect_isa() < Isa::avx512) return;
+  if (!testing::has_isa(Isa::avx512)) return;
   auto c = convjit::init_direct_conf(p, direct(Isa::avx512, Layout::nChw16c, 6, 3), Isa::avx512);
   REQUIRE(c);
   convjit::DirectConf conf = *c.conf;

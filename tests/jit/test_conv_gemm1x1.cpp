@@ -1,4 +1,5 @@
 // The gemm1x1 conv family against the reference Conv, on both ISA paths, blocked and NHWC.
+#include "isa_coverage.h"
 #include "jit/conv/conv_families.h"
 #include "test_conv_util.h"
 
@@ -146,7 +147,7 @@ TEST_CASE("gemm1x1 conv stride 2: packed and strided input, tails, loop orders, 
 
 // The AVX-512 register-broadcast variant of the microkernel (forced), against the reference.
 TEST_CASE("gemm1x1 conv: AVX-512 register broadcast variant") {
-  if (int(detect_isa()) < int(Isa::avx512)) return;
+  if (!testing::has_isa(Isa::avx512)) return;
   uint64_t seed = 1600;
   const std::vector<Shp> shapes = {
       {.ic = 37, .ih = 9, .iw = 11, .oc = 45},

@@ -15,6 +15,7 @@
 
 #include "graph/ir.h"
 #include "graph/post_ops.h"
+#include "isa_coverage.h"
 #include "jit/conv/conv_kernel.h"
 #include "jit/conv/conv_problem.h"
 #include "jit/cpu.h"
@@ -259,10 +260,7 @@ inline int64_t count_mismatches(const Tensor& got, const Tensor& ref, int64_t k,
 }
 
 inline std::vector<Isa> isas() {
-  std::vector<Isa> v;
-  for (Isa i : {Isa::avx512, Isa::avx2})
-    if (int(i) <= int(detect_isa())) v.push_back(i);
-  return v;
+  return testing::jit_isas();
 }
 
 inline Layout blocked(Isa isa) {

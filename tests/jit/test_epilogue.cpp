@@ -23,6 +23,7 @@
 
 #include "graph/error.h"
 #include "graph/post_ops.h"
+#include "isa_coverage.h"
 #include "jit/cpu.h"
 #include "jit/epilogue.h"
 #include "jit/jit_generator.h"
@@ -38,10 +39,7 @@ constexpr float kInf = std::numeric_limits<float>::infinity();
 constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
 
 std::vector<Isa> test_isas() {
-  std::vector<Isa> v;
-  for (Isa i : {Isa::avx512, Isa::avx2})
-    if (int(i) <= int(detect_isa())) v.push_back(i);
-  return v;
+  return testing::jit_isas();
 }
 
 Xmm vreg(Isa isa, int i) {

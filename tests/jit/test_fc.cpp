@@ -14,6 +14,7 @@
 
 #include "graph/ir.h"
 #include "graph/post_ops.h"
+#include "isa_coverage.h"
 #include "jit/cpu.h"
 #include "jit/gemm/fc_conf.h"
 #include "jit/gemm/fc_kernel.h"
@@ -69,10 +70,7 @@ std::vector<PostOp> chain(std::vector<PostOp> ops) {
 }
 
 std::vector<Isa> isas() {
-  std::vector<Isa> v;
-  for (Isa i : {Isa::avx512, Isa::avx2})
-    if (int(i) <= int(detect_isa())) v.push_back(i);
-  return v;
+  return testing::jit_isas();
 }
 
 // One problem's operands, all plain row-major.

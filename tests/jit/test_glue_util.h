@@ -12,16 +12,14 @@
 #include <thread>
 #include <vector>
 
+#include "isa_coverage.h"
 #include "jit/cpu.h"
 #include "jit/kernel.h"
 
 namespace kiln::test {
 
 inline std::vector<Isa> glue_isas() {
-  std::vector<Isa> v;
-  for (Isa i : {Isa::avx512, Isa::avx2})
-    if (int(i) <= int(detect_isa())) v.push_back(i);
-  return v;
+  return testing::jit_isas();
 }
 
 // n floats between two PROT_NONE pages, alternately (per allocation) flush against the page

@@ -10,6 +10,7 @@
 #include <cstring>
 #include <random>
 
+#include "isa_coverage.h"
 #include "jit/conv/conv_kernel.h"
 #include "jit/gemm/fc_kernel.h"
 #include "runtime/profiler.h"
@@ -25,10 +26,7 @@ kiln::Tensor random_tensor(const kiln::Shape& s, unsigned seed) {
 }
 
 std::vector<kiln::Isa> isas() {
-  std::vector<kiln::Isa> v;
-  for (kiln::Isa i : {kiln::Isa::avx512, kiln::Isa::avx2})
-    if (kiln::detect_isa() >= i) v.push_back(i);
-  return v;
+  return kiln::testing::jit_isas();
 }
 
 // Bytes of the spans, checking each lies in readable memory (the first and last byte).

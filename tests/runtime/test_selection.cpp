@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "isa_coverage.h"
 #include "runtime/labels.h"
 #include "runtime/npy.h"
 #include "runtime/plan.h"
@@ -56,10 +57,7 @@ fs::path fresh_dir(const std::string& name) {
 }
 
 std::vector<kiln::Isa> isas() {
-  std::vector<kiln::Isa> v;
-  if (kiln::detect_isa() >= kiln::Isa::avx512) v.push_back(kiln::Isa::avx512);
-  if (kiln::detect_isa() >= kiln::Isa::avx2) v.push_back(kiln::Isa::avx2);
-  return v;
+  return kiln::testing::jit_isas();
 }
 
 }  // namespace
