@@ -41,7 +41,7 @@ class DirectKernel : public Kernel {
 
   void run(const KernelArgs& args, int64_t begin, int64_t end) const override {
     ConvCallArgs base;
-    fill_post_args(c_.p.post, args, &base);
+    base.post.set(c_.p.post, args);
     // A K split keeps partial sums in dst; a residual stored in dst itself would be lost.
     bool split = c_.ic_chunk < c_.icb_total();
     for (const PostOp& op : c_.p.post)
@@ -115,10 +115,7 @@ class DirectKernel : public Kernel {
     a.dst =
         args.dst[0] + n * c_.ocb * c_.simd * p.oh * p.ow + oc0 * p.oh * p.ow + oh * p.ow * c_.simd;
     a.bias = bias_.data() + oc0;
-    for (int i = 0; i < kMaxPostOps; ++i) {
-      if (a.scale[i]) a.scale[i] += oc0;
-      if (a.shift[i]) a.shift[i] += oc0;
-    }
+    a.post.advance_channels(oc0);
     a.kh_cnt = hi - lo;
     const bool has_tail = c_.ic_tail && k0 + kcnt == c_.icb_total();
     a.k_blocks = kcnt - (has_tail ? 1 : 0);

@@ -20,8 +20,4 @@ std::unique_ptr<Kernel> make_gemm1x1_kernel(const Gemm1x1Conf& c, const Tensor& 
 std::string conv_kernel_name(const char* family, Layout src, Layout dst,
                              const std::string& blocking, Isa isa);
 
-// Per-call pointers of the fused post-ops (residual deltas, scale/shift bases) from the
-// node's inputs; the kernel offsets scale/shift by the group's first channel.
-void fill_post_args(const std::vector<PostOp>& post, const KernelArgs& args, ConvCallArgs* a);
-
 }  // namespace kiln::convjit

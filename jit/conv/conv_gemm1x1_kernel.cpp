@@ -38,7 +38,7 @@ class Gemm1x1Kernel : public Kernel {
 
   void run(const KernelArgs& args, int64_t begin, int64_t end) const override {
     ConvCallArgs base;
-    fill_post_args(c_.p.post, args, &base);
+    base.post.set(c_.p.post, args);
     bool split = c_.ic_chunk < c_.icb_total();
     for (const PostOp& op : c_.p.post)
       if (op.kind == PostOp::Kind::add && args.src[op.input] == args.dst[0]) split = false;
@@ -170,10 +170,7 @@ class Gemm1x1Kernel : public Kernel {
     a.wei = wei_.data<float>() + group_off_[size_t(g)] + k0 * c_.wei_kb_floats(ob);
     a.bias = bias_.data() + oc0;
     a.pf_wei = pf_wei;
-    for (int i = 0; i < kMaxPostOps; ++i) {
-      if (a.scale[i]) a.scale[i] += oc0;
-      if (a.shift[i]) a.shift[i] += oc0;
-    }
+    a.post.advance_channels(oc0);
     const bool has_tail = c_.ic_tail && k0 + kcnt == c_.icb_total();
     a.k_blocks = kcnt - (has_tail ? 1 : 0);
     a.m_blocks = b1 - b0;

@@ -25,15 +25,16 @@ EpilogueEmitter::Operands EpilogueAddressing::operands() const {
     return a.g->ptr[a.tmp_a + a.oc_disp];
   };
   o.residual = [a](int i) {
-    a.g->mov(a.tmp_a, a.g->ptr[a.param + offsetof(ConvCallArgs, res_delta) + 8 * i]);
+    a.g->mov(a.tmp_a,
+             a.g->ptr[a.param + offsetof(ConvCallArgs, post) + PostOpArgs::res_delta_at(i)]);
     return a.g->ptr[a.dst_base + a.tmp_a + a.dst_disp];
   };
   o.scale = [a](int i) {
-    a.g->mov(a.tmp_a, a.g->ptr[a.param + offsetof(ConvCallArgs, scale) + 8 * i]);
+    a.g->mov(a.tmp_a, a.g->ptr[a.param + offsetof(ConvCallArgs, post) + PostOpArgs::scale_at(i)]);
     return a.g->ptr[a.tmp_a + a.oc_disp];
   };
   o.shift = [a](int i) {
-    a.g->mov(a.tmp_b, a.g->ptr[a.param + offsetof(ConvCallArgs, shift) + 8 * i]);
+    a.g->mov(a.tmp_b, a.g->ptr[a.param + offsetof(ConvCallArgs, post) + PostOpArgs::shift_at(i)]);
     return a.g->ptr[a.tmp_b + a.oc_disp];
   };
   return o;

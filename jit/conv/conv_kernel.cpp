@@ -37,21 +37,6 @@ std::string conv_kernel_name(const char* family, Layout src, Layout dst,
          "_" + blocking + "__" + isa_name(isa);
 }
 
-void fill_post_args(const std::vector<PostOp>& post, const KernelArgs& args, ConvCallArgs* a) {
-  for (size_t i = 0; i < post.size() && i < size_t(kMaxPostOps); ++i) {
-    const PostOp& op = post[i];
-    if (op.kind == PostOp::Kind::add) {
-      // Byte distance residual - dst: the generated code addresses the residual relative to
-      // its own output pointer.
-      a->res_delta[i] = int64_t(reinterpret_cast<uintptr_t>(args.src[op.input])) -
-                        int64_t(reinterpret_cast<uintptr_t>(args.dst[0]));
-    } else if (op.kind == PostOp::Kind::scale_shift) {
-      a->scale[i] = args.src[op.input];
-      a->shift[i] = args.src[op.input + 1];
-    }
-  }
-}
-
 }  // namespace convjit
 
 std::unique_ptr<Kernel> create_conv_kernel(const ConvProblem& p, const ConvImpl& impl, Isa isa,

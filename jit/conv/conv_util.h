@@ -12,10 +12,9 @@
 #include "jit/conv/conv_problem.h"
 #include "jit/cpu.h"
 #include "jit/layout.h"
+#include "jit/post_op_args.h"
 
 namespace kiln::convjit {
-
-constexpr int kMaxPostOps = 8;
 
 // Bits of ConvCallArgs::flags.
 enum : int64_t {
@@ -36,9 +35,7 @@ struct ConvCallArgs {
   int64_t m_blocks = 0;         // gemm1x1: full pixel blocks in this call
   int64_t flags = 0;
   int64_t wei_tail_adj = 0;  // direct: bytes added to the weight pointer at the ic-tail block
-  int64_t res_delta[kMaxPostOps] = {};   // `add` post-op i: residual - dst, in bytes
-  const float* scale[kMaxPostOps] = {};  // `scale_shift` post-op i, at the group's oc
-  const float* shift[kMaxPostOps] = {};
+  PostOpArgs post;           // fused post-ops' operands, at the group's first oc
   // gemm1x1 with groups outer: where this call's share of the next group's weights starts
   // (prefetched into L2 while this group computes).
   const float* pf_wei = nullptr;

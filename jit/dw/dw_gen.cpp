@@ -286,16 +286,16 @@ EpilogueEmitter::Operands DwGenerator::operands(const Reg64& dst, int64_t ddisp)
   const Reg64 param = abi_param1;
   EpilogueEmitter::Operands o;
   o.residual = [this, param, dst, ddisp](int i) {
-    mov(epi_a_, ptr[param + offsetof(DwCallArgs, c.res_delta) + 8 * i]);
+    mov(epi_a_, ptr[param + offsetof(DwCallArgs, c.post) + PostOpArgs::res_delta_at(i)]);
     if (c_.nhwc) add(epi_a_, c_off_);
     return ptr[dst + epi_a_ + ddisp];
   };
   o.scale = [this, param](int i) {
-    mov(epi_a_, ptr[param + offsetof(DwCallArgs, c.scale) + 8 * i]);
+    mov(epi_a_, ptr[param + offsetof(DwCallArgs, c.post) + PostOpArgs::scale_at(i)]);
     return ptr[epi_a_ + c_off_];
   };
   o.shift = [this, param](int i) {
-    mov(epi_b_, ptr[param + offsetof(DwCallArgs, c.shift) + 8 * i]);
+    mov(epi_b_, ptr[param + offsetof(DwCallArgs, c.post) + PostOpArgs::shift_at(i)]);
     return ptr[epi_b_ + c_off_];
   };
   return o;

@@ -12,8 +12,8 @@
 
 namespace kiln::convjit {
 
-// What the depthwise JIT function receives (one pointer in rdi). The shared ConvCallArgs comes
-// first so fill_post_args fills its residual / scale / shift entries.
+// What the depthwise JIT function receives (one pointer in rdi): the shared ConvCallArgs (its
+// post-ops' operands included) and the row range.
 struct DwCallArgs {
   // c.src: input row r0 * sh, column 0 (before the padding shift) of the first channel
   // vector; c.dst: output row r0 of that vector; c.wei, c.bias: its packed weights and bias;

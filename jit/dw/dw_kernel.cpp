@@ -4,7 +4,7 @@
 
 #include <cstdint>
 
-#include "jit/conv/conv_families.h"  // fill_post_args
+#include "jit/conv/conv_util.h"  // ConvCallArgs
 #include "jit/dw/dw_gen.h"
 
 namespace kiln {
@@ -31,7 +31,7 @@ class DwKernel : public Kernel {
 
   void run(const KernelArgs& args, int64_t begin, int64_t end) const override {
     DwCallArgs base;
-    fill_post_args(c_.p.post, args, &base.c);
+    base.c.post.set(c_.p.post, args);
     const Fn fn = gen_.fn<Fn>();
     for (int64_t t = begin; t < end; ++t) {
       const DwTile tl = c_.tile(t);
@@ -47,10 +47,7 @@ class DwKernel : public Kernel {
                 (tl.cv0 * c_.dst_cv_bytes() + tl.r0 * c_.dst_row_bytes()) / 4;
       a.c.wei = wei_.data<float>() + tl.cv0 * c_.wei_cv_bytes() / 4;
       a.c.bias = bias_.data() + tl.cv0 * c_.simd;
-      for (int i = 0; i < kMaxPostOps; ++i) {
-        if (a.c.scale[i]) a.c.scale[i] += tl.cv0 * c_.simd;
-        if (a.c.shift[i]) a.c.shift[i] += tl.cv0 * c_.simd;
-      }
+      a.c.post.advance_channels(tl.cv0 * c_.simd);
       a.r0 = tl.r0;
       a.r1 = tl.r1;
       const bool tail = c_.tail_code && tl.cv1 == c_.cv;

@@ -21,12 +21,11 @@
 #include "jit/cpu.h"
 #include "jit/gemm/fc_kernel.h"
 #include "jit/kernel.h"
+#include "jit/post_op_args.h"
 
 namespace kiln::fcjit {
 
 using convjit::ConfOr;
-
-constexpr int kMaxPostOps = 8;
 
 // Bits of FcCallArgs::flags.
 constexpr int64_t kFlagMTail = 1;  // after the full row tiles, run the tail tile of m_tail rows
@@ -40,9 +39,7 @@ struct FcCallArgs {
   int64_t n_blocks = 0;         // consecutive N blocks in this call
   int64_t m_tiles = 0;          // full row tiles per block
   int64_t flags = 0;
-  int64_t res_delta[kMaxPostOps] = {};   // `add` post-op i: residual - y, in bytes
-  const float* scale[kMaxPostOps] = {};  // `scale_shift` post-op i, at the first block's output
-  const float* shift[kMaxPostOps] = {};
+  PostOpArgs post;  // fused post-ops' operands, at the first block's output
 };
 
 // Forced choices for tests and the benchmark (0 / -1 = the conf's own choice).

@@ -191,15 +191,15 @@ void FcGenerator::emit_store(int ur) {
           return ptr[ea + no + cofs];
         };
         o.residual = [this, param, ea, yt, dofs](int i) {
-          mov(ea, ptr[param + offsetof(FcCallArgs, res_delta) + 8 * i]);
+          mov(ea, ptr[param + offsetof(FcCallArgs, post) + PostOpArgs::res_delta_at(i)]);
           return ptr[yt + ea + dofs];
         };
         o.scale = [this, param, ea, no, cofs](int i) {
-          mov(ea, ptr[param + offsetof(FcCallArgs, scale) + 8 * i]);
+          mov(ea, ptr[param + offsetof(FcCallArgs, post) + PostOpArgs::scale_at(i)]);
           return ptr[ea + no + cofs];
         };
         o.shift = [this, param, eb, no, cofs](int i) {
-          mov(eb, ptr[param + offsetof(FcCallArgs, shift) + 8 * i]);
+          mov(eb, ptr[param + offsetof(FcCallArgs, post) + PostOpArgs::shift_at(i)]);
           return ptr[eb + no + cofs];
         };
         epi_->apply(a, temps, o, tail);

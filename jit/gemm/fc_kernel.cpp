@@ -40,17 +40,7 @@ class FcKernel : public Kernel {
 
   void run(const KernelArgs& args, int64_t begin, int64_t end) const override {
     FcCallArgs base;
-    for (size_t i = 0; i < c_.p.post.size(); ++i) {
-      const PostOp& op = c_.p.post[i];
-      if (op.kind == PostOp::Kind::add) {
-        // Byte distance residual - y: the code addresses the residual relative to its output.
-        base.res_delta[i] = int64_t(reinterpret_cast<uintptr_t>(args.src[op.input])) -
-                            int64_t(reinterpret_cast<uintptr_t>(args.dst[0]));
-      } else if (op.kind == PostOp::Kind::scale_shift) {
-        base.scale[i] = args.src[op.input];
-        base.shift[i] = args.src[op.input + 1];
-      }
-    }
+    base.post.set(c_.p.post, args);
     const int64_t rt = c_.row_tiles();
     end = std::min(end, tiles());
     for (int64_t t = std::max<int64_t>(begin, 0); t < end;) {
@@ -79,10 +69,7 @@ class FcKernel : public Kernel {
     a.y = args.dst[0] + m0 * c_.p.n + n0;
     a.w = wei_.data<float>() + blk * c_.p.k * c_.block_outputs();
     a.bias = bias_.data<float>() + n0;
-    for (int i = 0; i < kMaxPostOps; ++i) {
-      if (a.scale[i]) a.scale[i] += n0;
-      if (a.shift[i]) a.shift[i] += n0;
-    }
+    a.post.advance_channels(n0);
     a.n_blocks = cnt;
     a.m_tiles = std::max<int64_t>(0, std::min(r1, c_.m_full) - r0);
     a.flags = r1 > c_.m_full ? kFlagMTail : 0;

@@ -192,15 +192,15 @@ EpilogueEmitter::Operands GemmGenerator::operands(int i, int j) const {
     return at(ta);
   };
   o.residual = [=](int k) {
-    g->mov(ta, g->ptr[param + offsetof(CallArgs, res_delta) + 8 * k]);
+    g->mov(ta, g->ptr[param + offsetof(CallArgs, post) + PostOpArgs::res_delta_at(k)]);
     return g->ptr[cm + ta + cdisp];
   };
   o.scale = [=](int k) {
-    g->mov(ta, g->ptr[param + offsetof(CallArgs, scale) + 8 * k]);
+    g->mov(ta, g->ptr[param + offsetof(CallArgs, post) + PostOpArgs::scale_at(k)]);
     return at(ta);
   };
   o.shift = [=](int k) {
-    g->mov(tb, g->ptr[param + offsetof(CallArgs, shift) + 8 * k]);
+    g->mov(tb, g->ptr[param + offsetof(CallArgs, post) + PostOpArgs::shift_at(k)]);
     return at(tb);
   };
   return o;

@@ -13,6 +13,7 @@
 #include "jit/epilogue.h"
 #include "jit/im2col/im2col_conf.h"
 #include "jit/jit_generator.h"
+#include "jit/post_op_args.h"
 
 namespace kiln::im2col {
 
@@ -20,8 +21,6 @@ namespace kiln::im2col {
 constexpr int64_t kFlagAccumulate = 1;  // start from the partial sums in C (not the first chunk)
 constexpr int64_t kFlagFinal = 2;       // last K chunk: bias + post-ops, else raw partial sums
 constexpr int64_t kFlagMTail = 4;       // run the tail row block after the full ones
-
-constexpr int kMaxPostOps = 8;
 
 // What one call receives (pointer in rdi); read with offsetof.
 struct CallArgs {
@@ -35,9 +34,7 @@ struct CallArgs {
   int64_t flags = 0;
   // NHWC: the next call's B, walked a line per K step across this call's row blocks (into L2).
   const float* pf = nullptr;
-  int64_t res_delta[kMaxPostOps] = {};   // `add` post-op i: residual - dst, bytes
-  const float* scale[kMaxPostOps] = {};  // `scale_shift` post-op i (like bias)
-  const float* shift[kMaxPostOps] = {};
+  PostOpArgs post;  // fused post-ops' operands (scale / shift like bias)
 };
 
 class GemmGenerator : public JitGenerator {

@@ -76,22 +76,17 @@ class Im2colKernel : public Kernel {
     // A K split keeps partial sums in dst: not when the residual is dst itself (in place).
     bool split = c_.kc < c_.k;
     float* ss = scratch + c_.pack_floats;  // NCHW: expanded scale / shift
+    base.post.set(p.post, args);
     for (size_t i = 0; i < p.post.size(); ++i) {
       const PostOp& op = p.post[i];
-      if (op.kind == PostOp::Kind::add) {
-        base.res_delta[i] = int64_t(reinterpret_cast<uintptr_t>(args.src[op.input])) -
-                            int64_t(reinterpret_cast<uintptr_t>(args.dst[0]));
-        if (args.src[op.input] == args.dst[0]) split = false;
-      } else if (op.kind == PostOp::Kind::scale_shift) {
-        base.scale[i] = args.src[op.input];
-        base.shift[i] = args.src[op.input + 1];
-        if (!c_.nhwc) {
-          expand_rows(base.scale[i], p.oc, c_.simd, ss);
-          expand_rows(base.shift[i], p.oc, c_.simd, ss + p.oc * c_.simd);
-          base.scale[i] = ss;
-          base.shift[i] = ss + p.oc * c_.simd;
-          ss += 2 * p.oc * c_.simd;
-        }
+      if (op.kind == PostOp::Kind::add && args.src[op.input] == args.dst[0]) split = false;
+      // NCHW: the code reads per-channel operands as vectors along the rows.
+      if (op.kind == PostOp::Kind::scale_shift && !c_.nhwc) {
+        expand_rows(base.post.scale[i], p.oc, c_.simd, ss);
+        expand_rows(base.post.shift[i], p.oc, c_.simd, ss + p.oc * c_.simd);
+        base.post.scale[i] = ss;
+        base.post.shift[i] = ss + p.oc * c_.simd;
+        ss += 2 * p.oc * c_.simd;
       }
     }
     const int64_t kc = split ? c_.kc : c_.k;
@@ -136,10 +131,7 @@ class Im2colKernel : public Kernel {
         ca.pf = wei_.data<float>() + group_off_[size_t(ng)] + nk * c_.nhwc_group_ldb(ng);
         ca.c = dst + oc0;
         ca.bias = bias_.data<float>() + oc0;
-        for (int i = 0; i < kMaxPostOps; ++i) {
-          if (ca.scale[i]) ca.scale[i] += oc0;
-          if (ca.shift[i]) ca.shift[i] += oc0;
-        }
+        ca.post.advance_channels(oc0);
         ca.m_blocks = npix / c_.mr;
         ca.ksteps = ks;
         ca.flags = flags(k0, k0 + ks, c_.k) | (npix % c_.mr ? kFlagMTail : 0);

@@ -39,7 +39,7 @@ struct WinoGemmArgs {
 
 // Output transform of one tile and one chunk. `c` is read by the shared epilogue addressing:
 // c.src = M + tile * m_row(), c.dst = the tile's top-left output pixel at the chunk's first
-// channel, c.bias / c.scale / c.shift at the chunk's first channel, c.res_delta.
+// channel, c.bias and c.post at the chunk's first channel.
 struct WinoOutArgs {
   ConvCallArgs c;
   float* tmp = nullptr;  // tmp_floats() of scratch

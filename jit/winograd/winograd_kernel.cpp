@@ -11,7 +11,7 @@
 #include <utility>
 
 #include "graph/error.h"
-#include "jit/conv/conv_families.h"  // fill_post_args
+#include "jit/conv/conv_util.h"  // ConvCallArgs
 #include "jit/winograd/winograd_gen.h"
 
 namespace kiln {
@@ -75,7 +75,7 @@ class WinoKernel : public Kernel {
     if (begin >= end) return;
     float* s = scratch_floats(args);
     ConvCallArgs base;
-    fill_post_args(c_.p.post, args, &base);
+    base.post.set(c_.p.post, args);
     int64_t cached = -1;  // the group whose V is in scratch
     for (int64_t t = begin; t < end; ++t) {
       const int64_t g = t / c_.slices, sl = t % c_.slices;
@@ -176,10 +176,7 @@ class WinoKernel : public Kernel {
     WinoOutArgs a;
     a.c = base;
     a.c.bias = bias_.data() + oc0;
-    for (int i = 0; i < kMaxPostOps; ++i) {
-      if (a.c.scale[i]) a.c.scale[i] += oc0;
-      if (a.c.shift[i]) a.c.shift[i] += oc0;
-    }
+    a.c.post.advance_channels(oc0);
     a.tmp = s + tout_off_;
     using Fn = void (*)(const WinoOutArgs*);
     for (int64_t i = 0; i < cnt; ++i) {
