@@ -202,14 +202,6 @@ template int64_t* Tensor::data<int64_t>();
 template const float* Tensor::data<float>() const;
 template const int64_t* Tensor::data<int64_t>() const;
 
-Tensor Tensor::reshaped(Shape shape) const {
-  Tensor t = *this;
-  int64_t n = shape_numel(shape);
-  if (n != numel_) fail(Code::internal, "reshape " + shape_str(shape_) + " to " + shape_str(shape));
-  t.shape_ = std::move(shape);
-  return t;
-}
-
 bool Tensor::shares_owner(const std::shared_ptr<void>& owner) const {
   auto same = [&](const std::shared_ptr<void>& a) {
     return a && !a.owner_before(owner) && !owner.owner_before(a);

@@ -70,8 +70,6 @@ class Tensor {
 
   // Whether the bytes are kept alive by `owner` (the same control block; false for null).
   bool shares_owner(const std::shared_ptr<void>& owner) const;
-  // Same buffer, new shape with the same element count (Reshape/Flatten/Squeeze).
-  Tensor reshaped(Shape shape) const;
   Tensor clone() const;  // deep copy
 
  private:

@@ -70,7 +70,6 @@ class JitGenerator : private detail::EmitBuffer, public Xbyak::CodeGenerator {
   F fn() const {
     return reinterpret_cast<F>(const_cast<uint8_t*>(code_.addr()));
   }
-  size_t code_size() const { return code_.size(); }
 
  protected:
   virtual void generate() = 0;

@@ -41,7 +41,6 @@ class VecConsts {
   void emit();
   bool emitted() const { return emitted_; }
   bool empty() const { return entries_.empty(); }
-  int vector_bytes() const { return bytes_; }
 
  private:
   Xbyak::CodeGenerator& g_;

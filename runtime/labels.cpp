@@ -490,7 +490,6 @@ Instance instantiate(const Graph& g, int i, const Label& l, Isa isa, std::string
       return r;
   }
   if (!r.kernel) return no(why.empty() ? "not applicable" : why);
-  r.jit = true;
   return r;
 }
 

@@ -53,10 +53,9 @@ std::vector<Label> candidate_labels(const Graph& g, int i, Isa isa, bool referen
 std::vector<Layout> input_layouts(const Graph& g, int i, const Label& l);
 std::vector<Layout> output_layouts(const Graph& g, int i, const Label& l);
 
-// A label made concrete: its kernel plus the shape views the plan needs.
+// A label made concrete: its kernel.
 struct Instance {
   std::unique_ptr<Kernel> kernel;
-  bool jit = false;
 };
 
 // Creates the kernel (JIT code, packed weights) for node i under label l; nullptr with
