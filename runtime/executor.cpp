@@ -41,6 +41,7 @@ struct Executor::Context {
 Executor::Executor(const Graph& g, const Plan& p, int threads, Schedule schedule)
     : g_(g), p_(p), threads_(threads) {
   if (threads_ > 1) arena_ = &shared_arena(threads_);
+  scratch_at_ = round_up(p_.arena_bytes, 64);
   for (const Step& st : p_.steps) {
     tiles_.push_back(st.kernel->tiles());
     src_off_.push_back(src_total_);
@@ -104,8 +105,8 @@ void Executor::run_piece(Context& c, size_t si, int64_t b, int64_t e) const {
   KernelArgs args{c.src.data() + src_off_[si], c.dst.data() + dst_off_[si]};
   // The thread's scratch slice, after the tensors (Plan::run_bytes).
   if (p_.scratch_bytes)
-    args.scratch = static_cast<char*>(c.arena.get()) + round_up(p_.arena_bytes, 64) +
-                   arena_slot(threads_) * p_.scratch_bytes;
+    args.scratch =
+        static_cast<char*>(c.arena.get()) + scratch_at_ + arena_slot(threads_) * p_.scratch_bytes;
   const Kernel& k = *p_.steps[si].kernel;
   if (!c.prof) return k.run(args, b, e);
   const auto p0 = Clock::now();

@@ -63,6 +63,7 @@ class Executor {
   std::vector<int64_t> tiles_;
   std::vector<size_t> src_off_, dst_off_;
   size_t src_total_ = 0, dst_total_ = 0;
+  int64_t scratch_at_ = 0;  // where the threads' scratch slices start in a context's arena
   // Views of external tensors (a slice of a graph output written in place): root tensor and
   // byte offset, resolved once here; only the root's pointer is known per run.
   struct ExternalView {

@@ -79,7 +79,7 @@ std::vector<int64_t> Profiler::slot_bytes(const Kernel& k, const std::vector<int
   for (const auto* list : {&src_bytes, &dst_bytes})
     for (int64_t b : *list)
       if (b > 0) slots.push_back(b);
-  if (k.scratch_bytes() > 0) slots.push_back(round_up(k.scratch_bytes(), 64) * threads_);
+  if (k.scratch_bytes() > 0) slots.push_back(scratch_slices_bytes(k));
   return slots;
 }
 
@@ -144,7 +144,7 @@ double Profiler::time_kernel(const Kernel& k, const std::vector<int64_t>& src_by
   for (size_t i = 0; i < dst.size(); ++i)
     if (dst_bytes[i] > 0) dst[i] = scratch(slot++, dst_bytes[i]);
   KernelArgs a{src.data(), dst.data()};
-  if (k.scratch_bytes() > 0) a.scratch = scratch(slot++, slot_bytes(k, {}, {}).back());
+  if (k.scratch_bytes() > 0) a.scratch = scratch(slot++, scratch_slices_bytes(k));
   const std::vector<Kernel::Span> spans = cold_weights_ ? k.weights() : std::vector<Kernel::Span>();
 
   // Probe: a few tiles spread over the tile space (after one unmeasured probe: the first

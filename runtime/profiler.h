@@ -78,6 +78,10 @@ class Profiler {
   double time_once(const Kernel& k, const KernelArgs& a, const std::vector<Chunk>& chunks,
                    const std::vector<Kernel::Span>& evict_first);
   float* scratch(size_t slot, int64_t bytes);
+  // The kernel's scratch, one 64-byte aligned slice per thread (as the executor lays it out).
+  int64_t scratch_slices_bytes(const Kernel& k) const {
+    return round_up(k.scratch_bytes(), 64) * threads_;
+  }
   std::vector<int64_t> slot_bytes(const Kernel& k, const std::vector<int64_t>& src_bytes,
                                   const std::vector<int64_t>& dst_bytes) const;
   int threads_;
