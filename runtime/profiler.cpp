@@ -29,9 +29,7 @@ void evict(const std::vector<Kernel::Span>& spans) {
 }  // namespace
 
 bool weights_stay_cached(int64_t model_weight_bytes, int threads) {
-  long l2 = sysconf(_SC_LEVEL2_CACHE_SIZE);
-  if (l2 <= 0) l2 = 1 << 20;
-  return model_weight_bytes <= int64_t(l2) * std::max(1, threads);
+  return model_weight_bytes <= host_cpu().cache.l2 * std::max(1, threads);
 }
 
 Profiler::Profiler(int threads, ProfileBudget b) : threads_(std::max(1, threads)), budget_(b) {

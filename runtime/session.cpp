@@ -5,7 +5,6 @@
 #include <chrono>
 #include <cstring>
 #include <map>
-#include <thread>
 
 #include "graph/env.h"
 #include "graph/onnx_import.h"
@@ -105,7 +104,7 @@ void Session::prepare(const SessionOptions& o) {
   auto t1 = Clock::now();
   log_level_ = o.log_level;
   isa_ = effective_isa(o.max_isa);
-  threads_ = o.threads > 0 ? o.threads : int(std::thread::hardware_concurrency());
+  threads_ = o.threads > 0 ? o.threads : host_cpu().cores;
   if (threads_ < 1) threads_ = 1;
   if (o.strategy < 0 || o.strategy > 3) fail(Code::invalid_argument, "strategy must be 0..3");
   if (o.tune < 0 || o.tune > 2) fail(Code::invalid_argument, "tune must be 0..2");

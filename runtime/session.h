@@ -17,7 +17,7 @@ struct Selection;
 class Executor;
 
 struct SessionOptions {
-  int threads = 0;         // 0 = all cores
+  int threads = 0;         // 0 = host_cpu().cores (the CPUs this process may run on)
   int64_t batch = 0;       // 0 = what the model says (a symbolic batch dim becomes 1)
   int log_level = -1;      // this session's messages: 0 trace .. 6 off; -1 = the process's
                            // threshold (runtime/log.h)

@@ -221,7 +221,7 @@ void remove_stale_temps(const std::string& dir, const std::string& name) {
 
 CacheContext CacheContext::current(Isa isa, int threads) {
   CacheContext c;
-  c.cpu = cpu_description();
+  c.cpu = host_cpu().summary();
   c.isa = isa_name(isa);
   c.threads = threads;
   c.build = kiln_build_id();

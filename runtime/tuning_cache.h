@@ -38,7 +38,7 @@ uint64_t fnv1a64(std::string_view s, uint64_t h = kFnvBasis);
 
 // Everything an entry's validity depends on; entries made under another context are never used.
 struct CacheContext {
-  std::string cpu;  // cpu_description(): vendor/family/model/stepping + brand string (CPUID)
+  std::string cpu;  // host_cpu().summary(): identity, ISA features, cache sizes
   std::string isa;  // isa_name(isa), e.g. "avx512"
   int threads = 1;
   std::string build;  // kiln_build_id()

@@ -70,6 +70,7 @@ int cmd_info(const Args& a) {
               ls.passes_ms, ls.plan_ms);
   std::printf("isa: %s  threads: %d%s\n", isa_name(s->isa()), s->threads(),
               a.reference ? "  (reference kernels)" : "");
+  std::printf("cpu: %s\n", host_cpu().summary().c_str());
   print_io("inputs", s->inputs());
   print_io("outputs", s->outputs());
 

@@ -5,18 +5,18 @@
 namespace kiln::convjit {
 namespace {
 
-// L2 share the weights of one sweep may use (half of a 1 MB L2, the smaller of the two
-// target machines).
-constexpr int64_t kL2Budget = 512 * 1024;
-// A group's weights above this are split along the input channels into chunks of ~kSplitChunk
-// (3/4 and 3/8 of a 1 MB L2).
-constexpr int64_t kSplitAbove = 768 * 1024, kSplitChunk = 384 * 1024;
+// A group's weights above 3/4 of L2 are split along the input channels into chunks of 3/8.
+int64_t split_above(const CacheSizes& c) {
+  return c.l2 * 3 / 4;
+}
+int64_t split_chunk(const CacheSizes& c) {
+  return c.l2 * 3 / 8;
+}
 // Groups outer (weights beyond the L2 share): they come from memory every run in a network
 // (ResNet-50's ~100 MB of weights pass through L3 each run), so the next group's are
 // prefetched while a group computes (pf_next). Hot in a kernel benchmark 0.6-2.4 MB measured
 // 3-10% slower with a prefetch per step; in the network the prefetch wins (see
-// conv_gemm1x1_conf.cpp for the measurement).
-constexpr int64_t kPfNextAbove = 512 << 10;
+// conv_gemm1x1_conf.cpp for the measurement): above cache.l2_weights().
 // Rows-outer weights from this size on are prefetched group by group during the first row's
 // sweep (as gemm1x1 does for its first chunk; see kPfFirstAbove there).
 constexpr int64_t kPfFirstAbove = 64 * 1024;
@@ -169,13 +169,14 @@ ConfOr<DirectConf> init_direct_conf(const ConvProblem& p, const ConvImpl& impl, 
   // Loop order: all weights in L2 -> rows outer (the src rows in L1 meet every group); else
   // one group's weights stay in L2 while its output rows sweep.
   const int64_t wei_bytes = c.wei_group_floats(c.oc_blocks) * 4 * c.oc_groups;
-  c.rows_outer = wei_bytes <= kL2Budget && c.ur_h == 1;  // row pairs need rows inner
+  c.rows_outer = wei_bytes <= impl.cache.l2_weights() && c.ur_h == 1;  // row pairs need rows inner
   // K split: a group whose weights overflow L2 would stream them from L3 for every output row;
   // cut the input channels into chunks that stay in L2 across the rows (partial sums in dst).
   const int64_t group_bytes = c.wei_group_floats(c.oc_blocks) * 4;
   c.ic_chunk = c.icb_total();
-  if (group_bytes > kSplitAbove && p.oh > 1) {
-    c.ic_chunk = std::max<int64_t>(1, kSplitChunk / (c.wei_icb_floats(c.oc_blocks, c.simd) * 4));
+  if (group_bytes > split_above(impl.cache) && p.oh > 1) {
+    c.ic_chunk =
+        std::max<int64_t>(1, split_chunk(impl.cache) / (c.wei_icb_floats(c.oc_blocks, c.simd) * 4));
     c.rows_outer = false;
   }
   // Prefetching the next group's weights costs load uops: worth it only when the weights
@@ -185,7 +186,7 @@ ConfOr<DirectConf> init_direct_conf(const ConvProblem& p, const ConvImpl& impl, 
   // Rows outer: the first row's sweep over the groups reads every group's weights from memory
   // (later rows find them in L2), so each row's calls walk the next group's weights too.
   c.pf_next = (c.rows_outer && c.oc_groups > 1 && wei_bytes >= kPfFirstAbove) ||
-              (!c.rows_outer && c.oc_groups > 1 && wei_bytes > kPfNextAbove);
+              (!c.rows_outer && c.oc_groups > 1 && wei_bytes > impl.cache.l2_weights());
   // Each call's register blocks run all reduction steps; the next group has as many steps x
   // oc_blocks lines, which a group's calls (groups outer: all its rows or row pairs) or one
   // row's (rows outer) walk about once.

@@ -5,11 +5,12 @@
 namespace kiln::convjit {
 namespace {
 
-constexpr int64_t kL2Budget = 512 * 1024;  // see conv_direct_conf.cpp
 // With groups outer, a group's weights (re-read by each of its tiles) and the next group's
-// (prefetched meanwhile) share L2 with the src: groups of at most this size. Measured on
-// 2048 -> 512 at 7x7: 4 oc vectors (512 KB per group) 72% of peak, 2 vectors (256 KB) 85%.
-constexpr int64_t kGroupL2 = 256 * 1024;
+// (prefetched meanwhile) share L2 with the src: groups of at most a quarter of L2 (bench/
+// NOTES.md, "gemm1x1 weight groups": a quarter ran 85% of peak where half ran 72%).
+int64_t group_l2(const CacheSizes& c) {
+  return c.l2 / 4;
+}
 // Weights beyond the L2 share come from L3 / memory every run: prefetch the next group's
 // (pf_next). Hot in kiln_kernel_bench (busy machine, best of 8 medians): 512 -> 2048 at 7x7
 // 77% of peak without, 87% with one prefetch per pf_every (2) K steps; 1024 -> 2048 s2 67% ->
@@ -18,12 +19,14 @@ constexpr int64_t kGroupL2 = 256 * 1024;
 // prefetches, 0.5-3 MB included, were 3.7% faster at 1 thread (with the m_outer / rows-outer
 // first-sweep prefetch below 3% more; all weight prefetches together, Winograd's and
 // im2col's included, 8%).
-constexpr int64_t kPfNextAbove = 512 << 10;
 // m_outer weights from this size on are prefetched group by group during the first chunk's
 // sweep (pf_first below). In ResNet-50 at 1 thread, runs with the weights flushed took up to
 // 0.2 ms longer per layer than runs with them cached (256 -> 128 at 56x56, 128 KB).
 constexpr int64_t kPfFirstAbove = 64 * 1024;
-constexpr int64_t kL1Budget = 32 * 1024;  // of a 48 KB L1D
+// The src lines of one K chunk's tiles: two thirds of L1d (the weights stream through the rest).
+int64_t l1_budget(const CacheSizes& c) {
+  return c.l1d * 2 / 3;
+}
 
 // Lines per L1 set (64 sets of 64 bytes) that `ur` addresses `stride` bytes apart occupy, at
 // most; an L1D has 12 ways, and the weights and the other operand need some.
@@ -115,7 +118,7 @@ ConfOr<Gemm1x1Conf> init_gemm1x1_conf(const ConvProblem& p, const ConvImpl& impl
   const int max_ob = int(std::min<int64_t>(c.ocv, isa == Isa::avx512 ? 8 : 6));
   // All weights (whatever the grouping) beyond the L2 share -> groups outer (see below).
   const int64_t kb_vec_bytes = int64_t(c.simd) * c.simd * 4;  // one ic block x one oc vector
-  const bool groups_outer = c.icb_total() * c.ocv * kb_vec_bytes > kL2Budget;
+  const bool groups_outer = c.icb_total() * c.ocv * kb_vec_bytes > impl.cache.l2_weights();
   const int max_ur = int(std::min<int64_t>(c.m_len, isa == Isa::avx512 ? 28 : 14));
   if (impl.oc_blocks < 0 || impl.ur_w < 0) return R::no("negative forced blocking");
   double best = 0;
@@ -123,7 +126,8 @@ ConfOr<Gemm1x1Conf> init_gemm1x1_conf(const ConvProblem& p, const ConvImpl& impl
     if (impl.oc_blocks && ob != std::min<int64_t>(impl.oc_blocks, c.ocv)) continue;
     for (int ur = 1; ur <= max_ur; ++ur) {
       if (impl.ur_w && ur != std::min<int64_t>(impl.ur_w, c.m_len)) continue;
-      if (groups_outer && ob > 1 && c.icb_total() * ob * kb_vec_bytes > kGroupL2 && !impl.oc_blocks)
+      if (groups_outer && ob > 1 && c.icb_total() * ob * kb_vec_bytes > group_l2(impl.cache) &&
+          !impl.oc_blocks)
         continue;
       const bool reg = use_bcast_reg(isa, ob, force);
       if (!fits(isa, ur, ob, reg, c.epi_temps)) continue;
@@ -164,7 +168,7 @@ ConfOr<Gemm1x1Conf> init_gemm1x1_conf(const ConvProblem& p, const ConvImpl& impl
   // many as keep the chunk's src in L1 when m_outer, else ~4 — so threads get even work; an
   // unpacked stride-2 row is one chunk.
   const int64_t tiles = c.full_tiles();
-  const int64_t l1_tiles = kL1Budget / (4 * p.ic * c.ur_m);
+  const int64_t l1_tiles = l1_budget(impl.cache) / (4 * p.ic * c.ur_m);
   const int64_t want = c.m_outer ? std::max<int64_t>(1, l1_tiles) : 4;
   c.chunk_blocks = c.gemm_stride() == 1 ? std::clamp<int64_t>(want, 1, tiles) : tiles;
   if (force.chunk_blocks > 0 && c.gemm_stride() == 1)
@@ -173,8 +177,8 @@ ConfOr<Gemm1x1Conf> init_gemm1x1_conf(const ConvProblem& p, const ConvImpl& impl
   // K split: when one tile's src (ur_m pixels x all input channels) overflows the L1 share,
   // the groups of a chunk are swept per slice of input channels instead (partial sums in dst).
   c.ic_chunk = c.icb_total();
-  if (c.m_outer && c.n_groups > 1 && int64_t(4) * c.ur_m * p.ic > kL1Budget)
-    c.ic_chunk = std::max<int64_t>(1, kL1Budget / (int64_t(4) * c.ur_m * c.simd));
+  if (c.m_outer && c.n_groups > 1 && int64_t(4) * c.ur_m * p.ic > l1_budget(impl.cache))
+    c.ic_chunk = std::max<int64_t>(1, l1_budget(impl.cache) / (int64_t(4) * c.ur_m * c.simd));
   if (force.ic_chunk > 0) c.ic_chunk = std::min(force.ic_chunk, c.icb_total());
   // The packed buffer holds one chunk (m_outer: packed once, read by every group) or the
   // whole image (groups outer: packed once per image and call).
@@ -185,9 +189,9 @@ ConfOr<Gemm1x1Conf> init_gemm1x1_conf(const ConvProblem& p, const ConvImpl& impl
   // m_outer: the first chunk's sweep reads every group's weights from memory (later chunks
   // find them in L2), so each call walks the next group's weights too.
   const bool pf_first = c.m_outer && c.n_groups > 1 && wei_bytes >= kPfFirstAbove;
-  c.pf_next = force.pf_next >= 0
-                  ? force.pf_next != 0
-                  : pf_first || (!c.m_outer && c.n_groups > 1 && wei_bytes > kPfNextAbove);
+  c.pf_next = force.pf_next >= 0 ? force.pf_next != 0
+                                 : pf_first || (!c.m_outer && c.n_groups > 1 &&
+                                                wei_bytes > impl.cache.l2_weights());
   // Every tile runs all K steps; the next group has K x ur_n lines, which (pf_every) a group's
   // tiles (groups outer) or one call's (m_outer: a chunk's) walk about once.
   const int64_t tiles_per_group = c.m_lines * (c.full_tiles() + (c.m_tail ? 1 : 0));

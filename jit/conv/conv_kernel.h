@@ -32,6 +32,9 @@ struct ConvImpl {
   Layout src = Layout::nChw16c, dst = Layout::nChw16c;
   int ur_w = 0;       // output pixels per register block
   int oc_blocks = 0;  // output-channel vectors per register block
+  // The caches the conf sizes its blocks for: the host's; tests pin CacheSizes{} so that
+  // budget-dependent choices are the same on every machine.
+  CacheSizes cache = host_cpu().cache;
 };
 
 // Creates the kernel of any family (dispatching to the family's factory), or returns nullptr and

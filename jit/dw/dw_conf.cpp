@@ -12,9 +12,11 @@ constexpr int64_t kMinTileWork = 1024;
 // At least this many tiles when the problem allows, so two threads split evenly.
 constexpr int64_t kMinTiles = 8;
 // NHWC: bytes of input rows (one vector per pixel, for the tile's channel vectors) that should
-// stay in L1 (half of a 48 KB L1d). Measured on 14x14x576: 6 vectors per tile 18 us, all 36
-// per tile 24 us; on 56x56x144: 1 per tile 145 us, all 9 per tile 165 us.
-constexpr int64_t kL1Window = 24 * 1024;
+// stay in L1: half of it (bench/NOTES.md, "depthwise NHWC tiles": a window that fits beat
+// walking all channels per tile).
+int64_t l1_window(const CacheSizes& c) {
+  return c.l1d / 2;
+}
 // NHWC: shortest contiguous run of channels per pixel a tile should walk (4 cache lines).
 constexpr int64_t kMinRunBytes = 256;
 
@@ -40,7 +42,7 @@ std::string dims(const char* k, int64_t a, int64_t b) {
   return r;
 }
 
-void plan_tiles(DwConf& c) {
+void plan_tiles(DwConf& c, const CacheSizes& cache) {
   const ConvProblem& p = c.p;
   const int64_t N = p.n, OH = p.oh;
   int64_t per = 1;  // channel vectors per tile
@@ -51,7 +53,7 @@ void plan_tiles(DwConf& c) {
     // As many channel vectors as keep the input rows one output row needs (plus the next
     // row's) in L1: the JIT walks them innermost, then the next row reuses the window.
     const int64_t window = ((p.kh - 1) * p.dh + 1 + p.sh) * p.iw * c.simd * 4;
-    const int64_t vec = c.simd * 4, fit = kL1Window / window;
+    const int64_t vec = c.simd * 4, fit = l1_window(cache) / window;
     // Runs shorter than kMinRunBytes per pixel walk memory with too large a stride: round up
     // to it while the window still holds two cache lines per pixel; for wider rows a
     // contiguous walk over all channels wins (measured on 28x28x192 s1: 4 vectors per tile
@@ -215,7 +217,7 @@ ConfOr<DwConf> init_dw_conf(const ConvProblem& p, const ConvImpl& impl, Isa isa,
                  (force == DwWeights::all ? " with all taps in registers" : ""));
   c.ow_blocks = plan_ow_blocks(p, c.ur_w);
   c.segs = plan_dw_rows(p);
-  plan_tiles(c);
+  plan_tiles(c, impl.cache);
   return c;
 }
 

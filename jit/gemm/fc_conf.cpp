@@ -14,8 +14,6 @@ std::string FcProblem::str() const {
 namespace fcjit {
 namespace {
 
-// Packed blocks up to this size stay in L2 (2 MB per core here) between row tiles.
-constexpr double kL2Budget = 1024 * 1024;
 // Sustained single-core bytes per cycle: weights from DRAM / L3 on first touch, from L2 after.
 constexpr double kMemBytesPerCycle = 8;
 constexpr double kL2BytesPerCycle = 32;
@@ -67,7 +65,7 @@ double gemm_cost(const FcConf& c, int mr, int nb, int ku, bool emb) {
     const double passes = double(m_full + (m_tail ? 1 : 0));
     const double mem =
         bytes / kMemBytesPerCycle +
-        (passes - 1) * bytes / (bytes <= kL2Budget ? kL2BytesPerCycle : kMemBytesPerCycle);
+        (passes - 1) * bytes / (bytes <= c.l2_budget ? kL2BytesPerCycle : kMemBytesPerCycle);
     return std::max(cyc, mem);
   };
   return double(full) * block(nb) + (rest ? block(rest) : 0);
@@ -108,6 +106,7 @@ ConfOr<FcConf> init_fc_conf(const FcProblem& p, Isa isa, const FcImpl& impl) {
   c.simd = simd_width(isa);
   c.nvec = (p.n + c.simd - 1) / c.simd;
   c.lane_tail = int(p.n % c.simd);
+  c.l2_budget = impl.cache.l2_weights();
   // One scratch register even without post-ops: the AVX2 lane mask of tail stores and of the
   // bias load; the emitter's documented maximum (4) with any post-op. The generator checks
   // the real EpilogueEmitter::temps_needed() against it.

@@ -50,6 +50,7 @@ struct FcImpl {
   int k_unroll = 0;    // k steps per loop iteration (rounded up to a multiple of ku)
   int prefetch = -1;   // prefetcht0 distance ahead of the weight stream in bytes, 0 = none
   int bcast_emb = -1;  // AVX-512, M > 1: embedded {1to16} broadcast instead of a register
+  CacheSizes cache = host_cpu().cache;  // as ConvImpl::cache
 };
 
 struct FcConf {
@@ -63,6 +64,7 @@ struct FcConf {
   int n_last = 0;         // vectors in the last block
   int lane_tail = 0;      // real lanes of the very last vector (0: full)
   bool last_own = false;  // the last block needs its own code (fewer vectors or a lane tail)
+  int64_t l2_budget = 0;  // packed weight blocks up to this size stay in L2 between row tiles
 
   int mr = 1;          // rows per register tile
   int64_t m_full = 0;  // full row tiles: M / mr

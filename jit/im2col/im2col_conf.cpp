@@ -8,13 +8,18 @@ namespace {
 using convjit::ConfOr;
 using convjit::vector_regs;
 
-// Budgets (bytes) of a 48 KB L1D and 2 MB L2 (one core of the machine this was tuned on).
-// The sweeps (tests/jit/test_im2col_bench.cpp) found K chunks of 64..K and tiles of a few
-// row blocks up to ~1000 pixels within noise of each other; these are middle values.
-constexpr int64_t kChunkBytes = 32 * 1024;  // B chunk (kc x nr vectors), reused by every row block
-constexpr int64_t kPackBytes = 512 * 1024;  // a tile's packed operand (stays in L2)
-constexpr int64_t kMaxTilePix = 1024;       // pixels per tile (tiles are the unit of threading)
-constexpr int64_t kMinTiles = 8;            // tiles per conv worth keeping for 2 threads
+// Cache budgets. Sweeps of K chunks and tile sizes found K chunks of 64..K and tiles of a
+// few row blocks up to ~1000 pixels within noise of each other; these are middle values.
+// The B chunk (kc x nr vectors), reused by every row block: two thirds of L1d.
+int64_t chunk_bytes(const CacheSizes& c) {
+  return c.l1d * 2 / 3;
+}
+// A tile's packed operand, which stays in L2: a quarter of it.
+int64_t pack_bytes(const CacheSizes& c) {
+  return c.l2 / 4;
+}
+constexpr int64_t kMaxTilePix = 1024;  // pixels per tile (tiles are the unit of threading)
+constexpr int64_t kMinTiles = 8;       // tiles per conv worth keeping for 2 threads
 
 // Vector registers a register tile needs besides its accumulators while accumulating: the nr
 // B vectors, one broadcast register, and on AVX2 a lane mask for masked B loads. At the store
@@ -136,7 +141,8 @@ ConfOr<Im2colConf> init_im2col_conf(const ConvProblem& p, const ConvImpl& impl, 
   // K chunk: the B chunk of one call stays in L1 while all row blocks pass over it. Chunks
   // are evened out so the last one is not a sliver.
   const int64_t step_bytes = c.group_cols() * 4;
-  int64_t kc = std::max<int64_t>(c.unroll, kChunkBytes / step_bytes / c.unroll * c.unroll);
+  int64_t kc =
+      std::max<int64_t>(c.unroll, chunk_bytes(impl.cache) / step_bytes / c.unroll * c.unroll);
   // NCHW reading input planes of >= 4 KB directly: every K step of the strip is on its own
   // page, and a strip of more pages than the 64-entry L1 DTLB holds measured ~15% slower
   // (1x1 256 -> 64 at 56x56: kc 32 ahead of 64 and 88).
@@ -153,7 +159,7 @@ ConfOr<Im2colConf> init_im2col_conf(const ConvProblem& p, const ConvImpl& impl, 
   const int64_t unit = c.nhwc ? c.mr : c.group_cols();
   const int64_t unit_bytes = c.no_copy ? 0 : 4 * (c.nhwc ? c.mr * c.lda : c.k * c.group_cols());
   int64_t units = std::max<int64_t>(1, kMaxTilePix / unit);
-  if (unit_bytes) units = std::clamp<int64_t>(kPackBytes / unit_bytes, 1, units);
+  if (unit_bytes) units = std::clamp<int64_t>(pack_bytes(impl.cache) / unit_bytes, 1, units);
   const int64_t image_units = (c.pix + unit - 1) / unit;
   units = std::min(units, image_units);
   const int64_t want_per_image = (kMinTiles + p.n - 1) / p.n;

@@ -9,18 +9,23 @@ namespace kiln::convjit {
 namespace {
 
 // Tiles per group. Each U element is used once per tile of a group; V and M cost scratch.
-// By default a group's V and M (of one chunk) stay within kGroupBudget (half the 2 MB L2);
-// when U does not fit L2 anyway (late layers: U is 4x the conv's weights for F4) it streams
-// from L3 once per group, and groups grow up to kBigGroup tiles (V within kVBudget, M of a
-// chunk within kMBudget) so that U is read less often: V then comes from L3 too, once per
+// By default a group's V and M (of one chunk) stay within half of L2; when U is beyond the L2
+// weight budget anyway (late layers: U is 4x the conv's weights for F4) it streams from L3
+// once per group, and groups grow up to kBigGroup tiles (V within kVBudget, M of a chunk
+// within a quarter of L2) so that U is read less often: V then comes from L3 too, once per
 // slice (T / slice width of U's traffic).
-constexpr int64_t kGroupBudget = 1024 * 1024;
-constexpr int64_t kUInL2 = 1024 * 1024;
+int64_t group_budget(const CacheSizes& c) {
+  return c.l2 / 2;
+}
+int64_t m_budget(const CacheSizes& c) {
+  return c.l2 / 4;
+}
 constexpr int64_t kBigGroup = 64;
-constexpr int64_t kVBudget = 8 * 1024 * 1024;
-constexpr int64_t kMBudget = 512 * 1024;
-// L1 share of the U rows one GEMM K chunk sweeps (of a 48 KB L1d; V rows and M share the rest).
-constexpr int64_t kUChunkBytes = 16 * 1024;
+constexpr int64_t kVBudget = 8 * 1024 * 1024;  // an L3 share, whatever the L3's total size
+// L1 share of the U rows one GEMM K chunk sweeps: a third (V rows and M share the rest).
+int64_t u_chunk_bytes(const CacheSizes& c) {
+  return c.l1d / 3;
+}
 // Transformed weights above this are refused (alpha^2 / 9 = 4x the conv's weights for m = 4).
 constexpr int64_t kMaxWeightBytes = int64_t(1) << 30;
 
@@ -127,9 +132,10 @@ ConfOr<WinoConf> init_wino_conf(const ConvProblem& p, const ConvImpl& impl, Isa 
   const int64_t total = c.tiles_total();
   const int64_t v_tile = int64_t(c.a2) * c.icb * c.simd * 4,
                 m_tile = int64_t(c.a2) * c.nr * c.simd * 4;
-  int64_t t_cap = kGroupBudget / (v_tile + m_tile);
-  if (int64_t(c.a2) * p.ic * c.ocb * c.simd * 4 > kUInL2)
-    t_cap = std::max(t_cap, std::min({kBigGroup, kVBudget / v_tile, kMBudget / m_tile}));
+  int64_t t_cap = group_budget(impl.cache) / (v_tile + m_tile);
+  if (int64_t(c.a2) * p.ic * c.ocb * c.simd * 4 > impl.cache.l2_weights())
+    t_cap =
+        std::max(t_cap, std::min({kBigGroup, kVBudget / v_tile, m_budget(impl.cache) / m_tile}));
   const int64_t t_max = std::clamp<int64_t>(t_cap, 1, total);
   const int64_t g0 = (total + t_max - 1) / t_max;
   c.groups = g0;
@@ -166,10 +172,10 @@ ConfOr<WinoConf> init_wino_conf(const ConvProblem& p, const ConvImpl& impl, Isa 
       }
     }
   }
-  // K chunk: U rows of one oc chunk within kUChunkBytes, when the group has several register
+  // K chunk: U rows of one oc chunk within u_chunk_bytes, when the group has several register
   // blocks to share them (one block reads every U row once anyway).
   const int64_t u_row = int64_t(c.nr) * c.simd * 4;
-  c.kc = std::max<int64_t>(c.simd, kUChunkBytes / u_row / c.simd * c.simd);
+  c.kc = std::max<int64_t>(c.simd, u_chunk_bytes(impl.cache) / u_row / c.simd * c.simd);
   if (c.tpg <= c.mr || c.kc >= p.ic) c.kc = p.ic;
   return c;
 }

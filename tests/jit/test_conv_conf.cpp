@@ -19,6 +19,7 @@ ConvImpl impl(ConvFamily f, Layout src, Layout dst, int ur = 0, int ob = 0) {
   i.dst = dst;
   i.ur_w = ur;
   i.oc_blocks = ob;
+  i.cache = CacheSizes{};  // the choices checked below assume a 48 KB L1d and a 1 MB L2
   return i;
 }
 
@@ -462,5 +463,57 @@ TEST_CASE("conv kernel names and tile counts") {
   }
 }
 
+
+TEST_CASE("conv init_conf: the cache budgets follow the cache sizes of the hardware model") {
+  // 1x1 1024 -> 256 at 14x14 has 1 MB of weights: beyond half of a 1 MB L2 (groups outer), within
+  // half of a 4 MB L2 (pixel chunks outer, all weights stay in L2).
+  const ConvProblem p = problem({.ic = 1024, .ih = 14, .iw = 14, .oc = 256});
+  ConvImpl g16 = impl(ConvFamily::gemm1x1, Layout::nChw16c, Layout::nChw16c);
+  auto small = init_gemm1x1_conf(p, g16, Isa::avx512);
+  g16.cache.l2 = 4 << 20;
+  auto big = init_gemm1x1_conf(p, g16, Isa::avx512);
+  REQUIRE(small);
+  REQUIRE(big);
+  CHECK_FALSE(small.conf->m_outer);
+  CHECK(big.conf->m_outer);
+  // Direct 3x3 2048 -> 32 at 7x7: 2.3 MB of weights in one group, split along the input
+  // channels above 3/4 of L2 (into chunks of 3/8): split with a 1 MB L2, not with 4 MB.
+  const ConvProblem q = problem({.ic = 2048,
+                                 .ih = 7,
+                                 .iw = 7,
+                                 .oc = 32,
+                                 .kh = 3,
+                                 .kw = 3,
+                                 .pt = 1,
+                                 .pl = 1,
+                                 .pb = 1,
+                                 .pr = 1});
+  ConvImpl d = kDirect16;
+  auto d1 = init_direct_conf(q, d, Isa::avx512);
+  d.cache.l2 = 4 << 20;
+  auto d4 = init_direct_conf(q, d, Isa::avx512);
+  REQUIRE(d1);
+  REQUIRE(d4);
+  CHECK(d1.conf->ic_chunk < d1.conf->icb_total());
+  CHECK(d4.conf->ic_chunk > d1.conf->ic_chunk);
+}
+
+TEST_CASE("hardware model: detected once, consistent with the ISA and the OS") {
+  const CpuInfo& c = host_cpu();
+  CHECK(&c == &host_cpu());
+  CHECK(c.isa == detect_isa());
+  CHECK(c.cores >= 1);
+  CHECK(c.cache.l1d >= 4096);
+  CHECK(c.cache.l2 >= c.cache.l1d);
+  // Reduced-precision AVX-512 units are only reported with AVX-512 itself, AMX only with OS
+  // tile state, and a permission only where there are tiles.
+  if (c.isa != Isa::avx512) CHECK_FALSE((c.avx512_bf16 || c.avx512_vnni || c.avx512_fp16));
+  if (!c.amx_bf16 && !c.amx_int8) CHECK_FALSE(c.amx_permitted);
+  const std::string s = c.summary();
+  CHECK(s.find(c.vendor) != std::string::npos);
+  CHECK(s.find(isa_name(c.isa)) != std::string::npos);
+  CHECK(s.find(" L2 " + std::to_string(c.cache.l2 >> 10) + "K") != std::string::npos);
+  MESSAGE("host: ", s, ", ", c.cores, " cores", c.amx_permitted ? ", AMX permitted" : "");
+}
 }  // namespace
 }  // namespace kiln::convtest

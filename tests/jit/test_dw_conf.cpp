@@ -21,6 +21,7 @@ ConvImpl dwi(Layout l, int ur = 0, int ob = 0) {
   i.src = i.dst = l;
   i.ur_w = ur;
   i.oc_blocks = ob;
+  i.cache = CacheSizes{};  // the tilings checked below assume a 48 KB L1d
   return i;
 }
 

@@ -141,7 +141,7 @@ KILN_API kiln_status* kiln_set_log_callback(int32_t level, kiln_log_fn fn, void*
  * when the caller forgot kiln_options_init) is rejected with KILN_INVALID_ARGUMENT. */
 typedef struct kiln_options {
   size_t struct_size; /* sizeof(kiln_options), set by kiln_options_init */
-  int32_t threads;    /* worker threads; 0 = all cores (default) */
+  int32_t threads;    /* worker threads; 0 = every CPU this process may run on (default) */
   int32_t log_level;  /* this session's messages: a kiln_log_level (0 trace .. 6 off); -1 = the
                          process threshold: kiln_set_log_callback's level, else the
                          KILN_LOG_LEVEL environment variable, else warn (default) */
