@@ -73,8 +73,8 @@ std::string shape_str(const Shape& s) {
 // pages: khugepaged may later fold it into 2 MiB pages (fewer TLB misses as kernels stream the
 // weights) in the background. Asking before populating gets huge pages at once, but on the
 // development VM fresh huge pages now and then took hundreds of ms to populate (no compaction
-// stalls were counted: the host backing the memory, it seems), so ResNet-50 loads of 70 ms took
-// 124-468 ms. KILN_HUGE_PAGES=1 asks first anyway (~13% faster ResNet-50 runs there).
+// stalls were counted: the host backing the memory, it seems), several times a whole load.
+// KILN_HUGE_PAGES=1 asks first anyway (faster runs where huge pages come cheaply).
 static std::shared_ptr<void> alloc_huge(size_t bytes) {
   const bool eager = env_value(EnvVar::huge_pages) == "1";
   constexpr size_t kHuge = size_t(2) << 20;

@@ -1,7 +1,7 @@
 // Read-only views of whole files, shared by the tensors that alias them (model files and
 // external-data files): loading a model reads its weights where the page cache already holds
 // them instead of copying them into fresh memory (a first touch of a fresh page costs
-// 6-19 us on the VMs Kiln is tuned on).
+// microseconds on a VM).
 #pragma once
 
 #include <cstddef>

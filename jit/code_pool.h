@@ -1,8 +1,8 @@
 // Executable memory for every JIT kernel (Xbyak and asmjit), shared by the process.
 //
 // Why a pool: mapping each kernel on its own cost three TLB-shootdown IPIs per kernel (mprotect
-// to RX, and mprotect + munmap when it dies). With two threads in the process, on a VM, that
-// was ~115 us per generator against ~30 us with one thread: most of a warm load's JIT time.
+// to RX, and mprotect + munmap when it dies), which with two threads in the process, on a VM,
+// was most of a warm load's JIT time.
 //
 // W^X without mprotect: code lives in a memfd whose only mapping is read+execute. Bytes are
 // written with pwrite() on the descriptor, never through a writable mapping, so no address in

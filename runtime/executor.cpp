@@ -52,9 +52,9 @@ Executor::Executor(const Graph& g, const Plan& p, int threads, Schedule schedule
   // Branches overlap in the flow graph only where that can gain: a step that may run beside
   // its predecessor (it does not wait for it), either of which cannot keep every thread busy
   // alone (fewer tiles than threads). Otherwise every step already spreads over all threads
-  // and the graph only adds a task hand-off per step: run in plan order (a topological order).
-  // Measured at 2 threads, sequential vs graph, p50: SqueezeNet (branches, wide steps) 2.29 vs
-  // 2.40-2.58 ms, MobileNetV2 (a chain) 3.10-3.19 vs 3.19-3.56 ms. KILN_FLOW=1 / 0 forces.
+  // and the graph only adds a task hand-off per step: run in plan order (a topological order;
+  // measured on SqueezeNet and MobileNetV2: bench/NOTES.md, "Figures behind rules in the code").
+  // KILN_FLOW=1 / 0 forces.
   use_graph_ = false;
   for (size_t i = 1; i < p_.steps.size(); ++i) {
     const auto& d = p_.steps[i].deps;

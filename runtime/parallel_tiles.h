@@ -2,9 +2,9 @@
 //
 // Each thread owns an equal contiguous share (the locality of a static split: a thread keeps
 // to its oc groups or rows) and works through it in shrinking chunks; a thread done with its
-// own share takes chunks from the fronts of the others'. A static split alone left, on
-// SqueezeNet at two threads, 15% of the run idle: a worker reaches each step ~15 us after the
-// caller, and tiles of equal count are not of equal time. Here the early thread does more.
+// own share takes chunks from the fronts of the others'. A static split alone left threads
+// idle: a worker reaches each step later than the caller, and tiles of equal count are not
+// of equal time. Here the early thread does more.
 #pragma once
 
 #include <tbb/task_arena.h>

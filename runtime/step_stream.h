@@ -1,11 +1,11 @@
 // Runs a plan's steps in order on several threads without a fork/join per step.
 //
 // parallel_tiles (a task fork and join per step) pays a task hand-off and a join at every step
-// boundary: on ResNet-50 at two threads, ~9 us between steps and ~4 us until the second thread
-// starts, 77 times per run. Here each thread calls participate() once per run and walks the
-// steps itself: it takes tiles of step i (its own share first, then the others', in shrinking
-// chunks as parallel_tiles does), and once step i has no tiles left to take it spins until the
-// tiles others are still running are done — the only wait at a boundary is for real work.
+// boundary, tens of times per run (bench/NOTES.md, "Figures behind rules in the code"). Here each
+// thread calls participate() once per run and walks the steps itself: it takes tiles of step i (its
+// own share first, then the others', in shrinking chunks as parallel_tiles does), and once step i
+// has no tiles left to take it spins until the tiles others are still running are done — the only
+// wait at a boundary is for real work.
 //
 // Nothing waits for a participant that has not arrived: any one of them can run every tile, so
 // a worker that joins late (or never: the caller runs it inline at the end) only takes what is

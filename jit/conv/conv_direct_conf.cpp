@@ -12,11 +12,9 @@ int64_t split_above(const CacheSizes& c) {
 int64_t split_chunk(const CacheSizes& c) {
   return c.l2 * 3 / 8;
 }
-// Groups outer (weights beyond the L2 share): they come from memory every run in a network
-// (ResNet-50's ~100 MB of weights pass through L3 each run), so the next group's are
-// prefetched while a group computes (pf_next). Hot in a kernel benchmark 0.6-2.4 MB measured
-// 3-10% slower with a prefetch per step; in the network the prefetch wins (see
-// conv_gemm1x1_conf.cpp for the measurement): above cache.l2_weights().
+// Groups outer (weights beyond cache.l2_weights()): they come from memory every run in a
+// network (ResNet-50's ~100 MB of weights pass through L3 each run), so the next group's are
+// prefetched while a group computes (pf_next), as in conv_gemm1x1_conf.cpp.
 // Rows-outer weights from this size on are prefetched group by group during the first row's
 // sweep (as gemm1x1 does for its first chunk; see kPfFirstAbove there).
 constexpr int64_t kPfFirstAbove = 64 * 1024;
@@ -180,9 +178,8 @@ ConfOr<DirectConf> init_direct_conf(const ConvProblem& p, const ConvImpl& impl, 
     c.rows_outer = false;
   }
   // Prefetching the next group's weights costs load uops: worth it only when the weights
-  // cannot stay in L2 between runs. Measured (busy machine, best of 8 medians): 3x3 512 at 7x7
-  // 75% of peak without, 82% with a prefetch per step, 98% with one per pf_every (4) steps;
-  // 0.6-2.4 MB of weights: 3-10% slower with one per step.
+  // cannot stay in L2 between runs, and one prefetch per pf_every steps (about one pass over
+  // the next group per group) beats one per step.
   // Rows outer: the first row's sweep over the groups reads every group's weights from memory
   // (later rows find them in L2), so each row's calls walk the next group's weights too.
   c.pf_next = (c.rows_outer && c.oc_groups > 1 && wei_bytes >= kPfFirstAbove) ||

@@ -6,22 +6,17 @@ namespace kiln::convjit {
 namespace {
 
 // With groups outer, a group's weights (re-read by each of its tiles) and the next group's
-// (prefetched meanwhile) share L2 with the src: groups of at most a quarter of L2 (bench/
-// NOTES.md, "gemm1x1 weight groups": a quarter ran 85% of peak where half ran 72%).
+// (prefetched meanwhile) share L2 with the src: groups of at most a quarter of L2 (figures:
+// bench/NOTES.md, "Figures behind rules in the code").
 int64_t group_l2(const CacheSizes& c) {
   return c.l2 / 4;
 }
 // Weights beyond the L2 share come from L3 / memory every run: prefetch the next group's
-// (pf_next). Hot in kiln_kernel_bench (busy machine, best of 8 medians): 512 -> 2048 at 7x7
-// 77% of peak without, 87% with one prefetch per pf_every (2) K steps; 1024 -> 2048 s2 67% ->
-// 82%; 1-2 MB: no gain. In a network every layer's weights are cold (ResNet-50's ~100 MB pass
-// through L3 each run): paired runs of ResNet-50 in one process, with and without the
-// prefetches, 0.5-3 MB included, were 3.7% faster at 1 thread (with the m_outer / rows-outer
-// first-sweep prefetch below 3% more; all weight prefetches together, Winograd's and
-// im2col's included, 8%).
+// (pf_next), one prefetch per pf_every K steps. A hot kernel benchmark gains little from it,
+// but in a network every layer's weights are cold (ResNet-50's ~100 MB pass through L3 each
+// run), and there the prefetches win (bench/NOTES.md, "Figures behind rules in the code").
 // m_outer weights from this size on are prefetched group by group during the first chunk's
-// sweep (pf_first below). In ResNet-50 at 1 thread, runs with the weights flushed took up to
-// 0.2 ms longer per layer than runs with them cached (256 -> 128 at 56x56, 128 KB).
+// sweep (pf_first below): in a network even small layers' weights are flushed between runs.
 constexpr int64_t kPfFirstAbove = 64 * 1024;
 // The src lines of one K chunk's tiles: two thirds of L1d (the weights stream through the rest).
 int64_t l1_budget(const CacheSizes& c) {
@@ -44,10 +39,9 @@ bool fits(Isa isa, int ur, int ob, bool bcast_reg, int temps) {
 }
 
 // Cycles of one K step of an m x o tile: the shared model (FMA / load ports, latency, front
-// end) plus a charge for load pressure. Tiles of equal FMA-bound cost but fewer loads per FMA
-// measured faster: e.g. 6 pixels x 4 oc vectors with register broadcasts (10 loads per 24
-// FMAs) beat 28 x 1 with embedded broadcasts (29 per 28) by 2-9% on ResNet-50's 1x1 layers,
-// most where the other hyperthread also loads (it shares the load ports and L1).
+// end) plus a charge for load pressure: of tiles with equal FMA-bound cost, those with fewer
+// loads per FMA measured faster, most where the other hyperthread also loads (it shares the
+// load ports and L1).
 constexpr double kLoadCharge = 0.2;
 double step_cycles(Isa isa, int m, int o, bool bcast_reg) {
   const bool reg = bcast_reg || isa != Isa::avx512;
@@ -132,7 +126,7 @@ ConfOr<Gemm1x1Conf> init_gemm1x1_conf(const ConvProblem& p, const ConvImpl& impl
       const bool reg = use_bcast_reg(isa, ob, force);
       if (!fits(isa, ur, ob, reg, c.epi_temps)) continue;
       // NHWC pixels are a channel row apart: with 1024 channels (4 KB) every pixel of a tile
-      // falls into the same L1 set, and a 28-pixel tile thrashes it (measured 41% of peak).
+      // falls into the same L1 set, and a 28-pixel tile thrashes it.
       if (c.nhwc && !(impl.ur_w && impl.oc_blocks) &&
           (set_crowding(c.gemm_stride() * c.src_pix_bytes(), ur) > kMaxPerSet ||
            set_crowding(c.dst_pix_bytes(), ur) > kMaxPerSet))

@@ -12,8 +12,7 @@ constexpr int64_t kMinTileWork = 1024;
 // At least this many tiles when the problem allows, so two threads split evenly.
 constexpr int64_t kMinTiles = 8;
 // NHWC: bytes of input rows (one vector per pixel, for the tile's channel vectors) that should
-// stay in L1: half of it (bench/NOTES.md, "depthwise NHWC tiles": a window that fits beat
-// walking all channels per tile).
+// stay in L1: half of it (a window that fits beat walking all channels per tile).
 int64_t l1_window(const CacheSizes& c) {
   return c.l1d / 2;
 }
@@ -56,8 +55,7 @@ void plan_tiles(DwConf& c, const CacheSizes& cache) {
     const int64_t vec = c.simd * 4, fit = l1_window(cache) / window;
     // Runs shorter than kMinRunBytes per pixel walk memory with too large a stride: round up
     // to it while the window still holds two cache lines per pixel; for wider rows a
-    // contiguous walk over all channels wins (measured on 28x28x192 s1: 4 vectors per tile
-    // 26 us, all 12 34 us; on 56x56x144 s1 and 112x112x96 s2 all channels are fastest).
+    // contiguous walk over all channels wins (bench/NOTES.md, "Figures behind rules in the code").
     if (fit * vec >= 128)
       per = std::max(fit, kMinRunBytes / vec);
     else

@@ -94,8 +94,7 @@ namespace {
 // The next call's U streams in behind this call's FMAs: a prefetcht1 every kPfEvery K steps
 // walks it linearly across the register blocks (blocks x ic / kPfEvery lines: all of its
 // ic x vectors lines once blocks >= vectors x kPfEvery). Without it the first register block
-// of every (xi, chunk) waited on U lines from memory: in ResNet-50 at 1 thread, runs of the
-// F4 layers with U flushed took 0.06-0.13 ms longer per layer than runs with U cached.
+// of every (xi, chunk) waited on U lines from memory (in a network U is flushed between runs).
 constexpr int kPfEvery = 2;
 
 // Upper bound of the GEMM code: at most 4 register blocks (2 K-chunk bodies x full / tail
