@@ -8,14 +8,23 @@
 #include <cstdint>
 
 #include "graph/ir.h"
+#include "jit/cpu.h"
 
 namespace kiln {
 
 enum class Layout : int { nchw = 0, nhwc = 1, nChw8c = 2, nChw16c = 3 };
 
 const char* layout_name(Layout l);  // "nchw", "nhwc", "nChw8c", "nChw16c"
-inline int layout_block(Layout l) { return l == Layout::nChw16c ? 16 : l == Layout::nChw8c ? 8 : 1; }
-inline int64_t round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
+inline int layout_block(Layout l) {
+  return l == Layout::nChw16c ? 16 : l == Layout::nChw8c ? 8 : 1;
+}
+inline int64_t round_up(int64_t x, int64_t m) {
+  return (x + m - 1) / m * m;
+}
+// The blocked layout of an ISA's vector width: nChw16c (avx512), nChw8c (avx2 and below).
+inline Layout blocked_layout(Isa isa) {
+  return isa == Isa::avx512 ? Layout::nChw16c : Layout::nChw8c;
+}
 
 // Elements (floats) a 4-D tensor of logical shape [n, c, h, w] occupies in layout `l`.
 int64_t layout_elems(Layout l, const Shape& nchw);

@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "graph/post_ops.h"
+#include "jit/conv/conv_families.h"
 #include "jit/gemm/fc_kernel.h"
 #include "jit/glue/glue.h"
 #include "runtime/glue_kernels.h"
@@ -38,10 +39,6 @@ std::optional<Layout> layout_from(const std::string& s) {
   for (Layout l : {Layout::nchw, Layout::nhwc, Layout::nChw8c, Layout::nChw16c})
     if (s == layout_name(l)) return l;
   return std::nullopt;
-}
-
-Layout blocked_of(Isa isa) {
-  return isa == Isa::avx512 ? Layout::nChw16c : Layout::nChw8c;
 }
 
 bool is4d(const Graph& g, ValueId v) {
@@ -91,17 +88,13 @@ bool conv_jit_ok(const Graph& g, const Node& n, std::string* why) {
     return *why = "weights are not constant", false;
   if (n.in(2) != kNoValue && !g.value(n.inputs[2]).is_const())
     return *why = "bias is not constant", false;
-  const Shape& ws = g.value(n.inputs[1]).shape;
-  const int64_t groups = n.attr_i("group", 1);
-  const int64_t ic = g.value(n.inputs[0]).shape.size() == 4 ? g.value(n.inputs[0]).shape[1] : 0;
-  const bool dw = groups > 1 && groups == ic && ws.size() == 4 && ws[0] == ic;
-  if (groups != 1 && !dw) return *why = "grouped conv (not depthwise)", false;
-  return true;
-}
-
-bool is_depthwise(const Graph& g, const Node& n) {
-  const int64_t groups = n.attr_i("group", 1);
-  return groups > 1;  // conv_jit_ok already restricted grouped convs to depthwise
+  if (!is4d(g, n.in(0)) || n.outputs.empty() || !is4d(g, n.outputs[0]))
+    return *why = "not a 2-D convolution (4-D input and output)", false;
+  const ConvProblem p = ConvProblem::from_node(g, n);
+  for (const ConvFamilyRow& f : conv_families())
+    if (f.offered(p)) return true;
+  return *why = "no JIT conv family for groups=" + std::to_string(p.groups) + " (" + p.str() + ")",
+         false;
 }
 
 std::optional<std::vector<PostOp>> eltwise_ops(const Graph& g, const Node& n) {
@@ -301,11 +294,10 @@ std::optional<Label> Label::parse(const std::string& key) {
   Label l;
   if (parts[0] == "conv") {
     if (parts.size() != 4 && parts.size() != 5) return std::nullopt;
-    bool found = false;
-    for (int f = 0; f < kNumConvFamilies; ++f)
-      if (parts[1] == conv_family_name(ConvFamily(f))) l.conv.family = ConvFamily(f), found = true;
+    const auto f = parse_conv_family(parts[1]);
     auto s = layout_from(parts[2]), d = layout_from(parts[3]);
-    if (!found || !s || !d) return std::nullopt;
+    if (!f || !s || !d) return std::nullopt;
+    l.conv.family = *f;
     l.kind = LabelKind::conv;
     l.conv.src = l.in = *s;
     l.conv.dst = l.out = *d;
@@ -350,38 +342,20 @@ std::vector<Label> candidate_labels(const Graph& g, int i, Isa isa, bool referen
     out.push_back(lb);
   };
   const bool jit = !reference && isa != Isa::scalar;
-  const Layout b = blocked_of(isa);
+  const Layout b = blocked_layout(isa);
   std::string why;
   if (jit && n.op == "Conv" && conv_jit_ok(g, n, &why)) {
-    auto conv = [&](ConvFamily f, Layout s, Layout d) {
-      Label lb;
-      lb.kind = LabelKind::conv;
-      lb.conv.family = f;
-      lb.conv.src = lb.in = s;
-      lb.conv.dst = lb.out = d;
-      out.push_back(lb);
-    };
-    const Shape& ws = g.value(n.inputs[1]).shape;
-    const auto st = n.attr_ints("strides", {1, 1}), dl = n.attr_ints("dilations", {1, 1});
-    const bool k1 = ws.size() == 4 && ws[2] == 1 && ws[3] == 1;
-    const bool k3s1 = ws.size() == 4 && ws[2] == 3 && ws[3] == 3 &&
-                      st == std::vector<int64_t>{1, 1} && dl == std::vector<int64_t>{1, 1};
-    if (is_depthwise(g, n)) {
-      conv(ConvFamily::depthwise, b, b);
-      conv(ConvFamily::depthwise, Layout::nhwc, Layout::nhwc);
-    } else {
-      if (k1) {
-        conv(ConvFamily::gemm1x1, b, b);
-        conv(ConvFamily::gemm1x1, Layout::nhwc, Layout::nhwc);
+    const ConvProblem p = ConvProblem::from_node(g, n);
+    for (const ConvFamilyRow& f : conv_families()) {
+      if (!f.offered(p)) continue;
+      for (const auto& [s, d] : f.layouts(p, b)) {
+        Label lb;
+        lb.kind = LabelKind::conv;
+        lb.conv.family = f.id;
+        lb.conv.src = lb.in = s;
+        lb.conv.dst = lb.out = d;
+        out.push_back(lb);
       }
-      conv(ConvFamily::direct, b, b);
-      if (g.value(n.inputs[0]).shape[1] <= 8) conv(ConvFamily::direct, Layout::nchw, b);
-      if (k3s1) {
-        conv(ConvFamily::winograd4, b, b);
-        conv(ConvFamily::winograd2, b, b);
-      }
-      conv(ConvFamily::im2col, Layout::nhwc, Layout::nhwc);
-      conv(ConvFamily::im2col, Layout::nchw, Layout::nchw);
     }
   } else if (jit && (n.op == "Gemm" || n.op == "MatMul")) {
     simple(LabelKind::fc, Layout::nchw);
@@ -527,35 +501,10 @@ double heuristic_ms(const Graph& g, int i, const Label& l, Isa isa, int threads)
   const double mem_ms = double(bytes) / (gbps * 1e6);
   const double peak = peak_gflops(isa, threads);
   if (l.kind == LabelKind::conv) {
-    ConvProblem p = ConvProblem::from_node(g, n);
-    const double flops = 2 * p.macs();
-    const int64_t blk = std::max(layout_block(l.conv.src), layout_block(l.conv.dst));
-    // Channel padding of blocked layouts wastes lanes (a 3-channel first layer most of all).
-    const double lanes = double(p.ic / p.groups) / double(round_up(p.ic / p.groups, blk)) *
-                         double(p.oc) / double(round_up(p.oc, blk));
-    const bool big = p.ic >= 32 && p.oc >= 32;
-    double eff = 0.75;
-    switch (l.conv.family) {
-      case ConvFamily::direct:
-        eff = l.conv.src == Layout::nchw ? 0.6 * double(p.oc) / double(round_up(p.oc, blk))
-                                         : 0.75 * lanes;
-        break;
-      case ConvFamily::gemm1x1:
-        eff = (l.conv.src == Layout::nhwc ? 0.7 : 0.8) * lanes;
-        break;
-      case ConvFamily::winograd4:
-        eff = big ? 1.6 : 0.4;
-        break;
-      case ConvFamily::winograd2:
-        eff = big ? 1.2 : 0.4;
-        break;
-      case ConvFamily::im2col:
-        eff = p.kh * p.kw == 1 ? 0.6 : 0.45;
-        break;
-      case ConvFamily::depthwise:
-        return mem_ms + flops / (peak * 0.25 * 1e6);
-    }
-    return std::max(mem_ms, flops / (peak * eff * 1e6));
+    const ConvProblem p = ConvProblem::from_node(g, n);
+    const ConvFamilyRow& f = conv_family(l.conv.family);
+    const double compute_ms = 2 * p.macs() / (peak * f.efficiency(p, l.conv.src, l.conv.dst) * 1e6);
+    return f.memory_bound ? mem_ms + compute_ms : std::max(mem_ms, compute_ms);
   }
   if (l.kind == LabelKind::fc) return mem_ms + 0.002;
   if (l.kind == LabelKind::ref) {

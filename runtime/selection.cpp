@@ -16,6 +16,7 @@
 #include <sstream>
 
 #include "graph/env.h"
+#include "jit/conv/conv_families.h"
 #include "jit/jit_generator.h"
 #include "runtime/arenas.h"
 #include "runtime/log.h"
@@ -615,13 +616,13 @@ class Selector {
     return why;
   }
 
-  // The fixed strategy's labels: one layout, one family: direct conv (depthwise where direct
-  // cannot) on the blocked layout; other ops on the blocked layout where they can be.
+  // The fixed strategy's labels: one layout, one family: the families marked as the fixed
+  // baseline in the family table (direct conv, depthwise where direct cannot) on the blocked
+  // layout; other ops on the blocked layout where they can be.
   bool fixed_label(const Label& l) const {
-    const Layout b = o_.isa == Isa::avx512 ? Layout::nChw16c : Layout::nChw8c;
+    const Layout b = blocked_layout(o_.isa);
     return l.kind == LabelKind::conv
-               ? (l.conv.family == ConvFamily::direct || l.conv.family == ConvFamily::depthwise) &&
-                     l.conv.src == b && l.conv.dst == b
+               ? conv_family(l.conv.family).fixed_baseline && l.conv.src == b && l.conv.dst == b
                : l.in == b;
   }
 

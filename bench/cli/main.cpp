@@ -11,7 +11,7 @@
 
 #include "cli.h"
 #include "graph/error.h"
-#include "jit/conv/conv_kernel.h"
+#include "jit/conv/conv_families.h"
 #include "jit/cpu.h"
 #include "runtime/log.h"
 
@@ -213,10 +213,9 @@ int parse(int argc, char** argv, Args& a) {
     else if (opt == "--dot")
       a.dot = val;
     else if (opt == "--family") {
-      a.family = -1;
-      for (int f = 0; f < kNumConvFamilies; ++f)
-        if (val == conv_family_name(ConvFamily(f))) a.family = f;
-      if (a.family < 0) throw UsageError("unknown conv family '" + val + "'");
+      const auto f = parse_conv_family(val);
+      if (!f) throw UsageError("unknown conv family '" + val + "'");
+      a.family = int(*f);
     }
   }
   if (positional.empty()) throw UsageError("no command given");

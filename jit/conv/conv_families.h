@@ -1,16 +1,61 @@
-// The per-family kernel factories behind create_conv_kernel (conv_kernel.cpp).
+// The conv family table: one row per family holds everything the runtime, the solver and the
+// tools know about it — its name, which problems it offers itself for and in which layouts,
+// its conf + kernel factory, its cost-model efficiency and whether the `fixed` baseline may
+// use it. runtime/labels.cpp, runtime/selection.cpp, create_conv_kernel and the benches
+// iterate over the table; nothing else switches on ConvFamily.
+//
+// Adding a family: its folder (conf, generator, kernel with a create function of the Create
+// signature below), its ConvFamily value (jit/conv/conv_kernel.h) and its row in
+// conv_families.cpp.
 #pragma once
 
 #include <memory>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "graph/ir.h"
 #include "jit/conv/conv_direct_conf.h"
 #include "jit/conv/conv_gemm1x1_conf.h"
+#include "jit/conv/conv_kernel.h"
 #include "jit/kernel.h"
 
-namespace kiln::convjit {
+namespace kiln {
 
-// weights: [OC, IC, KH, KW] f32 (already validated); bias: [OC] or nullptr.
+struct ConvFamilyRow {
+  ConvFamily id;
+  const char* name;  // label keys, kernel names, `--family` of the CLI and the benches
+  // The cheap shape test (groups, kernel size, stride) deciding whether the family is offered
+  // for a problem; the family's conf decides the rest when the kernel is made.
+  bool (*offered)(const ConvProblem& p);
+  // The (src, dst) layouts offered, given the ISA's blocked layout.
+  std::vector<std::pair<Layout, Layout>> (*layouts)(const ConvProblem& p, Layout blocked);
+  // The conf and the kernel (or nullptr and *why_not). create_conv_kernel has validated the
+  // weights ([OC, IC/groups, KH, KW] f32) and the bias ([OC] f32 or none) already.
+  using Create = std::unique_ptr<Kernel> (*)(const ConvProblem& p, const ConvImpl& impl, Isa isa,
+                                             const Tensor& weights, const Tensor* bias,
+                                             std::string* why_not);
+  Create create;
+  // The cost model (used where nothing was measured): the fraction of the FMA peak reached on
+  // p with these layouts; memory_bound families add their memory time to the arithmetic
+  // instead of overlapping the two.
+  double (*efficiency)(const ConvProblem& p, Layout src, Layout dst);
+  bool memory_bound;
+  // The `fixed` strategy (one family, one layout) may choose it on the blocked layout.
+  bool fixed_baseline;
+};
+
+// Every family, in the order candidates are offered (the solver breaks ties by it).
+const std::vector<ConvFamilyRow>& conv_families();
+const ConvFamilyRow& conv_family(ConvFamily f);
+std::optional<ConvFamily> parse_conv_family(const std::string& name);
+
+namespace convjit {
+
+// The direct and gemm1x1 families' kernels of a given conf (tests and the benches change a
+// conf before building). weights: [OC, IC, KH, KW] f32 (already validated); bias: [OC] or
+// nullptr.
 std::unique_ptr<Kernel> make_direct_kernel(const DirectConf& c, const Tensor& weights,
                                            const Tensor* bias);
 std::unique_ptr<Kernel> make_gemm1x1_kernel(const Gemm1x1Conf& c, const Tensor& weights,
@@ -20,4 +65,5 @@ std::unique_ptr<Kernel> make_gemm1x1_kernel(const Gemm1x1Conf& c, const Tensor& 
 std::string conv_kernel_name(const char* family, Layout src, Layout dst,
                              const std::string& blocking, Isa isa);
 
-}  // namespace kiln::convjit
+}  // namespace convjit
+}  // namespace kiln

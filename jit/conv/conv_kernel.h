@@ -1,6 +1,7 @@
 // Conv kernel families and their factory. A family's init_conf (plain C++, no Xbyak) decides
 // whether it applies to a problem and how to block it, or says why not; its generator only
-// emits code; its Kernel packs the weights once at creation and runs tiles.
+// emits code; its Kernel packs the weights once at creation and runs tiles. What the runtime
+// knows of each family is its row in the family table (jit/conv/conv_families.h).
 #pragma once
 
 #include <memory>
@@ -23,8 +24,8 @@ enum class ConvFamily : int {
   winograd4 = 4,  // Winograd F(4x4,3x3) (jit/winograd/)
   im2col = 5,     // im2col / im2row + JIT GEMM, any conv with groups == 1 (jit/im2col/)
 };
-constexpr int kNumConvFamilies = 6;
-const char* conv_family_name(ConvFamily f);  // "direct", "gemm1x1", "depthwise", ...
+constexpr int kNumConvFamilies = 6;          // the family table has one row per value
+const char* conv_family_name(ConvFamily f);  // the row's name: "direct", "gemm1x1", ...
 
 // One way to run a conv: family + layouts (+ optional forced blocking, 0 = family's choice).
 struct ConvImpl {
@@ -37,7 +38,8 @@ struct ConvImpl {
   CacheSizes cache = host_cpu().cache;
 };
 
-// Creates the kernel of any family (dispatching to the family's factory), or returns nullptr and
+// Creates the kernel of any family (validating the operands once, then the family row's
+// create: jit/conv/conv_families.cpp), or returns nullptr and
 // sets *why_not to a reason (e.g. "groups > 1", "needs 1x1 kernel", "AVX-512 blocked layout needs
 // isa avx512"). weights: the Conv's [OC, IC/g, KH, KW] f32 constant (packed inside, not retained).
 // bias: [OC] or nullptr.

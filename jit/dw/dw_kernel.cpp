@@ -96,11 +96,6 @@ std::unique_ptr<Kernel> create_depthwise_kernel(const ConvProblem& p, const Conv
   };
   auto c = convjit::init_dw_conf(p, impl, isa);
   if (!c) return no(c.reason);
-  if (weights.dtype() != DType::f32 || weights.shape() != Shape{p.oc, 1, p.kh, p.kw})
-    return no("weights are not f32 " + shape_str({p.oc, 1, p.kh, p.kw}));
-  if (p.bias != (bias != nullptr)) return no("bias presence does not match the problem");
-  if (bias && (bias->dtype() != DType::f32 || bias->shape() != Shape{p.oc}))
-    return no("bias is not f32 [" + std::to_string(p.oc) + "]");
   return convjit::make_dw_kernel(*c.conf, weights, bias);
 }
 

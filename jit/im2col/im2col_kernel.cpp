@@ -205,12 +205,6 @@ std::unique_ptr<Kernel> create_im2col_kernel(const ConvProblem& p, const ConvImp
     if (why_not) *why_not = why;
     return nullptr;
   };
-  if (p.groups == 1 &&
-      (weights.dtype() != DType::f32 || weights.shape() != Shape{p.oc, p.ic, p.kh, p.kw}))
-    return no("weights are not f32 " + shape_str({p.oc, p.ic, p.kh, p.kw}));
-  if (p.bias != (bias != nullptr) ||
-      (bias && (bias->dtype() != DType::f32 || bias->shape() != Shape{p.oc})))
-    return no("bias does not match the problem");
   auto c = im2col::init_im2col_conf(p, impl, isa);
   if (!c) return no(c.reason);
   return im2col::make_im2col_kernel(*c.conf, weights, bias);

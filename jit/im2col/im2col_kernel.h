@@ -11,7 +11,8 @@
 
 namespace kiln {
 
-// Same contract as create_conv_kernel (jit/conv/conv_kernel.h).
+// The family's row in jit/conv/conv_families.cpp (ConvFamilyRow::Create: operands
+// validated by create_conv_kernel).
 std::unique_ptr<Kernel> create_im2col_kernel(const ConvProblem& p, const ConvImpl& impl, Isa isa,
                                              const Tensor& weights, const Tensor* bias,
                                              std::string* why_not);

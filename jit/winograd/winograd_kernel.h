@@ -11,7 +11,8 @@
 
 namespace kiln {
 
-// Same contract as create_conv_kernel (jit/conv/conv_kernel.h). The kernel keeps the weights
+// The family's row in jit/conv/conv_families.cpp (ConvFamilyRow::Create: operands
+// validated by create_conv_kernel). The kernel keeps the weights
 // transformed (U = G g G^T, alpha^2 / 9 times the conv's weights: 4x for F(4x4), 16/9 for
 // F(2x2)) and declares its scratch (Kernel::scratch_bytes). Tiles: (group of output tiles, chunk of
 // output channels). Numerics: F(4x4, 3x3) is less exact than a direct sum (its transforms scale

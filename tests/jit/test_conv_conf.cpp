@@ -1,7 +1,10 @@
 // init_conf of the conv families on their own: applicability reasons, blocking choices,
 // output-width plans and kernel names (expectations hand-computed).
+#include <set>
+
 #include "isa_coverage.h"
 #include "jit/conv/conv_direct_conf.h"
+#include "jit/conv/conv_families.h"
 #include "jit/conv/conv_gemm1x1_conf.h"
 #include "test_conv_util.h"
 
@@ -463,8 +466,8 @@ TEST_CASE("conv kernel names and tile counts") {
   }
 }
 
-
 TEST_CASE("conv init_conf: the cache budgets follow the cache sizes of the hardware model") {
+  if (!testing::has_isa(Isa::avx512)) return;
   // 1x1 1024 -> 256 at 14x14 has 1 MB of weights: beyond half of a 1 MB L2 (groups outer), within
   // half of a 4 MB L2 (pixel chunks outer, all weights stay in L2).
   const ConvProblem p = problem({.ic = 1024, .ih = 14, .iw = 14, .oc = 256});
@@ -514,6 +517,62 @@ TEST_CASE("hardware model: detected once, consistent with the ISA and the OS") {
   CHECK(s.find(isa_name(c.isa)) != std::string::npos);
   CHECK(s.find(" L2 " + std::to_string(c.cache.l2 >> 10) + "K") != std::string::npos);
   MESSAGE("host: ", s, ", ", c.cores, " cores", c.amx_permitted ? ", AMX permitted" : "");
+}
+
+TEST_CASE(
+    "conv family table: one row per family, names parse back, offered where the conf applies") {
+  std::set<std::string> names;
+  for (int f = 0; f < kNumConvFamilies; ++f) {
+    const ConvFamilyRow& r = conv_family(ConvFamily(f));
+    CHECK(int(r.id) == f);
+    CHECK(names.insert(r.name).second);
+    CHECK(parse_conv_family(r.name) == ConvFamily(f));
+    CHECK(std::string(conv_family_name(ConvFamily(f))) == r.name);
+  }
+  CHECK(conv_families().size() == size_t(kNumConvFamilies));
+  CHECK_FALSE(parse_conv_family("winograd3").has_value());
+  if (!testing::has_isa(Isa::avx512)) return;  // the confs below are asked for AVX-512
+  // A family the table does not offer for a problem must not be able to run it either (the
+  // runtime would never try), and every offered layout pair is one the conf accepts or
+  // explains: over a spread of shapes, offered(p) is never stricter than init_conf.
+  const std::vector<ConvProblem> probs = {
+      problem({.ic = 64, .ih = 14, .iw = 14, .oc = 64}),
+      problem({.ic = 64,
+               .ih = 14,
+               .iw = 14,
+               .oc = 128,
+               .kh = 3,
+               .kw = 3,
+               .pt = 1,
+               .pl = 1,
+               .pb = 1,
+               .pr = 1}),
+      problem({.ic = 3, .ih = 32, .iw = 32, .oc = 32, .kh = 7, .kw = 7, .sh = 2, .sw = 2}),
+      problem({.ic = 128, .ih = 28, .iw = 28, .oc = 64, .sh = 2, .sw = 2}),
+  };
+  for (const ConvProblem& p : probs) {
+    int offered = 0;
+    for (const ConvFamilyRow& r : conv_families()) {
+      if (!r.offered(p)) continue;
+      ++offered;
+      for (const auto& [s, d] : r.layouts(p, Layout::nChw16c)) {
+        ConvImpl i = impl(r.id, s, d);
+        CHECK_MESSAGE(r.efficiency(p, s, d) > 0, r.name);
+        if (r.id == ConvFamily::direct)
+          CHECK_MESSAGE(init_direct_conf(p, i, Isa::avx512), p.str(), " ", r.name);
+        if (r.id == ConvFamily::gemm1x1)
+          CHECK_MESSAGE(init_gemm1x1_conf(p, i, Isa::avx512), p.str(), " ", r.name);
+      }
+    }
+    CHECK_MESSAGE(offered >= 2, p.str());  // direct and im2col run every dense conv
+  }
+  ConvProblem grouped = problem({.ic = 64, .ih = 8, .iw = 8, .oc = 64, .kh = 3, .kw = 3});
+  grouped.groups = 4;  // grouped, not depthwise: no family yet
+  for (const ConvFamilyRow& r : conv_families()) CHECK_FALSE_MESSAGE(r.offered(grouped), r.name);
+  ConvProblem dw = problem({.ic = 32, .ih = 8, .iw = 8, .oc = 32, .kh = 3, .kw = 3});
+  dw.groups = 32;
+  CHECK(conv_family(ConvFamily::depthwise).offered(dw));
+  CHECK_FALSE(conv_family(ConvFamily::direct).offered(dw));
 }
 }  // namespace
 }  // namespace kiln::convtest

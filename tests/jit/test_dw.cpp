@@ -201,7 +201,7 @@ std::string check_dw(const ConvProblem& p, Isa isa, Layout l, uint64_t seed, int
   INFO("problem " << p.str() << " isa " << isa_name(isa) << " layout " << layout_name(l));
   Operands o = make_dw_operands(p, seed);
   std::string why;
-  auto k = create_depthwise_kernel(p, dw_impl(l, ur_w), isa, o.w, p.bias ? &o.b : nullptr, &why);
+  auto k = create_conv_kernel(p, dw_impl(l, ur_w), isa, o.w, p.bias ? &o.b : nullptr, &why);
   REQUIRE_MESSAGE(k != nullptr, "kernel not created: " << why);
   check_kernel(*k, p, l, o, dw_reference(p, o));
   return k->name();
@@ -418,7 +418,7 @@ TEST_CASE("depthwise: finite pad lanes in, finite pad lanes out (blocked)") {
     Operands o = make_dw_operands(p, 8000);
     std::string why;
     const Layout l = blocked(isa);
-    auto k = create_depthwise_kernel(p, dw_impl(l), isa, o.w, &o.b, &why);
+    auto k = create_conv_kernel(p, dw_impl(l), isa, o.w, &o.b, &why);
     REQUIRE(k);
     std::vector<float> out = run_dw(*k, p, o, l, true, 0.f);
     int64_t bad = 0;

@@ -91,15 +91,15 @@ TEST_CASE("depthwise factory: operand checks") {
   std::string why;
   ConvProblem p = k3;
   p.bias = true;
-  CHECK(!create_depthwise_kernel(p, dwi(Layout::nhwc), Isa::avx2, w_bad, &b_ok, &why));
+  CHECK(!create_conv_kernel(p, dwi(Layout::nhwc), Isa::avx2, w_bad, &b_ok, &why));
   CHECK(why == "weights are not f32 [32,1,3,3]");
-  CHECK(!create_depthwise_kernel(p, dwi(Layout::nhwc), Isa::avx2, w_ok, nullptr, &why));
+  CHECK(!create_conv_kernel(p, dwi(Layout::nhwc), Isa::avx2, w_ok, nullptr, &why));
   CHECK(why == "bias presence does not match the problem");
-  CHECK(!create_depthwise_kernel(p, dwi(Layout::nhwc), Isa::avx2, w_ok, &b_bad, &why));
+  CHECK(!create_conv_kernel(p, dwi(Layout::nhwc), Isa::avx2, w_ok, &b_bad, &why));
   CHECK(why == "bias is not f32 [32]");
-  CHECK(!create_depthwise_kernel(p, dwi(Layout::nChw16c), Isa::avx2, w_ok, &b_ok, &why));
+  CHECK(!create_conv_kernel(p, dwi(Layout::nChw16c), Isa::avx2, w_ok, &b_ok, &why));
   CHECK(has(why, "needs isa avx512"));
-  CHECK(create_depthwise_kernel(p, dwi(Layout::nhwc), Isa::avx2, w_ok, &b_ok, &why));
+  CHECK(create_conv_kernel(p, dwi(Layout::nhwc), Isa::avx2, w_ok, &b_ok, &why));
 }
 
 TEST_CASE("depthwise: row segments (valid kernel rows per output row)") {

@@ -1,0 +1,177 @@
+// The conv family table (see conv_families.h) and create_conv_kernel.
+#include "jit/conv/conv_families.h"
+
+#include <algorithm>
+#include <array>
+
+#include "graph/error.h"
+#include "jit/dw/dw_kernel.h"
+#include "jit/im2col/im2col_kernel.h"
+#include "jit/winograd/winograd_kernel.h"
+
+namespace kiln {
+namespace {
+
+using Pairs = std::vector<std::pair<Layout, Layout>>;
+
+bool dense(const ConvProblem& p) {
+  return p.groups == 1;
+}
+bool depthwise(const ConvProblem& p) {
+  return p.groups > 1 && p.groups == p.ic && p.oc == p.ic;
+}
+bool one_by_one(const ConvProblem& p) {
+  return dense(p) && p.kh == 1 && p.kw == 1;
+}
+bool three_by_three_s1(const ConvProblem& p) {
+  return dense(p) && p.kh == 3 && p.kw == 3 && p.sh == 1 && p.sw == 1 && p.dh == 1 && p.dw == 1;
+}
+
+// The fraction of vector lanes that carry real channels when src and dst are blocked.
+double lanes(const ConvProblem& p, Layout src, Layout dst) {
+  const int64_t blk = std::max(layout_block(src), layout_block(dst));
+  const int64_t icg = p.ic / std::max<int64_t>(1, p.groups);
+  return double(icg) / double(round_up(icg, blk)) * double(p.oc) / double(round_up(p.oc, blk));
+}
+bool wide(const ConvProblem& p) {
+  return p.ic >= 32 && p.oc >= 32;
+}
+
+std::unique_ptr<Kernel> create_direct(const ConvProblem& p, const ConvImpl& impl, Isa isa,
+                                      const Tensor& w, const Tensor* b, std::string* why_not) {
+  auto c = convjit::init_direct_conf(p, impl, isa);
+  if (!c) return *why_not = c.reason, nullptr;
+  return convjit::make_direct_kernel(*c.conf, w, b);
+}
+
+std::unique_ptr<Kernel> create_gemm1x1(const ConvProblem& p, const ConvImpl& impl, Isa isa,
+                                       const Tensor& w, const Tensor* b, std::string* why_not) {
+  auto c = convjit::init_gemm1x1_conf(p, impl, isa);
+  if (!c) return *why_not = c.reason, nullptr;
+  return convjit::make_gemm1x1_kernel(*c.conf, w, b);
+}
+
+// Rows in the order candidates are offered (ties in the solver go to the earlier one).
+const std::vector<ConvFamilyRow>& rows() {
+  static const std::vector<ConvFamilyRow> r = {
+      {ConvFamily::depthwise, "depthwise", depthwise,
+       [](const ConvProblem&, Layout b) {
+         return Pairs{{b, b}, {Layout::nhwc, Layout::nhwc}};
+       },
+       create_depthwise_kernel, [](const ConvProblem&, Layout, Layout) { return 0.25; },
+       /*memory_bound=*/true, /*fixed_baseline=*/true},
+      {ConvFamily::gemm1x1, "gemm1x1", one_by_one,
+       [](const ConvProblem&, Layout b) {
+         return Pairs{{b, b}, {Layout::nhwc, Layout::nhwc}};
+       },
+       create_gemm1x1,
+       [](const ConvProblem& p, Layout s, Layout d) {
+         return (s == Layout::nhwc ? 0.7 : 0.8) * lanes(p, s, d);
+       },
+       false, false},
+      {ConvFamily::direct, "direct", dense,
+       [](const ConvProblem& p, Layout b) {
+         // First layers with few input channels read NCHW directly (no padded channel blocks).
+         return p.ic <= 8 ? Pairs{{b, b}, {Layout::nchw, b}} : Pairs{{b, b}};
+       },
+       create_direct,
+       [](const ConvProblem& p, Layout s, Layout d) {
+         return s == Layout::nchw ? 0.6 * double(p.oc) / double(round_up(p.oc, layout_block(d)))
+                                  : 0.75 * lanes(p, s, d);
+       },
+       false, true},
+      {ConvFamily::winograd4, "winograd4", three_by_three_s1,
+       [](const ConvProblem&, Layout b) {
+         return Pairs{{b, b}};
+       },
+       create_winograd_kernel,
+       [](const ConvProblem& p, Layout, Layout) { return wide(p) ? 1.6 : 0.4; }, false, false},
+      {ConvFamily::winograd2, "winograd2", three_by_three_s1,
+       [](const ConvProblem&, Layout b) {
+         return Pairs{{b, b}};
+       },
+       create_winograd_kernel,
+       [](const ConvProblem& p, Layout, Layout) { return wide(p) ? 1.2 : 0.4; }, false, false},
+      {ConvFamily::im2col, "im2col", dense,
+       [](const ConvProblem&, Layout) {
+         return Pairs{{Layout::nhwc, Layout::nhwc}, {Layout::nchw, Layout::nchw}};
+       },
+       create_im2col_kernel,
+       [](const ConvProblem& p, Layout, Layout) { return p.kh * p.kw == 1 ? 0.6 : 0.45; }, false,
+       false},
+  };
+  return r;
+}
+
+// Rows by ConvFamily value, checked once: every value has exactly one row.
+const std::array<const ConvFamilyRow*, kNumConvFamilies>& by_id() {
+  static const auto table = [] {
+    std::array<const ConvFamilyRow*, kNumConvFamilies> t{};
+    for (const ConvFamilyRow& r : rows()) {
+      const int i = int(r.id);
+      if (i < 0 || i >= kNumConvFamilies || t[size_t(i)])
+        fail(Code::internal,
+             std::string("conv family table: bad or repeated row '") + r.name + "'");
+      t[size_t(i)] = &r;
+    }
+    for (const ConvFamilyRow* r : t)
+      if (!r) fail(Code::internal, "conv family table: a ConvFamily value has no row");
+    return t;
+  }();
+  return table;
+}
+
+}  // namespace
+
+const std::vector<ConvFamilyRow>& conv_families() {
+  return rows();
+}
+
+const ConvFamilyRow& conv_family(ConvFamily f) {
+  const int i = int(f);
+  if (i < 0 || i >= kNumConvFamilies) fail(Code::invalid_argument, "unknown conv family");
+  return *by_id()[size_t(i)];
+}
+
+const char* conv_family_name(ConvFamily f) {
+  const int i = int(f);
+  return i >= 0 && i < kNumConvFamilies ? by_id()[size_t(i)]->name : "?";
+}
+
+std::optional<ConvFamily> parse_conv_family(const std::string& name) {
+  for (const ConvFamilyRow& r : rows())
+    if (name == r.name) return r.id;
+  return std::nullopt;
+}
+
+namespace convjit {
+
+std::string conv_kernel_name(const char* family, Layout src, Layout dst,
+                             const std::string& blocking, Isa isa) {
+  return std::string("conv_") + family + "_f32_" + layout_name(src) + "_to_" + layout_name(dst) +
+         "_" + blocking + "__" + isa_name(isa);
+}
+
+}  // namespace convjit
+
+std::unique_ptr<Kernel> create_conv_kernel(const ConvProblem& p, const ConvImpl& impl, Isa isa,
+                                           const Tensor& weights, const Tensor* bias,
+                                           std::string* why_not) {
+  std::string why;
+  auto no = [&](const std::string& w) -> std::unique_ptr<Kernel> {
+    if (why_not) *why_not = w;
+    return nullptr;
+  };
+  const int64_t g = p.groups > 0 ? p.groups : 1;
+  if (weights.dtype() != DType::f32 || weights.shape() != Shape{p.oc, p.ic / g, p.kh, p.kw})
+    return no("weights are not f32 " + shape_str({p.oc, p.ic / g, p.kh, p.kw}));
+  if (p.bias != (bias != nullptr)) return no("bias presence does not match the problem");
+  if (bias && (bias->dtype() != DType::f32 || bias->shape() != Shape{p.oc}))
+    return no("bias is not f32 [" + std::to_string(p.oc) + "]");
+  const int f = int(impl.family);
+  if (f < 0 || f >= kNumConvFamilies) return no("unknown conv family");
+  auto k = by_id()[size_t(f)]->create(p, impl, isa, weights, bias, &why);
+  return k ? std::move(k) : no(why);
+}
+
+}  // namespace kiln
