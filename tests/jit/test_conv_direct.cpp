@@ -1,6 +1,7 @@
 // The direct conv family against the reference Conv, on both ISA paths, over swept shapes.
 #include "isa_coverage.h"
 #include "jit/conv/conv_families.h"
+#include "shapes/shape_list.h"
 #include "test_conv_util.h"
 
 namespace kiln::convtest {
@@ -18,70 +19,13 @@ ConvImpl direct(Isa isa, Layout src = Layout::nChw16c, int ur_w = 0, int oc_bloc
   return i;
 }
 
-// Channel tails, strides, asymmetric padding, dilation, kernel sizes, 1x1 outputs, batch 2.
-const std::vector<Shp> kShapes = {
-    {.ic = 3, .ih = 9, .iw = 9, .oc = 5, .kh = 3, .kw = 3, .pt = 1, .pl = 1, .pb = 1, .pr = 1},
-    {.ic = 17,
-     .ih = 10,
-     .iw = 10,
-     .oc = 24,
-     .kh = 3,
-     .kw = 3,
-     .sh = 2,
-     .sw = 2,
-     .pt = 1,
-     .pl = 1,
-     .pb = 1,
-     .pr = 1},
-    {.ic = 5, .ih = 13, .iw = 11, .oc = 40, .kh = 5, .kw = 5, .pt = 2, .pl = 1, .pb = 0, .pr = 2},
-    {.ic = 24,
-     .ih = 12,
-     .iw = 12,
-     .oc = 17,
-     .kh = 3,
-     .kw = 3,
-     .pt = 2,
-     .pl = 2,
-     .pb = 2,
-     .pr = 2,
-     .dh = 2,
-     .dw = 2},
-    {.ic = 16, .ih = 3, .iw = 3, .oc = 32, .kh = 3, .kw = 3},  // 1x1 output
-    {.ic = 40, .ih = 14, .iw = 14, .oc = 3, .kh = 1, .kw = 1, .bias = false},
-    {.n = 2,
-     .ic = 8,
-     .ih = 15,
-     .iw = 15,
-     .oc = 16,
-     .kh = 3,
-     .kw = 3,
-     .pt = 1,
-     .pl = 1,
-     .pb = 1,
-     .pr = 1},
-    {.ic = 32, .ih = 9, .iw = 30, .oc = 48, .kh = 7, .kw = 7, .pt = 3, .pl = 3, .pb = 3, .pr = 3},
-    {.ic = 16,
-     .ih = 8,
-     .iw = 8,
-     .oc = 16,
-     .kh = 3,
-     .kw = 3,
-     .sh = 1,
-     .sw = 2,
-     .pt = 0,
-     .pl = 2,
-     .pb = 3,
-     .pr = 1},
-    // Padding wider than the kernel: whole output rows/columns read only padding.
-    {.ic = 8, .ih = 5, .iw = 5, .oc = 8, .kh = 3, .kw = 3, .pt = 3, .pl = 4, .pb = 3, .pr = 3},
-    {.ic = 20, .ih = 1, .iw = 1, .oc = 20, .kh = 1, .kw = 1},
-    {.ic = 64, .ih = 28, .iw = 28, .oc = 64, .kh = 3, .kw = 3, .pt = 1, .pl = 1, .pb = 1, .pr = 1},
-};
-
+// tests/shapes/conv_direct.txt: channel tails, strides, asymmetric padding, dilation, kernel
+// sizes, 1x1 outputs, batch 2.
 TEST_CASE("direct conv matches the reference on blocked layouts (both ISAs)") {
+  const std::vector<ConvProblem> shapes = shapes::read_shapes("conv_direct");
   uint64_t seed = 100;
   for (Isa isa : isas())
-    for (const Shp& s : kShapes) check_conv(problem(s), direct(isa), isa, seed++);
+    for (const ConvProblem& p : shapes) check_conv(p, direct(isa), isa, seed++);
 }
 
 TEST_CASE("direct conv with NCHW src (first layers)") {

@@ -1,6 +1,7 @@
 // The gemm1x1 conv family against the reference Conv, on both ISA paths, blocked and NHWC.
 #include "isa_coverage.h"
 #include "jit/conv/conv_families.h"
+#include "shapes/shape_list.h"
 #include "test_conv_util.h"
 
 namespace kiln::convtest {
@@ -17,25 +18,13 @@ ConvImpl gemm(Isa isa, bool nhwc, int ur = 0, int ob = 0) {
   return i;
 }
 
-const std::vector<Shp> kShapes = {
-    {.ic = 3, .ih = 7, .iw = 9, .oc = 5},
-    {.ic = 17, .ih = 10, .iw = 10, .oc = 24},
-    {.ic = 24, .ih = 11, .iw = 13, .oc = 40, .bias = false},
-    {.ic = 40, .ih = 5, .iw = 6, .oc = 17},
-    {.ic = 64, .ih = 14, .iw = 14, .oc = 64},
-    {.n = 2, .ic = 33, .ih = 9, .iw = 7, .oc = 70},
-    {.ic = 20, .ih = 1, .iw = 1, .oc = 36},  // 1x1 spatial
-    // stride 2, odd and even sizes
-    {.ic = 16, .ih = 9, .iw = 9, .oc = 32, .sh = 2, .sw = 2},
-    {.n = 2, .ic = 21, .ih = 14, .iw = 14, .oc = 19, .sh = 2, .sw = 2},
-    {.ic = 48, .ih = 15, .iw = 28, .oc = 48, .sh = 2, .sw = 2, .bias = false},
-};
-
+// tests/shapes/conv_gemm1x1.txt: channel tails, strides 1 and 2, bias on and off, batch 2.
 TEST_CASE("gemm1x1 conv matches the reference, blocked and NHWC (both ISAs)") {
+  const std::vector<ConvProblem> shapes = shapes::read_shapes("conv_gemm1x1");
   uint64_t seed = 1000;
   for (Isa isa : isas())
     for (bool nhwc : {false, true})
-      for (const Shp& s : kShapes) check_conv(problem(s), gemm(isa, nhwc), isa, seed++);
+      for (const ConvProblem& p : shapes) check_conv(p, gemm(isa, nhwc), isa, seed++);
 }
 
 TEST_CASE("gemm1x1 conv: forced register tiles and their tails") {

@@ -13,6 +13,7 @@
 
 #include "jit/im2col/im2col_conf.h"
 #include "jit/im2col/im2col_kernel.h"
+#include "shapes/shape_list.h"
 #include "test_conv_util.h"
 
 namespace kiln::convtest {
@@ -39,43 +40,14 @@ Shp pad(Shp s, int64_t t, int64_t l, int64_t b, int64_t r) {
   return s;
 }
 
-const std::vector<Shp> kShapes = {
-    pad({.ic = 1, .ih = 9, .iw = 9, .oc = 5, .kh = 3, .kw = 3}, 1, 1, 1, 1),
-    pad({.ic = 3, .ih = 11, .iw = 13, .oc = 17, .kh = 5, .kw = 5, .sh = 2, .sw = 2}, 2, 1, 1, 2),
-    pad({.ic = 17, .ih = 8, .iw = 10, .oc = 33, .kh = 7, .kw = 7}, 3, 3, 3, 3),
-    pad({.ic = 40, .ih = 7, .iw = 7, .oc = 40, .kh = 1, .kw = 3}, 0, 1, 0, 1),
-    pad({.ic = 64, .ih = 8, .iw = 9, .oc = 20, .kh = 3, .kw = 3, .sh = 3, .sw = 3}, 1, 1, 1, 1),
-    pad({.ic = 17, .ih = 10, .iw = 10, .oc = 24, .kh = 3, .kw = 3, .dh = 2, .dw = 2}, 2, 2, 2, 2),
-    pad({.ic = 3,
-         .ih = 12,
-         .iw = 11,
-         .oc = 8,
-         .kh = 3,
-         .kw = 3,
-         .sh = 2,
-         .sw = 2,
-         .dh = 2,
-         .dw = 2,
-         .bias = false},
-        0, 3, 2, 1),
-    {.ic = 5, .ih = 3, .iw = 3, .oc = 7, .kh = 3, .kw = 3},    // 1x1 output
-    {.ic = 64, .ih = 5, .iw = 5, .oc = 70, .kh = 5, .kw = 5},  // 1x1 output, K = 1600
-    pad({.n = 2, .ic = 17, .ih = 9, .iw = 7, .oc = 19, .kh = 3, .kw = 3}, 1, 1, 1, 1),
-    {.ic = 40, .ih = 9, .iw = 9, .oc = 33},                         // 1x1: no copy
-    {.n = 2, .ic = 64, .ih = 6, .iw = 7, .oc = 64, .bias = false},  // 1x1: no copy, batch 2
-    {.ic = 17, .ih = 9, .iw = 9, .oc = 16, .sh = 2, .sw = 2},       // 1x1 stride 2
-    pad({.ic = 3, .ih = 5, .iw = 6, .oc = 9}, 1, 0, 0, 1),          // 1x1 padded
-    pad({.ic = 1, .ih = 4, .iw = 4, .oc = 1, .kh = 7, .kw = 7}, 3, 3, 3, 3),  // window > input
-    pad({.ic = 3, .ih = 20, .iw = 17, .oc = 64, .kh = 7, .kw = 7, .sh = 2, .sw = 2}, 3, 3, 3, 3),
-    pad({.ic = 64, .ih = 14, .iw = 13, .oc = 64, .kh = 3, .kw = 3}, 1, 1, 1, 1),  // K split
-    pad({.ic = 1, .ih = 13, .iw = 13, .oc = 3, .kh = 1, .kw = 3, .sh = 1, .sw = 3}, 0, 0, 0, 2),
-};
-
+// tests/shapes/im2col.txt: kernels 1x1 to 7x7, strides 1 to 3, dilation 2, asymmetric and
+// wide padding, 1x1 outputs, K splits, batch 2, bias on and off.
 TEST_CASE("im2col conv matches the reference, NCHW and NHWC (both ISAs)") {
+  const std::vector<ConvProblem> shapes = shapes::read_shapes("im2col");
   uint64_t seed = 4000;
   for (Isa isa : isas())
     for (Layout l : kLayouts)
-      for (const Shp& s : kShapes) check_conv(problem(s), im2col(l), isa, seed++);
+      for (const ConvProblem& p : shapes) check_conv(p, im2col(l), isa, seed++);
 }
 
 TEST_CASE("im2col conv: 1x1 stride-1 unpadded reads the input directly") {

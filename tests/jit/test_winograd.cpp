@@ -5,6 +5,7 @@
 
 #include "jit/winograd/winograd_conf.h"
 #include "jit/winograd/winograd_kernel.h"
+#include "shapes/shape_list.h"
 #include "test_conv_util.h"
 
 namespace kiln::convtest {
@@ -84,27 +85,14 @@ Shp pad(Shp s, int64_t t, int64_t l, int64_t b, int64_t r) {
   return s;
 }
 
-// Channel tails (3, 17, 40, 200), output sizes off the tile grid (1x1, 5x7, 13x13, 11x11),
-// pads 0 / 1 / 2 / 3 and asymmetric, bias on and off, batch 2, several groups and chunks.
-const std::vector<Shp> kShapes = {
-    pad({.ic = 3, .ih = 9, .iw = 9, .oc = 5, .kh = 3, .kw = 3}, 1, 1, 1, 1),
-    {.ic = 17, .ih = 7, .iw = 9, .oc = 24, .kh = 3, .kw = 3},  // 5x7 output, no padding
-    pad({.ic = 40, .ih = 13, .iw = 13, .oc = 17, .kh = 3, .kw = 3}, 1, 1, 1, 1),
-    {.ic = 16, .ih = 3, .iw = 3, .oc = 32, .kh = 3, .kw = 3},  // 1x1 output
-    pad({.ic = 8, .ih = 10, .iw = 11, .oc = 40, .kh = 3, .kw = 3, .bias = false}, 2, 0, 1, 2),
-    pad({.n = 2, .ic = 20, .ih = 11, .iw = 11, .oc = 33, .kh = 3, .kw = 3}, 1, 1, 1, 1),
-    pad({.ic = 200, .ih = 24, .iw = 23, .oc = 16, .kh = 3, .kw = 3}, 1, 1, 1, 1),
-    pad({.ic = 64, .ih = 28, .iw = 28, .oc = 64, .kh = 3, .kw = 3}, 1, 1, 1, 1),
-    // Padding as wide as the kernel: border outputs read only padding.
-    pad({.ic = 9, .ih = 6, .iw = 5, .oc = 8, .kh = 3, .kw = 3}, 3, 2, 3, 3),
-    pad({.ic = 16, .ih = 1, .iw = 1, .oc = 16, .kh = 3, .kw = 3}, 1, 1, 1, 1),
-};
-
+// tests/shapes/winograd.txt: channel tails, output sizes off the tile grid, pads 0 to 3 and
+// asymmetric, bias on and off, batch 2, several groups and chunks.
 TEST_CASE("winograd conv matches the reference on blocked layouts (both ISAs, F2 and F4)") {
+  const std::vector<ConvProblem> shapes = shapes::read_shapes("winograd");
   uint64_t seed = 1000;
   for (Isa isa : isas())
     for (int m : {2, 4})
-      for (const Shp& s : kShapes) check_wino(problem(s), wino(m, isa), isa, seed++);
+      for (const ConvProblem& p : shapes) check_wino(p, wino(m, isa), isa, seed++);
 }
 
 TEST_CASE("winograd conv: many tile groups, oc chunks and the last group's tail") {
@@ -279,15 +267,13 @@ Tensor normal_tensor(Shape s, uint64_t seed, double sd) {
 // The error on the 3x3 stride-1 layers of ResNet-50 (and VGG-16's channel counts at the same
 // sizes), with weights ~ N(0, 1/sqrt(9 IC)) and inputs ~ U(-1, 1): max |diff| / max |ref|.
 TEST_CASE("winograd conv: error on ResNet-50 / VGG-16 layers") {
-  struct L {
-    int64_t c, hw;
-  };
-  const L layers[] = {{64, 56}, {128, 28}, {256, 14}, {512, 7}};
-  for (const L& l : layers) {
-    const ConvProblem p =
-        problem(pad({.ic = l.c, .ih = l.hw, .iw = l.hw, .oc = l.c, .kh = 3, .kw = 3}, 1, 1, 1, 1));
-    Operands o = make_operands(p, 500 + uint64_t(l.c));
-    o.w = normal_tensor({p.oc, p.ic, 3, 3}, 600 + uint64_t(l.c), 1.0 / std::sqrt(9.0 * p.ic));
+  std::vector<ConvProblem> layers;  // 3x3 stride 1: 64@56, 128@28, 256@14, 512@7
+  for (const ConvProblem& p : shapes::read_shapes("resnet50"))
+    if (p.kh == 3 && p.sh == 1) layers.push_back(p);
+  REQUIRE(layers.size() == 4);
+  for (const ConvProblem& p : layers) {
+    Operands o = make_operands(p, 500 + uint64_t(p.ic));
+    o.w = normal_tensor({p.oc, p.ic, 3, 3}, 600 + uint64_t(p.ic), 1.0 / std::sqrt(9.0 * p.ic));
     const Tensor ref = reference(p, o);
     const double ref_max = max_abs(ref);
     for (Isa isa : isas())
@@ -303,7 +289,7 @@ TEST_CASE("winograd conv: error on ResNet-50 / VGG-16 layers") {
           diff = std::max(diff, std::fabs(double(got.data<float>()[i]) - ref.data<float>()[i]));
         const double rel = diff / ref_max;
         MESSAGE((m ? "F(" + std::to_string(m) + "x" + std::to_string(m) + ",3x3) " : "direct ")
-                << std::string(isa_name(isa)) << " " << l.c << "ch " << l.hw << "x" << l.hw
+                << std::string(isa_name(isa)) << " " << p.ic << "ch " << p.ih << "x" << p.iw
                 << ": max|diff| " << diff << ", max|ref| " << ref_max << ", ratio " << rel);
         CHECK(rel <= tolerance(m ? m : 2));
       }
