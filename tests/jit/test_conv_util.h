@@ -99,6 +99,34 @@ inline ConvProblem problem(const Shp& s, std::vector<PostOp> post = {}) {
   return p;
 }
 
+// A ConvImpl from its parts (ur / ob: forced ur_w / oc_blocks; 0: the conf's choice).
+inline ConvImpl conv_impl(ConvFamily f, Layout src, Layout dst, int ur = 0, int ob = 0) {
+  ConvImpl i;
+  i.family = f;
+  i.src = src;
+  i.dst = dst;
+  i.ur_w = ur;
+  i.oc_blocks = ob;
+  return i;
+}
+
+// `s` with padding top, left, bottom, right.
+inline Shp pad(Shp s, int64_t t, int64_t l, int64_t b, int64_t r) {
+  s.pt = t;
+  s.pl = l;
+  s.pb = b;
+  s.pr = r;
+  return s;
+}
+
+// A problem in ConvProblem::str() form, the language of tests/shapes/ (parse checks that oh
+// and ow follow from the rest), with a post-op chain.
+inline ConvProblem problem(const std::string& s, std::vector<PostOp> post = {}) {
+  ConvProblem p = ConvProblem::parse(s);
+  if (!post.empty()) p.post = std::move(post);
+  return p;
+}
+
 inline PostOp op(PostOp::Kind k, float alpha = 0, float beta = 0, int input = -1) {
   PostOp o;
   o.kind = k;

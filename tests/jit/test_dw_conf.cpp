@@ -16,12 +16,7 @@ using convjit::init_dw_conf;
 using convjit::plan_dw_rows;
 
 ConvImpl dwi(Layout l, int ur = 0, int ob = 0) {
-  ConvImpl i;
-  i.family = ConvFamily::depthwise;
-  i.src = i.dst = l;
-  i.ur_w = ur;
-  i.oc_blocks = ob;
-  return i;
+  return conv_impl(ConvFamily::depthwise, l, l, ur, ob);
 }
 
 ConvProblem dwp(Shp s, std::vector<PostOp> post = {}) {

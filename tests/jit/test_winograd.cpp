@@ -14,12 +14,8 @@ namespace {
 using K = PostOp::Kind;
 
 ConvImpl wino(int m, Isa isa, int ur_w = 0, int oc_blocks = 0) {
-  ConvImpl i;
-  i.family = m == 2 ? ConvFamily::winograd2 : ConvFamily::winograd4;
-  i.src = i.dst = blocked(isa);
-  i.ur_w = ur_w;
-  i.oc_blocks = oc_blocks;
-  return i;
+  return conv_impl(m == 2 ? ConvFamily::winograd2 : ConvFamily::winograd4, blocked(isa),
+                   blocked(isa), ur_w, oc_blocks);
 }
 
 // Tolerance, relative to max(1, max |ref|) over the output (Winograd's error is normwise: each
@@ -77,14 +73,6 @@ double check_wino(const ConvProblem& p, const ConvImpl& impl, Isa isa, uint64_t 
   return err;
 }
 
-Shp pad(Shp s, int64_t t, int64_t l, int64_t b, int64_t r) {
-  s.pt = t;
-  s.pl = l;
-  s.pb = b;
-  s.pr = r;
-  return s;
-}
-
 // tests/shapes/winograd.txt: channel tails, output sizes off the tile grid, pads 0 to 3 and
 // asymmetric, bias on and off, batch 2, several groups and chunks.
 TEST_CASE("winograd conv matches the reference on blocked layouts (both ISAs, F2 and F4)") {
@@ -101,8 +89,7 @@ TEST_CASE("winograd conv: many tile groups, oc chunks and the last group's tail"
   // one shorter; 100 output channels -> several chunks with a lane tail; 150 input channels
   // -> K chunks on AVX-512 (the first zeroes, later ones accumulate, the last has the tail).
   const ConvProblem p =
-      problem(pad({.n = 2, .ic = 150, .ih = 30, .iw = 31, .oc = 100, .kh = 3, .kw = 3}, 1, 1, 1, 1),
-              chain({op(K::relu)}));
+      problem("mb2ic150ih30iw31_oc100oh30ow31kh3kw3sh1sw1ph1pw1", chain({op(K::relu)}));
   for (Isa isa : isas())
     for (int m : {2, 4}) {
       auto c = convjit::init_wino_conf(p, wino(m, isa), isa);
@@ -115,9 +102,8 @@ TEST_CASE("winograd conv: many tile groups, oc chunks and the last group's tail"
     }
   // One group of a few tiles and 200 output channels: the chunks are cut into slices (2 of
   // 4 + 4 / 4 + 1 vectors on AVX-512; 13 of one chunk each on AVX2, as 13 is odd).
-  const ConvProblem q =
-      problem(pad({.ic = 24, .ih = 9, .iw = 10, .oc = 200, .kh = 3, .kw = 3}, 1, 1, 1, 1),
-              chain({op(K::scale_shift), op(K::add)}));
+  const ConvProblem q = problem("ic24ih9iw10_oc200oh9ow10kh3kw3sh1sw1ph1pw1",
+                                chain({op(K::scale_shift), op(K::add)}));
   for (Isa isa : isas())
     for (int m : {2, 4}) {
       auto c = convjit::init_wino_conf(q, wino(m, isa), isa);
@@ -131,8 +117,7 @@ TEST_CASE("winograd conv: many tile groups, oc chunks and the last group's tail"
 
 TEST_CASE("winograd conv: forced register blockings") {
   uint64_t seed = 1200;
-  const ConvProblem p =
-      problem(pad({.ic = 21, .ih = 11, .iw = 19, .oc = 52, .kh = 3, .kw = 3}, 1, 2, 1, 0));
+  const ConvProblem p = problem("ic21ih11iw19_oc52oh11ow19kh3kw3sh1sw1pt1pl2pb1pr0");
   for (Isa isa : isas()) {
     const std::vector<std::pair<int, int>> blockings =
         isa == Isa::avx512
@@ -161,15 +146,14 @@ TEST_CASE("winograd conv with fused post-op chains") {
       chain({op(K::scale_shift), op(K::add), op(K::sigmoid)}),
       chain({op(K::swish), op(K::clip, 0.f, 6.f)}),
   };
-  const std::vector<Shp> shapes = {
-      pad({.ic = 17, .ih = 9, .iw = 10, .oc = 21, .kh = 3, .kw = 3}, 1, 1, 1, 1),
-      pad({.n = 2, .ic = 32, .ih = 7, .iw = 7, .oc = 40, .kh = 3, .kw = 3, .bias = false}, 1, 0, 1,
-          1),
+  const std::vector<std::string> shapes = {
+      "ic17ih9iw10_oc21oh9ow10kh3kw3sh1sw1ph1pw1",
+      "mb2ic32ih7iw7_oc40oh7ow6kh3kw3sh1sw1pt1pl0pb1pr1_nobias",
   };
   for (Isa isa : isas())
     for (int m : {2, 4})
       for (const auto& c : chains)
-        for (const Shp& s : shapes) check_wino(problem(s, c), wino(m, isa), isa, seed++);
+        for (const std::string& s : shapes) check_wino(problem(s, c), wino(m, isa), isa, seed++);
 }
 
 TEST_CASE("winograd conv says why it does not apply") {
@@ -209,8 +193,7 @@ TEST_CASE("winograd conv says why it does not apply") {
 // into its own output): the per-thread scratch must keep them apart.
 TEST_CASE("winograd conv: concurrent runs of one kernel") {
   const ConvProblem p =
-      problem(pad({.ic = 32, .ih = 20, .iw = 20, .oc = 48, .kh = 3, .kw = 3}, 1, 1, 1, 1),
-              chain({op(K::relu)}));
+      problem("ic32ih20iw20_oc48oh20ow20kh3kw3sh1sw1ph1pw1", chain({op(K::relu)}));
   for (Isa isa : isas()) {
     const ConvImpl impl = wino(4, isa);
     Operands o = make_operands(p, 77);
