@@ -45,6 +45,7 @@
 #include <string>
 #include <vector>
 
+#include "bench_main.h"
 #include "fma_peak.h"
 #include "graph/error.h"
 #include "jit/conv/conv_families.h"
@@ -570,10 +571,5 @@ int run(int argc, char** argv) {
 }  // namespace kiln::bench
 
 int main(int argc, char** argv) {
-  try {
-    return kiln::bench::run(argc, argv);
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "kiln_kernel_bench: %s\n", e.what());
-    return 1;
-  }
+  return kiln::bench::bench_main("kiln_kernel_bench", kiln::bench::run, argc, argv);
 }

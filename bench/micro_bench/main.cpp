@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <cstring>
 
+#include "bench_main.h"
 #include "graph/error.h"
 #include "micro_bench.h"
 
@@ -48,10 +49,5 @@ int run(int argc, char** argv) {
 }  // namespace kiln::bench
 
 int main(int argc, char** argv) {
-  try {
-    return kiln::bench::run(argc, argv);
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "kiln_micro_bench: %s\n", e.what());
-    return 1;
-  }
+  return kiln::bench::bench_main("kiln_micro_bench", kiln::bench::run, argc, argv);
 }

@@ -179,7 +179,8 @@ inline Operands make_operands(const ConvProblem& p, uint64_t seed) {
   return o;
 }
 
-// The reference: runtime/ref's Conv on a hand-built node, then the chain per element.
+// The reference: runtime/ref's Conv on a hand-built node (group = p.groups, so depthwise too),
+// then the chain per element with apply_post_op (independent of the JIT epilogue).
 inline Tensor reference(const ConvProblem& p, const Operands& o) {
   Node n;
   n.op = "Conv";
@@ -190,7 +191,7 @@ inline Tensor reference(const ConvProblem& p, const Operands& o) {
   n.attrs["pads"] = ints_attr({p.pt, p.pl, p.pb, p.pr});
   Attribute g;
   g.kind = Attribute::Kind::i;
-  g.i = 1;
+  g.i = p.groups;
   n.attrs["group"] = g;
   RefKernel k = find_ref_kernel("Conv");
   const bool found = k != nullptr;
