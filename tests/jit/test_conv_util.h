@@ -216,9 +216,11 @@ inline Tensor reference(const ConvProblem& p, const Operands& o) {
   return y;
 }
 
-// NCHW -> `l` with the pad lanes of blocked layouts set to NaN, so that any read of them by a
-// kernel shows up in its output.
-inline std::vector<float> to_layout(const Tensor& t, Layout l) {
+// NCHW -> `l` with the pad lanes of blocked layouts set to `pad`: NaN by default, so that any
+// read of them by a kernel shows up in its output (in a depthwise conv such a read reaches
+// only the output's pad lanes, which nobody reads).
+inline std::vector<float> to_layout(const Tensor& t, Layout l,
+                                    float pad = std::numeric_limits<float>::quiet_NaN()) {
   const Shape& s = t.shape();
   std::vector<float> out(size_t(layout_elems(l, s)));
   convert_layout(t.data<float>(), Layout::nchw, out.data(), l, s);
@@ -226,8 +228,7 @@ inline std::vector<float> to_layout(const Tensor& t, Layout l) {
   for (int64_t n = 0; n < s[0]; ++n)
     for (int64_t c = s[1]; c < cp; ++c)
       for (int64_t h = 0; h < s[2]; ++h)
-        for (int64_t w = 0; w < s[3]; ++w)
-          out[size_t(layout_offset(l, s, n, c, h, w))] = std::numeric_limits<float>::quiet_NaN();
+        for (int64_t w = 0; w < s[3]; ++w) out[size_t(layout_offset(l, s, n, c, h, w))] = pad;
   return out;
 }
 

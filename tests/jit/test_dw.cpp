@@ -2,8 +2,6 @@
 // paths and both layouts (blocked and NHWC), over swept shapes. Every operand sits next to a
 // PROT_NONE page — once ending at it, once starting right after one — so a read or write one
 // element outside a tensor faults, and the fault is turned into a test failure.
-#include <setjmp.h>
-#include <signal.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -12,6 +10,7 @@
 #include "jit/dw/dw_conf.h"
 #include "jit/dw/dw_kernel.h"
 #include "test_conv_util.h"
+#include "test_segv.h"
 
 namespace kiln::convtest {
 namespace {
@@ -39,11 +38,6 @@ Operands make_dw_operands(const ConvProblem& p, uint64_t seed) {
 // ---------------------------------------------------------------------------------------------
 // Guarded buffers: `n` floats either ending exactly at a PROT_NONE page or starting exactly
 // after one.
-
-sigjmp_buf g_jmp;
-void on_segv(int) {
-  siglongjmp(g_jmp, 1);
-}
 
 class Guarded {
  public:
@@ -74,33 +68,7 @@ class Guarded {
 
 // Runs tiles [b, e); false if the kernel faulted.
 bool run_guarded(const Kernel& k, const KernelArgs& a, int64_t b, int64_t e) {
-  struct sigaction sa {
-  }, old{};
-  sa.sa_handler = on_segv;
-  sigemptyset(&sa.sa_mask);
-  sa.sa_flags = SA_NODEFER;
-  sigaction(SIGSEGV, &sa, &old);
-  bool ok = true;
-  if (sigsetjmp(g_jmp, 1) == 0)
-    k.run(a, b, e);
-  else
-    ok = false;
-  sigaction(SIGSEGV, &old, nullptr);
-  return ok;
-}
-
-// NCHW -> `l`; blocked pad lanes hold `pad` (NaN by default: any use of them reaches only the
-// output's pad lanes, which nobody reads, in a depthwise conv).
-std::vector<float> dw_to_layout(const Tensor& t, Layout l, float pad) {
-  const Shape& s = t.shape();
-  std::vector<float> out(size_t(layout_elems(l, s)));
-  convert_layout(t.data<float>(), Layout::nchw, out.data(), l, s);
-  const int64_t cp = round_up(s[1], layout_block(l));
-  for (int64_t n = 0; n < s[0]; ++n)
-    for (int64_t c = s[1]; c < cp; ++c)
-      for (int64_t h = 0; h < s[2]; ++h)
-        for (int64_t w = 0; w < s[3]; ++w) out[size_t(layout_offset(l, s, n, c, h, w))] = pad;
-  return out;
+  return test::runs_without_segv([&] { k.run(a, b, e); });
 }
 
 // Runs `k` with every operand guarded (at the end or the start of its mapping), tiles in two
@@ -108,13 +76,13 @@ std::vector<float> dw_to_layout(const Tensor& t, Layout l, float pad) {
 std::vector<float> run_dw(const Kernel& k, const ConvProblem& p, const Operands& o, Layout l,
                           bool at_end, float src_pad = NAN) {
   const Shape ys{p.n, p.oc, p.oh, p.ow};
-  Guarded src(dw_to_layout(o.x, l, src_pad), at_end);
+  Guarded src(to_layout(o.x, l, src_pad), at_end);
   std::vector<std::unique_ptr<Guarded>> extra;
   std::vector<const float*> ins{src.data(), nullptr, nullptr};
   for (const Tensor& e : o.extra) {
     const bool residual = e.shape().size() == 4;
     extra.push_back(std::make_unique<Guarded>(
-        residual ? dw_to_layout(e, l, 0.f)
+        residual ? to_layout(e, l, 0.f)
                  : std::vector<float>(e.data<float>(), e.data<float>() + e.numel()),
         at_end));
     ins.push_back(extra.back()->data());
