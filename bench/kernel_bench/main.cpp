@@ -83,34 +83,24 @@ Variant parse_variant(const std::string& spec) {
     if (eq == std::string::npos) fail(Code::invalid_argument, "--tune takes KEY=VALUE,..: " + kv);
     const std::string k = kv.substr(0, eq), val = kv.substr(eq + 1);
     const int64_t n = std::atoll(val.c_str());
-    if (k == "family")
+    const std::pair<const char*, int*> ints[] = {
+        {"ur", &v.ur},     {"ob", &v.ob},         {"bcast", &v.bcast},
+        {"pack", &v.pack}, {"mouter", &v.mouter}, {"pfs", &v.pfs},
+        {"pfd", &v.pfd},   {"pfn", &v.pfn},       {"pfe", &v.pfe}};
+    const std::pair<const char*, int64_t*> longs[] = {{"chunk", &v.chunk}, {"kc", &v.kc}};
+    bool known = true;
+    if (k == "family") {
       v.family = val;
-    else if (k == "layout")
+    } else if (k == "layout") {
       v.layout = val;
-    else if (k == "ur")
-      v.ur = int(n);
-    else if (k == "ob")
-      v.ob = int(n);
-    else if (k == "bcast")
-      v.bcast = int(n);
-    else if (k == "pack")
-      v.pack = int(n);
-    else if (k == "mouter")
-      v.mouter = int(n);
-    else if (k == "chunk")
-      v.chunk = n;
-    else if (k == "kc")
-      v.kc = n;
-    else if (k == "pfs")
-      v.pfs = int(n);
-    else if (k == "pfd")
-      v.pfd = int(n);
-    else if (k == "pfn")
-      v.pfn = int(n);
-    else if (k == "pfe")
-      v.pfe = int(n);
-    else
-      fail(Code::invalid_argument, "--tune: unknown key " + k);
+    } else {
+      known = false;
+      for (auto [name, field] : ints)
+        if (k == name) *field = int(n), known = true;
+      for (auto [name, field] : longs)
+        if (k == name) *field = n, known = true;
+    }
+    if (!known) fail(Code::invalid_argument, "--tune: unknown key " + k);
     pos = e + 1;
   }
   return v;

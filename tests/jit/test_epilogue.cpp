@@ -41,6 +41,7 @@ using test::kInf;
 using test::kNaN;
 using test::matches;
 using test::mk;
+using test::ulp_error;
 using test::ulp_of;
 
 std::vector<Isa> test_isas() {
@@ -681,26 +682,10 @@ std::vector<float> run_exp(Isa isa, bool negate, bool in_place, std::vector<floa
   return y;
 }
 
-// Error of `got` in ulps of the float nearest to the exact value `ref` (subnormal spacing
-// below FLT_MIN); an inf where the exact value rounds to a finite float counts as huge.
-double ulp_error(float got, double ref) {
-  const float rf = float(ref);
-  if (std::isinf(rf) || std::isinf(got)) return got == rf ? 0.0 : 1e30;
-  return std::fabs(double(got) - ref) / ulp_of(ref);
-}
-
 TEST_CASE("vec_math: exp accuracy over the whole float range") {
   // Dense sweep of [-104, 89] (2^24 points), every float around the overflow, subnormal and
   // underflow thresholds, and every float in [-1, 1] spaced by 2^-20.
-  std::vector<float> x;
-  const int n_sweep = 1 << 24;
-  for (int i = 0; i <= n_sweep; ++i) x.push_back(float(-104.0 + 193.0 * i / n_sweep));
-  for (float c : {88.72283f, -87.33654f, -103.27893f, -103.97208f}) {
-    float v = c;
-    for (int i = 0; i < 20000; ++i) v = std::nextafter(v, -kInf);
-    for (int i = 0; i < 40000; ++i) x.push_back(v = std::nextafter(v, kInf));
-  }
-  for (int i = -(1 << 20); i <= (1 << 20); ++i) x.push_back(float(std::ldexp(double(i), -20)));
+  const std::vector<float> x = test::exp_test_inputs(24, 20000, 20);
 
   for (Isa isa : test_isas())
     for (bool negate : {false, true}) {

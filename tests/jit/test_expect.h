@@ -69,4 +69,29 @@ inline std::vector<float> edge_values() {
           1e30f,      -1e30f,      FLT_MAX, -FLT_MAX, kInf,   -kInf,   kNaN,    -kNaN};
 }
 
+// Error of `got` in ulps of the float nearest to the exact value `ref` (subnormal spacing
+// below FLT_MIN); an inf where the exact value rounds to a finite float counts as huge.
+inline double ulp_error(float got, double ref) {
+  const float rf = float(ref);
+  if (std::isinf(rf) || std::isinf(got)) return got == rf ? 0.0 : 1e30;
+  return std::fabs(double(got) - ref) / ulp_of(ref);
+}
+
+// Inputs of an exp accuracy test: 2^sweep_log2 + 1 points evenly over [-104, 89], the 3 x
+// `near` floats around each of the overflow, subnormal and underflow thresholds (`near`
+// below, 2 x `near` from there up), and [-1, 1] in steps of 2^-step_log2.
+inline std::vector<float> exp_test_inputs(int sweep_log2, int near, int step_log2) {
+  std::vector<float> x;
+  const int n_sweep = 1 << sweep_log2;
+  for (int i = 0; i <= n_sweep; ++i) x.push_back(float(-104.0 + 193.0 * i / n_sweep));
+  for (float c : {88.72283f, -87.33654f, -103.27893f, -103.97208f}) {
+    float v = c;
+    for (int i = 0; i < near; ++i) v = std::nextafter(v, -kInf);
+    for (int i = 0; i < 2 * near; ++i) x.push_back(v = std::nextafter(v, kInf));
+  }
+  for (int i = -(1 << step_log2); i <= (1 << step_log2); ++i)
+    x.push_back(float(std::ldexp(double(i), -step_log2)));
+  return x;
+}
+
 }  // namespace kiln::test

@@ -32,6 +32,7 @@ using test::kInf;
 using test::kNaN;
 using test::matches;
 using test::mk;
+using test::ulp_error;
 using test::ulp_of;
 
 // The chain through apply_post_op plus an error budget. Ops the kernel implements with the
@@ -212,24 +213,10 @@ std::vector<float> run_exp(Isa isa, bool negate, const std::vector<float>& x) {
   return y;
 }
 
-double ulp_error(float got, double ref) {
-  const float rf = float(ref);
-  if (std::isinf(rf) || std::isinf(got)) return got == rf ? 0.0 : 1e30;
-  return std::fabs(double(got) - ref) / ulp_of(ref);
-}
-
 TEST_CASE("glue asm_math: exp accuracy over the float range") {
   // Dense sweep of [-104, 89], every float around the overflow / subnormal / underflow
   // thresholds, and [-1, 1] in steps of 2^-18.
-  std::vector<float> x;
-  const int n_sweep = 1 << 22;
-  for (int i = 0; i <= n_sweep; ++i) x.push_back(float(-104.0 + 193.0 * i / n_sweep));
-  for (float c : {88.72283f, -87.33654f, -103.27893f, -103.97208f}) {
-    float v = c;
-    for (int i = 0; i < 5000; ++i) v = std::nextafter(v, -kInf);
-    for (int i = 0; i < 10000; ++i) x.push_back(v = std::nextafter(v, kInf));
-  }
-  for (int i = -(1 << 18); i <= (1 << 18); ++i) x.push_back(float(std::ldexp(double(i), -18)));
+  const std::vector<float> x = test::exp_test_inputs(22, 5000, 18);
   for (Isa isa : test::glue_isas())
     for (bool negate : {false, true}) {
       CAPTURE(std::string(isa_name(isa)));
