@@ -1,6 +1,7 @@
 #include "graph/post_ops.h"
 
 #include <algorithm>
+#include <charconv>
 #include <cmath>
 #include <cstdio>
 
@@ -112,10 +113,18 @@ std::string post_ops_str(const std::vector<PostOp>& ops) {
   for (const auto& op : ops) {
     if (!s.empty()) s += '_';
     s += post_op_name(op.kind);
-    if (op.kind == PostOp::Kind::clip) {
-      char buf[64];
-      std::snprintf(buf, sizeof buf, "%g_%g", double(op.alpha), double(op.beta));
-      s += buf;
+    // The parameters that change the result, each the shortest text that reads back as the
+    // same float: tuning-cache keys and shared kernel code must tell two slopes apart.
+    auto num = [&](float v) {
+      char buf[32];
+      s.append(buf, std::to_chars(buf, buf + sizeof buf, v).ptr);
+    };
+    if (op.kind == PostOp::Kind::clip || op.kind == PostOp::Kind::hardsigmoid) {
+      num(op.alpha);
+      s += '_';
+      num(op.beta);
+    } else if (op.kind == PostOp::Kind::leaky_relu) {
+      num(op.alpha);
     }
   }
   return s;

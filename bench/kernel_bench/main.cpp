@@ -1,33 +1,39 @@
 // kiln_kernel_bench: per-layer time of every JIT conv family (direct, gemm1x1, depthwise,
-// winograd2, winograd4, im2col) in every layout combination it accepts, on the conv shapes of
-// ResNet-50, VGG-16 and MobileNetV2's depthwise layers (batch 1), at 1 thread, against this
-// machine's measured single-core FMA peak (and copy bandwidth for depthwise).
+// winograd2, winograd4, im2col) in every layout combination it accepts, at 1 thread, against
+// this machine's measured single-core FMA peak (and copy bandwidth for depthwise). The layers
+// are a shape list of tests/shapes/ (the files the kernel tests read): by default ResNet-50's
+// convs; resnet50, vgg16 and mobilenetv2 (its depthwise convs) carry each layer's count in the
+// network, so the summary totals are the network's conv time.
 //
-//   kiln_kernel_bench [--set resnet50|vgg16|mobilenetv2|all] [--isa avx512|avx2|both]
+//   kiln_kernel_bench [--set resnet50|vgg16|mobilenetv2|all|LIST] [--isa avx512|avx2|both]
 //                     [--family A,B..] [--layout SUBSTR] [--layer SUBSTR] [--reps N]
 //                     [--json FILE] [--post relu] [--all-layouts] [--why]
 //                     [--sweep] [--top N] [--kchunk A,B..] [--tune K=V,..]...
-//                     [--shape IC,IH,OC,K,S[,G]]... [--clean F] [--stream-mb N]
+//                     [--shape IC,IH,OC,K,S[,G]|PROBLEM]... [--clean F] [--stream-mb N]
+//                     [--cold] [--bandwidth] [--tiles R,C]
 // "Effective GFLOP/s" = 2 x the direct convolution's multiply-adds / time, for every family
 // (so Winograd, which does fewer multiplies, compares directly); depthwise rows also show GB/s
-// (bytes = input + output + weights) against the single-core DRAM and L3 copy bandwidth.
+// (bytes = input + output + weights) and its % of the single-core copy bandwidth measured for
+// buffers far beyond L3 (--stream-mb each), in L3 and in L2 (--bandwidth: on every row).
 // --family takes comma-separated substrings of family names (e.g. direct,gemm1x1: issue 3's
 // families). Families a layer does not suit are listed with the factory's reason (--why;
-// always in the JSON). Tuning: --sweep tries every register blocking that fits; --kchunk
-// forces K splits; --tune adds a candidate with forced conf values (direct / gemm1x1), keys
-// ur, ob, bcast, pack, mouter, chunk, kc, pfs, pfd, pfn (prefetch src / dst / the next
-// group's weights), pfe (K steps per pfn prefetch), family, layout; e.g. --tune
-// family=gemm1x1,ur=6,ob=4,bcast=1.
+// always in the JSON). Tuning: --sweep tries every register blocking that fits (direct and
+// gemm1x1: ur x ob; depthwise: weight mode x block width); --kchunk forces K splits; --tiles
+// R,C adds the depthwise conf with a forced tile plan (row chunks, channel-vector chunks);
+// --tune adds a candidate with forced conf values (direct / gemm1x1), keys ur, ob, bcast,
+// pack, mouter, chunk, kc, pfs, pfd, pfn (prefetch src / dst / the next group's weights), pfe
+// (K steps per pfn prefetch), family, layout; e.g. --tune family=gemm1x1,ur=6,ob=4,bcast=1.
 //
 // Timing (timing.h): per layer and isa all candidates are sampled in interleaved rounds; a
 // sample is the thread CPU time of >= 2 ms of back-to-back runs after one warm-up run (same
-// buffers, so operands are cache-resident as far as they fit). Short FMA and L2 probes around
-// each sample tell whether the core was shared (on the 2-vCPU VM this was written on, work on
-// the other vCPU slowed ours by 10-40%); the reported time is the median of the clean samples
-// (of all when fewer than 3 were clean, counted in "contended"), "min" the fastest sample.
-// "share" is the median FMA-probe rate around the samples / peak (1: the FMA units were not
-// shared); on the VM this was written on, other tenants' cache and memory traffic slowed the
-// kernels by up to ~40% even at share ~1, so use the fastest samples to compare.
+// buffers, so operands are cache-resident as far as they fit, as when the previous layer has
+// just written the input); --cold instead writes a --stream-mb buffer before every sample, a
+// single run. Short FMA and L2 probes around each sample tell whether the core was shared
+// (work on a sibling vCPU slows ours without descheduling us: bench/NOTES.md); the reported
+// time is the median of the clean samples (of all when fewer than 3 were clean, counted in
+// "contended"), "min" the fastest sample. "share" is the median FMA-probe rate around the
+// samples / peak (1: the FMA units were not shared). Other tenants' cache and memory traffic
+// slows kernels even at share ~1 (bench/NOTES.md), so compare the fastest samples.
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -39,11 +45,14 @@
 #include <string>
 #include <vector>
 
+#include "bench_main.h"
 #include "fma_peak.h"
 #include "graph/error.h"
 #include "jit/conv/conv_families.h"
 #include "jit/conv/conv_kernel.h"
 #include "jit/cpu.h"
+#include "jit/dw/dw_conf.h"
+#include "jit/dw/dw_kernel.h"
 #include "jit/layout.h"
 #include "layers.h"
 #include "report.h"
@@ -51,10 +60,6 @@
 
 namespace kiln::bench {
 namespace {
-
-Layout blocked(Isa isa) {
-  return isa == Isa::avx512 ? Layout::nChw16c : Layout::nChw8c;
-}
 
 // Forced conf values of a tuning candidate (-1 / 0 / "": the conf's own choice).
 struct Variant {
@@ -74,34 +79,24 @@ Variant parse_variant(const std::string& spec) {
     if (eq == std::string::npos) fail(Code::invalid_argument, "--tune takes KEY=VALUE,..: " + kv);
     const std::string k = kv.substr(0, eq), val = kv.substr(eq + 1);
     const int64_t n = std::atoll(val.c_str());
-    if (k == "family")
+    const std::pair<const char*, int*> ints[] = {
+        {"ur", &v.ur},     {"ob", &v.ob},         {"bcast", &v.bcast},
+        {"pack", &v.pack}, {"mouter", &v.mouter}, {"pfs", &v.pfs},
+        {"pfd", &v.pfd},   {"pfn", &v.pfn},       {"pfe", &v.pfe}};
+    const std::pair<const char*, int64_t*> longs[] = {{"chunk", &v.chunk}, {"kc", &v.kc}};
+    bool known = true;
+    if (k == "family") {
       v.family = val;
-    else if (k == "layout")
+    } else if (k == "layout") {
       v.layout = val;
-    else if (k == "ur")
-      v.ur = int(n);
-    else if (k == "ob")
-      v.ob = int(n);
-    else if (k == "bcast")
-      v.bcast = int(n);
-    else if (k == "pack")
-      v.pack = int(n);
-    else if (k == "mouter")
-      v.mouter = int(n);
-    else if (k == "chunk")
-      v.chunk = n;
-    else if (k == "kc")
-      v.kc = n;
-    else if (k == "pfs")
-      v.pfs = int(n);
-    else if (k == "pfd")
-      v.pfd = int(n);
-    else if (k == "pfn")
-      v.pfn = int(n);
-    else if (k == "pfe")
-      v.pfe = int(n);
-    else
-      fail(Code::invalid_argument, "--tune: unknown key " + k);
+    } else {
+      known = false;
+      for (auto [name, field] : ints)
+        if (k == name) *field = int(n), known = true;
+      for (auto [name, field] : longs)
+        if (k == name) *field = n, known = true;
+    }
+    if (!known) fail(Code::invalid_argument, "--tune: unknown key " + k);
     pos = e + 1;
   }
   return v;
@@ -113,9 +108,12 @@ struct Options {
   int reps = 15;
   std::string json, layer, family, layout, post;
   bool sweep = false, all_layouts = false, why = false;
-  double clean = 0.95;  // --clean: probe threshold (0: take every sample)
-  int tries = 40;       // attempts per sample before accepting a contended one
-  int top = 5;          // --sweep: rows printed per layer and isa
+  bool cold = false;       // --cold: evict the caches before every timed run
+  bool bandwidth = false;  // --bandwidth: copy-bandwidth columns for every layer, not only dw
+  long tile_rows = 0, tile_cvs = 0;  // --tiles R,C: a depthwise candidate with this tile plan
+  double clean = 0.95;               // --clean: probe threshold (0: take every sample)
+  int tries = 40;                    // attempts per sample before accepting a contended one
+  int top = 5;                       // --sweep: rows printed per layer and isa
   // --kchunk A,B,..: also try forced K splits (ic blocks per call; -1: none; 0: conf's).
   std::vector<int> kchunks{0};
   std::vector<Variant> tunes;
@@ -130,7 +128,9 @@ void usage() {
                "         [--layer SUBSTR] [--reps N] [--json FILE] [--post relu]\n"
                "         [--all-layouts] [--why] [--sweep] [--top N] [--kchunk A,B..]\n"
                "         [--tune K=V,..]... [--shape IC,IH,OC,K,S[,G]]... [--clean F]\n"
-               "         [--stream-mb N]\n");
+               "         [--stream-mb N] [--cold] [--bandwidth] [--tiles R,C]\n"
+               "  --set takes a shape list of tests/shapes/ (e.g. conv_direct) or a path;\n"
+               "  --shape also takes a conv problem string (ic64ih56iw56_oc64oh56ow56...)\n");
 }
 
 Options parse(int argc, char** argv) {
@@ -183,17 +183,16 @@ Options parse(int argc, char** argv) {
       o.top = std::max(1, std::atoi(next().c_str()));
     } else if (a == "--stream-mb") {
       o.stream_mb = size_t(std::max(1, std::atoi(next().c_str())));
-    } else if (a == "--shape") {  // IC,IH,OC,K,S[,G] (square, pad K/2)
-      const std::string v = next();
-      Layer l;
-      long g = 1;
-      if (std::sscanf(v.c_str(), "%ld,%ld,%ld,%ld,%ld,%ld", &l.ic, &l.ih, &l.oc, &l.k, &l.s, &g) <
-          5)
-        fail(Code::invalid_argument, "--shape takes IC,IH,OC,K,S[,G]");
-      l.groups = g;
-      l.set = "custom";
-      l.name = "shape_" + v;
-      o.custom.push_back(l);
+    } else if (a == "--shape") {
+      o.custom.push_back(custom_layer(next()));
+    } else if (a == "--cold") {
+      o.cold = true;
+    } else if (a == "--bandwidth") {
+      o.bandwidth = true;
+    } else if (a == "--tiles") {
+      if (std::sscanf(next().c_str(), "%ld,%ld", &o.tile_rows, &o.tile_cvs) != 2 ||
+          o.tile_rows < 1 || o.tile_cvs < 1)
+        fail(Code::invalid_argument, "--tiles takes ROWS,VECS (both >= 1)");
     } else if (a == "--help" || a == "-h") {
       usage();
       std::exit(0);
@@ -243,8 +242,8 @@ std::string pair_name(Layout s, Layout d) {
 std::vector<std::pair<Layout, Layout>> layout_pairs(const Options& o, const ConvProblem& p,
                                                     ConvFamily f, Isa isa) {
   std::vector<std::pair<Layout, Layout>> v;
-  for (Layout s : {Layout::nchw, Layout::nhwc, blocked(isa)})
-    for (Layout d : {Layout::nchw, Layout::nhwc, blocked(isa)}) {
+  for (Layout s : {Layout::nchw, Layout::nhwc, blocked_layout(isa)})
+    for (Layout d : {Layout::nchw, Layout::nhwc, blocked_layout(isa)}) {
       if (!contains(pair_name(s, d), o.layout)) continue;
       if (!o.all_layouts && f == ConvFamily::direct && s == Layout::nchw && p.ic >= simd_width(isa))
         continue;
@@ -322,13 +321,41 @@ std::unique_ptr<Kernel> make_with_chunk(const ConvProblem& p, const ConvImpl& im
   return make_variant(p, impl, isa, w, b, v, &why);
 }
 
+// Depthwise candidates beyond the factory's choice: --sweep, every (weight mode, block width)
+// that fits (what dw_block_cycles ranks); --tiles R,C, the chosen conf with a forced tile plan
+// (row chunks, channel-vector chunks), for tuning init_dw_conf's tiling.
+template <class Add>
+void add_dw_variants(const ConvProblem& p, const ConvImpl& impl, Isa isa, const Tensor& w,
+                     const Tensor& b, const Options& o, Add& add) {
+  auto c0 = convjit::init_dw_conf(p, impl, isa);
+  if (!c0) return;
+  if (o.tile_rows) {
+    convjit::DwConf c = *c0.conf;
+    c.row_chunks = std::min<int64_t>(o.tile_rows, p.oh);
+    c.cv_chunks = std::min<int64_t>(o.tile_cvs, c.cv);
+    const std::string label =
+        c.name() + "/tiles" + std::to_string(c.row_chunks) + "," + std::to_string(c.cv_chunks);
+    add(convjit::make_dw_kernel(c, w, &b), impl, label);
+  }
+  if (!o.sweep) return;
+  for (auto wm : {convjit::DwWeights::all, convjit::DwWeights::row})
+    for (int ur = 1; ur <= std::min<int64_t>(p.ow, 28); ++ur) {
+      ConvImpl forced = impl;
+      forced.ur_w = ur;
+      auto c = convjit::init_dw_conf(p, forced, isa, wm);
+      if (c) add(convjit::make_dw_kernel(*c.conf, w, &b), forced, c.conf->name());
+    }
+}
+
 struct Context {
   const Options& o;
   std::map<Isa, double> peak;
   std::map<Isa, std::unique_ptr<FmaProbe>> probes;
   L2Probe l2probe;
-  double copy_gbs = 0;     // single-core DRAM copy bandwidth (0: not measured)
-  double copy_l3_gbs = 0;  // the same for 2 x 8 MB buffers (L3-resident)
+  double copy_gbs = 0;       // single-core DRAM copy bandwidth (0: not measured)
+  double copy_l3_gbs = 0;    // the same for 2 x 8 MB buffers (L3-resident)
+  double copy_l2_gbs = 0;    // the same for 2 x 256 KB buffers (L2-resident)
+  std::vector<float> evict;  // --cold: written before every timed run
   std::vector<Row> rows;
   std::vector<Missing> missing;
 };
@@ -381,6 +408,7 @@ void bench_layer(Context& ctx, const Layer& l, Isa isa) {
       }
       const std::string name = k->name();
       add(std::move(k), impl, name);
+      if (f == ConvFamily::depthwise) add_dw_variants(p, impl, isa, w, b, o, add);
       const bool tunable = f == ConvFamily::direct || f == ConvFamily::gemm1x1;
       if (!tunable) continue;
       std::vector<std::pair<int, int>> blockings{{0, 0}};
@@ -421,7 +449,8 @@ void bench_layer(Context& ctx, const Layer& l, Isa isa) {
     }
   }
   if (cands.empty()) return;
-  time_candidates(cands, o.reps, *ctx.probes.at(isa), ctx.l2probe, ctx.peak[isa], o.clean, o.tries);
+  time_candidates(cands, o.reps, *ctx.probes.at(isa), ctx.l2probe, ctx.peak[isa], o.clean, o.tries,
+                  o.cold ? &ctx.evict : nullptr);
   const size_t first = ctx.rows.size();
   for (Candidate& c : cands) {
     const Stats st = stats(c);
@@ -451,11 +480,12 @@ void bench_layer(Context& ctx, const Layer& l, Isa isa) {
     r.gbs = r.bytes / r.us / 1e3;
     r.pct_bw = ctx.copy_gbs > 0 ? 100 * r.gbs / ctx.copy_gbs : 0;
     r.pct_bw_l3 = ctx.copy_l3_gbs > 0 ? 100 * r.gbs / ctx.copy_l3_gbs : 0;
+    r.pct_bw_l2 = ctx.copy_l2_gbs > 0 ? 100 * r.gbs / ctx.copy_l2_gbs : 0;
     ctx.rows.push_back(r);
   }
   mark_best(ctx.rows, first);
   for (size_t i = first; i < ctx.rows.size(); ++i)
-    if (!o.sweep || !ctx.rows[i].forced || ctx.rows[i].best) print_row(ctx.rows[i]);
+    if (!o.sweep || !ctx.rows[i].forced || ctx.rows[i].best) print_row(ctx.rows[i], o.bandwidth);
   if (o.sweep) print_top(ctx.rows, first, o.top);
   if (o.why) {
     // Per family: one line per distinct reason, with the layout pairs it was given for.
@@ -484,7 +514,8 @@ int run(int argc, char** argv) {
   const bool any_dw = std::any_of(layers.begin(), layers.end(), [&](const Layer& l) {
     return l.depthwise() && contains(l.name, o.layer) && matches_any("depthwise", o.family);
   });
-  if (any_dw && !o.isas.empty()) {
+  if ((any_dw || o.bandwidth) && !o.isas.empty()) {
+    // Copy bandwidth of one core: buffers far beyond L3, in L3 and in L2.
     double best = 0;
     ctx.copy_gbs = measure_copy_gbs(o.isas.front(), o.stream_mb << 20, 7, &best);
     std::printf("single-core DRAM copy bandwidth (2 x %zu MB): %.1f GB/s (best %.1f)\n",
@@ -492,13 +523,20 @@ int run(int argc, char** argv) {
     ctx.copy_l3_gbs = measure_copy_gbs(o.isas.front(), 8 << 20, 51, &best);
     std::printf("single-core L3 copy bandwidth (2 x 8 MB): %.1f GB/s (best %.1f)\n",
                 ctx.copy_l3_gbs, best);
+    ctx.copy_l2_gbs = measure_copy_gbs(o.isas.front(), 256 << 10, 2001, &best);
+    std::printf("single-core L2 copy bandwidth (2 x 256 KB): %.1f GB/s (best %.1f)\n",
+                ctx.copy_l2_gbs, best);
   }
-  print_header();
+  if (o.cold) {
+    ctx.evict.assign((o.stream_mb << 20) / sizeof(float), 0.f);
+    std::printf("cold: a %zu MB buffer is written before every timed run\n", o.stream_mb);
+  }
+  print_header(ctx.copy_gbs > 0);
   for (const Layer& l : layers) {
     if (!contains(l.name, o.layer)) continue;
     for (Isa isa : o.isas) bench_layer(ctx, l, isa);
   }
-  ReportInput in{o.isas, ctx.peak, ctx.copy_gbs, ctx.copy_l3_gbs,
+  ReportInput in{o.isas, ctx.peak, ctx.copy_gbs, ctx.copy_l3_gbs, ctx.copy_l2_gbs,
                  o.post, layers,   ctx.rows,     ctx.missing};
   const std::vector<Total> totals = print_summary(in);
   int all = 0, bad = 0;
@@ -519,10 +557,5 @@ int run(int argc, char** argv) {
 }  // namespace kiln::bench
 
 int main(int argc, char** argv) {
-  try {
-    return kiln::bench::run(argc, argv);
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "kiln_kernel_bench: %s\n", e.what());
-    return 1;
-  }
+  return kiln::bench::bench_main("kiln_kernel_bench", kiln::bench::run, argc, argv);
 }

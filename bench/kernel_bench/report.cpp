@@ -30,15 +30,19 @@ std::string json_str(const std::string& s) {
 
 }  // namespace
 
-void print_header() {
-  std::printf("\n%-20s %-6s %-56s %9s %9s %8s %6s %6s %5s %7s %9s\n", "layer", "isa", "kernel",
-              "us", "us(min)", "effGF/s", "%peak", "%min", "share", "GB/s", "contended");
+void print_header(bool bw) {
+  std::printf("\n%-20s %-6s %-56s %9s %9s %8s %6s %6s %5s %7s %9s%s\n", "layer", "isa", "kernel",
+              "us", "us(min)", "effGF/s", "%peak", "%min", "share", "GB/s", "contended",
+              bw ? "   %DRAM    %L3    %L2" : "");
 }
 
-void print_row(const Row& r) {
-  std::printf("%-20s %-6s %-56s %9.1f %9.1f %8.1f %5.1f%% %5.1f%% %5.2f %7.1f %5d/%-3d%s\n",
+void print_row(const Row& r, bool all_bw) {
+  std::printf("%-20s %-6s %-56s %9.1f %9.1f %8.1f %5.1f%% %5.1f%% %5.2f %7.1f %5d/%-3d",
               r.layer.c_str(), r.isa.c_str(), r.kernel.c_str(), r.us, r.us_min, r.gflops, r.pct,
-              r.pct_min, r.probe_share, r.gbs, r.contended, r.samples, r.best ? " *" : "");
+              r.pct_min, r.probe_share, r.gbs, r.contended, r.samples);
+  if ((r.depthwise || all_bw) && r.pct_bw > 0)
+    std::printf(" %6.0f%% %5.0f%% %5.0f%%", r.pct_bw, r.pct_bw_l3, r.pct_bw_l2);
+  std::printf("%s\n", r.best ? " *" : "");
 }
 
 void mark_best(std::vector<Row>& rows, size_t first) {
@@ -146,7 +150,8 @@ void write_json(const std::string& path, const ReportInput& in, const std::vecto
     f << (first ? "" : ", ") << "\"" << isa_name(isa) << "\": " << g;
     first = false;
   }
-  f << "},\n  \"copy_gbs\": " << in.copy_gbs << ",\n  \"copy_l3_gbs\": " << in.copy_l3_gbs << ",\n";
+  f << "},\n  \"copy_gbs\": " << in.copy_gbs << ",\n  \"copy_l3_gbs\": " << in.copy_l3_gbs
+    << ",\n  \"copy_l2_gbs\": " << in.copy_l2_gbs << ",\n";
   // Kept from the first version of this file: the ResNet-50 totals per isa.
   for (const char* key : {"network_best_pct_of_peak", "network_best_pct_of_peak_min"}) {
     f << "  \"" << key << "\": {";
@@ -180,7 +185,7 @@ void write_json(const std::string& path, const ReportInput& in, const std::vecto
       << ", \"probe_share\": " << r.probe_share << ", \"gflops\": " << r.gflops
       << ", \"pct_of_peak\": " << r.pct << ", \"pct_of_peak_min\": " << r.pct_min
       << ", \"gbs\": " << r.gbs << ", \"pct_of_copy_bw\": " << r.pct_bw
-      << ", \"pct_of_l3_copy_bw\": " << r.pct_bw_l3
+      << ", \"pct_of_l3_copy_bw\": " << r.pct_bw_l3 << ", \"pct_of_l2_copy_bw\": " << r.pct_bw_l2
       << ", \"forced\": " << (r.forced ? "true" : "false")
       << ", \"best\": " << (r.best ? "true" : "false") << "}" << (i + 1 < in.rows.size() ? "," : "")
       << "\n";

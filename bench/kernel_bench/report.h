@@ -21,6 +21,7 @@ struct Row {
   double gbs = 0;          // min_bytes / median time
   double pct_bw = 0;       // % of the single-core DRAM copy bandwidth
   double pct_bw_l3 = 0;    // % of the L3-sized copy bandwidth
+  double pct_bw_l2 = 0;    // % of the L2-sized copy bandwidth
   double macs = 0, bytes = 0;
   int samples = 0, contended = 0, count = 1;
   bool depthwise = false;
@@ -41,15 +42,18 @@ struct Total {  // count-weighted sum of the best kernels of one set and isa
 struct ReportInput {
   const std::vector<Isa>& isas;
   const std::map<Isa, double>& peak;
-  double copy_gbs, copy_l3_gbs;
+  double copy_gbs, copy_l3_gbs, copy_l2_gbs;
   const std::string& post;
   const std::vector<Layer>& layers;
   const std::vector<Row>& rows;
   const std::vector<Missing>& missing;
 };
 
-void print_header();
-void print_row(const Row& r);
+// `bw`: the copy bandwidths were measured, rows may show % of them (DRAM, L3, L2).
+void print_header(bool bw);
+// With the % of the copy bandwidths when they were measured and the row is depthwise (a
+// bandwidth-bound family) or `all_bw` (--bandwidth).
+void print_row(const Row& r, bool all_bw);
 // Marks the best non-forced row among rows[first..] (all of one layer and isa); when only
 // forced rows exist, the fastest of them.
 void mark_best(std::vector<Row>& rows, size_t first);

@@ -28,7 +28,7 @@ void Candidate::once() const {
 }
 
 void time_candidates(std::vector<Candidate>& cs, int reps, const FmaProbe& probe, const L2Probe& l2,
-                     double peak, double clean, int tries) {
+                     double peak, double clean, int tries, std::vector<float>* evict) {
   // Clean: the FMA probe reaches `clean` x peak and a pass over the L2 probe's buffer is
   // within 1 / clean of its best (nobody else evicted our caches meanwhile).
   // The FMA probe's GFLOP/s right before and after each sample (their mean) is kept with the
@@ -53,16 +53,18 @@ void time_candidates(std::vector<Candidate>& cs, int reps, const FmaProbe& probe
     c.once();
     auto t0 = clock::now();
     c.once();
-    c.inner = std::max(1, int(0.002 / std::max(secs(t0), 1e-7)));
+    c.inner = evict ? 1 : std::max(1, int(0.002 / std::max(secs(t0), 1e-7)));
   }
   for (int r = 0; r < reps; ++r)
     for (Candidate& c : cs) {
       double s = 0, w = 0, g = 0;
       bool ok = false;
       for (int t = 0; t < tries && !ok; ++t) {
-        c.once();
+        if (!evict) c.once();  // warm: the operands are cache-resident as far as they fit
         const bool before = quiet();
         const double g0 = last_g;
+        if (evict)  // one write per cache line
+          for (size_t i = 0; i < evict->size(); i += 16) (*evict)[i] += 1.f;
         auto t0 = clock::now();
         const double c0 = thread_seconds();
         for (int i = 0; i < c.inner; ++i) c.once();

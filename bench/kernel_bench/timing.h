@@ -39,8 +39,10 @@ struct Candidate {
 // sample is clean if the probes right before and after it show the core unshared; a sample is
 // retried up to `tries` times before a shared one is kept (and counted as contended). The FMA
 // probe runs around every sample either way (its result is kept per sample).
+// `evict` (--cold; nullptr: warm): a buffer written before every timed run, which is then a
+// single run without a warm-up, its operands evicted from the caches.
 void time_candidates(std::vector<Candidate>& cs, int reps, const FmaProbe& probe, const L2Probe& l2,
-                     double peak, double clean, int tries);
+                     double peak, double clean, int tries, std::vector<float>* evict = nullptr);
 
 // Median of a candidate's samples (of the clean ones when there are at least 3) and the
 // fastest of all.

@@ -1,5 +1,10 @@
 #include "jit/conv/conv_problem.h"
 
+#include <cctype>
+#include <cstdlib>
+
+#include "graph/error.h"
+
 namespace kiln {
 
 std::string ConvProblem::str() const {
@@ -21,6 +26,182 @@ std::string ConvProblem::str() const {
   if (!bias) r += "_nobias";
   if (!post.empty()) r += "_" + post_ops_str(post);
   return r;
+}
+
+namespace {
+
+// A cursor over a problem string; every failure names the string and what was expected.
+class ProblemReader {
+ public:
+  explicit ProblemReader(const std::string& s) : s_(s) {}
+  [[noreturn]] void error(const std::string& what) const {
+    fail(Code::invalid_argument, "conv problem \"" + s_ + "\": " + what);
+  }
+  bool done() const { return pos_ == s_.size(); }
+  bool at(const std::string& t) const { return s_.compare(pos_, t.size(), t) == 0; }
+  // `key` followed by a decimal number, when the string continues with it (key and digit).
+  bool next_is(const char* key) const {
+    const std::string k(key);
+    return at(k) && pos_ + k.size() < s_.size() && std::isdigit((unsigned char)s_[pos_ + k.size()]);
+  }
+  int64_t field(const char* key) {
+    if (!next_is(key))
+      error(std::string("expected '") + key + "<number>' at offset " + std::to_string(pos_) +
+            (done() ? " (end of string)" : ", found '" + s_.substr(pos_) + "'"));
+    pos_ += std::string(key).size();
+    size_t end = pos_;
+    while (end < s_.size() && std::isdigit((unsigned char)s_[end])) ++end;
+    if (end - pos_ > 12) error(std::string("'") + key + "' is too large");
+    const int64_t v = std::stoll(s_.substr(pos_, end - pos_));
+    pos_ = end;
+    return v;
+  }
+  bool eat(const std::string& t) {
+    if (!at(t)) return false;
+    pos_ += t.size();
+    return true;
+  }
+  float number() {
+    const char* b = s_.c_str() + pos_;
+    char* e = nullptr;
+    const float v = std::strtof(b, &e);
+    if (e == b) error("expected a number at offset " + std::to_string(pos_));
+    pos_ += size_t(e - b);
+    return v;
+  }
+  size_t pos() const { return pos_; }
+  const std::string& str() const { return s_; }
+
+ private:
+  const std::string& s_;
+  size_t pos_ = 0;
+};
+
+PostOp parse_post_op(ProblemReader& r) {
+  // Longest name first: "relu" must not take the start of a longer name.
+  constexpr PostOp::Kind kinds[] = {
+      PostOp::Kind::scale_shift, PostOp::Kind::hardsigmoid, PostOp::Kind::leaky_relu,
+      PostOp::Kind::hardswish,   PostOp::Kind::sigmoid,     PostOp::Kind::swish,
+      PostOp::Kind::relu,        PostOp::Kind::clip,        PostOp::Kind::add};
+  for (PostOp::Kind k : kinds) {
+    const std::string name = post_op_name(k);
+    if (!r.at(name)) continue;
+    const size_t after = r.pos() + name.size();
+    // clip<min>_<max>, hardsigmoid<alpha>_<beta>, leaky_relu<alpha> (post_ops_str)
+    const int params = k == PostOp::Kind::clip || k == PostOp::Kind::hardsigmoid ? 2
+                       : k == PostOp::Kind::leaky_relu                           ? 1
+                                                                                 : 0;
+    const bool param = params > 0;
+    if (!param && after < r.str().size() && r.str()[after] != '_') continue;
+    r.eat(name);
+    PostOp op;
+    op.kind = k;
+    if (params >= 1) op.alpha = r.number();
+    if (params == 2) {
+      if (!r.eat("_")) r.error(name + " needs two parameters, <a>_<b>");
+      op.beta = r.number();
+    }
+    return op;
+  }
+  r.error("unknown post-op at offset " + std::to_string(r.pos()) + ": '" + r.str().substr(r.pos()) +
+          "'");
+}
+
+}  // namespace
+
+ConvProblem ConvProblem::parse(const std::string& s) {
+  ProblemReader r(s);
+  ConvProblem p;
+  if (r.next_is("mb")) p.n = r.field("mb");
+  if (r.next_is("g")) p.groups = r.field("g");
+  p.ic = r.field("ic");
+  p.ih = r.field("ih");
+  p.iw = r.field("iw");
+  if (!r.eat("_")) r.error("expected '_' after the input sizes");
+  p.oc = r.field("oc");
+  p.oh = r.field("oh");
+  p.ow = r.field("ow");
+  p.kh = r.field("kh");
+  p.kw = r.field("kw");
+  p.sh = r.field("sh");
+  p.sw = r.field("sw");
+  if (r.next_is("dh")) {
+    p.dh = r.field("dh");
+    p.dw = r.field("dw");
+  }
+  if (r.next_is("ph")) {
+    p.pt = p.pb = r.field("ph");
+    p.pl = p.pr = r.field("pw");
+  } else {
+    p.pt = r.field("pt");
+    p.pl = r.field("pl");
+    p.pb = r.field("pb");
+    p.pr = r.field("pr");
+  }
+  p.bias = true;
+  if (r.at("_nobias") && (r.pos() + 7 == s.size() || s[r.pos() + 7] == '_')) {
+    r.eat("_nobias");
+    p.bias = false;
+  }
+  int next_input = 3;  // as from_node: the extra inputs follow X, W, B
+  while (!r.done()) {
+    if (!r.eat("_")) r.error("expected '_' at offset " + std::to_string(r.pos()));
+    PostOp op = parse_post_op(r);
+    if (op.kind == PostOp::Kind::add || op.kind == PostOp::Kind::scale_shift) {
+      op.input = next_input;
+      next_input += op.kind == PostOp::Kind::add ? 1 : 2;
+    }
+    p.post.push_back(op);
+  }
+
+  auto positive = [&](const char* name, int64_t v) {
+    if (v < 1) r.error(std::string(name) + " must be >= 1");
+  };
+  positive("mb", p.n);
+  positive("g", p.groups);
+  positive("ic", p.ic);
+  positive("ih", p.ih);
+  positive("iw", p.iw);
+  positive("oc", p.oc);
+  positive("oh", p.oh);
+  positive("ow", p.ow);
+  positive("kh", p.kh);
+  positive("kw", p.kw);
+  positive("sh", p.sh);
+  positive("sw", p.sw);
+  positive("dh", p.dh);
+  positive("dw", p.dw);
+  if (p.ic % p.groups || p.oc % p.groups)
+    r.error("g" + std::to_string(p.groups) + " does not divide ic" + std::to_string(p.ic) +
+            " and oc" + std::to_string(p.oc));
+  auto out = [](int64_t in, int64_t pad, int64_t k, int64_t d, int64_t st) {
+    return (in + pad - (d * (k - 1) + 1)) / st + 1;
+  };
+  const int64_t oh = out(p.ih, p.pt + p.pb, p.kh, p.dh, p.sh);
+  const int64_t ow = out(p.iw, p.pl + p.pr, p.kw, p.dw, p.sw);
+  if (p.oh != oh)
+    r.error("oh" + std::to_string(p.oh) + " but the input, window and pads give " +
+            std::to_string(oh));
+  if (p.ow != ow)
+    r.error("ow" + std::to_string(p.ow) + " but the input, window and pads give " +
+            std::to_string(ow));
+  const std::string canonical = p.str();
+  if (canonical != s) r.error("not in canonical form: write it as \"" + canonical + "\"");
+  return p;
+}
+
+bool operator==(const ConvProblem& a, const ConvProblem& b) {
+  auto dims = [](const ConvProblem& p) {
+    return std::vector<int64_t>{p.n,  p.ic, p.ih, p.iw, p.oc, p.oh, p.ow, p.kh,     p.kw,  p.sh,
+                                p.sw, p.dh, p.dw, p.pt, p.pl, p.pb, p.pr, p.groups, p.bias};
+  };
+  if (dims(a) != dims(b) || a.post.size() != b.post.size()) return false;
+  for (size_t i = 0; i < a.post.size(); ++i) {
+    const PostOp &x = a.post[i], &y = b.post[i];
+    if (x.kind != y.kind || x.alpha != y.alpha || x.beta != y.beta || x.input != y.input)
+      return false;
+  }
+  return true;
 }
 
 ConvProblem ConvProblem::from_node(const Graph& g, const Node& node) {

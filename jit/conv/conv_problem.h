@@ -21,10 +21,19 @@ struct ConvProblem {
   // benchdnn-like, stable (a cache key): "ic64ih56iw56_oc64oh56ow56kh3kw3sh1sw1ph1pw1_relu";
   // mb, g, dilation and asymmetric pads appear only when not the default.
   std::string str() const;
+  // The inverse of str(): parse(p.str()) == p. Accepts only the canonical form str() writes
+  // (one spelling per problem), and checks the problem is well formed (sizes >= 1, groups
+  // divide the channels, oh / ow follow from the input, window, stride, dilation and pads);
+  // otherwise fails with Code::invalid_argument naming what is wrong. Post-op inputs are
+  // numbered as from_node numbers them (from input 3, in order).
+  static ConvProblem parse(const std::string& s);
   double macs() const { return double(n * oc * oh * ow) * double(ic / groups * kh * kw); }
 
   // From an inferred (explicit attrs) Conv node, including its fused post-ops.
   static ConvProblem from_node(const Graph& g, const Node& node);
 };
+
+// Field by field, post-ops included (kind, alpha, beta, input).
+bool operator==(const ConvProblem& a, const ConvProblem& b);
 
 }  // namespace kiln

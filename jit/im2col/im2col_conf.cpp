@@ -31,7 +31,7 @@ bool fits(Isa isa, int mr, int nr, int temps, bool b_mask) {
 
 // Estimated cycles of one K step of an m x v register tile: 2 FMA pipes, the FMA latency
 // (each accumulator takes one FMA per step) and the loads — v B vectors and m broadcasts.
-// The load rate is what the sweeps (tests/jit/test_im2col_bench.cpp) showed on the shared
+// The load rate is what the sweeps (`kiln_micro_bench im2col-sweep`) showed on the shared
 // 2-vCPU machine: tiles with more loads per FMA fell behind by about this model (m14n1 ~45%
 // and m14n2 ~80% vs m6n4 ~85% on AVX-512; m6n2 ahead of m4n3 and m14n1 on AVX2), so it is
 // lower than the core's nominal 2-3 loads per cycle.

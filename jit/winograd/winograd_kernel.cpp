@@ -200,15 +200,16 @@ class WinoKernel : public Kernel {
   void pack_weights(const float* w) {
     const ConvProblem& p = c_.p;
     const WinoMatrices mat = wino_matrices(c_.m);
-    const int A = c_.alpha, A2 = A * A;
+    const int A = c_.alpha;
     const int64_t S = c_.simd;
     float gm[6][3];
     for (int y = 0; y < A; ++y)
       for (int a = 0; a < 3; ++a) gm[y][a] = float(mat.g[y * 3 + a]);
     u_ = alloc_zeroed(size_t(c_.u_floats()) * 4);
     const size_t W = size_t(c_.nr * S);  // widest chunk
-    // One input channel of one chunk: g[9][W], G g: t[A][3][W], the planes: run[A2][W].
-    std::vector<float> g(9 * W), t(size_t(A) * 3 * W), run(size_t(A2) * W);
+    // One input channel of one chunk: g[9][W], G g: t[A][3][W]; (G g) G^T goes straight into
+    // U's alpha^2 planes (a staging copy was a quarter of a small model's warm load).
+    std::vector<float> g(9 * W), t(size_t(A) * 3 * W);
     for (int64_t ch = 0; ch < c_.chunks; ++ch) {
       const int64_t oc0 = ch * c_.nr * S, width = c_.chunk_vectors(ch) * S;
       const int64_t valid = std::max<int64_t>(0, std::min(width, p.oc - oc0));
@@ -227,15 +228,12 @@ class WinoKernel : public Kernel {
           }
         for (int y = 0; y < A; ++y)
           for (int x = 0; x < A; ++x) {
-            float* o = &run[size_t(y * A + x) * W];
+            float* o = u() + c_.u_offset(y * A + x, ch) + ic * width;
             const float* t0 = &t[size_t(y) * 3 * W];
             for (int64_t k = 0; k < width; ++k)
               o[k] = t0[k] * gm[x][0] + t0[W + size_t(k)] * gm[x][1] +
                      t0[2 * W + size_t(k)] * gm[x][2];
           }
-        for (int xi = 0; xi < A2; ++xi)
-          std::memcpy(u() + c_.u_offset(xi, ch) + ic * width, &run[size_t(xi) * W],
-                      size_t(width) * 4);
       }
     }
   }

@@ -15,14 +15,10 @@ using convjit::init_direct_conf;
 using convjit::init_gemm1x1_conf;
 using convjit::OwBlock;
 
+// The choices checked below assume a 48 KB L1d and a 1 MB L2 (CacheSizes{}), whatever the host.
 ConvImpl impl(ConvFamily f, Layout src, Layout dst, int ur = 0, int ob = 0) {
-  ConvImpl i;
-  i.family = f;
-  i.src = src;
-  i.dst = dst;
-  i.ur_w = ur;
-  i.oc_blocks = ob;
-  i.cache = CacheSizes{};  // the choices checked below assume a 48 KB L1d and a 1 MB L2
+  ConvImpl i = conv_impl(f, src, dst, ur, ob);
+  i.cache = CacheSizes{};
   return i;
 }
 
@@ -40,16 +36,7 @@ bool same(const std::vector<OwBlock>& a, const std::vector<OwBlock>& b) {
 
 // A 3x3 stride-1 conv with padding 1 on a square hw x hw input.
 ConvProblem conv3x3(int64_t ic, int64_t hw, int64_t oc) {
-  return problem({.ic = ic,
-                  .ih = hw,
-                  .iw = hw,
-                  .oc = oc,
-                  .kh = 3,
-                  .kw = 3,
-                  .pt = 1,
-                  .pl = 1,
-                  .pb = 1,
-                  .pr = 1});
+  return problem(pad({.ic = ic, .ih = hw, .iw = hw, .oc = oc, .kh = 3, .kw = 3}, 1, 1, 1, 1));
 }
 
 bool has(const std::string& s, const std::string& part) {
@@ -78,18 +65,18 @@ TEST_CASE("conv init_conf: reasons for problems a family cannot run") {
           "not blocked"));
   CHECK(init_direct_conf(p3, kDirect16, Isa::scalar).reason == "needs isa avx2 or avx512");
 
-  ConvProblem p1 = problem({.ic = 32, .ih = 8, .iw = 8, .oc = 32});
+  ConvProblem p1 = problem("ic32ih8iw8_oc32oh8ow8kh1kw1sh1sw1ph0pw0");
   CHECK(init_gemm1x1_conf(p1, impl(ConvFamily::gemm1x1, Layout::nChw16c, Layout::nhwc), Isa::avx512)
             .reason == "src and dst layouts differ (both nhwc or both blocked)");
   CHECK(has(
       init_gemm1x1_conf(p1, impl(ConvFamily::gemm1x1, Layout::nChw16c, Layout::nChw16c), Isa::avx2)
           .reason,
       "needs isa avx512"));
-  ConvProblem padded = problem({.ic = 32, .ih = 8, .iw = 8, .oc = 32, .pt = 1});
+  ConvProblem padded = problem("ic32ih8iw8_oc32oh9ow8kh1kw1sh1sw1pt1pl0pb0pr0");
   CHECK(
       init_gemm1x1_conf(padded, impl(ConvFamily::gemm1x1, Layout::nhwc, Layout::nhwc), Isa::avx512)
           .reason == "needs zero padding");
-  ConvProblem s3 = problem({.ic = 32, .ih = 9, .iw = 9, .oc = 32, .sh = 3, .sw = 3});
+  ConvProblem s3 = problem("ic32ih9iw9_oc32oh3ow3kh1kw1sh3sw3ph0pw0");
   CHECK(
       has(init_gemm1x1_conf(s3, impl(ConvFamily::gemm1x1, Layout::nhwc, Layout::nhwc), Isa::avx512)
               .reason,
@@ -120,48 +107,19 @@ TEST_CASE("conv create_conv_kernel: reasons for bad operands") {
 
 TEST_CASE("conv init_conf: output-width plans (edges, interior loop, tail)") {
   // 3x3 pad 1 on 56 columns in blocks of 14: left edge, 2 interior blocks, right edge.
-  ConvProblem p = problem({.ic = 16,
-                           .ih = 56,
-                           .iw = 56,
-                           .oc = 16,
-                           .kh = 3,
-                           .kw = 3,
-                           .pt = 1,
-                           .pl = 1,
-                           .pb = 1,
-                           .pr = 1});
+  ConvProblem p = problem("ic16ih56iw56_oc16oh56ow56kh3kw3sh1sw1ph1pw1");
   CHECK(same(convjit::plan_ow_blocks(p, 14),
              {{0, 14, 1, false}, {14, 14, 2, true}, {42, 14, 1, false}}));
   // 15 columns in blocks of 4: edge, 2 interior, a 3-pixel tail touching the right pad.
-  ConvProblem q = problem({.ic = 16,
-                           .ih = 15,
-                           .iw = 15,
-                           .oc = 16,
-                           .kh = 3,
-                           .kw = 3,
-                           .pt = 1,
-                           .pl = 1,
-                           .pb = 1,
-                           .pr = 1});
+  ConvProblem q = problem("ic16ih15iw15_oc16oh15ow15kh3kw3sh1sw1ph1pw1");
   CHECK(
       same(convjit::plan_ow_blocks(q, 4), {{0, 4, 1, false}, {4, 4, 2, true}, {12, 3, 1, false}}));
   // ResNet conv1: 7x7 s2 pad 3, 224 -> 112: column 98 + 13 reads up to 2*111-3+6 = 225.
-  ConvProblem c1 = problem({.ic = 3,
-                            .ih = 224,
-                            .iw = 224,
-                            .oc = 64,
-                            .kh = 7,
-                            .kw = 7,
-                            .sh = 2,
-                            .sw = 2,
-                            .pt = 3,
-                            .pl = 3,
-                            .pb = 3,
-                            .pr = 3});
+  ConvProblem c1 = problem("ic3ih224iw224_oc64oh112ow112kh7kw7sh2sw2ph3pw3");
   CHECK(same(convjit::plan_ow_blocks(c1, 14),
              {{0, 14, 1, false}, {14, 14, 6, true}, {98, 14, 1, false}}));
   // No padding: one interior loop.
-  ConvProblem u = problem({.ic = 16, .ih = 8, .iw = 8, .oc = 16});
+  ConvProblem u = problem("ic16ih8iw8_oc16oh8ow8kh1kw1sh1sw1ph0pw0");
   CHECK(same(convjit::plan_ow_blocks(u, 4), {{0, 4, 2, true}}));
 }
 
@@ -198,17 +156,7 @@ TEST_CASE("conv init_conf: register blocking fits and uses the register file") {
 }
 
 TEST_CASE("conv init_conf: forced values, tails and derived counts") {
-  ConvProblem p = problem({.n = 2,
-                           .ic = 17,
-                           .ih = 10,
-                           .iw = 10,
-                           .oc = 40,
-                           .kh = 3,
-                           .kw = 3,
-                           .pt = 1,
-                           .pl = 1,
-                           .pb = 1,
-                           .pr = 1});
+  ConvProblem p = problem("mb2ic17ih10iw10_oc40oh10ow10kh3kw3sh1sw1ph1pw1");
   auto c = init_direct_conf(p, impl(ConvFamily::direct, Layout::nChw16c, Layout::nChw16c, 5, 2),
                             Isa::avx512);
   REQUIRE(c);
@@ -229,7 +177,7 @@ TEST_CASE("conv init_conf: forced values, tails and derived counts") {
 
   // gemm1x1: stride 1 runs the image as one line; stride 2 packed as one line too, or (not
   // packed) row by row.
-  ConvProblem g1 = problem({.ic = 24, .ih = 7, .iw = 7, .oc = 20});
+  ConvProblem g1 = problem("ic24ih7iw7_oc20oh7ow7kh1kw1sh1sw1ph0pw0");
   auto a = init_gemm1x1_conf(g1, impl(ConvFamily::gemm1x1, Layout::nhwc, Layout::nhwc, 10, 1),
                              Isa::avx2);
   REQUIRE(a);
@@ -240,7 +188,7 @@ TEST_CASE("conv init_conf: forced values, tails and derived counts") {
   CHECK(a.conf->ic_tail == 0);
   CHECK(a.conf->ocv == 3);  // 20 -> 3 x 8
   CHECK(a.conf->last_group_own);
-  ConvProblem g2 = problem({.ic = 24, .ih = 7, .iw = 7, .oc = 16, .sh = 2, .sw = 2});
+  ConvProblem g2 = problem("ic24ih7iw7_oc16oh4ow4kh1kw1sh2sw2ph0pw0");
   auto b =
       init_gemm1x1_conf(g2, impl(ConvFamily::gemm1x1, Layout::nChw8c, Layout::nChw8c), Isa::avx2);
   REQUIRE(b);
@@ -261,7 +209,7 @@ TEST_CASE("conv init_conf: forced values, tails and derived counts") {
 TEST_CASE("gemm1x1 init_conf: stride-2 packed buffer geometry") {
   // 1024 -> 2048 at 14x14 stride 2: 8 MB of weights -> groups outer, the buffer holds the
   // whole 7x7 image; NHWC rows of 4 KB are padded to 65 lines.
-  ConvProblem p = problem({.ic = 1024, .ih = 14, .iw = 14, .oc = 2048, .sh = 2, .sw = 2});
+  ConvProblem p = problem("ic1024ih14iw14_oc2048oh7ow7kh1kw1sh2sw2ph0pw0");
   auto c = init_gemm1x1_conf(p, impl(ConvFamily::gemm1x1, Layout::nhwc, Layout::nhwc), Isa::avx512);
   REQUIRE(c);
   CHECK(c.conf->pack);
@@ -270,7 +218,7 @@ TEST_CASE("gemm1x1 init_conf: stride-2 packed buffer geometry") {
   CHECK(c.conf->pack_pix_bytes == 65 * 64);
   CHECK(c.conf->src_kb_bytes() == 64);
   // 256 -> 512 at 56x56 stride 2, blocked: weights fit L2 -> the buffer holds one chunk.
-  ConvProblem q = problem({.ic = 256, .ih = 56, .iw = 56, .oc = 512, .sh = 2, .sw = 2});
+  ConvProblem q = problem("ic256ih56iw56_oc512oh28ow28kh1kw1sh2sw2ph0pw0");
   auto d = init_gemm1x1_conf(q, impl(ConvFamily::gemm1x1, Layout::nChw16c, Layout::nChw16c),
                              Isa::avx512);
   REQUIRE(d);
@@ -279,7 +227,7 @@ TEST_CASE("gemm1x1 init_conf: stride-2 packed buffer geometry") {
   CHECK(d.conf->pack_pix == d.conf->chunk_blocks * d.conf->ur_m + d.conf->m_tail);
   CHECK(d.conf->src_kb_bytes() == d.conf->pack_pix * 64);
   // 12 channels (48 bytes) stay dense.
-  ConvProblem r = problem({.ic = 12, .ih = 8, .iw = 8, .oc = 16, .sh = 2, .sw = 2});
+  ConvProblem r = problem("ic12ih8iw8_oc16oh4ow4kh1kw1sh2sw2ph0pw0");
   auto e = init_gemm1x1_conf(r, impl(ConvFamily::gemm1x1, Layout::nhwc, Layout::nhwc), Isa::avx2);
   REQUIRE(e);
   CHECK(e.conf->pack_pix_bytes == 48);
@@ -287,16 +235,7 @@ TEST_CASE("gemm1x1 init_conf: stride-2 packed buffer geometry") {
 
 TEST_CASE("conv init_conf: weights beyond L2 split the input channels") {
   // 2048 input channels x 3x3 x 2 oc vectors = 2.3 MB of weights per group.
-  ConvProblem p = problem({.ic = 2048,
-                           .ih = 7,
-                           .iw = 7,
-                           .oc = 64,
-                           .kh = 3,
-                           .kw = 3,
-                           .pt = 1,
-                           .pl = 1,
-                           .pb = 1,
-                           .pr = 1});
+  ConvProblem p = problem("ic2048ih7iw7_oc64oh7ow7kh3kw3sh1sw1ph1pw1");
   auto c = init_direct_conf(p, impl(ConvFamily::direct, Layout::nChw16c, Layout::nChw16c, 7, 2),
                             Isa::avx512);
   REQUIRE(c);
@@ -315,7 +254,7 @@ TEST_CASE("gemm1x1 init_conf: loop order, pixel chunks and K split") {
   // 512 -> 64 at 14x14: all weights (128 KB) fit L2 -> pixel chunk outer; one 28-pixel tile of
   // src is 56 KB > the 32 KB L1 share -> input channels in slices of 32768 / (4*28*16) = 18
   // blocks.
-  ConvProblem a = problem({.ic = 512, .ih = 14, .iw = 14, .oc = 64});
+  ConvProblem a = problem("ic512ih14iw14_oc64oh14ow14kh1kw1sh1sw1ph0pw0");
   auto ca = init_gemm1x1_conf(a, nchw16, Isa::avx512);
   REQUIRE(ca);
   CHECK(ca.conf->m_outer);
@@ -323,14 +262,14 @@ TEST_CASE("gemm1x1 init_conf: loop order, pixel chunks and K split") {
   CHECK(ca.conf->chunks == 7);  // 196 / 28
   CHECK(ca.conf->ic_chunk == 18);
   // 64 -> 64 at 56x56: a 28-pixel tile is 7 KB -> 4 tiles per chunk (32 KB), no split.
-  ConvProblem b = problem({.ic = 64, .ih = 56, .iw = 56, .oc = 64});
+  ConvProblem b = problem("ic64ih56iw56_oc64oh56ow56kh1kw1sh1sw1ph0pw0");
   auto cb = init_gemm1x1_conf(b, nchw16, Isa::avx512);
   REQUIRE(cb);
   CHECK(cb.conf->chunk_blocks == 4);
   CHECK(cb.conf->chunks == 28);  // 112 tiles / 4
   CHECK(cb.conf->ic_chunk == cb.conf->icb_total());
   // 1024 -> 1024: 4 MB of weights -> group outer, no split.
-  ConvProblem d = problem({.ic = 1024, .ih = 14, .iw = 14, .oc = 1024});
+  ConvProblem d = problem("ic1024ih14iw14_oc1024oh14ow14kh1kw1sh1sw1ph0pw0");
   auto cd = init_gemm1x1_conf(d, nchw16, Isa::avx512);
   REQUIRE(cd);
   CHECK_FALSE(cd.conf->m_outer);
@@ -341,12 +280,12 @@ TEST_CASE("gemm1x1 init_conf: NHWC tiles avoid crowding one L1 set") {
   // One oc vector per tile (forced) so that wide pixel tiles are the model's choice.
   const ConvImpl nhwc_ob1 = impl(ConvFamily::gemm1x1, Layout::nhwc, Layout::nhwc, 0, 1);
   // 1024 channels: pixels 4 KB apart share one L1 set -> at most 10 pixels per tile.
-  ConvProblem p = problem({.ic = 1024, .ih = 14, .iw = 14, .oc = 256});
+  ConvProblem p = problem("ic1024ih14iw14_oc256oh14ow14kh1kw1sh1sw1ph0pw0");
   auto c = init_gemm1x1_conf(p, nhwc_ob1, Isa::avx512);
   REQUIRE(c);
   CHECK(c.conf->ur_m <= 10);
   // 64 channels (256 B apart): 28 pixels spread over 28 sets, no limit.
-  ConvProblem q = problem({.ic = 64, .ih = 56, .iw = 56, .oc = 64});
+  ConvProblem q = problem("ic64ih56iw56_oc64oh56ow56kh1kw1sh1sw1ph0pw0");
   auto d = init_gemm1x1_conf(q, nhwc_ob1, Isa::avx512);
   REQUIRE(d);
   CHECK(d.conf->ur_m > 10);
@@ -355,7 +294,7 @@ TEST_CASE("gemm1x1 init_conf: NHWC tiles avoid crowding one L1 set") {
 TEST_CASE("gemm1x1 init_conf: register broadcast tiles on AVX-512") {
   // The model prefers fewer loads per FMA: 6 pixels x 4 oc vectors with the src broadcast
   // into a register (10 loads per 24 FMAs) over 28 x 1 with embedded broadcasts (29 per 28).
-  ConvProblem p = problem({.ic = 256, .ih = 56, .iw = 56, .oc = 64});
+  ConvProblem p = problem("ic256ih56iw56_oc64oh56ow56kh1kw1sh1sw1ph0pw0");
   auto c = init_gemm1x1_conf(p, impl(ConvFamily::gemm1x1, Layout::nChw16c, Layout::nChw16c),
                              Isa::avx512);
   REQUIRE(c);
@@ -388,28 +327,32 @@ TEST_CASE("gemm1x1 init_conf: register broadcast tiles on AVX-512") {
 TEST_CASE("conv init_conf: next-group weight prefetch for weights read cold, not for tiny ones") {
   const ConvImpl g16 = impl(ConvFamily::gemm1x1, Layout::nChw16c, Layout::nChw16c);
   // 1x1 512 -> 2048 at 7x7: 4 MB of weights -> groups outer, prefetched.
-  auto a = init_gemm1x1_conf(problem({.ic = 512, .ih = 7, .iw = 7, .oc = 2048}), g16, Isa::avx512);
+  auto a =
+      init_gemm1x1_conf(problem("ic512ih7iw7_oc2048oh7ow7kh1kw1sh1sw1ph0pw0"), g16, Isa::avx512);
   REQUIRE(a);
   CHECK_FALSE(a.conf->m_outer);
   CHECK(a.conf->pf_next);
   // 2048 -> 512: groups of at most 256 KB of weights (2048 ic x 2 vectors x 64 B).
-  auto b = init_gemm1x1_conf(problem({.ic = 2048, .ih = 7, .iw = 7, .oc = 512}), g16, Isa::avx512);
+  auto b =
+      init_gemm1x1_conf(problem("ic2048ih7iw7_oc512oh7ow7kh1kw1sh1sw1ph0pw0"), g16, Isa::avx512);
   REQUIRE(b);
   CHECK(b.conf->ur_n <= 2);
   // 1024 -> 256 at 14x14: 1 MB, beyond the 512 KB L2 share -> groups outer, prefetched.
-  auto c =
-      init_gemm1x1_conf(problem({.ic = 1024, .ih = 14, .iw = 14, .oc = 256}), g16, Isa::avx512);
+  auto c = init_gemm1x1_conf(problem("ic1024ih14iw14_oc256oh14ow14kh1kw1sh1sw1ph0pw0"), g16,
+                             Isa::avx512);
   REQUIRE(c);
   CHECK_FALSE(c.conf->m_outer);
   CHECK(c.conf->pf_next);
   // 256 -> 128 at 56x56: 128 KB -> pixel chunks outer; the first chunk's sweep prefetches.
-  auto f = init_gemm1x1_conf(problem({.ic = 256, .ih = 56, .iw = 56, .oc = 128}), g16, Isa::avx512);
+  auto f =
+      init_gemm1x1_conf(problem("ic256ih56iw56_oc128oh56ow56kh1kw1sh1sw1ph0pw0"), g16, Isa::avx512);
   REQUIRE(f);
   CHECK(f.conf->m_outer);
   CHECK(f.conf->n_groups > 1);
   CHECK(f.conf->pf_next);
   // 32 -> 64: 8 KB, below 64 KB -> no prefetch.
-  auto g = init_gemm1x1_conf(problem({.ic = 32, .ih = 56, .iw = 56, .oc = 64}), g16, Isa::avx512);
+  auto g =
+      init_gemm1x1_conf(problem("ic32ih56iw56_oc64oh56ow56kh1kw1sh1sw1ph0pw0"), g16, Isa::avx512);
   REQUIRE(g);
   CHECK_FALSE(g.conf->pf_next);
   // Direct 3x3 512 at 7x7 (9.4 MB) and 256 at 14x14 (2.4 MB): groups outer, prefetched.
@@ -434,17 +377,7 @@ TEST_CASE("conv init_conf: next-group weight prefetch for weights read cold, not
 }
 
 TEST_CASE("conv kernel names and tile counts") {
-  ConvProblem p = problem({.n = 2,
-                           .ic = 16,
-                           .ih = 10,
-                           .iw = 28,
-                           .oc = 64,
-                           .kh = 3,
-                           .kw = 3,
-                           .pt = 1,
-                           .pl = 1,
-                           .pb = 1,
-                           .pr = 1});
+  ConvProblem p = problem("mb2ic16ih10iw28_oc64oh10ow28kh3kw3sh1sw1ph1pw1");
   Tensor w = random_tensor({64, 16, 3, 3}, 1), b = random_tensor({64}, 2);
   std::string why;
   for (Isa isa : isas()) {
@@ -457,7 +390,7 @@ TEST_CASE("conv kernel names and tile counts") {
     CHECK(k->macs() == doctest::Approx(2.0 * 64 * 10 * 28 * 16 * 9));
   }
   if (testing::has_isa(Isa::avx2)) {
-    ConvProblem q = problem({.ic = 16, .ih = 10, .iw = 28, .oc = 64});
+    ConvProblem q = problem("ic16ih10iw28_oc64oh10ow28kh1kw1sh1sw1ph0pw0");
     Tensor w1 = random_tensor({64, 16, 1, 1}, 3);
     auto k = create_conv_kernel(q, impl(ConvFamily::gemm1x1, Layout::nhwc, Layout::nhwc, 6, 2),
                                 Isa::avx2, w1, &b, &why);

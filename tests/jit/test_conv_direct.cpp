@@ -1,6 +1,7 @@
 // The direct conv family against the reference Conv, on both ISA paths, over swept shapes.
 #include "isa_coverage.h"
 #include "jit/conv/conv_families.h"
+#include "shapes/shape_list.h"
 #include "test_conv_util.h"
 
 namespace kiln::convtest {
@@ -9,140 +10,35 @@ namespace {
 using K = PostOp::Kind;
 
 ConvImpl direct(Isa isa, Layout src = Layout::nChw16c, int ur_w = 0, int oc_blocks = 0) {
-  ConvImpl i;
-  i.family = ConvFamily::direct;
-  i.src = src == Layout::nchw ? Layout::nchw : blocked(isa);
-  i.dst = blocked(isa);
-  i.ur_w = ur_w;
-  i.oc_blocks = oc_blocks;
-  return i;
+  return conv_impl(ConvFamily::direct, src == Layout::nchw ? Layout::nchw : blocked_layout(isa),
+                   blocked_layout(isa), ur_w, oc_blocks);
 }
 
-// Channel tails, strides, asymmetric padding, dilation, kernel sizes, 1x1 outputs, batch 2.
-const std::vector<Shp> kShapes = {
-    {.ic = 3, .ih = 9, .iw = 9, .oc = 5, .kh = 3, .kw = 3, .pt = 1, .pl = 1, .pb = 1, .pr = 1},
-    {.ic = 17,
-     .ih = 10,
-     .iw = 10,
-     .oc = 24,
-     .kh = 3,
-     .kw = 3,
-     .sh = 2,
-     .sw = 2,
-     .pt = 1,
-     .pl = 1,
-     .pb = 1,
-     .pr = 1},
-    {.ic = 5, .ih = 13, .iw = 11, .oc = 40, .kh = 5, .kw = 5, .pt = 2, .pl = 1, .pb = 0, .pr = 2},
-    {.ic = 24,
-     .ih = 12,
-     .iw = 12,
-     .oc = 17,
-     .kh = 3,
-     .kw = 3,
-     .pt = 2,
-     .pl = 2,
-     .pb = 2,
-     .pr = 2,
-     .dh = 2,
-     .dw = 2},
-    {.ic = 16, .ih = 3, .iw = 3, .oc = 32, .kh = 3, .kw = 3},  // 1x1 output
-    {.ic = 40, .ih = 14, .iw = 14, .oc = 3, .kh = 1, .kw = 1, .bias = false},
-    {.n = 2,
-     .ic = 8,
-     .ih = 15,
-     .iw = 15,
-     .oc = 16,
-     .kh = 3,
-     .kw = 3,
-     .pt = 1,
-     .pl = 1,
-     .pb = 1,
-     .pr = 1},
-    {.ic = 32, .ih = 9, .iw = 30, .oc = 48, .kh = 7, .kw = 7, .pt = 3, .pl = 3, .pb = 3, .pr = 3},
-    {.ic = 16,
-     .ih = 8,
-     .iw = 8,
-     .oc = 16,
-     .kh = 3,
-     .kw = 3,
-     .sh = 1,
-     .sw = 2,
-     .pt = 0,
-     .pl = 2,
-     .pb = 3,
-     .pr = 1},
-    // Padding wider than the kernel: whole output rows/columns read only padding.
-    {.ic = 8, .ih = 5, .iw = 5, .oc = 8, .kh = 3, .kw = 3, .pt = 3, .pl = 4, .pb = 3, .pr = 3},
-    {.ic = 20, .ih = 1, .iw = 1, .oc = 20, .kh = 1, .kw = 1},
-    {.ic = 64, .ih = 28, .iw = 28, .oc = 64, .kh = 3, .kw = 3, .pt = 1, .pl = 1, .pb = 1, .pr = 1},
-};
-
+// tests/shapes/conv_direct.txt: channel tails, strides, asymmetric padding, dilation, kernel
+// sizes, 1x1 outputs, batch 2.
 TEST_CASE("direct conv matches the reference on blocked layouts (both ISAs)") {
+  const std::vector<ConvProblem> shapes = shapes::read_shapes("conv_direct");
   uint64_t seed = 100;
   for (Isa isa : isas())
-    for (const Shp& s : kShapes) check_conv(problem(s), direct(isa), isa, seed++);
+    for (const ConvProblem& p : shapes) check_conv(p, direct(isa), isa, seed++);
 }
 
 TEST_CASE("direct conv with NCHW src (first layers)") {
   uint64_t seed = 200;
   for (Isa isa : isas()) {
     // ResNet-50's conv1 shape at a smaller resolution, and odd channel counts.
-    check_conv(problem({.ic = 3,
-                        .ih = 32,
-                        .iw = 32,
-                        .oc = 64,
-                        .kh = 7,
-                        .kw = 7,
-                        .sh = 2,
-                        .sw = 2,
-                        .pt = 3,
-                        .pl = 3,
-                        .pb = 3,
-                        .pr = 3}),
+    check_conv(problem("ic3ih32iw32_oc64oh16ow16kh7kw7sh2sw2ph3pw3"), direct(isa, Layout::nchw),
+               isa, seed++);
+    check_conv(problem("mb2ic1ih11iw13_oc10oh10ow13kh3kw5sh1sw1pt0pl2pb1pr2"),
                direct(isa, Layout::nchw), isa, seed++);
-    check_conv(problem({.n = 2,
-                        .ic = 1,
-                        .ih = 11,
-                        .iw = 13,
-                        .oc = 10,
-                        .kh = 3,
-                        .kw = 5,
-                        .pt = 0,
-                        .pl = 2,
-                        .pb = 1,
-                        .pr = 2}),
-               direct(isa, Layout::nchw), isa, seed++);
-    check_conv(problem({.ic = 19,
-                        .ih = 9,
-                        .iw = 9,
-                        .oc = 17,
-                        .kh = 3,
-                        .kw = 3,
-                        .sh = 2,
-                        .sw = 2,
-                        .pt = 1,
-                        .pl = 1,
-                        .pb = 1,
-                        .pr = 1,
-                        .dh = 2,
-                        .dw = 1}),
-               direct(isa, Layout::nchw), isa, seed++);
+    check_conv(problem("ic19ih9iw9_oc17oh4ow5kh3kw3sh2sw2dh2dw1ph1pw1"), direct(isa, Layout::nchw),
+               isa, seed++);
   }
 }
 
 TEST_CASE("direct conv: forced register blockings and their tails") {
   uint64_t seed = 300;
-  const ConvProblem p = problem({.ic = 21,
-                                 .ih = 11,
-                                 .iw = 19,
-                                 .oc = 52,
-                                 .kh = 3,
-                                 .kw = 3,
-                                 .pt = 1,
-                                 .pl = 2,
-                                 .pb = 1,
-                                 .pr = 0});
+  const ConvProblem p = problem("ic21ih11iw19_oc52oh11ow19kh3kw3sh1sw1pt1pl2pb1pr0");
   for (Isa isa : isas()) {
     const std::vector<std::pair<int, int>> blockings =
         isa == Isa::avx512
@@ -165,42 +61,18 @@ TEST_CASE("direct conv with fused post-op chains") {
       chain({op(K::scale_shift), op(K::add), op(K::sigmoid)}),
       chain({op(K::swish), op(K::add), op(K::hardswish)}),
   };
-  const std::vector<Shp> shapes = {
-      {.ic = 17, .ih = 9, .iw = 10, .oc = 21, .kh = 3, .kw = 3, .pt = 1, .pl = 1, .pb = 1, .pr = 1},
-      {.n = 2,
-       .ic = 32,
-       .ih = 7,
-       .iw = 7,
-       .oc = 40,
-       .kh = 3,
-       .kw = 3,
-       .sh = 2,
-       .sw = 2,
-       .pt = 1,
-       .pl = 0,
-       .pb = 1,
-       .pr = 1,
-       .bias = false},
+  const std::vector<std::string> shapes = {
+      "ic17ih9iw10_oc21oh9ow10kh3kw3sh1sw1ph1pw1",
+      "mb2ic32ih7iw7_oc40oh4ow3kh3kw3sh2sw2pt1pl0pb1pr1_nobias",
   };
   for (Isa isa : isas())
     for (const auto& c : chains)
-      for (const Shp& s : shapes) check_conv(problem(s, c), direct(isa), isa, seed++);
+      for (const std::string& s : shapes) check_conv(problem(s, c), direct(isa), isa, seed++);
   // NCHW first-layer with a chain.
   for (Isa isa : isas())
-    check_conv(problem({.ic = 3,
-                        .ih = 20,
-                        .iw = 20,
-                        .oc = 24,
-                        .kh = 7,
-                        .kw = 7,
-                        .sh = 2,
-                        .sw = 2,
-                        .pt = 3,
-                        .pl = 3,
-                        .pb = 3,
-                        .pr = 3},
-                       chain({op(K::add), op(K::relu)})),
-               direct(isa, Layout::nchw), isa, seed++);
+    check_conv(
+        problem("ic3ih20iw20_oc24oh10ow10kh7kw7sh2sw2ph3pw3", chain({op(K::add), op(K::relu)})),
+        direct(isa, Layout::nchw), isa, seed++);
 }
 
 // The K split keeps partial sums in dst between calls; force it through the conf.
@@ -209,16 +81,7 @@ TEST_CASE("direct conv with the input channels split across calls") {
   for (Isa isa : isas())
     for (bool with_chain : {false, true}) {
       const ConvProblem p =
-          problem({.ic = 53,
-                   .ih = 9,
-                   .iw = 12,
-                   .oc = 33,
-                   .kh = 3,
-                   .kw = 3,
-                   .pt = 1,
-                   .pl = 1,
-                   .pb = 1,
-                   .pr = 1},
+          problem("ic53ih9iw12_oc33oh9ow12kh3kw3sh1sw1ph1pw1",
                   with_chain ? chain({op(K::add), op(K::relu)}) : std::vector<PostOp>{});
       auto c = convjit::init_direct_conf(p, direct(isa), isa);
       REQUIRE(c);
@@ -235,8 +98,8 @@ TEST_CASE("direct conv with the input channels split across calls") {
           INFO(k->name() << " chunk " << chunk << " rows_outer " << rows_outer << " pf_next "
                          << conf.pf_next);
           std::string first;
-          CHECK(count_mismatches(run_kernel(*k, p, o, blocked(isa), blocked(isa)), reference(p, o),
-                                 p.ic * 9, &first) == 0);
+          CHECK(count_mismatches(run_kernel(*k, p, o, blocked_layout(isa), blocked_layout(isa)),
+                                 reference(p, o), p.ic * 9, &first) == 0);
         }
       }
     }
@@ -246,36 +109,13 @@ TEST_CASE("direct conv with the input channels split across calls") {
 // one at a time; with and without the K split and a chain.
 TEST_CASE("direct conv with two-row register blocks") {
   uint64_t seed = 700;
-  const std::vector<Shp> shapes = {
-      {.ic = 20, .ih = 7, .iw = 7, .oc = 40, .kh = 3, .kw = 3, .pt = 1, .pl = 1, .pb = 1, .pr = 1},
-      {.n = 2,
-       .ic = 33,
-       .ih = 14,
-       .iw = 13,
-       .oc = 17,
-       .kh = 3,
-       .kw = 3,
-       .sh = 2,
-       .sw = 2,
-       .pt = 1,
-       .pl = 0,
-       .pb = 1,
-       .pr = 1},
-      {.ic = 16,
-       .ih = 9,
-       .iw = 5,
-       .oc = 24,
-       .kh = 5,
-       .kw = 3,
-       .pt = 2,
-       .pl = 1,
-       .pb = 1,
-       .pr = 1,
-       .dh = 2,
-       .dw = 1},
+  const std::vector<std::string> shapes = {
+      "ic20ih7iw7_oc40oh7ow7kh3kw3sh1sw1ph1pw1",
+      "mb2ic33ih14iw13_oc17oh7ow6kh3kw3sh2sw2pt1pl0pb1pr1",
+      "ic16ih9iw5_oc24oh4ow5kh5kw3sh1sw1dh2dw1pt2pl1pb1pr1",
   };
   for (Isa isa : isas())
-    for (const Shp& s : shapes)
+    for (const std::string& s : shapes)
       for (int variant = 0; variant < 3; ++variant) {
         const ConvProblem p =
             problem(s, variant == 2 ? chain({op(K::add), op(K::relu)}) : std::vector<PostOp>{});
@@ -298,23 +138,14 @@ TEST_CASE("direct conv with two-row register blocks") {
         INFO(k->name() << " variant " << variant << " isa " << isa_name(isa));
         CHECK(k->name().find("oh2ow") != std::string::npos);
         std::string first;
-        CHECK(count_mismatches(run_kernel(*k, p, o, blocked(isa), blocked(isa)), reference(p, o),
-                               p.ic * p.kh * p.kw, &first) == 0);
+        CHECK(count_mismatches(run_kernel(*k, p, o, blocked_layout(isa), blocked_layout(isa)),
+                               reference(p, o), p.ic * p.kh * p.kw, &first) == 0);
       }
 }
 
 TEST_CASE("direct conv: AVX-512 register broadcast variant") {
   // bcast_reg is a conf-level option (not chosen by default); keep its code path alive.
-  const ConvProblem p = problem({.ic = 19,
-                                 .ih = 8,
-                                 .iw = 13,
-                                 .oc = 40,
-                                 .kh = 3,
-                                 .kw = 3,
-                                 .pt = 1,
-                                 .pl = 1,
-                                 .pb = 1,
-                                 .pr = 1});
+  const ConvProblem p = problem("ic19ih8iw13_oc40oh8ow13kh3kw3sh1sw1ph1pw1");
   if (!testing::has_isa(Isa::avx512)) return;
   auto c = convjit::init_direct_conf(p, direct(Isa::avx512, Layout::nChw16c, 6, 3), Isa::avx512);
   REQUIRE(c);

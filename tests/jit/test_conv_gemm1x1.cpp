@@ -1,6 +1,7 @@
 // The gemm1x1 conv family against the reference Conv, on both ISA paths, blocked and NHWC.
 #include "isa_coverage.h"
 #include "jit/conv/conv_families.h"
+#include "shapes/shape_list.h"
 #include "test_conv_util.h"
 
 namespace kiln::convtest {
@@ -9,39 +10,23 @@ namespace {
 using K = PostOp::Kind;
 
 ConvImpl gemm(Isa isa, bool nhwc, int ur = 0, int ob = 0) {
-  ConvImpl i;
-  i.family = ConvFamily::gemm1x1;
-  i.src = i.dst = nhwc ? Layout::nhwc : blocked(isa);
-  i.ur_w = ur;
-  i.oc_blocks = ob;
-  return i;
+  const Layout l = nhwc ? Layout::nhwc : blocked_layout(isa);
+  return conv_impl(ConvFamily::gemm1x1, l, l, ur, ob);
 }
 
-const std::vector<Shp> kShapes = {
-    {.ic = 3, .ih = 7, .iw = 9, .oc = 5},
-    {.ic = 17, .ih = 10, .iw = 10, .oc = 24},
-    {.ic = 24, .ih = 11, .iw = 13, .oc = 40, .bias = false},
-    {.ic = 40, .ih = 5, .iw = 6, .oc = 17},
-    {.ic = 64, .ih = 14, .iw = 14, .oc = 64},
-    {.n = 2, .ic = 33, .ih = 9, .iw = 7, .oc = 70},
-    {.ic = 20, .ih = 1, .iw = 1, .oc = 36},  // 1x1 spatial
-    // stride 2, odd and even sizes
-    {.ic = 16, .ih = 9, .iw = 9, .oc = 32, .sh = 2, .sw = 2},
-    {.n = 2, .ic = 21, .ih = 14, .iw = 14, .oc = 19, .sh = 2, .sw = 2},
-    {.ic = 48, .ih = 15, .iw = 28, .oc = 48, .sh = 2, .sw = 2, .bias = false},
-};
-
+// tests/shapes/conv_gemm1x1.txt: channel tails, strides 1 and 2, bias on and off, batch 2.
 TEST_CASE("gemm1x1 conv matches the reference, blocked and NHWC (both ISAs)") {
+  const std::vector<ConvProblem> shapes = shapes::read_shapes("conv_gemm1x1");
   uint64_t seed = 1000;
   for (Isa isa : isas())
     for (bool nhwc : {false, true})
-      for (const Shp& s : kShapes) check_conv(problem(s), gemm(isa, nhwc), isa, seed++);
+      for (const ConvProblem& p : shapes) check_conv(p, gemm(isa, nhwc), isa, seed++);
 }
 
 TEST_CASE("gemm1x1 conv: forced register tiles and their tails") {
   uint64_t seed = 1100;
-  const ConvProblem p1 = problem({.ic = 37, .ih = 9, .iw = 11, .oc = 45});
-  const ConvProblem p2 = problem({.ic = 37, .ih = 9, .iw = 11, .oc = 45, .sh = 2, .sw = 2});
+  const ConvProblem p1 = problem("ic37ih9iw11_oc45oh9ow11kh1kw1sh1sw1ph0pw0");
+  const ConvProblem p2 = problem("ic37ih9iw11_oc45oh5ow6kh1kw1sh2sw2ph0pw0");
   for (Isa isa : isas()) {
     const std::vector<std::pair<int, int>> tiles =
         isa == Isa::avx512
@@ -64,14 +49,14 @@ TEST_CASE("gemm1x1 conv with fused post-op chains") {
       chain({op(K::scale_shift), op(K::add), op(K::sigmoid)}),
       chain({op(K::leaky_relu, 0.1f), op(K::add), op(K::swish)}),
   };
-  const std::vector<Shp> shapes = {
-      {.ic = 19, .ih = 6, .iw = 7, .oc = 21},
-      {.n = 2, .ic = 32, .ih = 7, .iw = 7, .oc = 40, .sh = 2, .sw = 2, .bias = false},
+  const std::vector<std::string> shapes = {
+      "ic19ih6iw7_oc21oh6ow7kh1kw1sh1sw1ph0pw0",
+      "mb2ic32ih7iw7_oc40oh4ow4kh1kw1sh2sw2ph0pw0_nobias",
   };
   for (Isa isa : isas())
     for (bool nhwc : {false, true})
       for (const auto& c : chains)
-        for (const Shp& s : shapes) check_conv(problem(s, c), gemm(isa, nhwc), isa, seed++);
+        for (const std::string& s : shapes) check_conv(problem(s, c), gemm(isa, nhwc), isa, seed++);
 }
 
 TEST_CASE("gemm1x1 conv with the input channels split across calls") {
@@ -80,7 +65,7 @@ TEST_CASE("gemm1x1 conv with the input channels split across calls") {
     for (bool nhwc : {false, true})
       for (bool with_chain : {false, true}) {
         const ConvProblem p =
-            problem({.ic = 75, .ih = 6, .iw = 9, .oc = 35},
+            problem("ic75ih6iw9_oc35oh6ow9kh1kw1sh1sw1ph0pw0",
                     with_chain ? chain({op(K::add), op(K::relu)}) : std::vector<PostOp>{});
         for (int64_t chunk : {int64_t(1), int64_t(3)})
           for (bool m_outer : {false, true}) {
@@ -95,7 +80,7 @@ TEST_CASE("gemm1x1 conv with the input channels split across calls") {
             auto k = convjit::make_gemm1x1_kernel(conf, o.w, &o.b);
             INFO(k->name() << " chunk " << chunk << " m_outer " << m_outer);
             std::string first;
-            const Layout l = nhwc ? Layout::nhwc : blocked(isa);
+            const Layout l = nhwc ? Layout::nhwc : blocked_layout(isa);
             CHECK(count_mismatches(run_kernel(*k, p, o, l, l), reference(p, o), p.ic, &first) == 0);
           }
       }
@@ -107,16 +92,16 @@ TEST_CASE("gemm1x1 conv with the input channels split across calls") {
 // and fused chains with a residual add.
 TEST_CASE("gemm1x1 conv stride 2: packed and strided input, tails, loop orders, K split") {
   uint64_t seed = 1500;
-  const std::vector<Shp> shapes = {
-      {.ic = 37, .ih = 9, .iw = 11, .oc = 45, .sh = 2, .sw = 2},  // 5x6 out: odd, tails
-      {.n = 2, .ic = 64, .ih = 14, .iw = 14, .oc = 48, .sh = 2, .sw = 2},
-      {.ic = 20, .ih = 15, .iw = 8, .oc = 20, .sh = 2, .sw = 2, .bias = false},
+  const std::vector<std::string> shapes = {
+      "ic37ih9iw11_oc45oh5ow6kh1kw1sh2sw2ph0pw0",  // 5x6 out: odd, tails
+      "mb2ic64ih14iw14_oc48oh7ow7kh1kw1sh2sw2ph0pw0",
+      "ic20ih15iw8_oc20oh8ow4kh1kw1sh2sw2ph0pw0_nobias",
   };
   const std::vector<std::vector<PostOp>> chains = {
       {}, chain({op(K::add), op(K::relu)}), chain({op(K::scale_shift), op(K::add)})};
   for (Isa isa : isas())
     for (bool nhwc : {false, true})
-      for (const Shp& s : shapes)
+      for (const std::string& s : shapes)
         for (const auto& ch : chains)
           for (int pack : {0, 1})
             for (int m_outer : {0, 1})
@@ -138,7 +123,7 @@ TEST_CASE("gemm1x1 conv stride 2: packed and strided input, tails, loop orders, 
                                  << " chunk_blocks " << c.conf->chunk_blocks << " chunks "
                                  << c.conf->chunks << " ic_chunk " << c.conf->ic_chunk);
                   std::string first;
-                  const Layout l = nhwc ? Layout::nhwc : blocked(isa);
+                  const Layout l = nhwc ? Layout::nhwc : blocked_layout(isa);
                   CHECK_MESSAGE(count_mismatches(run_kernel(*k, p, o, l, l), reference(p, o), p.ic,
                                                  &first) == 0,
                                 first);
@@ -149,12 +134,12 @@ TEST_CASE("gemm1x1 conv stride 2: packed and strided input, tails, loop orders, 
 TEST_CASE("gemm1x1 conv: AVX-512 register broadcast variant") {
   if (!testing::has_isa(Isa::avx512)) return;
   uint64_t seed = 1600;
-  const std::vector<Shp> shapes = {
-      {.ic = 37, .ih = 9, .iw = 11, .oc = 45},
-      {.ic = 40, .ih = 10, .iw = 10, .oc = 70, .sh = 2, .sw = 2},
+  const std::vector<std::string> shapes = {
+      "ic37ih9iw11_oc45oh9ow11kh1kw1sh1sw1ph0pw0",
+      "ic40ih10iw10_oc70oh5ow5kh1kw1sh2sw2ph0pw0",
   };
   for (bool nhwc : {false, true})
-    for (const Shp& s : shapes)
+    for (const std::string& s : shapes)
       for (auto [ur, ob] : std::vector<std::pair<int, int>>{{6, 4}, {9, 3}, {13, 2}, {1, 1}}) {
         const ConvProblem p = problem(s, chain({op(K::add), op(K::relu)}));
         convjit::Gemm1x1Force f;
@@ -181,8 +166,8 @@ TEST_CASE("gemm1x1 conv: prefetch variants") {
       for (int pfs : {0, 1})
         for (int pfd : {0, 1})
           for (int pfn : {0, 1}) {
-            const ConvProblem p =
-                problem({.ic = 37, .ih = 9, .iw = 11, .oc = 45}, chain({op(K::add), op(K::relu)}));
+            const ConvProblem p = problem("ic37ih9iw11_oc45oh9ow11kh1kw1sh1sw1ph0pw0",
+                                          chain({op(K::add), op(K::relu)}));
             convjit::Gemm1x1Force f;
             f.pf_src = pfs;
             f.pf_dst = pfd;
@@ -195,7 +180,7 @@ TEST_CASE("gemm1x1 conv: prefetch variants") {
             auto k = convjit::make_gemm1x1_kernel(*c.conf, o.w, &o.b);
             INFO(k->name() << " pf_src " << pfs << " pf_dst " << pfd << " pf_next " << pfn);
             std::string first;
-            const Layout l = nhwc ? Layout::nhwc : blocked(isa);
+            const Layout l = nhwc ? Layout::nhwc : blocked_layout(isa);
             CHECK_MESSAGE(
                 count_mismatches(run_kernel(*k, p, o, l, l), reference(p, o), p.ic, &first) == 0,
                 first);
@@ -209,57 +194,26 @@ TEST_CASE("conv families on ResNet-50 shapes with their chosen plans") {
   auto d = [](Isa isa, Layout src) {
     ConvImpl i;
     i.src = src;
-    i.dst = blocked(isa);
+    i.dst = blocked_layout(isa);
     return i;
   };
   for (Isa isa : isas()) {
     // conv1 (NCHW src), 3x3 with 2-row blocks, 3x3 stride 2.
-    check_conv(problem({.ic = 3,
-                        .ih = 224,
-                        .iw = 224,
-                        .oc = 64,
-                        .kh = 7,
-                        .kw = 7,
-                        .sh = 2,
-                        .sw = 2,
-                        .pt = 3,
-                        .pl = 3,
-                        .pb = 3,
-                        .pr = 3},
-                       chain({op(K::relu)})),
+    check_conv(problem("ic3ih224iw224_oc64oh112ow112kh7kw7sh2sw2ph3pw3", chain({op(K::relu)})),
                d(isa, Layout::nchw), isa, seed++);
-    check_conv(problem({.ic = 512,
-                        .ih = 7,
-                        .iw = 7,
-                        .oc = 64,
-                        .kh = 3,
-                        .kw = 3,
-                        .pt = 1,
-                        .pl = 1,
-                        .pb = 1,
-                        .pr = 1}),
-               d(isa, blocked(isa)), isa, seed++);
-    check_conv(problem({.ic = 128,
-                        .ih = 56,
-                        .iw = 56,
-                        .oc = 32,
-                        .kh = 3,
-                        .kw = 3,
-                        .sh = 2,
-                        .sw = 2,
-                        .pt = 1,
-                        .pl = 1,
-                        .pb = 1,
-                        .pr = 1}),
-               d(isa, blocked(isa)), isa, seed++);
+    check_conv(problem("ic512ih7iw7_oc64oh7ow7kh3kw3sh1sw1ph1pw1"), d(isa, blocked_layout(isa)),
+               isa, seed++);
+    check_conv(problem("ic128ih56iw56_oc32oh28ow28kh3kw3sh2sw2ph1pw1"), d(isa, blocked_layout(isa)),
+               isa, seed++);
     // 1x1: K split over pixel chunks (512 -> 128 at 28), NHWC with 1024 channels, stride 2.
     for (bool nhwc : {false, true}) {
-      check_conv(
-          problem({.ic = 512, .ih = 28, .iw = 28, .oc = 128}, chain({op(K::add), op(K::relu)})),
-          gemm(isa, nhwc), isa, seed++);
-      check_conv(problem({.ic = 1024, .ih = 14, .iw = 14, .oc = 64}), gemm(isa, nhwc), isa, seed++);
-      check_conv(problem({.ic = 256, .ih = 56, .iw = 56, .oc = 64, .sh = 2, .sw = 2}),
+      check_conv(problem("ic512ih28iw28_oc128oh28ow28kh1kw1sh1sw1ph0pw0",
+                         chain({op(K::add), op(K::relu)})),
                  gemm(isa, nhwc), isa, seed++);
+      check_conv(problem("ic1024ih14iw14_oc64oh14ow14kh1kw1sh1sw1ph0pw0"), gemm(isa, nhwc), isa,
+                 seed++);
+      check_conv(problem("ic256ih56iw56_oc64oh28ow28kh1kw1sh2sw2ph0pw0"), gemm(isa, nhwc), isa,
+                 seed++);
     }
   }
 }

@@ -99,6 +99,34 @@ inline ConvProblem problem(const Shp& s, std::vector<PostOp> post = {}) {
   return p;
 }
 
+// A ConvImpl from its parts (ur / ob: forced ur_w / oc_blocks; 0: the conf's choice).
+inline ConvImpl conv_impl(ConvFamily f, Layout src, Layout dst, int ur = 0, int ob = 0) {
+  ConvImpl i;
+  i.family = f;
+  i.src = src;
+  i.dst = dst;
+  i.ur_w = ur;
+  i.oc_blocks = ob;
+  return i;
+}
+
+// `s` with padding top, left, bottom, right.
+inline Shp pad(Shp s, int64_t t, int64_t l, int64_t b, int64_t r) {
+  s.pt = t;
+  s.pl = l;
+  s.pb = b;
+  s.pr = r;
+  return s;
+}
+
+// A problem in ConvProblem::str() form, the language of tests/shapes/ (parse checks that oh
+// and ow follow from the rest), with a post-op chain.
+inline ConvProblem problem(const std::string& s, std::vector<PostOp> post = {}) {
+  ConvProblem p = ConvProblem::parse(s);
+  if (!post.empty()) p.post = std::move(post);
+  return p;
+}
+
 inline PostOp op(PostOp::Kind k, float alpha = 0, float beta = 0, int input = -1) {
   PostOp o;
   o.kind = k;
@@ -151,7 +179,8 @@ inline Operands make_operands(const ConvProblem& p, uint64_t seed) {
   return o;
 }
 
-// The reference: runtime/ref's Conv on a hand-built node, then the chain per element.
+// The reference: runtime/ref's Conv on a hand-built node (group = p.groups, so depthwise too),
+// then the chain per element with apply_post_op (independent of the JIT epilogue).
 inline Tensor reference(const ConvProblem& p, const Operands& o) {
   Node n;
   n.op = "Conv";
@@ -162,7 +191,7 @@ inline Tensor reference(const ConvProblem& p, const Operands& o) {
   n.attrs["pads"] = ints_attr({p.pt, p.pl, p.pb, p.pr});
   Attribute g;
   g.kind = Attribute::Kind::i;
-  g.i = 1;
+  g.i = p.groups;
   n.attrs["group"] = g;
   RefKernel k = find_ref_kernel("Conv");
   const bool found = k != nullptr;
@@ -187,9 +216,11 @@ inline Tensor reference(const ConvProblem& p, const Operands& o) {
   return y;
 }
 
-// NCHW -> `l` with the pad lanes of blocked layouts set to NaN, so that any read of them by a
-// kernel shows up in its output.
-inline std::vector<float> to_layout(const Tensor& t, Layout l) {
+// NCHW -> `l` with the pad lanes of blocked layouts set to `pad`: NaN by default, so that any
+// read of them by a kernel shows up in its output (in a depthwise conv such a read reaches
+// only the output's pad lanes, which nobody reads).
+inline std::vector<float> to_layout(const Tensor& t, Layout l,
+                                    float pad = std::numeric_limits<float>::quiet_NaN()) {
   const Shape& s = t.shape();
   std::vector<float> out(size_t(layout_elems(l, s)));
   convert_layout(t.data<float>(), Layout::nchw, out.data(), l, s);
@@ -197,8 +228,7 @@ inline std::vector<float> to_layout(const Tensor& t, Layout l) {
   for (int64_t n = 0; n < s[0]; ++n)
     for (int64_t c = s[1]; c < cp; ++c)
       for (int64_t h = 0; h < s[2]; ++h)
-        for (int64_t w = 0; w < s[3]; ++w)
-          out[size_t(layout_offset(l, s, n, c, h, w))] = std::numeric_limits<float>::quiet_NaN();
+        for (int64_t w = 0; w < s[3]; ++w) out[size_t(layout_offset(l, s, n, c, h, w))] = pad;
   return out;
 }
 
@@ -261,10 +291,6 @@ inline int64_t count_mismatches(const Tensor& got, const Tensor& ref, int64_t k,
 
 inline std::vector<Isa> isas() {
   return testing::jit_isas();
-}
-
-inline Layout blocked(Isa isa) {
-  return isa == Isa::avx512 ? Layout::nChw16c : Layout::nChw8c;
 }
 
 // Builds the kernel for (p, impl, isa), runs it and compares with the reference. Returns the

@@ -2,8 +2,6 @@
 // paths and both layouts (blocked and NHWC), over swept shapes. Every operand sits next to a
 // PROT_NONE page — once ending at it, once starting right after one — so a read or write one
 // element outside a tensor faults, and the fault is turned into a test failure.
-#include <setjmp.h>
-#include <signal.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -12,6 +10,7 @@
 #include "jit/dw/dw_conf.h"
 #include "jit/dw/dw_kernel.h"
 #include "test_conv_util.h"
+#include "test_segv.h"
 
 namespace kiln::convtest {
 namespace {
@@ -36,50 +35,9 @@ Operands make_dw_operands(const ConvProblem& p, uint64_t seed) {
   return o;
 }
 
-// runtime/ref's Conv with group = C on a hand-built node, then the chain per element with
-// apply_post_op (independent of the JIT epilogue).
-Tensor dw_reference(const ConvProblem& p, const Operands& o) {
-  Node n;
-  n.op = "Conv";
-  n.name = "test_dw";
-  n.attrs["kernel_shape"] = ints_attr({p.kh, p.kw});
-  n.attrs["strides"] = ints_attr({p.sh, p.sw});
-  n.attrs["dilations"] = ints_attr({p.dh, p.dw});
-  n.attrs["pads"] = ints_attr({p.pt, p.pl, p.pb, p.pr});
-  Attribute g;
-  g.kind = Attribute::Kind::i;
-  g.i = p.ic;
-  n.attrs["group"] = g;
-  RefKernel k = find_ref_kernel("Conv");
-  const bool found = k != nullptr;
-  REQUIRE(found);
-  Tensor y(DType::f32, {p.n, p.oc, p.oh, p.ow});
-  k(n, {&o.x, &o.w, p.bias ? &o.b : nullptr}, {&y});
-  float* yp = y.data<float>();
-  const int64_t plane = p.oh * p.ow;
-  for (int64_t i = 0; i < y.numel(); ++i) {
-    const int64_t c = i / plane % p.oc;
-    for (const PostOp& op : p.post) {
-      float res = 0, sc = 0, sh = 0;
-      if (op.kind == K::add) res = o.extra[size_t(op.input - 3)].data<float>()[i];
-      if (op.kind == K::scale_shift) {
-        sc = o.extra[size_t(op.input - 3)].data<float>()[c];
-        sh = o.extra[size_t(op.input - 2)].data<float>()[c];
-      }
-      yp[i] = apply_post_op(op, yp[i], res, sc, sh);
-    }
-  }
-  return y;
-}
-
 // ---------------------------------------------------------------------------------------------
 // Guarded buffers: `n` floats either ending exactly at a PROT_NONE page or starting exactly
 // after one.
-
-sigjmp_buf g_jmp;
-void on_segv(int) {
-  siglongjmp(g_jmp, 1);
-}
 
 class Guarded {
  public:
@@ -110,33 +68,7 @@ class Guarded {
 
 // Runs tiles [b, e); false if the kernel faulted.
 bool run_guarded(const Kernel& k, const KernelArgs& a, int64_t b, int64_t e) {
-  struct sigaction sa {
-  }, old{};
-  sa.sa_handler = on_segv;
-  sigemptyset(&sa.sa_mask);
-  sa.sa_flags = SA_NODEFER;
-  sigaction(SIGSEGV, &sa, &old);
-  bool ok = true;
-  if (sigsetjmp(g_jmp, 1) == 0)
-    k.run(a, b, e);
-  else
-    ok = false;
-  sigaction(SIGSEGV, &old, nullptr);
-  return ok;
-}
-
-// NCHW -> `l`; blocked pad lanes hold `pad` (NaN by default: any use of them reaches only the
-// output's pad lanes, which nobody reads, in a depthwise conv).
-std::vector<float> dw_to_layout(const Tensor& t, Layout l, float pad) {
-  const Shape& s = t.shape();
-  std::vector<float> out(size_t(layout_elems(l, s)));
-  convert_layout(t.data<float>(), Layout::nchw, out.data(), l, s);
-  const int64_t cp = round_up(s[1], layout_block(l));
-  for (int64_t n = 0; n < s[0]; ++n)
-    for (int64_t c = s[1]; c < cp; ++c)
-      for (int64_t h = 0; h < s[2]; ++h)
-        for (int64_t w = 0; w < s[3]; ++w) out[size_t(layout_offset(l, s, n, c, h, w))] = pad;
-  return out;
+  return test::runs_without_segv([&] { k.run(a, b, e); });
 }
 
 // Runs `k` with every operand guarded (at the end or the start of its mapping), tiles in two
@@ -144,13 +76,13 @@ std::vector<float> dw_to_layout(const Tensor& t, Layout l, float pad) {
 std::vector<float> run_dw(const Kernel& k, const ConvProblem& p, const Operands& o, Layout l,
                           bool at_end, float src_pad = NAN) {
   const Shape ys{p.n, p.oc, p.oh, p.ow};
-  Guarded src(dw_to_layout(o.x, l, src_pad), at_end);
+  Guarded src(to_layout(o.x, l, src_pad), at_end);
   std::vector<std::unique_ptr<Guarded>> extra;
   std::vector<const float*> ins{src.data(), nullptr, nullptr};
   for (const Tensor& e : o.extra) {
     const bool residual = e.shape().size() == 4;
     extra.push_back(std::make_unique<Guarded>(
-        residual ? dw_to_layout(e, l, 0.f)
+        residual ? to_layout(e, l, 0.f)
                  : std::vector<float>(e.data<float>(), e.data<float>() + e.numel()),
         at_end));
     ins.push_back(extra.back()->data());
@@ -176,7 +108,7 @@ ConvImpl dw_impl(Layout l, int ur_w = 0) {
 }
 
 Layout nhwc_or_blocked(Isa isa, bool nhwc) {
-  return nhwc ? Layout::nhwc : blocked(isa);
+  return nhwc ? Layout::nhwc : blocked_layout(isa);
 }
 
 // Checks one kernel against the reference, guard pages after and before every buffer.
@@ -203,7 +135,7 @@ std::string check_dw(const ConvProblem& p, Isa isa, Layout l, uint64_t seed, int
   std::string why;
   auto k = create_conv_kernel(p, dw_impl(l, ur_w), isa, o.w, p.bias ? &o.b : nullptr, &why);
   REQUIRE_MESSAGE(k != nullptr, "kernel not created: " << why);
-  check_kernel(*k, p, l, o, dw_reference(p, o));
+  check_kernel(*k, p, l, o, reference(p, o));
   return k->name();
 }
 
@@ -266,38 +198,17 @@ TEST_CASE("depthwise matches the reference over swept shapes (both ISAs, both la
 
 TEST_CASE("depthwise: both weight modes and forced block widths") {
   uint64_t seed = 5000;
-  const std::vector<Shp> shapes = {
-      {.ic = 19, .ih = 11, .iw = 23, .kh = 3, .kw = 3, .pt = 1, .pl = 1, .pb = 1, .pr = 1},
-      {.n = 2,
-       .ic = 33,
-       .ih = 9,
-       .iw = 20,
-       .kh = 5,
-       .kw = 5,
-       .sh = 2,
-       .sw = 2,
-       .pt = 2,
-       .pl = 1,
-       .pb = 2,
-       .pr = 2},
-      {.ic = 16,
-       .ih = 6,
-       .iw = 31,
-       .kh = 3,
-       .kw = 5,
-       .sh = 1,
-       .sw = 2,
-       .pt = 0,
-       .pl = 2,
-       .pb = 2,
-       .pr = 2},
+  const std::vector<std::string> shapes = {
+      "g19ic19ih11iw23_oc19oh11ow23kh3kw3sh1sw1ph1pw1",
+      "mb2g33ic33ih9iw20_oc33oh5ow10kh5kw5sh2sw2pt2pl1pb2pr2",
+      "g16ic16ih6iw31_oc16oh6ow16kh3kw5sh1sw2pt0pl2pb2pr2",
   };
   for (Isa isa : isas())
     for (bool nhwc : {false, true})
-      for (const Shp& s : shapes)
+      for (const std::string& s : shapes)
         for (DwWeights w : {DwWeights::all, DwWeights::row})
           for (int ur : {1, 2, 3, 4, 5, 7, 8, 12, 16, 24}) {
-            const ConvProblem p = dw_problem(s, chain({op(K::add), op(K::clip, 0.f, 6.f)}));
+            const ConvProblem p = problem(s, chain({op(K::add), op(K::clip, 0.f, 6.f)}));
             const Layout l = nhwc_or_blocked(isa, nhwc);
             auto c = convjit::init_dw_conf(p, dw_impl(l, ur), isa, w);
             if (!c) {
@@ -310,71 +221,27 @@ TEST_CASE("depthwise: both weight modes and forced block widths") {
             INFO("problem " << p.str() << " isa " << isa_name(isa) << " " << layout_name(l));
             Operands o = make_dw_operands(p, seed++);
             auto k = convjit::make_dw_kernel(*c.conf, o.w, &o.b);
-            check_kernel(*k, p, l, o, dw_reference(p, o));
+            check_kernel(*k, p, l, o, reference(p, o));
           }
 }
 
 TEST_CASE("depthwise: dilation, odd kernels, padding wider than the kernel") {
   uint64_t seed = 6000;
-  const std::vector<Shp> shapes = {
-      {.ic = 20,
-       .ih = 12,
-       .iw = 13,
-       .kh = 3,
-       .kw = 3,
-       .pt = 2,
-       .pl = 2,
-       .pb = 2,
-       .pr = 2,
-       .dh = 2,
-       .dw = 2},
-      {.n = 2,
-       .ic = 9,
-       .ih = 10,
-       .iw = 17,
-       .kh = 3,
-       .kw = 3,
-       .sh = 2,
-       .sw = 2,
-       .pt = 1,
-       .pl = 3,
-       .pb = 0,
-       .pr = 1,
-       .dh = 1,
-       .dw = 3},
-      {.ic = 17, .ih = 15, .iw = 15, .kh = 7, .kw = 7, .pt = 3, .pl = 3, .pb = 3, .pr = 3},
-      {.ic = 24, .ih = 8, .iw = 9, .kh = 1, .kw = 1},
-      {.ic = 5, .ih = 6, .iw = 7, .kh = 1, .kw = 5, .pt = 0, .pl = 2, .pb = 0, .pr = 2},
+  const std::vector<std::string> shapes = {
+      "g20ic20ih12iw13_oc20oh12ow13kh3kw3sh1sw1dh2dw2ph2pw2",
+      "mb2g9ic9ih10iw17_oc9oh5ow8kh3kw3sh2sw2dh1dw3pt1pl3pb0pr1",
+      "g17ic17ih15iw15_oc17oh15ow15kh7kw7sh1sw1ph3pw3",
+      "g24ic24ih8iw9_oc24oh8ow9kh1kw1sh1sw1ph0pw0",
+      "g5ic5ih6iw7_oc5oh6ow7kh1kw5sh1sw1ph0pw2",
       // Whole output rows and columns that read only padding.
-      {.ic = 16, .ih = 4, .iw = 5, .kh = 3, .kw = 3, .pt = 4, .pl = 5, .pb = 3, .pr = 4},
-      {.ic = 3,
-       .ih = 1,
-       .iw = 1,
-       .kh = 5,
-       .kw = 5,
-       .sh = 2,
-       .sw = 2,
-       .pt = 4,
-       .pl = 4,
-       .pb = 4,
-       .pr = 4},
-      {.ic = 40,
-       .ih = 2,
-       .iw = 3,
-       .kh = 5,
-       .kw = 3,
-       .sh = 2,
-       .sw = 1,
-       .pt = 3,
-       .pl = 0,
-       .pb = 1,
-       .pr = 0,
-       .bias = false},
+      "g16ic16ih4iw5_oc16oh9ow12kh3kw3sh1sw1pt4pl5pb3pr4",
+      "g3ic3ih1iw1_oc3oh3ow3kh5kw5sh2sw2ph4pw4",
+      "g40ic40ih2iw3_oc40oh1ow1kh5kw3sh2sw1pt3pl0pb1pr0_nobias",
   };
   for (Isa isa : isas())
     for (bool nhwc : {false, true})
-      for (const Shp& s : shapes)
-        check_dw(dw_problem(s, chain({op(K::relu)})), isa, nhwc_or_blocked(isa, nhwc), seed++);
+      for (const std::string& s : shapes)
+        check_dw(problem(s, chain({op(K::relu)})), isa, nhwc_or_blocked(isa, nhwc), seed++);
 }
 
 TEST_CASE("depthwise: post-op chains that need epilogue scratch registers") {
@@ -385,39 +252,26 @@ TEST_CASE("depthwise: post-op chains that need epilogue scratch registers") {
       chain({op(K::scale_shift), op(K::hardswish), op(K::add)}),
       chain({op(K::leaky_relu, 0.1f), op(K::hardsigmoid, 0.2f, 0.5f), op(K::scale_shift)}),
   };
-  const std::vector<Shp> shapes = {
-      {.ic = 21, .ih = 9, .iw = 18, .kh = 3, .kw = 3, .pt = 1, .pl = 1, .pb = 1, .pr = 1},
-      {.n = 2,
-       .ic = 35,
-       .ih = 8,
-       .iw = 8,
-       .kh = 5,
-       .kw = 5,
-       .sh = 2,
-       .sw = 2,
-       .pt = 2,
-       .pl = 2,
-       .pb = 1,
-       .pr = 2,
-       .bias = false},
+  const std::vector<std::string> shapes = {
+      "g21ic21ih9iw18_oc21oh9ow18kh3kw3sh1sw1ph1pw1",
+      "mb2g35ic35ih8iw8_oc35oh4ow4kh5kw5sh2sw2pt2pl2pb1pr2_nobias",
   };
   for (Isa isa : isas())
     for (bool nhwc : {false, true})
       for (const auto& c : chains)
-        for (const Shp& s : shapes)
-          check_dw(dw_problem(s, c), isa, nhwc_or_blocked(isa, nhwc), seed++);
+        for (const std::string& s : shapes)
+          check_dw(problem(s, c), isa, nhwc_or_blocked(isa, nhwc), seed++);
 }
 
 TEST_CASE("depthwise: finite pad lanes in, finite pad lanes out (blocked)") {
   // layout.h: pad lanes hold finite values and kernels keep them so; with zero-padded
   // weights and bias the output pad lanes are post-ops of 0.
   for (Isa isa : isas()) {
-    const ConvProblem p = dw_problem(
-        {.n = 2, .ic = 21, .ih = 7, .iw = 9, .kh = 3, .kw = 3, .pt = 1, .pl = 1, .pb = 1, .pr = 1},
-        chain({op(K::add), op(K::relu)}));
+    const ConvProblem p =
+        problem("mb2g21ic21ih7iw9_oc21oh7ow9kh3kw3sh1sw1ph1pw1", chain({op(K::add), op(K::relu)}));
     Operands o = make_dw_operands(p, 8000);
     std::string why;
-    const Layout l = blocked(isa);
+    const Layout l = blocked_layout(isa);
     auto k = create_conv_kernel(p, dw_impl(l), isa, o.w, &o.b, &why);
     REQUIRE(k);
     std::vector<float> out = run_dw(*k, p, o, l, true, 0.f);
@@ -429,24 +283,11 @@ TEST_CASE("depthwise: finite pad lanes in, finite pad lanes out (blocked)") {
 
 TEST_CASE("depthwise: kernel names") {
   for (Isa isa : isas()) {
-    const ConvProblem p = dw_problem(
-        {.ic = 32, .ih = 56, .iw = 56, .kh = 3, .kw = 3, .pt = 1, .pl = 1, .pb = 1, .pr = 1});
-    const std::string b = check_dw(p, isa, blocked(isa), 9000, 8);
-    CHECK(b == std::string("conv_dw_f32_") + layout_name(blocked(isa)) + "_k3s1_ow8" +
+    const ConvProblem p = problem("g32ic32ih56iw56_oc32oh56ow56kh3kw3sh1sw1ph1pw1");
+    const std::string b = check_dw(p, isa, blocked_layout(isa), 9000, 8);
+    CHECK(b == std::string("conv_dw_f32_") + layout_name(blocked_layout(isa)) + "_k3s1_ow8" +
                    (b.find("wr__") != std::string::npos ? "wr" : "") + "__" + isa_name(isa));
-    const ConvProblem q = dw_problem({.ic = 17,
-                                      .ih = 9,
-                                      .iw = 9,
-                                      .kh = 5,
-                                      .kw = 3,
-                                      .sh = 2,
-                                      .sw = 1,
-                                      .pt = 2,
-                                      .pl = 1,
-                                      .pb = 2,
-                                      .pr = 1,
-                                      .dh = 2,
-                                      .dw = 1});
+    const ConvProblem q = problem("g17ic17ih9iw9_oc17oh3ow9kh5kw3sh2sw1dh2dw1ph2pw1");
     const std::string n = check_dw(q, isa, Layout::nhwc, 9001, 4);
     CHECK(n.find("conv_dw_f32_nhwc_k5x3s2x1d2x1_ow4") == 0);
     CHECK(n.find(std::string("__") + isa_name(isa)) != std::string::npos);

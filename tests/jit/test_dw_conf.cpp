@@ -16,11 +16,7 @@ using convjit::init_dw_conf;
 using convjit::plan_dw_rows;
 
 ConvImpl dwi(Layout l, int ur = 0, int ob = 0) {
-  ConvImpl i;
-  i.family = ConvFamily::depthwise;
-  i.src = i.dst = l;
-  i.ur_w = ur;
-  i.oc_blocks = ob;
+  ConvImpl i = conv_impl(ConvFamily::depthwise, l, l, ur, ob);
   i.cache = CacheSizes{};  // the tilings checked below assume a 48 KB L1d
   return i;
 }
@@ -45,8 +41,7 @@ bool same(const std::vector<DwRowSeg>& a, const std::vector<DwRowSeg>& b) {
   return true;
 }
 
-const ConvProblem k3 =
-    dwp({.ic = 32, .ih = 14, .iw = 14, .kh = 3, .kw = 3, .pt = 1, .pl = 1, .pb = 1, .pr = 1});
+const ConvProblem k3 = problem("g32ic32ih14iw14_oc32oh14ow14kh3kw3sh1sw1ph1pw1");
 
 TEST_CASE("depthwise init_conf: reasons") {
   const Isa z = Isa::avx512, y = Isa::avx2;
@@ -74,8 +69,7 @@ TEST_CASE("depthwise init_conf: reasons") {
   bad.ow = 13;
   CHECK(init_dw_conf(bad, dwi(Layout::nhwc), z).reason == "output shape does not match the window");
   // 25 weight registers + 14 accumulators + 1 input do not fit 16 (or 32) registers.
-  const ConvProblem k5 =
-      dwp({.ic = 8, .ih = 20, .iw = 20, .kh = 5, .kw = 5, .pt = 2, .pl = 2, .pb = 2, .pr = 2});
+  const ConvProblem k5 = problem("g8ic8ih20iw20_oc8oh20ow20kh5kw5sh1sw1ph2pw2");
   CHECK(init_dw_conf(k5, dwi(Layout::nChw8c), y, DwWeights::all).reason ==
         "no register blocking fits 16 vector registers with all taps in registers");
   CHECK(has(init_dw_conf(k5, dwi(Layout::nhwc, 14), z, DwWeights::all).reason,
@@ -104,73 +98,35 @@ TEST_CASE("depthwise factory: operand checks") {
 
 TEST_CASE("depthwise: row segments (valid kernel rows per output row)") {
   // 3x3, pad 1, 7 rows: the first row misses kernel row 0, the last misses row 2.
-  CHECK(same(
-      plan_dw_rows(
-          dwp({.ic = 1, .ih = 7, .iw = 7, .kh = 3, .kw = 3, .pt = 1, .pl = 1, .pb = 1, .pr = 1})),
-      {{0, 1, 1, 3}, {1, 5, 0, 3}, {6, 1, 0, 2}}));
+  CHECK(same(plan_dw_rows(problem("ic1ih7iw7_oc1oh7ow7kh3kw3sh1sw1ph1pw1")),
+             {{0, 1, 1, 3}, {1, 5, 0, 3}, {6, 1, 0, 2}}));
   // Stride 2: oh = 4; rows read input 2r-1 .. 2r+1.
-  CHECK(same(plan_dw_rows(dwp({.ic = 1,
-                               .ih = 7,
-                               .iw = 7,
-                               .kh = 3,
-                               .kw = 3,
-                               .sh = 2,
-                               .sw = 2,
-                               .pt = 1,
-                               .pl = 1,
-                               .pb = 1,
-                               .pr = 1})),
+  CHECK(same(plan_dw_rows(problem("ic1ih7iw7_oc1oh4ow4kh3kw3sh2sw2ph1pw1")),
              {{0, 1, 1, 3}, {1, 2, 0, 3}, {3, 1, 0, 2}}));
   // Asymmetric: no bottom padding, no bottom edge row.
-  CHECK(same(plan_dw_rows(dwp({.ic = 1,
-                               .ih = 7,
-                               .iw = 7,
-                               .kh = 3,
-                               .kw = 3,
-                               .sh = 2,
-                               .sw = 2,
-                               .pt = 1,
-                               .pl = 1,
-                               .pb = 0,
-                               .pr = 1})),
+  CHECK(same(plan_dw_rows(problem("ic1ih7iw7_oc1oh3ow4kh3kw3sh2sw2pt1pl1pb0pr1")),
              {{0, 1, 1, 3}, {1, 2, 0, 3}}));
   // One input row, padding 3 on both sides: row 0 and row 4 see only padding.
-  CHECK(same(
-      plan_dw_rows(
-          dwp({.ic = 1, .ih = 1, .iw = 1, .kh = 3, .kw = 3, .pt = 3, .pl = 1, .pb = 3, .pr = 1})),
-      {{0, 1, 3, 3}, {1, 1, 2, 3}, {2, 1, 1, 2}, {3, 1, 0, 1}, {4, 1, 0, 0}}));
+  CHECK(same(plan_dw_rows(problem("ic1ih1iw1_oc1oh5ow1kh3kw3sh1sw1ph3pw1")),
+             {{0, 1, 3, 3}, {1, 1, 2, 3}, {2, 1, 1, 2}, {3, 1, 0, 1}, {4, 1, 0, 0}}));
   // Dilation 2 with pad 2 over 5 rows: rows 0-1 miss kernel row 0, rows 3-4 miss row 2.
-  CHECK(same(plan_dw_rows(dwp({.ic = 1,
-                               .ih = 5,
-                               .iw = 5,
-                               .kh = 3,
-                               .kw = 3,
-                               .pt = 2,
-                               .pl = 2,
-                               .pb = 2,
-                               .pr = 2,
-                               .dh = 2,
-                               .dw = 2})),
+  CHECK(same(plan_dw_rows(problem("ic1ih5iw5_oc1oh5ow5kh3kw3sh1sw1dh2dw2ph2pw2")),
              {{0, 2, 1, 3}, {2, 1, 0, 3}, {3, 2, 0, 2}}));
 }
 
 TEST_CASE("depthwise: distinct input columns per block (input reuse)") {
   // Stride 1, 3 taps, 8 pixels: columns 0..9. Stride 2: 0..16.
-  CHECK(convjit::dw_block_inputs(dwp({.ic = 1, .ih = 9, .iw = 9, .kh = 3, .kw = 3}), 8) == 10);
-  CHECK(convjit::dw_block_inputs(
-            dwp({.ic = 1, .ih = 9, .iw = 19, .kh = 3, .kw = 3, .sh = 2, .sw = 2}), 8) == 17);
+  CHECK(convjit::dw_block_inputs(problem("ic1ih9iw9_oc1oh7ow7kh3kw3sh1sw1ph0pw0"), 8) == 10);
+  CHECK(convjit::dw_block_inputs(problem("ic1ih9iw19_oc1oh4ow9kh3kw3sh2sw2ph0pw0"), 8) == 17);
   // Dilation 2: {0..3} u {2..5} u {4..7}; with stride 2 as well only even columns 0..10.
-  CHECK(convjit::dw_block_inputs(
-            dwp({.ic = 1, .ih = 9, .iw = 9, .kh = 3, .kw = 3, .dh = 2, .dw = 2}), 4) == 8);
-  CHECK(convjit::dw_block_inputs(
-            dwp({.ic = 1, .ih = 9, .iw = 19, .kh = 3, .kw = 3, .sh = 2, .sw = 2, .dh = 2, .dw = 2}),
-            4) == 6);
+  CHECK(convjit::dw_block_inputs(problem("ic1ih9iw9_oc1oh5ow5kh3kw3sh1sw1dh2dw2ph0pw0"), 4) == 8);
+  CHECK(convjit::dw_block_inputs(problem("ic1ih9iw19_oc1oh3ow8kh3kw3sh2sw2dh2dw2ph0pw0"), 4) == 6);
 }
 
 TEST_CASE("depthwise: register plans fit and weights stay in registers where they fit") {
   for (Isa isa : {Isa::avx512, Isa::avx2}) {
     const int nregs = isa == Isa::avx512 ? 32 : 16;
-    for (Layout l : {blocked(isa), Layout::nhwc})
+    for (Layout l : {blocked_layout(isa), Layout::nhwc})
       for (int64_t k : {1, 3, 5, 7})
         for (int64_t c : {16, 17})
           for (auto post : {std::vector<PostOp>{}, chain({op(PostOp::Kind::swish)}),
@@ -233,8 +189,7 @@ void check_tiles(const DwConf& c) {
 TEST_CASE("depthwise: tiles cover the output once and split evenly over two threads") {
   // 112x112x32 on AVX-512, blocked: 2 channel vectors of 12544 pixels each, so rows are split
   // into 4 chunks of 28 to reach 8 tiles; order (n, cv, row chunk).
-  ConvProblem p =
-      dwp({.ic = 32, .ih = 112, .iw = 112, .kh = 3, .kw = 3, .pt = 1, .pl = 1, .pb = 1, .pr = 1});
+  ConvProblem p = problem("g32ic32ih112iw112_oc32oh112ow112kh3kw3sh1sw1ph1pw1");
   auto r = init_dw_conf(p, dwi(Layout::nChw16c), Isa::avx512);
   REQUIRE(r);
   CHECK(r.conf->tiles() == 8);
@@ -248,7 +203,7 @@ TEST_CASE("depthwise: tiles cover the output once and split evenly over two thre
   const int64_t layers[][3] = {{112, 32, 1}, {112, 96, 2}, {56, 144, 1}, {56, 144, 2}, {28, 192, 1},
                                {28, 192, 2}, {14, 384, 1}, {14, 576, 1}, {14, 576, 2}, {7, 960, 1}};
   for (Isa isa : {Isa::avx512, Isa::avx2})
-    for (Layout l : {blocked(isa), Layout::nhwc})
+    for (Layout l : {blocked_layout(isa), Layout::nhwc})
       for (const auto& L : layers)
         for (int64_t n : {1, 2}) {
           const ConvProblem q = dwp({.n = n,

@@ -3,8 +3,6 @@
 // AVX2 path; results are compared with kiln::apply_post_op computed here (and with
 // double-precision formulas for exp/sigmoid/swish).
 #include <doctest/doctest.h>
-#include <setjmp.h>
-#include <signal.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -28,6 +26,8 @@
 #include "jit/epilogue.h"
 #include "jit/jit_generator.h"
 #include "jit/vec_math.h"
+#include "test_expect.h"
+#include "test_segv.h"
 
 namespace kiln {
 namespace {
@@ -35,8 +35,14 @@ namespace {
 using K = PostOp::Kind;
 using Xbyak::Xmm;
 
-constexpr float kInf = std::numeric_limits<float>::infinity();
-constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
+using test::edge_values;
+using test::Expect;
+using test::kInf;
+using test::kNaN;
+using test::matches;
+using test::mk;
+using test::ulp_error;
+using test::ulp_of;
 
 std::vector<Isa> test_isas() {
   return testing::jit_isas();
@@ -47,14 +53,6 @@ Xmm vreg(Isa isa, int i) {
 }
 int nregs(Isa isa) {
   return isa == Isa::avx512 ? 32 : 16;
-}
-
-PostOp mk(K k, float a = 0, float b = 0) {
-  PostOp op;
-  op.kind = k;
-  op.alpha = a;
-  op.beta = b;
-  return op;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -172,19 +170,6 @@ std::vector<RegSet> reg_sets(Isa isa) {
 // when their input does; the others get a budget from their own rounding (documented per op)
 // plus the propagated input error times the op's Lipschitz bound.
 
-double ulp_of(double v) {
-  v = std::fabs(v);
-  if (!(v >= 0x1p-126)) return 0x1p-149;  // subnormal spacing (also for 0)
-  int e;
-  std::frexp(v, &e);
-  return std::ldexp(1.0, e - 24);
-}
-
-struct Expect {
-  float v;
-  double err;  // allowed |got - v|; 0 = bit-exact
-};
-
 Expect reference(float x, bool has_bias, float bias, const std::vector<PostOp>& ops,
                  const std::vector<float>& operand, const std::vector<int>& first_slot) {
   float v = has_bias ? x + bias : x;
@@ -224,36 +209,13 @@ Expect reference(float x, bool has_bias, float bias, const std::vector<PostOp>& 
         e = e * 1.5 + std::fabs(din) * 0x1p-22 + 2 * ulp_of(v);
         break;
       case K::sigmoid:
-      case K::swish: {
-        // Budget: 4 ulp of our exp/1+e/division rounding, plus the reference's own error
-        // against the double-precision truth (e.g. at x ~ -88.72 the float reference's
-        // exp(-x) overflows and gives 0 where the truth is 2.9e-39). Slopes 1/4 and 1.1.
-        double t = 1.0 / (1.0 + std::exp(-din));
-        if (op.kind == K::swish) t *= din;
-        double tol = 4 * ulp_of(std::max(std::fabs(double(v)), std::fabs(t)));
-        if (std::isfinite(t)) tol += std::fabs(double(v) - t);
-        e = e * (op.kind == K::sigmoid ? 0.25 : 1.1) + tol;
+      case K::swish:
+        e = test::sigmoid_swish_err(op.kind, in, v, e);
         break;
-      }
     }
     if (!std::isfinite(v)) e = 0;  // inf / NaN must come out exactly
   }
   return {v, e};
-}
-
-bool matches(float got, const Expect& ex) {
-  if (std::isnan(ex.v)) return std::isnan(got);
-  if (std::isinf(ex.v) || ex.err == 0)
-    return std::bit_cast<uint32_t>(got) == std::bit_cast<uint32_t>(ex.v);
-  return std::fabs(double(got) - double(ex.v)) <= ex.err;
-}
-
-std::vector<float> edge_values() {
-  return {0.f,        -0.f,        1e-45f,  -1e-45f,  1e-40f, -1e-40f, FLT_MIN, -FLT_MIN,
-          1e-30f,     -1e-30f,     0.5f,    -0.5f,    1.f,    -1.f,    3.f,     -3.f,
-          2.9999998f, -3.0000002f, 6.f,     -6.f,     80.f,   -80.f,   88.7f,   -88.7f,
-          88.72f,     -88.72f,     89.f,    -89.f,    103.9f, -103.9f, 104.f,   -104.f,
-          1e30f,      -1e30f,      FLT_MAX, -FLT_MAX, kInf,   -kInf,   kNaN,    -kNaN};
 }
 
 // Edge values, then random ones of three kinds: small, around the exp limits, any magnitude.
@@ -528,11 +490,6 @@ TEST_CASE("epilogue: temps_needed per op and ISA") {
 // Tails: every operand ends exactly at a page followed by a PROT_NONE page, so reading one
 // lane past the tail faults. SIGSEGV is turned into a test failure instead of a crash.
 
-sigjmp_buf g_jmp;
-void on_segv(int) {
-  siglongjmp(g_jmp, 1);
-}
-
 class GuardedBuffers {
  public:
   explicit GuardedBuffers(int count) {
@@ -560,19 +517,7 @@ class GuardedBuffers {
 
 // Runs the kernel; returns false if it faulted.
 bool run_guarded(const EpiKernel& k, const EpiArgs& a) {
-  struct sigaction sa {
-  }, old{};
-  sa.sa_handler = on_segv;
-  sigemptyset(&sa.sa_mask);
-  sa.sa_flags = SA_NODEFER;
-  sigaction(SIGSEGV, &sa, &old);
-  bool ok = true;
-  if (sigsetjmp(g_jmp, 1) == 0)
-    k.fn<void (*)(const EpiArgs*)>()(&a);
-  else
-    ok = false;
-  sigaction(SIGSEGV, &old, nullptr);
-  return ok;
+  return test::runs_without_segv([&] { k.fn<void (*)(const EpiArgs*)>()(&a); });
 }
 
 TEST_CASE("epilogue: tail loads never read past the tail (guard page)") {
@@ -737,26 +682,10 @@ std::vector<float> run_exp(Isa isa, bool negate, bool in_place, std::vector<floa
   return y;
 }
 
-// Error of `got` in ulps of the float nearest to the exact value `ref` (subnormal spacing
-// below FLT_MIN); an inf where the exact value rounds to a finite float counts as huge.
-double ulp_error(float got, double ref) {
-  const float rf = float(ref);
-  if (std::isinf(rf) || std::isinf(got)) return got == rf ? 0.0 : 1e30;
-  return std::fabs(double(got) - ref) / ulp_of(ref);
-}
-
 TEST_CASE("vec_math: exp accuracy over the whole float range") {
   // Dense sweep of [-104, 89] (2^24 points), every float around the overflow, subnormal and
   // underflow thresholds, and every float in [-1, 1] spaced by 2^-20.
-  std::vector<float> x;
-  const int n_sweep = 1 << 24;
-  for (int i = 0; i <= n_sweep; ++i) x.push_back(float(-104.0 + 193.0 * i / n_sweep));
-  for (float c : {88.72283f, -87.33654f, -103.27893f, -103.97208f}) {
-    float v = c;
-    for (int i = 0; i < 20000; ++i) v = std::nextafter(v, -kInf);
-    for (int i = 0; i < 40000; ++i) x.push_back(v = std::nextafter(v, kInf));
-  }
-  for (int i = -(1 << 20); i <= (1 << 20); ++i) x.push_back(float(std::ldexp(double(i), -20)));
+  const std::vector<float> x = test::exp_test_inputs(24, 20000, 20);
 
   for (Isa isa : test_isas())
     for (bool negate : {false, true}) {

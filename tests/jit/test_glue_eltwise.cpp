@@ -18,36 +18,22 @@
 #include "jit/glue/asm_math.h"
 #include "jit/glue/asmjit_util.h"
 #include "jit/glue/glue.h"
+#include "test_expect.h"
 #include "test_glue_util.h"
 
 namespace kiln {
 namespace {
 
 using K = PostOp::Kind;
+using test::edge_values;
+using test::Expect;
 using test::GuardedBuf;
-constexpr float kInf = std::numeric_limits<float>::infinity();
-constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
-
-PostOp mk(K k, float a = 0, float b = 0) {
-  PostOp op;
-  op.kind = k;
-  op.alpha = a;
-  op.beta = b;
-  return op;
-}
-
-double ulp_of(double v) {
-  v = std::fabs(v);
-  if (!(v >= 0x1p-126)) return 0x1p-149;
-  int e;
-  std::frexp(v, &e);
-  return std::ldexp(1.0, e - 24);
-}
-
-struct Expect {
-  float v;
-  double err;  // allowed |got - v|; 0 = bit-exact
-};
+using test::kInf;
+using test::kNaN;
+using test::matches;
+using test::mk;
+using test::ulp_error;
+using test::ulp_of;
 
 // The chain through apply_post_op plus an error budget. Ops the kernel implements with the
 // reference's own operations (relu, leaky_relu, clip, add, hardswish, hardsigmoid) must be
@@ -79,36 +65,15 @@ Expect reference(float x, const std::vector<float>& res, const std::vector<PostO
         e = e > 0 ? e * 1.5 + 2 * ulp_of(v) : 0;
         break;
       case K::sigmoid:
-      case K::swish: {
-        const double din = in;
-        double t = 1.0 / (1.0 + std::exp(-din));
-        if (op.kind == K::swish) t *= din;
-        double tol = 4 * ulp_of(std::max(std::fabs(double(v)), std::fabs(t)));
-        if (std::isfinite(t)) tol += std::fabs(double(v) - t);
-        e = e * (op.kind == K::sigmoid ? 0.25 : 1.1) + tol;
+      case K::swish:
+        e = test::sigmoid_swish_err(op.kind, in, v, e);
         break;
-      }
       case K::scale_shift:
         break;
     }
     if (!std::isfinite(v)) e = 0;
   }
   return {v, e};
-}
-
-bool matches(float got, const Expect& ex) {
-  if (std::isnan(ex.v)) return std::isnan(got);
-  if (std::isinf(ex.v) || ex.err == 0)
-    return std::bit_cast<uint32_t>(got) == std::bit_cast<uint32_t>(ex.v);
-  return std::fabs(double(got) - double(ex.v)) <= ex.err;
-}
-
-std::vector<float> edge_values() {
-  return {0.f,        -0.f,        1e-45f,  -1e-45f,  1e-40f, -1e-40f, FLT_MIN, -FLT_MIN,
-          1e-30f,     -1e-30f,     0.5f,    -0.5f,    1.f,    -1.f,    3.f,     -3.f,
-          2.9999998f, -3.0000002f, 6.f,     -6.f,     80.f,   -80.f,   88.7f,   -88.7f,
-          88.72f,     -88.72f,     89.f,    -89.f,    103.9f, -103.9f, 104.f,   -104.f,
-          1e30f,      -1e30f,      FLT_MAX, -FLT_MAX, kInf,   -kInf,   kNaN,    -kNaN};
 }
 
 std::vector<float> inputs(size_t n, uint32_t seed) {
@@ -248,24 +213,10 @@ std::vector<float> run_exp(Isa isa, bool negate, const std::vector<float>& x) {
   return y;
 }
 
-double ulp_error(float got, double ref) {
-  const float rf = float(ref);
-  if (std::isinf(rf) || std::isinf(got)) return got == rf ? 0.0 : 1e30;
-  return std::fabs(double(got) - ref) / ulp_of(ref);
-}
-
 TEST_CASE("glue asm_math: exp accuracy over the float range") {
   // Dense sweep of [-104, 89], every float around the overflow / subnormal / underflow
   // thresholds, and [-1, 1] in steps of 2^-18.
-  std::vector<float> x;
-  const int n_sweep = 1 << 22;
-  for (int i = 0; i <= n_sweep; ++i) x.push_back(float(-104.0 + 193.0 * i / n_sweep));
-  for (float c : {88.72283f, -87.33654f, -103.27893f, -103.97208f}) {
-    float v = c;
-    for (int i = 0; i < 5000; ++i) v = std::nextafter(v, -kInf);
-    for (int i = 0; i < 10000; ++i) x.push_back(v = std::nextafter(v, kInf));
-  }
-  for (int i = -(1 << 18); i <= (1 << 18); ++i) x.push_back(float(std::ldexp(double(i), -18)));
+  const std::vector<float> x = test::exp_test_inputs(22, 5000, 18);
   for (Isa isa : test::glue_isas())
     for (bool negate : {false, true}) {
       CAPTURE(std::string(isa_name(isa)));

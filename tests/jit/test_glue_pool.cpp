@@ -66,6 +66,20 @@ struct Case {
   bool ceil;
 };
 
+// Case `c` on input `s`; kind 0: max, 1: average without the padding, 2: with it. The output
+// size is out_size's (< 1 when the input is too small for the window).
+PoolProblem windowed(const Case& c, const Shape& s, int kind) {
+  PoolProblem p;
+  p.max = kind == 0;
+  p.count_include_pad = kind == 2;
+  p.kh = c.kh, p.kw = c.kw, p.sh = c.sh, p.sw = c.sw, p.dh = c.dh, p.dw = c.dw;
+  p.pt = c.pt, p.pl = c.pl, p.pb = c.pb, p.pr = c.pr;
+  p.src = s;
+  p.dst = {s[0], s[1], out_size(s[2], c.pt, c.pb, c.kh, c.sh, c.dh, c.ceil),
+           out_size(s[3], c.pl, c.pr, c.kw, c.sw, c.dw, c.ceil)};
+  return p;
+}
+
 // Checks one problem on one ISA and layout. Max pooling must match bit for bit (it only
 // selects values; NaN must stay NaN). Average: the kernel sums in float in tap order and
 // multiplies by the rounded 1/count, the reference sums in double and divides, so
@@ -150,16 +164,8 @@ TEST_CASE("glue pool: windowed max/average against the reference kernels") {
     for (const Case& c : cases)
       for (const Shape& s : shapes)
         for (int kind = 0; kind < 3; ++kind) {  // max, avg cip0, avg cip1
-          PoolProblem p;
-          p.max = kind == 0;
-          p.count_include_pad = kind == 2;
-          p.kh = c.kh, p.kw = c.kw, p.sh = c.sh, p.sw = c.sw, p.dh = c.dh, p.dw = c.dw;
-          p.pt = c.pt, p.pl = c.pl, p.pb = c.pb, p.pr = c.pr;
-          p.src = s;
-          const int64_t OH = out_size(s[2], c.pt, c.pb, c.kh, c.sh, c.dh, c.ceil);
-          const int64_t OW = out_size(s[3], c.pl, c.pr, c.kw, c.sw, c.dw, c.ceil);
-          if (OH < 1 || OW < 1) continue;
-          p.dst = {s[0], s[1], OH, OW};
+          const PoolProblem p = windowed(c, s, kind);
+          if (p.dst[2] < 1 || p.dst[3] < 1) continue;
           for (Layout l : kPoolLayouts) {
             check_pool(p, c.ceil, l, isa, uint32_t(n));
             ++n;
@@ -180,14 +186,7 @@ TEST_CASE("glue pool: dilated windows (max; average as in opset 19)") {
     for (const Case& c : cases)
       for (const Shape& s : {Shape{1, 16, 9, 10}, Shape{1, 33, 7, 13}})
         for (int kind = 0; kind < 3; ++kind) {
-          PoolProblem p;
-          p.max = kind == 0;
-          p.count_include_pad = kind == 2;
-          p.kh = c.kh, p.kw = c.kw, p.sh = c.sh, p.sw = c.sw, p.dh = c.dh, p.dw = c.dw;
-          p.pt = c.pt, p.pl = c.pl, p.pb = c.pb, p.pr = c.pr;
-          p.src = s;
-          p.dst = {s[0], s[1], out_size(s[2], c.pt, c.pb, c.kh, c.sh, c.dh, c.ceil),
-                   out_size(s[3], c.pl, c.pr, c.kw, c.sw, c.dw, c.ceil)};
+          const PoolProblem p = windowed(c, s, kind);
           for (Layout l : kPoolLayouts) check_pool(p, c.ceil, l, isa, uint32_t(100 + n++));
         }
   MESSAGE("dilated cases: " << n);

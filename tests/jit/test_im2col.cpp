@@ -13,6 +13,7 @@
 
 #include "jit/im2col/im2col_conf.h"
 #include "jit/im2col/im2col_kernel.h"
+#include "shapes/shape_list.h"
 #include "test_conv_util.h"
 
 namespace kiln::convtest {
@@ -21,73 +22,31 @@ namespace {
 using K = PostOp::Kind;
 
 ConvImpl im2col(Layout l, int mr = 0, int nr = 0) {
-  ConvImpl i;
-  i.family = ConvFamily::im2col;
-  i.src = i.dst = l;
-  i.ur_w = mr;
-  i.oc_blocks = nr;
-  return i;
+  return conv_impl(ConvFamily::im2col, l, l, mr, nr);
 }
 
 const Layout kLayouts[] = {Layout::nchw, Layout::nhwc};
 
-Shp pad(Shp s, int64_t t, int64_t l, int64_t b, int64_t r) {
-  s.pt = t;
-  s.pl = l;
-  s.pb = b;
-  s.pr = r;
-  return s;
-}
-
-const std::vector<Shp> kShapes = {
-    pad({.ic = 1, .ih = 9, .iw = 9, .oc = 5, .kh = 3, .kw = 3}, 1, 1, 1, 1),
-    pad({.ic = 3, .ih = 11, .iw = 13, .oc = 17, .kh = 5, .kw = 5, .sh = 2, .sw = 2}, 2, 1, 1, 2),
-    pad({.ic = 17, .ih = 8, .iw = 10, .oc = 33, .kh = 7, .kw = 7}, 3, 3, 3, 3),
-    pad({.ic = 40, .ih = 7, .iw = 7, .oc = 40, .kh = 1, .kw = 3}, 0, 1, 0, 1),
-    pad({.ic = 64, .ih = 8, .iw = 9, .oc = 20, .kh = 3, .kw = 3, .sh = 3, .sw = 3}, 1, 1, 1, 1),
-    pad({.ic = 17, .ih = 10, .iw = 10, .oc = 24, .kh = 3, .kw = 3, .dh = 2, .dw = 2}, 2, 2, 2, 2),
-    pad({.ic = 3,
-         .ih = 12,
-         .iw = 11,
-         .oc = 8,
-         .kh = 3,
-         .kw = 3,
-         .sh = 2,
-         .sw = 2,
-         .dh = 2,
-         .dw = 2,
-         .bias = false},
-        0, 3, 2, 1),
-    {.ic = 5, .ih = 3, .iw = 3, .oc = 7, .kh = 3, .kw = 3},    // 1x1 output
-    {.ic = 64, .ih = 5, .iw = 5, .oc = 70, .kh = 5, .kw = 5},  // 1x1 output, K = 1600
-    pad({.n = 2, .ic = 17, .ih = 9, .iw = 7, .oc = 19, .kh = 3, .kw = 3}, 1, 1, 1, 1),
-    {.ic = 40, .ih = 9, .iw = 9, .oc = 33},                         // 1x1: no copy
-    {.n = 2, .ic = 64, .ih = 6, .iw = 7, .oc = 64, .bias = false},  // 1x1: no copy, batch 2
-    {.ic = 17, .ih = 9, .iw = 9, .oc = 16, .sh = 2, .sw = 2},       // 1x1 stride 2
-    pad({.ic = 3, .ih = 5, .iw = 6, .oc = 9}, 1, 0, 0, 1),          // 1x1 padded
-    pad({.ic = 1, .ih = 4, .iw = 4, .oc = 1, .kh = 7, .kw = 7}, 3, 3, 3, 3),  // window > input
-    pad({.ic = 3, .ih = 20, .iw = 17, .oc = 64, .kh = 7, .kw = 7, .sh = 2, .sw = 2}, 3, 3, 3, 3),
-    pad({.ic = 64, .ih = 14, .iw = 13, .oc = 64, .kh = 3, .kw = 3}, 1, 1, 1, 1),  // K split
-    pad({.ic = 1, .ih = 13, .iw = 13, .oc = 3, .kh = 1, .kw = 3, .sh = 1, .sw = 3}, 0, 0, 0, 2),
-};
-
+// tests/shapes/im2col.txt: kernels 1x1 to 7x7, strides 1 to 3, dilation 2, asymmetric and
+// wide padding, 1x1 outputs, K splits, batch 2, bias on and off.
 TEST_CASE("im2col conv matches the reference, NCHW and NHWC (both ISAs)") {
+  const std::vector<ConvProblem> shapes = shapes::read_shapes("im2col");
   uint64_t seed = 4000;
   for (Isa isa : isas())
     for (Layout l : kLayouts)
-      for (const Shp& s : kShapes) check_conv(problem(s), im2col(l), isa, seed++);
+      for (const ConvProblem& p : shapes) check_conv(p, im2col(l), isa, seed++);
 }
 
 TEST_CASE("im2col conv: 1x1 stride-1 unpadded reads the input directly") {
   for (Isa isa : isas())
     for (Layout l : kLayouts) {
-      auto c =
-          im2col::init_im2col_conf(problem({.ic = 40, .ih = 9, .iw = 9, .oc = 33}), im2col(l), isa);
+      auto c = im2col::init_im2col_conf(problem("ic40ih9iw9_oc33oh9ow9kh1kw1sh1sw1ph0pw0"),
+                                        im2col(l), isa);
       REQUIRE(c);
       CHECK(c.conf->no_copy);
       CHECK(c.conf->pack_floats == 0);
-      auto c2 = im2col::init_im2col_conf(
-          problem({.ic = 40, .ih = 9, .iw = 9, .oc = 33, .sh = 2, .sw = 2}), im2col(l), isa);
+      auto c2 = im2col::init_im2col_conf(problem("ic40ih9iw9_oc33oh5ow5kh1kw1sh2sw2ph0pw0"),
+                                         im2col(l), isa);
       REQUIRE(c2);
       CHECK_FALSE(c2.conf->no_copy);
     }
@@ -104,34 +63,23 @@ TEST_CASE("im2col conv with fused post-op chains") {
       chain({op(K::scale_shift), op(K::swish), op(K::scale_shift)}),
       chain({op(K::leaky_relu, 0.1f), op(K::add), op(K::hardswish), op(K::sigmoid)}),
   };
-  const std::vector<Shp> shapes = {
-      pad({.ic = 5, .ih = 7, .iw = 8, .oc = 21, .kh = 3, .kw = 3}, 1, 0, 1, 2),
-      pad({.n = 2,
-           .ic = 17,
-           .ih = 9,
-           .iw = 9,
-           .oc = 40,
-           .kh = 3,
-           .kw = 3,
-           .sh = 2,
-           .sw = 2,
-           .bias = false},
-          1, 1, 1, 1),
-      {.ic = 24, .ih = 6, .iw = 5, .oc = 35},                                     // 1x1 no copy
-      pad({.ic = 64, .ih = 9, .iw = 9, .oc = 24, .kh = 3, .kw = 3}, 1, 1, 1, 1),  // K split
+  const std::vector<std::string> shapes = {
+      "ic5ih7iw8_oc21oh7ow8kh3kw3sh1sw1pt1pl0pb1pr2",
+      "mb2ic17ih9iw9_oc40oh5ow5kh3kw3sh2sw2ph1pw1_nobias",
+      "ic24ih6iw5_oc35oh6ow5kh1kw1sh1sw1ph0pw0",  // 1x1 no copy
+      "ic64ih9iw9_oc24oh9ow9kh3kw3sh1sw1ph1pw1",  // K split
   };
   for (Isa isa : isas())
     for (Layout l : kLayouts)
       for (const auto& c : chains)
-        for (const Shp& s : shapes) check_conv(problem(s, c), im2col(l), isa, seed++);
+        for (const std::string& s : shapes) check_conv(problem(s, c), im2col(l), isa, seed++);
 }
 
 TEST_CASE("im2col conv: forced register tiles, their row and column tails") {
   uint64_t seed = 4400;
   const ConvProblem p1 =
-      problem(pad({.ic = 7, .ih = 9, .iw = 11, .oc = 45, .kh = 3, .kw = 3}, 1, 1, 1, 1),
-              chain({op(K::add), op(K::relu)}));
-  const ConvProblem p2 = problem({.ic = 37, .ih = 9, .iw = 11, .oc = 45});  // no copy
+      problem("ic7ih9iw11_oc45oh9ow11kh3kw3sh1sw1ph1pw1", chain({op(K::add), op(K::relu)}));
+  const ConvProblem p2 = problem("ic37ih9iw11_oc45oh9ow11kh1kw1sh1sw1ph0pw0");  // no copy
   for (Isa isa : isas()) {
     const std::vector<std::pair<int, int>> tiles =
         isa == Isa::avx512
@@ -165,9 +113,9 @@ std::unique_ptr<Kernel> make(const ConvProblem& p, Layout l, Isa isa, const Oper
 TEST_CASE("im2col conv: K chunks and tile sizes") {
   uint64_t seed = 4600;
   const std::vector<ConvProblem> probs = {
-      problem(pad({.ic = 19, .ih = 8, .iw = 9, .oc = 37, .kh = 3, .kw = 3}, 1, 1, 1, 1),
+      problem("ic19ih8iw9_oc37oh8ow9kh3kw3sh1sw1ph1pw1",
               chain({op(K::scale_shift), op(K::add), op(K::relu)})),
-      problem({.n = 2, .ic = 45, .ih = 5, .iw = 7, .oc = 18}),  // no copy
+      problem("mb2ic45ih5iw7_oc18oh5ow7kh1kw1sh1sw1ph0pw0"),  // no copy
   };
   for (Isa isa : isas())
     for (Layout l : kLayouts)
@@ -188,8 +136,7 @@ TEST_CASE("im2col conv: K chunks and tile sizes") {
 TEST_CASE("im2col conv: residual added in place") {
   uint64_t seed = 4700;
   const ConvProblem p =
-      problem(pad({.ic = 64, .ih = 9, .iw = 8, .oc = 21, .kh = 3, .kw = 3}, 1, 1, 1, 1),
-              chain({op(K::add), op(K::relu)}));
+      problem("ic64ih9iw8_oc21oh9ow8kh3kw3sh1sw1ph1pw1", chain({op(K::add), op(K::relu)}));
   for (Isa isa : isas())
     for (Layout l : kLayouts)
       for (int64_t kc : {7, 0}) {
@@ -216,9 +163,8 @@ TEST_CASE("im2col conv: residual added in place") {
 // whole conv into its own output), each with its own scratch.
 TEST_CASE("im2col conv: concurrent runs of one kernel") {
   uint64_t seed = 4800;
-  const ConvProblem p =
-      problem(pad({.n = 2, .ic = 13, .ih = 30, .iw = 31, .oc = 24, .kh = 3, .kw = 3}, 1, 1, 1, 1),
-              chain({op(K::scale_shift), op(K::relu)}));
+  const ConvProblem p = problem("mb2ic13ih30iw31_oc24oh30ow31kh3kw3sh1sw1ph1pw1",
+                                chain({op(K::scale_shift), op(K::relu)}));
   for (Isa isa : isas())
     for (Layout l : kLayouts) {
       Operands o = make_operands(p, seed++);
@@ -266,12 +212,9 @@ TEST_CASE("im2col conv: concurrent runs of one kernel") {
 TEST_CASE("im2col conv on ResNet-50 shapes with their chosen plans") {
   uint64_t seed = 4900;
   const ConvProblem conv1 =
-      problem(pad({.ic = 3, .ih = 224, .iw = 224, .oc = 64, .kh = 7, .kw = 7, .sh = 2, .sw = 2}, 3,
-                  3, 3, 3),
-              chain({op(K::relu)}));
+      problem("ic3ih224iw224_oc64oh112ow112kh7kw7sh2sw2ph3pw3", chain({op(K::relu)}));
   const ConvProblem c3 =
-      problem(pad({.ic = 64, .ih = 56, .iw = 56, .oc = 64, .kh = 3, .kw = 3}, 1, 1, 1, 1),
-              chain({op(K::add), op(K::relu)}));
+      problem("ic64ih56iw56_oc64oh56ow56kh3kw3sh1sw1ph1pw1", chain({op(K::add), op(K::relu)}));
   for (Isa isa : isas())
     for (Layout l : kLayouts) {
       check_conv(conv1, im2col(l), isa, seed++);
@@ -280,8 +223,7 @@ TEST_CASE("im2col conv on ResNet-50 shapes with their chosen plans") {
 }
 
 TEST_CASE("im2col conv says why it does not apply") {
-  const ConvProblem p =
-      problem(pad({.ic = 8, .ih = 6, .iw = 6, .oc = 8, .kh = 3, .kw = 3}, 1, 1, 1, 1));
+  const ConvProblem p = problem("ic8ih6iw6_oc8oh6ow6kh3kw3sh1sw1ph1pw1");
   auto why = [&](const ConvProblem& q, const ConvImpl& impl, Isa isa) {
     Operands o = make_operands(q, 1);
     std::string w;

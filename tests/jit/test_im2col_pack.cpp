@@ -31,44 +31,21 @@ std::vector<Shp> pack_shapes() {
   std::vector<Shp> v;
   for (int64_t iw : {1, 5, 8, 9, 16, 17, 23, 40})
     for (int64_t s : {1, 2, 3}) {
-      v.push_back({.ic = 2,
-                   .ih = 5,
-                   .iw = iw,
-                   .oc = 3,
-                   .kh = 3,
-                   .kw = 3,
-                   .sh = s,
-                   .sw = s,
-                   .pt = 1,
-                   .pl = 1,
-                   .pb = 1,
-                   .pr = 1});
-      v.push_back({.ic = 3,
-                   .ih = 4,
-                   .iw = iw,
-                   .oc = 3,
-                   .kh = 2,
-                   .kw = 7,
-                   .sh = 1,
-                   .sw = s,
-                   .pt = 0,
-                   .pl = 3,
-                   .pb = 1,
-                   .pr = 2});
-      v.push_back({.ic = 1,
-                   .ih = 6,
-                   .iw = iw + 4,
-                   .oc = 3,
-                   .kh = 3,
-                   .kw = 3,
-                   .sh = s,
-                   .sw = s,
-                   .pt = 2,
-                   .pl = 0,
-                   .pb = 0,
-                   .pr = 2,
-                   .dh = 2,
-                   .dw = 2});
+      v.push_back(pad({.ic = 2, .ih = 5, .iw = iw, .oc = 3, .kh = 3, .kw = 3, .sh = s, .sw = s}, 1,
+                      1, 1, 1));
+      v.push_back(pad({.ic = 3, .ih = 4, .iw = iw, .oc = 3, .kh = 2, .kw = 7, .sh = 1, .sw = s}, 0,
+                      3, 1, 2));
+      v.push_back(pad({.ic = 1,
+                       .ih = 6,
+                       .iw = iw + 4,
+                       .oc = 3,
+                       .kh = 3,
+                       .kw = 3,
+                       .sh = s,
+                       .sw = s,
+                       .dh = 2,
+                       .dw = 2},
+                      2, 0, 0, 2));
     }
   // Unpadded windows whose last tap is the input's last element, runs of 7..17 outputs.
   for (int64_t n : {7, 8, 9, 15, 16, 17})

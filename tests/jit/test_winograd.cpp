@@ -5,6 +5,7 @@
 
 #include "jit/winograd/winograd_conf.h"
 #include "jit/winograd/winograd_kernel.h"
+#include "shapes/shape_list.h"
 #include "test_conv_util.h"
 
 namespace kiln::convtest {
@@ -13,12 +14,8 @@ namespace {
 using K = PostOp::Kind;
 
 ConvImpl wino(int m, Isa isa, int ur_w = 0, int oc_blocks = 0) {
-  ConvImpl i;
-  i.family = m == 2 ? ConvFamily::winograd2 : ConvFamily::winograd4;
-  i.src = i.dst = blocked(isa);
-  i.ur_w = ur_w;
-  i.oc_blocks = oc_blocks;
-  return i;
+  return conv_impl(m == 2 ? ConvFamily::winograd2 : ConvFamily::winograd4, blocked_layout(isa),
+                   blocked_layout(isa), ur_w, oc_blocks);
 }
 
 // Tolerance, relative to max(1, max |ref|) over the output (Winograd's error is normwise: each
@@ -76,35 +73,14 @@ double check_wino(const ConvProblem& p, const ConvImpl& impl, Isa isa, uint64_t 
   return err;
 }
 
-Shp pad(Shp s, int64_t t, int64_t l, int64_t b, int64_t r) {
-  s.pt = t;
-  s.pl = l;
-  s.pb = b;
-  s.pr = r;
-  return s;
-}
-
-// Channel tails (3, 17, 40, 200), output sizes off the tile grid (1x1, 5x7, 13x13, 11x11),
-// pads 0 / 1 / 2 / 3 and asymmetric, bias on and off, batch 2, several groups and chunks.
-const std::vector<Shp> kShapes = {
-    pad({.ic = 3, .ih = 9, .iw = 9, .oc = 5, .kh = 3, .kw = 3}, 1, 1, 1, 1),
-    {.ic = 17, .ih = 7, .iw = 9, .oc = 24, .kh = 3, .kw = 3},  // 5x7 output, no padding
-    pad({.ic = 40, .ih = 13, .iw = 13, .oc = 17, .kh = 3, .kw = 3}, 1, 1, 1, 1),
-    {.ic = 16, .ih = 3, .iw = 3, .oc = 32, .kh = 3, .kw = 3},  // 1x1 output
-    pad({.ic = 8, .ih = 10, .iw = 11, .oc = 40, .kh = 3, .kw = 3, .bias = false}, 2, 0, 1, 2),
-    pad({.n = 2, .ic = 20, .ih = 11, .iw = 11, .oc = 33, .kh = 3, .kw = 3}, 1, 1, 1, 1),
-    pad({.ic = 200, .ih = 24, .iw = 23, .oc = 16, .kh = 3, .kw = 3}, 1, 1, 1, 1),
-    pad({.ic = 64, .ih = 28, .iw = 28, .oc = 64, .kh = 3, .kw = 3}, 1, 1, 1, 1),
-    // Padding as wide as the kernel: border outputs read only padding.
-    pad({.ic = 9, .ih = 6, .iw = 5, .oc = 8, .kh = 3, .kw = 3}, 3, 2, 3, 3),
-    pad({.ic = 16, .ih = 1, .iw = 1, .oc = 16, .kh = 3, .kw = 3}, 1, 1, 1, 1),
-};
-
+// tests/shapes/winograd.txt: channel tails, output sizes off the tile grid, pads 0 to 3 and
+// asymmetric, bias on and off, batch 2, several groups and chunks.
 TEST_CASE("winograd conv matches the reference on blocked layouts (both ISAs, F2 and F4)") {
+  const std::vector<ConvProblem> shapes = shapes::read_shapes("winograd");
   uint64_t seed = 1000;
   for (Isa isa : isas())
     for (int m : {2, 4})
-      for (const Shp& s : kShapes) check_wino(problem(s), wino(m, isa), isa, seed++);
+      for (const ConvProblem& p : shapes) check_wino(p, wino(m, isa), isa, seed++);
 }
 
 TEST_CASE("winograd conv: many tile groups, oc chunks and the last group's tail") {
@@ -113,8 +89,7 @@ TEST_CASE("winograd conv: many tile groups, oc chunks and the last group's tail"
   // one shorter; 100 output channels -> several chunks with a lane tail; 150 input channels
   // -> K chunks on AVX-512 (the first zeroes, later ones accumulate, the last has the tail).
   const ConvProblem p =
-      problem(pad({.n = 2, .ic = 150, .ih = 30, .iw = 31, .oc = 100, .kh = 3, .kw = 3}, 1, 1, 1, 1),
-              chain({op(K::relu)}));
+      problem("mb2ic150ih30iw31_oc100oh30ow31kh3kw3sh1sw1ph1pw1", chain({op(K::relu)}));
   for (Isa isa : isas())
     for (int m : {2, 4}) {
       auto c = convjit::init_wino_conf(p, wino(m, isa), isa);
@@ -127,9 +102,8 @@ TEST_CASE("winograd conv: many tile groups, oc chunks and the last group's tail"
     }
   // One group of a few tiles and 200 output channels: the chunks are cut into slices (2 of
   // 4 + 4 / 4 + 1 vectors on AVX-512; 13 of one chunk each on AVX2, as 13 is odd).
-  const ConvProblem q =
-      problem(pad({.ic = 24, .ih = 9, .iw = 10, .oc = 200, .kh = 3, .kw = 3}, 1, 1, 1, 1),
-              chain({op(K::scale_shift), op(K::add)}));
+  const ConvProblem q = problem("ic24ih9iw10_oc200oh9ow10kh3kw3sh1sw1ph1pw1",
+                                chain({op(K::scale_shift), op(K::add)}));
   for (Isa isa : isas())
     for (int m : {2, 4}) {
       auto c = convjit::init_wino_conf(q, wino(m, isa), isa);
@@ -143,8 +117,7 @@ TEST_CASE("winograd conv: many tile groups, oc chunks and the last group's tail"
 
 TEST_CASE("winograd conv: forced register blockings") {
   uint64_t seed = 1200;
-  const ConvProblem p =
-      problem(pad({.ic = 21, .ih = 11, .iw = 19, .oc = 52, .kh = 3, .kw = 3}, 1, 2, 1, 0));
+  const ConvProblem p = problem("ic21ih11iw19_oc52oh11ow19kh3kw3sh1sw1pt1pl2pb1pr0");
   for (Isa isa : isas()) {
     const std::vector<std::pair<int, int>> blockings =
         isa == Isa::avx512
@@ -173,15 +146,14 @@ TEST_CASE("winograd conv with fused post-op chains") {
       chain({op(K::scale_shift), op(K::add), op(K::sigmoid)}),
       chain({op(K::swish), op(K::clip, 0.f, 6.f)}),
   };
-  const std::vector<Shp> shapes = {
-      pad({.ic = 17, .ih = 9, .iw = 10, .oc = 21, .kh = 3, .kw = 3}, 1, 1, 1, 1),
-      pad({.n = 2, .ic = 32, .ih = 7, .iw = 7, .oc = 40, .kh = 3, .kw = 3, .bias = false}, 1, 0, 1,
-          1),
+  const std::vector<std::string> shapes = {
+      "ic17ih9iw10_oc21oh9ow10kh3kw3sh1sw1ph1pw1",
+      "mb2ic32ih7iw7_oc40oh7ow6kh3kw3sh1sw1pt1pl0pb1pr1_nobias",
   };
   for (Isa isa : isas())
     for (int m : {2, 4})
       for (const auto& c : chains)
-        for (const Shp& s : shapes) check_wino(problem(s, c), wino(m, isa), isa, seed++);
+        for (const std::string& s : shapes) check_wino(problem(s, c), wino(m, isa), isa, seed++);
 }
 
 TEST_CASE("winograd conv says why it does not apply") {
@@ -222,8 +194,7 @@ TEST_CASE("winograd conv says why it does not apply") {
 // into its own output): the per-thread scratch must keep them apart.
 TEST_CASE("winograd conv: concurrent runs of one kernel") {
   const ConvProblem p =
-      problem(pad({.ic = 32, .ih = 20, .iw = 20, .oc = 48, .kh = 3, .kw = 3}, 1, 1, 1, 1),
-              chain({op(K::relu)}));
+      problem("ic32ih20iw20_oc48oh20ow20kh3kw3sh1sw1ph1pw1", chain({op(K::relu)}));
   for (Isa isa : isas()) {
     const ConvImpl impl = wino(4, isa);
     Operands o = make_operands(p, 77);
@@ -280,15 +251,13 @@ Tensor normal_tensor(Shape s, uint64_t seed, double sd) {
 // The error on the 3x3 stride-1 layers of ResNet-50 (and VGG-16's channel counts at the same
 // sizes), with weights ~ N(0, 1/sqrt(9 IC)) and inputs ~ U(-1, 1): max |diff| / max |ref|.
 TEST_CASE("winograd conv: error on ResNet-50 / VGG-16 layers") {
-  struct L {
-    int64_t c, hw;
-  };
-  const L layers[] = {{64, 56}, {128, 28}, {256, 14}, {512, 7}};
-  for (const L& l : layers) {
-    const ConvProblem p =
-        problem(pad({.ic = l.c, .ih = l.hw, .iw = l.hw, .oc = l.c, .kh = 3, .kw = 3}, 1, 1, 1, 1));
-    Operands o = make_operands(p, 500 + uint64_t(l.c));
-    o.w = normal_tensor({p.oc, p.ic, 3, 3}, 600 + uint64_t(l.c), 1.0 / std::sqrt(9.0 * p.ic));
+  std::vector<ConvProblem> layers;  // 3x3 stride 1: 64@56, 128@28, 256@14, 512@7
+  for (const ConvProblem& p : shapes::read_shapes("resnet50"))
+    if (p.kh == 3 && p.sh == 1) layers.push_back(p);
+  REQUIRE(layers.size() == 4);
+  for (const ConvProblem& p : layers) {
+    Operands o = make_operands(p, 500 + uint64_t(p.ic));
+    o.w = normal_tensor({p.oc, p.ic, 3, 3}, 600 + uint64_t(p.ic), 1.0 / std::sqrt(9.0 * p.ic));
     const Tensor ref = reference(p, o);
     const double ref_max = max_abs(ref);
     for (Isa isa : isas())
@@ -298,13 +267,13 @@ TEST_CASE("winograd conv: error on ResNet-50 / VGG-16 layers") {
         std::string why;
         auto k = create_conv_kernel(p, impl, isa, o.w, &o.b, &why);
         REQUIRE_MESSAGE(k != nullptr, why);
-        const Tensor got = run_kernel(*k, p, o, blocked(isa), blocked(isa));
+        const Tensor got = run_kernel(*k, p, o, blocked_layout(isa), blocked_layout(isa));
         double diff = 0;
         for (int64_t i = 0; i < ref.numel(); ++i)
           diff = std::max(diff, std::fabs(double(got.data<float>()[i]) - ref.data<float>()[i]));
         const double rel = diff / ref_max;
         MESSAGE((m ? "F(" + std::to_string(m) + "x" + std::to_string(m) + ",3x3) " : "direct ")
-                << std::string(isa_name(isa)) << " " << l.c << "ch " << l.hw << "x" << l.hw
+                << std::string(isa_name(isa)) << " " << p.ic << "ch " << p.ih << "x" << p.iw
                 << ": max|diff| " << diff << ", max|ref| " << ref_max << ", ratio " << rel);
         CHECK(rel <= tolerance(m ? m : 2));
       }

@@ -1,0 +1,97 @@
+// Shared by the post-op tests (test_epilogue: the fused conv epilogue; test_glue_eltwise: the
+// standalone elementwise kernels): the expected value of a chain with an error budget, the
+// comparison against it, and the edge inputs both feed every op.
+#pragma once
+
+#include <algorithm>
+#include <bit>
+#include <cfloat>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <vector>
+
+#include "graph/post_ops.h"
+
+namespace kiln::test {
+
+constexpr float kInf = std::numeric_limits<float>::infinity();
+constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
+
+inline PostOp mk(PostOp::Kind k, float a = 0, float b = 0) {
+  PostOp op;
+  op.kind = k;
+  op.alpha = a;
+  op.beta = b;
+  return op;
+}
+
+// The spacing of floats at |v| (subnormal spacing below FLT_MIN, also for 0).
+inline double ulp_of(double v) {
+  v = std::fabs(v);
+  if (!(v >= 0x1p-126)) return 0x1p-149;
+  int e;
+  std::frexp(v, &e);
+  return std::ldexp(1.0, e - 24);
+}
+
+struct Expect {
+  float v;
+  double err;  // allowed |got - v|; 0 = bit-exact
+};
+
+// The budget after a sigmoid or swish whose input was `in` (error budget `e` so far) and whose
+// reference result is `v`: 4 ulp of our exp / 1+e / division rounding, plus the reference's
+// own error against the double-precision truth (e.g. at x ~ -88.72 the float reference's
+// exp(-x) overflows and gives 0 where the truth is 2.9e-39); slopes 1/4 and 1.1.
+inline double sigmoid_swish_err(PostOp::Kind k, float in, float v, double e) {
+  const double din = in;
+  double t = 1.0 / (1.0 + std::exp(-din));
+  if (k == PostOp::Kind::swish) t *= din;
+  double tol = 4 * ulp_of(std::max(std::fabs(double(v)), std::fabs(t)));
+  if (std::isfinite(t)) tol += std::fabs(double(v) - t);
+  return e * (k == PostOp::Kind::sigmoid ? 0.25 : 1.1) + tol;
+}
+
+inline bool matches(float got, const Expect& ex) {
+  if (std::isnan(ex.v)) return std::isnan(got);
+  if (std::isinf(ex.v) || ex.err == 0)
+    return std::bit_cast<uint32_t>(got) == std::bit_cast<uint32_t>(ex.v);
+  return std::fabs(double(got) - double(ex.v)) <= ex.err;
+}
+
+// Zeros of both signs, subnormals, exp limits, huge values, infinities, NaN.
+inline std::vector<float> edge_values() {
+  return {0.f,        -0.f,        1e-45f,  -1e-45f,  1e-40f, -1e-40f, FLT_MIN, -FLT_MIN,
+          1e-30f,     -1e-30f,     0.5f,    -0.5f,    1.f,    -1.f,    3.f,     -3.f,
+          2.9999998f, -3.0000002f, 6.f,     -6.f,     80.f,   -80.f,   88.7f,   -88.7f,
+          88.72f,     -88.72f,     89.f,    -89.f,    103.9f, -103.9f, 104.f,   -104.f,
+          1e30f,      -1e30f,      FLT_MAX, -FLT_MAX, kInf,   -kInf,   kNaN,    -kNaN};
+}
+
+// Error of `got` in ulps of the float nearest to the exact value `ref` (subnormal spacing
+// below FLT_MIN); an inf where the exact value rounds to a finite float counts as huge.
+inline double ulp_error(float got, double ref) {
+  const float rf = float(ref);
+  if (std::isinf(rf) || std::isinf(got)) return got == rf ? 0.0 : 1e30;
+  return std::fabs(double(got) - ref) / ulp_of(ref);
+}
+
+// Inputs of an exp accuracy test: 2^sweep_log2 + 1 points evenly over [-104, 89], the 3 x
+// `near` floats around each of the overflow, subnormal and underflow thresholds (`near`
+// below, 2 x `near` from there up), and [-1, 1] in steps of 2^-step_log2.
+inline std::vector<float> exp_test_inputs(int sweep_log2, int near, int step_log2) {
+  std::vector<float> x;
+  const int n_sweep = 1 << sweep_log2;
+  for (int i = 0; i <= n_sweep; ++i) x.push_back(float(-104.0 + 193.0 * i / n_sweep));
+  for (float c : {88.72283f, -87.33654f, -103.27893f, -103.97208f}) {
+    float v = c;
+    for (int i = 0; i < near; ++i) v = std::nextafter(v, -kInf);
+    for (int i = 0; i < 2 * near; ++i) x.push_back(v = std::nextafter(v, kInf));
+  }
+  for (int i = -(1 << step_log2); i <= (1 << step_log2); ++i)
+    x.push_back(float(std::ldexp(double(i), -step_log2)));
+  return x;
+}
+
+}  // namespace kiln::test
