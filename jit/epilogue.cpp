@@ -102,7 +102,7 @@ class ChainEmitter {
   }
 
  private:
-  Xmm vreg(int i) const { return isa_ == Isa::avx512 ? Xmm(Xbyak::Zmm(i)) : Xmm(Xbyak::Ymm(i)); }
+  Xmm vreg(int i) const { return xreg::vreg(isa_, i); }
   Xmm t(int k) const { return vreg(temps_[size_t(k)]); }
   bool z() const { return isa_ == Isa::avx512; }
 

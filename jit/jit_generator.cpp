@@ -12,9 +12,12 @@
 #include <vector>
 
 #include "graph/error.h"
+#include "jit/vec_math.h"
 
 namespace kiln {
 namespace {
+
+using xreg::vreg;
 
 const Xbyak::Reg64 kSaved[] = {Xbyak::util::rbx, Xbyak::util::rbp, Xbyak::util::r12,
                                Xbyak::util::r13, Xbyak::util::r14, Xbyak::util::r15};
@@ -116,6 +119,112 @@ void JitGenerator::emit_tail_mask_table(Xbyak::Label& table, int lanes) {
   align(32);
   L(table);
   for (int i = 0; i < 8; ++i) dd(i < lanes ? 0xffffffffu : 0u);
+}
+
+void JitGenerator::preamble(Isa isa, int tail, const Xbyak::Reg32& tmp) {
+  preamble();
+  if (tail && isa == Isa::avx512) set_tail_opmask(tail, tmp);
+}
+
+void JitGenerator::postamble(Isa isa, int tail) {
+  postamble();
+  if (tail && isa != Isa::avx512) emit_tail_mask_table(tail_mask_, tail);
+}
+
+void JitGenerator::load_vec(Isa isa, int reg, const Xbyak::Address& a, bool masked, int mask,
+                            bool reload) {
+  using namespace Xbyak;
+  if (!masked) return vmovups(vreg(isa, reg), a);
+  if (isa == Isa::avx512) return vmovups(Zmm(reg) | util::k1 | T_z, a);
+  if (reload) vmovups(Ymm(mask), ptr[util::rip + tail_mask_]);
+  vmaskmovps(Ymm(reg), Ymm(mask), a);
+}
+
+void JitGenerator::store_vec(Isa isa, const Xbyak::Address& a, int reg, bool masked, int mask,
+                             bool reload) {
+  using namespace Xbyak;
+  if (!masked) return vmovups(a, vreg(isa, reg));
+  if (isa == Isa::avx512) return vmovups(a | util::k1, Zmm(reg));
+  if (reload) vmovups(Ymm(mask), ptr[util::rip + tail_mask_]);
+  vmaskmovps(a, Ymm(mask), Ymm(reg));
+}
+
+void JitGenerator::zero_vregs(Isa isa, int count) {
+  for (int i = 0; i < count; ++i) {
+    Xbyak::Xmm a = vreg(isa, i);
+    vxorps(a, a, a);
+  }
+}
+
+void JitGenerator::bcast_fmas(Isa isa, bool reg_bcast, int acc0, int w0, int n, int bc,
+                              const Xbyak::RegExp& src) {
+  if (reg_bcast) {
+    vbroadcastss(vreg(isa, bc), ptr[src]);
+    for (int j = 0; j < n; ++j) vfmadd231ps(vreg(isa, acc0 + j), vreg(isa, w0 + j), vreg(isa, bc));
+  } else {
+    for (int j = 0; j < n; ++j) vfmadd231ps(Xbyak::Zmm(acc0 + j), Xbyak::Zmm(w0 + j), ptr_b[src]);
+  }
+}
+
+void JitGenerator::if_flag(size_t flags_off, int64_t flag, const std::function<void()>& body) {
+  Xbyak::Label skip;
+  test(byte[abi_param1 + flags_off], int(flag));
+  jz(skip, T_NEAR);
+  body();
+  L(skip);
+}
+
+void JitGenerator::if_flag_else(size_t flags_off, int64_t flag, bool set_first,
+                                const std::function<void()>& if_set,
+                                const std::function<void()>& if_clear) {
+  Xbyak::Label second, done;
+  test(byte[abi_param1 + flags_off], int(flag));
+  if (set_first)
+    jz(second, T_NEAR);
+  else
+    jnz(second, T_NEAR);
+  (set_first ? if_set : if_clear)();
+  jmp(done, T_NEAR);
+  L(second);
+  (set_first ? if_clear : if_set)();
+  L(done);
+}
+
+void JitGenerator::init_accumulators(bool k_split, size_t flags_off,
+                                     const std::function<void()>& zero,
+                                     const std::function<void()>& load) {
+  if (!k_split) return zero();
+  if_flag_else(flags_off, kFlagAccumulate, false, load, zero);
+}
+
+void JitGenerator::store_accumulators(bool k_split, size_t flags_off,
+                                      const std::function<void(bool final)>& store) {
+  if (!k_split) return store(true);
+  if_flag_else(
+      flags_off, kFlagFinal, true, [&] { store(true); }, [&] { store(false); });
+}
+
+void JitGenerator::loop_n(const Xbyak::Reg64& cnt, int64_t count,
+                          const std::function<void()>& body) {
+  Xbyak::Label loop;
+  mov(cnt, count);
+  L(loop);
+  body();
+  dec(cnt);
+  jnz(loop, T_NEAR);
+}
+
+void JitGenerator::loop_arg(const Xbyak::Reg64& cnt, size_t count_off,
+                            const std::function<void()>& body) {
+  Xbyak::Label loop, done;
+  mov(cnt, ptr[abi_param1 + count_off]);
+  test(cnt, cnt);
+  jz(done, T_NEAR);
+  L(loop);
+  body();
+  dec(cnt);
+  jnz(loop, T_NEAR);
+  L(done);
 }
 
 void JitGenerator::create() {

@@ -12,10 +12,14 @@
 #include <xbyak/xbyak.h>
 
 #include <chrono>
+#include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <string>
 
+#include "jit/call_flags.h"
 #include "jit/code_pool.h"
+#include "jit/cpu.h"
 
 namespace kiln {
 
@@ -85,6 +89,43 @@ class JitGenerator : private detail::EmitBuffer, public Xbyak::CodeGenerator {
   // `table` (call after postamble()), for vmaskmov/vblendv loads of the mask register.
   void set_tail_opmask(int lanes, const Xbyak::Reg32& tmp);
   void emit_tail_mask_table(Xbyak::Label& table, int lanes);
+  // preamble() / postamble() of a kernel whose last channel vector has `tail` real lanes (0:
+  // none): the AVX-512 opmask at entry, the AVX2 mask table at tail_mask_ after the ret.
+  void preamble(Isa isa, int tail, const Xbyak::Reg32& tmp);
+  void postamble(Isa isa, int tail);
+
+  // Vector register `reg` from / to `a`: the full vector, or with `masked` only the tail lanes
+  // (AVX-512: k1, the load zeroing the rest; AVX2: vmaskmovps with the lane mask in ymm `mask`,
+  // first loaded from tail_mask_ when `reload`). Lanes past the tail are never touched.
+  void load_vec(Isa isa, int reg, const Xbyak::Address& a, bool masked, int mask,
+                bool reload = false);
+  void store_vec(Isa isa, const Xbyak::Address& a, int reg, bool masked, int mask,
+                 bool reload = false);
+  void zero_vregs(Isa isa, int count);  // vector registers 0 .. count - 1
+  // Vector registers acc0 + j += (w0 + j) * the float at `src`, j < n: broadcast once into
+  // register `bc` (reg_bcast) or, AVX-512 only, embedded in every FMA.
+  void bcast_fmas(Isa isa, bool reg_bcast, int acc0, int w0, int n, int bc,
+                  const Xbyak::RegExp& src);
+
+  // Branches on bit `flag` of the call's flags word at [abi_param1 + flags_off]. if_flag: body
+  // only when set. if_flag_else: both arms; `set_first` lays the set arm out first.
+  void if_flag(size_t flags_off, int64_t flag, const std::function<void()>& body);
+  void if_flag_else(size_t flags_off, int64_t flag, bool set_first,
+                    const std::function<void()>& if_set, const std::function<void()>& if_clear);
+  // Accumulators of a K chunk: without a K split (`k_split` false) zero() / store(true);
+  // else at run time load() unless the first chunk (kFlagAccumulate), and store(final) with
+  // final = kFlagFinal (bias + post-ops on the last chunk only).
+  void init_accumulators(bool k_split, size_t flags_off, const std::function<void()>& zero,
+                         const std::function<void()>& load);
+  void store_accumulators(bool k_split, size_t flags_off,
+                          const std::function<void(bool final)>& store);
+
+  // Runtime loops: body() `count` times, `cnt` counting down. loop_n: a JIT-time count >= 1.
+  // loop_arg: the count read from [abi_param1 + count_off], the loop skipped when it is 0.
+  void loop_n(const Xbyak::Reg64& cnt, int64_t count, const std::function<void()>& body);
+  void loop_arg(const Xbyak::Reg64& cnt, size_t count_off, const std::function<void()>& body);
+
+  Xbyak::Label tail_mask_;  // the AVX2 lane mask of postamble(isa, tail)
 
  private:
   std::string name_;

@@ -11,28 +11,22 @@ namespace kiln {
 namespace {
 
 using Xbyak::Xmm;
+using xreg::vreg;
 
-Xmm vreg(Isa isa, int i) {
-  return isa == Isa::avx512 ? Xmm(Xbyak::Zmm(i)) : Xmm(Xbyak::Ymm(i));
-}
-
-// kExpPoly (vec_math.h): exp(r) ~ sum c_k r^k on |r| <= ln2/2 (+2e-5 slack for the rounding of x*log2e): degree-6
-// minimax for relative error (max 1.9e-9 before rounding the coefficients to float), derived
-// with our own Remez exchange (mpmath); c0 and c1 round to exactly 1.
+// kExpPoly (vec_math.h): exp(r) ~ sum c_k r^k on |r| <= ln2/2 (+2e-5 slack for the rounding of
+// x*log2e): degree-6 minimax for relative error (max 1.9e-9 before rounding the coefficients to
+// float), derived with our own Remez exchange (mpmath); c0 and c1 round to exactly 1.
 
 constexpr double kLn2 = 0.693147180559945309417232121458176568;
-constexpr float kLog2e = 1.44269504088896340736f;
-
-// Cody-Waite split: ln2_hi keeps 12 significant bits so n * ln2_hi is exact for |n| < 2^12
-// (we need |n| <= 152); ln2_lo is the rest.
-float ln2_hi() {
-  return std::bit_cast<float>(std::bit_cast<uint32_t>(float(kLn2)) & 0xfffff000u);
-}
-float ln2_lo() {
-  return float(kLn2 - double(ln2_hi()));
-}
 
 }  // namespace
+
+float exp_ln2_hi() {
+  return std::bit_cast<float>(std::bit_cast<uint32_t>(float(kLn2)) & 0xfffff000u);
+}
+float exp_ln2_lo() {
+  return float(kLn2 - double(exp_ln2_hi()));
+}
 
 VecConsts::VecConsts(Xbyak::CodeGenerator& gen, Isa isa) : g_(gen), bytes_(simd_width(isa) * 4) {
   if (isa != Isa::avx2 && isa != Isa::avx512)
@@ -94,11 +88,11 @@ void emit_exp(Xbyak::CodeGenerator& g, Isa isa, VecConsts& c, int dst, int src, 
   // r = x - n*ln2 in two steps (exact first step). When negating, r holds src and we form
   // src + n*ln2 = -(x - n*ln2) instead; the odd coefficients flip sign to compensate.
   if (negate) {
-    g.vfmadd231ps(r, n, c.f32(ln2_hi()));
-    g.vfmadd231ps(r, n, c.f32(ln2_lo()));
+    g.vfmadd231ps(r, n, c.f32(exp_ln2_hi()));
+    g.vfmadd231ps(r, n, c.f32(exp_ln2_lo()));
   } else {
-    g.vfnmadd231ps(r, n, c.f32(ln2_hi()));
-    g.vfnmadd231ps(r, n, c.f32(ln2_lo()));
+    g.vfnmadd231ps(r, n, c.f32(exp_ln2_hi()));
+    g.vfnmadd231ps(r, n, c.f32(exp_ln2_lo()));
   }
   auto coef = [&](int k) { return negate && (k & 1) ? -kExpPoly[k] : kExpPoly[k]; };
   g.vmovaps(d, c.f32(coef(6)));

@@ -12,6 +12,23 @@
 
 namespace kiln {
 
+// A vector register of the isa by index (zmm<i> on AVX-512, ymm<i> on AVX2). Code brings it in
+// with `using xreg::vreg;`; the namespace keeps it from meeting, through argument-dependent
+// lookup on Isa, a vreg(Isa, int) of code that defines its own.
+namespace xreg {
+inline Xbyak::Xmm vreg(Isa isa, int i) {
+  if (isa == Isa::avx512) return Xbyak::Zmm(i);
+  return Xbyak::Ymm(i);
+}
+}  // namespace xreg
+
+// Register indices first .. first + count - 1 (e.g. the epilogue's scratch registers).
+inline std::vector<int> vreg_range(int first, int count) {
+  std::vector<int> r;
+  for (int i = 0; i < count; ++i) r.push_back(first + i);
+  return r;
+}
+
 // exp(r) ~ sum kExpPoly[k] r^k on |r| <= ln2/2: a degree-6 minimax fit for relative error.
 // Shared by the Xbyak (vec_math.cpp) and asmjit (glue/asm_math.cpp) exp emitters.
 inline constexpr float kExpPoly[7] = {1.0f,
@@ -21,6 +38,13 @@ inline constexpr float kExpPoly[7] = {1.0f,
                                       0.04166822507977486f,
                                       0.008374820463359356f,
                                       0.0013836838770657778f};
+
+// The range reduction of exp: x = n ln2 + r with n = round(x log2e), n ln2 subtracted as
+// n ln2_hi + n ln2_lo (Cody-Waite: ln2_hi keeps 12 significant bits, so n * ln2_hi is exact for
+// |n| < 2^12; we need |n| <= 152). Shared by both exp emitters.
+inline constexpr float kLog2e = 1.44269504088896340736f;
+float exp_ln2_hi();
+float exp_ln2_lo();
 
 // Constants a kernel reads rip-relatively. Every entry is one full vector (64 bytes on
 // AVX-512, 32 on AVX2) so it can be the memory operand of any instruction without a

@@ -29,28 +29,13 @@ DirectGenerator::DirectGenerator(const DirectConf& c, int ob, bool last_group, i
       rows_(rows),
       last_(last_group),
       k_split_(c.ic_chunk < c.icb_total()) {
-  GprPool pool;
-  src_row_ = pool.take("src_row");
-  dst_row_ = pool.take("dst_row");
-  src_blk_ = pool.take("src_blk");
-  dst_blk_ = pool.take("dst_blk");
-  src_ic_ = pool.take("src_ic");
-  wei_ic_ = pool.take("wei_ic");
-  src_k_ = pool.take("src_k");
-  wei_k_ = pool.take("wei_k");
-  kh_cnt_ = pool.take("kh_cnt");
-  icb_cnt_ = pool.take("icb_cnt");
-  ow_cnt_ = pool.take("ow_cnt");
-  epi_a_ = pool.take("epi_a");
-  epi_b_ = pool.take("epi_b");
-  pf_ = pool.take("pf_wei");
+  GprPool().take_all(src_row_, dst_row_, src_blk_, dst_blk_, src_ic_, wei_ic_, src_k_, wei_k_,
+                     kh_cnt_, icb_cnt_, ow_cnt_, epi_a_, epi_b_, pf_);
   epi_ = std::make_unique<EpilogueEmitter>(*this, c.isa, c.p.bias, c.p.post);
   if (rows * c.ur_w * ob + epi_->temps_needed() > vector_regs(c.isa))
     fail(Code::internal, "kernel " + name + ": epilogue needs " +
                              std::to_string(epi_->temps_needed()) + " scratch registers");
 }
-
-DirectGenerator::~DirectGenerator() = default;
 
 int64_t DirectGenerator::dst_off(int ur, int px, int j) const {
   const int r = px / ur, x = px % ur;
@@ -73,14 +58,11 @@ void DirectGenerator::generate() {
     lea(src_blk_, ptr[src_row_ + (b.start * c_.p.sw - c_.p.pl) * pix]);
     lea(dst_blk_, ptr[dst_row_ + b.start * c_.simd * 4]);
     if (b.count > 1) {
-      Label loop;
-      mov(ow_cnt_, b.count);
-      L(loop);
-      emit_block(b.ur, -1);
-      add(src_blk_, b.ur * c_.p.sw * pix);
-      add(dst_blk_, b.ur * c_.simd * 4);
-      dec(ow_cnt_);
-      jnz(loop, T_NEAR);
+      loop_n(ow_cnt_, b.count, [&] {
+        emit_block(b.ur, -1);
+        add(src_blk_, b.ur * c_.p.sw * pix);
+        add(dst_blk_, b.ur * c_.simd * 4);
+      });
     } else {
       emit_block(b.ur, b.interior ? -1 : b.start);
     }
@@ -89,51 +71,29 @@ void DirectGenerator::generate() {
   epi_->emit_constants();
 }
 
-void DirectGenerator::emit_init(int ur) {
-  auto zero = [&] {
-    for (int i = 0; i < rows_ * ur * ob_; ++i) {
-      Xmm a = vreg(c_.isa, i);
-      vxorps(a, a, a);
-    }
-  };
-  if (!k_split_) return zero();
-  Label load, go;
-  test(byte[abi_param1 + offsetof(ConvCallArgs, flags)], int(kFlagAccumulate));
-  jnz(load, T_NEAR);
-  zero();
-  jmp(go, T_NEAR);
-  L(load);
-  for (int j = 0; j < ob_; ++j)
-    for (int px = 0; px < rows_ * ur; ++px)
-      vmovups(vreg(c_.isa, acc(px, j)), ptr[dst_blk_ + dst_off(ur, px, j)]);
-  L(go);
-}
-
 void DirectGenerator::emit_block(int ur, int64_t ow0) {
-  emit_init(ur);
+  init_accumulators(
+      k_split_, offsetof(ConvCallArgs, flags), [&] { zero_vregs(c_.isa, rows_ * ur * ob_); },
+      [&] {
+        for (int j = 0; j < ob_; ++j)
+          for (int px = 0; px < rows_ * ur; ++px)
+            vmovups(vreg(c_.isa, acc(px, j)), ptr[dst_blk_ + dst_off(ur, px, j)]);
+      });
   mov(wei_ic_, ptr[abi_param1 + offsetof(ConvCallArgs, wei)]);
   mov(src_ic_, src_blk_);
   if (c_.icb_full > 0) {
-    Label loop, done;
-    mov(icb_cnt_, ptr[abi_param1 + offsetof(ConvCallArgs, k_blocks)]);
-    test(icb_cnt_, icb_cnt_);
-    jz(done, T_NEAR);
-    L(loop);
-    emit_kh_loop(ur, ow0, c_.simd);
-    add(src_ic_, c_.src_icb_bytes());
-    add(wei_ic_, c_.wei_icb_floats(ob_, c_.simd) * 4);
-    dec(icb_cnt_);
-    jnz(loop, T_NEAR);
-    L(done);
+    loop_arg(icb_cnt_, offsetof(ConvCallArgs, k_blocks), [&] {
+      emit_kh_loop(ur, ow0, c_.simd);
+      add(src_ic_, c_.src_icb_bytes());
+      add(wei_ic_, c_.wei_icb_floats(ob_, c_.simd) * 4);
+    });
   }
   if (c_.ic_tail) {
-    Label skip;
-    test(byte[abi_param1 + offsetof(ConvCallArgs, flags)], int(kFlagIcTail));
-    jz(skip, T_NEAR);
-    // The tail block's kernel rows are shorter: move the first-valid-row offset accordingly.
-    add(wei_ic_, ptr[abi_param1 + offsetof(ConvCallArgs, wei_tail_adj)]);
-    emit_kh_loop(ur, ow0, c_.ic_tail);
-    L(skip);
+    if_flag(offsetof(ConvCallArgs, flags), kFlagIcTail, [&] {
+      // The tail block's kernel rows are shorter: move the first-valid-row offset accordingly.
+      add(wei_ic_, ptr[abi_param1 + offsetof(ConvCallArgs, wei_tail_adj)]);
+      emit_kh_loop(ur, ow0, c_.ic_tail);
+    });
   }
   emit_store(ur);
 }
@@ -144,53 +104,39 @@ void DirectGenerator::emit_kh_loop(int ur, int64_t ow0, int nic) {
   const int w0 = rows_ * ur * ob_;  // first weight register
   const int bc = w0 + ob_;          // broadcast register (AVX2 / bcast_reg)
   const int64_t pix = c_.src_pix_bytes(), icb = c_.src_ic_bytes();
-  Label loop, done;
   mov(src_k_, src_ic_);
   mov(wei_k_, wei_ic_);
-  mov(kh_cnt_, ptr[abi_param1 + offsetof(ConvCallArgs, kh_cnt)]);
-  test(kh_cnt_, kh_cnt_);
-  jz(done, T_NEAR);
-  L(loop);
-  for (int kw = 0; kw < p.kw; ++kw) {
-    bool any = false;
-    for (int px = 0; px < ur; ++px) any = any || tap_valid(ow0, px, kw);  // same in every row
-    if (!any) continue;  // the whole block reads padding for this column
-    for (int ic = 0; ic < nic; ++ic) {
-      const int step = kw * nic + ic;
-      if (c_.pf_next && nic == c_.simd && step % c_.pf_every == 0)
-        prefetcht1(ptr[pf_ + step / c_.pf_every * 64]);
-      const int64_t wofs = ((int64_t(kw) * nic + ic) * ob_) * c_.simd * 4;
-      for (int j = 0; j < ob_; ++j)
-        vmovups(vreg(c_.isa, w0 + j), ptr[wei_k_ + wofs + j * c_.simd * 4]);
-      for (int px = 0; px < rows_ * ur; ++px) {
-        const int r = px / ur, x = px % ur;  // row in the call, pixel in the row
-        if (!tap_valid(ow0, x, kw)) continue;
-        const int64_t sofs = r * p.sh * c_.src_row_bytes() +
-                             (int64_t(x) * p.sw + int64_t(kw) * p.dw) * pix + ic * icb;
-        if (reg_bcast) {
-          vbroadcastss(vreg(c_.isa, bc), ptr[src_k_ + sofs]);
-          for (int j = 0; j < ob_; ++j)
-            vfmadd231ps(vreg(c_.isa, acc(px, j)), vreg(c_.isa, w0 + j), vreg(c_.isa, bc));
-        } else {
-          for (int j = 0; j < ob_; ++j)
-            vfmadd231ps(Zmm(acc(px, j)), Zmm(w0 + j), ptr_b[src_k_ + sofs]);
+  loop_arg(kh_cnt_, offsetof(ConvCallArgs, kh_cnt), [&] {
+    for (int kw = 0; kw < p.kw; ++kw) {
+      bool any = false;
+      for (int px = 0; px < ur; ++px) any = any || tap_valid(ow0, px, kw);  // same in every row
+      if (!any) continue;  // the whole block reads padding for this column
+      for (int ic = 0; ic < nic; ++ic) {
+        const int step = kw * nic + ic;
+        if (c_.pf_next && nic == c_.simd && step % c_.pf_every == 0)
+          prefetcht1(ptr[pf_ + step / c_.pf_every * 64]);
+        const int64_t wofs = ((int64_t(kw) * nic + ic) * ob_) * c_.simd * 4;
+        for (int j = 0; j < ob_; ++j)
+          vmovups(vreg(c_.isa, w0 + j), ptr[wei_k_ + wofs + j * c_.simd * 4]);
+        for (int px = 0; px < rows_ * ur; ++px) {
+          const int r = px / ur, x = px % ur;  // row in the call, pixel in the row
+          if (!tap_valid(ow0, x, kw)) continue;
+          const int64_t sofs = r * p.sh * c_.src_row_bytes() +
+                               (int64_t(x) * p.sw + int64_t(kw) * p.dw) * pix + ic * icb;
+          bcast_fmas(c_.isa, reg_bcast, acc(px, 0), w0, ob_, bc, src_k_ + sofs);
         }
       }
     }
-  }
-  add(src_k_, p.dh * c_.src_row_bytes());
-  add(wei_k_, c_.wei_kh_floats(ob_, nic) * 4);
-  if (c_.pf_next && nic == c_.simd) add(pf_, p.kw * nic / c_.pf_every * 64);
-  dec(kh_cnt_);
-  jnz(loop, T_NEAR);
-  L(done);
+    add(src_k_, p.dh * c_.src_row_bytes());
+    add(wei_k_, c_.wei_kh_floats(ob_, nic) * 4);
+    if (c_.pf_next && nic == c_.simd) add(pf_, p.kw * nic / c_.pf_every * 64);
+  });
 }
 
 void DirectGenerator::emit_store(int ur) {
   const int lane_tail = last_ ? int(c_.p.oc % c_.simd) : 0;
-  auto store_all = [&](bool final) {
-    std::vector<int> temps;
-    for (int t = 0; t < epi_->temps_needed(); ++t) temps.push_back(rows_ * ur * ob_ + t);
+  const std::vector<int> temps = vreg_range(rows_ * ur * ob_, epi_->temps_needed());
+  store_accumulators(k_split_, offsetof(ConvCallArgs, flags), [&](bool final) {
     for (int j = 0; j < ob_; ++j)
       for (int px = 0; px < rows_ * ur; ++px) {
         const int64_t dofs = dst_off(ur, px, j);
@@ -201,16 +147,7 @@ void DirectGenerator::emit_store(int ur) {
         }
         vmovups(ptr[dst_blk_ + dofs], vreg(c_.isa, acc(px, j)));
       }
-  };
-  if (!k_split_) return store_all(true);
-  Label raw, done;
-  test(byte[abi_param1 + offsetof(ConvCallArgs, flags)], int(kFlagFinal));
-  jz(raw, T_NEAR);
-  store_all(true);
-  jmp(done, T_NEAR);
-  L(raw);
-  store_all(false);
-  L(done);
+  });
 }
 
 }  // namespace kiln::convjit

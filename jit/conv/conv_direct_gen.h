@@ -16,15 +16,11 @@ class DirectGenerator : public JitGenerator {
   // group); `last_group`: the last oc vector may have a lane tail; `rows`: output rows per call
   // (1, or conf.ur_h for rows whose kernel window has no top/bottom padding).
   DirectGenerator(const DirectConf& c, int ob, bool last_group, int rows, const std::string& name);
-  ~DirectGenerator() override;
-
- protected:
-  void generate() override;
 
  private:
+  void generate() override;
   void emit_block(int ur, int64_t ow0);
   void emit_kh_loop(int ur, int64_t ow0, int nic);
-  void emit_init(int ur);
   void emit_store(int ur);
   bool tap_valid(int64_t ow0, int p, int kw) const;
   // Accumulator of pixel px (row px / ur, column px % ur of the block) and oc vector j.

@@ -27,112 +27,50 @@ Gemm1x1Generator::Gemm1x1Generator(const Gemm1x1Conf& c, int ob, bool last_group
       lane_tail_(last_group && c.nhwc ? int(c.p.oc % c.simd) : 0),
       epi_tail_(last_group ? int(c.p.oc % c.simd) : 0),
       k_split_(c.ic_chunk < c.icb_total()) {
-  GprPool pool;
-  src_m_ = pool.take("src_m");
-  dst_m_ = pool.take("dst_m");
-  src_k_ = pool.take("src_k");
-  wei_k_ = pool.take("wei_k");
-  k_cnt_ = pool.take("k_cnt");
-  m_cnt_ = pool.take("m_cnt");
-  epi_a_ = pool.take("epi_a");
-  epi_b_ = pool.take("epi_b");
-  pf_ = pool.take("pf_wei");
+  GprPool().take_all(src_m_, dst_m_, src_k_, wei_k_, k_cnt_, m_cnt_, epi_a_, epi_b_, pf_);
   epi_ = std::make_unique<EpilogueEmitter>(*this, c.isa, c.p.bias, c.p.post);
   if (c.ur_m * ob + std::max(epi_->temps_needed(), 1) > vector_regs(c.isa))
     fail(Code::internal, "kernel " + name + ": epilogue needs " +
                              std::to_string(epi_->temps_needed()) + " scratch registers");
 }
 
-Gemm1x1Generator::~Gemm1x1Generator() = default;
-
 void Gemm1x1Generator::generate() {
-  preamble();
-  if (lane_tail_ && c_.isa == Isa::avx512) set_tail_opmask(lane_tail_, epi_a_.cvt32());
+  preamble(c_.isa, lane_tail_, epi_a_.cvt32());
   mov(src_m_, ptr[abi_param1 + offsetof(ConvCallArgs, src)]);
   mov(dst_m_, ptr[abi_param1 + offsetof(ConvCallArgs, dst)]);
   if (c_.pf_next) mov(pf_, ptr[abi_param1 + offsetof(ConvCallArgs, pf_wei)]);
-  Label loop, tail, done;
-  mov(m_cnt_, ptr[abi_param1 + offsetof(ConvCallArgs, m_blocks)]);
-  test(m_cnt_, m_cnt_);
-  jz(tail, T_NEAR);
-  L(loop);
-  emit_tile(c_.ur_m);
-  add(src_m_, c_.ur_m * c_.gemm_stride() * c_.src_pix_bytes());
-  add(dst_m_, c_.ur_m * c_.dst_pix_bytes());
-  dec(m_cnt_);
-  jnz(loop, T_NEAR);
-  L(tail);
-  if (c_.m_tail) {
-    test(byte[abi_param1 + offsetof(ConvCallArgs, flags)], int(kFlagMTail));
-    jz(done, T_NEAR);
-    emit_tile(c_.m_tail);
-  }
-  L(done);
-  postamble();
-  if (lane_tail_ && c_.isa != Isa::avx512) emit_tail_mask_table(mask_table_, lane_tail_);
+  loop_arg(m_cnt_, offsetof(ConvCallArgs, m_blocks), [&] {
+    emit_tile(c_.ur_m);
+    add(src_m_, c_.ur_m * c_.gemm_stride() * c_.src_pix_bytes());
+    add(dst_m_, c_.ur_m * c_.dst_pix_bytes());
+  });
+  if (c_.m_tail) if_flag(offsetof(ConvCallArgs, flags), kFlagMTail, [&] { emit_tile(c_.m_tail); });
+  postamble(c_.isa, lane_tail_);
   epi_->emit_constants();
 }
 
-void Gemm1x1Generator::load_acc(int a, const Address& addr, bool masked, int mask_reg) {
-  if (!masked) return vmovups(vreg(c_.isa, a), addr);
-  if (c_.isa == Isa::avx512) return vmovups(Zmm(a) | k1 | T_z, addr);
-  vmovups(Ymm(mask_reg), ptr[rip + mask_table_]);
-  vmaskmovps(Ymm(a), Ymm(mask_reg), addr);
-}
-
-void Gemm1x1Generator::store_acc(const Address& addr, int a, bool masked, int mask_reg) {
-  if (!masked) return vmovups(addr, vreg(c_.isa, a));
-  if (c_.isa == Isa::avx512) return vmovups(addr | k1, Zmm(a));
-  vmovups(Ymm(mask_reg), ptr[rip + mask_table_]);
-  vmaskmovps(addr, Ymm(mask_reg), Ymm(a));
-}
-
-void Gemm1x1Generator::emit_init(int ur) {
-  auto zero = [&] {
-    for (int i = 0; i < ur * ob_; ++i) {
-      Xmm a = vreg(c_.isa, i);
-      vxorps(a, a, a);
-    }
-  };
-  if (!k_split_) return zero();
-  Label load, go;
-  test(byte[abi_param1 + offsetof(ConvCallArgs, flags)], int(kFlagAccumulate));
-  jnz(load, T_NEAR);
-  zero();
-  jmp(go, T_NEAR);
-  L(load);
-  for (int j = 0; j < ob_; ++j)
-    for (int m = 0; m < ur; ++m)
-      load_acc(acc(m, j), ptr[dst_m_ + m * c_.dst_pix_bytes() + j * c_.dst_vec_bytes()],
-               lane_tail_ && j == ob_ - 1, ur * ob_);
-  L(go);
-}
-
 void Gemm1x1Generator::emit_tile(int ur) {
-  emit_init(ur);
+  init_accumulators(
+      k_split_, offsetof(ConvCallArgs, flags), [&] { zero_vregs(c_.isa, ur * ob_); },
+      [&] {
+        for (int j = 0; j < ob_; ++j)
+          for (int m = 0; m < ur; ++m)
+            load_vec(c_.isa, acc(m, j),
+                     ptr[dst_m_ + m * c_.dst_pix_bytes() + j * c_.dst_vec_bytes()],
+                     lane_tail_ && j == ob_ - 1, ur * ob_, true);
+      });
   mov(src_k_, src_m_);
   mov(wei_k_, ptr[abi_param1 + offsetof(ConvCallArgs, wei)]);
   if (c_.icb_full > 0) {
-    Label loop, done;
-    mov(k_cnt_, ptr[abi_param1 + offsetof(ConvCallArgs, k_blocks)]);
-    test(k_cnt_, k_cnt_);
-    jz(done, T_NEAR);
-    L(loop);
-    emit_k_body(ur, c_.simd);
-    if (c_.pf_next) add(pf_, c_.simd / c_.pf_every * 64);  // a line per pf_every K steps
-    add(src_k_, c_.src_kb_bytes());
-    add(wei_k_, c_.wei_kb_floats(ob_) * 4);
-    dec(k_cnt_);
-    jnz(loop, T_NEAR);
-    L(done);
+    loop_arg(k_cnt_, offsetof(ConvCallArgs, k_blocks), [&] {
+      emit_k_body(ur, c_.simd);
+      if (c_.pf_next) add(pf_, c_.simd / c_.pf_every * 64);  // a line per pf_every K steps
+      add(src_k_, c_.src_kb_bytes());
+      add(wei_k_, c_.wei_kb_floats(ob_) * 4);
+    });
   }
-  if (c_.ic_tail) {
-    Label skip;
-    test(byte[abi_param1 + offsetof(ConvCallArgs, flags)], int(kFlagIcTail));
-    jz(skip, T_NEAR);
-    emit_k_body(ur, c_.ic_tail);
-    L(skip);
-  }
+  if (c_.ic_tail)
+    if_flag(offsetof(ConvCallArgs, flags), kFlagIcTail, [&] { emit_k_body(ur, c_.ic_tail); });
   emit_store(ur);
 }
 
@@ -165,24 +103,14 @@ void Gemm1x1Generator::emit_k_body(int ur, int nic) {
     }
     for (int j = 0; j < ob_; ++j)
       vmovups(vreg(c_.isa, w0 + j), ptr[wei_k_ + (int64_t(ic) * ob_ + j) * c_.simd * 4]);
-    for (int m = 0; m < ur; ++m) {
-      const int64_t sofs = m * pix + ic * 4;
-      if (reg_bcast) {
-        vbroadcastss(vreg(c_.isa, bc), ptr[src_k_ + sofs]);
-        for (int j = 0; j < ob_; ++j)
-          vfmadd231ps(vreg(c_.isa, acc(m, j)), vreg(c_.isa, w0 + j), vreg(c_.isa, bc));
-      } else {
-        for (int j = 0; j < ob_; ++j)
-          vfmadd231ps(Zmm(acc(m, j)), Zmm(w0 + j), ptr_b[src_k_ + sofs]);
-      }
-    }
+    for (int m = 0; m < ur; ++m)
+      bcast_fmas(c_.isa, reg_bcast, acc(m, 0), w0, ob_, bc, src_k_ + m * pix + ic * 4);
   }
 }
 
 void Gemm1x1Generator::emit_store(int ur) {
-  auto store_all = [&](bool final) {
-    std::vector<int> temps;
-    for (int t = 0; t < epi_->temps_needed(); ++t) temps.push_back(ur * ob_ + t);
+  const std::vector<int> temps = vreg_range(ur * ob_, epi_->temps_needed());
+  store_accumulators(k_split_, offsetof(ConvCallArgs, flags), [&](bool final) {
     for (int j = 0; j < ob_; ++j) {
       const bool masked = lane_tail_ && j == ob_ - 1;
       for (int m = 0; m < ur; ++m) {
@@ -193,19 +121,10 @@ void Gemm1x1Generator::emit_store(int ur) {
           // A lane tail in a blocked layout only matters for the plain [OC] scale/shift arrays.
           epi_->apply(acc(m, j), temps, ea.operands(), j == ob_ - 1 ? epi_tail_ : 0);
         }
-        store_acc(ptr[dst_m_ + dofs], acc(m, j), masked, ur * ob_);
+        store_vec(c_.isa, ptr[dst_m_ + dofs], acc(m, j), masked, ur * ob_, true);
       }
     }
-  };
-  if (!k_split_) return store_all(true);
-  Label raw, done;
-  test(byte[abi_param1 + offsetof(ConvCallArgs, flags)], int(kFlagFinal));
-  jz(raw, T_NEAR);
-  store_all(true);
-  jmp(done, T_NEAR);
-  L(raw);
-  store_all(false);
-  L(done);
+  });
 }
 
 }  // namespace kiln::convjit

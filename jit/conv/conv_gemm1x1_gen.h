@@ -15,19 +15,12 @@ class Gemm1x1Generator : public JitGenerator {
   // `ob`: oc vectors of this code (ur_n, or n_last for the last group); `last_group`: the last
   // vector may have a lane tail (masked stores in NHWC).
   Gemm1x1Generator(const Gemm1x1Conf& c, int ob, bool last_group, const std::string& name);
-  ~Gemm1x1Generator() override;
-
- protected:
-  void generate() override;
 
  private:
+  void generate() override;
   void emit_tile(int ur);
   void emit_k_body(int ur, int nic);
-  void emit_init(int ur);
   void emit_store(int ur);
-  // Full-vector or lane-masked load/store of accumulator `a` at `addr` (vector j of the tile).
-  void load_acc(int a, const Xbyak::Address& addr, bool masked, int mask_reg);
-  void store_acc(const Xbyak::Address& addr, int a, bool masked, int mask_reg);
   int acc(int m, int j) const { return m * ob_ + j; }
 
   Gemm1x1Conf c_;
@@ -36,7 +29,6 @@ class Gemm1x1Generator : public JitGenerator {
   int epi_tail_;   // real lanes of the last vector for the epilogue's per-channel loads
   bool k_split_;
   std::unique_ptr<EpilogueEmitter> epi_;
-  Xbyak::Label mask_table_;
   Xbyak::Reg64 src_m_, dst_m_, src_k_, wei_k_, k_cnt_, m_cnt_, epi_a_, epi_b_, pf_;
 };
 

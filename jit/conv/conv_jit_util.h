@@ -15,21 +15,23 @@
 
 namespace kiln::convjit {
 
+using xreg::vreg;  // jit/vec_math.h
+
 // Hands out general-purpose registers by role; running out is a generator bug (kiln::Error).
 class GprPool {
  public:
   GprPool();  // every GPR except rsp and rdi (the argument pointer)
   Xbyak::Reg64 take(const std::string& role);
+  // The next free registers, in order, for the roles `regs` (members named after them).
+  template <class... R>
+  void take_all(R&... regs) {
+    ((regs = take("register " + std::to_string(++taken_))), ...);
+  }
 
  private:
   std::vector<Xbyak::Reg64> free_;
+  int taken_ = 0;
 };
-
-// A vector register of the isa by index (zmm<i> or ymm<i>).
-inline Xbyak::Xmm vreg(Isa isa, int i) {
-  if (isa == Isa::avx512) return Xbyak::Zmm(i);
-  return Xbyak::Ymm(i);
-}
 
 // Builds the EpilogueEmitter operands of one accumulator. Pointers come from ConvCallArgs
 // (rdi): the bias and scale/shift arrays at the group's first channel, the residual as a byte

@@ -9,20 +9,13 @@
 #include <string>
 #include <vector>
 
+#include "jit/call_flags.h"
 #include "jit/conv/conv_problem.h"
 #include "jit/cpu.h"
 #include "jit/layout.h"
 #include "jit/post_op_args.h"
 
 namespace kiln::convjit {
-
-// Bits of ConvCallArgs::flags.
-enum : int64_t {
-  kFlagAccumulate = 1,  // start from the partial sums already in dst (K split, not first chunk)
-  kFlagFinal = 2,       // last K chunk: apply bias + post-ops (else store raw partial sums)
-  kFlagIcTail = 4,      // this call includes the last, partial input-channel block
-  kFlagMTail = 8,       // gemm1x1: this call includes the pixel tail block
-};
 
 // What a conv JIT function receives (one pointer in rdi). Offsets are read with offsetof.
 struct ConvCallArgs {

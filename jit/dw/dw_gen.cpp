@@ -28,21 +28,8 @@ size_t code_size_bound(const DwConf& c) {
 
 DwGenerator::DwGenerator(const DwConf& c, const std::string& name)
     : JitGenerator(name, code_size_bound(c)), c_(c) {
-  GprPool pool;
-  src_cv_ = pool.take("src_cv");
-  dst_cv_ = pool.take("dst_cv");
-  wei_ = pool.take("wei");
-  bias_ = pool.take("bias");
-  c_off_ = pool.take("c_off");
-  cv_cnt_ = pool.take("cv_cnt");
-  src_row_ = pool.take("src_row");
-  dst_row_ = pool.take("dst_row");
-  row_cnt_ = pool.take("row_cnt");
-  src_blk_ = pool.take("src_blk");
-  dst_blk_ = pool.take("dst_blk");
-  ow_cnt_ = pool.take("ow_cnt");
-  epi_a_ = pool.take("epi_a");
-  epi_b_ = pool.take("epi_b");
+  GprPool().take_all(src_cv_, dst_cv_, wei_, bias_, c_off_, cv_cnt_, src_row_, dst_row_, row_cnt_,
+                     src_blk_, dst_blk_, ow_cnt_, epi_a_, epi_b_);
   // The bias initialises the accumulators (as in the reference: bias first, then the taps), so
   // the epilogue only runs the post-op chain.
   epi_ = std::make_unique<EpilogueEmitter>(*this, c.isa, false, c.p.post);
@@ -62,8 +49,6 @@ DwGenerator::DwGenerator(const DwConf& c, const std::string& name)
     fail(Code::internal, "kernel " + name + ": register plan does not match the conf");
 }
 
-DwGenerator::~DwGenerator() = default;
-
 int DwGenerator::wreg(int kh, int kw) const {
   return c_.weights == DwWeights::all ? w0_ + kh * int(c_.p.kw) + kw : w0_ + kw;
 }
@@ -76,12 +61,10 @@ bool DwGenerator::tap_valid(int64_t ow0, int px, int kw) const {
 
 void DwGenerator::generate() {
   const Reg64 param = abi_param1;
-  preamble();
-  if (c_.tail_code && c_.nhwc && c_.isa == Isa::avx512) {
-    mov(epi_a_.cvt32(), (1u << c_.tail) - 1);
-    kmovw(k1, epi_a_.cvt32());
-  }
-  if (c_.mask_reg()) vmovups(Ymm(mask_), ptr[rip + mask_table_]);
+  // NHWC: the partial channel vector's loads and stores are masked.
+  const int masked_lanes = c_.tail_code && c_.nhwc ? c_.tail : 0;
+  preamble(c_.isa, masked_lanes, epi_a_.cvt32());
+  if (c_.mask_reg()) vmovups(Ymm(mask_), ptr[rip + tail_mask_]);
   mov(wei_, ptr[param + offsetof(DwCallArgs, c.wei)]);
   mov(bias_, ptr[param + offsetof(DwCallArgs, c.bias)]);
   xor_(c_off_, c_off_);
@@ -95,29 +78,17 @@ void DwGenerator::generate() {
     // One plane per channel vector: its taps load once, then all its rows.
     mov(src_cv_, ptr[param + offsetof(DwCallArgs, c.src)]);
     mov(dst_cv_, ptr[param + offsetof(DwCallArgs, c.dst)]);
-    Label loop, tail, done;
-    mov(cv_cnt_, ptr[param + offsetof(DwCallArgs, cv_full)]);
-    test(cv_cnt_, cv_cnt_);
-    jz(tail, T_NEAR);
-    L(loop);
-    emit_plane(false);
-    add(src_cv_, c_.src_cv_bytes());
-    add(dst_cv_, c_.dst_cv_bytes());
-    add(wei_, c_.wei_cv_bytes());
-    add(bias_, c_.simd * 4);
-    add(c_off_, c_.simd * 4);
-    dec(cv_cnt_);
-    jnz(loop, T_NEAR);
-    L(tail);
-    if (c_.tail_code) {
-      test(byte[param + offsetof(DwCallArgs, c.flags)], int(kFlagIcTail));
-      jz(done, T_NEAR);
-      emit_plane(true);
-    }
-    L(done);
+    each_vector([&](bool tail) {
+      emit_plane(tail);
+      if (tail) return;
+      add(src_cv_, c_.src_cv_bytes());
+      add(dst_cv_, c_.dst_cv_bytes());
+      add(wei_, c_.wei_cv_bytes());
+      add(bias_, c_.simd * 4);
+      add(c_off_, c_.simd * 4);
+    });
   }
-  postamble();
-  if (c_.mask_reg()) emit_tail_mask_table(mask_table_, c_.tail);
+  postamble(c_.isa, masked_lanes);
   epi_->emit_constants();
 }
 
@@ -142,28 +113,20 @@ void DwGenerator::emit_plane(bool tail) {
   for (const DwRowSeg& s : c_.segs) emit_segment(s, tail);
 }
 
+void DwGenerator::each_vector(const std::function<void(bool tail)>& vector) {
+  loop_arg(cv_cnt_, offsetof(DwCallArgs, cv_full), [&] { vector(false); });
+  if (c_.tail_code) if_flag(offsetof(DwCallArgs, c.flags), kFlagIcTail, [&] { vector(true); });
+}
+
 void DwGenerator::emit_vectors(int ur, int64_t ow0, const DwRowSeg& s, const Reg64& src,
                                int64_t sdisp, const Reg64& dst, int64_t ddisp) {
   // NHWC: the call's channel vectors of one register block, full ones in a loop, then the
   // partial one with masked loads and stores.
-  const Reg64 param = abi_param1;
-  Label loop, tail, done;
   xor_(c_off_, c_off_);
-  mov(cv_cnt_, ptr[param + offsetof(DwCallArgs, cv_full)]);
-  test(cv_cnt_, cv_cnt_);
-  jz(tail, T_NEAR);
-  L(loop);
-  emit_block(ur, ow0, s, false, src, sdisp, dst, ddisp);
-  add(c_off_, c_.simd * 4);
-  dec(cv_cnt_);
-  jnz(loop, T_NEAR);
-  L(tail);
-  if (c_.tail_code) {
-    test(byte[param + offsetof(DwCallArgs, c.flags)], int(kFlagIcTail));
-    jz(done, T_NEAR);
-    emit_block(ur, ow0, s, true, src, sdisp, dst, ddisp);
-  }
-  L(done);
+  each_vector([&](bool tail) {
+    emit_block(ur, ow0, s, tail, src, sdisp, dst, ddisp);
+    if (!tail) add(c_off_, c_.simd * 4);
+  });
 }
 
 void DwGenerator::emit_segment(const DwRowSeg& s, bool tail) {
@@ -199,19 +162,16 @@ void DwGenerator::emit_row(const DwRowSeg& s, bool tail) {
     const int64_t scol = (b.start * p.sw - p.pl) * pix - p.pt * c_.src_row_bytes();
     const int64_t dcol = b.start * dpix;
     if (b.count > 1) {
-      Label loop;
       lea(src_blk_, ptr[src_row_ + scol]);
       lea(dst_blk_, ptr[dst_row_ + dcol]);
-      mov(ow_cnt_, b.count);
-      L(loop);
-      if (c_.nhwc)
-        emit_vectors(b.ur, -1, s, src_blk_, 0, dst_blk_, 0);
-      else
-        emit_block(b.ur, -1, s, tail, src_blk_, 0, dst_blk_, 0);
-      add(src_blk_, b.ur * p.sw * pix);
-      add(dst_blk_, b.ur * dpix);
-      dec(ow_cnt_);
-      jnz(loop, T_NEAR);
+      loop_n(ow_cnt_, b.count, [&] {
+        if (c_.nhwc)
+          emit_vectors(b.ur, -1, s, src_blk_, 0, dst_blk_, 0);
+        else
+          emit_block(b.ur, -1, s, tail, src_blk_, 0, dst_blk_, 0);
+        add(src_blk_, b.ur * p.sw * pix);
+        add(dst_blk_, b.ur * dpix);
+      });
     } else if (c_.nhwc) {
       emit_vectors(b.ur, b.interior ? -1 : b.start, s, src_row_, scol, dst_row_, dcol);
     } else {
@@ -255,7 +215,7 @@ void DwGenerator::emit_block(int ur, int64_t ow0, const DwRowSeg& s, bool tail, 
         vfmadd231ps(vreg(c_.isa, taps[0].first), vreg(c_.isa, wreg(kh, taps[0].second)), in);
         continue;
       }
-      load_input(in_, in, io_tail);
+      load_vec(c_.isa, in_, in, io_tail, mask_);
       for (const auto& [px, kw] : taps)
         vfmadd231ps(vreg(c_.isa, px), vreg(c_.isa, wreg(kh, kw)), vreg(c_.isa, in_));
     }
@@ -263,20 +223,8 @@ void DwGenerator::emit_block(int ur, int64_t ow0, const DwRowSeg& s, bool tail, 
   for (int px = 0; px < ur; ++px) {
     const int64_t d = ddisp + px * dpix;
     if (!epi_->empty()) epi_->apply(px, temps_, operands(dst, d), tail ? c_.tail : 0);
-    store(at(dst, d), px, io_tail);
+    store_vec(c_.isa, at(dst, d), px, io_tail, mask_);
   }
-}
-
-void DwGenerator::load_input(int reg, const Address& a, bool tail) {
-  if (!tail) return vmovups(vreg(c_.isa, reg), a);
-  if (c_.isa == Isa::avx512) return vmovups(Zmm(reg) | k1 | T_z, a);
-  vmaskmovps(Ymm(reg), Ymm(mask_), a);  // lanes past the tail are not read
-}
-
-void DwGenerator::store(const Address& a, int acc, bool tail) {
-  if (!tail) return vmovups(a, vreg(c_.isa, acc));
-  if (c_.isa == Isa::avx512) return vmovups(a | k1, Zmm(acc));
-  vmaskmovps(a, Ymm(mask_), Ymm(acc));
 }
 
 EpilogueEmitter::Operands DwGenerator::operands(const Reg64& dst, int64_t ddisp) {

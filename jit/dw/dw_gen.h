@@ -2,6 +2,7 @@
 // struct of its JIT function.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -27,15 +28,15 @@ struct DwCallArgs {
 class DwGenerator : public JitGenerator {
  public:
   DwGenerator(const DwConf& c, const std::string& name);
-  ~DwGenerator() override;
-
- protected:
-  void generate() override;
 
  private:
+  void generate() override;
   void emit_plane(bool tail);
   void emit_segment(const DwRowSeg& s, bool tail);
   void emit_row(const DwRowSeg& s, bool tail);
+  // The call's full channel vectors in a runtime loop (vector(false)), then the partial one
+  // when the call has it (vector(true), kFlagIcTail).
+  void each_vector(const std::function<void(bool tail)>& vector);
   void emit_vectors(int ur, int64_t ow0, const DwRowSeg& s, const Xbyak::Reg64& src, int64_t sdisp,
                     const Xbyak::Reg64& dst, int64_t ddisp);
   void emit_block(int ur, int64_t ow0, const DwRowSeg& s, bool tail, const Xbyak::Reg64& src,
@@ -43,8 +44,6 @@ class DwGenerator : public JitGenerator {
   void load_weights(int kh_lo, int kh_hi, const std::vector<bool>& cols);
   // base + disp, plus the channel offset c_off in NHWC (channel vectors innermost).
   Xbyak::Address at(const Xbyak::Reg64& base, int64_t disp) const;
-  void load_input(int reg, const Xbyak::Address& a, bool tail);
-  void store(const Xbyak::Address& a, int acc, bool tail);
   EpilogueEmitter::Operands operands(const Xbyak::Reg64& dst, int64_t ddisp);
   bool tap_valid(int64_t ow0, int px, int kw) const;
   int wreg(int kh, int kw) const;
@@ -53,7 +52,6 @@ class DwGenerator : public JitGenerator {
   std::unique_ptr<EpilogueEmitter> epi_;
   int w0_ = 0, in_ = 0, mask_ = -1;  // first weight register, input register, AVX2 lane mask
   std::vector<int> temps_;           // epilogue scratch
-  Xbyak::Label mask_table_;
   Xbyak::Reg64 src_cv_, dst_cv_, wei_, bias_, c_off_, cv_cnt_, src_row_, dst_row_, row_cnt_,
       src_blk_, dst_blk_, ow_cnt_, epi_a_, epi_b_;
 };

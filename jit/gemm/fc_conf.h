@@ -27,9 +27,6 @@ namespace kiln::fcjit {
 
 using convjit::ConfOr;
 
-// Bits of FcCallArgs::flags.
-constexpr int64_t kFlagMTail = 1;  // after the full row tiles, run the tail tile of m_tail rows
-
 // What an FC JIT function receives (one pointer in rdi). Offsets are read with offsetof.
 struct FcCallArgs {
   const float* x = nullptr;     // first row of the call, k = 0

@@ -29,19 +29,8 @@ FcGenerator::FcGenerator(const FcConf& c, int nb, bool last_block, const std::st
       nb_(nb),
       lane_tail_(last_block ? c.lane_tail : 0),
       blk_bytes_(int64_t(nb) * c.simd * 4) {
-  convjit::GprPool pool;
-  x_tile_ = pool.take("x_tile");
-  x_k_ = pool.take("x_k");
-  w_blk_ = pool.take("w_blk");
-  w_k_ = pool.take("w_k");
-  y_blk_ = pool.take("y_blk");
-  y_tile_ = pool.take("y_tile");
-  n_off_ = pool.take("n_off");
-  blk_cnt_ = pool.take("blk_cnt");
-  row_cnt_ = pool.take("row_cnt");
-  k_cnt_ = pool.take("k_cnt");
-  epi_a_ = pool.take("epi_a");
-  epi_b_ = pool.take("epi_b");
+  convjit::GprPool().take_all(x_tile_, x_k_, w_blk_, w_k_, y_blk_, y_tile_, n_off_, blk_cnt_,
+                              row_cnt_, k_cnt_, epi_a_, epi_b_);
   epi_ = std::make_unique<EpilogueEmitter>(*this, c.isa, c.p.bias, c.p.post);
   const int need = std::max(epi_->temps_needed(lane_tail_ > 0), lane_tail_ ? 1 : 0);
   if (need > c.epi_temps || c.mr * nb + need > convjit::vector_regs(c.isa) ||
@@ -51,28 +40,18 @@ FcGenerator::FcGenerator(const FcConf& c, int nb, bool last_block, const std::st
                              " epilogue registers exceeds the register file");
 }
 
-FcGenerator::~FcGenerator() = default;
-
 void FcGenerator::generate() {
-  preamble();
-  if (lane_tail_ && c_.isa == Isa::avx512) set_tail_opmask(lane_tail_, epi_a_.cvt32());
+  preamble(c_.isa, lane_tail_, epi_a_.cvt32());
   mov(w_blk_, ptr[abi_param1 + offsetof(FcCallArgs, w)]);
   mov(y_blk_, ptr[abi_param1 + offsetof(FcCallArgs, y)]);
   xor_(n_off_, n_off_);
-  mov(blk_cnt_, ptr[abi_param1 + offsetof(FcCallArgs, n_blocks)]);
-  Label blk_loop, done;
-  test(blk_cnt_, blk_cnt_);
-  jz(done, T_NEAR);
-  L(blk_loop);
-  emit_block();
-  add(w_blk_, uint32_t(c_.p.k * blk_bytes_));
-  add(y_blk_, uint32_t(blk_bytes_));
-  add(n_off_, uint32_t(blk_bytes_));
-  dec(blk_cnt_);
-  jnz(blk_loop, T_NEAR);
-  L(done);
-  postamble();
-  if (lane_tail_ && c_.isa != Isa::avx512) emit_tail_mask_table(mask_table_, lane_tail_);
+  loop_arg(blk_cnt_, offsetof(FcCallArgs, n_blocks), [&] {
+    emit_block();
+    add(w_blk_, uint32_t(c_.p.k * blk_bytes_));
+    add(y_blk_, uint32_t(blk_bytes_));
+    add(n_off_, uint32_t(blk_bytes_));
+  });
+  postamble(c_.isa, lane_tail_);
   epi_->emit_constants();
 }
 
@@ -81,31 +60,16 @@ void FcGenerator::emit_block() {
   mov(x_tile_, ptr[abi_param1 + offsetof(FcCallArgs, x)]);
   mov(y_tile_, y_blk_);
   if (c_.m_full == 1 && c_.m_tail == 0) return emit_tile(c_.mr);  // every call has all rows
-  Label row_loop, rows_done;
-  mov(row_cnt_, ptr[abi_param1 + offsetof(FcCallArgs, m_tiles)]);
-  test(row_cnt_, row_cnt_);
-  jz(rows_done, T_NEAR);
-  L(row_loop);
-  emit_tile(c_.mr);
-  add(x_tile_, uint32_t(c_.mr * c_.p.k * 4));
-  add(y_tile_, uint32_t(c_.mr * c_.p.n * 4));
-  dec(row_cnt_);
-  jnz(row_loop, T_NEAR);
-  L(rows_done);
-  if (c_.m_tail) {
-    Label skip;
-    test(byte[abi_param1 + offsetof(FcCallArgs, flags)], int(kFlagMTail));
-    jz(skip, T_NEAR);
-    emit_tile(c_.m_tail);
-    L(skip);
-  }
+  loop_arg(row_cnt_, offsetof(FcCallArgs, m_tiles), [&] {
+    emit_tile(c_.mr);
+    add(x_tile_, uint32_t(c_.mr * c_.p.k * 4));
+    add(y_tile_, uint32_t(c_.mr * c_.p.n * 4));
+  });
+  if (c_.m_tail) if_flag(offsetof(FcCallArgs, flags), kFlagMTail, [&] { emit_tile(c_.m_tail); });
 }
 
 void FcGenerator::emit_tile(int ur) {
-  for (int i = 0; i < c_.ku * ur * nb_; ++i) {
-    Xmm a = vreg(c_.isa, i);
-    vxorps(a, a, a);
-  }
+  zero_vregs(c_.isa, c_.ku * ur * nb_);
   mov(x_k_, x_tile_);
   mov(w_k_, w_blk_);
   const int64_t u = c_.k_unroll, iters = c_.p.k / u;
@@ -153,17 +117,8 @@ void FcGenerator::emit_k_steps(int ur, int steps) {
         vfmadd231ps(vreg(isa, acc(s, 0, j, ur)), vreg(isa, bc), ptr[w_k_ + wo + j * vbytes]);
     } else {
       for (int j = 0; j < nb_; ++j) vmovups(vreg(isa, w0 + j), ptr[w_k_ + wo + j * vbytes]);
-      for (int m = 0; m < ur; ++m) {
-        const int64_t xm = m * xrow + xo;
-        if (c_.bcast_emb) {
-          for (int j = 0; j < nb_; ++j)
-            vfmadd231ps(Zmm(acc(s, m, j, ur)), Zmm(w0 + j), ptr_b[x_k_ + xm]);
-        } else {
-          vbroadcastss(vreg(isa, bc), ptr[x_k_ + xm]);
-          for (int j = 0; j < nb_; ++j)
-            vfmadd231ps(vreg(isa, acc(s, m, j, ur)), vreg(isa, w0 + j), vreg(isa, bc));
-        }
-      }
+      for (int m = 0; m < ur; ++m)
+        bcast_fmas(isa, !c_.bcast_emb, acc(s, m, 0, ur), w0, nb_, bc, x_k_ + m * xrow + xo);
     }
     if (c_.prefetch > 0) {
       // One prefetch per cache line of this k row, `prefetch` bytes ahead in the stream.
@@ -176,8 +131,7 @@ void FcGenerator::emit_k_steps(int ur, int steps) {
 void FcGenerator::emit_store(int ur) {
   const int64_t vbytes = int64_t(c_.simd) * 4, yrow = c_.p.n * 4;
   const int t0 = ur * nb_;
-  std::vector<int> temps;
-  for (int t = 0; t < c_.epi_temps; ++t) temps.push_back(t0 + t);
+  const std::vector<int> temps = vreg_range(t0, c_.epi_temps);
   for (int m = 0; m < ur; ++m) {
     for (int j = 0; j < nb_; ++j) {
       const int a = acc(0, m, j, ur);
@@ -204,15 +158,7 @@ void FcGenerator::emit_store(int ur) {
         };
         epi_->apply(a, temps, o, tail);
       }
-      const Address dst = ptr[y_tile_ + dofs];
-      if (!tail) {
-        vmovups(dst, vreg(c_.isa, a));
-      } else if (c_.isa == Isa::avx512) {
-        vmovups(dst | k1, Zmm(a));
-      } else {
-        vmovups(Ymm(t0), ptr[rip + mask_table_]);
-        vmaskmovps(dst, Ymm(t0), Ymm(a));
-      }
+      store_vec(c_.isa, ptr[y_tile_ + dofs], a, tail != 0, t0, true);
     }
   }
 }

@@ -1,26 +1,10 @@
 #include "jit/glue/asm_math.h"
 
-#include <bit>
 #include <cstdint>
 
-#include "jit/vec_math.h"  // kExpMin, kExpMax
+#include "jit/vec_math.h"  // kExpMin, kExpMax, kLog2e, exp_ln2_hi/lo
 
 namespace kiln::glue {
-namespace {
-
-
-constexpr double kLn2 = 0.693147180559945309417232121458176568;
-constexpr float kLog2e = 1.44269504088896340736f;
-
-// Cody-Waite split: ln2_hi keeps 12 significant bits so n * ln2_hi is exact for |n| < 2^12.
-float ln2_hi() {
-  return std::bit_cast<float>(std::bit_cast<uint32_t>(float(kLn2)) & 0xfffff000u);
-}
-float ln2_lo() {
-  return float(kLn2 - double(ln2_hi()));
-}
-
-}  // namespace
 
 void emit_exp(AsmBuilder& b, const x86::Vec& d, const x86::Vec& s, bool negate) {
   auto& cc = b.cc();
@@ -42,11 +26,11 @@ void emit_exp(AsmBuilder& b, const x86::Vec& d, const x86::Vec& s, bool negate) 
   // r = x - n*ln2 in two steps; negating, r holds src and we form -(x - n*ln2) instead and
   // flip the odd coefficients.
   if (negate) {
-    cc.vfmadd231ps(r, n, b.cf32(ln2_hi(), lanes));
-    cc.vfmadd231ps(r, n, b.cf32(ln2_lo(), lanes));
+    cc.vfmadd231ps(r, n, b.cf32(exp_ln2_hi(), lanes));
+    cc.vfmadd231ps(r, n, b.cf32(exp_ln2_lo(), lanes));
   } else {
-    cc.vfnmadd231ps(r, n, b.cf32(ln2_hi(), lanes));
-    cc.vfnmadd231ps(r, n, b.cf32(ln2_lo(), lanes));
+    cc.vfnmadd231ps(r, n, b.cf32(exp_ln2_hi(), lanes));
+    cc.vfnmadd231ps(r, n, b.cf32(exp_ln2_lo(), lanes));
   }
   auto coef = [&](int k) { return negate && (k & 1) ? -kExpPoly[k] : kExpPoly[k]; };
   cc.vmovups(d, b.cf32(coef(6), lanes));

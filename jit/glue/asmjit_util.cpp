@@ -9,6 +9,7 @@
 #include <cstring>
 #include <fstream>
 #include <mutex>
+#include <tuple>
 
 #include "graph/env.h"
 #include "graph/error.h"
@@ -247,6 +248,32 @@ void AsmBuilder::transpose(std::vector<x86::Vec>& r) {
   }
 }
 
+std::pair<x86::Gp, x86::Gp> AsmBuilder::loop_ptrs(
+    const x86::Gp& src, const x86::Gp& dst, int64_t count, int64_t src_step, int64_t dst_step,
+    const std::function<void(const x86::Gp& s, const x86::Gp& d)>& body) {
+  x86::Gp s = gp(), d = gp(), n = gp();
+  cc_->mov(s, src);
+  cc_->mov(d, dst);
+  cc_->mov(n, count);
+  aj::Label top = cc_->newLabel();
+  cc_->bind(top);
+  body(s, d);
+  cc_->add(s, src_step);
+  cc_->add(d, dst_step);
+  cc_->dec(n);
+  cc_->jnz(top);
+  return {s, d};
+}
+
+void AsmBuilder::copy_vectors(const x86::Gp& dst, const x86::Gp& src, int64_t n, int32_t off) {
+  const int32_t vb = int32_t(width()) * 4;
+  for (int64_t u = 0; u < n; ++u) {
+    x86::Vec v = vec();
+    cc_->vmovups(v, x86::ptr(src, off + int32_t(u) * vb));
+    cc_->vmovups(x86::ptr(dst, off + int32_t(u) * vb), v);
+  }
+}
+
 void AsmBuilder::copy_static(const x86::Gp& dst, const x86::Gp& src, int64_t count) {
   const int V = width();
   const int64_t nvec = count / V;
@@ -254,31 +281,12 @@ void AsmBuilder::copy_static(const x86::Gp& dst, const x86::Gp& src, int64_t cou
   x86::Gp s = src, d = dst;
   int64_t done = 0;  // vectors copied by the loop
   if (nvec > 16) {   // a loop of 4 vectors, then the rest unrolled
-    s = gp();
-    d = gp();
-    x86::Gp n = gp();
-    cc_->mov(s, src);
-    cc_->mov(d, dst);
-    cc_->mov(n, nvec / 4);
-    aj::Label top = cc_->newLabel();
-    cc_->bind(top);
-    for (int u = 0; u < 4; ++u) {
-      x86::Vec v = vec();
-      cc_->vmovups(v, x86::ptr(s, u * V * 4));
-      cc_->vmovups(x86::ptr(d, u * V * 4), v);
-    }
-    cc_->add(s, 4 * V * 4);
-    cc_->add(d, 4 * V * 4);
-    cc_->dec(n);
-    cc_->jnz(top);
+    std::tie(s, d) =
+        loop_ptrs(src, dst, nvec / 4, 4 * V * 4, 4 * V * 4,
+                  [&](const x86::Gp& ls, const x86::Gp& ld) { copy_vectors(ld, ls, 4); });
     done = nvec / 4 * 4;
   }
-  for (int64_t i = done; i < nvec; ++i) {
-    x86::Vec v = vec();
-    const int32_t off = int32_t((i - done) * V * 4);
-    cc_->vmovups(v, x86::ptr(s, off));
-    cc_->vmovups(x86::ptr(d, off), v);
-  }
+  copy_vectors(d, s, nvec - done);
   if (tail) {
     Mask m = mask(tail);
     x86::Vec v = vec();
@@ -295,11 +303,7 @@ void AsmBuilder::copy_dynamic(const x86::Gp& dst, const x86::Gp& src, const x86:
   cc_->bind(l4);
   cc_->cmp(count, 4 * V);
   cc_->jb(l1);
-  for (int u = 0; u < 4; ++u) {
-    x86::Vec v = vec();
-    cc_->vmovups(v, x86::ptr(src, u * V * 4));
-    cc_->vmovups(x86::ptr(dst, u * V * 4), v);
-  }
+  copy_vectors(dst, src, 4);
   cc_->add(src, 4 * V * 4);
   cc_->add(dst, 4 * V * 4);
   cc_->sub(count, 4 * V);
@@ -307,11 +311,7 @@ void AsmBuilder::copy_dynamic(const x86::Gp& dst, const x86::Gp& src, const x86:
   cc_->bind(l1);
   cc_->cmp(count, V);
   cc_->jb(lt);
-  {
-    x86::Vec v = vec();
-    cc_->vmovups(v, x86::ptr(src));
-    cc_->vmovups(x86::ptr(dst), v);
-  }
+  copy_vectors(dst, src, 1);
   cc_->add(src, V * 4);
   cc_->add(dst, V * 4);
   cc_->sub(count, V);

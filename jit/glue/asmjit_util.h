@@ -10,8 +10,10 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "jit/code_pool.h"
@@ -89,6 +91,13 @@ class AsmBuilder {
   // Transposes rows.size() x rows.size() floats in place: 8 ymm or (AVX-512) 16 zmm.
   void transpose(std::vector<x86::Vec>& rows);
 
+  // A compile-time loop of `count` (>= 1) iterations over two pointers: fresh copies of src
+  // and dst, advanced by src_step / dst_step bytes after each body(s, d). Returns the copies
+  // (pointing past the last iteration).
+  std::pair<x86::Gp, x86::Gp> loop_ptrs(
+      const x86::Gp& src, const x86::Gp& dst, int64_t count, int64_t src_step, int64_t dst_step,
+      const std::function<void(const x86::Gp& s, const x86::Gp& d)>& body);
+
   // Copies `count` floats (compile-time) from [src] to [dst]; src/dst are not modified.
   void copy_static(const x86::Gp& dst, const x86::Gp& src, int64_t count);
   // Copies `count` (register, consumed) floats from src to dst (both advanced).
@@ -107,6 +116,8 @@ class AsmBuilder {
  private:
   struct Impl;
   size_t add_data(const void* data, size_t bytes, size_t align);
+  // Copies `n` full vectors from [src + off] to [dst + off] (one fresh register each).
+  void copy_vectors(const x86::Gp& dst, const x86::Gp& src, int64_t n, int32_t off = 0);
   x86::Mem data_mem(size_t offset) const;
 
   std::string name_;

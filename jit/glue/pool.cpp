@@ -14,6 +14,7 @@
 #include <limits>
 #include <map>
 #include <string>
+#include <tuple>
 
 #include "graph/error.h"
 #include "jit/glue/asmjit_util.h"
@@ -271,19 +272,10 @@ class WindowGen : public PoolGen {
     }
     x86::Gp s = sbase, d = dbase;
     if (plan_.reps > 1) {
-      s = b_.gp();
-      d = b_.gp();
-      x86::Gp c = b_.gp();
-      cc_.mov(s, sbase);
-      cc_.mov(d, dbase);
-      cc_.mov(c, plan_.reps);
-      asmjit::Label top = cc_.newLabel();
-      cc_.bind(top);
-      window(plan_.full, s, sdisp, j0, j1, d, ddisp, &scale);
-      cc_.add(s, plan_.rep_bytes);
-      cc_.add(d, plan_.rep_bytes);
-      cc_.dec(c);
-      cc_.jnz(top);
+      std::tie(s, d) = b_.loop_ptrs(sbase, dbase, plan_.reps, plan_.rep_bytes, plan_.rep_bytes,
+                                    [&](const x86::Gp& ls, const x86::Gp& ld) {
+                                      window(plan_.full, ls, sdisp, j0, j1, ld, ddisp, &scale);
+                                    });
     }
     for (const auto& g : plan_.rest) window(g, s, sdisp, j0, j1, d, ddisp, &scale);
   }

@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <climits>
 #include <string>
+#include <tuple>
 
 #include "graph/error.h"
 #include "jit/glue/asmjit_util.h"
@@ -40,6 +41,20 @@ std::string reorder_name(Layout from, Layout to, Isa isa) {
 
 using TileFn = void (*)(const float* src, float* dst, int64_t n, int64_t flag);
 using Sig = asmjit::FuncSignatureT<void, const float*, float*, int64_t, int64_t>;
+
+// A new TileFn function (its index) and the registers of its arguments.
+struct TileFnArgs {
+  int idx;
+  x86::Gp src, dst, n, flag;
+};
+TileFnArgs begin_tile_fn(AsmBuilder& b) {
+  TileFnArgs a{b.begin_function(Sig()), b.gp(), b.gp(), b.gp(), b.gp()};
+  b.func()->setArg(0, a.src);
+  b.func()->setArg(1, a.dst);
+  b.func()->setArg(2, a.n);
+  b.func()->setArg(3, a.flag);
+  return a;
+}
 
 // One piece of tile work: the function, its pointers and counts.
 struct Tile {
@@ -80,13 +95,8 @@ class ReorderKernel : public glue::GlueKernel {
 // copy: fn(src, dst, count floats, -)
 
 void build_copy(AsmBuilder& b) {
-  b.begin_function(Sig());
-  x86::Gp src = b.gp(), dst = b.gp(), n = b.gp(), f = b.gp();
-  b.func()->setArg(0, src);
-  b.func()->setArg(1, dst);
-  b.func()->setArg(2, n);
-  b.func()->setArg(3, f);
-  b.copy_dynamic(dst, src, n);
+  const TileFnArgs a = begin_tile_fn(b);
+  b.copy_dynamic(a.dst, a.src, a.n);
   b.end_function();
 }
 
@@ -152,19 +162,9 @@ void emit_chunk(AsmBuilder& b, const TransposeSpec& s, const x86::Gp& src, const
   }
   x86::Gp gs = src, gd = dst;
   if (s.full > 1) {
-    gs = b.gp();
-    gd = b.gp();
-    x86::Gp g = b.gp();
-    cc.mov(gs, src);
-    cc.mov(gd, dst);
-    cc.mov(g, s.full);
-    asmjit::Label top = cc.newLabel();
-    cc.bind(top);
-    emit_group(b, s, gs, gd, np, s.T, zero);
-    cc.add(gs, src_step);
-    cc.add(gd, dst_step);
-    cc.dec(g);
-    cc.jnz(top);
+    std::tie(gs, gd) = b.loop_ptrs(
+        src, dst, s.full, src_step, dst_step,
+        [&](const x86::Gp& ls, const x86::Gp& ld) { emit_group(b, s, ls, ld, np, s.T, zero); });
   } else if (s.full == 1) {
     emit_group(b, s, src, dst, np, s.T, zero);
     if (s.last) {
@@ -179,12 +179,7 @@ void emit_chunk(AsmBuilder& b, const TransposeSpec& s, const x86::Gp& src, const
 
 int build_transpose(AsmBuilder& b, const TransposeSpec& s) {
   auto& cc = b.cc();
-  const int idx = b.begin_function(Sig());
-  x86::Gp src = b.gp(), dst = b.gp(), n = b.gp(), flag = b.gp();
-  b.func()->setArg(0, src);
-  b.func()->setArg(1, dst);
-  b.func()->setArg(2, n);
-  b.func()->setArg(3, flag);
+  auto [idx, src, dst, n, flag] = begin_tile_fn(b);
   x86::Vec zero = b.vec(s.T);
   cc.vxorps(zero, zero, zero);
   // From one pixel chunk to the next.
@@ -250,12 +245,7 @@ void emit_move_pixel(AsmBuilder& b, const MoveSpec& s, const x86::Gp& src, const
 
 int build_move(AsmBuilder& b, const MoveSpec& s) {
   auto& cc = b.cc();
-  const int idx = b.begin_function(Sig());
-  x86::Gp src = b.gp(), dst = b.gp(), n = b.gp(), flag = b.gp();
-  b.func()->setArg(0, src);
-  b.func()->setArg(1, dst);
-  b.func()->setArg(2, n);
-  b.func()->setArg(3, flag);
+  auto [idx, src, dst, n, flag] = begin_tile_fn(b);
   std::vector<Mask> masks;
   std::vector<x86::Vec> zeros;
   for (const Piece& p : s.pieces) {

@@ -33,17 +33,8 @@ GemmGenerator::GemmGenerator(const Im2colConf& c, int vecs, bool last, int64_t l
       ldb_(ldb * 4),
       lda_(c.lda * 4),
       ldc_(c.ldc * 4) {
-  convjit::GprPool pool;
-  a_m_ = pool.take("a_m");
-  c_m_ = pool.take("c_m");
-  a_k_ = pool.take("a_k");
-  b_k_ = pool.take("b_k");
-  k_cnt_ = pool.take("k_cnt");
-  m_cnt_ = pool.take("m_cnt");
-  row_off_ = pool.take("row_off");
-  epi_a_ = pool.take("epi_a");
-  epi_b_ = pool.take("epi_b");
-  pf_ = pool.take("pf");
+  convjit::GprPool().take_all(a_m_, c_m_, a_k_, b_k_, k_cnt_, m_cnt_, row_off_, epi_a_, epi_b_,
+                              pf_);
   epi_ = std::make_unique<EpilogueEmitter>(*this, c.isa, c.p.bias, c.p.post);
   const int live =
       c.mr * vecs + std::max({epi_->temps_needed(), 1, vecs + 1 + (b_masked_ ? 1 : 0)});
@@ -53,46 +44,38 @@ GemmGenerator::GemmGenerator(const Im2colConf& c, int vecs, bool last, int64_t l
                              std::to_string(live) + " vector registers");
 }
 
-GemmGenerator::~GemmGenerator() = default;
-
 void GemmGenerator::generate() {
-  preamble();
-  if (lane_tail_ && c_.isa == Isa::avx512) set_tail_opmask(lane_tail_, epi_a_.cvt32());
+  preamble(c_.isa, lane_tail_, epi_a_.cvt32());
   mov(a_m_, ptr[abi_param1 + offsetof(CallArgs, a)]);
   mov(c_m_, ptr[abi_param1 + offsetof(CallArgs, c)]);
   if (c_.nhwc) mov(pf_, ptr[abi_param1 + offsetof(CallArgs, pf)]);
   if (!c_.nhwc) xor_(row_off_, row_off_);
-  Label loop, tail, done;
-  mov(m_cnt_, ptr[abi_param1 + offsetof(CallArgs, m_blocks)]);
-  test(m_cnt_, m_cnt_);
-  jz(tail, T_NEAR);
-  L(loop);
-  emit_block(c_.mr);
-  add(a_m_, c_.mr * lda_);
-  add(c_m_, c_.mr * ldc_);
-  if (!c_.nhwc) add(row_off_, c_.mr * c_.simd * 4);
-  dec(m_cnt_);
-  jnz(loop, T_NEAR);
-  L(tail);
-  if (c_.m_tail) {
-    test(byte[abi_param1 + offsetof(CallArgs, flags)], int(kFlagMTail));
-    jz(done, T_NEAR);
-    emit_block(c_.m_tail);
-  }
-  L(done);
-  postamble();
-  if (lane_tail_ && c_.isa != Isa::avx512) emit_tail_mask_table(mask_table_, lane_tail_);
+  loop_arg(m_cnt_, offsetof(CallArgs, m_blocks), [&] {
+    emit_block(c_.mr);
+    add(a_m_, c_.mr * lda_);
+    add(c_m_, c_.mr * ldc_);
+    if (!c_.nhwc) add(row_off_, c_.mr * c_.simd * 4);
+  });
+  if (c_.m_tail) if_flag(offsetof(CallArgs, flags), kFlagMTail, [&] { emit_block(c_.m_tail); });
+  postamble(c_.isa, lane_tail_);
   epi_->emit_constants();
 }
 
 void GemmGenerator::emit_block(int rows) {
-  emit_init(rows);
+  init_accumulators(
+      c_.kc < c_.k, offsetof(CallArgs, flags), [&] { zero_vregs(c_.isa, rows * vecs_); },
+      [&] {
+        for (int i = 0; i < rows; ++i)
+          for (int j = 0; j < vecs_; ++j)
+            load_vec(c_.isa, acc(i, j), ptr[c_m_ + i * ldc_ + j * c_.simd * 4],
+                     lane_tail_ && j == vecs_ - 1, rows * vecs_, true);
+      });
   mov(a_k_, a_m_);
   mov(b_k_, ptr[abi_param1 + offsetof(CallArgs, b)]);
   mov(k_cnt_, ptr[abi_param1 + offsetof(CallArgs, ksteps)]);
   const int u = c_.unroll;
   if (b_masked_ && c_.isa != Isa::avx512)
-    vmovups(Ymm(c_.mr * vecs_ + vecs_ + 1), ptr[rip + mask_table_]);
+    vmovups(Ymm(c_.mr * vecs_ + vecs_ + 1), ptr[rip + tail_mask_]);
   Label main, rem, rem_loop, end;
   cmp(k_cnt_, u);
   jl(rem, T_NEAR);
@@ -121,57 +104,14 @@ void GemmGenerator::emit_block(int rows) {
 // One K step: load the B vectors, then per row broadcast A's element and FMA it into them.
 void GemmGenerator::emit_kstep(int rows, int s) {
   const int b0 = c_.mr * vecs_, bc = b0 + vecs_;
-  for (int j = 0; j < vecs_; ++j) {
-    const Address src = ptr[b_k_ + s * ldb_ + j * c_.simd * 4];
-    if (b_masked_ && j == vecs_ - 1) {
-      if (c_.isa == Isa::avx512)
-        vmovups(Zmm(b0 + j) | k1 | T_z, src);
-      else
-        vmaskmovps(Ymm(b0 + j), Ymm(bc + 1), src);  // lanes past the plane are never read
-    } else {
-      vmovups(vreg(c_.isa, b0 + j), src);
-    }
-  }
+  // A masked last vector never reads lanes past the plane (AVX2 mask loaded by emit_block).
+  for (int j = 0; j < vecs_; ++j)
+    load_vec(c_.isa, b0 + j, ptr[b_k_ + s * ldb_ + j * c_.simd * 4], b_masked_ && j == vecs_ - 1,
+             bc + 1);
   // NHWC: B is the weights, cold in memory on the first tile's sweep (see CallArgs::pf).
   if (c_.nhwc) prefetcht1(ptr[pf_ + s * 64]);
-  for (int i = 0; i < rows; ++i) {
-    vbroadcastss(vreg(c_.isa, bc), ptr[a_k_ + i * lda_ + s * 4]);
-    for (int j = 0; j < vecs_; ++j)
-      vfmadd231ps(vreg(c_.isa, acc(i, j)), vreg(c_.isa, b0 + j), vreg(c_.isa, bc));
-  }
-}
-
-void GemmGenerator::load_c(int a, const Address& addr, bool masked, int mask_reg) {
-  if (!masked) return vmovups(vreg(c_.isa, a), addr);
-  if (c_.isa == Isa::avx512) return vmovups(Zmm(a) | k1 | T_z, addr);
-  vmovups(Ymm(mask_reg), ptr[rip + mask_table_]);
-  vmaskmovps(Ymm(a), Ymm(mask_reg), addr);
-}
-
-void GemmGenerator::store_c(const Address& addr, int a, bool masked, int mask_reg) {
-  if (!masked) return vmovups(addr, vreg(c_.isa, a));
-  if (c_.isa == Isa::avx512) return vmovups(addr | k1, Zmm(a));
-  vmovups(Ymm(mask_reg), ptr[rip + mask_table_]);
-  vmaskmovps(addr, Ymm(mask_reg), Ymm(a));
-}
-
-void GemmGenerator::emit_init(int rows) {
-  auto zero = [&] {
-    for (int i = 0; i < rows * vecs_; ++i)
-      vxorps(vreg(c_.isa, i), vreg(c_.isa, i), vreg(c_.isa, i));
-  };
-  if (c_.kc >= c_.k) return zero();
-  Label load, go;
-  test(byte[abi_param1 + offsetof(CallArgs, flags)], int(kFlagAccumulate));
-  jnz(load, T_NEAR);
-  zero();
-  jmp(go, T_NEAR);
-  L(load);
   for (int i = 0; i < rows; ++i)
-    for (int j = 0; j < vecs_; ++j)
-      load_c(acc(i, j), ptr[c_m_ + i * ldc_ + j * c_.simd * 4], lane_tail_ && j == vecs_ - 1,
-             rows * vecs_);
-  L(go);
+    bcast_fmas(c_.isa, true, acc(i, 0), b0, vecs_, bc, a_k_ + i * lda_ + s * 4);
 }
 
 EpilogueEmitter::Operands GemmGenerator::operands(int i, int j) const {
@@ -207,26 +147,17 @@ EpilogueEmitter::Operands GemmGenerator::operands(int i, int j) const {
 }
 
 void GemmGenerator::emit_store(int rows) {
-  auto store_all = [&](bool final) {
-    std::vector<int> temps;
-    for (int t = 0; t < epi_->temps_needed(); ++t) temps.push_back(rows * vecs_ + t);
+  const std::vector<int> temps = vreg_range(rows * vecs_, epi_->temps_needed());
+  store_accumulators(c_.kc < c_.k, offsetof(CallArgs, flags), [&](bool final) {
     for (int i = 0; i < rows; ++i)
       for (int j = 0; j < vecs_; ++j) {
         const bool tail = lane_tail_ && j == vecs_ - 1;
         if (final && !epi_->empty())
           epi_->apply(acc(i, j), temps, operands(i, j), tail ? lane_tail_ : 0);
-        store_c(ptr[c_m_ + i * ldc_ + j * c_.simd * 4], acc(i, j), tail, rows * vecs_);
+        store_vec(c_.isa, ptr[c_m_ + i * ldc_ + j * c_.simd * 4], acc(i, j), tail, rows * vecs_,
+                  true);
       }
-  };
-  if (c_.kc >= c_.k) return store_all(true);
-  Label raw, done;
-  test(byte[abi_param1 + offsetof(CallArgs, flags)], int(kFlagFinal));
-  jz(raw, T_NEAR);
-  store_all(true);
-  jmp(done, T_NEAR);
-  L(raw);
-  store_all(false);
-  L(done);
+  });
 }
 
 }  // namespace kiln::im2col

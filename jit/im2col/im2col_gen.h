@@ -10,17 +10,13 @@
 #include <memory>
 #include <string>
 
+#include "jit/call_flags.h"
 #include "jit/epilogue.h"
 #include "jit/im2col/im2col_conf.h"
 #include "jit/jit_generator.h"
 #include "jit/post_op_args.h"
 
 namespace kiln::im2col {
-
-// Bits of CallArgs::flags.
-constexpr int64_t kFlagAccumulate = 1;  // start from the partial sums in C (not the first chunk)
-constexpr int64_t kFlagFinal = 2;       // last K chunk: bias + post-ops, else raw partial sums
-constexpr int64_t kFlagMTail = 4;       // run the tail row block after the full ones
 
 // What one call receives (pointer in rdi); read with offsetof.
 struct CallArgs {
@@ -31,7 +27,7 @@ struct CallArgs {
   const float* bias = nullptr;
   int64_t m_blocks = 0;  // full row blocks
   int64_t ksteps = 0;    // K steps of this call
-  int64_t flags = 0;
+  int64_t flags = 0;     // CallFlag bits (jit/call_flags.h)
   // NHWC: the next call's B, walked a line per K step across this call's row blocks (into L2).
   const float* pf = nullptr;
   PostOpArgs post;  // fused post-ops' operands (scale / shift like bias)
@@ -42,18 +38,12 @@ class GemmGenerator : public JitGenerator {
   // `vecs`: column vectors of this code (nr, or n_last for the last group); `last`: this code
   // runs the last column group (lane tail on its last vector); `ldb`: B row stride in floats.
   GemmGenerator(const Im2colConf& c, int vecs, bool last, int64_t ldb, const std::string& name);
-  ~GemmGenerator() override;
-
- protected:
-  void generate() override;
 
  private:
+  void generate() override;
   void emit_block(int rows);
   void emit_kstep(int rows, int u);
-  void emit_init(int rows);
   void emit_store(int rows);
-  void load_c(int a, const Xbyak::Address& addr, bool masked, int mask_reg);
-  void store_c(const Xbyak::Address& addr, int a, bool masked, int mask_reg);
   EpilogueEmitter::Operands operands(int i, int j) const;
   int acc(int i, int j) const { return i * vecs_ + j; }
 
@@ -64,7 +54,6 @@ class GemmGenerator : public JitGenerator {
   int64_t ldb_;        // bytes
   int64_t lda_, ldc_;  // bytes
   std::unique_ptr<EpilogueEmitter> epi_;
-  Xbyak::Label mask_table_;
   Xbyak::Reg64 a_m_, c_m_, a_k_, b_k_, k_cnt_, m_cnt_, row_off_, epi_a_, epi_b_, pf_;
 };
 

@@ -1,6 +1,8 @@
 #include "jit/winograd/winograd_gen.h"
 
 #include <cstddef>
+#include <utility>
+#include <vector>
 
 #include "graph/error.h"
 #include "jit/conv/conv_jit_util.h"
@@ -8,6 +10,47 @@
 namespace kiln::convjit {
 
 using namespace Xbyak;
+
+namespace {
+
+// out[r] = sum_i mat[r][i] in[i] (registers) for a matrix of 0 / +-1 entries with `cols`
+// columns (the F(2x2, 3x3) transforms): the first two terms in one add or sub, then one
+// instruction per further term.
+void emit_signed_sums(CodeGenerator& g, Isa isa, const double* mat, int rows, int cols,
+                      const int* in, const int* out) {
+  for (int r = 0; r < rows; ++r) {
+    std::vector<std::pair<int, bool>> terms;  // (input, negated)
+    for (int i = 0; i < cols; ++i)
+      if (mat[r * cols + i] != 0) terms.push_back({in[i], mat[r * cols + i] < 0});
+    if (terms.size() < 2 || (terms[0].second && terms[1].second))
+      fail(Code::internal, "winograd: transform row is not a signed sum");
+    const Xmm o = vreg(isa, out[r]), a = vreg(isa, terms[0].first), b = vreg(isa, terms[1].first);
+    if (terms[0].second)
+      g.vsubps(o, b, a);
+    else if (terms[1].second)
+      g.vsubps(o, a, b);
+    else
+      g.vaddps(o, a, b);
+    for (size_t t = 2; t < terms.size(); ++t) {
+      if (terms[t].second)
+        g.vsubps(o, o, vreg(isa, terms[t].first));
+      else
+        g.vaddps(o, o, vreg(isa, terms[t].first));
+    }
+  }
+}
+
+// Registers of a 1-D transform: inputs in[i], outputs out[i], scratch by number.
+struct Regs1d {
+  Isa isa;
+  const int* in;
+  const int* out;
+  Xmm d(int i) const { return vreg(isa, in[i]); }
+  Xmm o(int i) const { return vreg(isa, out[i]); }
+  Xmm r(int i) const { return vreg(isa, i); }
+};
+
+}  // namespace
 
 // ---------------------------------------------------------------------------------------
 // Input transform
@@ -18,33 +61,25 @@ WinoInputGen::WinoInputGen(const WinoConf& c, const std::string& name)
 // B^T d on the registers in[0..alpha) into out[0..alpha); registers 6..9 (m = 4) are scratch.
 // The shared sub-expressions are those of the points 0, +-1, +-2 (winograd_conf.cpp kBt4).
 void WinoInputGen::transform_1d(const int* in, const int* out) {
-  auto r = [&](int i) { return vreg(c_.isa, i); };
-  auto d = [&](int i) { return r(in[i]); };
-  auto o = [&](int i) { return r(out[i]); };
-  if (c_.m == 2) {
-    vsubps(o(0), d(0), d(2));
-    vaddps(o(1), d(1), d(2));
-    vsubps(o(2), d(2), d(1));
-    vsubps(o(3), d(1), d(3));
-    return;
-  }
-  const Xmm t0 = r(6), t1 = r(7), t2 = r(8), t3 = r(9);
-  vmovaps(t0, d(4));
-  vfnmadd231ps(t0, d(2), consts_.f32(4.f));  // d4 - 4 d2
-  vmovaps(t1, d(3));
-  vfnmadd231ps(t1, d(1), consts_.f32(4.f));  // d3 - 4 d1
-  vsubps(t2, d(4), d(2));                    // d4 - d2
-  vsubps(t3, d(3), d(1));                    // d3 - d1
-  vsubps(o(0), d(0), d(2));
-  vfmadd132ps(o(0), t2, consts_.f32(4.f));  // 4 (d0 - d2) + d4 - d2
-  vaddps(o(1), t0, t1);
-  vsubps(o(2), t0, t1);
-  vaddps(o(3), t3, t3);
-  vaddps(o(3), o(3), t2);  // d4 - d2 + 2 (d3 - d1)
-  vsubps(o(4), t2, t3);
-  vsubps(o(4), o(4), t3);  // d4 - d2 - 2 (d3 - d1)
-  vsubps(o(5), d(5), d(3));
-  vfnmadd231ps(o(5), t3, consts_.f32(4.f));  // d5 - d3 - 4 (d3 - d1)
+  if (c_.m == 2) return emit_signed_sums(*this, c_.isa, wino_matrices(2).bt, 4, 4, in, out);
+  const Regs1d x{c_.isa, in, out};
+  const Xmm t0 = x.r(6), t1 = x.r(7), t2 = x.r(8), t3 = x.r(9);
+  vmovaps(t0, x.d(4));
+  vfnmadd231ps(t0, x.d(2), consts_.f32(4.f));  // d4 - 4 d2
+  vmovaps(t1, x.d(3));
+  vfnmadd231ps(t1, x.d(1), consts_.f32(4.f));  // d3 - 4 d1
+  vsubps(t2, x.d(4), x.d(2));                  // d4 - d2
+  vsubps(t3, x.d(3), x.d(1));                  // d3 - d1
+  vsubps(x.o(0), x.d(0), x.d(2));
+  vfmadd132ps(x.o(0), t2, consts_.f32(4.f));  // 4 (d0 - d2) + d4 - d2
+  vaddps(x.o(1), t0, t1);
+  vsubps(x.o(2), t0, t1);
+  vaddps(x.o(3), t3, t3);
+  vaddps(x.o(3), x.o(3), t2);  // d4 - d2 + 2 (d3 - d1)
+  vsubps(x.o(4), t2, t3);
+  vsubps(x.o(4), x.o(4), t3);  // d4 - d2 - 2 (d3 - d1)
+  vsubps(x.o(5), x.d(5), x.d(3));
+  vfnmadd231ps(x.o(5), t3, consts_.f32(4.f));  // d5 - d3 - 4 (d3 - d1)
 }
 
 void WinoInputGen::generate() {
@@ -61,27 +96,24 @@ void WinoInputGen::generate() {
   mov(tmp, ptr[abi_param1 + offsetof(WinoInArgs, tmp)]);
   mov(rs, ptr[abi_param1 + offsetof(WinoInArgs, row_bytes)]);
   mov(cs, ptr[abi_param1 + offsetof(WinoInArgs, icb_bytes)]);
-  mov(cnt, c_.icb);
-  Label loop;
-  L(loop);
-  // Pass 1: each patch row y -> X[y][i] (in tmp).
-  mov(row, src);
-  for (int y = 0; y < A; ++y) {
-    for (int x = 0; x < A; ++x) vmovups(vreg(c_.isa, in[x]), ptr[row + x * vb]);
-    transform_1d(in, out);
-    for (int i = 0; i < A; ++i) vmovups(ptr[tmp + (y * A + i) * vb], vreg(c_.isa, out[i]));
-    if (y + 1 < A) add(row, rs);
-  }
-  // Pass 2: each column i of X -> V[j * alpha + i].
-  for (int i = 0; i < A; ++i) {
-    for (int y = 0; y < A; ++y) vmovups(vreg(c_.isa, in[y]), ptr[tmp + (y * A + i) * vb]);
-    transform_1d(in, out);
-    for (int j = 0; j < A; ++j) vmovups(ptr[v + (j * A + i) * v_xi], vreg(c_.isa, out[j]));
-  }
-  add(src, cs);
-  add(v, vb);
-  dec(cnt);
-  jnz(loop, T_NEAR);
+  loop_n(cnt, c_.icb, [&] {
+    // Pass 1: each patch row y -> X[y][i] (in tmp).
+    mov(row, src);
+    for (int y = 0; y < A; ++y) {
+      for (int x = 0; x < A; ++x) vmovups(vreg(c_.isa, in[x]), ptr[row + x * vb]);
+      transform_1d(in, out);
+      for (int i = 0; i < A; ++i) vmovups(ptr[tmp + (y * A + i) * vb], vreg(c_.isa, out[i]));
+      if (y + 1 < A) add(row, rs);
+    }
+    // Pass 2: each column i of X -> V[j * alpha + i].
+    for (int i = 0; i < A; ++i) {
+      for (int y = 0; y < A; ++y) vmovups(vreg(c_.isa, in[y]), ptr[tmp + (y * A + i) * vb]);
+      transform_1d(in, out);
+      for (int j = 0; j < A; ++j) vmovups(ptr[v + (j * A + i) * v_xi], vreg(c_.isa, out[j]));
+    }
+    add(src, cs);
+    add(v, vb);
+  });
   postamble();
   consts_.emit();
 }
@@ -109,18 +141,7 @@ size_t gemm_code_bound(const WinoConf& c, int vectors) {
 
 WinoGemmGen::WinoGemmGen(const WinoConf& c, int vectors, int tail, const std::string& name)
     : JitGenerator(name, gemm_code_bound(c, vectors)), c_(c), nv_(vectors), tail_(tail) {
-  GprPool pool;
-  m_ = pool.take("m");
-  vc_ = pool.take("v_chunk");
-  uc_ = pool.take("u_chunk");
-  vb_ = pool.take("v_blk");
-  mb_ = pool.take("m_blk");
-  vk_ = pool.take("v_k");
-  uk_ = pool.take("u_k");
-  kc_cnt_ = pool.take("kc_cnt");
-  blk_cnt_ = pool.take("blk_cnt");
-  k_cnt_ = pool.take("k_cnt");
-  pf_ = pool.take("pf");
+  GprPool().take_all(m_, vc_, uc_, vb_, mb_, vk_, uk_, kc_cnt_, blk_cnt_, k_cnt_, pf_);
   if (c.mr * vectors + vectors + 1 > vector_regs(c.isa))
     fail(Code::internal, "kernel " + name + ": register block does not fit");
 }
@@ -137,10 +158,8 @@ void WinoGemmGen::emit_steps(int rows, int ks) {
       vmovups(vreg(c_.isa, w0 + j), ptr[uk_ + k * urow + j * c_.simd * 4]);
     if (ks == c_.simd && k % kPfEvery == 0) prefetcht1(ptr[pf_ + k / kPfEvery * 64]);
     for (int r = 0; r < rows; ++r) {
-      const Xmm b = vreg(c_.isa, b0 + bsel);
+      bcast_fmas(c_.isa, true, r * nv_, w0, nv_, b0 + bsel, vk_ + r * vrow + k * 4);
       bsel = two_b ? 1 - bsel : 0;
-      vbroadcastss(b, ptr[vk_ + r * vrow + k * 4]);
-      for (int j = 0; j < nv_; ++j) vfmadd231ps(vreg(c_.isa, r * nv_ + j), vreg(c_.isa, w0 + j), b);
     }
   }
 }
@@ -149,9 +168,7 @@ void WinoGemmGen::emit_block(int rows, int64_t k_blocks, int k_tail, Init init) 
   auto acc_mem = [&](int r, int j) {
     return ptr[mb_ + (int64_t(r) * c_.m_row() + int64_t(j) * c_.simd) * 4];
   };
-  auto zero = [&] {
-    for (int i = 0; i < rows * nv_; ++i) vxorps(vreg(c_.isa, i), vreg(c_.isa, i), vreg(c_.isa, i));
-  };
+  auto zero = [&] { zero_vregs(c_.isa, rows * nv_); };
   auto load = [&] {
     for (int r = 0; r < rows; ++r)
       for (int j = 0; j < nv_; ++j) vmovups(vreg(c_.isa, r * nv_ + j), acc_mem(r, j));
@@ -173,15 +190,12 @@ void WinoGemmGen::emit_block(int rows, int64_t k_blocks, int k_tail, Init init) 
   mov(vk_, vb_);
   mov(uk_, uc_);
   if (k_blocks > 0) {
-    Label k_loop;
-    mov(k_cnt_, k_blocks);
-    L(k_loop);
-    emit_steps(rows, c_.simd);
-    add(pf_, c_.simd / kPfEvery * 64);
-    add(vk_, c_.simd * 4);
-    add(uk_, int64_t(c_.simd) * nv_ * c_.simd * 4);
-    dec(k_cnt_);
-    jnz(k_loop, T_NEAR);
+    loop_n(k_cnt_, k_blocks, [&] {
+      emit_steps(rows, c_.simd);
+      add(pf_, c_.simd / kPfEvery * 64);
+      add(vk_, c_.simd * 4);
+      add(uk_, int64_t(c_.simd) * nv_ * c_.simd * 4);
+    });
   }
   // V's pad channels are never read (the image's pad lanes are don't-care).
   if (k_tail) emit_steps(rows, k_tail);
@@ -191,19 +205,13 @@ void WinoGemmGen::emit_block(int rows, int64_t k_blocks, int k_tail, Init init) 
 
 // All register blocks of the group for one K chunk (V and U chunk pointers in vc_ / uc_).
 void WinoGemmGen::emit_blocks(int64_t k_blocks, int k_tail, Init init) {
-  Label blk_loop, no_blocks;
   mov(vb_, vc_);
   mov(mb_, m_);
-  mov(blk_cnt_, ptr[abi_param1 + offsetof(WinoGemmArgs, blocks)]);
-  test(blk_cnt_, blk_cnt_);
-  jz(no_blocks, T_NEAR);
-  L(blk_loop);
-  emit_block(c_.mr, k_blocks, k_tail, init);
-  add(vb_, c_.mr * c_.v_row() * 4);
-  add(mb_, c_.mr * c_.m_row() * 4);
-  dec(blk_cnt_);
-  jnz(blk_loop, T_NEAR);
-  L(no_blocks);
+  loop_arg(blk_cnt_, offsetof(WinoGemmArgs, blocks), [&] {
+    emit_block(c_.mr, k_blocks, k_tail, init);
+    add(vb_, c_.mr * c_.v_row() * 4);
+    add(mb_, c_.mr * c_.m_row() * 4);
+  });
   if (tail_ > 0) emit_block(tail_, k_blocks, k_tail, init);
 }
 
@@ -218,14 +226,11 @@ void WinoGemmGen::generate() {
   const int64_t nkc = c_.k_chunks(), kc_blocks = c_.kc / c_.simd;
   const int64_t last = c_.p.ic - (nkc - 1) * c_.kc;
   if (nkc > 1) {
-    Label kc_loop;
-    mov(kc_cnt_, nkc - 1);
-    L(kc_loop);
-    emit_blocks(kc_blocks, 0, nkc > 2 ? Init::first_zero : Init::zero);
-    add(vc_, c_.kc * 4);
-    add(uc_, c_.kc * nv_ * c_.simd * 4);
-    dec(kc_cnt_);
-    jnz(kc_loop, T_NEAR);
+    loop_n(kc_cnt_, nkc - 1, [&] {
+      emit_blocks(kc_blocks, 0, nkc > 2 ? Init::first_zero : Init::zero);
+      add(vc_, c_.kc * 4);
+      add(uc_, c_.kc * nv_ * c_.simd * 4);
+    });
   }
   emit_blocks(last / c_.simd, int(last % c_.simd), nkc > 1 ? Init::load : Init::zero);
   postamble();
@@ -260,33 +265,23 @@ WinoOutputGen::WinoOutputGen(const WinoConf& c, int vectors, bool last_chunk, in
     fail(Code::internal, "kernel " + name + ": epilogue needs too many scratch registers");
 }
 
-WinoOutputGen::~WinoOutputGen() = default;
-
 // A^T m on in[0..alpha) into out[0..m); registers 6..9 are scratch (m = 4).
 void WinoOutputGen::transform_1d(const int* in, const int* out) {
-  auto r = [&](int i) { return vreg(c_.isa, i); };
-  auto d = [&](int i) { return r(in[i]); };
-  auto o = [&](int i) { return r(out[i]); };
-  if (c_.m == 2) {
-    vaddps(o(0), d(0), d(1));
-    vaddps(o(0), o(0), d(2));
-    vsubps(o(1), d(1), d(2));
-    vsubps(o(1), o(1), d(3));
-    return;
-  }
-  const Xmm s1 = r(6), d1 = r(7), s2 = r(8), d2 = r(9);
-  vaddps(s1, d(1), d(2));
-  vsubps(d1, d(1), d(2));
-  vaddps(s2, d(3), d(4));
-  vsubps(d2, d(3), d(4));
-  vaddps(o(0), d(0), s1);
-  vaddps(o(0), o(0), s2);  // m0 + m1 + m2 + m3 + m4
-  vaddps(o(1), d2, d2);
-  vaddps(o(1), o(1), d1);  // (m1 - m2) + 2 (m3 - m4)
-  vmovaps(o(2), s1);
-  vfmadd231ps(o(2), s2, consts_.f32(4.f));  // (m1 + m2) + 4 (m3 + m4)
-  vaddps(o(3), d1, d(5));
-  vfmadd231ps(o(3), d2, consts_.f32(8.f));  // (m1 - m2) + 8 (m3 - m4) + m5
+  if (c_.m == 2) return emit_signed_sums(*this, c_.isa, wino_matrices(2).at, 2, 4, in, out);
+  const Regs1d x{c_.isa, in, out};
+  const Xmm s1 = x.r(6), d1 = x.r(7), s2 = x.r(8), d2 = x.r(9);
+  vaddps(s1, x.d(1), x.d(2));
+  vsubps(d1, x.d(1), x.d(2));
+  vaddps(s2, x.d(3), x.d(4));
+  vsubps(d2, x.d(3), x.d(4));
+  vaddps(x.o(0), x.d(0), s1);
+  vaddps(x.o(0), x.o(0), s2);  // m0 + m1 + m2 + m3 + m4
+  vaddps(x.o(1), d2, d2);
+  vaddps(x.o(1), x.o(1), d1);  // (m1 - m2) + 2 (m3 - m4)
+  vmovaps(x.o(2), s1);
+  vfmadd231ps(x.o(2), s2, consts_.f32(4.f));  // (m1 + m2) + 4 (m3 + m4)
+  vaddps(x.o(3), d1, x.d(5));
+  vfmadd231ps(x.o(3), d2, consts_.f32(8.f));  // (m1 - m2) + 8 (m3 - m4) + m5
 }
 
 void WinoOutputGen::generate() {

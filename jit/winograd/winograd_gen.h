@@ -49,10 +49,8 @@ class WinoInputGen : public JitGenerator {
  public:
   WinoInputGen(const WinoConf& c, const std::string& name);
 
- protected:
-  void generate() override;
-
  private:
+  void generate() override;
   void transform_1d(const int* in, const int* out);  // B^T on alpha registers
 
   WinoConf c_;
@@ -64,10 +62,8 @@ class WinoGemmGen : public JitGenerator {
   // vectors: oc vectors of the chunk (nr or nr_last); tail: tiles after the full blocks.
   WinoGemmGen(const WinoConf& c, int vectors, int tail, const std::string& name);
 
- protected:
-  void generate() override;
-
  private:
+  void generate() override;
   // How a register block's accumulators start: zero, from M (partial sums of earlier K
   // chunks), or zero only in the first K chunk of the runtime chunk loop.
   enum class Init { zero, load, first_zero };
@@ -86,12 +82,9 @@ class WinoOutputGen : public JitGenerator {
   // vh x vw: valid output rows x columns of the tile.
   WinoOutputGen(const WinoConf& c, int vectors, bool last_chunk, int vh, int vw,
                 const std::string& name);
-  ~WinoOutputGen() override;
-
- protected:
-  void generate() override;
 
  private:
+  void generate() override;
   void transform_1d(const int* in, const int* out);  // A^T: alpha registers -> m registers
 
   WinoConf c_;
