@@ -6,6 +6,7 @@
 #include "jit/conv/conv_direct_gen.h"
 #include "jit/conv/conv_families.h"
 #include "jit/pack.h"
+#include "jit/shared_code.h"
 
 namespace kiln::convjit {
 namespace {
@@ -14,7 +15,8 @@ using Fn = void (*)(const ConvCallArgs*);
 
 class DirectKernel : public Kernel {
  public:
-  DirectKernel(const DirectConf& c, const Tensor& w, const Tensor* bias)
+  DirectKernel(const DirectConf& c, const Tensor& w, const Tensor* bias,
+               const std::string& code_key)
       : c_(c),
         name_(conv_kernel_name("direct", c.src, c.dst, c.blocking_str(), c.isa)),
         bias_(pack_bias(bias ? bias->data<float>() : nullptr, c.p.oc, c.ocb * c.simd)) {
@@ -23,14 +25,13 @@ class DirectKernel : public Kernel {
     // [rows - 1][last group]: one-row code always, row-pair code when ur_h == 2.
     for (int rows = 1; rows <= c.ur_h; ++rows) {
       const std::string suffix = rows > 1 ? "_rows" + std::to_string(rows) : "";
+      const std::string key = code_key.empty() ? "" : code_key + suffix;
       gen_[rows - 1][0] =
-          std::make_unique<DirectGenerator>(c, c.oc_blocks, false, rows, name_ + suffix);
-      gen_[rows - 1][0]->create();
-      if (c.last_group_own) {
-        gen_[rows - 1][1] = std::make_unique<DirectGenerator>(c, c.oc_blocks_last, true, rows,
+          shared_generator<DirectGenerator>(key, c, c.oc_blocks, false, rows, name_ + suffix);
+      if (c.last_group_own)
+        gen_[rows - 1][1] = shared_generator<DirectGenerator>(key.empty() ? key : key + "_lastoc",
+                                                              c, c.oc_blocks_last, true, rows,
                                                               name_ + suffix + "_lastoc");
-        gen_[rows - 1][1]->create();
-      }
     }
   }
 
@@ -163,15 +164,15 @@ class DirectKernel : public Kernel {
   std::vector<float> bias_;
   Tensor wei_;
   std::vector<int64_t> group_off_;
-  std::unique_ptr<DirectGenerator> gen_[2][2];
+  std::shared_ptr<const DirectGenerator> gen_[2][2];
   int64_t blocks_per_row_ = 0;  // register blocks one call runs (each walks pf_next lines)
 };
 
 }  // namespace
 
 std::unique_ptr<Kernel> make_direct_kernel(const DirectConf& c, const Tensor& weights,
-                                           const Tensor* bias) {
-  return std::make_unique<DirectKernel>(c, weights, bias);
+                                           const Tensor* bias, const std::string& code_key) {
+  return std::make_unique<DirectKernel>(c, weights, bias, code_key);
 }
 
 }  // namespace kiln::convjit

@@ -5,12 +5,14 @@
 #include <array>
 
 #include "graph/error.h"
-#include "jit/dw/dw_kernel.h"
+#include "jit/dw/dw_conf.h"
 #include "jit/im2col/im2col_kernel.h"
 #include "jit/winograd/winograd_kernel.h"
 
 namespace kiln {
 namespace {
+
+using namespace convjit;
 
 using Pairs = std::vector<std::pair<Layout, Layout>>;
 
@@ -37,18 +39,30 @@ bool wide(const ConvProblem& p) {
   return p.ic >= 32 && p.oc >= 32;
 }
 
-std::unique_ptr<Kernel> create_direct(const ConvProblem& p, const ConvImpl& impl, Isa isa,
-                                      const Tensor& w, const Tensor* b, std::string* why_not) {
-  auto c = convjit::init_direct_conf(p, impl, isa);
+// A row's create: the family's conf for (p, impl, isa), then its kernel factory.
+template <auto init, auto make>
+std::unique_ptr<Kernel> conf_then_kernel(const ConvProblem& p, const ConvImpl& impl, Isa isa,
+                                         const Tensor& w, const Tensor* b,
+                                         const std::string& code_key, std::string* why_not) {
+  auto c = init(p, impl, isa);
   if (!c) return *why_not = c.reason, nullptr;
-  return convjit::make_direct_kernel(*c.conf, w, b);
+  return make(*c.conf, w, b, code_key);
 }
 
-std::unique_ptr<Kernel> create_gemm1x1(const ConvProblem& p, const ConvImpl& impl, Isa isa,
-                                       const Tensor& w, const Tensor* b, std::string* why_not) {
-  auto c = convjit::init_gemm1x1_conf(p, impl, isa);
-  if (!c) return *why_not = c.reason, nullptr;
-  return convjit::make_gemm1x1_kernel(*c.conf, w, b);
+ConfOr<DwConf> dw_conf(const ConvProblem& p, const ConvImpl& impl, Isa isa) {
+  return init_dw_conf(p, impl, isa);  // its weight mode is the cost model's choice
+}
+ConfOr<Gemm1x1Conf> gemm1x1_conf(const ConvProblem& p, const ConvImpl& impl, Isa isa) {
+  return init_gemm1x1_conf(p, impl, isa);  // nothing forced
+}
+
+// What a kernel's code is a function of (shared_code.h): the conf's inputs.
+std::string code_key(const ConvProblem& p, const ConvImpl& impl, Isa isa) {
+  return p.str() + '|' + conv_family_name(impl.family) + '|' + layout_name(impl.src) + '|' +
+         layout_name(impl.dst) + "|u" + std::to_string(impl.ur_w) + "o" +
+         std::to_string(impl.oc_blocks) + '|' + isa_name(isa) + "|L1d" +
+         std::to_string(impl.cache.l1d) + "L2" + std::to_string(impl.cache.l2) + "L3" +
+         std::to_string(impl.cache.l3);
 }
 
 // Rows in the order candidates are offered (ties in the solver go to the earlier one).
@@ -58,13 +72,14 @@ const std::vector<ConvFamilyRow>& rows() {
        [](const ConvProblem&, Layout b) {
          return Pairs{{b, b}, {Layout::nhwc, Layout::nhwc}};
        },
-       create_depthwise_kernel, [](const ConvProblem&, Layout, Layout) { return 0.25; },
+       conf_then_kernel<dw_conf, make_dw_kernel>,
+       [](const ConvProblem&, Layout, Layout) { return 0.25; },
        /*memory_bound=*/true, /*fixed_baseline=*/true},
       {ConvFamily::gemm1x1, "gemm1x1", one_by_one,
        [](const ConvProblem&, Layout b) {
          return Pairs{{b, b}, {Layout::nhwc, Layout::nhwc}};
        },
-       create_gemm1x1,
+       conf_then_kernel<gemm1x1_conf, make_gemm1x1_kernel>,
        [](const ConvProblem& p, Layout s, Layout d) {
          return (s == Layout::nhwc ? 0.7 : 0.8) * lanes(p, s, d);
        },
@@ -74,7 +89,7 @@ const std::vector<ConvFamilyRow>& rows() {
          // First layers with few input channels read NCHW directly (no padded channel blocks).
          return p.ic <= 8 ? Pairs{{b, b}, {Layout::nchw, b}} : Pairs{{b, b}};
        },
-       create_direct,
+       conf_then_kernel<init_direct_conf, make_direct_kernel>,
        [](const ConvProblem& p, Layout s, Layout d) {
          return s == Layout::nchw ? 0.6 * double(p.oc) / double(round_up(p.oc, layout_block(d)))
                                   : 0.75 * lanes(p, s, d);
@@ -84,19 +99,19 @@ const std::vector<ConvFamilyRow>& rows() {
        [](const ConvProblem&, Layout b) {
          return Pairs{{b, b}};
        },
-       create_winograd_kernel,
+       conf_then_kernel<init_wino_conf, make_wino_kernel>,
        [](const ConvProblem& p, Layout, Layout) { return wide(p) ? 1.6 : 0.4; }, false, false},
       {ConvFamily::winograd2, "winograd2", three_by_three_s1,
        [](const ConvProblem&, Layout b) {
          return Pairs{{b, b}};
        },
-       create_winograd_kernel,
+       conf_then_kernel<init_wino_conf, make_wino_kernel>,
        [](const ConvProblem& p, Layout, Layout) { return wide(p) ? 1.2 : 0.4; }, false, false},
       {ConvFamily::im2col, "im2col", dense,
        [](const ConvProblem&, Layout) {
          return Pairs{{Layout::nhwc, Layout::nhwc}, {Layout::nchw, Layout::nchw}};
        },
-       create_im2col_kernel,
+       conf_then_kernel<im2col::init_im2col_conf, im2col::make_im2col_kernel>,
        [](const ConvProblem& p, Layout, Layout) { return p.kh * p.kw == 1 ? 0.6 : 0.45; }, false,
        false},
   };
@@ -170,7 +185,7 @@ std::unique_ptr<Kernel> create_conv_kernel(const ConvProblem& p, const ConvImpl&
     return no("bias is not f32 [" + std::to_string(p.oc) + "]");
   const int f = int(impl.family);
   if (f < 0 || f >= kNumConvFamilies) return no("unknown conv family");
-  auto k = by_id()[size_t(f)]->create(p, impl, isa, weights, bias, &why);
+  auto k = by_id()[size_t(f)]->create(p, impl, isa, weights, bias, code_key(p, impl, isa), &why);
   return k ? std::move(k) : no(why);
 }
 

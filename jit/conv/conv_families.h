@@ -32,10 +32,11 @@ struct ConvFamilyRow {
   // The (src, dst) layouts offered, given the ISA's blocked layout.
   std::vector<std::pair<Layout, Layout>> (*layouts)(const ConvProblem& p, Layout blocked);
   // The conf and the kernel (or nullptr and *why_not). create_conv_kernel has validated the
-  // weights ([OC, IC/groups, KH, KW] f32) and the bias ([OC] f32 or none) already.
+  // weights ([OC, IC/groups, KH, KW] f32) and the bias ([OC] f32 or none) already; code_key
+  // names the conf's inputs, so kernels with the same key share their code (shared_code.h).
   using Create = std::unique_ptr<Kernel> (*)(const ConvProblem& p, const ConvImpl& impl, Isa isa,
                                              const Tensor& weights, const Tensor* bias,
-                                             std::string* why_not);
+                                             const std::string& code_key, std::string* why_not);
   Create create;
   // The cost model (used where nothing was measured): the fraction of the FMA peak reached on
   // p with these layouts; memory_bound families add their memory time to the arithmetic
@@ -56,10 +57,11 @@ namespace convjit {
 // The direct and gemm1x1 families' kernels of a given conf (tests and the benches change a
 // conf before building). weights: [OC, IC, KH, KW] f32 (already validated); bias: [OC] or
 // nullptr.
+// code_key: jit/shared_code.h ("" = code of its own).
 std::unique_ptr<Kernel> make_direct_kernel(const DirectConf& c, const Tensor& weights,
-                                           const Tensor* bias);
+                                           const Tensor* bias, const std::string& code_key = "");
 std::unique_ptr<Kernel> make_gemm1x1_kernel(const Gemm1x1Conf& c, const Tensor& weights,
-                                            const Tensor* bias);
+                                            const Tensor* bias, const std::string& code_key = "");
 
 // "conv_<family>_f32_<src>_to_<dst>_<blocking>__<isa>"
 std::string conv_kernel_name(const char* family, Layout src, Layout dst,

@@ -8,6 +8,7 @@
 #include "jit/conv/conv_families.h"
 #include "jit/conv/conv_gemm1x1_gen.h"
 #include "jit/pack.h"
+#include "jit/shared_code.h"
 
 namespace kiln::convjit {
 namespace {
@@ -16,17 +17,16 @@ using Fn = void (*)(const ConvCallArgs*);
 
 class Gemm1x1Kernel : public Kernel {
  public:
-  Gemm1x1Kernel(const Gemm1x1Conf& c, const Tensor& w, const Tensor* bias)
+  Gemm1x1Kernel(const Gemm1x1Conf& c, const Tensor& w, const Tensor* bias,
+                const std::string& code_key)
       : c_(c),
         name_(conv_kernel_name("gemm1x1", c.layout, c.layout, c.blocking_str(), c.isa)),
         bias_(pack_bias(bias ? bias->data<float>() : nullptr, c.p.oc, c.ocv * c.simd)) {
     pack_weights(w.data<float>());
-    main_ = std::make_unique<Gemm1x1Generator>(c, c.ur_n, false, name_);
-    main_->create();
-    if (c.last_group_own) {
-      last_ = std::make_unique<Gemm1x1Generator>(c, c.n_last, true, name_ + "_lastoc");
-      last_->create();
-    }
+    main_ = shared_generator<Gemm1x1Generator>(code_key, c, c.ur_n, false, name_);
+    if (c.last_group_own)
+      last_ = shared_generator<Gemm1x1Generator>(code_key.empty() ? code_key : code_key + "_lastoc",
+                                                 c, c.n_last, true, name_ + "_lastoc");
   }
 
   const std::string& name() const override { return name_; }
@@ -206,14 +206,14 @@ class Gemm1x1Kernel : public Kernel {
   std::vector<float> bias_;
   Tensor wei_;
   std::vector<int64_t> group_off_;
-  std::unique_ptr<Gemm1x1Generator> main_, last_;
+  std::shared_ptr<const Gemm1x1Generator> main_, last_;
 };
 
 }  // namespace
 
 std::unique_ptr<Kernel> make_gemm1x1_kernel(const Gemm1x1Conf& c, const Tensor& weights,
-                                            const Tensor* bias) {
-  return std::make_unique<Gemm1x1Kernel>(c, weights, bias);
+                                            const Tensor* bias, const std::string& code_key) {
+  return std::make_unique<Gemm1x1Kernel>(c, weights, bias, code_key);
 }
 
 }  // namespace kiln::convjit

@@ -117,7 +117,9 @@ double dw_block_cycles(const DwConf& c, int ur, DwWeights w);
 // Distinct input columns one kernel row of a block of `ur` pixels reads.
 int dw_block_inputs(const ConvProblem& p, int ur);
 
-// The Kernel for a conf (packs the weights, generates the code).
-std::unique_ptr<Kernel> make_dw_kernel(const DwConf& c, const Tensor& weights, const Tensor* bias);
+// The Kernel for a conf (packs the weights, generates the code or shares it: code_key, see
+// jit/shared_code.h).
+std::unique_ptr<Kernel> make_dw_kernel(const DwConf& c, const Tensor& weights, const Tensor* bias,
+                                       const std::string& code_key = "");
 
 }  // namespace kiln::convjit

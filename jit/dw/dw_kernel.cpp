@@ -1,11 +1,12 @@
 // The depthwise family's Kernel (packs the weights once, owns the generated code, runs tiles
-// of (image, channel vectors, output rows)) and create_depthwise_kernel.
+// of (image, channel vectors, output rows)) and make_dw_kernel.
 #include "jit/dw/dw_kernel.h"
 
 #include <cstdint>
 
 #include "jit/conv/conv_util.h"  // ConvCallArgs
 #include "jit/dw/dw_gen.h"
+#include "jit/shared_code.h"
 
 namespace kiln {
 namespace convjit {
@@ -15,13 +16,12 @@ using Fn = void (*)(const DwCallArgs*);
 
 class DwKernel : public Kernel {
  public:
-  DwKernel(const DwConf& c, const Tensor& w, const Tensor* bias)
+  DwKernel(const DwConf& c, const Tensor& w, const Tensor* bias, const std::string& code_key)
       : c_(c),
         name_(c.name()),
         bias_(pack_bias(bias ? bias->data<float>() : nullptr, c.p.oc, c.c_pad())),
-        gen_(c, name_) {
+        gen_(shared_generator<DwGenerator>(code_key, c, name_)) {
     pack_weights(w.data<float>());
-    gen_.create();
   }
 
   const std::string& name() const override { return name_; }
@@ -32,7 +32,7 @@ class DwKernel : public Kernel {
   void run(const KernelArgs& args, int64_t begin, int64_t end) const override {
     DwCallArgs base;
     base.c.post.set(c_.p.post, args);
-    const Fn fn = gen_.fn<Fn>();
+    const Fn fn = gen_->fn<Fn>();
     for (int64_t t = begin; t < end; ++t) {
       const DwTile tl = c_.tile(t);
       if (tl.cv0 >= tl.cv1 || tl.r0 >= tl.r1) continue;
@@ -76,27 +76,15 @@ class DwKernel : public Kernel {
   std::string name_;
   std::vector<float> bias_;
   Tensor wei_;
-  DwGenerator gen_;
+  std::shared_ptr<const DwGenerator> gen_;
 };
 
 }  // namespace
 
-std::unique_ptr<Kernel> make_dw_kernel(const DwConf& c, const Tensor& weights, const Tensor* bias) {
-  return std::make_unique<DwKernel>(c, weights, bias);
+std::unique_ptr<Kernel> make_dw_kernel(const DwConf& c, const Tensor& weights, const Tensor* bias,
+                                       const std::string& code_key) {
+  return std::make_unique<DwKernel>(c, weights, bias, code_key);
 }
 
 }  // namespace convjit
-
-std::unique_ptr<Kernel> create_depthwise_kernel(const ConvProblem& p, const ConvImpl& impl, Isa isa,
-                                                const Tensor& weights, const Tensor* bias,
-                                                std::string* why_not) {
-  auto no = [&](const std::string& why) -> std::unique_ptr<Kernel> {
-    if (why_not) *why_not = why;
-    return nullptr;
-  };
-  auto c = convjit::init_dw_conf(p, impl, isa);
-  if (!c) return no(c.reason);
-  return convjit::make_dw_kernel(*c.conf, weights, bias);
-}
-
 }  // namespace kiln

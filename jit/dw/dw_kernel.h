@@ -9,14 +9,9 @@
 
 namespace kiln {
 
-// The family's row in jit/conv/conv_families.cpp (ConvFamilyRow::Create: operands
-// validated by create_conv_kernel): impl.family must be
-// ConvFamily::depthwise; impl.src == impl.dst, one of nChw16c (avx512) / nChw8c (avx2) /
-// nhwc. Returns nullptr with *why_not when it does not apply (e.g. channel multiplier != 1).
-// KernelArgs: src[0] input, src[3..] post-op inputs (residual in impl.dst layout,
-// scale/shift plain [C]); dst[0] output.
-std::unique_ptr<Kernel> create_depthwise_kernel(const ConvProblem& p, const ConvImpl& impl, Isa isa,
-                                                const Tensor& weights, const Tensor* bias,
-                                                std::string* why_not);
+// The family's kernels come from create_conv_kernel (its row in jit/conv/conv_families.cpp:
+// init_dw_conf, then make_dw_kernel in dw_conf.h). src == dst, one of nChw16c (avx512) /
+// nChw8c (avx2) / nhwc. KernelArgs: src[0] input, src[3..] post-op inputs (residual in the dst
+// layout, scale/shift plain [C]); dst[0] output.
 
 }  // namespace kiln

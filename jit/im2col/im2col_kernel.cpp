@@ -12,6 +12,7 @@
 #include "jit/conv/conv_families.h"
 #include "jit/im2col/im2col_gen.h"
 #include "jit/im2col/im2col_pack.h"
+#include "jit/shared_code.h"
 
 namespace kiln {
 namespace im2col {
@@ -29,7 +30,8 @@ void prefetch_rows(const float* p, int64_t rows, int64_t ld, int64_t width) {
 
 class Im2colKernel : public Kernel {
  public:
-  Im2colKernel(const Im2colConf& c, const Tensor& w, const Tensor* bias)
+  Im2colKernel(const Im2colConf& c, const Tensor& w, const Tensor* bias,
+               const std::string& code_key)
       : c_(c),
         name_(convjit::conv_kernel_name("im2col", c.nhwc ? Layout::nhwc : Layout::nchw,
                                         c.nhwc ? Layout::nhwc : Layout::nchw, c.blocking_str(),
@@ -51,12 +53,10 @@ class Im2colKernel : public Kernel {
       if (b) expand_rows(b, c.p.oc, c.simd, bias_.data<float>());
     }
     for (const PostOp& op : c.p.post) n_scale_shift_ += op.kind == PostOp::Kind::scale_shift;
-    main_ = std::make_unique<GemmGenerator>(c, c.nr, false, ldb(c.nr), name_);
-    main_->create();
-    if (c.last_own) {
-      last_ = std::make_unique<GemmGenerator>(c, c.n_last, true, ldb(c.n_last), name_ + "_last");
-      last_->create();
-    }
+    main_ = shared_generator<GemmGenerator>(code_key, c, c.nr, false, ldb(c.nr), name_);
+    if (c.last_own)
+      last_ = shared_generator<GemmGenerator>(code_key.empty() ? code_key : code_key + "_last", c,
+                                              c.n_last, true, ldb(c.n_last), name_ + "_last");
   }
 
   const std::string& name() const override { return name_; }
@@ -179,13 +179,13 @@ class Im2colKernel : public Kernel {
   Tensor wei_, bias_;
   std::vector<int64_t> group_off_;
   int64_t n_scale_shift_ = 0;
-  std::unique_ptr<GemmGenerator> main_, last_;
+  std::shared_ptr<const GemmGenerator> main_, last_;
 };
 
 }  // namespace
 
 std::unique_ptr<Kernel> make_im2col_kernel(const Im2colConf& c, const Tensor& weights,
-                                           const Tensor* bias) {
+                                           const Tensor* bias, const std::string& code_key) {
   const ConvProblem& p = c.p;
   if (weights.dtype() != DType::f32 || weights.shape() != Shape{p.oc, p.ic, p.kh, p.kw})
     fail(Code::internal,
@@ -193,21 +193,9 @@ std::unique_ptr<Kernel> make_im2col_kernel(const Im2colConf& c, const Tensor& we
   if (p.bias != (bias != nullptr) ||
       (bias && (bias->dtype() != DType::f32 || bias->shape() != Shape{p.oc})))
     fail(Code::internal, "im2col conv " + p.str() + ": bias does not match the problem");
-  return std::make_unique<Im2colKernel>(c, weights, bias);
+  return std::make_unique<Im2colKernel>(c, weights, bias, code_key);
 }
 
 }  // namespace im2col
-
-std::unique_ptr<Kernel> create_im2col_kernel(const ConvProblem& p, const ConvImpl& impl, Isa isa,
-                                             const Tensor& weights, const Tensor* bias,
-                                             std::string* why_not) {
-  auto no = [&](const std::string& why) -> std::unique_ptr<Kernel> {
-    if (why_not) *why_not = why;
-    return nullptr;
-  };
-  auto c = im2col::init_im2col_conf(p, impl, isa);
-  if (!c) return no(c.reason);
-  return im2col::make_im2col_kernel(*c.conf, weights, bias);
-}
 
 }  // namespace kiln

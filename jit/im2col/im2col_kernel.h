@@ -11,17 +11,12 @@
 
 namespace kiln {
 
-// The family's row in jit/conv/conv_families.cpp (ConvFamilyRow::Create: operands
-// validated by create_conv_kernel).
-std::unique_ptr<Kernel> create_im2col_kernel(const ConvProblem& p, const ConvImpl& impl, Isa isa,
-                                             const Tensor& weights, const Tensor* bias,
-                                             std::string* why_not);
-
 namespace im2col {
-// The kernel of a given conf (tests and tuning change a conf from init_im2col_conf, e.g. kc).
-// weights: [OC, IC, KH, KW] f32; bias: [OC] or nullptr.
+// The kernel of a given conf (create_conv_kernel's row in jit/conv/conv_families.cpp; tests
+// and tuning change a conf from init_im2col_conf, e.g. kc). weights: [OC, IC, KH, KW] f32;
+// bias: [OC] or nullptr; code_key: jit/shared_code.h.
 std::unique_ptr<Kernel> make_im2col_kernel(const Im2colConf& c, const Tensor& weights,
-                                           const Tensor* bias);
+                                           const Tensor* bias, const std::string& code_key = "");
 }  // namespace im2col
 
 }  // namespace kiln

@@ -1,7 +1,7 @@
 // The Winograd family's Kernel (transforms and packs the weights once, owns the generated
 // code, runs tiles of (tile group, slice of oc chunks) in the scratch the caller
 // gives each call (V, M, a padded patch, transform buffers)) and
-// create_winograd_kernel.
+// make_wino_kernel.
 #include "jit/winograd/winograd_kernel.h"
 
 #include <algorithm>
@@ -12,6 +12,7 @@
 
 #include "graph/error.h"
 #include "jit/conv/conv_util.h"  // ConvCallArgs
+#include "jit/shared_code.h"
 #include "jit/winograd/winograd_gen.h"
 
 namespace kiln {
@@ -24,13 +25,16 @@ int64_t round16(int64_t floats) {
 
 class WinoKernel : public Kernel {
  public:
-  WinoKernel(const WinoConf& c, const Tensor& w, const Tensor* bias)
+  WinoKernel(const WinoConf& c, const Tensor& w, const Tensor* bias, const std::string& code_key)
       : c_(c),
         name_(c.name()),
         bias_(pack_bias(bias ? bias->data<float>() : nullptr, c.p.oc, c.ocb * c.simd)) {
     pack_weights(w.data<float>());
-    in_ = std::make_unique<WinoInputGen>(c, name_ + "_in");
-    in_->create();
+    // Each generator's role (its name's suffix) extends the kernel's code key.
+    auto role_key = [&](const std::string& role) {
+      return code_key.empty() ? code_key : code_key + role;
+    };
+    in_ = shared_generator<WinoInputGen>(role_key("_in"), c, name_ + "_in");
     // GEMM code per (chunk vectors, tail tiles) that occurs.
     const int64_t tails[2] = {c.tpg % c.mr, c.last_group_tiles() % c.mr};
     for (int64_t ch : {int64_t(0), c.chunks - 1})
@@ -38,10 +42,8 @@ class WinoKernel : public Kernel {
         const int nv = c.chunk_vectors(ch);
         auto key = std::make_pair(nv, int(t));
         if (gemm_.count(key)) continue;
-        auto g = std::make_unique<WinoGemmGen>(
-            c, nv, int(t), name_ + "_gemm_nv" + std::to_string(nv) + "_t" + std::to_string(t));
-        g->create();
-        gemm_[key] = std::move(g);
+        const std::string role = "_gemm_nv" + std::to_string(nv) + "_t" + std::to_string(t);
+        gemm_[key] = shared_generator<WinoGemmGen>(role_key(role), c, nv, int(t), name_ + role);
       }
     // Output code per (full / last tile row, full / last tile column, chunk kind).
     for (int hi = 0; hi < 2; ++hi)
@@ -51,10 +53,10 @@ class WinoKernel : public Kernel {
           if (!occurs(hi, c.tiles_h, c.rem_h) || !occurs(wi, c.tiles_w, c.rem_w)) continue;
           if (!last && c.chunks == 1) continue;
           const int nv = last ? c.nr_last : c.nr;
-          const std::string n = name_ + "_out_h" + std::to_string(vh) + "w" + std::to_string(vw) +
-                                (last ? "_last" : "");
-          out_[hi][wi][last] = std::make_unique<WinoOutputGen>(c, nv, bool(last), vh, vw, n);
-          out_[hi][wi][last]->create();
+          const std::string role =
+              "_out_h" + std::to_string(vh) + "w" + std::to_string(vw) + (last ? "_last" : "");
+          out_[hi][wi][last] = shared_generator<WinoOutputGen>(role_key(role), c, nv, bool(last),
+                                                               vh, vw, name_ + role);
         }
     // Scratch: V, M, one zero-padded patch, the two transforms' pass-1 buffers.
     v_off_ = 0;
@@ -243,9 +245,9 @@ class WinoKernel : public Kernel {
   std::vector<float> bias_;
   std::shared_ptr<void> u_;  // float
   float* u() const { return static_cast<float*>(u_.get()); }
-  std::unique_ptr<WinoInputGen> in_;
-  std::map<std::pair<int, int>, std::unique_ptr<WinoGemmGen>> gemm_;
-  std::unique_ptr<WinoOutputGen> out_[2][2][2];
+  std::shared_ptr<const WinoInputGen> in_;
+  std::map<std::pair<int, int>, std::shared_ptr<const WinoGemmGen>> gemm_;
+  std::shared_ptr<const WinoOutputGen> out_[2][2][2];
   int64_t v_off_ = 0, m_off_ = 0, patch_off_ = 0, tin_off_ = 0, tout_off_ = 0;
   int64_t scratch_floats_ = 0;
 };
@@ -253,16 +255,9 @@ class WinoKernel : public Kernel {
 }  // namespace
 }  // namespace convjit
 
-std::unique_ptr<Kernel> create_winograd_kernel(const ConvProblem& p, const ConvImpl& impl, Isa isa,
-                                               const Tensor& weights, const Tensor* bias,
-                                               std::string* why_not) {
-  auto no = [&](const std::string& why) -> std::unique_ptr<Kernel> {
-    if (why_not) *why_not = why;
-    return nullptr;
-  };
-  auto c = convjit::init_wino_conf(p, impl, isa);
-  if (!c) return no(c.reason);
-  return std::make_unique<convjit::WinoKernel>(*c.conf, weights, bias);
+std::unique_ptr<Kernel> make_wino_kernel(const convjit::WinoConf& c, const Tensor& weights,
+                                         const Tensor* bias, const std::string& code_key) {
+  return std::make_unique<convjit::WinoKernel>(c, weights, bias, code_key);
 }
 
 }  // namespace kiln

@@ -8,17 +8,17 @@
 #include <string>
 
 #include "jit/conv/conv_kernel.h"
+#include "jit/winograd/winograd_conf.h"
 
 namespace kiln {
 
-// The family's row in jit/conv/conv_families.cpp (ConvFamilyRow::Create: operands
-// validated by create_conv_kernel). The kernel keeps the weights
+// The kernel of a conf from init_wino_conf (create_conv_kernel: the family's row in
+// jit/conv/conv_families.cpp); code_key: jit/shared_code.h. The kernel keeps the weights
 // transformed (U = G g G^T, alpha^2 / 9 times the conv's weights: 4x for F(4x4), 16/9 for
 // F(2x2)) and declares its scratch (Kernel::scratch_bytes). Tiles: (group of output tiles, chunk of
 // output channels). Numerics: F(4x4, 3x3) is less exact than a direct sum (its transforms scale
 // values by up to ~10x before they cancel); see tests/jit/test_winograd.cpp for the measured error.
-std::unique_ptr<Kernel> create_winograd_kernel(const ConvProblem& p, const ConvImpl& impl, Isa isa,
-                                               const Tensor& weights, const Tensor* bias,
-                                               std::string* why_not);
+std::unique_ptr<Kernel> make_wino_kernel(const convjit::WinoConf& c, const Tensor& weights,
+                                         const Tensor* bias, const std::string& code_key = "");
 
 }  // namespace kiln

@@ -6,6 +6,7 @@
 #include "jit/conv/conv_direct_conf.h"
 #include "jit/conv/conv_families.h"
 #include "jit/conv/conv_gemm1x1_conf.h"
+#include "jit/shared_code.h"
 #include "test_conv_util.h"
 
 namespace kiln::convtest {
@@ -506,6 +507,60 @@ TEST_CASE(
   dw.groups = 32;
   CHECK(conv_family(ConvFamily::depthwise).offered(dw));
   CHECK_FALSE(conv_family(ConvFamily::direct).offered(dw));
+}
+
+TEST_CASE("kernels of the same problem and implementation share their code, not their weights") {
+  const Isa isa = isas().front();
+  const Layout b = blocked_layout(isa);
+  const ConvProblem k3 = ConvProblem::parse("ic32ih10iw10_oc48oh10ow10kh3kw3sh1sw1ph1pw1_relu");
+  const ConvProblem k1 = ConvProblem::parse("ic40ih9iw9_oc24oh9ow9kh1kw1sh1sw1ph0pw0");
+  const ConvProblem dw = ConvProblem::parse("g32ic32ih12iw12_oc32oh12ow12kh3kw3sh1sw1ph1pw1");
+  const struct {
+    ConvProblem p;
+    ConvImpl impl;
+  } cases[] = {{k3, conv_impl(ConvFamily::direct, b, b)},
+               {k3, conv_impl(ConvFamily::winograd4, b, b)},
+               {k3, conv_impl(ConvFamily::im2col, Layout::nhwc, Layout::nhwc)},
+               {k1, conv_impl(ConvFamily::gemm1x1, b, b)},
+               {dw, conv_impl(ConvFamily::depthwise, b, b)}};
+  for (const auto& c : cases) {
+    INFO(c.p.str() << " " << conv_family_name(c.impl.family));
+    Operands o1 = make_operands(c.p, 1), o2 = make_operands(c.p, 2);
+    std::string why;
+    auto k1st = create_conv_kernel(c.p, c.impl, isa, o1.w, &o1.b, &why);
+    REQUIRE_MESSAGE(k1st, why);
+    const SharedCodeStats before = shared_code_stats();
+    auto k2nd = create_conv_kernel(c.p, c.impl, isa, o2.w, &o2.b, &why);
+    REQUIRE_MESSAGE(k2nd, why);
+    const SharedCodeStats after = shared_code_stats();
+    // Every generator of the second kernel was found, none generated again.
+    CHECK(after.lookups > before.lookups);
+    CHECK(after.reused - before.reused == after.lookups - before.lookups);
+    // Each computes with its own weights.
+    for (const auto& [k, o] : {std::pair{k1st.get(), &o1}, std::pair{k2nd.get(), &o2}}) {
+      std::string first;
+      const Tensor got = run_kernel(*k, c.p, *o, c.impl.src, c.impl.dst);
+      CHECK_MESSAGE(
+          count_mismatches(got, reference(c.p, *o), c.p.ic * c.p.kh * c.p.kw, &first) == 0, first);
+    }
+  }
+  // Another leaky slope is another problem: its code is not taken from the first.
+  ConvProblem a = k3, s = k3;
+  a.post = {op(PostOp::Kind::leaky_relu, 0.1f)};
+  s.post = {op(PostOp::Kind::leaky_relu, 0.2f)};
+  const ConvImpl d = conv_impl(ConvFamily::direct, b, b);
+  Operands oa = make_operands(a, 3), os = make_operands(s, 3);
+  std::string why;
+  auto ka = create_conv_kernel(a, d, isa, oa.w, &oa.b, &why);
+  const SharedCodeStats before = shared_code_stats();
+  auto ks = create_conv_kernel(s, d, isa, os.w, &os.b, &why);
+  REQUIRE(ka);
+  REQUIRE(ks);
+  CHECK(shared_code_stats().reused == before.reused);
+  std::string first;
+  CHECK_MESSAGE(
+      count_mismatches(run_kernel(*ks, s, os, b, b), reference(s, os), s.ic * 9, &first) == 0,
+      first);
 }
 }  // namespace
 }  // namespace kiln::convtest

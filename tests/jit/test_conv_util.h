@@ -165,7 +165,7 @@ struct Operands {
 inline Operands make_operands(const ConvProblem& p, uint64_t seed) {
   Operands o;
   o.x = random_tensor({p.n, p.ic, p.ih, p.iw}, seed);
-  o.w = random_tensor({p.oc, p.ic, p.kh, p.kw}, seed + 1);
+  o.w = random_tensor({p.oc, p.ic / std::max<int64_t>(1, p.groups), p.kh, p.kw}, seed + 1);
   o.b = random_tensor({p.oc}, seed + 2);
   uint64_t s = seed + 3;
   for (const PostOp& op : p.post) {
