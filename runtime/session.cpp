@@ -9,6 +9,7 @@
 #include "graph/env.h"
 #include "graph/onnx_import.h"
 #include "graph/passes.h"
+#include "jit/shared_code.h"
 #include "runtime/executor.h"
 #include "runtime/log.h"
 #include "runtime/plan.h"
@@ -126,6 +127,7 @@ void Session::prepare(const SessionOptions& o) {
       cache = std::make_unique<TuningCache>(dir, CacheContext::current(isa_, threads_));
   }
   so.cache = cache.get();
+  const SharedCodeStats code0 = shared_code_stats();
   sel_ = std::make_unique<Selection>(select_labels(graph_, so));
   stats_.profile_ms = sel_->profile_ms;
   stats_.solve_ms = sel_->solve_ms;
@@ -137,6 +139,9 @@ void Session::prepare(const SessionOptions& o) {
   // Building the plan itself (conversion kernels, memory plan) counts as JIT.
   stats_.pack_ms = sel_->jit_ms * (1 - sel_->codegen_share);
   stats_.jit_ms = sel_->jit_ms + ms_since(t2) - stats_.pack_ms;
+  const SharedCodeStats code1 = shared_code_stats();  // other sessions' loads count too
+  log_debug("kernel code: {} of {} generators shared with kernels built before",
+            code1.reused - code0.reused, code1.lookups - code0.lookups);
   // The kernels own packed copies of their weights: the originals are dead weight now.
   const int64_t released = o.reference ? 0 : release_unread_constants(graph_, *plan_);
   log_debug("released {:.1f} MiB of constants the kernels packed", double(released) / 1048576);
