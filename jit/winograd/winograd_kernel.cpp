@@ -4,6 +4,8 @@
 // make_wino_kernel.
 #include "jit/winograd/winograd_kernel.h"
 
+#include <xmmintrin.h>
+
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
@@ -211,7 +213,7 @@ class WinoKernel : public Kernel {
     const size_t W = size_t(c_.nr * S);  // widest chunk
     // One input channel of one chunk: g[9][W], G g: t[A][3][W]; (G g) G^T goes straight into
     // U's alpha^2 planes (a staging copy was a quarter of a small model's warm load).
-    std::vector<float> g(9 * W), t(size_t(A) * 3 * W);
+    std::vector<float> g(9 * W), t(size_t(A) * 3 * W), row(W);
     for (int64_t ch = 0; ch < c_.chunks; ++ch) {
       const int64_t oc0 = ch * c_.nr * S, width = c_.chunk_vectors(ch) * S;
       const int64_t valid = std::max<int64_t>(0, std::min(width, p.oc - oc0));
@@ -230,14 +232,19 @@ class WinoKernel : public Kernel {
           }
         for (int y = 0; y < A; ++y)
           for (int x = 0; x < A; ++x) {
-            float* o = u() + c_.u_offset(y * A + x, ch) + ic * width;
             const float* t0 = &t[size_t(y) * 3 * W];
             for (int64_t k = 0; k < width; ++k)
-              o[k] = t0[k] * gm[x][0] + t0[W + size_t(k)] * gm[x][1] +
-                     t0[2 * W + size_t(k)] * gm[x][2];
+              row[size_t(k)] = t0[k] * gm[x][0] + t0[W + size_t(k)] * gm[x][1] +
+                               t0[2 * W + size_t(k)] * gm[x][2];
+            // U (4x the weights for F4) is far beyond the caches and written once: streaming
+            // stores skip reading its lines first (most of the packing time otherwise).
+            float* o = u() + c_.u_offset(y * A + x, ch) + ic * width;  // 32-byte aligned
+            for (int64_t k = 0; k < width; k += 4)
+              _mm_stream_ps(o + k, _mm_loadu_ps(&row[size_t(k)]));
           }
       }
     }
+    _mm_sfence();  // the streaming stores are visible before any thread runs the kernel
   }
 
   WinoConf c_;
