@@ -10,16 +10,16 @@
 //                     [--json FILE] [--post relu] [--all-layouts] [--why]
 //                     [--sweep] [--top N] [--kchunk A,B..] [--tune K=V,..]...
 //                     [--shape IC,IH,OC,K,S[,G]|PROBLEM]... [--clean F] [--stream-mb N]
-//                     [--cold] [--bandwidth] [--tiles R,C]
+//                     [--cold] [--bandwidth] [--tiles R,C] [--l2 KB,..]
 // "Effective GFLOP/s" = 2 x the direct convolution's multiply-adds / time, for every family
 // (so Winograd, which does fewer multiplies, compares directly); depthwise rows also show GB/s
 // (bytes = input + output + weights) and its % of the single-core copy bandwidth measured for
 // buffers far beyond L3 (--stream-mb each), in L3 and in L2 (--bandwidth: on every row).
-// --family takes comma-separated substrings of family names (e.g. direct,gemm1x1: issue 3's
-// families). Families a layer does not suit are listed with the factory's reason (--why;
-// always in the JSON). Tuning: --sweep tries every register blocking that fits (direct and
-// gemm1x1: ur x ob; depthwise: weight mode x block width); --kchunk forces K splits; --tiles
-// R,C adds the depthwise conf with a forced tile plan (row chunks, channel-vector chunks);
+// --family takes comma-separated substrings of family names (e.g. direct,gemm1x1). Families a layer
+// does not suit are listed with the factory's reason (--why; always in the JSON). Tuning: --sweep
+// tries every register blocking that fits (direct and gemm1x1: ur x ob; depthwise: weight mode x
+// block width); --kchunk forces K splits; --tiles R,C adds the depthwise conf with a forced tile
+// plan (row chunks, channel-vector chunks);
 // --tune adds a candidate with forced conf values (direct / gemm1x1), keys ur, ob, bcast,
 // pack, mouter, chunk, kc, pfs, pfd, pfn (prefetch src / dst / the next group's weights), pfe
 // (K steps per pfn prefetch), family, layout; e.g. --tune family=gemm1x1,ur=6,ob=4,bcast=1.
@@ -117,6 +117,9 @@ struct Options {
   // --kchunk A,B,..: also try forced K splits (ic blocks per call; -1: none; 0: conf's).
   std::vector<int> kchunks{0};
   std::vector<Variant> tunes;
+  // --l2 KB,..: also the kernels the confs choose for an L2 of that many KiB (the host's
+  // cache sizes otherwise), to see what the cache budgets are worth on this machine.
+  std::vector<int64_t> l2_kib;
   std::vector<Layer> custom;  // --shape: replaces the sets
   size_t stream_mb = 512;
 };
@@ -128,7 +131,7 @@ void usage() {
                "         [--layer SUBSTR] [--reps N] [--json FILE] [--post relu]\n"
                "         [--all-layouts] [--why] [--sweep] [--top N] [--kchunk A,B..]\n"
                "         [--tune K=V,..]... [--shape IC,IH,OC,K,S[,G]]... [--clean F]\n"
-               "         [--stream-mb N] [--cold] [--bandwidth] [--tiles R,C]\n"
+               "         [--stream-mb N] [--cold] [--bandwidth] [--tiles R,C] [--l2 KB,..]\n"
                "  --set takes a shape list of tests/shapes/ (e.g. conv_direct) or a path;\n"
                "  --shape also takes a conv problem string (ic64ih56iw56_oc64oh56ow56...)\n");
 }
@@ -177,6 +180,16 @@ Options parse(int argc, char** argv) {
       }
     } else if (a == "--tune") {
       o.tunes.push_back(parse_variant(next()));
+    } else if (a == "--l2") {
+      const std::string v = next();
+      for (size_t pos = 0; pos <= v.size();) {
+        size_t e = v.find(',', pos);
+        if (e == std::string::npos) e = v.size();
+        const long kib = std::atol(v.substr(pos, e - pos).c_str());
+        if (kib < 64) fail(Code::invalid_argument, "--l2 takes sizes in KiB (>= 64): " + v);
+        o.l2_kib.push_back(kib);
+        pos = e + 1;
+      }
     } else if (a == "--clean") {
       o.clean = std::atof(next().c_str());
     } else if (a == "--top") {
@@ -408,6 +421,14 @@ void bench_layer(Context& ctx, const Layer& l, Isa isa) {
       }
       const std::string name = k->name();
       add(std::move(k), impl, name);
+      for (int64_t kib : o.l2_kib) {
+        ConvImpl ci = impl;
+        ci.cache.l2 = kib << 10;
+        if (auto kk = create_conv_kernel(p, ci, isa, w, &b, &why)) {
+          const std::string label = kk->name() + "/l2=" + std::to_string(kib) + "K";
+          add(std::move(kk), ci, label);
+        }
+      }
       if (f == ConvFamily::depthwise) add_dw_variants(p, impl, isa, w, b, o, add);
       const bool tunable = f == ConvFamily::direct || f == ConvFamily::gemm1x1;
       if (!tunable) continue;

@@ -9,16 +9,16 @@ namespace kiln::convjit {
 namespace {
 
 // Tiles per group. Each U element is used once per tile of a group; V and M cost scratch.
-// By default a group's V and M (of one chunk) stay within half of L2; when U is beyond the L2
-// weight budget anyway (late layers: U is 4x the conv's weights for F4) it streams from L3
-// once per group, and groups grow up to kBigGroup tiles (V within kVBudget, M of a chunk
-// within a quarter of L2) so that U is read less often: V then comes from L3 too, once per
-// slice (T / slice width of U's traffic).
+// By default a group's V and M (of one chunk) may fill L2 (half of it measured slower: bench/
+// NOTES.md, "Cache budgets from the hardware model"); when U does not fit L2 anyway (late
+// layers: U is 4x the conv's weights for F4) it streams from L3 once per group, and groups
+// grow up to kBigGroup tiles (V within kVBudget, M of a chunk within half of L2) so that U is
+// read less often: V then comes from L3 too, once per slice (T / slice width of U's traffic).
 int64_t group_budget(const CacheSizes& c) {
-  return c.l2 / 2;
+  return c.l2;
 }
 int64_t m_budget(const CacheSizes& c) {
-  return c.l2 / 4;
+  return c.l2 / 2;
 }
 constexpr int64_t kBigGroup = 64;
 constexpr int64_t kVBudget = 8 * 1024 * 1024;  // an L3 share, whatever the L3's total size
@@ -133,7 +133,7 @@ ConfOr<WinoConf> init_wino_conf(const ConvProblem& p, const ConvImpl& impl, Isa 
   const int64_t v_tile = int64_t(c.a2) * c.icb * c.simd * 4,
                 m_tile = int64_t(c.a2) * c.nr * c.simd * 4;
   int64_t t_cap = group_budget(impl.cache) / (v_tile + m_tile);
-  if (int64_t(c.a2) * p.ic * c.ocb * c.simd * 4 > impl.cache.l2_weights())
+  if (int64_t(c.a2) * p.ic * c.ocb * c.simd * 4 > impl.cache.l2)
     t_cap =
         std::max(t_cap, std::min({kBigGroup, kVBudget / v_tile, m_budget(impl.cache) / m_tile}));
   const int64_t t_max = std::clamp<int64_t>(t_cap, 1, total);
