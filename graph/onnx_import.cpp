@@ -176,7 +176,7 @@ void check_count(int64_t have, int64_t want, const std::string& what, const Shap
 // read through float*/int64_t*, which needs element alignment. A misaligned payload (most of
 // them: protobuf puts raw_data at arbitrary offsets) is therefore aliased "unaligned": those
 // readers get an aligned copy made on first use, while weight packing reads the mapped bytes
-// themselves (runtime/labels.cpp), so the conv and FC weights (ResNet-50: 76 of its 98 MB) are
+// themselves (jit/pack.h, ModelFloats), so the conv and FC weights (ResNet-50: 76 of its 98 MB) are
 // never copied at load.
 Tensor tensor_from(DType dtype, Shape shape, const Bytes& b) {
   if (b.keep && reinterpret_cast<uintptr_t>(b.p) % dtype_size(dtype) == 0)

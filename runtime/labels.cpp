@@ -155,33 +155,6 @@ std::optional<PoolProblem> pool_problem(const Node& n, const Shape& xs, const Sh
   return p;
 }
 
-// Weights for a kernel to pack: the constant itself when aligned; otherwise its bytes in the
-// mapped model file, staged through a per-thread buffer reused from kernel to kernel (kernels
-// read their weights only while they are built). An aligned copy per tensor would be written
-// to fresh pages and kept: 76 MB of page faults in ResNet-50's load. The buffer grows by powers
-// of two on pre-faulted (huge) pages, to the largest weight tensor a thread staged (ResNet-50:
-// 16 MB); grown layer by layer from malloc it page-faulted a third of a fresh process's load.
-Tensor packing_view(const Tensor& t) {
-  if (!t.unaligned()) return t;
-  thread_local std::shared_ptr<void> buf;
-  thread_local size_t cap = 0;
-  const size_t need = std::max<size_t>(64, (t.nbytes() + 63) / 64 * 64);
-  if (need > (size_t(32) << 20)) {  // VGG's FC1 (411 MB): a copy that dies with the packer
-    Tensor own(t.dtype(), t.shape());
-    std::memcpy(own.raw(), t.stored_bytes(), t.nbytes());
-    return own;
-  }
-  if (need > cap) {
-    size_t grow = size_t(1) << 16;
-    while (grow < need) grow *= 2;
-    buf.reset();
-    buf = alloc_zeroed(grow);
-    cap = grow;
-  }
-  std::memcpy(buf.get(), t.stored_bytes(), t.nbytes());
-  return Tensor::wrap(t.dtype(), t.shape(), buf.get());
-}
-
 std::unique_ptr<Kernel> make_fc(const Graph& g, const Node& n, Isa isa, std::string* why) {
   const bool gemm = n.op == "Gemm";
   if (n.op != "Gemm" && n.op != "MatMul") return *why = "not Gemm/MatMul", nullptr;
@@ -215,8 +188,8 @@ std::unique_ptr<Kernel> make_fc(const Graph& g, const Node& n, Isa isa, std::str
   } else if (n.has("post_ops")) {
     return *why = "MatMul with post-ops", nullptr;
   }
-  return create_fc_kernel(p, isa, packing_view(*w.constant), trans_b,
-                          gemm ? n.attr_f("alpha", 1.f) : 1.f, bias ? &*bias : nullptr, why);
+  return create_fc_kernel(p, isa, *w.constant, trans_b, gemm ? n.attr_f("alpha", 1.f) : 1.f,
+                          bias ? &*bias : nullptr, why);
 }
 
 std::unique_ptr<Kernel> make_ref(const Graph& g, const Node& n, Layout l) {
@@ -417,7 +390,7 @@ Instance instantiate(const Graph& g, int i, const Label& l, Isa isa, std::string
       ConvProblem p = ConvProblem::from_node(g, n);
       const Value& w = g.value(n.inputs[1]);
       const Tensor* bias = p.bias ? &*g.value(n.inputs[2]).constant : nullptr;
-      r.kernel = create_conv_kernel(p, l.conv, isa, packing_view(*w.constant), bias, &why);
+      r.kernel = create_conv_kernel(p, l.conv, isa, *w.constant, bias, &why);
       break;
     }
     case LabelKind::fc:

@@ -20,7 +20,7 @@ class DirectKernel : public Kernel {
       : c_(c),
         name_(conv_kernel_name("direct", c.src, c.dst, c.blocking_str(), c.isa)),
         bias_(pack_bias(bias ? bias->data<float>() : nullptr, c.p.oc, c.ocb * c.simd)) {
-    pack_weights(w.data<float>());
+    pack_weights(ModelFloats(w));
     for (const OwBlock& b : c.ow_blocks) blocks_per_row_ += b.count;
     // [rows - 1][last group]: one-row code always, row-pair code when ur_h == 2.
     for (int rows = 1; rows <= c.ur_h; ++rows) {
@@ -128,7 +128,7 @@ class DirectKernel : public Kernel {
     return a.kh_cnt;
   }
 
-  void pack_weights(const float* w) {
+  void pack_weights(ModelFloats w) {
     const ConvProblem& p = c_.p;
     const int64_t S = c_.simd;
     int64_t total = 0;

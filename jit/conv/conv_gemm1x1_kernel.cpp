@@ -22,7 +22,7 @@ class Gemm1x1Kernel : public Kernel {
       : c_(c),
         name_(conv_kernel_name("gemm1x1", c.layout, c.layout, c.blocking_str(), c.isa)),
         bias_(pack_bias(bias ? bias->data<float>() : nullptr, c.p.oc, c.ocv * c.simd)) {
-    pack_weights(w.data<float>());
+    pack_weights(ModelFloats(w));
     main_ = shared_generator<Gemm1x1Generator>(code_key, c, c.ur_n, false, name_);
     if (c.last_group_own)
       last_ = shared_generator<Gemm1x1Generator>(code_key.empty() ? code_key : code_key + "_lastoc",
@@ -179,7 +179,7 @@ class Gemm1x1Kernel : public Kernel {
     (last && last_ ? last_ : main_)->fn<Fn>()(&a);
   }
 
-  void pack_weights(const float* w) {
+  void pack_weights(ModelFloats w) {
     const ConvProblem& p = c_.p;
     const int64_t S = c_.simd, KB = c_.icb_total();
     int64_t total = 0;

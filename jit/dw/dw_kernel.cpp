@@ -6,6 +6,7 @@
 
 #include "jit/conv/conv_util.h"  // ConvCallArgs
 #include "jit/dw/dw_gen.h"
+#include "jit/pack.h"
 #include "jit/shared_code.h"
 
 namespace kiln {
@@ -21,7 +22,7 @@ class DwKernel : public Kernel {
         name_(c.name()),
         bias_(pack_bias(bias ? bias->data<float>() : nullptr, c.p.oc, c.c_pad())),
         gen_(shared_generator<DwGenerator>(code_key, c, name_)) {
-    pack_weights(w.data<float>());
+    pack_weights(ModelFloats(w));
   }
 
   const std::string& name() const override { return name_; }
@@ -59,7 +60,7 @@ class DwKernel : public Kernel {
 
  private:
   // Blocked: [cv][kh][kw][simd]; NHWC: [kh][kw][c_pad]. Channels past C are zero.
-  void pack_weights(const float* w) {
+  void pack_weights(ModelFloats w) {
     const ConvProblem& p = c_.p;
     const int64_t taps = p.kh * p.kw;
     wei_ = Tensor(DType::f32, {c_.c_pad() * taps});  // zero-filled, 64-byte aligned

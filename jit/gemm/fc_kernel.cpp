@@ -19,7 +19,7 @@ class FcKernel : public Kernel {
  public:
   FcKernel(const FcConf& c, const Tensor& w, bool w_transposed, float alpha, const Tensor* bias)
       : c_(c), name_(c.name()) {
-    pack_weights(w.data<float>(), w_transposed, alpha);
+    pack_weights(ModelFloats(w), w_transposed, alpha);
     bias_ = Tensor(DType::f32, {c.nvec * c.simd});
     if (bias) std::copy_n(bias->data<float>(), c.p.n, bias_.data<float>());
     main_ = std::make_unique<FcGenerator>(c, c.nb, false, name_);
@@ -78,7 +78,7 @@ class FcKernel : public Kernel {
   }
 
   // Block b: [K][nbv * simd] at b * K * nb * simd; outputs past N are zero.
-  void pack_weights(const float* w, bool transposed, float alpha) {
+  void pack_weights(ModelFloats w, bool transposed, float alpha) {
     const int64_t K = c_.p.k, N = c_.p.n, S = c_.simd;
     wei_ = Tensor(DType::f32, {c_.packed_floats()});  // zero-filled, 64-byte aligned
     float* base = wei_.data<float>();

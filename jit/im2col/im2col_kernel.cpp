@@ -38,8 +38,8 @@ class Im2colKernel : public Kernel {
                                         c.isa)) {
     const float* b = bias ? bias->data<float>() : nullptr;
     if (c.nhwc) {
-      wei_ = Tensor(DType::f32, {pack_weights_nhwc(c, w.data<float>(), nullptr)});
-      pack_weights_nhwc(c, w.data<float>(), wei_.data<float>());
+      wei_ = Tensor(DType::f32, {pack_weights_nhwc(c, ModelFloats(w), nullptr)});
+      pack_weights_nhwc(c, ModelFloats(w), wei_.data<float>());
       for (int64_t g = 0, off = 0; g < c.n_groups; ++g) {
         group_off_.push_back(off);
         off += c.k * c.nhwc_group_ldb(g);
@@ -47,8 +47,8 @@ class Im2colKernel : public Kernel {
       bias_ = Tensor(DType::f32, {c.cvecs * c.simd});
       if (b) std::copy(b, b + c.p.oc, bias_.data<float>());
     } else {
-      wei_ = Tensor(DType::f32, {pack_weights_nchw(c, w.data<float>(), nullptr)});
-      pack_weights_nchw(c, w.data<float>(), wei_.data<float>());
+      wei_ = Tensor(DType::f32, {pack_weights_nchw(c, ModelFloats(w), nullptr)});
+      pack_weights_nchw(c, ModelFloats(w), wei_.data<float>());
       bias_ = Tensor(DType::f32, {c.p.oc * c.simd});
       if (b) expand_rows(b, c.p.oc, c.simd, bias_.data<float>());
     }

@@ -177,7 +177,7 @@ KILN_AVX2 void pack_cols_nchw(const Im2colConf& c, const float* src, int64_t pix
     }
 }
 
-int64_t pack_weights_nhwc(const Im2colConf& c, const float* w, float* out) {
+int64_t pack_weights_nhwc(const Im2colConf& c, ModelFloats w, float* out) {
   const ConvProblem& p = c.p;
   int64_t total = 0;
   for (int64_t g = 0; g < c.n_groups; ++g) {
@@ -197,11 +197,11 @@ int64_t pack_weights_nhwc(const Im2colConf& c, const float* w, float* out) {
   return total;
 }
 
-int64_t pack_weights_nchw(const Im2colConf& c, const float* w, float* out) {
+int64_t pack_weights_nchw(const Im2colConf& c, ModelFloats w, float* out) {
   const ConvProblem& p = c.p;
   if (out)
     for (int64_t oc = 0; oc < p.oc; ++oc) {
-      std::copy(w + oc * c.k, w + (oc + 1) * c.k, out + oc * c.lda);
+      std::memcpy(out + oc * c.lda, (w + oc * c.k).bytes(), size_t(c.k) * 4);
       std::fill(out + oc * c.lda + c.k, out + (oc + 1) * c.lda, 0.f);
     }
   return p.oc * c.lda;

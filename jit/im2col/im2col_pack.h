@@ -5,6 +5,7 @@
 #include <cstdint>
 
 #include "jit/im2col/im2col_conf.h"
+#include "jit/pack.h"
 
 namespace kiln::im2col {
 
@@ -19,10 +20,10 @@ void pack_cols_nchw(const Im2colConf& c, const float* src, int64_t pix0, int64_t
 
 // Weights [OC, IC, KH, KW] -> NHWC B: per column group g, [K][nhwc_group_ldb(g)] with K in
 // (kh, kw, ic) order, oc past OC zero. Returns floats written (out may be null to size).
-int64_t pack_weights_nhwc(const Im2colConf& c, const float* w, float* out);
+int64_t pack_weights_nhwc(const Im2colConf& c, ModelFloats w, float* out);
 
 // Weights -> NCHW A: [OC][lda], the ONNX order per row, padding zero.
-int64_t pack_weights_nchw(const Im2colConf& c, const float* w, float* out);
+int64_t pack_weights_nchw(const Im2colConf& c, ModelFloats w, float* out);
 
 // [OC] -> [OC][simd] (each value repeated across a vector), for NCHW's per-row operands.
 void expand_rows(const float* v, int64_t oc, int simd, float* out);

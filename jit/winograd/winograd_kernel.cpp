@@ -14,6 +14,7 @@
 
 #include "graph/error.h"
 #include "jit/conv/conv_util.h"  // ConvCallArgs
+#include "jit/pack.h"
 #include "jit/shared_code.h"
 #include "jit/winograd/winograd_gen.h"
 
@@ -31,7 +32,7 @@ class WinoKernel : public Kernel {
       : c_(c),
         name_(c.name()),
         bias_(pack_bias(bias ? bias->data<float>() : nullptr, c.p.oc, c.ocb * c.simd)) {
-    pack_weights(w.data<float>());
+    pack_weights(ModelFloats(w));
     // Each generator's role (its name's suffix) extends the kernel's code key.
     auto role_key = [&](const std::string& role) {
       return code_key.empty() ? code_key : code_key + role;
@@ -201,7 +202,7 @@ class WinoKernel : public Kernel {
   // of nv * simd floats (writing per (oc, ic) scattered 36 stores over a buffer of up to 38 MB
   // and took a quarter of ResNet-50's warm load), and the chunk's channels are the innermost
   // loop of both matrix products so the compiler vectorises them.
-  void pack_weights(const float* w) {
+  void pack_weights(ModelFloats w) {
     const ConvProblem& p = c_.p;
     const WinoMatrices mat = wino_matrices(c_.m);
     const int A = c_.alpha;

@@ -1,5 +1,7 @@
 // init_conf of the conv families on their own: applicability reasons, blocking choices,
 // output-width plans and kernel names (expectations hand-computed).
+#include <cstring>
+#include <memory>
 #include <set>
 
 #include "isa_coverage.h"
@@ -561,6 +563,44 @@ TEST_CASE("kernels of the same problem and implementation share their code, not 
   CHECK_MESSAGE(
       count_mismatches(run_kernel(*ks, s, os, b, b), reference(s, os), s.ic * 9, &first) == 0,
       first);
+}
+
+TEST_CASE("every family packs weights read in place at any byte offset") {
+  // A model file's weights sit wherever protobuf put them; the packers read those bytes in
+  // place (Tensor::alias_unaligned, as the ONNX importer makes them), never as float&.
+  const Isa isa = isas().front();
+  const Layout b = blocked_layout(isa);
+  const ConvProblem k3 = ConvProblem::parse("ic24ih9iw9_oc40oh9ow9kh3kw3sh1sw1ph1pw1");
+  const ConvProblem k1 = ConvProblem::parse("ic40ih7iw7_oc24oh7ow7kh1kw1sh1sw1ph0pw0");
+  const ConvProblem dw = ConvProblem::parse("g24ic24ih10iw10_oc24oh10ow10kh3kw3sh1sw1ph1pw1");
+  const struct {
+    ConvProblem p;
+    ConvImpl impl;
+  } cases[] = {{k3, conv_impl(ConvFamily::direct, b, b)},
+               {k3, conv_impl(ConvFamily::winograd4, b, b)},
+               {k3, conv_impl(ConvFamily::winograd2, b, b)},
+               {k3, conv_impl(ConvFamily::im2col, Layout::nhwc, Layout::nhwc)},
+               {k3, conv_impl(ConvFamily::im2col, Layout::nchw, Layout::nchw)},
+               {k1, conv_impl(ConvFamily::gemm1x1, b, b)},
+               {k1, conv_impl(ConvFamily::gemm1x1, Layout::nhwc, Layout::nhwc)},
+               {dw, conv_impl(ConvFamily::depthwise, b, b)},
+               {dw, conv_impl(ConvFamily::depthwise, Layout::nhwc, Layout::nhwc)}};
+  for (const auto& c : cases)
+    for (int offset : {1, 2, 3}) {
+      INFO(c.p.str() << " " << conv_family_name(c.impl.family) << " offset " << offset);
+      const Operands o = make_operands(c.p, 11);
+      auto buf = std::shared_ptr<unsigned char[]>(new unsigned char[size_t(o.w.nbytes()) + 4]);
+      std::memcpy(buf.get() + offset, o.w.raw(), size_t(o.w.nbytes()));
+      const Tensor w = Tensor::alias_unaligned(DType::f32, o.w.shape(), buf, buf.get() + offset);
+      REQUIRE(w.unaligned());
+      std::string why;
+      auto k = create_conv_kernel(c.p, c.impl, isa, w, &o.b, &why);
+      REQUIRE_MESSAGE(k, why);
+      std::string first;
+      const Tensor got = run_kernel(*k, c.p, o, c.impl.src, c.impl.dst);
+      CHECK_MESSAGE(count_mismatches(got, reference(c.p, o), c.p.ic * c.p.kh * c.p.kw, &first) == 0,
+                    first);
+    }
 }
 }  // namespace
 }  // namespace kiln::convtest
