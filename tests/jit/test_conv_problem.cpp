@@ -145,7 +145,9 @@ TEST_CASE("shape lists: every list parses, with names and counts") {
   const std::pair<const char*, size_t> lists[] = {
       {"conv_direct", 12}, {"conv_gemm1x1", 10}, {"winograd", 10},   {"im2col", 18},
       {"resnet50", 23},    {"vgg16", 9},         {"mobilenetv2", 10}};
-  for (auto [name, n] : lists) {
+  for (const auto& list : lists) {
+    const char* name = list.first;  // not a structured binding: CAPTURE's lambda captures it
+    const size_t n = list.second;
     CAPTURE(name);
     const std::vector<shapes::ShapeLine> v = shapes::read_shape_list(name);
     CHECK(v.size() == n);
