@@ -228,11 +228,11 @@ TEST_CASE("misuse: options") {
     kiln_options_init(&o);
     o.tuning_mode = 4;
     CHECK_ERR(kiln_session_create_from_memory(m.data(), m.size(), &o, &s), KILN_INVALID_ARGUMENT,
-              "tuning_mode");
+              "tuning_mode is 4");
     kiln_options_init(&o);
     o.strategy = -1;
     CHECK_ERR(kiln_session_create_from_memory(m.data(), m.size(), &o, &s), KILN_INVALID_ARGUMENT,
-              "strategy");
+              "strategy is -1");
     kiln_options_init(&o);
     o.strategy = KILN_STRATEGY_HEURISTIC;
     o.disable_cache = 1;
