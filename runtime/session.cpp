@@ -59,35 +59,32 @@ void begin_load(const SessionOptions& o) {
 
 Session::~Session() = default;
 
-std::unique_ptr<Session> Session::load_file(const std::string& path, const SessionOptions& o) {
+std::unique_ptr<Session> Session::load(const SessionOptions& o, ImportOptions io,
+                                       const std::function<Graph(const ImportOptions&)>& import) {
   begin_load(o);
   LogScope scope(level_or_process(o));
   auto t0 = Clock::now();
   std::unique_ptr<Session> s(new Session());
-  ImportOptions io;
   io.batch = o.batch;
-  s->graph_ = import_onnx_file(path, io);
+  s->graph_ = import(io);
   s->stats_.parse_ms = ms_since(t0);
   s->prepare(o);
   s->stats_.total_ms = ms_since(t0);
+  return s;
+}
+
+std::unique_ptr<Session> Session::load_file(const std::string& path, const SessionOptions& o) {
+  auto s = load(o, {}, [&](const ImportOptions& io) { return import_onnx_file(path, io); });
+  LogScope scope(level_or_process(o));
   log_info("loaded '{}' in {:.1f} ms ({} nodes)", path, s->stats_.total_ms, s->graph_.nodes.size());
   return s;
 }
 
 std::unique_ptr<Session> Session::load_memory(const void* data, size_t size,
                                               const SessionOptions& o) {
-  begin_load(o);
-  LogScope scope(level_or_process(o));
-  auto t0 = Clock::now();
-  std::unique_ptr<Session> s(new Session());
   ImportOptions io;
-  io.batch = o.batch;
   io.borrow = true;  // the kernels pack straight from the caller's bytes; prepare() owns the rest
-  s->graph_ = import_onnx(data, size, io);
-  s->stats_.parse_ms = ms_since(t0);
-  s->prepare(o);
-  s->stats_.total_ms = ms_since(t0);
-  return s;
+  return load(o, io, [&](const ImportOptions& i) { return import_onnx(data, size, i); });
 }
 
 void Session::prepare(const SessionOptions& o) {

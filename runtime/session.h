@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -15,6 +16,7 @@
 
 namespace kiln {
 
+struct ImportOptions;
 struct Plan;
 struct RunProfile;
 struct Selection;
@@ -83,6 +85,9 @@ class Session {
 
  private:
   Session() = default;
+  // Both loads: `import` parses the model with the given import options, then prepare().
+  static std::unique_ptr<Session> load(const SessionOptions& o, ImportOptions io,
+                                       const std::function<Graph(const ImportOptions&)>& import);
   void prepare(const SessionOptions& o);
   Graph graph_;
   std::vector<IoInfo> inputs_, outputs_;

@@ -246,8 +246,8 @@ int main(int argc, char** argv) {
     Args a;
     int rc = parse(argc, argv, a);
     if (rc >= 0) return rc;
-    kiln::set_log_level(a.log_level ? int(*a.log_level)
-                                    : -1);  // the CLI is the host: its level is the process's
+    // The CLI is the host: its level is the process's.
+    kiln::set_log_level(a.log_level ? int(*a.log_level) : -1);
     if (a.command == "info") return cmd_info(a);
     if (a.command == "run") return cmd_run(a);
     if (a.command == "plan") return cmd_plan(a);
