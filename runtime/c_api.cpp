@@ -46,8 +46,8 @@ static_assert(int(kiln::Isa::scalar) + 1 == KILN_ISA_SCALAR &&
                   int(kiln::Isa::avx2) + 1 == KILN_ISA_AVX2 &&
                   int(kiln::Isa::avx512) + 1 == KILN_ISA_AVX512,
               "kiln_isa must be kiln::Isa + 1");
-static_assert(kiln::kTrace == KILN_LOG_TRACE && kiln::kWarn == KILN_LOG_WARN &&
-                  kiln::kOff == KILN_LOG_OFF,
+static_assert(int(kiln::kTrace) == KILN_LOG_TRACE && int(kiln::kWarn) == KILN_LOG_WARN &&
+                  int(kiln::kOff) == KILN_LOG_OFF,
               "kiln_log_level must mirror kiln::LogLevel");
 static_assert(int(kiln::DType::f32) == KILN_DTYPE_F32 && int(kiln::DType::i64) == KILN_DTYPE_I64,
               "kiln_dtype must mirror kiln::DType");
