@@ -32,8 +32,10 @@ int64_t layout_elems(Layout l, const Shape& nchw);
 // Element offset of logical (n, c, h, w) in layout `l` for a tensor of logical shape `nchw`.
 int64_t layout_offset(Layout l, const Shape& nchw, int64_t n, int64_t c, int64_t h, int64_t w);
 
-// Plain C++ conversion between any two layouts (same logical shape). The JIT-algorithms issue
-// replaces this with generated kernels; it stays as their reference.
+// Plain C++ conversion between any two layouts (same logical shape); blocked destinations get
+// zeroed pad lanes. Plans convert with the generated reorder kernels (jit/glue/glue.h); this
+// runs only inside the C++ fallback reorder (runtime/glue_kernels.h, make_reorder_kernel), and
+// tests use it as the reference the generated kernels are checked against (tests/jit/test_glue).
 void convert_layout(const float* src, Layout from, float* dst, Layout to, const Shape& nchw);
 
 }  // namespace kiln

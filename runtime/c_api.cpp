@@ -46,8 +46,8 @@ static_assert(int(kiln::Isa::scalar) + 1 == KILN_ISA_SCALAR &&
                   int(kiln::Isa::avx2) + 1 == KILN_ISA_AVX2 &&
                   int(kiln::Isa::avx512) + 1 == KILN_ISA_AVX512,
               "kiln_isa must be kiln::Isa + 1");
-static_assert(kiln::kTrace == KILN_LOG_TRACE && kiln::kWarn == KILN_LOG_WARN &&
-                  kiln::kOff == KILN_LOG_OFF,
+static_assert(int(kiln::kTrace) == KILN_LOG_TRACE && int(kiln::kWarn) == KILN_LOG_WARN &&
+                  int(kiln::kOff) == KILN_LOG_OFF,
               "kiln_log_level must mirror kiln::LogLevel");
 static_assert(int(kiln::DType::f32) == KILN_DTYPE_F32 && int(kiln::DType::i64) == KILN_DTYPE_I64,
               "kiln_dtype must mirror kiln::DType");
@@ -103,6 +103,25 @@ void require(const void* p, const char* arg) {
   if (!p) kiln::fail(Code::invalid_argument, std::string(arg) + " is NULL");
 }
 
+static_assert(int(kiln::TuneMode::none) + 1 == KILN_TUNING_NONE &&
+                  int(kiln::TuneMode::full) + 1 == KILN_TUNING_FULL,
+              "kiln_tuning must be kiln::TuneMode + 1");
+static_assert(int(kiln::Strategy::global) + 1 == KILN_STRATEGY_GLOBAL &&
+                  int(kiln::Strategy::heuristic) + 1 == KILN_STRATEGY_HEURISTIC,
+              "kiln_strategy must be kiln::Strategy + 1");
+
+// An options field that holds a C enum value: lo..hi, or an invalid_argument error naming the
+// field and the bad value.
+int32_t enum_field(int32_t v, const char* field, int32_t lo, int32_t hi, const char* what) {
+  if (v < lo || v > hi)
+    kiln::fail(Code::invalid_argument, std::string("options->") + field + " is " + num(v) +
+                                           ", expected " + what + " (" + num(lo) + ".." + num(hi) +
+                                           ")");
+  return v;
+}
+
+// The one place the C API's integers become the core's typed options. The C enums with a
+// DEFAULT are the core's enum + 1, so that 0 (a zeroed field) means the default.
 kiln::SessionOptions convert_options(const kiln_options* o) {
   kiln::SessionOptions so;
   if (!o) return so;
@@ -113,30 +132,25 @@ kiln::SessionOptions convert_options(const kiln_options* o) {
   if (o->threads < 0)
     kiln::fail(Code::invalid_argument,
                "options->threads is " + num(o->threads) + ", expected >= 0");
-  if (o->log_level < -1 || o->log_level > 6)
-    kiln::fail(Code::invalid_argument,
-               "options->log_level is " + num(o->log_level) + ", expected -1..6");
   if (o->batch_size < 0)
     kiln::fail(Code::invalid_argument,
                "options->batch_size is " + num(o->batch_size) + ", expected >= 0");
-  if (o->max_isa < KILN_ISA_DEFAULT || o->max_isa > KILN_ISA_AVX512)
-    kiln::fail(Code::invalid_argument,
-               "options->max_isa is " + num(o->max_isa) + ", expected a kiln_isa value (0..3)");
   so.threads = o->threads;
-  so.log_level = o->log_level;
   so.batch = o->batch_size;
-  // kiln_isa is kiln::Isa + 1 so that 0 (a zeroed field) means "no cap" (-1 in the core).
-  so.max_isa = o->max_isa - 1;
-  if (o->tuning_mode < KILN_TUNING_DEFAULT || o->tuning_mode > KILN_TUNING_FULL)
-    kiln::fail(Code::invalid_argument, "options->tuning_mode is " + num(o->tuning_mode) +
-                                           ", expected a kiln_tuning value (0..3)");
-  so.tune = o->tuning_mode == KILN_TUNING_DEFAULT ? 1 : o->tuning_mode - 1;
+  const int32_t level =
+      enum_field(o->log_level, "log_level", -1, KILN_LOG_OFF, "-1 or a kiln_log_level");
+  if (level >= 0) so.log_level = kiln::LogLevel(level);
+  const int32_t isa =
+      enum_field(o->max_isa, "max_isa", KILN_ISA_DEFAULT, KILN_ISA_AVX512, "a kiln_isa value");
+  if (isa != KILN_ISA_DEFAULT) so.max_isa = kiln::Isa(isa - 1);
+  const int32_t tune = enum_field(o->tuning_mode, "tuning_mode", KILN_TUNING_DEFAULT,
+                                  KILN_TUNING_FULL, "a kiln_tuning value");
+  if (tune != KILN_TUNING_DEFAULT) so.tune = kiln::TuneMode(tune - 1);
   if (o->cache_dir) so.cache_dir = o->cache_dir;
   if (o->struct_size >= kOptionsV2Size) {
-    if (o->strategy < KILN_STRATEGY_DEFAULT || o->strategy > KILN_STRATEGY_HEURISTIC)
-      kiln::fail(Code::invalid_argument, "options->strategy is " + num(o->strategy) +
-                                             ", expected a kiln_strategy value (0..4)");
-    so.strategy = o->strategy == KILN_STRATEGY_DEFAULT ? 0 : o->strategy - 1;
+    const int32_t st = enum_field(o->strategy, "strategy", KILN_STRATEGY_DEFAULT,
+                                  KILN_STRATEGY_HEURISTIC, "a kiln_strategy value");
+    if (st != KILN_STRATEGY_DEFAULT) so.strategy = kiln::Strategy(st - 1);
     so.use_cache = o->disable_cache == 0;
   }
   if (o->struct_size >= kOptionsV3Size) {

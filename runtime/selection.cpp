@@ -43,7 +43,7 @@ bool is4d(const Graph& g, ValueId v) {
 // Weight values do not change the choice, so the multi-hundred-MB weights are never hashed.
 std::string model_key(const Graph& g, const SelectOptions& o) {
   uint64_t h = fnv1a64(std::string(strategy_name(o.strategy)) + "/" + tune_mode_name(o.tune) + "/" +
-                       std::to_string(o.force_family));
+                       std::to_string(o.force_family ? int(*o.force_family) : -1));
   for (size_t i = 0; i < g.nodes.size(); ++i) {
     h = fnv1a64(node_problem(g, int(i)), h);
     for (ValueId v : g.nodes[i].inputs) h = fnv1a64(std::to_string(v) + ",", h);
@@ -97,7 +97,7 @@ class Selector {
     failure_.assign(nn, {Code::internal, std::string()});
     kept_ms_.assign(nn, kInf);
     for (size_t i = 0; i < nn; ++i) cands_[i] = candidate_labels(g_, int(i), o_.isa, o_.reference);
-    if (o_.force_family >= 0) force_family();
+    if (o_.force_family) force_family();
     const std::string key = model_key(g_, o_);
     if (o_.cache && from_cached_plan(key)) return std::move(sel_);
 
@@ -154,7 +154,7 @@ class Selector {
     for (size_t i = 0; i < cands_.size(); ++i) {
       std::vector<Label> keep;
       for (const Label& l : cands_[i]) {
-        if (l.kind != LabelKind::conv || int(l.conv.family) != o_.force_family) continue;
+        if (l.kind != LabelKind::conv || l.conv.family != *o_.force_family) continue;
         std::string why;
         if (instantiate(g_, int(i), l, o_.isa, &why).kernel) keep.push_back(l);
       }

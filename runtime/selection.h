@@ -11,10 +11,12 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "graph/ir.h"
+#include "jit/conv/conv_kernel.h"
 #include "jit/cpu.h"
 #include "jit/kernel.h"
 #include "runtime/labels.h"
@@ -39,9 +41,9 @@ struct SelectOptions {
   TuningCache* cache = nullptr;  // null: no persistence
   double solve_budget_ms = 2000;
   bool progress = false;  // progress bar on stderr (the caller checks it is a terminal)
-  // >= 0: a ConvFamily every conv must use wherever that family applies (for tests and
-  // benchmarks of one family end to end); other convs keep their normal candidates.
-  int force_family = -1;
+  // A family every conv must use wherever that family applies (for tests and benchmarks of
+  // one family end to end); other convs keep their normal candidates.
+  std::optional<ConvFamily> force_family;
   // Wall-clock milliseconds of measurement one load may spend (0: kFastProfileBudgetMs or
   // kFullProfileBudgetMs by tuning mode). The problems predicted costliest to measure are
   // left out first when the estimates exceed it; at the deadline measuring stops, and the

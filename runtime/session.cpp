@@ -41,8 +41,11 @@ void check_options(const SessionOptions& o) {
                                      std::to_string(o.threads));
   if (o.batch < 0 || o.batch > (int64_t(1) << 20))
     fail(Code::invalid_argument, "batch size " + std::to_string(o.batch) + " is out of range");
-  if (o.log_level < -1 || o.log_level > kOff)
-    fail(Code::invalid_argument, "log level must be -1..6, got " + std::to_string(o.log_level));
+}
+
+// The session's log level as LogScope takes it (-1: the process threshold).
+int level_or_process(const SessionOptions& o) {
+  return o.log_level ? int(*o.log_level) : -1;
 }
 
 // What every load does first: the environment is read now and not again until the next load
@@ -57,35 +60,32 @@ void begin_load(const SessionOptions& o) {
 
 Session::~Session() = default;
 
-std::unique_ptr<Session> Session::load_file(const std::string& path, const SessionOptions& o) {
+std::unique_ptr<Session> Session::load(const SessionOptions& o, ImportOptions io,
+                                       const std::function<Graph(const ImportOptions&)>& import) {
   begin_load(o);
-  LogScope scope(o.log_level);
+  LogScope scope(level_or_process(o));
   auto t0 = Clock::now();
   std::unique_ptr<Session> s(new Session());
-  ImportOptions io;
   io.batch = o.batch;
-  s->graph_ = import_onnx_file(path, io);
+  s->graph_ = import(io);
   s->stats_.parse_ms = ms_since(t0);
   s->prepare(o);
   s->stats_.total_ms = ms_since(t0);
+  return s;
+}
+
+std::unique_ptr<Session> Session::load_file(const std::string& path, const SessionOptions& o) {
+  auto s = load(o, {}, [&](const ImportOptions& io) { return import_onnx_file(path, io); });
+  LogScope scope(level_or_process(o));
   log_info("loaded '{}' in {:.1f} ms ({} nodes)", path, s->stats_.total_ms, s->graph_.nodes.size());
   return s;
 }
 
 std::unique_ptr<Session> Session::load_memory(const void* data, size_t size,
                                               const SessionOptions& o) {
-  begin_load(o);
-  LogScope scope(o.log_level);
-  auto t0 = Clock::now();
-  std::unique_ptr<Session> s(new Session());
   ImportOptions io;
-  io.batch = o.batch;
   io.borrow = true;  // the kernels pack straight from the caller's bytes; prepare() owns the rest
-  s->graph_ = import_onnx(data, size, io);
-  s->stats_.parse_ms = ms_since(t0);
-  s->prepare(o);
-  s->stats_.total_ms = ms_since(t0);
-  return s;
+  return load(o, io, [&](const ImportOptions& i) { return import_onnx(data, size, i); });
 }
 
 void Session::prepare(const SessionOptions& o) {
@@ -103,20 +103,17 @@ void Session::prepare(const SessionOptions& o) {
     outputs_.push_back({graph_.value(v).name, graph_.value(v).dtype, graph_.value(v).shape});
 
   auto t1 = Clock::now();
-  log_level_ = o.log_level;
-  isa_ = effective_isa(o.max_isa);
+  log_level_ = level_or_process(o);
+  isa_ = effective_isa(o.max_isa ? int(*o.max_isa) : -1);
   threads_ = o.threads > 0 ? o.threads : host_cpu().cores;
   if (threads_ < 1) threads_ = 1;
-  if (o.strategy < 0 || o.strategy > 3) fail(Code::invalid_argument, "strategy must be 0..3");
-  if (o.tune < 0 || o.tune > 2) fail(Code::invalid_argument, "tune must be 0..2");
   SelectOptions so;
-  so.strategy = Strategy(o.strategy);
-  so.tune = o.reference ? TuneMode::none : TuneMode(o.tune);
+  so.strategy = o.strategy;
+  so.tune = o.reference ? TuneMode::none : o.tune;
   so.isa = isa_;
   so.threads = threads_;
   so.reference = o.reference;
   so.progress = o.progress && isatty(2);
-  if (o.force_family >= kNumConvFamilies) fail(Code::invalid_argument, "unknown conv family");
   so.force_family = o.force_family;
   if (!(o.profile_budget_ms >= 0)) fail(Code::invalid_argument, "profile_budget_ms must be >= 0");
   so.profile_budget_ms = o.profile_budget_ms;

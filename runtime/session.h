@@ -2,33 +2,40 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "graph/ir.h"
+#include "jit/conv/conv_kernel.h"
 #include "jit/cpu.h"
+#include "runtime/log.h"
+#include "runtime/selection.h"
 
 namespace kiln {
 
+struct ImportOptions;
 struct Plan;
 struct RunProfile;
 struct Selection;
 class Executor;
 
 struct SessionOptions {
-  int threads = 0;         // 0 = host_cpu().cores (the CPUs this process may run on)
-  int64_t batch = 0;       // 0 = what the model says (a symbolic batch dim becomes 1)
-  int log_level = -1;      // this session's messages: 0 trace .. 6 off; -1 = the process's
-                           // threshold (runtime/log.h)
-  int max_isa = -1;        // cap on the ISA (kiln::Isa value); -1 = none (KILN_MAX_ISA applies)
+  int threads = 0;    // 0 = host_cpu().cores (the CPUs this process may run on)
+  int64_t batch = 0;  // 0 = what the model says (a symbolic batch dim becomes 1)
+  // The C API's integers become these enums in one place (runtime/c_api.cpp), which rejects
+  // values outside them; the CLI parses names into them.
+  std::optional<LogLevel> log_level;  // this session's messages; none: the process's threshold
+  std::optional<Isa> max_isa;         // cap on the ISA; none: no cap (KILN_MAX_ISA applies)
   bool reference = false;  // run every op with the scalar reference kernels (for comparison)
-  int strategy = 0;        // kiln::Strategy: 0 global (PBQP), 1 local, 2 fixed, 3 heuristic
-  int tune = 1;            // kiln::TuneMode: 0 none, 1 fast, 2 full
-  std::string cache_dir;   // tuning cache folder; "" = default_cache_dir() (KILN_CACHE_DIR, XDG)
-  bool use_cache = true;   // false: neither read nor write the tuning cache
-  bool progress = false;   // progress bar on stderr while profiling (only if it is a terminal)
-  int force_family = -1;   // >= 0: a kiln::ConvFamily every conv uses where it applies (tests)
+  Strategy strategy = Strategy::global;
+  TuneMode tune = TuneMode::fast;
+  std::string cache_dir;  // tuning cache folder; "" = default_cache_dir() (KILN_CACHE_DIR, XDG)
+  bool use_cache = true;  // false: neither read nor write the tuning cache
+  bool progress = false;  // progress bar on stderr while profiling (only if it is a terminal)
+  std::optional<ConvFamily> force_family;  // a family every conv uses where it applies (tests)
   double profile_budget_ms = 0;  // load-time profiling budget (0: by tuning mode; selection.h)
 };
 
@@ -78,6 +85,9 @@ class Session {
 
  private:
   Session() = default;
+  // Both loads: `import` parses the model with the given import options, then prepare().
+  static std::unique_ptr<Session> load(const SessionOptions& o, ImportOptions io,
+                                       const std::function<Graph(const ImportOptions&)>& import);
   void prepare(const SessionOptions& o);
   Graph graph_;
   std::vector<IoInfo> inputs_, outputs_;

@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -32,8 +33,8 @@ struct Args {
   std::string trace;   // --trace: Chrome trace of one profiled run
   int warmup = 5;
   int loads = 0;  // --loads N (bench): N more loads in this process, reported as reload_ms
-  int log_level = -1;
-  int max_isa = -1;                     // --max-isa (kiln::Isa value), -1 = no cap
+  std::optional<LogLevel> log_level;    // --log-level
+  std::optional<Isa> max_isa;           // --max-isa; none = no cap
   bool reference = false;               // --reference: scalar reference kernels only
   bool layers = false;                  // --layers (bench): per-step timing table
   std::vector<std::string> strategies;  // --strategy a,b,c (bench: several; others: one)
@@ -41,7 +42,7 @@ struct Args {
   std::string cache_dir;                // --cache DIR
   bool no_cache = false;                // --no-cache
   std::string dot;                      // --dot FILE (plan)
-  int family = -1;                      // --family NAME: force a conv family where it applies
+  std::optional<ConvFamily> family;     // --family NAME: force a conv family where it applies
   double profile_budget_ms = 0;         // --profile-budget MS (0 = by tuning mode)
 };
 

@@ -30,11 +30,11 @@ SessionOptions session_options(const Args& a, const std::string& strategy) {
   Strategy sv = Strategy::global;
   if (!st.empty() && !parse_strategy(st, &sv))
     throw UsageError("--strategy expects global, local, fixed or heuristic, got '" + st + "'");
-  o.strategy = int(sv);
+  o.strategy = sv;
   TuneMode tm = TuneMode::fast;
   if (!a.tune.empty() && !parse_tune_mode(a.tune, &tm))
     throw UsageError("--tune expects none, fast or full, got '" + a.tune + "'");
-  o.tune = int(tm);
+  o.tune = tm;
   o.cache_dir = a.cache_dir;
   o.use_cache = !a.no_cache;
   o.progress = true;  // drawn only when stderr is a terminal

@@ -95,9 +95,9 @@ int64_t parse_int(const std::string& opt, const std::string& v, int64_t lo, int6
   return x;
 }
 
-int parse_isa_arg(const std::string& v) {
+Isa parse_isa_arg(const std::string& v) {
   try {
-    return int(parse_isa(v));
+    return parse_isa(v);
   } catch (const Error&) {
     throw UsageError("--max-isa expects avx512, avx2 or scalar, got '" + v + "'");
   }
@@ -155,8 +155,9 @@ int parse(int argc, char** argv, Args& a) {
       val = argv[++i];
     }
     if (opt == "--log-level") {
-      a.log_level = parse_log_level(val.c_str());
-      if (a.log_level < 0) throw UsageError("unknown log level '" + val + "'");
+      const int level = parse_log_level(val.c_str());
+      if (level < 0) throw UsageError("unknown log level '" + val + "'");
+      a.log_level = LogLevel(level);
       continue;
     }
     static const char* known[] = {
@@ -215,7 +216,7 @@ int parse(int argc, char** argv, Args& a) {
     else if (opt == "--family") {
       const auto f = parse_conv_family(val);
       if (!f) throw UsageError("unknown conv family '" + val + "'");
-      a.family = int(*f);
+      a.family = *f;
     }
   }
   if (positional.empty()) throw UsageError("no command given");
@@ -245,7 +246,8 @@ int main(int argc, char** argv) {
     Args a;
     int rc = parse(argc, argv, a);
     if (rc >= 0) return rc;
-    kiln::set_log_level(a.log_level);  // the CLI is the host: its level is the process's
+    // The CLI is the host: its level is the process's.
+    kiln::set_log_level(a.log_level ? int(*a.log_level) : -1);
     if (a.command == "info") return cmd_info(a);
     if (a.command == "run") return cmd_run(a);
     if (a.command == "plan") return cmd_plan(a);

@@ -69,33 +69,36 @@ int64_t global_pool_plane(const Node& node, const Tensor& x, const Tensor& y) {
 
 }  // namespace
 
-void global_average_pool(const Node& node, const Inputs& in, const Outputs& out) {
+namespace {
+
+// GlobalAveragePool / GlobalMaxPool: y[n, c] = reduce(the [n, c] plane of x).
+template <class Reduce>
+void global_pool(const Node& node, const Inputs& in, const Outputs& out, Reduce reduce) {
   const Tensor& x = req_input(node, in, 0);
   Tensor& y = req_output(node, out, 0);
   const int64_t plane = global_pool_plane(node, x, y);
   const float* xp = x.data<float>();
   float* yp = y.data<float>();
-  for (int64_t nc = 0; nc < y.numel(); ++nc) {
+  for (int64_t nc = 0; nc < y.numel(); ++nc) yp[nc] = reduce(xp + nc * plane, plane);
+}
+
+}  // namespace
+
+void global_average_pool(const Node& node, const Inputs& in, const Outputs& out) {
+  global_pool(node, in, out, [](const float* p, int64_t n) {
     double s = 0;
-    for (int64_t i = 0; i < plane; ++i) s += xp[nc * plane + i];
-    yp[nc] = float(s / double(plane));
-  }
+    for (int64_t i = 0; i < n; ++i) s += p[i];
+    return float(s / double(n));
+  });
 }
 
 void global_max_pool(const Node& node, const Inputs& in, const Outputs& out) {
-  const Tensor& x = req_input(node, in, 0);
-  Tensor& y = req_output(node, out, 0);
-  const int64_t plane = global_pool_plane(node, x, y);
-  const float* xp = x.data<float>();
-  float* yp = y.data<float>();
-  for (int64_t nc = 0; nc < y.numel(); ++nc) {
+  global_pool(node, in, out, [](const float* p, int64_t n) {
     float m = -std::numeric_limits<float>::infinity();
-    for (int64_t i = 0; i < plane; ++i) {
-      const float v = xp[nc * plane + i];
-      if (v > m || std::isnan(v)) m = v;
-    }
-    yp[nc] = m;
-  }
+    for (int64_t i = 0; i < n; ++i)
+      if (p[i] > m || std::isnan(p[i])) m = p[i];
+    return m;
+  });
 }
 
 void softmax(const Node& node, const Inputs& in, const Outputs& out) {

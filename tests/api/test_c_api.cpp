@@ -26,43 +26,6 @@ namespace {
 
 using namespace capi_test;
 
-// ValueInfoProto for a float tensor; a dim < 0 becomes the symbolic dim "N".
-Pb value_info(const std::string& name, const std::vector<int64_t>& dims) {
-  Pb shape;
-  for (int64_t d : dims) {
-    Pb dim;
-    if (d < 0)
-      dim.s(2, "N");  // dim_param
-    else
-      dim.i(1, uint64_t(d));  // dim_value
-    shape.m(1, dim);
-  }
-  Pb tensor;
-  tensor.i(1, 1).m(2, shape);  // elem_type FLOAT, shape
-  Pb type;
-  type.m(1, tensor);  // tensor_type
-  Pb vi;
-  vi.s(1, name).m(2, type);
-  return vi;
-}
-
-Pb node(const std::string& op, const std::vector<std::string>& in,
-        const std::vector<std::string>& out) {
-  Pb n;
-  for (auto& x : in) n.s(1, x);
-  for (auto& x : out) n.s(2, x);
-  n.s(3, op + "_node").s(4, op);
-  return n;
-}
-
-std::string model(const Pb& graph) {
-  Pb opset;
-  opset.s(1, "").i(2, 13);
-  Pb m;
-  m.i(1, 8).s(2, "kiln-test").m(7, graph).m(8, opset);
-  return m.b;
-}
-
 // y = Relu(x), x: [dims]
 std::string relu_model(const std::vector<int64_t>& dims) {
   Pb g;
@@ -79,17 +42,6 @@ std::string add_relu_model() {
   g.m(12, value_info("sum", {2, 2})).m(12, value_info("r", {2, 2}));
   return model(g);
 }
-
-kiln_session* load_mem(const std::string& bytes, const kiln_options* o = nullptr) {
-  kiln_session* s = nullptr;
-  CHECK_OK(kiln_session_create_from_memory(bytes.data(), bytes.size(), o, &s));
-  return s;
-}
-
-struct SessionGuard {
-  kiln_session* s;
-  ~SessionGuard() { kiln_session_release(s); }
-};
 
 // Tiny .npy reader (float32 / int64, C order) so the test depends on nothing but the C API.
 struct Npy {

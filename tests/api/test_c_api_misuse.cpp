@@ -22,33 +22,6 @@ namespace {
 
 using namespace capi_test;
 
-constexpr int kFloat = 1, kInt64 = 7;  // TensorProto.DataType
-
-Pb value_info(const std::string& name, const std::vector<int64_t>& dims, int elem = kFloat) {
-  Pb shape;
-  for (int64_t d : dims) {
-    Pb dim;
-    dim.i(1, uint64_t(d));
-    shape.m(1, dim);
-  }
-  Pb tensor;
-  tensor.i(1, uint64_t(elem)).m(2, shape);
-  Pb type;
-  type.m(1, tensor);
-  Pb vi;
-  vi.s(1, name).m(2, type);
-  return vi;
-}
-
-Pb node(const std::string& op, const std::vector<std::string>& in,
-        const std::vector<std::string>& out) {
-  Pb n;
-  for (auto& x : in) n.s(1, x);
-  for (auto& x : out) n.s(2, x);
-  n.s(3, op + "_" + out[0]).s(4, op);
-  return n;
-}
-
 // Float initializer with raw data.
 Pb init_f(const std::string& name, const std::vector<int64_t>& dims, const std::vector<float>& v) {
   Pb t;
@@ -56,14 +29,6 @@ Pb init_f(const std::string& name, const std::vector<int64_t>& dims, const std::
   t.i(2, kFloat).s(8, name);
   t.s(9, std::string(reinterpret_cast<const char*>(v.data()), v.size() * 4));
   return t;
-}
-
-std::string model(const Pb& graph) {
-  Pb opset;
-  opset.s(1, "").i(2, 13);
-  Pb m;
-  m.i(1, 8).s(2, "kiln-misuse-test").m(7, graph).m(8, opset);
-  return m.b;
 }
 
 // a: f32 [2,2], k: i64 [4] -> y = Relu(a) (f32 [2,2]), k2 = k + k (i64 [4]).
@@ -116,17 +81,6 @@ std::vector<float> conv_expected(const std::vector<float>& x) {
       }
   return y;
 }
-
-kiln_session* load(const std::string& bytes, const kiln_options* o = nullptr) {
-  kiln_session* s = nullptr;
-  CHECK_OK(kiln_session_create_from_memory(bytes.data(), bytes.size(), o, &s));
-  return s;
-}
-
-struct Guard {
-  kiln_session* s;
-  ~Guard() { kiln_session_release(s); }
-};
 
 kiln_options threads_opt(int32_t threads) {
   kiln_options o;
@@ -203,7 +157,7 @@ TEST_CASE("misuse: options") {
     }
     kiln_options_init(&o);
     o.threads = 64;  // more than the cores: oversubscribed, still correct
-    Guard g{load(m, &o)};
+    SessionGuard g{load_mem(m, &o)};
     REQUIRE(g.s);
     const float a[4] = {1, -1, 2, -2};
     const int64_t k[4] = {1, 2, 3, 4};
@@ -228,11 +182,11 @@ TEST_CASE("misuse: options") {
     kiln_options_init(&o);
     o.tuning_mode = 4;
     CHECK_ERR(kiln_session_create_from_memory(m.data(), m.size(), &o, &s), KILN_INVALID_ARGUMENT,
-              "tuning_mode");
+              "tuning_mode is 4");
     kiln_options_init(&o);
     o.strategy = -1;
     CHECK_ERR(kiln_session_create_from_memory(m.data(), m.size(), &o, &s), KILN_INVALID_ARGUMENT,
-              "strategy");
+              "strategy is -1");
     kiln_options_init(&o);
     o.strategy = KILN_STRATEGY_HEURISTIC;
     o.disable_cache = 1;
@@ -284,7 +238,7 @@ TEST_CASE("misuse: create functions") {
 }
 
 TEST_CASE("misuse: queries leave out-parameters untouched on every error") {
-  Guard g{load(mixed_model())};
+  SessionGuard g{load_mem(mixed_model())};
   REQUIRE(g.s);
   const size_t bad_index[] = {2, 1000, SIZE_MAX};
   for (bool input : {true, false}) {
@@ -331,7 +285,7 @@ TEST_CASE("misuse: queries leave out-parameters untouched on every error") {
 }
 
 TEST_CASE("misuse: run with wrong dtypes, sizes, counts and pointers") {
-  Guard g{load(mixed_model())};
+  SessionGuard g{load_mem(mixed_model())};
   REQUIRE(g.s);
   alignas(16) float a[4] = {1, -2, 3, -4};
   alignas(16) int64_t k[4] = {5, -6, INT64_MAX, 0};
@@ -392,7 +346,7 @@ TEST_CASE("misuse: run with wrong dtypes, sizes, counts and pointers") {
 }
 
 TEST_CASE("misuse: a model without inputs runs with empty input arrays") {
-  Guard g{load(constant_model())};
+  SessionGuard g{load_mem(constant_model())};
   size_t n = 9;
   CHECK_OK(kiln_session_input_count(g.s, &n));
   CHECK(n == 0);
@@ -410,7 +364,7 @@ TEST_CASE("misuse: a model without inputs runs with empty input arrays") {
 }
 
 TEST_CASE("misuse: a released session is reported, not used") {
-  kiln_session* s = load(mixed_model());
+  kiln_session* s = load_mem(mixed_model());
   REQUIRE(s);
   kiln_session_release(s);
   // The handle is dangling now. The library tracks live sessions, so every call reports it
@@ -481,7 +435,7 @@ TEST_CASE("misuse: many threads at once") {
     for (int32_t threads : {1, 2}) {
       CAPTURE(threads);
       kiln_options o = threads_opt(threads);
-      Guard g{load(conv, &o)};
+      SessionGuard g{load_mem(conv, &o)};
       REQUIRE(g.s);
       std::atomic<int> failures{0}, mismatches{0}, wrong_errors{0};
       std::vector<std::thread> pool;

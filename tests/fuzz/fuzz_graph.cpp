@@ -22,15 +22,7 @@ void run_ref(const kiln::Node& n, const std::vector<const kiln::Tensor*>& in,
 
 }  // namespace
 
-extern "C" int LLVMFuzzerInitialize(int* argc, char*** argv) {
-  kiln::fuzz::init_process(argc, argv);
-  return 0;
-}
-
-extern "C" size_t LLVMFuzzerCustomMutator(uint8_t* data, size_t size, size_t max_size,
-                                          unsigned seed) {
-  return kiln::fuzz::mutate_model(data, size, max_size, seed);
-}
+KILN_FUZZ_MODEL_HOOKS()
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size > kiln::fuzz::kMaxModelBytes) return -1;  // not added to the corpus

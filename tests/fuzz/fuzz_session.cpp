@@ -97,15 +97,7 @@ struct Stats {
 
 }  // namespace
 
-extern "C" int LLVMFuzzerInitialize(int* argc, char*** argv) {
-  kiln::fuzz::init_process(argc, argv);
-  return 0;
-}
-
-extern "C" size_t LLVMFuzzerCustomMutator(uint8_t* data, size_t size, size_t max_size,
-                                          unsigned seed) {
-  return kiln::fuzz::mutate_model(data, size, max_size, seed);
-}
+KILN_FUZZ_MODEL_HOOKS()
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size > kiln::fuzz::kMaxModelBytes) return -1;
@@ -113,16 +105,16 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   for (size_t i = 0; i < size; ++i) h = (h ^ data[i]) * 16777619u;
   kiln::SessionOptions o;
   o.threads = 1;
-  o.log_level = 6;  // off
+  o.log_level = kiln::kOff;
   // No tuning cache: an input's path must not depend on what earlier inputs (or earlier
   // fuzzing runs) stored. Profiling keeps the default budget, as a user's load has.
   o.use_cache = false;
   switch (h % 3) {
     case 0:
-      o.max_isa = -1;
+      o.max_isa.reset();
       break;  // best ISA of this CPU
     case 1:
-      o.max_isa = int(kiln::Isa::avx2);
+      o.max_isa = kiln::Isa::avx2;
       break;  // the AVX2 generators
     default:
       o.reference = true;

@@ -424,3 +424,15 @@ inline size_t mutate_model(uint8_t* data, size_t size, size_t max_size, unsigned
 }
 
 }  // namespace kiln::fuzz
+
+// The libFuzzer entry points every ONNX-model harness shares (at file scope): the process
+// setup of fuzz_util.h and the mutator above.
+#define KILN_FUZZ_MODEL_HOOKS()                                                          \
+  extern "C" int LLVMFuzzerInitialize(int* argc, char*** argv) {                         \
+    kiln::fuzz::init_process(argc, argv);                                                \
+    return 0;                                                                            \
+  }                                                                                      \
+  extern "C" size_t LLVMFuzzerCustomMutator(uint8_t* data, size_t size, size_t max_size, \
+                                            unsigned seed) {                             \
+    return kiln::fuzz::mutate_model(data, size, max_size, seed);                         \
+  }

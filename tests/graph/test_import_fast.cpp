@@ -157,6 +157,19 @@ std::string raw_of(const void* p, size_t n) {
   return std::string(static_cast<const char*>(p), n);
 }
 
+// A Constant node const_big -> cval whose value is an `n`-element float tensor for the caller
+// to fill.
+onnx::TensorProto* big_constant(OnnxBuilder& b, int64_t n) {
+  auto& c = b.node("Constant", {}, {"cval"}, "const_big");
+  auto* a = c.add_attribute();
+  a->set_name("value");
+  a->set_type(onnx::AttributeProto::TENSOR);
+  auto* t = a->mutable_t();
+  t->set_data_type(onnx::TensorProto::FLOAT);
+  t->add_dims(n);
+  return t;
+}
+
 // A model with `count` initializers of every supported kind and encoding, sizes around the
 // cut threshold (4 KiB) and names of varying lengths (so payload offsets vary mod 4 and 8),
 // plus a Constant node with a large tensor. Each initializer is unused (the importer does not
@@ -212,13 +225,7 @@ std::string many_initializers(int count, uint64_t seed) {
   // Small ones too, left to protobuf.
   b.init_f("small_f", {3}, {1.5f, -2.f, 3.25f});
   b.init_i("small_i", {2}, {7, -9});
-  auto& c = b.node("Constant", {}, {"cval"}, "const_big");
-  auto* a = c.add_attribute();
-  a->set_name("value");
-  a->set_type(onnx::AttributeProto::TENSOR);
-  auto* t = a->mutable_t();
-  t->set_data_type(onnx::TensorProto::FLOAT);
-  t->add_dims(3000);
+  onnx::TensorProto* t = big_constant(b, 3000);
   std::vector<float> v(3000);
   for (auto& x : v) x = rng.f();
   t->set_raw_data(raw_of(v.data(), v.size() * 4));
@@ -244,13 +251,7 @@ std::string small_cut_model() {
   add("w", 1100);
   add("unused", 1030);
   b.init_i("shape", {2}, {1, 1100});
-  auto& c = b.node("Constant", {}, {"cval"}, "const_big");
-  auto* a = c.add_attribute();
-  a->set_name("value");
-  a->set_type(onnx::AttributeProto::TENSOR);
-  auto* t = a->mutable_t();
-  t->set_data_type(onnx::TensorProto::FLOAT);
-  t->add_dims(1100);
+  onnx::TensorProto* t = big_constant(b, 1100);
   for (int i = 0; i < 1100; ++i) t->add_float_data(rng.f());
   return b.bytes();
 }

@@ -79,9 +79,9 @@ std::vector<std::pair<std::string, kiln::SessionOptions>> paths() {
   kiln::SessionOptions o;
   o.threads = 2;
   if (kiln::testing::has_isa(kiln::Isa::avx512)) v.push_back({"avx512", o});
-  o.max_isa = int(kiln::Isa::avx2);
+  o.max_isa = kiln::Isa::avx2;
   if (kiln::testing::has_isa(kiln::Isa::avx2)) v.push_back({"avx2", o});
-  o.max_isa = -1;
+  o.max_isa.reset();
   o.reference = true;
   v.push_back({"reference", o});
   return v;

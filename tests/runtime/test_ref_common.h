@@ -40,6 +40,9 @@ struct Rng {
     s ^= s << 17;
     return s;
   }
+  int64_t pick(int64_t lo, int64_t hi) {  // lo..hi inclusive
+    return lo + int64_t(next() % uint64_t(hi - lo + 1));
+  }
   float uniform(float lo, float hi) {
     return lo + (hi - lo) * float(next() >> 40) / float(1 << 24);
   }

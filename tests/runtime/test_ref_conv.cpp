@@ -167,22 +167,19 @@ TEST_CASE("ref Conv: swept shapes against the direct formula") {
 
   // Random configurations (channels not multiples of anything, odd sizes).
   Rng r(42);
-  auto pick = [&](int64_t lo, int64_t hi) {
-    return lo + int64_t(r.next() % uint64_t(hi - lo + 1));
-  };
   for (int i = 0; i < 40; ++i) {
     ConvCase p{};
-    p.n = pick(1, 2);
-    p.g = pick(1, 3);
-    p.c = p.g * pick(1, 4);
-    p.m = p.g * pick(1, 4);
-    p.kh = pick(1, 4), p.kw = pick(1, 4);
-    p.sh = pick(1, 3), p.sw = pick(1, 3);
-    p.dh = pick(1, 2), p.dw = pick(1, 2);
-    p.pt = pick(0, 2), p.pl = pick(0, 2), p.pb = pick(0, 2), p.pr = pick(0, 2);
-    p.h = pick(1, 9) + p.dh * (p.kh - 1);
-    p.w = pick(1, 9) + p.dw * (p.kw - 1);
-    p.bias = pick(0, 1) == 1;
+    p.n = r.pick(1, 2);
+    p.g = r.pick(1, 3);
+    p.c = p.g * r.pick(1, 4);
+    p.m = p.g * r.pick(1, 4);
+    p.kh = r.pick(1, 4), p.kw = r.pick(1, 4);
+    p.sh = r.pick(1, 3), p.sw = r.pick(1, 3);
+    p.dh = r.pick(1, 2), p.dw = r.pick(1, 2);
+    p.pt = r.pick(0, 2), p.pl = r.pick(0, 2), p.pb = r.pick(0, 2), p.pr = r.pick(0, 2);
+    p.h = r.pick(1, 9) + p.dh * (p.kh - 1);
+    p.w = r.pick(1, 9) + p.dw * (p.kw - 1);
+    p.bias = r.pick(0, 1) == 1;
     check_conv_against_naive(p, 1000 + uint64_t(i));
   }
 }

@@ -122,19 +122,16 @@ TEST_CASE("ref Sum: variadic broadcasting") {
 
 TEST_CASE("ref binary ops: swept broadcast shapes against per-element indexing") {
   Rng r(3);
-  auto pick = [&](int64_t lo, int64_t hi) {
-    return lo + int64_t(r.next() % uint64_t(hi - lo + 1));
-  };
   const char* ops[] = {"Add", "Sub", "Mul", "Div"};
   for (int it = 0; it < 80; ++it) {
     // Output shape, then each input takes a suffix of it with some dims set to 1.
     Shape out;
-    const int64_t rank = pick(0, 4);
-    for (int64_t d = 0; d < rank; ++d) out.push_back(pick(1, 5));
+    const int64_t rank = r.pick(0, 4);
+    for (int64_t d = 0; d < rank; ++d) out.push_back(r.pick(1, 5));
     auto derive = [&] {
-      Shape s(out.begin() + pick(0, rank), out.end());
+      Shape s(out.begin() + r.pick(0, rank), out.end());
       for (int64_t& d : s)
-        if (pick(0, 2) == 0) d = 1;
+        if (r.pick(0, 2) == 0) d = 1;
       return s;
     };
     Shape sa = derive(), sb = derive();
@@ -159,9 +156,9 @@ TEST_CASE("ref binary ops: swept broadcast shapes against per-element indexing")
       }
     } else {
       Tensor a(DType::i64, sa), b(DType::i64, sb);
-      for (int64_t i = 0; i < a.numel(); ++i) a.data<int64_t>()[i] = pick(-50, 50);
+      for (int64_t i = 0; i < a.numel(); ++i) a.data<int64_t>()[i] = r.pick(-50, 50);
       for (int64_t i = 0; i < b.numel(); ++i)
-        b.data<int64_t>()[i] = pick(1, 9) * (pick(0, 1) ? 1 : -1);
+        b.data<int64_t>()[i] = r.pick(1, 9) * (r.pick(0, 1) ? 1 : -1);
       Tensor y = binary(op, a, b, full);
       for (int64_t i = 0; i < y.numel(); ++i) {
         const int64_t p = a.data<int64_t>()[bcast_index(sa, full, i)];

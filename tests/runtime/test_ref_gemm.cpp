@@ -50,14 +50,11 @@ TEST_CASE("ref MatMul: hand-computed") {
 
 TEST_CASE("ref Gemm: swept shapes against per-element dot products") {
   Rng r(11);
-  auto pick = [&](int64_t lo, int64_t hi) {
-    return lo + int64_t(r.next() % uint64_t(hi - lo + 1));
-  };
   for (int it = 0; it < 60; ++it) {
-    const int64_t M = pick(1, 9), K = pick(1, 17), N = pick(1, 9);
-    const bool ta = pick(0, 1), tb = pick(0, 1);
-    const float alpha = float(pick(-2, 3)) * 0.5f, beta = float(pick(-2, 3)) * 0.25f;
-    const int cmode = int(pick(0, 5));  // none, scalar, [N], [1,N], [M,1], [M,N]
+    const int64_t M = r.pick(1, 9), K = r.pick(1, 17), N = r.pick(1, 9);
+    const bool ta = r.pick(0, 1), tb = r.pick(0, 1);
+    const float alpha = float(r.pick(-2, 3)) * 0.5f, beta = float(r.pick(-2, 3)) * 0.25f;
+    const int cmode = int(r.pick(0, 5));  // none, scalar, [N], [1,N], [M,1], [M,N]
     const Shape cshapes[] = {{}, {}, {N}, {1, N}, {M, 1}, {M, N}};
     CAPTURE(M);
     CAPTURE(K);
@@ -99,23 +96,20 @@ TEST_CASE("ref Gemm: swept shapes against per-element dot products") {
 
 TEST_CASE("ref MatMul: swept batch broadcasting and 1-D promotion") {
   Rng r(12);
-  auto pick = [&](int64_t lo, int64_t hi) {
-    return lo + int64_t(r.next() % uint64_t(hi - lo + 1));
-  };
   for (int it = 0; it < 60; ++it) {
-    const int64_t M = pick(1, 6), K = pick(1, 9), N = pick(1, 6);
+    const int64_t M = r.pick(1, 6), K = r.pick(1, 9), N = r.pick(1, 6);
     // Batch dims: up to 3, each side keeps a suffix with some dims set to 1.
     Shape batch;
-    const int64_t br = pick(0, 3);
-    for (int64_t d = 0; d < br; ++d) batch.push_back(pick(1, 3));
+    const int64_t br = r.pick(0, 3);
+    for (int64_t d = 0; d < br; ++d) batch.push_back(r.pick(1, 3));
     auto derive = [&] {
-      Shape s(batch.begin() + pick(0, br), batch.end());
+      Shape s(batch.begin() + r.pick(0, br), batch.end());
       for (int64_t& d : s)
-        if (pick(0, 2) == 0) d = 1;
+        if (r.pick(0, 2) == 0) d = 1;
       return s;
     };
     Shape ba = derive(), bb = derive();
-    const bool a1 = pick(0, 4) == 0 && ba.empty(), b1 = pick(0, 4) == 0 && bb.empty();
+    const bool a1 = r.pick(0, 4) == 0 && ba.empty(), b1 = r.pick(0, 4) == 0 && bb.empty();
     Shape sa = ba, sb = bb;
     if (a1)
       sa = {K};

@@ -34,6 +34,21 @@ int64_t pool_out(int64_t in, int64_t k, int64_t s, int64_t d, int64_t pb, int64_
   return o;
 }
 
+// `op` of case p on x must give `want` of shape ys.
+void check_pool(const char* op, const PoolCase& p, const Tensor& x, const Shape& ys,
+                const std::vector<float>& want) {
+  check_f32(run1(pool_node(op, p), {&x}, DType::f32, ys), ys, want);
+}
+
+// AveragePool of case p on x, with count_include_pad 1 and 0.
+void check_avg(PoolCase p, const Tensor& x, const Shape& ys, const std::vector<float>& with_pad,
+               const std::vector<float>& without_pad) {
+  p.include_pad = true;
+  check_pool("AveragePool", p, x, ys, with_pad);
+  p.include_pad = false;
+  check_pool("AveragePool", p, x, ys, without_pad);
+}
+
 Tensor one_to(int64_t n, Shape s) {
   std::vector<float> v;
   for (int64_t i = 1; i <= n; ++i) v.push_back(float(i));
@@ -120,35 +135,30 @@ TEST_CASE("ref MaxPool: hand-computed") {
   SUBCASE("2x2 stride 2") {
     Tensor x = one_to(16, {1, 1, 4, 4});
     PoolCase p{1, 1, 4, 4, 2, 2, 2, 2, 1, 1, 0, 0, 0, 0, false, false};
-    check_f32(run1(pool_node("MaxPool", p), {&x}, DType::f32, {1, 1, 2, 2}), {1, 1, 2, 2},
-              {6, 8, 14, 16});
+    check_pool("MaxPool", p, x, {1, 1, 2, 2}, {6, 8, 14, 16});
   }
   SUBCASE("padded cells are ignored, not zeros") {
     Tensor x = one_to(16, {1, 1, 4, 4});
     for (int64_t i = 0; i < 16; ++i) x.data<float>()[i] *= -1;
     PoolCase p{1, 1, 4, 4, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, false, false};
-    check_f32(run1(pool_node("MaxPool", p), {&x}, DType::f32, {1, 1, 2, 2}), {1, 1, 2, 2},
-              {-1, -2, -5, -6});
+    check_pool("MaxPool", p, x, {1, 1, 2, 2}, {-1, -2, -5, -6});
   }
   SUBCASE("ceil_mode: partial last windows") {
     Tensor x = one_to(25, {1, 1, 5, 5});
     PoolCase p{1, 1, 5, 5, 2, 2, 2, 2, 1, 1, 0, 0, 0, 0, true, false};
-    check_f32(run1(pool_node("MaxPool", p), {&x}, DType::f32, {1, 1, 3, 3}), {1, 1, 3, 3},
-              {7, 9, 10, 17, 19, 20, 22, 24, 25});
+    check_pool("MaxPool", p, x, {1, 1, 3, 3}, {7, 9, 10, 17, 19, 20, 22, 24, 25});
   }
   SUBCASE("ceil_mode window past the padding (PyTorch: [2, 4, 6, 6])") {
     Tensor x = one_to(6, {1, 1, 1, 6});
     PoolCase p{1, 1, 1, 6, 1, 3, 1, 2, 1, 1, 0, 1, 0, 1, true, false};
-    check_f32(run1(pool_node("MaxPool", p), {&x}, DType::f32, {1, 1, 1, 4}), {1, 1, 1, 4},
-              {2, 4, 6, 6});
+    check_pool("MaxPool", p, x, {1, 1, 1, 4}, {2, 4, 6, 6});
   }
   SUBCASE("dilation 2, two channels") {
     Tensor x = one_to(32, {1, 2, 4, 4});
     x.data<float>()[16] = 100;  // channel 1, (0,0)
     PoolCase p{1, 2, 4, 4, 2, 2, 1, 1, 2, 2, 0, 0, 0, 0, false, false};
     // Taps (i,j),(i,j+2),(i+2,j),(i+2,j+2): the max is the (i+2, j+2) tap.
-    check_f32(run1(pool_node("MaxPool", p), {&x}, DType::f32, {1, 2, 2, 2}), {1, 2, 2, 2},
-              {11, 12, 15, 16, 100, 28, 31, 32});
+    check_pool("MaxPool", p, x, {1, 2, 2, 2}, {11, 12, 15, 16, 100, 28, 31, 32});
   }
 }
 
@@ -156,51 +166,33 @@ TEST_CASE("ref AveragePool: hand-computed") {
   Tensor x = one_to(9, {1, 1, 3, 3});
   SUBCASE("2x2 stride 1") {
     PoolCase p{1, 1, 3, 3, 2, 2, 1, 1, 1, 1, 0, 0, 0, 0, false, false};
-    check_f32(run1(pool_node("AveragePool", p), {&x}, DType::f32, {1, 1, 2, 2}), {1, 1, 2, 2},
-              {3, 4, 6, 7});
+    check_pool("AveragePool", p, x, {1, 1, 2, 2}, {3, 4, 6, 7});
   }
   SUBCASE("pad 1, 3x3 stride 2, count_include_pad 0 and 1") {
     PoolCase p{1, 1, 3, 3, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, false, false};
-    check_f32(run1(pool_node("AveragePool", p), {&x}, DType::f32, {1, 1, 2, 2}), {1, 1, 2, 2},
-              {3, 4, 6, 7});
-    p.include_pad = true;
-    check_f32(run1(pool_node("AveragePool", p), {&x}, DType::f32, {1, 1, 2, 2}), {1, 1, 2, 2},
-              {12.f / 9, 16.f / 9, 24.f / 9, 28.f / 9});
+    check_avg(p, x, {1, 1, 2, 2}, {12.f / 9, 16.f / 9, 24.f / 9, 28.f / 9}, {3, 4, 6, 7});
   }
   SUBCASE("pad 1, 2x2 stride 2, ceil, include pad (PyTorch: .25 1.25 2.75 7)") {
     PoolCase p{1, 1, 3, 3, 2, 2, 2, 2, 1, 1, 1, 1, 1, 1, true, true};
-    check_f32(run1(pool_node("AveragePool", p), {&x}, DType::f32, {1, 1, 2, 2}), {1, 1, 2, 2},
-              {0.25f, 1.25f, 2.75f, 7});
+    check_pool("AveragePool", p, x, {1, 1, 2, 2}, {0.25f, 1.25f, 2.75f, 7});
   }
   SUBCASE("ceil_mode window past the padding is not counted") {
     Tensor r = one_to(6, {1, 1, 1, 6});
     PoolCase p{1, 1, 1, 6, 1, 3, 1, 2, 1, 1, 0, 1, 0, 1, true, true};
     // Last window covers cols 5 (real), 6 (pad), 7 (beyond the padding): 6 / 2.
-    check_f32(run1(pool_node("AveragePool", p), {&r}, DType::f32, {1, 1, 1, 4}), {1, 1, 1, 4},
-              {1, 3, 5, 3});
-    p.include_pad = false;
-    check_f32(run1(pool_node("AveragePool", p), {&r}, DType::f32, {1, 1, 1, 4}), {1, 1, 1, 4},
-              {1.5f, 3, 5, 6});
+    check_avg(p, r, {1, 1, 1, 4}, {1, 3, 5, 3}, {1.5f, 3, 5, 6});
   }
   SUBCASE("asymmetric pads with ceil_mode") {
     Tensor r = one_to(5, {1, 1, 1, 5});
     PoolCase p{1, 1, 1, 5, 1, 3, 1, 2, 1, 1, 0, 1, 0, 0, true, true};
     // Windows: cols -1..1, 1..3, 3..5; padded extent [-1, 5).
-    check_f32(run1(pool_node("AveragePool", p), {&r}, DType::f32, {1, 1, 1, 3}), {1, 1, 1, 3},
-              {1, 3, 4.5f});
-    p.include_pad = false;
-    check_f32(run1(pool_node("AveragePool", p), {&r}, DType::f32, {1, 1, 1, 3}), {1, 1, 1, 3},
-              {1.5f, 3, 4.5f});
+    check_avg(p, r, {1, 1, 1, 3}, {1, 3, 4.5f}, {1.5f, 3, 4.5f});
   }
   SUBCASE("dilation 2 with padding") {
     Tensor r = one_to(5, {1, 1, 1, 5});
     PoolCase p{1, 1, 1, 5, 1, 2, 1, 2, 1, 2, 0, 1, 0, 1, false, false};
     // span = 5+2-3 = 4 -> 3 outputs; taps (-1,1), (1,3), (3,5).
-    check_f32(run1(pool_node("AveragePool", p), {&r}, DType::f32, {1, 1, 1, 3}), {1, 1, 1, 3},
-              {2, 3, 4});
-    p.include_pad = true;
-    check_f32(run1(pool_node("AveragePool", p), {&r}, DType::f32, {1, 1, 1, 3}), {1, 1, 1, 3},
-              {1, 3, 2});
+    check_avg(p, r, {1, 1, 1, 3}, {1, 3, 2}, {2, 3, 4});
   }
 }
 
@@ -224,22 +216,19 @@ TEST_CASE("ref MaxPool / AveragePool: swept shapes against the direct formula") 
     check_avg_against_naive(q, seed++);
   }
   Rng r(7);
-  auto pick = [&](int64_t lo, int64_t hi) {
-    return lo + int64_t(r.next() % uint64_t(hi - lo + 1));
-  };
   for (int i = 0; i < 60; ++i) {
     PoolCase p{};
-    p.n = pick(1, 2), p.c = pick(1, 3);
-    p.kh = pick(1, 4), p.kw = pick(1, 4);
-    p.sh = pick(1, 3), p.sw = pick(1, 3);
-    p.pt = pick(0, p.kh - 1), p.pb = pick(0, p.kh - 1);
-    p.pl = pick(0, p.kw - 1), p.pr = pick(0, p.kw - 1);
-    p.ceil = pick(0, 1) == 1;
-    p.include_pad = pick(0, 1) == 1;
+    p.n = r.pick(1, 2), p.c = r.pick(1, 3);
+    p.kh = r.pick(1, 4), p.kw = r.pick(1, 4);
+    p.sh = r.pick(1, 3), p.sw = r.pick(1, 3);
+    p.pt = r.pick(0, p.kh - 1), p.pb = r.pick(0, p.kh - 1);
+    p.pl = r.pick(0, p.kw - 1), p.pr = r.pick(0, p.kw - 1);
+    p.ceil = r.pick(0, 1) == 1;
+    p.include_pad = r.pick(0, 1) == 1;
     p.dh = p.dw = 1;
-    p.h = pick(p.kh, p.kh + 8), p.w = pick(p.kw, p.kw + 8);
+    p.h = r.pick(p.kh, p.kh + 8), p.w = r.pick(p.kw, p.kw + 8);
     check_avg_against_naive(p, 100 + uint64_t(i));
-    p.dh = pick(1, 2), p.dw = pick(1, 2);
+    p.dh = r.pick(1, 2), p.dw = r.pick(1, 2);
     p.h += (p.dh - 1) * (p.kh - 1), p.w += (p.dw - 1) * (p.kw - 1);
     check_max_against_naive(p, 200 + uint64_t(i));
   }

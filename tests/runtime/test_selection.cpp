@@ -60,6 +60,11 @@ std::vector<kiln::Isa> isas() {
   return kiln::testing::jit_isas();
 }
 
+constexpr kiln::Strategy kAllStrategies[] = {kiln::Strategy::global, kiln::Strategy::local,
+                                             kiln::Strategy::fixed, kiln::Strategy::heuristic};
+constexpr kiln::TuneMode kAllTuneModes[] = {kiln::TuneMode::none, kiln::TuneMode::fast,
+                                            kiln::TuneMode::full};
+
 }  // namespace
 
 TEST_CASE("label keys round-trip and garbage keys are refused") {
@@ -106,15 +111,15 @@ TEST_CASE("every strategy and tuning mode computes the right outputs on both ISA
   const fs::path cache = fresh_dir("sel_cache_all");
   for (kiln::Isa isa : isas())
     for (const char* model : {"tiny_resnet_op13", "tiny_squeezenet_op13", "tiny_mobilenetv2_op13"})
-      for (int strategy = 0; strategy < 4; ++strategy)
-        for (int tune = 0; tune < 3; ++tune) {
+      for (kiln::Strategy strategy : kAllStrategies)
+        for (kiln::TuneMode tune : kAllTuneModes) {
           CAPTURE(kiln::isa_name(isa));
           CAPTURE(model);
-          CAPTURE(strategy);
-          CAPTURE(tune);
+          CAPTURE(kiln::strategy_name(strategy));
+          CAPTURE(kiln::tune_mode_name(tune));
           kiln::SessionOptions o;
           o.threads = 2;
-          o.max_isa = int(isa);
+          o.max_isa = isa;
           o.strategy = strategy;
           o.tune = tune;
           o.cache_dir = cache.string();
@@ -123,7 +128,8 @@ TEST_CASE("every strategy and tuning mode computes the right outputs on both ISA
           const kiln::Selection& sel = s->selection();
           CHECK(sel.nodes.size() == s->graph().nodes.size());
           CHECK(std::isfinite(sel.predicted_ms));
-          if (tune == 0 || strategy == 3) CHECK(sel.measurements == 0);
+          if (tune == kiln::TuneMode::none || strategy == kiln::Strategy::heuristic)
+            CHECK(sel.measurements == 0);
         }
 }
 
@@ -135,14 +141,14 @@ TEST_CASE("global is never predicted worse than local or fixed under the same me
     CAPTURE(model);
     kiln::SessionOptions o;
     o.threads = 1;
-    o.tune = 2;  // full: every candidate has a measured time
+    o.tune = kiln::TuneMode::full;  // every candidate has a measured time
     o.cache_dir = cache.string();
     std::unique_ptr<kiln::Session> g, l, f;
-    o.strategy = 0;
+    o.strategy = kiln::Strategy::global;
     CHECK(fixture_error(model, o, &g) <= 1e-4);
-    o.strategy = 1;
+    o.strategy = kiln::Strategy::local;
     CHECK(fixture_error(model, o, &l) <= 1e-4);
-    o.strategy = 2;
+    o.strategy = kiln::Strategy::fixed;
     CHECK(fixture_error(model, o, &f) <= 1e-4);
     CHECK(g->selection().optimal);
     CHECK(l->selection().measurements == 0);  // everything came from the cache
@@ -229,8 +235,8 @@ TEST_CASE("the original conv and FC weights are released after packing; runs sta
   for (kiln::Isa isa : isas()) {
     CAPTURE(kiln::isa_name(isa));
     kiln::SessionOptions o;
-    o.max_isa = int(isa);
-    o.tune = int(kiln::TuneMode::none);
+    o.max_isa = isa;
+    o.tune = kiln::TuneMode::none;
     std::unique_ptr<kiln::Session> s;
     CHECK(fixture_error("tiny_resnet_op13", o, &s) <= 1e-4);
     const kiln::Graph& g = s->graph();
@@ -340,8 +346,8 @@ TEST_CASE("the fixed strategy runs direct (or depthwise) convs on the blocked la
   for (kiln::Isa isa : isas()) {
     CAPTURE(kiln::isa_name(isa));
     kiln::SessionOptions o;
-    o.max_isa = int(isa);
-    o.strategy = int(kiln::Strategy::fixed);
+    o.max_isa = isa;
+    o.strategy = kiln::Strategy::fixed;
     o.use_cache = false;
     std::unique_ptr<kiln::Session> s;
     CHECK(fixture_error("tiny_resnet_op13", o, &s) <= 1e-4);
@@ -365,8 +371,8 @@ TEST_CASE("the fixed strategy runs direct (or depthwise) convs on the blocked la
 // Transpose of a 65535-image batch (1 s; 33 s under the sanitizers). A sole label has no choice
 // to inform: fast leaves it to the cost model, full still measures it.
 TEST_CASE("fast tuning does not time a node's only label; full does") {
-  for (int tune : {int(kiln::TuneMode::fast), int(kiln::TuneMode::full)}) {
-    CAPTURE(tune);
+  for (kiln::TuneMode tune : {kiln::TuneMode::fast, kiln::TuneMode::full}) {
+    CAPTURE(kiln::tune_mode_name(tune));
     kiln::SessionOptions o;
     o.use_cache = false;
     o.tune = tune;
@@ -376,7 +382,7 @@ TEST_CASE("fast tuning does not time a node's only label; full does") {
     for (size_t i = 0; i < sel.nodes.size(); ++i) {
       if (sel.nodes[i].candidates != 1) continue;
       ++sole;
-      CHECK(sel.nodes[i].measured == (tune == int(kiln::TuneMode::full)));
+      CHECK(sel.nodes[i].measured == (tune == kiln::TuneMode::full));
     }
     CHECK(sole > 0);
   }

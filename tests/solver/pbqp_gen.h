@@ -1,8 +1,8 @@
-// Random "network-like" PBQP instances for tests and benchmarks: a chain backbone with
-// residual blocks (skip edges into an add) and Inception-style fan-out/fan-in, labels with
-// layouts, edge matrices holding layout-conversion costs (0 when the layouts agree), a few
-// illegal (+inf) labels and conversions. Label 0 of every node uses layout 0 and is legal,
-// so every instance is feasible.
+// Random "network-like" PBQP instances for the solver tests (built into test_solver only, not
+// kiln_core): a chain backbone with residual blocks (skip edges into an add) and
+// Inception-style fan-out/fan-in, labels with layouts, edge matrices holding layout-conversion
+// costs (0 when the layouts agree), a few illegal (+inf) labels and conversions. Label 0 of every
+// node uses layout 0 and is legal, so every instance is feasible.
 #pragma once
 
 #include <cstdint>

@@ -1,0 +1,138 @@
+// The plain C++ fallbacks of runtime/glue_kernels.h (reorder, blocked pooling, blocked concat)
+// that plans use where the generated glue kernels refuse a problem: each against the
+// reference kernels or convert_layout on NCHW data, on the layouts it is offered for.
+#include <cmath>
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "jit/layout.h"
+#include "runtime/glue_kernels.h"
+#include "test_ref_common.h"
+
+using namespace kiln;
+using namespace kiln::reftest;
+
+namespace {
+
+constexpr Layout kAll[] = {Layout::nchw, Layout::nhwc, Layout::nChw8c, Layout::nChw16c};
+constexpr Layout kBlocked[] = {Layout::nChw8c, Layout::nChw16c};
+
+// Runs every tile of `k` in one call.
+void run_kernel(const Kernel& k, const std::vector<const float*>& src,
+                const std::vector<float*>& dst) {
+  KernelArgs a;
+  a.src = src.data();
+  a.dst = dst.data();
+  k.run_all(a);
+}
+
+std::vector<float> to_layout(const Tensor& t, Layout l) {
+  std::vector<float> v(size_t(layout_elems(l, t.shape())), -7.f);
+  convert_layout(t.data<float>(), Layout::nchw, v.data(), l, t.shape());
+  return v;
+}
+
+std::vector<float> from_layout(const std::vector<float>& v, Layout l, const Shape& s) {
+  std::vector<float> out(size_t(layout_elems(Layout::nchw, s)));
+  convert_layout(v.data(), l, out.data(), Layout::nchw, s);
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("C++ fallback reorder: every layout pair, pad lanes zeroed") {
+  const Shape s{2, 19, 5, 7};  // 19 channels: a partial last block in both blocked layouts
+  const Tensor x = random_f32(s, 1);
+  for (Layout from : kAll)
+    for (Layout to : kAll) {
+      CAPTURE(layout_name(from));
+      CAPTURE(layout_name(to));
+      const std::vector<float> src = to_layout(x, from);
+      std::vector<float> dst(size_t(layout_elems(to, s)), 123.f), want = dst;
+      convert_layout(src.data(), from, want.data(), to, s);
+      run_kernel(*make_reorder_kernel(s, from, to), {src.data()}, {dst.data()});
+      CHECK(dst == want);
+      CHECK(from_layout(dst, to, s) ==
+            std::vector<float>(x.data<float>(), x.data<float>() + x.numel()));
+    }
+}
+
+TEST_CASE("C++ fallback pooling on blocked layouts matches the reference kernels") {
+  const Shape xs{2, 19, 9, 8};
+  const Tensor x = random_f32(xs, 2);
+  struct Case {
+    const char* op;
+    std::map<std::string, Attribute> attrs;
+    Shape ys;
+  };
+  const auto window = [](int64_t k, int64_t s, int64_t p) {
+    return std::map<std::string, Attribute>{{"kernel_shape", attr_ints({k, k})},
+                                            {"strides", attr_ints({s, s})},
+                                            {"pads", attr_ints({p, p, p, p})},
+                                            {"ceil_mode", attr_i(0)}};
+  };
+  std::vector<Case> cases = {
+      {"MaxPool", window(3, 2, 1), {2, 19, 5, 4}},
+      {"AveragePool", window(3, 2, 1), {2, 19, 5, 4}},
+      {"AveragePool", window(3, 2, 1), {2, 19, 5, 4}},
+      {"GlobalAveragePool", {}, {2, 19, 1, 1}},
+      {"GlobalMaxPool", {}, {2, 19, 1, 1}},
+      // A stride whose reach does not fit 32-bit displacements: the case the generated
+      // kernel refuses (tests/jit/test_glue_pool.cpp) and this fallback runs.
+      {"MaxPool",
+       {{"kernel_shape", attr_ints({2, 2})},
+        {"strides", attr_ints({2, 2147483647})},
+        {"pads", attr_ints({0, 0, 0, 0})},
+        {"ceil_mode", attr_i(0)}},
+       {2, 19, 4, 1}},
+  };
+  cases[2].attrs["count_include_pad"] = attr_i(1);
+  for (const Case& c : cases) {
+    const Node n = make_node(c.op, c.attrs);
+    const Tensor want = run(n, {&x}, {{DType::f32, c.ys}})[0];
+    for (Layout l : kBlocked) {
+      CAPTURE(c.op);
+      CAPTURE(shape_str(c.ys));
+      CAPTURE(layout_name(l));
+      auto k = make_blocked_pool_kernel(n, xs, c.ys, l);
+      REQUIRE(k);
+      const std::vector<float> src = to_layout(x, l);
+      std::vector<float> dst(size_t(layout_elems(l, c.ys)), 99.f);
+      run_kernel(*k, {src.data()}, {dst.data()});
+      const std::vector<float> got = from_layout(dst, l, c.ys);
+      for (size_t i = 0; i < got.size(); ++i) {
+        CAPTURE(i);
+        CHECK(std::fabs(got[i] - want.data<float>()[i]) <= 1e-5f);  // float vs double sums
+      }
+    }
+  }
+  CHECK_FALSE(make_blocked_pool_kernel(make_node("Relu"), xs, xs, Layout::nChw8c));
+  CHECK_FALSE(
+      make_blocked_pool_kernel(make_node("GlobalMaxPool"), xs, {2, 19, 1, 1}, Layout::nchw));
+}
+
+TEST_CASE("C++ fallback concat on blocked layouts: whole-block inputs only") {
+  for (Layout l : kBlocked) {
+    CAPTURE(layout_name(l));
+    const int64_t b = layout_block(l);
+    const Shape as{2, b, 3, 5}, bs{2, 2 * b, 3, 5}, ys{2, 3 * b, 3, 5};
+    const Tensor xa = random_f32(as, 3), xb = random_f32(bs, 4);
+    REQUIRE(concat_blocked_ok({as, bs}, l));
+    const std::vector<float> a = to_layout(xa, l), bv = to_layout(xb, l);
+    std::vector<float> dst(size_t(layout_elems(l, ys)), 5.f);
+    run_kernel(*make_blocked_concat_kernel({as, bs}, l), {a.data(), bv.data()}, {dst.data()});
+    const std::vector<float> got = from_layout(dst, l, ys);
+    for (int64_t n = 0; n < 2; ++n)
+      for (int64_t c = 0; c < 3 * b; ++c)
+        for (int64_t p = 0; p < 15; ++p) {
+          const float want = c < b ? xa.data<float>()[(n * b + c) * 15 + p]
+                                   : xb.data<float>()[(n * 2 * b + c - b) * 15 + p];
+          CHECK(got[size_t((n * 3 * b + c) * 15 + p)] == want);
+        }
+    CHECK_FALSE(concat_blocked_ok({{2, b + 1, 3, 5}, bs}, l));  // a partial block
+  }
+  CHECK_FALSE(concat_blocked_ok({{2, 16, 3, 5}}, Layout::nhwc));
+  CHECK_FALSE(concat_blocked_ok({}, Layout::nChw8c));
+}
