@@ -11,30 +11,16 @@
 #include <queue>
 #include <sstream>
 
+#include "graph/enum_name.h"
 #include "graph/env.h"
 
 namespace kiln {
 
 const char* code_name(Code c) {
-  switch (c) {
-    case Code::ok:
-      return "ok";
-    case Code::invalid_argument:
-      return "invalid argument";
-    case Code::invalid_model:
-      return "invalid model";
-    case Code::unsupported:
-      return "unsupported";
-    case Code::shape_mismatch:
-      return "shape mismatch";
-    case Code::io_error:
-      return "I/O error";
-    case Code::out_of_memory:
-      return "out of memory";
-    case Code::internal:
-      return "internal error";
-  }
-  return "unknown";
+  static const char* const kNames[] = {
+      "ok",        "invalid argument", "invalid model", "unsupported", "shape mismatch",
+      "I/O error", "out of memory",    "internal error"};
+  return enum_name(c, kNames);
 }
 
 size_t dtype_size(DType t) {
@@ -241,23 +227,9 @@ void Node::fail(Code code, const std::string& msg) const {
 }
 
 static const char* kind_name(Attribute::Kind k) {
-  switch (k) {
-    case Attribute::Kind::f:
-      return "float";
-    case Attribute::Kind::i:
-      return "int";
-    case Attribute::Kind::s:
-      return "string";
-    case Attribute::Kind::floats:
-      return "floats";
-    case Attribute::Kind::ints:
-      return "ints";
-    case Attribute::Kind::strings:
-      return "strings";
-    case Attribute::Kind::tensor:
-      return "tensor";
-  }
-  return "?";
+  static const char* const kNames[] = {"float", "int",     "string", "floats",
+                                       "ints",  "strings", "tensor"};
+  return enum_name(k, kNames);
 }
 
 static const Attribute* get_attr(const Node& n, const std::string& name, Attribute::Kind want) {

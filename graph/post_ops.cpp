@@ -5,6 +5,8 @@
 #include <cmath>
 #include <cstdio>
 
+#include "graph/enum_name.h"
+
 namespace kiln {
 namespace {
 
@@ -20,27 +22,9 @@ int extra_inputs(PostOp::Kind k) {
 }  // namespace
 
 const char* post_op_name(PostOp::Kind k) {
-  switch (k) {
-    case PostOp::Kind::relu:
-      return "relu";
-    case PostOp::Kind::leaky_relu:
-      return "leaky_relu";
-    case PostOp::Kind::clip:
-      return "clip";
-    case PostOp::Kind::sigmoid:
-      return "sigmoid";
-    case PostOp::Kind::swish:
-      return "swish";
-    case PostOp::Kind::hardswish:
-      return "hardswish";
-    case PostOp::Kind::hardsigmoid:
-      return "hardsigmoid";
-    case PostOp::Kind::add:
-      return "add";
-    case PostOp::Kind::scale_shift:
-      return "scale_shift";
-  }
-  return "?";
+  static const char* const kNames[] = {"relu",      "leaky_relu",  "clip", "sigmoid",    "swish",
+                                       "hardswish", "hardsigmoid", "add",  "scale_shift"};
+  return enum_name(k, kNames);
 }
 
 std::vector<PostOp> parse_post_ops(const Node& n, int first_extra_input) {

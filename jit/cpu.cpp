@@ -8,20 +8,15 @@
 #include <algorithm>
 #include <cstring>
 
+#include "graph/enum_name.h"
 #include "graph/env.h"
 #include "graph/error.h"
 
 namespace kiln {
 
 const char* isa_name(Isa isa) {
-  switch (isa) {
-    case Isa::avx512:
-      return "avx512";
-    case Isa::avx2:
-      return "avx2";
-    default:
-      return "scalar";
-  }
+  static const char* const kNames[] = {"scalar", "avx2", "avx512"};
+  return enum_name(isa, kNames);
 }
 
 Isa parse_isa(const std::string& s) {

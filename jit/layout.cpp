@@ -2,16 +2,13 @@
 
 #include <cstring>
 
+#include "graph/enum_name.h"
+
 namespace kiln {
 
 const char* layout_name(Layout l) {
-  switch (l) {
-    case Layout::nchw: return "nchw";
-    case Layout::nhwc: return "nhwc";
-    case Layout::nChw8c: return "nChw8c";
-    case Layout::nChw16c: return "nChw16c";
-  }
-  return "?";
+  static const char* const kNames[] = {"nchw", "nhwc", "nChw8c", "nChw16c"};
+  return enum_name(l, kNames);
 }
 
 int64_t layout_elems(Layout l, const Shape& s) {
@@ -21,8 +18,10 @@ int64_t layout_elems(Layout l, const Shape& s) {
 int64_t layout_offset(Layout l, const Shape& s, int64_t n, int64_t c, int64_t h, int64_t w) {
   const int64_t C = s[1], H = s[2], W = s[3];
   switch (l) {
-    case Layout::nchw: return ((n * C + c) * H + h) * W + w;
-    case Layout::nhwc: return ((n * H + h) * W + w) * C + c;
+    case Layout::nchw:
+      return ((n * C + c) * H + h) * W + w;
+    case Layout::nhwc:
+      return ((n * H + h) * W + w) * C + c;
     default: {
       const int64_t b = layout_block(l), cb = round_up(C, b) / b;
       return (((n * cb + c / b) * H + h) * W + w) * b + c % b;

@@ -8,6 +8,7 @@
 #include <limits>
 #include <sstream>
 
+#include "graph/enum_name.h"
 #include "graph/post_ops.h"
 #include "jit/conv/conv_families.h"
 #include "jit/gemm/fc_kernel.h"
@@ -18,21 +19,8 @@ namespace kiln {
 namespace {
 
 const char* kind_name(LabelKind k) {
-  switch (k) {
-    case LabelKind::conv:
-      return "conv";
-    case LabelKind::fc:
-      return "fc";
-    case LabelKind::pool:
-      return "pool";
-    case LabelKind::concat:
-      return "concat";
-    case LabelKind::eltwise:
-      return "eltwise";
-    case LabelKind::ref:
-      return "ref";
-  }
-  return "?";
+  static const char* const kNames[] = {"conv", "fc", "pool", "concat", "eltwise", "ref"};
+  return enum_name(k, kNames);
 }
 
 std::optional<Layout> layout_from(const std::string& s) {

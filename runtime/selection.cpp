@@ -15,6 +15,7 @@
 #include <set>
 #include <sstream>
 
+#include "graph/enum_name.h"
 #include "graph/env.h"
 #include "jit/conv/conv_families.h"
 #include "jit/jit_generator.h"
@@ -670,17 +671,8 @@ class Selector {
 }  // namespace
 
 const char* strategy_name(Strategy s) {
-  switch (s) {
-    case Strategy::global:
-      return "global";
-    case Strategy::local:
-      return "local";
-    case Strategy::fixed:
-      return "fixed";
-    case Strategy::heuristic:
-      return "heuristic";
-  }
-  return "?";
+  static const char* const kNames[] = {"global", "local", "fixed", "heuristic"};
+  return enum_name(s, kNames);
 }
 
 const char* tune_mode_name(TuneMode m) {
