@@ -53,11 +53,6 @@ struct CpuInfo {
 // Detected on first use (CPUID traps to the hypervisor in a VM, so it is read once).
 const CpuInfo& host_cpu();
 
-// host_cpu().summary(): what the tuning cache, benches and logs name the machine by.
-inline std::string cpu_description() {
-  return host_cpu().summary();
-}
-
 // What this CPU supports (host_cpu().isa).
 Isa detect_isa();
 

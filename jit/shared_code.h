@@ -25,19 +25,20 @@ struct SharedCodeStats {
 };
 SharedCodeStats shared_code_stats();
 
-// A created Gen(args...). With a non-empty key — everything the generated code depends on,
-// plus the generator's role within its kernel — the generator is shared with every caller
-// that passes the same key; with an empty key (a conf changed by hand, as tests and benches
-// do) it is the caller's own.
+// A created Gen(args...). With a non-empty key — everything the kernel's code depends on —
+// the generator is shared with every caller that passes the same key and role (which of the
+// kernel's generators it is, e.g. "_lastoc"); with an empty key (a conf changed by hand, as
+// tests and benches do) it is the caller's own.
 template <class Gen, class... Args>
-std::shared_ptr<const Gen> shared_generator(const std::string& key, Args&&... args) {
+std::shared_ptr<const Gen> shared_generator(const std::string& key, const std::string& role,
+                                            Args&&... args) {
   auto make = [&] {
     auto g = std::make_shared<Gen>(std::forward<Args>(args)...);
     g->create();
     return std::shared_ptr<const Gen>(std::move(g));
   };
   if (key.empty()) return make();
-  const std::string k = key + '\n' + typeid(Gen).name();
+  const std::string k = key + role + '\n' + typeid(Gen).name();
   if (auto c = detail::find_code(k)) return std::static_pointer_cast<const Gen>(c);
   return std::static_pointer_cast<const Gen>(detail::publish_code(k, make()));
 }

@@ -202,7 +202,7 @@ int main(int argc, char** argv) {
       if (int(i) <= int(detect_isa())) isas.push_back(i);
 
   reps = (reps + 4) / 5 * 5;
-  std::printf("# %s, 1 thread, median of %d, %s weights\n", cpu_description().c_str(), reps,
+  std::printf("# %s, 1 thread, median of %d, %s weights\n", host_cpu().summary().c_str(), reps,
               cold ? "cold (1 GiB flush before each run)" : "hot (repeated runs)");
   std::printf(
       "# GB/s counts the K*N*4 weight bytes; roof: a plain read of as many bytes as the\n"

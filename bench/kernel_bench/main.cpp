@@ -526,7 +526,7 @@ int run(int argc, char** argv) {
   const Options o = parse(argc, argv);
   std::vector<Layer> layers = o.custom.empty() ? layer_set(o.set) : o.custom;
   Context ctx{o};
-  std::printf("cpu: %s\n", cpu_description().c_str());
+  std::printf("cpu: %s\n", host_cpu().summary().c_str());
   for (Isa isa : o.isas) {
     ctx.peak[isa] = measure_fma_peak(isa);
     std::printf("measured 1-core FMA peak %-6s: %7.1f GFLOP/s\n", isa_name(isa), ctx.peak[isa]);

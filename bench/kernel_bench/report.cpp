@@ -142,7 +142,8 @@ std::vector<Total> print_summary(const ReportInput& in) {
 void write_json(const std::string& path, const ReportInput& in, const std::vector<Total>& totals) {
   std::ofstream f(path);
   if (!f) fail(Code::io_error, "cannot write " + path);
-  f << "{\n  \"cpu\": " << json_str(cpu_description()) << ",\n  \"threads\": 1,\n  \"batch\": 1,\n";
+  f << "{\n  \"cpu\": " << json_str(host_cpu().summary())
+    << ",\n  \"threads\": 1,\n  \"batch\": 1,\n";
   f << "  \"post\": \"" << (in.post == "relu" ? "bias_relu" : "bias") << "\",\n";
   f << "  \"peak_gflops\": {";
   bool first = true;

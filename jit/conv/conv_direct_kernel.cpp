@@ -25,13 +25,12 @@ class DirectKernel : public Kernel {
     // [rows - 1][last group]: one-row code always, row-pair code when ur_h == 2.
     for (int rows = 1; rows <= c.ur_h; ++rows) {
       const std::string suffix = rows > 1 ? "_rows" + std::to_string(rows) : "";
-      const std::string key = code_key.empty() ? "" : code_key + suffix;
-      gen_[rows - 1][0] =
-          shared_generator<DirectGenerator>(key, c, c.oc_blocks, false, rows, name_ + suffix);
+      gen_[rows - 1][0] = shared_generator<DirectGenerator>(code_key, suffix, c, c.oc_blocks, false,
+                                                            rows, name_ + suffix);
       if (c.last_group_own)
-        gen_[rows - 1][1] = shared_generator<DirectGenerator>(key.empty() ? key : key + "_lastoc",
-                                                              c, c.oc_blocks_last, true, rows,
-                                                              name_ + suffix + "_lastoc");
+        gen_[rows - 1][1] =
+            shared_generator<DirectGenerator>(code_key, suffix + "_lastoc", c, c.oc_blocks_last,
+                                              true, rows, name_ + suffix + "_lastoc");
     }
   }
 

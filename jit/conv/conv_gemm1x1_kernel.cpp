@@ -23,10 +23,10 @@ class Gemm1x1Kernel : public Kernel {
         name_(conv_kernel_name("gemm1x1", c.layout, c.layout, c.blocking_str(), c.isa)),
         bias_(pack_bias(bias ? bias->data<float>() : nullptr, c.p.oc, c.ocv * c.simd)) {
     pack_weights(ModelFloats(w));
-    main_ = shared_generator<Gemm1x1Generator>(code_key, c, c.ur_n, false, name_);
+    main_ = shared_generator<Gemm1x1Generator>(code_key, "", c, c.ur_n, false, name_);
     if (c.last_group_own)
-      last_ = shared_generator<Gemm1x1Generator>(code_key.empty() ? code_key : code_key + "_lastoc",
-                                                 c, c.n_last, true, name_ + "_lastoc");
+      last_ = shared_generator<Gemm1x1Generator>(code_key, "_lastoc", c, c.n_last, true,
+                                                 name_ + "_lastoc");
   }
 
   const std::string& name() const override { return name_; }

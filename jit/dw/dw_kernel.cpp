@@ -21,7 +21,7 @@ class DwKernel : public Kernel {
       : c_(c),
         name_(c.name()),
         bias_(pack_bias(bias ? bias->data<float>() : nullptr, c.p.oc, c.c_pad())),
-        gen_(shared_generator<DwGenerator>(code_key, c, name_)) {
+        gen_(shared_generator<DwGenerator>(code_key, "", c, name_)) {
     pack_weights(ModelFloats(w));
   }
 

@@ -53,10 +53,10 @@ class Im2colKernel : public Kernel {
       if (b) expand_rows(b, c.p.oc, c.simd, bias_.data<float>());
     }
     for (const PostOp& op : c.p.post) n_scale_shift_ += op.kind == PostOp::Kind::scale_shift;
-    main_ = shared_generator<GemmGenerator>(code_key, c, c.nr, false, ldb(c.nr), name_);
+    main_ = shared_generator<GemmGenerator>(code_key, "", c, c.nr, false, ldb(c.nr), name_);
     if (c.last_own)
-      last_ = shared_generator<GemmGenerator>(code_key.empty() ? code_key : code_key + "_last", c,
-                                              c.n_last, true, ldb(c.n_last), name_ + "_last");
+      last_ = shared_generator<GemmGenerator>(code_key, "_last", c, c.n_last, true, ldb(c.n_last),
+                                              name_ + "_last");
   }
 
   const std::string& name() const override { return name_; }

@@ -33,11 +33,8 @@ class WinoKernel : public Kernel {
         name_(c.name()),
         bias_(pack_bias(bias ? bias->data<float>() : nullptr, c.p.oc, c.ocb * c.simd)) {
     pack_weights(ModelFloats(w));
-    // Each generator's role (its name's suffix) extends the kernel's code key.
-    auto role_key = [&](const std::string& role) {
-      return code_key.empty() ? code_key : code_key + role;
-    };
-    in_ = shared_generator<WinoInputGen>(role_key("_in"), c, name_ + "_in");
+    // Each generator's role is its name's suffix.
+    in_ = shared_generator<WinoInputGen>(code_key, "_in", c, name_ + "_in");
     // GEMM code per (chunk vectors, tail tiles) that occurs.
     const int64_t tails[2] = {c.tpg % c.mr, c.last_group_tiles() % c.mr};
     for (int64_t ch : {int64_t(0), c.chunks - 1})
@@ -46,7 +43,7 @@ class WinoKernel : public Kernel {
         auto key = std::make_pair(nv, int(t));
         if (gemm_.count(key)) continue;
         const std::string role = "_gemm_nv" + std::to_string(nv) + "_t" + std::to_string(t);
-        gemm_[key] = shared_generator<WinoGemmGen>(role_key(role), c, nv, int(t), name_ + role);
+        gemm_[key] = shared_generator<WinoGemmGen>(code_key, role, c, nv, int(t), name_ + role);
       }
     // Output code per (full / last tile row, full / last tile column, chunk kind).
     for (int hi = 0; hi < 2; ++hi)
@@ -58,7 +55,7 @@ class WinoKernel : public Kernel {
           const int nv = last ? c.nr_last : c.nr;
           const std::string role =
               "_out_h" + std::to_string(vh) + "w" + std::to_string(vw) + (last ? "_last" : "");
-          out_[hi][wi][last] = shared_generator<WinoOutputGen>(role_key(role), c, nv, bool(last),
+          out_[hi][wi][last] = shared_generator<WinoOutputGen>(code_key, role, c, nv, bool(last),
                                                                vh, vw, name_ + role);
         }
     // Scratch: V, M, one zero-padded patch, the two transforms' pass-1 buffers.

@@ -539,12 +539,8 @@ TEST_CASE("kernels of the same problem and implementation share their code, not 
     CHECK(after.lookups > before.lookups);
     CHECK(after.reused - before.reused == after.lookups - before.lookups);
     // Each computes with its own weights.
-    for (const auto& [k, o] : {std::pair{k1st.get(), &o1}, std::pair{k2nd.get(), &o2}}) {
-      std::string first;
-      const Tensor got = run_kernel(*k, c.p, *o, c.impl.src, c.impl.dst);
-      CHECK_MESSAGE(
-          count_mismatches(got, reference(c.p, *o), c.p.ic * c.p.kh * c.p.kw, &first) == 0, first);
-    }
+    check_kernel(*k1st, c.p, o1, c.impl);
+    check_kernel(*k2nd, c.p, o2, c.impl);
   }
   // Another leaky slope is another problem: its code is not taken from the first.
   ConvProblem a = k3, s = k3;
@@ -559,10 +555,7 @@ TEST_CASE("kernels of the same problem and implementation share their code, not 
   REQUIRE(ka);
   REQUIRE(ks);
   CHECK(shared_code_stats().reused == before.reused);
-  std::string first;
-  CHECK_MESSAGE(
-      count_mismatches(run_kernel(*ks, s, os, b, b), reference(s, os), s.ic * 9, &first) == 0,
-      first);
+  check_kernel(*ks, s, os, d);
 }
 
 TEST_CASE("every family packs weights read in place at any byte offset") {
@@ -596,10 +589,7 @@ TEST_CASE("every family packs weights read in place at any byte offset") {
       std::string why;
       auto k = create_conv_kernel(c.p, c.impl, isa, w, &o.b, &why);
       REQUIRE_MESSAGE(k, why);
-      std::string first;
-      const Tensor got = run_kernel(*k, c.p, o, c.impl.src, c.impl.dst);
-      CHECK_MESSAGE(count_mismatches(got, reference(c.p, o), c.p.ic * c.p.kh * c.p.kw, &first) == 0,
-                    first);
+      check_kernel(*k, c.p, o, c.impl);
     }
 }
 }  // namespace

@@ -293,6 +293,16 @@ inline std::vector<Isa> isas() {
   return testing::jit_isas();
 }
 
+// Runs a kernel made for (p, impl) on o and compares with the reference; fails the test on
+// mismatch.
+inline void check_kernel(const Kernel& k, const ConvProblem& p, const Operands& o,
+                         const ConvImpl& impl) {
+  const Tensor got = run_kernel(k, p, o, impl.src, impl.dst);
+  std::string first;
+  const int64_t bad = count_mismatches(got, reference(p, o), p.ic * p.kh * p.kw, &first);
+  CHECK_MESSAGE(bad == 0, bad << " mismatches, first " << first);
+}
+
 // Builds the kernel for (p, impl, isa), runs it and compares with the reference. Returns the
 // kernel name (for messages); fails the test on mismatch.
 inline std::string check_conv(const ConvProblem& p, const ConvImpl& impl, Isa isa, uint64_t seed) {
@@ -303,11 +313,7 @@ inline std::string check_conv(const ConvProblem& p, const ConvImpl& impl, Isa is
                   << layout_name(impl.dst));
   REQUIRE_MESSAGE(k != nullptr, "kernel not created: " << why);
   INFO("kernel " << k->name());
-  Tensor ref = reference(p, o);
-  Tensor got = run_kernel(*k, p, o, impl.src, impl.dst);
-  std::string first;
-  const int64_t bad = count_mismatches(got, ref, p.ic * p.kh * p.kw, &first);
-  CHECK_MESSAGE(bad == 0, bad << " mismatches, first " << first);
+  check_kernel(*k, p, o, impl);
   return k->name();
 }
 
