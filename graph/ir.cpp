@@ -1,7 +1,5 @@
 #include "graph/ir.h"
 
-#include <sys/mman.h>
-
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
@@ -12,7 +10,6 @@
 #include <sstream>
 
 #include "graph/enum_name.h"
-#include "graph/env.h"
 
 namespace kiln {
 
@@ -47,56 +44,6 @@ std::string shape_str(const Shape& s) {
   for (size_t i = 0; i < s.size(); ++i) os << (i ? "," : "") << s[i];
   os << ']';
   return os.str();
-}
-
-// At load, JIT kernels write ~150 MB of packed weights (ResNet-50) into fresh memory. Touched
-// page by page, every 4 KiB page costs a fault (~30% of a warm load's time on these VMs);
-// MAP_POPULATE gets the same zeroed pages in one call, and no memset pass is needed. Small
-// buffers come from malloc, whose freed memory is reused without faults (from 256 KiB glibc
-// maps them anyway, and faults them in page by page).
-//
-// From 2 MiB the buffer is 2 MiB-aligned and, once populated, marked for transparent huge
-// pages: khugepaged may later fold it into 2 MiB pages (fewer TLB misses as kernels stream the
-// weights) in the background. Asking before populating gets huge pages at once, but on the
-// development VM fresh huge pages now and then took hundreds of ms to populate (no compaction
-// stalls were counted: the host backing the memory, it seems), several times a whole load.
-// KILN_HUGE_PAGES=1 asks first anyway (faster runs where huge pages come cheaply).
-static std::shared_ptr<void> alloc_huge(size_t bytes) {
-  const bool eager = env_value(EnvVar::huge_pages) == "1";
-  constexpr size_t kHuge = size_t(2) << 20;
-  const size_t len = (bytes + kHuge - 1) / kHuge * kHuge;
-  void* raw =
-      ::mmap(nullptr, len + kHuge, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  if (raw == MAP_FAILED) return nullptr;
-  const uintptr_t at = (reinterpret_cast<uintptr_t>(raw) + kHuge - 1) / kHuge * kHuge;
-  const size_t head = at - reinterpret_cast<uintptr_t>(raw);
-  if (head) ::munmap(raw, head);
-  if (kHuge - head) ::munmap(reinterpret_cast<void*>(at + len), kHuge - head);
-  void* p = reinterpret_cast<void*>(at);
-  if (eager) ::madvise(p, len, MADV_HUGEPAGE);
-#ifndef MADV_POPULATE_WRITE
-#define MADV_POPULATE_WRITE 23  // Linux 5.14
-#endif
-  if (::madvise(p, len, MADV_POPULATE_WRITE) != 0)  // older kernels: touch every page
-    for (size_t i = 0; i < len; i += 4096) static_cast<volatile char*>(p)[i] = 0;
-  if (!eager) ::madvise(p, len, MADV_HUGEPAGE);
-  return std::shared_ptr<void>(p, [len](void* q) { ::munmap(q, len); });
-}
-
-std::shared_ptr<void> alloc_zeroed(size_t bytes) {
-  bytes = std::max<size_t>(64, (bytes + 63) / 64 * 64);
-  constexpr size_t kMapAt = size_t(256) << 10, kHugeAt = size_t(2) << 20;
-  if (bytes >= kHugeAt)
-    if (auto p = alloc_huge(bytes)) return p;
-  if (bytes >= kMapAt) {
-    void* p = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE,
-                     MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
-    if (p != MAP_FAILED) return std::shared_ptr<void>(p, [bytes](void* q) { ::munmap(q, bytes); });
-  }
-  void* p = std::aligned_alloc(64, bytes);
-  if (!p) fail(Code::out_of_memory, "cannot allocate " + std::to_string(bytes) + " bytes");
-  std::memset(p, 0, bytes);
-  return std::shared_ptr<void>(p, [](void* q) { std::free(q); });
 }
 
 Tensor::Tensor(DType dtype, Shape shape) : dtype_(dtype), shape_(std::move(shape)) {

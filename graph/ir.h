@@ -12,6 +12,7 @@
 #include <string_view>
 #include <vector>
 
+#include "graph/alloc.h"
 #include "graph/error.h"
 
 namespace kiln {
@@ -27,10 +28,6 @@ using Shape = std::vector<int64_t>;
 // Product of dims (1 for a scalar). Throws invalid_model on negative dims or overflow past 2^62.
 int64_t shape_numel(const Shape& s);
 std::string shape_str(const Shape& s);  // "[1,3,224,224]"
-
-// A zero-filled, 64-byte aligned buffer of `bytes` (at least 64). Large ones (packed weights)
-// are mapped with their pages populated in one call (graph/ir.cpp says why).
-std::shared_ptr<void> alloc_zeroed(size_t bytes);
 
 // A dense, C-ordered tensor. Copies are shallow (they share the buffer): constants are
 // immutable once built, so sharing is safe and avoids copying weights.

@@ -113,11 +113,40 @@ void write_trace(const Session& s, const std::vector<Tensor>& ins, std::vector<T
   std::printf("wrote %s (%zu events)\n", path.c_str(), prof.events.size());
 }
 
+// The part of a load's plan time not in its named parts (memory plan, executor, cache I/O).
+double other_load_ms(const LoadStats& ls) {
+  return std::max(0.0, ls.plan_ms - ls.profile_ms - ls.solve_ms - ls.jit_ms - ls.pack_ms);
+}
+
+std::string breakdown_str(const LoadStats& ls) {
+  char buf[160];
+  std::snprintf(
+      buf, sizeof buf,
+      "parse %.1f, passes %.1f, profile %.1f, solve %.1f, jit %.1f, pack %.1f, other %.1f",
+      ls.parse_ms, ls.passes_ms, ls.profile_ms, ls.solve_ms, ls.jit_ms, ls.pack_ms,
+      other_load_ms(ls));
+  return buf;
+}
+
+// Each part's median over several loads (the parts need not add up to the median total).
+LoadStats median_stats(const std::vector<LoadStats>& v) {
+  LoadStats m;
+  for (double LoadStats::*f :
+       {&LoadStats::parse_ms, &LoadStats::passes_ms, &LoadStats::plan_ms, &LoadStats::total_ms,
+        &LoadStats::profile_ms, &LoadStats::solve_ms, &LoadStats::jit_ms, &LoadStats::pack_ms}) {
+    std::vector<double> xs;
+    for (const LoadStats& s : v) xs.push_back(s.*f);
+    m.*f = percentile(xs, 50);
+  }
+  return m;
+}
+
 // One strategy's session and its measurements.
 struct Bench {
   std::unique_ptr<Session> s;
   double load_ms = 0, first_ms = 0;
   std::vector<double> reloads;  // --loads: later loads in this process
+  std::vector<LoadStats> reload_stats;
   std::vector<Tensor> ins, outs;
   std::vector<double> lat;
 };
@@ -134,6 +163,7 @@ Bench load_one(const Args& a, const std::string& strategy) {
     auto r0 = Clock::now();
     auto s = Session::load_file(a.model, session_options(a, strategy));
     b.reloads.push_back(ms_between(r0, Clock::now()));
+    b.reload_stats.push_back(s->load_stats());
   }
   b.ins = random_inputs(*b.s);
   b.outs = make_outputs(*b.s);
@@ -186,19 +216,15 @@ std::string report_one(const Args& a, Bench& b) {
       sel.optimal ? " (proven optimal)" : "", sel.solve_ms, (long long)sel.cache_hits,
       (long long)sel.cache_misses, sel.plan_from_cache ? ", plan from cache" : "",
       sel.measurements);
-  const double other_ms =
-      std::max(0.0, ls.plan_ms - ls.profile_ms - ls.solve_ms - ls.jit_ms - ls.pack_ms);
-  std::printf(
-      "load_ms: %.3f  (parse %.1f, passes %.1f, profile %.1f, solve %.1f, jit %.1f, pack %.1f, "
-      "other %.1f)\n",
-      load_ms, ls.parse_ms, ls.passes_ms, ls.profile_ms, ls.solve_ms, ls.jit_ms, ls.pack_ms,
-      other_ms);
+  const double other_ms = other_load_ms(ls);
+  std::printf("load_ms: %.3f  (%s)\n", load_ms, breakdown_str(ls).c_str());
   double reload_min = 0, reload_p50 = 0;
   if (!b.reloads.empty()) {
     reload_min = *std::min_element(b.reloads.begin(), b.reloads.end());
     reload_p50 = percentile(b.reloads, 50);
-    std::printf("reload_ms: min %.3f  median %.3f  (%zu more loads in this process)\n", reload_min,
-                reload_p50, b.reloads.size());
+    std::printf("reload_ms: min %.3f  median %.3f  (%zu more loads in this process; medians: %s)\n",
+                reload_min, reload_p50, b.reloads.size(),
+                breakdown_str(median_stats(b.reload_stats)).c_str());
   }
   std::printf("first_run_ms: %.3f\n", first_ms);
   std::printf("latency_ms: min %.3f  mean %.3f  p50 %.3f  p90 %.3f  p99 %.3f\n", mn, mean, p50, p90,

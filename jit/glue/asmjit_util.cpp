@@ -15,6 +15,7 @@
 #include "graph/error.h"
 #include "jit/code_pool.h"
 #include "jit/jit_generator.h"
+#include "jit/shared_code.h"
 
 namespace kiln::glue {
 namespace {
@@ -344,24 +345,40 @@ ExecCode AsmBuilder::finish() {
   cc_->align(aj::AlignMode::kData, 64);
   cc_->bind(data_label_);
   if (!data_.empty()) cc_->embed(data_.data(), data_.size());
+
+  // Everything the code is made of: the kernel's name (which fixes the function signatures
+  // and argument bindings), the instructions on virtual registers, and the constant data.
+  aj::String ir;
+  aj::Formatter::formatNodeList(ir, aj::FormatOptions(), cc_);
+  std::string key = name_ + '\n' + isa_name(isa_) + '\n' + std::to_string(funcs_.size()) + '\n';
+  key.append(ir.data(), ir.size());
+  key.append(reinterpret_cast<const char*>(data_.data()), data_.size());
+  if (auto c = kiln::detail::find_code(key)) {
+    ExecCode out;
+    out.c_ = std::static_pointer_cast<const ExecCode::Compiled>(c);
+    return out;
+  }
+
   check(cc_->finalize(), "finalize");
   check(code.flatten(), "flatten");
   check(code.resolveUnresolvedLinks(), "links");
 
   // Relocated to its final address in the pool, flattened here, then written there.
-  ExecCode out;
-  out.block_ = CodeBlock::reserve(code.codeSize());
-  check(code.relocateToBase(uint64_t(uintptr_t(out.block_.addr()))), "relocate");
+  auto compiled = std::make_shared<ExecCode::Compiled>();
+  compiled->block = CodeBlock::reserve(code.codeSize());
+  check(code.relocateToBase(uint64_t(uintptr_t(compiled->block.addr()))), "relocate");
   const size_t size = code.codeSize();
   std::vector<uint8_t> bytes(size);
   check(code.copyFlattenedData(
             bytes.data(), size,
             aj::CopySectionFlags::kPadSectionBuffer | aj::CopySectionFlags::kPadTargetBuffer),
         "copy");
-  entry_offsets_.clear();
-  for (auto* f : funcs_) entry_offsets_.push_back(size_t(code.labelOffsetFromBase(f->label())));
-  out.block_.write(bytes.data(), size);
-  announce_code(name_, out.base(), out.size());
+  for (auto* f : funcs_) compiled->entries.push_back(size_t(code.labelOffsetFromBase(f->label())));
+  compiled->block.write(bytes.data(), size);
+  announce_code(name_, compiled->block.addr(), compiled->block.size());
+  ExecCode out;
+  out.c_ = std::static_pointer_cast<const ExecCode::Compiled>(
+      kiln::detail::publish_code(key, std::move(compiled)));
   return out;
 }
 

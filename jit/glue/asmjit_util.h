@@ -25,16 +25,20 @@ namespace kiln::glue {
 namespace aj = asmjit;
 namespace x86 = asmjit::x86;
 
-// Finished code, in the process's code pool (jit/code_pool.h). Move-only; a kernel object owns
-// one.
+// Finished code, in the process's code pool (jit/code_pool.h), and where each of its
+// functions starts. Kernels built from the same instructions share one (jit/shared_code.h).
 class ExecCode {
  public:
-  const uint8_t* base() const { return block_.addr(); }
-  size_t size() const { return block_.size(); }
+  const uint8_t* base() const { return c_->block.addr(); }
+  size_t size() const { return c_->block.size(); }
 
  private:
   friend class AsmBuilder;
-  CodeBlock block_;
+  struct Compiled {
+    CodeBlock block;
+    std::vector<size_t> entries;  // function i starts at base() + entries[i]
+  };
+  std::shared_ptr<const Compiled> c_;
 };
 
 // A tail mask: `valid` leading lanes of a `lanes`-wide vector. A k register on AVX-512, a
@@ -104,13 +108,15 @@ class AsmBuilder {
   void copy_dynamic(const x86::Gp& dst, const x86::Gp& src, const x86::Gp& count);
 
   // Assembles everything into read+execute memory. Throws internal naming the kernel on any
-  // asmjit error recorded so far or raised now.
+  // asmjit error recorded so far or raised now. A kernel of the same name whose builder
+  // emitted the same instructions and data (another layer, another session) already did:
+  // its code is shared instead (register allocation is most of a glue kernel's build).
   ExecCode finish();
   // Address of function `index` inside `code` (after finish()).
   template <class F>
   F entry(const ExecCode& code, int index) const {
     return reinterpret_cast<F>(const_cast<uint8_t*>(code.base()) +
-                               entry_offsets_.at(size_t(index)));
+                               code.c_->entries.at(size_t(index)));
   }
 
  private:
@@ -127,7 +133,6 @@ class AsmBuilder {
   x86::Compiler* cc_ = nullptr;
   aj::FuncNode* func_ = nullptr;
   std::vector<aj::FuncNode*> funcs_;
-  std::vector<size_t> entry_offsets_;
   std::vector<uint8_t> data_;
   aj::Label data_label_;
 };

@@ -1,0 +1,143 @@
+#include "graph/alloc.h"
+
+#include <sys/mman.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <list>
+#include <mutex>
+#include <string>
+
+#include "graph/env.h"
+#include "graph/error.h"
+
+namespace kiln {
+namespace {
+
+constexpr size_t kMapAt = size_t(64) << 10, kHuge = size_t(2) << 20;
+
+// Fresh memory is what a load pays most for on virtual machines: the first touch of every
+// 4 KiB page exits to the hypervisor, even when the pages were populated in one call
+// (bench/NOTES.md, "Fresh memory"). So buffers are reused, as malloc reuses its heap, but
+// reliably (glibc gives the top of its heap back to the OS and maps big chunks afresh):
+// - below 64 KiB they come from malloc;
+// - from 64 KiB (packed weights, arenas) they are mappings, and a freed one is kept (up to
+//   kKeptBytes in all, the least recently freed dropped first) for the next request of about
+//   its size: a process that creates sessions again does not fault the same weights in again.
+// From 2 MiB a mapping is 2 MiB-aligned and marked for transparent huge pages once populated:
+// khugepaged may fold it into 2 MiB pages in the background (fewer TLB misses as kernels
+// stream weights). Asking before populating gets huge pages at once, but on one development
+// VM fresh huge pages now and then took hundreds of ms to populate; KILN_HUGE_PAGES=1 asks
+// first anyway (much faster first loads where huge pages come cheaply).
+struct Mapping {
+  void* p;
+  size_t len;
+};
+
+class KeptMappings {
+ public:
+  // A kept mapping of at least len bytes and at most a quarter more, or none.
+  Mapping take(size_t len) {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto best = kept_.end();
+    for (auto it = kept_.begin(); it != kept_.end(); ++it)
+      if (it->len >= len && it->len <= len + len / 4 &&
+          (best == kept_.end() || it->len < best->len))
+        best = it;
+    if (best == kept_.end()) return {nullptr, 0};
+    Mapping m = *best;
+    bytes_ -= m.len;
+    kept_.erase(best);
+    return m;
+  }
+
+  void give(Mapping m) {
+    std::list<Mapping> drop;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (m.len <= kKeptBytes) {
+        kept_.push_back(m);
+        bytes_ += m.len;
+      } else {
+        drop.push_back(m);
+      }
+      while (bytes_ > kKeptBytes) {
+        drop.push_back(kept_.front());
+        bytes_ -= kept_.front().len;
+        kept_.pop_front();
+      }
+    }
+    for (const Mapping& d : drop) ::munmap(d.p, d.len);
+  }
+
+  size_t bytes() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return bytes_;
+  }
+
+ private:
+  std::mutex mu_;
+  std::list<Mapping> kept_;  // oldest first
+  size_t bytes_ = 0;
+};
+
+KeptMappings& kept() {
+  static auto* k = new KeptMappings;  // never destroyed: buffers may be freed at exit
+  return *k;
+}
+
+// A fresh mapping of len bytes (a multiple of kMapAt), its pages populated.
+Mapping map_fresh(size_t len) {
+  const bool huge = len >= kHuge, eager = huge && env_value(EnvVar::huge_pages) == "1";
+  const size_t extra = huge ? kHuge : 0;  // room to align to 2 MiB
+  void* raw =
+      ::mmap(nullptr, len + extra, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (raw == MAP_FAILED) return {nullptr, 0};
+  void* p = raw;
+  if (huge) {
+    const uintptr_t at = (reinterpret_cast<uintptr_t>(raw) + kHuge - 1) / kHuge * kHuge;
+    const size_t head = at - reinterpret_cast<uintptr_t>(raw);
+    if (head) ::munmap(raw, head);
+    if (kHuge - head) ::munmap(reinterpret_cast<void*>(at + len), kHuge - head);
+    p = reinterpret_cast<void*>(at);
+  }
+  if (eager) ::madvise(p, len, MADV_HUGEPAGE);
+#ifndef MADV_POPULATE_WRITE
+#define MADV_POPULATE_WRITE 23  // Linux 5.14
+#endif
+  if (::madvise(p, len, MADV_POPULATE_WRITE) != 0)  // older kernels: touch every page
+    for (size_t i = 0; i < len; i += 4096) static_cast<volatile char*>(p)[i] = 0;
+  if (huge && !eager) ::madvise(p, len, MADV_HUGEPAGE);
+  return {p, len};
+}
+
+std::shared_ptr<void> alloc_mapped(size_t bytes) {
+  const size_t unit = bytes >= kHuge ? kHuge : kMapAt;
+  const size_t len = (bytes + unit - 1) / unit * unit;
+  Mapping m = kept().take(len);
+  if (m.p)
+    std::memset(m.p, 0, bytes);  // fresh mappings are zero; the bytes past `bytes` are unused
+  else
+    m = map_fresh(len);
+  if (!m.p) return nullptr;
+  return std::shared_ptr<void>(m.p, [m](void*) { kept().give(m); });
+}
+
+}  // namespace
+
+std::shared_ptr<void> alloc_zeroed(size_t bytes) {
+  bytes = std::max<size_t>(64, (bytes + 63) / 64 * 64);
+  if (bytes >= kMapAt)
+    if (auto p = alloc_mapped(bytes)) return p;
+  void* p = std::aligned_alloc(64, bytes);
+  if (!p) fail(Code::out_of_memory, "cannot allocate " + std::to_string(bytes) + " bytes");
+  std::memset(p, 0, bytes);
+  return std::shared_ptr<void>(p, [](void* q) { std::free(q); });
+}
+
+size_t kept_buffer_bytes() {
+  return kept().bytes();
+}
+
+}  // namespace kiln
