@@ -68,6 +68,13 @@ void infer_binary_arith(Graph& g, Node& n) {
   set_output(g, n, 0, d, out);
 }
 
+void infer_pow(Graph& g, Node& n) {
+  expect_dtype(g, n, 0, DType::f32);
+  expect_dtype(g, n, 1, DType::f32);
+  set_output(g, n, 0, DType::f32,
+             broadcast_shapes(n, input(g, n, 0).shape, input(g, n, 1).shape));
+}
+
 void infer_sum(Graph& g, Node& n) {
   Shape out;
   for (size_t i = 0; i < n.inputs.size(); ++i) {

@@ -32,6 +32,8 @@ const std::vector<OpInfo>& table() {
       {"HardSigmoid", infer_unary_f32, 1, 1, 1, 1},
       {"HardSwish", infer_unary_f32, 1, 1, 1, 1},
       {"Tanh", infer_unary_f32, 1, 1, 1, 1},
+      {"Sqrt", infer_unary_f32, 1, 1, 1, 1},
+      {"Erf", infer_unary_f32, 1, 1, 1, 1},
       {"Clip", infer_clip, 1, 3, 1, 1},
       {"Identity", infer_identity, 1, 1, 1, 1},
       {"Dropout", infer_dropout, 1, 3, 1, 2},  // mask output: rejected by infer
@@ -39,6 +41,7 @@ const std::vector<OpInfo>& table() {
       {"Sub", infer_binary_arith, 2, 2, 1, 1},
       {"Mul", infer_binary_arith, 2, 2, 1, 1},
       {"Div", infer_binary_arith, 2, 2, 1, 1},
+      {"Pow", infer_pow, 2, 2, 1, 1},
       {"Sum", infer_sum, 1, kMany, 1, 1},
       {"Gemm", infer_gemm, 2, 3, 1, 1},
       {"MatMul", infer_matmul, 2, 2, 1, 1},

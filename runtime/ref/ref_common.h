@@ -108,10 +108,13 @@ KILN_REF_KERNEL(sigmoid);
 KILN_REF_KERNEL(hard_sigmoid);
 KILN_REF_KERNEL(hard_swish);
 KILN_REF_KERNEL(tanh_op);
+KILN_REF_KERNEL(sqrt_op);
+KILN_REF_KERNEL(erf_op);
 KILN_REF_KERNEL(add);
 KILN_REF_KERNEL(sub);
 KILN_REF_KERNEL(mul);
 KILN_REF_KERNEL(div);
+KILN_REF_KERNEL(pow_op);
 KILN_REF_KERNEL(sum);
 KILN_REF_KERNEL(gemm);  // ref_gemm.cpp
 KILN_REF_KERNEL(matmul);

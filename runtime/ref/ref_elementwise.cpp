@@ -120,6 +120,14 @@ void tanh_op(const Node& node, const Inputs& in, const Outputs& out) {
   unary(node, in, out, [](float x) { return std::tanh(x); });
 }
 
+void sqrt_op(const Node& node, const Inputs& in, const Outputs& out) {
+  unary(node, in, out, [](float x) { return std::sqrt(x); });  // NaN below 0, as in ONNX
+}
+
+void erf_op(const Node& node, const Inputs& in, const Outputs& out) {
+  unary(node, in, out, [](float x) { return std::erf(x); });
+}
+
 void add(const Node& node, const Inputs& in, const Outputs& out) {
   arith<Arith::add>(node, in, out);
 }
@@ -131,6 +139,18 @@ void mul(const Node& node, const Inputs& in, const Outputs& out) {
 }
 void div(const Node& node, const Inputs& in, const Outputs& out) {
   arith<Arith::div>(node, in, out);
+}
+
+void pow_op(const Node& node, const Inputs& in, const Outputs& out) {
+  const Tensor& a = req_input(node, in, 0);
+  const Tensor& b = req_input(node, in, 1);
+  Tensor& y = req_output(node, out, 0);
+  expect_dtype(node, a, DType::f32, "input 0");
+  expect_dtype(node, b, DType::f32, "input 1");
+  expect_dtype(node, y, DType::f32, "output");
+  // x^2 (the decomposed LayerNorm's square) exactly as x * x, as PyTorch computes it.
+  broadcast_binary<float>(node, a, b, y,
+                          [](float x, float e) { return e == 2.f ? x * x : std::pow(x, e); });
 }
 
 void sum(const Node& node, const Inputs& in, const Outputs& out) {
