@@ -248,6 +248,13 @@ class Selector {
                                   : h[k] + std::max(3 * h[k], std::min(9 * h[k], pb.max_ms));
         }
       }
+      if (std::none_of(todo[i].begin(), todo[i].end(), [](char t) { return t != 0; })) {
+        // Only reference labels, none worth timing: the cost model decides, as for a node
+        // with one label (not for lack of time: the plan may still be kept).
+        profiled[i] = 0;
+        ++sel_.unprofiled;
+        continue;
+      }
       problem_est[problem[i]] = est;  // identical problems are measured once
     }
     // The budget, planned: when the estimates exceed it, the problems costliest to measure

@@ -3,6 +3,7 @@
 //                [--kcs A,B,..] [--force-copy 1]
 //   wino-gemm    [--isa ..] [--mrnr MR,NR]
 //   glue         [--isa ..]
+//   fresh-memory [--mb N] [--file MODEL.onnx] [--reps R]
 #include <cstdio>
 #include <cstring>
 
@@ -30,7 +31,9 @@ namespace {
 
 int run(int argc, char** argv) {
   if (argc < 2) {
-    std::fprintf(stderr, "usage: kiln_micro_bench im2col-sweep|wino-gemm|glue [--key value]..\n");
+    std::fprintf(
+        stderr,
+        "usage: kiln_micro_bench im2col-sweep|wino-gemm|glue|fresh-memory [--key value]..\n");
     return 2;
   }
   const std::string mode = argv[1];
@@ -42,7 +45,9 @@ int run(int argc, char** argv) {
   if (mode == "im2col-sweep") return im2col_sweep(a);
   if (mode == "wino-gemm") return wino_gemm(a);
   if (mode == "glue") return glue_bench(a);
-  fail(Code::invalid_argument, "unknown mode " + mode + " (im2col-sweep|wino-gemm|glue)");
+  if (mode == "fresh-memory") return fresh_memory(a);
+  fail(Code::invalid_argument,
+       "unknown mode " + mode + " (im2col-sweep|wino-gemm|glue|fresh-memory)");
 }
 
 }  // namespace

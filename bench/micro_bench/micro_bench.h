@@ -5,6 +5,8 @@
 //                 conf's K chunk against none
 //   glue          the JIT glue kernels (reorders, pooling, eltwise, concat) on ResNet-50-sized
 //                 tensors next to the plain C++ kernels they replace
+//   fresh-memory  the cost of writing fresh pages (4 KiB, huge) against reused buffers, and of
+//                 reading a model file mapped against read into a reused buffer
 // Whole conv kernels (every family, layout and blocking) are kiln_kernel_bench's.
 #pragma once
 
@@ -28,5 +30,6 @@ struct ModeArgs {
 int im2col_sweep(const ModeArgs& a);
 int wino_gemm(const ModeArgs& a);
 int glue_bench(const ModeArgs& a);
+int fresh_memory(const ModeArgs& a);
 
 }  // namespace kiln::bench
