@@ -11,13 +11,6 @@ Tensor ints_tensor(const std::vector<int64_t>& v) {
   return t;
 }
 
-Attribute int_attr(int64_t v) {
-  Attribute a;
-  a.kind = Attribute::Kind::i;
-  a.i = v;
-  return a;
-}
-
 Tensor scalar_f32(float x) {
   Tensor t(DType::f32, {});
   *t.data<float>() = x;
@@ -96,10 +89,10 @@ void canonicalize_node(Graph& g, Node& n) {
     attr_to_input(g, n, "value", 2, scalar_f32(value));
   } else if (op == "Softmax") {
     if (opset < 13) {
-      n.attrs["axis"] = int_attr(n.attr_i("axis", 1));
-      n.attrs["coerce_2d"] = int_attr(1);
+      n.attrs["axis"] = attr_i(n.attr_i("axis", 1));
+      n.attrs["coerce_2d"] = attr_i(1);
     } else {
-      n.attrs["axis"] = int_attr(n.attr_i("axis", -1));
+      n.attrs["axis"] = attr_i(n.attr_i("axis", -1));
     }
   } else if (op == "BatchNormalization" && n.has("spatial")) {
     if (n.attr_i("spatial", 1) != 1)

@@ -149,13 +149,6 @@ inline std::vector<PostOp> chain(std::vector<PostOp> ops) {
   return ops;
 }
 
-inline Attribute ints_attr(std::vector<int64_t> v) {
-  Attribute a;
-  a.kind = Attribute::Kind::ints;
-  a.ints = std::move(v);
-  return a;
-}
-
 // The operands of one test case, all in NCHW / plain form.
 struct Operands {
   Tensor x, w, b;
@@ -185,14 +178,11 @@ inline Tensor reference(const ConvProblem& p, const Operands& o) {
   Node n;
   n.op = "Conv";
   n.name = "test_conv";
-  n.attrs["kernel_shape"] = ints_attr({p.kh, p.kw});
-  n.attrs["strides"] = ints_attr({p.sh, p.sw});
-  n.attrs["dilations"] = ints_attr({p.dh, p.dw});
-  n.attrs["pads"] = ints_attr({p.pt, p.pl, p.pb, p.pr});
-  Attribute g;
-  g.kind = Attribute::Kind::i;
-  g.i = p.groups;
-  n.attrs["group"] = g;
+  n.attrs["kernel_shape"] = attr_ints({p.kh, p.kw});
+  n.attrs["strides"] = attr_ints({p.sh, p.sw});
+  n.attrs["dilations"] = attr_ints({p.dh, p.dw});
+  n.attrs["pads"] = attr_ints({p.pt, p.pl, p.pb, p.pr});
+  n.attrs["group"] = attr_i(p.groups);
   RefKernel k = find_ref_kernel("Conv");
   const bool found = k != nullptr;
   REQUIRE(found);

@@ -22,19 +22,6 @@ using test::GuardedBuf;
 
 constexpr Layout kPoolLayouts[] = {Layout::nhwc, Layout::nChw8c, Layout::nChw16c};
 
-Attribute ints(std::vector<int64_t> v) {
-  Attribute a;
-  a.kind = Attribute::Kind::ints;
-  a.ints = std::move(v);
-  return a;
-}
-Attribute one_int(int64_t v) {
-  Attribute a;
-  a.kind = Attribute::Kind::i;
-  a.i = v;
-  return a;
-}
-
 Node pool_node(const PoolProblem& p, bool ceil_mode) {
   Node n;
   n.name = "pool";
@@ -43,12 +30,12 @@ Node pool_node(const PoolProblem& p, bool ceil_mode) {
     return n;
   }
   n.op = p.max ? "MaxPool" : "AveragePool";
-  n.attrs["kernel_shape"] = ints({p.kh, p.kw});
-  n.attrs["strides"] = ints({p.sh, p.sw});
-  n.attrs["pads"] = ints({p.pt, p.pl, p.pb, p.pr});
-  n.attrs["dilations"] = ints({p.dh, p.dw});
-  n.attrs["ceil_mode"] = one_int(ceil_mode);
-  if (!p.max) n.attrs["count_include_pad"] = one_int(p.count_include_pad);
+  n.attrs["kernel_shape"] = attr_ints({p.kh, p.kw});
+  n.attrs["strides"] = attr_ints({p.sh, p.sw});
+  n.attrs["pads"] = attr_ints({p.pt, p.pl, p.pb, p.pr});
+  n.attrs["dilations"] = attr_ints({p.dh, p.dw});
+  n.attrs["ceil_mode"] = attr_i(ceil_mode);
+  if (!p.max) n.attrs["count_include_pad"] = attr_i(p.count_include_pad);
   return n;
 }
 

@@ -55,49 +55,6 @@ inline Tensor random_f32(Shape s, uint64_t seed, float lo = -1.f, float hi = 1.f
   return t;
 }
 
-inline Attribute attr_i(int64_t v) {
-  Attribute a;
-  a.kind = Attribute::Kind::i;
-  a.i = v;
-  return a;
-}
-inline Attribute attr_f(float v) {
-  Attribute a;
-  a.kind = Attribute::Kind::f;
-  a.f = v;
-  return a;
-}
-inline Attribute attr_s(std::string v) {
-  Attribute a;
-  a.kind = Attribute::Kind::s;
-  a.s = std::move(v);
-  return a;
-}
-inline Attribute attr_ints(std::vector<int64_t> v) {
-  Attribute a;
-  a.kind = Attribute::Kind::ints;
-  a.ints = std::move(v);
-  return a;
-}
-inline Attribute attr_floats(std::vector<float> v) {
-  Attribute a;
-  a.kind = Attribute::Kind::floats;
-  a.floats = std::move(v);
-  return a;
-}
-inline Attribute attr_strings(std::vector<std::string> v) {
-  Attribute a;
-  a.kind = Attribute::Kind::strings;
-  a.strings = std::move(v);
-  return a;
-}
-inline Attribute attr_t(Tensor t) {
-  Attribute a;
-  a.kind = Attribute::Kind::tensor;
-  a.t = std::move(t);
-  return a;
-}
-
 inline Node make_node(std::string op, std::map<std::string, Attribute> attrs = {},
                       std::string name = "test_node") {
   Node n;
