@@ -22,21 +22,12 @@
 #include "jit/kernel.h"
 #include "jit/layout.h"
 #include "runtime/ref/ref_kernels.h"
+#include "test_rng.h"
 
 namespace kiln::convtest {
 
-struct Rng {
-  uint64_t s;
-  explicit Rng(uint64_t seed) : s(seed * 0x9E3779B97F4A7C15ull + 7) {}
-  uint64_t next() {
-    s ^= s << 13;
-    s ^= s >> 7;
-    s ^= s << 17;
-    return s;
-  }
-  float uniform(float lo, float hi) {
-    return lo + (hi - lo) * float(next() >> 40) / float(1 << 24);
-  }
+struct Rng : test::XorShift {
+  explicit Rng(uint64_t seed) : XorShift(seed, 7) {}
 };
 
 // One caller's scratch for kernel k: exactly k.scratch_bytes() filled with NaN (a kernel must

@@ -13,6 +13,7 @@
 
 #include "graph/ir.h"
 #include "runtime/ref/ref_kernels.h"
+#include "test_rng.h"
 
 namespace kiln::reftest {
 
@@ -30,22 +31,8 @@ inline Tensor i64(Shape s, std::vector<int64_t> v) {
   return t;
 }
 
-// Small deterministic generator (xorshift) so tests need no <random> seeding conventions.
-struct Rng {
-  uint64_t s;
-  explicit Rng(uint64_t seed) : s(seed * 0x9E3779B97F4A7C15ull + 1) {}
-  uint64_t next() {
-    s ^= s << 13;
-    s ^= s >> 7;
-    s ^= s << 17;
-    return s;
-  }
-  int64_t pick(int64_t lo, int64_t hi) {  // lo..hi inclusive
-    return lo + int64_t(next() % uint64_t(hi - lo + 1));
-  }
-  float uniform(float lo, float hi) {
-    return lo + (hi - lo) * float(next() >> 40) / float(1 << 24);
-  }
+struct Rng : test::XorShift {
+  explicit Rng(uint64_t seed) : XorShift(seed, 1) {}
 };
 
 inline Tensor random_f32(Shape s, uint64_t seed, float lo = -1.f, float hi = 1.f) {
