@@ -4,6 +4,7 @@
 
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <map>
@@ -34,6 +35,34 @@ inline Tensor i64(Shape s, std::vector<int64_t> v) {
 struct Rng : test::XorShift {
   explicit Rng(uint64_t seed) : XorShift(seed, 1) {}
 };
+
+// A random operand shape that broadcasts to `full`: a suffix of it with some dims set to 1.
+inline Shape random_broadcast_operand(Rng& r, const Shape& full) {
+  Shape s(full.begin() + r.pick(0, int64_t(full.size())), full.end());
+  for (int64_t& d : s)
+    if (r.pick(0, 2) == 0) d = 1;
+  return s;
+}
+
+// The window of a conv or pool sweep case (its fields kh, kw, sh, sw, dh, dw, pt, pl, pb, pr),
+// for CAPTURE: "k3x3 s2x2 d1x1 pads 1,0,1,0" (top, left, bottom, right).
+template <class Case>
+std::string window_str(const Case& p) {
+  auto s = [](int64_t v) { return std::to_string(v); };
+  return "k" + s(p.kh) + "x" + s(p.kw) + " s" + s(p.sh) + "x" + s(p.sw) + " d" + s(p.dh) + "x" +
+         s(p.dw) + " pads " + s(p.pt) + "," + s(p.pl) + "," + s(p.pb) + "," + s(p.pr);
+}
+
+// The shape two broadcast-compatible shapes broadcast to (numpy rules).
+inline Shape broadcast_shape(const Shape& a, const Shape& b) {
+  Shape full(std::max(a.size(), b.size()), 1);
+  for (size_t k = 0; k < full.size(); ++k) {
+    const int64_t da = k < a.size() ? a[a.size() - 1 - k] : 1;
+    const int64_t db = k < b.size() ? b[b.size() - 1 - k] : 1;
+    full[full.size() - 1 - k] = std::max(da, db);
+  }
+  return full;
+}
 
 inline Tensor random_f32(Shape s, uint64_t seed, float lo = -1.f, float hi = 1.f) {
   Tensor t(DType::f32, std::move(s));

@@ -128,20 +128,9 @@ TEST_CASE("ref binary ops: swept broadcast shapes against per-element indexing")
     Shape out;
     const int64_t rank = r.pick(0, 4);
     for (int64_t d = 0; d < rank; ++d) out.push_back(r.pick(1, 5));
-    auto derive = [&] {
-      Shape s(out.begin() + r.pick(0, rank), out.end());
-      for (int64_t& d : s)
-        if (r.pick(0, 2) == 0) d = 1;
-      return s;
-    };
-    Shape sa = derive(), sb = derive();
+    const Shape sa = random_broadcast_operand(r, out), sb = random_broadcast_operand(r, out);
     // Whatever was dropped must still be covered by one side: recompute the real output.
-    Shape full(std::max(sa.size(), sb.size()), 1);
-    for (size_t k = 0; k < full.size(); ++k) {
-      int64_t da = k < sa.size() ? sa[sa.size() - 1 - k] : 1;
-      int64_t db = k < sb.size() ? sb[sb.size() - 1 - k] : 1;
-      full[full.size() - 1 - k] = std::max(da, db);
-    }
+    const Shape full = broadcast_shape(sa, sb);
     const char* op = ops[it % 4];
     CAPTURE(op);
     if (it % 2 == 0) {
