@@ -67,6 +67,11 @@ PoolProblem windowed(const Case& c, const Shape& s, int kind) {
   return p;
 }
 
+// ResNet's stem pooling window (3x3, stride 2, pad 1) on input s.
+PoolProblem stem_window(const Shape& s, int kind = 0) {
+  return windowed({3, 3, 2, 2, 1, 1, 1, 1, 1, 1, false}, s, kind);
+}
+
 // Checks one problem on one ISA and layout. Max pooling must match bit for bit (it only
 // selects values; NaN must stay NaN). Average: the kernel sums in float in tap order and
 // multiplies by the rounded 1/count, the reference sums in double and divides, so
@@ -183,26 +188,16 @@ TEST_CASE("glue pool: large channel counts (nhwc channel loop)") {
   for (Isa isa : test::glue_isas())
     for (int64_t C : {64, 128, 200, 256, 300})
       for (int kind = 0; kind < 3; ++kind) {
-        PoolProblem p;
-        p.max = kind == 0;
-        p.count_include_pad = kind == 2;
-        p.kh = p.kw = 3;
-        p.sh = p.sw = 2;
-        p.pt = p.pl = p.pb = p.pr = 1;
-        p.src = {1, C, 9, 8};
-        p.dst = {1, C, 5, 4};
+        const PoolProblem p = stem_window({1, C, 9, 8}, kind);
+        REQUIRE(p.dst == Shape{1, C, 5, 4});
         for (Layout l : kPoolLayouts) check_pool(p, false, l, isa, uint32_t(C + kind));
       }
 }
 
 TEST_CASE("glue pool: NaN propagates through max pooling") {
   for (Isa isa : test::glue_isas()) {
-    PoolProblem p;
-    p.kh = p.kw = 3;
-    p.sh = p.sw = 2;
-    p.pt = p.pl = p.pb = p.pr = 1;
-    p.src = {1, 20, 9, 9};
-    p.dst = {1, 20, 5, 5};
+    PoolProblem p = stem_window({1, 20, 9, 9});
+    REQUIRE(p.dst == Shape{1, 20, 5, 5});
     for (Layout l : kPoolLayouts) check_pool(p, false, l, isa, 7, {0, 50, 163, 400, 1000, 1619});
     p.global = true;
     p.dst = {1, 20, 1, 1};
@@ -228,12 +223,8 @@ TEST_CASE("glue pool: global average and max") {
 }
 
 TEST_CASE("glue pool: names and refusals") {
-  PoolProblem p;
-  p.kh = p.kw = 3;
-  p.sh = p.sw = 2;
-  p.pt = p.pl = p.pb = p.pr = 1;
-  p.src = {1, 64, 112, 112};
-  p.dst = {1, 64, 56, 56};
+  const PoolProblem p = stem_window({1, 64, 112, 112});
+  REQUIRE(p.dst == Shape{1, 64, 56, 56});
   std::string why;
   auto k = create_pool_kernel(p, Layout::nChw16c, Isa::avx2, &why);
   REQUIRE(k);
