@@ -2,6 +2,9 @@
 #pragma once
 
 #include <cstdint>
+#include <utility>
+
+#include "graph/ir.h"
 
 namespace kiln::test {
 
@@ -22,5 +25,12 @@ struct XorShift {
     return lo + (hi - lo) * float(next() >> 40) / float(1 << 24);
   }
 };
+
+// An f32 tensor of values uniform in [lo, hi), drawn from `r` in element order.
+inline Tensor uniform_tensor(Shape s, XorShift r, float lo, float hi) {
+  Tensor t(DType::f32, std::move(s));
+  for (int64_t i = 0; i < t.numel(); ++i) t.data<float>()[i] = r.uniform(lo, hi);
+  return t;
+}
 
 }  // namespace kiln::test

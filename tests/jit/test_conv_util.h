@@ -53,10 +53,7 @@ class GuardedScratch {
 };
 
 inline Tensor random_tensor(Shape s, uint64_t seed, float lo = -1.f, float hi = 1.f) {
-  Tensor t(DType::f32, std::move(s));
-  Rng r(seed);
-  for (int64_t i = 0; i < t.numel(); ++i) t.data<float>()[i] = r.uniform(lo, hi);
-  return t;
+  return test::uniform_tensor(std::move(s), Rng(seed), lo, hi);
 }
 
 // A problem from the input size and window; oh/ow follow the ONNX formula.

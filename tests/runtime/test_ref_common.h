@@ -53,6 +53,23 @@ std::string window_str(const Case& p) {
          s(p.dw) + " pads " + s(p.pt) + "," + s(p.pl) + "," + s(p.pb) + "," + s(p.pr);
 }
 
+// The flat index in input `in` of element `flat` of `out` (numpy broadcasting), written with
+// per-element division (a structure unlike the kernels' incremental walks).
+inline int64_t bcast_index(const Shape& in, const Shape& out, int64_t flat) {
+  int64_t idx = 0, mul = 1;
+  for (size_t k = 0; k < out.size(); ++k) {
+    const size_t d = out.size() - 1 - k;
+    const int64_t coord = flat % out[d];
+    flat /= out[d];
+    if (k < in.size()) {
+      const int64_t dim = in[in.size() - 1 - k];
+      idx += (dim == 1 ? 0 : coord) * mul;
+      mul *= dim;
+    }
+  }
+  return idx;
+}
+
 // The shape two broadcast-compatible shapes broadcast to (numpy rules).
 inline Shape broadcast_shape(const Shape& a, const Shape& b) {
   Shape full(std::max(a.size(), b.size()), 1);
@@ -65,10 +82,7 @@ inline Shape broadcast_shape(const Shape& a, const Shape& b) {
 }
 
 inline Tensor random_f32(Shape s, uint64_t seed, float lo = -1.f, float hi = 1.f) {
-  Tensor t(DType::f32, std::move(s));
-  Rng r(seed);
-  for (int64_t i = 0; i < t.numel(); ++i) t.data<float>()[i] = r.uniform(lo, hi);
-  return t;
+  return test::uniform_tensor(std::move(s), Rng(seed), lo, hi);
 }
 
 inline Node make_node(std::string op, std::map<std::string, Attribute> attrs = {},

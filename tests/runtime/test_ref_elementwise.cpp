@@ -16,23 +16,6 @@ Tensor binary(const char* op, const Tensor& a, const Tensor& b, Shape out) {
   return run1(make_node(op), {&a, &b}, a.dtype(), std::move(out));
 }
 
-// numpy broadcasting of one input into `out`, written with per-element division (a structure
-// unlike the kernel's incremental walk).
-int64_t bcast_index(const Shape& in, const Shape& out, int64_t flat) {
-  int64_t idx = 0, mul = 1;
-  for (size_t k = 0; k < out.size(); ++k) {
-    const size_t d = out.size() - 1 - k;
-    const int64_t coord = flat % out[d];
-    flat /= out[d];
-    if (k < in.size()) {
-      const int64_t dim = in[in.size() - 1 - k];
-      idx += (dim == 1 ? 0 : coord) * mul;
-      mul *= dim;
-    }
-  }
-  return idx;
-}
-
 }  // namespace
 
 TEST_CASE("ref unary activations: hand-computed") {

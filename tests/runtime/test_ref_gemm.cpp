@@ -126,23 +126,8 @@ TEST_CASE("ref MatMul: swept batch broadcasting and 1-D promotion") {
     Tensor Y = run1(make_node("MatMul"), {&A, &B}, DType::f32, so);
     const int64_t nb = kiln::shape_numel(bo);
     for (int64_t b = 0; b < nb; ++b) {
-      // Batch coordinates of b, mapped into each input (size-1 dims broadcast).
-      int64_t rem = b, oa = 0, ob = 0, ma = 1, mb = 1;
-      for (size_t k = 0; k < bo.size(); ++k) {
-        const size_t d = bo.size() - 1 - k;
-        const int64_t c = rem % bo[d];
-        rem /= bo[d];
-        if (k < ba.size()) {
-          const int64_t dim = ba[ba.size() - 1 - k];
-          oa += (dim == 1 ? 0 : c) * ma;
-          ma *= dim;
-        }
-        if (k < bb.size()) {
-          const int64_t dim = bb[bb.size() - 1 - k];
-          ob += (dim == 1 ? 0 : c) * mb;
-          mb *= dim;
-        }
-      }
+      // Batch b mapped into each input (size-1 dims broadcast).
+      const int64_t oa = bcast_index(ba, bo, b), ob = bcast_index(bb, bo, b);
       for (int64_t i = 0; i < M; ++i)
         for (int64_t j = 0; j < N; ++j) {
           if ((a1 && i) || (b1 && j)) continue;
