@@ -11,13 +11,6 @@ Tensor ints_tensor(const std::vector<int64_t>& v) {
   return t;
 }
 
-Attribute int_attr(int64_t v) {
-  Attribute a;
-  a.kind = Attribute::Kind::i;
-  a.i = v;
-  return a;
-}
-
 Tensor scalar_f32(float x) {
   Tensor t(DType::f32, {});
   *t.data<float>() = x;
@@ -44,29 +37,13 @@ bool fold_constant_node(Graph& g, const Node& n) {
   if (n.outputs.size() != 1 || n.outputs[0] == kNoValue || !n.inputs.empty())
     n.fail(Code::invalid_model, "must have no inputs and exactly one output");
   if (n.attrs.size() != 1) n.fail(Code::invalid_model, "must have exactly one value attribute");
-  const auto& [key, a] = *n.attrs.begin();
-  Tensor t;
-  if (key == "value") {
-    t = *n.attr_t("value");
-  } else if (key == "value_float") {
-    t = scalar_f32(n.attr_f("value_float", 0));
-  } else if (key == "value_floats") {
-    auto v = n.attr_floats("value_floats");
-    t = Tensor(DType::f32, {int64_t(v.size())});
-    std::copy(v.begin(), v.end(), t.data<float>());
-  } else if (key == "value_int") {
-    t = Tensor(DType::i64, {});
-    *t.data<int64_t>() = n.attr_i("value_int", 0);
-  } else if (key == "value_ints") {
-    t = ints_tensor(n.attr_ints("value_ints"));
-  } else {
-    n.fail(Code::unsupported, "attribute '" + key + "' is not supported");
-  }
+  std::optional<Tensor> t = constant_value(n);  // its only attribute
+  if (!t) n.fail(Code::unsupported, "attribute '" + n.attrs.begin()->first + "' is not supported");
   Value& v = g.value(n.outputs[0]);
-  v.dtype = t.dtype();
-  v.shape = t.shape();
+  v.dtype = t->dtype();
+  v.shape = t->shape();
   v.shape_known = true;
-  v.constant = std::move(t);
+  v.constant = std::move(*t);
   return true;
 }
 
@@ -96,10 +73,10 @@ void canonicalize_node(Graph& g, Node& n) {
     attr_to_input(g, n, "value", 2, scalar_f32(value));
   } else if (op == "Softmax") {
     if (opset < 13) {
-      n.attrs["axis"] = int_attr(n.attr_i("axis", 1));
-      n.attrs["coerce_2d"] = int_attr(1);
+      n.attrs["axis"] = attr_i(n.attr_i("axis", 1));
+      n.attrs["coerce_2d"] = attr_i(1);
     } else {
-      n.attrs["axis"] = int_attr(n.attr_i("axis", -1));
+      n.attrs["axis"] = attr_i(n.attr_i("axis", -1));
     }
   } else if (op == "BatchNormalization" && n.has("spatial")) {
     if (n.attr_i("spatial", 1) != 1)
@@ -111,6 +88,24 @@ void canonicalize_node(Graph& g, Node& n) {
 }
 
 }  // namespace
+
+std::optional<Tensor> constant_value(const Node& n) {
+  if (const Tensor* t = n.attr_t("value")) return *t;
+  if (n.has("value_float")) return scalar_f32(n.attr_f("value_float", 0));
+  if (n.has("value_floats")) {
+    const std::vector<float> v = n.attr_floats("value_floats");
+    Tensor t(DType::f32, {int64_t(v.size())});
+    std::copy(v.begin(), v.end(), t.data<float>());
+    return t;
+  }
+  if (n.has("value_int")) {
+    Tensor t(DType::i64, {});
+    *t.data<int64_t>() = n.attr_i("value_int", 0);
+    return t;
+  }
+  if (n.has("value_ints")) return ints_tensor(n.attr_ints("value_ints"));
+  return std::nullopt;
+}
 
 void canonicalize(Graph& g) {
   std::vector<Node> kept;

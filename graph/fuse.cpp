@@ -1,6 +1,5 @@
 // fuse_epilogues: elementwise consumers of a Conv/Gemm output become the node's post-ops.
 #include <cmath>
-#include <limits>
 
 #include "graph/passes.h"
 #include "graph/post_ops.h"
@@ -10,18 +9,6 @@ namespace {
 
 bool is_fusion_target(const Node& n) {
   return n.op == "Conv" || n.op == "Gemm";
-}
-
-// Scalar value of an optional constant input (Clip's min/max), or `def` when absent.
-bool const_scalar(const Graph& g, ValueId v, float def, float* out) {
-  if (v == kNoValue) {
-    *out = def;
-    return true;
-  }
-  const Value& val = g.value(v);
-  if (!val.is_const() || val.dtype != DType::f32 || val.constant->numel() != 1) return false;
-  *out = val.constant->data<float>()[0];
-  return true;
 }
 
 class Fuser {
@@ -72,36 +59,13 @@ class Fuser {
   int try_fuse(int j) {
     const Node& n = g_.nodes[size_t(j)];
     if (n.op.empty() || n.outputs.empty() || n.inputs.empty()) return 0;
-    PostOp op;
-    const ValueId x = n.in(0);
-    if (n.op == "Relu") {
-      op.kind = PostOp::Kind::relu;
-    } else if (n.op == "LeakyRelu") {
-      op.kind = PostOp::Kind::leaky_relu;
-      op.alpha = n.attr_f("alpha", 0.01f);
-    } else if (n.op == "Clip") {
-      op.kind = PostOp::Kind::clip;
-      const float inf = std::numeric_limits<float>::infinity();
-      if (!const_scalar(g_, n.in(1), -inf, &op.alpha) || !const_scalar(g_, n.in(2), inf, &op.beta))
-        return 0;
-    } else if (n.op == "Sigmoid") {
-      op.kind = PostOp::Kind::sigmoid;
-    } else if (n.op == "HardSigmoid") {
-      op.kind = PostOp::Kind::hardsigmoid;
-      op.alpha = n.attr_f("alpha", 0.2f);
-      op.beta = n.attr_f("beta", 0.5f);
-    } else if (n.op == "HardSwish") {
-      op.kind = PostOp::Kind::hardswish;
-    } else if (n.op == "Add" && n.inputs.size() == 2) {
-      return try_fuse_add(j);
-    } else if (n.op == "Mul" && n.inputs.size() == 2) {
-      return try_fuse_swish(j);
-    } else {
-      return 0;
-    }
-    int p = target_for(x, j);
+    if (n.op == "Add" && n.inputs.size() == 2) return try_fuse_add(j);
+    if (n.op == "Mul" && n.inputs.size() == 2) return try_fuse_swish(j);
+    const std::optional<PostOp> op = unary_post_op(g_, n);
+    if (!op) return 0;
+    int p = target_for(n.in(0), j);
     if (p < 0) return 0;
-    fuse(p, j, op, {});
+    fuse(p, j, *op, {});
     return 1;
   }
 

@@ -160,10 +160,7 @@ bool attr_flag(const Node& n, const std::string& name, bool def) {
 }
 
 void set_attr_ints(Node& n, const std::string& name, std::vector<int64_t> v) {
-  Attribute a;
-  a.kind = Attribute::Kind::ints;
-  a.ints = std::move(v);
-  n.attrs[name] = std::move(a);
+  n.attrs[name] = attr_ints(std::move(v));
 }
 
 int64_t checked_numel(const Node& n, const Shape& s) {

@@ -93,6 +93,50 @@ struct Attribute {
   Tensor t;
 };
 
+// Builders of one attribute each, for passes and tests that add attributes to nodes.
+inline Attribute attr_i(int64_t v) {
+  Attribute a;
+  a.kind = Attribute::Kind::i;
+  a.i = v;
+  return a;
+}
+inline Attribute attr_f(float v) {
+  Attribute a;
+  a.kind = Attribute::Kind::f;
+  a.f = v;
+  return a;
+}
+inline Attribute attr_s(std::string v) {
+  Attribute a;
+  a.kind = Attribute::Kind::s;
+  a.s = std::move(v);
+  return a;
+}
+inline Attribute attr_ints(std::vector<int64_t> v) {
+  Attribute a;
+  a.kind = Attribute::Kind::ints;
+  a.ints = std::move(v);
+  return a;
+}
+inline Attribute attr_floats(std::vector<float> v) {
+  Attribute a;
+  a.kind = Attribute::Kind::floats;
+  a.floats = std::move(v);
+  return a;
+}
+inline Attribute attr_strings(std::vector<std::string> v) {
+  Attribute a;
+  a.kind = Attribute::Kind::strings;
+  a.strings = std::move(v);
+  return a;
+}
+inline Attribute attr_t(Tensor t) {
+  Attribute a;
+  a.kind = Attribute::Kind::tensor;
+  a.t = std::move(t);
+  return a;
+}
+
 using ValueId = int32_t;
 constexpr ValueId kNoValue = -1;  // an omitted optional input ("" in ONNX)
 

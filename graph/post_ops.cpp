@@ -4,6 +4,7 @@
 #include <charconv>
 #include <cmath>
 #include <cstdio>
+#include <limits>
 
 #include "graph/enum_name.h"
 
@@ -53,6 +54,40 @@ std::vector<PostOp> parse_post_ops(const Node& n, int first_extra_input) {
     ops.push_back(op);
   }
   return ops;
+}
+
+std::optional<PostOp> unary_post_op(const Graph& g, const Node& n) {
+  PostOp op;
+  if (n.op == "Relu") {
+    op.kind = PostOp::Kind::relu;
+  } else if (n.op == "LeakyRelu") {
+    op.kind = PostOp::Kind::leaky_relu;
+    op.alpha = n.attr_f("alpha", 0.01f);
+  } else if (n.op == "Clip") {
+    op.kind = PostOp::Kind::clip;
+    const float inf = std::numeric_limits<float>::infinity();
+    // The scalar value of an optional constant input, or `def` when absent.
+    auto bound = [&](size_t k, float def, float* out) {
+      const ValueId v = n.in(k);
+      if (v == kNoValue) return *out = def, true;
+      const Value& val = g.value(v);
+      if (!val.is_const() || val.dtype != DType::f32 || val.constant->numel() != 1) return false;
+      *out = val.constant->data<float>()[0];
+      return true;
+    };
+    if (!bound(1, -inf, &op.alpha) || !bound(2, inf, &op.beta)) return std::nullopt;
+  } else if (n.op == "Sigmoid") {
+    op.kind = PostOp::Kind::sigmoid;
+  } else if (n.op == "HardSigmoid") {
+    op.kind = PostOp::Kind::hardsigmoid;
+    op.alpha = n.attr_f("alpha", 0.2f);
+    op.beta = n.attr_f("beta", 0.5f);
+  } else if (n.op == "HardSwish") {
+    op.kind = PostOp::Kind::hardswish;
+  } else {
+    return std::nullopt;
+  }
+  return op;
 }
 
 void append_post_op(Node& n, const PostOp& op, const std::vector<ValueId>& extra_inputs) {

@@ -11,6 +11,7 @@
 //   shift, 1-D [C]).
 #pragma once
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -40,6 +41,9 @@ const char* post_op_name(PostOp::Kind k);
 // index of the first extra input (3 for Conv and Gemm, 2 for MatMul). Throws naming the node
 // when the attributes are inconsistent.
 std::vector<PostOp> parse_post_ops(const Node& n, int first_extra_input);
+// The post-op a unary elementwise node computes: Relu, LeakyRelu, Sigmoid, HardSigmoid,
+// HardSwish, or Clip whose bounds are absent or constant f32 scalars; nothing otherwise.
+std::optional<PostOp> unary_post_op(const Graph& g, const Node& n);
 // Appends `op` to the node's attributes (and its extra inputs to node.inputs).
 void append_post_op(Node& n, const PostOp& op, const std::vector<ValueId>& extra_inputs);
 // Applies one post-op to a scalar (the reference semantics every JIT emitter must match).

@@ -5,7 +5,6 @@
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
-#include <limits>
 #include <sstream>
 
 #include "graph/enum_name.h"
@@ -86,39 +85,12 @@ bool conv_jit_ok(const Graph& g, const Node& n, std::string* why) {
 }
 
 std::optional<std::vector<PostOp>> eltwise_ops(const Graph& g, const Node& n) {
-  PostOp op;
-  if (n.op == "Relu") {
-    op.kind = PostOp::Kind::relu;
-  } else if (n.op == "LeakyRelu") {
-    op.kind = PostOp::Kind::leaky_relu;
-    op.alpha = n.attr_f("alpha", 0.01f);
-  } else if (n.op == "Sigmoid") {
-    op.kind = PostOp::Kind::sigmoid;
-  } else if (n.op == "HardSwish") {
-    op.kind = PostOp::Kind::hardswish;
-  } else if (n.op == "HardSigmoid") {
-    op.kind = PostOp::Kind::hardsigmoid;
-    op.alpha = n.attr_f("alpha", 0.2f);
-    op.beta = n.attr_f("beta", 0.5f);
-  } else if (n.op == "Clip") {
-    op.kind = PostOp::Kind::clip;
-    const float inf = std::numeric_limits<float>::infinity();
-    auto bound = [&](size_t k, float def, float* out) {
-      ValueId v = n.in(k);
-      if (v == kNoValue) return *out = def, true;
-      const Value& val = g.value(v);
-      if (!val.is_const() || val.constant->numel() != 1 || val.dtype != DType::f32) return false;
-      *out = val.constant->data<float>()[0];
-      return true;
-    };
-    if (!bound(1, -inf, &op.alpha) || !bound(2, inf, &op.beta)) return std::nullopt;
-  } else if (n.op == "Add") {
-    op.kind = PostOp::Kind::add;
-    op.input = 1;
-  } else {
-    return std::nullopt;
-  }
-  return std::vector<PostOp>{op};
+  if (std::optional<PostOp> op = unary_post_op(g, n)) return std::vector<PostOp>{*op};
+  if (n.op != "Add") return std::nullopt;
+  PostOp add;
+  add.kind = PostOp::Kind::add;
+  add.input = 1;
+  return std::vector<PostOp>{add};
 }
 
 std::optional<PoolProblem> pool_problem(const Node& n, const Shape& xs, const Shape& ys) {

@@ -39,9 +39,7 @@ class HeaderParser {
   void parse() {
     skip_ws();
     expect('{');
-    while (true) {
-      skip_ws();
-      if (peek() == '}') break;
+    parse_items('}', "header", [&] {
       std::string key = parse_string();
       skip_ws();
       expect(':');
@@ -55,15 +53,7 @@ class HeaderParser {
       } else {
         bad(path_, "unexpected header key '" + key + "'");
       }
-      skip_ws();
-      if (peek() == ',') {
-        ++i_;
-        continue;
-      }
-      skip_ws();
-      if (peek() != '}') bad(path_, "malformed header (expected ',' or '}')");
-    }
-    ++i_;
+    });
     skip_ws();
     if (i_ != s_.size()) bad(path_, "malformed header (text after '}')");
     if (descr.empty()) bad(path_, "header has no 'descr'");
@@ -104,9 +94,7 @@ class HeaderParser {
   Shape parse_tuple() {
     expect('(');
     Shape dims;
-    while (true) {
-      skip_ws();
-      if (peek() == ')') break;
+    parse_items(')', "shape", [&] {
       if (peek() < '0' || peek() > '9')
         bad(path_, "malformed shape (expected a non-negative integer)");
       int64_t v = 0;
@@ -117,16 +105,26 @@ class HeaderParser {
       }
       if (peek() == 'L') ++i_;  // Python 2 long suffix
       dims.push_back(v);
+    });
+    return dims;
+  }
+  // Comma-separated items (a trailing comma allowed) up to and past `close`; `item` parses
+  // one. `what` names the list in errors.
+  template <class F>
+  void parse_items(char close, const char* what, F&& item) {
+    while (true) {
+      skip_ws();
+      if (peek() == close) break;
+      item();
       skip_ws();
       if (peek() == ',') {
         ++i_;
         continue;
       }
-      skip_ws();
-      if (peek() != ')') bad(path_, "malformed shape (expected ',' or ')')");
+      if (peek() != close)
+        bad(path_, std::string("malformed ") + what + " (expected ',' or '" + close + "')");
     }
     ++i_;
-    return dims;
   }
 
   const std::string& path_;

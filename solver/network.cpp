@@ -97,27 +97,20 @@ void NetworkProblem::require_layout(int tensor, int layout) {
 
 // Every label of every operator touching a tensor must name a layout for that slot.
 void NetworkProblem::validate() const {
+  // `layouts` is the label's in_layouts or out_layouts; `what` says which.
+  auto check = [&](const Tensor& t, int op_index, int slot, auto layouts, const char* what) {
+    const Op& op = ops_[size_t(op_index)];
+    for (size_t l = 0; l < op.labels.size(); ++l) {
+      const auto& ls = op.labels[l].*layouts;
+      if (slot < 0 || size_t(slot) >= ls.size() || ls[size_t(slot)] < 0)
+        fail(Code::invalid_argument, "op '" + op.name + "' label " + std::to_string(l) +
+                                         ": no layout for " + what + " " + std::to_string(slot) +
+                                         " (tensor '" + t.name + "')");
+    }
+  };
   for (const Tensor& t : tensors_) {
-    if (t.producer >= 0) {
-      const Op& op = ops_[size_t(t.producer)];
-      for (size_t l = 0; l < op.labels.size(); ++l) {
-        const auto& out = op.labels[l].out_layouts;
-        if (t.out_slot < 0 || size_t(t.out_slot) >= out.size() || out[size_t(t.out_slot)] < 0)
-          fail(Code::invalid_argument, "op '" + op.name + "' label " + std::to_string(l) +
-                                           ": no layout for output " + std::to_string(t.out_slot) +
-                                           " (tensor '" + t.name + "')");
-      }
-    }
-    for (const Consumer& c : t.consumers) {
-      const Op& op = ops_[size_t(c.op)];
-      for (size_t l = 0; l < op.labels.size(); ++l) {
-        const auto& in = op.labels[l].in_layouts;
-        if (c.slot < 0 || size_t(c.slot) >= in.size() || in[size_t(c.slot)] < 0)
-          fail(Code::invalid_argument, "op '" + op.name + "' label " + std::to_string(l) +
-                                           ": no layout for input " + std::to_string(c.slot) +
-                                           " (tensor '" + t.name + "')");
-      }
-    }
+    if (t.producer >= 0) check(t, t.producer, t.out_slot, &OpLabel::out_layouts, "output");
+    for (const Consumer& c : t.consumers) check(t, c.op, c.slot, &OpLabel::in_layouts, "input");
   }
 }
 

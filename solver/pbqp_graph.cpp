@@ -97,32 +97,25 @@ bool ReductionGraph::normalise_edge(int id) {
   std::vector<double>& cv = cost_[size_t(e.v)];
   Matrix& m = e.m;
   const int R = m.rows(), C = m.cols();
-  // Rows: subtract each row's minimum over the relevant columns.
-  for (int i = 0; i < R; ++i) {
-    if (cu[size_t(i)] == pbqp_inf) continue;
-    double mn = pbqp_inf;
-    for (int j = 0; j < C; ++j)
-      if (cv[size_t(j)] != pbqp_inf) mn = std::min(mn, m(i, j));
-    if (mn == pbqp_inf) {
-      cu[size_t(i)] = pbqp_inf;  // no legal partner: label i of u is illegal
-    } else if (mn != 0.0) {
-      cu[size_t(i)] += mn;
-      for (int j = 0; j < C; ++j) m(i, j) -= mn;  // +inf stays +inf
+  // Moves each line's minimum over the legal partner labels into its own label's cost: rows
+  // of m for u's labels, then columns (at(j, i) = m(i, j)) for v's. A line that is +inf on
+  // every legal partner makes its label illegal.
+  auto reduce_lines = [](std::vector<double>& own, const std::vector<double>& other, auto&& at) {
+    for (size_t i = 0; i < own.size(); ++i) {
+      if (own[i] == pbqp_inf) continue;
+      double mn = pbqp_inf;
+      for (size_t j = 0; j < other.size(); ++j)
+        if (other[j] != pbqp_inf) mn = std::min(mn, at(int(i), int(j)));
+      if (mn == pbqp_inf) {
+        own[i] = pbqp_inf;  // no legal partner
+      } else if (mn != 0.0) {
+        own[i] += mn;
+        for (size_t j = 0; j < other.size(); ++j) at(int(i), int(j)) -= mn;  // +inf stays +inf
+      }
     }
-  }
-  // Columns (a column that is +inf on every legal row makes that label of v illegal).
-  for (int j = 0; j < C; ++j) {
-    if (cv[size_t(j)] == pbqp_inf) continue;
-    double mn = pbqp_inf;
-    for (int i = 0; i < R; ++i)
-      if (cu[size_t(i)] != pbqp_inf) mn = std::min(mn, m(i, j));
-    if (mn == pbqp_inf) {
-      cv[size_t(j)] = pbqp_inf;
-    } else if (mn != 0.0) {
-      cv[size_t(j)] += mn;
-      for (int i = 0; i < R; ++i) m(i, j) -= mn;
-    }
-  }
+  };
+  reduce_lines(cu, cv, [&](int i, int j) -> double& { return m(i, j); });
+  reduce_lines(cv, cu, [&](int j, int i) -> double& { return m(i, j); });
   // Irrelevant entries to 0; the edge is gone if every relevant entry is 0 too.
   bool zero = true;
   for (int i = 0; i < R; ++i)

@@ -168,24 +168,26 @@ int parse(int argc, char** argv, Args& a) {
     for (const char* k : known) is_known |= opt == k;
     if (!is_known) throw UsageError("unknown option '" + opt + "'");
     seen.push_back(opt);  // checked against the command once it is known
-    if (opt == "--batch")
+    // Options that only store their value, and int counts with their ranges.
+    static const std::map<std::string, std::string Args::*> strings = {
+        {"--output", &Args::output}, {"--json", &Args::json},       {"--trace", &Args::trace},
+        {"--tune", &Args::tune},     {"--cache", &Args::cache_dir}, {"--dot", &Args::dot}};
+    struct Count {
+      int Args::*field;
+      int64_t lo, hi;
+    };
+    static const std::map<std::string, Count> counts = {{"--threads", {&Args::threads, 0, 4096}},
+                                                        {"--runs", {&Args::runs, 1, 100000000}},
+                                                        {"--warmup", {&Args::warmup, 0, 100000000}},
+                                                        {"--loads", {&Args::loads, 0, 1000}}};
+    if (const auto s = strings.find(opt); s != strings.end())
+      a.*(s->second) = val;
+    else if (const auto c = counts.find(opt); c != counts.end())
+      a.*(c->second.field) = int(parse_int(opt, val, c->second.lo, c->second.hi));
+    else if (opt == "--batch")
       a.batch = parse_int(opt, val, 0, 1 << 20);
-    else if (opt == "--threads")
-      a.threads = int(parse_int(opt, val, 0, 4096));
-    else if (opt == "--runs")
-      a.runs = int(parse_int(opt, val, 1, 100000000));
-    else if (opt == "--warmup")
-      a.warmup = int(parse_int(opt, val, 0, 100000000));
-    else if (opt == "--loads")
-      a.loads = int(parse_int(opt, val, 0, 1000));
     else if (opt == "--input")
       a.inputs.push_back(val);
-    else if (opt == "--output")
-      a.output = val;
-    else if (opt == "--json")
-      a.json = val;
-    else if (opt == "--trace")
-      a.trace = val;
     else if (opt == "--profile-budget") {
       char* end = nullptr;
       a.profile_budget_ms = std::strtod(val.c_str(), &end);
@@ -207,13 +209,7 @@ int parse(int argc, char** argv, Args& a) {
         if (e == std::string::npos) e = val.size();
         a.strategies.push_back(val.substr(b, e - b));
       }
-    } else if (opt == "--tune")
-      a.tune = val;
-    else if (opt == "--cache")
-      a.cache_dir = val;
-    else if (opt == "--dot")
-      a.dot = val;
-    else if (opt == "--family") {
+    } else if (opt == "--family") {
       const auto f = parse_conv_family(val);
       if (!f) throw UsageError("unknown conv family '" + val + "'");
       a.family = *f;

@@ -90,17 +90,11 @@ Node pool_node(const std::string& op) {
   Node n;
   n.name = "p";
   n.op = op;
-  auto ints = [](std::vector<int64_t> v) {
-    Attribute a;
-    a.kind = Attribute::Kind::ints;
-    a.ints = std::move(v);
-    return a;
-  };
   if (op == "MaxPool") {
-    n.attrs["kernel_shape"] = ints({3, 3});
-    n.attrs["strides"] = ints({2, 2});
-    n.attrs["pads"] = ints({1, 1, 1, 1});
-    n.attrs["dilations"] = ints({1, 1});
+    n.attrs["kernel_shape"] = attr_ints({3, 3});
+    n.attrs["strides"] = attr_ints({2, 2});
+    n.attrs["pads"] = attr_ints({1, 1, 1, 1});
+    n.attrs["dilations"] = attr_ints({1, 1});
   }
   return n;
 }

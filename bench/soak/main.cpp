@@ -10,9 +10,21 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <map>
 #include <string>
 
 #include "bench/soak/soak.h"
+
+// The options that set an int count of the config.
+const std::map<std::string, int kiln_soak::Config::*> kCounts = {
+    {"--run-threads", &kiln_soak::Config::run_threads},
+    {"--runs", &kiln_soak::Config::runs},
+    {"--sessions", &kiln_soak::Config::sessions},
+    {"--load-threads", &kiln_soak::Config::load_threads},
+    {"--loads", &kiln_soak::Config::loads},
+    {"--rounds", &kiln_soak::Config::rounds},
+    {"--intra", &kiln_soak::Config::intra_threads},
+};
 
 int main(int argc, char** argv) {
   // One malloc arena: resident memory then measures what is live. With glibc's default (an
@@ -46,26 +58,16 @@ int main(int argc, char** argv) {
       std::fprintf(stderr, "kiln_soak: %s expects a count, got '%s'\n", opt.c_str(), val.c_str());
       return 2;
     }
-    if (opt == "--run-threads")
-      c.run_threads = int(n);
-    else if (opt == "--runs")
-      c.runs = int(n);
-    else if (opt == "--sessions")
-      c.sessions = int(n);
-    else if (opt == "--load-threads")
-      c.load_threads = int(n);
-    else if (opt == "--loads")
-      c.loads = int(n);
-    else if (opt == "--rounds")
-      c.rounds = int(n);
-    else if (opt == "--intra")
-      c.intra_threads = int(n);
-    else if (opt == "--rss-slack-kb")
+    if (opt == "--rss-slack-kb") {
       c.rss_slack_kb = n;
-    else {
+      continue;
+    }
+    const auto count = kCounts.find(opt);
+    if (count == kCounts.end()) {
       std::fprintf(stderr, "kiln_soak: unknown option '%s'\n", opt.c_str());
       return 2;
     }
+    c.*(count->second) = int(n);
   }
   if (c.sessions < 1 || c.rounds < 2) {
     std::fprintf(stderr, "kiln_soak: needs --sessions >= 1 and --rounds >= 2\n");

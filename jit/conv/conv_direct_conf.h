@@ -23,6 +23,7 @@ struct OwBlock {
   int ur = 0;         // pixels per block
   int64_t count = 1;  // consecutive blocks sharing this body (a runtime loop)
   bool interior = true;
+  bool operator==(const OwBlock&) const = default;
 };
 
 struct DirectConf {

@@ -6,6 +6,30 @@
 #include "graph/error.h"
 
 namespace kiln {
+namespace {
+
+// Every size field with its key in the problem string, in str()'s order.
+struct Dim {
+  const char* key;
+  int64_t ConvProblem::*field;
+};
+constexpr Dim kDims[] = {
+    {"mb", &ConvProblem::n},  {"g", &ConvProblem::groups}, {"ic", &ConvProblem::ic},
+    {"ih", &ConvProblem::ih}, {"iw", &ConvProblem::iw},    {"oc", &ConvProblem::oc},
+    {"oh", &ConvProblem::oh}, {"ow", &ConvProblem::ow},    {"kh", &ConvProblem::kh},
+    {"kw", &ConvProblem::kw}, {"sh", &ConvProblem::sh},    {"sw", &ConvProblem::sw},
+    {"dh", &ConvProblem::dh}, {"dw", &ConvProblem::dw},    {"pt", &ConvProblem::pt},
+    {"pl", &ConvProblem::pl}, {"pb", &ConvProblem::pb},    {"pr", &ConvProblem::pr}};
+// Index ranges of kDims: [first, last).
+enum : size_t { kInput = 2, kOutput = 5, kWindowEnd = 12, kPositiveEnd = 14 };
+
+// Sets the fields to consecutive values of `v`, from v[first].
+void assign(ConvProblem& p, std::initializer_list<int64_t ConvProblem::*> fields,
+            const std::vector<int64_t>& v, size_t first = 0) {
+  for (int64_t ConvProblem::*f : fields) p.*f = v[first++];
+}
+
+}  // namespace
 
 std::string ConvProblem::str() const {
   std::string r;
@@ -16,8 +40,8 @@ std::string ConvProblem::str() const {
   };
   if (n != 1) r += s("mb", n);
   if (groups != 1) r += s("g", groups);
-  r += s("ic", ic) + s("ih", ih) + s("iw", iw) + "_" + s("oc", oc) + s("oh", oh) + s("ow", ow) +
-       s("kh", kh) + s("kw", kw) + s("sh", sh) + s("sw", sw);
+  for (size_t i = kInput; i < kWindowEnd; ++i)
+    r += (i == kOutput ? "_" : "") + s(kDims[i].key, this->*kDims[i].field);
   if (dh != 1 || dw != 1) r += s("dh", dh) + s("dw", dw);
   if (pt == pb && pl == pr)
     r += s("ph", pt) + s("pw", pl);
@@ -114,17 +138,10 @@ ConvProblem ConvProblem::parse(const std::string& s) {
   ConvProblem p;
   if (r.next_is("mb")) p.n = r.field("mb");
   if (r.next_is("g")) p.groups = r.field("g");
-  p.ic = r.field("ic");
-  p.ih = r.field("ih");
-  p.iw = r.field("iw");
-  if (!r.eat("_")) r.error("expected '_' after the input sizes");
-  p.oc = r.field("oc");
-  p.oh = r.field("oh");
-  p.ow = r.field("ow");
-  p.kh = r.field("kh");
-  p.kw = r.field("kw");
-  p.sh = r.field("sh");
-  p.sw = r.field("sw");
+  for (size_t i = kInput; i < kWindowEnd; ++i) {
+    if (i == kOutput && !r.eat("_")) r.error("expected '_' after the input sizes");
+    p.*kDims[i].field = r.field(kDims[i].key);
+  }
   if (r.next_is("dh")) {
     p.dh = r.field("dh");
     p.dw = r.field("dw");
@@ -154,23 +171,8 @@ ConvProblem ConvProblem::parse(const std::string& s) {
     p.post.push_back(op);
   }
 
-  auto positive = [&](const char* name, int64_t v) {
-    if (v < 1) r.error(std::string(name) + " must be >= 1");
-  };
-  positive("mb", p.n);
-  positive("g", p.groups);
-  positive("ic", p.ic);
-  positive("ih", p.ih);
-  positive("iw", p.iw);
-  positive("oc", p.oc);
-  positive("oh", p.oh);
-  positive("ow", p.ow);
-  positive("kh", p.kh);
-  positive("kw", p.kw);
-  positive("sh", p.sh);
-  positive("sw", p.sw);
-  positive("dh", p.dh);
-  positive("dw", p.dw);
+  for (size_t i = 0; i < kPositiveEnd; ++i)
+    if (p.*kDims[i].field < 1) r.error(std::string(kDims[i].key) + " must be >= 1");
   if (p.ic % p.groups || p.oc % p.groups)
     r.error("g" + std::to_string(p.groups) + " does not divide ic" + std::to_string(p.ic) +
             " and oc" + std::to_string(p.oc));
@@ -191,11 +193,9 @@ ConvProblem ConvProblem::parse(const std::string& s) {
 }
 
 bool operator==(const ConvProblem& a, const ConvProblem& b) {
-  auto dims = [](const ConvProblem& p) {
-    return std::vector<int64_t>{p.n,  p.ic, p.ih, p.iw, p.oc, p.oh, p.ow, p.kh,     p.kw,  p.sh,
-                                p.sw, p.dh, p.dw, p.pt, p.pl, p.pb, p.pr, p.groups, p.bias};
-  };
-  if (dims(a) != dims(b) || a.post.size() != b.post.size()) return false;
+  for (const Dim& d : kDims)
+    if (a.*d.field != b.*d.field) return false;
+  if (a.bias != b.bias || a.post.size() != b.post.size()) return false;
   for (size_t i = 0; i < a.post.size(); ++i) {
     const PostOp &x = a.post[i], &y = b.post[i];
     if (x.kind != y.kind || x.alpha != y.alpha || x.beta != y.beta || x.input != y.input)
@@ -208,28 +208,18 @@ ConvProblem ConvProblem::from_node(const Graph& g, const Node& node) {
   if (node.op != "Conv") node.fail(Code::internal, "is not a Conv");
   const Shape& x = g.value(node.inputs[0]).shape;
   const Shape& y = g.value(node.outputs[0]).shape;
+  using P = ConvProblem;
   ConvProblem p;
-  p.n = x[0];
-  p.ic = x[1];
-  p.ih = x[2];
-  p.iw = x[3];
-  p.oc = y[1];
-  p.oh = y[2];
-  p.ow = y[3];
+  assign(p, {&P::n, &P::ic, &P::ih, &P::iw}, x);
+  assign(p, {&P::oc, &P::oh, &P::ow}, y, 1);
   auto k = node.attr_ints("kernel_shape"), st = node.attr_ints("strides"),
        d = node.attr_ints("dilations"), pads = node.attr_ints("pads");
   if (k.size() != 2 || st.size() != 2 || d.size() != 2 || pads.size() != 4)
     node.fail(Code::internal, "conv attributes are not explicit (shape inference not run?)");
-  p.kh = k[0];
-  p.kw = k[1];
-  p.sh = st[0];
-  p.sw = st[1];
-  p.dh = d[0];
-  p.dw = d[1];
-  p.pt = pads[0];
-  p.pl = pads[1];
-  p.pb = pads[2];
-  p.pr = pads[3];
+  assign(p, {&P::kh, &P::kw}, k);
+  assign(p, {&P::sh, &P::sw}, st);
+  assign(p, {&P::dh, &P::dw}, d);
+  assign(p, {&P::pt, &P::pl, &P::pb, &P::pr}, pads);
   p.groups = node.attr_i("group", 1);
   p.bias = node.in(2) != kNoValue;
   p.post = parse_post_ops(node, 3);

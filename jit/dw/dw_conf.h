@@ -41,6 +41,7 @@ enum class DwWeights {
 struct DwRowSeg {
   int64_t start = 0, count = 0;
   int kh_lo = 0, kh_hi = 0;
+  bool operator==(const DwRowSeg&) const = default;
 };
 
 // The rows and channel vectors of one tile.

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "graph/canonicalize.h"
 #include "runtime/ref/ref_common.h"
 
 namespace kiln::ref {
@@ -312,29 +313,11 @@ void pad(const Node& node, const Inputs& in, const Outputs& out) {
 
 void constant(const Node& node, const Inputs& in, const Outputs& out) {
   Tensor& y = req_output(node, out, 0);
-  Tensor value;
-  if (const Tensor* t = node.attr_t("value")) {
-    value = *t;
-  } else if (node.has("value_float")) {
-    value = Tensor(DType::f32, {});
-    value.data<float>()[0] = node.attr_f("value_float", 0.f);
-  } else if (node.has("value_floats")) {
-    const std::vector<float> v = node.attr_floats("value_floats");
-    value = Tensor(DType::f32, {int64_t(v.size())});
-    std::copy(v.begin(), v.end(), value.data<float>());
-  } else if (node.has("value_int")) {
-    value = Tensor(DType::i64, {});
-    value.data<int64_t>()[0] = node.attr_i("value_int", 0);
-  } else if (node.has("value_ints")) {
-    const std::vector<int64_t> v = node.attr_ints("value_ints");
-    value = Tensor(DType::i64, {int64_t(v.size())});
-    std::copy(v.begin(), v.end(), value.data<int64_t>());
-  } else {
-    node.fail(Code::unsupported, "has no supported value attribute");
-  }
-  expect_dtype(node, y, value.dtype(), "output");
-  expect_shape(node, y, value.shape(), "output");
-  copy_elems(y.dtype(), y.raw(), value.raw(), y.numel());
+  const std::optional<Tensor> value = constant_value(node);
+  if (!value) node.fail(Code::unsupported, "has no supported value attribute");
+  expect_dtype(node, y, value->dtype(), "output");
+  expect_shape(node, y, value->shape(), "output");
+  copy_elems(y.dtype(), y.raw(), value->raw(), y.numel());
 }
 
 }  // namespace kiln::ref

@@ -36,7 +36,7 @@ constexpr size_t kMaxInput = size_t(1) << 20;
 
 // Recomputes the checksum field (after the last tab) of every complete line.
 std::string fix_checksums(std::string_view in) {
-  const uint64_t seed = kiln::fuzz::fnv1a64(kiln::fuzz::cache_fuzz_header());
+  const uint64_t seed = kiln::fuzz::ref_fnv1a64(kiln::fuzz::cache_fuzz_header());
   std::string out;
   out.reserve(in.size() + 64);
   size_t pos = 0;
@@ -55,8 +55,8 @@ std::string fix_checksums(std::string_view in) {
       std::string_view payload = line.substr(0, tab);
       out.append(payload);
       out += '\t';
-      out += kiln::fuzz::hex16(first ? kiln::fuzz::fnv1a64(payload)
-                                     : kiln::fuzz::fnv1a64(payload, seed));
+      out += kiln::fuzz::ref_hex16(first ? kiln::fuzz::ref_fnv1a64(payload)
+                                         : kiln::fuzz::ref_fnv1a64(payload, seed));
     }
     out += '\n';
     first = false;

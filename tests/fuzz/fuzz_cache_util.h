@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "runtime/tuning_cache.h"
+#include "tests/runtime/fnv1a_ref.h"
 
 namespace kiln::fuzz {
 
@@ -25,16 +26,8 @@ inline CacheContext cache_fuzz_context() {
   return c;
 }
 
-inline uint64_t fnv1a64(std::string_view s, uint64_t h = 0xcbf29ce484222325ull) {
-  for (unsigned char c : s) h = (h ^ c) * 0x100000001b3ull;
-  return h;
-}
-
-inline std::string hex16(uint64_t v) {
-  char b[17];
-  std::snprintf(b, sizeof b, "%016llx", static_cast<unsigned long long>(v));
-  return b;
-}
+using test::ref_fnv1a64;
+using test::ref_hex16;
 
 // The exact header line payload (no checksum) for the fuzz context; it has no bytes that need
 // escaping, so the file's first line must be this plus a tab, its hash and a newline.
@@ -92,7 +85,7 @@ struct CacheOracle {
 
   explicit CacheOracle(std::string_view data) {
     const std::string header = cache_fuzz_header();
-    const uint64_t seed = fnv1a64(header);
+    const uint64_t seed = ref_fnv1a64(header);
     size_t pos = 0;
     bool first = true, ended = false;
     while (pos < data.size()) {
@@ -102,13 +95,14 @@ struct CacheOracle {
       pos = e + 1;
       if (first) {
         first = false;
-        header_ok = line == header + "\t" + hex16(seed);
+        header_ok = line == header + "\t" + ref_hex16(seed);
         continue;
       }
       size_t tab = line.rfind('\t');
       if (tab == std::string_view::npos) continue;
       std::string_view payload = line.substr(0, tab);
-      bool valid = header_ok && !ended && line.substr(tab + 1) == hex16(fnv1a64(payload, seed));
+      bool valid =
+          header_ok && !ended && line.substr(tab + 1) == ref_hex16(ref_fnv1a64(payload, seed));
       std::vector<std::string_view> f;
       for (size_t b = 0;;) {
         size_t t = payload.find('\t', b);

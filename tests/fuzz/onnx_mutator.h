@@ -15,6 +15,8 @@
 #include <string>
 #include <vector>
 
+#include "graph/ops.h"
+
 extern "C" size_t LLVMFuzzerMutate(uint8_t* data, size_t size, size_t max_size);
 
 namespace kiln::fuzz {
@@ -72,26 +74,9 @@ class OnnxMutator {
                               std::numeric_limits<float>::denorm_min()};
     return v[pick(sizeof v / sizeof v[0])];
   }
-  std::string op_name() {
-    static const char* v[] = {"Conv",          "MaxPool",
-                              "AveragePool",   "GlobalAveragePool",
-                              "GlobalMaxPool", "BatchNormalization",
-                              "Relu",          "LeakyRelu",
-                              "Sigmoid",       "HardSigmoid",
-                              "HardSwish",     "Tanh",
-                              "Clip",          "Identity",
-                              "Dropout",       "Add",
-                              "Sub",           "Mul",
-                              "Div",           "Sum",
-                              "Gemm",          "MatMul",
-                              "Softmax",       "ReduceMean",
-                              "Flatten",       "Reshape",
-                              "Squeeze",       "Unsqueeze",
-                              "Transpose",     "Shape",
-                              "Constant",      "Concat",
-                              "Split",         "Slice",
-                              "Gather",        "Pad"};
-    return v[pick(sizeof v / sizeof v[0])];
+  std::string op_name() {  // any supported op (the op table itself, so new ops are covered)
+    const std::vector<OpInfo>& ops = all_ops();
+    return std::string(ops[pick(ops.size())].name);
   }
   std::string attr_name() {
     static const char* v[] = {"kernel_shape",

@@ -7,6 +7,8 @@
 #include <string>
 #include <vector>
 
+#include "graph/onnx_import.h"
+
 namespace kiln::test {
 
 class OnnxBuilder {
@@ -28,19 +30,21 @@ class OnnxBuilder {
     m_.mutable_graph()->add_output()->set_name(name);
     return *this;
   }
-  OnnxBuilder& init_f(const std::string& name, std::vector<int64_t> dims, std::vector<float> v) {
+  // An initializer with its name, type and dims; the caller fills its data.
+  onnx::TensorProto* init(const std::string& name, int type, std::vector<int64_t> dims) {
     auto* t = m_.mutable_graph()->add_initializer();
     t->set_name(name);
-    t->set_data_type(onnx::TensorProto::FLOAT);
+    t->set_data_type(type);
     for (auto d : dims) t->add_dims(d);
+    return t;
+  }
+  OnnxBuilder& init_f(const std::string& name, std::vector<int64_t> dims, std::vector<float> v) {
+    auto* t = init(name, onnx::TensorProto::FLOAT, std::move(dims));
     for (float x : v) t->add_float_data(x);
     return *this;
   }
   OnnxBuilder& init_i(const std::string& name, std::vector<int64_t> dims, std::vector<int64_t> v) {
-    auto* t = m_.mutable_graph()->add_initializer();
-    t->set_name(name);
-    t->set_data_type(onnx::TensorProto::INT64);
-    for (auto d : dims) t->add_dims(d);
+    auto* t = init(name, onnx::TensorProto::INT64, std::move(dims));
     for (auto x : v) t->add_int64_data(x);
     return *this;
   }
@@ -83,11 +87,21 @@ class OnnxBuilder {
     auto* sh = tt->mutable_shape();
     for (size_t i = 0; i < dims.size(); ++i) {
       auto* d = sh->add_dim();
-      if (i == 0 && !sym0.empty()) d->set_dim_param(sym0);
-      else d->set_dim_value(dims[i]);
+      if (i == 0 && !sym0.empty())
+        d->set_dim_param(sym0);
+      else
+        d->set_dim_value(dims[i]);
     }
   }
   onnx::ModelProto m_;
 };
+
+// Imports serialized ONNX bytes (from bytes() or a file) or a builder's model.
+inline Graph import(const std::string& bytes, const ImportOptions& o = {}) {
+  return import_onnx(bytes.data(), bytes.size(), o);
+}
+inline Graph import(const OnnxBuilder& b) {
+  return import(b.bytes());
+}
 
 }  // namespace kiln::test

@@ -15,8 +15,7 @@ using kiln::test::OnnxBuilder;
 namespace {
 
 Graph prepared(const OnnxBuilder& b) {
-  std::string s = b.bytes();
-  Graph g = kiln::import_onnx(s.data(), s.size(), {});
+  Graph g = kiln::test::import(b);
   kiln::infer_shapes(g);
   return g;
 }

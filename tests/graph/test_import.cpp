@@ -4,8 +4,8 @@
 #include <filesystem>
 #include <fstream>
 
-#include "graph/onnx_import.h"
 #include "graph/onnx_builder.h"
+#include "graph/onnx_import.h"
 
 using kiln::Code;
 using kiln::DType;
@@ -16,9 +16,7 @@ using kiln::test::OnnxBuilder;
 
 namespace {
 
-Graph import(const std::string& bytes, ImportOptions o = {}) {
-  return kiln::import_onnx(bytes.data(), bytes.size(), o);
-}
+using kiln::test::import;
 
 // Runs `f` and returns the Error it throws (fails the test if it throws nothing).
 template <class F>
@@ -102,11 +100,7 @@ TEST_CASE("import: structural errors name what is wrong") {
   }
   SUBCASE("huge dims without data are refused before allocating") {
     OnnxBuilder b = relu_model();
-    auto* t = b.model().mutable_graph()->add_initializer();
-    t->set_name("big");
-    t->set_data_type(onnx::TensorProto::FLOAT);
-    for (int64_t d : {1000000, 1000000, 1000}) t->add_dims(d);
-    t->set_raw_data("abcd");
+    b.init("big", onnx::TensorProto::FLOAT, {1000000, 1000000, 1000})->set_raw_data("abcd");
     auto e = error_of([&] { import(b.bytes()); });
     CHECK(e.code() == Code::invalid_model);
     CHECK(std::string(e.what()).find("'big'") != std::string::npos);
@@ -128,11 +122,7 @@ TEST_CASE("import: structural errors name what is wrong") {
   }
   SUBCASE("unsupported dtype of an initializer") {
     OnnxBuilder b = relu_model();
-    auto* t = b.model().mutable_graph()->add_initializer();
-    t->set_name("d");
-    t->set_data_type(onnx::TensorProto::DOUBLE);
-    t->add_dims(1);
-    t->add_double_data(1.0);
+    b.init("d", onnx::TensorProto::DOUBLE, {1})->add_double_data(1.0);
     auto e = error_of([&] { import(b.bytes()); });
     CHECK(e.code() == Code::unsupported);
     CHECK(std::string(e.what()).find("DOUBLE") != std::string::npos);
@@ -166,10 +156,7 @@ TEST_CASE("import: initializers listed as inputs are not runtime inputs; int32 w
   OnnxBuilder b;
   b.input("x", {1, 2}).input("w", {2}).output("y");
   b.init_f("w", {2}, {1.5f, -2.f});
-  auto* t = b.model().mutable_graph()->add_initializer();
-  t->set_name("i32");
-  t->set_data_type(onnx::TensorProto::INT32);
-  t->add_dims(3);
+  auto* t = b.init("i32", onnx::TensorProto::INT32, {3});
   for (int v : {-1, 0, 70000}) t->add_int32_data(v);
   b.node("Add", {"x", "w"}, {"y"});
   Graph g = import(b.bytes());
@@ -273,10 +260,7 @@ TEST_CASE("import: external data stays inside the model's folder") {
   auto make = [&](const std::string& location) {
     OnnxBuilder b;
     b.input("x", {4}).output("y").node("Add", {"x", "w"}, {"y"});
-    auto* t = b.model().mutable_graph()->add_initializer();
-    t->set_name("w");
-    t->set_data_type(onnx::TensorProto::FLOAT);
-    t->add_dims(4);
+    auto* t = b.init("w", onnx::TensorProto::FLOAT, {4});
     t->set_data_location(onnx::TensorProto::EXTERNAL);
     auto* kv = t->add_external_data();
     kv->set_key("location");

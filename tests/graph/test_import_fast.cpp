@@ -50,9 +50,7 @@ fs::path tmp_dir() {
   return d;
 }
 
-Graph import_mem(const std::string& bytes, const ImportOptions& o = {}) {
-  return kiln::import_onnx(bytes.data(), bytes.size(), o);
-}
+using kiln::test::import;
 
 // Kiln's in-memory bytes for a TensorProto as protobuf parsed it: float32 as is, int64 as
 // is, int32 and bool widened to int64 (little-endian host). nullopt: not comparable here
@@ -250,10 +248,7 @@ std::string small_cut_model() {
   b.output("z");
   Lcg rng{7};
   auto add = [&](const std::string& name, int n) {
-    auto* t = b.model().mutable_graph()->add_initializer();
-    t->set_name(name);
-    t->set_data_type(onnx::TensorProto::FLOAT);
-    t->add_dims(n);
+    auto* t = b.init(name, onnx::TensorProto::FLOAT, {n});
     std::vector<float> v(static_cast<size_t>(n));
     for (auto& x : v) x = rng.f();
     t->set_raw_data(raw_of(v.data(), v.size() * 4));
@@ -280,7 +275,7 @@ bool import_damaged(const std::string& bytes) {
     }
   }
   try {
-    Graph g = import_mem(bytes);
+    Graph g = import(bytes);
     CHECK(pb_ok);
     check_against_protobuf(g, bytes);
     return true;
@@ -295,7 +290,7 @@ bool import_damaged(const std::string& bytes) {
 TEST_CASE("import_fast: generated models match protobuf's parse, from memory and from a file") {
   for (uint64_t seed : {1u, 2u, 3u}) {
     const std::string bytes = many_initializers(300, seed);
-    Graph gm = import_mem(bytes);
+    Graph gm = import(bytes);
     CHECK(check_against_protobuf(gm, bytes) == 300 + 3);
     const fs::path file = tmp_dir() / ("many_" + std::to_string(seed) + ".onnx");
     write_all(file, bytes);
@@ -398,7 +393,7 @@ TEST_CASE("import_fast: a small file is read once; payloads alias that copy") {
 
 TEST_CASE("import_fast: a caller's buffer is not retained") {
   std::string bytes = many_initializers(60, 5);
-  Graph g = import_mem(bytes);
+  Graph g = import(bytes);
   const auto* lo = bytes.data();
   const auto* hi = bytes.data() + bytes.size();
   for (const auto& v : g.values)
@@ -421,7 +416,7 @@ TEST_CASE("import_fast: every fixture model imports to protobuf's values, from f
     const std::string bytes = read_all(e.path());
     ImportOptions o;
     o.model_dir = e.path().parent_path().string();  // external data, if any
-    tensors += check_against_protobuf(import_mem(bytes, o), bytes);
+    tensors += check_against_protobuf(import(bytes, o), bytes);
     tensors += check_against_protobuf(kiln::import_onnx_file(e.path().string(), {}), bytes);
     ++models;
   }
@@ -516,7 +511,7 @@ TEST_CASE("import_fast: unusual encodings are parsed as protobuf parses them") {
   SUBCASE("raw_data given twice: the last wins, nothing is cut") {
     std::string t = tensor_bytes("w", a, true) + tensor_bytes("", bvals, true);
     std::string bytes = model + field(7, field(5, t));  // a second graph field: merged
-    Graph g = import_mem(bytes);
+    Graph g = import(bytes);
     CHECK(check_against_protobuf(g, bytes) == 1);
     CHECK(g.value(g.find("w")).constant->data<float>()[5] == -5.f);
   }
@@ -529,7 +524,7 @@ TEST_CASE("import_fast: unusual encodings are parsed as protobuf parses them") {
                     tensor_bytes("", std::vector<float>(a.begin(), a.begin() + 1500), false) +
                     tensor_bytes("", std::vector<float>(a.begin() + 1500, a.end()), false);
     std::string bytes = model + field(7, field(5, t));
-    Graph g = import_mem(bytes);
+    Graph g = import(bytes);
     CHECK(check_against_protobuf(g, bytes) == 1);
     CHECK(g.value(g.find("w")).constant->data<float>()[1999] == 1999.f);
   }
@@ -538,7 +533,7 @@ TEST_CASE("import_fast: unusual encodings are parsed as protobuf parses them") {
                         field(7, field(5, tensor_bytes("q", bvals, false)));
     const fs::path file = tmp_dir() / "two_graphs.onnx";
     write_all(file, bytes);
-    for (const Graph& g : {import_mem(bytes), kiln::import_onnx_file(file.string(), {})}) {
+    for (const Graph& g : {import(bytes), kiln::import_onnx_file(file.string(), {})}) {
       CHECK(check_against_protobuf(g, bytes) == 2);
       CHECK(g.value(g.find("q")).constant->data<float>()[7] == -7.f);
     }
@@ -563,7 +558,7 @@ TEST_CASE("import_fast: unusual encodings are parsed as protobuf parses them") {
     std::string node_bytes = bare.SerializeAsString() + field(5, attr);
     b.model().mutable_graph()->mutable_node()->RemoveLast();
     std::string bytes = b.bytes() + field(7, field(1, node_bytes));
-    Graph g = import_mem(bytes);
+    Graph g = import(bytes);
     CHECK(check_against_protobuf(g, bytes) == 1);
     CHECK(g.value(g.find("c")).constant->data<float>()[999] == 499.5f);
   }
@@ -588,7 +583,7 @@ TEST_CASE("import_fast: a cut payload of the wrong size is a clear error naming 
         if (from_file)
           kiln::import_onnx_file(file.string(), {});
         else
-          import_mem(bytes);
+          import(bytes);
         FAIL("expected an error");
       } catch (const Error& e) {
         CHECK(e.code() == Code::invalid_model);

@@ -222,10 +222,7 @@ TEST_CASE("infer Constant") {
   }
   SUBCASE("value tensor") {
     b.node("Constant", {});
-    Attribute a;
-    a.kind = Attribute::Kind::tensor;
-    a.t = Tensor(DType::f32, {2, 2});
-    b.last().attrs["value"] = a;
+    b.last().attrs["value"] = attr_t(Tensor(DType::f32, {2, 2}));
     CHECK(b.shape() == Shape{2, 2});
   }
   SUBCASE("value_string is unsupported") {

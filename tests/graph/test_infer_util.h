@@ -54,29 +54,11 @@ struct Builder {
   }
   Node& last() { return g.nodes.back(); }
 
-  void set_i(const std::string& a, int64_t v) {
-    Attribute x;
-    x.kind = Attribute::Kind::i;
-    x.i = v;
-    last().attrs[a] = x;
-  }
-  void set_f(const std::string& a, float v) {
-    Attribute x;
-    x.kind = Attribute::Kind::f;
-    x.f = v;
-    last().attrs[a] = x;
-  }
-  void set_s(const std::string& a, const std::string& v) {
-    Attribute x;
-    x.kind = Attribute::Kind::s;
-    x.s = v;
-    last().attrs[a] = x;
-  }
+  void set_i(const std::string& a, int64_t v) { last().attrs[a] = kiln::attr_i(v); }
+  void set_f(const std::string& a, float v) { last().attrs[a] = kiln::attr_f(v); }
+  void set_s(const std::string& a, const std::string& v) { last().attrs[a] = kiln::attr_s(v); }
   void set_ints(const std::string& a, std::vector<int64_t> v) {
-    Attribute x;
-    x.kind = Attribute::Kind::ints;
-    x.ints = std::move(v);
-    last().attrs[a] = x;
+    last().attrs[a] = kiln::attr_ints(std::move(v));
   }
 
   void infer() { infer_node(g, last()); }

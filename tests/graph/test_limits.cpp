@@ -75,9 +75,7 @@ const kiln::Evaluator& ref_eval() {
   return e;
 }
 
-Graph import(const std::string& bytes) {
-  return kiln::import_onnx(bytes.data(), bytes.size(), {});
-}
+using kiln::test::import;
 
 // Runs a session on one f32 input; returns its outputs.
 std::vector<Tensor> run1(const kiln::Session& s, const std::vector<float>& x) {
@@ -105,15 +103,6 @@ std::string pb_varint(uint64_t v) {
 }
 std::string pb_bytes(int field, const std::string& v) {
   return pb_varint(uint64_t(field) << 3 | 2) + pb_varint(v.size()) + v;
-}
-
-onnx::TensorProto* add_init(OnnxBuilder& b, const std::string& name, int type,
-                            std::vector<int64_t> dims) {
-  auto* t = b.model().mutable_graph()->add_initializer();
-  t->set_name(name);
-  t->set_data_type(type);
-  for (int64_t d : dims) t->add_dims(d);
-  return t;
 }
 
 // x[1,4,8,8] -> Conv(w[4,2,3,3], group 2) with the given extra attributes.
@@ -246,7 +235,7 @@ TEST_CASE("limits: dimensions, ranks and element counts") {
   SUBCASE("an initializer with a zero dim cannot have an astronomically large one") {
     OnnxBuilder b;
     b.input("x", {1}).output("y");
-    add_init(b, "big", onnx::TensorProto::INT64, {0, int64_t(1) << 40});
+    b.init("big", onnx::TensorProto::INT64, {0, int64_t(1) << 40});
     b.node("Shape", {"big"}, {"s"});
     b.node("Relu", {"x"}, {"y"});
     CHECK_REJECTED(b.bytes(), Code::invalid_model, "initializer 'big'",
@@ -255,7 +244,7 @@ TEST_CASE("limits: dimensions, ranks and element counts") {
   SUBCASE("initializer and input element counts") {
     OnnxBuilder b;
     b.input("x", {1}).output("y");
-    add_init(b, "w", onnx::TensorProto::FLOAT, {1 << 20, 1 << 13});  // 2^33 elements, no data
+    b.init("w", onnx::TensorProto::FLOAT, {1 << 20, 1 << 13});  // 2^33 elements, no data
     b.node("Relu", {"x"}, {"y"});
     CHECK_REJECTED(b.bytes(), Code::invalid_model, "initializer 'w'", "8589934592 elements");
     OnnxBuilder c;
@@ -286,7 +275,7 @@ TEST_CASE("limits: dimensions, ranks and element counts") {
   SUBCASE("Reshape of an empty tensor to huge dims") {
     OnnxBuilder b;
     b.input("x", {1}).output("y").output("r");
-    add_init(b, "e", onnx::TensorProto::INT64, {0});
+    b.init("e", onnx::TensorProto::INT64, {0});
     b.init_i("spec", {2}, {0, int64_t(1) << 40});
     auto& r = b.node("Reshape", {"e", "spec"}, {"r"}, "reshape");
     OnnxBuilder::attr_i(r, "allowzero", 1);
@@ -310,7 +299,7 @@ TEST_CASE("limits: constants may not take much more memory than the file") {
   SUBCASE("an int32 initializer") {
     OnnxBuilder b;
     b.input("x", {1}).output("y");
-    auto* t = add_init(b, "idx", onnx::TensorProto::INT32, {n});
+    auto* t = b.init("idx", onnx::TensorProto::INT32, {n});
     t->mutable_int32_data()->Resize(n, 0);
     b.node("Relu", {"x"}, {"y"});
     CHECK_REJECTED(b.bytes(), Code::invalid_model, "initializer 'idx'", "bytes of memory");
@@ -341,7 +330,7 @@ TEST_CASE("limits: constants may not take much more memory than the file") {
   SUBCASE("float data of the same element count is fine (4 bytes in file and memory)") {
     OnnxBuilder b;
     b.input("x", {1}).output("y");
-    auto* t = add_init(b, "w", onnx::TensorProto::FLOAT, {n});
+    auto* t = b.init("w", onnx::TensorProto::FLOAT, {n});
     t->set_raw_data(std::string(size_t(n) * 4, '\0'));
     b.node("Relu", {"x"}, {"y"});
     CHECK(import(b.bytes()).values.size() == 3);

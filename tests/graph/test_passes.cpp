@@ -16,13 +16,11 @@ using kiln::test::OnnxBuilder;
 
 namespace {
 
-Graph import(const OnnxBuilder& b) {
-  std::string s = b.bytes();
-  return kiln::import_onnx(s.data(), s.size(), {});
-}
+using kiln::test::import;
 
 const kiln::Evaluator& ref_eval() {
-  static const kiln::Evaluator e = [](const kiln::Node& n, const std::vector<const kiln::Tensor*>& in,
+  static const kiln::Evaluator e = [](const kiln::Node& n,
+                                      const std::vector<const kiln::Tensor*>& in,
                                       const std::vector<kiln::Tensor*>& out) {
     auto k = kiln::find_ref_kernel(n.op);
     REQUIRE(bool(k));
@@ -87,7 +85,7 @@ TEST_CASE("remove_identities rewires consumers and keeps output names") {
   b.node("Identity", {"a"}, {"b"});
   b.node("Dropout", {"b"}, {"c"});
   b.node("Relu", {"c"}, {"d"});
-  b.node("Identity", {"d"}, {"out"});    // graph output: its name must survive
+  b.node("Identity", {"d"}, {"out"});     // graph output: its name must survive
   b.node("Identity", {"x"}, {"x_copy"});  // input -> output: must stay a copy
   Graph g = import(b);
   kiln::infer_shapes(g);
@@ -108,7 +106,10 @@ TEST_CASE("fold_batchnorm: hand-computed 1x1 single-channel case") {
   OnnxBuilder b;
   b.input("x", {1, 1, 1, 1}).output("y");
   b.init_f("w", {1, 1, 1, 1}, {3.f}).init_f("b", {1}, {1.f});
-  b.init_f("s", {1}, {2.f}).init_f("B", {1}, {0.5f}).init_f("m", {1}, {1.f}).init_f("v", {1}, {3.f});
+  b.init_f("s", {1}, {2.f})
+      .init_f("B", {1}, {0.5f})
+      .init_f("m", {1}, {1.f})
+      .init_f("v", {1}, {3.f});
   b.node("Conv", {"x", "w", "b"}, {"c"}, "conv");
   auto& bn = b.node("BatchNormalization", {"c", "s", "B", "m", "v"}, {"y"}, "bn");
   OnnxBuilder::attr_f(bn, "epsilon", 1.f);
@@ -177,7 +178,10 @@ TEST_CASE("fold_batchnorm leaves a conv whose output has other consumers") {
   OnnxBuilder b;
   b.input("x", {1, 1, 2, 2}).output("y").output("c");
   b.init_f("w", {1, 1, 1, 1}, {3.f});
-  b.init_f("s", {1}, {2.f}).init_f("B", {1}, {0.5f}).init_f("m", {1}, {1.f}).init_f("v", {1}, {3.f});
+  b.init_f("s", {1}, {2.f})
+      .init_f("B", {1}, {0.5f})
+      .init_f("m", {1}, {1.f})
+      .init_f("v", {1}, {3.f});
   b.node("Conv", {"x", "w"}, {"c"});
   b.node("BatchNormalization", {"c", "s", "B", "m", "v"}, {"y"});
   Graph g = import(b);

@@ -28,14 +28,7 @@ ConvImpl impl(ConvFamily f, Layout src, Layout dst, int ur = 0, int ob = 0) {
 const ConvImpl kDirect16 = impl(ConvFamily::direct, Layout::nChw16c, Layout::nChw16c);
 const ConvImpl kDirect8 = impl(ConvFamily::direct, Layout::nChw8c, Layout::nChw8c);
 
-bool same(const std::vector<OwBlock>& a, const std::vector<OwBlock>& b) {
-  if (a.size() != b.size()) return false;
-  for (size_t i = 0; i < a.size(); ++i)
-    if (a[i].start != b[i].start || a[i].ur != b[i].ur || a[i].count != b[i].count ||
-        a[i].interior != b[i].interior)
-      return false;
-  return true;
-}
+using OwBlocks = std::vector<OwBlock>;
 
 // A 3x3 stride-1 conv with padding 1 on a square hw x hw input.
 ConvProblem conv3x3(int64_t ic, int64_t hw, int64_t oc) {
@@ -111,19 +104,19 @@ TEST_CASE("conv create_conv_kernel: reasons for bad operands") {
 TEST_CASE("conv init_conf: output-width plans (edges, interior loop, tail)") {
   // 3x3 pad 1 on 56 columns in blocks of 14: left edge, 2 interior blocks, right edge.
   ConvProblem p = problem("ic16ih56iw56_oc16oh56ow56kh3kw3sh1sw1ph1pw1");
-  CHECK(same(convjit::plan_ow_blocks(p, 14),
-             {{0, 14, 1, false}, {14, 14, 2, true}, {42, 14, 1, false}}));
+  CHECK(convjit::plan_ow_blocks(p, 14) ==
+        OwBlocks{{0, 14, 1, false}, {14, 14, 2, true}, {42, 14, 1, false}});
   // 15 columns in blocks of 4: edge, 2 interior, a 3-pixel tail touching the right pad.
   ConvProblem q = problem("ic16ih15iw15_oc16oh15ow15kh3kw3sh1sw1ph1pw1");
-  CHECK(
-      same(convjit::plan_ow_blocks(q, 4), {{0, 4, 1, false}, {4, 4, 2, true}, {12, 3, 1, false}}));
+  CHECK(convjit::plan_ow_blocks(q, 4) ==
+        OwBlocks{{0, 4, 1, false}, {4, 4, 2, true}, {12, 3, 1, false}});
   // ResNet conv1: 7x7 s2 pad 3, 224 -> 112: column 98 + 13 reads up to 2*111-3+6 = 225.
   ConvProblem c1 = problem("ic3ih224iw224_oc64oh112ow112kh7kw7sh2sw2ph3pw3");
-  CHECK(same(convjit::plan_ow_blocks(c1, 14),
-             {{0, 14, 1, false}, {14, 14, 6, true}, {98, 14, 1, false}}));
+  CHECK(convjit::plan_ow_blocks(c1, 14) ==
+        OwBlocks{{0, 14, 1, false}, {14, 14, 6, true}, {98, 14, 1, false}});
   // No padding: one interior loop.
   ConvProblem u = problem("ic16ih8iw8_oc16oh8ow8kh1kw1sh1sw1ph0pw0");
-  CHECK(same(convjit::plan_ow_blocks(u, 4), {{0, 4, 2, true}}));
+  CHECK(convjit::plan_ow_blocks(u, 4) == OwBlocks{{0, 4, 2, true}});
 }
 
 TEST_CASE("conv init_conf: register blocking fits and uses the register file") {

@@ -22,21 +22,12 @@
 #include "jit/kernel.h"
 #include "jit/layout.h"
 #include "runtime/ref/ref_kernels.h"
+#include "test_rng.h"
 
 namespace kiln::convtest {
 
-struct Rng {
-  uint64_t s;
-  explicit Rng(uint64_t seed) : s(seed * 0x9E3779B97F4A7C15ull + 7) {}
-  uint64_t next() {
-    s ^= s << 13;
-    s ^= s >> 7;
-    s ^= s << 17;
-    return s;
-  }
-  float uniform(float lo, float hi) {
-    return lo + (hi - lo) * float(next() >> 40) / float(1 << 24);
-  }
+struct Rng : test::XorShift {
+  explicit Rng(uint64_t seed) : XorShift(seed, 7) {}
 };
 
 // One caller's scratch for kernel k: exactly k.scratch_bytes() filled with NaN (a kernel must
@@ -62,10 +53,7 @@ class GuardedScratch {
 };
 
 inline Tensor random_tensor(Shape s, uint64_t seed, float lo = -1.f, float hi = 1.f) {
-  Tensor t(DType::f32, std::move(s));
-  Rng r(seed);
-  for (int64_t i = 0; i < t.numel(); ++i) t.data<float>()[i] = r.uniform(lo, hi);
-  return t;
+  return test::uniform_tensor(std::move(s), Rng(seed), lo, hi);
 }
 
 // A problem from the input size and window; oh/ow follow the ONNX formula.
@@ -149,13 +137,6 @@ inline std::vector<PostOp> chain(std::vector<PostOp> ops) {
   return ops;
 }
 
-inline Attribute ints_attr(std::vector<int64_t> v) {
-  Attribute a;
-  a.kind = Attribute::Kind::ints;
-  a.ints = std::move(v);
-  return a;
-}
-
 // The operands of one test case, all in NCHW / plain form.
 struct Operands {
   Tensor x, w, b;
@@ -185,14 +166,11 @@ inline Tensor reference(const ConvProblem& p, const Operands& o) {
   Node n;
   n.op = "Conv";
   n.name = "test_conv";
-  n.attrs["kernel_shape"] = ints_attr({p.kh, p.kw});
-  n.attrs["strides"] = ints_attr({p.sh, p.sw});
-  n.attrs["dilations"] = ints_attr({p.dh, p.dw});
-  n.attrs["pads"] = ints_attr({p.pt, p.pl, p.pb, p.pr});
-  Attribute g;
-  g.kind = Attribute::Kind::i;
-  g.i = p.groups;
-  n.attrs["group"] = g;
+  n.attrs["kernel_shape"] = attr_ints({p.kh, p.kw});
+  n.attrs["strides"] = attr_ints({p.sh, p.sw});
+  n.attrs["dilations"] = attr_ints({p.dh, p.dw});
+  n.attrs["pads"] = attr_ints({p.pt, p.pl, p.pb, p.pr});
+  n.attrs["group"] = attr_i(p.groups);
   RefKernel k = find_ref_kernel("Conv");
   const bool found = k != nullptr;
   REQUIRE(found);

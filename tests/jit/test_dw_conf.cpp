@@ -32,14 +32,7 @@ bool has(const std::string& s, const std::string& part) {
   return s.find(part) != std::string::npos;
 }
 
-bool same(const std::vector<DwRowSeg>& a, const std::vector<DwRowSeg>& b) {
-  if (a.size() != b.size()) return false;
-  for (size_t i = 0; i < a.size(); ++i)
-    if (a[i].start != b[i].start || a[i].count != b[i].count || a[i].kh_lo != b[i].kh_lo ||
-        a[i].kh_hi != b[i].kh_hi)
-      return false;
-  return true;
-}
+using DwRowSegs = std::vector<DwRowSeg>;
 
 const ConvProblem k3 = problem("g32ic32ih14iw14_oc32oh14ow14kh3kw3sh1sw1ph1pw1");
 
@@ -98,20 +91,20 @@ TEST_CASE("depthwise factory: operand checks") {
 
 TEST_CASE("depthwise: row segments (valid kernel rows per output row)") {
   // 3x3, pad 1, 7 rows: the first row misses kernel row 0, the last misses row 2.
-  CHECK(same(plan_dw_rows(problem("ic1ih7iw7_oc1oh7ow7kh3kw3sh1sw1ph1pw1")),
-             {{0, 1, 1, 3}, {1, 5, 0, 3}, {6, 1, 0, 2}}));
+  CHECK(plan_dw_rows(problem("ic1ih7iw7_oc1oh7ow7kh3kw3sh1sw1ph1pw1")) ==
+        DwRowSegs{{0, 1, 1, 3}, {1, 5, 0, 3}, {6, 1, 0, 2}});
   // Stride 2: oh = 4; rows read input 2r-1 .. 2r+1.
-  CHECK(same(plan_dw_rows(problem("ic1ih7iw7_oc1oh4ow4kh3kw3sh2sw2ph1pw1")),
-             {{0, 1, 1, 3}, {1, 2, 0, 3}, {3, 1, 0, 2}}));
+  CHECK(plan_dw_rows(problem("ic1ih7iw7_oc1oh4ow4kh3kw3sh2sw2ph1pw1")) ==
+        DwRowSegs{{0, 1, 1, 3}, {1, 2, 0, 3}, {3, 1, 0, 2}});
   // Asymmetric: no bottom padding, no bottom edge row.
-  CHECK(same(plan_dw_rows(problem("ic1ih7iw7_oc1oh3ow4kh3kw3sh2sw2pt1pl1pb0pr1")),
-             {{0, 1, 1, 3}, {1, 2, 0, 3}}));
+  CHECK(plan_dw_rows(problem("ic1ih7iw7_oc1oh3ow4kh3kw3sh2sw2pt1pl1pb0pr1")) ==
+        DwRowSegs{{0, 1, 1, 3}, {1, 2, 0, 3}});
   // One input row, padding 3 on both sides: row 0 and row 4 see only padding.
-  CHECK(same(plan_dw_rows(problem("ic1ih1iw1_oc1oh5ow1kh3kw3sh1sw1ph3pw1")),
-             {{0, 1, 3, 3}, {1, 1, 2, 3}, {2, 1, 1, 2}, {3, 1, 0, 1}, {4, 1, 0, 0}}));
+  CHECK(plan_dw_rows(problem("ic1ih1iw1_oc1oh5ow1kh3kw3sh1sw1ph3pw1")) ==
+        DwRowSegs{{0, 1, 3, 3}, {1, 1, 2, 3}, {2, 1, 1, 2}, {3, 1, 0, 1}, {4, 1, 0, 0}});
   // Dilation 2 with pad 2 over 5 rows: rows 0-1 miss kernel row 0, rows 3-4 miss row 2.
-  CHECK(same(plan_dw_rows(problem("ic1ih5iw5_oc1oh5ow5kh3kw3sh1sw1dh2dw2ph2pw2")),
-             {{0, 2, 1, 3}, {2, 1, 0, 3}, {3, 2, 0, 2}}));
+  CHECK(plan_dw_rows(problem("ic1ih5iw5_oc1oh5ow5kh3kw3sh1sw1dh2dw2ph2pw2")) ==
+        DwRowSegs{{0, 2, 1, 3}, {2, 1, 0, 3}, {3, 2, 0, 2}});
 }
 
 TEST_CASE("depthwise: distinct input columns per block (input reuse)") {

@@ -185,33 +185,26 @@ Expect reference(float x, bool has_bias, float bias, const std::vector<PostOp>& 
     const float in = v;
     v = apply_post_op(op, in, r, s, sh);
     const double din = in;
-    switch (op.kind) {
-      case K::relu:
-      case K::clip:
-        break;
-      case K::leaky_relu:
-        e *= std::max(1.0, std::fabs(double(op.alpha)));
-        break;
-      case K::add:
-        e = e > 0 ? e + ulp_of(v) : 0;
-        break;
-      case K::scale_shift:  // robust to an FMA-contracted reference
-        e = e * std::fabs(s) + ulp_of(double(in) * s) + ulp_of(v);
-        break;
-      case K::hardsigmoid:  // same, before the clamp (Lipschitz 1)
-        e = e * std::fabs(op.alpha) + ulp_of(double(op.alpha) * in) +
-            ulp_of(op.alpha * in + op.beta);
-        break;
-      case K::hardswish:
-        // The emitter forms x/6 + 0.5 as fma(x, 1/6f, 0.5): vs round(round(x/6) + 0.5) the
-        // factor differs by < 2^-23 (1 + |x|/4) absolute, which matters only for |x| <= 3
-        // (outside the factor is clamped to 0 or 1 on both sides); slope of x*h(x) <= 1.5.
-        e = e * 1.5 + std::fabs(din) * 0x1p-22 + 2 * ulp_of(v);
-        break;
-      case K::sigmoid:
-      case K::swish:
-        e = test::sigmoid_swish_err(op.kind, in, v, e);
-        break;
+    if (const std::optional<double> common = test::common_op_err(op, in, v, e)) {
+      e = *common;
+    } else {
+      switch (op.kind) {
+        case K::scale_shift:  // robust to an FMA-contracted reference
+          e = e * std::fabs(s) + ulp_of(double(in) * s) + ulp_of(v);
+          break;
+        case K::hardsigmoid:  // same, before the clamp (Lipschitz 1)
+          e = e * std::fabs(op.alpha) + ulp_of(double(op.alpha) * in) +
+              ulp_of(op.alpha * in + op.beta);
+          break;
+        case K::hardswish:
+          // The emitter forms x/6 + 0.5 as fma(x, 1/6f, 0.5): vs round(round(x/6) + 0.5) the
+          // factor differs by < 2^-23 (1 + |x|/4) absolute, which matters only for |x| <= 3
+          // (outside the factor is clamped to 0 or 1 on both sides); slope of x*h(x) <= 1.5.
+          e = e * 1.5 + std::fabs(din) * 0x1p-22 + 2 * ulp_of(v);
+          break;
+        default:
+          break;
+      }
     }
     if (!std::isfinite(v)) e = 0;  // inf / NaN must come out exactly
   }
@@ -222,20 +215,7 @@ Expect reference(float x, bool has_bias, float bias, const std::vector<PostOp>& 
 std::vector<float> test_inputs(size_t n_random, uint32_t seed) {
   std::vector<float> v = edge_values();
   std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> small(-8.f, 8.f), wide(-120.f, 120.f), expo(-45.f, 38.f);
-  for (size_t i = 0; i < n_random; ++i) {
-    switch (i % 3) {
-      case 0:
-        v.push_back(small(rng));
-        break;
-      case 1:
-        v.push_back(wide(rng));
-        break;
-      default:
-        v.push_back((rng() & 1 ? -1.f : 1.f) * std::pow(10.f, expo(rng)));
-        break;
-    }
-  }
+  for (size_t i = 0; i < n_random; ++i) v.push_back(test::random_input(i, rng));
   return v;
 }
 

@@ -9,6 +9,8 @@
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <optional>
+#include <random>
 #include <vector>
 
 #include "graph/post_ops.h"
@@ -51,6 +53,40 @@ inline double sigmoid_swish_err(PostOp::Kind k, float in, float v, double e) {
   double tol = 4 * ulp_of(std::max(std::fabs(double(v)), std::fabs(t)));
   if (std::isfinite(t)) tol += std::fabs(double(v) - t);
   return e * (k == PostOp::Kind::sigmoid ? 0.25 : 1.1) + tol;
+}
+
+// The error budget after `op` for the ops every JIT path computes with the reference's own
+// operations (relu, clip, leaky_relu, add: exact while their input is; earlier errors scale by
+// the slope bound) or with our exp (sigmoid, swish); `in` is the op's input, `v` the reference
+// result, `e` the budget before. Other kinds: nothing (each kernel's own error model).
+inline std::optional<double> common_op_err(const PostOp& op, float in, float v, double e) {
+  switch (op.kind) {
+    case PostOp::Kind::relu:
+    case PostOp::Kind::clip:
+      return e;
+    case PostOp::Kind::leaky_relu:
+      return e * std::max(1.0, std::fabs(double(op.alpha)));
+    case PostOp::Kind::add:
+      return e > 0 ? e + ulp_of(v) : 0;
+    case PostOp::Kind::sigmoid:
+    case PostOp::Kind::swish:
+      return sigmoid_swish_err(op.kind, in, v, e);
+    default:
+      return std::nullopt;
+  }
+}
+
+// A random input of kind i % 3: small, around the exp limits, any magnitude.
+inline float random_input(size_t i, std::mt19937& rng) {
+  std::uniform_real_distribution<float> small(-8.f, 8.f), wide(-120.f, 120.f), expo(-45.f, 38.f);
+  switch (i % 3) {
+    case 0:
+      return small(rng);
+    case 1:
+      return wide(rng);
+    default:
+      return (rng() & 1 ? -1.f : 1.f) * std::pow(10.f, expo(rng));
+  }
 }
 
 inline bool matches(float got, const Expect& ex) {

@@ -18,25 +18,15 @@
 #include "jit/cpu.h"
 #include "jit/gemm/fc_conf.h"
 #include "jit/gemm/fc_kernel.h"
+#include "test_rng.h"
 
 namespace kiln {
 namespace {
 
 using K = PostOp::Kind;
 
-struct Rng {
-  uint64_t s;
-  explicit Rng(uint64_t seed) : s(seed * 0x9E3779B97F4A7C15ull + 11) {}
-  float uniform(float lo, float hi) {
-    s ^= s << 13;
-    s ^= s >> 7;
-    s ^= s << 17;
-    return lo + (hi - lo) * float(s >> 40) / float(1 << 24);
-  }
-};
-
 std::vector<float> random_vec(int64_t n, uint64_t seed, float lo = -1.f, float hi = 1.f) {
-  Rng r(seed);
+  test::XorShift r(seed, 11);
   std::vector<float> v(static_cast<size_t>(n));
   for (float& f : v) f = r.uniform(lo, hi);
   return v;

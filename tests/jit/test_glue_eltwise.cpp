@@ -48,29 +48,12 @@ Expect reference(float x, const std::vector<float>& res, const std::vector<PostO
     const float in = v;
     const float r = op.kind == K::add ? res[add++] : 0.f;
     v = apply_post_op(op, in, r, 0.f, 0.f);
-    switch (op.kind) {
-      case K::relu:
-      case K::clip:
-        break;
-      case K::leaky_relu:
-        e *= std::max(1.0, std::fabs(double(op.alpha)));
-        break;
-      case K::add:
-        e = e > 0 ? e + ulp_of(v) : 0;
-        break;
-      case K::hardsigmoid:
-        e = e > 0 ? e * std::fabs(double(op.alpha)) + 2 * ulp_of(v) : 0;
-        break;
-      case K::hardswish:
-        e = e > 0 ? e * 1.5 + 2 * ulp_of(v) : 0;
-        break;
-      case K::sigmoid:
-      case K::swish:
-        e = test::sigmoid_swish_err(op.kind, in, v, e);
-        break;
-      case K::scale_shift:
-        break;
-    }
+    if (const std::optional<double> common = test::common_op_err(op, in, v, e))
+      e = *common;
+    else if (op.kind == K::hardsigmoid)
+      e = e > 0 ? e * std::fabs(double(op.alpha)) + 2 * ulp_of(v) : 0;
+    else if (op.kind == K::hardswish)
+      e = e > 0 ? e * 1.5 + 2 * ulp_of(v) : 0;
     if (!std::isfinite(v)) e = 0;
   }
   return {v, e};
@@ -79,20 +62,7 @@ Expect reference(float x, const std::vector<float>& res, const std::vector<PostO
 std::vector<float> inputs(size_t n, uint32_t seed) {
   std::vector<float> v = edge_values();
   std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> small(-8.f, 8.f), wide(-120.f, 120.f), expo(-45.f, 38.f);
-  while (v.size() < n) {
-    switch (v.size() % 3) {
-      case 0:
-        v.push_back(small(rng));
-        break;
-      case 1:
-        v.push_back(wide(rng));
-        break;
-      default:
-        v.push_back((rng() & 1 ? -1.f : 1.f) * std::pow(10.f, expo(rng)));
-        break;
-    }
-  }
+  while (v.size() < n) v.push_back(test::random_input(v.size(), rng));
   v.resize(n);
   std::shuffle(v.begin(), v.end(), rng);
   return v;

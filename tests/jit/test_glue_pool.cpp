@@ -22,19 +22,6 @@ using test::GuardedBuf;
 
 constexpr Layout kPoolLayouts[] = {Layout::nhwc, Layout::nChw8c, Layout::nChw16c};
 
-Attribute ints(std::vector<int64_t> v) {
-  Attribute a;
-  a.kind = Attribute::Kind::ints;
-  a.ints = std::move(v);
-  return a;
-}
-Attribute one_int(int64_t v) {
-  Attribute a;
-  a.kind = Attribute::Kind::i;
-  a.i = v;
-  return a;
-}
-
 Node pool_node(const PoolProblem& p, bool ceil_mode) {
   Node n;
   n.name = "pool";
@@ -43,12 +30,12 @@ Node pool_node(const PoolProblem& p, bool ceil_mode) {
     return n;
   }
   n.op = p.max ? "MaxPool" : "AveragePool";
-  n.attrs["kernel_shape"] = ints({p.kh, p.kw});
-  n.attrs["strides"] = ints({p.sh, p.sw});
-  n.attrs["pads"] = ints({p.pt, p.pl, p.pb, p.pr});
-  n.attrs["dilations"] = ints({p.dh, p.dw});
-  n.attrs["ceil_mode"] = one_int(ceil_mode);
-  if (!p.max) n.attrs["count_include_pad"] = one_int(p.count_include_pad);
+  n.attrs["kernel_shape"] = attr_ints({p.kh, p.kw});
+  n.attrs["strides"] = attr_ints({p.sh, p.sw});
+  n.attrs["pads"] = attr_ints({p.pt, p.pl, p.pb, p.pr});
+  n.attrs["dilations"] = attr_ints({p.dh, p.dw});
+  n.attrs["ceil_mode"] = attr_i(ceil_mode);
+  if (!p.max) n.attrs["count_include_pad"] = attr_i(p.count_include_pad);
   return n;
 }
 
@@ -78,6 +65,11 @@ PoolProblem windowed(const Case& c, const Shape& s, int kind) {
   p.dst = {s[0], s[1], out_size(s[2], c.pt, c.pb, c.kh, c.sh, c.dh, c.ceil),
            out_size(s[3], c.pl, c.pr, c.kw, c.sw, c.dw, c.ceil)};
   return p;
+}
+
+// ResNet's stem pooling window (3x3, stride 2, pad 1) on input s.
+PoolProblem stem_window(const Shape& s, int kind = 0) {
+  return windowed({3, 3, 2, 2, 1, 1, 1, 1, 1, 1, false}, s, kind);
 }
 
 // Checks one problem on one ISA and layout. Max pooling must match bit for bit (it only
@@ -196,26 +188,16 @@ TEST_CASE("glue pool: large channel counts (nhwc channel loop)") {
   for (Isa isa : test::glue_isas())
     for (int64_t C : {64, 128, 200, 256, 300})
       for (int kind = 0; kind < 3; ++kind) {
-        PoolProblem p;
-        p.max = kind == 0;
-        p.count_include_pad = kind == 2;
-        p.kh = p.kw = 3;
-        p.sh = p.sw = 2;
-        p.pt = p.pl = p.pb = p.pr = 1;
-        p.src = {1, C, 9, 8};
-        p.dst = {1, C, 5, 4};
+        const PoolProblem p = stem_window({1, C, 9, 8}, kind);
+        REQUIRE(p.dst == Shape{1, C, 5, 4});
         for (Layout l : kPoolLayouts) check_pool(p, false, l, isa, uint32_t(C + kind));
       }
 }
 
 TEST_CASE("glue pool: NaN propagates through max pooling") {
   for (Isa isa : test::glue_isas()) {
-    PoolProblem p;
-    p.kh = p.kw = 3;
-    p.sh = p.sw = 2;
-    p.pt = p.pl = p.pb = p.pr = 1;
-    p.src = {1, 20, 9, 9};
-    p.dst = {1, 20, 5, 5};
+    PoolProblem p = stem_window({1, 20, 9, 9});
+    REQUIRE(p.dst == Shape{1, 20, 5, 5});
     for (Layout l : kPoolLayouts) check_pool(p, false, l, isa, 7, {0, 50, 163, 400, 1000, 1619});
     p.global = true;
     p.dst = {1, 20, 1, 1};
@@ -241,12 +223,8 @@ TEST_CASE("glue pool: global average and max") {
 }
 
 TEST_CASE("glue pool: names and refusals") {
-  PoolProblem p;
-  p.kh = p.kw = 3;
-  p.sh = p.sw = 2;
-  p.pt = p.pl = p.pb = p.pr = 1;
-  p.src = {1, 64, 112, 112};
-  p.dst = {1, 64, 56, 56};
+  const PoolProblem p = stem_window({1, 64, 112, 112});
+  REQUIRE(p.dst == Shape{1, 64, 56, 56});
   std::string why;
   auto k = create_pool_kernel(p, Layout::nChw16c, Isa::avx2, &why);
   REQUIRE(k);

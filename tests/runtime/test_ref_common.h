@@ -4,6 +4,7 @@
 
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <map>
@@ -13,6 +14,7 @@
 
 #include "graph/ir.h"
 #include "runtime/ref/ref_kernels.h"
+#include "test_rng.h"
 
 namespace kiln::reftest {
 
@@ -30,72 +32,57 @@ inline Tensor i64(Shape s, std::vector<int64_t> v) {
   return t;
 }
 
-// Small deterministic generator (xorshift) so tests need no <random> seeding conventions.
-struct Rng {
-  uint64_t s;
-  explicit Rng(uint64_t seed) : s(seed * 0x9E3779B97F4A7C15ull + 1) {}
-  uint64_t next() {
-    s ^= s << 13;
-    s ^= s >> 7;
-    s ^= s << 17;
-    return s;
-  }
-  int64_t pick(int64_t lo, int64_t hi) {  // lo..hi inclusive
-    return lo + int64_t(next() % uint64_t(hi - lo + 1));
-  }
-  float uniform(float lo, float hi) {
-    return lo + (hi - lo) * float(next() >> 40) / float(1 << 24);
-  }
+struct Rng : test::XorShift {
+  explicit Rng(uint64_t seed) : XorShift(seed, 1) {}
 };
 
-inline Tensor random_f32(Shape s, uint64_t seed, float lo = -1.f, float hi = 1.f) {
-  Tensor t(DType::f32, std::move(s));
-  Rng r(seed);
-  for (int64_t i = 0; i < t.numel(); ++i) t.data<float>()[i] = r.uniform(lo, hi);
-  return t;
+// A random operand shape that broadcasts to `full`: a suffix of it with some dims set to 1.
+inline Shape random_broadcast_operand(Rng& r, const Shape& full) {
+  Shape s(full.begin() + r.pick(0, int64_t(full.size())), full.end());
+  for (int64_t& d : s)
+    if (r.pick(0, 2) == 0) d = 1;
+  return s;
 }
 
-inline Attribute attr_i(int64_t v) {
-  Attribute a;
-  a.kind = Attribute::Kind::i;
-  a.i = v;
-  return a;
+// The window of a conv or pool sweep case (its fields kh, kw, sh, sw, dh, dw, pt, pl, pb, pr),
+// for CAPTURE: "k3x3 s2x2 d1x1 pads 1,0,1,0" (top, left, bottom, right).
+template <class Case>
+std::string window_str(const Case& p) {
+  auto s = [](int64_t v) { return std::to_string(v); };
+  return "k" + s(p.kh) + "x" + s(p.kw) + " s" + s(p.sh) + "x" + s(p.sw) + " d" + s(p.dh) + "x" +
+         s(p.dw) + " pads " + s(p.pt) + "," + s(p.pl) + "," + s(p.pb) + "," + s(p.pr);
 }
-inline Attribute attr_f(float v) {
-  Attribute a;
-  a.kind = Attribute::Kind::f;
-  a.f = v;
-  return a;
+
+// The flat index in input `in` of element `flat` of `out` (numpy broadcasting), written with
+// per-element division (a structure unlike the kernels' incremental walks).
+inline int64_t bcast_index(const Shape& in, const Shape& out, int64_t flat) {
+  int64_t idx = 0, mul = 1;
+  for (size_t k = 0; k < out.size(); ++k) {
+    const size_t d = out.size() - 1 - k;
+    const int64_t coord = flat % out[d];
+    flat /= out[d];
+    if (k < in.size()) {
+      const int64_t dim = in[in.size() - 1 - k];
+      idx += (dim == 1 ? 0 : coord) * mul;
+      mul *= dim;
+    }
+  }
+  return idx;
 }
-inline Attribute attr_s(std::string v) {
-  Attribute a;
-  a.kind = Attribute::Kind::s;
-  a.s = std::move(v);
-  return a;
+
+// The shape two broadcast-compatible shapes broadcast to (numpy rules).
+inline Shape broadcast_shape(const Shape& a, const Shape& b) {
+  Shape full(std::max(a.size(), b.size()), 1);
+  for (size_t k = 0; k < full.size(); ++k) {
+    const int64_t da = k < a.size() ? a[a.size() - 1 - k] : 1;
+    const int64_t db = k < b.size() ? b[b.size() - 1 - k] : 1;
+    full[full.size() - 1 - k] = std::max(da, db);
+  }
+  return full;
 }
-inline Attribute attr_ints(std::vector<int64_t> v) {
-  Attribute a;
-  a.kind = Attribute::Kind::ints;
-  a.ints = std::move(v);
-  return a;
-}
-inline Attribute attr_floats(std::vector<float> v) {
-  Attribute a;
-  a.kind = Attribute::Kind::floats;
-  a.floats = std::move(v);
-  return a;
-}
-inline Attribute attr_strings(std::vector<std::string> v) {
-  Attribute a;
-  a.kind = Attribute::Kind::strings;
-  a.strings = std::move(v);
-  return a;
-}
-inline Attribute attr_t(Tensor t) {
-  Attribute a;
-  a.kind = Attribute::Kind::tensor;
-  a.t = std::move(t);
-  return a;
+
+inline Tensor random_f32(Shape s, uint64_t seed, float lo = -1.f, float hi = 1.f) {
+  return test::uniform_tensor(std::move(s), Rng(seed), lo, hi);
 }
 
 inline Node make_node(std::string op, std::map<std::string, Attribute> attrs = {},

@@ -34,16 +34,8 @@ void check_conv_against_naive(const ConvCase& p, uint64_t seed) {
   CAPTURE(p.w);
   CAPTURE(p.m);
   CAPTURE(p.g);
-  CAPTURE(p.kh);
-  CAPTURE(p.kw);
-  CAPTURE(p.sh);
-  CAPTURE(p.sw);
-  CAPTURE(p.dh);
-  CAPTURE(p.dw);
-  CAPTURE(p.pt);
-  CAPTURE(p.pl);
-  CAPTURE(p.pb);
-  CAPTURE(p.pr);
+  const std::string window = window_str(p);
+  CAPTURE(window);
   const int64_t cg = p.c / p.g, mg = p.m / p.g;
   const int64_t oh_n = out_dim(p.h, p.kh, p.sh, p.dh, p.pt + p.pb);
   const int64_t ow_n = out_dim(p.w, p.kw, p.sw, p.dw, p.pl + p.pr);

@@ -16,23 +16,6 @@ Tensor binary(const char* op, const Tensor& a, const Tensor& b, Shape out) {
   return run1(make_node(op), {&a, &b}, a.dtype(), std::move(out));
 }
 
-// numpy broadcasting of one input into `out`, written with per-element division (a structure
-// unlike the kernel's incremental walk).
-int64_t bcast_index(const Shape& in, const Shape& out, int64_t flat) {
-  int64_t idx = 0, mul = 1;
-  for (size_t k = 0; k < out.size(); ++k) {
-    const size_t d = out.size() - 1 - k;
-    const int64_t coord = flat % out[d];
-    flat /= out[d];
-    if (k < in.size()) {
-      const int64_t dim = in[in.size() - 1 - k];
-      idx += (dim == 1 ? 0 : coord) * mul;
-      mul *= dim;
-    }
-  }
-  return idx;
-}
-
 }  // namespace
 
 TEST_CASE("ref unary activations: hand-computed") {
@@ -128,20 +111,9 @@ TEST_CASE("ref binary ops: swept broadcast shapes against per-element indexing")
     Shape out;
     const int64_t rank = r.pick(0, 4);
     for (int64_t d = 0; d < rank; ++d) out.push_back(r.pick(1, 5));
-    auto derive = [&] {
-      Shape s(out.begin() + r.pick(0, rank), out.end());
-      for (int64_t& d : s)
-        if (r.pick(0, 2) == 0) d = 1;
-      return s;
-    };
-    Shape sa = derive(), sb = derive();
+    const Shape sa = random_broadcast_operand(r, out), sb = random_broadcast_operand(r, out);
     // Whatever was dropped must still be covered by one side: recompute the real output.
-    Shape full(std::max(sa.size(), sb.size()), 1);
-    for (size_t k = 0; k < full.size(); ++k) {
-      int64_t da = k < sa.size() ? sa[sa.size() - 1 - k] : 1;
-      int64_t db = k < sb.size() ? sb[sb.size() - 1 - k] : 1;
-      full[full.size() - 1 - k] = std::max(da, db);
-    }
+    const Shape full = broadcast_shape(sa, sb);
     const char* op = ops[it % 4];
     CAPTURE(op);
     if (it % 2 == 0) {

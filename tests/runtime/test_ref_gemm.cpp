@@ -102,13 +102,7 @@ TEST_CASE("ref MatMul: swept batch broadcasting and 1-D promotion") {
     Shape batch;
     const int64_t br = r.pick(0, 3);
     for (int64_t d = 0; d < br; ++d) batch.push_back(r.pick(1, 3));
-    auto derive = [&] {
-      Shape s(batch.begin() + r.pick(0, br), batch.end());
-      for (int64_t& d : s)
-        if (r.pick(0, 2) == 0) d = 1;
-      return s;
-    };
-    Shape ba = derive(), bb = derive();
+    const Shape ba = random_broadcast_operand(r, batch), bb = random_broadcast_operand(r, batch);
     const bool a1 = r.pick(0, 4) == 0 && ba.empty(), b1 = r.pick(0, 4) == 0 && bb.empty();
     Shape sa = ba, sb = bb;
     if (a1)
@@ -123,12 +117,7 @@ TEST_CASE("ref MatMul: swept batch broadcasting and 1-D promotion") {
       sb.push_back(K);
       sb.push_back(N);
     }
-    Shape bo(std::max(ba.size(), bb.size()), 1);
-    for (size_t k = 0; k < bo.size(); ++k) {
-      int64_t x = k < ba.size() ? ba[ba.size() - 1 - k] : 1;
-      int64_t y = k < bb.size() ? bb[bb.size() - 1 - k] : 1;
-      bo[bo.size() - 1 - k] = std::max(x, y);
-    }
+    const Shape bo = broadcast_shape(ba, bb);
     Shape so = bo;
     if (!a1) so.push_back(M);
     if (!b1) so.push_back(N);
@@ -137,23 +126,8 @@ TEST_CASE("ref MatMul: swept batch broadcasting and 1-D promotion") {
     Tensor Y = run1(make_node("MatMul"), {&A, &B}, DType::f32, so);
     const int64_t nb = kiln::shape_numel(bo);
     for (int64_t b = 0; b < nb; ++b) {
-      // Batch coordinates of b, mapped into each input (size-1 dims broadcast).
-      int64_t rem = b, oa = 0, ob = 0, ma = 1, mb = 1;
-      for (size_t k = 0; k < bo.size(); ++k) {
-        const size_t d = bo.size() - 1 - k;
-        const int64_t c = rem % bo[d];
-        rem /= bo[d];
-        if (k < ba.size()) {
-          const int64_t dim = ba[ba.size() - 1 - k];
-          oa += (dim == 1 ? 0 : c) * ma;
-          ma *= dim;
-        }
-        if (k < bb.size()) {
-          const int64_t dim = bb[bb.size() - 1 - k];
-          ob += (dim == 1 ? 0 : c) * mb;
-          mb *= dim;
-        }
-      }
+      // Batch b mapped into each input (size-1 dims broadcast).
+      const int64_t oa = bcast_index(ba, bo, b), ob = bcast_index(bb, bo, b);
       for (int64_t i = 0; i < M; ++i)
         for (int64_t j = 0; j < N; ++j) {
           if ((a1 && i) || (b1 && j)) continue;

@@ -58,16 +58,8 @@ Tensor one_to(int64_t n, Shape s) {
 void check_max_against_naive(const PoolCase& p, uint64_t seed) {
   CAPTURE(p.h);
   CAPTURE(p.w);
-  CAPTURE(p.kh);
-  CAPTURE(p.kw);
-  CAPTURE(p.sh);
-  CAPTURE(p.sw);
-  CAPTURE(p.dh);
-  CAPTURE(p.dw);
-  CAPTURE(p.pt);
-  CAPTURE(p.pl);
-  CAPTURE(p.pb);
-  CAPTURE(p.pr);
+  const std::string window = window_str(p);
+  CAPTURE(window);
   CAPTURE(p.ceil);
   const int64_t OH = pool_out(p.h, p.kh, p.sh, p.dh, p.pt, p.pb, p.ceil);
   const int64_t OW = pool_out(p.w, p.kw, p.sw, p.dw, p.pl, p.pr, p.ceil);
@@ -95,14 +87,8 @@ void check_max_against_naive(const PoolCase& p, uint64_t seed) {
 void check_avg_against_naive(const PoolCase& p, uint64_t seed) {
   CAPTURE(p.h);
   CAPTURE(p.w);
-  CAPTURE(p.kh);
-  CAPTURE(p.kw);
-  CAPTURE(p.sh);
-  CAPTURE(p.sw);
-  CAPTURE(p.pt);
-  CAPTURE(p.pl);
-  CAPTURE(p.pb);
-  CAPTURE(p.pr);
+  const std::string window = window_str(p);
+  CAPTURE(window);
   CAPTURE(p.ceil);
   CAPTURE(p.include_pad);
   const int64_t OH = pool_out(p.h, p.kh, p.sh, 1, p.pt, p.pb, p.ceil);

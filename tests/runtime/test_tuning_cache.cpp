@@ -102,6 +102,21 @@ std::string sample_file(const TempDir& d, const Sample& s) {
   return read_bytes(c.path());
 }
 
+// The damage tests' setup: the sample written to a fresh directory; load() puts other bytes
+// in its place and opens the cache on them.
+struct SampleFile {
+  TempDir d;
+  Sample s;
+  std::string full;  // the file as written
+  std::string path;
+  explicit SampleFile(const char* dir)
+      : d(dir), full(sample_file(d, s)), path(TuningCache(d.path, test_context()).path()) {}
+  TuningCache load(const std::string& data) const {
+    write_bytes(path, data);
+    return TuningCache(d.path, test_context());
+  }
+};
+
 struct EnvGuard {
   std::vector<std::pair<std::string, std::optional<std::string>>> saved;
   explicit EnvGuard(std::initializer_list<const char*> names) {
@@ -415,41 +430,35 @@ TEST_CASE("tuning cache: foreign format version and non-cache files") {
 }
 
 TEST_CASE("tuning cache: truncated at every length") {
-  TempDir d("truncate");
   LogCapture log;
-  Sample s;
-  const std::string full = sample_file(d, s);
+  const SampleFile f("truncate");
+  const std::string& full = f.full;
   const std::vector<RawLine> lines = raw_lines(full);
-  REQUIRE(lines.size() == 1 + s.times.size() + s.plans.size() + 1);
+  REQUIRE(lines.size() == 1 + f.s.times.size() + f.s.plans.size() + 1);
   REQUIRE(lines.back().kind == 'E');
-  const std::string path = TuningCache(d.path, test_context()).path();
   for (size_t cut = 0; cut < full.size(); ++cut) {
     CAPTURE(cut);
-    write_bytes(path, full.substr(0, cut));
-    TuningCache c(d.path, test_context());
+    TuningCache c = f.load(full.substr(0, cut));
     // Present: the entry lines that are whole, '\n' included, with a whole header.
     std::set<std::pair<std::string, std::string>> present;
     for (const RawLine& l : lines)
       if ((l.kind == 'T' || l.kind == 'P') && l.end < cut && lines[0].end < cut)
         present.insert(l.key);
-    check_entries(c, s, &present);
+    check_entries(c, f.s, &present);
     CHECK(c.stats().loaded == int64_t(present.size()));
     CHECK(c.stats().rejected >= 1);  // every cut is noticed, even one at a line boundary
   }
-  write_bytes(path, full);
-  TuningCache whole(d.path, test_context());
+  TuningCache whole = f.load(full);
   CHECK(whole.stats().rejected == 0);
   CHECK(log.text().find("no end marker (truncated file)") != std::string::npos);
   CHECK(log.text().find("truncated line") != std::string::npos);
 }
 
 TEST_CASE("tuning cache: single bit flips lose only the damaged lines") {
-  TempDir d("bitflip1");
   LogCapture log;
-  Sample s;
-  const std::string full = sample_file(d, s);
+  const SampleFile f("bitflip1");
+  const std::string& full = f.full;
   const std::vector<RawLine> lines = raw_lines(full);
-  const std::string path = TuningCache(d.path, test_context()).path();
   for (uint64_t seed = 0; seed < 3000; ++seed) {
     std::mt19937_64 rng(seed);
     const size_t pos = rng() % full.size();
@@ -458,8 +467,7 @@ TEST_CASE("tuning cache: single bit flips lose only the damaged lines") {
     CAPTURE(pos);
     std::string data = full;
     data[pos] = char(data[pos] ^ (1 << bit));
-    write_bytes(path, data);
-    TuningCache c(d.path, test_context());
+    TuningCache c = f.load(data);
     // Lost: the line holding the byte; if it was a line's '\n', the next line too (they
     // merge); if it is in the header, everything.
     std::set<std::pair<std::string, std::string>> present;
@@ -469,18 +477,16 @@ TEST_CASE("tuning cache: single bit flips lose only the damaged lines") {
       bool lost = hit == 0 || i == hit || (full[pos] == '\n' && i == hit + 1);
       if (!lost && (lines[i].kind == 'T' || lines[i].kind == 'P')) present.insert(lines[i].key);
     }
-    check_entries(c, s, &present);
+    check_entries(c, f.s, &present);
     CHECK(c.stats().rejected >= 1);
   }
   CHECK(log.text().find("checksum mismatch") != std::string::npos);
 }
 
 TEST_CASE("tuning cache: random multi-bit damage is never trusted") {
-  TempDir d("bitflipN");
   LogCapture log;
-  Sample s;
-  const std::string full = sample_file(d, s);
-  const std::string path = TuningCache(d.path, test_context()).path();
+  const SampleFile f("bitflipN");
+  const std::string& full = f.full;
   int64_t survivors = 0;
   for (uint64_t seed = 0; seed < 2000; ++seed) {
     std::mt19937_64 rng(seed * 7919 + 1);
@@ -489,9 +495,8 @@ TEST_CASE("tuning cache: random multi-bit damage is never trusted") {
     for (int k = 0; k < flips; ++k) data[rng() % data.size()] ^= char(1 << (rng() % 8));
     if (seed % 5 == 0) data.resize(rng() % data.size());  // and sometimes cut as well
     CAPTURE(seed);
-    write_bytes(path, data);
-    TuningCache c(d.path, test_context());
-    check_entries(c, s, nullptr);
+    TuningCache c = f.load(data);
+    check_entries(c, f.s, nullptr);
     if (data != full) CHECK(c.stats().rejected >= 1);
     survivors += c.stats().loaded;
   }

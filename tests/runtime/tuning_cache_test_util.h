@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "fnv1a_ref.h"
 #include "runtime/log.h"
 #include "runtime/tuning_cache.h"
 
@@ -66,18 +67,8 @@ inline CacheContext test_context(std::string build = "test-build-1") {
   return c;
 }
 
-// FNV-1a 64 written from the published definition (offset basis 0xcbf29ce484222325, prime
-// 0x100000001b3); the seeded form continues from `h` instead of the basis.
-inline uint64_t ref_fnv1a64(const std::string& s, uint64_t h = 0xcbf29ce484222325ull) {
-  for (unsigned char c : s) h = (h ^ c) * 0x100000001b3ull;
-  return h;
-}
-
-inline std::string ref_hex16(uint64_t v) {
-  char b[17];
-  std::snprintf(b, sizeof b, "%016llx", static_cast<unsigned long long>(v));
-  return b;
-}
+using test::ref_fnv1a64;
+using test::ref_hex16;
 
 // A cache file written by hand following the format documented in runtime/tuning_cache.h.
 struct HandFile {

@@ -114,6 +114,12 @@ inline Inst random_inst(std::mt19937_64& rng, Topo topo, const RandomSpec& s) {
     in.nodes.push_back(c);
   }
   std::vector<std::pair<int, int>> pairs;
+  // Each pair x < y with probability p (p = 1: all of them, drawing nothing).
+  auto some_pairs = [&](double p) {
+    for (int x = 0; x < n; ++x)
+      for (int y = x + 1; y < n; ++y)
+        if (p >= 1 || uni(0, 1) < p) pairs.emplace_back(x, y);
+  };
   switch (topo) {
     case Topo::none:
       break;
@@ -132,21 +138,16 @@ inline Inst random_inst(std::mt19937_64& rng, Topo topo, const RandomSpec& s) {
       if (n == 2) pairs.emplace_back(0, 1);
       break;
     case Topo::clique:
-      for (int x = 0; x < n; ++x)
-        for (int y = x + 1; y < n; ++y) pairs.emplace_back(x, y);
+      some_pairs(1);
       break;
     case Topo::dense:
-      for (int x = 0; x < n; ++x)
-        for (int y = x + 1; y < n; ++y)
-          if (uni(0, 1) < 0.6) pairs.emplace_back(x, y);
+      some_pairs(0.6);
       break;
     case Topo::star:
       for (int x = 1; x < n; ++x) pairs.emplace_back(0, x);
       break;
     case Topo::mixed:
-      for (int x = 0; x < n; ++x)
-        for (int y = x + 1; y < n; ++y)
-          if (uni(0, 1) < 0.3) pairs.emplace_back(x, y);
+      some_pairs(0.3);
       break;
   }
   auto add = [&](int u, int v) {
