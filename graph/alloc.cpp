@@ -3,6 +3,7 @@
 #include <sys/mman.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdlib>
 #include <cstring>
 #include <list>
@@ -23,8 +24,10 @@ constexpr size_t kMapAt = size_t(64) << 10, kHuge = size_t(2) << 20;
 // reliably (glibc gives the top of its heap back to the OS and maps big chunks afresh):
 // - below 64 KiB they come from malloc;
 // - from 64 KiB (packed weights, arenas) they are mappings, and a freed one is kept (up to
-//   kKeptBytes in all, the least recently freed dropped first) for the next request of about
+//   kept_limit() in all, the least recently freed dropped first) for the next request of about
 //   its size: a process that creates sessions again does not fault the same weights in again.
+//   The default keeps what GoogLeNet or ResNet-50 needs (75 MiB, ~200 MiB); KILN_KEEP_MIB
+//   trades that for memory given back to the system.
 // From 2 MiB a mapping is 2 MiB-aligned and marked for transparent huge pages once populated:
 // khugepaged may fold it into 2 MiB pages in the background (fewer TLB misses as kernels
 // stream weights). Asking before populating gets huge pages at once, but on one development
@@ -56,13 +59,14 @@ class KeptMappings {
     std::list<Mapping> drop;
     {
       std::lock_guard<std::mutex> lock(mu_);
-      if (m.len <= kKeptBytes) {
+      const size_t limit = kept_limit();
+      if (m.len <= limit) {
         kept_.push_back(m);
         bytes_ += m.len;
       } else {
         drop.push_back(m);
       }
-      while (bytes_ > kKeptBytes) {
+      while (bytes_ > limit) {
         drop.push_back(kept_.front());
         bytes_ -= kept_.front().len;
         kept_.pop_front();
@@ -112,14 +116,19 @@ Mapping map_fresh(size_t len) {
   return {p, len};
 }
 
+std::atomic<size_t> g_fresh{0}, g_reused{0};
+
 std::shared_ptr<void> alloc_mapped(size_t bytes) {
   const size_t unit = bytes >= kHuge ? kHuge : kMapAt;
   const size_t len = (bytes + unit - 1) / unit * unit;
   Mapping m = kept().take(len);
-  if (m.p)
+  if (m.p) {
     std::memset(m.p, 0, bytes);  // fresh mappings are zero; the bytes past `bytes` are unused
-  else
+    g_reused += m.len;
+  } else {
     m = map_fresh(len);
+    g_fresh += m.len;
+  }
   if (!m.p) return nullptr;
   return std::shared_ptr<void>(m.p, [m](void*) { kept().give(m); });
 }
@@ -134,6 +143,19 @@ std::shared_ptr<void> alloc_zeroed(size_t bytes) {
   if (!p) fail(Code::out_of_memory, "cannot allocate " + std::to_string(bytes) + " bytes");
   std::memset(p, 0, bytes);
   return std::shared_ptr<void>(p, [](void* q) { std::free(q); });
+}
+
+AllocStats alloc_stats() {
+  return {g_fresh.load(), g_reused.load()};
+}
+
+size_t kept_limit() {
+  const std::string v = env_value(EnvVar::keep_mib);
+  if (v.empty()) return kDefaultKeptBytes;
+  char* end = nullptr;
+  const unsigned long long mib = std::strtoull(v.c_str(), &end, 10);
+  if (end == v.c_str() || *end != '\0' || mib > (size_t(1) << 30)) return kDefaultKeptBytes;
+  return size_t(mib) << 20;
 }
 
 size_t kept_buffer_bytes() {

@@ -11,8 +11,16 @@ namespace kiln {
 // transparent huge pages (graph/alloc.cpp says why).
 std::shared_ptr<void> alloc_zeroed(size_t bytes);
 
-// Bytes of freed large buffers kept for reuse (tests; at most kKeptBytes).
+// Bytes of freed large buffers kept for reuse (tests): at most kept_limit().
 size_t kept_buffer_bytes();
-constexpr size_t kKeptBytes = size_t(64) << 20;
+// How much freed memory is kept: $KILN_KEEP_MIB MiB (0: none), by default kDefaultKeptBytes.
+size_t kept_limit();
+constexpr size_t kDefaultKeptBytes = size_t(256) << 20;
+// Bytes of large buffers handed out since the process started: fresh mappings and kept ones
+// reused (load logs, tests).
+struct AllocStats {
+  size_t fresh = 0, reused = 0;
+};
+AllocStats alloc_stats();
 
 }  // namespace kiln

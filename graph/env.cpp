@@ -9,9 +9,9 @@ namespace kiln {
 namespace {
 
 constexpr const char* kNames[] = {
-    "KILN_LOG_LEVEL",    "KILN_MAX_ISA", "KILN_CACHE_DIR",  "XDG_CACHE_HOME",
-    "HOME",              "KILN_COLD_WEIGHTS", "KILN_FLOW", "KILN_HUGE_PAGES",
-    "KILN_JIT_DUMP",     "KILN_PERF_MAP",     "KILN_JIT_LOG"};
+    "KILN_LOG_LEVEL", "KILN_MAX_ISA",      "KILN_CACHE_DIR", "XDG_CACHE_HOME",
+    "HOME",           "KILN_COLD_WEIGHTS", "KILN_FLOW",      "KILN_HUGE_PAGES",
+    "KILN_KEEP_MIB",  "KILN_JIT_DUMP",     "KILN_PERF_MAP",  "KILN_JIT_LOG"};
 static_assert(sizeof kNames / sizeof kNames[0] == size_t(EnvVar::count));
 
 struct Snapshot {
@@ -41,9 +41,13 @@ Snapshot& snapshot() {
 
 }  // namespace
 
-std::string env_value(EnvVar v) { return snapshot().get(v).value_or(std::string()); }
+std::string env_value(EnvVar v) {
+  return snapshot().get(v).value_or(std::string());
+}
 
-bool env_set(EnvVar v) { return snapshot().get(v).has_value(); }
+bool env_set(EnvVar v) {
+  return snapshot().get(v).has_value();
+}
 
 void snapshot_env() {
   Snapshot& s = snapshot();

@@ -16,7 +16,8 @@ enum class EnvVar {
   home,            //
   cold_weights,    // KILN_COLD_WEIGHTS (runtime/selection.cpp)
   flow,            // KILN_FLOW (runtime/executor.cpp)
-  huge_pages,      // KILN_HUGE_PAGES (graph/ir.cpp)
+  huge_pages,      // KILN_HUGE_PAGES (graph/alloc.cpp)
+  keep_mib,        // KILN_KEEP_MIB (graph/alloc.cpp)
   jit_dump,        // KILN_JIT_DUMP, KILN_PERF_MAP, KILN_JIT_LOG (jit/)
   perf_map,        //
   jit_log,         //

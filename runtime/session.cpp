@@ -1,5 +1,6 @@
 #include "runtime/session.h"
 
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -56,6 +57,12 @@ void begin_load(const SessionOptions& o) {
   check_options(o);
 }
 
+// The process's minor page faults so far (the loads' logs: fresh memory is a load's big cost).
+long minor_faults() {
+  rusage u{};
+  return getrusage(RUSAGE_SELF, &u) == 0 ? u.ru_minflt : 0;
+}
+
 }  // namespace
 
 Session::~Session() = default;
@@ -65,12 +72,18 @@ std::unique_ptr<Session> Session::load(const SessionOptions& o, ImportOptions io
   begin_load(o);
   LogScope scope(level_or_process(o));
   auto t0 = Clock::now();
+  const AllocStats mem0 = alloc_stats();
+  const long faults0 = minor_faults();
   std::unique_ptr<Session> s(new Session());
   io.batch = o.batch;
   s->graph_ = import(io);
   s->stats_.parse_ms = ms_since(t0);
   s->prepare(o);
   s->stats_.total_ms = ms_since(t0);
+  const AllocStats mem1 = alloc_stats();  // other threads' loads count too
+  log_debug("large buffers: {:.1f} MiB fresh, {:.1f} MiB reused from earlier loads; {} page faults",
+            double(mem1.fresh - mem0.fresh) / 1048576, double(mem1.reused - mem0.reused) / 1048576,
+            minor_faults() - faults0);
   return s;
 }
 

@@ -1,13 +1,15 @@
 // alloc_zeroed (graph/alloc.h): every buffer is zero-filled and 64-byte aligned; from 64 KiB a
 // freed buffer is kept and handed out again (zeroed) for a request of about its size, within
-// the kKeptBytes bound; huge ones are 2 MiB-aligned.
+// the kept_limit() bound ($KILN_KEEP_MIB); huge ones are 2 MiB-aligned.
 #include <doctest/doctest.h>
 
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <vector>
 
 #include "graph/alloc.h"
+#include "graph/env.h"
 
 namespace kiln {
 namespace {
@@ -39,15 +41,28 @@ TEST_CASE("alloc_zeroed: zeroed, aligned, and large buffers reused zeroed") {
   }
 }
 
-TEST_CASE("alloc_zeroed: kept buffers stay within kKeptBytes") {
+TEST_CASE("alloc_zeroed: kept buffers stay within kept_limit()") {
+  CHECK(kept_limit() == kDefaultKeptBytes);
+  // A small bound (the variable is read at each session load; snapshot_env here).
+  ::setenv("KILN_KEEP_MIB", "24", 1);
+  snapshot_env();
+  CHECK(kept_limit() == (size_t(24) << 20));
   std::vector<std::shared_ptr<void>> live;
   for (int i = 0; i < 40; ++i) live.push_back(alloc_zeroed(size_t(3) << 20));  // 160 MiB
   live.clear();
-  CHECK(kept_buffer_bytes() <= kKeptBytes);
+  CHECK(kept_buffer_bytes() <= kept_limit());
   CHECK(kept_buffer_bytes() > 0);
   // One larger than the bound is never kept.
-  alloc_zeroed(kKeptBytes + 1).reset();
-  CHECK(kept_buffer_bytes() <= kKeptBytes);
+  alloc_zeroed(kept_limit() + 1).reset();
+  CHECK(kept_buffer_bytes() <= kept_limit());
+  // 0 keeps nothing: the next buffer freed drops everything kept before it too.
+  ::setenv("KILN_KEEP_MIB", "0", 1);
+  snapshot_env();
+  alloc_zeroed(size_t(1) << 20).reset();
+  CHECK(kept_buffer_bytes() == 0);
+  ::unsetenv("KILN_KEEP_MIB");
+  snapshot_env();
+  CHECK(kept_limit() == kDefaultKeptBytes);
 }
 
 }  // namespace
