@@ -20,7 +20,7 @@ constexpr size_t kMapAt = size_t(64) << 10, kHuge = size_t(2) << 20;
 
 // Fresh memory is what a load pays most for on virtual machines: the first touch of every
 // 4 KiB page exits to the hypervisor, even when the pages were populated in one call
-// (bench/NOTES.md, "Fresh memory"). So buffers are reused, as malloc reuses its heap, but
+// (bench/NOTES.md, "fresh memory"). So buffers are reused, as malloc reuses its heap, but
 // reliably (glibc gives the top of its heap back to the OS and maps big chunks afresh):
 // - below 64 KiB they come from malloc;
 // - from 64 KiB (packed weights, arenas) they are mappings, and a freed one is kept (up to

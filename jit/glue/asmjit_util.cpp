@@ -329,6 +329,57 @@ void AsmBuilder::copy_dynamic(const x86::Gp& dst, const x86::Gp& src, const x86:
   cc_->bind(done);
 }
 
+// Everything the code is made of, as bytes: the kernel's name (which fixes the function
+// signatures), each node of the builder's list with the fields that reach the code
+// (instruction ids, options and operands on virtual registers, labels, alignment, embedded
+// data: the constants), and the functions' argument bindings. Binary, not asmjit's text
+// formatter: formatting cost as much as a small kernel's register allocation.
+std::string AsmBuilder::code_key() const {
+  std::string key = name_ + '\n' + isa_name(isa_) + '\n';
+  auto put = [&](const void* p, size_t n) { key.append(static_cast<const char*>(p), n); };
+  auto put32 = [&](uint32_t v) { put(&v, 4); };
+  for (const aj::BaseNode* n = cc_->firstNode(); n; n = n->next()) {
+    put32(uint32_t(n->type()));
+    if (n->isInst()) {
+      auto* in = const_cast<aj::InstNode*>(n->as<aj::InstNode>());
+      put32(uint32_t(in->id()));
+      put32(uint32_t(in->options()));
+      put(&in->extraReg(), sizeof(aj::RegOnly));
+      put32(in->opCount());
+      for (uint32_t i = 0; i < in->opCount(); ++i) put(&in->op(i), sizeof(aj::Operand_));
+    } else if (n->isFunc()) {
+      const auto* f = n->as<aj::FuncNode>();
+      put32(f->labelId());
+      put32(f->argCount());
+      for (uint32_t i = 0; i < f->argCount(); ++i)
+        put(&f->argPack(i), sizeof(aj::FuncNode::ArgPack));
+    } else if (n->isLabel()) {
+      put32(n->as<aj::LabelNode>()->labelId());
+    } else if (n->isSection()) {
+      put32(n->as<aj::SectionNode>()->id());
+    } else if (n->isAlign()) {
+      put32(uint32_t(n->as<aj::AlignNode>()->alignMode()));
+      put32(n->as<aj::AlignNode>()->alignment());
+    } else if (n->isEmbedData()) {
+      const auto* e = n->as<aj::EmbedDataNode>();
+      put32(uint32_t(e->typeId()));
+      put32(uint32_t(e->repeatCount()));
+      put32(uint32_t(e->dataSize()));
+      put(e->data(), e->dataSize());
+    } else if (n->isEmbedLabel()) {
+      put32(n->as<aj::EmbedLabelNode>()->labelId());
+    } else if (n->isEmbedLabelDelta()) {
+      put32(n->as<aj::EmbedLabelDeltaNode>()->labelId());
+      put32(n->as<aj::EmbedLabelDeltaNode>()->baseLabelId());
+    } else if (!n->isSentinel() && n->type() != aj::NodeType::kComment) {
+      // A node kind this key does not know (a const pool, say): no sharing rather than a key
+      // that might miss what tells two kernels apart.
+      return std::string();
+    }
+  }
+  return key;
+}
+
 ExecCode AsmBuilder::finish() {
   // Emission (since construction) and assembly count as code generation (jit_generator.h).
   CodegenTimer timer(born_);
@@ -346,14 +397,8 @@ ExecCode AsmBuilder::finish() {
   cc_->bind(data_label_);
   if (!data_.empty()) cc_->embed(data_.data(), data_.size());
 
-  // Everything the code is made of: the kernel's name (which fixes the function signatures
-  // and argument bindings), the instructions on virtual registers, and the constant data.
-  aj::String ir;
-  aj::Formatter::formatNodeList(ir, aj::FormatOptions(), cc_);
-  std::string key = name_ + '\n' + isa_name(isa_) + '\n' + std::to_string(funcs_.size()) + '\n';
-  key.append(ir.data(), ir.size());
-  key.append(reinterpret_cast<const char*>(data_.data()), data_.size());
-  if (auto c = kiln::detail::find_code(key)) {
+  const std::string key = code_key();
+  if (auto c = key.empty() ? nullptr : kiln::detail::find_code(key)) {
     ExecCode out;
     out.c_ = std::static_pointer_cast<const ExecCode::Compiled>(c);
     return out;
@@ -377,8 +422,9 @@ ExecCode AsmBuilder::finish() {
   compiled->block.write(bytes.data(), size);
   announce_code(name_, compiled->block.addr(), compiled->block.size());
   ExecCode out;
-  out.c_ = std::static_pointer_cast<const ExecCode::Compiled>(
-      kiln::detail::publish_code(key, std::move(compiled)));
+  out.c_ = key.empty() ? std::move(compiled)
+                       : std::static_pointer_cast<const ExecCode::Compiled>(
+                             kiln::detail::publish_code(key, std::move(compiled)));
   return out;
 }
 

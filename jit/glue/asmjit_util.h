@@ -121,6 +121,8 @@ class AsmBuilder {
 
  private:
   struct Impl;
+  // What finish() shares code by ("" when the code must not be shared).
+  std::string code_key() const;
   size_t add_data(const void* data, size_t bytes, size_t align);
   // Copies `n` full vectors from [src + off] to [dst + off] (one fresh register each).
   void copy_vectors(const x86::Gp& dst, const x86::Gp& src, int64_t n, int32_t off = 0);
