@@ -341,7 +341,7 @@ std::string AsmBuilder::code_key() const {
   for (const aj::BaseNode* n = cc_->firstNode(); n; n = n->next()) {
     put32(uint32_t(n->type()));
     if (n->isInst()) {
-      auto* in = const_cast<aj::InstNode*>(n->as<aj::InstNode>());
+      const auto* in = n->as<aj::InstNode>();
       put32(uint32_t(in->id()));
       put32(uint32_t(in->options()));
       put(&in->extraReg(), sizeof(aj::RegOnly));

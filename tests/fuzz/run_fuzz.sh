@@ -86,7 +86,7 @@ fuzz_one() {
     # shellcheck disable=SC2086
     (cd "$BUILD" && "$BUILD/$h" -max_total_time="$SECS" -timeout=25 -rss_limit_mb=4096 \
         -max_len=65536 -dict="$ROOT/tests/fuzz/$dict" -artifact_prefix="$art/" \
-        -print_final_stats=1 ${KILN_FUZZ_ARGS:-} "corpus/$h" "$committed" "$seeds") \
+        -seed="$SEED" -print_final_stats=1 ${KILN_FUZZ_ARGS:-} "corpus/$h" "$committed" "$seeds") \
       >"$BUILD/logs/$h.log" 2>&1
   fi
 }
