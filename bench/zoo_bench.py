@@ -2,7 +2,8 @@
 """Benchmark the zoo: `kiln bench` on each model at each thread count, one JSON summary.
 
     /usr/bin/python3 bench/zoo_bench.py [--models DIR] [--threads 1,2] [--runs 20]
-        [--out summary.json] [--ort] [MODEL ...] [-- EXTRA KILN BENCH ARGS, e.g. --strategy local]
+        [--out summary.json] [--ort] [--all] [--no-layers] [MODEL ...]
+        [-- EXTRA KILN BENCH ARGS, e.g. --strategy local]
 
 Models (ResNet-18, ResNet-50, MobileNetV2, VGG-16, SqueezeNet 1.1 by default) come from DIR
 (default ~/kiln-zoo); any that are missing are exported there first with bench/zoo_export.py
@@ -10,12 +11,16 @@ Models (ResNet-18, ResNet-50, MobileNetV2, VGG-16, SqueezeNet 1.1 by default) co
 same models). Each (model, threads) runs in its own `kiln bench` process. --ort also times
 ONNX Runtime with shared/peers/ort_bench.js on the same files and reports kiln/ORT. The
 summary holds, per model and thread count: kiln p50/p90/min, first-run and load ms, arena and
-one-buffer-per-tensor bytes, peak RSS, the speed-up over the lowest thread count, and with
---ort ORT's median and the ratio; a markdown table is printed too. Exit status: 0 if every
+one-buffer-per-tensor bytes, peak RSS, the speed-up over the lowest thread count, the share
+of the steps' time spent in scalar reference kernels (from `kiln bench --layers`, which also
+times each step; --no-layers skips it), and with --ort ORT's median and the ratio; a markdown
+table is printed too, and with --ort the geomean of kiln/ORT per thread count and how many
+cells reach 0.80. --all benchmarks every NAME.onnx in DIR. Exit status: 0 if every
 run succeeded, 1 otherwise, 2 on a usage error. The kiln binary: --kiln, else $KILN, else
 build/bench/kiln."""
 import argparse
 import json
+import math
 import os
 import platform
 import shutil
@@ -137,6 +142,10 @@ def make_row(name, threads, k, gflops):
         "naive_bytes": k.get("naive_bytes"),
         "peak_rss_mb": r2(k.get("peak_rss_mb"), 1),
     }
+    if k.get("layers_total_ms"):
+        row["reference_share"] = r2(k.get("reference_ms", 0) / k["layers_total_ms"])
+        row["reference_kernels"] = sorted({l["kernel"] for l in k.get("layers", [])
+                                           if l.get("reference")})
     if gflops and row["p50_ms"]:
         row["gflop_per_s"] = r2(gflops / (row["p50_ms"] / 1e3), 1)
     return row
@@ -149,7 +158,7 @@ def fmt(x, nd=2):
 def table(rows, with_ort, with_strategy):
     head = ["model", "threads"] + (["strategy"] if with_strategy else []) + [
         "p50 ms", "p90 ms", "min ms", "first run ms", "load ms", "arena MiB", "naive MiB",
-        "peak RSS MiB", "GFLOP/s", "speed-up"]
+        "peak RSS MiB", "GFLOP/s", "speed-up", "ref share"]
     if with_ort:
         head += ["ORT median ms", "kiln/ORT"]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
@@ -165,11 +174,26 @@ def table(rows, with_ort, with_strategy):
                   fmt(r["arena_bytes"] / MIB if r["arena_bytes"] is not None else None),
                   fmt(r["naive_bytes"] / MIB if r["naive_bytes"] is not None else None),
                   fmt(r["peak_rss_mb"], 1), fmt(r.get("gflop_per_s"), 1),
-                  fmt(r.get("speedup"))]
+                  fmt(r.get("speedup")), fmt(r.get("reference_share"))]
         if with_ort:
             cells += [fmt(r.get("ort_median_ms")), fmt(r.get("kiln_over_ort"))]
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
+
+
+def ratio_summary(rows, threads):
+    """Per thread count: geomean of kiln/ORT and how many cells are at most 0.80."""
+    lines = []
+    for t in threads:
+        ratios = [r["kiln_over_ort"] for r in rows
+                  if r.get("threads") == t and r.get("kiln_over_ort")]
+        if not ratios:
+            continue
+        geo = math.exp(sum(math.log(x) for x in ratios) / len(ratios))
+        good = sum(1 for x in ratios if x <= 0.80)
+        lines.append(f"{t} thread(s): geomean kiln/ORT {geo:.3f} over {len(ratios)} models, "
+                     f"{good} at most 0.80, worst {max(ratios):.2f}")
+    return "\n" + "\n".join(lines) if lines else ""
 
 
 def main():
@@ -198,6 +222,10 @@ def main():
                     help="ort_bench.js (default /work/shared/peers/ort_bench.js)")
     ap.add_argument("--ort-loads", type=int, default=1,
                     help="ORT session creations to time (default 1)")
+    ap.add_argument("--all", action="store_true",
+                    help="every NAME.onnx in DIR (instead of the default five)")
+    ap.add_argument("--no-layers", action="store_true",
+                    help="skip `kiln bench --layers` (no reference-kernel share)")
     ap.add_argument("--timeout", type=float, default=1800, help="seconds per kiln process")
     args = ap.parse_args(argv)
     try:
@@ -205,6 +233,10 @@ def main():
     except ValueError:
         ap.error(f"--threads: expected a comma-separated list of integers, got {args.threads!r}")
     names = args.models_list or ZOO
+    if args.all:
+        names = sorted(f[:-5] for f in os.listdir(args.models) if f.endswith(".onnx"))
+    if not args.no_layers and "--layers" not in extra:
+        extra = extra + ["--layers"]
     kiln = find_kiln(args.kiln)
     if not os.access(kiln, os.X_OK):
         print(f"zoo_bench: kiln binary not found or not executable: {kiln}", file=sys.stderr)
@@ -277,6 +309,8 @@ def main():
     strategies = {r.get("strategy") for r in rows if "error" not in r}
     print()
     print(table(rows, bool(ort), len(strategies) > 1))
+    if ort:
+        print(ratio_summary(rows, args.threads))
     print(f"\nload average {summary['machine']['loadavg_start']} -> "
           f"{summary['machine']['loadavg_end']}; summary: {args.out}")
     return 1 if failed else 0

@@ -32,6 +32,12 @@ std::vector<Tensor> random_inputs(const Session& s) {
   return ins;
 }
 
+// The batch the session runs: dim 0 of its first input (--batch 0 means the model's own).
+long long session_batch(const Session& s) {
+  const auto& in = s.inputs();
+  return in.empty() || in[0].shape.empty() ? 0 : (long long)in[0].shape[0];
+}
+
 double peak_rss_mb() {
   rusage ru{};
   getrusage(RUSAGE_SELF, &ru);
@@ -42,9 +48,20 @@ std::string step_op(const Session& s, const Step& st) {
   return st.node >= 0 ? s.graph().nodes[size_t(st.node)].op : "(convert)";
 }
 
+// A step runs a reference kernel (scalar, one tile) when its node's label is `ref`.
+bool is_reference_step(const Session& s, const Step& st) {
+  return st.node >= 0 && s.selection().nodes[size_t(st.node)].label.kind == LabelKind::ref;
+}
+
+// What --layers measured, for the JSON: one object per step, and the time in reference kernels.
+struct LayerTable {
+  std::string json;  // "[{...}, ...]"
+  double total_ms = 0, ref_ms = 0;
+};
+
 // Per-step table: median over `runs` profiled runs of each plan step.
-void print_layers(const Session& s, const std::vector<Tensor>& ins, std::vector<Tensor>& outs,
-                  int runs) {
+LayerTable print_layers(const Session& s, const std::vector<Tensor>& ins, std::vector<Tensor>& outs,
+                        int runs) {
   const Plan& plan = s.plan();
   std::vector<std::vector<double>> samples(plan.steps.size());
   RunProfile prof;
@@ -63,6 +80,9 @@ void print_layers(const Session& s, const std::vector<Tensor>& ins, std::vector<
     return t <= 0 ? 1.0 : double(t) / threads / double((t + threads - 1) / threads);
   };
   double weighted_balance = 0;
+  LayerTable table;
+  std::ostringstream js;
+  js << "[";
   std::printf("\n%4s  %-18s %-50s %-17s %9s %6s %8s %9s %6s %5s %s\n", "step", "op", "kernel",
               "layouts", "ms", "share", "GFLOP/s", "pred_ms", "tiles", "split", "time source");
   for (size_t i = 0; i < plan.steps.size(); ++i) {
@@ -81,9 +101,25 @@ void print_layers(const Session& s, const std::vector<Tensor>& ins, std::vector<
                 : c->cached   ? "cache"
                 : c->measured ? "measured"
                               : "model");
+    const bool ref = is_reference_step(s, st);
+    if (ref) table.ref_ms += med[i];
+    char num[96];
+    std::snprintf(num, sizeof num, ", \"ms\": %.6f, \"gflop_per_s\": %.3f, \"tiles\": %lld", med[i],
+                  macs > 0 && med[i] > 0 ? 2.0 * macs / (med[i] * 1e6) : 0.0, (long long)tiles);
+    js << (i ? ",\n    " : "\n    ") << "{\"step\": " << i
+       << ", \"op\": " << json_escape(step_op(s, st))
+       << ", \"kernel\": " << json_escape(st.kernel->name())
+       << ", \"layouts\": " << json_escape(lay) << num
+       << ", \"reference\": " << (ref ? "true" : "false") << "}";
   }
+  js << "\n  ]";
+  table.json = js.str();
+  table.total_ms = total;
   std::printf("total of step medians: %.3f ms; time-weighted tile split over %d threads: %.1f%%\n",
               total, threads, 100.0 * weighted_balance);
+  std::printf("reference kernels: %.3f ms (%.1f%% of the steps' time)\n", table.ref_ms,
+              total > 0 ? 100.0 * table.ref_ms / total : 0.0);
+  return table;
 }
 
 // Chrome trace (chrome://tracing, Perfetto): one complete event per piece of work, one lane
@@ -206,7 +242,7 @@ std::string report_one(const Args& a, Bench& b) {
 
   std::printf("model: %s\n", a.model.c_str());
   std::printf("isa: %s%s  threads: %d  batch: %lld  runs: %zu  warmup: %d\n", isa_name(s->isa()),
-              a.reference ? " (reference)" : "", s->threads(), (long long)a.batch, lat.size(),
+              a.reference ? " (reference)" : "", s->threads(), session_batch(*s), lat.size(),
               a.warmup);
   const Selection& sel = s->selection();
   std::printf(
@@ -236,7 +272,8 @@ std::string report_one(const Args& a, Bench& b) {
       double(run_bytes) / 1048576.0, double(plan.arena_bytes) / 1048576.0, s->threads(),
       double(plan.scratch_bytes) / 1048576.0, double(plan.naive_bytes) / 1048576.0, rss);
 
-  if (a.layers) print_layers(*s, ins, outs, std::max<int>(int(lat.size()), 1));
+  LayerTable layers;
+  if (a.layers) layers = print_layers(*s, ins, outs, std::max<int>(int(lat.size()), 1));
   if (!a.trace.empty()) write_trace(*s, ins, outs, a.trace);
 
   char buf[1536];
@@ -266,9 +303,14 @@ std::string report_one(const Args& a, Bench& b) {
     << ",\n  \"tune\": " << json_escape(tune_mode_name(sel.tune))
     << ",\n  \"threads\": " << a.threads << ",\n  \"threads_used\": " << s->threads()
     << ",\n  \"isa\": " << json_escape(isa_name(s->isa()))
-    << ",\n  \"reference\": " << (a.reference ? "true" : "false") << ",\n  \"batch\": " << a.batch
-    << ",\n  \"runs\": " << lat.size() << ",\n  \"warmup\": " << a.warmup << ",\n"
-    << buf << "}";
+    << ",\n  \"reference\": " << (a.reference ? "true" : "false")
+    << ",\n  \"batch\": " << session_batch(*s) << ",\n  \"runs\": " << lat.size()
+    << ",\n  \"warmup\": " << a.warmup << ",\n"
+    << buf;
+  if (a.layers)
+    f << ",\n  \"layers_total_ms\": " << layers.total_ms
+      << ",\n  \"reference_ms\": " << layers.ref_ms << ",\n  \"layers\": " << layers.json << "\n";
+  f << "}";
   return f.str();
 }
 
