@@ -202,3 +202,44 @@ void infer_pad(Graph& g, Node& n) {
 }
 
 }  // namespace kiln::infer_detail
+
+namespace kiln::infer_detail {
+
+void infer_channel_shuffle(Graph& g, Node& n) {
+  int64_t total = 0;
+  for (size_t i = 0; i < n.inputs.size(); ++i) {
+    if (!has_input(n, i)) n.fail(Code::invalid_model, "input " + std::to_string(i) + " is missing");
+    expect_dtype(g, n, i, DType::f32);
+    expect_rank(g, n, i, 4);
+    const Shape& x = input(g, n, i).shape;
+    const Shape& x0 = input(g, n, 0).shape;
+    if (x[0] != x0[0] || x[2] != x0[2] || x[3] != x0[3])
+      n.fail(Code::invalid_model, input_desc(g, n, i) + " has shape " + shape_str(x) +
+                                      ", unlike input 0's " + shape_str(x0) + " outside channels");
+    total += x[1];  // each < kMaxElements: no overflow
+  }
+  const int64_t groups = n.attr_i("groups", 1), offset = n.attr_i("offset", 0);
+  if (groups < 1 || total % groups != 0)
+    n.fail(Code::invalid_model, "groups " + std::to_string(groups) + " does not divide " +
+                                    std::to_string(total) + " channels");
+  const std::vector<int64_t> split = n.attr_ints("split");
+  if (split.size() != n.outputs.size())
+    n.fail(Code::invalid_model, "split " + ints_str(split) + " does not have one entry per output");
+  if (offset < 0 || offset > total)
+    n.fail(Code::invalid_model, "offset " + std::to_string(offset) + " is out of range");
+  int64_t end = offset;
+  for (int64_t s : split) {
+    if (s < 1 || s > total - end)
+      n.fail(Code::invalid_model, "split " + ints_str(split) + " from offset " +
+                                      std::to_string(offset) + " exceeds " + std::to_string(total) +
+                                      " channels");
+    end += s;
+  }
+  Shape out = input(g, n, 0).shape;
+  for (size_t i = 0; i < split.size(); ++i) {
+    out[1] = split[i];
+    set_output(g, n, i, DType::f32, out);
+  }
+}
+
+}  // namespace kiln::infer_detail

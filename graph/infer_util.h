@@ -103,5 +103,6 @@ void infer_split(Graph& g, Node& n);
 void infer_slice(Graph& g, Node& n);
 void infer_gather(Graph& g, Node& n);
 void infer_pad(Graph& g, Node& n);
+void infer_channel_shuffle(Graph& g, Node& n);  // graph/channel_shuffle.h
 
 }  // namespace kiln::infer_detail

@@ -15,6 +15,7 @@
 #include "graph/canonicalize.h"
 #include "graph/onnx_mmap.h"
 #include "graph/onnx_wire.h"
+#include "graph/ops.h"
 
 namespace kiln {
 namespace {
@@ -418,6 +419,8 @@ Graph import_source(const Source& src, const ImportOptions& opts) {
     n.name = np.name().empty() ? np.op_type() + "_" + std::to_string(i) : np.name();
     if (!np.domain().empty() && np.domain() != "ai.onnx")
       n.fail(Code::unsupported, "operator domain '" + np.domain() + "' is not supported");
+    if (const OpInfo* op = find_op(n.op); op && op->internal)
+      n.fail(Code::unsupported, "operator " + n.op + " is internal to Kiln, not an ONNX operator");
     for (const auto& out : np.output()) {
       if (out.empty()) {
         n.outputs.push_back(kNoValue);

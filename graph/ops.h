@@ -28,6 +28,7 @@
 //   Reshape     inputs (data, shape) + allowzero (0).
 //   Shape       inputs (x) + start/end (opset 15) — always folded to a constant.
 //   Constant    value / value_float / value_floats / value_int / value_ints — folded at import.
+//   ChannelShuffle  internal (graph/channel_shuffle.h), never in a model.
 // Supported dtypes: f32 everywhere; i64 for shape arithmetic (Shape, Gather, Concat, Slice,
 // Squeeze, Unsqueeze, Reshape, Add/Sub/Mul/Div, Identity, Cast-free paths). int32 initializers
 // are widened to i64 at import.
@@ -50,6 +51,7 @@ struct OpInfo {
   InferFn infer;
   int min_inputs, max_inputs;    // counting omitted optional inputs
   int min_outputs, max_outputs;  // outputs the model may declare
+  bool internal = false;         // made by Kiln's passes only; a model may not use it
 };
 
 const OpInfo* find_op(std::string_view op);  // nullptr if unsupported

@@ -254,6 +254,7 @@ PassStats optimize(Graph& g, const Evaluator& eval) {
   s.folded = infer_shapes(g, &eval);
   s.identities = remove_identities(g);
   s.batchnorms = fold_batchnorm(g);
+  s.glue = rewrite_channel_ops(g) + rewrite_reduce_means(g) + fold_pads(g);
   s.dead = remove_dead_code(g);
   return s;
 }

@@ -42,9 +42,25 @@ int remove_dead_code(Graph& g);
 // order, where all operands are available. Returns the number of ops fused.
 int fuse_epilogues(Graph& g);
 
-// The standard pipeline used at load: infer+fold, identities, BN folding, dead code.
+// graph/rewrite_glue.cpp. Channel data movement as ChannelShuffle nodes (graph/
+// channel_shuffle.h): Reshape->Transpose(0,2,1,3,4)->Reshape channel shuffles, channel Slices and
+// Splits of 4-D f32 activations; then a channel Concat feeding only such a node becomes its
+// inputs, and groups-1 nodes (slices) that together take one contiguous channel range of a
+// node's only output become that node's outputs. Returns the number of rewrites.
+int rewrite_channel_ops(Graph& g);
+// ReduceMean over axes {2,3} of a 4-D f32 tensor -> GlobalAveragePool (+ Flatten when
+// keepdims=0). Returns the number rewritten.
+int rewrite_reduce_means(Graph& g);
+// Constant Pads of H/W folded into their consumers' pads where exact: Conv (value 0),
+// AveragePool (value 0, no ceil_mode, its own pads absent or counted: count_include_pad=1),
+// MaxPool (value -inf, or 0 on a Relu / Clip(min >= 0) output; every window still holds an
+// input element; no ceil_mode). All-zero pads are removed. Returns the number of Pads removed.
+int fold_pads(Graph& g);
+
+// The standard pipeline used at load: infer+fold, identities, BN folding, the glue rewrites
+// above, dead code.
 struct PassStats {
-  int folded = 0, identities = 0, batchnorms = 0, dead = 0;
+  int folded = 0, identities = 0, batchnorms = 0, glue = 0, dead = 0;
 };
 PassStats optimize(Graph& g, const Evaluator& eval);
 

@@ -18,7 +18,7 @@ namespace kiln {
 namespace {
 
 const char* kind_name(LabelKind k) {
-  static const char* const kNames[] = {"conv", "fc", "pool", "concat", "eltwise", "ref"};
+  static const char* const kNames[] = {"conv", "fc", "pool", "concat", "eltwise", "ref", "shuffle"};
   return enum_name(k, kNames);
 }
 
@@ -246,8 +246,8 @@ std::optional<Label> Label::parse(const std::string& key) {
   if (parts.size() != 2) return std::nullopt;
   auto lay = layout_from(parts[1]);
   if (!lay) return std::nullopt;
-  for (LabelKind k :
-       {LabelKind::fc, LabelKind::pool, LabelKind::concat, LabelKind::eltwise, LabelKind::ref})
+  for (LabelKind k : {LabelKind::fc, LabelKind::pool, LabelKind::concat, LabelKind::eltwise,
+                      LabelKind::ref, LabelKind::shuffle})
     if (parts[0] == kind_name(k)) {
       l.kind = k;
       l.in = l.out = *lay;
@@ -300,6 +300,8 @@ std::vector<Label> candidate_labels(const Graph& g, int i, Isa isa, bool referen
     simple(LabelKind::concat, b);
     simple(LabelKind::concat, Layout::nhwc);
     simple(LabelKind::concat, Layout::nchw);
+  } else if (jit && n.op == "ChannelShuffle") {
+    for (Layout l : {b, Layout::nhwc, Layout::nchw}) simple(LabelKind::shuffle, l);
   } else if (jit && is_flat_elementwise(g, n)) {
     const bool has_jit = eltwise_ops(g, n).has_value();
     for (Layout l : {b, Layout::nhwc, Layout::nchw})
@@ -389,6 +391,11 @@ Instance instantiate(const Graph& g, int i, const Label& l, Isa isa, std::string
           create_eltwise_kernel(value_bytes(g.value(n.outputs[0]), l.in) / 4, *ops, isa, &why);
       break;
     }
+    case LabelKind::shuffle:
+      if (!jit_isa || n.op != "ChannelShuffle") return no("not a ChannelShuffle on a JIT ISA");
+      r.kernel = create_channel_shuffle_kernel(
+          g.value(n.inputs[0]).shape, ChannelShuffleSpec::from_node(g, n), l.in, isa, &why);
+      break;
     case LabelKind::ref:
       if (l.in != Layout::nchw && !is_flat_elementwise(g, n))
         return no("only elementwise ops run on a non-NCHW layout with reference kernels");

@@ -26,6 +26,7 @@ enum class LabelKind : int {
   eltwise = 4,  // asmjit elementwise chain over the flat buffer (any layout)
   ref = 5,      // the scalar reference kernel (4-D operands in `layout`, viewed flat when
                 // that is not NCHW, which only elementwise ops allow)
+  shuffle = 6,  // asmjit ChannelShuffle (channel gather: shuffles, slices, splits)
 };
 
 struct Label {

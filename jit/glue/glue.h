@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "graph/channel_shuffle.h"
 #include "graph/ir.h"
 #include "graph/post_ops.h"
 #include "jit/cpu.h"
@@ -21,9 +22,9 @@ std::unique_ptr<Kernel> create_reorder_kernel(const Shape& nchw, Layout from, La
                                               std::string* why_not);
 
 struct PoolProblem {
-  bool max = true;     // MaxPool / GlobalMaxPool, else average
-  bool global = false; // Global*Pool: kernel = the whole plane
-  Shape src, dst;      // logical NCHW shapes (dst already has the ceil_mode-aware size)
+  bool max = true;      // MaxPool / GlobalMaxPool, else average
+  bool global = false;  // Global*Pool: kernel = the whole plane
+  Shape src, dst;       // logical NCHW shapes (dst already has the ceil_mode-aware size)
   int64_t kh = 1, kw = 1, sh = 1, sw = 1, dh = 1, dw = 1;
   int64_t pt = 0, pl = 0, pb = 0, pr = 0;
   bool count_include_pad = false;  // average: divisor = window clipped to the padded extent
@@ -45,5 +46,32 @@ std::unique_ptr<Kernel> create_eltwise_kernel(int64_t elems, const std::vector<P
 std::unique_ptr<Kernel> create_concat_kernel(const Shape& nchw_out,
                                              const std::vector<int64_t>& channels, Layout l,
                                              Isa isa, std::string* why_not);
+
+// ChannelShuffle (graph/channel_shuffle.h): inputs src[0..k) [N, C_k, H, W] (nchw_in0: input
+// 0's shape), outputs dst[0..) in layout l (nchw, nhwc or the ISA's blocked layouts).
+std::unique_ptr<Kernel> create_channel_shuffle_kernel(const Shape& nchw_in0,
+                                                      const ChannelShuffleSpec& s, Layout l,
+                                                      Isa isa, std::string* why_not);
+
+// How the nhwc / blocked shuffle assembles each output vector of `lanes` channels (plain C++,
+// tested on its own): the source windows (`lanes` consecutive channels of one input, starting
+// at a block in blocked layouts, anywhere in nhwc) and, per output lane, the window lane it
+// takes (-1: another window's, or past the output's channels).
+struct ShuffleWindow {
+  int input = 0;
+  int64_t chan = 0;  // first channel of the window
+  int valid = 0;     // lanes inside the input (the rest are read masked)
+  std::vector<int> lane;
+};
+struct ShuffleVector {
+  int output = 0;
+  int64_t chan = 0;  // first output channel
+  int valid = 0;     // output channels in this vector
+  std::vector<ShuffleWindow> windows;
+};
+struct ShufflePlan {
+  std::vector<ShuffleVector> vectors;
+};
+ShufflePlan plan_channel_shuffle(const ChannelShuffleSpec& s, Layout l, int lanes);
 
 }  // namespace kiln

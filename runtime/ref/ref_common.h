@@ -130,6 +130,7 @@ KILN_REF_KERNEL(slice);
 KILN_REF_KERNEL(gather);
 KILN_REF_KERNEL(shape_op);
 KILN_REF_KERNEL(pad);
+KILN_REF_KERNEL(channel_shuffle);
 KILN_REF_KERNEL(constant);
 #undef KILN_REF_KERNEL
 

@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "graph/canonicalize.h"
+#include "graph/channel_shuffle.h"
 #include "runtime/ref/ref_common.h"
 
 namespace kiln::ref {
@@ -318,6 +319,42 @@ void constant(const Node& node, const Inputs& in, const Outputs& out) {
   expect_dtype(node, y, value->dtype(), "output");
   expect_shape(node, y, value->shape(), "output");
   copy_elems(y.dtype(), y.raw(), value->raw(), y.numel());
+}
+
+}  // namespace kiln::ref
+
+namespace kiln::ref {
+
+// ChannelShuffle (graph/channel_shuffle.h): one plane copy per output channel.
+void channel_shuffle(const Node& node, const Inputs& in, const Outputs& out) {
+  std::vector<int64_t> channels;
+  if (in.empty()) node.fail(Code::invalid_model, "has no inputs");
+  for (size_t k = 0; k < in.size(); ++k) {
+    const Tensor& x = req_input(node, in, k);
+    expect_dtype(node, x, DType::f32, "input");
+    expect_rank(node, x, 4, "input");
+    expect_shape(node, x, {in[0]->shape()[0], x.shape()[1], in[0]->shape()[2], in[0]->shape()[3]},
+                 "input");
+    channels.push_back(x.shape()[1]);
+  }
+  const ChannelShuffleSpec s = ChannelShuffleSpec::from_node(node, channels);
+  const Shape& x0 = in[0]->shape();
+  const int64_t N = x0[0], HW = x0[2] * x0[3];
+  if (s.split.size() != out.size() || s.groups < 1 || s.total() % s.groups != 0)
+    node.fail(Code::internal, "attributes do not match its inputs and outputs");
+  int64_t end = s.offset;
+  for (size_t o = 0; o < out.size(); ++o) {
+    expect_shape(node, req_output(node, out, o), {N, s.split[o], x0[2], x0[3]}, "output");
+    end += s.split[o];
+  }
+  if (s.offset < 0 || end > s.total()) node.fail(Code::internal, "split exceeds the channels");
+  for (size_t o = 0; o < out.size(); ++o)
+    for (int64_t n = 0; n < N; ++n)
+      for (int64_t c = 0; c < s.split[o]; ++c) {
+        const auto [k, ck] = s.locate(s.source(o, c));
+        const float* src = in[size_t(k)]->data<float>() + (n * channels[size_t(k)] + ck) * HW;
+        std::copy(src, src + HW, out[o]->data<float>() + (n * s.split[o] + c) * HW);
+      }
 }
 
 }  // namespace kiln::ref

@@ -47,6 +47,7 @@ constexpr std::array kTable{
     Entry{"Gather", ref::gather},
     Entry{"Shape", ref::shape_op},
     Entry{"Pad", ref::pad},
+    Entry{"ChannelShuffle", ref::channel_shuffle},
     Entry{"Constant", ref::constant},
 };
 }  // namespace

@@ -1,0 +1,260 @@
+// The glue rewrites (graph/rewrite_glue.cpp): channel shuffle / slice / split / concat into
+// ChannelShuffle, ReduceMean over H,W into a global pool, constant Pad into the consumer's pads.
+// Each graph is run by the reference kernels before and after optimize(): the results must
+// agree, and the cases that are not exact must be left alone.
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <limits>
+#include <map>
+
+#include "graph/onnx_builder.h"
+#include "graph/passes.h"
+#include "runtime/ref/ref_kernels.h"
+#include "test_rng.h"
+
+namespace kiln {
+namespace {
+
+using test::OnnxBuilder;
+
+void eval_node(const Node& n, const std::vector<const Tensor*>& in,
+               const std::vector<Tensor*>& out) {
+  RefKernel k = find_ref_kernel(n.op);
+  REQUIRE_MESSAGE(bool(k), n.op);
+  k(n, in, out);
+}
+const Evaluator kEval = eval_node;
+
+// Runs g on the reference kernels with a seeded random input per graph input, named outputs.
+std::map<std::string, Tensor> run_graph(const Graph& g, bool non_negative = false) {
+  std::map<ValueId, Tensor> vals;
+  test::XorShift rng(7, 1);
+  for (ValueId v : g.inputs) {
+    Tensor t(DType::f32, g.value(v).shape);
+    for (int64_t i = 0; i < t.numel(); ++i)
+      t.data<float>()[i] = float(rng.pick(0, 2000) - (non_negative ? 0 : 1000)) / 250.f;
+    vals[v] = t;
+  }
+  auto get = [&](ValueId v) -> const Tensor* {
+    if (v == kNoValue) return nullptr;
+    if (g.value(v).is_const()) return &*g.value(v).constant;
+    return &vals.at(v);
+  };
+  for (const Node& n : g.nodes) {
+    std::vector<const Tensor*> in;
+    std::vector<Tensor*> out;
+    for (ValueId v : n.inputs) in.push_back(get(v));
+    for (ValueId v : n.outputs) {
+      vals[v] = Tensor(g.value(v).dtype, g.value(v).shape);
+      out.push_back(&vals[v]);
+    }
+    eval_node(n, in, out);
+  }
+  std::map<std::string, Tensor> r;
+  for (ValueId v : g.outputs) r[g.value(v).name] = *get(v);
+  return r;
+}
+
+int count_op(const Graph& g, const std::string& op) {
+  int c = 0;
+  for (const Node& n : g.nodes) c += n.op == op;
+  return c;
+}
+
+// Imports b twice: once only inferred (the ONNX graph as written), once optimized. Checks that
+// both compute the same outputs (bit for bit: the rewrites move data or sum in the same
+// order) and returns the optimized graph.
+Graph check_same(const OnnxBuilder& b, bool non_negative = false) {
+  Graph plain = test::import(b);
+  infer_shapes(plain, &kEval);
+  Graph opt = test::import(b);
+  optimize(opt, kEval);
+  const auto want = run_graph(plain, non_negative), got = run_graph(opt, non_negative);
+  REQUIRE(want.size() == got.size());
+  for (const auto& [name, t] : want) {
+    const Tensor& u = got.at(name);
+    REQUIRE(t.shape() == u.shape());
+    int bad = 0;
+    for (int64_t i = 0; i < t.numel(); ++i) bad += t.data<float>()[i] != u.data<float>()[i];
+    CHECK_MESSAGE(bad == 0, name << ": " << bad << " elements differ");
+  }
+  return opt;
+}
+
+// ShuffleNetV2 unit: Concat(a, b) -> channel shuffle (groups 2) -> two channel halves.
+OnnxBuilder shuffle_unit(int64_t c, bool slice_gap = false,
+                         std::vector<int64_t> perm = {0, 2, 1, 3, 4}) {
+  OnnxBuilder b;
+  b.input("x", {2, c, 3, 5}).output("y1").output("y2");
+  b.init_i("s5", {5}, {2, 2, c, 3, 5});
+  b.init_i("s4", {4}, {2, 2 * c, 3, 5});
+  b.init_i("st0", {1}, {0});
+  b.init_i("en0", {1}, {slice_gap ? c - 1 : c});
+  b.init_i("st1", {1}, {c});
+  b.init_i("en1", {1}, {2 * c});
+  b.init_i("ax", {1}, {1});
+  b.node("Relu", {"x"}, {"a"});
+  b.node("Sigmoid", {"x"}, {"s"});
+  OnnxBuilder::attr_i(b.node("Concat", {"a", "s"}, {"cat"}), "axis", 1);
+  b.node("Reshape", {"cat", "s5"}, {"r5"});
+  OnnxBuilder::attr_ints(b.node("Transpose", {"r5"}, {"t5"}), "perm", perm);
+  b.node("Reshape", {"t5", "s4"}, {"sh"});
+  b.node("Slice", {"sh", "st0", "en0", "ax"}, {"h0"});
+  b.node("Slice", {"sh", "st1", "en1", "ax"}, {"h1"});
+  b.node("Tanh", {"h0"}, {"y1"});
+  b.node("Relu", {"h1"}, {"y2"});
+  return b;
+}
+
+TEST_CASE("rewrite: a ShuffleNet unit becomes one ChannelShuffle node") {
+  for (int64_t c : {4, 12, 24}) {
+    CAPTURE(c);
+    Graph g = check_same(shuffle_unit(c));
+    CHECK(count_op(g, "ChannelShuffle") == 1);
+    for (const char* op : {"Concat", "Reshape", "Transpose", "Slice"}) CHECK(count_op(g, op) == 0);
+    for (const Node& n : g.nodes)
+      if (n.op == "ChannelShuffle") {
+        CHECK(n.inputs.size() == 2);
+        CHECK(n.outputs.size() == 2);
+        CHECK(n.attr_i("groups", 0) == 2);
+        CHECK(n.attr_ints("split") == std::vector<int64_t>{c, c});
+      }
+  }
+}
+
+TEST_CASE("rewrite: what is not a channel shuffle, or cannot fold, is left") {
+  // Another permutation: no shuffle (the slices still become groups-1 ChannelShuffles).
+  Graph g = check_same(shuffle_unit(4, false, {0, 1, 2, 4, 3}));
+  CHECK(count_op(g, "Transpose") == 1);
+  CHECK(count_op(g, "Concat") == 1);
+  // Slices with a gap between them: the shuffle keeps its output, each slice is its own node.
+  g = check_same(shuffle_unit(4, true));
+  CHECK(count_op(g, "ChannelShuffle") == 3);
+  CHECK(count_op(g, "Transpose") == 0);
+  // An intermediate that is a graph output stays materialised.
+  OnnxBuilder b = shuffle_unit(4);
+  b.output("t5");
+  g = check_same(b);
+  CHECK(count_op(g, "Transpose") == 1);
+}
+
+TEST_CASE("rewrite: channel Split and strided Slice") {
+  OnnxBuilder b;
+  b.input("x", {2, 10, 3, 3}).output("y0").output("y1").output("z");
+  b.init_i("sp", {2}, {3, 7});
+  b.init_i("st", {1}, {1});
+  b.init_i("en", {1}, {9});
+  b.init_i("ax", {1}, {1});
+  b.init_i("step", {1}, {2});
+  OnnxBuilder::attr_i(b.node("Split", {"x", "sp"}, {"y0", "y1"}), "axis", 1);
+  b.node("Slice", {"x", "st", "en", "ax", "step"}, {"z"});  // step 2: not a channel range
+  Graph g = check_same(b);
+  CHECK(count_op(g, "ChannelShuffle") == 1);
+  CHECK(count_op(g, "Slice") == 1);
+}
+
+OnnxBuilder reduce_mean(std::vector<int64_t> axes, int64_t keepdims) {
+  OnnxBuilder b;
+  b.input("x", {2, 6, 4, 5}).output("y");
+  auto& n = b.node("ReduceMean", {"x"}, {"y"});
+  OnnxBuilder::attr_ints(n, "axes", axes);
+  OnnxBuilder::attr_i(n, "keepdims", keepdims);
+  return b;
+}
+
+TEST_CASE("rewrite: ReduceMean over H,W becomes a global average pool") {
+  Graph g = check_same(reduce_mean({2, 3}, 0));
+  CHECK(count_op(g, "GlobalAveragePool") == 1);
+  CHECK(count_op(g, "Flatten") == 1);
+  CHECK(g.value(g.outputs[0]).shape == Shape{2, 6});
+  g = check_same(reduce_mean({-1, -2}, 1));
+  CHECK(count_op(g, "GlobalAveragePool") == 1);
+  CHECK(count_op(g, "Flatten") == 0);
+  g = check_same(reduce_mean({1, 2}, 0));
+  CHECK(count_op(g, "ReduceMean") == 1);
+  g = check_same(reduce_mean({2}, 1));
+  CHECK(count_op(g, "ReduceMean") == 1);
+}
+
+// x -> [Relu] -> Pad(pads, value) -> consumer.
+OnnxBuilder pad_then(const std::string& op, std::vector<int64_t> pads, float value, bool relu,
+                     std::vector<int64_t> pool_pads = {0, 0, 0, 0}, int64_t ceil = 0,
+                     int64_t include = 0) {
+  OnnxBuilder b(13);
+  b.input("x", {2, 3, 7, 6}).output("y");
+  b.init_i("pads", {8}, pads);
+  b.init_f("v", {}, {value});
+  b.node(relu ? "Relu" : "Identity", {"x"}, {"r"});
+  b.node("Pad", {"r", "pads", "v"}, {"p"});
+  if (op == "Conv") {
+    std::vector<float> w(4 * 3 * 3 * 3);
+    for (size_t i = 0; i < w.size(); ++i) w[i] = float(int(i % 7) - 3) / 4.f;
+    b.init_f("w", {4, 3, 3, 3}, w);
+    OnnxBuilder::attr_ints(b.node("Conv", {"p", "w"}, {"y"}), "pads", pool_pads);
+  } else {
+    auto& n = b.node(op, {"p"}, {"y"});
+    OnnxBuilder::attr_ints(n, "kernel_shape", {3, 3});
+    OnnxBuilder::attr_ints(n, "pads", pool_pads);
+    OnnxBuilder::attr_i(n, "ceil_mode", ceil);
+    if (op == "AveragePool") OnnxBuilder::attr_i(n, "count_include_pad", include);
+  }
+  return b;
+}
+
+TEST_CASE("rewrite: constant Pads fold into the consumer where exact") {
+  const std::vector<int64_t> hw = {0, 0, 1, 2, 0, 0, 2, 1};
+  struct Case {
+    const char* what;
+    OnnxBuilder b;
+    bool folded, non_negative;
+  };
+  const float inf = std::numeric_limits<float>::infinity();
+  Case cases[] = {
+      {"avgpool (inception)", pad_then("AveragePool", {0, 0, 1, 1, 0, 0, 1, 1}, 0, false), true,
+       false},
+      {"avgpool, own pads counted", pad_then("AveragePool", hw, 0, false, {1, 0, 0, 1}, 0, 1), true,
+       false},
+      {"avgpool, own pads not counted", pad_then("AveragePool", hw, 0, false, {1, 0, 0, 1}), false,
+       false},
+      {"avgpool, ceil_mode", pad_then("AveragePool", hw, 0, false, {0, 0, 0, 0}, 1), false, false},
+      {"avgpool, value 1", pad_then("AveragePool", hw, 1, false), false, false},
+      {"conv", pad_then("Conv", hw, 0, false, {1, 1, 0, 0}), true, false},
+      {"conv, value 2", pad_then("Conv", hw, 2, false), false, false},
+      {"avgpool, channel pad", pad_then("AveragePool", {0, 1, 0, 0, 0, 0, 0, 0}, 0, false), false,
+       false},
+      {"maxpool after relu", pad_then("MaxPool", hw, 0, true), true, true},
+      {"maxpool, -inf", pad_then("MaxPool", hw, -inf, false), true, false},
+      {"maxpool, maybe negative", pad_then("MaxPool", hw, 0, false), false, false},
+      {"maxpool, all-pad window", pad_then("MaxPool", {0, 0, 3, 0, 0, 0, 0, 0}, 0, true), false,
+       true},
+      {"avgpool, pads reach a whole window",
+       pad_then("AveragePool", {0, 0, 3, 0, 0, 0, 0, 0}, 0, false), false, false},
+      {"no padding at all", pad_then("Conv", std::vector<int64_t>(8, 0), 5, false), true, false},
+  };
+  for (const Case& c : cases) {
+    CAPTURE(std::string(c.what));
+    Graph g = check_same(c.b, c.non_negative);
+    CHECK(count_op(g, "Pad") == (c.folded ? 0 : 1));
+  }
+}
+
+TEST_CASE("rewrite: a model may not use the internal ChannelShuffle op") {
+  OnnxBuilder b;
+  b.input("x", {1, 4, 2, 2}).output("y");
+  auto& n = b.node("ChannelShuffle", {"x"}, {"y"});
+  OnnxBuilder::attr_i(n, "groups", 2);
+  OnnxBuilder::attr_ints(n, "split", {4});
+  bool threw = false;
+  try {
+    test::import(b);
+  } catch (const Error& e) {
+    threw = true;
+    CHECK(e.code() == Code::unsupported);
+    CHECK(std::string(e.what()).find("internal") != std::string::npos);
+  }
+  CHECK(threw);
+}
+
+}  // namespace
+}  // namespace kiln
