@@ -26,6 +26,7 @@ enum class LabelKind : int {
   eltwise = 4,  // asmjit elementwise chain over the flat buffer (any layout)
   ref = 5,      // the scalar reference kernel (4-D operands in `layout`, viewed flat when
                 // that is not NCHW, which only elementwise ops allow)
+  norm = 6,     // asmjit LayerNormalization (channels of a 4-D tensor, or trailing dims)
 };
 
 struct Label {

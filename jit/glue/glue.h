@@ -1,6 +1,6 @@
 // Glue kernels generated with asmjit's x86::Compiler (virtual registers: register allocation
 // buys nothing here, clarity does): layout conversions, pooling, standalone elementwise
-// chains, concat. Each returns nullptr with *why_not when it does not apply.
+// chains, concat, LayerNorm. Each returns nullptr with *why_not when it does not apply.
 #pragma once
 
 #include <memory>
@@ -21,9 +21,9 @@ std::unique_ptr<Kernel> create_reorder_kernel(const Shape& nchw, Layout from, La
                                               std::string* why_not);
 
 struct PoolProblem {
-  bool max = true;     // MaxPool / GlobalMaxPool, else average
-  bool global = false; // Global*Pool: kernel = the whole plane
-  Shape src, dst;      // logical NCHW shapes (dst already has the ceil_mode-aware size)
+  bool max = true;      // MaxPool / GlobalMaxPool, else average
+  bool global = false;  // Global*Pool: kernel = the whole plane
+  Shape src, dst;       // logical NCHW shapes (dst already has the ceil_mode-aware size)
   int64_t kh = 1, kw = 1, sh = 1, sw = 1, dh = 1, dw = 1;
   int64_t pt = 0, pl = 0, pb = 0, pr = 0;
   bool count_include_pad = false;  // average: divisor = window clipped to the padded extent
@@ -45,5 +45,14 @@ std::unique_ptr<Kernel> create_eltwise_kernel(int64_t elems, const std::vector<P
 std::unique_ptr<Kernel> create_concat_kernel(const Shape& nchw_out,
                                              const std::vector<int64_t>& channels, Layout l,
                                              Isa isa, std::string* why_not);
+
+// LayerNormalization of a tensor viewed as [outer, c, inner], normalised over c:
+// y = (x - mean) / sqrt(var + eps) * gamma + beta (var = mean((x - mean)^2)). Layout l:
+// nchw = the plain row-major buffer, which needs inner == 1 (rows of c contiguous floats);
+// nhwc (a 4-D tensor's channels, inner = H*W); nChw8c/16c of the ISA's block (pad lanes written
+// as 0). gamma holds c floats, beta c floats or null (0). src[0] -> dst[0].
+std::unique_ptr<Kernel> create_layernorm_kernel(int64_t outer, int64_t c, int64_t inner, Layout l,
+                                                float eps, const float* gamma, const float* beta,
+                                                Isa isa, std::string* why_not);
 
 }  // namespace kiln
