@@ -202,7 +202,7 @@ class ChainEmitter {
   }
 
   // x * 0.5 * (1 + erf(x / sqrt 2)) with 1 + erf from erfc(|z|) (kErfcPoly in epilogue.h):
-  // ~1e-7 absolute in the erf term. gelu(+inf) = +inf, gelu(-inf) = NaN as the reference.
+  // <= 6e-7 absolute in the erf term. gelu(+inf) = +inf, gelu(-inf) = NaN as the reference.
   void gelu() {
     // t1 = exp(-z^2), z^2 = x*x*0.5
     g_.vmulps(t(1), a_, a_);

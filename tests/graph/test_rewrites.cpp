@@ -43,7 +43,7 @@ std::vector<float> run_graph(const Graph& g) {
       out.push_back(&vals[v]);
     }
     RefKernel k = find_ref_kernel(n.op);
-    REQUIRE_MESSAGE(k, n.op);
+    REQUIRE_MESSAGE(static_cast<bool>(k), n.op);
     k(n, in, out);
   }
   const Tensor& y = *get(g.outputs[0]);

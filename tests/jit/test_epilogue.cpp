@@ -313,7 +313,8 @@ std::vector<std::vector<PostOp>> single_ops() {
           {mk(K::hardsigmoid, 0.2f, 0.5f)},
           {mk(K::hardsigmoid, 1.f / 6.f, 0.5f)},
           {mk(K::add)},
-          {mk(K::scale_shift)}};
+          {mk(K::scale_shift)},
+          {mk(K::gelu)}};
 }
 
 std::vector<std::pair<bool, std::vector<PostOp>>> chains() {
@@ -331,7 +332,9 @@ std::vector<std::pair<bool, std::vector<PostOp>>> chains() {
           {true, {mk(K::swish), mk(K::hardsigmoid, 0.2f, 0.5f), mk(K::leaky_relu, 0.3f)}},
           {false, {mk(K::sigmoid), mk(K::swish), mk(K::hardswish)}},
           {true, {mk(K::scale_shift), mk(K::hardswish), mk(K::add), mk(K::clip, -kInf, 4.f)}},
-          {false, {mk(K::relu), mk(K::relu), mk(K::sigmoid), mk(K::sigmoid)}}};
+          {false, {mk(K::relu), mk(K::relu), mk(K::sigmoid), mk(K::sigmoid)}},
+          {true, {mk(K::gelu), mk(K::add)}},
+          {false, {mk(K::scale_shift), mk(K::gelu)}}};
 }
 
 TEST_CASE("epilogue: every post-op alone, with and without bias, both ISAs") {
@@ -430,6 +433,44 @@ TEST_CASE("epilogue: sigmoid and swish accuracy against double precision") {
     }
 }
 
+TEST_CASE("epilogue: gelu accuracy against double precision") {
+  std::vector<float> in;
+  for (int i = 0; i <= (1 << 20); ++i) in.push_back(float(-12.0 + 24.0 * i / (1 << 20)));
+  for (int e = -30; e <= 30; ++e)
+    for (float m : {1.f, -1.f, 1.7f, -2.3f}) in.push_back(m * std::pow(10.f, float(e)));
+  for (Isa isa : test_isas()) {
+    CAPTURE(std::string(isa_name(isa)));
+    const size_t w = size_t(simd_width(isa));
+    std::vector<float> x(in), y((in.size() + w - 1) / w * w);
+    x.resize(y.size(), 0.f);
+    EpiKernel k(isa, false, {mk(K::gelu)}, 0, reg_sets(isa)[1]);
+    k.create();
+    Sentinels sen;
+    EpiArgs a{x.data(),       y.data(),        int64_t(y.size() / w), {},
+              sen.vec.data(), sen.dump.data(), sen.k.data(),          sen.kdump.data()};
+    k.fn<void (*)(const EpiArgs*)>()(&a);
+    double worst = 0;
+    int bad = 0;
+    for (size_t i = 0; i < in.size(); ++i) {
+      const double t = test::gelu_truth(in[i]);
+      worst = std::max(worst, std::fabs(y[i] - t) / std::max(1.0, std::fabs(double(in[i]))));
+      const float ref = apply_post_op(mk(K::gelu), in[i], 0, 0, 0);
+      if (!(std::fabs(y[i] - t) <= test::gelu_err(in[i], ref)) && ++bad <= 3)
+        CHECK_MESSAGE(false, "x = " << in[i] << ": got " << y[i] << " truth " << t);
+    }
+    double worst_erf = 0;  // the erf term's error: |error| / (|x| / 2)
+    for (size_t i = 0; i < in.size(); ++i)
+      if (std::fabs(in[i]) > 1e-3f && std::isfinite(in[i]))
+        worst_erf =
+            std::max(worst_erf, std::fabs(y[i] - test::gelu_truth(in[i])) / std::fabs(0.5 * in[i]));
+    MESSAGE(std::string(isa_name(isa))
+            << " gelu: erf term error " << worst_erf << ", max |error| / max(1, |x|) = " << worst);
+    CHECK(bad == 0);
+    CHECK(worst_erf < 6e-7);
+    CHECK(worst < 3e-7);
+  }
+}
+
 // ---------------------------------------------------------------------------------------------
 // temps_needed per op (hand-derived from the emitter's design, see jit/epilogue.cpp).
 
@@ -445,6 +486,7 @@ TEST_CASE("epilogue: temps_needed per op and ISA") {
       {mk(K::sigmoid), 2, 2, 2, 2},    {mk(K::swish), 3, 3, 3, 3},
       {mk(K::hardswish), 1, 1, 1, 1},  {mk(K::hardsigmoid, 0.2f, 0.5f), 0, 0, 1, 1},
       {mk(K::add), 0, 0, 0, 1},        {mk(K::scale_shift), 0, 0, 0, 1},
+      {mk(K::gelu), 3, 3, 3, 3},
   };
   for (const auto& r : rows) {
     CAPTURE(post_op_name(r.op.kind));

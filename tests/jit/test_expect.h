@@ -55,6 +55,22 @@ inline double sigmoid_swish_err(PostOp::Kind k, float in, float v, double e) {
   return e * (k == PostOp::Kind::sigmoid ? 0.25 : 1.1) + tol;
 }
 
+// gelu in double precision.
+inline double gelu_truth(double x) {
+  return 0.5 * x * (1 + std::erf(x * 0.70710678118654752));
+}
+
+// The budget of one gelu with input `in` and reference result `v`: the erf term's
+// approximation (jit/epilogue.h: 1.5e-7, 6e-7 with the float rounding where erfc ~ 1) times |x|/2,
+// 4 ulp of rounding, plus the float reference's own distance to the truth. Slope <= 1.13.
+inline double gelu_err(float in, float v) {
+  const double t = gelu_truth(in);
+  double tol =
+      0.5 * std::fabs(double(in)) * 6e-7 + 4 * ulp_of(std::max(std::fabs(double(v)), std::fabs(t)));
+  if (std::isfinite(t)) tol += std::fabs(double(v) - t);
+  return tol;
+}
+
 // The error budget after `op` for the ops every JIT path computes with the reference's own
 // operations (relu, clip, leaky_relu, add: exact while their input is; earlier errors scale by
 // the slope bound) or with our exp (sigmoid, swish); `in` is the op's input, `v` the reference
@@ -71,6 +87,8 @@ inline std::optional<double> common_op_err(const PostOp& op, float in, float v, 
     case PostOp::Kind::sigmoid:
     case PostOp::Kind::swish:
       return sigmoid_swish_err(op.kind, in, v, e);
+    case PostOp::Kind::gelu:
+      return e * 1.13 + gelu_err(in, v);
     default:
       return std::nullopt;
   }

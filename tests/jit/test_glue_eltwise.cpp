@@ -118,6 +118,8 @@ TEST_CASE("glue eltwise: chains against apply_post_op") {
       {mk(K::add)},
       {mk(K::add), mk(K::relu)},
       {mk(K::add), mk(K::swish)},
+      {mk(K::gelu)},
+      {mk(K::add), mk(K::gelu), mk(K::add)},
       {mk(K::relu), mk(K::add), mk(K::clip, 0.f, 6.f)},
       {mk(K::sigmoid), mk(K::add), mk(K::hardswish), mk(K::add), mk(K::leaky_relu, 0.2f)},
       {},
@@ -233,6 +235,46 @@ TEST_CASE("glue asm_math: exp special values") {
     CHECK(yn[7] == kInf);
     CHECK(std::isnan(yn[8]));
     CHECK(yn[9] == doctest::Approx(0.36787944f).epsilon(1e-7));
+  }
+}
+
+}  // namespace
+}  // namespace kiln
+
+namespace kiln {
+namespace {
+
+// gelu (emit_gelu through the eltwise kernel) against double precision over a dense sweep of
+// [-12, 12] and wide magnitudes: within the documented budget (test_expect.h gelu_err).
+TEST_CASE("glue asm_math: gelu accuracy against double precision") {
+  std::vector<float> x;
+  for (int i = 0; i <= (1 << 20); ++i) x.push_back(float(-12.0 + 24.0 * i / (1 << 20)));
+  for (int e = -30; e <= 30; ++e)
+    for (float m : {1.f, -1.f, 1.7f, -2.3f}) x.push_back(m * std::pow(10.f, float(e)));
+  for (Isa isa : test::glue_isas()) {
+    CAPTURE(std::string(isa_name(isa)));
+    auto k = create_eltwise_kernel(int64_t(x.size()), {mk(K::gelu)}, isa, nullptr);
+    REQUIRE(k);
+    std::vector<float> y(x.size());
+    test::run_split(*k, {x.data()}, {y.data()});
+    double worst_abs = 0;  // |error| / max(1, |x|): the erf term's error bound
+    int bad = 0;
+    for (size_t i = 0; i < x.size(); ++i) {
+      const double t = test::gelu_truth(x[i]);
+      worst_abs = std::max(worst_abs, std::fabs(y[i] - t) / std::max(1.0, std::fabs(double(x[i]))));
+      const float ref = apply_post_op(mk(K::gelu), x[i], 0, 0, 0);
+      if (!(std::fabs(y[i] - t) <= test::gelu_err(x[i], ref)) && ++bad <= 3)
+        CHECK_MESSAGE(false, "x = " << x[i] << ": got " << y[i] << " truth " << t);
+    }
+    double worst_erf = 0;  // the erf term's error: |error| / (|x| / 2)
+    for (size_t i = 0; i < x.size(); ++i)
+      if (std::fabs(x[i]) > 1e-3f && std::isfinite(x[i]))
+        worst_erf =
+            std::max(worst_erf, std::fabs(y[i] - test::gelu_truth(x[i])) / std::fabs(0.5 * x[i]));
+    MESSAGE(std::string(isa_name(isa)) << " gelu: erf term error " << worst_erf
+                                       << ", max |error| / max(1, |x|) = " << worst_abs);
+    CHECK(bad == 0);
+    CHECK(worst_abs < 2e-7);
   }
 }
 

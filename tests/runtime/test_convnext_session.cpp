@@ -19,6 +19,7 @@ std::vector<float> run(const kiln::Session& s) {
   kiln::Tensor x(kiln::DType::f32, in.shape);
   for (int64_t i = 0; i < x.numel(); ++i) x.data<float>()[i] = std::cos(0.41f * float(i)) * 3;
   std::vector<kiln::Tensor> outs;
+  for (const kiln::IoInfo& o : s.outputs()) outs.emplace_back(o.dtype, o.shape);
   s.run({x}, outs);
   const kiln::Tensor& y = outs.at(0);
   return std::vector<float>(y.data<float>(), y.data<float>() + y.numel());
