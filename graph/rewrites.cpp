@@ -145,7 +145,7 @@ class ChannelsLast : public Rewriter {
   // axis (elementwise with constants broadcast along it, ReduceMean, MatMul by a constant,
   // LayerNorm over it) and end in Transpose(perm 0,3,1,2): the region computes the same on
   // NCHW values with the axes mapped, MatMul becoming a 1x1 Conv. Returns whether rewritten.
-  bool try_region(Node& t) {
+  bool try_match(Node& t) {
     if (!has_perm(t, {0, 2, 3, 1}) || g_.value(t.inputs[0]).shape.size() != 4) return false;
     std::vector<int> region, exits;
     std::set<ValueId> values = {t.outputs[0]};
@@ -398,16 +398,23 @@ void rescale_conv(Graph& g, Node& conv, const std::vector<float>& mul,
   conv.inputs[2] = g.add_const(unique_value_name(g, conv.name + "_b_affine"), std::move(b2));
 }
 
-}  // namespace
-
-int fuse_gelu(Graph& g) {
-  GeluFuser r(g);
+// One pass of rewriter R (its try_match) over every live node; shapes are inferred again
+// when something changed (new nodes, re-laid values).
+template <class R>
+int sweep(Graph& g) {
+  R r(g);
   int n = 0;
   for (size_t i = 0; i < g.nodes.size(); ++i)
     if (!g.nodes[i].op.empty()) n += r.try_match(g.nodes[i]);
   r.finish();
   if (n) infer_shapes(g);
   return n;
+}
+
+}  // namespace
+
+int fuse_gelu(Graph& g) {
+  return sweep<GeluFuser>(g);
 }
 
 int fold_conv_affine(Graph& g) {
@@ -437,23 +444,11 @@ int fold_conv_affine(Graph& g) {
 }
 
 int sink_channels_last(Graph& g) {
-  ChannelsLast r(g);
-  int n = 0;
-  for (size_t i = 0; i < g.nodes.size(); ++i)
-    if (!g.nodes[i].op.empty()) n += r.try_region(g.nodes[i]);
-  r.finish();
-  if (n) infer_shapes(g);  // region values are NCHW now, MatMuls Convs
-  return n;
+  return sweep<ChannelsLast>(g);  // region values are NCHW now, MatMuls Convs
 }
 
 int fuse_layer_norm(Graph& g) {
-  LayerNormFuser r(g);
-  int n = 0;
-  for (size_t i = 0; i < g.nodes.size(); ++i)
-    if (!g.nodes[i].op.empty()) n += r.try_match(g.nodes[i]);
-  r.finish();
-  if (n) infer_shapes(g);
-  return n;
+  return sweep<LayerNormFuser>(g);
 }
 
 }  // namespace kiln

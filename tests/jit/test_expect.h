@@ -71,6 +71,37 @@ inline double gelu_err(float in, float v) {
   return tol;
 }
 
+// gelu's accuracy sweep: [-12, 12] densely and magnitudes 1e-30 .. 1e30.
+inline std::vector<float> gelu_test_inputs() {
+  std::vector<float> x;
+  for (int i = 0; i <= (1 << 20); ++i) x.push_back(float(-12.0 + 24.0 * i / (1 << 20)));
+  for (int e = -30; e <= 30; ++e)
+    for (float m : {1.f, -1.f, 1.7f, -2.3f}) x.push_back(m * std::pow(10.f, float(e)));
+  return x;
+}
+
+// y = gelu(x) against double precision: inputs outside gelu_err's budget, the erf term's
+// worst error (|error| / (|x| / 2)) and the worst |error| / max(1, |x|).
+struct GeluStats {
+  int bad = 0;
+  float first_bad = 0;
+  double erf_term = 0, scaled = 0;
+};
+inline GeluStats gelu_stats(const std::vector<float>& x, const float* y) {
+  GeluStats s;
+  PostOp op;
+  op.kind = PostOp::Kind::gelu;
+  for (size_t i = 0; i < x.size(); ++i) {
+    const double t = gelu_truth(x[i]), err = std::fabs(double(y[i]) - t);
+    if (!(err <= gelu_err(x[i], apply_post_op(op, x[i], 0, 0, 0))) && s.bad++ == 0)
+      s.first_bad = x[i];
+    s.scaled = std::max(s.scaled, err / std::max(1.0, std::fabs(double(x[i]))));
+    if (std::fabs(x[i]) > 1e-3f && std::isfinite(x[i]))
+      s.erf_term = std::max(s.erf_term, err / std::fabs(0.5 * x[i]));
+  }
+  return s;
+}
+
 // The error budget after `op` for the ops every JIT path computes with the reference's own
 // operations (relu, clip, leaky_relu, add: exact while their input is; earlier errors scale by
 // the slope bound) or with our exp (sigmoid, swish); `in` is the op's input, `v` the reference
