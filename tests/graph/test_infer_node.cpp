@@ -48,7 +48,9 @@ TEST_CASE("op table lists every supported op once with sane bounds") {
                             "ReduceMean",
                             "Pow",
                             "Sqrt",
-                            "Erf"};
+                            "Erf",
+                            "Gelu",
+                            "LayerNormalization"};
   for (const char* op : expected) {
     CAPTURE(op);
     const OpInfo* info = find_op(op);
