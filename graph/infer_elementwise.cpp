@@ -16,6 +16,12 @@ void infer_unary_f32(Graph& g, Node& n) {
     if (!std::isfinite(alpha) || !std::isfinite(beta))
       n.fail(Code::invalid_model, "attributes alpha/beta must be finite");
   }
+  if (n.op == "Gelu") {
+    const std::string a = n.attr_s("approximate", "none");
+    if (a != "none" && a != "tanh")
+      n.fail(Code::invalid_model,
+             "attribute approximate must be 'none' or 'tanh', got '" + a + "'");
+  }
   const Value& x = input(g, n, 0);
   set_output(g, n, 0, x.dtype, x.shape);
 }
@@ -71,8 +77,7 @@ void infer_binary_arith(Graph& g, Node& n) {
 void infer_pow(Graph& g, Node& n) {
   expect_dtype(g, n, 0, DType::f32);
   expect_dtype(g, n, 1, DType::f32);
-  set_output(g, n, 0, DType::f32,
-             broadcast_shapes(n, input(g, n, 0).shape, input(g, n, 1).shape));
+  set_output(g, n, 0, DType::f32, broadcast_shapes(n, input(g, n, 0).shape, input(g, n, 1).shape));
 }
 
 void infer_sum(Graph& g, Node& n) {

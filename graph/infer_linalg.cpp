@@ -1,5 +1,5 @@
 // Shape inference for the matrix ops (Gemm, MatMul) and the reductions along axes (Softmax,
-// ReduceMean).
+// ReduceMean, LayerNormalization).
 #include <string>
 
 #include "graph/infer_util.h"
@@ -94,6 +94,39 @@ void infer_reduce_mean(Graph& g, Node& n) {
       out.push_back(1);
   }
   set_output(g, n, 0, DType::f32, out);
+}
+
+void infer_layer_norm(Graph& g, Node& n) {
+  expect_dtype(g, n, 0, DType::f32);
+  expect_min_rank(g, n, 0, 1);
+  const Shape& x = input(g, n, 0).shape;
+  const int64_t r = int64_t(x.size());
+  const int64_t axis = normalize_axis(n, n.attr_i("axis", -1), r);
+  const int64_t dims = n.attr_i("norm_dims", r - axis);
+  if (dims < 1 || dims > r - axis)
+    n.fail(Code::invalid_model, "norm_dims " + std::to_string(dims) + " outside 1.." +
+                                    std::to_string(r - axis) + " for axis " + std::to_string(axis));
+  n.attrs["axis"] = attr_i(axis);
+  n.attrs["norm_dims"] = attr_i(dims);
+  const float eps = n.attr_f("epsilon", 1e-5f);
+  if (!(eps >= 0)) n.fail(Code::invalid_model, "epsilon " + std::to_string(eps) + " is negative");
+  // scale / B: the normalised dims, leading 1s allowed (broadcast over the outer dims).
+  const Shape norm(x.begin() + axis, x.begin() + axis + dims);
+  for (size_t i = 1; i < 3; ++i) {
+    if (!has_input(n, i)) continue;
+    expect_dtype(g, n, i, DType::f32);
+    Shape s = input(g, n, i).shape;
+    while (s.size() > norm.size() && s.front() == 1) s.erase(s.begin());
+    if (s != norm)
+      n.fail(Code::invalid_model, input_desc(g, n, i) + " has shape " +
+                                      shape_str(input(g, n, i).shape) + ", expected " +
+                                      shape_str(norm) + " (the normalised dims)");
+  }
+  for (size_t i = 1; i < n.outputs.size(); ++i)
+    if (has_output(n, i))
+      n.fail(Code::unsupported,
+             "output " + std::to_string(i) + " (Mean / InvStdDev) is not supported, only Y");
+  set_output(g, n, 0, DType::f32, x);
 }
 
 }  // namespace kiln::infer_detail

@@ -76,6 +76,7 @@ void infer_max_pool(Graph& g, Node& n);
 void infer_average_pool(Graph& g, Node& n);
 void infer_global_pool(Graph& g, Node& n);
 void infer_batch_norm(Graph& g, Node& n);
+void infer_layer_norm(Graph& g, Node& n);
 // infer_elementwise.cpp
 void infer_unary_f32(Graph& g, Node& n);
 void infer_identity(Graph& g, Node& n);

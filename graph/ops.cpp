@@ -26,6 +26,7 @@ const std::vector<OpInfo>& table() {
       {"GlobalMaxPool", infer_global_pool, 1, 1, 1, 1},
       // Training outputs (mean, var, saved_*) may be declared but must be omitted.
       {"BatchNormalization", infer_batch_norm, 5, 5, 1, 5},
+      {"LayerNormalization", infer_layer_norm, 2, 3, 1, 3},  // Mean, InvStdDev: rejected
       {"Relu", infer_unary_f32, 1, 1, 1, 1},
       {"LeakyRelu", infer_unary_f32, 1, 1, 1, 1},
       {"Sigmoid", infer_unary_f32, 1, 1, 1, 1},
@@ -34,6 +35,7 @@ const std::vector<OpInfo>& table() {
       {"Tanh", infer_unary_f32, 1, 1, 1, 1},
       {"Sqrt", infer_unary_f32, 1, 1, 1, 1},
       {"Erf", infer_unary_f32, 1, 1, 1, 1},
+      {"Gelu", infer_unary_f32, 1, 1, 1, 1},
       {"Clip", infer_clip, 1, 3, 1, 1},
       {"Identity", infer_identity, 1, 1, 1, 1},
       {"Dropout", infer_dropout, 1, 3, 1, 2},  // mask output: rejected by infer

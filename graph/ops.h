@@ -19,6 +19,12 @@
 //               softmax runs over the second dim (old semantics); otherwise over `axis` only.
 //   Dropout     inputs (x, ratio?, training_mode?); only inference is supported (identity).
 //   BatchNormalization  inputs (x, scale, B, mean, var) + attr epsilon (1e-5); one output.
+//   LayerNormalization  inputs (x, scale, B?) + attrs axis (made non-negative), epsilon (1e-5)
+//               and Kiln's `norm_dims` (made explicit): the normalised dims are
+//               [axis, axis + norm_dims); ONNX's form normalises [axis, rank), so norm_dims =
+//               rank - axis there; graph passes write norm_dims = 1 for a LayerNorm over the
+//               channels of an NCHW tensor (ConvNeXt's LayerNorm2d). scale / B hold the
+//               normalised dims (leading 1s allowed). Only output Y.
 //   Gemm        inputs (A, B, C?) + transA, transB, alpha, beta.
 //   Conv        inputs (x, w, b?) + auto_pad, dilations, group, kernel_shape, pads, strides, all
 //               made explicit by inference: after inference, every Conv/MaxPool/AveragePool node

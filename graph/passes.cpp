@@ -254,6 +254,10 @@ PassStats optimize(Graph& g, const Evaluator& eval) {
   s.folded = infer_shapes(g, &eval);
   s.identities = remove_identities(g);
   s.batchnorms = fold_batchnorm(g);
+  s.rewrites = sink_channels_last(g);
+  s.rewrites += fuse_layer_norm(g);
+  s.rewrites += fuse_gelu(g);
+  s.rewrites += fold_conv_affine(g);
   s.glue = rewrite_channel_ops(g) + rewrite_reduce_means(g) + fold_pads(g);
   s.dead = remove_dead_code(g);
   return s;

@@ -57,10 +57,24 @@ int rewrite_reduce_means(Graph& g);
 // input element; no ceil_mode). All-zero pads are removed. Returns the number of Pads removed.
 int fold_pads(Graph& g);
 
-// The standard pipeline used at load: infer+fold, identities, BN folding, the glue rewrites
-// above, dead code.
+// Pattern rewrites (graph/rewrites.cpp), each returning how many it made:
+// Transpose(0,2,3,1) -> ops along the last axis -> Transpose(0,3,1,2) becomes the same ops on
+// the NCHW tensor (axes mapped, constants re-laid, MatMul by a constant a 1x1 Conv), so the
+// solver picks layouts and no transpose runs (ConvNeXt's channels-last MLP and LayerNorms).
+int sink_channels_last(Graph& g);
+// (x - m) / Sqrt(ReduceMean((x - m)^2) + eps) [* gamma] [+ beta], m = ReduceMean(x) over one
+// axis: LayerNormalization over that axis (norm_dims = 1; graph/ops.h).
+int fuse_layer_norm(Graph& g);
+// x * 0.5 * (1 + Erf(x / sqrt 2)) in any association: Gelu (fused later as a post-op).
+int fuse_gelu(Graph& g);
+// Conv (constant weights, no post-ops) whose only consumer adds or multiplies a per-channel
+// constant: folded into its bias / weights and bias, like fold_batchnorm.
+int fold_conv_affine(Graph& g);
+
+// The standard pipeline used at load: infer+fold, identities, BN folding, the pattern rewrites
+// and the glue rewrites above, dead code.
 struct PassStats {
-  int folded = 0, identities = 0, batchnorms = 0, glue = 0, dead = 0;
+  int folded = 0, identities = 0, batchnorms = 0, rewrites = 0, glue = 0, dead = 0;
 };
 PassStats optimize(Graph& g, const Evaluator& eval);
 

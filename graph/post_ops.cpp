@@ -11,10 +11,11 @@
 namespace kiln {
 namespace {
 
-constexpr PostOp::Kind kKinds[] = {
-    PostOp::Kind::relu,        PostOp::Kind::leaky_relu, PostOp::Kind::clip,
-    PostOp::Kind::sigmoid,     PostOp::Kind::swish,      PostOp::Kind::hardswish,
-    PostOp::Kind::hardsigmoid, PostOp::Kind::add,        PostOp::Kind::scale_shift};
+constexpr PostOp::Kind kKinds[] = {PostOp::Kind::relu,        PostOp::Kind::leaky_relu,
+                                   PostOp::Kind::clip,        PostOp::Kind::sigmoid,
+                                   PostOp::Kind::swish,       PostOp::Kind::hardswish,
+                                   PostOp::Kind::hardsigmoid, PostOp::Kind::add,
+                                   PostOp::Kind::scale_shift, PostOp::Kind::gelu};
 
 int extra_inputs(PostOp::Kind k) {
   return k == PostOp::Kind::add ? 1 : k == PostOp::Kind::scale_shift ? 2 : 0;
@@ -23,8 +24,8 @@ int extra_inputs(PostOp::Kind k) {
 }  // namespace
 
 const char* post_op_name(PostOp::Kind k) {
-  static const char* const kNames[] = {"relu",      "leaky_relu",  "clip", "sigmoid",    "swish",
-                                       "hardswish", "hardsigmoid", "add",  "scale_shift"};
+  static const char* const kNames[] = {"relu",      "leaky_relu",  "clip", "sigmoid",     "swish",
+                                       "hardswish", "hardsigmoid", "add",  "scale_shift", "gelu"};
   return enum_name(k, kNames);
 }
 
@@ -84,6 +85,8 @@ std::optional<PostOp> unary_post_op(const Graph& g, const Node& n) {
     op.beta = n.attr_f("beta", 0.5f);
   } else if (n.op == "HardSwish") {
     op.kind = PostOp::Kind::hardswish;
+  } else if (n.op == "Gelu" && n.attr_s("approximate", "none") == "none") {
+    op.kind = PostOp::Kind::gelu;
   } else {
     return std::nullopt;
   }
@@ -123,6 +126,8 @@ float apply_post_op(const PostOp& op, float x, float residual, float scale, floa
       return x + residual;
     case PostOp::Kind::scale_shift:
       return x * scale + shift;
+    case PostOp::Kind::gelu:
+      return 0.5f * x * (1.f + std::erf(x * 0.70710678118654752f));
   }
   return x;
 }

@@ -3,7 +3,7 @@
 //
 // Representation on the node (written by fuse_epilogues, read by every kernel):
 //   attr "post_ops"   strings, one per op, in order: relu, leaky_relu, clip, sigmoid, swish,
-//                     hardswish, hardsigmoid, add, scale_shift
+//                     hardswish, hardsigmoid, add, scale_shift, gelu
 //   attr "post_alpha" floats, same length: leaky_relu slope, clip min, hardsigmoid alpha
 //   attr "post_beta"  floats, same length: clip max, hardsigmoid beta
 //   extra node inputs after the op's own ones, in post-op order: `add` takes one (a tensor of
@@ -29,7 +29,8 @@ struct PostOp {
     hardswish,
     hardsigmoid,
     add,
-    scale_shift
+    scale_shift,
+    gelu  // x * 0.5 * (1 + erf(x / sqrt 2)), ONNX Gelu with approximate = "none"
   };
   Kind kind = Kind::relu;
   float alpha = 0, beta = 0;
@@ -42,7 +43,8 @@ const char* post_op_name(PostOp::Kind k);
 // when the attributes are inconsistent.
 std::vector<PostOp> parse_post_ops(const Node& n, int first_extra_input);
 // The post-op a unary elementwise node computes: Relu, LeakyRelu, Sigmoid, HardSigmoid,
-// HardSwish, or Clip whose bounds are absent or constant f32 scalars; nothing otherwise.
+// HardSwish, Gelu (exact form), or Clip whose bounds are absent or constant f32 scalars; nothing
+// otherwise.
 std::optional<PostOp> unary_post_op(const Graph& g, const Node& n);
 // Appends `op` to the node's attributes (and its extra inputs to node.inputs).
 void append_post_op(Node& n, const PostOp& op, const std::vector<ValueId>& extra_inputs);

@@ -47,6 +47,8 @@ int op_temps(const PostOp& op, Isa isa, bool tail) {
       return 2;  // exp scratch; the result is built in the accumulator
     case K::swish:
       return 3;  // x stays live next to exp's result and scratch
+    case K::gelu:
+      return 3;  // exp(-z^2) and its scratch, then t and the polynomial
   }
   return 3;
 }
@@ -85,6 +87,9 @@ class ChainEmitter {
         break;
       case K::hardsigmoid:
         hardsigmoid(op.alpha, op.beta);
+        break;
+      case K::gelu:
+        gelu();
         break;
       case K::add:
         if (!where.residual) fail(Code::internal, "epilogue: no residual operand for 'add'");
@@ -194,6 +199,38 @@ class ChainEmitter {
     g_.vmaxps(t(0), t(0), c_.f32(0.f));
     g_.vminps(t(0), t(0), c_.f32(1.f));
     g_.vmulps(a_, a_, t(0));
+  }
+
+  // x * 0.5 * (1 + erf(x / sqrt 2)) with 1 + erf from erfc(|z|) (kErfcPoly in epilogue.h):
+  // <= 6e-7 absolute in the erf term. gelu(+inf) = +inf, gelu(-inf) = NaN as the reference.
+  void gelu() {
+    // t1 = exp(-z^2), z^2 = x*x*0.5
+    g_.vmulps(t(1), a_, a_);
+    g_.vmulps(t(1), t(1), c_.f32(0.5f));
+    emit_exp(g_, isa_, c_, temps_[1], temps_[1], temps_[0], temps_[2], /*negate=*/true);
+    // t2 = 1 / (1 + p |z|)
+    g_.vandps(t(0), a_, c_.u32(0x7fffffffu));
+    g_.vmulps(t(0), t(0), c_.f32(float(kErfcP * M_SQRT1_2)));
+    g_.vaddps(t(0), t(0), c_.f32(1.f));
+    g_.vmovaps(t(2), c_.f32(1.f));
+    g_.vdivps(t(2), t(2), t(0));
+    // t0 = erfc(|z|) = t P(t) exp(-z^2)
+    g_.vmovaps(t(0), c_.f32(kErfcPoly[4]));
+    for (int k = 3; k >= 0; --k) g_.vfmadd213ps(t(0), t(2), c_.f32(kErfcPoly[k]));
+    g_.vmulps(t(0), t(0), t(2));
+    g_.vmulps(t(0), t(0), t(1));
+    // t1 = x < 0 ? erfc : 2 - erfc
+    g_.vmovaps(t(1), c_.f32(2.f));
+    g_.vsubps(t(1), t(1), t(0));
+    if (z()) {
+      g_.vcmpps(Xbyak::util::k7, a_, c_.f32(0.f), kLtOq);
+      g_.vmovaps(t(1) | Xbyak::util::k7, t(0));
+      k7_tail_ = false;
+    } else {
+      g_.vblendvps(t(1), t(1), t(0), a_);  // by x's sign bit (-0 gives erfc(0) = 1 too)
+    }
+    g_.vmulps(a_, a_, c_.f32(0.5f));
+    g_.vmulps(a_, a_, t(1));
   }
 
   // std::min(std::max(alpha*x + beta, 0), 1) with the reference's two roundings.

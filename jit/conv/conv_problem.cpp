@@ -103,10 +103,11 @@ class ProblemReader {
 
 PostOp parse_post_op(ProblemReader& r) {
   // Longest name first: "relu" must not take the start of a longer name.
-  constexpr PostOp::Kind kinds[] = {
-      PostOp::Kind::scale_shift, PostOp::Kind::hardsigmoid, PostOp::Kind::leaky_relu,
-      PostOp::Kind::hardswish,   PostOp::Kind::sigmoid,     PostOp::Kind::swish,
-      PostOp::Kind::relu,        PostOp::Kind::clip,        PostOp::Kind::add};
+  constexpr PostOp::Kind kinds[] = {PostOp::Kind::scale_shift, PostOp::Kind::hardsigmoid,
+                                    PostOp::Kind::leaky_relu,  PostOp::Kind::hardswish,
+                                    PostOp::Kind::sigmoid,     PostOp::Kind::swish,
+                                    PostOp::Kind::relu,        PostOp::Kind::clip,
+                                    PostOp::Kind::add,         PostOp::Kind::gelu};
   for (PostOp::Kind k : kinds) {
     const std::string name = post_op_name(k);
     if (!r.at(name)) continue;

@@ -27,7 +27,7 @@ int epilogue_temps(const ConvProblem& p, Isa isa) {
     int t = 1;
     if (op.kind == PostOp::Kind::relu) t = 0;
     if (op.kind == PostOp::Kind::sigmoid) t = 2;
-    if (op.kind == PostOp::Kind::swish) t = 3;
+    if (op.kind == PostOp::Kind::swish || op.kind == PostOp::Kind::gelu) t = 3;
     n = std::max(n, t);
   }
   return n;

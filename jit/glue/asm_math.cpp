@@ -1,7 +1,9 @@
 #include "jit/glue/asm_math.h"
 
+#include <cmath>
 #include <cstdint>
 
+#include "jit/epilogue.h"  // kErfcP, kErfcPoly
 #include "jit/vec_math.h"  // kExpMin, kExpMax, kLog2e, exp_ln2_hi/lo
 
 namespace kiln::glue {
@@ -50,6 +52,35 @@ void emit_exp(AsmBuilder& b, const x86::Vec& d, const x86::Vec& s, bool negate) 
     cc.vpslld(n, n, 23);
     cc.vmulps(d, d, n);
   }
+}
+
+void emit_gelu(AsmBuilder& b, const x86::Vec& a) {
+  auto& cc = b.cc();
+  const int lanes = int(a.size() / 4);
+  x86::Vec e = b.vec(lanes), t = b.vec(lanes), q = b.vec(lanes), r = b.vec(lanes);
+  cc.vmulps(e, a, a);  // e = exp(-z^2), z^2 = x*x*0.5
+  cc.vmulps(e, e, b.cf32(0.5f, lanes));
+  emit_exp(b, e, e, /*negate=*/true);
+  cc.vandps(t, a, b.cu32(0x7fffffffu, lanes));  // t = 1 / (1 + p |z|)
+  cc.vmulps(t, t, b.cf32(float(kErfcP * M_SQRT1_2), lanes));
+  cc.vaddps(t, t, b.cf32(1.f, lanes));
+  cc.vmovups(r, b.cf32(1.f, lanes));
+  cc.vdivps(t, r, t);
+  cc.vmovups(q, b.cf32(kErfcPoly[4], lanes));  // q = erfc(|z|) = t P(t) e
+  for (int k = 3; k >= 0; --k) cc.vfmadd213ps(q, t, b.cf32(kErfcPoly[k], lanes));
+  cc.vmulps(q, q, t);
+  cc.vmulps(q, q, e);
+  cc.vmovups(r, b.cf32(2.f, lanes));  // r = x < 0 ? erfc : 2 - erfc
+  cc.vsubps(r, r, q);
+  if (b.avx512()) {
+    x86::KReg k = cc.newKw();
+    cc.vcmpps(k, a, b.cf32(0.f, lanes), 0x11);  // _CMP_LT_OQ
+    cc.k(k).vmovaps(r, q);
+  } else {
+    cc.vblendvps(r, r, q, a);  // by x's sign bit
+  }
+  cc.vmulps(a, a, b.cf32(0.5f, lanes));
+  cc.vmulps(a, a, r);
 }
 
 }  // namespace kiln::glue

@@ -12,4 +12,8 @@ namespace kiln::glue {
 // subnormal results; exp(+inf) = +inf, exp(-inf) = +0, NaN stays NaN. dst may be src.
 void emit_exp(AsmBuilder& b, const x86::Vec& dst, const x86::Vec& src, bool negate = false);
 
+// a = gelu(a) = a * 0.5 * (1 + erf(a / sqrt 2)) lane-wise, in place: the algorithm of the
+// Xbyak epilogue's gelu (jit/epilogue.h, kErfcPoly), <= 6e-7 absolute in the erf term.
+void emit_gelu(AsmBuilder& b, const x86::Vec& a);
+
 }  // namespace kiln::glue

@@ -149,6 +149,9 @@ class EltwiseGen {
           cc_.vmaxps(a, zero(), a);
           cc_.vminps(a, reg(1.f), a);
           break;
+        case K::gelu:
+          glue::emit_gelu(b_, a);
+          break;
         case K::add: {
           const x86::Mem r = x86::ptr(res_[size_t(add_index++)], off);
           if (m) {

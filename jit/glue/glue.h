@@ -1,6 +1,6 @@
 // Glue kernels generated with asmjit's x86::Compiler (virtual registers: register allocation
 // buys nothing here, clarity does): layout conversions, pooling, standalone elementwise
-// chains, concat. Each returns nullptr with *why_not when it does not apply.
+// chains, concat, LayerNorm. Each returns nullptr with *why_not when it does not apply.
 #pragma once
 
 #include <memory>
@@ -73,5 +73,14 @@ struct ShufflePlan {
   std::vector<ShuffleVector> vectors;
 };
 ShufflePlan plan_channel_shuffle(const ChannelShuffleSpec& s, Layout l, int lanes);
+
+// LayerNormalization of a tensor viewed as [outer, c, inner], normalised over c:
+// y = (x - mean) / sqrt(var + eps) * gamma + beta (var = mean((x - mean)^2)). Layout l:
+// nchw = the plain row-major buffer, which needs inner == 1 (rows of c contiguous floats);
+// nhwc (a 4-D tensor's channels, inner = H*W); nChw8c/16c of the ISA's block (pad lanes written
+// as 0). gamma holds c floats, beta c floats or null (0). src[0] -> dst[0].
+std::unique_ptr<Kernel> create_layernorm_kernel(int64_t outer, int64_t c, int64_t inner, Layout l,
+                                                float eps, const float* gamma, const float* beta,
+                                                Isa isa, std::string* why_not);
 
 }  // namespace kiln

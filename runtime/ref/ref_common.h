@@ -101,7 +101,8 @@ KILN_REF_KERNEL(conv);      // ref_conv.cpp
 KILN_REF_KERNEL(max_pool);  // ref_pool.cpp
 KILN_REF_KERNEL(average_pool);
 KILN_REF_KERNEL(batch_norm);  // ref_norm.cpp
-KILN_REF_KERNEL(relu);        // ref_elementwise.cpp
+KILN_REF_KERNEL(layer_norm);
+KILN_REF_KERNEL(relu);  // ref_elementwise.cpp
 KILN_REF_KERNEL(leaky_relu);
 KILN_REF_KERNEL(clip);
 KILN_REF_KERNEL(sigmoid);
@@ -110,6 +111,7 @@ KILN_REF_KERNEL(hard_swish);
 KILN_REF_KERNEL(tanh_op);
 KILN_REF_KERNEL(sqrt_op);
 KILN_REF_KERNEL(erf_op);
+KILN_REF_KERNEL(gelu);
 KILN_REF_KERNEL(add);
 KILN_REF_KERNEL(sub);
 KILN_REF_KERNEL(mul);

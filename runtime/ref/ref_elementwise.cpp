@@ -2,6 +2,7 @@
 #include <cmath>
 #include <limits>
 
+#include "graph/post_ops.h"
 #include "runtime/ref/ref_common.h"
 
 namespace kiln::ref {
@@ -126,6 +127,20 @@ void sqrt_op(const Node& node, const Inputs& in, const Outputs& out) {
 
 void erf_op(const Node& node, const Inputs& in, const Outputs& out) {
   unary(node, in, out, [](float x) { return std::erf(x); });
+}
+
+void gelu(const Node& node, const Inputs& in, const Outputs& out) {
+  if (node.attr_s("approximate", "none") == "tanh") {
+    // 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))), in double.
+    unary(node, in, out, [](float x) {
+      const double d = x;
+      return float(0.5 * d * (1 + std::tanh(0.79788456080286536 * (d + 0.044715 * d * d * d))));
+    });
+    return;
+  }
+  PostOp op;
+  op.kind = PostOp::Kind::gelu;  // the fused post-op's semantics, one definition
+  unary(node, in, out, [&](float x) { return apply_post_op(op, x, 0, 1, 0); });
 }
 
 void add(const Node& node, const Inputs& in, const Outputs& out) {

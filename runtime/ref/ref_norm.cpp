@@ -1,4 +1,4 @@
-// Inference-mode BatchNormalization over channel dim 1.
+// Inference-mode BatchNormalization over channel dim 1; LayerNormalization.
 #include <cmath>
 
 #include "runtime/ref/ref_common.h"
@@ -37,6 +37,54 @@ void batch_norm(const Node& node, const Inputs& in, const Outputs& out) {
       const double mean = p[2][c], bias = p[1][c];
       const int64_t base = (n * C + c) * inner;
       for (int64_t i = 0; i < inner; ++i) yp[base + i] = float((xp[base + i] - mean) * a + bias);
+    }
+}
+
+// y = (x - mean) / sqrt(var + eps) * scale + B over the dims [axis, axis + norm_dims)
+// (graph/ops.h), var = mean((x - mean)^2) as ONNX's function body; statistics in double.
+void layer_norm(const Node& node, const Inputs& in, const Outputs& out) {
+  const Tensor& x = req_input(node, in, 0);
+  Tensor& y = req_output(node, out, 0);
+  expect_dtype(node, x, DType::f32, "input X");
+  expect_dtype(node, y, DType::f32, "output");
+  expect_shape(node, y, x.shape(), "output");
+  const Shape& xs = x.shape();
+  const int64_t r = int64_t(xs.size());
+  int64_t axis = node.attr_i("axis", -1);
+  if (axis < 0) axis += r;
+  const int64_t dims = node.attr_i("norm_dims", r - axis);
+  if (axis < 0 || axis >= r || dims < 1 || axis + dims > r)
+    node.fail(Code::invalid_model, "axis / norm_dims outside the input's rank");
+  const int64_t outer = prod(xs, 0, size_t(axis)),
+                group = prod(xs, size_t(axis), size_t(axis + dims));
+  const int64_t inner = prod(xs, size_t(axis + dims), xs.size());
+  const float* p[2] = {nullptr, nullptr};
+  for (size_t i = 0; i < 2; ++i) {
+    const Tensor* t = opt_input(in, i + 1);
+    if (!t) continue;
+    expect_dtype(node, *t, DType::f32, i == 0 ? "scale" : "B");
+    if (t->numel() != group)
+      node.fail(Code::invalid_model, "scale / B size differs from the normalised dims");
+    p[i] = t->data<float>();
+  }
+  const double eps = node.attr_f("epsilon", 1e-5f);
+  const float* xp = x.data<float>();
+  float* yp = y.data<float>();
+  for (int64_t o = 0; o < outer; ++o)
+    for (int64_t i = 0; i < inner; ++i) {
+      const int64_t base = o * group * inner + i;
+      double mean = 0, var = 0;
+      for (int64_t k = 0; k < group; ++k) mean += xp[base + k * inner];
+      mean /= double(group);
+      for (int64_t k = 0; k < group; ++k) {
+        const double d = xp[base + k * inner] - mean;
+        var += d * d;
+      }
+      const double rstd = 1 / std::sqrt(var / double(group) + eps);
+      for (int64_t k = 0; k < group; ++k) {
+        const double v = (xp[base + k * inner] - mean) * rstd;
+        yp[base + k * inner] = float(v * (p[0] ? p[0][k] : 1.f) + (p[1] ? p[1][k] : 0.f));
+      }
     }
 }
 

@@ -11,6 +11,7 @@ using Entry = std::pair<std::string_view, RefKernel>;
 constexpr std::array kTable{
     Entry{"Conv", ref::conv},
     Entry{"BatchNormalization", ref::batch_norm},
+    Entry{"LayerNormalization", ref::layer_norm},
     Entry{"Relu", ref::relu},
     Entry{"LeakyRelu", ref::leaky_relu},
     Entry{"Clip", ref::clip},
@@ -20,6 +21,7 @@ constexpr std::array kTable{
     Entry{"Tanh", ref::tanh_op},
     Entry{"Sqrt", ref::sqrt_op},
     Entry{"Erf", ref::erf_op},
+    Entry{"Gelu", ref::gelu},
     Entry{"Add", ref::add},
     Entry{"Sub", ref::sub},
     Entry{"Mul", ref::mul},

@@ -313,7 +313,8 @@ std::vector<std::vector<PostOp>> single_ops() {
           {mk(K::hardsigmoid, 0.2f, 0.5f)},
           {mk(K::hardsigmoid, 1.f / 6.f, 0.5f)},
           {mk(K::add)},
-          {mk(K::scale_shift)}};
+          {mk(K::scale_shift)},
+          {mk(K::gelu)}};
 }
 
 std::vector<std::pair<bool, std::vector<PostOp>>> chains() {
@@ -331,7 +332,9 @@ std::vector<std::pair<bool, std::vector<PostOp>>> chains() {
           {true, {mk(K::swish), mk(K::hardsigmoid, 0.2f, 0.5f), mk(K::leaky_relu, 0.3f)}},
           {false, {mk(K::sigmoid), mk(K::swish), mk(K::hardswish)}},
           {true, {mk(K::scale_shift), mk(K::hardswish), mk(K::add), mk(K::clip, -kInf, 4.f)}},
-          {false, {mk(K::relu), mk(K::relu), mk(K::sigmoid), mk(K::sigmoid)}}};
+          {false, {mk(K::relu), mk(K::relu), mk(K::sigmoid), mk(K::sigmoid)}},
+          {true, {mk(K::gelu), mk(K::add)}},
+          {false, {mk(K::scale_shift), mk(K::gelu)}}};
 }
 
 TEST_CASE("epilogue: every post-op alone, with and without bias, both ISAs") {
@@ -430,6 +433,28 @@ TEST_CASE("epilogue: sigmoid and swish accuracy against double precision") {
     }
 }
 
+TEST_CASE("epilogue: gelu accuracy against double precision") {
+  const std::vector<float> in = test::gelu_test_inputs();
+  for (Isa isa : test_isas()) {
+    CAPTURE(std::string(isa_name(isa)));
+    const size_t w = size_t(simd_width(isa));
+    std::vector<float> x(in), y((in.size() + w - 1) / w * w);
+    x.resize(y.size(), 0.f);
+    EpiKernel k(isa, false, {mk(K::gelu)}, 0, reg_sets(isa)[1]);
+    k.create();
+    Sentinels sen;
+    EpiArgs a{x.data(),       y.data(),        int64_t(y.size() / w), {},
+              sen.vec.data(), sen.dump.data(), sen.k.data(),          sen.kdump.data()};
+    k.fn<void (*)(const EpiArgs*)>()(&a);
+    const test::GeluStats st = test::gelu_stats(in, y.data());
+    MESSAGE(std::string(isa_name(isa)) << " gelu: erf term error " << st.erf_term
+                                       << ", max |error| / max(1, |x|) = " << st.scaled);
+    CHECK_MESSAGE(st.bad == 0, "first input out of budget: " << st.first_bad);
+    CHECK(st.erf_term < 6e-7);
+    CHECK(st.scaled < 3e-7);
+  }
+}
+
 // ---------------------------------------------------------------------------------------------
 // temps_needed per op (hand-derived from the emitter's design, see jit/epilogue.cpp).
 
@@ -445,6 +470,7 @@ TEST_CASE("epilogue: temps_needed per op and ISA") {
       {mk(K::sigmoid), 2, 2, 2, 2},    {mk(K::swish), 3, 3, 3, 3},
       {mk(K::hardswish), 1, 1, 1, 1},  {mk(K::hardsigmoid, 0.2f, 0.5f), 0, 0, 1, 1},
       {mk(K::add), 0, 0, 0, 1},        {mk(K::scale_shift), 0, 0, 0, 1},
+      {mk(K::gelu), 3, 3, 3, 3},
   };
   for (const auto& r : rows) {
     CAPTURE(post_op_name(r.op.kind));

@@ -55,6 +55,53 @@ inline double sigmoid_swish_err(PostOp::Kind k, float in, float v, double e) {
   return e * (k == PostOp::Kind::sigmoid ? 0.25 : 1.1) + tol;
 }
 
+// gelu in double precision.
+inline double gelu_truth(double x) {
+  return 0.5 * x * (1 + std::erf(x * 0.70710678118654752));
+}
+
+// The budget of one gelu with input `in` and reference result `v`: the erf term's
+// approximation (jit/epilogue.h: 1.5e-7, 6e-7 with the float rounding where erfc ~ 1) times |x|/2,
+// 4 ulp of rounding, plus the float reference's own distance to the truth. Slope <= 1.13.
+inline double gelu_err(float in, float v) {
+  const double t = gelu_truth(in);
+  double tol =
+      0.5 * std::fabs(double(in)) * 6e-7 + 4 * ulp_of(std::max(std::fabs(double(v)), std::fabs(t)));
+  if (std::isfinite(t)) tol += std::fabs(double(v) - t);
+  return tol;
+}
+
+// gelu's accuracy sweep: [-12, 12] densely and magnitudes 1e-30 .. 1e30.
+inline std::vector<float> gelu_test_inputs() {
+  std::vector<float> x;
+  for (int i = 0; i <= (1 << 20); ++i) x.push_back(float(-12.0 + 24.0 * i / (1 << 20)));
+  for (int e = -30; e <= 30; ++e)
+    for (float m : {1.f, -1.f, 1.7f, -2.3f}) x.push_back(m * std::pow(10.f, float(e)));
+  return x;
+}
+
+// y = gelu(x) against double precision: inputs outside gelu_err's budget, the erf term's
+// worst error (|error| / (|x| / 2)) and the worst |error| / max(1, |x|).
+struct GeluStats {
+  int bad = 0;
+  float first_bad = 0;
+  double erf_term = 0, scaled = 0;
+};
+inline GeluStats gelu_stats(const std::vector<float>& x, const float* y) {
+  GeluStats s;
+  PostOp op;
+  op.kind = PostOp::Kind::gelu;
+  for (size_t i = 0; i < x.size(); ++i) {
+    const double t = gelu_truth(x[i]), err = std::fabs(double(y[i]) - t);
+    if (!(err <= gelu_err(x[i], apply_post_op(op, x[i], 0, 0, 0))) && s.bad++ == 0)
+      s.first_bad = x[i];
+    s.scaled = std::max(s.scaled, err / std::max(1.0, std::fabs(double(x[i]))));
+    if (std::fabs(x[i]) > 1e-3f && std::isfinite(x[i]))
+      s.erf_term = std::max(s.erf_term, err / std::fabs(0.5 * x[i]));
+  }
+  return s;
+}
+
 // The error budget after `op` for the ops every JIT path computes with the reference's own
 // operations (relu, clip, leaky_relu, add: exact while their input is; earlier errors scale by
 // the slope bound) or with our exp (sigmoid, swish); `in` is the op's input, `v` the reference
@@ -71,6 +118,8 @@ inline std::optional<double> common_op_err(const PostOp& op, float in, float v, 
     case PostOp::Kind::sigmoid:
     case PostOp::Kind::swish:
       return sigmoid_swish_err(op.kind, in, v, e);
+    case PostOp::Kind::gelu:
+      return e * 1.13 + gelu_err(in, v);
     default:
       return std::nullopt;
   }

@@ -118,6 +118,8 @@ TEST_CASE("glue eltwise: chains against apply_post_op") {
       {mk(K::add)},
       {mk(K::add), mk(K::relu)},
       {mk(K::add), mk(K::swish)},
+      {mk(K::gelu)},
+      {mk(K::add), mk(K::gelu), mk(K::add)},
       {mk(K::relu), mk(K::add), mk(K::clip, 0.f, 6.f)},
       {mk(K::sigmoid), mk(K::add), mk(K::hardswish), mk(K::add), mk(K::leaky_relu, 0.2f)},
       {},
@@ -233,6 +235,31 @@ TEST_CASE("glue asm_math: exp special values") {
     CHECK(yn[7] == kInf);
     CHECK(std::isnan(yn[8]));
     CHECK(yn[9] == doctest::Approx(0.36787944f).epsilon(1e-7));
+  }
+}
+
+}  // namespace
+}  // namespace kiln
+
+namespace kiln {
+namespace {
+
+// gelu (emit_gelu through the eltwise kernel) against double precision over a dense sweep of
+// [-12, 12] and wide magnitudes: within the documented budget (test_expect.h gelu_err).
+TEST_CASE("glue asm_math: gelu accuracy against double precision") {
+  const std::vector<float> x = test::gelu_test_inputs();
+  for (Isa isa : test::glue_isas()) {
+    CAPTURE(std::string(isa_name(isa)));
+    auto k = create_eltwise_kernel(int64_t(x.size()), {mk(K::gelu)}, isa, nullptr);
+    REQUIRE(k);
+    std::vector<float> y(x.size());
+    test::run_split(*k, {x.data()}, {y.data()});
+    const test::GeluStats st = test::gelu_stats(x, y.data());
+    MESSAGE(std::string(isa_name(isa)) << " gelu: erf term error " << st.erf_term
+                                       << ", max |error| / max(1, |x|) = " << st.scaled);
+    CHECK_MESSAGE(st.bad == 0, "first input out of budget: " << st.first_bad);
+    CHECK(st.erf_term < 6e-7);
+    CHECK(st.scaled < 3e-7);
   }
 }
 

@@ -1,0 +1,454 @@
+// Pattern rewrites of exported subgraphs into the ops Kiln has fast kernels for (ConvNeXt and
+// friends): channels-last regions back to NCHW, decomposed LayerNorm and GELU into single
+// nodes, per-channel Add/Mul after a Conv into its weights and bias. Each rewrite matches only
+// where the result computes the same function (up to float rounding order).
+#include <algorithm>
+#include <cmath>
+#include <set>
+
+#include "graph/infer.h"
+#include "graph/passes.h"
+
+namespace kiln {
+namespace {
+
+// NHWC dim i of a channels-last region value is NCHW dim kToNchw[i] of its rewritten value.
+constexpr int64_t kToNchw[4] = {0, 2, 3, 1};
+
+bool has_perm(const Node& n, const std::vector<int64_t>& perm) {
+  return n.op == "Transpose" && n.outputs.size() == 1 && n.attr_ints("perm") == perm;
+}
+
+const Tensor* const_f32(const Graph& g, ValueId v) {
+  if (v == kNoValue || !g.value(v).is_const() || g.value(v).dtype != DType::f32) return nullptr;
+  return &*g.value(v).constant;
+}
+
+// A constant f32 scalar (any shape of one element) within `tol` of `want`.
+bool const_near(const Graph& g, ValueId v, double want, double tol = 0) {
+  const Tensor* t = const_f32(g, v);
+  return t && t->numel() == 1 && std::fabs(double(t->data<float>()[0]) - want) <= tol;
+}
+
+// The constant's values as a vector along `axis` of a rank-`rank` tensor whose dim there is
+// `c`: a scalar, or a shape that right-aligned is 1 everywhere but `axis` (= c). Else empty.
+std::vector<float> axis_vector(const Graph& g, ValueId v, int64_t axis, int64_t rank, int64_t c) {
+  const Tensor* t = const_f32(g, v);
+  if (!t) return {};
+  const Shape& s = t->shape();
+  if (t->numel() == 1) return std::vector<float>(size_t(c), t->data<float>()[0]);
+  if (int64_t(s.size()) > rank) return {};
+  for (size_t k = 0; k < s.size(); ++k) {
+    const int64_t dim = rank - int64_t(s.size()) + int64_t(k);
+    if (s[k] != (dim == axis ? c : 1)) return {};
+  }
+  return std::vector<float>(t->data<float>(), t->data<float>() + c);
+}
+
+ValueId vector_const(Graph& g, const std::string& base, const std::vector<float>& v) {
+  Tensor t(DType::f32, {int64_t(v.size())});
+  std::copy(v.begin(), v.end(), t.data<float>());
+  return g.add_const(unique_value_name(g, base), std::move(t));
+}
+
+// The one axis a ReduceMean(keepdims=1) reduces, normalised; -1 otherwise.
+int64_t reduce_axis(const Graph& g, const Node& n) {
+  if (n.op != "ReduceMean" || n.attr_i("keepdims", 1) != 1 || n.in(1) == kNoValue) return -1;
+  const Value& axes = g.value(n.inputs[1]);
+  if (!axes.is_const() || axes.dtype != DType::i64 || axes.constant->numel() != 1) return -1;
+  const int64_t r = int64_t(g.value(n.inputs[0]).shape.size());
+  int64_t a = axes.constant->data<int64_t>()[0];
+  if (a < 0) a += r;
+  return a >= 0 && a < r ? a : -1;
+}
+
+// Shared state of one rewrite sweep: producers, consumers and tombstones (nodes whose op is
+// cleared are dropped by finish()).
+class Rewriter {
+ public:
+  explicit Rewriter(Graph& g) : g_(g), prod_(g.producers()), cons_(g.consumers()) {}
+
+  // The live node producing v, or nullptr.
+  Node* producer(ValueId v) {
+    if (v == kNoValue) return nullptr;
+    const int p = prod_[size_t(v)];
+    return p < 0 || g_.nodes[size_t(p)].op.empty() ? nullptr : &g_.nodes[size_t(p)];
+  }
+  int index(const Node* n) const { return int(n - g_.nodes.data()); }
+  // v is an intermediate read by exactly the given nodes.
+  bool only_users(ValueId v, std::set<int> users) const {
+    if (v == kNoValue || g_.is_output(v)) return false;
+    return std::set<int>(cons_[size_t(v)].begin(), cons_[size_t(v)].end()) == users;
+  }
+  // The single consumer of v (an intermediate), or nullptr.
+  Node* sole_user(ValueId v) {
+    if (v == kNoValue || g_.is_output(v) || cons_[size_t(v)].size() != 1) return nullptr;
+    Node* n = &g_.nodes[size_t(cons_[size_t(v)][0])];
+    return n->op.empty() ? nullptr : n;
+  }
+  // The operand of binary node n that is not v (kNoValue if n does not read v).
+  static ValueId other(const Node& n, ValueId v) {
+    if (n.inputs.size() != 2) return kNoValue;
+    return n.inputs[0] == v ? n.inputs[1] : n.inputs[1] == v ? n.inputs[0] : kNoValue;
+  }
+  void kill(Node* n) { n->op.clear(); }
+  // Drops tombstones; returns the number of nodes removed.
+  int finish() {
+    const size_t before = g_.nodes.size();
+    std::vector<Node> kept;
+    for (Node& n : g_.nodes)
+      if (!n.op.empty()) kept.push_back(std::move(n));
+    g_.nodes = std::move(kept);
+    return int(before - g_.nodes.size());
+  }
+
+  Graph& g_;
+  std::vector<int> prod_;
+  std::vector<std::vector<int>> cons_;
+};
+
+// ---- channels-last regions ----
+
+bool is_region_unary(const std::string& op) {
+  static const char* ops[] = {"Relu",        "LeakyRelu", "Sigmoid", "Tanh", "Erf",     "Sqrt",
+                              "HardSigmoid", "HardSwish", "Gelu",    "Clip", "Identity"};
+  return std::any_of(std::begin(ops), std::end(ops), [&](const char* o) { return op == o; });
+}
+
+bool is_region_binary(const std::string& op) {
+  return op == "Add" || op == "Sub" || op == "Mul" || op == "Div" || op == "Pow";
+}
+
+// A constant operand of an elementwise op in the region, rank <= 4, re-laid as NCHW.
+ValueId nchw_const(Graph& g, ValueId v) {
+  const Tensor& t = *g.value(v).constant;
+  if (t.numel() == 1) return v;
+  Shape s = t.shape();
+  while (s.size() < 4) s.insert(s.begin(), 1);
+  const Shape ns = {s[0], s[3], s[1], s[2]};
+  Tensor out(DType::f32, ns);
+  const float* src = t.data<float>();
+  float* dst = out.data<float>();
+  for (int64_t n = 0; n < s[0]; ++n)
+    for (int64_t h = 0; h < s[1]; ++h)
+      for (int64_t w = 0; w < s[2]; ++w)
+        for (int64_t c = 0; c < s[3]; ++c)
+          dst[((n * s[3] + c) * s[1] + h) * s[2] + w] = src[((n * s[1] + h) * s[2] + w) * s[3] + c];
+  return g.add_const(unique_value_name(g, g.value(v).name + "_nchw"), std::move(out));
+}
+
+class ChannelsLast : public Rewriter {
+ public:
+  using Rewriter::Rewriter;
+
+  // t = Transpose(x, perm 0,2,3,1) opening a region of nodes that only work along the last
+  // axis (elementwise with constants broadcast along it, ReduceMean, MatMul by a constant,
+  // LayerNorm over it) and end in Transpose(perm 0,3,1,2): the region computes the same on
+  // NCHW values with the axes mapped, MatMul becoming a 1x1 Conv. Returns whether rewritten.
+  bool try_match(Node& t) {
+    if (!has_perm(t, {0, 2, 3, 1}) || g_.value(t.inputs[0]).shape.size() != 4) return false;
+    std::vector<int> region, exits;
+    std::set<ValueId> values = {t.outputs[0]};
+    std::vector<ValueId> work = {t.outputs[0]};
+    std::set<int> seen;
+    while (!work.empty()) {
+      const ValueId v = work.back();
+      work.pop_back();
+      if (g_.is_output(v)) return false;
+      for (int c : cons_[size_t(v)]) {
+        if (!seen.insert(c).second) continue;
+        Node& n = g_.nodes[size_t(c)];
+        if (has_perm(n, {0, 3, 1, 2})) {
+          if (g_.is_output(n.outputs[0])) return false;
+          exits.push_back(c);
+          continue;
+        }
+        if (!convertible(n)) return false;
+        region.push_back(c);
+        for (ValueId o : n.outputs) values.insert(o), work.push_back(o);
+      }
+    }
+    // Every other operand of a region node must be a constant (checked by convertible for the
+    // ops' own operands); a non-constant one from outside would keep its NHWC meaning.
+    for (int i : region)
+      for (ValueId v : g_.nodes[size_t(i)].inputs)
+        if (v != kNoValue && !values.count(v) && !g_.value(v).is_const()) return false;
+    for (int e : exits)
+      if (!values.count(g_.nodes[size_t(e)].inputs[0])) return false;
+    std::sort(region.begin(), region.end());
+    for (int i : region) to_nchw(g_.nodes[size_t(i)], values);
+    replace_uses(t.outputs[0], t.inputs[0]);
+    for (int e : exits) {
+      replace_uses(g_.nodes[size_t(e)].outputs[0], g_.nodes[size_t(e)].inputs[0]);
+      kill(&g_.nodes[size_t(e)]);
+    }
+    kill(&t);
+    return true;
+  }
+
+ private:
+  bool convertible(const Node& n) const {
+    if (n.outputs.size() != 1 || n.inputs.empty()) return false;
+    if (is_region_unary(n.op)) return true;
+    if (is_region_binary(n.op)) {
+      for (ValueId v : n.inputs)
+        if (g_.value(v).is_const() &&
+            (g_.value(v).dtype != DType::f32 || g_.value(v).shape.size() > 4))
+          return false;
+      return true;
+    }
+    if (n.op == "ReduceMean") {
+      const ValueId a = n.in(1);
+      return n.attr_i("keepdims", 1) == 1 && a != kNoValue && g_.value(a).is_const() &&
+             g_.value(a).constant->numel() > 0;
+    }
+    if (n.op == "MatMul") {
+      const Tensor* w = const_f32(g_, n.inputs[1]);
+      return w && w->shape().size() == 2 && !g_.value(n.inputs[0]).is_const();
+    }
+    if (n.op == "LayerNormalization")
+      return n.attr_i("axis", -1) == 3 && n.attr_i("norm_dims", 1) == 1;
+    return false;
+  }
+
+  void to_nchw(Node& n, const std::set<ValueId>& values) {
+    if (is_region_binary(n.op)) {
+      for (ValueId& v : n.inputs)
+        if (!values.count(v)) v = nchw_const(g_, v);
+    } else if (n.op == "ReduceMean") {
+      const Tensor& axes = *g_.value(n.inputs[1]).constant;
+      Tensor na(DType::i64, axes.shape());
+      for (int64_t k = 0; k < axes.numel(); ++k) {
+        int64_t a = axes.data<int64_t>()[k];
+        na.data<int64_t>()[k] = kToNchw[a < 0 ? a + 4 : a];
+      }
+      n.inputs[1] = g_.add_const(unique_value_name(g_, n.name + "_axes_nchw"), std::move(na));
+    } else if (n.op == "MatMul") {
+      const Tensor& w = *g_.value(n.inputs[1]).constant;
+      const int64_t k = w.shape()[0], m = w.shape()[1];
+      Tensor cw(DType::f32, {m, k, 1, 1});
+      for (int64_t i = 0; i < k; ++i)
+        for (int64_t j = 0; j < m; ++j) cw.data<float>()[j * k + i] = w.data<float>()[i * m + j];
+      n.op = "Conv";
+      n.inputs[1] = g_.add_const(unique_value_name(g_, n.name + "_w_1x1"), std::move(cw));
+      n.attrs.clear();
+    } else if (n.op == "LayerNormalization") {
+      n.attrs["axis"] = attr_i(1);
+    }
+  }
+
+  void replace_uses(ValueId from, ValueId to) {
+    for (Node& n : g_.nodes)
+      if (!n.op.empty())
+        for (ValueId& v : n.inputs)
+          if (v == from) v = to;
+  }
+};
+
+// ---- LayerNorm ----
+
+// Div(d, Sqrt(Add(ReduceMean(Pow(d, 2)), eps))) with d = Sub(x, ReduceMean(x)) over one axis,
+// then optionally Mul by a per-axis constant and Add of one: LayerNormalization over that
+// axis (ONNX's when it is the last one).
+class LayerNormFuser : public Rewriter {
+ public:
+  using Rewriter::Rewriter;
+
+  bool try_match(Node& div) {
+    if (div.op != "Div" || div.inputs.size() != 2) return false;
+    const ValueId d = div.inputs[0], s = div.inputs[1];
+    Node* sub = producer(d);
+    Node* sqrt = producer(s);
+    if (!sub || sub->op != "Sub" || !sqrt || sqrt->op != "Sqrt" || !only_users(s, {index(&div)}))
+      return false;
+    const ValueId x = sub->inputs[0];
+    Node* mean = producer(sub->inputs[1]);
+    if (!mean || mean->inputs[0] != x || !only_users(sub->inputs[1], {index(sub)})) return false;
+    const int64_t axis = reduce_axis(g_, *mean);
+    Node* add = producer(sqrt->inputs[0]);
+    if (axis < 0 || !add || add->op != "Add" || !only_users(sqrt->inputs[0], {index(sqrt)}))
+      return false;
+    // Add(var, eps) in either order.
+    const int vi = const_f32(g_, add->inputs[0]) ? 1 : 0;
+    const ValueId var = add->inputs[size_t(vi)], eps_v = add->inputs[size_t(1 - vi)];
+    const Tensor* eps = const_f32(g_, eps_v);
+    if (!eps || eps->numel() != 1 || !(eps->data<float>()[0] >= 0)) return false;
+    Node* var_mean = producer(var);
+    if (!var_mean || reduce_axis(g_, *var_mean) != axis || !only_users(var, {index(add)}))
+      return false;
+    Node* sq = producer(var_mean->inputs[0]);
+    if (!sq || !only_users(var_mean->inputs[0], {index(var_mean)})) return false;
+    const bool square =
+        (sq->op == "Pow" && sq->inputs[0] == d && const_near(g_, sq->inputs[1], 2)) ||
+        (sq->op == "Mul" && sq->inputs[0] == d && sq->inputs[1] == d);
+    if (!square || !only_users(d, {index(sq), index(&div)})) return false;
+
+    const Shape& xs = g_.value(x).shape;
+    const int64_t rank = int64_t(xs.size()), c = xs[size_t(axis)];
+    if (g_.value(x).dtype != DType::f32 || g_.value(d).shape != xs) return false;
+    // The affine tail: Mul(y, gamma) then Add(., beta), each optional, either operand order.
+    std::vector<Node*> tail = {&div};
+    std::vector<float> gamma(size_t(c), 1.f), beta;
+    if (Node* mul = sole_user(div.outputs[0]); mul && mul->op == "Mul") {
+      auto v = axis_vector(g_, other(*mul, div.outputs[0]), axis, rank, c);
+      if (!v.empty()) gamma = std::move(v), tail.push_back(mul);
+    }
+    if (Node* badd = sole_user(tail.back()->outputs[0]); badd && badd->op == "Add") {
+      auto v = axis_vector(g_, other(*badd, tail.back()->outputs[0]), axis, rank, c);
+      if (!v.empty()) beta = std::move(v), tail.push_back(badd);
+    }
+    Node* last = tail.back();
+    if (g_.value(last->outputs[0]).shape != xs) return false;
+    Node ln;
+    ln.name = div.name + "_layernorm";
+    ln.op = "LayerNormalization";
+    ln.inputs = {x, vector_const(g_, ln.name + "_scale", gamma)};
+    if (!beta.empty()) ln.inputs.push_back(vector_const(g_, ln.name + "_bias", beta));
+    ln.outputs = {last->outputs[0]};
+    ln.attrs["axis"] = attr_i(axis);
+    ln.attrs["norm_dims"] = attr_i(1);
+    ln.attrs["epsilon"] = attr_f(eps->data<float>()[0]);
+    for (Node* n : {mean, sub, sq, var_mean, add, sqrt}) kill(n);
+    for (Node* n : tail) kill(n);
+    *last = std::move(ln);  // the last matched node's slot: every operand is available there
+    return true;
+  }
+};
+
+// ---- GELU ----
+
+// h * 0.5 * (1 + Erf(h / sqrt 2)) in the association orders exporters write (Div by sqrt 2
+// or Mul by 1/sqrt 2; the 0.5 applied last, first to h, or to the erf term): one Gelu node.
+class GeluFuser : public Rewriter {
+ public:
+  using Rewriter::Rewriter;
+
+  bool try_match(Node& erf) {
+    if (erf.op != "Erf") return false;
+    const ValueId u = erf.inputs[0];
+    Node* scale = producer(u);
+    if (!scale || scale->inputs.size() != 2 || !only_users(u, {index(&erf)})) return false;
+    ValueId h = kNoValue;
+    if (scale->op == "Div" && const_near(g_, scale->inputs[1], M_SQRT2, 1e-6)) {
+      h = scale->inputs[0];
+    } else if (scale->op == "Mul") {
+      for (int k = 0; k < 2; ++k)
+        if (const_near(g_, scale->inputs[size_t(k)], M_SQRT1_2, 1e-6))
+          h = scale->inputs[size_t(1 - k)];
+    }
+    if (h == kNoValue || g_.value(h).dtype != DType::f32) return false;
+    Node* plus = sole_user(erf.outputs[0]);
+    if (!plus || plus->op != "Add" || !const_near(g_, other(*plus, erf.outputs[0]), 1))
+      return false;
+    const ValueId f = plus->outputs[0];
+    Node* m1 = sole_user(f);
+    if (!m1 || m1->op != "Mul") return false;
+    const ValueId o = other(*m1, f);
+    Node* out = nullptr;      // the node computing the result
+    Node* reads_h = nullptr;  // the product's node that reads h
+    Node* half = nullptr;     // Mul(h, 0.5) when the 0.5 goes to h first
+    if (o == h) {             // Mul(Mul(h, f), 0.5)
+      out = sole_user(m1->outputs[0]);
+      if (!out || out->op != "Mul" || !const_near(g_, other(*out, m1->outputs[0]), 0.5))
+        return false;
+      reads_h = m1;
+    } else if (const_near(g_, o, 0.5)) {  // Mul(h, Mul(f, 0.5))
+      out = sole_user(m1->outputs[0]);
+      if (!out || out->op != "Mul" || other(*out, m1->outputs[0]) != h) return false;
+      reads_h = out;
+    } else {  // Mul(Mul(h, 0.5), f)
+      half = producer(o);
+      if (!half || half->op != "Mul" || other(*half, h) == kNoValue ||
+          !const_near(g_, other(*half, h), 0.5) || !only_users(o, {index(m1)}))
+        return false;
+      out = m1;
+      reads_h = half;
+    }
+    if (!only_users(h, {index(scale), index(reads_h)}) ||
+        g_.value(out->outputs[0]).shape != g_.value(h).shape)
+      return false;
+    Node gelu;
+    gelu.name = erf.name + "_gelu";
+    gelu.op = "Gelu";
+    gelu.inputs = {h};
+    gelu.outputs = {out->outputs[0]};
+    for (Node* n : {scale, &erf, plus, m1}) kill(n);
+    if (half) kill(half);
+    *out = std::move(gelu);
+    return true;
+  }
+};
+
+// Rebuilds conv's weights and bias from per-output-channel functions (double precision, new
+// constants: the originals may be shared).
+void rescale_conv(Graph& g, Node& conv, const std::vector<float>& mul,
+                  const std::vector<float>& add) {
+  const Tensor& w = *g.value(conv.inputs[1]).constant;
+  const int64_t m = w.shape()[0], per_oc = w.numel() / m;
+  const Tensor* b = conv.in(2) != kNoValue ? &*g.value(conv.inputs[2]).constant : nullptr;
+  Tensor w2(DType::f32, w.shape()), b2(DType::f32, {m});
+  for (int64_t oc = 0; oc < m; ++oc) {
+    const double s = mul[size_t(oc)];
+    for (int64_t j = 0; j < per_oc; ++j)
+      w2.data<float>()[oc * per_oc + j] = float(double(w.data<float>()[oc * per_oc + j]) * s);
+    b2.data<float>()[oc] = float((b ? double(b->data<float>()[oc]) : 0.0) * s + add[size_t(oc)]);
+  }
+  conv.inputs.resize(3);
+  conv.inputs[1] = g.add_const(unique_value_name(g, conv.name + "_w_affine"), std::move(w2));
+  conv.inputs[2] = g.add_const(unique_value_name(g, conv.name + "_b_affine"), std::move(b2));
+}
+
+// One pass of rewriter R (its try_match) over every live node; shapes are inferred again
+// when something changed (new nodes, re-laid values).
+template <class R>
+int sweep(Graph& g) {
+  R r(g);
+  int n = 0;
+  for (size_t i = 0; i < g.nodes.size(); ++i)
+    if (!g.nodes[i].op.empty()) n += r.try_match(g.nodes[i]);
+  r.finish();
+  if (n) infer_shapes(g);
+  return n;
+}
+
+}  // namespace
+
+int fuse_gelu(Graph& g) {
+  return sweep<GeluFuser>(g);
+}
+
+int fold_conv_affine(Graph& g) {
+  Rewriter r(g);
+  int n = 0;
+  for (Node& conv : g.nodes) {
+    if (conv.op != "Conv" || conv.has("post_ops") || !const_f32(g, conv.inputs[1]) ||
+        (conv.in(2) != kNoValue && !const_f32(g, conv.inputs[2])) ||
+        g.value(conv.outputs[0]).shape.size() != 4)
+      continue;
+    const int64_t m = g.value(conv.outputs[0]).shape[1];
+    while (Node* u = r.sole_user(conv.outputs[0])) {
+      if (u->op != "Add" && u->op != "Mul") break;
+      std::vector<float> k = axis_vector(g, Rewriter::other(*u, conv.outputs[0]), 1, 4, m);
+      if (k.empty()) break;
+      if (u->op == "Add")
+        rescale_conv(g, conv, std::vector<float>(size_t(m), 1.f), k);
+      else
+        rescale_conv(g, conv, k, std::vector<float>(size_t(m), 0.f));
+      conv.outputs[0] = u->outputs[0];
+      r.kill(u);
+      ++n;
+    }
+  }
+  r.finish();
+  return n;
+}
+
+int sink_channels_last(Graph& g) {
+  return sweep<ChannelsLast>(g);  // region values are NCHW now, MatMuls Convs
+}
+
+int fuse_layer_norm(Graph& g) {
+  return sweep<LayerNormFuser>(g);
+}
+
+}  // namespace kiln

@@ -1,0 +1,263 @@
+// LayerNormalization over groups of c floats, one group per row (a pixel's channels in nhwc or
+// nChw8c/16c, a row of a row-major tensor): mean, then the mean of squared deviations (two
+// passes, as ONNX's function body; the row stays in L1 between passes), then
+// y = (x - mean) * rstd * gamma + beta. The last vector of a row is masked: its lanes past c
+// are not read (nhwc) or are zeroed (blocked: pad lanes, written as 0 through zero-padded
+// gamma/beta).
+#include <algorithm>
+#include <cstddef>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "graph/error.h"
+#include "jit/glue/asmjit_util.h"
+#include "jit/glue/glue.h"
+
+namespace kiln {
+namespace {
+
+using glue::AsmBuilder;
+using glue::Mask;
+namespace x86 = asmjit::x86;
+
+struct LnArgs {
+  const float* x;
+  float* y;
+  int64_t rows;
+  const float* gamma;  // c floats padded to whole vectors with zeros
+  const float* beta;
+};
+using LnFn = void (*)(const LnArgs*);
+
+struct LnConf {
+  int64_t c = 0;
+  int64_t vecs = 0;        // vectors per row, the last one masked when c % V
+  int64_t vec_stride = 0;  // bytes between a row's vectors
+  int64_t row_stride = 0;  // bytes between consecutive rows
+  bool store_pad = false;  // write the last vector whole (blocked: zero pad lanes)
+  float eps = 0;
+};
+
+class LnGen {
+ public:
+  LnGen(AsmBuilder& b, const LnConf& c) : b_(b), cc_(b.cc()), c_(c), V_(b.width()) {}
+
+  void build() {
+    b_.begin_function(asmjit::FuncSignatureT<void, const LnArgs*>());
+    x86::Gp args = b_.gp();
+    b_.func()->setArg(0, args);
+    x86::Gp x = b_.gp(), y = b_.gp(), rows = b_.gp(), gamma = b_.gp(), beta = b_.gp();
+    cc_.mov(x, x86::ptr(args, offsetof(LnArgs, x)));
+    cc_.mov(y, x86::ptr(args, offsetof(LnArgs, y)));
+    cc_.mov(rows, x86::ptr(args, offsetof(LnArgs, rows)));
+    cc_.mov(gamma, x86::ptr(args, offsetof(LnArgs, gamma)));
+    cc_.mov(beta, x86::ptr(args, offsetof(LnArgs, beta)));
+    const int tail = int(c_.c - (c_.vecs - 1) * V_);  // valid lanes of the last vector
+    tail_ = b_.mask(tail);
+    asmjit::Label row = cc_.newLabel(), done = cc_.newLabel();
+    cc_.test(rows, rows);
+    cc_.jz(done);
+    cc_.bind(row);
+    {
+      // Pass 1: mean.
+      x86::Vec acc = b_.vec(), t = b_.vec();
+      cc_.vxorps(acc, acc, acc);
+      over_row(x, [&](const x86::Mem& m, bool last) {
+        load(t, m, last);
+        cc_.vaddps(acc, acc, t);
+      });
+      x86::Vec mean = hsum_bcast(acc);
+      cc_.vmulps(mean, mean, b_.cf32(float(1.0 / double(c_.c))));
+      // Pass 2: variance; lanes past c count as 0.
+      x86::Vec acc2 = b_.vec();
+      cc_.vxorps(acc2, acc2, acc2);
+      over_row(x, [&](const x86::Mem& m, bool last) {
+        deviation(t, m, mean, last);
+        cc_.vfmadd231ps(acc2, t, t);
+      });
+      x86::Vec rstd = hsum_bcast(acc2);
+      cc_.vmulps(rstd, rstd, b_.cf32(float(1.0 / double(c_.c))));
+      cc_.vaddps(rstd, rstd, b_.cf32(c_.eps));
+      cc_.vsqrtps(rstd, rstd);
+      x86::Vec one = b_.bcast(1.f);
+      cc_.vdivps(rstd, one, rstd);
+      // Pass 3: y = (x - mean) * rstd * gamma + beta.
+      x86::Gp g = b_.gp(), bt = b_.gp(), yo = b_.gp();
+      cc_.mov(g, gamma);
+      cc_.mov(bt, beta);
+      cc_.mov(yo, y);
+      over_row(
+          x,
+          [&](const x86::Mem& m, bool last) {
+            deviation(t, m, mean, last);
+            cc_.vmulps(t, t, rstd);
+            cc_.vmulps(t, t, x86::ptr(g));
+            cc_.vaddps(t, t, x86::ptr(bt));
+            const x86::Mem dst = x86::ptr(yo);
+            if (last && !c_.store_pad)
+              b_.store(dst, t, &tail_);
+            else
+              cc_.vmovups(dst, t);
+            cc_.add(g, V_ * 4);
+            cc_.add(bt, V_ * 4);
+          },
+          &yo);
+    }
+    cc_.add(x, c_.row_stride);
+    cc_.add(y, c_.row_stride);
+    cc_.dec(rows);
+    cc_.jnz(row);
+    cc_.bind(done);
+    b_.end_function();
+  }
+
+ private:
+  // body(mem, last) for each vector of the row at `base` (a loop over the full vectors, then
+  // the masked last one). `also` (optional) advances with the row pointer.
+  template <class F>
+  void over_row(const x86::Gp& base, F body, const x86::Gp* also = nullptr) {
+    x86::Gp p = b_.gp();
+    cc_.mov(p, base);
+    const int64_t full = c_.vecs - 1;
+    if (full > 0) {
+      x86::Gp k = b_.gp();
+      cc_.mov(k, full);
+      asmjit::Label top = cc_.newLabel();
+      cc_.bind(top);
+      body(x86::ptr(p, 0), false);
+      cc_.add(p, c_.vec_stride);
+      if (also) cc_.add(*also, c_.vec_stride);
+      cc_.dec(k);
+      cc_.jnz(top);
+    }
+    body(x86::ptr(p, 0), true);
+  }
+
+  void load(const x86::Vec& d, const x86::Mem& m, bool last) {
+    if (last && !tail_.full())
+      b_.load(d, m, &tail_);
+    else
+      cc_.vmovups(d, m);
+  }
+
+  // d = x - mean, 0 in the lanes past c.
+  void deviation(const x86::Vec& d, const x86::Mem& m, const x86::Vec& mean, bool last) {
+    load(d, m, last);
+    cc_.vsubps(d, d, mean);
+    if (!last || tail_.full()) return;
+    if (b_.avx512())
+      cc_.k(tail_.k).z().vmovaps(d, d);
+    else
+      cc_.vandps(d, d, tail_.v);
+  }
+
+  // A register holding the sum of v's lanes in every lane (v is clobbered).
+  x86::Vec hsum_bcast(const x86::Vec& v) {
+    x86::Vec t = b_.vec(8);
+    x86::Vec y = v.ymm();
+    if (b_.avx512()) {
+      cc_.vextractf64x4(t, v, 1);
+      cc_.vaddps(y, y, t);
+    }
+    x86::Xmm tx = t.xmm(), x = v.xmm();
+    cc_.vextractf128(tx, y, 1);
+    cc_.vaddps(x, x, tx);
+    cc_.vmovhlps(tx, tx, x);
+    cc_.vaddps(x, x, tx);
+    cc_.vmovshdup(tx, x);
+    cc_.vaddss(x, x, tx);
+    x86::Vec r = b_.vec();
+    cc_.vbroadcastss(r, x);
+    return r;
+  }
+
+  AsmBuilder& b_;
+  x86::Compiler& cc_;
+  const LnConf& c_;
+  const int V_;
+  Mask tail_;
+};
+
+class LayerNormKernel : public glue::GlueKernel {
+ public:
+  LayerNormKernel(const LnConf& conf, int64_t images, int64_t rows_per_image, int64_t image_stride,
+                  const float* gamma, const float* beta, Isa isa, std::string name)
+      : images_(images),
+        rows_(rows_per_image),
+        image_stride_(image_stride),
+        row_stride_(conf.row_stride / 4) {
+    name_ = std::move(name);
+    const int V = simd_width(isa);
+    const size_t padded = size_t(conf.vecs * V);
+    params_.assign(2 * padded, 0.f);
+    std::copy(gamma, gamma + conf.c, params_.begin());
+    if (beta) std::copy(beta, beta + conf.c, params_.begin() + std::ptrdiff_t(padded));
+    padded_ = padded;
+    AsmBuilder b(name_, isa);
+    LnGen(b, conf).build();
+    code_ = b.finish();
+    fn_ = b.entry<LnFn>(code_, 0);
+    // About 8 KiB of rows per tile.
+    chunk_ = std::max<int64_t>(1, 2048 / std::max<int64_t>(conf.c, 1));
+    per_image_ = (rows_ + chunk_ - 1) / chunk_;
+    tiles_ = images_ * per_image_;
+  }
+  void run(const KernelArgs& a, int64_t begin, int64_t end) const override {
+    for (int64_t t = begin; t < end; ++t) {
+      const int64_t n = t / per_image_, r0 = (t % per_image_) * chunk_;
+      const int64_t off = n * image_stride_ + r0 * row_stride_;
+      LnArgs args{a.src[0] + off, a.dst[0] + off, std::min(chunk_, rows_ - r0), params_.data(),
+                  params_.data() + padded_};
+      fn_(&args);
+    }
+  }
+
+ private:
+  int64_t images_, rows_, image_stride_, row_stride_, chunk_ = 1, per_image_ = 1;
+  std::vector<float> params_;
+  size_t padded_ = 0;
+  LnFn fn_ = nullptr;
+};
+
+}  // namespace
+
+std::unique_ptr<Kernel> create_layernorm_kernel(int64_t outer, int64_t c, int64_t inner, Layout l,
+                                                float eps, const float* gamma, const float* beta,
+                                                Isa isa, std::string* why_not) {
+  auto no = [&](const std::string& r) -> std::unique_ptr<Kernel> {
+    if (why_not) *why_not = r;
+    return nullptr;
+  };
+  if (isa != Isa::avx2 && isa != Isa::avx512) return no("needs avx2 or avx512");
+  if (outer <= 0 || c <= 0 || inner <= 0) return no("empty tensor");
+  if (!gamma) return no("no scale");
+  const int V = simd_width(isa), B = layout_block(l);
+  if (B > 1 && B != V) return no("blocked layout of another ISA");
+  if (l == Layout::nchw && inner != 1)
+    return no("nchw with pixels: the normalised channels are strided");
+  if (c > (int64_t(1) << 24) || outer * c * inner > (int64_t(1) << 40)) return no("rows too large");
+  LnConf conf;
+  conf.c = c;
+  conf.vecs = (c + V - 1) / V;
+  conf.eps = eps;
+  int64_t images = 1, rows = outer * inner, image_stride = 0;
+  if (B > 1) {
+    conf.vec_stride = inner * B * 4;
+    conf.row_stride = B * 4;
+    conf.store_pad = true;
+    images = outer;
+    rows = inner;
+    image_stride = conf.vecs * inner * B;
+  } else {
+    conf.vec_stride = V * 4;
+    conf.row_stride = c * 4;
+  }
+  if (conf.vec_stride * conf.vecs > (int64_t(1) << 31)) return no("row spans over 2 GiB");
+  const std::string name = std::string("layernorm_f32_") +
+                           (l == Layout::nchw ? "rows" : layout_name(l)) + "__" + isa_name(isa);
+  return std::make_unique<LayerNormKernel>(conf, images, rows, image_stride, gamma, beta, isa,
+                                           name);
+}
+
+}  // namespace kiln

@@ -1,0 +1,223 @@
+// graph/rewrites.cpp: channels-last regions back to NCHW, LayerNorm and GELU patterns, per-channel
+// Add/Mul folded into a Conv. Each rewrite is checked by what it leaves (op counts, post-ops)
+// and by running the graph before and after it through the reference kernels; near-misses
+// must be left alone.
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <string>
+
+#include "convnext_block.h"
+#include "graph/onnx_builder.h"
+#include "graph/passes.h"
+#include "graph/post_ops.h"
+#include "runtime/ref/ref_kernels.h"
+
+namespace kiln {
+namespace {
+
+using test::BlockOpts;
+using test::OnnxBuilder;
+
+// Runs g with the reference kernels on a deterministic input; returns the first output.
+std::vector<float> run_graph(const Graph& g) {
+  std::map<ValueId, Tensor> vals;
+  for (ValueId v : g.inputs) {
+    Tensor t(DType::f32, g.value(v).shape);
+    for (int64_t i = 0; i < t.numel(); ++i) t.data<float>()[i] = std::sin(0.37f * float(i)) * 2;
+    vals[v] = t;
+  }
+  auto get = [&](ValueId v) -> const Tensor* {
+    if (v == kNoValue) return nullptr;
+    if (g.value(v).is_const()) return &*g.value(v).constant;
+    return &vals.at(v);
+  };
+  for (const Node& n : g.nodes) {
+    std::vector<const Tensor*> in;
+    for (ValueId v : n.inputs) in.push_back(get(v));
+    std::vector<Tensor*> out;
+    for (ValueId v : n.outputs) {
+      vals[v] = Tensor(g.value(v).dtype, g.value(v).shape);
+      out.push_back(&vals[v]);
+    }
+    RefKernel k = find_ref_kernel(n.op);
+    REQUIRE_MESSAGE(static_cast<bool>(k), n.op);
+    k(n, in, out);
+  }
+  const Tensor& y = *get(g.outputs[0]);
+  return std::vector<float>(y.data<float>(), y.data<float>() + y.numel());
+}
+
+std::map<std::string, int> ops(const Graph& g) {
+  std::map<std::string, int> m;
+  for (const Node& n : g.nodes) ++m[n.op];
+  return m;
+}
+
+struct Rewritten {
+  Graph g;
+  PassStats stats;
+  std::vector<float> before, after;
+};
+
+// The load pipeline's graph passes (without constant folding) on b's model.
+Rewritten rewrite(const OnnxBuilder& b) {
+  Rewritten r{test::import(b), {}, {}, {}};
+  infer_shapes(r.g);
+  r.before = run_graph(r.g);
+  r.stats.rewrites = sink_channels_last(r.g);
+  r.stats.rewrites += fuse_layer_norm(r.g);
+  r.stats.rewrites += fuse_gelu(r.g);
+  r.stats.rewrites += fold_conv_affine(r.g);
+  fuse_epilogues(r.g);
+  remove_dead_code(r.g);
+  r.after = run_graph(r.g);
+  return r;
+}
+
+void check_same(const Rewritten& r) {
+  REQUIRE(r.before.size() == r.after.size());
+  double worst = 0, scale = 0;
+  for (size_t i = 0; i < r.before.size(); ++i) {
+    worst = std::max(worst, std::fabs(double(r.before[i]) - r.after[i]));
+    scale = std::max(scale, std::fabs(double(r.before[i])));
+  }
+  CAPTURE(scale);
+  CHECK(worst <= 1e-5 * std::max(1.0, scale));
+}
+
+std::vector<PostOp::Kind> kinds(const Node& n) {
+  std::vector<PostOp::Kind> k;
+  for (const auto& op : parse_post_ops(n, 3)) k.push_back(op.kind);
+  return k;
+}
+
+}  // namespace
+
+TEST_CASE("rewrites: a ConvNeXt block becomes dwconv, LayerNorm, conv+gelu, conv+add") {
+  for (bool half_first : {false, true}) {
+    BlockOpts o;
+    o.gelu_half_first = half_first;
+    o.n = half_first ? 2 : 1;
+    Rewritten r = rewrite(test::convnext_block(o));
+    auto m = ops(r.g);
+    CAPTURE(half_first);
+    CHECK(m["Transpose"] == 0);
+    CHECK(m["LayerNormalization"] == 2);
+    CHECK(m["Conv"] == 3);
+    CHECK(m["MatMul"] == 0);
+    CHECK(r.g.nodes.size() == 5);  // stem LN, dwconv, LN, conv + gelu, conv + add
+    for (const Node& n : r.g.nodes) {
+      if (n.op == "LayerNormalization") {
+        CHECK(n.attr_i("axis", -1) == 1);
+        CHECK(n.attr_i("norm_dims", -1) == 1);
+        CHECK(n.attr_f("epsilon", 0) == 1e-6f);
+      }
+    }
+    // conv1 carries the gelu, conv2 the residual add (layer scale folded into its weights).
+    int gelu = 0, add = 0;
+    for (const Node& n : r.g.nodes)
+      if (n.op == "Conv") {
+        gelu += kinds(n) == std::vector<PostOp::Kind>{PostOp::Kind::gelu};
+        add += kinds(n) == std::vector<PostOp::Kind>{PostOp::Kind::add};
+      }
+    CHECK(gelu == 1);
+    CHECK(add == 1);
+    check_same(r);
+  }
+}
+
+TEST_CASE("rewrites: LayerNorm over the last axis without sinking is ONNX's LayerNormalization") {
+  OnnxBuilder b;
+  b.input("x", {2, 3, 10}).output("ln");
+  test::add_layernorm(b, "p_", "x", "ln", 10);
+  Rewritten r = rewrite(b);
+  REQUIRE(r.g.nodes.size() == 1);
+  CHECK(r.g.nodes[0].op == "LayerNormalization");
+  CHECK(r.g.nodes[0].attr_i("axis", -1) == 2);
+  CHECK(r.g.nodes[0].inputs.size() == 3);
+  check_same(r);
+}
+
+TEST_CASE("rewrites: near-misses are left alone") {
+  SUBCASE("Pow by 3 is no variance") {
+    BlockOpts o;
+    o.pow = 3;
+    o.stem_ln = false;
+    Rewritten r = rewrite(test::convnext_block(o));
+    CHECK(ops(r.g)["LayerNormalization"] == 0);
+    CHECK(ops(r.g)["Transpose"] == 0);  // the region still sinks: Pow is elementwise
+    check_same(r);
+  }
+  SUBCASE("a GELU divisor that is not sqrt 2") {
+    BlockOpts o;
+    o.sqrt2 = 1.5f;
+    Rewritten r = rewrite(test::convnext_block(o));
+    CHECK(ops(r.g)["Gelu"] == 0);
+    CHECK(ops(r.g)["Erf"] == 1);
+    check_same(r);
+  }
+  SUBCASE("a region read from outside in NHWC keeps its transposes") {
+    OnnxBuilder b;
+    b.input("x", {1, 4, 3, 2}).input("z", {1, 3, 2, 4}).output("y");
+    OnnxBuilder::attr_ints(b.node("Transpose", {"x"}, {"t"}), "perm", {0, 2, 3, 1});
+    b.node("Add", {"t", "z"}, {"s"});
+    OnnxBuilder::attr_ints(b.node("Transpose", {"s"}, {"y"}), "perm", {0, 3, 1, 2});
+    Rewritten r = rewrite(b);
+    CHECK(ops(r.g)["Transpose"] == 2);
+  }
+  SUBCASE("a region value that is a graph output") {
+    OnnxBuilder b;
+    b.input("x", {1, 4, 3, 2}).output("y").output("t");
+    OnnxBuilder::attr_ints(b.node("Transpose", {"x"}, {"t"}), "perm", {0, 2, 3, 1});
+    OnnxBuilder::attr_ints(b.node("Transpose", {"t"}, {"y"}), "perm", {0, 3, 1, 2});
+    Rewritten r = rewrite(b);
+    CHECK(ops(r.g)["Transpose"] == 2);
+  }
+  SUBCASE("MatMul by a non-constant matrix") {
+    OnnxBuilder b;
+    b.input("x", {1, 4, 3, 2}).input("w", {4, 4}).output("y");
+    OnnxBuilder::attr_ints(b.node("Transpose", {"x"}, {"t"}), "perm", {0, 2, 3, 1});
+    b.node("MatMul", {"t", "w"}, {"m"});
+    OnnxBuilder::attr_ints(b.node("Transpose", {"m"}, {"y"}), "perm", {0, 3, 1, 2});
+    Rewritten r = rewrite(b);
+    CHECK(ops(r.g)["Transpose"] == 2);
+  }
+  SUBCASE("the normalised value also read elsewhere") {
+    OnnxBuilder b;
+    b.input("x", {2, 6}).output("ln").output("p_d");
+    test::add_layernorm(b, "p_", "x", "ln", 6);
+    Rewritten r = rewrite(b);
+    CHECK(ops(r.g)["LayerNormalization"] == 0);
+  }
+  SUBCASE("a per-pixel Mul after a conv is not folded") {
+    OnnxBuilder b;
+    b.input("x", {1, 2, 3, 3}).output("y");
+    b.init_f("w", {2, 2, 1, 1}, {1, 2, 3, 4});
+    b.init_f("s", {1, 1, 3, 3}, test::block_weights(9, 1.f, 3));
+    b.node("Conv", {"x", "w"}, {"c"});
+    b.node("Mul", {"c", "s"}, {"y"});
+    Rewritten r = rewrite(b);
+    CHECK(ops(r.g)["Mul"] == 1);
+    check_same(r);
+  }
+}
+
+TEST_CASE("rewrites: per-channel Add and Mul after a conv fold into it") {
+  OnnxBuilder b;
+  b.input("x", {1, 2, 3, 3}).output("y");
+  b.init_f("w", {3, 2, 1, 1}, {1, 2, 3, 4, 5, 6});
+  b.init_f("bias", {3, 1, 1}, {0.5f, -1, 2});
+  b.init_f("s", {1, 3, 1, 1}, {2, -0.5f, 3});
+  b.node("Conv", {"x", "w"}, {"c"});
+  b.node("Add", {"bias", "c"}, {"a"});
+  b.node("Mul", {"a", "s"}, {"y"});
+  Rewritten r = rewrite(b);
+  REQUIRE(r.g.nodes.size() == 1);
+  CHECK(r.g.nodes[0].op == "Conv");
+  check_same(r);
+}
+
+}  // namespace kiln
