@@ -1,0 +1,104 @@
+#include "jit/grouped/grouped_conf.h"
+
+#include <algorithm>
+
+#include "jit/conv/conv_families.h"
+
+namespace kiln::convjit {
+namespace {
+
+// Input-block steps (x output vectors) all register blocks of `ob` vectors execute.
+int64_t block_work(const ConvProblem& p, int simd, int ob) {
+  const int64_t ocb = (p.oc + simd - 1) / simd, groups = (ocb + ob - 1) / ob;
+  int64_t w = 0;
+  for (int64_t g = 0; g < groups; ++g)
+    w += grouped_range(p, simd, ob, g).blocks() * std::min<int64_t>(ob, ocb - g * ob);
+  return w;
+}
+
+}  // namespace
+
+std::string GroupedConf::name() const {
+  return conv_kernel_name("grouped", d.src, d.dst, d.blocking_str(), d.isa);
+}
+
+GroupedRange grouped_range(const ConvProblem& p, int simd, int ob, int64_t g) {
+  const int64_t icg = p.ic / p.groups, ocg = p.oc / p.groups;
+  const int64_t oc_lo = g * ob * simd, oc_hi = std::min(p.oc, oc_lo + int64_t(ob) * simd);
+  const int64_t ic_lo = oc_lo / ocg * icg, ic_hi = ((oc_hi - 1) / ocg + 1) * icg;
+  const int64_t icb_full = p.ic / simd, ib_hi = (ic_hi + simd - 1) / simd;  // exclusive
+  GroupedRange r;
+  r.ib_lo = ic_lo / simd;
+  r.ic_tail = ib_hi > icb_full;  // reaches the partial last block (only when ic % simd != 0)
+  r.k_blocks = std::min(ib_hi, icb_full) - r.ib_lo;
+  return r;
+}
+
+double grouped_lane_use(const ConvProblem& p, int simd) {
+  if (p.groups < 1 || p.ic % p.groups || p.oc % p.groups) return 0;
+  const int64_t ocb = (p.oc + simd - 1) / simd;
+  double executed = 0;  // lanes x input channels
+  for (int64_t j = 0; j < ocb; ++j) {
+    const GroupedRange r = grouped_range(p, simd, 1, j);
+    executed += double(r.k_blocks * simd + (r.ic_tail ? p.ic % simd : 0)) * simd;
+  }
+  return double(p.oc) * double(p.ic / p.groups) / executed;
+}
+
+ConfOr<GroupedConf> init_grouped_conf(const ConvProblem& p, const ConvImpl& impl, Isa isa) {
+  using R = ConfOr<GroupedConf>;
+  if (p.groups <= 1) return R::no("groups == 1 (a dense conv)");
+  if (p.ic % p.groups || p.oc % p.groups) return R::no("groups do not divide the channels");
+  ConvProblem dense = p;  // the direct conf's stand-in (its oc set below)
+  dense.groups = 1;
+  if (std::string why = check_common(dense, isa); !why.empty()) return R::no(why);
+  for (auto [l, what] : {std::pair{impl.src, "src"}, std::pair{impl.dst, "dst"}})
+    if (std::string why = check_blocked(l, isa, what); !why.empty())
+      return R::no(why + " (grouped takes blocked src and dst)");
+  const int simd = simd_width(isa);
+  const int64_t ocb = (p.oc + simd - 1) / simd;
+
+  // Output vectors per register block: the most that share their input blocks exactly (no
+  // more work than one at a time), e.g. 2 for 32 channels per group on 16 lanes. The direct
+  // conf of a dense stand-in problem with that many output vectors picks the register block
+  // (pixels, vectors, row pairs); a choice that would widen the input range is retried
+  // smaller. A forced oc_blocks is taken as it is.
+  const int64_t least = block_work(p, simd, 1);
+  int share = 1;
+  for (int ob = 2; ob <= std::min<int64_t>(ocb, isa == Isa::avx512 ? 8 : 6); ++ob)
+    if (block_work(p, simd, ob) == least) share = ob;
+  std::optional<DirectConf> d;
+  for (int try_ob = impl.oc_blocks > 0 ? int(ocb) : share; try_ob >= 1 && !d; --try_ob) {
+    dense.oc = impl.oc_blocks > 0 ? p.oc : int64_t(try_ob) * simd;
+    auto dc = init_direct_conf(dense, impl, isa);
+    if (!dc) return R::no(dc.reason);
+    if (impl.oc_blocks > 0 || block_work(p, simd, dc.conf->oc_blocks) == least) d = dc.conf;
+  }
+
+  GroupedConf c;
+  c.p = p;
+  c.icg = p.ic / p.groups;
+  c.ocg = p.oc / p.groups;
+  d->p = p;
+  d->ocb = ocb;
+  d->oc_groups = (ocb + d->oc_blocks - 1) / d->oc_blocks;
+  d->oc_blocks_last = int(ocb - (d->oc_groups - 1) * d->oc_blocks);
+  d->last_group_own = d->oc_blocks_last != d->oc_blocks || p.oc % simd != 0;
+  // No K split and no weight prefetch: a register block's range is a few groups' channels.
+  d->ic_chunk = d->icb_total();
+  d->pf_next = false;
+  int64_t wei_bytes = 0;
+  for (int64_t g = 0; g < d->oc_groups; ++g) {
+    const int ob = g == d->oc_groups - 1 ? d->oc_blocks_last : d->oc_blocks;
+    c.ranges.push_back(grouped_range(p, simd, d->oc_blocks, g));
+    wei_bytes += 4 * (c.ranges.back().k_blocks * d->wei_icb_floats(ob, simd) +
+                      (c.ranges.back().ic_tail ? d->wei_icb_floats(ob, d->ic_tail) : 0));
+  }
+  // As the direct family: all weights in L2 -> rows outer, so an input row in L1 meets every
+  // register block (row pairs need rows inner).
+  d->rows_outer = wei_bytes <= impl.cache.l2_weights() && d->ur_h == 1;
+  c.d = *d;
+  return c;
+}
+
+}  // namespace kiln::convjit

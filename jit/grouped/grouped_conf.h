@@ -1,0 +1,62 @@
+// Grouped convolution (1 < groups, not depthwise: ResNeXt, RegNet) as block-sparse direct
+// convolution on the ISA's blocked layout. The conf is plain C++; the code is the direct
+// family's (conv_direct_gen.h), generated from `d`, a direct conf over the whole channel range.
+//
+// An output-channel vector depends only on the input channels of the groups its lanes belong
+// to. Each register block of `d.oc_blocks` output vectors therefore sweeps only the input
+// blocks covering the union of its groups (`ranges`), with the weights packed densely over
+// that range as the direct family packs them and zeros where an (output, input) pair lies in
+// different groups. The direct code already takes the number of full input blocks, the ic-tail
+// flag and the weight pointer per call, so the sparsity is all in the kernel's calls and
+// packing. With channels per group a multiple of the vector width this is exactly `groups`
+// dense convolutions; with fewer per group (8 on 16 lanes) every lane still does a plain FMA
+// but only a fraction of them is useful (grouped_lane_use).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "jit/conv/conv_direct_conf.h"
+#include "jit/conv/conv_kernel.h"
+
+namespace kiln::convjit {
+
+// The input blocks one register block of output vectors reads.
+struct GroupedRange {
+  int64_t ib_lo = 0;     // first input-channel block
+  int64_t k_blocks = 0;  // full blocks from ib_lo on
+  bool ic_tail = false;  // then the last, partial block of the input (d.ic_tail channels)
+  int64_t blocks() const { return k_blocks + (ic_tail ? 1 : 0); }
+  bool operator==(const GroupedRange&) const = default;
+};
+
+struct GroupedConf {
+  ConvProblem p;             // groups > 1
+  DirectConf d;              // the direct conf the code is generated from (d.p == p, no K split)
+  int64_t icg = 0, ocg = 0;  // channels per group, in and out
+  std::vector<GroupedRange> ranges;  // per register block of output vectors (d.oc_groups)
+
+  std::string name() const;  // "conv_grouped_f32_nChw16c_to_nChw16c_ow14oc1__avx512"
+};
+
+// The conf, or why the grouped family does not apply. impl.ur_w / impl.oc_blocks > 0 force
+// the register block (a forced oc_blocks may span several groups: its range is the union).
+ConfOr<GroupedConf> init_grouped_conf(const ConvProblem& p, const ConvImpl& impl, Isa isa);
+
+// The input blocks register block `g` of `ob` output vectors (the last one may be shorter)
+// reads, for `simd`-wide blocks.
+GroupedRange grouped_range(const ConvProblem& p, int simd, int ob, int64_t g);
+
+// The useful fraction of the FMA lanes the family executes on p with `simd`-wide blocks and one
+// output vector per register block (1 when channels per group are a multiple of simd): the
+// cost model's lane use and the benches' check.
+double grouped_lane_use(const ConvProblem& p, int simd);
+
+// The Kernel for a conf: packs the weights once, shares the code (code_key: jit/shared_code.h).
+// weights: [OC, IC / groups, KH, KW] f32 (validated); bias: [OC] or nullptr.
+std::unique_ptr<Kernel> make_grouped_kernel(const GroupedConf& c, const Tensor& weights,
+                                            const Tensor* bias, const std::string& code_key = "");
+
+}  // namespace kiln::convjit

@@ -1,0 +1,151 @@
+// The grouped family's Kernel: packs the weights block-sparsely once (grouped_conf.h), shares
+// the direct family's generated code, and runs tiles of (image, register block, output row).
+#include <algorithm>
+
+#include "jit/conv/conv_direct_gen.h"
+#include "jit/grouped/grouped_conf.h"
+#include "jit/pack.h"
+#include "jit/shared_code.h"
+
+namespace kiln::convjit {
+namespace {
+
+using Fn = void (*)(const ConvCallArgs*);
+
+class GroupedKernel : public Kernel {
+ public:
+  GroupedKernel(const GroupedConf& c, const Tensor& w, const Tensor* bias,
+                const std::string& code_key)
+      : c_(c),
+        d_(c_.d),
+        name_(c.name()),
+        bias_(pack_bias(bias ? bias->data<float>() : nullptr, c.p.oc, d_.ocb * d_.simd)) {
+    pack_weights(ModelFloats(w));
+    // [rows - 1][last register block]: one-row code always, row-pair code when ur_h == 2.
+    for (int rows = 1; rows <= d_.ur_h; ++rows) {
+      const std::string suffix = rows > 1 ? "_rows" + std::to_string(rows) : "";
+      gen_[rows - 1][0] = shared_generator<DirectGenerator>(code_key, suffix, d_, d_.oc_blocks,
+                                                            false, rows, name_ + suffix);
+      if (d_.last_group_own)
+        gen_[rows - 1][1] =
+            shared_generator<DirectGenerator>(code_key, suffix + "_lastoc", d_, d_.oc_blocks_last,
+                                              true, rows, name_ + suffix + "_lastoc");
+    }
+  }
+
+  const std::string& name() const override { return name_; }
+  int64_t tiles() const override { return c_.p.n * d_.oc_groups * c_.p.oh; }
+  double macs() const override { return c_.p.macs(); }
+  std::vector<Span> weights() const override { return {{wei_.raw(), wei_.nbytes()}}; }
+
+  void run(const KernelArgs& args, int64_t begin, int64_t end) const override {
+    ConvCallArgs base;
+    base.post.set(c_.p.post, args);
+    const int64_t G = d_.oc_groups, OH = c_.p.oh;
+    for (int64_t t = begin; t < end;) {
+      int64_t n, g, oh0, rows;
+      if (d_.rows_outer) {
+        n = t / (OH * G);
+        oh0 = t / G % OH;
+        g = t % G;
+        rows = 1;
+      } else {
+        n = t / (G * OH);
+        g = t / OH % G;
+        oh0 = t % OH;
+        rows = std::min(end - t, OH - oh0);  // the rows of this (n, g) in the range
+      }
+      for (int64_t oh = oh0; oh < oh0 + rows;) {
+        // Pairs of rows whose windows have no top/bottom padding run as one block.
+        const int step =
+            d_.ur_h == 2 && oh + 1 < oh0 + rows && full_window(oh) && full_window(oh + 1) ? 2 : 1;
+        call(args, base, n, g, oh, step);
+        oh += step;
+      }
+      t += rows;
+    }
+  }
+
+ private:
+  bool full_window(int64_t oh) const {
+    const int64_t ih0 = oh * c_.p.sh - c_.p.pt;
+    return ih0 >= 0 && ih0 + (c_.p.kh - 1) * c_.p.dh < c_.p.ih;
+  }
+
+  // Output rows [oh, oh + rows) of register block g of image n.
+  void call(const KernelArgs& args, const ConvCallArgs& base, int64_t n, int64_t g, int64_t oh,
+            int rows) const {
+    const ConvProblem& p = c_.p;
+    const GroupedRange& r = c_.ranges[size_t(g)];
+    const bool last = g == d_.oc_groups - 1;
+    const int ob = last ? d_.oc_blocks_last : d_.oc_blocks;
+    // Valid kernel rows: ih = oh * sh - pt + kh * dh in [0, ih).
+    const int64_t ih0 = oh * p.sh - p.pt;
+    int64_t lo = 0, hi = p.kh;
+    while (lo < p.kh && ih0 + lo * p.dh < 0) ++lo;
+    while (hi > lo && ih0 + (hi - 1) * p.dh >= p.ih) --hi;
+    ConvCallArgs a = base;
+    const int64_t row = d_.src_row_bytes() / 4;
+    a.src = args.src[0] + n * d_.icb_total() * d_.simd * p.ih * p.iw +
+            r.ib_lo * (d_.src_icb_bytes() / 4) + (hi > lo ? (ih0 + lo * p.dh) * row : 0);
+    a.wei = wei_.data<float>() + wei_off_[size_t(g)] + lo * d_.wei_kh_floats(ob, d_.simd);
+    if (r.ic_tail)
+      a.wei_tail_adj = lo * (d_.wei_kh_floats(ob, d_.ic_tail) - d_.wei_kh_floats(ob, d_.simd)) * 4;
+    const int64_t oc0 = g * d_.oc_blocks * d_.simd;
+    a.dst = args.dst[0] + (n * d_.ocb * d_.simd + oc0) * p.oh * p.ow + oh * p.ow * d_.simd;
+    a.bias = bias_.data() + oc0;
+    a.post.advance_channels(oc0);
+    a.kh_cnt = hi - lo;
+    a.k_blocks = r.k_blocks;
+    a.flags = kFlagFinal | (r.ic_tail ? kFlagIcTail : 0);
+    gen_[rows - 1][last && d_.last_group_own ? 1 : 0]->fn<Fn>()(&a);
+  }
+
+  // Per register block: [input block of its range][kh][kw][ic < nic][ob][lane] (nic = simd,
+  // or ic_tail for the input's last block), as the direct family packs a dense conv; weights
+  // of an input channel outside an output channel's group stay zero.
+  void pack_weights(ModelFloats w) {
+    const ConvProblem& p = c_.p;
+    const int64_t S = d_.simd, taps = p.kh * p.kw, icb_full = p.ic / S;
+    int64_t total = 0;
+    for (int64_t g = 0; g < d_.oc_groups; ++g) {
+      const int ob = g == d_.oc_groups - 1 ? d_.oc_blocks_last : d_.oc_blocks;
+      const GroupedRange& r = c_.ranges[size_t(g)];
+      wei_off_.push_back(total);
+      total += r.k_blocks * d_.wei_icb_floats(ob, int(S)) +
+               (r.ic_tail ? d_.wei_icb_floats(ob, d_.ic_tail) : 0);
+    }
+    wei_ = Tensor(DType::f32, {total});  // zero-filled, 64-byte aligned
+    float* out = wei_.data<float>();
+    for (int64_t oc = 0; oc < p.oc; ++oc) {
+      const int64_t g = oc / (int64_t(d_.oc_blocks) * S);
+      const int64_t ob = g == d_.oc_groups - 1 ? d_.oc_blocks_last : d_.oc_blocks;
+      const int64_t j = oc / S - g * d_.oc_blocks, ic0 = oc / c_.ocg * c_.icg;
+      for (int64_t i = 0; i < c_.icg; ++i) {
+        const int64_t ic = ic0 + i, ib = ic / S;
+        const int64_t nic = ib < icb_full ? S : d_.ic_tail;
+        float* blk = out + wei_off_[size_t(g)] +
+                     (ib - c_.ranges[size_t(g)].ib_lo) * d_.wei_icb_floats(int(ob), int(S));
+        for (int64_t k = 0; k < taps; ++k)
+          blk[(k * nic + ic % S) * ob * S + j * S + oc % S] = w[(oc * c_.icg + i) * taps + k];
+      }
+    }
+  }
+
+  GroupedConf c_;
+  const DirectConf& d_;
+  std::string name_;
+  std::vector<float> bias_;
+  Tensor wei_;
+  std::vector<int64_t> wei_off_;  // per register block
+  std::shared_ptr<const DirectGenerator> gen_[2][2];
+};
+
+}  // namespace
+
+std::unique_ptr<Kernel> make_grouped_kernel(const GroupedConf& c, const Tensor& weights,
+                                            const Tensor* bias, const std::string& code_key) {
+  return std::make_unique<GroupedKernel>(c, weights, bias, code_key);
+}
+
+}  // namespace kiln::convjit
