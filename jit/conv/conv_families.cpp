@@ -83,7 +83,7 @@ const std::vector<ConvFamilyRow>& rows() {
        },
        conf_then_kernel<init_grouped_conf, make_grouped_kernel>,
        [](const ConvProblem& p, Layout s, Layout) {
-         return 0.75 * grouped_lane_use(p, layout_block(s));
+         return grouped_efficiency(p, layout_block(s));
        },
        false, /*fixed_baseline=*/true},
       {ConvFamily::gemm1x1, "gemm1x1", one_by_one,

@@ -19,7 +19,22 @@ int64_t block_work(const ConvProblem& p, int simd, int ob) {
 }  // namespace
 
 std::string GroupedConf::name() const {
-  return conv_kernel_name("grouped", d.src, d.dst, d.blocking_str(), d.isa);
+  const std::string blocking =
+      shuffle ? "shuf" + std::to_string(icg) + "ow" + std::to_string(ur_w) : d.blocking_str();
+  return conv_kernel_name("grouped", d.src, d.dst, blocking, d.isa);
+}
+
+bool grouped_shuffle_fits(const ConvProblem& p, int simd) {
+  if (p.groups < 1 || p.ic % p.groups || p.oc % p.groups) return false;
+  const int64_t c = p.ic / p.groups;
+  return p.ic == p.oc && c < simd && simd % c == 0;
+}
+
+double grouped_efficiency(const ConvProblem& p, int simd) {
+  // shuffle: measured ~0.6 of the FMA peak at stride 1 on RegNet / ResNeXt shapes, less at
+  // stride 2 (a permuted vector serves fewer taps).
+  if (grouped_shuffle_fits(p, simd)) return p.sw == 1 ? 0.6 : 0.45;
+  return 0.75 * grouped_lane_use(p, simd);
 }
 
 GroupedRange grouped_range(const ConvProblem& p, int simd, int ob, int64_t g) {
@@ -46,6 +61,11 @@ double grouped_lane_use(const ConvProblem& p, int simd) {
 }
 
 ConfOr<GroupedConf> init_grouped_conf(const ConvProblem& p, const ConvImpl& impl, Isa isa) {
+  return init_grouped_conf_mode(p, impl, isa, GroupedMode::automatic);
+}
+
+ConfOr<GroupedConf> init_grouped_conf_mode(const ConvProblem& p, const ConvImpl& impl, Isa isa,
+                                           GroupedMode mode) {
   using R = ConfOr<GroupedConf>;
   if (p.groups <= 1) return R::no("groups == 1 (a dense conv)");
   if (p.ic % p.groups || p.oc % p.groups) return R::no("groups do not divide the channels");
@@ -98,6 +118,37 @@ ConfOr<GroupedConf> init_grouped_conf(const ConvProblem& p, const ConvImpl& impl
   // register block (row pairs need rows inner).
   d->rows_outer = wei_bytes <= impl.cache.l2_weights() && d->ur_h == 1;
   c.d = *d;
+
+  const bool fits = grouped_shuffle_fits(p, simd) && impl.oc_blocks <= 0;
+  if (mode == GroupedMode::shuffle && !fits)
+    return R::no("shuffle needs equal channels per group in and out, fewer than and dividing " +
+                 std::to_string(simd) + ", and no forced oc_blocks");
+  if (mode == GroupedMode::sparse || !fits) return c;
+  // Accumulators: the registers left (the epilogue reuses the dead shuffle registers); rows
+  // cut into equal blocks.
+  const int cap =
+      std::min(28, vector_regs(isa) - std::max(c.shuffle_regs(), epilogue_temps(p, isa)));
+  if (cap < 1) {  // wide kernels on AVX2
+    if (mode == GroupedMode::shuffle) return R::no("shuffle: no register left for accumulators");
+    return c;
+  }
+  c.shuffle = true;
+  c.epi_temps = epilogue_temps(p, isa);
+  if (impl.ur_w > cap)
+    return R::no("forced ur_w " + std::to_string(impl.ur_w) + " exceeds the " +
+                 std::to_string(cap) + " accumulators left");
+  const int64_t nblocks = (p.ow + cap - 1) / cap;
+  c.ur_w =
+      impl.ur_w > 0 ? int(std::min<int64_t>(impl.ur_w, p.ow)) : int((p.ow + nblocks - 1) / nblocks);
+  c.ow_blocks = plan_ow_blocks(p, c.ur_w);
+  c.ranges.clear();
+  // Tiles as the sparse mode's with one vector per register block, rows inner (each vector's
+  // weights are c x kh x kw vectors).
+  c.d.oc_blocks = c.d.oc_blocks_last = 1;
+  c.d.oc_groups = ocb;
+  c.d.last_group_own = p.oc % simd != 0;
+  c.d.ur_h = 1;
+  c.d.rows_outer = false;
   return c;
 }
 

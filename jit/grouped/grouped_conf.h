@@ -10,7 +10,8 @@
 // flag and the weight pointer per call, so the sparsity is all in the kernel's calls and
 // packing. With channels per group a multiple of the vector width this is exactly `groups`
 // dense convolutions; with fewer per group (8 on 16 lanes) every lane still does a plain FMA
-// but only a fraction of them is useful (grouped_lane_use).
+// but only a fraction of them is useful (grouped_lane_use), so narrow groups take the shuffle
+// mode (GroupedMode, grouped_gen.h) instead.
 #pragma once
 
 #include <cstdint>
@@ -32,18 +33,47 @@ struct GroupedRange {
   bool operator==(const GroupedRange&) const = default;
 };
 
+// How a register block meets its groups.
+enum class GroupedMode {
+  automatic,  // init_grouped_conf's choice: shuffle where it applies, else sparse
+  sparse,     // block-sparse direct conv (any groups)
+  // Narrow groups (icg == ocg == c, c < simd, c divides simd: 8 or 4 per group on 16 lanes):
+  // output vector j reads input vector j only. Per input pixel, for r < c, one vpermps makes
+  // the vector whose lane l holds input channel (l / c) * c + r of l's group; one FMA with the
+  // packed weights W[l][r] per kernel column that reads the pixel. Every lane is useful, at
+  // the cost of c permutes per input pixel, shared by the kw / sw taps that read it
+  // (grouped_gen.h).
+  shuffle,
+};
+
 struct GroupedConf {
-  ConvProblem p;             // groups > 1
-  DirectConf d;              // the direct conf the code is generated from (d.p == p, no K split)
-  int64_t icg = 0, ocg = 0;  // channels per group, in and out
-  std::vector<GroupedRange> ranges;  // per register block of output vectors (d.oc_groups)
+  ConvProblem p;  // groups > 1
+  DirectConf d;   // sparse: the direct conf the code is generated from (d.p == p, no K split);
+                  // shuffle: its isa, simd, layouts, ocb and icb fields
+  int64_t icg = 0, ocg = 0;          // channels per group, in and out
+  std::vector<GroupedRange> ranges;  // sparse: per register block of output vectors
+
+  bool shuffle = false;
+  // shuffle: output pixels per register block (one output vector), the row's blocks, and the
+  // vector registers reserved for the epilogue.
+  int ur_w = 0;
+  std::vector<OwBlock> ow_blocks;
+  int epi_temps = 0;
+  // shuffle: the registers one block needs besides its accumulators (the permute index, the
+  // permuted vector, kw weights; the mask and the masked input for an AVX2 lane tail).
+  int shuffle_regs() const {
+    return 2 + int(p.kw) + (d.isa != Isa::avx512 && p.oc % d.simd ? 2 : 0);
+  }
 
   std::string name() const;  // "conv_grouped_f32_nChw16c_to_nChw16c_ow14oc1__avx512"
 };
 
 // The conf, or why the grouped family does not apply. impl.ur_w / impl.oc_blocks > 0 force
-// the register block (a forced oc_blocks may span several groups: its range is the union).
+// the register block (a forced oc_blocks may span several groups: its range is the union, and
+// it means the sparse mode).
 ConfOr<GroupedConf> init_grouped_conf(const ConvProblem& p, const ConvImpl& impl, Isa isa);
+ConfOr<GroupedConf> init_grouped_conf_mode(const ConvProblem& p, const ConvImpl& impl, Isa isa,
+                                           GroupedMode mode);
 
 // The input blocks register block `g` of `ob` output vectors (the last one may be shorter)
 // reads, for `simd`-wide blocks.
@@ -53,6 +83,10 @@ GroupedRange grouped_range(const ConvProblem& p, int simd, int ob, int64_t g);
 // output vector per register block (1 when channels per group are a multiple of simd): the
 // cost model's lane use and the benches' check.
 double grouped_lane_use(const ConvProblem& p, int simd);
+
+// Whether the shuffle mode applies on `simd`-wide vectors; the cost model's efficiency.
+bool grouped_shuffle_fits(const ConvProblem& p, int simd);
+double grouped_efficiency(const ConvProblem& p, int simd);
 
 // The Kernel for a conf: packs the weights once, shares the code (code_key: jit/shared_code.h).
 // weights: [OC, IC / groups, KH, KW] f32 (validated); bias: [OC] or nullptr.

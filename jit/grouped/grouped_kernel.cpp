@@ -1,9 +1,11 @@
-// The grouped family's Kernel: packs the weights block-sparsely once (grouped_conf.h), shares
-// the direct family's generated code, and runs tiles of (image, register block, output row).
+// The grouped family's Kernel: packs the weights once (block-sparse, or per output vector for
+// the shuffle mode: grouped_conf.h), shares the generated code (the direct family's, or
+// grouped_gen's), and runs tiles of (image, register block, output row).
 #include <algorithm>
 
 #include "jit/conv/conv_direct_gen.h"
 #include "jit/grouped/grouped_conf.h"
+#include "jit/grouped/grouped_gen.h"
 #include "jit/pack.h"
 #include "jit/shared_code.h"
 
@@ -20,6 +22,14 @@ class GroupedKernel : public Kernel {
         d_(c_.d),
         name_(c.name()),
         bias_(pack_bias(bias ? bias->data<float>() : nullptr, c.p.oc, d_.ocb * d_.simd)) {
+    if (c.shuffle) {
+      pack_shuffle_weights(ModelFloats(w));
+      shuf_[0] = shared_generator<GroupedShuffleGenerator>(code_key, "", c_, false, name_);
+      if (d_.last_group_own)
+        shuf_[1] = shared_generator<GroupedShuffleGenerator>(code_key, "_lastoc", c_, true,
+                                                             name_ + "_lastoc");
+      return;
+    }
     pack_weights(ModelFloats(w));
     // [rows - 1][last register block]: one-row code always, row-pair code when ur_h == 2.
     for (int rows = 1; rows <= d_.ur_h; ++rows) {
@@ -76,7 +86,6 @@ class GroupedKernel : public Kernel {
   void call(const KernelArgs& args, const ConvCallArgs& base, int64_t n, int64_t g, int64_t oh,
             int rows) const {
     const ConvProblem& p = c_.p;
-    const GroupedRange& r = c_.ranges[size_t(g)];
     const bool last = g == d_.oc_groups - 1;
     const int ob = last ? d_.oc_blocks_last : d_.oc_blocks;
     // Valid kernel rows: ih = oh * sh - pt + kh * dh in [0, ih).
@@ -85,17 +94,26 @@ class GroupedKernel : public Kernel {
     while (lo < p.kh && ih0 + lo * p.dh < 0) ++lo;
     while (hi > lo && ih0 + (hi - 1) * p.dh >= p.ih) --hi;
     ConvCallArgs a = base;
-    const int64_t row = d_.src_row_bytes() / 4;
-    a.src = args.src[0] + n * d_.icb_total() * d_.simd * p.ih * p.iw +
-            r.ib_lo * (d_.src_icb_bytes() / 4) + (hi > lo ? (ih0 + lo * p.dh) * row : 0);
-    a.wei = wei_.data<float>() + wei_off_[size_t(g)] + lo * d_.wei_kh_floats(ob, d_.simd);
-    if (r.ic_tail)
-      a.wei_tail_adj = lo * (d_.wei_kh_floats(ob, d_.ic_tail) - d_.wei_kh_floats(ob, d_.simd)) * 4;
     const int64_t oc0 = g * d_.oc_blocks * d_.simd;
     a.dst = args.dst[0] + (n * d_.ocb * d_.simd + oc0) * p.oh * p.ow + oh * p.ow * d_.simd;
     a.bias = bias_.data() + oc0;
     a.post.advance_channels(oc0);
     a.kh_cnt = hi - lo;
+    const int64_t row = d_.src_row_bytes() / 4;
+    if (c_.shuffle) {  // input vector g, its weights [kh][kw][r][lane]
+      const int64_t kh_floats = p.kw * c_.icg * d_.simd;
+      a.src = args.src[0] + (n * d_.icb_total() + g) * d_.simd * p.ih * p.iw +
+              (hi > lo ? (ih0 + lo * p.dh) * row : 0);
+      a.wei = wei_.data<float>() + (g * p.kh + lo) * kh_floats;
+      shuf_[last && d_.last_group_own ? 1 : 0]->fn<Fn>()(&a);
+      return;
+    }
+    const GroupedRange& r = c_.ranges[size_t(g)];
+    a.src = args.src[0] + n * d_.icb_total() * d_.simd * p.ih * p.iw +
+            r.ib_lo * (d_.src_icb_bytes() / 4) + (hi > lo ? (ih0 + lo * p.dh) * row : 0);
+    a.wei = wei_.data<float>() + wei_off_[size_t(g)] + lo * d_.wei_kh_floats(ob, d_.simd);
+    if (r.ic_tail)
+      a.wei_tail_adj = lo * (d_.wei_kh_floats(ob, d_.ic_tail) - d_.wei_kh_floats(ob, d_.simd)) * 4;
     a.k_blocks = r.k_blocks;
     a.flags = kFlagFinal | (r.ic_tail ? kFlagIcTail : 0);
     gen_[rows - 1][last && d_.last_group_own ? 1 : 0]->fn<Fn>()(&a);
@@ -132,13 +150,26 @@ class GroupedKernel : public Kernel {
     }
   }
 
+  // Shuffle mode: [output vector][kh][kw][r < c][lane] = W[oc = vector x simd + lane][r].
+  void pack_shuffle_weights(ModelFloats w) {
+    const ConvProblem& p = c_.p;
+    const int64_t S = d_.simd, taps = p.kh * p.kw, c = c_.icg;
+    wei_ = Tensor(DType::f32, {d_.ocb * taps * c * S});  // zero-filled: lanes past oc stay 0
+    float* out = wei_.data<float>();
+    for (int64_t oc = 0; oc < p.oc; ++oc)
+      for (int64_t r = 0; r < c; ++r)
+        for (int64_t k = 0; k < taps; ++k)
+          out[((oc / S * taps + k) * c + r) * S + oc % S] = w[(oc * c + r) * taps + k];
+  }
+
   GroupedConf c_;
   const DirectConf& d_;
   std::string name_;
   std::vector<float> bias_;
   Tensor wei_;
-  std::vector<int64_t> wei_off_;  // per register block
-  std::shared_ptr<const DirectGenerator> gen_[2][2];
+  std::vector<int64_t> wei_off_;                            // per register block
+  std::shared_ptr<const DirectGenerator> gen_[2][2];        // sparse
+  std::shared_ptr<const GroupedShuffleGenerator> shuf_[2];  // shuffle: [last vector]
 };
 
 }  // namespace

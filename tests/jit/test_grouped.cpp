@@ -25,6 +25,32 @@ TEST_CASE("grouped conv matches the reference over the grouped shape list (both 
     for (const ConvProblem& p : shapes) check_conv(p, grouped(isa), isa, seed++);
 }
 
+// Both modes on every shape the shuffle mode takes (the automatic choice runs only one).
+TEST_CASE("grouped conv: sparse and shuffle modes on narrow groups, forced block widths") {
+  const std::vector<ConvProblem> shapes = shapes::read_shapes("grouped");
+  uint64_t seed = 150;
+  int shuffled = 0;
+  for (Isa isa : isas())
+    for (const ConvProblem& p : shapes) {
+      if (!convjit::grouped_shuffle_fits(p, simd_width(isa))) continue;
+      ++shuffled;
+      for (auto [mode, ur] : {std::pair{convjit::GroupedMode::sparse, 0},
+                              {convjit::GroupedMode::shuffle, 0},
+                              {convjit::GroupedMode::shuffle, 1},
+                              {convjit::GroupedMode::shuffle, 5}}) {
+        INFO(p.str() << " " << std::string(isa_name(isa)) << " mode " << int(mode) << " ur " << ur);
+        auto c = convjit::init_grouped_conf_mode(p, grouped(isa, ur), isa, mode);
+        REQUIRE_MESSAGE(c, c.reason);
+        CHECK(c.conf->shuffle == (mode == convjit::GroupedMode::shuffle));
+        Operands o = make_operands(p, seed++);
+        auto k = convjit::make_grouped_kernel(*c.conf, o.w, p.bias ? &o.b : nullptr);
+        INFO(k->name());
+        check_kernel(*k, p, o, grouped(isa));
+      }
+    }
+  CHECK(shuffled >= 8);
+}
+
 TEST_CASE("grouped conv: the shapes of RegNet and ResNeXt at a small resolution") {
   // 8, 16, 24 and 32 channels per group (RegNetY-400MF, RegNetX-400MF, RegNetX-1.6GF,
   // ResNeXt-50's last stage), 3x3 stride 1 and 2, pad 1.
@@ -34,6 +60,7 @@ TEST_CASE("grouped conv: the shapes of RegNet and ResNeXt at a small resolution"
       "g4ic96ih14iw14_oc96oh7ow7kh3kw3sh2sw2ph1pw1",
       "g7ic168ih7iw7_oc168oh7ow7kh3kw3sh1sw1ph1pw1",
       "g4ic128ih7iw7_oc128oh7ow7kh3kw3sh1sw1ph1pw1",
+      "g8ic32ih16iw16_oc32oh16ow16kh3kw3sh1sw1ph1pw1",  // ResNeXt-50's first stage: 4 per group
   };
   uint64_t seed = 200;
   for (Isa isa : isas())
@@ -71,6 +98,7 @@ TEST_CASE("grouped conv with fused post-op chains") {
       "g3ic72ih9iw10_oc72oh9ow10kh3kw3sh1sw1ph1pw1",
       "mb2g4ic40ih7iw7_oc28oh4ow4kh3kw3sh2sw2ph1pw1_nobias",
       "g16ic64ih7iw7_oc64oh7ow7kh3kw3sh1sw1ph1pw1",
+      "mb2g13ic104ih6iw6_oc104oh6ow6kh3kw3sh1sw1ph1pw1",
   };
   uint64_t seed = 400;
   for (Isa isa : isas())

@@ -12,6 +12,7 @@ using convjit::grouped_lane_use;
 using convjit::grouped_range;
 using convjit::GroupedRange;
 using convjit::init_grouped_conf;
+using convjit::init_grouped_conf_mode;
 
 ConvImpl impl(Layout src, Layout dst, int ur = 0, int ob = 0) {
   ConvImpl i = conv_impl(ConvFamily::grouped, src, dst, ur, ob);
@@ -74,7 +75,7 @@ TEST_CASE("grouped conf: register blocks share exact ranges; reasons it refuses"
     // 32 per group: up to 32 / simd output vectors share one range, never more.
     for (int64_t cpg : {8, 16, 24, 32}) {
       const ConvProblem p = grouped(4, 4 * cpg, 4 * cpg);
-      auto c = init_grouped_conf(p, impl(b, b), isa);
+      auto c = init_grouped_conf_mode(p, impl(b, b), isa, convjit::GroupedMode::sparse);
       REQUIRE_MESSAGE(c, c.reason);
       const int ob = c.conf->d.oc_blocks;
       INFO(p.str() << " " << std::string(isa_name(isa)) << " ob " << ob);
@@ -115,6 +116,39 @@ TEST_CASE("grouped conf: register blocks share exact ranges; reasons it refuses"
         std::string::npos);
 }
 
+TEST_CASE("grouped conf: the shuffle mode for equal narrow groups") {
+  using convjit::grouped_shuffle_fits;
+  CHECK(grouped_shuffle_fits(grouped(8, 64, 64), 16));       // 8 per group
+  CHECK_FALSE(grouped_shuffle_fits(grouped(8, 64, 64), 8));  // a whole vector: sparse
+  CHECK(grouped_shuffle_fits(grouped(16, 64, 64), 8));
+  CHECK_FALSE(grouped_shuffle_fits(grouped(12, 72, 72), 16));   // 6 does not divide 16
+  CHECK_FALSE(grouped_shuffle_fits(grouped(16, 64, 128), 16));  // 4 in, 8 out
+  for (Isa isa : isas()) {
+    const Layout b = blocked_layout(isa);
+    const ConvProblem p = grouped(16, 64, 64);  // 4 per group: 8 x 8 output
+    auto c = init_grouped_conf(p, impl(b, b), isa);
+    REQUIRE_MESSAGE(c, c.reason);
+    CHECK(c.conf->shuffle);
+    CHECK(c.conf->ur_w == 8);
+    CHECK(c.conf->name().find("_shuf4ow8__") != std::string::npos);
+    CHECK(c.conf->d.oc_groups == 64 / simd_width(isa));  // one vector per tile row
+    // Forced oc_blocks means sparse; a forced shuffle where it does not fit is refused.
+    CHECK_FALSE(init_grouped_conf(p, impl(b, b, 0, 2), isa).conf->shuffle);
+    CHECK(init_grouped_conf_mode(grouped(4, 96, 96), impl(b, b), isa, convjit::GroupedMode::shuffle)
+              .reason.find("shuffle needs") != std::string::npos);
+  }
+  if (testing::has_isa(Isa::avx512)) {
+    // 60 wide: index, permuted vector and 3 weights leave 27 accumulators -> 3 blocks of 20.
+    ConvProblem wide =
+        problem(pad({.ic = 64, .ih = 4, .iw = 60, .oc = 64, .kh = 3, .kw = 3}, 1, 1, 1, 1));
+    wide.groups = 8;
+    auto c = init_grouped_conf(wide, impl(Layout::nChw16c, Layout::nChw16c), Isa::avx512);
+    REQUIRE(c);
+    CHECK(c.conf->ur_w == 20);
+    CHECK(c.conf->ow_blocks.size() == 3);
+  }
+}
+
 TEST_CASE("grouped family row: offered for grouped convs only, blocked layouts") {
   const ConvFamilyRow& r = conv_family(ConvFamily::grouped);
   CHECK(std::string(r.name) == "grouped");
@@ -125,9 +159,10 @@ TEST_CASE("grouped family row: offered for grouped convs only, blocked layouts")
   const auto pairs = r.layouts(grouped(4, 64, 64), Layout::nChw16c);
   REQUIRE(pairs.size() == 1);
   CHECK(pairs[0] == std::pair{Layout::nChw16c, Layout::nChw16c});
-  // The cost model's efficiency follows the lane use.
-  CHECK(r.efficiency(grouped(8, 64, 64), Layout::nChw16c, Layout::nChw16c) ==
-        doctest::Approx(0.5 * r.efficiency(grouped(4, 64, 64), Layout::nChw16c, Layout::nChw16c)));
+  // The cost model's efficiency follows the lane use of the sparse mode (24 per group).
+  CHECK(r.efficiency(grouped(4, 96, 96), Layout::nChw16c, Layout::nChw16c) ==
+        doctest::Approx(grouped_lane_use(grouped(4, 96, 96), 16) *
+                        r.efficiency(grouped(4, 64, 64), Layout::nChw16c, Layout::nChw16c)));
 }
 
 }  // namespace
