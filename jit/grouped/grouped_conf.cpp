@@ -1,6 +1,7 @@
 #include "jit/grouped/grouped_conf.h"
 
 #include <algorithm>
+#include <numeric>
 
 #include "jit/conv/conv_families.h"
 
@@ -24,10 +25,49 @@ std::string GroupedConf::name() const {
   return conv_kernel_name("grouped", d.src, d.dst, blocking, d.isa);
 }
 
+namespace {
+
+// Output vectors per pattern of input blocks: lcm(simd, c) / simd.
+int64_t shuffle_period(int64_t c, int simd) {
+  return c / std::gcd(c, int64_t(simd));
+}
+
+}  // namespace
+
+std::optional<std::vector<ShuffleSource>> grouped_shuffle_sources(const ConvProblem& p, int simd,
+                                                                  int64_t j, bool bounded) {
+  const int64_t c = p.ic / p.groups, base = j - j % shuffle_period(c, simd);
+  std::vector<ShuffleSource> out(static_cast<size_t>(c));
+  for (int64_t r = 0; r < c; ++r) {
+    ShuffleSource& s = out[size_t(r)];
+    s.lanes.assign(size_t(simd), 0);  // lanes past oc (bounded) read lane 0 of block a
+    std::vector<int64_t> blocks;
+    for (int l = 0; l < simd; ++l) {
+      const int64_t o = j * simd + l;
+      if (bounded && o >= p.oc) continue;
+      const int64_t ch = o / c * c + r, blk = ch / simd - base;
+      if (std::find(blocks.begin(), blocks.end(), blk) == blocks.end()) blocks.push_back(blk);
+      if (blocks.size() > (simd == 16 && p.sw == 1 ? 2u : 1u)) return std::nullopt;
+    }
+    s.a = *std::min_element(blocks.begin(), blocks.end());
+    s.b = *std::max_element(blocks.begin(), blocks.end());
+    for (int l = 0; l < simd; ++l) {
+      const int64_t o = j * simd + l;
+      if (bounded && o >= p.oc) continue;
+      const int64_t ch = o / c * c + r;
+      s.lanes[size_t(l)] = int(ch % simd + (ch / simd - base == s.a ? 0 : simd));
+    }
+  }
+  return out;
+}
+
 bool grouped_shuffle_fits(const ConvProblem& p, int simd) {
-  if (p.groups < 1 || p.ic % p.groups || p.oc % p.groups) return false;
-  const int64_t c = p.ic / p.groups;
-  return p.ic == p.oc && c < simd && simd % c == 0;
+  if (p.groups < 1 || p.ic % p.groups || p.oc % p.groups || p.ic != p.oc) return false;
+  const int64_t c = p.ic / p.groups, period = shuffle_period(c, simd);
+  if (c % simd == 0 || period > 8) return false;  // whole vectors: the sparse mode is exact
+  for (int64_t j = 0; j < period; ++j)
+    if (!grouped_shuffle_sources(p, simd, j, false)) return false;
+  return true;
 }
 
 double grouped_efficiency(const ConvProblem& p, int simd) {
@@ -121,8 +161,10 @@ ConfOr<GroupedConf> init_grouped_conf_mode(const ConvProblem& p, const ConvImpl&
 
   const bool fits = grouped_shuffle_fits(p, simd) && impl.oc_blocks <= 0;
   if (mode == GroupedMode::shuffle && !fits)
-    return R::no("shuffle needs equal channels per group in and out, fewer than and dividing " +
-                 std::to_string(simd) + ", and no forced oc_blocks");
+    return R::no("shuffle needs equal channels per group in and out, not whole vectors of " +
+                 std::to_string(simd) +
+                 ", at most two input blocks per permute and no forced "
+                 "oc_blocks");
   if (mode == GroupedMode::sparse || !fits) return c;
   // Accumulators: the registers left (the epilogue reuses the dead shuffle registers); rows
   // cut into equal blocks.
@@ -144,6 +186,10 @@ ConfOr<GroupedConf> init_grouped_conf_mode(const ConvProblem& p, const ConvImpl&
   c.ranges.clear();
   // Tiles as the sparse mode's with one vector per register block, rows inner (each vector's
   // weights are c x kh x kw vectors).
+  c.phases = shuffle_period(c.icg, simd);
+  for (int64_t j = 0; j < c.phases; ++j)
+    c.sources.push_back(*grouped_shuffle_sources(p, simd, j, false));
+  if (p.oc % simd) c.sources.push_back(*grouped_shuffle_sources(p, simd, ocb - 1, true));
   c.d.oc_blocks = c.d.oc_blocks_last = 1;
   c.d.oc_groups = ocb;
   c.d.last_group_own = p.oc % simd != 0;

@@ -16,6 +16,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -37,13 +38,22 @@ struct GroupedRange {
 enum class GroupedMode {
   automatic,  // init_grouped_conf's choice: shuffle where it applies, else sparse
   sparse,     // block-sparse direct conv (any groups)
-  // Narrow groups (icg == ocg == c, c < simd, c divides simd: 8 or 4 per group on 16 lanes):
-  // output vector j reads input vector j only. Per input pixel, for r < c, one vpermps makes
-  // the vector whose lane l holds input channel (l / c) * c + r of l's group; one FMA with the
-  // packed weights W[l][r] per kernel column that reads the pixel. Every lane is useful, at
-  // the cost of c permutes per input pixel, shared by the kw / sw taps that read it
-  // (grouped_gen.h).
+  // Equal groups (icg == ocg == c) that are not whole vectors (8, 4, 24 per group on 16
+  // lanes): lane l of output vector j needs input channels G(l) * c + r, r < c, of its group
+  // G(l). Per input pixel and r, one permute makes the vector whose lane l holds that channel:
+  // vpermps from one input block when c divides simd, vpermt2ps from two (AVX-512) when the
+  // vector spans two groups (24 on 16). One FMA with the packed weights W[l][r] per kernel
+  // column that reads the pixel: every lane useful, at the cost of c permutes per input pixel,
+  // shared by the kw / sw taps that read it (grouped_gen.h).
   shuffle,
+};
+
+// Shuffle mode: where lane l of the vector permuted for in-group channel r comes from: input
+// blocks a and b (relative to the call's first block), lane lanes[l] < simd of block a or
+// lanes[l] - simd of block b (a == b: one block).
+struct ShuffleSource {
+  int64_t a = 0, b = 0;
+  std::vector<int> lanes;
 };
 
 struct GroupedConf {
@@ -54,6 +64,11 @@ struct GroupedConf {
   std::vector<GroupedRange> ranges;  // sparse: per register block of output vectors
 
   bool shuffle = false;
+  // shuffle: output vectors j with the same j % phases read the same pattern of input blocks,
+  // relative to block j - j % phases; sources[phase][r], then sources[phases][r] for the last
+  // vector when it has a lane tail (d.last_group_own: only its real lanes read).
+  int64_t phases = 1;
+  std::vector<std::vector<ShuffleSource>> sources;
   // shuffle: output pixels per register block (one output vector), the row's blocks, and the
   // vector registers reserved for the epilogue.
   int ur_w = 0;
@@ -65,7 +80,8 @@ struct GroupedConf {
     return 2 + int(p.kw) + (d.isa != Isa::avx512 && p.oc % d.simd ? 2 : 0);
   }
 
-  std::string name() const;  // "conv_grouped_f32_nChw16c_to_nChw16c_ow14oc1__avx512"
+  std::string name() const;  // "conv_grouped_f32_nChw16c_to_nChw16c_ow14oc1__avx512",
+                             // shuffle: "..._shuf8ow14__avx512" (8 channels per group)
 };
 
 // The conf, or why the grouped family does not apply. impl.ur_w / impl.oc_blocks > 0 force
@@ -84,6 +100,13 @@ GroupedRange grouped_range(const ConvProblem& p, int simd, int ob, int64_t g);
 // cost model's lane use and the benches' check.
 double grouped_lane_use(const ConvProblem& p, int simd);
 
+// The shuffle sources of output vector j (all its lanes, or only the real ones: `bounded`),
+// relative to block j - j % phases; nullopt when a permute would need more than two blocks, or
+// more than one on 8 lanes (AVX2 has no two-source permute) or with a column stride: the two
+// loads per permuted vector then outweigh its 1.5 FMAs (24 per group at stride 2 ran at
+// 50-80% of the sparse mode's speed, 1.3x faster at stride 1: bench/kernel_bench grouped_zoo).
+std::optional<std::vector<ShuffleSource>> grouped_shuffle_sources(const ConvProblem& p, int simd,
+                                                                  int64_t j, bool bounded);
 // Whether the shuffle mode applies on `simd`-wide vectors; the cost model's efficiency.
 bool grouped_shuffle_fits(const ConvProblem& p, int simd);
 double grouped_efficiency(const ConvProblem& p, int simd);

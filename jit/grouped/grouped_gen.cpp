@@ -29,9 +29,10 @@ Ymm yz(Isa isa, int i) {
 
 }  // namespace
 
-GroupedShuffleGenerator::GroupedShuffleGenerator(const GroupedConf& c, bool last,
+GroupedShuffleGenerator::GroupedShuffleGenerator(const GroupedConf& c,
+                                                 std::vector<ShuffleSource> src, int tail,
                                                  const std::string& name)
-    : JitGenerator(name, code_size_bound(c)), c_(c), tail_(last ? int(c.p.oc % c.d.simd) : 0) {
+    : JitGenerator(name, code_size_bound(c)), c_(c), src_(std::move(src)), tail_(tail) {
   GprPool().take_all(src_row_, dst_row_, src_blk_, dst_blk_, src_k_, wei_k_, kh_cnt_, ow_cnt_,
                      epi_a_, epi_b_);
   epi_ = std::make_unique<EpilogueEmitter>(*this, c.d.isa, c.p.bias, c.p.post);
@@ -59,11 +60,11 @@ void GroupedShuffleGenerator::generate() {
     }
   }
   postamble(c_.d.isa, tail_);
-  // Index vector r: lane l takes lane (l / c) * c + r (the same group's input channel r).
+  // Index vector r: lane l takes channel r of l's group.
   align(64);
   L(idx_);
-  for (int64_t r = 0; r < c_.icg; ++r)
-    for (int l = 0; l < c_.d.simd; ++l) dd(uint32_t(l / c_.icg * c_.icg + r));
+  for (const ShuffleSource& s : src_)
+    for (int lane : s.lanes) dd(uint32_t(lane));
   epi_->emit_constants();
 }
 
@@ -73,8 +74,9 @@ void GroupedShuffleGenerator::emit_block(const OwBlock& b, bool interior) {
   const int S = c_.d.simd, c = int(c_.icg), ur = b.ur;
   const int64_t pix = int64_t(S) * 4;
   // Accumulators, then the permute index, the permuted vector, the kw weights of (kh, r), and
-  // on AVX2 with a lane tail the mask and the masked input.
+  // the mask and the masked input (AVX2 with a lane tail).
   const int idx = ur, t = ur + 1, w0 = ur + 2, mask = w0 + int(p.kw), v = mask + 1;
+  const int64_t icb = int64_t(S) * 4 * p.ih * p.iw;
   const bool avx2_tail = tail_ && isa != Isa::avx512;
   zero_vregs(isa, ur);
   if (avx2_tail) vmovups(Ymm(mask), ptr[rip + tail_mask_]);
@@ -99,8 +101,16 @@ void GroupedShuffleGenerator::emit_block(const OwBlock& b, bool interior) {
         if (taps.empty()) continue;
         // The last vector's pad lanes (they may hold anything, NaN included) reach no lane of
         // the permuted vector that is kept.
-        const Address in = ptr[src_k_ + col * pix];
-        if (!tail_) {
+        const ShuffleSource& src = src_[size_t(r)];
+        const Address in = ptr[src_k_ + src.a * icb + col * pix];
+        if (src.b != src.a) {  // AVX-512 only (grouped_shuffle_sources): t = block a, permuted
+          vmovups(Zmm(t), in);
+          const Address in_b = ptr[src_k_ + src.b * icb + col * pix];
+          if (tail_)
+            vpermt2ps(Zmm(t) | k1 | T_z, Zmm(idx), in_b);
+          else
+            vpermt2ps(Zmm(t), Zmm(idx), in_b);
+        } else if (!tail_) {
           vpermps(yz(isa, t), yz(isa, idx), in);
         } else if (isa == Isa::avx512) {
           vpermps(Zmm(t) | k1 | T_z, Zmm(idx), in);

@@ -24,10 +24,13 @@ class GroupedKernel : public Kernel {
         bias_(pack_bias(bias ? bias->data<float>() : nullptr, c.p.oc, d_.ocb * d_.simd)) {
     if (c.shuffle) {
       pack_shuffle_weights(ModelFloats(w));
-      shuf_[0] = shared_generator<GroupedShuffleGenerator>(code_key, "", c_, false, name_);
-      if (d_.last_group_own)
-        shuf_[1] = shared_generator<GroupedShuffleGenerator>(code_key, "_lastoc", c_, true,
-                                                             name_ + "_lastoc");
+      // One code per phase of the input-block pattern, and the last vector's with a lane tail.
+      for (size_t i = 0; i < c_.sources.size(); ++i) {
+        const bool tail = int64_t(i) == c_.phases;
+        const std::string role = tail ? "_lastoc" : i ? "_phase" + std::to_string(i) : "";
+        shuf_.push_back(shared_generator<GroupedShuffleGenerator>(
+            code_key, role, c_, c_.sources[i], tail ? int(c_.p.oc % d_.simd) : 0, name_ + role));
+      }
       return;
     }
     pack_weights(ModelFloats(w));
@@ -100,12 +103,12 @@ class GroupedKernel : public Kernel {
     a.post.advance_channels(oc0);
     a.kh_cnt = hi - lo;
     const int64_t row = d_.src_row_bytes() / 4;
-    if (c_.shuffle) {  // input vector g, its weights [kh][kw][r][lane]
-      const int64_t kh_floats = p.kw * c_.icg * d_.simd;
-      a.src = args.src[0] + (n * d_.icb_total() + g) * d_.simd * p.ih * p.iw +
+    if (c_.shuffle) {  // output vector g: input blocks from g - phase, weights [kh][kw][r][lane]
+      const int64_t kh_floats = p.kw * c_.icg * d_.simd, phase = g % c_.phases;
+      a.src = args.src[0] + (n * d_.icb_total() + g - phase) * d_.simd * p.ih * p.iw +
               (hi > lo ? (ih0 + lo * p.dh) * row : 0);
       a.wei = wei_.data<float>() + (g * p.kh + lo) * kh_floats;
-      shuf_[last && d_.last_group_own ? 1 : 0]->fn<Fn>()(&a);
+      shuf_[size_t(last && d_.last_group_own ? c_.phases : phase)]->fn<Fn>()(&a);
       return;
     }
     const GroupedRange& r = c_.ranges[size_t(g)];
@@ -167,9 +170,9 @@ class GroupedKernel : public Kernel {
   std::string name_;
   std::vector<float> bias_;
   Tensor wei_;
-  std::vector<int64_t> wei_off_;                            // per register block
-  std::shared_ptr<const DirectGenerator> gen_[2][2];        // sparse
-  std::shared_ptr<const GroupedShuffleGenerator> shuf_[2];  // shuffle: [last vector]
+  std::vector<int64_t> wei_off_;                                      // per register block
+  std::shared_ptr<const DirectGenerator> gen_[2][2];                  // sparse
+  std::vector<std::shared_ptr<const GroupedShuffleGenerator>> shuf_;  // shuffle: as sources
 };
 
 }  // namespace

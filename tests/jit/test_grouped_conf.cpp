@@ -121,7 +121,25 @@ TEST_CASE("grouped conf: the shuffle mode for equal narrow groups") {
   CHECK(grouped_shuffle_fits(grouped(8, 64, 64), 16));       // 8 per group
   CHECK_FALSE(grouped_shuffle_fits(grouped(8, 64, 64), 8));  // a whole vector: sparse
   CHECK(grouped_shuffle_fits(grouped(16, 64, 64), 8));
-  CHECK_FALSE(grouped_shuffle_fits(grouped(12, 72, 72), 16));   // 6 does not divide 16
+  CHECK_FALSE(grouped_shuffle_fits(grouped(12, 72, 72), 16));  // 6: some permutes need 3 blocks
+  CHECK(grouped_shuffle_fits(grouped(4, 96, 96), 16));         // 24: two blocks (vpermt2ps)
+  CHECK_FALSE(grouped_shuffle_fits(grouped(4, 96, 96), 8));    // 24 on 8 lanes: sparse, exact
+  // 24 per group on 16 lanes: vector 1 holds oc 16-23 (group 0) and 24-31 (group 1).
+  const ConvProblem p24 = grouped(3, 72, 72);
+  auto s1 = convjit::grouped_shuffle_sources(p24, 16, 1, false);
+  REQUIRE(s1);
+  CHECK((*s1)[0].a == 0);  // r = 0: channel 0 (block 0, lane 0), channel 24 (block 1, lane 8)
+  CHECK((*s1)[0].b == 1);
+  CHECK((*s1)[0].lanes == std::vector<int>{0, 0, 0, 0, 0, 0, 0, 0, 24, 24, 24, 24, 24, 24, 24, 24});
+  CHECK((*s1)[10].b == 2);  // r = 10: channel 10 (block 0), channel 34 (block 2, lane 2)
+  CHECK((*s1)[10].lanes ==
+        std::vector<int>{10, 10, 10, 10, 10, 10, 10, 10, 18, 18, 18, 18, 18, 18, 18, 18});
+  // The last vector (oc 64-71, group 2), relative to block 3: only real lanes read.
+  auto last = convjit::grouped_shuffle_sources(p24, 16, 4, true);
+  REQUIRE(last);
+  CHECK((*last)[20].a == 1);  // channel 68: block 4, lane 4
+  CHECK((*last)[20].b == 1);
+  CHECK((*last)[20].lanes == std::vector<int>{4, 4, 4, 4, 4, 4, 4, 4, 0, 0, 0, 0, 0, 0, 0, 0});
   CHECK_FALSE(grouped_shuffle_fits(grouped(16, 64, 128), 16));  // 4 in, 8 out
   for (Isa isa : isas()) {
     const Layout b = blocked_layout(isa);
@@ -134,8 +152,9 @@ TEST_CASE("grouped conf: the shuffle mode for equal narrow groups") {
     CHECK(c.conf->d.oc_groups == 64 / simd_width(isa));  // one vector per tile row
     // Forced oc_blocks means sparse; a forced shuffle where it does not fit is refused.
     CHECK_FALSE(init_grouped_conf(p, impl(b, b, 0, 2), isa).conf->shuffle);
-    CHECK(init_grouped_conf_mode(grouped(4, 96, 96), impl(b, b), isa, convjit::GroupedMode::shuffle)
-              .reason.find("shuffle needs") != std::string::npos);
+    CHECK(
+        init_grouped_conf_mode(grouped(12, 72, 72), impl(b, b), isa, convjit::GroupedMode::shuffle)
+            .reason.find("shuffle needs") != std::string::npos);
   }
   if (testing::has_isa(Isa::avx512)) {
     // 60 wide: index, permuted vector and 3 weights leave 27 accumulators -> 3 blocks of 20.
@@ -159,10 +178,10 @@ TEST_CASE("grouped family row: offered for grouped convs only, blocked layouts")
   const auto pairs = r.layouts(grouped(4, 64, 64), Layout::nChw16c);
   REQUIRE(pairs.size() == 1);
   CHECK(pairs[0] == std::pair{Layout::nChw16c, Layout::nChw16c});
-  // The cost model's efficiency follows the lane use of the sparse mode (24 per group).
-  CHECK(r.efficiency(grouped(4, 96, 96), Layout::nChw16c, Layout::nChw16c) ==
-        doctest::Approx(grouped_lane_use(grouped(4, 96, 96), 16) *
-                        r.efficiency(grouped(4, 64, 64), Layout::nChw16c, Layout::nChw16c)));
+  // The cost model's efficiency follows the lane use of the sparse mode (24 in, 16 out).
+  CHECK(grouped_lane_use(grouped(4, 96, 64), 16) == 0.75);
+  CHECK(r.efficiency(grouped(4, 96, 64), Layout::nChw16c, Layout::nChw16c) ==
+        doctest::Approx(0.75 * r.efficiency(grouped(4, 64, 64), Layout::nChw16c, Layout::nChw16c)));
 }
 
 }  // namespace
