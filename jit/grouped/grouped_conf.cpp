@@ -147,16 +147,9 @@ ConfOr<GroupedConf> init_grouped_conf_mode(const ConvProblem& p, const ConvImpl&
   // No K split and no weight prefetch: a register block's range is a few groups' channels.
   d->ic_chunk = d->icb_total();
   d->pf_next = false;
-  int64_t wei_bytes = 0;
-  for (int64_t g = 0; g < d->oc_groups; ++g) {
-    const int ob = g == d->oc_groups - 1 ? d->oc_blocks_last : d->oc_blocks;
+  for (int64_t g = 0; g < d->oc_groups; ++g)
     c.ranges.push_back(grouped_range(p, simd, d->oc_blocks, g));
-    wei_bytes += 4 * (c.ranges.back().k_blocks * d->wei_icb_floats(ob, simd) +
-                      (c.ranges.back().ic_tail ? d->wei_icb_floats(ob, d->ic_tail) : 0));
-  }
-  // As the direct family: all weights in L2 -> rows outer, so an input row in L1 meets every
-  // register block (row pairs need rows inner).
-  d->rows_outer = wei_bytes <= impl.cache.l2_weights() && d->ur_h == 1;
+  d->rows_outer = false;  // the kernel's tiles run rows inner (grouped_kernel.cpp)
   c.d = *d;
 
   const bool fits = grouped_shuffle_fits(p, simd) && impl.oc_blocks <= 0;
@@ -194,7 +187,6 @@ ConfOr<GroupedConf> init_grouped_conf_mode(const ConvProblem& p, const ConvImpl&
   c.d.oc_groups = ocb;
   c.d.last_group_own = p.oc % simd != 0;
   c.d.ur_h = 1;
-  c.d.rows_outer = false;
   return c;
 }
 

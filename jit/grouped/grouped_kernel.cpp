@@ -34,16 +34,7 @@ class GroupedKernel : public Kernel {
       return;
     }
     pack_weights(ModelFloats(w));
-    // [rows - 1][last register block]: one-row code always, row-pair code when ur_h == 2.
-    for (int rows = 1; rows <= d_.ur_h; ++rows) {
-      const std::string suffix = rows > 1 ? "_rows" + std::to_string(rows) : "";
-      gen_[rows - 1][0] = shared_generator<DirectGenerator>(code_key, suffix, d_, d_.oc_blocks,
-                                                            false, rows, name_ + suffix);
-      if (d_.last_group_own)
-        gen_[rows - 1][1] =
-            shared_generator<DirectGenerator>(code_key, suffix + "_lastoc", d_, d_.oc_blocks_last,
-                                              true, rows, name_ + suffix + "_lastoc");
-    }
+    gen_ = direct_generators(d_, code_key, name_);
   }
 
   const std::string& name() const override { return name_; }
@@ -54,25 +45,15 @@ class GroupedKernel : public Kernel {
   void run(const KernelArgs& args, int64_t begin, int64_t end) const override {
     ConvCallArgs base;
     base.post.set(c_.p.post, args);
-    const int64_t G = d_.oc_groups, OH = c_.p.oh;
+    // Tiles (n, register block, row), rows inner: the blocks read different input channels, so
+    // unlike the direct family's no input row is shared between them.
+    const int64_t OH = c_.p.oh;
     for (int64_t t = begin; t < end;) {
-      int64_t n, g, oh0, rows;
-      if (d_.rows_outer) {
-        n = t / (OH * G);
-        oh0 = t / G % OH;
-        g = t % G;
-        rows = 1;
-      } else {
-        n = t / (G * OH);
-        g = t / OH % G;
-        oh0 = t % OH;
-        rows = std::min(end - t, OH - oh0);  // the rows of this (n, g) in the range
-      }
+      const int64_t ng = t / OH, oh0 = t % OH, rows = std::min(end - t, OH - oh0);
       for (int64_t oh = oh0; oh < oh0 + rows;) {
         // Pairs of rows whose windows have no top/bottom padding run as one block.
-        const int step =
-            d_.ur_h == 2 && oh + 1 < oh0 + rows && full_window(oh) && full_window(oh + 1) ? 2 : 1;
-        call(args, base, n, g, oh, step);
+        const int step = d_.row_step(oh, oh0 + rows);
+        call(args, base, ng / d_.oc_groups, ng % d_.oc_groups, oh, step);
         oh += step;
       }
       t += rows;
@@ -80,22 +61,14 @@ class GroupedKernel : public Kernel {
   }
 
  private:
-  bool full_window(int64_t oh) const {
-    const int64_t ih0 = oh * c_.p.sh - c_.p.pt;
-    return ih0 >= 0 && ih0 + (c_.p.kh - 1) * c_.p.dh < c_.p.ih;
-  }
-
   // Output rows [oh, oh + rows) of register block g of image n.
   void call(const KernelArgs& args, const ConvCallArgs& base, int64_t n, int64_t g, int64_t oh,
             int rows) const {
     const ConvProblem& p = c_.p;
     const bool last = g == d_.oc_groups - 1;
     const int ob = last ? d_.oc_blocks_last : d_.oc_blocks;
-    // Valid kernel rows: ih = oh * sh - pt + kh * dh in [0, ih).
     const int64_t ih0 = oh * p.sh - p.pt;
-    int64_t lo = 0, hi = p.kh;
-    while (lo < p.kh && ih0 + lo * p.dh < 0) ++lo;
-    while (hi > lo && ih0 + (hi - 1) * p.dh >= p.ih) --hi;
+    const auto [lo, hi] = d_.kernel_rows(oh);
     ConvCallArgs a = base;
     const int64_t oc0 = g * d_.oc_blocks * d_.simd;
     a.dst = args.dst[0] + (n * d_.ocb * d_.simd + oc0) * p.oh * p.ow + oh * p.ow * d_.simd;
@@ -171,7 +144,7 @@ class GroupedKernel : public Kernel {
   std::vector<float> bias_;
   Tensor wei_;
   std::vector<int64_t> wei_off_;                                      // per register block
-  std::shared_ptr<const DirectGenerator> gen_[2][2];                  // sparse
+  DirectGenerators gen_;                                              // sparse
   std::vector<std::shared_ptr<const GroupedShuffleGenerator>> shuf_;  // shuffle: as sources
 };
 

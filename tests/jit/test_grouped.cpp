@@ -91,8 +91,8 @@ TEST_CASE("grouped conv with fused post-op chains") {
   const std::vector<std::vector<PostOp>> chains = {
       chain({op(K::relu)}),
       chain({op(K::add), op(K::relu)}),
-      chain({op(K::scale_shift), op(K::add), op(K::sigmoid)}),
-      chain({op(K::swish), op(K::clip, 0.f, 6.f)}),
+      chain({op(K::scale_shift), op(K::add), op(K::hardswish)}),
+      chain({op(K::leaky_relu, 0.1f), op(K::scale_shift), op(K::swish)}),
   };
   const std::vector<std::string> shapes = {
       "g3ic72ih9iw10_oc72oh9ow10kh3kw3sh1sw1ph1pw1",
