@@ -17,9 +17,10 @@ namespace {
 // most ~60 instructions per accumulator).
 size_t code_size_bound(const GroupedConf& c) {
   const size_t cols = size_t((c.ur_w - 1) * c.p.sw + (c.p.kw - 1) * c.p.dw + 1);
-  const size_t body = size_t(c.icg) * (cols * 20 + size_t(c.ur_w * c.p.kw) * 8 + 16 * 12) + 512;
+  const size_t body =
+      size_t(c.icg) * (cols * 20 + size_t(c.ur_w * c.p.kw) * 8 + size_t(c.p.kw + 1) * 12) + 512;
   const size_t store = size_t(c.ur_w) * (40 + 60 * 12 * (c.p.post.size() + 1));
-  return c.ow_blocks.size() * (body + store) + 16384;
+  return c.ow_blocks.size() * (body + store) + size_t(c.icg) * 64 + 16384;  // + index table
 }
 
 // Vector register i as the Ymm operand vpermps takes (a zmm on AVX-512).
