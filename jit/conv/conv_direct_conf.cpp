@@ -68,6 +68,23 @@ std::string DirectConf::blocking_str() const {
          "oc" + std::to_string(oc_blocks);
 }
 
+DirectConf::KernelRows DirectConf::kernel_rows(int64_t oh) const {
+  // ih = oh * sh - pt + kh * dh in [0, ih).
+  const int64_t ih0 = oh * p.sh - p.pt;
+  KernelRows r{0, p.kh};
+  while (r.lo < p.kh && ih0 + r.lo * p.dh < 0) ++r.lo;
+  while (r.hi > r.lo && ih0 + (r.hi - 1) * p.dh >= p.ih) --r.hi;
+  return r;
+}
+
+int DirectConf::row_step(int64_t oh, int64_t end) const {
+  auto full = [&](int64_t o) {
+    const KernelRows r = kernel_rows(o);
+    return r.lo == 0 && r.hi == p.kh;
+  };
+  return ur_h == 2 && oh + 1 < end && full(oh) && full(oh + 1) ? 2 : 1;
+}
+
 std::vector<OwBlock> plan_ow_blocks(const ConvProblem& p, int ur) {
   std::vector<OwBlock> out;
   const int64_t nfull = p.ow / ur, tail = p.ow % ur;

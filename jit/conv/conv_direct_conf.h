@@ -79,6 +79,15 @@ struct DirectConf {
     return icb_full * wei_icb_floats(ob, simd) + (ic_tail ? wei_icb_floats(ob, ic_tail) : 0);
   }
   int64_t icb_total() const { return icb_full + (ic_tail ? 1 : 0); }
+
+  // The kernel rows [lo, hi) of output row oh that read inside the input.
+  struct KernelRows {
+    int64_t lo = 0, hi = 0;
+  };
+  KernelRows kernel_rows(int64_t oh) const;
+  // Output rows one call computes from row oh when the caller's rows end at `end`: 2 when
+  // ur_h == 2 and both rows' windows have no top/bottom padding, else 1.
+  int row_step(int64_t oh, int64_t end) const;
 };
 
 ConfOr<DirectConf> init_direct_conf(const ConvProblem& p, const ConvImpl& impl, Isa isa);

@@ -2,6 +2,7 @@
 
 #include "graph/error.h"
 #include "jit/conv/conv_jit_util.h"
+#include "jit/shared_code.h"
 
 namespace kiln::convjit {
 
@@ -148,6 +149,20 @@ void DirectGenerator::emit_store(int ur) {
         vmovups(ptr[dst_blk_ + dofs], vreg(c_.isa, acc(px, j)));
       }
   });
+}
+
+DirectGenerators direct_generators(const DirectConf& c, const std::string& code_key,
+                                   const std::string& name) {
+  DirectGenerators g;
+  for (int rows = 1; rows <= c.ur_h; ++rows) {
+    const std::string suffix = rows > 1 ? "_rows" + std::to_string(rows) : "";
+    g[size_t(rows - 1)][0] = shared_generator<DirectGenerator>(code_key, suffix, c, c.oc_blocks,
+                                                               false, rows, name + suffix);
+    if (c.last_group_own)
+      g[size_t(rows - 1)][1] = shared_generator<DirectGenerator>(
+          code_key, suffix + "_lastoc", c, c.oc_blocks_last, true, rows, name + suffix + "_lastoc");
+  }
+  return g;
 }
 
 }  // namespace kiln::convjit

@@ -1,6 +1,7 @@
 // Xbyak generator of the direct conv family (see conv_direct_conf.h for the loop plan).
 #pragma once
 
+#include <array>
 #include <memory>
 #include <string>
 
@@ -36,5 +37,12 @@ class DirectGenerator : public JitGenerator {
   Xbyak::Reg64 src_row_, dst_row_, src_blk_, dst_blk_, src_ic_, wei_ic_, src_k_, wei_k_, kh_cnt_,
       icb_cnt_, ow_cnt_, epi_a_, epi_b_, pf_;
 };
+
+// The generators of a kernel of conf c, shared by code_key (jit/shared_code.h):
+// [rows - 1][last group], one-row code always, row-pair code when c.ur_h == 2, the last
+// group's own code only when c.last_group_own (the direct and grouped families).
+using DirectGenerators = std::array<std::array<std::shared_ptr<const DirectGenerator>, 2>, 2>;
+DirectGenerators direct_generators(const DirectConf& c, const std::string& code_key,
+                                   const std::string& name);
 
 }  // namespace kiln::convjit

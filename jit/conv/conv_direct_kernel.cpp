@@ -6,7 +6,6 @@
 #include "jit/conv/conv_direct_gen.h"
 #include "jit/conv/conv_families.h"
 #include "jit/pack.h"
-#include "jit/shared_code.h"
 
 namespace kiln::convjit {
 namespace {
@@ -19,19 +18,10 @@ class DirectKernel : public Kernel {
                const std::string& code_key)
       : c_(c),
         name_(conv_kernel_name("direct", c.src, c.dst, c.blocking_str(), c.isa)),
-        bias_(pack_bias(bias ? bias->data<float>() : nullptr, c.p.oc, c.ocb * c.simd)) {
+        bias_(pack_bias(bias ? bias->data<float>() : nullptr, c.p.oc, c.ocb * c.simd)),
+        gen_(direct_generators(c, code_key, name_)) {
     pack_weights(ModelFloats(w));
     for (const OwBlock& b : c.ow_blocks) blocks_per_row_ += b.count;
-    // [rows - 1][last group]: one-row code always, row-pair code when ur_h == 2.
-    for (int rows = 1; rows <= c.ur_h; ++rows) {
-      const std::string suffix = rows > 1 ? "_rows" + std::to_string(rows) : "";
-      gen_[rows - 1][0] = shared_generator<DirectGenerator>(code_key, suffix, c, c.oc_blocks, false,
-                                                            rows, name_ + suffix);
-      if (c.last_group_own)
-        gen_[rows - 1][1] =
-            shared_generator<DirectGenerator>(code_key, suffix + "_lastoc", c, c.oc_blocks_last,
-                                              true, rows, name_ + suffix + "_lastoc");
-    }
   }
 
   const std::string& name() const override { return name_; }
@@ -73,8 +63,7 @@ class DirectKernel : public Kernel {
         const int64_t full_k = kcnt - (c_.ic_tail && k0 + kcnt == c_.icb_total() ? 1 : 0);
         for (int64_t oh = oh0; oh < oh0 + rows;) {
           // Pairs of rows whose windows have no top/bottom padding run as one block.
-          const int step =
-              c_.ur_h == 2 && oh + 1 < oh0 + rows && full_window(oh) && full_window(oh + 1) ? 2 : 1;
+          const int step = c_.row_step(oh, oh0 + rows);
           const int64_t kh_cnt = call(args, base, n, g, oh, k0, kcnt, step, next + pf_lines * 16);
           pf_lines += blocks_per_row_ * full_k * kh_cnt * c_.p.kw * c_.simd / c_.pf_every;
           oh += step;
@@ -85,22 +74,14 @@ class DirectKernel : public Kernel {
   }
 
  private:
-  bool full_window(int64_t oh) const {
-    const int64_t ih0 = oh * c_.p.sh - c_.p.pt;
-    return ih0 >= 0 && ih0 + (c_.p.kh - 1) * c_.p.dh < c_.p.ih;
-  }
-
   // Runs one call; returns its number of valid kernel rows.
   int64_t call(const KernelArgs& args, const ConvCallArgs& base, int64_t n, int64_t g, int64_t oh,
                int64_t k0, int64_t kcnt, int rows, const float* pf_wei) const {
     const ConvProblem& p = c_.p;
     const bool last = g == c_.oc_groups - 1;
     const int ob = last ? c_.oc_blocks_last : c_.oc_blocks;
-    // Valid kernel rows: ih = oh * sh - pt + kh * dh in [0, ih).
     const int64_t ih0 = oh * p.sh - p.pt;
-    int64_t lo = 0, hi = p.kh;
-    while (lo < p.kh && ih0 + lo * p.dh < 0) ++lo;
-    while (hi > lo && ih0 + (hi - 1) * p.dh >= p.ih) --hi;
+    const auto [lo, hi] = c_.kernel_rows(oh);
     ConvCallArgs a = base;
     const int64_t src_img =
         c_.src_plain ? p.ic * p.ih * p.iw : c_.icb_total() * c_.simd * p.ih * p.iw;
@@ -163,7 +144,7 @@ class DirectKernel : public Kernel {
   std::vector<float> bias_;
   Tensor wei_;
   std::vector<int64_t> group_off_;
-  std::shared_ptr<const DirectGenerator> gen_[2][2];
+  DirectGenerators gen_;
   int64_t blocks_per_row_ = 0;  // register blocks one call runs (each walks pf_next lines)
 };
 

@@ -6,6 +6,7 @@
 
 #include "graph/error.h"
 #include "jit/dw/dw_conf.h"
+#include "jit/grouped/grouped_conf.h"
 #include "jit/im2col/im2col_kernel.h"
 #include "jit/winograd/winograd_kernel.h"
 
@@ -75,6 +76,16 @@ const std::vector<ConvFamilyRow>& rows() {
        conf_then_kernel<dw_conf, make_dw_kernel>,
        [](const ConvProblem&, Layout, Layout) { return 0.25; },
        /*memory_bound=*/true, /*fixed_baseline=*/true},
+      {ConvFamily::grouped, "grouped",
+       [](const ConvProblem& p) { return p.groups > 1 && !depthwise(p); },
+       [](const ConvProblem&, Layout b) {
+         return Pairs{{b, b}};
+       },
+       conf_then_kernel<init_grouped_conf, make_grouped_kernel>,
+       [](const ConvProblem& p, Layout s, Layout) {
+         return grouped_efficiency(p, layout_block(s));
+       },
+       false, /*fixed_baseline=*/true},
       {ConvFamily::gemm1x1, "gemm1x1", one_by_one,
        [](const ConvProblem&, Layout b) {
          return Pairs{{b, b}, {Layout::nhwc, Layout::nhwc}};

@@ -23,8 +23,9 @@ enum class ConvFamily : int {
   winograd2 = 3,  // Winograd F(2x2,3x3), 3x3 stride 1 dilation 1 (jit/winograd/)
   winograd4 = 4,  // Winograd F(4x4,3x3) (jit/winograd/)
   im2col = 5,     // im2col / im2row + JIT GEMM, any conv with groups == 1 (jit/im2col/)
+  grouped = 6,    // 1 < groups, not depthwise: block-sparse direct conv, blocked (jit/grouped/)
 };
-constexpr int kNumConvFamilies = 6;          // the family table has one row per value
+constexpr int kNumConvFamilies = 7;          // the family table has one row per value
 const char* conv_family_name(ConvFamily f);  // the row's name: "direct", "gemm1x1", ...
 
 // One way to run a conv: family + layouts (+ optional forced blocking, 0 = family's choice).

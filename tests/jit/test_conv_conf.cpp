@@ -496,8 +496,9 @@ TEST_CASE(
     CHECK_MESSAGE(offered >= 2, p.str());  // direct and im2col run every dense conv
   }
   ConvProblem grouped = problem({.ic = 64, .ih = 8, .iw = 8, .oc = 64, .kh = 3, .kw = 3});
-  grouped.groups = 4;  // grouped, not depthwise: no family yet
-  for (const ConvFamilyRow& r : conv_families()) CHECK_FALSE_MESSAGE(r.offered(grouped), r.name);
+  grouped.groups = 4;  // grouped, not depthwise: the grouped family only
+  for (const ConvFamilyRow& r : conv_families())
+    CHECK_MESSAGE(r.offered(grouped) == (r.id == ConvFamily::grouped), r.name);
   ConvProblem dw = problem({.ic = 32, .ih = 8, .iw = 8, .oc = 32, .kh = 3, .kw = 3});
   dw.groups = 32;
   CHECK(conv_family(ConvFamily::depthwise).offered(dw));
