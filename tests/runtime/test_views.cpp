@@ -354,3 +354,49 @@ TEST_CASE("memory plan: a view that is a graph output keeps its root; a view wri
   CHECK(std::find(d3.begin(), d3.end(), 0) != d3.end());
   CHECK(std::find(d3.begin(), d3.end(), 2) != d3.end());
 }
+
+// Which view labels a node gets: NCHW always; NHWC where each image is one pixel or one channel;
+// the blocked layout where each image is one pixel and no channel padding falls between images
+// or (an output in the blocked layout) at all.
+TEST_CASE("views: offered only where the layout stores every element where NCHW does") {
+  for (kiln::Isa isa : kiln::testing::jit_isas())
+    for (int64_t n : {1, 2})
+      for (int64_t c : {1, 8, 16, 24})
+        for (int64_t hw : {1, 6})
+          for (bool unsqueeze : {false, true}) {
+            CAPTURE(kiln::isa_name(isa));
+            CAPTURE(n);
+            CAPTURE(c);
+            CAPTURE(hw);
+            CAPTURE(unsqueeze);
+            if (unsqueeze && hw != 1) continue;
+            Net net;
+            const int64_t h = hw == 1 ? 1 : 2, w = hw / h;
+            if (unsqueeze) {
+              net.b.input("x", {n, c});
+              net.b.output(net.shaped("Unsqueeze", "x", {2, 3}));
+            } else {
+              net.b.input("x", {n, c, h, w});
+              net.b.output(net.flatten("x"));
+            }
+            const std::string bytes = net.b.bytes();
+            kiln::SessionOptions o;
+            o.max_isa = isa;
+            o.tune = kiln::TuneMode::none;
+            o.use_cache = false;
+            auto s = kiln::Session::load_memory(bytes.data(), bytes.size(), o);
+            REQUIRE(s->graph().nodes.size() == 1);
+            std::vector<std::string> got;
+            for (const kiln::Label& l : kiln::candidate_labels(s->graph(), 0, isa, false))
+              if (l.kind == kiln::LabelKind::view) got.push_back(l.key());
+            const kiln::Layout b = kiln::blocked_layout(isa);
+            const bool no_pad = c % kiln::layout_block(b) == 0;
+            std::vector<std::string> want;
+            if (hw == 1 && (unsqueeze ? no_pad : n == 1 || no_pad))
+              want.push_back(std::string("view.") + kiln::layout_name(b));
+            if (hw == 1 || c == 1) want.push_back("view.nhwc");
+            want.push_back("view.nchw");
+            CHECK(got == want);
+            for (const std::string& k : got) CHECK(kiln::Label::parse(k)->key() == k);
+          }
+}
