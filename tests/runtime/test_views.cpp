@@ -31,8 +31,10 @@ bool is_view_op(const std::string& op) {
          op == "Identity";
 }
 
-// Builds a graph with random weights; names its values v1, v2, ...
+// Builds a graph of input "x" with random weights; names its values v1, v2, ...
 struct Net {
+  explicit Net(kiln::Shape x) : in(x) { b.input("x", std::move(x)); }
+  kiln::Shape in;
   OnnxBuilder b;
   XorShift r{7, 0x71e5};
   int next = 0;
@@ -154,9 +156,9 @@ void check_memory(const Plan& p) {
 // Loads `b` on every JIT ISA with several strategies, runs it on a random input of `in_shape`
 // and compares every output with the reference path; every reshaping node must be a view (a
 // step without tiles), no step a reference kernel, and the memory plan sound.
-void check_views(const OnnxBuilder& b, const kiln::Shape& in_shape, int want_views) {
-  const std::string bytes = b.bytes();
-  const Tensor x = kiln::test::uniform_tensor(in_shape, XorShift(3, 0x51e), -1.f, 1.f);
+void check_views(const Net& net, int want_views) {
+  const std::string bytes = net.b.bytes();
+  const Tensor x = kiln::test::uniform_tensor(net.in, XorShift(3, 0x51e), -1.f, 1.f);
   kiln::SessionOptions ro;
   ro.reference = true;
   ro.use_cache = false;
@@ -214,51 +216,46 @@ TEST_CASE("views: conv -> global pool -> Flatten -> Gemm, channel tails and batc
     for (int64_t n : {1, 2}) {
       CAPTURE(c);
       CAPTURE(n);
-      Net net;
-      net.b.input("x", {n, 3, 9, 7});
+      Net net({n, 3, 9, 7});
       const std::string f = net.flatten(net.op("GlobalAveragePool", {net.conv("x", 3, c, 3)}));
       net.b.output(net.gemm(f, c, 10));
-      check_views(net.b, {n, 3, 9, 7}, 1);
+      check_views(net, 1);
     }
 }
 
 TEST_CASE("views: a chain Squeeze -> Unsqueeze -> conv -> Reshape -> Gemm") {
   for (int64_t n : {1, 3}) {
     CAPTURE(n);
-    Net net;
-    net.b.input("x", {n, 4, 6, 6});
+    Net net({n, 4, 6, 6});
     const std::string sq =
         net.shaped("Squeeze", net.op("GlobalAveragePool", {net.conv("x", 4, 32, 3)}), {2, 3});
     const std::string un = net.shaped("Unsqueeze", sq, {2, 3});
     const std::string r = net.shaped("Reshape", net.conv(un, 32, 24, 1), {n, 24});
     net.b.output(net.gemm(r, 24, 5));
-    check_views(net.b, {n, 4, 6, 6}, 3);
+    check_views(net, 3);
   }
 }
 
 TEST_CASE("views: Reshape of a spatial conv output into a Gemm") {
-  Net net;
-  net.b.input("x", {2, 3, 5, 6});
+  Net net({2, 3, 5, 6});
   const std::string r = net.shaped("Reshape", net.conv("x", 3, 8, 3), {2, 8 * 5 * 6});
   net.b.output(net.gemm(r, 8 * 5 * 6, 7));
-  check_views(net.b, {2, 3, 5, 6}, 1);
+  check_views(net, 1);
 }
 
 TEST_CASE("views: of a graph input, and a graph input's view as a graph output") {
-  Net net;
-  net.b.input("x", {2, 8, 3, 3});
+  Net net({2, 8, 3, 3});
   net.b.output(net.gemm(net.flatten("x"), 8 * 3 * 3, 6));
   const std::string id = net.op("Identity", {"x"});  // kept: its output is the model's
   net.b.output(id);
   net.b.output(net.shaped("Reshape", "x", {2, 72}));
-  check_views(net.b, {2, 8, 3, 3}, 3);
+  check_views(net, 3);
 }
 
 TEST_CASE("views: a view with two consumers that is also a graph output") {
   for (int64_t n : {1, 2}) {
     CAPTURE(n);
-    Net net;
-    net.b.input("x", {n, 3, 8, 8});
+    Net net({n, 3, 8, 8});
     const std::string c = net.conv("x", 3, 32, 3);
     const std::string f = net.flatten(net.op("GlobalAveragePool", {c}));
     net.b.output(net.gemm(f, 32, 4));
@@ -267,33 +264,31 @@ TEST_CASE("views: a view with two consumers that is also a graph output") {
     // More work after the views' last reader: their bytes must not be reused before the copy
     // of `f` into the caller's buffer.
     net.b.output(net.conv(net.conv(c, 32, 32, 3), 32, 16, 3));
-    check_views(net.b, {n, 3, 8, 8}, 1);
+    check_views(net, 1);
   }
 }
 
 TEST_CASE("views: views feeding a channel concat (also of the graph input)") {
   for (int64_t n : {1, 2}) {
     CAPTURE(n);
-    Net net;
-    net.b.input("x", {n, 3, 4, 6});
+    Net net({n, 3, 4, 6});
     // Reshaping NCHW [n,c,4,6] to [n,c,6,4] reinterprets the bytes.
     const std::string a = net.shaped("Reshape", net.conv("x", 3, 16, 3), {n, 16, 6, 4});
     const std::string xt = net.shaped("Reshape", "x", {n, 3, 6, 4});
     const std::string cat = net.concat(a, net.conv(xt, 3, 16, 3));
     net.b.output(net.conv(cat, 32, 8, 1));
-    check_views(net.b, {n, 3, 4, 6}, 2);
+    check_views(net, 2);
   }
   // One pixel: blocked views too, and at batch 1 the concat could otherwise be in place (its
   // producers writing their slices): a view's output already aliases its input, it cannot be.
   for (int64_t n : {1, 2}) {
     CAPTURE(n);
-    Net net;
-    net.b.input("x", {n, 3, 5, 5});
+    Net net({n, 3, 5, 5});
     const std::string a = net.shaped(
         "Unsqueeze", net.flatten(net.op("GlobalAveragePool", {net.conv("x", 3, 16, 3)})), {2, 3});
     const std::string c = net.op("GlobalAveragePool", {net.conv("x", 3, 16, 1)});
     net.b.output(net.gemm(net.flatten(net.concat(a, c)), 32, 6));
-    check_views(net.b, {n, 3, 5, 5}, 3);
+    check_views(net, 3);
   }
 }
 
@@ -370,15 +365,9 @@ TEST_CASE("views: offered only where the layout stores every element where NCHW 
             CAPTURE(hw);
             CAPTURE(unsqueeze);
             if (unsqueeze && hw != 1) continue;
-            Net net;
             const int64_t h = hw == 1 ? 1 : 2, w = hw / h;
-            if (unsqueeze) {
-              net.b.input("x", {n, c});
-              net.b.output(net.shaped("Unsqueeze", "x", {2, 3}));
-            } else {
-              net.b.input("x", {n, c, h, w});
-              net.b.output(net.flatten("x"));
-            }
+            Net net(unsqueeze ? kiln::Shape{n, c} : kiln::Shape{n, c, h, w});
+            net.b.output(unsqueeze ? net.shaped("Unsqueeze", "x", {2, 3}) : net.flatten("x"));
             const std::string bytes = net.b.bytes();
             kiln::SessionOptions o;
             o.max_isa = isa;
