@@ -13,6 +13,7 @@
 #include "graph/onnx_builder.h"
 #include "isa_coverage.h"
 #include "jit/kernel.h"
+#include "runtime/executor.h"
 #include "runtime/labels.h"
 #include "runtime/memory_plan.h"
 #include "runtime/plan.h"
@@ -294,13 +295,17 @@ TEST_CASE("views: views feeding a channel concat (also of the graph input)") {
 
 namespace {
 
-struct Tiles final : kiln::Kernel {
-  explicit Tiles(int64_t n) : n_(n) {}
+// dst[0][t] = scale * src[0][t] for tile t; no tiles: a view's step.
+struct Scale final : kiln::Kernel {
+  Scale(int64_t n, float scale) : n_(n), scale_(scale) {}
   const std::string& name() const override { return name_; }
   int64_t tiles() const override { return n_; }
-  void run(const kiln::KernelArgs&, int64_t, int64_t) const override {}
+  void run(const kiln::KernelArgs& a, int64_t b, int64_t e) const override {
+    for (int64_t t = b; t < e; ++t) a.dst[0][t] = scale_ * a.src[0][t];
+  }
   int64_t n_;
-  std::string name_ = "test";
+  float scale_;
+  std::string name_ = "scale";
 };
 
 }  // namespace
@@ -319,7 +324,7 @@ TEST_CASE("memory plan: a view that is a graph output keeps its root; a view wri
   };
   auto step = [&](int64_t tiles, std::vector<int> src, std::vector<int> dst) {
     kiln::Step s;
-    s.kernel = std::make_unique<Tiles>(tiles);
+    s.kernel = std::make_unique<Scale>(tiles, 1.f);
     s.src = std::move(src);
     s.dst = std::move(dst);
     p.steps.push_back(std::move(s));
@@ -388,4 +393,52 @@ TEST_CASE("views: offered only where the layout stores every element where NCHW 
             CHECK(got == want);
             for (const std::string& k : got) CHECK(kiln::Label::parse(k)->key() == k);
           }
+}
+
+// A view step has no tiles and does no work: it must not make the executor pick the flow graph
+// (there a step not depending on the one before, either with fewer tiles than threads, means
+// branches worth overlapping), and both schedules give the same result.
+TEST_CASE("executor: a step without tiles neither overlaps nor blocks") {
+  kiln::Graph g;
+  const kiln::ValueId xv = g.add_value("x"), yv = g.add_value("y"), zv = g.add_value("z"),
+                      vv = g.add_value("v");
+  g.inputs = {xv};
+  g.outputs = {yv, zv};
+  Plan p;
+  auto tensor = [&](kiln::ValueId v, int64_t offset, int parent = -1) {
+    kiln::PlanTensor t;
+    t.value = v;
+    t.bytes = 8 * 4;
+    t.offset = offset;
+    t.parent = parent;
+    p.tensors.push_back(t);
+    return int(p.tensors.size()) - 1;
+  };
+  auto step = [&](int64_t tiles, float scale, int src, int dst) {
+    kiln::Step s;
+    s.kernel = std::make_unique<Scale>(tiles, scale);
+    s.src = {src};
+    s.dst = {dst};
+    p.steps.push_back(std::move(s));
+  };
+  const int x = tensor(xv, -1), y = tensor(yv, -1), z = tensor(zv, -1), v = tensor(vv, -2, x);
+  step(8, 2.f, x, y);  // 0
+  step(0, 0.f, x, v);  // 1: a view of the graph input, independent of step 0
+  step(8, 3.f, v, z);  // 2
+  p.inputs = {x};
+  p.outputs = {y, z};
+  kiln::plan_memory(&p);
+  CHECK_FALSE(kiln::Executor(g, p, 2).uses_graph());
+  for (auto sched : {kiln::Schedule::graph, kiln::Schedule::in_order})
+    for (int threads : {1, 2}) {
+      kiln::Executor ex(g, p, threads, sched);
+      Tensor in(kiln::DType::f32, {8});
+      for (int k = 0; k < 8; ++k) in.data<float>()[k] = float(k + 1);
+      std::vector<Tensor> out = {Tensor(kiln::DType::f32, {8}), Tensor(kiln::DType::f32, {8})};
+      ex.run({in}, out);
+      for (int k = 0; k < 8; ++k) {
+        CHECK(out[0].data<float>()[k] == 2.f * float(k + 1));
+        CHECK(out[1].data<float>()[k] == 3.f * float(k + 1));
+      }
+    }
 }
