@@ -55,11 +55,15 @@ Executor::Executor(const Graph& g, const Plan& p, int threads, Schedule schedule
   // and the graph only adds a task hand-off per step: run in plan order (a topological order;
   // measured on SqueezeNet and MobileNetV2: bench/NOTES.md, "Figures behind rules in the code").
   // KILN_FLOW=1 / 0 forces.
+  // Steps without tiles (views) do no work: they are left out of the comparison.
   use_graph_ = false;
-  for (size_t i = 1; i < p_.steps.size(); ++i) {
+  for (size_t i = 0, prev = SIZE_MAX; i < p_.steps.size(); ++i) {
+    if (tiles_[i] == 0) continue;
     const auto& d = p_.steps[i].deps;
-    if (std::find(d.begin(), d.end(), int(i) - 1) != d.end()) continue;
-    if (tiles_[i] < threads_ || tiles_[i - 1] < threads_) use_graph_ = true;
+    if (prev != SIZE_MAX && std::find(d.begin(), d.end(), int(prev)) == d.end() &&
+        (tiles_[i] < threads_ || tiles_[prev] < threads_))
+      use_graph_ = true;
+    prev = i;
   }
   if (schedule != Schedule::automatic) use_graph_ = schedule == Schedule::graph;
   if (const std::string f = env_value(EnvVar::flow); !f.empty()) use_graph_ = f[0] == '1';

@@ -18,8 +18,8 @@ namespace kiln {
 namespace {
 
 const char* kind_name(LabelKind k) {
-  static const char* const kNames[] = {"conv",    "fc",  "pool",    "concat",
-                                       "eltwise", "ref", "shuffle", "norm"};
+  static const char* const kNames[] = {"conv", "fc",      "pool", "concat", "eltwise",
+                                       "ref",  "shuffle", "norm", "view"};
   return enum_name(k, kNames);
 }
 
@@ -184,6 +184,45 @@ std::unique_ptr<Kernel> make_norm(const Graph& g, const Node& n, Layout l, Isa i
                                  why);
 }
 
+// Whether node n may be a view under layout l: a reshaping op whose output, stored in l where
+// 4-D, is input 0's bytes stored in l. That holds when l puts every element of each 4-D operand
+// where NCHW would (blocked: 1x1 spatial and no padding between images; NHWC: 1x1 spatial or
+// one channel) and the output needs no bytes beyond the input's (a padded blocked output must
+// be exactly the input's bytes, pad lanes included).
+bool view_ok(const Graph& g, const Node& n, Layout l) {
+  static const char* ops[] = {"Flatten", "Reshape", "Squeeze", "Unsqueeze", "Identity", "Dropout"};
+  if (std::none_of(std::begin(ops), std::end(ops), [&](const char* o) { return n.op == o; }))
+    return false;
+  const ValueId x = n.in(0), y = n.outputs.empty() ? kNoValue : n.outputs[0];
+  for (size_t k = 1; k < n.outputs.size(); ++k)
+    if (n.outputs[k] != kNoValue) return false;  // Dropout's mask
+  if (x == kNoValue || y == kNoValue || g.value(x).is_const()) return false;
+  const Value &xv = g.value(x), &yv = g.value(y);
+  if (xv.dtype != yv.dtype || shape_numel(xv.shape) != shape_numel(yv.shape)) return false;
+  auto plain = [&](const Shape& s) {
+    if (s.size() != 4 || l == Layout::nchw) return true;
+    const bool one_pixel = s[2] * s[3] == 1;
+    if (l == Layout::nhwc) return one_pixel || s[1] == 1;
+    return one_pixel && (s[0] == 1 || s[1] % layout_block(l) == 0);
+  };
+  const int64_t xb = value_bytes(xv, l), yb = value_bytes(yv, l);
+  const bool padded_out = yv.shape.size() == 4 && layout_block(l) > 1;
+  return plain(xv.shape) && plain(yv.shape) && (yb == xb || (yb < xb && !padded_out));
+}
+
+// A view's step: no code and no tiles (the plan makes the output an alias of the input); it
+// keeps the node visible in the plan's tables.
+class ViewKernel final : public Kernel {
+ public:
+  explicit ViewKernel(Layout l) : name_(std::string("view_") + layout_name(l)) {}
+  const std::string& name() const override { return name_; }
+  int64_t tiles() const override { return 0; }
+  void run(const KernelArgs&, int64_t, int64_t) const override {}
+
+ private:
+  std::string name_;
+};
+
 std::unique_ptr<Kernel> make_ref(const Graph& g, const Node& n, Layout l) {
   std::vector<Shape> is, os;
   std::vector<DType> it, ot;
@@ -279,7 +318,7 @@ std::optional<Label> Label::parse(const std::string& key) {
   auto lay = layout_from(parts[1]);
   if (!lay) return std::nullopt;
   for (LabelKind k : {LabelKind::fc, LabelKind::pool, LabelKind::concat, LabelKind::eltwise,
-                      LabelKind::ref, LabelKind::shuffle, LabelKind::norm})
+                      LabelKind::ref, LabelKind::shuffle, LabelKind::norm, LabelKind::view})
     if (parts[0] == kind_name(k)) {
       l.kind = k;
       l.in = l.out = *lay;
@@ -345,6 +384,9 @@ std::vector<Label> candidate_labels(const Graph& g, int i, Isa isa, bool referen
     for (Layout l : {b, Layout::nhwc, Layout::nchw})
       simple(has_jit ? LabelKind::eltwise : LabelKind::ref, l);
     if (!has_jit) return out;  // ref.nchw is already in the list
+  } else if (jit && view_ok(g, n, Layout::nchw)) {
+    for (Layout l : {b, Layout::nhwc, Layout::nchw})
+      if (view_ok(g, n, l)) simple(LabelKind::view, l);
   }
   simple(LabelKind::ref, Layout::nchw);
   return out;
@@ -438,6 +480,10 @@ Instance instantiate(const Graph& g, int i, const Label& l, Isa isa, std::string
       if (!jit_isa) return no("no JIT on the scalar ISA");
       r.kernel = make_norm(g, n, l.in, isa, &why);
       break;
+    case LabelKind::view:
+      if (l.in != l.out || !view_ok(g, n, l.in)) return no("not a view in layout " + l.key());
+      r.kernel = std::make_unique<ViewKernel>(l.in);
+      return r;
     case LabelKind::ref:
       if (l.in != Layout::nchw && !is_flat_elementwise(g, n))
         return no("only elementwise ops run on a non-NCHW layout with reference kernels");
@@ -474,6 +520,7 @@ std::string node_problem(const Graph& g, int i) {
 
 double heuristic_ms(const Graph& g, int i, const Label& l, Isa isa, int threads) {
   const Node& n = g.nodes[size_t(i)];
+  if (l.kind == LabelKind::view) return 0;  // exact: no step runs
   int64_t bytes = 0;
   for (ValueId v : n.inputs)
     if (v != kNoValue) bytes += value_bytes(g.value(v), l.in);

@@ -28,6 +28,9 @@ enum class LabelKind : int {
                 // that is not NCHW, which only elementwise ops allow)
   shuffle = 6,  // asmjit ChannelShuffle (channel gather: shuffles, slices, splits)
   norm = 7,     // asmjit LayerNormalization (channels of a 4-D tensor, or trailing dims)
+  view = 8,     // Flatten/Reshape/Squeeze/Unsqueeze/Identity: the output is input 0's bytes
+                // (offered only where the layout puts every element where NCHW would); no
+                // work, the plan makes the output an alias of the input
 };
 
 struct Label {

@@ -116,6 +116,13 @@ void assign_offsets(Plan& plan, const Roots& r) {
     for (int t : plan.steps[i].dst) use(t, int(i));
     for (int t : plan.steps[i].src) use(t, int(i));
   }
+  // Graph outputs whose bytes are another tensor's (a view node's output) are copied to the
+  // caller's buffers after the last step: their roots must outlive every step.
+  for (int t : plan.outputs)
+    if (t >= 0 && size_t(t) < nt) {
+      const size_t root = size_t(r.root[size_t(t)]);
+      last[root] = std::max(last[root], int(plan.steps.size()));
+    }
 
   // Roots to place, and the order of alive ones by first use for the LiveIndex.
   std::vector<int> order, by_first;
@@ -302,8 +309,11 @@ void add_dependencies(Plan& plan, const Roots& r) {
       auto [b, e] = range(t);
       if (b >= 0) bytes.read(b, e, int(i), d);
     }
+    // A step without tiles (a view node's) writes nothing: its output aliases bytes others
+    // wrote, and its readers depend on their writers.
+    const bool writes = !s.kernel || s.kernel->tiles() > 0;
     for (int t : s.dst) {
-      if (t < 0) continue;
+      if (t < 0 || !writes) continue;
       auto [b, e] = range(t);
       if (b >= 0) bytes.write(b, e, int(i), d);
     }

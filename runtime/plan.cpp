@@ -67,8 +67,9 @@ class Lowering {
       bool ok = true;
       for (ValueId v : n.inputs) {
         const int p = producer[size_t(v)];
+        // (A view node's output already aliases its input: it cannot also be a slice.)
         ok = ok && p >= 0 && uses[size_t(v)] == 1 && ch % layout_block(l.in) == 0 &&
-             !view_.count(v) &&
+             !view_.count(v) && sel_.nodes[size_t(p)].label.kind != LabelKind::view &&
              output_layouts(g_, p, sel_.nodes[size_t(p)].label)[size_t(slot[size_t(v)])] == l.in;
         if (!ok) break;
         views.push_back({v, layout_offset(l.in, ys, 0, ch, 0, 0) * int64_t(sizeof(float))});
@@ -160,6 +161,17 @@ class Lowering {
       k = std::move(inst.kernel);
     }
     const std::vector<Layout> in = input_layouts(g_, i, l), out = output_layouts(g_, i, l);
+    if (l.kind == LabelKind::view) {
+      // The output is input 0's bytes: a view of its plan tensor (converted first if it is in
+      // another layout). The step has no tiles; plan_memory keeps the input alive while the
+      // view is used.
+      const int src = get(n.inputs[0], in[0]);
+      const int dst = add_tensor(n.outputs[0], out[0]);
+      plan_.tensors[size_t(dst)].parent = src;
+      ++plan_.views;
+      push(i, std::move(k), {src}, {dst}, false);
+      return;
+    }
     // Conv and FC kernels own their packed weights and bias (slots 1, 2); every other
     // operand is a plan tensor in the label's layout for that slot.
     const bool packs = l.kind == LabelKind::conv || l.kind == LabelKind::fc;

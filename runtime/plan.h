@@ -25,10 +25,10 @@ struct PlanTensor {
   Layout layout = Layout::nchw;  // 4-D values only; other ranks are always plain
   int64_t bytes = 0;             // including blocked-layout channel padding
   int64_t offset = -1;           // in the run arena; -1 = constant, graph input or output
-  // In-place views (e.g. a producer writing straight into its slice of a Concat output):
-  // when parent >= 0 this tensor occupies bytes [parent_offset, parent_offset + bytes) of
-  // plan tensor `parent` and gets no bytes of its own; the parent stays alive as long as any
-  // view of it is used.
+  // Views: a producer writing straight into its slice of a Concat output, or the output of a
+  // view node (Flatten, Reshape, ... under a `view` label: its input's bytes). When parent >= 0
+  // this tensor occupies bytes [parent_offset, parent_offset + bytes) of plan tensor `parent`
+  // and gets no bytes of its own; the parent stays alive as long as any view of it is used.
   int parent = -1;
   int64_t parent_offset = 0;
 };
@@ -58,6 +58,7 @@ struct Plan {
   int64_t naive_bytes = 0;  // what one buffer per intermediate would need
   int reorders = 0, jit_steps = 0;
   int inplace_concats = 0;  // Concat nodes whose producers wrote their slices in place
+  int views = 0;            // nodes whose output is a view of their input (steps without tiles)
 };
 
 struct Selection;

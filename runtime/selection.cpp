@@ -208,7 +208,10 @@ class Selector {
       cost_[i] = h;
       sel_.nodes[i].candidates = int(c.size());
       todo[i].assign(c.size(), 0);
-      if (tune_ == TuneMode::none || !measurable(int(i))) continue;
+      // A view costs exactly nothing (no work) and its NCHW label replaces the reference one:
+      // nothing to measure.
+      if (tune_ == TuneMode::none || !measurable(int(i)) || c.front().kind == LabelKind::view)
+        continue;
       // Operands beyond this are not allocated just to time the node (a 65535-image batch
       // wanted 8 GB of scratch): the cost model decides.
       int64_t operand_bytes = 0;

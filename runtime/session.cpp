@@ -174,12 +174,12 @@ void Session::prepare(const SessionOptions& o) {
     }
   log_info(
       "plan: {} strategy ({} tuning{}), predicted {:.3f} ms{}, isa {}, {} threads, {} steps ({} "
-      "JIT, {} layout conversions), arena {} KiB per run ({} KiB of it kernel scratch; one "
-      "buffer per tensor: {} KiB)",
+      "JIT, {} views, {} layout conversions), arena {} KiB per run ({} KiB of it kernel scratch; "
+      "one buffer per tensor: {} KiB)",
       strategy_name(sel_->strategy), tune_mode_name(sel_->tune),
       sel_->plan_from_cache ? ", plan from the tuning cache" : "", sel_->predicted_ms,
       sel_->optimal ? " (proven optimal)" : "", isa_name(isa_), threads_, plan_->steps.size(),
-      plan_->jit_steps, plan_->reorders, plan_->run_bytes(threads_) / 1024,
+      plan_->jit_steps, plan_->views, plan_->reorders, plan_->run_bytes(threads_) / 1024,
       plan_->scratch_bytes * threads_ / 1024, plan_->naive_bytes / 1024);
 }
 
