@@ -28,6 +28,7 @@ enum class LabelKind : int {
                 // that is not NCHW, which only elementwise ops allow)
   shuffle = 6,  // asmjit ChannelShuffle (channel gather: shuffles, slices, splits)
   norm = 7,     // asmjit LayerNormalization (channels of a 4-D tensor, or trailing dims)
+  bcast = 8,    // asmjit broadcast binary op / per-channel affine (BatchNormalization)
 };
 
 struct Label {
