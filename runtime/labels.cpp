@@ -42,9 +42,14 @@ bool is_unary_elementwise(const std::string& op) {
   return false;
 }
 
-// Elementwise over same-shape 4-D f32 operands: exact on any layout's flat buffer.
+// An output of rank <= 4: the elementwise kernels view fewer dimensions as 4-D in nchw.
+bool upto4d(const Graph& g, ValueId v) {
+  return v != kNoValue && g.value(v).shape.size() <= 4;
+}
+
+// Elementwise over same-shape f32 operands (rank <= 4): exact on any layout's flat buffer.
 bool is_flat_elementwise(const Graph& g, const Node& n) {
-  if (n.outputs.size() != 1 || !is4d(g, n.outputs[0])) return false;
+  if (n.outputs.size() != 1 || !upto4d(g, n.outputs[0])) return false;
   const Shape& ys = g.value(n.outputs[0]).shape;
   const bool binary =
       (n.op == "Add" || n.op == "Sub" || n.op == "Mul" || n.op == "Div") && n.inputs.size() == 2;
@@ -104,15 +109,16 @@ std::optional<BinaryOp> binary_op(const std::string& op) {
   return std::nullopt;
 }
 
-// Add/Sub/Mul/Div of two f32 operands of rank <= 4 broadcasting to a 4-D output (the factory
+// Add/Sub/Mul/Div of two f32 operands broadcasting to an output of rank <= 4 (the factory
 // checks the broadcast), or an inference BatchNormalization of a 4-D f32 tensor whose
 // parameters are constant f32 [C] vectors (what fold_batchnorm could not fold into a conv).
 bool is_bcast(const Graph& g, const Node& n) {
-  if (n.outputs.size() != 1 || !is4d(g, n.outputs[0]) || g.value(n.outputs[0]).dtype != DType::f32)
+  if (n.outputs.size() != 1 || !upto4d(g, n.outputs[0]) ||
+      g.value(n.outputs[0]).dtype != DType::f32)
     return false;
   auto f32 = [&](ValueId v) { return v != kNoValue && g.value(v).dtype == DType::f32; };
   if (n.op == "BatchNormalization") {
-    if (n.inputs.size() != 5 || !is4d(g, n.in(0)) || !f32(n.in(0)) ||
+    if (n.inputs.size() != 5 || !is4d(g, n.in(0)) || !is4d(g, n.outputs[0]) || !f32(n.in(0)) ||
         n.attr_i("training_mode", 0) != 0)
       return false;
     const Shape c{g.value(n.outputs[0]).shape[1]};
@@ -142,7 +148,8 @@ Layout bcast_slot_layout(const Graph& g, const Node& n, size_t k, Layout l) {
 std::unique_ptr<Kernel> make_bcast(const Graph& g, const Node& n, Layout l, Isa isa,
                                    std::string* why) {
   if (!is_bcast(g, n)) return *why = "not a broadcast binary op or BatchNormalization", nullptr;
-  const Shape& ys = g.value(n.outputs[0]).shape;
+  Shape ys = g.value(n.outputs[0]).shape;
+  ys.insert(ys.begin(), 4 - ys.size(), 1);  // fewer dimensions: a 4-D nchw view
   if (n.op == "BatchNormalization") {
     // y = (x - mean) * s + B with s = scale / sqrt(var + eps), as one FMA x * s + (B - mean*s).
     const double eps = n.attr_f("epsilon", 1e-5f);
@@ -410,12 +417,15 @@ std::vector<Label> candidate_labels(const Graph& g, int i, Isa isa, bool referen
       simple(LabelKind::norm, Layout::nhwc);
     }
     if (norm_view(g, n)->inner == 1) simple(LabelKind::norm, Layout::nchw);
-  } else if (jit && is_flat_elementwise(g, n) && eltwise_ops(g, n)) {
-    for (Layout l : {b, Layout::nhwc, Layout::nchw}) simple(LabelKind::eltwise, l);
-  } else if (jit && is_bcast(g, n)) {
-    for (Layout l : {b, Layout::nhwc, Layout::nchw}) simple(LabelKind::bcast, l);
-  } else if (jit && is_flat_elementwise(g, n)) {
-    for (Layout l : {b, Layout::nhwc}) simple(LabelKind::ref, l);
+  } else if (jit && (is_flat_elementwise(g, n) || is_bcast(g, n))) {
+    // Fewer than 4 dimensions have no layout but nchw.
+    std::vector<Layout> ls{Layout::nchw};
+    if (is4d(g, n.outputs[0])) ls = {b, Layout::nhwc, Layout::nchw};
+    const LabelKind k = is_flat_elementwise(g, n) && eltwise_ops(g, n) ? LabelKind::eltwise
+                        : is_bcast(g, n)                               ? LabelKind::bcast
+                                                                       : LabelKind::ref;
+    for (Layout l : ls)
+      if (k != LabelKind::ref || l != Layout::nchw) simple(k, l);  // ref.nchw comes last
   }
   simple(LabelKind::ref, Layout::nchw);
   return out;
