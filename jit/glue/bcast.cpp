@@ -8,6 +8,7 @@
 // pointers. Binary ops are the reference's single IEEE operation, so they match it exactly.
 #include <algorithm>
 #include <cstddef>
+#include <cstdint>
 #include <string>
 
 #include "graph/error.h"
@@ -162,6 +163,11 @@ std::string plan(const Shape& Y, Layout l, Isa isa, const std::vector<BcastOpera
     if (std::string why = plan_stream(w, o, &st); !why.empty()) return why;
     c->s.push_back(st);
   }
+  // The generated code steps rows by 32-bit displacements (the unrolled group at once).
+  const int64_t limit = int64_t(INT32_MAX) / 4 / c->row_unroll() - 16 * c->V;
+  for (const Stream& st : c->s)
+    if (st.sp > limit) return "a row stride beyond 32-bit displacements";
+  if (c->y.sp > limit) return "a row stride beyond 32-bit displacements";
   return "";
 }
 

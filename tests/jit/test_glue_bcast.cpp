@@ -218,6 +218,13 @@ TEST_CASE("bcast binary: bad operands get a reason") {
     CHECK(!create_binary_kernel(BinaryOp::add, y, blocked_layout(isa), {y, Layout::nhwc, 0},
                                 {y, blocked_layout(isa), 1}, {}, isa, &why));
     CHECK(!why.empty());
+    // Rows of 2^29 channels: strides the generated displacements cannot hold (nothing is
+    // allocated: the factory refuses first).
+    const Shape huge{1, int64_t(1) << 29, 1, 2};
+    why.clear();
+    CHECK(!create_binary_kernel(BinaryOp::mul, huge, Layout::nhwc, {huge, Layout::nhwc, 0},
+                                {{huge[1], 1, 1}, Layout::nchw, 1}, {}, isa, &why));
+    CHECK(why.find("32-bit") != std::string::npos);
   }
 }
 
