@@ -1,4 +1,6 @@
-// fuse_epilogues: elementwise consumers of a Conv/Gemm output become the node's post-ops.
+// fuse_epilogues: elementwise consumers of a Conv/Gemm output become the node's post-ops; so do
+// unary ones of a BatchNormalization (the pre-activation BN+Relu that fold_batchnorm could not
+// fold into a conv: one pass over the tensor instead of two).
 #include <cmath>
 
 #include "graph/passes.h"
@@ -7,8 +9,9 @@
 namespace kiln {
 namespace {
 
-bool is_fusion_target(const Node& n) {
-  return n.op == "Conv" || n.op == "Gemm";
+// `residual`: the fused op is an Add reading another tensor (Conv and Gemm only).
+bool is_fusion_target(const Node& n, bool residual = false) {
+  return n.op == "Conv" || n.op == "Gemm" || (!residual && n.op == "BatchNormalization");
 }
 
 class Fuser {
@@ -27,10 +30,10 @@ class Fuser {
 
  private:
   // The fusion target producing v whose only consumer is `user`, or -1.
-  int target_for(ValueId v, int user) const {
+  int target_for(ValueId v, int user, bool residual = false) const {
     if (v == kNoValue || g_.is_output(v)) return -1;
     int p = prod_[size_t(v)];
-    if (p < 0 || !is_fusion_target(g_.nodes[size_t(p)])) return -1;
+    if (p < 0 || !is_fusion_target(g_.nodes[size_t(p)], residual)) return -1;
     const auto& c = cons_[size_t(v)];
     if (c.size() != 1 || c[0] != user) return -1;
     // Only the primary output may be fused (Conv/Gemm have one anyway).
@@ -43,7 +46,8 @@ class Fuser {
   void fuse(int p, int j, const PostOp& op, std::vector<ValueId> extra) {
     Node fused = std::move(g_.nodes[size_t(p)]);
     g_.nodes[size_t(p)].op.clear();  // tombstone
-    // Extra inputs start at index 3 for both Conv and Gemm (after the optional bias / C).
+    // Extra inputs start at index 3 for both Conv and Gemm (after the optional bias / C);
+    // BatchNormalization gets none (unary post-ops only).
     if (fused.inputs.size() < 3) fused.inputs.resize(3, kNoValue);
     append_post_op(fused, op, extra);
     ValueId out = g_.nodes[size_t(j)].outputs[0];
@@ -76,7 +80,7 @@ class Fuser {
     ValueId a = n.inputs[0], b = n.inputs[1];
     if (a == b || g_.value(a).shape != g_.value(b).shape || g_.value(a).dtype != DType::f32)
       return 0;
-    int pa = target_for(a, j), pb = target_for(b, j);
+    int pa = target_for(a, j, true), pb = target_for(b, j, true);
     if (pa < 0 && pb < 0) return 0;
     bool use_a = pb < 0 || (pa >= 0 && pa > pb);
     PostOp op;

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <sstream>
@@ -19,7 +20,7 @@ namespace {
 
 const char* kind_name(LabelKind k) {
   static const char* const kNames[] = {"conv", "fc",      "pool", "concat", "eltwise",
-                                       "ref",  "shuffle", "norm", "view"};
+                                       "ref",  "shuffle", "norm", "view",   "bcast"};
   return enum_name(k, kNames);
 }
 
@@ -41,9 +42,14 @@ bool is_unary_elementwise(const std::string& op) {
   return false;
 }
 
-// Elementwise over same-shape 4-D f32 operands: exact on any layout's flat buffer.
+// An output of rank <= 4: the elementwise kernels view fewer dimensions as 4-D in nchw.
+bool upto4d(const Graph& g, ValueId v) {
+  return v != kNoValue && g.value(v).shape.size() <= 4;
+}
+
+// Elementwise over same-shape f32 operands (rank <= 4): exact on any layout's flat buffer.
 bool is_flat_elementwise(const Graph& g, const Node& n) {
-  if (n.outputs.size() != 1 || !is4d(g, n.outputs[0])) return false;
+  if (n.outputs.size() != 1 || !upto4d(g, n.outputs[0])) return false;
   const Shape& ys = g.value(n.outputs[0]).shape;
   const bool binary =
       (n.op == "Add" || n.op == "Sub" || n.op == "Mul" || n.op == "Div") && n.inputs.size() == 2;
@@ -93,6 +99,77 @@ std::optional<std::vector<PostOp>> eltwise_ops(const Graph& g, const Node& n) {
   add.input = 1;
   return std::vector<PostOp>{add};
 }
+
+// ---- Broadcast binary ops and per-channel affine maps (LabelKind::bcast) ----
+
+std::optional<BinaryOp> binary_op(const std::string& op) {
+  static const char* const kOps[] = {"Add", "Sub", "Mul", "Div"};
+  for (int k = 0; k < 4; ++k)
+    if (op == kOps[k]) return BinaryOp(k);
+  return std::nullopt;
+}
+
+// Add/Sub/Mul/Div of two f32 operands broadcasting to an output of rank <= 4 (the factory
+// checks the broadcast), or an inference BatchNormalization of a 4-D f32 tensor whose
+// parameters are constant f32 [C] vectors (what fold_batchnorm could not fold into a conv).
+bool is_bcast(const Graph& g, const Node& n) {
+  if (n.outputs.size() != 1 || !upto4d(g, n.outputs[0]) ||
+      g.value(n.outputs[0]).dtype != DType::f32)
+    return false;
+  auto f32 = [&](ValueId v) { return v != kNoValue && g.value(v).dtype == DType::f32; };
+  if (n.op == "BatchNormalization") {
+    if (n.inputs.size() != 5 || !is4d(g, n.in(0)) || !is4d(g, n.outputs[0]) || !f32(n.in(0)) ||
+        n.attr_i("training_mode", 0) != 0)
+      return false;
+    const Shape c{g.value(n.outputs[0]).shape[1]};
+    for (size_t k = 1; k < 5; ++k)
+      if (!f32(n.in(k)) || !g.value(n.in(k)).is_const() || g.value(n.in(k)).shape != c)
+        return false;
+    return true;
+  }
+  if (!binary_op(n.op) || n.inputs.size() != 2) return false;
+  for (ValueId v : n.inputs)
+    if (!f32(v) || g.value(v).shape.size() > 4) return false;
+  return true;
+}
+
+// Operand slot k's layout under a bcast label on `l`: full tensors and runtime per-channel
+// vectors ([N, C, 1, 1]: a squeeze-and-excitation scale, produced by a 1x1 conv in `l`) in
+// `l`; the rest in nchw (a one-channel [N, 1, H, W] would be 16x larger blocked, and
+// constants then need no conversion).
+Layout bcast_slot_layout(const Graph& g, const Node& n, size_t k, Layout l) {
+  const Shape& y = g.value(n.outputs[0]).shape;
+  const Value& v = g.value(n.inputs[k]);
+  const bool per_channel =
+      v.shape.size() == 4 && v.shape[1] == y[1] && v.shape[2] == 1 && v.shape[3] == 1;
+  return v.shape == y || (per_channel && !v.is_const()) ? l : Layout::nchw;
+}
+
+std::unique_ptr<Kernel> make_bcast(const Graph& g, const Node& n, Layout l, Isa isa,
+                                   std::string* why) {
+  if (!is_bcast(g, n)) return *why = "not a broadcast binary op or BatchNormalization", nullptr;
+  Shape ys = g.value(n.outputs[0]).shape;
+  ys.insert(ys.begin(), 4 - ys.size(), 1);  // fewer dimensions: a 4-D nchw view
+  if (n.op == "BatchNormalization") {
+    // y = (x - mean) * s + B with s = scale / sqrt(var + eps), as one FMA x * s + (B - mean*s).
+    const double eps = n.attr_f("epsilon", 1e-5f);
+    auto p = [&](size_t k) { return g.value(n.inputs[k]).constant->data<float>(); };
+    std::vector<float> a(static_cast<size_t>(ys[1])), b(a.size());
+    for (size_t c = 0; c < a.size(); ++c) {
+      const double s = double(p(1)[c]) / std::sqrt(double(p(4)[c]) + eps);
+      a[c] = float(s);
+      b[c] = float(double(p(2)[c]) - double(p(3)[c]) * s);
+    }
+    return create_affine_kernel(ys, l, a, b, parse_post_ops(n, 5), isa, why);
+  }
+  auto operand = [&](size_t k) {
+    return BcastOperand{g.value(n.inputs[k]).shape, bcast_slot_layout(g, n, k, l), int(k)};
+  };
+  return create_binary_kernel(*binary_op(n.op), ys, l, operand(0), operand(1), parse_post_ops(n, 2),
+                              isa, why);
+}
+
+// ---- end of the bcast block ----
 
 std::optional<PoolProblem> pool_problem(const Node& n, const Shape& xs, const Shape& ys) {
   PoolProblem p;
@@ -317,8 +394,9 @@ std::optional<Label> Label::parse(const std::string& key) {
   if (parts.size() != 2) return std::nullopt;
   auto lay = layout_from(parts[1]);
   if (!lay) return std::nullopt;
-  for (LabelKind k : {LabelKind::fc, LabelKind::pool, LabelKind::concat, LabelKind::eltwise,
-                      LabelKind::ref, LabelKind::shuffle, LabelKind::norm, LabelKind::view})
+  for (LabelKind k :
+       {LabelKind::fc, LabelKind::pool, LabelKind::concat, LabelKind::eltwise, LabelKind::ref,
+        LabelKind::shuffle, LabelKind::norm, LabelKind::view, LabelKind::bcast})
     if (parts[0] == kind_name(k)) {
       l.kind = k;
       l.in = l.out = *lay;
@@ -379,11 +457,15 @@ std::vector<Label> candidate_labels(const Graph& g, int i, Isa isa, bool referen
       simple(LabelKind::norm, Layout::nhwc);
     }
     if (norm_view(g, n)->inner == 1) simple(LabelKind::norm, Layout::nchw);
-  } else if (jit && is_flat_elementwise(g, n)) {
-    const bool has_jit = eltwise_ops(g, n).has_value();
-    for (Layout l : {b, Layout::nhwc, Layout::nchw})
-      simple(has_jit ? LabelKind::eltwise : LabelKind::ref, l);
-    if (!has_jit) return out;  // ref.nchw is already in the list
+  } else if (jit && (is_flat_elementwise(g, n) || is_bcast(g, n))) {
+    // Fewer than 4 dimensions have no layout but nchw.
+    std::vector<Layout> ls{Layout::nchw};
+    if (is4d(g, n.outputs[0])) ls = {b, Layout::nhwc, Layout::nchw};
+    const LabelKind k = is_flat_elementwise(g, n) && eltwise_ops(g, n) ? LabelKind::eltwise
+                        : is_bcast(g, n)                               ? LabelKind::bcast
+                                                                       : LabelKind::ref;
+    for (Layout l : ls)
+      if (k != LabelKind::ref || l != Layout::nchw) simple(k, l);  // ref.nchw comes last
   } else if (jit && view_ok(g, n, Layout::nchw)) {
     for (Layout l : {b, Layout::nhwc, Layout::nchw})
       if (view_ok(g, n, l)) simple(LabelKind::view, l);
@@ -402,7 +484,7 @@ std::vector<Layout> input_layouts(const Graph& g, int i, const Label& l) {
       // later 4-D slots are fused residuals in the output's layout.
       out[k] = k == 0 ? l.conv.src : k >= 3 ? l.conv.dst : Layout::nchw;
     } else {
-      out[k] = l.in;
+      out[k] = l.kind == LabelKind::bcast ? bcast_slot_layout(g, n, k, l.in) : l.in;
     }
   }
   return out;
@@ -484,6 +566,10 @@ Instance instantiate(const Graph& g, int i, const Label& l, Isa isa, std::string
       if (l.in != l.out || !view_ok(g, n, l.in)) return no("not a view in layout " + l.key());
       r.kernel = std::make_unique<ViewKernel>(l.in);
       return r;
+    case LabelKind::bcast:
+      if (!jit_isa) return no("no JIT on the scalar ISA");
+      r.kernel = make_bcast(g, n, l.in, isa, &why);
+      break;
     case LabelKind::ref:
       if (l.in != Layout::nchw && !is_flat_elementwise(g, n))
         return no("only elementwise ops run on a non-NCHW layout with reference kernels");

@@ -31,6 +31,7 @@ enum class LabelKind : int {
   view = 8,     // Flatten/Reshape/Squeeze/Unsqueeze/Identity: the output is input 0's bytes
                 // (offered only where the layout puts every element where NCHW would); no
                 // work, the plan makes the output an alias of the input
+  bcast = 9,    // asmjit broadcast binary op / per-channel affine (BatchNormalization)
 };
 
 struct Label {

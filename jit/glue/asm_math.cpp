@@ -3,6 +3,7 @@
 #include <cmath>
 #include <cstdint>
 
+#include "graph/error.h"
 #include "jit/epilogue.h"  // kErfcP, kErfcPoly
 #include "jit/vec_math.h"  // kExpMin, kExpMax, kLog2e, exp_ln2_hi/lo
 
@@ -81,6 +82,74 @@ void emit_gelu(AsmBuilder& b, const x86::Vec& a) {
   }
   cc.vmulps(a, a, b.cf32(0.5f, lanes));
   cc.vmulps(a, a, r);
+}
+
+void emit_post_op(AsmBuilder& b, const x86::Vec& a, const PostOp& op) {
+  using K = PostOp::Kind;
+  constexpr uint8_t kLtOq = 0x11;
+  auto& cc = b.cc();
+  auto zero = [&] {
+    x86::Vec z = b.vec();
+    cc.vxorps(z, z, z);
+    return z;
+  };
+  switch (op.kind) {
+    case K::relu:  // x > 0 ? x : 0  ==  MAXPS(x, 0) (NaN and -0 give +0, as the reference)
+      cc.vmaxps(a, a, b.cf32(0.f));
+      break;
+    case K::leaky_relu:  // x >= 0 ? x : x*alpha  ==  x < 0 ? x*alpha : x
+      if (b.avx512()) {
+        x86::KReg k = cc.newKw();
+        cc.vcmpps(k, a, b.cf32(0.f), kLtOq);
+        cc.k(k).vmulps(a, a, b.cf32(op.alpha));
+      } else {
+        x86::Vec t = b.vec(), msk = b.vec();
+        cc.vmulps(t, a, b.cf32(op.alpha));
+        cc.vcmpps(msk, a, b.cf32(0.f), kLtOq);
+        cc.vblendvps(a, a, t, msk);
+      }
+      break;
+    case K::clip:  // std::min(std::max(x, lo), hi) == MINPS(hi, MAXPS(lo, x))
+      if (!(op.alpha == -INFINITY)) cc.vmaxps(a, b.bcast(op.alpha), a);
+      if (!(op.beta == INFINITY)) cc.vminps(a, b.bcast(op.beta), a);
+      break;
+    case K::sigmoid: {  // 1 / (1 + exp(-x))
+      x86::Vec e = b.vec();
+      emit_exp(b, e, a, /*negate=*/true);
+      cc.vaddps(e, e, b.cf32(1.f));
+      cc.vdivps(a, b.bcast(1.f), e);
+      break;
+    }
+    case K::swish: {  // x / (1 + exp(-x))
+      x86::Vec e = b.vec();
+      emit_exp(b, e, a, /*negate=*/true);
+      cc.vaddps(e, e, b.cf32(1.f));
+      cc.vdivps(a, a, e);
+      break;
+    }
+    case K::hardswish: {  // x * min(max(x/6 + 0.5, 0), 1), the reference's roundings
+      x86::Vec t = b.vec();
+      cc.vdivps(t, a, b.cf32(6.f));
+      cc.vaddps(t, t, b.cf32(0.5f));
+      cc.vmaxps(t, zero(), t);
+      cc.vminps(t, b.bcast(1.f), t);
+      cc.vmulps(a, a, t);
+      break;
+    }
+    case K::hardsigmoid:  // min(max(alpha*x + beta, 0), 1), two roundings
+      cc.vmulps(a, a, b.cf32(op.alpha));
+      cc.vaddps(a, a, b.cf32(op.beta));
+      cc.vmaxps(a, zero(), a);
+      cc.vminps(a, b.bcast(1.f), a);
+      break;
+    case K::gelu:
+      emit_gelu(b, a);
+      break;
+    case K::add:
+    case K::scale_shift:
+      fail(Code::internal, std::string("kernel ") + b.name() + ": post-op " +
+                               post_op_name(op.kind) + " needs an operand");
+  }
 }
 
 }  // namespace kiln::glue

@@ -4,6 +4,7 @@
 // AVX2), rewritten for the Compiler's virtual registers.
 #pragma once
 
+#include "graph/post_ops.h"
 #include "jit/glue/asmjit_util.h"
 
 namespace kiln::glue {
@@ -15,5 +16,10 @@ void emit_exp(AsmBuilder& b, const x86::Vec& dst, const x86::Vec& src, bool nega
 // a = gelu(a) = a * 0.5 * (1 + erf(a / sqrt 2)) lane-wise, in place: the algorithm of the
 // Xbyak epilogue's gelu (jit/epilogue.h, kErfcPoly), <= 6e-7 absolute in the erf term.
 void emit_gelu(AsmBuilder& b, const x86::Vec& a);
+
+// a = op(a) for a unary post-op (every kind but add and scale_shift, which need operands: an
+// internal error) on a full-width vector, with the scalar reference's own operations in the
+// same order (graph/post_ops.cpp): bit-exact but for sigmoid and swish (the vector exp).
+void emit_post_op(AsmBuilder& b, const x86::Vec& a, const PostOp& op);
 
 }  // namespace kiln::glue

@@ -20,7 +20,6 @@ using K = PostOp::Kind;
 namespace x86 = asmjit::x86;
 
 constexpr int kMaxAdds = 4;
-constexpr uint8_t kLtOq = 0x11;
 
 struct EltArgs {
   const float* x;
@@ -90,81 +89,20 @@ class EltwiseGen {
     for (const auto& r : res_) cc_.add(r, bytes);
   }
 
-  x86::Vec reg(float v) { return b_.bcast(v); }
-  x86::Vec zero() {
-    x86::Vec z = b_.vec();
-    cc_.vxorps(z, z, z);
-    return z;
-  }
-
   void chain(const x86::Vec& a, int32_t off, const Mask* m) {
     int add_index = 0;
     for (const auto& op : ops_) {
-      switch (op.kind) {
-        case K::relu:  // x > 0 ? x : 0  ==  MAXPS(x, 0) (NaN and -0 give +0, as the reference)
-          cc_.vmaxps(a, a, b_.cf32(0.f));
-          break;
-        case K::leaky_relu:  // x >= 0 ? x : x*alpha  ==  x < 0 ? x*alpha : x
-          if (b_.avx512()) {
-            x86::KReg k = cc_.newKw();
-            cc_.vcmpps(k, a, b_.cf32(0.f), kLtOq);
-            cc_.k(k).vmulps(a, a, b_.cf32(op.alpha));
-          } else {
-            x86::Vec t = b_.vec(), msk = b_.vec();
-            cc_.vmulps(t, a, b_.cf32(op.alpha));
-            cc_.vcmpps(msk, a, b_.cf32(0.f), kLtOq);
-            cc_.vblendvps(a, a, t, msk);
-          }
-          break;
-        case K::clip:  // std::min(std::max(x, lo), hi) == MINPS(hi, MAXPS(lo, x))
-          if (!(op.alpha == -INFINITY)) cc_.vmaxps(a, reg(op.alpha), a);
-          if (!(op.beta == INFINITY)) cc_.vminps(a, reg(op.beta), a);
-          break;
-        case K::sigmoid: {  // 1 / (1 + exp(-x))
-          x86::Vec e = b_.vec();
-          glue::emit_exp(b_, e, a, /*negate=*/true);
-          cc_.vaddps(e, e, b_.cf32(1.f));
-          cc_.vdivps(a, reg(1.f), e);
-          break;
-        }
-        case K::swish: {  // x / (1 + exp(-x))
-          x86::Vec e = b_.vec();
-          glue::emit_exp(b_, e, a, /*negate=*/true);
-          cc_.vaddps(e, e, b_.cf32(1.f));
-          cc_.vdivps(a, a, e);
-          break;
-        }
-        case K::hardswish: {  // x * min(max(x/6 + 0.5, 0), 1), the reference's roundings
-          x86::Vec t = b_.vec();
-          cc_.vdivps(t, a, b_.cf32(6.f));
-          cc_.vaddps(t, t, b_.cf32(0.5f));
-          cc_.vmaxps(t, zero(), t);
-          cc_.vminps(t, reg(1.f), t);
-          cc_.vmulps(a, a, t);
-          break;
-        }
-        case K::hardsigmoid:  // min(max(alpha*x + beta, 0), 1), two roundings
-          cc_.vmulps(a, a, b_.cf32(op.alpha));
-          cc_.vaddps(a, a, b_.cf32(op.beta));
-          cc_.vmaxps(a, zero(), a);
-          cc_.vminps(a, reg(1.f), a);
-          break;
-        case K::gelu:
-          glue::emit_gelu(b_, a);
-          break;
-        case K::add: {
-          const x86::Mem r = x86::ptr(res_[size_t(add_index++)], off);
-          if (m) {
-            x86::Vec t = b_.vec();
-            b_.load(t, r, m);
-            cc_.vaddps(a, a, t);
-          } else {
-            cc_.vaddps(a, a, r);
-          }
-          break;
-        }
-        case K::scale_shift:
-          fail(Code::internal, "eltwise: scale_shift reached the generator");
+      if (op.kind != K::add) {
+        glue::emit_post_op(b_, a, op);
+        continue;
+      }
+      const x86::Mem r = x86::ptr(res_[size_t(add_index++)], off);
+      if (m) {
+        x86::Vec t = b_.vec();
+        b_.load(t, r, m);
+        cc_.vaddps(a, a, t);
+      } else {
+        cc_.vaddps(a, a, r);
       }
     }
   }

@@ -83,4 +83,32 @@ std::unique_ptr<Kernel> create_layernorm_kernel(int64_t outer, int64_t c, int64_
                                                 float eps, const float* gamma, const float* beta,
                                                 Isa isa, std::string* why_not);
 
+// Binary arithmetic of two f32 operands numpy-broadcasting to a 4-D output, or a per-channel
+// affine map (inference BatchNormalization), then a chain of unary post-ops (relu ... swish;
+// not add / scale_shift). y[0] is written in `l`; each operand says which KernelArgs::src slot
+// holds it and in which layout (below). Blocked outputs get zeroed pad lanes.
+enum class BinaryOp { add, sub, mul, div };
+struct BcastOperand {
+  Shape shape;                   // its own shape, rank <= 4 (aligned to the output's last dims)
+  Layout layout = Layout::nchw;  // its buffer's layout (rank < 4: nchw)
+  int src = 0;                   // KernelArgs::src index
+};
+// y = post(a op b). Operand layouts the kernel reads, by the output's layout `l`:
+//   blocked  a full operand or a per-channel one ([.., C, 1, 1]) in `l`; a per-channel one in
+//            nchw/nhwc; one with a single channel ([.., 1, H, W] or [.., 1, 1, 1]) in any layout
+//   nhwc     full or per-channel in nhwc, per-channel or single-channel in nchw
+//   nchw     anything in nchw (every broadcast, including [.., H, 1] or [.., 1, W])
+// Other combinations (e.g. [1, C, H, 1] on a blocked output) get a reason.
+std::unique_ptr<Kernel> create_binary_kernel(BinaryOp op, const Shape& y, Layout l,
+                                             const BcastOperand& a, const BcastOperand& b,
+                                             const std::vector<PostOp>& post, Isa isa,
+                                             std::string* why_not);
+// y = post(x * scale[c] + shift[c]) (one FMA) with x = src[0] of shape y in layout l; the
+// per-channel vectors (y[1] entries each) are copied into the kernel.
+std::unique_ptr<Kernel> create_affine_kernel(const Shape& y, Layout l,
+                                             const std::vector<float>& scale,
+                                             const std::vector<float>& shift,
+                                             const std::vector<PostOp>& post, Isa isa,
+                                             std::string* why_not);
+
 }  // namespace kiln

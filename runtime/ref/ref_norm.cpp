@@ -2,6 +2,7 @@
 #include <cmath>
 
 #include "runtime/ref/ref_common.h"
+#include "runtime/ref/ref_epilogue.h"
 
 namespace kiln::ref {
 
@@ -30,6 +31,7 @@ void batch_norm(const Node& node, const Inputs& in, const Outputs& out) {
   const double eps = node.attr_f("epsilon", 1e-5f);
   const float* xp = x.data<float>();
   float* yp = y.data<float>();
+  const Epilogue epilogue(node, in, 5, y);  // a fused activation (graph/fuse.cpp)
   for (int64_t n = 0; n < N; ++n)
     for (int64_t c = 0; c < C; ++c) {
       // y = scale * (x - mean) / sqrt(var + eps) + B, evaluated in double.
@@ -37,6 +39,7 @@ void batch_norm(const Node& node, const Inputs& in, const Outputs& out) {
       const double mean = p[2][c], bias = p[1][c];
       const int64_t base = (n * C + c) * inner;
       for (int64_t i = 0; i < inner; ++i) yp[base + i] = float((xp[base + i] - mean) * a + bias);
+      if (!epilogue.empty()) epilogue.apply_row(yp + base, inner, base, c, 0);
     }
 }
 

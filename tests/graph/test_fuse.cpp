@@ -132,3 +132,25 @@ TEST_CASE("fuse: nothing fuses across a shared or exported conv output") {
     CHECK(kiln::fuse_epilogues(g) == 0);
   }
 }
+
+// Pre-activation BN + Relu (DenseNet): the BN cannot fold into a conv (none precedes it), so
+// the Relu becomes its post-op; a residual Add never fuses into a BN (its kernels take none).
+TEST_CASE("fuse: standalone BatchNormalization takes a unary activation, not a residual add") {
+  OnnxBuilder b;
+  b.input("x", {1, 2, 4, 4});
+  for (const char* p : {"s", "bb", "m", "v"}) b.init_f(p, {2}, {1.f, 0.5f});
+  b.node("BatchNormalization", {"x", "s", "bb", "m", "v"}, {"n"}, "bn");
+  b.node("Relu", {"n"}, {"r"});
+  b.node("BatchNormalization", {"r", "s", "bb", "m", "v"}, {"n2"}, "bn2");
+  b.node("Add", {"n2", "x"}, {"y"});
+  b.output("y");
+  Graph g = prepared(b);
+  CHECK(kiln::fuse_epilogues(g) == 1);
+  REQUIRE(g.nodes.size() == 3);
+  CHECK(g.nodes[0].op == "BatchNormalization");
+  CHECK(kinds(g.nodes[0], 5) == std::vector<PostOp::Kind>{PostOp::Kind::relu});
+  CHECK(g.nodes[0].inputs.size() == 5);
+  CHECK(g.value(g.nodes[0].outputs[0]).name == "r");
+  CHECK(!g.nodes[1].has("post_ops"));
+  CHECK(g.nodes[2].op == "Add");
+}

@@ -73,7 +73,7 @@ TEST_CASE("label keys round-trip and garbage keys are refused") {
   for (const char* k :
        {"conv.direct.nChw16c.nChw16c", "conv.gemm1x1.nhwc.nhwc", "conv.direct.nchw.nChw8c",
         "conv.winograd4.nChw16c.nChw16c", "conv.direct.nChw16c.nChw16c.u14o2", "pool.nhwc",
-        "eltwise.nchw", "ref.nchw", "fc.nchw", "concat.nChw8c"}) {
+        "eltwise.nchw", "ref.nchw", "fc.nchw", "concat.nChw8c", "bcast.nChw16c"}) {
     auto l = Label::parse(k);
     REQUIRE(l);
     CHECK(l->key() == k);
@@ -389,7 +389,7 @@ TEST_CASE("fast tuning does not time a node's only label; full does") {
   }
 }
 
-// A node whose every label is a reference kernel (a Mul of two activations here) has nothing worth
+// A node whose every label is a reference kernel (a Tanh here) has nothing worth
 // timing: the cost model picks among its layouts without calling that "over budget", and the
 // plan is kept in the cache like any fully measured one.
 TEST_CASE("a node with only reference labels is not over budget; its plan is cached") {
@@ -400,7 +400,7 @@ TEST_CASE("a node with only reference labels is not over budget; its plan is cac
   b.init_f("w", {16, 16, 1, 1}, w);
   b.node("Conv", {"x", "w"}, {"c"});
   b.node("Relu", {"c"}, {"r"});
-  b.node("Mul", {"c", "r"}, {"y"});
+  b.node("Tanh", {"r"}, {"y"});
   const std::string bytes = b.bytes();
   const fs::path dir = fresh_dir("ref_only_cache");
   kiln::SessionOptions o;
