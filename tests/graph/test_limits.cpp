@@ -12,7 +12,7 @@
 #include "graph/onnx_builder.h"
 #include "graph/onnx_import.h"
 #include "graph/passes.h"
-#include "runtime/ref/ref_kernels.h"
+#include "ref_graph.h"
 #include "runtime/session.h"
 
 using kiln::Code;
@@ -65,15 +65,7 @@ bool contains(const std::string& s, const std::string& part) {
     CHECK_MESSAGE(o_.ok, o_.msg); \
   } while (0)
 
-const kiln::Evaluator& ref_eval() {
-  static const kiln::Evaluator e = [](const kiln::Node& n, const std::vector<const Tensor*>& in,
-                                      const std::vector<Tensor*>& out) {
-    auto k = kiln::find_ref_kernel(n.op);
-    REQUIRE(bool(k));
-    k(n, in, out);
-  };
-  return e;
-}
+using kiln::test::ref_eval;
 
 using kiln::test::import;
 

@@ -7,7 +7,7 @@
 #include "graph/onnx_builder.h"
 #include "graph/onnx_import.h"
 #include "graph/passes.h"
-#include "runtime/ref/ref_kernels.h"
+#include "ref_graph.h"
 
 using kiln::Code;
 using kiln::Graph;
@@ -18,16 +18,7 @@ namespace {
 
 using kiln::test::import;
 
-const kiln::Evaluator& ref_eval() {
-  static const kiln::Evaluator e = [](const kiln::Node& n,
-                                      const std::vector<const kiln::Tensor*>& in,
-                                      const std::vector<kiln::Tensor*>& out) {
-    auto k = kiln::find_ref_kernel(n.op);
-    REQUIRE(bool(k));
-    k(n, in, out);
-  };
-  return e;
-}
+using kiln::test::ref_eval;
 
 int count_op(const Graph& g, const std::string& op) {
   int c = 0;
@@ -151,21 +142,9 @@ TEST_CASE("fold_batchnorm preserves results on a grouped conv without bias") {
     Graph g = import(b);
     kiln::infer_shapes(g);
     if (fold) CHECK(kiln::fold_batchnorm(g) == 1);
-    std::vector<kiln::Tensor> vals(g.values.size());
-    for (size_t i = 0; i < g.values.size(); ++i)
-      if (g.values[i].is_const()) vals[i] = *g.values[i].constant;
-    vals[size_t(g.inputs[0])] = kiln::Tensor::wrap(kiln::DType::f32, {1, c, 5, 5}, x.data());
-    for (const auto& n : g.nodes) {
-      std::vector<const kiln::Tensor*> in;
-      std::vector<kiln::Tensor*> out;
-      for (auto v : n.inputs) in.push_back(v == kiln::kNoValue ? nullptr : &vals[size_t(v)]);
-      for (auto v : n.outputs) {
-        vals[size_t(v)] = kiln::Tensor(g.value(v).dtype, g.value(v).shape);
-        out.push_back(&vals[size_t(v)]);
-      }
-      ref_eval()(n, in, out);
-    }
-    return vals[size_t(g.outputs[0])];
+    auto vals = kiln::test::run_graph_ref(
+        g, [&](size_t, kiln::Tensor& t) { std::copy(x.begin(), x.end(), t.data<float>()); });
+    return vals.at(g.outputs[0]);
   };
   kiln::Tensor a = run(false), f = run(true);
   REQUIRE(a.shape() == f.shape());

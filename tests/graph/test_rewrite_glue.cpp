@@ -10,7 +10,7 @@
 
 #include "graph/onnx_builder.h"
 #include "graph/passes.h"
-#include "runtime/ref/ref_kernels.h"
+#include "ref_graph.h"
 #include "test_rng.h"
 
 namespace kiln {
@@ -18,41 +18,18 @@ namespace {
 
 using test::OnnxBuilder;
 
-void eval_node(const Node& n, const std::vector<const Tensor*>& in,
-               const std::vector<Tensor*>& out) {
-  RefKernel k = find_ref_kernel(n.op);
-  REQUIRE_MESSAGE(bool(k), n.op);
-  k(n, in, out);
-}
-const Evaluator kEval = eval_node;
+const Evaluator& kEval = test::ref_eval();
 
 // Runs g on the reference kernels with a seeded random input per graph input, named outputs.
 std::map<std::string, Tensor> run_graph(const Graph& g, bool non_negative = false) {
-  std::map<ValueId, Tensor> vals;
   test::XorShift rng(7, 1);
-  for (ValueId v : g.inputs) {
-    Tensor t(DType::f32, g.value(v).shape);
+  auto vals = test::run_graph_ref(g, [&](size_t, Tensor& t) {
     for (int64_t i = 0; i < t.numel(); ++i)
       t.data<float>()[i] = float(rng.pick(0, 2000) - (non_negative ? 0 : 1000)) / 250.f;
-    vals[v] = t;
-  }
-  auto get = [&](ValueId v) -> const Tensor* {
-    if (v == kNoValue) return nullptr;
-    if (g.value(v).is_const()) return &*g.value(v).constant;
-    return &vals.at(v);
-  };
-  for (const Node& n : g.nodes) {
-    std::vector<const Tensor*> in;
-    std::vector<Tensor*> out;
-    for (ValueId v : n.inputs) in.push_back(get(v));
-    for (ValueId v : n.outputs) {
-      vals[v] = Tensor(g.value(v).dtype, g.value(v).shape);
-      out.push_back(&vals[v]);
-    }
-    eval_node(n, in, out);
-  }
+  });
   std::map<std::string, Tensor> r;
-  for (ValueId v : g.outputs) r[g.value(v).name] = *get(v);
+  for (ValueId v : g.outputs)
+    r[g.value(v).name] = g.value(v).is_const() ? *g.value(v).constant : vals.at(v);
   return r;
 }
 

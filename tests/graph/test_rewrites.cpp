@@ -13,7 +13,7 @@
 #include "graph/onnx_builder.h"
 #include "graph/passes.h"
 #include "graph/post_ops.h"
-#include "runtime/ref/ref_kernels.h"
+#include "ref_graph.h"
 
 namespace kiln {
 namespace {
@@ -23,30 +23,10 @@ using test::OnnxBuilder;
 
 // Runs g with the reference kernels on a deterministic input; returns the first output.
 std::vector<float> run_graph(const Graph& g) {
-  std::map<ValueId, Tensor> vals;
-  for (ValueId v : g.inputs) {
-    Tensor t(DType::f32, g.value(v).shape);
+  auto vals = test::run_graph_ref(g, [](size_t, Tensor& t) {
     for (int64_t i = 0; i < t.numel(); ++i) t.data<float>()[i] = std::sin(0.37f * float(i)) * 2;
-    vals[v] = t;
-  }
-  auto get = [&](ValueId v) -> const Tensor* {
-    if (v == kNoValue) return nullptr;
-    if (g.value(v).is_const()) return &*g.value(v).constant;
-    return &vals.at(v);
-  };
-  for (const Node& n : g.nodes) {
-    std::vector<const Tensor*> in;
-    for (ValueId v : n.inputs) in.push_back(get(v));
-    std::vector<Tensor*> out;
-    for (ValueId v : n.outputs) {
-      vals[v] = Tensor(g.value(v).dtype, g.value(v).shape);
-      out.push_back(&vals[v]);
-    }
-    RefKernel k = find_ref_kernel(n.op);
-    REQUIRE_MESSAGE(static_cast<bool>(k), n.op);
-    k(n, in, out);
-  }
-  const Tensor& y = *get(g.outputs[0]);
+  });
+  const Tensor& y = vals.at(g.outputs[0]);
   return std::vector<float>(y.data<float>(), y.data<float>() + y.numel());
 }
 
