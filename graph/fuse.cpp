@@ -2,6 +2,7 @@
 // unary ones of a BatchNormalization (the pre-activation BN+Relu that fold_batchnorm could not
 // fold into a conv: one pass over the tensor instead of two).
 #include <cmath>
+#include <optional>
 
 #include "graph/passes.h"
 #include "graph/post_ops.h"
@@ -89,25 +90,34 @@ class Fuser {
     return 1;
   }
 
-  // x * Sigmoid(x) (either operand order) where x comes from a fusion target and feeds only
-  // the Sigmoid and the Mul.
+  // The gate of x * gate(x): Sigmoid makes swish; HardSigmoid with ONNX HardSwish's constants
+  // (alpha 1/6, beta 0.5: how opsets before 14 export HardSwish) makes hardswish.
+  static std::optional<PostOp::Kind> gated(const Node& gate) {
+    if (gate.op == "Sigmoid") return PostOp::Kind::swish;
+    if (gate.op == "HardSigmoid" && std::fabs(gate.attr_f("alpha", 0.2f) - 1.f / 6.f) < 1e-7f &&
+        gate.attr_f("beta", 0.5f) == 0.5f)
+      return PostOp::Kind::hardswish;
+    return std::nullopt;
+  }
+
+  // x * Sigmoid(x) or x * HardSigmoid(x) (gated(), either operand order) where x comes from a
+  // fusion target and feeds only the gate and the Mul.
   int try_fuse_swish(int j) {
     const Node& mul = g_.nodes[size_t(j)];
     for (int k = 0; k < 2; ++k) {
       ValueId x = mul.inputs[size_t(k)], s = mul.inputs[size_t(1 - k)];
       if (s == kNoValue || x == kNoValue || g_.is_output(s)) continue;
       int ps = prod_[size_t(s)];
-      if (ps < 0 || g_.nodes[size_t(ps)].op != "Sigmoid" || g_.nodes[size_t(ps)].in(0) != x ||
-          cons_[size_t(s)].size() != 1)
-        continue;
+      const std::optional<PostOp::Kind> kind = ps < 0 ? std::nullopt : gated(g_.nodes[size_t(ps)]);
+      if (!kind || g_.nodes[size_t(ps)].in(0) != x || cons_[size_t(s)].size() != 1) continue;
       if (g_.is_output(x) || prod_[size_t(x)] < 0) continue;
       int p = prod_[size_t(x)];
       const auto& cx = cons_[size_t(x)];
       if (!is_fusion_target(g_.nodes[size_t(p)]) || cx.size() != 2) continue;
       if (!((cx[0] == ps && cx[1] == j) || (cx[0] == j && cx[1] == ps))) continue;
-      g_.nodes[size_t(ps)].op.clear();  // the Sigmoid is absorbed
+      g_.nodes[size_t(ps)].op.clear();  // the gate is absorbed
       PostOp op;
-      op.kind = PostOp::Kind::swish;
+      op.kind = *kind;
       cons_[size_t(x)] = {j};
       fuse(p, j, op, {});
       return 1;

@@ -98,6 +98,30 @@ TEST_CASE("fuse: swish pattern x * sigmoid(x)") {
   CHECK(kinds(g.nodes[0]) == std::vector<PostOp::Kind>{PostOp::Kind::swish});
 }
 
+TEST_CASE("fuse: hardswish as exported before opset 14, x * hardsigmoid(x; 1/6, 0.5)") {
+  for (float alpha : {1.f / 6.f, 0.2f}) {
+    CAPTURE(alpha);
+    OnnxBuilder b = conv_base();
+    auto& hs = b.node("HardSigmoid", {"c"}, {"s"});
+    OnnxBuilder::attr_f(hs, "alpha", alpha);
+    OnnxBuilder::attr_f(hs, "beta", 0.5f);
+    b.node("Mul", {"s", "c"}, {"y"});
+    b.output("y");
+    Graph g = prepared(b);
+    const int fused = kiln::fuse_epilogues(g);
+    if (alpha == 1.f / 6.f) {
+      // One hardswish post-op; the HardSigmoid is gone.
+      CHECK(fused == 1);
+      REQUIRE(g.nodes.size() == 1);
+      CHECK(kinds(g.nodes[0]) == std::vector<PostOp::Kind>{PostOp::Kind::hardswish});
+    } else {
+      // Another slope is not HardSwish, and the conv output has two consumers: nothing fuses.
+      CHECK(fused == 0);
+      CHECK(g.nodes.size() == 3);
+    }
+  }
+}
+
 TEST_CASE("fuse: nothing fuses across a shared or exported conv output") {
   SUBCASE("two consumers") {
     OnnxBuilder b = conv_base();
