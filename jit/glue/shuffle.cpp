@@ -26,7 +26,9 @@ ShufflePlan plan_channel_shuffle(const ChannelShuffleSpec& s, Layout l, int lane
       v.chan = c0;
       v.valid = int(std::min<int64_t>(lanes, s.split[o] - c0));
       for (int j = 0; j < v.valid; ++j) {
-        const auto [k, ck] = s.locate(s.source(o, c0 + j));
+        const auto loc = s.locate(s.source(o, c0 + j));
+        const int k = int(loc.first);  // named copies: lambdas cannot capture bindings (clang)
+        const int64_t ck = loc.second;
         auto w = std::find_if(v.windows.begin(), v.windows.end(), [&](const ShuffleWindow& x) {
           return x.input == k && ck >= x.chan && ck < x.chan + lanes;
         });

@@ -49,7 +49,9 @@ Graph check_same(const OnnxBuilder& b, bool non_negative = false) {
   optimize(opt, kEval);
   const auto want = run_graph(plain, non_negative), got = run_graph(opt, non_negative);
   REQUIRE(want.size() == got.size());
-  for (const auto& [name, t] : want) {
+  for (const auto& kv : want) {  // no structured binding: clang cannot capture one in CHECK
+    const std::string& name = kv.first;
+    const Tensor& t = kv.second;
     const Tensor& u = got.at(name);
     REQUIRE(t.shape() == u.shape());
     int bad = 0;

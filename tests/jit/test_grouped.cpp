@@ -34,10 +34,13 @@ TEST_CASE("grouped conv: sparse and shuffle modes on narrow groups, forced block
     for (const ConvProblem& p : shapes) {
       if (!convjit::grouped_shuffle_fits(p, simd_width(isa))) continue;
       ++shuffled;
-      for (auto [mode, ur] : {std::pair{convjit::GroupedMode::sparse, 0},
-                              {convjit::GroupedMode::shuffle, 0},
-                              {convjit::GroupedMode::shuffle, 1},
-                              {convjit::GroupedMode::shuffle, 5}}) {
+      for (const auto& mode_ur : {std::pair{convjit::GroupedMode::sparse, 0},
+                                  {convjit::GroupedMode::shuffle, 0},
+                                  {convjit::GroupedMode::shuffle, 1},
+                                  {convjit::GroupedMode::shuffle, 5}}) {
+        // Named copies: clang cannot capture structured bindings in INFO's lambda.
+        const convjit::GroupedMode mode = mode_ur.first;
+        const int ur = mode_ur.second;
         INFO(p.str() << " " << std::string(isa_name(isa)) << " mode " << int(mode) << " ur " << ur);
         auto c = convjit::init_grouped_conf_mode(p, grouped(isa, ur), isa, mode);
         REQUIRE_MESSAGE(c, c.reason);
