@@ -273,6 +273,8 @@ class LayerNormFuser : public Rewriter {
     const ValueId var = add->inputs[size_t(vi)], eps_v = add->inputs[size_t(1 - vi)];
     const Tensor* eps = const_f32(g_, eps_v);
     if (!eps || eps->numel() != 1 || !(eps->data<float>()[0] >= 0)) return false;
+    // Read now: adding the scale/bias constants below may move the graph's values.
+    const float epsilon = eps->data<float>()[0];
     Node* var_mean = producer(var);
     if (!var_mean || reduce_axis(g_, *var_mean) != axis || !only_users(var, {index(add)}))
       return false;
@@ -307,7 +309,7 @@ class LayerNormFuser : public Rewriter {
     ln.outputs = {last->outputs[0]};
     ln.attrs["axis"] = attr_i(axis);
     ln.attrs["norm_dims"] = attr_i(1);
-    ln.attrs["epsilon"] = attr_f(eps->data<float>()[0]);
+    ln.attrs["epsilon"] = attr_f(epsilon);
     for (Node* n : {mean, sub, sq, var_mean, add, sqrt}) kill(n);
     for (Node* n : tail) kill(n);
     *last = std::move(ln);  // the last matched node's slot: every operand is available there
