@@ -103,8 +103,8 @@ double grouped_lane_use(const ConvProblem& p, int simd);
 // The shuffle sources of output vector j (all its lanes, or only the real ones: `bounded`),
 // relative to block j - j % phases; nullopt when a permute would need more than two blocks, or
 // more than one on 8 lanes (AVX2 has no two-source permute) or with a column stride: the two
-// loads per permuted vector then outweigh its 1.5 FMAs (24 per group at stride 2 ran at
-// 50-80% of the sparse mode's speed, 1.3x faster at stride 1: bench/kernel_bench grouped_zoo).
+// loads per permuted vector then outweigh its 1.5 FMAs (measured: bench/NOTES.md, grouped
+// convolution kernels).
 std::optional<std::vector<ShuffleSource>> grouped_shuffle_sources(const ConvProblem& p, int simd,
                                                                   int64_t j, bool bounded);
 // Whether the shuffle mode applies on `simd`-wide vectors; the cost model's efficiency.

@@ -53,11 +53,10 @@ void layer_norm(const Node& node, const Inputs& in, const Outputs& out) {
   expect_shape(node, y, x.shape(), "output");
   const Shape& xs = x.shape();
   const int64_t r = int64_t(xs.size());
-  int64_t axis = node.attr_i("axis", -1);
-  if (axis < 0) axis += r;
+  const int64_t axis = norm_axis(node, node.attr_i("axis", -1), r);
   const int64_t dims = node.attr_i("norm_dims", r - axis);
-  if (axis < 0 || axis >= r || dims < 1 || axis + dims > r)
-    node.fail(Code::invalid_model, "axis / norm_dims outside the input's rank");
+  if (dims < 1 || axis + dims > r)
+    node.fail(Code::invalid_model, "norm_dims outside the input's rank");
   const int64_t outer = prod(xs, 0, size_t(axis)),
                 group = prod(xs, size_t(axis), size_t(axis + dims));
   const int64_t inner = prod(xs, size_t(axis + dims), xs.size());
