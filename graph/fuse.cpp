@@ -22,6 +22,7 @@ class Fuser {
   int run() {
     int fused = 0;
     for (size_t j = 0; j < g_.nodes.size(); ++j) fused += try_fuse(int(j));
+    for (size_t j = 0; j < g_.nodes.size(); ++j) fused += try_fuse_concat(int(j));
     std::vector<Node> kept;
     for (Node& n : g_.nodes)
       if (!n.op.empty()) kept.push_back(std::move(n));
@@ -123,6 +124,37 @@ class Fuser {
       return 1;
     }
     return 0;
+  }
+
+  // BatchNormalization j (with its post-ops) reading a channel Concat's output that nothing else
+  // reads: the Concat applies the affine map and the post-ops and takes over j's output. It
+  // stays where it is (before j): its inputs are ready there and j's consumers come later.
+  int try_fuse_concat(int j) {
+    Node& bn = g_.nodes[size_t(j)];
+    std::vector<float> scale, shift;
+    if (bn.op != "BatchNormalization" || bn.outputs.size() != 1 ||
+        !batchnorm_affine(g_, bn, &scale, &shift))
+      return 0;
+    const ValueId x = bn.inputs[0];
+    const int p = prod_[size_t(x)];
+    if (p < 0 || g_.is_output(x) || cons_[size_t(x)].size() != 1) return 0;
+    Node& cat = g_.nodes[size_t(p)];
+    if (cat.op != "Concat" || cat.has("affine_scale") || cat.has("post_ops") ||
+        cat.outputs.size() != 1 || g_.value(x).shape.size() != 4 ||
+        (cat.attr_i("axis", 0) + 4) % 4 != 1)
+      return 0;
+    cat.attrs["axis"] = attr_i(1);
+    cat.attrs["affine_scale"] = attr_floats(std::move(scale));
+    cat.attrs["affine_shift"] = attr_floats(std::move(shift));
+    for (const char* a : {"post_ops", "post_alpha", "post_beta"})
+      if (bn.has(a)) cat.attrs[a] = bn.attrs.at(a);
+    const ValueId y = bn.outputs[0];
+    cat.outputs[0] = y;
+    prod_[size_t(y)] = p;
+    for (ValueId v : bn.inputs)
+      if (v != kNoValue) std::erase(cons_[size_t(v)], j);
+    bn.op.clear();  // tombstone
+    return 1;
   }
 
   Graph& g_;

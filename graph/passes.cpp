@@ -196,6 +196,29 @@ int fold_batchnorm(Graph& g) {
   return folded;
 }
 
+bool batchnorm_affine(const Graph& g, const Node& bn, std::vector<float>* scale,
+                      std::vector<float>* shift) {
+  if (bn.op != "BatchNormalization" || bn.inputs.size() != 5 || bn.attr_i("training_mode", 0) != 0)
+    return false;
+  const Value& x = g.value(bn.inputs[0]);
+  if (x.dtype != DType::f32 || x.shape.size() < 2) return false;
+  const Shape c{x.shape[1]};
+  for (size_t k = 1; k < 5; ++k) {
+    const Value& v = g.value(bn.inputs[k]);
+    if (!v.is_const() || v.dtype != DType::f32 || v.shape != c) return false;
+  }
+  auto p = [&](size_t k) { return g.value(bn.inputs[k]).constant->data<float>(); };
+  const double eps = bn.attr_f("epsilon", 1e-5f);
+  scale->resize(size_t(c[0]));
+  shift->resize(size_t(c[0]));
+  for (size_t i = 0; i < scale->size(); ++i) {
+    const double s = double(p(1)[i]) / std::sqrt(double(p(4)[i]) + eps);
+    (*scale)[i] = float(s);
+    (*shift)[i] = float(double(p(2)[i]) - double(p(3)[i]) * s);
+  }
+  return true;
+}
+
 int remove_dead_code(Graph& g) {
   std::vector<char> live(g.values.size(), 0);
   for (ValueId v : g.outputs) live[size_t(v)] = 1;

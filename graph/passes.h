@@ -31,6 +31,12 @@ int remove_identities(Graph& g);
 // New constants are created (the originals may be shared). Returns the number folded.
 int fold_batchnorm(Graph& g);
 
+// An inference BatchNormalization (training_mode 0, constant f32 [C] parameters, C = dim 1 of
+// its input) as y = x * scale[c] + shift[c]: scale = gamma / sqrt(var + eps), shift = beta -
+// mean * scale, computed in double. False (outputs untouched) for any other node.
+bool batchnorm_affine(const Graph& g, const Node& bn, std::vector<float>* scale,
+                      std::vector<float>* shift);
+
 // Removes nodes none of whose outputs reach a graph output, then drops values no longer
 // referenced (so unused weights are freed). Returns the number of nodes removed.
 int remove_dead_code(Graph& g);
@@ -39,7 +45,12 @@ int remove_dead_code(Graph& g);
 // Relu, LeakyRelu, Clip (constant bounds), Sigmoid, HardSigmoid, HardSwish, x*Sigmoid(x)
 // (swish), and Add of a same-shape tensor (the residual). The producer's output must have no
 // other consumer and not be a graph output. The fused node takes the consumer's place in the
-// order, where all operands are available. Returns the number of ops fused.
+// order, where all operands are available. Then a BatchNormalization (with its fused
+// activations) whose input is a channel Concat read by nothing else becomes part of the Concat:
+// attributes affine_scale / affine_shift (floats, one per output channel; batchnorm_affine) and
+// the BN's unary post-ops, applied to the concatenated tensor (DenseNet's pre-activation BN+ReLU
+// of every layer's input: one pass instead of a copy and a pass). Returns the number of ops
+// fused.
 int fuse_epilogues(Graph& g);
 
 // graph/rewrite_glue.cpp. Channel data movement as ChannelShuffle nodes (graph/

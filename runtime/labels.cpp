@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "graph/enum_name.h"
+#include "graph/passes.h"
 #include "graph/post_ops.h"
 #include "jit/conv/conv_families.h"
 #include "jit/gemm/fc_kernel.h"
@@ -151,15 +152,8 @@ std::unique_ptr<Kernel> make_bcast(const Graph& g, const Node& n, Layout l, Isa 
   Shape ys = g.value(n.outputs[0]).shape;
   ys.insert(ys.begin(), 4 - ys.size(), 1);  // fewer dimensions: a 4-D nchw view
   if (n.op == "BatchNormalization") {
-    // y = (x - mean) * s + B with s = scale / sqrt(var + eps), as one FMA x * s + (B - mean*s).
-    const double eps = n.attr_f("epsilon", 1e-5f);
-    auto p = [&](size_t k) { return g.value(n.inputs[k]).constant->data<float>(); };
-    std::vector<float> a(static_cast<size_t>(ys[1])), b(a.size());
-    for (size_t c = 0; c < a.size(); ++c) {
-      const double s = double(p(1)[c]) / std::sqrt(double(p(4)[c]) + eps);
-      a[c] = float(s);
-      b[c] = float(double(p(2)[c]) - double(p(3)[c]) * s);
-    }
+    std::vector<float> a, b;  // one FMA per element: x * a + b
+    if (!batchnorm_affine(g, n, &a, &b)) return *why = "BatchNormalization not affine", nullptr;
     return create_affine_kernel(ys, l, a, b, parse_post_ops(n, 5), isa, why);
   }
   auto operand = [&](size_t k) {
@@ -540,8 +534,13 @@ Instance instantiate(const Graph& g, int i, const Label& l, Isa isa, std::string
         shapes.push_back(g.value(v).shape);
         channels.push_back(g.value(v).shape[1]);
       }
-      r.kernel = create_concat_kernel(g.value(n.outputs[0]).shape, channels, l.in, isa, &why);
-      if (!r.kernel && layout_block(l.in) > 1 && concat_blocked_ok(shapes, l.in))
+      std::optional<ConcatAffine> affine;
+      if (n.has("affine_scale"))
+        affine = ConcatAffine{n.attr_floats("affine_scale"), n.attr_floats("affine_shift"),
+                              parse_post_ops(n, int(n.inputs.size()))};
+      r.kernel = create_concat_kernel(g.value(n.outputs[0]).shape, channels, l.in, isa, &why,
+                                      affine ? &*affine : nullptr);
+      if (!r.kernel && !affine && layout_block(l.in) > 1 && concat_blocked_ok(shapes, l.in))
         r.kernel = make_blocked_concat_kernel(shapes, l.in);
       break;
     }
@@ -599,8 +598,14 @@ std::string node_problem(const Graph& g, int i) {
   s += ">";
   for (ValueId v : n.outputs)
     if (v != kNoValue) s += shape_str(g.value(v).shape) + ";";
-  // Attributes in the node's (deterministic, canonicalised) order.
-  for (const auto& [name, a] : n.attrs) s += name + "=" + attr_str(a) + ";";
+  // Attributes in the node's (deterministic, canonicalised) order. Long float lists (a fused
+  // per-channel affine map) are values that do not change the time: only their length counts.
+  for (const auto& [name, a] : n.attrs)
+    s += name + "=" +
+         (a.kind == Attribute::Kind::floats && a.floats.size() > 8
+              ? "floats" + std::to_string(a.floats.size())
+              : attr_str(a)) +
+         ";";
   return s;
 }
 

@@ -43,9 +43,16 @@ std::unique_ptr<Kernel> create_eltwise_kernel(int64_t elems, const std::vector<P
 // Concat along channels. Inputs src[0..k) with channel counts `channels[i]` of a [N, C_i, H,
 // W] tensor in layout l; output dst[0] in l. Blocked layouts need every C_i but the last a
 // multiple of the block (else a reason).
+// With `affine`, y = post(concat * scale[c] + shift[c]) in the same pass (a BatchNormalization
+// and its unary post-ops fused into the Concat, graph/fuse.cpp); nhwc and blocked layouts only.
+struct ConcatAffine {
+  std::vector<float> scale, shift;  // one per output channel
+  std::vector<PostOp> post;         // unary only
+};
 std::unique_ptr<Kernel> create_concat_kernel(const Shape& nchw_out,
                                              const std::vector<int64_t>& channels, Layout l,
-                                             Isa isa, std::string* why_not);
+                                             Isa isa, std::string* why_not,
+                                             const ConcatAffine* affine = nullptr);
 
 // ChannelShuffle (graph/channel_shuffle.h): inputs src[0..k) [N, C_k, H, W] (nchw_in0: input
 // 0's shape), outputs dst[0..) in layout l (nchw, nhwc or the ISA's blocked layouts).

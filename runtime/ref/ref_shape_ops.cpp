@@ -6,6 +6,7 @@
 #include "graph/canonicalize.h"
 #include "graph/channel_shuffle.h"
 #include "runtime/ref/ref_common.h"
+#include "runtime/ref/ref_epilogue.h"
 
 namespace kiln::ref {
 
@@ -67,6 +68,31 @@ void transpose(const Node& node, const Inputs& in, const Outputs& out) {
   });
 }
 
+namespace {
+
+// A BatchNormalization fused into a channel Concat (graph/fuse.cpp): y = post(y * scale[c] +
+// shift[c]) over the concatenated channels.
+void concat_affine(const Node& node, const Inputs& in, Tensor& y, size_t axis) {
+  const std::vector<float> scale = node.attr_floats("affine_scale"),
+                           shift = node.attr_floats("affine_shift");
+  const Shape& s = y.shape();
+  if (axis != 1 || y.dtype() != DType::f32 || int64_t(scale.size()) != s[1] ||
+      shift.size() != scale.size())
+    node.fail(Code::invalid_model, "affine_scale / affine_shift need a float channel concat with " +
+                                       std::to_string(s.size() > 1 ? s[1] : 0) + " channels");
+  const int64_t inner = prod(s, 2, s.size());
+  const Epilogue epilogue(node, in, int(in.size()), y);
+  float* yp = y.data<float>();
+  for (int64_t n = 0; n < s[0]; ++n)
+    for (int64_t c = 0; c < s[1]; ++c) {
+      float* row = yp + (n * s[1] + c) * inner;
+      for (int64_t i = 0; i < inner; ++i) row[i] = row[i] * scale[size_t(c)] + shift[size_t(c)];
+      epilogue.apply_row(row, inner, (n * s[1] + c) * inner, c, 0);
+    }
+}
+
+}  // namespace
+
 void concat(const Node& node, const Inputs& in, const Outputs& out) {
   Tensor& y = req_output(node, out, 0);
   if (in.empty()) node.fail(Code::invalid_model, "needs at least one input");
@@ -100,6 +126,7 @@ void concat(const Node& node, const Inputs& in, const Outputs& out) {
                  xp + size_t(o * chunk) * es, chunk);
     at += x->shape()[axis];
   }
+  if (node.has("affine_scale")) concat_affine(node, in, y, axis);
 }
 
 void split(const Node& node, const Inputs& in, const Outputs& out) {

@@ -7,6 +7,7 @@
 #include "graph/onnx_import.h"
 #include "graph/passes.h"
 #include "graph/post_ops.h"
+#include "ref_graph.h"
 
 using kiln::Graph;
 using kiln::PostOp;
@@ -177,4 +178,65 @@ TEST_CASE("fuse: standalone BatchNormalization takes a unary activation, not a r
   CHECK(g.value(g.nodes[0].outputs[0]).name == "r");
   CHECK(!g.nodes[1].has("post_ops"));
   CHECK(g.nodes[2].op == "Add");
+}
+
+// DenseNet's layer input: Concat -> BatchNormalization -> Relu becomes one Concat carrying the
+// BN's affine map and the Relu; the graph computes the same (unfused reference kernels as the
+// oracle). A Concat read by another node too, or a BN with a runtime parameter, stays apart.
+TEST_CASE("fuse: Concat -> BatchNormalization (+ activation) becomes one Concat") {
+  OnnxBuilder b;
+  b.input("x", {2, 3, 5, 4});
+  b.init_f("w", {2, 3, 1, 1}, {0.5f, -1.f, 0.25f, 1.f, 0.75f, -0.5f});
+  b.node("Conv", {"x", "w"}, {"f1"});
+  OnnxBuilder::attr_i(b.node("Concat", {"x", "f1"}, {"cat1"}), "axis", 1);
+  b.init_f("s1", {5}, {1.f, 0.5f, -2.f, 1.5f, 0.25f});
+  b.init_f("b1", {5}, {0.1f, -0.2f, 0.3f, 0.f, 1.f});
+  b.init_f("m1", {5}, {0.f, 1.f, -1.f, 0.5f, 2.f});
+  b.init_f("v1", {5}, {1.f, 2.f, 0.5f, 4.f, 0.25f});
+  b.node("BatchNormalization", {"cat1", "s1", "b1", "m1", "v1"}, {"bn1"});
+  b.node("Relu", {"bn1"}, {"r1"});
+  b.init_f("w2", {1, 5, 1, 1}, {1.f, -1.f, 0.5f, 2.f, -0.25f});
+  b.node("Conv", {"r1", "w2"}, {"f2"});
+  OnnxBuilder::attr_i(b.node("Concat", {"x", "f1", "f2"}, {"cat2"}), "axis", -3);
+  for (const char* p : {"s2", "b2", "m2", "v2"})
+    b.init_f(p, {6}, {1.f, 0.5f, 2.f, 0.25f, 1.5f, 3.f});
+  b.node("BatchNormalization", {"cat2", "s2", "b2", "m2", "v2"}, {"y"});
+  // Not fused: cat3 is also an output; the BN after cat4 has a runtime mean.
+  OnnxBuilder::attr_i(b.node("Concat", {"x", "f2"}, {"cat3"}), "axis", 1);
+  b.init_f("m4", {4}, {0.f, 0.f, 0.f, 0.f});
+  for (const char* p : {"s4", "b4", "v4"}) b.init_f(p, {4}, {1.f, 1.f, 1.f, 1.f});
+  b.node("BatchNormalization", {"cat3", "s4", "b4", "m4", "v4"}, {"y3"});
+  b.input("mean", {4});
+  OnnxBuilder::attr_i(b.node("Concat", {"x", "f2"}, {"cat4"}), "axis", 1);
+  b.node("BatchNormalization", {"cat4", "s4", "b4", "mean", "v4"}, {"y4"});
+  b.output("y").output("cat3").output("y3").output("y4");
+  const Graph before = prepared(b);
+  Graph g = before;
+  CHECK(kiln::fuse_epilogues(g) == 3);  // the BN+Relu, then two Concat+BN
+  int fused = 0, cats = 0;
+  for (const kiln::Node& n : g.nodes) {
+    CHECK(n.op != "Relu");
+    if (n.op != "Concat") continue;
+    ++cats;
+    if (!n.has("affine_scale")) continue;
+    ++fused;
+    CHECK(n.attr_i("axis", 0) == 1);
+    CHECK(n.attr_floats("affine_scale").size() == n.attr_floats("affine_shift").size());
+  }
+  CHECK(cats == 4);
+  CHECK(fused == 2);
+  auto fill = [](size_t i, kiln::Tensor& t) {
+    for (int64_t k = 0; k < t.numel(); ++k)
+      t.data<float>()[k] = i == 0 ? float(k * 37 % 23 - 11) / 4.f : float(k) * 0.5f;
+  };
+  auto want = kiln::test::run_graph_ref(before, fill);
+  auto got = kiln::test::run_graph_ref(g, fill);
+  for (size_t o = 0; o < before.outputs.size(); ++o) {
+    const kiln::Tensor& a = want.at(before.outputs[o]);
+    const kiln::Tensor& c = got.at(g.outputs[o]);
+    REQUIRE(a.numel() == c.numel());
+    for (int64_t k = 0; k < a.numel(); ++k)
+      CHECK(std::fabs(a.data<float>()[k] - c.data<float>()[k]) <=
+            1e-5f * (1.f + std::fabs(a.data<float>()[k])));
+  }
 }
