@@ -35,27 +35,33 @@ struct Tile {
 class ConcatKernel : public glue::GlueKernel {
  public:
   void run(const KernelArgs& a, int64_t b, int64_t e) const override {
-    const int64_t per = int64_t(per_image_.size());
+    const int64_t per = int64_t(group_.size()) - 1;
     for (int64_t t = b; t < e; ++t) {
-      const int64_t n = t / per;
-      const Tile& w = per_image_[size_t(t % per)];
-      const float* src = a.src[w.input] + n * src_img_[size_t(w.input)] + w.src_off;
-      float* dst = a.dst[0] + n * dst_img_ + w.dst_off;
-      if (w.ss >= 0)
-        afns_[size_t(w.fn)](src, dst, w.n, coef_.data() + w.ss);
-      else
-        fns_[size_t(w.fn)](src, dst, w.n);
+      const int64_t n = t / per, gi = t % per;
+      for (int64_t j = group_[size_t(gi)]; j < group_[size_t(gi + 1)]; ++j) {
+        const Tile& w = per_image_[size_t(j)];
+        const float* src = a.src[w.input] + n * src_img_[size_t(w.input)] + w.src_off;
+        float* dst = a.dst[0] + n * dst_img_ + w.dst_off;
+        if (w.ss >= 0)
+          afns_[size_t(w.fn)](src, dst, w.n, coef_.data() + w.ss);
+        else
+          fns_[size_t(w.fn)](src, dst, w.n);
+      }
     }
   }
+
+  // A kernel tile runs the copies per_image_[group_[g], group_[g + 1]) of one image.
+  void end_group() { group_.push_back(int64_t(per_image_.size())); }
 
   std::vector<CopyFn> fns_;
   std::vector<AffineFn> afns_;
   std::vector<float> coef_;
   std::vector<Tile> per_image_;
+  std::vector<int64_t> group_{0};
   std::vector<int64_t> src_img_;
   int64_t dst_img_ = 0;
 
-  void set_tiles(int64_t N) { tiles_ = N * int64_t(per_image_.size()); }
+  void set_tiles(int64_t N) { tiles_ = N * (int64_t(group_.size()) - 1); }
   void set_name(std::string n) { name_ = std::move(n); }
   void set_code(glue::ExecCode c) { code_ = std::move(c); }
 };
@@ -232,24 +238,36 @@ std::unique_ptr<Kernel> create_concat_kernel(const Shape& out, const std::vector
   };
   int64_t c0 = 0;
   if (l == Layout::nhwc) {
-    std::vector<std::pair<int64_t, int>> fn_of_c;
-    const int64_t pc = glue::chunk_size(HW, 1, std::max<int64_t>(1, 16 / int64_t(channels.size())),
-                                        std::max<int64_t>(1, 16384 / out[1]));
+    // A tile writes whole output pixels (every input's channels of a pixel range): tiles of
+    // equal work (per-input tiles were as unequal as the inputs' channel counts, leaving one
+    // thread with the big input) and each thread's output one contiguous range. ~32 KiB read
+    // and written per tile.
+    std::vector<int> fn(channels.size(), -1);
+    std::vector<int64_t> ss(channels.size(), -1);
     for (size_t i = 0; i < channels.size(); ++i) {
       const int64_t C = channels[i];
       k->src_img_.push_back(C * HW);
       if (C > 0) {
-        auto it =
-            std::find_if(fn_of_c.begin(), fn_of_c.end(), [&](auto& p) { return p.first == C; });
-        int fn = it != fn_of_c.end() ? it->second
-                 : affine            ? build_row_affine(b, C, C, out[1], false, affine->post)
-                                     : build_pixel_copy(b, C, out[1]);
-        if (it == fn_of_c.end()) fn_of_c.push_back({C, fn});
-        const int64_t ss = affine ? coefs(c0, C) : -1;
-        for (int64_t p = 0; p < HW; p += pc)
-          k->per_image_.push_back({int(i), fn, p * C, p * out[1] + c0, std::min(pc, HW - p), ss});
+        for (size_t j = 0; j < i && fn[i] < 0; ++j)
+          if (channels[j] == C) fn[i] = fn[j];
+        if (fn[i] < 0)
+          fn[i] = affine ? build_row_affine(b, C, C, out[1], false, affine->post)
+                         : build_pixel_copy(b, C, out[1]);
+        if (affine) ss[i] = coefs(c0, C);
       }
       c0 += C;
+    }
+    const int64_t pc = glue::chunk_size(HW, 1, 64, std::max<int64_t>(1, 4096 / out[1]));
+    for (int64_t p = 0; p < HW; p += pc) {
+      c0 = 0;
+      for (size_t i = 0; i < channels.size(); ++i) {
+        const int64_t C = channels[i];
+        if (C > 0)
+          k->per_image_.push_back(
+              {int(i), fn[i], p * C, p * out[1] + c0, std::min(pc, HW - p), ss[i]});
+        c0 += C;
+      }
+      k->end_group();
     }
   } else if (affine) {
     // One row per pixel and block: whole blocks, and the last input's partial one (pad lanes
@@ -263,9 +281,11 @@ std::unique_ptr<Kernel> create_concat_kernel(const Shape& out, const std::vector
       for (int64_t j = 0; j < C; j += B) {
         const int64_t ss = coefs(c0 + j, B);
         const int fn = c0 + j + B > total ? part : full;
-        for (int64_t p = 0; p < HW; p += pc)
+        for (int64_t p = 0; p < HW; p += pc) {
           k->per_image_.push_back(
               {int(i), fn, j * HW + p * B, (c0 + j) * HW + p * B, std::min(pc, HW - p), ss});
+          k->end_group();
+        }
       }
       c0 += C;
     }
@@ -276,8 +296,10 @@ std::unique_ptr<Kernel> create_concat_kernel(const Shape& out, const std::vector
       const int64_t elems = round_up(C, B) * HW;  // only the last input can be padded
       k->src_img_.push_back(elems);
       const int64_t chunk = glue::chunk_size(elems, 4 * b.width(), 16, 16384);
-      for (int64_t o = 0; o < elems; o += chunk)
+      for (int64_t o = 0; o < elems; o += chunk) {
         k->per_image_.push_back({int(i), 0, o, c0 * HW + o, std::min(chunk, elems - o)});
+        k->end_group();
+      }
       c0 += C;
     }
   }
