@@ -59,7 +59,10 @@ class Lowering {
     for (size_t c = 0; c < g_.nodes.size(); ++c) {
       const Node& n = g_.nodes[c];
       const Label& l = sel_.nodes[c].label;
-      if (l.kind != LabelKind::concat || l.in == Layout::nhwc || n.outputs.size() != 1) continue;
+      // (A Concat carrying a fused BatchNormalization, graph/fuse.cpp, computes: it must run.)
+      if (l.kind != LabelKind::concat || l.in == Layout::nhwc || n.outputs.size() != 1 ||
+          n.has("affine_scale"))
+        continue;
       const Shape& ys = g_.value(n.outputs[0]).shape;
       if (ys.size() != 4 || ys[0] != 1) continue;
       std::vector<std::pair<ValueId, int64_t>> views;
