@@ -252,6 +252,7 @@ std::string report_one(const Args& a, Bench& b) {
       sel.optimal ? " (proven optimal)" : "", sel.solve_ms, (long long)sel.cache_hits,
       (long long)sel.cache_misses, sel.plan_from_cache ? ", plan from cache" : "",
       sel.measurements);
+  std::printf("%s\n", accuracy_summary(sel).c_str());
   const double other_ms = other_load_ms(ls);
   std::printf("load_ms: %.3f  (%s)\n", load_ms, breakdown_str(ls).c_str());
   double reload_min = 0, reload_p50 = 0;
