@@ -595,15 +595,12 @@ class Selector {
     return r;
   }
 
-  // The probe's output with each of `nodes` on family f instead (same layouts when f offers
-  // them, else f's fastest measured label; nodes f cannot run keep direct). The chosen labels
-  // and kernels are put back afterwards. Empty when the model cannot be probed.
-  std::vector<float> probe_with(const std::vector<size_t>& nodes, ConvFamily f) {
-    std::vector<std::pair<Label, std::unique_ptr<Kernel>>> saved;
-    std::vector<std::pair<Label, std::unique_ptr<Kernel>>> swap(nodes.size());
-    std::vector<std::string> why(nodes.size());
-    auto pick = [&](size_t i, ConvFamily fam) -> std::optional<Label> {
-      const Label& cur = sel_.nodes[i].label;
+  // An exact stand-in for node i's lossy label: family f (else direct) in the same layouts
+  // when offered, else its fastest measured label of that family; built once per label.
+  std::pair<Label, std::unique_ptr<Kernel>>& stand_in(size_t i, ConvFamily f) {
+    const Label& cur = sel_.nodes[i].label;
+    std::string why;
+    for (ConvFamily fam : {f, ConvFamily::direct}) {
       std::optional<Label> best;
       double best_ms = kInf;
       for (size_t k = 0; k < cands_[i].size(); ++k) {
@@ -613,35 +610,23 @@ class Selector {
         const double ms = same ? -1 : cost_[i][k];  // the same layouts first
         if (!best || ms < best_ms) best = l, best_ms = ms;
       }
-      return best;
-    };
-    auto build = [&](size_t k) {
-      const size_t i = nodes[k];
-      for (ConvFamily fam : {f, ConvFamily::direct}) {
-        auto l = pick(i, fam);
-        if (!l) continue;
-        Instance inst = instantiate(g_, int(i), *l, o_.isa, &why[k]);
-        if (inst.kernel) return void(swap[k] = {*l, std::move(inst.kernel)});
-      }
-    };
-    if (o_.threads <= 1 || nodes.size() < 2) {
-      for (size_t k = 0; k < nodes.size(); ++k) build(k);
-    } else {
-      const int log_level = LogScope::current();
-      shared_arena(o_.threads).execute([&] {
-        tbb::parallel_for(size_t(0), nodes.size(), [&](size_t k) {
-          LogScope scope(log_level);
-          build(k);
-        });
-      });
+      if (!best) continue;
+      auto& slot = stand_ins_[{i, best->key()}];
+      if (!slot.second) slot = {*best, instantiate(g_, int(i), *best, o_.isa, &why).kernel};
+      if (slot.second) return slot;
     }
-    for (size_t k = 0; k < nodes.size(); ++k)
-      if (!swap[k].second)
-        fail(Code::internal, g_.nodes[nodes[k]].where() + ": no exact conv applies: " + why[k]);
+    fail(Code::internal, g_.nodes[i].where() + ": no exact conv applies: " + why);
+  }
+
+  // The probe's output with each of `nodes` on its exact stand-in of family f; the chosen
+  // labels and kernels are put back afterwards. Empty when the model cannot be probed.
+  std::vector<float> probe_with(const std::vector<size_t>& nodes, ConvFamily f) {
+    std::vector<std::pair<Label, std::unique_ptr<Kernel>>*> swap;
+    for (size_t i : nodes) swap.push_back(&stand_in(i, f));
     auto exchange = [&] {
       for (size_t k = 0; k < nodes.size(); ++k) {
-        std::swap(sel_.nodes[nodes[k]].label, swap[k].first);
-        std::swap(sel_.kernels[nodes[k]], swap[k].second);
+        std::swap(sel_.nodes[nodes[k]].label, swap[k]->first);
+        std::swap(sel_.kernels[nodes[k]], swap[k]->second);
       }
     };
     exchange();
@@ -659,12 +644,13 @@ class Selector {
 
   // Accuracy::guarded. The probe runs the plan (y), the plan with its lossy convs on direct
   // (y_d) and on im2col (y_i), two exact families that round differently. |y - y_d| holds the
-  // lossy layers' error and direct's own on those layers, |y_d - y_i| twice the latter, so
-  // sqrt(|y - y_d|^2 - |y_d - y_i|^2) estimates what the lossy families add beyond exact
-  // rounding. While that exceeds the budget, lossy nodes are demoted to exact families - those
-  // that save least time per unit of transform error first, as many as the estimate predicts
-  // (independent layers' errors add in quadrature) - and the network is solved and probed
-  // again. Measurements behind this: bench/NOTES.md, "accuracy guard".
+  // lossy layers' error and direct's own on those layers, |y_d - y_i| about twice the latter,
+  // so sqrt(|y - y_d|^2 - |y_d - y_i|^2) estimates what the lossy families add beyond exact
+  // rounding. While that exceeds the budget, each lossy layer's share is measured once (the
+  // plan with only that layer lossy, against y_d), the layers saving least time per unit of
+  // their share are demoted until the rest is predicted within the budget (shares add in
+  // quadrature), and the network is solved and probed again. Measurements behind this:
+  // bench/NOTES.md, "accuracy guard".
   void guard() {
     std::vector<size_t> lossy = lossy_nodes();
     if (lossy.empty()) return;
@@ -672,73 +658,102 @@ class Selector {
     const double budget = o_.accuracy_budget;
     std::vector<float> y_d = probe_with(lossy, ConvFamily::direct);
     std::vector<float> y_i = y_d.empty() ? y_d : probe_with(lossy, ConvFamily::im2col);
-    const double exact_noise = relative_error(y_i, y_d);
+    const double noise = relative_error(y_i, y_d);
+    auto added = [&](double e) { return std::sqrt(std::max(0.0, e * e - noise * noise)); };
     while (!lossy.empty()) {
-      double added = kInf;
+      std::vector<double> share(lossy.size(), kInf);
       if (!y_d.empty()) {
         const std::vector<float> y = o_.probe(sel_);
         ++sel_.probes;
         const double e = relative_error(y, y_d);
-        added = std::sqrt(std::max(0.0, e * e - exact_noise * exact_noise));
         if (!std::isfinite(e)) {
           log_warn("accuracy guard: the probe's output is not finite; the plan is kept");
           break;
         }
-        sel_.probe_error = added;
+        sel_.probe_error = added(e);
         log_info(
             "accuracy guard: {} lossy convs differ by {:.2e} from exact ones, which differ by "
             "{:.2e} among themselves: {:.2e} added (budget {:.1e})",
-            lossy.size(), e, exact_noise, added, budget);
-        if (added <= budget) break;
+            lossy.size(), e, noise, sel_.probe_error, budget);
+        if (sel_.probe_error <= budget) break;
+        // Each layer's share: measured once per node (the plan with only that layer lossy:
+        // against y_d it differs by the layer's transform error and direct's own rounding on
+        // that layer, about noise^2 / n), then scaled by the family's transform_error weight
+        // when the node moves to a milder family, and all together to the measured total.
+        double sum2 = 0;
+        for (size_t k = 0; k < lossy.size(); ++k) {
+          const size_t i = lossy[k];
+          const double w = transform_error(sel_.nodes[i].label);
+          auto m = shares_.find(i);
+          if (m == shares_.end()) {
+            std::vector<size_t> others = lossy;
+            others.erase(others.begin() + std::ptrdiff_t(k));
+            const double e = relative_error(probe_with(others, ConvFamily::direct), y_d);
+            const double n2 = noise * noise / double(lossy.size());
+            m = shares_.emplace(i, std::make_pair(w, std::sqrt(std::max(0.0, e * e - n2)))).first;
+            log_debug("accuracy guard: {} ({}) adds {:.2e} alone", g_.nodes[i].where(),
+                      sel_.nodes[i].label.key(), m->second.second);
+          }
+          share[k] = m->second.second * w / m->second.first;
+          sum2 += share[k] * share[k];
+        }
+        const double scale = sum2 > 0 ? sel_.probe_error / std::sqrt(sum2) : 1;
+        for (double& x : share) x = sum2 > 0 ? x * scale : kInf;
       } else {
         log_info(
             "accuracy guard: the model cannot be probed (an input is not f32): exact "
             "families only");
       }
-      demote(lossy, added / budget);
+      demote(lossy, share, budget);
       solve_and_build();
       lossy = lossy_nodes();
       if (lossy.empty()) sel_.probe_error = 0;
     }
+    stand_ins_.clear();
+    shares_.clear();
     sel_.guard_ms = ms_since(t0);
   }
 
-  // Forbids lossy labels on the lossy nodes that save least time per unit of transform error
-  // until the rest is predicted within the budget: `over` = measured / budget, and errors add
-  // in quadrature, so the weights kept may sum (squared) to 1/over^2 of today's, with a 20%
-  // margin. At least one node is demoted.
-  void demote(const std::vector<size_t>& lossy, double over) {
+  // Demotes the lossy nodes that save least time per unit of their error share (squared:
+  // shares add in quadrature) until the rest sum within (budget / 1.2)^2; at least one. A
+  // demoted node loses its label's family and every family adding as much error or more.
+  void demote(const std::vector<size_t>& lossy, const std::vector<double>& share, double budget) {
     struct Item {
       size_t node;
-      double weight, saves;  // transform error weight; ms saved over the best exact label
+      double err2, saves;  // squared error share; ms saved over the best exact label
     };
     std::vector<Item> items;
     double total = 0;
-    for (size_t i : lossy) {
-      const double w = transform_error(sel_.nodes[i].label);
+    for (size_t k = 0; k < lossy.size(); ++k) {
+      const size_t i = lossy[k];
       double exact = kInf;
-      for (size_t k = 0; k < cands_[i].size(); ++k)
-        if (transform_error(cands_[i][k]) == 0) exact = std::min(exact, cost_[i][k]);
-      items.push_back({i, w, exact - sel_.nodes[i].ms});
-      total += w * w;
+      for (size_t c = 0; c < cands_[i].size(); ++c)
+        if (transform_error(cands_[i][c]) == 0) exact = std::min(exact, cost_[i][c]);
+      // (Finite, so that the order below is one: an unmeasured exact label saves "a lot", a
+      // share not measured weighs "a lot".)
+      const double e2 = std::isfinite(share[k]) ? share[k] * share[k] : 1e9;
+      items.push_back({i, e2, std::min(exact - sel_.nodes[i].ms, 1e9)});
+      total += e2;
     }
-    std::sort(items.begin(), items.end(),
-              [](const Item& a, const Item& b) { return a.saves / a.weight < b.saves / b.weight; });
-    const double keep = std::isfinite(over) ? total / (over * over * 1.44) : 0;
+    std::sort(items.begin(), items.end(), [](const Item& a, const Item& b) {
+      return a.saves * b.err2 < b.saves * a.err2;  // a.saves / a.err2 < b.saves / b.err2
+    });
+    const double keep = budget * budget / 1.44;
     for (size_t k = 0; k < items.size(); ++k) {
       if (k > 0 && total <= keep) break;
-      total -= items[k].weight * items[k].weight;
+      total -= items[k].err2;
       const size_t i = items[k].node;
+      const double w = transform_error(sel_.nodes[i].label);
       bool exact_left = false;
       for (size_t c = 0; c < cands_[i].size(); ++c) {
-        if (transform_error(cands_[i][c]) > 0) cost_[i][c] = kInf;
-        exact_left |= std::isfinite(cost_[i][c]);
+        if (transform_error(cands_[i][c]) >= w) cost_[i][c] = kInf;
+        exact_left |= transform_error(cands_[i][c]) == 0 && std::isfinite(cost_[i][c]);
       }
       // Exact convs the fast tuning did not measure (the model found them far slower): timed
       // now, or the model's estimate once the profiling budget is spent.
       for (size_t c = 0; c < cands_[i].size() && !exact_left; ++c) {
         const Label& l = cands_[i][c];
-        if (l.kind != LabelKind::conv) continue;
+        if (l.kind != LabelKind::conv || transform_error(l) > 0) continue;
         const double est = heuristic_ms(g_, int(i), l, o_.isa, o_.threads);
         std::optional<double> ms;
         if (tune_ != TuneMode::none) ms = measure(int(i), l, est);
@@ -874,6 +889,9 @@ class Selector {
   std::vector<std::vector<double>> cost_;
   std::map<std::pair<std::string, std::string>, double> reorder_memo_;
   std::vector<std::pair<Label, std::unique_ptr<Kernel>>> kept_;  // per node, see measure()
+  // The guard's exact stand-ins by (node, label key), see stand_in().
+  std::map<std::pair<size_t, std::string>, std::pair<Label, std::unique_ptr<Kernel>>> stand_ins_;
+  std::map<size_t, std::pair<double, double>> shares_;  // guard: node -> (weight, error share)
   std::vector<double> kept_ms_;
   std::vector<std::pair<Code, std::string>> failure_;      // per node: the last label's failure
   Clock::time_point deadline_ = Clock::time_point::max();  // end of this load's profiling
