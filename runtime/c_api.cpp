@@ -163,8 +163,9 @@ kiln::SessionOptions convert_options(const kiln_options* o) {
     so.profile_budget_ms = o->profile_budget_ms;
   }
   if (o->struct_size >= kOptionsV4Size) {
-    const int32_t acc = enum_field(o->accuracy, "accuracy", KILN_ACCURACY_DEFAULT,
-                                   KILN_ACCURACY_FAST, "a kiln_accuracy value");
+    const int32_t acc =
+        enum_field(o->accuracy, "accuracy", KILN_ACCURACY_DEFAULT, KILN_ACCURACY_FAST,
+                   "a kiln_accuracy value: 0 default, 1 strict or 2 fast");
     if (acc == KILN_ACCURACY_STRICT) so.accuracy = kiln::Accuracy::strict;
     if (acc == KILN_ACCURACY_FAST) so.accuracy = kiln::Accuracy::fast;
   }
