@@ -735,8 +735,9 @@ class Selector {
       items.push_back({i, e2, std::min(exact - sel_.nodes[i].ms, 1e9)});
       total += e2;
     }
-    std::sort(items.begin(), items.end(), [](const Item& a, const Item& b) {
-      return a.saves * b.err2 < b.saves * a.err2;  // a.saves / a.err2 < b.saves / b.err2
+    auto per_err = [](const Item& x) { return x.saves / std::max(x.err2, 1e-30); };
+    std::sort(items.begin(), items.end(), [&](const Item& a, const Item& b) {
+      return std::make_pair(per_err(a), a.node) < std::make_pair(per_err(b), b.node);
     });
     const double keep = budget * budget / 1.44;
     for (size_t k = 0; k < items.size(); ++k) {
