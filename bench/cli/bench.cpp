@@ -302,7 +302,9 @@ std::string report_one(const Args& a, Bench& b) {
   f << "{\n  \"model\": " << json_escape(a.model)
     << ",\n  \"strategy\": " << json_escape(strategy_name(sel.strategy))
     << ",\n  \"tune\": " << json_escape(tune_mode_name(sel.tune))
-    << ",\n  \"threads\": " << a.threads << ",\n  \"threads_used\": " << s->threads()
+    << ",\n  \"accuracy\": " << json_escape(accuracy_name(sel.accuracy))
+    << ",\n  \"guard_ms\": " << sel.guard_ms << ",\n  \"threads\": " << a.threads
+    << ",\n  \"threads_used\": " << s->threads()
     << ",\n  \"isa\": " << json_escape(isa_name(s->isa()))
     << ",\n  \"reference\": " << (a.reference ? "true" : "false")
     << ",\n  \"batch\": " << session_batch(*s) << ",\n  \"runs\": " << lat.size()
