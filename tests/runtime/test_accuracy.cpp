@@ -205,3 +205,37 @@ TEST_CASE("the tuning cache keeps plans apart per accuracy mode") {
   CHECK(fast2->selection().plan_from_cache);
   CHECK(lossy_nodes(fast2->selection()) == lossy_nodes(first->selection()));
 }
+
+TEST_CASE("a model the guard cannot probe (an int64 input) gets exact families only") {
+  kiln::test::OnnxBuilder b;
+  b.input("x", {1, 8, 20, 20});
+  b.input("idx", {2}, onnx::TensorProto::INT64);
+  std::mt19937 rng(3);
+  std::normal_distribution<float> w(0.f, 0.1f);
+  int64_t ic = 8;
+  std::string cur = "x";
+  for (int l = 0; l < 2; ++l) {
+    std::vector<float> wv(size_t(32 * ic * 9));
+    for (float& v : wv) v = w(rng);
+    const std::string n = std::to_string(l);
+    b.init_f("w" + n, {32, ic, 3, 3}, wv);
+    auto& c = b.node("Conv", {cur, "w" + n}, {"c" + n});
+    kiln::test::OnnxBuilder::attr_ints(c, "kernel_shape", {3, 3});
+    kiln::test::OnnxBuilder::attr_ints(c, "pads", {1, 1, 1, 1});
+    cur = "c" + n;
+    ic = 32;
+  }
+  b.init_f("table", {4, 3}, std::vector<float>(12, 1.f));
+  b.node("Gather", {"table", "idx"}, {"z"});
+  b.output(cur).output("z");
+  const std::string m = b.bytes();
+  kiln::SessionOptions o;
+  o.threads = 1;
+  o.tune = kiln::TuneMode::none;
+  o.accuracy = Accuracy::fast;
+  REQUIRE(lossy_nodes(load(m, o)->selection()) > 0);
+  o.accuracy = Accuracy::guarded;
+  auto s = load(m, o);
+  CHECK(lossy_nodes(s->selection()) == 0);
+  CHECK(s->selection().demoted > 0);
+}
