@@ -55,9 +55,11 @@ static_assert(int(kiln::DType::f32) == KILN_DTYPE_F32 && int(kiln::DType::i64) =
 // Size of the first published kiln_options. When fields are appended, keep this constant and
 // read a new field only when struct_size covers it.
 constexpr size_t kOptionsV1Size = offsetof(kiln_options, strategy);
-// Version 2 appended strategy and disable_cache; version 3 profile_budget_ms.
+// Version 2 appended strategy and disable_cache; version 3 profile_budget_ms; version 4
+// accuracy.
 constexpr size_t kOptionsV2Size = offsetof(kiln_options, disable_cache) + sizeof(int32_t);
 constexpr size_t kOptionsV3Size = offsetof(kiln_options, profile_budget_ms) + sizeof(double);
+constexpr size_t kOptionsV4Size = offsetof(kiln_options, accuracy) + sizeof(int32_t);
 
 // Returned when even allocating a status fails; kiln_status_release never frees it.
 kiln_status g_oom_status{KILN_OUT_OF_MEMORY, "out of memory"};
@@ -159,6 +161,13 @@ kiln::SessionOptions convert_options(const kiln_options* o) {
                  "options->profile_budget_ms must be 0 (the default) or a positive number of "
                  "milliseconds up to 1e9");
     so.profile_budget_ms = o->profile_budget_ms;
+  }
+  if (o->struct_size >= kOptionsV4Size) {
+    const int32_t acc =
+        enum_field(o->accuracy, "accuracy", KILN_ACCURACY_DEFAULT, KILN_ACCURACY_FAST,
+                   "a kiln_accuracy value: 0 default, 1 strict or 2 fast");
+    if (acc == KILN_ACCURACY_STRICT) so.accuracy = kiln::Accuracy::strict;
+    if (acc == KILN_ACCURACY_FAST) so.accuracy = kiln::Accuracy::fast;
   }
   return so;
 }
@@ -370,6 +379,7 @@ KILN_API kiln_status* kiln_options_init(kiln_options* options) {
     options->strategy = 0;
     options->disable_cache = 0;
     options->profile_budget_ms = 0;
+    options->accuracy = 0;
   });
 }
 

@@ -39,12 +39,29 @@ bool is4d(const Graph& g, ValueId v) {
   return v != kNoValue && g.value(v).shape.size() == 4;
 }
 
+// The weight of the rounding error a label's transforms add (0: exact; conv_families.h).
+double transform_error(const Label& l) {
+  return l.kind == LabelKind::conv ? conv_family(l.conv.family).transform_error : 0;
+}
+
+// max|y - ref| / max|ref| (max|y - ref| when ref is all zeros).
+double relative_error(const std::vector<float>& y, const std::vector<float>& ref) {
+  double diff = 0, scale = 0;
+  for (size_t i = 0; i < y.size() && i < ref.size(); ++i) {
+    diff = std::max(diff, std::fabs(double(y[i]) - double(ref[i])));
+    scale = std::max(scale, std::fabs(double(ref[i])));
+  }
+  return scale > 0 ? diff / scale : diff;
+}
+
 // The plan-cache key: everything the choice depends on besides the cache context (CPU, ISA,
-// threads, build) — strategy, tuning mode and the optimised graph's structure and problems.
+// threads, build) — strategy, tuning mode, accuracy mode and the optimised graph's structure
+// and problems. (Kernel times are shared by every accuracy mode: they do not depend on it.)
 // Weight values do not change the choice, so the multi-hundred-MB weights are never hashed.
 std::string model_key(const Graph& g, const SelectOptions& o) {
   uint64_t h = fnv1a64(std::string(strategy_name(o.strategy)) + "/" + tune_mode_name(o.tune) + "/" +
-                       std::to_string(o.force_family ? int(*o.force_family) : -1));
+                       std::to_string(o.force_family ? int(*o.force_family) : -1) + "/" +
+                       accuracy_name(o.accuracy));
   for (size_t i = 0; i < g.nodes.size(); ++i) {
     h = fnv1a64(node_problem(g, int(i)), h);
     for (ValueId v : g.nodes[i].inputs) h = fnv1a64(std::to_string(v) + ",", h);
@@ -75,6 +92,11 @@ class Selector {
  public:
   Selector(const Graph& g, const SelectOptions& o) : g_(g), o_(o), prof_(o.threads) {
     tune_ = o.strategy == Strategy::heuristic ? TuneMode::none : o.tune;
+    if (o.accuracy == Accuracy::strict && o.force_family &&
+        conv_family(*o.force_family).transform_error > 0)
+      fail(Code::invalid_argument, std::string("conv family '") +
+                                       conv_family_name(*o.force_family) +
+                                       "' adds rounding error: accuracy 'strict' excludes it");
     int64_t weight_bytes = 0;
     for (const Value& v : g.values)
       if (v.is_const()) weight_bytes += int64_t(v.constant->nbytes());
@@ -91,13 +113,20 @@ class Selector {
     const size_t nn = g_.nodes.size();
     sel_.strategy = o_.strategy;
     sel_.tune = tune_;
+    sel_.accuracy = o_.accuracy;
     sel_.nodes.resize(nn);
     sel_.kernels.resize(nn);
     cands_.resize(nn);
     kept_.resize(nn);
     failure_.assign(nn, {Code::internal, std::string()});
     kept_ms_.assign(nn, kInf);
-    for (size_t i = 0; i < nn; ++i) cands_[i] = candidate_labels(g_, int(i), o_.isa, o_.reference);
+    for (size_t i = 0; i < nn; ++i) {
+      cands_[i] = candidate_labels(g_, int(i), o_.isa, o_.reference);
+      if (o_.accuracy == Accuracy::strict)
+        cands_[i].erase(std::remove_if(cands_[i].begin(), cands_[i].end(),
+                                       [](const Label& l) { return transform_error(l) > 0; }),
+                        cands_[i].end());
+    }
     if (o_.force_family) force_family();
     const std::string key = model_key(g_, o_);
     if (o_.cache && from_cached_plan(key)) return std::move(sel_);
@@ -105,8 +134,24 @@ class Selector {
     auto t0 = Clock::now();
     measure_nodes();
     sel_.profile_ms = ms_since(t0);
-    // Build the chosen kernels; a label whose factory refuses it (possible only with
-    // model costs, which never instantiate) is made illegal and the choice redone.
+    solve_and_build();
+    // A forced family is a test's or a benchmark's explicit choice: the guard leaves it.
+    if (o_.accuracy == Accuracy::guarded && o_.probe && !o_.force_family) guard();
+    if (o_.cache) {
+      // A plan partly chosen by the cost model for lack of time is not kept: the next load
+      // takes the times measured so far from the cache, measures more and solves again.
+      if (sel_.over_budget == 0) o_.cache->put_plan(key, serialize());
+      o_.cache->flush();
+    }
+    return std::move(sel_);
+  }
+
+ private:
+  // Solves for the current costs and builds the chosen kernels; a label whose factory refuses
+  // it (possible only with model costs, which never instantiate) is made illegal and the
+  // choice redone.
+  void solve_and_build() {
+    const size_t nn = g_.nodes.size();
     for (int attempt = 0;; ++attempt) {
       auto t1 = Clock::now();
       const double profiled = sel_.profile_ms;  // conversions are timed lazily while solving
@@ -139,16 +184,8 @@ class Selector {
       if (ok) break;
       if (attempt > 32) fail(Code::internal, "label selection did not converge");
     }
-    if (o_.cache) {
-      // A plan partly chosen by the cost model for lack of time is not kept: the next load
-      // takes the times measured so far from the cache, measures more and solves again.
-      if (sel_.over_budget == 0) o_.cache->put_plan(key, serialize());
-      o_.cache->flush();
-    }
-    return std::move(sel_);
   }
 
- private:
   // Conv nodes keep only the forced family's labels that really apply (checked by building
   // them), plus the reference fallback; nodes it does not apply to keep all candidates.
   void force_family() {
@@ -549,6 +586,186 @@ class Selector {
     return choice;
   }
 
+  // --- accuracy guard ---------------------------------------------------------------------
+
+  std::vector<size_t> lossy_nodes() const {
+    std::vector<size_t> r;
+    for (size_t i = 0; i < sel_.nodes.size(); ++i)
+      if (transform_error(sel_.nodes[i].label) > 0) r.push_back(i);
+    return r;
+  }
+
+  // An exact stand-in for node i's lossy label: family f (else direct) in the same layouts
+  // when offered, else its fastest measured label of that family; built once per label.
+  std::pair<Label, std::unique_ptr<Kernel>>& stand_in(size_t i, ConvFamily f) {
+    const Label& cur = sel_.nodes[i].label;
+    std::string why;
+    for (ConvFamily fam : {f, ConvFamily::direct}) {
+      std::optional<Label> best;
+      double best_ms = kInf;
+      for (size_t k = 0; k < cands_[i].size(); ++k) {
+        const Label& l = cands_[i][k];
+        if (l.kind != LabelKind::conv || l.conv.family != fam) continue;
+        const bool same = l.conv.src == cur.conv.src && l.conv.dst == cur.conv.dst;
+        const double ms = same ? -1 : cost_[i][k];  // the same layouts first
+        if (!best || ms < best_ms) best = l, best_ms = ms;
+      }
+      if (!best) continue;
+      auto& slot = stand_ins_[{i, best->key()}];
+      if (!slot.second) slot = {*best, instantiate(g_, int(i), *best, o_.isa, &why).kernel};
+      if (slot.second) return slot;
+    }
+    fail(Code::internal, g_.nodes[i].where() + ": no exact conv applies: " + why);
+  }
+
+  // The probe's output with each of `nodes` on its exact stand-in of family f; the chosen
+  // labels and kernels are put back afterwards. Empty when the model cannot be probed.
+  std::vector<float> probe_with(const std::vector<size_t>& nodes, ConvFamily f) {
+    std::vector<std::pair<Label, std::unique_ptr<Kernel>>*> swap;
+    for (size_t i : nodes) swap.push_back(&stand_in(i, f));
+    auto exchange = [&] {
+      for (size_t k = 0; k < nodes.size(); ++k) {
+        std::swap(sel_.nodes[nodes[k]].label, swap[k]->first);
+        std::swap(sel_.kernels[nodes[k]], swap[k]->second);
+      }
+    };
+    exchange();
+    std::vector<float> y;
+    try {
+      y = o_.probe(sel_);
+    } catch (...) {
+      exchange();
+      throw;
+    }
+    exchange();
+    ++sel_.probes;
+    return y;
+  }
+
+  // Accuracy::guarded. The probe runs the plan (y), the plan with its lossy convs on direct
+  // (y_d) and on im2col (y_i), two exact families that round differently. |y - y_d| holds the
+  // lossy layers' error and direct's own on those layers, |y_d - y_i| about twice the latter,
+  // so sqrt(|y - y_d|^2 - |y_d - y_i|^2) estimates what the lossy families add beyond exact
+  // rounding. While that exceeds the budget, each lossy layer's share is measured once (the
+  // plan with only that layer lossy, against y_d), the layers saving least time per unit of
+  // their share are demoted until the rest is predicted within the budget (shares add in
+  // quadrature), and the network is solved and probed again. Measurements behind this:
+  // bench/NOTES.md, "accuracy guard".
+  void guard() {
+    std::vector<size_t> lossy = lossy_nodes();
+    if (lossy.empty()) return;
+    const auto t0 = Clock::now();
+    const double budget = o_.accuracy_budget;
+    std::vector<float> y_d = probe_with(lossy, ConvFamily::direct);
+    std::vector<float> y_i = y_d.empty() ? y_d : probe_with(lossy, ConvFamily::im2col);
+    const double noise = relative_error(y_i, y_d);
+    auto added = [&](double e) { return std::sqrt(std::max(0.0, e * e - noise * noise)); };
+    while (!lossy.empty()) {
+      std::vector<double> share(lossy.size(), kInf);
+      if (!y_d.empty()) {
+        const std::vector<float> y = o_.probe(sel_);
+        ++sel_.probes;
+        const double e = relative_error(y, y_d);
+        if (!std::isfinite(e)) {
+          log_warn("accuracy guard: the probe's output is not finite; the plan is kept");
+          break;
+        }
+        sel_.probe_error = added(e);
+        log_info(
+            "accuracy guard: {} lossy convs differ by {:.2e} from exact ones, which differ by "
+            "{:.2e} among themselves: {:.2e} added (budget {:.1e})",
+            lossy.size(), e, noise, sel_.probe_error, budget);
+        if (sel_.probe_error <= budget) break;
+        // Each layer's share: measured once per node (the plan with only that layer lossy:
+        // against y_d it differs by the layer's transform error and direct's own rounding on
+        // that layer, about noise^2 / n), then scaled by the family's transform_error weight
+        // when the node moves to a milder family, and all together to the measured total.
+        double sum2 = 0;
+        for (size_t k = 0; k < lossy.size(); ++k) {
+          const size_t i = lossy[k];
+          const double w = transform_error(sel_.nodes[i].label);
+          auto m = shares_.find(i);
+          if (m == shares_.end()) {
+            std::vector<size_t> others = lossy;
+            others.erase(others.begin() + std::ptrdiff_t(k));
+            const double e = relative_error(probe_with(others, ConvFamily::direct), y_d);
+            const double n2 = noise * noise / double(lossy.size());
+            m = shares_.emplace(i, std::make_pair(w, std::sqrt(std::max(0.0, e * e - n2)))).first;
+            log_debug("accuracy guard: {} ({}) adds {:.2e} alone", g_.nodes[i].where(),
+                      sel_.nodes[i].label.key(), m->second.second);
+          }
+          share[k] = m->second.second * w / m->second.first;
+          sum2 += share[k] * share[k];
+        }
+        const double scale = sum2 > 0 ? sel_.probe_error / std::sqrt(sum2) : 1;
+        for (double& x : share) x = sum2 > 0 ? x * scale : kInf;
+      } else {
+        log_info(
+            "accuracy guard: the model cannot be probed (an input is not f32): exact "
+            "families only");
+      }
+      demote(lossy, share, budget);
+      solve_and_build();
+      lossy = lossy_nodes();
+      if (lossy.empty()) sel_.probe_error = 0;
+    }
+    stand_ins_.clear();
+    shares_.clear();
+    sel_.guard_ms = ms_since(t0);
+  }
+
+  // Demotes the lossy nodes that save least time per unit of their error share (squared:
+  // shares add in quadrature) until the rest sum within (budget / 1.2)^2; at least one. A
+  // demoted node loses its label's family and every family adding as much error or more.
+  void demote(const std::vector<size_t>& lossy, const std::vector<double>& share, double budget) {
+    struct Item {
+      size_t node;
+      double err2, saves;  // squared error share; ms saved over the best exact label
+    };
+    std::vector<Item> items;
+    double total = 0;
+    for (size_t k = 0; k < lossy.size(); ++k) {
+      const size_t i = lossy[k];
+      double exact = kInf;
+      for (size_t c = 0; c < cands_[i].size(); ++c)
+        if (transform_error(cands_[i][c]) == 0) exact = std::min(exact, cost_[i][c]);
+      // (Finite, so that the order below is one: an unmeasured exact label saves "a lot", a
+      // share not measured weighs "a lot".)
+      const double e2 = std::isfinite(share[k]) ? share[k] * share[k] : 1e9;
+      items.push_back({i, e2, std::min(exact - sel_.nodes[i].ms, 1e9)});
+      total += e2;
+    }
+    auto per_err = [](const Item& x) { return x.saves / std::max(x.err2, 1e-30); };
+    std::sort(items.begin(), items.end(), [&](const Item& a, const Item& b) {
+      return std::make_pair(per_err(a), a.node) < std::make_pair(per_err(b), b.node);
+    });
+    const double keep = budget * budget / 1.44;
+    for (size_t k = 0; k < items.size(); ++k) {
+      if (k > 0 && total <= keep) break;
+      total -= items[k].err2;
+      const size_t i = items[k].node;
+      const double w = transform_error(sel_.nodes[i].label);
+      bool exact_left = false;
+      for (size_t c = 0; c < cands_[i].size(); ++c) {
+        if (transform_error(cands_[i][c]) >= w) cost_[i][c] = kInf;
+        exact_left |= transform_error(cands_[i][c]) == 0 && std::isfinite(cost_[i][c]);
+      }
+      // Exact convs the fast tuning did not measure (the model found them far slower): timed
+      // now, or the model's estimate once the profiling budget is spent.
+      for (size_t c = 0; c < cands_[i].size() && !exact_left; ++c) {
+        const Label& l = cands_[i][c];
+        if (l.kind != LabelKind::conv || transform_error(l) > 0) continue;
+        const double est = heuristic_ms(g_, int(i), l, o_.isa, o_.threads);
+        std::optional<double> ms;
+        if (tune_ != TuneMode::none) ms = measure(int(i), l, est);
+        cost_[i][c] = ms ? *ms : est;
+        exact_left = std::isfinite(cost_[i][c]);
+      }
+      ++sel_.demoted;
+      log_debug("accuracy guard: {} leaves {}", g_.nodes[i].where(), sel_.nodes[i].label.key());
+    }
+  }
+
   // --- plan cache -------------------------------------------------------------------------
 
   std::string serialize() const {
@@ -673,6 +890,9 @@ class Selector {
   std::vector<std::vector<double>> cost_;
   std::map<std::pair<std::string, std::string>, double> reorder_memo_;
   std::vector<std::pair<Label, std::unique_ptr<Kernel>>> kept_;  // per node, see measure()
+  // The guard's exact stand-ins by (node, label key), see stand_in().
+  std::map<std::pair<size_t, std::string>, std::pair<Label, std::unique_ptr<Kernel>>> stand_ins_;
+  std::map<size_t, std::pair<double, double>> shares_;  // guard: node -> (weight, error share)
   std::vector<double> kept_ms_;
   std::vector<std::pair<Code, std::string>> failure_;      // per node: the last label's failure
   Clock::time_point deadline_ = Clock::time_point::max();  // end of this load's profiling
@@ -689,6 +909,17 @@ const char* tune_mode_name(TuneMode m) {
   return m == TuneMode::none ? "none" : m == TuneMode::fast ? "fast" : "full";
 }
 
+const char* accuracy_name(Accuracy a) {
+  static const char* const kNames[] = {"strict", "default", "fast"};
+  return enum_name(a, kNames);
+}
+
+bool parse_accuracy(const std::string& s, Accuracy* out) {
+  for (Accuracy x : {Accuracy::strict, Accuracy::guarded, Accuracy::fast})
+    if (s == accuracy_name(x)) return *out = x, true;
+  return false;
+}
+
 bool parse_strategy(const std::string& s, Strategy* out) {
   for (Strategy x : {Strategy::global, Strategy::local, Strategy::fixed, Strategy::heuristic})
     if (s == strategy_name(x)) return *out = x, true;
@@ -703,6 +934,15 @@ bool parse_tune_mode(const std::string& s, TuneMode* out) {
 
 Selection select_labels(const Graph& g, const SelectOptions& o) {
   return Selector(g, o).run();
+}
+
+std::string accuracy_summary(const Selection& s) {
+  std::string r = std::string("accuracy: ") + accuracy_name(s.accuracy);
+  if (s.probes == 0) return r;
+  char buf[160];
+  std::snprintf(buf, sizeof buf, " (guard: %d probes, %.2e added, %d convs demoted, %.0f ms)",
+                s.probes, s.probe_error, s.demoted, s.guard_ms);
+  return r + buf;
 }
 
 }  // namespace kiln

@@ -10,6 +10,7 @@
 //   heuristic - global over the no-profiling cost model (no measurement at all).
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -27,10 +28,30 @@ class TuningCache;
 
 enum class Strategy : int { global = 0, local = 1, fixed = 2, heuristic = 3 };
 enum class TuneMode : int { none = 0, fast = 1, full = 2 };
+// Which conv families may be chosen, by the error their transforms add (conv_families.h):
+//   strict  - only exact families (no Winograd);
+//   guarded - "default": every family, then the accuracy guard (below) demotes lossy layers
+//             until the error they add on a probe input is within kAccuracyBudget;
+//   fast    - every family, no guard.
+enum class Accuracy : int { strict = 0, guarded = 1, fast = 2 };
 const char* strategy_name(Strategy s);
 const char* tune_mode_name(TuneMode m);
+const char* accuracy_name(Accuracy a);  // "strict", "default", "fast"
 bool parse_strategy(const std::string& s, Strategy* out);
 bool parse_tune_mode(const std::string& s, TuneMode* out);
+bool parse_accuracy(const std::string& s, Accuracy* out);
+
+// The accuracy guard's limit on max|y - y_exact| / max|y_exact|, where y is the network's
+// output under the chosen plan and y_exact the same plan with every lossy conv on the direct
+// family, both on one random-normal probe input. Why this value: bench/NOTES.md, "accuracy
+// guard".
+constexpr double kAccuracyBudget = 6e-5;
+
+struct Selection;
+// Runs the graph once with sel's labels and kernels (every node's kernel built) on a fixed
+// probe input and returns every f32 output, concatenated; the kernels stay in sel. Empty: the
+// model cannot be probed (an input is not f32).
+using AccuracyProbe = std::function<std::vector<float>(Selection& sel)>;
 
 struct SelectOptions {
   Strategy strategy = Strategy::global;
@@ -49,6 +70,9 @@ struct SelectOptions {
   // left out first when the estimates exceed it; at the deadline measuring stops, and the
   // nodes not measured yet keep the cost model's estimates. A plan cut short is not cached.
   double profile_budget_ms = 0;
+  Accuracy accuracy = Accuracy::guarded;
+  AccuracyProbe probe;  // the guard's way to run a plan (session.cpp); none: no guard
+  double accuracy_budget = kAccuracyBudget;
 };
 
 // Default profiling budgets per load (wall clock).
@@ -85,8 +109,19 @@ struct Selection {
   // (the rest packs weights): splits jit_ms, which is wall time, between the two.
   double codegen_share = 0;
   int pbqp_nodes = 0, pbqp_edges = 0;
+  // The accuracy guard (Accuracy::guarded with lossy labels chosen): runs of the probe, its
+  // last measured error (-1: not probed), lossy nodes demoted to exact families, and the
+  // guard's milliseconds (building the exact kernels, probing, solving again).
+  Accuracy accuracy = Accuracy::guarded;
+  int probes = 0;
+  double probe_error = -1;
+  int demoted = 0;
+  double guard_ms = 0;
 };
 
 Selection select_labels(const Graph& g, const SelectOptions& o);
+
+// "accuracy: default (guard: 3 probes, 2.1e-05 added, 0 convs demoted, 412 ms)" for reports.
+std::string accuracy_summary(const Selection& s);
 
 }  // namespace kiln

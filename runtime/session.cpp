@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cstring>
 #include <map>
+#include <random>
 
 #include "graph/env.h"
 #include "graph/onnx_import.h"
@@ -55,6 +56,34 @@ void begin_load(const SessionOptions& o) {
   snapshot_env();
   read_log_level_env();
   check_options(o);
+}
+
+// The accuracy guard's probe (selection.h): the graph lowered with sel's kernels, run once on
+// fixed random-normal inputs; the kernels go back to sel. Its f32 outputs, concatenated.
+std::vector<float> probe_outputs(const Graph& g, const PlanOptions& po, int threads,
+                                 Selection& sel) {
+  std::vector<Tensor> in, out;
+  std::mt19937 rng(20261202);
+  std::normal_distribution<float> normal(0.f, 1.f);
+  for (ValueId v : g.inputs) {
+    const Value& val = g.value(v);
+    if (val.dtype != DType::f32) return {};
+    in.emplace_back(val.dtype, val.shape);
+    float* p = in.back().data<float>();
+    for (int64_t k = 0; k < in.back().numel(); ++k) p[k] = normal(rng);
+  }
+  for (ValueId v : g.outputs) out.emplace_back(g.value(v).dtype, g.value(v).shape);
+  Plan plan = build_plan(g, po, sel);
+  {
+    Executor exec(g, plan, threads);
+    exec.run(in, out);
+  }
+  for (Step& st : plan.steps)
+    if (st.node >= 0 && st.kernel) sel.kernels[size_t(st.node)] = std::move(st.kernel);
+  std::vector<float> y;
+  for (const Tensor& t : out)
+    if (t.dtype() == DType::f32) y.insert(y.end(), t.data<float>(), t.data<float>() + t.numel());
+  return y;
 }
 
 // The process's minor page faults so far (the loads' logs: fresh memory is a load's big cost).
@@ -130,6 +159,12 @@ void Session::prepare(const SessionOptions& o) {
   so.force_family = o.force_family;
   if (!(o.profile_budget_ms >= 0)) fail(Code::invalid_argument, "profile_budget_ms must be >= 0");
   so.profile_budget_ms = o.profile_budget_ms;
+  so.accuracy = o.accuracy;
+  so.accuracy_budget = o.accuracy_budget;
+  PlanOptions po;
+  po.isa = isa_;
+  po.reference = o.reference;
+  so.probe = [&](Selection& sel) { return probe_outputs(graph_, po, threads_, sel); };
   std::unique_ptr<TuningCache> cache;
   if (o.use_cache && !o.reference && so.tune != TuneMode::none) {
     std::string dir = o.cache_dir.empty() ? default_cache_dir() : o.cache_dir;
@@ -141,9 +176,6 @@ void Session::prepare(const SessionOptions& o) {
   sel_ = std::make_unique<Selection>(select_labels(graph_, so));
   stats_.profile_ms = sel_->profile_ms;
   stats_.solve_ms = sel_->solve_ms;
-  PlanOptions po;
-  po.isa = isa_;
-  po.reference = o.reference;
   auto t2 = Clock::now();
   plan_ = std::make_unique<Plan>(build_plan(graph_, po, *sel_));
   // Building the plan itself (conversion kernels, memory plan) counts as JIT.

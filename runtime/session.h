@@ -37,6 +37,8 @@ struct SessionOptions {
   bool progress = false;  // progress bar on stderr while profiling (only if it is a terminal)
   std::optional<ConvFamily> force_family;  // a family every conv uses where it applies (tests)
   double profile_budget_ms = 0;  // load-time profiling budget (0: by tuning mode; selection.h)
+  Accuracy accuracy = Accuracy::guarded;     // which conv families may add error (selection.h)
+  double accuracy_budget = kAccuracyBudget;  // the guard's limit (tests change it)
 };
 
 struct IoInfo {

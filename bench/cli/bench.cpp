@@ -252,6 +252,7 @@ std::string report_one(const Args& a, Bench& b) {
       sel.optimal ? " (proven optimal)" : "", sel.solve_ms, (long long)sel.cache_hits,
       (long long)sel.cache_misses, sel.plan_from_cache ? ", plan from cache" : "",
       sel.measurements);
+  std::printf("%s\n", accuracy_summary(sel).c_str());
   const double other_ms = other_load_ms(ls);
   std::printf("load_ms: %.3f  (%s)\n", load_ms, breakdown_str(ls).c_str());
   double reload_min = 0, reload_p50 = 0;
@@ -301,7 +302,9 @@ std::string report_one(const Args& a, Bench& b) {
   f << "{\n  \"model\": " << json_escape(a.model)
     << ",\n  \"strategy\": " << json_escape(strategy_name(sel.strategy))
     << ",\n  \"tune\": " << json_escape(tune_mode_name(sel.tune))
-    << ",\n  \"threads\": " << a.threads << ",\n  \"threads_used\": " << s->threads()
+    << ",\n  \"accuracy\": " << json_escape(accuracy_name(sel.accuracy))
+    << ",\n  \"guard_ms\": " << sel.guard_ms << ",\n  \"threads\": " << a.threads
+    << ",\n  \"threads_used\": " << s->threads()
     << ",\n  \"isa\": " << json_escape(isa_name(s->isa()))
     << ",\n  \"reference\": " << (a.reference ? "true" : "false")
     << ",\n  \"batch\": " << session_batch(*s) << ",\n  \"runs\": " << lat.size()

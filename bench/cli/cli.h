@@ -39,6 +39,7 @@ struct Args {
   bool layers = false;                  // --layers (bench): per-step timing table
   std::vector<std::string> strategies;  // --strategy a,b,c (bench: several; others: one)
   std::string tune;                     // --tune none|fast|full ("" = the default, fast)
+  std::string accuracy;                 // --accuracy strict|default|fast ("" = default)
   std::string cache_dir;                // --cache DIR
   bool no_cache = false;                // --no-cache
   std::string dot;                      // --dot FILE (plan)

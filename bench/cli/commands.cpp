@@ -35,6 +35,8 @@ SessionOptions session_options(const Args& a, const std::string& strategy) {
   if (!a.tune.empty() && !parse_tune_mode(a.tune, &tm))
     throw UsageError("--tune expects none, fast or full, got '" + a.tune + "'");
   o.tune = tm;
+  if (!a.accuracy.empty() && !parse_accuracy(a.accuracy, &o.accuracy))
+    throw UsageError("--accuracy expects strict, default or fast, got '" + a.accuracy + "'");
   o.cache_dir = a.cache_dir;
   o.use_cache = !a.no_cache;
   o.progress = true;  // drawn only when stderr is a terminal

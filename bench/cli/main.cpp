@@ -51,7 +51,8 @@ const char kUsage[] =
     "      With several strategies each is loaded and measured in turn; --json then holds an\n"
     "      array with one object per strategy. Every object also has \"strategy\", \"tune\",\n"
     "      \"predicted_ms\", \"cache_hits\", \"cache_misses\", \"solve_ms\", \"optimal\",\n"
-    "      \"plan_from_cache\", \"measurements\".\n"
+    "      \"plan_from_cache\", \"measurements\", \"accuracy\", \"guard_ms\" (the\n"
+    "      accuracy guard's load time, 0 when it did not run).\n"
     "      --loads N loads the model N more times in the same process and reports their min\n"
     "      and median (\"reload_ms\"): session creation in a process that already made one,\n"
     "      as ONNX Runtime's is timed by ../shared/peers.\n"
@@ -64,6 +65,9 @@ const char kUsage[] =
     "                      optimum over measured kernel and conversion times), local (each\n"
     "                      node's fastest kernel), fixed (blocked layout + direct conv\n"
     "                      everywhere), heuristic (cost model, no profiling)\n"
+    "  --accuracy A        strict (no Winograd: no algorithm that adds rounding error),\n"
+    "                      default (Winograd where a probe run at load shows it adds at\n"
+    "                      most 6e-5 of the output's max), fast (every algorithm, no probe)\n"
     "  --tune MODE         none (cost model only), fast (default: measure the plausible\n"
     "                      candidates), full (measure every candidate)\n"
     "  --cache DIR         tuning cache folder (default $KILN_CACHE_DIR, else\n"
@@ -107,7 +111,7 @@ Isa parse_isa_arg(const std::string& v) {
 bool allowed(const std::string& cmd, std::string_view opt) {
   if (opt == "--batch" || opt == "--max-isa" || opt == "--reference" || opt == "--strategy" ||
       opt == "--tune" || opt == "--cache" || opt == "--no-cache" || opt == "--family" ||
-      opt == "--profile-budget")
+      opt == "--profile-budget" || opt == "--accuracy")
     return true;
   if (cmd == "info") return false;
   if (cmd == "plan") return opt == "--dot" || opt == "--threads";
@@ -161,17 +165,18 @@ int parse(int argc, char** argv, Args& a) {
       continue;
     }
     static const char* known[] = {
-        "--batch", "--input",   "--output",  "--threads", "--runs",          "--warmup",
-        "--json",  "--max-isa", "--seconds", "--trace",   "--strategy",      "--tune",
-        "--cache", "--dot",     "--family",  "--loads",   "--profile-budget"};
+        "--batch", "--input",   "--output",  "--threads", "--runs",           "--warmup",
+        "--json",  "--max-isa", "--seconds", "--trace",   "--strategy",       "--tune",
+        "--cache", "--dot",     "--family",  "--loads",   "--profile-budget", "--accuracy"};
     bool is_known = false;
     for (const char* k : known) is_known |= opt == k;
     if (!is_known) throw UsageError("unknown option '" + opt + "'");
     seen.push_back(opt);  // checked against the command once it is known
     // Options that only store their value, and int counts with their ranges.
     static const std::map<std::string, std::string Args::*> strings = {
-        {"--output", &Args::output}, {"--json", &Args::json},       {"--trace", &Args::trace},
-        {"--tune", &Args::tune},     {"--cache", &Args::cache_dir}, {"--dot", &Args::dot}};
+        {"--output", &Args::output},    {"--json", &Args::json},       {"--trace", &Args::trace},
+        {"--tune", &Args::tune},        {"--cache", &Args::cache_dir}, {"--dot", &Args::dot},
+        {"--accuracy", &Args::accuracy}};
     struct Count {
       int Args::*field;
       int64_t lo, hi;
@@ -229,7 +234,7 @@ int parse(int argc, char** argv, Args& a) {
   if (a.command != "bench" && a.strategies.size() > 1)
     throw UsageError("only 'bench' takes several strategies");
   for (const std::string& st : a.strategies) session_options(a, st);  // validates the names
-  if (!a.tune.empty()) session_options(a);
+  if (!a.tune.empty() || !a.accuracy.empty()) session_options(a);
   return -1;
 }
 

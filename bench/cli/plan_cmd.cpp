@@ -91,6 +91,7 @@ int cmd_plan(const Args& a) {
   std::printf("model: %s\nisa: %s  threads: %d  strategy: %s  tune: %s\n", a.model.c_str(),
               isa_name(s->isa()), s->threads(), strategy_name(sel.strategy),
               tune_mode_name(sel.tune));
+  std::printf("%s\n", accuracy_summary(sel).c_str());
   std::printf("%-32s %-18s %-34s %10s %-8s %s\n", "node", "op", "label", "pred_ms", "source",
               "kernel");
   int conversions = 0;

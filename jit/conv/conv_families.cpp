@@ -111,13 +111,15 @@ const std::vector<ConvFamilyRow>& rows() {
          return Pairs{{b, b}};
        },
        conf_then_kernel<init_wino_conf, make_wino_kernel>,
-       [](const ConvProblem& p, Layout, Layout) { return wide(p) ? 1.6 : 0.4; }, false, false},
+       [](const ConvProblem& p, Layout, Layout) { return wide(p) ? 1.6 : 0.4; }, false, false,
+       /*transform_error=*/1.0},
       {ConvFamily::winograd2, "winograd2", three_by_three_s1,
        [](const ConvProblem&, Layout b) {
          return Pairs{{b, b}};
        },
        conf_then_kernel<init_wino_conf, make_wino_kernel>,
-       [](const ConvProblem& p, Layout, Layout) { return wide(p) ? 1.2 : 0.4; }, false, false},
+       [](const ConvProblem& p, Layout, Layout) { return wide(p) ? 1.2 : 0.4; }, false, false,
+       /*transform_error=*/0.1},
       {ConvFamily::im2col, "im2col", dense,
        [](const ConvProblem&, Layout) {
          return Pairs{{Layout::nhwc, Layout::nhwc}, {Layout::nchw, Layout::nchw}};

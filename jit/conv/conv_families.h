@@ -45,6 +45,12 @@ struct ConvFamilyRow {
   bool memory_bound;
   // The `fixed` strategy (one family, one layout) may choose it on the blocked layout.
   bool fixed_baseline;
+  // 0: the family computes the convolution's sums as written (rounding like any f32 dot
+  // product). Above 0: its transforms add rounding error (Winograd); `--accuracy strict`
+  // never chooses it, and the accuracy guard demotes it first where it saves least time per
+  // unit of this weight (the error one layer adds, relative to winograd4's; bench/NOTES.md,
+  // "accuracy guard").
+  double transform_error = 0;
 };
 
 // Every family, in the order candidates are offered (the solver breaks ties by it).

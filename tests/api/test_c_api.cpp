@@ -224,6 +224,24 @@ TEST_CASE("api: options") {
     CHECK_OK(kiln_session_create_from_memory(m.data(), m.size(), &o, &s));
     kiln_session_release(s);
   }
+  SUBCASE("accuracy: a kiln_accuracy value; others are rejected, naming the field") {
+    for (int32_t a : {-1, 3, 99}) {
+      CHECK_OK(kiln_options_init(&o));
+      o.accuracy = a;
+      CHECK_ERR(kiln_session_create_from_memory(m.data(), m.size(), &o, &s), KILN_INVALID_ARGUMENT,
+                "accuracy");
+    }
+    for (int32_t a : {KILN_ACCURACY_DEFAULT, KILN_ACCURACY_STRICT, KILN_ACCURACY_FAST}) {
+      CHECK_OK(kiln_options_init(&o));
+      o.accuracy = a;
+      CHECK_OK(kiln_session_create_from_memory(m.data(), m.size(), &o, &s));
+      kiln_session_release(s);
+    }
+    o.accuracy = 99;  // beyond a version-3 struct_size: must not be read
+    o.struct_size = offsetof(kiln_options, accuracy);
+    CHECK_OK(kiln_session_create_from_memory(m.data(), m.size(), &o, &s));
+    kiln_session_release(s);
+  }
   SUBCASE("a larger struct from a newer client is accepted") {
     struct Newer {
       kiln_options base;

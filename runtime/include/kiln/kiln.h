@@ -169,6 +169,10 @@ typedef struct kiln_options {
    * in the tuning cache but the plan is not stored, so the next load measures more. The rest
    * of a load (parsing, code generation, weight packing) is not part of this budget. */
   double profile_budget_ms;
+  /* --- appended in version 4 ---------------------------------------------------------------- */
+  /* Which convolution algorithms may add rounding error: a kiln_accuracy value; 0 =
+   * KILN_ACCURACY_DEFAULT. */
+  int32_t accuracy;
 } kiln_options;
 
 /* tuning_mode values. NONE: the built-in cost model, nothing measured; FAST: measure the
@@ -192,6 +196,19 @@ typedef enum kiln_strategy {
   KILN_STRATEGY_FIXED = 3,
   KILN_STRATEGY_HEURISTIC = 4
 } kiln_strategy;
+
+/* accuracy values. STRICT: only convolution algorithms that round like a plain dot product
+ * (no Winograd). DEFAULT: every algorithm, then a guard: on a cold load (no stored plan) the
+ * plan is run on a random-normal probe input next to the same plan with its Winograd layers on
+ * exact algorithms, and Winograd layers are given up, those saving least time first, until the
+ * error they add is within 6e-5 of the output's largest value (the probe costs a few runs of
+ * the model at load, and only when the plan has Winograd layers). FAST: every algorithm, no
+ * guard. Plans are stored in the tuning cache per accuracy mode. */
+typedef enum kiln_accuracy {
+  KILN_ACCURACY_DEFAULT = 0,
+  KILN_ACCURACY_STRICT = 1,
+  KILN_ACCURACY_FAST = 2
+} kiln_accuracy;
 
 /* Sets struct_size = sizeof(kiln_options) and all fields to their defaults. */
 KILN_API kiln_status* kiln_options_init(kiln_options* options);

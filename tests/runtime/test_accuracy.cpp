@@ -1,0 +1,241 @@
+// The accuracy modes (runtime/selection.h): names, strict plans without lossy families, the
+// plan cache kept apart per mode, and the guard of the default mode on a chain of 3x3 convs
+// whose output is small next to its activations (so Winograd F(4x4,3x3)'s rounding shows).
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <filesystem>
+#include <random>
+
+#include "graph/onnx_builder.h"
+#include "isa_coverage.h"
+#include "jit/conv/conv_families.h"
+#include "runtime/selection.h"
+#include "runtime/session.h"
+
+namespace fs = std::filesystem;
+using kiln::Accuracy;
+using kiln::Tensor;
+
+namespace {
+
+// `depth` 3x3 convs (`ch` channels, ReLU), then two 3x3 convs of the last activation whose
+// weights differ by a factor (1 + eps), and their difference as the output: it is eps times
+// smaller than either conv's output, whose rounding errors do not cancel, so every conv's
+// rounding shows 1/eps times larger in the output's relative error - Winograd F(4x4,3x3)'s
+// beyond the budget, the exact families' well within the tolerance.
+std::string twin_chain(int depth, int64_t ch, float eps) {
+  kiln::test::OnnxBuilder b;
+  b.input("x", {1, 8, 20, 20});
+  std::mt19937 rng(7);
+  std::string cur = "x";
+  int64_t ic = 8;
+  std::vector<float> wv;
+  auto conv = [&](const std::string& n, const std::string& in, const std::string& out) {
+    b.init_f("w" + n, {ch, ic, 3, 3}, wv);
+    auto& c = b.node("Conv", {in, "w" + n}, {out});
+    kiln::test::OnnxBuilder::attr_ints(c, "kernel_shape", {3, 3});
+    kiln::test::OnnxBuilder::attr_ints(c, "pads", {1, 1, 1, 1});
+  };
+  for (int l = 0; l <= depth; ++l) {
+    std::normal_distribution<float> w(0.f, std::sqrt(2.f / float(9 * ic)));
+    wv.resize(size_t(ch * ic * 9));
+    for (float& v : wv) v = w(rng);
+    const std::string n = std::to_string(l);
+    if (l == depth) {
+      conv("a", cur, "a");
+      for (float& v : wv) v *= 1 + eps;
+      conv("b", cur, "b");
+      b.node("Sub", {"b", "a"}, {"y"});
+      break;
+    }
+    conv(n, cur, "c" + n);
+    b.node("Relu", {"c" + n}, {"r" + n});
+    cur = "r" + n;
+    ic = ch;
+  }
+  b.output("y");
+  return b.bytes();
+}
+
+std::unique_ptr<kiln::Session> load(const std::string& bytes, const kiln::SessionOptions& o) {
+  return kiln::Session::load_memory(bytes.data(), bytes.size(), o);
+}
+
+Tensor run(const kiln::Session& s, const Tensor& x) {
+  std::vector<Tensor> out;
+  for (const auto& io : s.outputs()) out.emplace_back(io.dtype, io.shape);
+  s.run({x}, out);
+  return std::move(out[0]);
+}
+
+double rel_error(const Tensor& got, const Tensor& ref) {
+  double maxref = 0, maxdiff = 0;
+  for (int64_t i = 0; i < ref.numel(); ++i) {
+    const double r = ref.data<float>()[i], g = got.data<float>()[i];
+    if (!std::isfinite(g)) return INFINITY;
+    maxref = std::max(maxref, std::fabs(r));
+    maxdiff = std::max(maxdiff, std::fabs(g - r));
+  }
+  return maxref > 0 ? maxdiff / maxref : maxdiff;
+}
+
+Tensor normal_input(uint64_t seed) {
+  Tensor x(kiln::DType::f32, {1, 8, 20, 20});
+  std::mt19937 rng{uint32_t(seed)};
+  std::normal_distribution<float> d(0.f, 1.f);
+  for (int64_t i = 0; i < x.numel(); ++i) x.data<float>()[i] = d(rng);
+  return x;
+}
+
+int lossy_nodes(const kiln::Selection& sel) {
+  int n = 0;
+  for (const kiln::NodeChoice& c : sel.nodes)
+    n += c.label.kind == kiln::LabelKind::conv &&
+         kiln::conv_family(c.label.conv.family).transform_error > 0;
+  return n;
+}
+
+fs::path fresh_dir(const std::string& name) {
+  fs::path d = fs::path(KILN_TEST_TMP) / name;
+  fs::remove_all(d);
+  fs::create_directories(d);
+  return d;
+}
+
+}  // namespace
+
+TEST_CASE("accuracy mode names parse; other names are refused") {
+  for (Accuracy a : {Accuracy::strict, Accuracy::guarded, Accuracy::fast}) {
+    Accuracy back = Accuracy::fast;
+    REQUIRE(kiln::parse_accuracy(kiln::accuracy_name(a), &back));
+    CHECK(back == a);
+  }
+  CHECK(std::string(kiln::accuracy_name(Accuracy::guarded)) == "default");
+  Accuracy x = Accuracy::guarded;
+  for (const char* bad : {"", "guarded", "Strict", "fast ", "exact"})
+    CHECK_FALSE(kiln::parse_accuracy(bad, &x));
+  CHECK(x == Accuracy::guarded);
+}
+
+TEST_CASE("strict plans have no lossy family; default's guard removes F4 where it adds error") {
+  const std::string m = twin_chain(2, 32, 1.f / 64);
+  const Tensor x = normal_input(1);
+  kiln::SessionOptions ro;
+  ro.reference = true;
+  const Tensor ref = run(*load(m, ro), x);
+  for (kiln::Isa isa : kiln::testing::jit_isas()) {
+    CAPTURE(kiln::isa_name(isa));
+    kiln::SessionOptions o;
+    o.threads = 1;
+    o.max_isa = isa;
+    o.tune = kiln::TuneMode::none;  // the cost model picks F4 for these wide 3x3 convs
+    o.accuracy = Accuracy::fast;
+    auto fast = load(m, o);
+    REQUIRE(lossy_nodes(fast->selection()) > 0);
+    CHECK(fast->selection().probes == 0);
+    const double e_fast = rel_error(run(*fast, x), ref);
+    CHECK(e_fast > kiln::kAccuracyBudget);  // the fixture shows what F4 adds
+
+    o.accuracy = Accuracy::strict;
+    auto strict = load(m, o);
+    CHECK(lossy_nodes(strict->selection()) == 0);
+    const double e_strict = rel_error(run(*strict, x), ref);
+
+    o.accuracy = Accuracy::guarded;
+    auto def = load(m, o);
+    const kiln::Selection& sel = def->selection();
+    CHECK(sel.probes >= 3);  // exact twice, then the plan
+    CHECK(sel.demoted > 0);
+    CHECK(sel.probe_error <= kiln::kAccuracyBudget);
+    const double e_def = rel_error(run(*def, x), ref);
+    CAPTURE(e_fast);
+    CAPTURE(e_strict);
+    CAPTURE(e_def);
+    CHECK(e_def < e_fast / 2);
+    CHECK(e_def < e_strict + kiln::kAccuracyBudget);
+
+    // A budget the fixture's F4 meets: nothing is demoted.
+    o.accuracy_budget = 1.0;
+    auto loose = load(m, o);
+    CHECK(loose->selection().demoted == 0);
+    CHECK(lossy_nodes(loose->selection()) == lossy_nodes(fast->selection()));
+  }
+}
+
+TEST_CASE("strict refuses a forced lossy family; a forced family skips the guard") {
+  const std::string m = twin_chain(1, 32, 1.f / 64);
+  kiln::SessionOptions o;
+  o.threads = 1;
+  o.tune = kiln::TuneMode::none;
+  o.force_family = kiln::ConvFamily::winograd4;
+  o.accuracy = Accuracy::strict;
+  try {
+    load(m, o);
+    FAIL("strict accepted a forced winograd4");
+  } catch (const kiln::Error& e) {
+    CHECK(e.code() == kiln::Code::invalid_argument);
+    CHECK(std::string(e.what()).find("winograd4") != std::string::npos);
+  }
+  o.accuracy = Accuracy::guarded;
+  auto s = load(m, o);
+  CHECK(s->selection().probes == 0);
+  CHECK(lossy_nodes(s->selection()) > 0);
+}
+
+TEST_CASE("the tuning cache keeps plans apart per accuracy mode") {
+  const std::string m = twin_chain(1, 32, 1.f / 64);
+  const fs::path dir = fresh_dir("accuracy_cache");
+  kiln::SessionOptions o;
+  o.threads = 1;
+  o.cache_dir = dir.string();
+  o.accuracy = Accuracy::fast;
+  auto first = load(m, o);
+  CHECK_FALSE(first->selection().plan_from_cache);
+  o.accuracy = Accuracy::strict;
+  auto strict = load(m, o);
+  CHECK_FALSE(strict->selection().plan_from_cache);  // fast's plan is not strict's
+  CHECK(strict->selection().cache_hits > 0);         // but the kernel times are shared
+  CHECK(lossy_nodes(strict->selection()) == 0);
+  auto strict2 = load(m, o);
+  CHECK(strict2->selection().plan_from_cache);
+  CHECK(lossy_nodes(strict2->selection()) == 0);
+  o.accuracy = Accuracy::fast;
+  auto fast2 = load(m, o);
+  CHECK(fast2->selection().plan_from_cache);
+  CHECK(lossy_nodes(fast2->selection()) == lossy_nodes(first->selection()));
+}
+
+TEST_CASE("a model the guard cannot probe (an int64 input) gets exact families only") {
+  kiln::test::OnnxBuilder b;
+  b.input("x", {1, 8, 20, 20});
+  b.input("idx", {2}, onnx::TensorProto::INT64);
+  std::mt19937 rng(3);
+  std::normal_distribution<float> w(0.f, 0.1f);
+  int64_t ic = 8;
+  std::string cur = "x";
+  for (int l = 0; l < 2; ++l) {
+    std::vector<float> wv(size_t(32 * ic * 9));
+    for (float& v : wv) v = w(rng);
+    const std::string n = std::to_string(l);
+    b.init_f("w" + n, {32, ic, 3, 3}, wv);
+    auto& c = b.node("Conv", {cur, "w" + n}, {"c" + n});
+    kiln::test::OnnxBuilder::attr_ints(c, "kernel_shape", {3, 3});
+    kiln::test::OnnxBuilder::attr_ints(c, "pads", {1, 1, 1, 1});
+    cur = "c" + n;
+    ic = 32;
+  }
+  b.init_f("table", {4, 3}, std::vector<float>(12, 1.f));
+  b.node("Gather", {"table", "idx"}, {"z"});
+  b.output(cur).output("z");
+  const std::string m = b.bytes();
+  kiln::SessionOptions o;
+  o.threads = 1;
+  o.tune = kiln::TuneMode::none;
+  o.accuracy = Accuracy::fast;
+  REQUIRE(lossy_nodes(load(m, o)->selection()) > 0);
+  o.accuracy = Accuracy::guarded;
+  auto s = load(m, o);
+  CHECK(lossy_nodes(s->selection()) == 0);
+  CHECK(s->selection().demoted > 0);
+}
