@@ -2,7 +2,7 @@
 """Benchmark the zoo: `kiln bench` on each model at each thread count, one JSON summary.
 
     /usr/bin/python3 bench/zoo_bench.py [--models DIR] [--threads 1,2] [--runs 20]
-        [--out summary.json] [--ort] [--all] [--no-layers] [MODEL ...]
+        [--out summary.json] [--ort] [--rounds N] [--all] [--no-layers] [MODEL ...]
         [-- EXTRA KILN BENCH ARGS, e.g. --strategy local]
 
 Models (ResNet-18, ResNet-50, MobileNetV2, VGG-16, SqueezeNet 1.1 by default) come from DIR
@@ -15,7 +15,10 @@ one-buffer-per-tensor bytes, peak RSS, the speed-up over the lowest thread count
 of the steps' time spent in scalar reference kernels (from `kiln bench --layers`, which also
 times each step; --no-layers skips it), and with --ort ORT's median and the ratio; a markdown
 table is printed too, and with --ort the geomean of kiln/ORT per thread count and how many
-cells reach 0.80. --all benchmarks every NAME.onnx in DIR. Exit status: 0 if every
+cells reach 0.80. --rounds N (with --ort) times each model N times, alternating Kiln (every
+thread count) and ONNX Runtime, and reports the medians of the rounds' p50s / medians: on a
+shared machine whose speed drifts, the two sides are then measured minutes apart at most
+(without it ORT runs after every model's Kiln runs); the other columns come from the first round. --all benchmarks every NAME.onnx in DIR. Exit status: 0 if every
 run succeeded, 1 otherwise, 2 on a usage error. The kiln binary: --kiln, else $KILN, else
 build/bench/kiln."""
 import argparse
@@ -24,6 +27,7 @@ import math
 import os
 import platform
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -222,6 +226,8 @@ def main():
                     help="ort_bench.js (default /work/shared/peers/ort_bench.js)")
     ap.add_argument("--ort-loads", type=int, default=1,
                     help="ORT session creations to time (default 1)")
+    ap.add_argument("--rounds", type=int, default=1,
+                    help="alternate Kiln and ORT this many times per model (default 1)")
     ap.add_argument("--all", action="store_true",
                     help="every NAME.onnx in DIR (instead of the default five)")
     ap.add_argument("--no-layers", action="store_true",
@@ -249,20 +255,48 @@ def main():
     started = time.strftime("%Y-%m-%d %H:%M:%S")
     load_start = os.getloadavg()
     rows, failed = [], 0
+    rounds = max(1, args.rounds)
+    ort = {}
     with tempfile.TemporaryDirectory(prefix="zoo_bench-") as tmp:
         for name in names:
             gflops = export.get(name, {}).get("GFLOPs(2*MAC)")
             model = os.path.join(args.models, name + ".onnx")
-            for t in args.threads:
-                try:
-                    for k in run_kiln(kiln, model, t, args, extra, tmp):
-                        rows.append(make_row(name, t, k, gflops))
-                except (RuntimeError, OSError, ValueError, subprocess.TimeoutExpired) as e:
-                    failed += 1
-                    rows.append({"model": name, "threads": t, "error": str(e)})
-                    print(f"zoo_bench: {name} at {t} thread(s): {e}", file=sys.stderr)
-        ort = {}
-        if args.ort:
+            runs = {}  # (threads, strategy) -> [kiln result per round]
+            ort_runs = []
+            for rnd in range(rounds):
+                # Per-step timing (--layers) once: the later rounds only repeat the latency.
+                ex = extra if rnd == 0 else [a for a in extra if a != "--layers"]
+                for t in args.threads:
+                    try:
+                        for k in run_kiln(kiln, model, t, args, ex, tmp):
+                            runs.setdefault((t, k.get("strategy")), []).append(k)
+                    except (RuntimeError, OSError, ValueError, subprocess.TimeoutExpired) as e:
+                        failed += 1
+                        rows.append({"model": name, "threads": t, "error": str(e)})
+                        print(f"zoo_bench: {name} at {t} thread(s): {e}", file=sys.stderr)
+                if args.ort and rounds > 1:
+                    try:
+                        ort_runs.append(run_ort(args, [name], tmp))
+                    except (subprocess.CalledProcessError, subprocess.TimeoutExpired, OSError) as e:
+                        failed += 1
+                        print(f"zoo_bench: ONNX Runtime on {name}: {e}", file=sys.stderr)
+            for (t, _), ks in runs.items():
+                row = make_row(name, t, ks[0], gflops)
+                if len(ks) > 1:
+                    p50s = [k["latency_ms"]["p50"] for k in ks]
+                    row["p50_rounds_ms"] = [r2(x) for x in p50s]
+                    row["p50_ms"] = r2(statistics.median(p50s))
+                    if gflops and row["p50_ms"]:
+                        row["gflop_per_s"] = r2(gflops / (row["p50_ms"] / 1e3), 1)
+                rows.append(row)
+            for key in {k for o in ort_runs for k in o}:
+                got = [o[key] for o in ort_runs if key in o]
+                merged = dict(got[0])
+                for f in ("median_ms", "min_ms", "p90_ms", "load_median_ms"):
+                    merged[f] = statistics.median(g[f] for g in got)
+                merged["median_rounds_ms"] = [r2(g["median_ms"]) for g in got]
+                ort[key] = merged
+        if args.ort and rounds == 1:
             try:
                 ort = run_ort(args, names, tmp)
             except (subprocess.CalledProcessError, subprocess.TimeoutExpired, OSError) as e:
@@ -286,6 +320,8 @@ def main():
             r["ort_p90_ms"] = r2(o["p90_ms"])
             r["ort_load_ms"] = r2(o["load_median_ms"], 1)
             r["ort_rel_diff"] = o["rel_diff"]
+            if "median_rounds_ms" in o:
+                r["ort_median_rounds_ms"] = o["median_rounds_ms"]
             r["kiln_over_ort"] = r2(r["p50_ms"] / o["median_ms"]) if r["p50_ms"] else None
 
     summary = {
@@ -296,6 +332,7 @@ def main():
         "kiln": os.path.abspath(kiln),
         "models_dir": os.path.abspath(args.models),
         "runs": args.runs,
+        "rounds": rounds,
         "warmup": args.warmup,
         "threads": args.threads,
         "kiln_args": extra,
