@@ -681,7 +681,11 @@ std::string node_problem(const Graph& g, int i) {
       continue;
     }
     const Value& val = g.value(v);
-    s += std::string(dtype_name(val.dtype)) + shape_str(val.shape) + (val.is_const() ? "c;" : ";");
+    s += std::string(dtype_name(val.dtype)) + shape_str(val.shape) + (val.is_const() ? "c" : "");
+    // A constant scalar changes the code (Pow's exponent picks x * x or exp/log).
+    if (val.is_const() && val.dtype == DType::f32 && val.constant->numel() == 1)
+      s += fmt::format("={}", val.constant->data<float>()[0]);
+    s += ";";
   }
   s += ">";
   for (ValueId v : n.outputs)

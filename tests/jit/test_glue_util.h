@@ -75,4 +75,16 @@ inline void run_split(const Kernel& k, const std::vector<const float*>& src,
   second.join();
 }
 
+// Pad lanes (channels c.. of the last block) that are not 0 in a blocked buffer of block B
+// holding [outer, c, inner] (outer images of c channels by inner pixels).
+inline int nonzero_pad_lanes(const float* dst, int64_t B, int64_t outer, int64_t c, int64_t inner) {
+  const int64_t blocks = (c + B - 1) / B;
+  int bad = 0;
+  for (int64_t n = 0; n < outer; ++n)
+    for (int64_t ch = c; ch < blocks * B; ++ch)
+      for (int64_t p = 0; p < inner; ++p)
+        bad += dst[((n * blocks + ch / B) * inner + p) * B + ch % B] != 0.f;
+  return bad;
+}
+
 }  // namespace kiln::test

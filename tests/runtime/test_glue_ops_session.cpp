@@ -7,6 +7,7 @@
 #include <cmath>
 #include <random>
 #include <string>
+#include <vector>
 
 #include "graph/onnx_builder.h"
 #include "isa_coverage.h"
@@ -26,16 +27,23 @@ std::vector<float> randoms(size_t n, uint32_t seed, float lo, float hi) {
   return v;
 }
 
-// x [2, 19, 7, 9] -> conv 1x1 (24) = c; y = Sum(Tanh(c), Erf(c), r, Sqrt(c^2), r^1.7) with
-// r = (c^2)^0.5.
-std::string model() {
+// Every model: x [2, 19, 7, 9] -> conv 1x1 (24, weights in [-w, w]) = c, then the ops under
+// test writing `outputs`.
+kiln::test::OnnxBuilder conv_model(const std::vector<std::string>& outputs, float w) {
   kiln::test::OnnxBuilder b;
-  b.input("x", {2, 19, 7, 9}).output("y");
-  b.init_f("w", {24, 19, 1, 1}, randoms(24 * 19, 1, -0.4f, 0.4f));
+  b.input("x", {2, 19, 7, 9});
+  for (const auto& o : outputs) b.output(o);
+  b.init_f("w", {24, 19, 1, 1}, randoms(24 * 19, 1, -w, w));
+  b.node("Conv", {"x", "w"}, {"c"});
+  return b;
+}
+
+// y = Sum(Tanh(c), Erf(c), r, Sqrt(c^2), r^1.7) with r = (c^2)^0.5.
+std::string model() {
+  kiln::test::OnnxBuilder b = conv_model({"y"}, 0.4f);
   b.init_f("two", {}, {2.f});
   b.init_f("half", {}, {0.5f});
   b.init_f("p17", {1}, {1.7f});
-  b.node("Conv", {"x", "w"}, {"c"});
   b.node("Tanh", {"c"}, {"t"});
   b.node("Erf", {"c"}, {"e"});
   b.node("Pow", {"c", "two"}, {"s2"});
@@ -46,13 +54,10 @@ std::string model() {
   return b.bytes();
 }
 
-// x [2, 19, 7, 9] -> conv 1x1 (24) = c; y1 = Softmax(c, axis 1); y2 = Softmax over the last
-// axis of Flatten(GlobalAveragePool(c)) [2, 24].
+// y1 = Softmax(c, axis 1); y2 = Softmax over the last axis of Flatten(GlobalAveragePool(c))
+// [2, 24].
 std::string softmax_model() {
-  kiln::test::OnnxBuilder b;
-  b.input("x", {2, 19, 7, 9}).output("y1").output("y2");
-  b.init_f("w", {24, 19, 1, 1}, randoms(24 * 19, 1, -2.f, 2.f));
-  b.node("Conv", {"x", "w"}, {"c"});
+  kiln::test::OnnxBuilder b = conv_model({"y1", "y2"}, 2.f);
   kiln::test::OnnxBuilder::attr_i(b.node("Softmax", {"c"}, {"y1"}), "axis", 1);
   b.node("GlobalAveragePool", {"c"}, {"g"});
   b.node("Flatten", {"g"}, {"f"});
@@ -60,28 +65,20 @@ std::string softmax_model() {
   return b.bytes();
 }
 
-// x [2, 19, 7, 9] -> conv 1x1 (24) = c; y1 = Transpose(c, [0, 2, 3, 1]) (nchw -> nhwc), y2 =
-// Transpose(c, [3, 1, 0, 2]).
+// y1 = Transpose(c, [0, 2, 3, 1]) (nchw -> nhwc), y2 = Transpose(c, [3, 1, 0, 2]).
 std::string transpose_model() {
-  kiln::test::OnnxBuilder b;
-  b.input("x", {2, 19, 7, 9}).output("y1").output("y2");
-  b.init_f("w", {24, 19, 1, 1}, randoms(24 * 19, 1, -2.f, 2.f));
-  b.node("Conv", {"x", "w"}, {"c"});
+  kiln::test::OnnxBuilder b = conv_model({"y1", "y2"}, 2.f);
   kiln::test::OnnxBuilder::attr_ints(b.node("Transpose", {"c"}, {"y1"}), "perm", {0, 2, 3, 1});
   kiln::test::OnnxBuilder::attr_ints(b.node("Transpose", {"c"}, {"y2"}), "perm", {3, 1, 0, 2});
   return b.bytes();
 }
 
-// x [2, 19, 7, 9] -> conv 1x1 (24) = c; y1 = Pad(c, H/W, 0.5); y2 = Pad(c, C/H/W, 0) (graph
-// outputs: nothing to fold them into).
+// y1 = Pad(c, H/W, 0.5); y2 = Pad(c, C/H/W, 0) (graph outputs: nothing to fold them into).
 std::string pad_model() {
-  kiln::test::OnnxBuilder b;
-  b.input("x", {2, 19, 7, 9}).output("y1").output("y2");
-  b.init_f("w", {24, 19, 1, 1}, randoms(24 * 19, 1, -2.f, 2.f));
+  kiln::test::OnnxBuilder b = conv_model({"y1", "y2"}, 2.f);
   b.init_i("p1", {8}, {0, 0, 1, 2, 0, 0, 3, 0});
   b.init_i("p2", {8}, {0, 1, 1, 1, 0, 2, 0, 1});
   b.init_f("v", {}, {0.5f});
-  b.node("Conv", {"x", "w"}, {"c"});
   b.node("Pad", {"c", "p1", "v"}, {"y1"});
   b.node("Pad", {"c", "p2"}, {"y2"});
   return b.bytes();
