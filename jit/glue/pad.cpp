@@ -21,7 +21,7 @@ using glue::AsmBuilder;
 using glue::Mask;
 namespace x86 = asmjit::x86;
 
-using RowsFn = void (*)(const float* src, float* dst, int64_t n);
+using RowsFn = glue::CopyFn;
 
 struct PadGeom {
   int64_t planes_in_image = 1;  // Q: output planes per image (nchw: C_out)
@@ -105,11 +105,8 @@ class PadKernel : public glue::GlueKernel {
   void build_fill(AsmBuilder& b, float value) {
     auto& cc = b.cc();
     const int V = b.width();
-    b.begin_function(asmjit::FuncSignatureT<void, const float*, float*, int64_t>());
-    x86::Gp unused = b.gp(), d = b.gp(), n = b.gp();
-    b.func()->setArg(0, unused);
-    b.func()->setArg(1, d);
-    b.func()->setArg(2, n);
+    const glue::CopyArgs a = glue::begin_copy_function(b);  // src unused
+    const x86::Gp &d = a.dst, &n = a.n;
     x86::Vec v = b.bcast(value);
     asmjit::Label l4 = cc.newLabel(), l1 = cc.newLabel(), lt = cc.newLabel(), done = cc.newLabel();
     cc.bind(l4);
@@ -140,11 +137,8 @@ class PadKernel : public glue::GlueKernel {
   // fn(src, dst, n): n rows [fill left | copy | fill right]; input rows row_in floats apart.
   void build_rows(AsmBuilder& b, float value) {
     auto& cc = b.cc();
-    b.begin_function(asmjit::FuncSignatureT<void, const float*, float*, int64_t>());
-    x86::Gp s = b.gp(), d = b.gp(), n = b.gp();
-    b.func()->setArg(0, s);
-    b.func()->setArg(1, d);
-    b.func()->setArg(2, n);
+    const glue::CopyArgs a = glue::begin_copy_function(b);
+    const x86::Gp &s = a.src, &d = a.dst, &n = a.n;
     x86::Vec v = b.bcast(value);
     asmjit::Label top = cc.newLabel();
     cc.bind(top);

@@ -23,7 +23,7 @@ using glue::AsmBuilder;
 using glue::Mask;
 namespace x86 = asmjit::x86;
 
-using CopyFn = void (*)(const float* src, float* dst, int64_t n);
+using glue::CopyFn;
 
 // Output dims and the input stride (floats) of each, after simplification.
 struct Perm {
@@ -145,23 +145,16 @@ class TransposeKernel : public glue::GlueKernel {
 
  private:
   void build_copy(AsmBuilder& b) {
-    b.begin_function(asmjit::FuncSignatureT<void, const float*, float*, int64_t>());
-    x86::Gp s = b.gp(), d = b.gp(), n = b.gp();
-    b.func()->setArg(0, s);
-    b.func()->setArg(1, d);
-    b.func()->setArg(2, n);
-    b.copy_dynamic(d, s, n);
+    const glue::CopyArgs a = glue::begin_copy_function(b);
+    b.copy_dynamic(a.dst, a.src, a.n);
     b.end_function();
   }
 
   // fn(src, dst, n): n rows of L floats; src rows src_step floats apart, dst rows contiguous.
   void build_rows(AsmBuilder& b, int64_t L, int64_t src_step) {
     auto& cc = b.cc();
-    b.begin_function(asmjit::FuncSignatureT<void, const float*, float*, int64_t>());
-    x86::Gp s = b.gp(), d = b.gp(), n = b.gp();
-    b.func()->setArg(0, s);
-    b.func()->setArg(1, d);
-    b.func()->setArg(2, n);
+    const glue::CopyArgs a = glue::begin_copy_function(b);
+    const x86::Gp &s = a.src, &d = a.dst, &n = a.n;
     asmjit::Label top = cc.newLabel();
     cc.bind(top);
     b.copy_static(d, s, L);
@@ -177,11 +170,8 @@ class TransposeKernel : public glue::GlueKernel {
   void build_band(AsmBuilder& b, int64_t M, int kv, int64_t sa, int64_t sb) {
     auto& cc = b.cc();
     const int V = b.width();
-    b.begin_function(asmjit::FuncSignatureT<void, const float*, float*, int64_t>());
-    x86::Gp s = b.gp(), d = b.gp(), unused = b.gp();
-    b.func()->setArg(0, s);
-    b.func()->setArg(1, d);
-    b.func()->setArg(2, unused);
+    const glue::CopyArgs a = glue::begin_copy_function(b);  // n unused
+    const x86::Gp &s = a.src, &d = a.dst;
     const Mask rows = b.mask(kv);
     auto tile = [&](const x86::Gp& ts, const x86::Gp& td, int mv) {
       const Mask cols = b.mask(mv);
@@ -244,8 +234,8 @@ std::unique_ptr<Kernel> create_transpose_kernel(const Shape& in, const std::vect
     if (n <= 0) return no("empty tensor");
     numel *= n;
   }
-  // Strides become immediates and displacements (x 4 bytes x 16 rows).
-  if (numel > (int64_t(1) << 26)) return no("over 2^26 elements");
+  // Strides (x 4 bytes, x V for a tile step, V x sa <= numel) are 32-bit immediates.
+  if (numel > (int64_t(1) << 28)) return no("over 2^28 elements");
   return std::make_unique<TransposeKernel>(simplify(in, perm), isa);
 }
 
