@@ -11,11 +11,12 @@
 namespace kiln {
 namespace {
 
-constexpr PostOp::Kind kKinds[] = {PostOp::Kind::relu,        PostOp::Kind::leaky_relu,
-                                   PostOp::Kind::clip,        PostOp::Kind::sigmoid,
-                                   PostOp::Kind::swish,       PostOp::Kind::hardswish,
-                                   PostOp::Kind::hardsigmoid, PostOp::Kind::add,
-                                   PostOp::Kind::scale_shift, PostOp::Kind::gelu};
+constexpr PostOp::Kind kKinds[] = {
+    PostOp::Kind::relu,        PostOp::Kind::leaky_relu, PostOp::Kind::clip,
+    PostOp::Kind::sigmoid,     PostOp::Kind::swish,      PostOp::Kind::hardswish,
+    PostOp::Kind::hardsigmoid, PostOp::Kind::add,        PostOp::Kind::scale_shift,
+    PostOp::Kind::gelu,        PostOp::Kind::tanh,       PostOp::Kind::sqrt,
+    PostOp::Kind::erf,         PostOp::Kind::pow};
 
 int extra_inputs(PostOp::Kind k) {
   return k == PostOp::Kind::add ? 1 : k == PostOp::Kind::scale_shift ? 2 : 0;
@@ -25,7 +26,8 @@ int extra_inputs(PostOp::Kind k) {
 
 const char* post_op_name(PostOp::Kind k) {
   static const char* const kNames[] = {"relu",      "leaky_relu",  "clip", "sigmoid",     "swish",
-                                       "hardswish", "hardsigmoid", "add",  "scale_shift", "gelu"};
+                                       "hardswish", "hardsigmoid", "add",  "scale_shift", "gelu",
+                                       "tanh",      "sqrt",        "erf",  "pow"};
   return enum_name(k, kNames);
 }
 
@@ -93,6 +95,28 @@ std::optional<PostOp> unary_post_op(const Graph& g, const Node& n) {
   return op;
 }
 
+std::optional<PostOp> elementwise_post_op(const Graph& g, const Node& n) {
+  if (std::optional<PostOp> op = unary_post_op(g, n)) return op;
+  PostOp op;
+  if (n.op == "Tanh") {
+    op.kind = PostOp::Kind::tanh;
+  } else if (n.op == "Sqrt") {
+    op.kind = PostOp::Kind::sqrt;
+  } else if (n.op == "Erf") {
+    op.kind = PostOp::Kind::erf;
+  } else if (n.op == "Pow" && n.inputs.size() == 2) {
+    const Value& e = g.value(n.inputs[1]);
+    if (!e.is_const() || e.dtype != DType::f32 || e.constant->numel() != 1 || e.shape.size() >= 4)
+      return std::nullopt;
+    op.kind = PostOp::Kind::pow;
+    op.alpha = e.constant->data<float>()[0];
+    if (!std::isfinite(op.alpha)) return std::nullopt;
+  } else {
+    return std::nullopt;
+  }
+  return op;
+}
+
 void append_post_op(Node& n, const PostOp& op, const std::vector<ValueId>& extra_inputs) {
   auto& names = n.attrs["post_ops"];
   names.kind = Attribute::Kind::strings;
@@ -128,6 +152,14 @@ float apply_post_op(const PostOp& op, float x, float residual, float scale, floa
       return x * scale + shift;
     case PostOp::Kind::gelu:
       return 0.5f * x * (1.f + std::erf(x * 0.70710678118654752f));
+    case PostOp::Kind::tanh:
+      return std::tanh(x);
+    case PostOp::Kind::sqrt:
+      return std::sqrt(x);
+    case PostOp::Kind::erf:
+      return std::erf(x);
+    case PostOp::Kind::pow:
+      return op.alpha == 2.f ? x * x : std::pow(x, op.alpha);
   }
   return x;
 }
@@ -147,7 +179,7 @@ std::string post_ops_str(const std::vector<PostOp>& ops) {
       num(op.alpha);
       s += '_';
       num(op.beta);
-    } else if (op.kind == PostOp::Kind::leaky_relu) {
+    } else if (op.kind == PostOp::Kind::leaky_relu || op.kind == PostOp::Kind::pow) {
       num(op.alpha);
     }
   }

@@ -3,8 +3,10 @@
 //
 // Representation on the node (written by fuse_epilogues, read by every kernel):
 //   attr "post_ops"   strings, one per op, in order: relu, leaky_relu, clip, sigmoid, swish,
-//                     hardswish, hardsigmoid, add, scale_shift, gelu
-//   attr "post_alpha" floats, same length: leaky_relu slope, clip min, hardsigmoid alpha
+//                     hardswish, hardsigmoid, add, scale_shift, gelu (tanh, sqrt, erf, pow: the
+//                     glue kernels' vocabulary only, never fused into a conv epilogue)
+//   attr "post_alpha" floats, same length: leaky_relu slope, clip min, hardsigmoid alpha, pow
+//                     exponent
 //   attr "post_beta"  floats, same length: clip max, hardsigmoid beta
 //   extra node inputs after the op's own ones, in post-op order: `add` takes one (a tensor of
 //   the output's shape: the residual), `scale_shift` takes two (per-output-channel scale and
@@ -30,7 +32,12 @@ struct PostOp {
     hardsigmoid,
     add,
     scale_shift,
-    gelu  // x * 0.5 * (1 + erf(x / sqrt 2)), ONNX Gelu with approximate = "none"
+    gelu,  // x * 0.5 * (1 + erf(x / sqrt 2)), ONNX Gelu with approximate = "none"
+    // Standalone elementwise ops only (elementwise_post_op; the conv epilogues refuse them):
+    tanh,
+    sqrt,
+    erf,
+    pow  // std::pow(x, alpha) (x * x for alpha = 2, as the reference Pow), alpha finite
   };
   Kind kind = Kind::relu;
   float alpha = 0, beta = 0;
@@ -46,6 +53,9 @@ std::vector<PostOp> parse_post_ops(const Node& n, int first_extra_input);
 // HardSwish, Gelu (exact form), or Clip whose bounds are absent or constant f32 scalars; nothing
 // otherwise.
 std::optional<PostOp> unary_post_op(const Graph& g, const Node& n);
+// unary_post_op's ops plus the kinds only the standalone elementwise kernels compute: Tanh,
+// Sqrt, Erf, and Pow whose exponent is a constant finite f32 scalar (rank < 4).
+std::optional<PostOp> elementwise_post_op(const Graph& g, const Node& n);
 // Appends `op` to the node's attributes (and its extra inputs to node.inputs).
 void append_post_op(Node& n, const PostOp& op, const std::vector<ValueId>& extra_inputs);
 // Applies one post-op to a scalar (the reference semantics every JIT emitter must match).

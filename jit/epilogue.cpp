@@ -49,6 +49,11 @@ int op_temps(const PostOp& op, Isa isa, bool tail) {
       return 3;  // x stays live next to exp's result and scratch
     case K::gelu:
       return 3;  // exp(-z^2) and its scratch, then t and the polynomial
+    case K::tanh:
+    case K::sqrt:
+    case K::erf:
+    case K::pow:
+      return 0;  // refused by apply()
   }
   return 3;
 }
@@ -91,6 +96,12 @@ class ChainEmitter {
       case K::gelu:
         gelu();
         break;
+      case K::tanh:
+      case K::sqrt:
+      case K::erf:
+      case K::pow:  // graph/fuse.cpp never fuses them (unary_post_op does not return them)
+        fail(Code::unsupported, std::string("post-op ") + post_op_name(op.kind) +
+                                    " is not supported in a conv epilogue");
       case K::add:
         if (!where.residual) fail(Code::internal, "epilogue: no residual operand for 'add'");
         with_operand(where.residual(i),

@@ -20,8 +20,8 @@ namespace kiln {
 namespace {
 
 const char* kind_name(LabelKind k) {
-  static const char* const kNames[] = {"conv", "fc",      "pool", "concat", "eltwise",
-                                       "ref",  "shuffle", "norm", "view",   "bcast"};
+  static const char* const kNames[] = {"conv",    "fc",   "pool", "concat", "eltwise",   "ref",
+                                       "shuffle", "norm", "view", "bcast",  "transpose", "pad"};
   return enum_name(k, kNames);
 }
 
@@ -36,8 +36,8 @@ bool is4d(const Graph& g, ValueId v) {
 }
 
 bool is_unary_elementwise(const std::string& op) {
-  static const char* ops[] = {"Relu", "LeakyRelu",   "Sigmoid",   "Tanh",
-                              "Clip", "HardSigmoid", "HardSwish", "Gelu"};
+  static const char* ops[] = {"Relu",        "LeakyRelu", "Sigmoid", "Tanh", "Clip",
+                              "HardSigmoid", "HardSwish", "Gelu",    "Sqrt", "Erf"};
   for (const char* o : ops)
     if (op == o) return true;
   return false;
@@ -48,14 +48,16 @@ bool upto4d(const Graph& g, ValueId v) {
   return v != kNoValue && g.value(v).shape.size() <= 4;
 }
 
-// Elementwise over same-shape f32 operands (rank <= 4): exact on any layout's flat buffer.
+// Elementwise over same-shape f32 operands (rank <= 4; Pow's constant scalar exponent aside):
+// exact on any layout's flat buffer.
 bool is_flat_elementwise(const Graph& g, const Node& n) {
   if (n.outputs.size() != 1 || !upto4d(g, n.outputs[0])) return false;
   const Shape& ys = g.value(n.outputs[0]).shape;
   const bool binary =
       (n.op == "Add" || n.op == "Sub" || n.op == "Mul" || n.op == "Div") && n.inputs.size() == 2;
-  if (!binary && !is_unary_elementwise(n.op)) return false;
-  const size_t operands = binary ? 2 : 1;
+  const bool pow = n.op == "Pow" && elementwise_post_op(g, n);
+  if (!binary && !pow && n.op != "Sum" && !is_unary_elementwise(n.op)) return false;
+  const size_t operands = binary ? 2 : n.op == "Sum" ? n.inputs.size() : 1;
   for (size_t k = 0; k < operands; ++k) {
     ValueId v = n.in(k);
     if (v == kNoValue || g.value(v).shape != ys || g.value(v).dtype != DType::f32) return false;
@@ -93,12 +95,14 @@ bool conv_jit_ok(const Graph& g, const Node& n, std::string* why) {
 }
 
 std::optional<std::vector<PostOp>> eltwise_ops(const Graph& g, const Node& n) {
-  if (std::optional<PostOp> op = unary_post_op(g, n)) return std::vector<PostOp>{*op};
-  if (n.op != "Add") return std::nullopt;
-  PostOp add;
-  add.kind = PostOp::Kind::add;
-  add.input = 1;
-  return std::vector<PostOp>{add};
+  if (std::optional<PostOp> op = elementwise_post_op(g, n)) return std::vector<PostOp>{*op};
+  if (n.op != "Add" && n.op != "Sum") return std::nullopt;
+  std::vector<PostOp> adds(n.op == "Add" ? 1 : n.inputs.size() - 1);  // Sum: y = x0 + x1 + ...
+  for (size_t k = 0; k < adds.size(); ++k) {
+    adds[k].kind = PostOp::Kind::add;
+    adds[k].input = int(k) + 1;
+  }
+  return adds;
 }
 
 // ---- Broadcast binary ops and per-channel affine maps (LabelKind::bcast) ----
@@ -165,6 +169,54 @@ std::unique_ptr<Kernel> make_bcast(const Graph& g, const Node& n, Layout l, Isa 
 
 // ---- end of the bcast block ----
 
+// A constant-mode Pad of a 4-D f32 tensor with constant pads, axes and value: the pads per dim.
+struct PadSpec {
+  std::vector<int64_t> begin, end;
+  float value = 0;
+};
+std::optional<PadSpec> pad_spec(const Graph& g, const Node& n) {
+  if (n.op != "Pad" || n.outputs.size() != 1 || !is4d(g, n.in(0)) || !is4d(g, n.outputs[0]) ||
+      g.value(n.inputs[0]).dtype != DType::f32 || n.attr_s("mode", "constant") != "constant")
+    return std::nullopt;
+  auto ints = [&](ValueId v) -> std::optional<std::vector<int64_t>> {
+    if (v == kNoValue || !g.value(v).is_const() || g.value(v).dtype != DType::i64)
+      return std::nullopt;
+    const Tensor& t = *g.value(v).constant;
+    return std::vector<int64_t>(t.data<int64_t>(), t.data<int64_t>() + t.numel());
+  };
+  const auto pads = ints(n.in(1));
+  std::vector<int64_t> axes{0, 1, 2, 3};
+  if (n.in(3) != kNoValue) {
+    const auto a = ints(n.in(3));
+    if (!a) return std::nullopt;
+    axes = *a;
+  }
+  if (!pads || pads->size() != 2 * axes.size()) return std::nullopt;
+  PadSpec p{std::vector<int64_t>(4, 0), std::vector<int64_t>(4, 0), 0.f};
+  for (size_t i = 0; i < axes.size(); ++i) {
+    const int64_t a = axes[i] < 0 ? axes[i] + 4 : axes[i];
+    if (a < 0 || a > 3) return std::nullopt;
+    p.begin[size_t(a)] = (*pads)[i];
+    p.end[size_t(a)] = (*pads)[i + axes.size()];
+  }
+  if (const ValueId c = n.in(2); c != kNoValue) {
+    const Value& cv = g.value(c);
+    if (!cv.is_const() || cv.dtype != DType::f32 || cv.constant->numel() != 1) return std::nullopt;
+    p.value = cv.constant->data<float>()[0];
+  }
+  return p;
+}
+
+// A Transpose of an f32 tensor of rank <= 6: its permutation (default: reversed dims).
+std::optional<std::vector<int64_t>> transpose_perm(const Graph& g, const Node& n) {
+  if (n.op != "Transpose" || n.outputs.size() != 1 || n.in(0) == kNoValue) return std::nullopt;
+  const Value& x = g.value(n.inputs[0]);
+  if (x.dtype != DType::f32 || x.shape.size() > 6) return std::nullopt;
+  std::vector<int64_t> perm(x.shape.size());
+  for (size_t i = 0; i < perm.size(); ++i) perm[i] = int64_t(perm.size() - 1 - i);
+  return n.attr_ints("perm", perm);
+}
+
 std::optional<PoolProblem> pool_problem(const Node& n, const Shape& xs, const Shape& ys) {
   PoolProblem p;
   p.src = xs;
@@ -224,30 +276,45 @@ std::unique_ptr<Kernel> make_fc(const Graph& g, const Node& n, Isa isa, std::str
                           bias ? &*bias : nullptr, why);
 }
 
-// LayerNormalization as [outer, c, inner] (graph/ops.h: dims [axis, axis + norm_dims) are c)
-// with constant f32 scale / bias; nullopt otherwise.
+// LayerNormalization (constant f32 scale / bias; graph/ops.h: dims [axis, axis + norm_dims) are
+// c) or Softmax (f32; dim `axis`, or [axis, rank) with coerce_2d) as [outer, c, inner];
+// nullopt for other nodes. `channels`: c is the channel dim of a 4-D tensor (the nhwc and
+// blocked layouts' rows).
 struct NormView {
   int64_t outer = 1, c = 1, inner = 1;
+  bool channels = false;
 };
 std::optional<NormView> norm_view(const Graph& g, const Node& n) {
-  if (n.op != "LayerNormalization" || n.outputs.size() != 1) return std::nullopt;
-  for (size_t k = 1; k < n.inputs.size(); ++k)
-    if (n.inputs[k] != kNoValue && !g.value(n.inputs[k]).is_const()) return std::nullopt;
+  if (n.outputs.size() != 1 || n.inputs.empty() || n.in(0) == kNoValue) return std::nullopt;
   const Shape& s = g.value(n.inputs[0]).shape;
-  const int64_t axis = n.attr_i("axis", 0), end = axis + n.attr_i("norm_dims", 1);
+  const int64_t rank = int64_t(s.size());
+  int64_t axis = n.attr_i("axis", n.op == "Softmax" ? -1 : 0), end = axis + 1;
+  if (n.op == "LayerNormalization") {
+    for (size_t k = 1; k < n.inputs.size(); ++k)
+      if (n.inputs[k] != kNoValue && !g.value(n.inputs[k]).is_const()) return std::nullopt;
+    end = axis + n.attr_i("norm_dims", 1);
+  } else if (n.op == "Softmax" && g.value(n.inputs[0]).dtype == DType::f32 && rank > 0) {
+    if (axis < 0) axis += rank;
+    end = n.attr_i("coerce_2d", 0) ? rank : axis + 1;
+  } else {
+    return std::nullopt;
+  }
+  if (axis < 0 || end > rank || axis >= end) return std::nullopt;
   NormView v;
-  for (int64_t d = 0; d < int64_t(s.size()); ++d)
-    (d < axis ? v.outer : d < end ? v.c : v.inner) *= s[size_t(d)];
+  for (int64_t d = 0; d < rank; ++d) (d < axis ? v.outer : d < end ? v.c : v.inner) *= s[size_t(d)];
+  v.channels = rank == 4 && v.outer == s[0] && v.c == s[1];
   return v;
 }
 
 std::unique_ptr<Kernel> make_norm(const Graph& g, const Node& n, Layout l, Isa isa,
                                   std::string* why) {
   const auto v = norm_view(g, n);
-  if (!v) return *why = "not a LayerNormalization with constant scale and bias", nullptr;
-  const bool four_d = is4d(g, n.inputs[0]);
-  if (l != Layout::nchw && (!four_d || n.attr_i("axis", 0) != 1 || n.attr_i("norm_dims", 0) != 1))
-    return *why = "only a 4-D LayerNorm over channels runs on nhwc / blocked layouts", nullptr;
+  if (!v)
+    return *why = "not a Softmax or a LayerNormalization with constant scale and bias", nullptr;
+  if (l != Layout::nchw && !v->channels)
+    return *why = "only a reduction over the channels of a 4-D tensor runs on nhwc / blocked",
+           nullptr;
+  if (n.op == "Softmax") return create_softmax_kernel(v->outer, v->c, v->inner, l, isa, why);
   const ValueId b = n.in(2);
   return create_layernorm_kernel(v->outer, v->c, v->inner, l, n.attr_f("epsilon", 1e-5f),
                                  g.value(n.inputs[1]).constant->data<float>(),
@@ -388,9 +455,9 @@ std::optional<Label> Label::parse(const std::string& key) {
   if (parts.size() != 2) return std::nullopt;
   auto lay = layout_from(parts[1]);
   if (!lay) return std::nullopt;
-  for (LabelKind k :
-       {LabelKind::fc, LabelKind::pool, LabelKind::concat, LabelKind::eltwise, LabelKind::ref,
-        LabelKind::shuffle, LabelKind::norm, LabelKind::view, LabelKind::bcast})
+  for (LabelKind k : {LabelKind::fc, LabelKind::pool, LabelKind::concat, LabelKind::eltwise,
+                      LabelKind::ref, LabelKind::shuffle, LabelKind::norm, LabelKind::view,
+                      LabelKind::bcast, LabelKind::transpose, LabelKind::pad})
     if (parts[0] == kind_name(k)) {
       l.kind = k;
       l.in = l.out = *lay;
@@ -446,7 +513,7 @@ std::vector<Label> candidate_labels(const Graph& g, int i, Isa isa, bool referen
   } else if (jit && n.op == "ChannelShuffle") {
     for (Layout l : {b, Layout::nhwc, Layout::nchw}) simple(LabelKind::shuffle, l);
   } else if (jit && norm_view(g, n)) {
-    if (is4d(g, n.inputs[0]) && n.attr_i("axis", 0) == 1 && n.attr_i("norm_dims", 0) == 1) {
+    if (norm_view(g, n)->channels) {
       simple(LabelKind::norm, b);
       simple(LabelKind::norm, Layout::nhwc);
     }
@@ -460,6 +527,13 @@ std::vector<Label> candidate_labels(const Graph& g, int i, Isa isa, bool referen
                                                                        : LabelKind::ref;
     for (Layout l : ls)
       if (k != LabelKind::ref || l != Layout::nchw) simple(k, l);  // ref.nchw comes last
+  } else if (jit && transpose_perm(g, n)) {
+    simple(LabelKind::transpose, Layout::nchw);
+  } else if (jit && pad_spec(g, n)) {
+    const PadSpec p = *pad_spec(g, n);
+    if (p.begin[1] == 0 && p.end[1] == 0)
+      for (Layout l : {b, Layout::nhwc}) simple(LabelKind::pad, l);
+    simple(LabelKind::pad, Layout::nchw);
   } else if (jit && view_ok(g, n, Layout::nchw)) {
     for (Layout l : {b, Layout::nhwc, Layout::nchw})
       if (view_ok(g, n, l)) simple(LabelKind::view, l);
@@ -569,6 +643,20 @@ Instance instantiate(const Graph& g, int i, const Label& l, Isa isa, std::string
       if (!jit_isa) return no("no JIT on the scalar ISA");
       r.kernel = make_bcast(g, n, l.in, isa, &why);
       break;
+    case LabelKind::transpose: {
+      const auto perm = transpose_perm(g, n);
+      if (!jit_isa || !perm || l.in != Layout::nchw)
+        return no("not a Transpose in nchw on a JIT ISA");
+      r.kernel = create_transpose_kernel(g.value(n.inputs[0]).shape, *perm, isa, &why);
+      break;
+    }
+    case LabelKind::pad: {
+      const auto p = pad_spec(g, n);
+      if (!jit_isa || !p) return no("not a constant 4-D Pad on a JIT ISA");
+      r.kernel = create_pad_kernel(g.value(n.inputs[0]).shape, p->begin, p->end, p->value, l.in,
+                                   isa, &why);
+      break;
+    }
     case LabelKind::ref:
       if (l.in != Layout::nchw && !is_flat_elementwise(g, n))
         return no("only elementwise ops run on a non-NCHW layout with reference kernels");
@@ -593,7 +681,11 @@ std::string node_problem(const Graph& g, int i) {
       continue;
     }
     const Value& val = g.value(v);
-    s += std::string(dtype_name(val.dtype)) + shape_str(val.shape) + (val.is_const() ? "c;" : ";");
+    s += std::string(dtype_name(val.dtype)) + shape_str(val.shape) + (val.is_const() ? "c" : "");
+    // A constant scalar changes the code (Pow's exponent picks x * x or exp/log).
+    if (val.is_const() && val.dtype == DType::f32 && val.constant->numel() == 1)
+      s += fmt::format("={}", val.constant->data<float>()[0]);
+    s += ";";
   }
   s += ">";
   for (ValueId v : n.outputs)

@@ -27,11 +27,15 @@ enum class LabelKind : int {
   ref = 5,      // the scalar reference kernel (4-D operands in `layout`, viewed flat when
                 // that is not NCHW, which only elementwise ops allow)
   shuffle = 6,  // asmjit ChannelShuffle (channel gather: shuffles, slices, splits)
-  norm = 7,     // asmjit LayerNormalization (channels of a 4-D tensor, or trailing dims)
+  norm = 7,     // asmjit LayerNormalization, Softmax (channels of a 4-D tensor, or last dims)
   view = 8,     // Flatten/Reshape/Squeeze/Unsqueeze/Identity: the output is input 0's bytes
                 // (offered only where the layout puts every element where NCHW would); no
                 // work, the plan makes the output an alias of the input
   bcast = 9,    // asmjit broadcast binary op / per-channel affine (BatchNormalization)
+  // asmjit Transpose (any permutation, rank <= 6; nchw)
+  transpose = 10,
+  // asmjit constant Pad of a 4-D tensor
+  pad = 11,
 };
 
 struct Label {

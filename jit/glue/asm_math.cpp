@@ -8,6 +8,78 @@
 #include "jit/vec_math.h"  // kExpMin, kExpMax, kLog2e, exp_ln2_hi/lo
 
 namespace kiln::glue {
+namespace {
+
+constexpr uint8_t kEqOq = 0x00, kUnordQ = 0x03, kLtOq = 0x11, kGtOq = 0x1e;
+
+// d *= 2^n for integral floats n in [-252, 252] (n is clobbered): vscalefps rounds once
+// (subnormals, 0, inf right). AVX2: n = n1 + n2 with both halves normal exponents; d * 2^n1 is
+// exact, the second multiply does the single rounding.
+void mul_pow2(AsmBuilder& b, const x86::Vec& d, const x86::Vec& n) {
+  auto& cc = b.cc();
+  const int lanes = int(d.size() / 4);
+  if (b.avx512()) {
+    cc.vscalefps(d, d, n);
+    return;
+  }
+  x86::Vec r = b.vec(lanes);
+  cc.vcvtps2dq(n, n);
+  cc.vpsrad(r, n, 1);
+  cc.vpsubd(n, n, r);
+  cc.vpaddd(r, r, b.cu32(127, lanes));
+  cc.vpslld(r, r, 23);
+  cc.vmulps(d, d, r);
+  cc.vpaddd(n, n, b.cu32(127, lanes));
+  cc.vpslld(n, n, 23);
+  cc.vmulps(d, d, n);
+}
+
+// dst = (x PRED y) ? src : dst lane-wise (a k register on AVX-512, a blend on AVX2).
+template <class Y>
+void select_if(AsmBuilder& b, const x86::Vec& dst, const x86::Vec& src, const x86::Vec& x,
+               const Y& y, uint8_t pred) {
+  auto& cc = b.cc();
+  if (b.avx512()) {
+    x86::KReg k = cc.newKw();
+    cc.vcmpps(k, x, y, pred);
+    cc.k(k).vmovaps(dst, src);
+  } else {
+    x86::Vec m = b.vec(int(dst.size() / 4));
+    cc.vcmpps(m, x, y, pred);
+    cc.vblendvps(dst, dst, src, m);
+  }
+}
+
+// d = c[0] + x (c[1] + x (c[2] + ...)) by Horner with FMAs.
+template <size_t N>
+void horner(AsmBuilder& b, const x86::Vec& d, const x86::Vec& x, const float (&c)[N]) {
+  const int lanes = int(d.size() / 4);
+  b.cc().vmovups(d, b.cf32(c[N - 1], lanes));
+  for (size_t k = N - 1; k-- > 0;) b.cc().vfmadd213ps(d, x, b.cf32(c[k], lanes));
+}
+
+// Minimax fits (relative error, double precision, coefficients rounded to float):
+// tanh(x) = x + x^3 P(x^2) on |x| <= kTanhSmall (fit error 1.5e-10); erf(x) = x Q(x^2) on
+// |x| <= kErfSmall (2.5e-11); erfc(x) = t R(t) exp(-x^2), t = 1 / (1 + kErfcP x), on
+// [kErfSmall, 4] (2.5e-10; erf rounds to 1 from 3.92).
+constexpr float kTanhSmall = 0.625f;
+constexpr float kTanhPoly[] = {-0.3333333f, 0.1333321f,    -0.053947207f,
+                               0.02170297f, -0.008182679f, 0.002147541f};
+constexpr float kErfSmall = 0.75f;
+constexpr float kErfPoly[] = {1.1283792f,    -0.37612638f,   0.11283779f,  -0.02686479f,
+                              0.0052168467f, -0.0008357825f, 9.475755e-05f};
+constexpr float kErfcTail[] = {0.18544832f, 0.1757358f,   0.23245063f, -0.05160911f,
+                               0.58480257f, -0.53817594f, 0.56920385f, -0.15786107f};
+
+// a |= sign bit of s (a >= 0).
+void or_sign(AsmBuilder& b, const x86::Vec& a, const x86::Vec& s) {
+  const int lanes = int(a.size() / 4);
+  x86::Vec t = b.vec(lanes);
+  b.cc().vandps(t, s, b.cu32(0x80000000u, lanes));
+  b.cc().vorps(a, a, t);
+}
+
+}  // namespace
 
 void emit_exp(AsmBuilder& b, const x86::Vec& d, const x86::Vec& s, bool negate) {
   auto& cc = b.cc();
@@ -38,21 +110,7 @@ void emit_exp(AsmBuilder& b, const x86::Vec& d, const x86::Vec& s, bool negate) 
   auto coef = [&](int k) { return negate && (k & 1) ? -kExpPoly[k] : kExpPoly[k]; };
   cc.vmovups(d, b.cf32(coef(6), lanes));
   for (int k = 5; k >= 0; --k) cc.vfmadd213ps(d, r, b.cf32(coef(k), lanes));
-  // d *= 2^n: vscalefps rounds once (subnormals, 0, inf right). AVX2: n = n1 + n2 with both
-  // halves normal exponents; d * 2^n1 is exact, the second multiply does the single rounding.
-  if (b.avx512()) {
-    cc.vscalefps(d, d, n);
-  } else {
-    cc.vcvtps2dq(n, n);
-    cc.vpsrad(r, n, 1);
-    cc.vpsubd(n, n, r);
-    cc.vpaddd(r, r, b.cu32(127, lanes));
-    cc.vpslld(r, r, 23);
-    cc.vmulps(d, d, r);
-    cc.vpaddd(n, n, b.cu32(127, lanes));
-    cc.vpslld(n, n, 23);
-    cc.vmulps(d, d, n);
-  }
+  mul_pow2(b, d, n);
 }
 
 void emit_gelu(AsmBuilder& b, const x86::Vec& a) {
@@ -84,9 +142,162 @@ void emit_gelu(AsmBuilder& b, const x86::Vec& a) {
   cc.vmulps(a, a, r);
 }
 
+void emit_tanh(AsmBuilder& b, const x86::Vec& a) {
+  auto& cc = b.cc();
+  const int lanes = int(a.size() / 4);
+  x86::Vec ax = b.vec(lanes), r = b.vec(lanes), u = b.vec(lanes), p = b.vec(lanes);
+  cc.vandps(ax, a, b.cu32(0x7fffffffu, lanes));
+  // |x| >= kTanhSmall (and NaN): 1 - 2 / (exp(2|x|) + 1) with x's sign (exp(inf) = inf gives 1).
+  cc.vaddps(r, ax, ax);
+  emit_exp(b, r, r);
+  cc.vaddps(r, r, b.cf32(1.f, lanes));
+  cc.vdivps(r, b.bcast(2.f, lanes), r);
+  cc.vsubps(r, b.bcast(1.f, lanes), r);
+  or_sign(b, r, a);
+  // Small |x|: x + x^3 P(x^2) (no cancellation; keeps -0).
+  cc.vmulps(u, a, a);
+  horner(b, p, u, kTanhPoly);
+  cc.vmulps(u, u, a);
+  cc.vfmadd213ps(p, u, a);
+  select_if(b, r, p, ax, b.cf32(kTanhSmall, lanes), kLtOq);
+  cc.vmovaps(a, r);
+}
+
+void emit_erf(AsmBuilder& b, const x86::Vec& a) {
+  auto& cc = b.cc();
+  const int lanes = int(a.size() / 4);
+  x86::Vec ax = b.vec(lanes), t = b.vec(lanes), e = b.vec(lanes), r = b.vec(lanes);
+  cc.vandps(ax, a, b.cu32(0x7fffffffu, lanes));
+  // |x| >= kErfSmall (and NaN): 1 - t R(t) exp(-x^2) on min(|x|, 4) (MINPS keeps a NaN second).
+  cc.vminps(ax, b.bcast(4.f, lanes), ax);
+  cc.vmulps(e, ax, ax);
+  emit_exp(b, e, e, /*negate=*/true);
+  cc.vmulps(t, ax, b.cf32(kErfcP, lanes));
+  cc.vaddps(t, t, b.cf32(1.f, lanes));
+  cc.vdivps(t, b.bcast(1.f, lanes), t);
+  horner(b, r, t, kErfcTail);
+  cc.vmulps(r, r, t);
+  cc.vmulps(r, r, e);
+  cc.vsubps(r, b.bcast(1.f, lanes), r);
+  or_sign(b, r, a);
+  // Small |x|: x Q(x^2).
+  cc.vmulps(t, a, a);
+  horner(b, e, t, kErfPoly);
+  cc.vmulps(e, e, a);
+  select_if(b, r, e, ax, b.cf32(kErfSmall, lanes), kLtOq);
+  cc.vmovaps(a, r);
+}
+
+void emit_pow(AsmBuilder& b, const x86::Vec& a, float y) {
+  auto& cc = b.cc();
+  const int lanes = int(a.size() / 4);
+  if (y == 0.f) {  // pow(x, 0) = 1, even for NaN
+    cc.vmovups(a, b.cf32(1.f, lanes));
+    return;
+  }
+  if (y == 1.f) return;
+  if (y == 2.f || y == 3.f) {  // x * x as the reference; x^3 within an ulp
+    x86::Vec t = b.vec(lanes);
+    cc.vmulps(t, a, a);
+    if (y == 3.f) cc.vmulps(t, t, a);
+    cc.vmovaps(a, t);
+    return;
+  }
+  if (y == -1.f) {  // correctly rounded either way
+    cc.vdivps(a, b.bcast(1.f, lanes), a);
+    return;
+  }
+  if (y == 0.5f) {  // sqrt, but pow(-0, 0.5) = +0 and pow(-inf, 0.5) = +inf
+    x86::Vec t = b.vec(lanes);
+    cc.vsqrtps(t, a);
+    cc.vaddps(t, t, b.cf32(0.f, lanes));
+    select_if(b, t, b.bcast(INFINITY, lanes), a, b.cf32(-INFINITY, lanes), kEqOq);
+    cc.vmovaps(a, t);
+    return;
+  }
+  // |x|^y = 2^(y log2|x|) with t = y log2|x| as an unevaluated sum hi + lo, so that the
+  // exponent's rounding does not grow with |t|. |x| = (1 + f) 2^k, 1 + f in [sqrt(1/2), sqrt 2]
+  // (f exact); ln(1 + f) = f + tail, tail = f^3 P(f) - f^2 / 2 (Cephes logf's polynomial);
+  // t = y k + c f + c tail with c = y log2 e: the first two as exact products (FMA error
+  // terms), the small tail rounded.
+  x86::Vec ax = b.vec(lanes), k = b.vec(lanes), m = b.vec(lanes), f = b.vec(lanes),
+           u = b.vec(lanes), q = b.vec(lanes), t = b.vec(lanes);
+  cc.vandps(ax, a, b.cu32(0x7fffffffu, lanes));
+  // Subnormals: scale by 2^23 first.
+  cc.vxorps(k, k, k);
+  cc.vmulps(t, ax, b.cf32(8388608.f, lanes));
+  cc.vmovaps(m, ax);
+  select_if(b, m, t, ax, b.cf32(1.17549435e-38f, lanes), kLtOq);
+  select_if(b, k, b.bcast(-23.f, lanes), ax, b.cf32(1.17549435e-38f, lanes), kLtOq);
+  cc.vpsrld(t, m, 23);
+  cc.vpsubd(t, t, b.cu32(127, lanes));
+  cc.vcvtdq2ps(t, t);
+  cc.vaddps(k, k, t);
+  cc.vandps(m, m, b.cu32(0x007fffffu, lanes));
+  cc.vorps(m, m, b.cu32(0x3f800000u, lanes));  // [1, 2)
+  cc.vmulps(t, m, b.cf32(0.5f, lanes));
+  cc.vaddps(u, k, b.cf32(1.f, lanes));
+  select_if(b, k, u, m, b.cf32(1.41421356f, lanes), kGtOq);
+  select_if(b, m, t, m, b.cf32(1.41421356f, lanes), kGtOq);
+  cc.vsubps(f, m, b.cf32(1.f, lanes));  // exact
+  static constexpr float kLogPoly[] = {3.3333331174e-1f,  -2.4999993993e-1f, 2.0000714765e-1f,
+                                       -1.6668057665e-1f, 1.4249322787e-1f,  -1.2420140846e-1f,
+                                       1.1676998740e-1f,  -1.1514610310e-1f, 7.0376836292e-2f};
+  horner(b, q, f, kLogPoly);
+  cc.vmulps(u, f, f);  // u = f^2
+  cc.vmulps(q, q, f);
+  cc.vmulps(q, q, u);
+  cc.vfnmadd231ps(q, u, b.cf32(0.5f, lanes));  // q = tail
+  const double c = double(y) * 1.4426950408889634;
+  const float c_hi = float(c), c_lo = float(c - double(c_hi));
+  // p1 + e1 = y k, p2 + e2 = c f + c tail, then hi + lo = p1 + p2 + e1 + e2.
+  x86::Vec p1 = b.vec(lanes), e1 = b.vec(lanes), p2 = b.vec(lanes), e2 = b.vec(lanes);
+  cc.vmulps(p1, k, b.cf32(y, lanes));
+  cc.vmovaps(e1, p1);
+  cc.vfmsub231ps(e1, k, b.cf32(y, lanes));  // k y - p1
+  cc.vmulps(p2, f, b.cf32(c_hi, lanes));
+  cc.vmovaps(e2, p2);
+  cc.vfmsub231ps(e2, f, b.cf32(c_hi, lanes));  // f c_hi - p2
+  cc.vfmadd231ps(e2, f, b.cf32(c_lo, lanes));
+  cc.vfmadd231ps(e2, q, b.cf32(c_hi, lanes));
+  x86::Vec hi = b.vec(lanes), bb = b.vec(lanes);
+  cc.vaddps(hi, p1, p2);  // two-sum: e1 += (p1 - (hi - bb)) + (p2 - bb)
+  cc.vsubps(bb, hi, p1);
+  cc.vsubps(t, hi, bb);
+  cc.vsubps(t, p1, t);
+  cc.vsubps(p2, p2, bb);
+  cc.vaddps(t, t, p2);
+  cc.vaddps(e1, e1, e2);
+  cc.vaddps(e1, e1, t);
+  cc.vaddps(t, hi, e1);  // renormalised (c tail may be large): hi = hi + lo, lo = its error
+  cc.vsubps(bb, t, hi);
+  cc.vsubps(e1, e1, bb);  // lo
+  cc.vmovaps(hi, t);
+  // Clamp (2^+-192 over/underflows whatever lo adds), n = round(hi), 2^(hi - n + lo) 2^n.
+  cc.vminps(hi, hi, b.cf32(192.f, lanes));
+  cc.vmaxps(hi, hi, b.cf32(-192.f, lanes));
+  if (b.avx512())
+    cc.vrndscaleps(t, hi, 0);
+  else
+    cc.vroundps(t, hi, 0);
+  cc.vsubps(hi, hi, t);
+  cc.vaddps(hi, hi, e1);
+  cc.vmulps(hi, hi, b.cf32(0.69314718f, lanes));
+  emit_exp(b, u, hi);
+  mul_pow2(b, u, t);
+  // Special operands (y is known here): negative x and a non-integer y give NaN, +-0 and +-inf
+  // give 0 or inf by y's sign, NaN stays NaN, odd integers keep x's sign.
+  const bool integer = std::nearbyint(y) == y, odd = integer && std::fmod(y, 2.f) != 0.f;
+  if (!integer) select_if(b, u, b.bcast(NAN, lanes), a, b.cf32(0.f, lanes), kLtOq);
+  select_if(b, u, b.bcast(y > 0 ? 0.f : INFINITY, lanes), ax, b.cf32(0.f, lanes), kEqOq);
+  select_if(b, u, b.bcast(y > 0 ? INFINITY : 0.f, lanes), ax, b.cf32(INFINITY, lanes), kEqOq);
+  select_if(b, u, a, a, a, kUnordQ);
+  if (odd) or_sign(b, u, a);
+  cc.vmovaps(a, u);
+}
+
 void emit_post_op(AsmBuilder& b, const x86::Vec& a, const PostOp& op) {
   using K = PostOp::Kind;
-  constexpr uint8_t kLtOq = 0x11;
   auto& cc = b.cc();
   auto zero = [&] {
     x86::Vec z = b.vec();
@@ -144,6 +355,18 @@ void emit_post_op(AsmBuilder& b, const x86::Vec& a, const PostOp& op) {
       break;
     case K::gelu:
       emit_gelu(b, a);
+      break;
+    case K::tanh:
+      emit_tanh(b, a);
+      break;
+    case K::sqrt:  // correctly rounded, as std::sqrt (NaN below 0)
+      cc.vsqrtps(a, a);
+      break;
+    case K::erf:
+      emit_erf(b, a);
+      break;
+    case K::pow:
+      emit_pow(b, a, op.alpha);
       break;
     case K::add:
     case K::scale_shift:

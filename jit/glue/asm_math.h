@@ -17,6 +17,15 @@ void emit_exp(AsmBuilder& b, const x86::Vec& dst, const x86::Vec& src, bool nega
 // Xbyak epilogue's gelu (jit/epilogue.h, kErfcPoly), <= 6e-7 absolute in the erf term.
 void emit_gelu(AsmBuilder& b, const x86::Vec& a);
 
+// a = tanh(a), a = erf(a) lane-wise, in place: a small-|a| odd polynomial and an exp-based form
+// beyond it (asm_math.cpp has the fits); a few ulp of std::tanh / std::erf (tests measure it).
+void emit_tanh(AsmBuilder& b, const x86::Vec& a);
+void emit_erf(AsmBuilder& b, const x86::Vec& a);
+// a = std::pow(a, y) for a finite constant y (x * x for y = 2, as the reference Pow): exact
+// forms for y in {0, 1, 2, -1, 0.5} (3: two multiplies), else 2^(y log2|a|) with the exponent
+// carried in two floats, and C's special cases (negative a and non-integer y: NaN).
+void emit_pow(AsmBuilder& b, const x86::Vec& a, float y);
+
 // a = op(a) for a unary post-op (every kind but add and scale_shift, which need operands: an
 // internal error) on a full-width vector, with the scalar reference's own operations in the
 // same order (graph/post_ops.cpp): bit-exact but for sigmoid and swish (the vector exp).

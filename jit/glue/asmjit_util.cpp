@@ -428,6 +428,15 @@ ExecCode AsmBuilder::finish() {
   return out;
 }
 
+CopyArgs begin_copy_function(AsmBuilder& b) {
+  b.begin_function(aj::FuncSignatureT<void, const float*, float*, int64_t>());
+  CopyArgs a{b.gp(), b.gp(), b.gp()};
+  b.func()->setArg(0, a.src);
+  b.func()->setArg(1, a.dst);
+  b.func()->setArg(2, a.n);
+  return a;
+}
+
 int64_t chunk_size(int64_t total, int64_t quantum, int64_t want, int64_t min_chunk) {
   total = std::max<int64_t>(total, 1);
   int64_t c = (total + want - 1) / std::max<int64_t>(want, 1);

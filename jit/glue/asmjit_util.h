@@ -139,6 +139,14 @@ class AsmBuilder {
   aj::Label data_label_;
 };
 
+// The glue kernels' common function shape: fn(src, dst, n).
+using CopyFn = void (*)(const float* src, float* dst, int64_t n);
+struct CopyArgs {
+  x86::Gp src, dst, n;
+};
+// Starts a function of CopyFn's signature on `b` with its arguments bound.
+CopyArgs begin_copy_function(AsmBuilder& b);
+
 // Base of the glue kernels: a name, a tile count and the code they run.
 class GlueKernel : public Kernel {
  public:

@@ -19,7 +19,7 @@ using glue::Mask;
 using K = PostOp::Kind;
 namespace x86 = asmjit::x86;
 
-constexpr int kMaxAdds = 4;
+constexpr int kMaxAdds = 7;  // a Sum of 8 inputs
 
 struct EltArgs {
   const float* x;
@@ -161,7 +161,8 @@ std::unique_ptr<Kernel> create_eltwise_kernel(int64_t elems, const std::vector<P
       return no("scale_shift needs per-channel operands: not a standalone elementwise op");
     if (op.kind == K::add) res.push_back(op.input >= 1 ? op.input : 1 + int(res.size()));
   }
-  if (res.size() > size_t(kMaxAdds)) return no("more than 4 residual adds in one chain");
+  if (res.size() > size_t(kMaxAdds))
+    return no("more than " + std::to_string(kMaxAdds) + " residual adds in one chain");
   const std::string chain = ops.empty() ? "identity" : post_ops_str(ops);
   const std::string name = "eltwise_" + chain + "_f32__" + isa_name(isa);
   return std::make_unique<EltwiseKernel>(elems, std::move(res), isa, name, ops);

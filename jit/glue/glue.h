@@ -1,6 +1,7 @@
 // Glue kernels generated with asmjit's x86::Compiler (virtual registers: register allocation
 // buys nothing here, clarity does): layout conversions, pooling, standalone elementwise
-// chains, concat, LayerNorm. Each returns nullptr with *why_not when it does not apply.
+// chains, concat, LayerNorm, Softmax, Transpose, Pad. Each returns nullptr with *why_not when it
+// does not apply.
 #pragma once
 
 #include <memory>
@@ -89,6 +90,23 @@ ShufflePlan plan_channel_shuffle(const ChannelShuffleSpec& s, Layout l, int lane
 std::unique_ptr<Kernel> create_layernorm_kernel(int64_t outer, int64_t c, int64_t inner, Layout l,
                                                 float eps, const float* gamma, const float* beta,
                                                 Isa isa, std::string* why_not);
+
+// Softmax of a tensor viewed as [outer, c, inner] over c (numerically stable: exp(x - max) /
+// sum), layouts as create_layernorm_kernel's (nchw needs inner == 1). src[0] -> dst[0].
+std::unique_ptr<Kernel> create_softmax_kernel(int64_t outer, int64_t c, int64_t inner, Layout l,
+                                              Isa isa, std::string* why_not);
+
+// Transpose of a row-major f32 tensor of shape `in` (rank <= 6; nchw for 4-D) by `perm`
+// (output dim i = input dim perm[i]). src[0] -> dst[0].
+std::unique_ptr<Kernel> create_transpose_kernel(const Shape& in, const std::vector<int64_t>& perm,
+                                                Isa isa, std::string* why_not);
+
+// Constant Pad of a 4-D f32 tensor of logical shape x (nchw dims) by begin[d] / end[d] >= 0
+// elements per dim, filled with `value`. nchw: any dims; nhwc and the ISA's blocked layout: no
+// channel pads (blocked also needs value 0 or whole channel blocks: pad lanes stay 0).
+std::unique_ptr<Kernel> create_pad_kernel(const Shape& x, const std::vector<int64_t>& begin,
+                                          const std::vector<int64_t>& end, float value, Layout l,
+                                          Isa isa, std::string* why_not);
 
 // Binary arithmetic of two f32 operands numpy-broadcasting to a 4-D output, or a per-channel
 // affine map (inference BatchNormalization), then a chain of unary post-ops (relu ... swish;

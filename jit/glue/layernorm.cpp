@@ -1,16 +1,21 @@
-// LayerNormalization over groups of c floats, one group per row (a pixel's channels in nhwc or
-// nChw8c/16c, a row of a row-major tensor): mean, then the mean of squared deviations (two
-// passes, as ONNX's function body; the row stays in L1 between passes), then
-// y = (x - mean) * rstd * gamma + beta. The last vector of a row is masked: its lanes past c
-// are not read (nhwc) or are zeroed (blocked: pad lanes, written as 0 through zero-padded
-// gamma/beta).
+// Reductions over groups of c floats, one group per row (a pixel's channels in nhwc or
+// nChw8c/16c, a row of a row-major tensor), then a map of the row:
+// - LayerNormalization: mean, then the mean of squared deviations (two passes, as ONNX's
+//   function body; the row stays in L1 between passes), then y = (x - mean) * rstd * gamma +
+//   beta;
+// - Softmax: max, then e = exp(x - max) stored to y while summing, then y = e / sum (the
+//   reference's single division).
+// The last vector of a row is masked: its lanes past c are not read (nhwc) or are zeroed
+// (blocked: pad lanes, written as 0 through zero-padded gamma/beta or zeroed exps).
 #include <algorithm>
+#include <cmath>
 #include <cstddef>
 #include <cstring>
 #include <string>
 #include <vector>
 
 #include "graph/error.h"
+#include "jit/glue/asm_math.h"
 #include "jit/glue/asmjit_util.h"
 #include "jit/glue/glue.h"
 
@@ -37,6 +42,7 @@ struct LnConf {
   int64_t row_stride = 0;  // bytes between consecutive rows
   bool store_pad = false;  // write the last vector whole (blocked: zero pad lanes)
   float eps = 0;
+  bool softmax = false;  // else LayerNorm
 };
 
 class LnGen {
@@ -59,7 +65,9 @@ class LnGen {
     cc_.test(rows, rows);
     cc_.jz(done);
     cc_.bind(row);
-    {
+    if (c_.softmax) {
+      softmax_row(x, y);
+    } else {
       // Pass 1: mean.
       x86::Vec acc = b_.vec(), t = b_.vec();
       cc_.vxorps(acc, acc, acc);
@@ -67,7 +75,7 @@ class LnGen {
         load(t, m, last);
         cc_.vaddps(acc, acc, t);
       });
-      x86::Vec mean = hsum_bcast(acc);
+      x86::Vec mean = reduce_bcast(acc, false);
       cc_.vmulps(mean, mean, b_.cf32(float(1.0 / double(c_.c))));
       // Pass 2: variance; lanes past c count as 0.
       x86::Vec acc2 = b_.vec();
@@ -76,7 +84,7 @@ class LnGen {
         deviation(t, m, mean, last);
         cc_.vfmadd231ps(acc2, t, t);
       });
-      x86::Vec rstd = hsum_bcast(acc2);
+      x86::Vec rstd = reduce_bcast(acc2, false);
       cc_.vmulps(rstd, rstd, b_.cf32(float(1.0 / double(c_.c))));
       cc_.vaddps(rstd, rstd, b_.cf32(c_.eps));
       cc_.vsqrtps(rstd, rstd);
@@ -94,11 +102,7 @@ class LnGen {
             cc_.vmulps(t, t, rstd);
             cc_.vmulps(t, t, x86::ptr(g));
             cc_.vaddps(t, t, x86::ptr(bt));
-            const x86::Mem dst = x86::ptr(yo);
-            if (last && !c_.store_pad)
-              b_.store(dst, t, &tail_);
-            else
-              cc_.vmovups(dst, t);
+            store(x86::ptr(yo), t, last);
             cc_.add(g, V_ * 4);
             cc_.add(bt, V_ * 4);
           },
@@ -113,6 +117,67 @@ class LnGen {
   }
 
  private:
+  void softmax_row(const x86::Gp& x, const x86::Gp& y) {
+    // Pass 1: max; lanes past c count as -inf.
+    x86::Vec mx = b_.bcast(-INFINITY), t = b_.vec();
+    over_row(x, [&](const x86::Mem& m, bool last) {
+      if (last && !tail_.full()) {
+        cc_.vmovaps(t, b_.cf32(-INFINITY));
+        if (b_.avx512()) {
+          cc_.k(tail_.k).vmovups(t, m);
+        } else {
+          x86::Vec v = b_.vec();
+          b_.load(v, m, &tail_);
+          cc_.vblendvps(t, t, v, tail_.v);
+        }
+      } else {
+        cc_.vmovups(t, m);
+      }
+      cc_.vmaxps(mx, mx, t);  // a NaN may be lost here but poisons the sum below, as in ONNX
+    });
+    mx = reduce_bcast(mx, true);
+    // Pass 2: y = exp(x - max), summed; lanes past c are 0.
+    x86::Vec sum = b_.vec();
+    cc_.vxorps(sum, sum, sum);
+    x86::Gp yo = b_.gp();
+    cc_.mov(yo, y);
+    over_row(
+        x,
+        [&](const x86::Mem& m, bool last) {
+          load(t, m, last);
+          cc_.vsubps(t, t, mx);
+          glue::emit_exp(b_, t, t);
+          zero_tail(t, last);
+          cc_.vaddps(sum, sum, t);
+          store(x86::ptr(yo), t, last);
+        },
+        &yo);
+    sum = reduce_bcast(sum, false);
+    // Pass 3: y /= sum.
+    over_row(y, [&](const x86::Mem& m, bool last) {
+      load(t, m, last);
+      cc_.vdivps(t, t, sum);
+      zero_tail(t, last);  // 0 / NaN in the pad lanes of a row holding NaN
+      store(m, t, last);
+    });
+  }
+
+  void store(const x86::Mem& dst, const x86::Vec& v, bool last) {
+    if (last && !c_.store_pad)
+      b_.store(dst, v, &tail_);
+    else
+      cc_.vmovups(dst, v);
+  }
+
+  // d's lanes past c = 0 (the row's last vector).
+  void zero_tail(const x86::Vec& d, bool last) {
+    if (!last || tail_.full()) return;
+    if (b_.avx512())
+      cc_.k(tail_.k).z().vmovaps(d, d);
+    else
+      cc_.vandps(d, d, tail_.v);
+  }
+
   // body(mem, last) for each vector of the row at `base` (a loop over the full vectors, then
   // the masked last one). `also` (optional) advances with the row pointer.
   template <class F>
@@ -145,28 +210,30 @@ class LnGen {
   void deviation(const x86::Vec& d, const x86::Mem& m, const x86::Vec& mean, bool last) {
     load(d, m, last);
     cc_.vsubps(d, d, mean);
-    if (!last || tail_.full()) return;
-    if (b_.avx512())
-      cc_.k(tail_.k).z().vmovaps(d, d);
-    else
-      cc_.vandps(d, d, tail_.v);
+    zero_tail(d, last);
   }
 
-  // A register holding the sum of v's lanes in every lane (v is clobbered).
-  x86::Vec hsum_bcast(const x86::Vec& v) {
+  // A register holding the sum (max: the maximum) of v's lanes in every lane (v is clobbered).
+  x86::Vec reduce_bcast(const x86::Vec& v, bool max) {
+    auto op = [&](const x86::Vec& d, const x86::Vec& a) {
+      if (max)
+        cc_.vmaxps(d, d, a);
+      else
+        cc_.vaddps(d, d, a);
+    };
     x86::Vec t = b_.vec(8);
     x86::Vec y = v.ymm();
     if (b_.avx512()) {
       cc_.vextractf64x4(t, v, 1);
-      cc_.vaddps(y, y, t);
+      op(y, t);
     }
     x86::Xmm tx = t.xmm(), x = v.xmm();
     cc_.vextractf128(tx, y, 1);
-    cc_.vaddps(x, x, tx);
+    op(x, tx);
     cc_.vmovhlps(tx, tx, x);
-    cc_.vaddps(x, x, tx);
+    op(x, tx);
     cc_.vmovshdup(tx, x);
-    cc_.vaddss(x, x, tx);
+    op(x, tx);
     x86::Vec r = b_.vec();
     cc_.vbroadcastss(r, x);
     return r;
@@ -190,9 +257,11 @@ class LayerNormKernel : public glue::GlueKernel {
     name_ = std::move(name);
     const int V = simd_width(isa);
     const size_t padded = size_t(conf.vecs * V);
-    params_.assign(2 * padded, 0.f);
-    std::copy(gamma, gamma + conf.c, params_.begin());
-    if (beta) std::copy(beta, beta + conf.c, params_.begin() + std::ptrdiff_t(padded));
+    if (gamma) {  // LayerNorm
+      params_.assign(2 * padded, 0.f);
+      std::copy(gamma, gamma + conf.c, params_.begin());
+      if (beta) std::copy(beta, beta + conf.c, params_.begin() + std::ptrdiff_t(padded));
+    }
     padded_ = padded;
     AsmBuilder b(name_, isa);
     LnGen(b, conf).build();
@@ -222,25 +291,25 @@ class LayerNormKernel : public glue::GlueKernel {
 
 }  // namespace
 
-std::unique_ptr<Kernel> create_layernorm_kernel(int64_t outer, int64_t c, int64_t inner, Layout l,
-                                                float eps, const float* gamma, const float* beta,
-                                                Isa isa, std::string* why_not) {
+namespace {
+
+// The row kernel of `conf` (softmax or LayerNorm: gamma set) over [outer, c, inner] in l.
+std::unique_ptr<Kernel> create_row_kernel(LnConf conf, int64_t outer, int64_t inner, Layout l,
+                                          const float* gamma, const float* beta, Isa isa,
+                                          const std::string& op, std::string* why_not) {
   auto no = [&](const std::string& r) -> std::unique_ptr<Kernel> {
     if (why_not) *why_not = r;
     return nullptr;
   };
+  const int64_t c = conf.c;
   if (isa != Isa::avx2 && isa != Isa::avx512) return no("needs avx2 or avx512");
   if (outer <= 0 || c <= 0 || inner <= 0) return no("empty tensor");
-  if (!gamma) return no("no scale");
   const int V = simd_width(isa), B = layout_block(l);
   if (B > 1 && B != V) return no("blocked layout of another ISA");
   if (l == Layout::nchw && inner != 1)
-    return no("nchw with pixels: the normalised channels are strided");
+    return no("nchw with pixels: the reduced channels are strided");
   if (c > (int64_t(1) << 24) || outer * c * inner > (int64_t(1) << 40)) return no("rows too large");
-  LnConf conf;
-  conf.c = c;
   conf.vecs = (c + V - 1) / V;
-  conf.eps = eps;
   int64_t images = 1, rows = outer * inner, image_stride = 0;
   if (B > 1) {
     conf.vec_stride = inner * B * 4;
@@ -254,10 +323,33 @@ std::unique_ptr<Kernel> create_layernorm_kernel(int64_t outer, int64_t c, int64_
     conf.row_stride = c * 4;
   }
   if (conf.vec_stride * conf.vecs > (int64_t(1) << 31)) return no("row spans over 2 GiB");
-  const std::string name = std::string("layernorm_f32_") +
-                           (l == Layout::nchw ? "rows" : layout_name(l)) + "__" + isa_name(isa);
+  const std::string name =
+      op + "_f32_" + (l == Layout::nchw ? "rows" : layout_name(l)) + "__" + isa_name(isa);
   return std::make_unique<LayerNormKernel>(conf, images, rows, image_stride, gamma, beta, isa,
                                            name);
+}
+
+}  // namespace
+
+std::unique_ptr<Kernel> create_layernorm_kernel(int64_t outer, int64_t c, int64_t inner, Layout l,
+                                                float eps, const float* gamma, const float* beta,
+                                                Isa isa, std::string* why_not) {
+  if (!gamma) {
+    if (why_not) *why_not = "no scale";
+    return nullptr;
+  }
+  LnConf conf;
+  conf.c = c;
+  conf.eps = eps;
+  return create_row_kernel(conf, outer, inner, l, gamma, beta, isa, "layernorm", why_not);
+}
+
+std::unique_ptr<Kernel> create_softmax_kernel(int64_t outer, int64_t c, int64_t inner, Layout l,
+                                              Isa isa, std::string* why_not) {
+  LnConf conf;
+  conf.c = c;
+  conf.softmax = true;
+  return create_row_kernel(conf, outer, inner, l, nullptr, nullptr, isa, "softmax", why_not);
 }
 
 }  // namespace kiln

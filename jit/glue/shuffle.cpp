@@ -61,8 +61,7 @@ using VecFn = void (*)(const float* const* src, float* const* dst, int64_t n, in
                        int64_t np, const int64_t* offs);
 using VecSig = asmjit::FuncSignatureT<void, const float* const*, float* const*, int64_t, int64_t,
                                       int64_t, const int64_t*>;
-using CopyFn = void (*)(const float* src, float* dst, int64_t n);
-using CopySig = asmjit::FuncSignatureT<void, const float*, float*, int64_t>;
+using glue::CopyFn;
 
 struct Copy {  // nchw: n floats from input k / output o at the given offsets of the image
   int input, output;
@@ -351,10 +350,8 @@ std::unique_ptr<Kernel> create_channel_shuffle_kernel(const Shape& nchw_in0,
   AsmBuilder b(name, isa);
   int64_t per = 0;
   if (l == Layout::nchw) {
-    b.begin_function(CopySig());
-    x86::Gp src = b.gp(), dst = b.gp(), cnt = b.gp();
-    bind_args(b, {src, dst, cnt});
-    b.copy_dynamic(dst, src, cnt);
+    const glue::CopyArgs a = glue::begin_copy_function(b);
+    b.copy_dynamic(a.dst, a.src, a.n);
     b.end_function();
     // Runs of consecutive source channels become one copy; tiles of ~16k floats.
     std::vector<Copy> runs;

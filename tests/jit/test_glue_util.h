@@ -1,8 +1,10 @@
 // Helpers shared by the glue-kernel tests: the ISAs to test, buffers that end on a guard page
 // (a kernel touching one float past the end crashes the test instead of passing), seeded
-// random fill, and running a kernel's tiles in two halves (as two threads would).
+// random fill, running a kernel's tiles in two halves (as two threads would), and running a row
+// kernel in a layout.
 #pragma once
 
+#include <doctest/doctest.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -15,6 +17,7 @@
 #include "isa_coverage.h"
 #include "jit/cpu.h"
 #include "jit/kernel.h"
+#include "jit/layout.h"
 
 namespace kiln::test {
 
@@ -73,6 +76,35 @@ inline void run_split(const Kernel& k, const std::vector<const float*>& src,
   std::thread second([&] { k.run(a, h, t); });
   k.run(a, 0, h);
   second.join();
+}
+
+// Pad lanes (channels c.. of the last block) that are not 0 in a blocked buffer of block B
+// holding [outer, c, inner] (outer images of c channels by inner pixels).
+inline int nonzero_pad_lanes(const float* dst, int64_t B, int64_t outer, int64_t c, int64_t inner) {
+  const int64_t blocks = (c + B - 1) / B;
+  int bad = 0;
+  for (int64_t n = 0; n < outer; ++n)
+    for (int64_t ch = c; ch < blocks * B; ++ch)
+      for (int64_t p = 0; p < inner; ++p)
+        bad += dst[((n * blocks + ch / B) * inner + p) * B + ch % B] != 0.f;
+  return bad;
+}
+
+// Runs the row kernel `k` (LayerNorm, Softmax) on x, the nchw tensor [outer, c, inner, 1], laid
+// out in `l`; returns the output converted back to nchw, after checking that blocked pad lanes
+// come out 0.
+inline std::vector<float> run_in_layout(const Kernel& k, const std::vector<float>& x, Layout l,
+                                        int64_t outer, int64_t c, int64_t inner) {
+  const Shape nchw = {outer, c, inner, 1};
+  GuardedBuf src{size_t(layout_elems(l, nchw))}, dst{size_t(layout_elems(l, nchw))};
+  convert_layout(x.data(), Layout::nchw, src.data(), l, nchw);
+  dst.fill(123.f);
+  run_split(k, {src.data()}, {dst.data()});
+  std::vector<float> got(x.size());
+  convert_layout(dst.data(), l, got.data(), Layout::nchw, nchw);
+  if (layout_block(l) > 1)
+    CHECK(nonzero_pad_lanes(dst.data(), layout_block(l), outer, c, inner) == 0);
+  return got;
 }
 
 }  // namespace kiln::test

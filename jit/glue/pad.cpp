@@ -1,0 +1,217 @@
+// Constant Pad of a 4-D f32 tensor (non-negative pads on any dim; nhwc and blocked layouts
+// without channel pads). The output is a stack of planes of rows: nchw planes are (n, c)
+// pairs of H x W, nhwc planes images of H rows of W*C floats, blocked planes (n, channel block)
+// pairs of H rows of W*B floats. A row inside the input's extent is [fill | copy | fill] with
+// compile-time lengths; everything else (top/bottom rows, planes of padded images or
+// channels) is a contiguous run of the constant. Tiles are ~16 KiB runs of output rows.
+#include <algorithm>
+#include <cstddef>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "graph/error.h"
+#include "jit/glue/asmjit_util.h"
+#include "jit/glue/glue.h"
+
+namespace kiln {
+namespace {
+
+using glue::AsmBuilder;
+using glue::Mask;
+namespace x86 = asmjit::x86;
+
+using RowsFn = glue::CopyFn;
+
+struct PadGeom {
+  int64_t planes_in_image = 1;  // Q: output planes per image (nchw: C_out)
+  int64_t q_begin = 0;          // plane pads before the input's (nchw: channel pad)
+  int64_t q_in = 1;             // input planes per image
+  int64_t n_begin = 0, n_in = 1, n_out = 1;
+  int64_t h_begin = 0, h_in = 1, h_out = 1;
+  int64_t left = 0, copy = 0, right = 0;  // a row: fill, copy, fill (floats)
+  int64_t row_out = 0, row_in = 0;        // floats per output / input row
+};
+
+class PadKernel : public glue::GlueKernel {
+ public:
+  PadKernel(const PadGeom& g, float value, Isa isa, const std::string& name) : g_(g) {
+    name_ = name;
+    AsmBuilder b(name_, isa);
+    build_fill(b, value);
+    build_rows(b, value);
+    code_ = b.finish();
+    fill_ = b.entry<RowsFn>(code_, 0);
+    rows_ = b.entry<RowsFn>(code_, 1);
+    total_rows_ = g.n_out * g.planes_in_image * g.h_out;
+    chunk_ = std::max<int64_t>(1, 4096 / std::max<int64_t>(1, g.row_out));
+    tiles_ = (total_rows_ + chunk_ - 1) / chunk_;
+  }
+
+  void run(const KernelArgs& a, int64_t begin, int64_t end) const override {
+    const int64_t plane_out = g_.h_out * g_.row_out, plane_in = g_.h_in * g_.row_in;
+    for (int64_t t = begin; t < end; ++t) {
+      int64_t r = t * chunk_;
+      const int64_t r1 = std::min(total_rows_, r + chunk_);
+      while (r < r1) {
+        const int64_t p = r / g_.h_out, h = r % g_.h_out, h_end = std::min(g_.h_out, h + r1 - r);
+        float* dst = a.dst[0] + p * plane_out;
+        const int64_t n = p / g_.planes_in_image - g_.n_begin;
+        const int64_t q = p % g_.planes_in_image - g_.q_begin;
+        r += h_end - h;
+        if (n < 0 || n >= g_.n_in || q < 0 || q >= g_.q_in) {
+          fill_(nullptr, dst + h * g_.row_out, (h_end - h) * g_.row_out);
+          continue;
+        }
+        const float* src = a.src[0] + (n * g_.q_in + q) * plane_in;
+        // Rows [h, h_end): top fill, input rows, bottom fill.
+        const int64_t m0 = std::clamp(g_.h_begin, h, h_end),
+                      m1 = std::clamp(g_.h_begin + g_.h_in, h, h_end);
+        if (m0 > h) fill_(nullptr, dst + h * g_.row_out, (m0 - h) * g_.row_out);
+        if (m1 > m0) rows_(src + (m0 - g_.h_begin) * g_.row_in, dst + m0 * g_.row_out, m1 - m0);
+        if (h_end > m1) fill_(nullptr, dst + m1 * g_.row_out, (h_end - m1) * g_.row_out);
+      }
+    }
+  }
+
+ private:
+  // Stores the constant at [p, p + count) (count compile-time), p unchanged.
+  void fill_static(AsmBuilder& b, const x86::Vec& v, const x86::Gp& p, int64_t count) {
+    auto& cc = b.cc();
+    const int V = b.width();
+    x86::Gp d = b.gp();
+    cc.mov(d, p);
+    int64_t k = 0;
+    if (count >= 8 * V) {
+      x86::Gp n = b.gp();
+      cc.mov(n, count / (4 * V));
+      asmjit::Label top = cc.newLabel();
+      cc.bind(top);
+      for (int u = 0; u < 4; ++u) cc.vmovups(x86::ptr(d, u * V * 4), v);
+      cc.add(d, 4 * V * 4);
+      cc.dec(n);
+      cc.jnz(top);
+      k = count / (4 * V) * 4 * V;
+    }
+    int32_t off = 0;  // bytes past d
+    for (; k + V <= count; k += V, off += V * 4) cc.vmovups(x86::ptr(d, off), v);
+    if (k < count) {
+      const Mask m = b.mask(int(count - k));
+      b.store(x86::ptr(d, off), v, &m);
+    }
+  }
+
+  // fn(-, dst, n): n floats of the constant (runtime count).
+  void build_fill(AsmBuilder& b, float value) {
+    auto& cc = b.cc();
+    const int V = b.width();
+    const glue::CopyArgs a = glue::begin_copy_function(b);  // src unused
+    const x86::Gp &d = a.dst, &n = a.n;
+    x86::Vec v = b.bcast(value);
+    asmjit::Label l4 = cc.newLabel(), l1 = cc.newLabel(), lt = cc.newLabel(), done = cc.newLabel();
+    cc.bind(l4);
+    cc.cmp(n, 4 * V);
+    cc.jb(l1);
+    for (int u = 0; u < 4; ++u) cc.vmovups(x86::ptr(d, u * V * 4), v);
+    cc.add(d, 4 * V * 4);
+    cc.sub(n, 4 * V);
+    cc.jmp(l4);
+    cc.bind(l1);
+    cc.cmp(n, V);
+    cc.jb(lt);
+    cc.vmovups(x86::ptr(d), v);
+    cc.add(d, V * 4);
+    cc.sub(n, V);
+    cc.jmp(l1);
+    cc.bind(lt);
+    cc.test(n, n);
+    cc.jz(done);
+    {
+      const Mask m = b.mask_dyn(n);
+      b.store(x86::ptr(d), v, &m);
+    }
+    cc.bind(done);
+    b.end_function();
+  }
+
+  // fn(src, dst, n): n rows [fill left | copy | fill right]; input rows row_in floats apart.
+  void build_rows(AsmBuilder& b, float value) {
+    auto& cc = b.cc();
+    const glue::CopyArgs a = glue::begin_copy_function(b);
+    const x86::Gp &s = a.src, &d = a.dst, &n = a.n;
+    x86::Vec v = b.bcast(value);
+    asmjit::Label top = cc.newLabel();
+    cc.bind(top);
+    if (g_.left) fill_static(b, v, d, g_.left);
+    if (g_.copy) {
+      x86::Gp c = b.gp();
+      cc.lea(c, x86::ptr(d, int32_t(g_.left * 4)));
+      b.copy_static(c, s, g_.copy);
+    }
+    if (g_.right) {
+      x86::Gp r = b.gp();
+      cc.lea(r, x86::ptr(d, int32_t((g_.left + g_.copy) * 4)));
+      fill_static(b, v, r, g_.right);
+    }
+    cc.add(s, g_.row_in * 4);
+    cc.add(d, g_.row_out * 4);
+    cc.dec(n);
+    cc.jnz(top);
+    b.end_function();
+  }
+
+  PadGeom g_;
+  RowsFn fill_ = nullptr, rows_ = nullptr;
+  int64_t total_rows_ = 0, chunk_ = 1;
+};
+
+}  // namespace
+
+std::unique_ptr<Kernel> create_pad_kernel(const Shape& x, const std::vector<int64_t>& begin,
+                                          const std::vector<int64_t>& end, float value, Layout l,
+                                          Isa isa, std::string* why_not) {
+  auto no = [&](const std::string& r) -> std::unique_ptr<Kernel> {
+    if (why_not) *why_not = r;
+    return nullptr;
+  };
+  if (isa != Isa::avx2 && isa != Isa::avx512) return no("needs avx2 or avx512");
+  if (x.size() != 4 || begin.size() != 4 || end.size() != 4) return no("not a 4-D pad");
+  for (size_t d = 0; d < 4; ++d) {
+    if (x[d] <= 0) return no("empty tensor");
+    if (begin[d] < 0 || end[d] < 0) return no("negative pads");
+  }
+  const int V = simd_width(isa), B = layout_block(l);
+  if (B > 1 && B != V) return no("blocked layout of another ISA");
+  const bool channel_pads = begin[1] || end[1];
+  if (l != Layout::nchw && channel_pads) return no("channel pads run in nchw only");
+  if (B > 1 && value != 0.f && x[1] % B)
+    return no("a non-zero constant would fill the blocked pad lanes");
+  const int64_t ho = x[2] + begin[2] + end[2], wo = x[3] + begin[3] + end[3];
+  PadGeom g;
+  g.n_begin = begin[0];
+  g.n_in = x[0];
+  g.n_out = x[0] + begin[0] + end[0];
+  g.h_begin = begin[2];
+  g.h_in = x[2];
+  g.h_out = ho;
+  const int64_t unit = l == Layout::nchw ? 1 : l == Layout::nhwc ? x[1] : B;  // floats per pixel
+  if (l == Layout::nchw) {
+    g.planes_in_image = x[1] + begin[1] + end[1];
+    g.q_begin = begin[1];
+    g.q_in = x[1];
+  } else {
+    g.planes_in_image = g.q_in = B > 1 ? (x[1] + B - 1) / B : 1;
+  }
+  g.left = begin[3] * unit;
+  g.copy = x[3] * unit;
+  g.right = end[3] * unit;
+  g.row_out = wo * unit;
+  g.row_in = x[3] * unit;
+  if (g.n_out * g.planes_in_image * ho * g.row_out > (int64_t(1) << 34) ||
+      g.row_out > (int64_t(1) << 24))
+    return no("tensor too large");
+  const std::string name = std::string("pad_f32_") + layout_name(l) + "__" + isa_name(isa);
+  return std::make_unique<PadKernel>(g, value, isa, name);
+}
+
+}  // namespace kiln

@@ -1,0 +1,186 @@
+// Tests of the glue-only unary post-ops (tanh, sqrt, erf, pow by a constant) in the standalone
+// elementwise kernel, against the double-precision truth (std:: functions in double, whose C
+// special cases the float reference shares) over edge values, dense sweeps and random
+// magnitudes on every ISA path; and of Sum's chain of up to 7 residual adds (bit-exact against
+// left-to-right float sums).
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <cfloat>
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "graph/post_ops.h"
+#include "jit/glue/glue.h"
+#include "test_expect.h"
+#include "test_glue_util.h"
+
+namespace kiln {
+namespace {
+
+using K = PostOp::Kind;
+using test::GuardedBuf;
+using test::mk;
+
+double truth(const PostOp& op, float x) {
+  const double d = x;
+  switch (op.kind) {
+    case K::tanh:
+      return std::tanh(d);
+    case K::sqrt:
+      return std::sqrt(d);
+    case K::erf:
+      return std::erf(d);
+    case K::pow:
+      return std::pow(d, double(op.alpha));
+    default:
+      return apply_post_op(op, x, 0, 0, 0);
+  }
+}
+
+// Allowed error in ulps of the truth, by what the kernel computes (asm_math.h).
+double budget(const PostOp& op) {
+  if (op.kind == K::sqrt) return 0.5;  // vsqrtps: correctly rounded
+  if (op.kind == K::pow && (op.alpha == 2.f || op.alpha == -1.f || op.alpha == 0.5f)) return 0.5;
+  return 4;
+}
+
+std::vector<float> inputs(const PostOp& op, uint32_t seed) {
+  std::vector<float> v = test::edge_values();
+  for (int i = 0; i <= (1 << 15); ++i) v.push_back(float(-12.0 + 24.0 * i / (1 << 15)));
+  for (int i = 0; i <= (1 << 12); ++i) v.push_back(float(-1e-3 + 2e-3 * i / (1 << 12)));
+  for (float f : {-2.f, -3.f, -0.5f, 2.f, 1.f, 0.75f, -0.75f, 0.625f, -0.625f, 3.92f, 4.f})
+    v.push_back(f);
+  std::mt19937 rng(seed);
+  for (int i = 0; i < (1 << 14); ++i) v.push_back(test::random_input(size_t(i), rng));
+  // Around pow's overflow and underflow thresholds.
+  if (op.kind == K::pow && op.alpha != 0.f) {
+    const double lim = std::exp(std::log(double(FLT_MAX)) / std::fabs(double(op.alpha)));
+    const double tiny = std::exp(std::log(0x1p-149) / std::fabs(double(op.alpha)));
+    for (int i = -200; i <= 200; ++i)
+      for (double c : {lim, tiny}) v.push_back(float(c * (1 + i * 1e-7)));
+  }
+  return v;
+}
+
+// |got - t| in ulps of t (NaN must give NaN), an infinity counting as 2^128 (one ulp past
+// FLT_MAX) where the truth rounds to a finite float, so that a result rounding over the
+// overflow threshold counts what it is off by.
+double ulps(float got, double t) {
+  if (std::isnan(t)) return std::isnan(got) ? 0 : 1e30;
+  if (std::isinf(float(t))) return double(got) == double(float(t)) ? 0 : 1e30;
+  const double g = std::isinf(got) ? std::copysign(0x1p128, double(got)) : double(got);
+  return std::fabs(g - t) / test::ulp_of(t);
+}
+
+// Runs `op` over x on `isa`; returns the worst error in ulps (over budget fails the test).
+double check_op(const PostOp& op, const std::vector<float>& xv, Isa isa) {
+  CAPTURE(post_ops_str({op}));
+  CAPTURE(std::string(isa_name(isa)));
+  CAPTURE(xv.size());
+  std::string why;
+  auto k = create_eltwise_kernel(int64_t(xv.size()), {op}, isa, &why);
+  REQUIRE_MESSAGE(k, why);
+  GuardedBuf x{xv.size()}, y{xv.size()};
+  std::memcpy(x.data(), xv.data(), xv.size() * 4);
+  y.fill(-12345.f);
+  test::run_split(*k, {x.data()}, {y.data()});
+  double worst = 0;
+  int bad = 0;
+  for (size_t i = 0; i < xv.size(); ++i) {
+    const double t = truth(op, xv[i]);
+    const float got = y[i];
+    const double e = ulps(got, t);
+    worst = std::max(worst, e);
+    if (!(e <= budget(op)) && ++bad <= 3)
+      CHECK_MESSAGE(false,
+                    "x = " << xv[i] << ": got " << got << " want " << t << " (" << e << " ulp)");
+  }
+  CHECK(bad == 0);
+  return worst;
+}
+
+const std::vector<PostOp>& unary_ops() {
+  static const std::vector<PostOp> ops = [] {
+    std::vector<PostOp> v = {mk(K::tanh), mk(K::sqrt), mk(K::erf)};
+    for (float e : {2.f, 0.5f, 3.f, -1.f, 0.f, 1.f, -0.5f, 2.5f, 1.7f, -2.f, -3.f, 4.f, 7.f,
+                    1.f / 3.f, 10.5f, -7.25f, 1e-3f, 1e6f})
+      v.push_back(mk(K::pow, e));
+    return v;
+  }();
+  return ops;
+}
+
+TEST_CASE("glue unary: tanh, sqrt, erf, pow against double precision") {
+  for (Isa isa : test::glue_isas())
+    for (const PostOp& op : unary_ops()) {
+      const double worst = check_op(op, inputs(op, 7), isa);
+      MESSAGE(std::string(isa_name(isa))
+              << " " << post_ops_str({op}) << ": max error " << worst << " ulp");
+    }
+}
+
+TEST_CASE("glue unary: tails and sizes") {
+  const int64_t sizes[] = {1, 7, 8, 15, 16, 17, 63, 65, 1000, 2 * 16384 + 5};
+  uint32_t seed = 1;
+  for (Isa isa : test::glue_isas())
+    for (const PostOp& op : {mk(K::tanh), mk(K::erf), mk(K::pow, 1.7f), mk(K::sqrt)})
+      for (int64_t n : sizes) {
+        std::vector<float> x = inputs(op, seed++);
+        std::shuffle(x.begin(), x.end(), std::mt19937(seed));
+        x.resize(size_t(n));
+        check_op(op, x, isa);
+      }
+}
+
+TEST_CASE("glue unary: Sum's chain of residual adds is the left-to-right float sum") {
+  for (Isa isa : test::glue_isas())
+    for (int adds : {1, 2, 7})
+      for (int64_t n : {int64_t(5), int64_t(33), int64_t(4099)}) {
+        CAPTURE(std::string(isa_name(isa)));
+        CAPTURE(adds);
+        CAPTURE(n);
+        std::vector<PostOp> ops;
+        for (int k = 0; k < adds; ++k) ops.push_back(mk(K::add));
+        for (int k = 0; k < adds; ++k) ops[size_t(k)].input = k + 1;
+        std::string why;
+        auto kern = create_eltwise_kernel(n, ops, isa, &why);
+        REQUIRE_MESSAGE(kern, why);
+        std::vector<std::unique_ptr<GuardedBuf>> in;
+        std::vector<const float*> src;
+        for (int k = 0; k <= adds; ++k) {
+          in.push_back(std::make_unique<GuardedBuf>(size_t(n)));
+          in.back()->random(uint32_t(100 * k + n), -1e3f, 1e3f);
+          src.push_back(in.back()->data());
+        }
+        GuardedBuf y{size_t(n)};
+        test::run_split(*kern, src, {y.data()});
+        int bad = 0;
+        for (int64_t i = 0; i < n; ++i) {
+          float s = src[0][i];
+          for (int k = 1; k <= adds; ++k) s += src[size_t(k)][i];
+          bad += y[size_t(i)] != s;
+        }
+        CHECK(bad == 0);
+      }
+}
+
+TEST_CASE("glue unary: refusals and names") {
+  for (Isa isa : test::glue_isas()) {
+    std::string why;
+    std::vector<PostOp> ops(8, mk(K::add));
+    CHECK(!create_eltwise_kernel(10, ops, isa, &why));
+    CHECK(why.find("more than 7") != std::string::npos);
+    auto k = create_eltwise_kernel(10, {mk(K::pow, 2.5f)}, isa, nullptr);
+    REQUIRE(k);
+    CHECK(k->name() == std::string("eltwise_pow2.5_f32__") + isa_name(isa));
+    // Different exponents must not share code (post_ops_str keeps the exponent).
+    CHECK(post_ops_str({mk(K::pow, 0.5f)}) != post_ops_str({mk(K::pow, 0.25f)}));
+  }
+}
+
+}  // namespace
+}  // namespace kiln

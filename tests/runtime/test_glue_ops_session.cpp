@@ -1,0 +1,164 @@
+// Glue ops end to end, on every ISA path, against the reference path: Tanh, Erf, Sqrt, Pow by
+// constant exponents and a variadic Sum after a conv pick eltwise labels; Softmax over a 4-D
+// tensor's channels and over the last axis of a 2-D one picks norm labels; Transpose and
+// Pad pick their own labels. No reference label.
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "graph/onnx_builder.h"
+#include "isa_coverage.h"
+#include "runtime/labels.h"
+#include "runtime/selection.h"
+#include "runtime/session.h"
+
+namespace {
+
+using kiln::Tensor;
+
+std::vector<float> randoms(size_t n, uint32_t seed, float lo, float hi) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> d(lo, hi);
+  std::vector<float> v(n);
+  for (float& x : v) x = d(rng);
+  return v;
+}
+
+// Every model: x [2, 19, 7, 9] -> conv 1x1 (24, weights in [-w, w]) = c, then the ops under
+// test writing `outputs`.
+kiln::test::OnnxBuilder conv_model(const std::vector<std::string>& outputs, float w) {
+  kiln::test::OnnxBuilder b;
+  b.input("x", {2, 19, 7, 9});
+  for (const auto& o : outputs) b.output(o);
+  b.init_f("w", {24, 19, 1, 1}, randoms(24 * 19, 1, -w, w));
+  b.node("Conv", {"x", "w"}, {"c"});
+  return b;
+}
+
+// y = Sum(Tanh(c), Erf(c), r, Sqrt(c^2), r^1.7) with r = (c^2)^0.5.
+std::string model() {
+  kiln::test::OnnxBuilder b = conv_model({"y"}, 0.4f);
+  b.init_f("two", {}, {2.f});
+  b.init_f("half", {}, {0.5f});
+  b.init_f("p17", {1}, {1.7f});
+  b.node("Tanh", {"c"}, {"t"});
+  b.node("Erf", {"c"}, {"e"});
+  b.node("Pow", {"c", "two"}, {"s2"});
+  b.node("Pow", {"s2", "half"}, {"r"});
+  b.node("Sqrt", {"s2"}, {"q"});
+  b.node("Pow", {"r", "p17"}, {"g"});
+  b.node("Sum", {"t", "e", "r", "q", "g"}, {"y"});
+  return b.bytes();
+}
+
+// y1 = Softmax(c, axis 1); y2 = Softmax over the last axis of Flatten(GlobalAveragePool(c))
+// [2, 24].
+std::string softmax_model() {
+  kiln::test::OnnxBuilder b = conv_model({"y1", "y2"}, 2.f);
+  kiln::test::OnnxBuilder::attr_i(b.node("Softmax", {"c"}, {"y1"}), "axis", 1);
+  b.node("GlobalAveragePool", {"c"}, {"g"});
+  b.node("Flatten", {"g"}, {"f"});
+  kiln::test::OnnxBuilder::attr_i(b.node("Softmax", {"f"}, {"y2"}), "axis", -1);
+  return b.bytes();
+}
+
+// y1 = Transpose(c, [0, 2, 3, 1]) (nchw -> nhwc), y2 = Transpose(c, [3, 1, 0, 2]).
+std::string transpose_model() {
+  kiln::test::OnnxBuilder b = conv_model({"y1", "y2"}, 2.f);
+  kiln::test::OnnxBuilder::attr_ints(b.node("Transpose", {"c"}, {"y1"}), "perm", {0, 2, 3, 1});
+  kiln::test::OnnxBuilder::attr_ints(b.node("Transpose", {"c"}, {"y2"}), "perm", {3, 1, 0, 2});
+  return b.bytes();
+}
+
+// y1 = Pad(c, H/W, 0.5); y2 = Pad(c, C/H/W, 0) (graph outputs: nothing to fold them into).
+std::string pad_model() {
+  kiln::test::OnnxBuilder b = conv_model({"y1", "y2"}, 2.f);
+  b.init_i("p1", {8}, {0, 0, 1, 2, 0, 0, 3, 0});
+  b.init_i("p2", {8}, {0, 1, 1, 1, 0, 2, 0, 1});
+  b.init_f("v", {}, {0.5f});
+  b.node("Pad", {"c", "p1", "v"}, {"y1"});
+  b.node("Pad", {"c", "p2"}, {"y2"});
+  return b.bytes();
+}
+
+std::vector<Tensor> run(const std::string& bytes, const kiln::SessionOptions& o, const Tensor& x,
+                        std::unique_ptr<kiln::Session>* keep = nullptr) {
+  auto s = kiln::Session::load_memory(bytes.data(), bytes.size(), o);
+  std::vector<Tensor> out;
+  for (const auto& info : s->outputs()) out.emplace_back(kiln::DType::f32, info.shape);
+  s->run({x}, out);
+  if (keep) *keep = std::move(s);
+  return out;
+}
+
+// Runs `bytes` on the reference path and on every ISA path; `check(session)` inspects the
+// labels; outputs must match within `tol` of each output's largest magnitude (the JIT conv
+// rounds differently from the reference one).
+template <class F>
+void compare(const std::string& bytes, double tol, F check) {
+  Tensor x(kiln::DType::f32, {2, 19, 7, 9});
+  const std::vector<float> xv = randoms(size_t(x.numel()), 10, -2.f, 2.f);
+  std::copy(xv.begin(), xv.end(), x.data<float>());
+  kiln::SessionOptions ro;
+  ro.reference = true;
+  ro.use_cache = false;
+  const std::vector<Tensor> want = run(bytes, ro, x);
+  for (kiln::Isa isa : kiln::testing::jit_isas()) {
+    CAPTURE(std::string(kiln::isa_name(isa)));
+    kiln::SessionOptions o;
+    o.use_cache = false;
+    o.max_isa = isa;
+    o.threads = 2;
+    std::unique_ptr<kiln::Session> s;
+    const std::vector<Tensor> got = run(bytes, o, x, &s);
+    check(*s);
+    REQUIRE(got.size() == want.size());
+    for (size_t k = 0; k < got.size(); ++k) {
+      double maxref = 0, maxdiff = 0;
+      for (int64_t i = 0; i < want[k].numel(); ++i) {
+        const double w = want[k].data<float>()[i];
+        maxref = std::max(maxref, std::fabs(w));
+        maxdiff = std::max(maxdiff, std::fabs(double(got[k].data<float>()[i]) - w));
+      }
+      CHECK(maxdiff <= tol * maxref);
+    }
+  }
+}
+
+// The number of nodes on labels of kind k; no node runs on a reference label.
+int count_labels(const kiln::Session& s, kiln::LabelKind k) {
+  const kiln::Graph& g = s.graph();
+  int count = 0;
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    const kiln::Label& l = s.selection().nodes[i].label;
+    CAPTURE(g.nodes[i].op);
+    CHECK(l.kind != kiln::LabelKind::ref);
+    count += l.kind == k;
+  }
+  return count;
+}
+
+}  // namespace
+
+TEST_CASE("glue ops session: Tanh, Erf, Sqrt, Pow, Sum run on eltwise labels") {
+  compare(model(), 1e-6,
+          [](const kiln::Session& s) { CHECK(count_labels(s, kiln::LabelKind::eltwise) == 7); });
+}
+
+TEST_CASE("glue ops session: Softmax over channels and over rows runs on norm labels") {
+  compare(softmax_model(), 1e-5,
+          [](const kiln::Session& s) { CHECK(count_labels(s, kiln::LabelKind::norm) == 2); });
+}
+
+TEST_CASE("glue ops session: Transpose runs on transpose labels") {
+  compare(transpose_model(), 1e-5,
+          [](const kiln::Session& s) { CHECK(count_labels(s, kiln::LabelKind::transpose) == 2); });
+}
+
+TEST_CASE("glue ops session: constant Pad runs on pad labels") {
+  compare(pad_model(), 1e-5,
+          [](const kiln::Session& s) { CHECK(count_labels(s, kiln::LabelKind::pad) == 2); });
+}
