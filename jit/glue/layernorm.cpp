@@ -276,8 +276,10 @@ class LayerNormKernel : public glue::GlueKernel {
     for (int64_t t = begin; t < end; ++t) {
       const int64_t n = t / per_image_, r0 = (t % per_image_) * chunk_;
       const int64_t off = n * image_stride_ + r0 * row_stride_;
-      LnArgs args{a.src[0] + off, a.dst[0] + off, std::min(chunk_, rows_ - r0), params_.data(),
-                  params_.data() + padded_};
+      // Softmax has no gamma / beta: no pointer arithmetic on an empty vector's null data().
+      const float* gamma = params_.empty() ? nullptr : params_.data();
+      LnArgs args{a.src[0] + off, a.dst[0] + off, std::min(chunk_, rows_ - r0), gamma,
+                  gamma ? gamma + padded_ : nullptr};
       fn_(&args);
     }
   }
