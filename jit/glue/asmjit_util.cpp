@@ -196,6 +196,14 @@ void AsmBuilder::store(const x86::Mem& dst, const x86::Vec& src, const Mask* m) 
   }
 }
 
+void AsmBuilder::zero_past(const x86::Vec& v, const Mask& m) {
+  if (m.full()) return;
+  if (avx512())
+    cc_->k(m.k).z().vmovaps(v, v);
+  else
+    cc_->vandps(v, v, m.v);
+}
+
 // Two in-lane stages (unpck ps, then unpck pd) build, in each 128-bit lane L of u[4g + k],
 // column 4L + k of rows 4g..4g+3; the cross-lane stages then gather lane L of the group
 // vectors into output 4L + k.

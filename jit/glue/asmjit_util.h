@@ -91,6 +91,8 @@ class AsmBuilder {
   // the masked lanes are written). `m` may be null (full vector).
   void load(const x86::Vec& dst, const x86::Mem& src, const Mask* m = nullptr);
   void store(const x86::Mem& dst, const x86::Vec& src, const Mask* m = nullptr);
+  // v's lanes past the mask become 0 (blocked layouts' pad lanes); nothing for a full mask.
+  void zero_past(const x86::Vec& v, const Mask& m);
 
   // Transposes rows.size() x rows.size() floats in place: 8 ymm or (AVX-512) 16 zmm.
   void transpose(std::vector<x86::Vec>& rows);

@@ -334,10 +334,7 @@ class Gen {
     for (const PostOp& op : c_.post) glue::emit_post_op(b_, r, op);
     const x86::Mem dst = x86::ptr(ybase, yoff + j * c_.V * 4);
     if (last && zero_pads_) {  // whole vector out, pad lanes zero
-      if (b_.avx512())
-        cc_.k(mask_.k).z().vmovaps(r, r);
-      else
-        cc_.vandps(r, r, mask_.v);
+      b_.zero_past(r, mask_);
       b_.store(dst, r);
     } else {
       b_.store(dst, r, m);

@@ -19,8 +19,7 @@ namespace {
 using glue::AsmBuilder;
 namespace x86 = asmjit::x86;
 
-using CopyFn = void (*)(const float* src, float* dst, int64_t n);
-using Sig = asmjit::FuncSignatureT<void, const float*, float*, int64_t>;
+using glue::CopyFn;
 // n rows of the affine map; ss: the row's scale then its shift (each padded to whole vectors).
 using AffineFn = void (*)(const float* src, float* dst, int64_t n, const float* ss);
 using AffineSig = asmjit::FuncSignatureT<void, const float*, float*, int64_t, const float*>;
@@ -67,23 +66,17 @@ class ConcatKernel : public glue::GlueKernel {
 };
 
 void build_flat_copy(AsmBuilder& b) {
-  b.begin_function(Sig());
-  x86::Gp src = b.gp(), dst = b.gp(), n = b.gp();
-  b.func()->setArg(0, src);
-  b.func()->setArg(1, dst);
-  b.func()->setArg(2, n);
-  b.copy_dynamic(dst, src, n);
+  const glue::CopyArgs a = glue::begin_copy_function(b);
+  b.copy_dynamic(a.dst, a.src, a.n);
   b.end_function();
 }
 
 // n pixels: [dst] = C floats of [src]; src += C, dst += Ctot per pixel.
 int build_pixel_copy(AsmBuilder& b, int64_t C, int64_t Ctot) {
   auto& cc = b.cc();
-  const int idx = b.begin_function(Sig());
-  x86::Gp src = b.gp(), dst = b.gp(), n = b.gp();
-  b.func()->setArg(0, src);
-  b.func()->setArg(1, dst);
-  b.func()->setArg(2, n);
+  const int idx = b.function_count();
+  const glue::CopyArgs a = glue::begin_copy_function(b);
+  const x86::Gp &src = a.src, &dst = a.dst, &n = a.n;
   asmjit::Label top = cc.newLabel(), done = cc.newLabel();
   cc.test(n, n);
   cc.jz(done);
@@ -138,10 +131,7 @@ int build_row_affine(AsmBuilder& b, int64_t row, int64_t sstride, int64_t dstrid
       for (const PostOp& op : post) glue::emit_post_op(b, r, op);
       const x86::Mem to = x86::ptr(dst, int32_t((p * dstride + v * V) * 4));
       if (last && blocked) {  // the whole vector, pad lanes zero
-        if (b.avx512())
-          cc.k(m.k).z().vmovaps(r, r);
-        else
-          cc.vandps(r, r, m.v);
+        b.zero_past(r, m);
         b.store(to, r);
       } else {
         b.store(to, r, last ? &m : nullptr);

@@ -171,11 +171,7 @@ class LnGen {
 
   // d's lanes past c = 0 (the row's last vector).
   void zero_tail(const x86::Vec& d, bool last) {
-    if (!last || tail_.full()) return;
-    if (b_.avx512())
-      cc_.k(tail_.k).z().vmovaps(d, d);
-    else
-      cc_.vandps(d, d, tail_.v);
+    if (last) b_.zero_past(d, tail_);
   }
 
   // body(mem, last) for each vector of the row at `base` (a loop over the full vectors, then
