@@ -70,12 +70,8 @@ Executor::Executor(const Graph& g, const Plan& p, int threads, Schedule schedule
   use_graph_ = use_graph_ && arena_;  // one thread: steps in order, no arena
   // Only the constants a step reads: raw() copies a constant still in the mapped file, and
   // the packed weights (read by no step) may still be there (the accuracy guard runs plans
-  // before the session releases them: VGG's 411 MB FC weight took 3.5 s).
-  std::vector<char> read(p_.tensors.size(), 0);
-  for (const Step& st : p_.steps)
-    for (int t : st.src)
-      if (t >= 0) read[size_t(t)] = 1;
-  for (int t : p_.outputs) read[size_t(t)] = 1;
+  // before the session releases them; the cost is in bench/NOTES.md, "accuracy guard").
+  const std::vector<char> read = tensors_read(p_);
   const_ptr_.assign(p_.tensors.size(), nullptr);
   for (size_t t = 0; t < p_.tensors.size(); ++t)
     if (read[t] && p_.tensors[t].offset < 0 && g_.value(p_.tensors[t].value).is_const())

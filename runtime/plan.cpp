@@ -210,12 +210,20 @@ Plan build_plan(const Graph& g, const PlanOptions& o, Selection& sel) {
   return Lowering(g, o, sel).run();
 }
 
-int64_t release_unread_constants(Graph& g, const Plan& p) {
-  std::vector<char> read(g.values.size(), 0);
+std::vector<char> tensors_read(const Plan& p) {
+  std::vector<char> read(p.tensors.size(), 0);
   for (const Step& s : p.steps)
     for (int t : s.src)
-      if (t >= 0) read[size_t(p.tensors[size_t(t)].value)] = 1;
-  for (int t : p.outputs) read[size_t(p.tensors[size_t(t)].value)] = 1;
+      if (t >= 0) read[size_t(t)] = 1;
+  for (int t : p.outputs) read[size_t(t)] = 1;
+  return read;
+}
+
+int64_t release_unread_constants(Graph& g, const Plan& p) {
+  const std::vector<char> by_tensor = tensors_read(p);
+  std::vector<char> read(g.values.size(), 0);
+  for (size_t t = 0; t < by_tensor.size(); ++t)
+    if (by_tensor[t]) read[size_t(p.tensors[t].value)] = 1;
   int64_t bytes = 0;
   for (size_t v = 0; v < g.values.size(); ++v) {
     Value& val = g.values[v];

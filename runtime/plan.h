@@ -69,6 +69,9 @@ struct Selection;
 // layout), and plans the memory.
 Plan build_plan(const Graph& g, const PlanOptions& o, Selection& sel);
 
+// Per plan tensor: whether a step reads it or it is a graph output.
+std::vector<char> tensors_read(const Plan& p);
+
 // Drops the data of every constant no step of `p` reads (the weights and biases the JIT
 // kernels packed into their own buffers): copied payloads are freed, and the mapped model
 // file is unmapped once nothing aliases it. The values stay constants of their shape with no

@@ -121,7 +121,7 @@ struct Selection {
 
 Selection select_labels(const Graph& g, const SelectOptions& o);
 
-// "accuracy: default (guard: 3 probes, 2.1e-05 added, 0 convs demoted, 412 ms)" for reports.
+// "accuracy: MODE (guard: PROBES probes, ADDED added, K convs demoted, T ms)" for reports.
 std::string accuracy_summary(const Selection& s);
 
 }  // namespace kiln

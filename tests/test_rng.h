@@ -2,7 +2,9 @@
 #pragma once
 
 #include <cstdint>
+#include <random>
 #include <utility>
+#include <vector>
 
 #include "graph/ir.h"
 
@@ -31,6 +33,15 @@ inline Tensor uniform_tensor(Shape s, XorShift r, float lo, float hi) {
   Tensor t(DType::f32, std::move(s));
   for (int64_t i = 0; i < t.numel(); ++i) t.data<float>()[i] = r.uniform(lo, hi);
   return t;
+}
+
+// n floats uniform in [lo, hi) from std::mt19937(seed) (the session tests' weights / inputs).
+inline std::vector<float> randoms(size_t n, uint32_t seed, float lo, float hi) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> d(lo, hi);
+  std::vector<float> v(n);
+  for (float& x : v) x = d(rng);
+  return v;
 }
 
 }  // namespace kiln::test

@@ -445,6 +445,32 @@ CopyArgs begin_copy_function(AsmBuilder& b) {
   return a;
 }
 
+int build_flat_copy(AsmBuilder& b) {
+  const int idx = b.function_count();
+  const CopyArgs a = begin_copy_function(b);
+  b.copy_dynamic(a.dst, a.src, a.n);
+  b.end_function();
+  return idx;
+}
+
+int build_strided_copy(AsmBuilder& b, int64_t row, int64_t sstride, int64_t dstride) {
+  auto& cc = b.cc();
+  const int idx = b.function_count();
+  const CopyArgs a = begin_copy_function(b);
+  aj::Label top = cc.newLabel(), done = cc.newLabel();
+  cc.test(a.n, a.n);
+  cc.jz(done);
+  cc.bind(top);
+  b.copy_static(a.dst, a.src, row);
+  cc.add(a.src, sstride * 4);
+  cc.add(a.dst, dstride * 4);
+  cc.dec(a.n);
+  cc.jnz(top);
+  cc.bind(done);
+  b.end_function();
+  return idx;
+}
+
 int64_t chunk_size(int64_t total, int64_t quantum, int64_t want, int64_t min_chunk) {
   total = std::max<int64_t>(total, 1);
   int64_t c = (total + want - 1) / std::max<int64_t>(want, 1);

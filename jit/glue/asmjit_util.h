@@ -148,6 +148,12 @@ struct CopyArgs {
 };
 // Starts a function of CopyFn's signature on `b` with its arguments bound.
 CopyArgs begin_copy_function(AsmBuilder& b);
+// Whole CopyFn functions; each returns its index for AsmBuilder::entry.
+// fn(src, dst, n): n contiguous floats.
+int build_flat_copy(AsmBuilder& b);
+// fn(src, dst, n): n rows (n >= 0) of `row` floats (unrolled); rows `sstride` floats apart in
+// src and `dstride` apart in dst.
+int build_strided_copy(AsmBuilder& b, int64_t row, int64_t sstride, int64_t dstride);
 
 // Base of the glue kernels: a name, a tile count and the code they run.
 class GlueKernel : public Kernel {

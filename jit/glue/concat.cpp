@@ -65,32 +65,6 @@ class ConcatKernel : public glue::GlueKernel {
   void set_code(glue::ExecCode c) { code_ = std::move(c); }
 };
 
-void build_flat_copy(AsmBuilder& b) {
-  const glue::CopyArgs a = glue::begin_copy_function(b);
-  b.copy_dynamic(a.dst, a.src, a.n);
-  b.end_function();
-}
-
-// n pixels: [dst] = C floats of [src]; src += C, dst += Ctot per pixel.
-int build_pixel_copy(AsmBuilder& b, int64_t C, int64_t Ctot) {
-  auto& cc = b.cc();
-  const int idx = b.function_count();
-  const glue::CopyArgs a = glue::begin_copy_function(b);
-  const x86::Gp &src = a.src, &dst = a.dst, &n = a.n;
-  asmjit::Label top = cc.newLabel(), done = cc.newLabel();
-  cc.test(n, n);
-  cc.jz(done);
-  cc.bind(top);
-  b.copy_static(dst, src, C);
-  cc.add(src, C * 4);
-  cc.add(dst, Ctot * 4);
-  cc.dec(n);
-  cc.jnz(top);
-  cc.bind(done);
-  b.end_function();
-  return idx;
-}
-
 // n rows of `row` floats: [dst] = post([src] * scale + shift); src += sstride, dst += dstride
 // floats per row. `blocked`: the row is one whole vector whose lanes past `row` are pad lanes
 // (read whole, written as zero); else lanes past `row` are neither read nor written.
@@ -242,7 +216,7 @@ std::unique_ptr<Kernel> create_concat_kernel(const Shape& out, const std::vector
           if (channels[j] == C) fn[i] = fn[j];
         if (fn[i] < 0)
           fn[i] = affine ? build_row_affine(b, C, C, out[1], false, affine->post)
-                         : build_pixel_copy(b, C, out[1]);
+                         : glue::build_strided_copy(b, C, C, out[1]);
         if (affine) ss[i] = coefs(c0, C);
       }
       c0 += C;
@@ -280,7 +254,7 @@ std::unique_ptr<Kernel> create_concat_kernel(const Shape& out, const std::vector
       c0 += C;
     }
   } else {
-    build_flat_copy(b);
+    glue::build_flat_copy(b);
     for (size_t i = 0; i < channels.size(); ++i) {
       const int64_t C = channels[i];
       const int64_t elems = round_up(C, B) * HW;  // only the last input can be padded

@@ -350,9 +350,7 @@ std::unique_ptr<Kernel> create_channel_shuffle_kernel(const Shape& nchw_in0,
   AsmBuilder b(name, isa);
   int64_t per = 0;
   if (l == Layout::nchw) {
-    const glue::CopyArgs a = glue::begin_copy_function(b);
-    b.copy_dynamic(a.dst, a.src, a.n);
-    b.end_function();
+    glue::build_flat_copy(b);
     // Runs of consecutive source channels become one copy; tiles of ~16k floats.
     std::vector<Copy> runs;
     for (size_t o = 0; o < s.split.size(); ++o)

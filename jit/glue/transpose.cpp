@@ -67,13 +67,13 @@ class TransposeKernel : public glue::GlueKernel {
     name_ = b.name();
     const int64_t numel = r ? p.dims[0] * out_stride_[0] : 1;
     if (mode_ == Mode::copy) {
-      build_copy(b);
+      glue::build_flat_copy(b);
       chunk_ = 16384;
       tiles_ = (numel + chunk_ - 1) / chunk_;
     } else if (mode_ == Mode::rows) {
       // fn(src, dst, n): n rows of L floats along output dim r-2.
       const int64_t L = p.dims[r - 1];
-      build_rows(b, L, p.src_stride[r - 2]);
+      glue::build_strided_copy(b, L, p.src_stride[r - 2], L);
       inner_ = p.dims[r - 2];
       chunk_ = std::max<int64_t>(1, std::min(inner_, 4096 / L));  // ~16 KiB per tile
       per_outer_ = (inner_ + chunk_ - 1) / chunk_;
@@ -144,27 +144,6 @@ class TransposeKernel : public glue::GlueKernel {
   }
 
  private:
-  void build_copy(AsmBuilder& b) {
-    const glue::CopyArgs a = glue::begin_copy_function(b);
-    b.copy_dynamic(a.dst, a.src, a.n);
-    b.end_function();
-  }
-
-  // fn(src, dst, n): n rows of L floats; src rows src_step floats apart, dst rows contiguous.
-  void build_rows(AsmBuilder& b, int64_t L, int64_t src_step) {
-    auto& cc = b.cc();
-    const glue::CopyArgs a = glue::begin_copy_function(b);
-    const x86::Gp &s = a.src, &d = a.dst, &n = a.n;
-    asmjit::Label top = cc.newLabel();
-    cc.bind(top);
-    b.copy_static(d, s, L);
-    cc.add(s, src_step * 4);
-    cc.add(d, L * 4);
-    cc.dec(n);
-    cc.jnz(top);
-    b.end_function();
-  }
-
   // fn(src, dst, -): kv output rows (the input's contiguous dim) across the M columns (input
   // rows sa floats apart), in V x V tiles; output rows sb floats apart.
   void build_band(AsmBuilder& b, int64_t M, int kv, int64_t sa, int64_t sb) {

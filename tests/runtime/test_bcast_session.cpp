@@ -11,18 +11,13 @@
 #include "runtime/labels.h"
 #include "runtime/selection.h"
 #include "runtime/session.h"
+#include "test_rng.h"
 
 namespace {
 
 using kiln::Tensor;
 
-std::vector<float> randoms(size_t n, uint32_t seed, float lo, float hi) {
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> d(lo, hi);
-  std::vector<float> v(n);
-  for (float& x : v) x = d(rng);
-  return v;
-}
+using kiln::test::randoms;
 
 // x [2, 20, 9, 9] -> BN -> Relu -> conv 1x1 (24) = c; SE: GAP -> conv (6) -> Relu -> conv (24)
 // -> Sigmoid = s [2, 24, 1, 1]; y = (c * s) * p + k with p = Sigmoid(conv (1) of c), one value

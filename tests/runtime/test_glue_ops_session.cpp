@@ -14,18 +14,13 @@
 #include "runtime/labels.h"
 #include "runtime/selection.h"
 #include "runtime/session.h"
+#include "test_rng.h"
 
 namespace {
 
 using kiln::Tensor;
 
-std::vector<float> randoms(size_t n, uint32_t seed, float lo, float hi) {
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> d(lo, hi);
-  std::vector<float> v(n);
-  for (float& x : v) x = d(rng);
-  return v;
-}
+using kiln::test::randoms;
 
 // Every model: x [2, 19, 7, 9] -> conv 1x1 (24, weights in [-w, w]) = c, then the ops under
 // test writing `outputs`.
