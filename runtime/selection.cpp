@@ -2,6 +2,7 @@
 
 #include <tbb/parallel_for.h>
 #include <tbb/task_arena.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
@@ -318,6 +319,8 @@ class Selector {
     deadline_ = Clock::now() + std::chrono::microseconds(int64_t(budget * 1e3));
     prof_.set_deadline(deadline_);
     int done = 0;
+    progress_start_ = Clock::now();
+    progress(0, total);
     // Identical problems are measured once: (time, whether it came from the tuning cache).
     std::map<std::pair<std::string, std::string>, std::pair<double, bool>> memo;
     for (size_t i = 0; i < nn; ++i) {
@@ -370,7 +373,7 @@ class Selector {
         c.back() = r ? *r : model[i].back();
       }
     }
-    if (o_.progress && total > 0) std::fprintf(stderr, "\n");
+    if (o_.progress && total > 0 && isatty(2)) std::fprintf(stderr, "\n");  // ends the bar
     sel_.profile_budget_ms = budget;
     sel_.sampled = prof_.sampled();
     if (sel_.over_budget)
@@ -871,11 +874,21 @@ class Selector {
     return false;
   }
 
+  // On a terminal a bar redrawn in place; otherwise (a log, CI) a line at the start and one
+  // per 10%, so a long load does not look hung and the log stays short.
   void progress(int done, int total) {
     if (!o_.progress || total == 0) return;
-    const int width = 30, filled = done * width / total;
-    std::fprintf(stderr, "\rkiln: profiling [%.*s%*s] %d/%d", filled,
-                 "##############################", width - filled, "", done, total);
+    if (isatty(2)) {
+      const int width = 30, filled = done * width / total;
+      std::fprintf(stderr, "\rkiln: profiling [%.*s%*s] %d/%d", filled,
+                   "##############################", width - filled, "", done, total);
+    } else {
+      const int tenth = done * 10 / total;
+      if (done > 0 && tenth == progress_tenth_) return;
+      progress_tenth_ = tenth;
+      std::fprintf(stderr, "kiln: profiling %d%% (%d/%d measurements, %.1f s)\n",
+                   done * 100 / total, done, total, ms_since(progress_start_) / 1e3);
+    }
     std::fflush(stderr);
   }
 
@@ -896,6 +909,8 @@ class Selector {
   std::vector<double> kept_ms_;
   std::vector<std::pair<Code, std::string>> failure_;      // per node: the last label's failure
   Clock::time_point deadline_ = Clock::time_point::max();  // end of this load's profiling
+  Clock::time_point progress_start_;                       // progress(): when measuring began
+  int progress_tenth_ = -1;  // progress(): the last tenth reported as a line
 };
 
 }  // namespace

@@ -61,7 +61,7 @@ struct SelectOptions {
   bool reference = false;
   TuningCache* cache = nullptr;  // null: no persistence
   double solve_budget_ms = 2000;
-  bool progress = false;  // progress bar on stderr (the caller checks it is a terminal)
+  bool progress = false;  // progress on stderr (SessionOptions::progress)
   // A family every conv must use wherever that family applies (for tests and benchmarks of
   // one family end to end); other convs keep their normal candidates.
   std::optional<ConvFamily> force_family;

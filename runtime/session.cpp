@@ -1,7 +1,6 @@
 #include "runtime/session.h"
 
 #include <sys/resource.h>
-#include <unistd.h>
 
 #include <chrono>
 #include <cstring>
@@ -155,7 +154,7 @@ void Session::prepare(const SessionOptions& o) {
   so.isa = isa_;
   so.threads = threads_;
   so.reference = o.reference;
-  so.progress = o.progress && isatty(2);
+  so.progress = o.progress;
   so.force_family = o.force_family;
   if (!(o.profile_budget_ms >= 0)) fail(Code::invalid_argument, "profile_budget_ms must be >= 0");
   so.profile_budget_ms = o.profile_budget_ms;

@@ -34,7 +34,7 @@ struct SessionOptions {
   TuneMode tune = TuneMode::fast;
   std::string cache_dir;  // tuning cache folder; "" = default_cache_dir() (KILN_CACHE_DIR, XDG)
   bool use_cache = true;  // false: neither read nor write the tuning cache
-  bool progress = false;  // progress bar on stderr while profiling (only if it is a terminal)
+  bool progress = false;  // profiling progress on stderr: a bar on a terminal, else 10% lines
   std::optional<ConvFamily> force_family;  // a family every conv uses where it applies (tests)
   double profile_budget_ms = 0;  // load-time profiling budget (0: by tuning mode; selection.h)
   Accuracy accuracy = Accuracy::guarded;     // which conv families may add error (selection.h)

@@ -21,6 +21,21 @@ if(KILN_BASH AND Python3_Interpreter_FOUND AND TARGET kiln_cli)
       $<TARGET_FILE:kiln_cli> ${CMAKE_CURRENT_SOURCE_DIR}/fixtures ${Python3_EXECUTABLE})
   set_tests_properties(cli PROPERTIES TIMEOUT 300
     ENVIRONMENT "KILN_CACHE_DIR=${CMAKE_CURRENT_BINARY_DIR}/tmp/cache-cli")
+  # cli_conventions: per-command help, option errors, bench --input/--concurrency and its JSON,
+  # output paths checked before the load, progress lines on a non-terminal stderr.
+  add_test(NAME cli_conventions
+    COMMAND ${KILN_BASH} ${CMAKE_CURRENT_SOURCE_DIR}/install/cli_conventions_test.sh
+      $<TARGET_FILE:kiln_cli> ${CMAKE_CURRENT_SOURCE_DIR}/fixtures ${Python3_EXECUTABLE})
+  set_tests_properties(cli_conventions PROPERTIES TIMEOUT 300
+    ENVIRONMENT "KILN_CACHE_DIR=${CMAKE_CURRENT_BINARY_DIR}/tmp/cache-cli-conventions")
+  # cli_dot: `kiln plan --dot` rendered by Graphviz (skipped, 77, without `dot`).
+  find_program(KILN_DOT dot)
+  add_test(NAME cli_dot
+    COMMAND ${KILN_BASH} ${CMAKE_CURRENT_SOURCE_DIR}/install/cli_dot_test.sh
+      $<TARGET_FILE:kiln_cli> ${CMAKE_CURRENT_SOURCE_DIR}/fixtures ${Python3_EXECUTABLE}
+      "$<$<BOOL:${KILN_DOT}>:${KILN_DOT}>")
+  set_tests_properties(cli_dot PROPERTIES TIMEOUT 120 SKIP_RETURN_CODE 77
+    ENVIRONMENT "KILN_CACHE_DIR=${CMAKE_CURRENT_BINARY_DIR}/tmp/cache-cli-dot")
 endif()
 
 # The ISA-coverage report itself (isa_coverage.h): with the AVX-512 path capped away, a suite

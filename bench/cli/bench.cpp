@@ -3,10 +3,14 @@
 #include <sys/resource.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
+#include <exception>
 #include <fstream>
+#include <latch>
 #include <random>
 #include <sstream>
+#include <thread>
 
 #include "cli.h"
 #include "runtime/executor.h"
@@ -32,10 +36,12 @@ std::vector<Tensor> random_inputs(const Session& s) {
   return ins;
 }
 
-// The batch the session runs: dim 0 of its first input (--batch 0 means the model's own).
+// The batch the session runs: dim 0 of its first input that has dims (--batch 0 means the
+// model's own); 1 when no input has any (images/s then equals inferences/s).
 long long session_batch(const Session& s) {
-  const auto& in = s.inputs();
-  return in.empty() || in[0].shape.empty() ? 0 : (long long)in[0].shape[0];
+  for (const IoInfo& io : s.inputs())
+    if (!io.shape.empty()) return (long long)io.shape[0];
+  return 1;
 }
 
 double peak_rss_mb() {
@@ -180,12 +186,35 @@ LoadStats median_stats(const std::vector<LoadStats>& v) {
 // One strategy's session and its measurements.
 struct Bench {
   std::unique_ptr<Session> s;
+  std::vector<std::unique_ptr<Session>> more;  // --sessions: request threads 1.. run these
   double load_ms = 0, first_ms = 0;
   std::vector<double> reloads;  // --loads: later loads in this process
   std::vector<LoadStats> reload_stats;
   std::vector<Tensor> ins, outs;
-  std::vector<double> lat;
+  std::vector<double> lat;  // every timed run of every request
+  double wall_ms = 0;       // the timed runs' wall time (for the throughput)
 };
+
+// Latency figures of a sample of run times, ms.
+struct Latency {
+  double min = 0, max = 0, mean = 0, stddev = 0, p50 = 0, p90 = 0, p99 = 0;
+};
+
+Latency latency_of(const std::vector<double>& xs) {
+  Latency l;
+  if (xs.empty()) return l;
+  l.min = *std::min_element(xs.begin(), xs.end());
+  l.max = *std::max_element(xs.begin(), xs.end());
+  for (double x : xs) l.mean += x;
+  l.mean /= double(xs.size());
+  double var = 0;
+  for (double x : xs) var += (x - l.mean) * (x - l.mean);
+  l.stddev = std::sqrt(var / double(xs.size()));  // of the sample itself (NumPy's std)
+  l.p50 = percentile(xs, 50);
+  l.p90 = percentile(xs, 90);
+  l.p99 = percentile(xs, 99);
+  return l;
+}
 
 Bench load_one(const Args& a, const std::string& strategy) {
   Bench b;
@@ -201,7 +230,10 @@ Bench load_one(const Args& a, const std::string& strategy) {
     b.reloads.push_back(ms_between(r0, Clock::now()));
     b.reload_stats.push_back(s->load_stats());
   }
-  b.ins = random_inputs(*b.s);
+  if (a.sessions)
+    for (int i = 1; i < a.concurrency; ++i)
+      b.more.push_back(Session::load_file(a.model, session_options(a, strategy)));
+  b.ins = a.inputs.empty() ? random_inputs(*b.s) : read_inputs(a, *b.s);
   b.outs = make_outputs(*b.s);
   // The first run pays for first-touching the arena and cold caches: reported on its own.
   auto f0 = Clock::now();
@@ -211,9 +243,63 @@ Bench load_one(const Args& a, const std::string& strategy) {
   return b;
 }
 
+// --concurrency N: N request threads, each with its own inputs and outputs, running one
+// session (Session::run is thread-safe) or, with --sessions, a session each. Each does its
+// warm-up, then all start their timed runs together; the wall time runs from that start to
+// the last request's end.
+void measure_concurrent(const Args& a, Bench& b) {
+  const size_t n = size_t(a.concurrency);
+  std::vector<std::vector<double>> lat(n);
+  std::vector<std::exception_ptr> error(n);
+  std::vector<Clock::time_point> end(n);
+  std::latch ready(std::ptrdiff_t(n) + 1), go(1);
+  Clock::time_point start;
+  std::vector<std::thread> threads;
+  for (size_t r = 0; r < n; ++r)
+    threads.emplace_back([&, r] {
+      bool arrived = false;
+      try {
+        const Session& s = r == 0 || b.more.empty() ? *b.s : *b.more[r - 1];
+        std::vector<Tensor> ins;
+        for (const Tensor& t : b.ins) ins.push_back(t.clone());
+        std::vector<Tensor> outs = make_outputs(s);
+        // Warmed up together, so the session has made a run context (arena) per request
+        // before the timing starts.
+        for (int i = 0; i < 1 + a.warmup; ++i) s.run(ins, outs);
+        ready.count_down();
+        arrived = true;
+        go.wait();
+        std::vector<double>& mine = lat[r];
+        for (int i = 0;
+             a.seconds > 0 ? ms_between(start, Clock::now()) < a.seconds * 1e3 : i < a.runs; ++i) {
+          const auto r0 = Clock::now();
+          s.run(ins, outs);
+          mine.push_back(ms_between(r0, Clock::now()));
+        }
+      } catch (...) {
+        error[r] = std::current_exception();
+        if (!arrived) ready.count_down();
+      }
+      end[r] = Clock::now();
+    });
+  ready.arrive_and_wait();
+  start = Clock::now();
+  go.count_down();
+  for (std::thread& t : threads) t.join();
+  for (const std::exception_ptr& e : error)
+    if (e) std::rethrow_exception(e);
+  b.wall_ms = ms_between(start, *std::max_element(end.begin(), end.end()));
+  for (const auto& l : lat) b.lat.insert(b.lat.end(), l.begin(), l.end());
+}
+
 // Timed runs. Several strategies take turns run by run, so a noisy machine slows them alike
-// and their latencies compare (one after the other, minutes apart, they did not).
+// and their latencies compare (one after the other, minutes apart, they did not). With
+// --concurrency each strategy's requests run in turn.
 void measure(const Args& a, std::vector<Bench>& all) {
+  if (a.concurrency > 1) {
+    for (Bench& b : all) measure_concurrent(a, b);
+    return;
+  }
   const auto start = Clock::now();
   for (int i = 0; a.seconds > 0 ? ms_between(start, Clock::now()) < a.seconds * 1e3 : i < a.runs;
        ++i)
@@ -221,6 +307,7 @@ void measure(const Args& a, std::vector<Bench>& all) {
       auto r0 = Clock::now();
       b.s->run(b.ins, b.outs);
       b.lat.push_back(ms_between(r0, Clock::now()));
+      b.wall_ms += b.lat.back();  // its own runs only, not the other strategies'
     }
 }
 
@@ -233,17 +320,16 @@ std::string report_one(const Args& a, Bench& b) {
   std::vector<Tensor>& ins = b.ins;
   std::vector<Tensor>& outs = b.outs;
   std::vector<double>& lat = b.lat;
-  double mean = 0;
-  for (double x : lat) mean += x;
-  mean /= double(lat.size());
-  const double p50 = percentile(lat, 50), p90 = percentile(lat, 90), p99 = percentile(lat, 99);
-  const double mn = *std::min_element(lat.begin(), lat.end());
+  const Latency l = latency_of(lat);
   const double rss = peak_rss_mb();
+  const long long batch = session_batch(*s);
+  const double per_s = b.wall_ms > 0 ? double(lat.size()) * 1e3 / b.wall_ms : 0;
 
   std::printf("model: %s\n", a.model.c_str());
-  std::printf("isa: %s%s  threads: %d  batch: %lld  runs: %zu  warmup: %d\n", isa_name(s->isa()),
-              a.reference ? " (reference)" : "", s->threads(), session_batch(*s), lat.size(),
-              a.warmup);
+  std::printf("isa: %s%s  threads: %d  batch: %lld  runs: %zu  warmup: %d  concurrency: %d%s\n",
+              isa_name(s->isa()), a.reference ? " (reference)" : "", s->threads(), batch,
+              lat.size(), a.warmup, a.concurrency,
+              a.concurrency > 1 ? (a.sessions ? " (a session each)" : " (one session)") : "");
   const Selection& sel = s->selection();
   std::printf(
       "strategy: %s  tune: %s  predicted_ms: %.3f%s  solve_ms: %.2f  cache: %lld hits, "
@@ -264,8 +350,11 @@ std::string report_one(const Args& a, Bench& b) {
                 breakdown_str(median_stats(b.reload_stats)).c_str());
   }
   std::printf("first_run_ms: %.3f\n", first_ms);
-  std::printf("latency_ms: min %.3f  mean %.3f  p50 %.3f  p90 %.3f  p99 %.3f\n", mn, mean, p50, p90,
-              p99);
+  std::printf(
+      "latency_ms: min %.3f  max %.3f  mean %.3f  stddev %.3f  p50 %.3f  p90 %.3f  p99 %.3f\n",
+      l.min, l.max, l.mean, l.stddev, l.p50, l.p90, l.p99);
+  std::printf("throughput: %.2f inferences/s, %.2f images/s (%zu runs in %.3f s)\n", per_s,
+              per_s * double(batch), lat.size(), b.wall_ms / 1e3);
   const int64_t run_bytes = plan.run_bytes(s->threads());
   std::printf(
       "memory: arena %.2f MiB per concurrent run (tensors %.2f MiB, kernel scratch %d x %.2f "
@@ -277,14 +366,16 @@ std::string report_one(const Args& a, Bench& b) {
   if (a.layers) layers = print_layers(*s, ins, outs, std::max<int>(int(lat.size()), 1));
   if (!a.trace.empty()) write_trace(*s, ins, outs, a.trace);
 
-  char buf[1536];
+  char buf[2048];
   std::snprintf(
       buf, sizeof buf,
       "  \"load_ms\": %.6f,\n  \"load_breakdown_ms\": {\"parse\": %.6f, \"passes\": "
       "%.6f, \"profile\": %.6f, \"solve\": %.6f, \"jit\": %.6f, \"pack\": %.6f, "
       "\"jit_pack\": %.6f, \"other\": %.6f, "
       "\"plan\": %.6f},\n  \"first_run_ms\": %.6f,\n  \"latency_ms\": {\"p50\": "
-      "%.6f, \"p90\": %.6f, \"p99\": %.6f, \"min\": %.6f, \"mean\": %.6f},\n"
+      "%.6f, \"p90\": %.6f, \"p99\": %.6f, \"min\": %.6f, \"max\": %.6f, \"mean\": %.6f, "
+      "\"stddev\": %.6f},\n  \"wall_ms\": %.6f,\n  \"inferences_per_s\": %.6f,\n"
+      "  \"images_per_s\": %.6f,\n"
       "  \"arena_bytes\": %lld,\n  \"tensor_bytes\": %lld,\n  \"scratch_bytes_per_thread\": "
       "%lld,\n  \"naive_bytes\": %lld,\n  \"peak_rss_mb\": %.3f,\n"
       "  \"predicted_ms\": %.6f,\n  \"solve_ms\": %.6f,\n  \"optimal\": %s,\n"
@@ -292,24 +383,27 @@ std::string report_one(const Args& a, Bench& b) {
       "  \"measurements\": %d,\n  \"reload_ms\": {\"n\": %zu, \"min\": %.6f, "
       "\"median\": %.6f}\n",
       load_ms, ls.parse_ms, ls.passes_ms, ls.profile_ms, ls.solve_ms, ls.jit_ms, ls.pack_ms,
-      ls.jit_ms + ls.pack_ms, other_ms, ls.plan_ms, first_ms, p50, p90, p99, mn, mean,
-      (long long)run_bytes, (long long)plan.arena_bytes, (long long)plan.scratch_bytes,
-      (long long)plan.naive_bytes, rss, sel.predicted_ms, sel.solve_ms,
-      sel.optimal ? "true" : "false", (long long)sel.cache_hits, (long long)sel.cache_misses,
-      sel.plan_from_cache ? "true" : "false", sel.measurements, b.reloads.size(), reload_min,
-      reload_p50);
+      ls.jit_ms + ls.pack_ms, other_ms, ls.plan_ms, first_ms, l.p50, l.p90, l.p99, l.min, l.max,
+      l.mean, l.stddev, b.wall_ms, per_s, per_s * double(batch), (long long)run_bytes,
+      (long long)plan.arena_bytes, (long long)plan.scratch_bytes, (long long)plan.naive_bytes, rss,
+      sel.predicted_ms, sel.solve_ms, sel.optimal ? "true" : "false", (long long)sel.cache_hits,
+      (long long)sel.cache_misses, sel.plan_from_cache ? "true" : "false", sel.measurements,
+      b.reloads.size(), reload_min, reload_p50);
   std::ostringstream f;
-  f << "{\n  \"model\": " << json_escape(a.model)
+  f << "{\n  \"model\": " << json_escape(a.model) << ",\n  \"machine\": " << machine_json()
     << ",\n  \"strategy\": " << json_escape(strategy_name(sel.strategy))
     << ",\n  \"tune\": " << json_escape(tune_mode_name(sel.tune))
     << ",\n  \"accuracy\": " << json_escape(accuracy_name(sel.accuracy))
     << ",\n  \"guard_ms\": " << sel.guard_ms << ",\n  \"threads\": " << a.threads
     << ",\n  \"threads_used\": " << s->threads()
     << ",\n  \"isa\": " << json_escape(isa_name(s->isa()))
-    << ",\n  \"reference\": " << (a.reference ? "true" : "false")
-    << ",\n  \"batch\": " << session_batch(*s) << ",\n  \"runs\": " << lat.size()
-    << ",\n  \"warmup\": " << a.warmup << ",\n"
-    << buf;
+    << ",\n  \"reference\": " << (a.reference ? "true" : "false") << ",\n  \"batch\": " << batch
+    << ",\n  \"runs\": " << lat.size() << ",\n  \"warmup\": " << a.warmup
+    << ",\n  \"concurrency\": " << a.concurrency
+    << ",\n  \"sessions\": " << (a.concurrency > 1 && a.sessions ? "true" : "false")
+    << ",\n  \"inputs\": [";  // the --input files; none: random normal data
+  for (size_t i = 0; i < a.inputs.size(); ++i) f << (i ? ", " : "") << json_escape(a.inputs[i]);
+  f << "],\n" << buf;
   if (a.layers)
     f << ",\n  \"layers_total_ms\": " << layers.total_ms
       << ",\n  \"reference_ms\": " << layers.ref_ms << ",\n  \"layers\": " << layers.json << "\n";

@@ -23,7 +23,7 @@ struct UsageError : std::runtime_error {
 struct Args {
   std::string command;  // "info", "run", "bench"
   std::string model;
-  std::vector<std::string> inputs;  // --input (repeatable)
+  std::vector<std::string> inputs;  // --input (repeatable; bench: instead of random data)
   std::string output;               // --output
   std::string json;                 // --json
   int64_t batch = 0;
@@ -32,7 +32,9 @@ struct Args {
   double seconds = 0;  // --seconds: run for this long instead of --runs
   std::string trace;   // --trace: Chrome trace of one profiled run
   int warmup = 5;
-  int loads = 0;  // --loads N (bench): N more loads in this process, reported as reload_ms
+  int loads = 0;          // --loads N (bench): N more loads in this process, reported as reload_ms
+  int concurrency = 1;    // --concurrency N (bench): requests running at once
+  bool sessions = false;  // --sessions (bench): each request thread its own session
   std::optional<LogLevel> log_level;    // --log-level
   std::optional<Isa> max_isa;           // --max-isa; none = no cap
   bool reference = false;               // --reference: scalar reference kernels only
@@ -47,10 +49,25 @@ struct Args {
   double profile_budget_ms = 0;         // --profile-budget MS (0 = by tuning mode)
 };
 
+// --- args.cpp: the option table, help and dispatch -----------------------------------------
+
+// Fills `a` from the command line; returns 0 when help or the version was printed, else -1.
+// Throws UsageError for a bad line.
+int parse(int argc, char** argv, Args& a);
+// Fails (io_error) at once when an output file given (--json, --trace, --dot, --output) cannot
+// be written: its folder is missing or not writable. Creates nothing.
+void check_output_paths(const Args& a);
+int run_command(const Args& a);
+// Where a usage error should send the user: "kiln bench --help", or "kiln --help".
+std::string command_help_hint(const std::string& command);
+
 using Clock = std::chrono::steady_clock;
 // Session options from the arguments; `strategy` overrides a.strategies (bench loops over them).
 SessionOptions session_options(const Args& a, const std::string& strategy = "");
 std::vector<Tensor> make_outputs(const Session& s);
+// The --input files, checked against the session's inputs (count, dtype, shape); the errors
+// name the file and the input.
+std::vector<Tensor> read_inputs(const Args& a, const Session& s);
 double ms_between(Clock::time_point a, Clock::time_point b);
 
 int cmd_info(const Args& a);
@@ -69,6 +86,7 @@ struct Summary {
 Summary summarize(const Tensor& t);  // f32 or i64; all zeros for an empty tensor
 
 std::string json_escape(const std::string& s);  // with the surrounding quotes
+std::string machine_json();                     // the CPU, Kiln's version and build id
 
 // Figures of the optimised graph for `kiln info`.
 struct GraphStats {

@@ -39,7 +39,7 @@ SessionOptions session_options(const Args& a, const std::string& strategy) {
     throw UsageError("--accuracy expects strict, default or fast, got '" + a.accuracy + "'");
   o.cache_dir = a.cache_dir;
   o.use_cache = !a.no_cache;
-  o.progress = true;  // drawn only when stderr is a terminal
+  o.progress = true;  // a bar on a terminal, else a line per 10% (long loads do not look hung)
   o.force_family = a.family;
   o.profile_budget_ms = a.profile_budget_ms;
   return o;
@@ -63,7 +63,10 @@ void print_io(const char* title, const std::vector<IoInfo>& list) {
 }  // namespace
 
 int cmd_info(const Args& a) {
-  auto s = Session::load_file(a.model, session_options(a));
+  // The figures are the graph's: measuring kernels (seconds on a big model) would change none.
+  SessionOptions o = session_options(a);
+  if (a.tune.empty()) o.tune = TuneMode::none;
+  auto s = Session::load_file(a.model, o);
   const Graph& g = s->graph();
   const LoadStats& ls = s->load_stats();
   std::printf("model: %s\n", a.model.c_str());
@@ -88,9 +91,8 @@ int cmd_info(const Args& a) {
   return 0;
 }
 
-int cmd_run(const Args& a) {
-  auto s = Session::load_file(a.model, session_options(a));
-  const auto& want = s->inputs();
+std::vector<Tensor> read_inputs(const Args& a, const Session& s) {
+  const auto& want = s.inputs();
   if (a.inputs.size() != want.size())
     fail(Code::invalid_argument, "the model has " + std::to_string(want.size()) + " input(s), " +
                                      std::to_string(a.inputs.size()) + " --input given");
@@ -104,6 +106,12 @@ int cmd_run(const Args& a) {
                shape_str(want[i].shape) + (a.batch ? "" : " (try --batch to change the batch)"));
     ins.push_back(std::move(t));
   }
+  return ins;
+}
+
+int cmd_run(const Args& a) {
+  auto s = Session::load_file(a.model, session_options(a));
+  std::vector<Tensor> ins = read_inputs(a, *s);
   std::vector<Tensor> outs = make_outputs(*s);
   auto t0 = Clock::now();
   s->run(ins, outs);

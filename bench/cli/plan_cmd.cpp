@@ -21,12 +21,25 @@ const char* family_colour(const std::string& f) {
   return it == colours.end() ? "#ffffff" : it->second;
 }
 
+// Text for a quoted DOT label: quotes and backslashes escaped (a backslash is an escape in a
+// label: "\\n" would break the line), newlines as line breaks.
 std::string dot_escape(const std::string& s) {
   std::string o;
   for (char c : s) {
+    if (c == '\n') {
+      o += "\\n";
+      continue;
+    }
     if (c == '"' || c == '\\') o += '\\';
     o += c;
   }
+  return o;
+}
+
+// A label of several lines: each part escaped, joined by DOT's line break "\n".
+std::string dot_lines(const std::vector<std::string>& parts) {
+  std::string o;
+  for (size_t i = 0; i < parts.size(); ++i) o += (i ? "\\n" : "") + dot_escape(parts[i]);
   return o;
 }
 
@@ -47,28 +60,28 @@ void write_dot(const Session& s, const std::string& path) {
       << "\", shape=ellipse, fillcolor=\"#eeeeee\"];\n";
   for (size_t i = 0; i < p.steps.size(); ++i) {
     const Step& st = p.steps[i];
-    std::string fam = "convert", text;
+    std::string fam = "convert";
+    std::vector<std::string> text;
     if (st.node >= 0) {
       const NodeChoice& c = s.selection().nodes[size_t(st.node)];
+      const Node& n = g.nodes[size_t(st.node)];
       fam = label_family(c.label);
-      text =
-          g.nodes[size_t(st.node)].name + "\\n" + g.nodes[size_t(st.node)].op + " " + c.label.key();
       char ms[48];
-      std::snprintf(ms, sizeof ms, "\\n%.3f ms%s", c.ms, c.measured ? "" : " (model)");
-      text += ms;
+      std::snprintf(ms, sizeof ms, "%.3f ms%s", c.ms, c.measured ? "" : " (model)");
+      text = {n.name, n.op + " " + c.label.key(), ms};
     } else {
-      text = "convert " + std::string(layout_name(p.tensors[size_t(st.src[0])].layout)) + " > " +
-             layout_name(p.tensors[size_t(st.dst[0])].layout);
+      text = {"convert " + std::string(layout_name(p.tensors[size_t(st.src[0])].layout)) + " > " +
+              layout_name(p.tensors[size_t(st.dst[0])].layout)};
     }
-    f << "  s" << i << " [label=\"" << dot_escape(text) << "\", fillcolor=\"" << family_colour(fam)
+    f << "  s" << i << " [label=\"" << dot_lines(text) << "\", fillcolor=\"" << family_colour(fam)
       << "\"];\n";
     for (int t : st.src) {
       if (t < 0) continue;
       const PlanTensor& pt = p.tensors[size_t(t)];
       if (g.value(pt.value).is_const()) continue;
-      const std::string from = writer[size_t(t)] >= 0 ? "s" + std::to_string(writer[size_t(t)])
-                                                      : "in" + std::to_string(t);
-      f << "  " << from << " -> s" << i << " [label=\"" << layout_name(pt.layout) << "\"];\n";
+      const bool step = writer[size_t(t)] >= 0;  // else a graph input
+      f << "  " << (step ? "s" : "in") << (step ? writer[size_t(t)] : t) << " -> s" << i
+        << " [label=\"" << layout_name(pt.layout) << "\"];\n";
     }
   }
   for (int t : p.outputs)

@@ -5,6 +5,8 @@
 #include <set>
 
 #include "cli.h"
+#include "jit/cpu.h"
+#include "runtime/tuning_cache.h"
 
 namespace kiln::cli {
 
@@ -129,6 +131,30 @@ std::string indexed_path(const std::string& path, size_t index) {
   if (path.size() > ext.size() && path.compare(path.size() - ext.size(), ext.size(), ext) == 0)
     return path.substr(0, path.size() - ext.size()) + suffix + ext;
   return path + suffix;
+}
+
+}  // namespace kiln::cli
+
+namespace kiln::cli {
+
+// Interim: runtime/report.h's machine_json() replaces it once on main.
+std::string machine_json() {
+  const CpuInfo& c = host_cpu();
+  std::string f;
+  auto feature = [&](bool on, const char* name) {
+    if (on) f += (f.empty() ? "" : ", ") + json_escape(name);
+  };
+  feature(c.avx512_bf16, "avx512_bf16");
+  feature(c.avx512_vnni, "avx512_vnni");
+  feature(c.avx512_fp16, "avx512_fp16");
+  feature(c.avx_vnni, "avx_vnni");
+  feature(c.amx_bf16, "amx_bf16");
+  feature(c.amx_int8, "amx_int8");
+  return "{\"cpu\": " + json_escape(c.brand) + ", \"vendor\": " + json_escape(c.vendor) +
+         ", \"isa\": " + json_escape(isa_name(c.isa)) + ", \"features\": [" + f +
+         "], \"cores\": " + std::to_string(c.cores) +
+         ", \"kiln_version\": " + json_escape(KILN_VERSION) +
+         ", \"build_id\": " + json_escape(kiln_build_id()) + "}";
 }
 
 }  // namespace kiln::cli
