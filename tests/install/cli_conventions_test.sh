@@ -6,11 +6,12 @@
 # Usage: cli_conventions_test.sh KILN_EXE FIXTURE_DIR PYTHON
 set -uo pipefail
 
-KILN=$1
-FIX=$2
+KILN=$(realpath "$1")
+FIX=$(realpath "$2")
 PY=${3:-python3}
 TMP=$(mktemp -d "${TMPDIR:-/tmp}/kiln_cli_conv.XXXXXX")
 trap 'rm -rf "$TMP"' EXIT
+cd "$TMP" || exit 1  # whatever a command writes by mistake lands here
 failures=0
 fail() { echo "cli_conventions_test: FAIL: $*" >&2; failures=$((failures + 1)); }
 
