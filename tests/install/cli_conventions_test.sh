@@ -9,27 +9,9 @@ set -uo pipefail
 KILN=$(realpath "$1")
 FIX=$(realpath "$2")
 PY=${3:-python3}
-TMP=$(mktemp -d "${TMPDIR:-/tmp}/kiln_cli_conv.XXXXXX")
-trap 'rm -rf "$TMP"' EXIT
+NAME=cli_conventions_test
+source "$(dirname "$0")/cli_test_lib.sh"
 cd "$TMP" || exit 1  # whatever a command writes by mistake lands here
-failures=0
-fail() { echo "cli_conventions_test: FAIL: $*" >&2; failures=$((failures + 1)); }
-
-# expect_rc CODE CMD...: runs CMD (stdout to out.txt, stderr to err.txt), checks its status.
-expect_rc() {
-  local want=$1
-  shift
-  "$@" > "$TMP/out.txt" 2> "$TMP/err.txt"
-  local rc=$?
-  [ "$rc" = "$want" ] || fail "'$*' exited $rc, expected $want; stderr: $(cat "$TMP/err.txt")"
-}
-# expect_err CODE TEXT CMD...: as expect_rc, and stderr contains TEXT.
-expect_err() {
-  local want=$1 text=$2
-  shift 2
-  expect_rc "$want" "$@"
-  grep -qF -- "$text" "$TMP/err.txt" || fail "'$*': stderr lacks \"$text\": $(cat "$TMP/err.txt")"
-}
 
 R=$FIX/models/tiny_resnet_op13
 M=$R/model.onnx
@@ -225,8 +207,4 @@ expect_rc 0 "$KILN" plan "$M" --threads 1 --cache "$TMP/pc"
 expect_rc 0 "$KILN" plan "$M" --threads 1 --cache "$TMP/pc"
 grep -q "profiling" "$TMP/err.txt" && fail "no progress when nothing is measured"
 
-if [ "$failures" -ne 0 ]; then
-  echo "cli_conventions_test: $failures failure(s)" >&2
-  exit 1
-fi
-echo "cli_conventions_test: OK"
+finish

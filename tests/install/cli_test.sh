@@ -8,19 +8,8 @@ set -uo pipefail
 KILN=$1
 FIX=$2
 PY=${3:-python3}
-TMP=$(mktemp -d "${TMPDIR:-/tmp}/kiln_cli.XXXXXX")
-trap 'rm -rf "$TMP"' EXIT
-failures=0
-fail() { echo "cli_test: FAIL: $*" >&2; failures=$((failures + 1)); }
-
-# expect_rc CODE CMD...: runs CMD, checks its exit status.
-expect_rc() {
-  local want=$1
-  shift
-  "$@" > "$TMP/out.txt" 2> "$TMP/err.txt"
-  local rc=$?
-  [ "$rc" = "$want" ] || fail "'$*' exited $rc, expected $want; stderr: $(cat "$TMP/err.txt")"
-}
+NAME=cli_test
+source "$(dirname "$0")/cli_test_lib.sh"
 
 # Compares two .npy float32 files: max |a-b| <= tol * max(1, max |b|).
 npy_close() {
@@ -150,8 +139,4 @@ expect_info gemm_transb_op13 28 48
 expect_info matmul_batched_op13 0 120
 grep -q "MatMul  *1$" "$TMP/out.txt" || fail "info lists MatMul once in the op histogram"
 
-if [ "$failures" -ne 0 ]; then
-  echo "cli_test: $failures failure(s)" >&2
-  exit 1
-fi
-echo "cli_test: OK"
+finish
