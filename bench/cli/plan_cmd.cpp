@@ -67,7 +67,7 @@ void write_dot(const Session& s, const std::string& path) {
       const Node& n = g.nodes[size_t(st.node)];
       fam = label_family(c.label);
       char ms[48];
-      std::snprintf(ms, sizeof ms, "%.3f ms%s", c.ms, c.measured ? "" : " (model)");
+      std::snprintf(ms, sizeof ms, "%.3f ms (%s)", c.ms, choice_source(c));
       text = {n.name, n.op + " " + c.label.key(), ms};
     } else {
       text = {"convert " + std::string(layout_name(p.tensors[size_t(st.src[0])].layout)) + " > " +
@@ -122,12 +122,7 @@ int cmd_plan(const Args& a) {
     const NodeChoice& c = sel.nodes[size_t(st.node)];
     const Node& n = g.nodes[size_t(st.node)];
     std::printf("%-32s %-18s %-34s %10.4f %-8s %s\n", n.name.c_str(), n.op.c_str(),
-                c.label.key().c_str(), c.ms,
-                c.cached        ? "cache"
-                : c.measured    ? "measured"
-                : c.over_budget ? "budget"
-                                : "model",
-                st.kernel->name().c_str());
+                c.label.key().c_str(), c.ms, choice_source(c), st.kernel->name().c_str());
   }
   std::printf(
       "\n%zu nodes, %d layout conversions, %d concats done in place by their producers; predicted "

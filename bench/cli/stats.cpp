@@ -1,24 +1,12 @@
-// Percentiles, tensor summaries, JSON escaping and graph figures for the `kiln` CLI.
+// Tensor summaries and graph figures for the `kiln` CLI.
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <set>
 
 #include "cli.h"
-#include "jit/cpu.h"
-#include "runtime/tuning_cache.h"
 
 namespace kiln::cli {
-
-double percentile(std::vector<double> xs, double p) {
-  if (xs.empty()) return 0;
-  std::sort(xs.begin(), xs.end());
-  double pos = std::clamp(p, 0.0, 100.0) / 100.0 * double(xs.size() - 1);
-  size_t lo = size_t(std::floor(pos));
-  size_t hi = std::min(lo + 1, xs.size() - 1);
-  double frac = pos - double(lo);
-  return xs[lo] + (xs[hi] - xs[lo]) * frac;
-}
 
 Summary summarize(const Tensor& t) {
   Summary s;
@@ -40,38 +28,6 @@ Summary summarize(const Tensor& t) {
   s.max = hi;
   s.mean = sum / double(t.numel());
   return s;
-}
-
-std::string json_escape(const std::string& s) {
-  std::string out = "\"";
-  for (unsigned char c : s) {
-    switch (c) {
-      case '"':
-        out += "\\\"";
-        break;
-      case '\\':
-        out += "\\\\";
-        break;
-      case '\n':
-        out += "\\n";
-        break;
-      case '\r':
-        out += "\\r";
-        break;
-      case '\t':
-        out += "\\t";
-        break;
-      default:
-        if (c < 0x20) {
-          char buf[8];
-          std::snprintf(buf, sizeof buf, "\\u%04x", c);
-          out += buf;
-        } else {
-          out += char(c);
-        }
-    }
-  }
-  return out + "\"";
 }
 
 namespace {
@@ -131,30 +87,6 @@ std::string indexed_path(const std::string& path, size_t index) {
   if (path.size() > ext.size() && path.compare(path.size() - ext.size(), ext.size(), ext) == 0)
     return path.substr(0, path.size() - ext.size()) + suffix + ext;
   return path + suffix;
-}
-
-}  // namespace kiln::cli
-
-namespace kiln::cli {
-
-// Interim: runtime/report.h's machine_json() replaces it once on main.
-std::string machine_json() {
-  const CpuInfo& c = host_cpu();
-  std::string f;
-  auto feature = [&](bool on, const char* name) {
-    if (on) f += (f.empty() ? "" : ", ") + json_escape(name);
-  };
-  feature(c.avx512_bf16, "avx512_bf16");
-  feature(c.avx512_vnni, "avx512_vnni");
-  feature(c.avx512_fp16, "avx512_fp16");
-  feature(c.avx_vnni, "avx_vnni");
-  feature(c.amx_bf16, "amx_bf16");
-  feature(c.amx_int8, "amx_int8");
-  return "{\"cpu\": " + json_escape(c.brand) + ", \"vendor\": " + json_escape(c.vendor) +
-         ", \"isa\": " + json_escape(isa_name(c.isa)) + ", \"features\": [" + f +
-         "], \"cores\": " + std::to_string(c.cores) +
-         ", \"kiln_version\": " + json_escape(KILN_VERSION) +
-         ", \"build_id\": " + json_escape(kiln_build_id()) + "}";
 }
 
 }  // namespace kiln::cli
