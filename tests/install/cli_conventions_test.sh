@@ -48,41 +48,49 @@ expect_rc 0 "$KILN" --version
 grep -qE '^kiln [0-9]+\.[0-9]+\.[0-9]+ \(build [^ )]+\)$' "$TMP/out.txt" ||
   fail "--version prints the version and build id: $(cat "$TMP/out.txt")"
 
-# The help and the parser agree: every option a command's help lists is accepted for it (the
-# missing model then fails the run: exit 1), every other option is refused (exit 2).
-"$KILN" --help > "$TMP/all_help.txt"
-for c in info run plan bench; do
-  "$KILN" "$c" --help >> "$TMP/all_help.txt"
-done
-awk 'length > 80 { exit 1 }' "$TMP/all_help.txt" || fail "the help fits 80 columns"
-all_opts=$(grep -oE '^  --[a-z-]+' "$TMP/all_help.txt" | sort -u | grep -vE -- '--(help|version)$')
-value_for() {  # a valid value for an option's value name
-  case $1 in
-    N) echo 1 ;; SEC) echo 0.5 ;; MS) echo 100 ;; LEVEL) echo error ;; ISA) echo avx2 ;;
-    STRATEGY) echo local ;;
-    FAMILY) echo direct ;; ACCURACY) echo strict ;; MODE) echo none ;; DIR) echo "$TMP/cachedir" ;;
-    "") ;; *) echo "$TMP/file_$1" ;;
-  esac
-}
-for c in info run plan bench; do
-  "$KILN" "$c" --help > "$TMP/c_help.txt"
-  for o in $all_opts; do
-    line=$(grep -E "^  $o( |$)" "$TMP/c_help.txt")
-    meta=$(grep -E "^  $o( |$)" "$TMP/all_help.txt" | head -1 | awk '{print $2}')
-    # A value name is upper case or a file name (X.npy); else the word is the help text.
-    [[ $meta =~ ^[A-Z][A-Za-z.]*$ ]] || meta=
-    args=("$o")
-    [ -z "$meta" ] || args+=("$(value_for "$meta")")
-    extra=()
-    [ "$c" != run ] || [ "$o" = --input ] || extra=(--input "$TMP/x.npy")
-    if [ -n "$line" ]; then
-      expect_rc 1 "$KILN" "$c" "$TMP/missing.onnx" "${extra[@]}" "${args[@]}"
-    else
-      expect_err 2 "not valid for '$c'" "$KILN" "$c" "$TMP/missing.onnx" "${extra[@]}" "${args[@]}"
-    fi
-  done
-done
-
+# The help and the parser agree: for each command, all the options its help lists are accepted
+# together (the missing model then fails the run: exit 1), and every other option is refused
+# on its own (exit 2, "not valid").
+"$PY" - "$KILN" "$TMP" <<'PYEOF' || fail "the help and the parser disagree"
+import re, subprocess, sys
+kiln, tmp = sys.argv[1], sys.argv[2]
+commands = ['info', 'run', 'plan', 'bench']
+def help_of(*args):
+    return subprocess.run([kiln, *args, '--help'], capture_output=True, text=True,
+                          check=True).stdout
+# --opt [VALUE] from the lines that start an option; a value name is upper case or a file.
+opt_line = re.compile(r'^  (--[a-z-]+)(?: ([A-Z][A-Za-z.]*))?(?: |$)', re.M)
+texts = {c: help_of(c) for c in commands}
+texts[''] = help_of()
+too_wide = [l for t in texts.values() for l in t.splitlines() if len(l) > 80]
+assert not too_wide, ('help wider than 80 columns', too_wide[:3])
+listed = {c: dict(opt_line.findall(texts[c])) for c in commands}
+every = {}
+for c in commands:
+    every.update(listed[c])
+every.update(opt_line.findall(texts['']))
+for o in ('--help', '--version'):
+    every.pop(o, None)
+values = {'N': '1', 'SEC': '0.5', 'MS': '100', 'LEVEL': 'error', 'ISA': 'avx2', 'FAMILY': 'direct',
+          'ACCURACY': 'strict', 'MODE': 'none', 'STRATEGY': 'local', 'DIR': tmp + '/cachedir'}
+def args_of(o):
+    meta = every[o]
+    return [o] + ([values.get(meta, tmp + '/file_' + meta)] if meta else [])
+bad = []
+for c in commands:
+    model = [c, tmp + '/missing.onnx']
+    accepted = [a for o in every if o in listed[c] for a in args_of(o)]
+    r = subprocess.run([kiln, *model, *accepted], capture_output=True, text=True)
+    if r.returncode != 1:
+        bad.append((c, 'listed options', r.returncode, r.stderr))
+    for o in every:
+        if o in listed[c]:
+            continue
+        r = subprocess.run([kiln, *model, *args_of(o)], capture_output=True, text=True)
+        if r.returncode != 2 or "not valid for '%s'" % c not in r.stderr:
+            bad.append((c, o, r.returncode, r.stderr))
+assert len(every) >= 20 and not bad, bad
+PYEOF
 # --- unknown options and missing values, wherever they are -------------------------------------
 expect_err 2 "unknown option '--foo'" "$KILN" bench "$M" --foo
 expect_err 2 "unknown option '--foo'" "$KILN" bench --foo "$M"
