@@ -374,6 +374,8 @@ void check_output_path(const char* opt, const std::string& path) {
 
 int parse(int argc, char** argv, Args& a) {
   if (help_or_version(argc, argv)) return 0;
+  // Known early, so that any usage error points at the command's help.
+  if (command_on_line(argc, argv, &a.command) == nullptr) a.command.clear();
   std::vector<std::string> positional;
   std::vector<const Option*> seen;
   for (int i = 1; i < argc; ++i) {

@@ -93,6 +93,7 @@ assert len(every) >= 20 and not bad, bad
 PYEOF
 # --- unknown options and missing values, wherever they are -------------------------------------
 expect_err 2 "unknown option '--foo'" "$KILN" bench "$M" --foo
+grep -q "kiln bench --help" "$TMP/err.txt" || fail "a usage error points at the command's help"
 expect_err 2 "unknown option '--foo'" "$KILN" bench --foo "$M"
 expect_err 2 "unknown option '--foo'" "$KILN" --foo bench "$M"
 expect_err 2 "unknown option '--foo'" "$KILN" bench "$M" --foo=3
