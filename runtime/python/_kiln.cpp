@@ -245,57 +245,26 @@ class Session {
   // Runs once: feeds and out are a dict by name or a list/tuple in model order; out may name
   // only some outputs (the others are allocated). Returns {name: array} for every output.
   py::dict run(py::handle feeds, py::handle out) {
-    require_open();
-    Bound in = bind(feeds, inputs_, "input", false);
-    Bound res = bind(out, outputs_, "output", true);
-    check_overlaps(in, res);
-    std::vector<const void*> in_ptr(inputs_.size());
-    std::vector<void*> out_ptr(outputs_.size());
-    std::vector<size_t> in_bytes(inputs_.size()), out_bytes(outputs_.size());
-    for (size_t i = 0; i < inputs_.size(); ++i) {
-      in_ptr[i] = in.arrays[i].data();
-      in_bytes[i] = inputs_[i].bytes;
-    }
-    for (size_t i = 0; i < outputs_.size(); ++i) {
-      out_ptr[i] = res.arrays[i].mutable_data();
-      out_bytes[i] = outputs_[i].bytes;
-    }
-    with_session([&](kiln_session* h) {
-      check(kiln_session_run(h, in_ptr.data(), in_bytes.data(), in_ptr.size(), out_ptr.data(),
-                             out_bytes.data(), out_ptr.size()));
-    });
+    Call c = prepare(feeds, out);
+    with_session([&](kiln_session* h) { c.run(h); });
     py::dict d;
-    for (size_t i = 0; i < outputs_.size(); ++i) d[py::str(outputs_[i].name)] = res.arrays[i];
+    for (size_t i = 0; i < outputs_.size(); ++i) d[py::str(outputs_[i].name)] = c.out.arrays[i];
     return d;
   }
 
   // Times `runs` calls of kiln_session_run after `warmup` untimed ones, all without the GIL, on
-  // the given inputs (model order) and outputs it allocates once. Returns milliseconds per run.
+  // the given inputs and outputs it allocates once. Returns milliseconds per run.
   std::vector<double> time_runs(py::handle feeds, int runs, int warmup) {
     if (runs < 1 || warmup < 0)
       raise(KILN_INVALID_ARGUMENT, "runs must be >= 1 and warmup >= 0, got runs=" +
                                        std::to_string(runs) + ", warmup=" + std::to_string(warmup));
-    require_open();
-    Bound in = bind(feeds, inputs_, "input", false);
-    Bound res = bind(py::none(), outputs_, "output", true);
-    std::vector<const void*> in_ptr;
-    std::vector<void*> out_ptr;
-    std::vector<size_t> in_bytes, out_bytes;
-    for (size_t i = 0; i < inputs_.size(); ++i) {
-      in_ptr.push_back(in.arrays[i].data());
-      in_bytes.push_back(inputs_[i].bytes);
-    }
-    for (size_t i = 0; i < outputs_.size(); ++i) {
-      out_ptr.push_back(res.arrays[i].mutable_data());
-      out_bytes.push_back(outputs_[i].bytes);
-    }
+    Call c = prepare(feeds, py::none());
     std::vector<double> ms;
     ms.reserve(size_t(runs));
     with_session([&](kiln_session* h) {
       for (int i = 0; i < warmup + runs; ++i) {
         const auto t0 = std::chrono::steady_clock::now();
-        check(kiln_session_run(h, in_ptr.data(), in_bytes.data(), in_ptr.size(), out_ptr.data(),
-                               out_bytes.data(), out_ptr.size()));
+        c.run(h);
         const std::chrono::duration<double, std::milli> dt = std::chrono::steady_clock::now() - t0;
         if (i >= warmup) ms.push_back(dt.count());
       }
@@ -307,6 +276,34 @@ class Session {
   struct Bound {
     std::vector<py::array> arrays;  // model order; keeps the arrays alive during the run
   };
+
+  // The checked arrays of one kiln_session_run and the pointer lists the C call takes.
+  struct Call {
+    Bound in, out;
+    std::vector<const void*> in_ptr;
+    std::vector<void*> out_ptr;
+    std::vector<size_t> in_bytes, out_bytes;
+    void run(kiln_session* h) const {  // without the GIL
+      check(kiln_session_run(h, in_ptr.data(), in_bytes.data(), in_ptr.size(), out_ptr.data(),
+                             out_bytes.data(), out_ptr.size()));
+    }
+  };
+
+  Call prepare(py::handle feeds, py::handle out) const {
+    require_open();
+    Call c{
+        bind(feeds, inputs_, "input", false), bind(out, outputs_, "output", true), {}, {}, {}, {}};
+    check_overlaps(c.in, c.out);
+    for (size_t i = 0; i < inputs_.size(); ++i) {
+      c.in_ptr.push_back(c.in.arrays[i].data());
+      c.in_bytes.push_back(inputs_[i].bytes);
+    }
+    for (size_t i = 0; i < outputs_.size(); ++i) {
+      c.out_ptr.push_back(c.out.arrays[i].mutable_data());
+      c.out_bytes.push_back(outputs_[i].bytes);
+    }
+    return c;
+  }
 
   std::vector<Io> query(bool input) const {
     size_t n = 0;

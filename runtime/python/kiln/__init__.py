@@ -152,6 +152,8 @@ class Session:
         profile_budget_ms: float = 0.0,
     ) -> None:
         from_bytes = isinstance(path, _ModelBytes)
+        self._model = None if from_bytes else os.fsdecode(path)
+        self._threads = threads
         self._s = _kiln.Session(
             path.data if isinstance(path, _ModelBytes) else os.fspath(path),
             from_bytes,
@@ -209,6 +211,46 @@ class Session:
         sharing memory with each other or an input; TypeError for what is not an array.
         """
         return self._s.run(feeds, out)
+
+    def bench(self, runs: int = 50, warmup: int = 5, inputs: Optional[Feeds] = None,
+              layers: bool = False) -> Dict[str, Any]:
+        """Times the model: `warmup` untimed runs, then `runs` timed ones.
+
+        The runs are timed in a loop inside the extension around the C call, with the GIL
+        released: Kiln's latency without Python's per-call overhead, as `kiln bench` measures
+        it. inputs: as for run(); None = random normal float32 data (fixed seed; int64 inputs
+        are zero). Returns the latency part of `kiln bench --json`: latency_ms (p50, p90, p99,
+        min, max, mean, stddev), inferences_per_s, runs, warmup, threads (as asked; 0 = every
+        CPU), isa, batch, machine; with layers=True also the per-step table.
+        """
+        if inputs is None:
+            rng = np.random.default_rng(42)
+            inputs = [rng.standard_normal(t.shape, dtype=np.float32) if t.dtype == np.float32
+                      else np.zeros(t.shape, t.dtype) for t in self._inputs]
+        ms = np.asarray(self._s.time_runs(inputs, runs, warmup))
+        first = self._inputs[0].shape if self._inputs else ()
+        result: Dict[str, Any] = {
+            "model": self._model,
+            "machine": json.loads(_kiln.machine_json()),
+            "threads": self._threads,
+            "isa": self.isa,
+            "batch": first[0] if first else 0,
+            "runs": runs,
+            "warmup": warmup,
+            "latency_ms": {
+                "p50": float(np.percentile(ms, 50)),
+                "p90": float(np.percentile(ms, 90)),
+                "p99": float(np.percentile(ms, 99)),
+                "min": float(ms.min()),
+                "max": float(ms.max()),
+                "mean": float(ms.mean()),
+                "stddev": float(ms.std()),
+            },
+            "inferences_per_s": 1e3 * len(ms) / float(ms.sum()),
+        }
+        if layers:
+            result["layers"] = json.loads(self._s.profile_json(runs))
+        return result
 
     def close(self) -> None:
         """Releases the session once runs in progress have finished. Closing twice is fine."""
