@@ -103,14 +103,20 @@ void read_cores(CpuInfo& c) {
 
 }  // namespace
 
-std::string CpuInfo::summary() const {
-  std::string s = vendor + " family " + std::to_string(family) + " model " + std::to_string(model) +
-                  " stepping " + std::to_string(stepping) + " / " + brand + " / " + isa_name(isa);
+std::vector<const char*> CpuInfo::extra_features() const {
   const std::pair<bool, const char*> extras[] = {
       {avx512_bf16, "avx512_bf16"}, {avx512_vnni, "avx512_vnni"}, {avx512_fp16, "avx512_fp16"},
       {avx_vnni, "avx_vnni"},       {amx_bf16, "amx_bf16"},       {amx_int8, "amx_int8"}};
+  std::vector<const char*> names;
   for (const auto& [on, name] : extras)
-    if (on) s += std::string(" ") + name;
+    if (on) names.push_back(name);
+  return names;
+}
+
+std::string CpuInfo::summary() const {
+  std::string s = vendor + " family " + std::to_string(family) + " model " + std::to_string(model) +
+                  " stepping " + std::to_string(stepping) + " / " + brand + " / " + isa_name(isa);
+  for (const char* name : extra_features()) s += std::string(" ") + name;
   auto kib = [](int64_t b) { return std::to_string(b >> 10) + "K"; };
   s += " / L1d " + kib(cache.l1d) + " L2 " + kib(cache.l2) + " L3 " + kib(cache.l3);
   if (!cache_reported) s += " (assumed)";

@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace kiln {
 
@@ -45,6 +46,8 @@ struct CpuInfo {
   bool cache_reported = false;  // false: the CPU reported no sizes, cache holds the defaults
   int cores = 1;                // logical CPUs this process may run on (its affinity mask)
 
+  // Names of the reduced-precision units present ("avx512_bf16", "amx_int8", ...).
+  std::vector<const char*> extra_features() const;
   // One line for logs, `kiln info` and the tuning cache's key: vendor, family/model/stepping,
   // brand, ISA features and cache sizes.
   std::string summary() const;

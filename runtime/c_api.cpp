@@ -4,6 +4,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <exception>
 #include <memory>
@@ -19,6 +20,7 @@
 #include "jit/cpu.h"
 #include "kiln/kiln.h"
 #include "runtime/log.h"
+#include "runtime/report.h"
 #include "runtime/session.h"
 
 struct kiln_status {
@@ -28,6 +30,8 @@ struct kiln_status {
 
 struct kiln_session {
   std::unique_ptr<kiln::Session> impl;
+  std::once_flag plan_once;  // plan_json is made on the first kiln_session_plan_json
+  std::string plan_json;
 };
 
 namespace {
@@ -350,7 +354,11 @@ KILN_API const char* kiln_code_name(kiln_code code) {
 }
 
 KILN_API const char* kiln_version(void) {
-  return KILN_VERSION;
+  return KILN_VERSION_STRING;
+}
+
+KILN_API int32_t kiln_api_version(void) {
+  return KILN_API_VERSION;
 }
 
 KILN_API kiln_status* kiln_set_log_callback(int32_t level, kiln_log_fn fn, void* user_data) {
@@ -490,6 +498,47 @@ KILN_API kiln_status* kiln_session_run(const kiln_session* session, const void* 
         sess.outputs(), "output", "outputs", "output_bytes", outputs, output_bytes, output_count);
     sess.run(in, out);
   });
+}
+
+KILN_API kiln_status* kiln_session_plan_json(const kiln_session* session, const char** out_json) {
+  return guarded("kiln_session_plan_json", [&] {
+    const kiln::Session& sess = session_of(session);
+    require(out_json, "out_json");
+    // The plan never changes after creation; concurrent first calls make it once.
+    auto* s = const_cast<kiln_session*>(session);
+    std::call_once(s->plan_once, [&] { s->plan_json = kiln::plan_json(sess); });
+    *out_json = s->plan_json.c_str();
+  });
+}
+
+KILN_API kiln_status* kiln_session_profile_json(const kiln_session* session, int32_t runs,
+                                                char** out_json) {
+  return guarded("kiln_session_profile_json", [&] {
+    const kiln::Session& sess = session_of(session);
+    require(out_json, "out_json");
+    if (runs < 1 || runs > 100000)
+      kiln::fail(Code::invalid_argument, "runs is " + num(runs) + ", expected 1..100000");
+    std::vector<kiln::Tensor> ins = kiln::random_inputs(sess), outs;
+    for (const kiln::IoInfo& io : sess.outputs()) outs.emplace_back(io.dtype, io.shape);
+    const std::string json = kiln::profile_json(sess, kiln::profile_layers(sess, ins, outs, runs));
+    char* copy = static_cast<char*>(std::malloc(json.size() + 1));
+    if (!copy) throw std::bad_alloc();
+    std::memcpy(copy, json.c_str(), json.size() + 1);
+    *out_json = copy;
+  });
+}
+
+KILN_API const char* kiln_machine_json(void) {
+  try {
+    static const std::string json = kiln::machine_json();
+    return json.c_str();
+  } catch (...) {
+    return "{}";  // only if the first call could not allocate
+  }
+}
+
+KILN_API void kiln_string_release(char* str) {
+  std::free(str);
 }
 
 }  // extern "C"

@@ -16,22 +16,6 @@
 namespace kiln::cli {
 namespace {
 
-std::vector<Tensor> random_inputs(const Session& s) {
-  // Random normal inputs (fixed seed: runs are comparable); int64 inputs stay zero.
-  std::mt19937 rng(42);
-  std::normal_distribution<float> normal(0.f, 1.f);
-  std::vector<Tensor> ins;
-  for (const IoInfo& io : s.inputs()) {
-    Tensor t(io.dtype, io.shape);
-    if (io.dtype == DType::f32) {
-      float* p = t.data<float>();
-      for (int64_t i = 0; i < t.numel(); ++i) p[i] = normal(rng);
-    }
-    ins.push_back(std::move(t));
-  }
-  return ins;
-}
-
 // The batch the session runs: dim 0 of its first input (--batch 0 means the model's own).
 long long session_batch(const Session& s) {
   const auto& in = s.inputs();
@@ -44,35 +28,13 @@ double peak_rss_mb() {
   return double(ru.ru_maxrss) / 1024.0;  // ru_maxrss is in KiB on Linux
 }
 
-std::string step_op(const Session& s, const Step& st) {
-  return st.node >= 0 ? s.graph().nodes[size_t(st.node)].op : "(convert)";
-}
-
-// A step runs a reference kernel (scalar, one tile) when its node's label is `ref`.
-bool is_reference_step(const Session& s, const Step& st) {
-  return st.node >= 0 && s.selection().nodes[size_t(st.node)].label.kind == LabelKind::ref;
-}
-
-// What --layers measured, for the JSON: one object per step, and the time in reference kernels.
-struct LayerTable {
-  std::string json;  // "[{...}, ...]"
-  double total_ms = 0, ref_ms = 0;
-};
-
 // Per-step table: median over `runs` profiled runs of each plan step.
-LayerTable print_layers(const Session& s, const std::vector<Tensor>& ins, std::vector<Tensor>& outs,
-                        int runs) {
+LayerProfile print_layers(const Session& s, const std::vector<Tensor>& ins,
+                          std::vector<Tensor>& outs, int runs) {
   const Plan& plan = s.plan();
-  std::vector<std::vector<double>> samples(plan.steps.size());
-  RunProfile prof;
-  for (int r = 0; r < runs; ++r) {
-    s.run_profiled(ins, outs, prof);
-    for (size_t i = 0; i < prof.step_ms.size(); ++i) samples[i].push_back(prof.step_ms[i]);
-  }
-  std::vector<double> med(plan.steps.size());
-  double total = 0;
-  for (size_t i = 0; i < med.size(); ++i) total += med[i] = percentile(samples[i], 50);
-  auto layout_of = [&](int t) { return t < 0 ? "-" : layout_name(plan.tensors[size_t(t)].layout); };
+  const LayerProfile prof = profile_layers(s, ins, outs, runs);
+  const std::vector<double>& med = prof.ms;
+  const double total = prof.total_ms;
   // Tiles and how evenly the static split gives them to the threads: with T tiles on n
   // threads the slowest thread runs ceil(T/n), so at best T/n / ceil(T/n) of the cores work.
   const int threads = s.threads();
@@ -80,46 +42,25 @@ LayerTable print_layers(const Session& s, const std::vector<Tensor>& ins, std::v
     return t <= 0 ? 1.0 : double(t) / threads / double((t + threads - 1) / threads);
   };
   double weighted_balance = 0;
-  LayerTable table;
-  std::ostringstream js;
-  js << "[";
   std::printf("\n%4s  %-18s %-50s %-17s %9s %6s %8s %9s %6s %5s %s\n", "step", "op", "kernel",
               "layouts", "ms", "share", "GFLOP/s", "pred_ms", "tiles", "split", "time source");
   for (size_t i = 0; i < plan.steps.size(); ++i) {
     const Step& st = plan.steps[i];
-    std::string lay = std::string(st.src.empty() ? "-" : layout_of(st.src[0])) + ">" +
-                      (st.dst.empty() ? "-" : layout_of(st.dst[0]));
     const double macs = st.kernel->macs();
     const NodeChoice* c = st.node >= 0 ? &s.selection().nodes[size_t(st.node)] : nullptr;
     const int64_t tiles = st.kernel->tiles();
     weighted_balance += balance(tiles) * med[i] / total;
     std::printf("%4zu  %-18s %-50s %-17s %9.4f %5.1f%% %8.1f %9.4f %6lld %4.0f%% %s\n", i,
-                step_op(s, st).c_str(), st.kernel->name().c_str(), lay.c_str(), med[i],
-                100.0 * med[i] / total, macs > 0 && med[i] > 0 ? 2.0 * macs / (med[i] * 1e6) : 0.0,
-                c ? c->ms : 0.0, (long long)tiles, 100.0 * balance(tiles),
-                !c            ? "-"
-                : c->cached   ? "cache"
-                : c->measured ? "measured"
-                              : "model");
-    const bool ref = is_reference_step(s, st);
-    if (ref) table.ref_ms += med[i];
-    char num[96];
-    std::snprintf(num, sizeof num, ", \"ms\": %.6f, \"gflop_per_s\": %.3f, \"tiles\": %lld", med[i],
-                  macs > 0 && med[i] > 0 ? 2.0 * macs / (med[i] * 1e6) : 0.0, (long long)tiles);
-    js << (i ? ",\n    " : "\n    ") << "{\"step\": " << i
-       << ", \"op\": " << json_escape(step_op(s, st))
-       << ", \"kernel\": " << json_escape(st.kernel->name())
-       << ", \"layouts\": " << json_escape(lay) << num
-       << ", \"reference\": " << (ref ? "true" : "false") << "}";
+                step_op(s, st).c_str(), st.kernel->name().c_str(), step_layouts(plan, st).c_str(),
+                med[i], 100.0 * med[i] / total,
+                macs > 0 && med[i] > 0 ? 2.0 * macs / (med[i] * 1e6) : 0.0, c ? c->ms : 0.0,
+                (long long)tiles, 100.0 * balance(tiles), c ? choice_source(*c) : "-");
   }
-  js << "\n  ]";
-  table.json = js.str();
-  table.total_ms = total;
   std::printf("total of step medians: %.3f ms; time-weighted tile split over %d threads: %.1f%%\n",
               total, threads, 100.0 * weighted_balance);
-  std::printf("reference kernels: %.3f ms (%.1f%% of the steps' time)\n", table.ref_ms,
-              total > 0 ? 100.0 * table.ref_ms / total : 0.0);
-  return table;
+  std::printf("reference kernels: %.3f ms (%.1f%% of the steps' time)\n", prof.reference_ms,
+              total > 0 ? 100.0 * prof.reference_ms / total : 0.0);
+  return prof;
 }
 
 // Chrome trace (chrome://tracing, Perfetto): one complete event per piece of work, one lane
@@ -273,7 +214,7 @@ std::string report_one(const Args& a, Bench& b) {
       double(run_bytes) / 1048576.0, double(plan.arena_bytes) / 1048576.0, s->threads(),
       double(plan.scratch_bytes) / 1048576.0, double(plan.naive_bytes) / 1048576.0, rss);
 
-  LayerTable layers;
+  LayerProfile layers;
   if (a.layers) layers = print_layers(*s, ins, outs, std::max<int>(int(lat.size()), 1));
   if (!a.trace.empty()) write_trace(*s, ins, outs, a.trace);
 
@@ -312,7 +253,8 @@ std::string report_one(const Args& a, Bench& b) {
     << buf;
   if (a.layers)
     f << ",\n  \"layers_total_ms\": " << layers.total_ms
-      << ",\n  \"reference_ms\": " << layers.ref_ms << ",\n  \"layers\": " << layers.json << "\n";
+      << ",\n  \"reference_ms\": " << layers.reference_ms
+      << ",\n  \"layers\": " << layers_json(*s, layers) << "\n";
   f << "}";
   return f.str();
 }

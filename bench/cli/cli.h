@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "graph/ir.h"
+#include "runtime/report.h"  // json_escape, percentile
 #include "runtime/session.h"
 
 namespace kiln::cli {
@@ -60,15 +61,10 @@ int cmd_plan(const Args& a);
 
 // --- stats.cpp ------------------------------------------------------------------------------
 
-// Linear-interpolated percentile (NumPy's default) of an unsorted sample; p in [0, 100].
-double percentile(std::vector<double> xs, double p);
-
 struct Summary {
   double min = 0, max = 0, mean = 0;
 };
 Summary summarize(const Tensor& t);  // f32 or i64; all zeros for an empty tensor
-
-std::string json_escape(const std::string& s);  // with the surrounding quotes
 
 // Figures of the optimised graph for `kiln info`.
 struct GraphStats {

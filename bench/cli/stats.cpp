@@ -1,4 +1,4 @@
-// Percentiles, tensor summaries, JSON escaping and graph figures for the `kiln` CLI.
+// Tensor summaries and graph figures for the `kiln` CLI.
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -7,16 +7,6 @@
 #include "cli.h"
 
 namespace kiln::cli {
-
-double percentile(std::vector<double> xs, double p) {
-  if (xs.empty()) return 0;
-  std::sort(xs.begin(), xs.end());
-  double pos = std::clamp(p, 0.0, 100.0) / 100.0 * double(xs.size() - 1);
-  size_t lo = size_t(std::floor(pos));
-  size_t hi = std::min(lo + 1, xs.size() - 1);
-  double frac = pos - double(lo);
-  return xs[lo] + (xs[hi] - xs[lo]) * frac;
-}
 
 Summary summarize(const Tensor& t) {
   Summary s;
@@ -38,38 +28,6 @@ Summary summarize(const Tensor& t) {
   s.max = hi;
   s.mean = sum / double(t.numel());
   return s;
-}
-
-std::string json_escape(const std::string& s) {
-  std::string out = "\"";
-  for (unsigned char c : s) {
-    switch (c) {
-      case '"':
-        out += "\\\"";
-        break;
-      case '\\':
-        out += "\\\\";
-        break;
-      case '\n':
-        out += "\\n";
-        break;
-      case '\r':
-        out += "\\r";
-        break;
-      case '\t':
-        out += "\\t";
-        break;
-      default:
-        if (c < 0x20) {
-          char buf[8];
-          std::snprintf(buf, sizeof buf, "\\u%04x", c);
-          out += buf;
-        } else {
-          out += char(c);
-        }
-    }
-  }
-  return out + "\"";
 }
 
 namespace {

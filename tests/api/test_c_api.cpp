@@ -43,89 +43,11 @@ std::string add_relu_model() {
   return model(g);
 }
 
-// Tiny .npy reader (float32 / int64, C order) so the test depends on nothing but the C API.
-struct Npy {
-  std::string descr;
-  std::vector<int64_t> shape;
-  std::string data;
-};
-Npy load_npy(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  REQUIRE_MESSAGE(f, "cannot open " << path);
-  std::string b((std::istreambuf_iterator<char>(f)), {});
-  REQUIRE(b.size() >= 10);
-  REQUIRE(b.compare(0, 6, "\x93NUMPY") == 0);
-  size_t hlen, pre;
-  if (b[6] == 1) {
-    hlen = size_t(uint8_t(b[8])) | size_t(uint8_t(b[9])) << 8;
-    pre = 10;
-  } else {
-    hlen = size_t(uint8_t(b[8])) | size_t(uint8_t(b[9])) << 8 | size_t(uint8_t(b[10])) << 16 |
-           size_t(uint8_t(b[11])) << 24;
-    pre = 12;
-  }
-  std::string h = b.substr(pre, hlen);
-  Npy n;
-  size_t d = h.find("'descr'");
-  REQUIRE(d != std::string::npos);
-  size_t q1 = h.find('\'', d + 7), q2 = h.find('\'', q1 + 1);
-  n.descr = h.substr(q1 + 1, q2 - q1 - 1);
-  REQUIRE(!contains(h, "'fortran_order': True"));
-  size_t p = h.find('(', h.find("'shape'")), e = h.find(')', p);
-  std::string dims = h.substr(p + 1, e - p - 1);
-  for (size_t k = 0; k < dims.size();) {
-    if (dims[k] >= '0' && dims[k] <= '9') {
-      size_t end;
-      n.shape.push_back(std::stoll(dims.substr(k), &end));
-      k += end;
-    } else {
-      ++k;
-    }
-  }
-  n.data = b.substr(pre + hlen);
-  return n;
-}
-
 // Fixture models (tests/fixtures/models/<name>/{model.onnx,input_*.npy,output_*.npy}) used here:
 // small whole networks plus one with two inputs and two outputs. Every op is covered by the
 // runtime suite; this suite checks the C API path.
 const char* const kFixtures[] = {"tiny_resnet_op13", "tiny_mobilenetv2_op13",
                                  "tiny_squeezenet_op13", "two_in_out_op17"};
-
-fs::path fixture_dir(const std::string& name) {
-  fs::path dir = fs::path(KILN_FIXTURE_DIR) / "models" / name;
-  REQUIRE_MESSAGE(fs::exists(dir / "model.onnx"), "missing fixture " << dir.string());
-  return dir;
-}
-
-// The fixture's tolerance ("tol X" in info.txt), relative to max(1, max |reference|).
-double fixture_tol(const fs::path& dir) {
-  std::ifstream f(dir / "info.txt");
-  std::string key;
-  double tol = 1e-4;
-  while (f >> key)
-    if (key == "tol") f >> tol;
-  return tol;
-}
-
-std::string read_file(const fs::path& p) {
-  std::ifstream f(p, std::ios::binary);
-  return std::string((std::istreambuf_iterator<char>(f)), {});
-}
-
-// Inputs and expected outputs of a fixture, read from its .npy files.
-struct Fixture {
-  fs::path dir;
-  std::vector<Npy> inputs, outputs;
-};
-Fixture load_fixture(const fs::path& dir) {
-  Fixture fx{dir, {}, {}};
-  for (int i = 0; fs::exists(dir / ("input_" + std::to_string(i) + ".npy")); ++i)
-    fx.inputs.push_back(load_npy((dir / ("input_" + std::to_string(i) + ".npy")).string()));
-  for (int i = 0; fs::exists(dir / ("output_" + std::to_string(i) + ".npy")); ++i)
-    fx.outputs.push_back(load_npy((dir / ("output_" + std::to_string(i) + ".npy")).string()));
-  return fx;
-}
 
 // Runs `s` on the fixture's inputs; returns the raw output buffers.
 std::vector<std::string> run_fixture(kiln_session* s, const Fixture& fx) {

@@ -22,7 +22,9 @@ LIB=$(find "$PREFIX" -name 'libkiln.so' | head -n 1)
 PC=$(find "$PREFIX" -name 'kiln.pc' | head -n 1)
 [ -n "$LIB" ] || fail "libkiln.so not installed"
 [ -n "$PC" ] || fail "kiln.pc not installed"
-[ -f "$PREFIX/include/kiln/kiln.h" ] || fail "include/kiln/kiln.h not installed"
+for h in kiln.h kiln.hpp version.h; do
+  [ -f "$PREFIX/include/kiln/$h" ] || fail "include/kiln/$h not installed"
+done
 [ -x "$PREFIX/bin/kiln" ] || fail "bin/kiln not installed"
 LIBDIR=$(dirname "$LIB")
 

@@ -42,6 +42,7 @@
 #ifndef KILN_KILN_H_
 #define KILN_KILN_H_
 
+#include <kiln/version.h> /* KILN_VERSION_STRING, KILN_API_VERSION */
 #include <stddef.h>
 #include <stdint.h>
 
@@ -99,8 +100,11 @@ KILN_API void kiln_status_release(kiln_status* status);
 /* Readable name: "ok", "invalid argument", "I/O error", ...; "unknown" outside kiln_code. */
 KILN_API const char* kiln_code_name(kiln_code code);
 
-/* Library version, e.g. "0.1.0". Static string. */
+/* The library's version, e.g. "0.2.0" (static string), and as KILN_API_VERSION's number
+ * (MAJOR * 10000 + MINOR * 100 + PATCH). A program compiled against headers of API version V
+ * needs kiln_api_version() >= V with the same major version (kiln/version.h). */
 KILN_API const char* kiln_version(void);
+KILN_API int32_t kiln_api_version(void);
 
 /* ---- logging ----------------------------------------------------------------------------- */
 
@@ -134,7 +138,7 @@ KILN_API kiln_status* kiln_set_log_callback(int32_t level, kiln_log_fn fn, void*
 /* Session options. Always initialise with kiln_options_init(): it sets struct_size to the size
  * this header was compiled with and every field to its default.
  *
- * Versioning: new fields are only ever appended. The library reads the fields that lie within
+ * Versioning: new fields are only ever appended (the "revision" comments below mark them). The library reads the fields that lie within
  * struct_size and uses defaults for the rest, so a client built against an older header keeps
  * working. A struct_size larger than the library knows (a newer client) is accepted; the unknown
  * tail is ignored. A struct_size smaller than this first version of the struct (including 0, as
@@ -284,6 +288,34 @@ KILN_API kiln_status* kiln_session_run(const kiln_session* session, const void* 
                                        const size_t* input_bytes, size_t input_count,
                                        void* const* outputs, const size_t* output_bytes,
                                        size_t output_count);
+
+/* ---- reports (0.2.0) --------------------------------------------------------------------- */
+
+/* The session's plan as JSON (UTF-8): what `kiln plan` prints. An object with the selection's
+ * summary ("isa", "threads", "strategy", "tune", "accuracy", "predicted_ms", "optimal",
+ * "plan_from_cache", "measurements", "conversions", "load_ms": {...}, ...) and "steps": one
+ * object per step of the plan in run order ("step", "node", "op", "label", "family",
+ * "layouts", "pred_ms", "source", "kernel"; op "(convert)" for an inserted layout conversion).
+ * The string is owned by the session and valid until it is released. */
+KILN_API kiln_status* kiln_session_plan_json(const kiln_session* session, const char** out_json);
+
+/* Runs the model `runs` times (1..100000) on random normal inputs (fixed seed; int64 inputs
+ * zero) with every plan step timed, and returns as JSON {"runs", "total_ms", "reference_ms",
+ * "layers": [{"step", "op", "kernel", "layouts", "ms", "gflop_per_s", "tiles", "reference"},
+ * ...]}: each step's median time (what `kiln bench --layers` reports). Safe to call while other
+ * threads run the session. *out_json is allocated for the caller: free it with
+ * kiln_string_release. */
+KILN_API kiln_status* kiln_session_profile_json(const kiln_session* session, int32_t runs,
+                                                char** out_json);
+
+/* This machine and build as JSON: {"cpu" (brand string), "vendor", "family", "model",
+ * "stepping", "isa" (best detected), "features" (reduced-precision units), "cores" (CPUs this
+ * process may run on), "cache": {"l1d", "l2", "l3", "reported"}, "kiln_version", "build_id"}.
+ * A static string. */
+KILN_API const char* kiln_machine_json(void);
+
+/* Frees a string Kiln allocated for the caller (kiln_session_profile_json). NULL is a no-op. */
+KILN_API void kiln_string_release(char* str);
 
 #ifdef __cplusplus
 } /* extern "C" */

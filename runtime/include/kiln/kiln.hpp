@@ -1,0 +1,236 @@
+// Kiln's C++ interface: header-only RAII classes over the C API (kiln/kiln.h), C++17.
+//
+//   kiln::Options o;
+//   o.threads(2).cache_dir("/tmp/kiln-cache");
+//   kiln::Session s("resnet50.onnx", o);             // throws kiln::Error on failure
+//   std::vector<float> x(s.inputs()[0].elements());  // fill it
+//   std::vector<float> y(s.outputs()[0].elements());
+//   s.run({x.data()}, {y.data()});
+//
+// Every failed C call becomes a kiln::Error (a std::runtime_error) carrying the kiln_code and
+// the library's message; handles are released by the destructors. Sessions are movable, not
+// copyable; Session::run is const and safe to call from several threads at once (the C API's
+// thread-safety rules apply unchanged).
+#ifndef KILN_KILN_HPP_
+#define KILN_KILN_HPP_
+
+#include <kiln/kiln.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace kiln {
+// Kiln's own C++ code also lives in namespace kiln (inside libkiln.so, never exported); the
+// inline namespace gives these classes distinct symbols and type identities from it.
+inline namespace api_v0 {
+
+// A failed Kiln call: code() is the C status code, what() its message.
+class Error : public std::runtime_error {
+ public:
+  Error(kiln_code code, const std::string& message) : std::runtime_error(message), code_(code) {}
+  kiln_code code() const noexcept { return code_; }
+  const char* code_name() const noexcept { return kiln_code_name(code_); }
+
+ private:
+  kiln_code code_;
+};
+
+// Throws the status as an Error (and releases it); nothing for NULL (success).
+inline void check(kiln_status* status) {
+  if (!status) return;
+  std::unique_ptr<kiln_status, decltype(&kiln_status_release)> owned(status, kiln_status_release);
+  throw Error(kiln_status_code(status), kiln_status_message(status));
+}
+
+// The library's version at run time (KILN_VERSION_STRING is the headers').
+inline std::string version() {
+  return kiln_version();
+}
+// This machine and build as JSON (kiln_machine_json).
+inline std::string machine_json() {
+  return kiln_machine_json();
+}
+
+// Session options: kiln_options with setters that chain. Defaults as kiln_options_init.
+class Options {
+ public:
+  Options() { check(kiln_options_init(&o_)); }
+  Options(const Options& other) : o_(other.o_), cache_dir_(other.cache_dir_) { fix(); }
+  Options& operator=(const Options& other) {
+    o_ = other.o_;
+    cache_dir_ = other.cache_dir_;
+    fix();
+    return *this;
+  }
+
+  Options& threads(int32_t n) { return set(o_.threads, n); }
+  Options& batch_size(int64_t n) { return set(o_.batch_size, n); }
+  Options& log_level(int32_t level) { return set(o_.log_level, level); }  // kiln_log_level
+  Options& tuning(kiln_tuning t) { return set(o_.tuning_mode, int32_t(t)); }
+  Options& strategy(kiln_strategy s) { return set(o_.strategy, int32_t(s)); }
+  Options& accuracy(kiln_accuracy a) { return set(o_.accuracy, int32_t(a)); }
+  Options& max_isa(kiln_isa isa) { return set(o_.max_isa, int32_t(isa)); }
+  Options& disable_cache(bool off = true) { return set(o_.disable_cache, int32_t(off)); }
+  Options& profile_budget_ms(double ms) { return set(o_.profile_budget_ms, ms); }
+  // "" = the default folder ($KILN_CACHE_DIR, else $XDG_CACHE_HOME/kiln, else ~/.cache/kiln).
+  Options& cache_dir(std::string dir) {
+    cache_dir_ = std::move(dir);
+    fix();
+    return *this;
+  }
+
+  const kiln_options* get() const { return &o_; }
+
+ private:
+  template <class T, class V>
+  Options& set(T& field, V v) {
+    field = T(v);
+    return *this;
+  }
+  void fix() { o_.cache_dir = cache_dir_.empty() ? nullptr : cache_dir_.c_str(); }
+
+  kiln_options o_{};
+  std::string cache_dir_;
+};
+
+// One model input or output.
+struct TensorInfo {
+  std::string name;
+  kiln_dtype dtype = KILN_DTYPE_F32;
+  std::vector<int64_t> shape;
+  size_t bytes = 0;  // what run() expects: elements() * element size
+  size_t elements() const {
+    size_t n = 1;
+    for (int64_t d : shape) n *= size_t(d);
+    return n;
+  }
+};
+
+class Session {
+ public:
+  explicit Session(const std::string& path, const Options& options = Options()) {
+    kiln_session* s = nullptr;
+    check(kiln_session_create_from_file(path.c_str(), options.get(), &s));
+    adopt(s);
+  }
+  // From an ONNX ModelProto in memory (not needed after the call).
+  static Session from_memory(const void* data, size_t size, const Options& options = Options()) {
+    kiln_session* s = nullptr;
+    check(kiln_session_create_from_memory(data, size, options.get(), &s));
+    return Session(s);
+  }
+
+  Session(Session&&) noexcept = default;
+  Session& operator=(Session&&) noexcept = default;
+
+  const std::vector<TensorInfo>& inputs() const { return inputs_; }
+  const std::vector<TensorInfo>& outputs() const { return outputs_; }
+  size_t input_index(const std::string& name) const {
+    size_t i = 0;
+    check(kiln_session_input_index(get(), name.c_str(), &i));
+    return i;
+  }
+  size_t output_index(const std::string& name) const {
+    size_t i = 0;
+    check(kiln_session_output_index(get(), name.c_str(), &i));
+    return i;
+  }
+  kiln_isa isa() const {
+    kiln_isa isa = KILN_ISA_DEFAULT;
+    check(kiln_session_isa(get(), &isa));
+    return isa;
+  }
+
+  // One run. inputs[i] / outputs[i] point at dense C-ordered buffers of inputs()[i].bytes /
+  // outputs()[i].bytes bytes (counts and sizes are checked by the library).
+  void run(const std::vector<const void*>& inputs, const std::vector<void*>& outputs) const {
+    std::vector<size_t> in_bytes(inputs.size()), out_bytes(outputs.size());
+    for (size_t i = 0; i < inputs.size(); ++i)
+      in_bytes[i] = i < inputs_.size() ? inputs_[i].bytes : 0;
+    for (size_t i = 0; i < outputs.size(); ++i)
+      out_bytes[i] = i < outputs_.size() ? outputs_[i].bytes : 0;
+    check(kiln_session_run(get(), inputs.data(), in_bytes.data(), inputs.size(), outputs.data(),
+                           out_bytes.data(), outputs.size()));
+  }
+  // Float models: the input vectors in order; returns the outputs (all must be float32).
+  std::vector<std::vector<float>> run(const std::vector<std::vector<float>>& inputs) const {
+    std::vector<const void*> in;
+    for (const auto& v : inputs) in.push_back(v.data());
+    std::vector<std::vector<float>> out;
+    std::vector<void*> out_ptrs;
+    for (const TensorInfo& t : outputs_) {
+      if (t.dtype != KILN_DTYPE_F32)
+        throw Error(KILN_INVALID_ARGUMENT, "output '" + t.name + "' is not float32");
+      out.emplace_back(t.elements());
+    }
+    for (auto& v : out) out_ptrs.push_back(v.data());
+    for (size_t i = 0; i < inputs.size() && i < inputs_.size(); ++i)
+      if (inputs_[i].dtype != KILN_DTYPE_F32 || inputs[i].size() != inputs_[i].elements())
+        throw Error(KILN_SHAPE_MISMATCH, "input '" + inputs_[i].name + "' needs " +
+                                             std::to_string(inputs_[i].elements()) +
+                                             " float32 values, got " +
+                                             std::to_string(inputs[i].size()));
+    run(in, out_ptrs);
+    return out;
+  }
+
+  // The plan as JSON (kiln_session_plan_json) and per-step times over `runs` profiled runs
+  // (kiln_session_profile_json).
+  std::string plan_json() const {
+    const char* json = nullptr;
+    check(kiln_session_plan_json(get(), &json));
+    return json;
+  }
+  std::string profile_json(int32_t runs = 10) const {
+    char* json = nullptr;
+    check(kiln_session_profile_json(get(), runs, &json));
+    std::unique_ptr<char, decltype(&kiln_string_release)> owned(json, kiln_string_release);
+    return json;
+  }
+
+  // The C handle, for calls this header does not wrap.
+  kiln_session* get() const { return s_.get(); }
+
+ private:
+  explicit Session(kiln_session* s) { adopt(s); }
+  void adopt(kiln_session* s) {
+    s_.reset(s);
+    inputs_ = infos(true);
+    outputs_ = infos(false);
+  }
+  std::vector<TensorInfo> infos(bool input) const {
+    size_t n = 0;
+    check(input ? kiln_session_input_count(get(), &n) : kiln_session_output_count(get(), &n));
+    std::vector<TensorInfo> list(n);
+    for (size_t i = 0; i < n; ++i) {
+      TensorInfo& t = list[i];
+      const char* name = nullptr;
+      const int64_t* dims = nullptr;
+      size_t rank = 0;
+      check(input ? kiln_session_input_name(get(), i, &name)
+                  : kiln_session_output_name(get(), i, &name));
+      check(input ? kiln_session_input_dtype(get(), i, &t.dtype)
+                  : kiln_session_output_dtype(get(), i, &t.dtype));
+      check(input ? kiln_session_input_shape(get(), i, &dims, &rank)
+                  : kiln_session_output_shape(get(), i, &dims, &rank));
+      check(input ? kiln_session_input_byte_size(get(), i, &t.bytes)
+                  : kiln_session_output_byte_size(get(), i, &t.bytes));
+      t.name = name;
+      t.shape.assign(dims, dims + rank);
+    }
+    return list;
+  }
+
+  std::unique_ptr<kiln_session, decltype(&kiln_session_release)> s_{nullptr, kiln_session_release};
+  std::vector<TensorInfo> inputs_, outputs_;
+};
+
+}  // namespace api_v0
+}  // namespace kiln
+
+#endif  // KILN_KILN_HPP_
