@@ -242,6 +242,29 @@ class Session {
     return choice_name(kIsas, std::size(kIsas), isa);
   }
 
+  // kiln_session_plan_json: what `kiln plan` shows.
+  std::string plan_json() {
+    std::string json;
+    with_session([&](kiln_session* h) {
+      const char* p = nullptr;
+      check(kiln_session_plan_json(h, &p));
+      json = p;
+    });
+    return json;
+  }
+
+  // kiln_session_profile_json: per-step median times over `runs` profiled runs.
+  std::string profile_json(int32_t runs) {
+    std::string json;
+    with_session([&](kiln_session* h) {
+      char* p = nullptr;
+      check(kiln_session_profile_json(h, runs, &p));
+      json = p;
+      kiln_string_release(p);
+    });
+    return json;
+  }
+
   // Runs once: feeds and out are a dict by name or a list/tuple in model order; out may name
   // only some outputs (the others are allocated). Returns {name: array} for every output.
   py::dict run(py::handle feeds, py::handle out) {
@@ -452,6 +475,7 @@ PYBIND11_MODULE(_kiln, m) {
   py::register_exception_translator(translate);
   m.def("version", [] { return std::string(kiln_version()); });
   m.def("set_error_types", &set_error_types, py::arg("classes"));
+  m.def("machine_json", [] { return std::string(kiln_machine_json()); });
 
   py::class_<Session>(m, "Session")
       .def(py::init<py::handle, bool, int32_t, const std::optional<std::string>&, int64_t,
@@ -467,6 +491,8 @@ PYBIND11_MODULE(_kiln, m) {
       .def_property_readonly("closed", &Session::closed)
       .def("io", &Session::io_list, py::arg("input"))
       .def("isa", &Session::isa)
+      .def("plan_json", &Session::plan_json)
+      .def("profile_json", &Session::profile_json, py::arg("runs"))
       .def("run", &Session::run, py::arg("feeds"), py::arg("out") = py::none())
       .def("time_runs", &Session::time_runs, py::arg("feeds"), py::arg("runs"), py::arg("warmup"));
 }

@@ -212,6 +212,12 @@ class Session:
         """
         return self._s.run(feeds, out)
 
+    def plan(self) -> Dict[str, Any]:
+        """The chosen plan, as `kiln plan` shows it: the selection's summary ("isa", "threads",
+        "strategy", "tune", "accuracy", "predicted_ms", "optimal", ...) and "steps", one per
+        plan step in run order ("op", "label", "family", "layouts", "kernel", ...)."""
+        return json.loads(self._s.plan_json())
+
     def bench(self, runs: int = 50, warmup: int = 5, inputs: Optional[Feeds] = None,
               layers: bool = False) -> Dict[str, Any]:
         """Times the model: `warmup` untimed runs, then `runs` timed ones.
@@ -221,7 +227,10 @@ class Session:
         it. inputs: as for run(); None = random normal float32 data (fixed seed; int64 inputs
         are zero). Returns the latency part of `kiln bench --json`: latency_ms (p50, p90, p99,
         min, max, mean, stddev), inferences_per_s, runs, warmup, threads (as asked; 0 = every
-        CPU), isa, batch, machine; with layers=True also the per-step table.
+        CPU), threads_used, isa, batch, machine (CPU, ISA, cores, Kiln's version and build id);
+        with layers=True also "layers" (each plan step's median time over `runs` profiled runs
+        on random inputs, as `kiln bench --layers`), layers_total_ms and reference_ms (the time
+        in scalar reference kernels).
         """
         if inputs is None:
             rng = np.random.default_rng(42)
@@ -233,6 +242,7 @@ class Session:
             "model": self._model,
             "machine": json.loads(_kiln.machine_json()),
             "threads": self._threads,
+            "threads_used": self.plan()["threads"],
             "isa": self.isa,
             "batch": first[0] if first else 0,
             "runs": runs,
@@ -249,7 +259,10 @@ class Session:
             "inferences_per_s": 1e3 * len(ms) / float(ms.sum()),
         }
         if layers:
-            result["layers"] = json.loads(self._s.profile_json(runs))
+            prof = json.loads(self._s.profile_json(runs))
+            result["layers_total_ms"] = prof["total_ms"]
+            result["reference_ms"] = prof["reference_ms"]
+            result["layers"] = prof["layers"]
         return result
 
     def close(self) -> None:
