@@ -1,12 +1,12 @@
 // _kiln: the extension module behind the `kiln` Python package (kiln/__init__.py is the public
-// API and its documentation). It is built on the public C API only (kiln/kiln.h, libkiln.so),
-// so Python sees exactly the status codes, messages and thread safety C callers see.
+// API and its documentation). It is built on the public C API only (kiln/kiln.h, libkiln.so,
+// through the RAII classes of kiln/kiln.hpp), so Python sees exactly the status codes, messages
+// and thread safety C callers see.
 //
 // Arrays are checked here, before the C call, so that a mistake gets a message naming the input
 // and what was expected; nothing is converted or copied (a float64 array is an error, not a
 // silent cast). The GIL is released while a model loads and runs: C API runs on one session are
 // thread-safe, so Python threads run one session concurrently.
-#include <kiln/kiln.h>
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
@@ -14,6 +14,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <kiln/kiln.hpp>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -28,16 +29,10 @@ namespace {
 
 // ---- errors ---------------------------------------------------------------------------------
 
-// A kiln_code and its message; becomes the Python class registered for the code.
-struct KilnError : std::runtime_error {
-  kiln_code code;
-  KilnError(kiln_code c, const std::string& msg) : std::runtime_error(msg), code(c) {}
-};
-
-// The Python exception classes, indexed by kiln_code. They are defined in kiln/__init__.py (so
-// that IoError can also be an OSError and OutOfMemory a MemoryError) and registered once by
-// set_error_types. Plain references, never released: the module lives until the interpreter
-// ends, and a static py::object would be destroyed after it.
+// The Python exception classes a kiln::Error becomes, indexed by kiln_code. They are defined in
+// kiln/__init__.py (so that IoError can also be an OSError and OutOfMemory a MemoryError) and
+// registered once by set_error_types. Plain references, never released: the module lives until the
+// interpreter ends, and a static py::object would be destroyed after it.
 PyObject* g_error_types[KILN_INTERNAL + 1] = {};
 
 // Python class name of each kiln_code: the one table between the C codes and the classes.
@@ -65,22 +60,15 @@ void set_error_types(const py::dict& classes) {
 }
 
 [[noreturn]] void raise(kiln_code code, const std::string& msg) {
-  throw KilnError(code, msg);
-}
-
-// Throws a non-NULL status as a KilnError (releasing it).
-void check(kiln_status* st) {
-  if (!st) return;
-  KilnError e(kiln_status_code(st), kiln_status_message(st));
-  kiln_status_release(st);
-  throw e;
+  throw kiln::Error(code, msg);
 }
 
 void translate(std::exception_ptr p) {
   try {
     if (p) std::rethrow_exception(p);
-  } catch (const KilnError& e) {
-    PyObject* cls = e.code >= 0 && e.code <= KILN_INTERNAL ? g_error_types[e.code] : nullptr;
+  } catch (const kiln::Error& e) {
+    const kiln_code code = e.code();
+    PyObject* cls = code >= 0 && code <= KILN_INTERNAL ? g_error_types[code] : nullptr;
     PyErr_SetString(cls ? cls : PyExc_RuntimeError, e.what());
   }
 }
@@ -136,14 +124,6 @@ const char* choice_name(const Choice* c, size_t n, int32_t v) {
 
 // ---- sessions -------------------------------------------------------------------------------
 
-struct Io {
-  std::string name;
-  std::vector<py::ssize_t> dims;
-  kiln_dtype dtype;
-  size_t bytes = 0;
-  py::dtype np_dtype;
-};
-
 py::dtype numpy_dtype(kiln_dtype t) {
   return t == KILN_DTYPE_I64 ? py::dtype::of<int64_t>() : py::dtype::of<float>();
 }
@@ -152,10 +132,37 @@ bool dtype_matches(const py::array& a, kiln_dtype t) {
   return t == KILN_DTYPE_I64 ? py::array_t<int64_t>::check_(a) : py::array_t<float>::check_(a);
 }
 
+// A model input or output as the checks and numpy need it.
+struct Io {
+  std::string name;
+  std::vector<py::ssize_t> dims;
+  kiln_dtype dtype;
+  size_t bytes = 0;
+  py::dtype np_dtype;
+};
+
+std::vector<Io> io_list(const std::vector<kiln::TensorInfo>& infos) {
+  std::vector<Io> list;
+  for (const kiln::TensorInfo& t : infos)
+    list.push_back({t.name, std::vector<py::ssize_t>(t.shape.begin(), t.shape.end()), t.dtype,
+                    t.bytes, numpy_dtype(t.dtype)});
+  return list;
+}
+
 std::string tuple_str(const std::vector<py::ssize_t>& dims) {
   std::string s = "(";
   for (size_t i = 0; i < dims.size(); ++i) s += (i ? ", " : "") + std::to_string(dims[i]);
   return s + (dims.size() == 1 ? ",)" : ")");
+}
+
+std::string names(const std::vector<Io>& list) {
+  std::string s;
+  for (const Io& io : list) s += (s.empty() ? "'" : ", '") + io.name + "'";
+  return s.empty() ? "none" : s;
+}
+
+std::string type_name(py::handle h) {
+  return py::str(h.get_type().attr("__name__"));
 }
 
 // Holds a Python buffer (bytes, bytearray, memoryview, ...) for the duration of a load.
@@ -169,6 +176,80 @@ struct BufferView {
   BufferView& operator=(const BufferView&) = delete;
 };
 
+// Checks one array against the model's input/output: dtype, shape, C order, alignment and, for
+// outputs, that it is writeable.
+py::array checked(py::handle h, const Io& io, const char* kind, bool output) {
+  const std::string what = std::string(kind) + " '" + io.name + "'";
+  if (!py::isinstance<py::array>(h))
+    throw py::type_error(what + ": expected a numpy.ndarray, got " + type_name(h));
+  auto a = py::reinterpret_borrow<py::array>(h);
+  if (!dtype_matches(a, io.dtype)) {
+    const std::string want = py::str(py::handle(io.np_dtype));
+    raise(KILN_SHAPE_MISMATCH, what + ": dtype is " + std::string(py::str(a.dtype())) +
+                                   ", expected " + want +
+                                   " (arrays are not converted: use .astype(numpy." + want + "))");
+  }
+  std::vector<py::ssize_t> shape(a.shape(), a.shape() + a.ndim());
+  if (shape != io.dims)
+    raise(KILN_SHAPE_MISMATCH,
+          what + ": shape is " + tuple_str(shape) + ", expected " + tuple_str(io.dims));
+  if (!(a.flags() & py::array::c_style))
+    raise(KILN_INVALID_ARGUMENT,
+          what + " is not C-contiguous (use numpy.ascontiguousarray to make a C-ordered copy)");
+  if (reinterpret_cast<uintptr_t>(a.data()) % size_t(a.itemsize()) != 0)
+    raise(KILN_INVALID_ARGUMENT, what + ": data is not aligned to its element size (" +
+                                     std::to_string(a.itemsize()) + " bytes)");
+  if (output && !a.writeable()) raise(KILN_INVALID_ARGUMENT, what + " is read-only");
+  return a;
+}
+
+// The caller's arrays in the model's order (a dict by name or a list/tuple by position), each
+// checked. Outputs not given are allocated.
+std::vector<py::array> bind(py::handle given, const std::vector<Io>& list, const char* kind,
+                            bool output) {
+  std::vector<py::array> arrays(list.size());
+  std::vector<bool> have(list.size(), false);
+  const std::string plural = std::string(kind) + "s";
+  if (given.is_none() && output) {
+    // all allocated below
+  } else if (PyDict_Check(given.ptr())) {
+    for (auto item : py::reinterpret_borrow<py::dict>(given)) {
+      if (!py::isinstance<py::str>(item.first))
+        throw py::type_error(plural + " must be keyed by name (str), got a key of type " +
+                             type_name(item.first));
+      const std::string name = item.first.cast<std::string>();
+      size_t i = 0;
+      while (i < list.size() && list[i].name != name) ++i;
+      if (i == list.size())
+        raise(KILN_INVALID_ARGUMENT, "unknown " + std::string(kind) + " name '" + name +
+                                         "' (the model's " + plural + ": " + names(list) + ")");
+      arrays[i] = checked(item.second, list[i], kind, output);
+      have[i] = true;
+    }
+  } else if (PyList_Check(given.ptr()) || PyTuple_Check(given.ptr())) {
+    auto seq = py::reinterpret_borrow<py::sequence>(given);
+    if (seq.size() != list.size())
+      raise(KILN_INVALID_ARGUMENT, std::to_string(seq.size()) + " " + plural +
+                                       " given by position, the model has " +
+                                       std::to_string(list.size()) + " (" + names(list) + ")");
+    for (size_t i = 0; i < list.size(); ++i) {
+      arrays[i] = checked(seq[i], list[i], kind, output);
+      have[i] = true;
+    }
+  } else {
+    throw py::type_error(plural + " must be a dict {name: numpy.ndarray} or a list/tuple of " +
+                         "arrays in model order, got " + type_name(given));
+  }
+  for (size_t i = 0; i < list.size(); ++i) {
+    if (have[i]) continue;
+    if (!output)
+      raise(KILN_INVALID_ARGUMENT,
+            "missing input '" + list[i].name + "' (the model's inputs: " + names(list) + ")");
+    arrays[i] = py::array(list[i].np_dtype, list[i].dims);
+  }
+  return arrays;
+}
+
 class Session {
  public:
   // Loads from a path (from_bytes false) or from a buffer holding the ONNX bytes.
@@ -178,55 +259,42 @@ class Session {
           const std::optional<std::string>& max_isa, const std::optional<std::string>& strategy,
           bool disable_cache, double profile_budget_ms,
           const std::optional<std::string>& accuracy) {
-    kiln_options o;
-    check(kiln_options_init(&o));
-    o.threads = threads;
-    o.batch_size = batch;
-    o.log_level = choice("log_level", kLogLevels, log_level, -1, true);
-    o.tuning_mode = choice("tune", kTunings, tune, 0, false);
-    o.max_isa = choice("max_isa", kIsas, max_isa, KILN_ISA_DEFAULT, true);
-    o.strategy = choice("strategy", kStrategies, strategy, 0, false);
-    o.accuracy = choice("accuracy", kAccuracies, accuracy, 0, false);
-    o.disable_cache = disable_cache ? 1 : 0;
-    o.profile_budget_ms = profile_budget_ms;
-    if (cache_dir) o.cache_dir = cache_dir->c_str();
-    kiln_status* st = nullptr;
+    kiln::Options o;
+    o.threads(threads)
+        .batch_size(batch)
+        .log_level(choice("log_level", kLogLevels, log_level, -1, true))
+        .tuning(kiln_tuning(choice("tune", kTunings, tune, 0, false)))
+        .max_isa(kiln_isa(choice("max_isa", kIsas, max_isa, KILN_ISA_DEFAULT, true)))
+        .strategy(kiln_strategy(choice("strategy", kStrategies, strategy, 0, false)))
+        .accuracy(kiln_accuracy(choice("accuracy", kAccuracies, accuracy, 0, false)))
+        .disable_cache(disable_cache)
+        .profile_budget_ms(profile_budget_ms)
+        .cache_dir(cache_dir.value_or(""));
     if (from_bytes) {
       BufferView b(source);
       py::gil_scoped_release nogil;
-      st = kiln_session_create_from_memory(b.view.buf, size_t(b.view.len), &o, &h_);
+      s_ = kiln::Session::from_memory(b.view.buf, size_t(b.view.len), o);
     } else {
       const std::string path = source.cast<std::string>();
       py::gil_scoped_release nogil;
-      st = kiln_session_create_from_file(path.c_str(), &o, &h_);
+      s_.emplace(path, o);
     }
-    check(st);
-    try {
-      inputs_ = query(true);
-      outputs_ = query(false);
-    } catch (...) {
-      kiln_session_release(h_);
-      throw;
-    }
+    inputs_ = io_list(s_->inputs());
+    outputs_ = io_list(s_->outputs());
   }
 
-  // No run or close can be under way: each holds a reference to this object.
-  ~Session() { kiln_session_release(h_); }
-  Session(const Session&) = delete;
-  Session& operator=(const Session&) = delete;
-
   // Waits (without the GIL) for runs in progress, then releases the C session. Idempotent.
+  // (The destructor needs no lock: a run or close in progress holds a reference to this.)
   void close() {
     py::gil_scoped_release nogil;
     std::unique_lock<std::shared_mutex> lock(mu_);
-    kiln_session_release(h_);
-    h_ = nullptr;
+    s_.reset();
     closed_ = true;
   }
   bool closed() const { return closed_; }
 
   // (name, shape, dtype) per input or output, in model order.
-  py::list io_list(bool input) const {
+  py::list io(bool input) const {
     py::list l;
     for (const Io& io : input ? inputs_ : outputs_) {
       py::tuple shape(io.dims.size());
@@ -238,30 +306,19 @@ class Session {
 
   std::string isa() {
     kiln_isa isa = KILN_ISA_DEFAULT;
-    with_session([&](kiln_session* h) { check(kiln_session_isa(h, &isa)); });
+    with_session([&](const kiln::Session& s) { isa = s.isa(); });
     return choice_name(kIsas, std::size(kIsas), isa);
   }
 
-  // kiln_session_plan_json: what `kiln plan` shows.
   std::string plan_json() {
     std::string json;
-    with_session([&](kiln_session* h) {
-      const char* p = nullptr;
-      check(kiln_session_plan_json(h, &p));
-      json = p;
-    });
+    with_session([&](const kiln::Session& s) { json = s.plan_json(); });
     return json;
   }
 
-  // kiln_session_profile_json: per-step median times over `runs` profiled runs.
   std::string profile_json(int32_t runs) {
     std::string json;
-    with_session([&](kiln_session* h) {
-      char* p = nullptr;
-      check(kiln_session_profile_json(h, runs, &p));
-      json = p;
-      kiln_string_release(p);
-    });
+    with_session([&](const kiln::Session& s) { json = s.profile_json(runs); });
     return json;
   }
 
@@ -269,14 +326,14 @@ class Session {
   // only some outputs (the others are allocated). Returns {name: array} for every output.
   py::dict run(py::handle feeds, py::handle out) {
     Call c = prepare(feeds, out);
-    with_session([&](kiln_session* h) { c.run(h); });
+    with_session([&](const kiln::Session& s) { s.run(c.in_ptr, c.out_ptr); });
     py::dict d;
-    for (size_t i = 0; i < outputs_.size(); ++i) d[py::str(outputs_[i].name)] = c.out.arrays[i];
+    for (size_t i = 0; i < outputs_.size(); ++i) d[py::str(outputs_[i].name)] = c.out[i];
     return d;
   }
 
-  // Times `runs` calls of kiln_session_run after `warmup` untimed ones, all without the GIL, on
-  // the given inputs and outputs it allocates once. Returns milliseconds per run.
+  // Times `runs` runs after `warmup` untimed ones, all without the GIL, on the given inputs and
+  // outputs it allocates once. Returns milliseconds per run.
   std::vector<double> time_runs(py::handle feeds, int runs, int warmup) {
     if (runs < 1 || warmup < 0)
       raise(KILN_INVALID_ARGUMENT, "runs must be >= 1 and warmup >= 0, got runs=" +
@@ -284,10 +341,10 @@ class Session {
     Call c = prepare(feeds, py::none());
     std::vector<double> ms;
     ms.reserve(size_t(runs));
-    with_session([&](kiln_session* h) {
+    with_session([&](const kiln::Session& s) {
       for (int i = 0; i < warmup + runs; ++i) {
         const auto t0 = std::chrono::steady_clock::now();
-        c.run(h);
+        s.run(c.in_ptr, c.out_ptr);
         const std::chrono::duration<double, std::milli> dt = std::chrono::steady_clock::now() - t0;
         if (i >= warmup) ms.push_back(dt.count());
       }
@@ -296,173 +353,50 @@ class Session {
   }
 
  private:
-  struct Bound {
-    std::vector<py::array> arrays;  // model order; keeps the arrays alive during the run
-  };
-
-  // The checked arrays of one kiln_session_run and the pointer lists the C call takes.
+  // One run's checked arrays (kept alive for the call) and the pointers the C call takes.
   struct Call {
-    Bound in, out;
+    std::vector<py::array> in, out;
     std::vector<const void*> in_ptr;
     std::vector<void*> out_ptr;
-    std::vector<size_t> in_bytes, out_bytes;
-    void run(kiln_session* h) const {  // without the GIL
-      check(kiln_session_run(h, in_ptr.data(), in_bytes.data(), in_ptr.size(), out_ptr.data(),
-                             out_bytes.data(), out_ptr.size()));
-    }
   };
 
   Call prepare(py::handle feeds, py::handle out) const {
-    require_open();
-    Call c{
-        bind(feeds, inputs_, "input", false), bind(out, outputs_, "output", true), {}, {}, {}, {}};
-    check_overlaps(c.in, c.out);
-    for (size_t i = 0; i < inputs_.size(); ++i) {
-      c.in_ptr.push_back(c.in.arrays[i].data());
-      c.in_bytes.push_back(inputs_[i].bytes);
-    }
-    for (size_t i = 0; i < outputs_.size(); ++i) {
-      c.out_ptr.push_back(c.out.arrays[i].mutable_data());
-      c.out_bytes.push_back(outputs_[i].bytes);
-    }
+    if (closed_) raise(KILN_INVALID_ARGUMENT, "the session is closed");
+    Call c{bind(feeds, inputs_, "input", false), bind(out, outputs_, "output", true), {}, {}};
+    for (const py::array& a : c.in) c.in_ptr.push_back(a.data());
+    for (py::array& a : c.out) c.out_ptr.push_back(a.mutable_data());
+    check_overlaps(c);
     return c;
   }
 
-  std::vector<Io> query(bool input) const {
-    size_t n = 0;
-    check(input ? kiln_session_input_count(h_, &n) : kiln_session_output_count(h_, &n));
-    std::vector<Io> list(n);
-    for (size_t i = 0; i < n; ++i) {
-      Io& io = list[i];
-      const char* name = nullptr;
-      const int64_t* dims = nullptr;
-      size_t rank = 0;
-      check(input ? kiln_session_input_name(h_, i, &name) : kiln_session_output_name(h_, i, &name));
-      check(input ? kiln_session_input_dtype(h_, i, &io.dtype)
-                  : kiln_session_output_dtype(h_, i, &io.dtype));
-      check(input ? kiln_session_input_shape(h_, i, &dims, &rank)
-                  : kiln_session_output_shape(h_, i, &dims, &rank));
-      check(input ? kiln_session_input_byte_size(h_, i, &io.bytes)
-                  : kiln_session_output_byte_size(h_, i, &io.bytes));
-      io.name = name;
-      io.dims.assign(dims, dims + rank);
-      io.np_dtype = numpy_dtype(io.dtype);
-    }
-    return list;
-  }
-
-  void require_open() const {
-    if (closed_) raise(KILN_INVALID_ARGUMENT, "the session is closed");
-  }
-
-  // Calls f(handle) without the GIL, holding the session open (close() waits for it).
-  template <class F>
-  void with_session(F&& f) {
-    py::gil_scoped_release nogil;
-    std::shared_lock<std::shared_mutex> lock(mu_);
-    if (!h_) raise(KILN_INVALID_ARGUMENT, "the session is closed");
-    f(h_);
-  }
-
-  static std::string names(const std::vector<Io>& list) {
-    std::string s;
-    for (const Io& io : list) s += (s.empty() ? "'" : ", '") + io.name + "'";
-    return s.empty() ? "none" : s;
-  }
-
-  // Checks one array against the model's input/output: dtype, shape, C order, alignment and,
-  // for outputs, that it is writeable.
-  static py::array checked(py::handle h, const Io& io, const char* kind, bool output) {
-    const std::string what = std::string(kind) + " '" + io.name + "'";
-    if (!py::isinstance<py::array>(h))
-      throw py::type_error(what + ": expected a numpy.ndarray, got " +
-                           std::string(py::str(h.get_type().attr("__name__"))));
-    auto a = py::reinterpret_borrow<py::array>(h);
-    if (!dtype_matches(a, io.dtype))
-      raise(KILN_SHAPE_MISMATCH, what + ": dtype is " + std::string(py::str(a.dtype())) +
-                                     ", expected " + std::string(py::str(py::handle(io.np_dtype))) +
-                                     " (arrays are not converted: use .astype(numpy." +
-                                     std::string(py::str(py::handle(io.np_dtype))) + "))");
-    std::vector<py::ssize_t> shape(a.shape(), a.shape() + a.ndim());
-    if (shape != io.dims)
-      raise(KILN_SHAPE_MISMATCH,
-            what + ": shape is " + tuple_str(shape) + ", expected " + tuple_str(io.dims));
-    if (!(a.flags() & py::array::c_style))
-      raise(KILN_INVALID_ARGUMENT,
-            what + " is not C-contiguous (use numpy.ascontiguousarray to make a C-ordered copy)");
-    if (reinterpret_cast<uintptr_t>(a.data()) % size_t(a.itemsize()) != 0)
-      raise(KILN_INVALID_ARGUMENT, what + ": data is not aligned to its element size (" +
-                                       std::to_string(a.itemsize()) + " bytes)");
-    if (output && !a.writeable()) raise(KILN_INVALID_ARGUMENT, what + " is read-only");
-    return a;
-  }
-
-  // Orders the caller's arrays by the model's list. Outputs not given are allocated.
-  static Bound bind(py::handle given, const std::vector<Io>& list, const char* kind, bool output) {
-    Bound b;
-    b.arrays.resize(list.size());
-    std::vector<bool> have(list.size(), false);
-    const std::string plural = std::string(kind) + "s";
-    if (given.is_none() && output) {
-      // all allocated below
-    } else if (PyDict_Check(given.ptr())) {
-      for (auto item : py::reinterpret_borrow<py::dict>(given)) {
-        if (!py::isinstance<py::str>(item.first))
-          throw py::type_error(plural + " must be keyed by name (str), got a key of type " +
-                               std::string(py::str(item.first.get_type().attr("__name__"))));
-        const std::string name = item.first.cast<std::string>();
-        size_t i = 0;
-        while (i < list.size() && list[i].name != name) ++i;
-        if (i == list.size())
-          raise(KILN_INVALID_ARGUMENT, "unknown " + std::string(kind) + " name '" + name +
-                                           "' (the model's " + plural + ": " + names(list) + ")");
-        b.arrays[i] = checked(item.second, list[i], kind, output);
-        have[i] = true;
-      }
-    } else if (PyList_Check(given.ptr()) || PyTuple_Check(given.ptr())) {
-      auto seq = py::reinterpret_borrow<py::sequence>(given);
-      if (seq.size() != list.size())
-        raise(KILN_INVALID_ARGUMENT, std::to_string(seq.size()) + " " + plural +
-                                         " given by position, the model has " +
-                                         std::to_string(list.size()) + " (" + names(list) + ")");
-      for (size_t i = 0; i < list.size(); ++i) {
-        b.arrays[i] = checked(seq[i], list[i], kind, output);
-        have[i] = true;
-      }
-    } else {
-      throw py::type_error(plural + " must be a dict {name: numpy.ndarray} or a list/tuple of " +
-                           "arrays in model order, got " +
-                           std::string(py::str(given.get_type().attr("__name__"))));
-    }
-    for (size_t i = 0; i < list.size(); ++i) {
-      if (have[i]) continue;
-      if (!output)
-        raise(KILN_INVALID_ARGUMENT,
-              "missing input '" + list[i].name + "' (the model's inputs: " + names(list) + ")");
-      b.arrays[i] = py::array(list[i].np_dtype, list[i].dims);
-    }
-    return b;
-  }
-
   // kiln_session_run's outputs must not overlap each other or an input.
-  void check_overlaps(const Bound& in, const Bound& out) const {
-    auto overlap = [](const py::array& a, size_t an, const py::array& b, size_t bn) {
-      auto pa = reinterpret_cast<uintptr_t>(a.data()), pb = reinterpret_cast<uintptr_t>(b.data());
+  void check_overlaps(const Call& c) const {
+    auto overlap = [](const void* a, size_t an, const void* b, size_t bn) {
+      auto pa = reinterpret_cast<uintptr_t>(a), pb = reinterpret_cast<uintptr_t>(b);
       return an && bn && pa < pb + bn && pb < pa + an;
     };
     for (size_t i = 0; i < outputs_.size(); ++i) {
       for (size_t j = 0; j < inputs_.size(); ++j)
-        if (overlap(out.arrays[i], outputs_[i].bytes, in.arrays[j], inputs_[j].bytes))
+        if (overlap(c.out_ptr[i], outputs_[i].bytes, c.in_ptr[j], inputs_[j].bytes))
           raise(KILN_INVALID_ARGUMENT, "output '" + outputs_[i].name +
                                            "' shares memory with input '" + inputs_[j].name + "'");
       for (size_t j = 0; j < i; ++j)
-        if (overlap(out.arrays[i], outputs_[i].bytes, out.arrays[j], outputs_[j].bytes))
+        if (overlap(c.out_ptr[i], outputs_[i].bytes, c.out_ptr[j], outputs_[j].bytes))
           raise(KILN_INVALID_ARGUMENT,
                 "outputs '" + outputs_[j].name + "' and '" + outputs_[i].name + "' share memory");
     }
   }
 
-  kiln_session* h_ = nullptr;
+  // Calls f(session) without the GIL, holding the session open (close() waits for it).
+  template <class F>
+  void with_session(F&& f) {
+    py::gil_scoped_release nogil;
+    std::shared_lock<std::shared_mutex> lock(mu_);
+    if (!s_) raise(KILN_INVALID_ARGUMENT, "the session is closed");
+    f(*s_);
+  }
+
+  std::optional<kiln::Session> s_;
   std::shared_mutex mu_;  // runs hold it shared, close() exclusively
   std::atomic<bool> closed_{false};
   std::vector<Io> inputs_, outputs_;
@@ -473,9 +407,9 @@ class Session {
 PYBIND11_MODULE(_kiln, m) {
   m.doc() = "Kiln's C API for the kiln package (use `import kiln`, not this module).";
   py::register_exception_translator(translate);
-  m.def("version", [] { return std::string(kiln_version()); });
+  m.def("version", &kiln::version);
+  m.def("machine_json", &kiln::machine_json);
   m.def("set_error_types", &set_error_types, py::arg("classes"));
-  m.def("machine_json", [] { return std::string(kiln_machine_json()); });
 
   py::class_<Session>(m, "Session")
       .def(py::init<py::handle, bool, int32_t, const std::optional<std::string>&, int64_t,
@@ -489,7 +423,7 @@ PYBIND11_MODULE(_kiln, m) {
            py::arg("accuracy").none(true))
       .def("close", &Session::close)
       .def_property_readonly("closed", &Session::closed)
-      .def("io", &Session::io_list, py::arg("input"))
+      .def("io", &Session::io, py::arg("input"))
       .def("isa", &Session::isa)
       .def("plan_json", &Session::plan_json)
       .def("profile_json", &Session::profile_json, py::arg("runs"))

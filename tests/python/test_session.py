@@ -124,6 +124,8 @@ def test_closed_session_raises_a_kiln_error():
     assert s.closed and "closed" in repr(s)
     with pytest.raises(kiln.InvalidArgument, match="closed"):
         s.run(ins)
+    with pytest.raises(kiln.InvalidArgument, match="closed"):
+        s.run([])  # said before any check of the arrays
     with pytest.raises(kiln.Error, match="closed"):
         s.isa
     with kiln.Session(fixture_model(TWO)) as s2:
