@@ -14,7 +14,6 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
-#include <kiln/kiln.hpp>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -22,6 +21,8 @@
 #include <stdexcept>
 #include <string>
 #include <vector>
+
+#include "kiln/kiln.hpp"
 
 namespace py = pybind11;
 
