@@ -4,6 +4,7 @@
 #include <string>
 
 #include "graph/infer_util.h"
+#include "graph/post_ops.h"
 
 namespace kiln::infer_detail {
 
@@ -22,6 +23,11 @@ void infer_unary_f32(Graph& g, Node& n) {
       n.fail(Code::invalid_model,
              "attribute approximate must be 'none' or 'tanh', got '" + a + "'");
   }
+  // The parameters graph/post_ops's table accepts (the reference computes these ops with it).
+  const bool parametric =
+      n.op == "Elu" || n.op == "Selu" || n.op == "Celu" || n.op == "ThresholdedRelu";
+  if (parametric && !glue_unary_post_op(n))
+    n.fail(Code::invalid_model, "attributes must be finite (and Celu's alpha nonzero)");
   const Value& x = input(g, n, 0);
   set_output(g, n, 0, x.dtype, x.shape);
 }

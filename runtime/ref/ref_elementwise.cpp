@@ -125,6 +125,12 @@ void sqrt_op(const Node& node, const Inputs& in, const Outputs& out) {
   unary(node, in, out, [](float x) { return std::sqrt(x); });  // NaN below 0, as in ONNX
 }
 
+void glue_unary(const Node& node, const Inputs& in, const Outputs& out) {
+  const std::optional<PostOp> op = glue_unary_post_op(node);
+  if (!op) node.fail(Code::unsupported, "parameters the elementwise ops do not compute");
+  unary(node, in, out, [&](float x) { return apply_post_op(*op, x, 0, 0, 0); });
+}
+
 void erf_op(const Node& node, const Inputs& in, const Outputs& out) {
   unary(node, in, out, [](float x) { return std::erf(x); });
 }
