@@ -80,6 +80,16 @@ void infer_binary_arith(Graph& g, Node& n) {
   set_output(g, n, 0, d, out);
 }
 
+void infer_prelu(Graph& g, Node& n) {
+  expect_dtype(g, n, 0, DType::f32, Code::unsupported);
+  expect_dtype(g, n, 1, DType::f32);
+  const Shape& x = input(g, n, 0).shape;
+  if (broadcast_shapes(n, x, input(g, n, 1).shape) != x)
+    n.fail(Code::invalid_model,
+           input_desc(g, n, 1) + " (slope) does not broadcast to X's shape " + shape_str(x));
+  set_output(g, n, 0, DType::f32, x);
+}
+
 void infer_pow(Graph& g, Node& n) {
   expect_dtype(g, n, 0, DType::f32);
   expect_dtype(g, n, 1, DType::f32);

@@ -66,6 +66,7 @@ const std::vector<OpInfo>& table() {
       {"Sub", infer_binary_arith, 2, 2, 1, 1, "numpy broadcasting; float32 or int64"},
       {"Mul", infer_binary_arith, 2, 2, 1, 1, "numpy broadcasting; float32 or int64"},
       {"Div", infer_binary_arith, 2, 2, 1, 1, "numpy broadcasting; float32 or int64"},
+      {"PRelu", infer_prelu, 2, 2, 1, 1, "slope broadcasts to X (unidirectional)"},
       {"Pow", infer_pow, 2, 2, 1, 1, "float32 base and exponent"},
       {"Sum", infer_sum, 1, kMany, 1, 1},
       {"Gemm", infer_gemm, 2, 3, 1, 1, "2-D A and B"},

@@ -100,13 +100,13 @@ std::optional<std::vector<PostOp>> eltwise_ops(const Graph& g, const Node& n) {
 // ---- Broadcast binary ops and per-channel affine maps (LabelKind::bcast) ----
 
 std::optional<BinaryOp> binary_op(const std::string& op) {
-  static const char* const kOps[] = {"Add", "Sub", "Mul", "Div"};
-  for (int k = 0; k < 4; ++k)
+  static const char* const kOps[] = {"Add", "Sub", "Mul", "Div", "PRelu"};  // BinaryOp's order
+  for (int k = 0; k < 5; ++k)
     if (op == kOps[k]) return BinaryOp(k);
   return std::nullopt;
 }
 
-// Add/Sub/Mul/Div of two f32 operands broadcasting to an output of rank <= 4 (the factory
+// Add/Sub/Mul/Div/PRelu of two f32 operands broadcasting to an output of rank <= 4 (the factory
 // checks the broadcast), or an inference BatchNormalization of a 4-D f32 tensor whose
 // parameters are constant f32 [C] vectors (what fold_batchnorm could not fold into a conv).
 bool is_bcast(const Graph& g, const Node& n) {

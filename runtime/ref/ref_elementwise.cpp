@@ -149,6 +149,15 @@ void gelu(const Node& node, const Inputs& in, const Outputs& out) {
   unary(node, in, out, [&](float x) { return apply_post_op(op, x, 0, 1, 0); });
 }
 
+void prelu(const Node& node, const Inputs& in, const Outputs& out) {
+  const Tensor& x = req_input(node, in, 0);
+  const Tensor& slope = req_input(node, in, 1);
+  Tensor& y = req_output(node, out, 0);
+  expect_dtype(node, x, DType::f32, "input");
+  expect_dtype(node, slope, DType::f32, "slope");
+  broadcast_binary<float>(node, x, slope, y, [](float a, float s) { return a < 0 ? a * s : a; });
+}
+
 void add(const Node& node, const Inputs& in, const Outputs& out) {
   arith<Arith::add>(node, in, out);
 }

@@ -36,6 +36,7 @@ constexpr std::array kTable{
     Entry{"Mish", ref::glue_unary},
     Entry{"ThresholdedRelu", ref::glue_unary},
     Entry{"Gelu", ref::gelu},
+    Entry{"PRelu", ref::prelu},
     Entry{"Add", ref::add},
     Entry{"Sub", ref::sub},
     Entry{"Mul", ref::mul},

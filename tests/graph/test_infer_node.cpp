@@ -37,7 +37,8 @@ TEST_CASE("op table lists every supported op once with sane bounds") {
                             "Ceil",          "Elu",
                             "Selu",          "Celu",
                             "Softplus",      "Softsign",
-                            "Mish",          "ThresholdedRelu"};
+                            "Mish",          "ThresholdedRelu",
+                            "PRelu"};
   for (const char* op : expected) {
     CAPTURE(op);
     const OpInfo* info = find_op(op);

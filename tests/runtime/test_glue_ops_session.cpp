@@ -79,6 +79,16 @@ std::string unary_ops_model() {
   return b.bytes();
 }
 
+// y1 = PRelu(c, per-channel slope [24, 1, 1]), y2 = PRelu(c, one slope [1]).
+std::string prelu_model() {
+  kiln::test::OnnxBuilder b = conv_model({"y1", "y2"}, 0.5f);
+  b.init_f("sc", {24, 1, 1}, randoms(24, 3, -1.f, 1.f));
+  b.init_f("s1", {1}, {0.25f});
+  b.node("PRelu", {"c", "sc"}, {"y1"});
+  b.node("PRelu", {"c", "s1"}, {"y2"});
+  return b.bytes();
+}
+
 // y1 = Softmax(c, axis 1); y2 = Softmax over the last axis of Flatten(GlobalAveragePool(c))
 // [2, 24].
 std::string softmax_model() {
@@ -178,6 +188,11 @@ TEST_CASE("glue ops session: Exp, Log, Neg, Abs, ..., ThresholdedRelu run on elt
   compare(unary_ops_model(), 1e-6, [](const kiln::Session& s) {
     CHECK(count_labels(s, kiln::LabelKind::eltwise) >= int(std::size(kUnaryOps)) + 2);
   });
+}
+
+TEST_CASE("glue ops session: PRelu runs on bcast labels") {
+  compare(prelu_model(), 1e-6,
+          [](const kiln::Session& s) { CHECK(count_labels(s, kiln::LabelKind::bcast) == 2); });
 }
 
 TEST_CASE("glue ops session: Softmax over channels and over rows runs on norm labels") {
