@@ -105,7 +105,9 @@ if [ -z "$PYMOD" ]; then
   echo "SKIPPED: the kiln Python package was not built (see the KILN_BUILD_PYTHON warning)"
 else
   SITE=$(dirname "$(dirname "$PYMOD")")
+  PY=$(cache_var KILN_PYTHON)
   pydir=$(cache_var KILN_PYTHON_INSTALL_DIR)
+  [ -n "$pydir" ] || pydir=$("$PY" "$SRC/runtime/python/site_dir.py" "$PREFIX" 2> /dev/null)
   [ "${pydir:0:1}" = / ] || [ "$SITE" = "$PREFIX/$pydir" ] ||
     fail "package in $SITE, not $PREFIX/$pydir"
   for f in __init__.py _kiln.pyi py.typed; do
@@ -117,9 +119,8 @@ else
   kl=$(awk '/libkiln\.so/ { print $3 }' <<<"$deps")
   [ -n "$kl" ] && [ "$(realpath "$kl")" = "$(realpath "$LIBDIR/libkiln.so")" ] ||
     fail "$PYMOD does not load $LIBDIR/libkiln.so: $deps"
-  PY=$(cache_var KILN_PYTHON)
   where=$(cd "$TMP" && env -u LD_LIBRARY_PATH PYTHONPATH="$SITE" "$PY" -c \
-    'import kiln; print(kiln.__file__, kiln.__version__)')
+    'import kiln; print(kiln.__file__, kiln.__version__)') || fail "import of the installed kiln"
   pc_ver=$(PKG_CONFIG_PATH=$(dirname "$PC") pkg-config --modversion kiln)
   [ "$where" = "$SITE/kiln/__init__.py $pc_ver" ] ||
     fail "imported '$where', expected version $pc_ver"
@@ -127,6 +128,15 @@ else
     "$TMP" "$SITE" "$PY" "$SRC/examples/classify.py" > "$TMP/classify_py"
   chmod +x "$TMP/classify_py"
   check_run classify_py "$TMP/classify_py"
+
+  if [ -z "$(cache_var KILN_PYTHON_INSTALL_DIR)" ]; then
+    step "install into a user prefix (~/.local): import kiln with no PYTHONPATH"
+    USERHOME=$TMP/home
+    HOME=$USERHOME "$CMAKE" --install "$BUILD" --prefix "$USERHOME/.local" > /dev/null
+    where=$(cd "$TMP" && env -u LD_LIBRARY_PATH -u PYTHONPATH -u PYTHONNOUSERSITE HOME="$USERHOME" \
+      "$PY" -c 'import kiln; print(kiln.__file__)') || fail "no kiln after installing into ~/.local"
+    [[ $where == "$USERHOME/.local/"*/kiln/__init__.py ]] || fail "imported '$where'"
+  fi
 fi
 
 echo "install_test: OK"
