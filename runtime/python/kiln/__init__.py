@@ -132,8 +132,8 @@ class Session:
     that cannot be loaded raises IoError, InvalidModel or Unsupported.
 
     ``run`` may be called from several threads at once. A session is a context manager;
-    ``close()`` releases it (waiting for runs in progress), after which every call raises
-    InvalidArgument.
+    ``close()`` releases it (waiting for runs in progress), after which run, plan, bench and isa
+    raise InvalidArgument (inputs and outputs stay readable).
     """
 
     def __init__(
@@ -152,10 +152,11 @@ class Session:
         profile_budget_ms: float = 0.0,
     ) -> None:
         from_bytes = isinstance(path, _ModelBytes)
-        self._model = None if from_bytes else os.fsdecode(path)
+        source = path.data if isinstance(path, _ModelBytes) else os.fspath(path)
+        self._model = None if isinstance(path, _ModelBytes) else os.fsdecode(path)
         self._threads = threads
         self._s = _kiln.Session(
-            path.data if isinstance(path, _ModelBytes) else os.fspath(path),
+            source,
             from_bytes,
             threads=threads,
             log_level=log_level,
@@ -193,6 +194,7 @@ class Session:
 
     @property
     def closed(self) -> bool:
+        """True once close() was called."""
         return self._s.closed
 
     def run(self, feeds: Feeds, out: Optional[Feeds] = None) -> Dict[str, np.ndarray]:
