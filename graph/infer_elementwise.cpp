@@ -4,6 +4,7 @@
 #include <string>
 
 #include "graph/infer_util.h"
+#include "graph/post_ops.h"
 
 namespace kiln::infer_detail {
 
@@ -22,6 +23,11 @@ void infer_unary_f32(Graph& g, Node& n) {
       n.fail(Code::invalid_model,
              "attribute approximate must be 'none' or 'tanh', got '" + a + "'");
   }
+  // The parameters graph/post_ops's table accepts (the reference computes these ops with it).
+  const bool parametric =
+      n.op == "Elu" || n.op == "Selu" || n.op == "Celu" || n.op == "ThresholdedRelu";
+  if (parametric && !glue_unary_post_op(n))
+    n.fail(Code::invalid_model, "attributes must be finite (and Celu's alpha nonzero)");
   const Value& x = input(g, n, 0);
   set_output(g, n, 0, x.dtype, x.shape);
 }
@@ -72,6 +78,16 @@ void infer_binary_arith(Graph& g, Node& n) {
   expect_same_dtype(g, n, 0, 1);
   Shape out = broadcast_shapes(n, input(g, n, 0).shape, input(g, n, 1).shape);
   set_output(g, n, 0, d, out);
+}
+
+void infer_prelu(Graph& g, Node& n) {
+  expect_dtype(g, n, 0, DType::f32, Code::unsupported);
+  expect_dtype(g, n, 1, DType::f32);
+  const Shape& x = input(g, n, 0).shape;
+  if (broadcast_shapes(n, x, input(g, n, 1).shape) != x)
+    n.fail(Code::invalid_model,
+           input_desc(g, n, 1) + " (slope) does not broadcast to X's shape " + shape_str(x));
+  set_output(g, n, 0, DType::f32, x);
 }
 
 void infer_pow(Graph& g, Node& n) {

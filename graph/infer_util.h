@@ -83,7 +83,8 @@ void infer_identity(Graph& g, Node& n);
 void infer_clip(Graph& g, Node& n);
 void infer_dropout(Graph& g, Node& n);
 void infer_binary_arith(Graph& g, Node& n);
-void infer_pow(Graph& g, Node& n);  // float32 base and exponent, numpy broadcasting
+void infer_prelu(Graph& g, Node& n);  // float32; the slope broadcasts to X (unidirectional)
+void infer_pow(Graph& g, Node& n);    // float32 base and exponent, numpy broadcasting
 void infer_sum(Graph& g, Node& n);
 // infer_linalg.cpp
 void infer_gemm(Graph& g, Node& n);

@@ -5,6 +5,7 @@
 
 #include "graph/infer.h"
 #include "graph/infer_util.h"
+#include "graph/onnx_import.h"
 
 namespace kiln {
 
@@ -17,16 +18,20 @@ namespace {
 constexpr int kMany = 1024;
 
 const std::vector<OpInfo>& table() {
-  // name, infer, min/max inputs, min/max outputs (optional ones counted).
+  // name, infer, min/max inputs, min/max outputs (optional ones counted), limits (README).
   static const std::vector<OpInfo> ops = {
-      {"Conv", infer_conv, 2, 3, 1, 1},
-      {"MaxPool", infer_max_pool, 1, 1, 1, 2},  // Indices output: rejected by infer
-      {"AveragePool", infer_average_pool, 1, 1, 1, 1},
-      {"GlobalAveragePool", infer_global_pool, 1, 1, 1, 1},
-      {"GlobalMaxPool", infer_global_pool, 1, 1, 1, 1},
+      {"Conv", infer_conv, 2, 3, 1, 1,
+       "2-D only (4-D NCHW input); any group count, stride, dilation, padding, auto_pad"},
+      {"MaxPool", infer_max_pool, 1, 1, 1, 2,
+       "2-D only; no Indices output; storage_order 0"},  // Indices output: rejected by infer
+      {"AveragePool", infer_average_pool, 1, 1, 1, 1, "2-D only; no dilations"},
+      {"GlobalAveragePool", infer_global_pool, 1, 1, 1, 1, "rank >= 3"},
+      {"GlobalMaxPool", infer_global_pool, 1, 1, 1, 1, "rank >= 3"},
       // Training outputs (mean, var, saved_*) may be declared but must be omitted.
-      {"BatchNormalization", infer_batch_norm, 5, 5, 1, 5},
-      {"LayerNormalization", infer_layer_norm, 2, 3, 1, 3},  // Mean, InvStdDev: rejected
+      {"BatchNormalization", infer_batch_norm, 5, 5, 1, 5,
+       "inference only: output Y only, training_mode 0, spatial 1"},
+      {"LayerNormalization", infer_layer_norm, 2, 3, 1, 3,
+       "output Y only"},  // Mean, InvStdDev: rejected
       {"Relu", infer_unary_f32, 1, 1, 1, 1},
       {"LeakyRelu", infer_unary_f32, 1, 1, 1, 1},
       {"Sigmoid", infer_unary_f32, 1, 1, 1, 1},
@@ -35,34 +40,53 @@ const std::vector<OpInfo>& table() {
       {"Tanh", infer_unary_f32, 1, 1, 1, 1},
       {"Sqrt", infer_unary_f32, 1, 1, 1, 1},
       {"Erf", infer_unary_f32, 1, 1, 1, 1},
-      {"Gelu", infer_unary_f32, 1, 1, 1, 1},
-      {"Clip", infer_clip, 1, 3, 1, 1},
+      {"Exp", infer_unary_f32, 1, 1, 1, 1},
+      {"Log", infer_unary_f32, 1, 1, 1, 1},
+      {"Neg", infer_unary_f32, 1, 1, 1, 1, "float32 only"},
+      {"Abs", infer_unary_f32, 1, 1, 1, 1, "float32 only"},
+      {"Reciprocal", infer_unary_f32, 1, 1, 1, 1},
+      {"Floor", infer_unary_f32, 1, 1, 1, 1},
+      {"Ceil", infer_unary_f32, 1, 1, 1, 1},
+      {"Elu", infer_unary_f32, 1, 1, 1, 1},
+      {"Selu", infer_unary_f32, 1, 1, 1, 1},
+      {"Celu", infer_unary_f32, 1, 1, 1, 1, "alpha nonzero"},
+      {"Softplus", infer_unary_f32, 1, 1, 1, 1},
+      {"Softsign", infer_unary_f32, 1, 1, 1, 1},
+      {"Mish", infer_unary_f32, 1, 1, 1, 1},
+      {"ThresholdedRelu", infer_unary_f32, 1, 1, 1, 1},
+      {"Gelu", infer_unary_f32, 1, 1, 1, 1, "approximate none or tanh"},
+      {"Clip", infer_clip, 1, 3, 1, 1, "min/max scalars or absent"},
       {"Identity", infer_identity, 1, 1, 1, 1},
-      {"Dropout", infer_dropout, 1, 3, 1, 2},  // mask output: rejected by infer
-      {"Add", infer_binary_arith, 2, 2, 1, 1},
-      {"Sub", infer_binary_arith, 2, 2, 1, 1},
-      {"Mul", infer_binary_arith, 2, 2, 1, 1},
-      {"Div", infer_binary_arith, 2, 2, 1, 1},
-      {"Pow", infer_pow, 2, 2, 1, 1},
+      {"Dropout", infer_dropout, 1, 3, 1, 2,
+       "inference only (identity): no mask output, training_mode a constant false"},  // mask
+                                                                                      // output:
+                                                                                      // rejected by
+                                                                                      // infer
+      {"Add", infer_binary_arith, 2, 2, 1, 1, "numpy broadcasting; float32 or int64"},
+      {"Sub", infer_binary_arith, 2, 2, 1, 1, "numpy broadcasting; float32 or int64"},
+      {"Mul", infer_binary_arith, 2, 2, 1, 1, "numpy broadcasting; float32 or int64"},
+      {"Div", infer_binary_arith, 2, 2, 1, 1, "numpy broadcasting; float32 or int64"},
+      {"PRelu", infer_prelu, 2, 2, 1, 1, "slope broadcasts to X (unidirectional)"},
+      {"Pow", infer_pow, 2, 2, 1, 1, "float32 base and exponent"},
       {"Sum", infer_sum, 1, kMany, 1, 1},
-      {"Gemm", infer_gemm, 2, 3, 1, 1},
-      {"MatMul", infer_matmul, 2, 2, 1, 1},
-      {"Softmax", infer_softmax, 1, 1, 1, 1},
-      {"ReduceMean", infer_reduce_mean, 1, 2, 1, 1},
+      {"Gemm", infer_gemm, 2, 3, 1, 1, "2-D A and B"},
+      {"MatMul", infer_matmul, 2, 2, 1, 1, "numpy batch broadcasting"},
+      {"Softmax", infer_softmax, 1, 1, 1, 1, "any axis"},
+      {"ReduceMean", infer_reduce_mean, 1, 2, 1, 1, "axes constant"},
       {"Flatten", infer_flatten, 1, 1, 1, 1},
-      {"Reshape", infer_reshape, 2, 2, 1, 1},
-      {"Squeeze", infer_squeeze, 1, 2, 1, 1},
-      {"Unsqueeze", infer_unsqueeze, 2, 2, 1, 1},
-      {"Transpose", infer_transpose, 1, 1, 1, 1},
-      {"Shape", infer_shape, 1, 1, 1, 1},
-      {"Constant", infer_constant, 0, 0, 1, 1},
-      {"Concat", infer_concat, 1, kMany, 1, 1},
-      {"Split", infer_split, 1, 2, 1, kMany},
-      {"Slice", infer_slice, 3, 5, 1, 1},
-      {"Gather", infer_gather, 2, 2, 1, 1},
-      {"Pad", infer_pad, 2, 4, 1, 1},
+      {"Reshape", infer_reshape, 2, 2, 1, 1, "shape constant (computed at load)"},
+      {"Squeeze", infer_squeeze, 1, 2, 1, 1, "axes constant"},
+      {"Unsqueeze", infer_unsqueeze, 2, 2, 1, 1, "axes constant"},
+      {"Transpose", infer_transpose, 1, 1, 1, 1, "any permutation"},
+      {"Shape", infer_shape, 1, 1, 1, 1, "folded to a constant at load"},
+      {"Constant", infer_constant, 0, 0, 1, 1, "folded at load; no sparse_value"},
+      {"Concat", infer_concat, 1, kMany, 1, 1, "float32 or int64"},
+      {"Split", infer_split, 1, 2, 1, kMany, "split sizes constant"},
+      {"Slice", infer_slice, 3, 5, 1, 1, "starts/ends/axes/steps constant"},
+      {"Gather", infer_gather, 2, 2, 1, 1, "int64 indices"},
+      {"Pad", infer_pad, 2, 4, 1, 1, "mode constant only; pads constant and non-negative"},
       // Internal (graph/channel_shuffle.h): made by the rewrites, refused by the importer.
-      {"ChannelShuffle", infer_channel_shuffle, 1, kMany, 1, kMany, true},
+      {"ChannelShuffle", infer_channel_shuffle, 1, kMany, 1, kMany, {}, true},
   };
   return ops;
 }
@@ -82,6 +106,27 @@ const OpInfo* find_op(std::string_view op) {
 
 const std::vector<OpInfo>& all_ops() {
   return table();
+}
+
+std::string supported_ops_markdown() {
+  std::string md =
+      "ONNX opsets " + std::to_string(kMinOpset) + " to " + std::to_string(kMaxOpset) +
+      " (default domain), float32 tensors (int64 for shape arithmetic; int32 initializers are "
+      "widened to int64), at most " +
+      std::to_string(kMaxRank) +
+      " dims, static shapes (a symbolic batch dim is fixed at load: `--batch`, "
+      "`kiln_options.batch_size`). Older opsets' forms are rewritten into one form per op at "
+      "import. Any other op is refused at load with an error naming the node.\n\n"
+      "| Operator | Inputs | Outputs | Limits |\n|---|---|---|---|\n";
+  for (const OpInfo& op : table()) {
+    if (op.internal) continue;
+    auto range = [](int lo, int hi) {
+      return hi >= kMany ? std::to_string(lo) + "+" : count_range(lo, hi);
+    };
+    md += "| " + std::string(op.name) + " | " + range(op.min_inputs, op.max_inputs) + " | " +
+          range(op.min_outputs, op.max_outputs) + " | " + std::string(op.limits) + " |\n";
+  }
+  return md;
 }
 
 void infer_node(Graph& g, Node& node) {

@@ -40,6 +40,7 @@
 // are widened to i64 at import.
 #pragma once
 
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -57,10 +58,18 @@ struct OpInfo {
   InferFn infer;
   int min_inputs, max_inputs;    // counting omitted optional inputs
   int min_outputs, max_outputs;  // outputs the model may declare
-  bool internal = false;         // made by Kiln's passes only; a model may not use it
+  // What of the ONNX op Kiln does not implement, or the form it must take (a constant input,
+  // a single output): shown in README.md's operator table (supported_ops_markdown).
+  std::string_view limits = {};
+  bool internal = false;  // made by Kiln's passes only; a model may not use it
 };
 
 const OpInfo* find_op(std::string_view op);  // nullptr if unsupported
 const std::vector<OpInfo>& all_ops();
+
+// README.md's "Supported operators" section: the opsets, dtypes and shape rules, then one row
+// per ONNX op of the table (inputs, outputs, limits). tests/graph/test_ops_doc.cpp checks the
+// README holds exactly this text.
+std::string supported_ops_markdown();
 
 }  // namespace kiln

@@ -11,12 +11,53 @@
 namespace kiln {
 namespace {
 
-constexpr PostOp::Kind kKinds[] = {
-    PostOp::Kind::relu,        PostOp::Kind::leaky_relu, PostOp::Kind::clip,
-    PostOp::Kind::sigmoid,     PostOp::Kind::swish,      PostOp::Kind::hardswish,
-    PostOp::Kind::hardsigmoid, PostOp::Kind::add,        PostOp::Kind::scale_shift,
-    PostOp::Kind::gelu,        PostOp::Kind::tanh,       PostOp::Kind::sqrt,
-    PostOp::Kind::erf,         PostOp::Kind::pow};
+constexpr PostOp::Kind kKinds[] = {PostOp::Kind::relu,        PostOp::Kind::leaky_relu,
+                                   PostOp::Kind::clip,        PostOp::Kind::sigmoid,
+                                   PostOp::Kind::swish,       PostOp::Kind::hardswish,
+                                   PostOp::Kind::hardsigmoid, PostOp::Kind::add,
+                                   PostOp::Kind::scale_shift, PostOp::Kind::gelu,
+                                   PostOp::Kind::tanh,        PostOp::Kind::sqrt,
+                                   PostOp::Kind::erf,         PostOp::Kind::pow,
+                                   PostOp::Kind::exp,         PostOp::Kind::log,
+                                   PostOp::Kind::neg,         PostOp::Kind::abs,
+                                   PostOp::Kind::reciprocal,  PostOp::Kind::floor,
+                                   PostOp::Kind::ceil,        PostOp::Kind::elu,
+                                   PostOp::Kind::selu,        PostOp::Kind::celu,
+                                   PostOp::Kind::softplus,    PostOp::Kind::softsign,
+                                   PostOp::Kind::mish,        PostOp::Kind::thresholded_relu};
+
+// The ONNX ops that map to one glue-only kind, with their attributes' names and defaults.
+struct GlueUnary {
+  const char* op;
+  PostOp::Kind kind;
+  const char* alpha = nullptr;
+  float alpha_default = 0;
+  const char* beta = nullptr;
+  float beta_default = 0;
+};
+const GlueUnary kGlueUnary[] = {
+    {"Tanh", PostOp::Kind::tanh},
+    {"Sqrt", PostOp::Kind::sqrt},
+    {"Erf", PostOp::Kind::erf},
+    {"Exp", PostOp::Kind::exp},
+    {"Log", PostOp::Kind::log},
+    {"Neg", PostOp::Kind::neg},
+    {"Abs", PostOp::Kind::abs},
+    {"Reciprocal", PostOp::Kind::reciprocal},
+    {"Floor", PostOp::Kind::floor},
+    {"Ceil", PostOp::Kind::ceil},
+    {"Elu", PostOp::Kind::elu, "alpha", 1.f},
+    {"Selu", PostOp::Kind::selu, "alpha", 1.67326319217681884765625f, "gamma",
+     1.05070102214813232421875f},
+    {"Celu", PostOp::Kind::celu, "alpha", 1.f},
+    {"Softplus", PostOp::Kind::softplus},
+    {"Softsign", PostOp::Kind::softsign},
+    {"Mish", PostOp::Kind::mish},
+    {"ThresholdedRelu", PostOp::Kind::thresholded_relu, "alpha", 1.f},
+};
+// unary_post_op's ops (those a conv epilogue may fuse).
+const char* const kFusableUnary[] = {"Relu",        "LeakyRelu", "Sigmoid", "Clip",
+                                     "HardSigmoid", "HardSwish", "Gelu"};
 
 int extra_inputs(PostOp::Kind k) {
   return k == PostOp::Kind::add ? 1 : k == PostOp::Kind::scale_shift ? 2 : 0;
@@ -25,9 +66,11 @@ int extra_inputs(PostOp::Kind k) {
 }  // namespace
 
 const char* post_op_name(PostOp::Kind k) {
-  static const char* const kNames[] = {"relu",      "leaky_relu",  "clip", "sigmoid",     "swish",
-                                       "hardswish", "hardsigmoid", "add",  "scale_shift", "gelu",
-                                       "tanh",      "sqrt",        "erf",  "pow"};
+  static const char* const kNames[] = {
+      "relu", "leaky_relu",  "clip", "sigmoid",  "swish",      "hardswish", "hardsigmoid",
+      "add",  "scale_shift", "gelu", "tanh",     "sqrt",       "erf",       "pow",
+      "exp",  "log",         "neg",  "abs",      "reciprocal", "floor",     "ceil",
+      "elu",  "selu",        "celu", "softplus", "softsign",   "mish",      "thresholded_relu"};
   return enum_name(k, kNames);
 }
 
@@ -95,16 +138,27 @@ std::optional<PostOp> unary_post_op(const Graph& g, const Node& n) {
   return op;
 }
 
+std::optional<PostOp> glue_unary_post_op(const Node& n) {
+  PostOp op;
+  for (const GlueUnary& u : kGlueUnary)
+    if (n.op == u.op) {
+      op.kind = u.kind;
+      if (u.alpha) op.alpha = n.attr_f(u.alpha, u.alpha_default);
+      if (u.beta) op.beta = n.attr_f(u.beta, u.beta_default);
+      // Celu divides by alpha; the others take any finite parameters.
+      if (!std::isfinite(op.alpha) || !std::isfinite(op.beta) ||
+          (u.kind == PostOp::Kind::celu && op.alpha == 0.f))
+        return std::nullopt;
+      return op;
+    }
+  return std::nullopt;
+}
+
 std::optional<PostOp> elementwise_post_op(const Graph& g, const Node& n) {
   if (std::optional<PostOp> op = unary_post_op(g, n)) return op;
+  if (std::optional<PostOp> op = glue_unary_post_op(n)) return op;
   PostOp op;
-  if (n.op == "Tanh") {
-    op.kind = PostOp::Kind::tanh;
-  } else if (n.op == "Sqrt") {
-    op.kind = PostOp::Kind::sqrt;
-  } else if (n.op == "Erf") {
-    op.kind = PostOp::Kind::erf;
-  } else if (n.op == "Pow" && n.inputs.size() == 2) {
+  if (n.op == "Pow" && n.inputs.size() == 2) {
     const Value& e = g.value(n.inputs[1]);
     if (!e.is_const() || e.dtype != DType::f32 || e.constant->numel() != 1 || e.shape.size() >= 4)
       return std::nullopt;
@@ -115,6 +169,14 @@ std::optional<PostOp> elementwise_post_op(const Graph& g, const Node& n) {
     return std::nullopt;
   }
   return op;
+}
+
+bool is_unary_elementwise_op(std::string_view op) {
+  for (const char* o : kFusableUnary)
+    if (op == o) return true;
+  for (const GlueUnary& u : kGlueUnary)
+    if (op == u.op) return true;
+  return false;
 }
 
 void append_post_op(Node& n, const PostOp& op, const std::vector<ValueId>& extra_inputs) {
@@ -160,6 +222,34 @@ float apply_post_op(const PostOp& op, float x, float residual, float scale, floa
       return std::erf(x);
     case PostOp::Kind::pow:
       return op.alpha == 2.f ? x * x : std::pow(x, op.alpha);
+    case PostOp::Kind::exp:
+      return std::exp(x);
+    case PostOp::Kind::log:
+      return std::log(x);
+    case PostOp::Kind::neg:
+      return -x;
+    case PostOp::Kind::abs:
+      return std::fabs(x);
+    case PostOp::Kind::reciprocal:
+      return 1.f / x;
+    case PostOp::Kind::floor:
+      return std::floor(x);
+    case PostOp::Kind::ceil:
+      return std::ceil(x);
+    case PostOp::Kind::elu:
+      return x < 0 ? op.alpha * std::expm1(x) : x;
+    case PostOp::Kind::selu:
+      return x <= 0 ? op.beta * (op.alpha * std::expm1(x)) : op.beta * x;
+    case PostOp::Kind::celu:
+      return x > 0 ? x : op.alpha * std::expm1(x / op.alpha);
+    case PostOp::Kind::softplus:
+      return std::max(x, 0.f) + std::log1p(std::exp(-std::fabs(x)));
+    case PostOp::Kind::softsign:
+      return std::isinf(x) ? std::copysign(1.f, x) : x / (1.f + std::fabs(x));
+    case PostOp::Kind::mish:
+      return x * std::tanh(std::max(x, 0.f) + std::log1p(std::exp(-std::fabs(x))));
+    case PostOp::Kind::thresholded_relu:
+      return x > op.alpha ? x : 0.f;
   }
   return x;
 }
@@ -175,11 +265,13 @@ std::string post_ops_str(const std::vector<PostOp>& ops) {
       char buf[32];
       s.append(buf, std::to_chars(buf, buf + sizeof buf, v).ptr);
     };
-    if (op.kind == PostOp::Kind::clip || op.kind == PostOp::Kind::hardsigmoid) {
+    using K = PostOp::Kind;
+    if (op.kind == K::clip || op.kind == K::hardsigmoid || op.kind == K::selu) {
       num(op.alpha);
       s += '_';
       num(op.beta);
-    } else if (op.kind == PostOp::Kind::leaky_relu || op.kind == PostOp::Kind::pow) {
+    } else if (op.kind == K::leaky_relu || op.kind == K::pow || op.kind == K::elu ||
+               op.kind == K::celu || op.kind == K::thresholded_relu) {
       num(op.alpha);
     }
   }

@@ -3,11 +3,12 @@
 //
 // Representation on the node (written by fuse_epilogues, read by every kernel):
 //   attr "post_ops"   strings, one per op, in order: relu, leaky_relu, clip, sigmoid, swish,
-//                     hardswish, hardsigmoid, add, scale_shift, gelu (tanh, sqrt, erf, pow: the
-//                     glue kernels' vocabulary only, never fused into a conv epilogue)
+//                     hardswish, hardsigmoid, add, scale_shift, gelu (tanh, sqrt, erf, pow, exp,
+//                     log, ... thresholded_relu: the glue kernels' vocabulary only, never fused
+//                     into a conv epilogue)
 //   attr "post_alpha" floats, same length: leaky_relu slope, clip min, hardsigmoid alpha, pow
-//                     exponent
-//   attr "post_beta"  floats, same length: clip max, hardsigmoid beta
+//                     exponent, elu / selu / celu alpha, thresholded_relu alpha
+//   attr "post_beta"  floats, same length: clip max, hardsigmoid beta, selu gamma
 //   extra node inputs after the op's own ones, in post-op order: `add` takes one (a tensor of
 //   the output's shape: the residual), `scale_shift` takes two (per-output-channel scale and
 //   shift, 1-D [C]).
@@ -15,6 +16,7 @@
 
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "graph/ir.h"
@@ -37,7 +39,21 @@ struct PostOp {
     tanh,
     sqrt,
     erf,
-    pow  // std::pow(x, alpha) (x * x for alpha = 2, as the reference Pow), alpha finite
+    pow,  // std::pow(x, alpha) (x * x for alpha = 2, as the reference Pow), alpha finite
+    exp,
+    log,
+    neg,
+    abs,
+    reciprocal,
+    floor,
+    ceil,
+    elu,               // x < 0 ? alpha expm1(x) : x
+    selu,              // x <= 0 ? beta (alpha expm1(x)) : beta x (beta is ONNX's gamma)
+    celu,              // x > 0 ? x : alpha expm1(x / alpha)
+    softplus,          // log(1 + exp(x)), as max(x, 0) + log1p(exp(-|x|))
+    softsign,          // x / (1 + |x|), +-1 at +-inf
+    mish,              // x tanh(softplus(x))
+    thresholded_relu,  // x > alpha ? x : 0
   };
   Kind kind = Kind::relu;
   float alpha = 0, beta = 0;
@@ -54,8 +70,17 @@ std::vector<PostOp> parse_post_ops(const Node& n, int first_extra_input);
 // otherwise.
 std::optional<PostOp> unary_post_op(const Graph& g, const Node& n);
 // unary_post_op's ops plus the kinds only the standalone elementwise kernels compute: Tanh,
-// Sqrt, Erf, and Pow whose exponent is a constant finite f32 scalar (rank < 4).
+// Sqrt, Erf, Exp, Log, Neg, Abs, Reciprocal, Floor, Ceil, Elu, Selu, Celu, Softplus, Softsign,
+// Mish, ThresholdedRelu, and Pow whose exponent is a constant finite f32 scalar (rank < 4).
 std::optional<PostOp> elementwise_post_op(const Graph& g, const Node& n);
+// The glue-only one-input ops of elementwise_post_op (Tanh ... ThresholdedRelu, not Pow), from
+// the node's attributes; nothing for other ops or parameters the kernels refuse (non-finite,
+// Celu's alpha 0). The reference kernels compute these with apply_post_op too.
+std::optional<PostOp> glue_unary_post_op(const Node& n);
+// Whether `op` is a one-input float op the elementwise kernels may compute (the ops of
+// unary_post_op and elementwise_post_op but Pow; whether a node's attributes and inputs allow
+// it is elementwise_post_op's answer).
+bool is_unary_elementwise_op(std::string_view op);
 // Appends `op` to the node's attributes (and its extra inputs to node.inputs).
 void append_post_op(Node& n, const PostOp& op, const std::vector<ValueId>& extra_inputs);
 // Applies one post-op to a scalar (the reference semantics every JIT emitter must match).

@@ -8,6 +8,7 @@
 
 #include "graph/infer.h"
 #include "graph/passes.h"
+#include "graph/post_ops.h"
 
 namespace kiln {
 namespace {
@@ -110,9 +111,7 @@ class Rewriter {
 // ---- channels-last regions ----
 
 bool is_region_unary(const std::string& op) {
-  static const char* ops[] = {"Relu",        "LeakyRelu", "Sigmoid", "Tanh", "Erf",     "Sqrt",
-                              "HardSigmoid", "HardSwish", "Gelu",    "Clip", "Identity"};
-  return std::any_of(std::begin(ops), std::end(ops), [&](const char* o) { return op == o; });
+  return op == "Identity" || is_unary_elementwise_op(op);
 }
 
 bool is_region_binary(const std::string& op) {

@@ -53,6 +53,20 @@ int op_temps(const PostOp& op, Isa isa, bool tail) {
     case K::sqrt:
     case K::erf:
     case K::pow:
+    case K::exp:
+    case K::log:
+    case K::neg:
+    case K::abs:
+    case K::reciprocal:
+    case K::floor:
+    case K::ceil:
+    case K::elu:
+    case K::selu:
+    case K::celu:
+    case K::softplus:
+    case K::softsign:
+    case K::mish:
+    case K::thresholded_relu:
       return 0;  // refused by apply()
   }
   return 3;
@@ -99,7 +113,22 @@ class ChainEmitter {
       case K::tanh:
       case K::sqrt:
       case K::erf:
-      case K::pow:  // graph/fuse.cpp never fuses them (unary_post_op does not return them)
+      case K::pow:
+      case K::exp:
+      case K::log:
+      case K::neg:
+      case K::abs:
+      case K::reciprocal:
+      case K::floor:
+      case K::ceil:
+      case K::elu:
+      case K::selu:
+      case K::celu:
+      case K::softplus:
+      case K::softsign:
+      case K::mish:
+      case K::thresholded_relu:  // graph/fuse.cpp never fuses them (unary_post_op does not return
+                                 // them)
         fail(Code::unsupported, std::string("post-op ") + post_op_name(op.kind) +
                                     " is not supported in a conv epilogue");
       case K::add:

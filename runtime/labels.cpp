@@ -35,14 +35,6 @@ bool is4d(const Graph& g, ValueId v) {
   return v != kNoValue && g.value(v).shape.size() == 4;
 }
 
-bool is_unary_elementwise(const std::string& op) {
-  static const char* ops[] = {"Relu",        "LeakyRelu", "Sigmoid", "Tanh", "Clip",
-                              "HardSigmoid", "HardSwish", "Gelu",    "Sqrt", "Erf"};
-  for (const char* o : ops)
-    if (op == o) return true;
-  return false;
-}
-
 // An output of rank <= 4: the elementwise kernels view fewer dimensions as 4-D in nchw.
 bool upto4d(const Graph& g, ValueId v) {
   return v != kNoValue && g.value(v).shape.size() <= 4;
@@ -56,7 +48,7 @@ bool is_flat_elementwise(const Graph& g, const Node& n) {
   const bool binary =
       (n.op == "Add" || n.op == "Sub" || n.op == "Mul" || n.op == "Div") && n.inputs.size() == 2;
   const bool pow = n.op == "Pow" && elementwise_post_op(g, n);
-  if (!binary && !pow && n.op != "Sum" && !is_unary_elementwise(n.op)) return false;
+  if (!binary && !pow && n.op != "Sum" && !is_unary_elementwise_op(n.op)) return false;
   const size_t operands = binary ? 2 : n.op == "Sum" ? n.inputs.size() : 1;
   for (size_t k = 0; k < operands; ++k) {
     ValueId v = n.in(k);
@@ -108,13 +100,13 @@ std::optional<std::vector<PostOp>> eltwise_ops(const Graph& g, const Node& n) {
 // ---- Broadcast binary ops and per-channel affine maps (LabelKind::bcast) ----
 
 std::optional<BinaryOp> binary_op(const std::string& op) {
-  static const char* const kOps[] = {"Add", "Sub", "Mul", "Div"};
-  for (int k = 0; k < 4; ++k)
+  static const char* const kOps[] = {"Add", "Sub", "Mul", "Div", "PRelu"};  // BinaryOp's order
+  for (int k = 0; k < 5; ++k)
     if (op == kOps[k]) return BinaryOp(k);
   return std::nullopt;
 }
 
-// Add/Sub/Mul/Div of two f32 operands broadcasting to an output of rank <= 4 (the factory
+// Add/Sub/Mul/Div/PRelu of two f32 operands broadcasting to an output of rank <= 4 (the factory
 // checks the broadcast), or an inference BatchNormalization of a 4-D f32 tensor whose
 // parameters are constant f32 [C] vectors (what fold_batchnorm could not fold into a conv).
 bool is_bcast(const Graph& g, const Node& n) {

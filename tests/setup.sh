@@ -6,7 +6,9 @@ set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 BUILD=${KILN_BUILD_DIR:-$ROOT/build}
 PKGS=(build-essential cmake pkg-config libxbyak-dev libasmjit-dev libtbb-dev libspdlog-dev
-      doctest-dev libonnx-dev libprotobuf-dev protobuf-compiler graphviz)
+      doctest-dev libonnx-dev libprotobuf-dev protobuf-compiler
+      python3-dev pybind11-dev python3-numpy python3-pytest  # the Python package and its tests
+      graphviz)  # the cli_dot test renders `kiln plan --dot`
 # The sanitizer and fuzzing stages of tests/run_tests.sh build with clang and its runtimes.
 [ "${KILN_SANITIZERS:-0}" != 1 ] || PKGS+=(clang libclang-rt-14-dev)
 # The end-to-end zoo tests export torchvision models with Debian's PyTorch.

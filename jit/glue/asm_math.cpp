@@ -10,7 +10,7 @@
 namespace kiln::glue {
 namespace {
 
-constexpr uint8_t kEqOq = 0x00, kUnordQ = 0x03, kLtOq = 0x11, kGtOq = 0x1e;
+constexpr uint8_t kEqOq = 0x00, kUnordQ = 0x03, kLtOq = 0x11, kLeOq = 0x12, kGtOq = 0x1e;
 
 // d *= 2^n for integral floats n in [-252, 252] (n is clobbered): vscalefps rounds once
 // (subnormals, 0, inf right). AVX2: n = n1 + n2 with both halves normal exponents; d * 2^n1 is
@@ -77,6 +77,40 @@ void or_sign(AsmBuilder& b, const x86::Vec& a, const x86::Vec& s) {
   x86::Vec t = b.vec(lanes);
   b.cc().vandps(t, s, b.cu32(0x80000000u, lanes));
   b.cc().vorps(a, a, t);
+}
+
+// |x| = 2^k (1 + f) with 1 + f in [sqrt(1/2), sqrt 2] (f exact, subnormals scaled by 2^23
+// first) and q = ln(1 + f) - f = f^3 P(f) - f^2 / 2 (Cephes logf's polynomial), for ax = |x|
+// finite and nonzero (callers fix 0, inf and NaN).
+void log_parts(AsmBuilder& b, const x86::Vec& ax, const x86::Vec& k, const x86::Vec& f,
+               const x86::Vec& q) {
+  auto& cc = b.cc();
+  const int lanes = int(ax.size() / 4);
+  x86::Vec m = b.vec(lanes), t = b.vec(lanes), u = b.vec(lanes);
+  cc.vxorps(k, k, k);
+  cc.vmulps(t, ax, b.cf32(8388608.f, lanes));
+  cc.vmovaps(m, ax);
+  select_if(b, m, t, ax, b.cf32(1.17549435e-38f, lanes), kLtOq);
+  select_if(b, k, b.bcast(-23.f, lanes), ax, b.cf32(1.17549435e-38f, lanes), kLtOq);
+  cc.vpsrld(t, m, 23);
+  cc.vpsubd(t, t, b.cu32(127, lanes));
+  cc.vcvtdq2ps(t, t);
+  cc.vaddps(k, k, t);
+  cc.vandps(m, m, b.cu32(0x007fffffu, lanes));
+  cc.vorps(m, m, b.cu32(0x3f800000u, lanes));  // [1, 2)
+  cc.vmulps(t, m, b.cf32(0.5f, lanes));
+  cc.vaddps(u, k, b.cf32(1.f, lanes));
+  select_if(b, k, u, m, b.cf32(1.41421356f, lanes), kGtOq);
+  select_if(b, m, t, m, b.cf32(1.41421356f, lanes), kGtOq);
+  cc.vsubps(f, m, b.cf32(1.f, lanes));  // exact
+  static constexpr float kLogPoly[] = {3.3333331174e-1f,  -2.4999993993e-1f, 2.0000714765e-1f,
+                                       -1.6668057665e-1f, 1.4249322787e-1f,  -1.2420140846e-1f,
+                                       1.1676998740e-1f,  -1.1514610310e-1f, 7.0376836292e-2f};
+  horner(b, q, f, kLogPoly);
+  cc.vmulps(u, f, f);  // u = f^2
+  cc.vmulps(q, q, f);
+  cc.vmulps(q, q, u);
+  cc.vfnmadd231ps(q, u, b.cf32(0.5f, lanes));
 }
 
 }  // namespace
@@ -220,34 +254,10 @@ void emit_pow(AsmBuilder& b, const x86::Vec& a, float y) {
   // (f exact); ln(1 + f) = f + tail, tail = f^3 P(f) - f^2 / 2 (Cephes logf's polynomial);
   // t = y k + c f + c tail with c = y log2 e: the first two as exact products (FMA error
   // terms), the small tail rounded.
-  x86::Vec ax = b.vec(lanes), k = b.vec(lanes), m = b.vec(lanes), f = b.vec(lanes),
-           u = b.vec(lanes), q = b.vec(lanes), t = b.vec(lanes);
+  x86::Vec ax = b.vec(lanes), k = b.vec(lanes), f = b.vec(lanes), u = b.vec(lanes),
+           q = b.vec(lanes), t = b.vec(lanes);
   cc.vandps(ax, a, b.cu32(0x7fffffffu, lanes));
-  // Subnormals: scale by 2^23 first.
-  cc.vxorps(k, k, k);
-  cc.vmulps(t, ax, b.cf32(8388608.f, lanes));
-  cc.vmovaps(m, ax);
-  select_if(b, m, t, ax, b.cf32(1.17549435e-38f, lanes), kLtOq);
-  select_if(b, k, b.bcast(-23.f, lanes), ax, b.cf32(1.17549435e-38f, lanes), kLtOq);
-  cc.vpsrld(t, m, 23);
-  cc.vpsubd(t, t, b.cu32(127, lanes));
-  cc.vcvtdq2ps(t, t);
-  cc.vaddps(k, k, t);
-  cc.vandps(m, m, b.cu32(0x007fffffu, lanes));
-  cc.vorps(m, m, b.cu32(0x3f800000u, lanes));  // [1, 2)
-  cc.vmulps(t, m, b.cf32(0.5f, lanes));
-  cc.vaddps(u, k, b.cf32(1.f, lanes));
-  select_if(b, k, u, m, b.cf32(1.41421356f, lanes), kGtOq);
-  select_if(b, m, t, m, b.cf32(1.41421356f, lanes), kGtOq);
-  cc.vsubps(f, m, b.cf32(1.f, lanes));  // exact
-  static constexpr float kLogPoly[] = {3.3333331174e-1f,  -2.4999993993e-1f, 2.0000714765e-1f,
-                                       -1.6668057665e-1f, 1.4249322787e-1f,  -1.2420140846e-1f,
-                                       1.1676998740e-1f,  -1.1514610310e-1f, 7.0376836292e-2f};
-  horner(b, q, f, kLogPoly);
-  cc.vmulps(u, f, f);  // u = f^2
-  cc.vmulps(q, q, f);
-  cc.vmulps(q, q, u);
-  cc.vfnmadd231ps(q, u, b.cf32(0.5f, lanes));  // q = tail
+  log_parts(b, ax, k, f, q);
   const double c = double(y) * 1.4426950408889634;
   const float c_hi = float(c), c_lo = float(c - double(c_hi));
   // p1 + e1 = y k, p2 + e2 = c f + c tail, then hi + lo = p1 + p2 + e1 + e2.
@@ -294,6 +304,63 @@ void emit_pow(AsmBuilder& b, const x86::Vec& a, float y) {
   select_if(b, u, a, a, a, kUnordQ);
   if (odd) or_sign(b, u, a);
   cc.vmovaps(a, u);
+}
+
+void emit_log(AsmBuilder& b, const x86::Vec& a) {
+  auto& cc = b.cc();
+  const int lanes = int(a.size() / 4);
+  x86::Vec ax = b.vec(lanes), k = b.vec(lanes), f = b.vec(lanes), q = b.vec(lanes);
+  cc.vandps(ax, a, b.cu32(0x7fffffffu, lanes));
+  log_parts(b, ax, k, f, q);
+  // ln x = k ln2 + f + q with ln2 = hi + lo (hi exact in 9 bits: k hi is exact), small terms
+  // first, as Cephes logf.
+  cc.vfmadd231ps(q, k, b.cf32(-2.12194440e-4f, lanes));
+  cc.vaddps(q, q, f);
+  cc.vfmadd231ps(q, k, b.cf32(0.693359375f, lanes));
+  // C's special cases: log(+-0) = -inf, log(x < 0) = NaN, log(inf) = inf, NaN stays NaN.
+  select_if(b, q, b.bcast(-INFINITY, lanes), ax, b.cf32(0.f, lanes), kEqOq);
+  select_if(b, q, b.bcast(NAN, lanes), a, b.cf32(0.f, lanes), kLtOq);
+  select_if(b, q, a, a, b.cf32(INFINITY, lanes), kEqOq);
+  select_if(b, q, a, a, a, kUnordQ);
+  cc.vmovaps(a, q);
+}
+
+void emit_expm1(AsmBuilder& b, const x86::Vec& a) {
+  auto& cc = b.cc();
+  const int lanes = int(a.size() / 4);
+  x86::Vec e = b.vec(lanes), p = b.vec(lanes), ax = b.vec(lanes);
+  emit_exp(b, e, a);
+  cc.vsubps(e, e, b.cf32(1.f, lanes));
+  // |x| < 1/2: x (1 + x/2 + x^2/6 + ... + x^9/10!) (truncation below 1e-10 relative); beyond
+  // it exp(x) - 1 loses at most a factor 2.6 of exp's error to cancellation.
+  static constexpr float kTaylor[] = {1.f,          1.f / 2,      1.f / 6,    1.f / 24,
+                                      1.f / 120,    1.f / 720,    1.f / 5040, 1.f / 40320,
+                                      1.f / 362880, 1.f / 3628800};
+  horner(b, p, a, kTaylor);
+  cc.vmulps(p, p, a);
+  cc.vandps(ax, a, b.cu32(0x7fffffffu, lanes));
+  select_if(b, e, p, ax, b.cf32(0.5f, lanes), kLtOq);
+  cc.vmovaps(a, e);
+}
+
+void emit_softplus(AsmBuilder& b, const x86::Vec& a) {
+  auto& cc = b.cc();
+  const int lanes = int(a.size() / 4);
+  x86::Vec e = b.vec(lanes), w = b.vec(lanes), l = b.vec(lanes), r = b.vec(lanes);
+  // max(x, 0) + log1p(exp(-|x|)), log1p(e) = log(w) e / (w - 1) with w = 1 + e rounded (exact
+  // to a few ulp for any e >= 0; e itself when w rounds to 1).
+  cc.vandps(e, a, b.cu32(0x7fffffffu, lanes));
+  emit_exp(b, e, e, /*negate=*/true);
+  cc.vaddps(w, e, b.cf32(1.f, lanes));
+  cc.vmovaps(l, w);
+  emit_log(b, l);
+  cc.vsubps(r, w, b.cf32(1.f, lanes));
+  cc.vdivps(r, e, r);
+  cc.vmulps(l, l, r);
+  select_if(b, l, e, w, b.cf32(1.f, lanes), kEqOq);
+  cc.vxorps(r, r, r);
+  cc.vmaxps(r, a, r);  // MAXPS gives 0 for a NaN x; l is NaN then
+  cc.vaddps(a, r, l);
 }
 
 void emit_post_op(AsmBuilder& b, const x86::Vec& a, const PostOp& op) {
@@ -368,6 +435,80 @@ void emit_post_op(AsmBuilder& b, const x86::Vec& a, const PostOp& op) {
     case K::pow:
       emit_pow(b, a, op.alpha);
       break;
+    case K::exp:
+      emit_exp(b, a, a);
+      break;
+    case K::log:
+      emit_log(b, a);
+      break;
+    case K::neg:
+      cc.vxorps(a, a, b.cu32(0x80000000u));
+      break;
+    case K::abs:
+      cc.vandps(a, a, b.cu32(0x7fffffffu));
+      break;
+    case K::reciprocal:  // correctly rounded, as 1.f / x
+      cc.vdivps(a, b.bcast(1.f), a);
+      break;
+    case K::floor:
+    case K::ceil: {  // imm: round down (1) / up (2), no precision exception (8)
+      const int imm = op.kind == K::floor ? 0x09 : 0x0a;
+      if (b.avx512())
+        cc.vrndscaleps(a, a, imm);
+      else
+        cc.vroundps(a, a, imm);
+      break;
+    }
+    case K::elu:
+    case K::selu:
+    case K::celu: {
+      x86::Vec x = b.vec(), t = b.vec();
+      cc.vmovaps(x, a);
+      cc.vmovaps(t, a);
+      if (op.kind == K::celu) cc.vdivps(t, t, b.cf32(op.alpha));
+      emit_expm1(b, t);
+      cc.vmulps(t, t, b.cf32(op.alpha));
+      if (op.kind == K::elu) {  // x < 0 ? alpha expm1(x) : x
+        select_if(b, a, t, x, b.cf32(0.f), kLtOq);
+      } else if (op.kind == K::selu) {  // x <= 0 ? gamma (alpha expm1(x)) : gamma x
+        cc.vmulps(t, t, b.cf32(op.beta));
+        cc.vmulps(a, a, b.cf32(op.beta));
+        select_if(b, a, t, x, b.cf32(0.f), kLeOq);
+      } else {  // x > 0 ? x : alpha expm1(x / alpha)
+        cc.vmovaps(a, t);
+        select_if(b, a, x, x, b.cf32(0.f), kGtOq);
+      }
+      break;
+    }
+    case K::softplus:
+      emit_softplus(b, a);
+      break;
+    case K::softsign: {  // x / (1 + |x|), +-1 at +-inf
+      x86::Vec ax = b.vec(), one = b.vec();
+      cc.vandps(ax, a, b.cu32(0x7fffffffu));
+      cc.vaddps(ax, ax, b.cf32(1.f));
+      cc.vmovaps(one, b.bcast(1.f));
+      or_sign(b, one, a);
+      cc.vdivps(ax, a, ax);
+      select_if(b, ax, one, a, b.cf32(INFINITY), kEqOq);
+      select_if(b, ax, one, a, b.cf32(-INFINITY), kEqOq);
+      cc.vmovaps(a, ax);
+      break;
+    }
+    case K::mish: {  // x tanh(softplus(x))
+      x86::Vec x = b.vec();
+      cc.vmovaps(x, a);
+      emit_softplus(b, a);
+      emit_tanh(b, a);
+      cc.vmulps(a, a, x);
+      break;
+    }
+    case K::thresholded_relu: {  // x > alpha ? x : 0 (NaN: 0)
+      x86::Vec r = zero();
+      select_if(b, r, a, a, b.cf32(op.alpha), kGtOq);
+      cc.vmovaps(a, r);
+      break;
+    }
     case K::add:
     case K::scale_shift:
       fail(Code::internal, std::string("kernel ") + b.name() + ": post-op " +

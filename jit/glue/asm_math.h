@@ -26,6 +26,13 @@ void emit_erf(AsmBuilder& b, const x86::Vec& a);
 // carried in two floats, and C's special cases (negative a and non-integer y: NaN).
 void emit_pow(AsmBuilder& b, const x86::Vec& a, float y);
 
+// a = ln(a) (Cephes logf's polynomial on the mantissa, C's special cases), a = expm1(a) (a
+// Taylor polynomial below |a| = 1/2, exp(a) - 1 above), a = softplus(a) = max(a, 0) +
+// log1p(exp(-|a|)), lane-wise in place; a few ulp (tests/jit/test_glue_unary.cpp measures it).
+void emit_log(AsmBuilder& b, const x86::Vec& a);
+void emit_expm1(AsmBuilder& b, const x86::Vec& a);
+void emit_softplus(AsmBuilder& b, const x86::Vec& a);
+
 // a = op(a) for a unary post-op (every kind but add and scale_shift, which need operands: an
 // internal error) on a full-width vector, with the scalar reference's own operations in the
 // same order (graph/post_ops.cpp): bit-exact but for sigmoid and swish (the vector exp).

@@ -35,7 +35,14 @@ struct Stream {
   bool row_invariant() const { return sp == 0; }
 };
 
-enum class Expr { add, sub, mul, div, fma };  // fma: s0 * s1 + s2
+enum class Expr {
+  add,
+  sub,
+  mul,
+  div,
+  prelu,
+  fma
+};  // prelu: s0 < 0 ? s0 * s1 : s0; fma: s0 * s1 + s2
 
 struct Conf {
   Expr expr = Expr::add;
@@ -326,6 +333,19 @@ class Gen {
       case Expr::div:
         cc_.vdivps(r, v[0], v[1]);
         break;
+      case Expr::prelu:  // the product where a < 0 (NaN and -0 keep a), as the reference
+        if (b_.avx512()) {
+          x86::KReg k = cc_.newKw();
+          cc_.vmovaps(r, v[0]);
+          cc_.vcmpps(k, v[0], b_.cf32(0.f), 0x11);  // _CMP_LT_OQ
+          cc_.k(k).vmulps(r, v[0], v[1]);
+        } else {
+          x86::Vec m = b_.vec();
+          cc_.vmulps(r, v[0], v[1]);
+          cc_.vcmpps(m, v[0], b_.cf32(0.f), 0x11);
+          cc_.vblendvps(r, v[0], r, m);
+        }
+        break;
       case Expr::fma:
         cc_.vmovaps(r, v[0]);
         cc_.vfmadd213ps(r, v[1], v[2]);
@@ -425,8 +445,8 @@ std::unique_ptr<Kernel> create_binary_kernel(BinaryOp op, const Shape& y, Layout
   if (!why.empty()) return no(why_not, why);
   Conf c;
   if (std::string r = plan(y, l, isa, {a, b}, &c); !r.empty()) return no(why_not, r);
-  static const char* const kOps[] = {"add", "sub", "mul", "div"};
-  static const Expr kExpr[] = {Expr::add, Expr::sub, Expr::mul, Expr::div};
+  static const char* const kOps[] = {"add", "sub", "mul", "div", "prelu"};
+  static const Expr kExpr[] = {Expr::add, Expr::sub, Expr::mul, Expr::div, Expr::prelu};
   c.expr = kExpr[int(op)];
   c.post = post;
   return std::make_unique<BcastKernel>(std::move(c), std::vector<std::vector<float>>{}, isa,

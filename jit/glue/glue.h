@@ -112,7 +112,7 @@ std::unique_ptr<Kernel> create_pad_kernel(const Shape& x, const std::vector<int6
 // affine map (inference BatchNormalization), then a chain of unary post-ops (relu ... swish;
 // not add / scale_shift). y[0] is written in `l`; each operand says which KernelArgs::src slot
 // holds it and in which layout (below). Blocked outputs get zeroed pad lanes.
-enum class BinaryOp { add, sub, mul, div };
+enum class BinaryOp { add, sub, mul, div, prelu };  // prelu: a < 0 ? a * b : a
 struct BcastOperand {
   Shape shape;                   // its own shape, rank <= 4 (aligned to the output's last dims)
   Layout layout = Layout::nchw;  // its buffer's layout (rank < 4: nchw)

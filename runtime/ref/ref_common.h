@@ -111,7 +111,9 @@ KILN_REF_KERNEL(hard_swish);
 KILN_REF_KERNEL(tanh_op);
 KILN_REF_KERNEL(sqrt_op);
 KILN_REF_KERNEL(erf_op);
+KILN_REF_KERNEL(glue_unary);  // Exp ... ThresholdedRelu: apply_post_op (graph/post_ops.h)
 KILN_REF_KERNEL(gelu);
+KILN_REF_KERNEL(prelu);
 KILN_REF_KERNEL(add);
 KILN_REF_KERNEL(sub);
 KILN_REF_KERNEL(mul);

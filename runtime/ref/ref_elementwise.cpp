@@ -125,6 +125,12 @@ void sqrt_op(const Node& node, const Inputs& in, const Outputs& out) {
   unary(node, in, out, [](float x) { return std::sqrt(x); });  // NaN below 0, as in ONNX
 }
 
+void glue_unary(const Node& node, const Inputs& in, const Outputs& out) {
+  const std::optional<PostOp> op = glue_unary_post_op(node);
+  if (!op) node.fail(Code::unsupported, "parameters the elementwise ops do not compute");
+  unary(node, in, out, [&](float x) { return apply_post_op(*op, x, 0, 0, 0); });
+}
+
 void erf_op(const Node& node, const Inputs& in, const Outputs& out) {
   unary(node, in, out, [](float x) { return std::erf(x); });
 }
@@ -141,6 +147,15 @@ void gelu(const Node& node, const Inputs& in, const Outputs& out) {
   PostOp op;
   op.kind = PostOp::Kind::gelu;  // the fused post-op's semantics, one definition
   unary(node, in, out, [&](float x) { return apply_post_op(op, x, 0, 1, 0); });
+}
+
+void prelu(const Node& node, const Inputs& in, const Outputs& out) {
+  const Tensor& x = req_input(node, in, 0);
+  const Tensor& slope = req_input(node, in, 1);
+  Tensor& y = req_output(node, out, 0);
+  expect_dtype(node, x, DType::f32, "input");
+  expect_dtype(node, slope, DType::f32, "slope");
+  broadcast_binary<float>(node, x, slope, y, [](float a, float s) { return a < 0 ? a * s : a; });
 }
 
 void add(const Node& node, const Inputs& in, const Outputs& out) {

@@ -46,6 +46,20 @@ TEST_CASE("infer unary activations: errors") {
     b.set_f("alpha", std::numeric_limits<float>::infinity());
     check_fails(b, Code::invalid_model, "alpha");
   }
+  SUBCASE("Elu with a NaN alpha") {
+    b.node("Elu", {b.in("x", {2})});
+    b.set_f("alpha", std::numeric_limits<float>::quiet_NaN());
+    check_fails(b, Code::invalid_model, "finite");
+  }
+  SUBCASE("Celu with alpha 0 (it divides by alpha)") {
+    b.node("Celu", {b.in("x", {2})});
+    b.set_f("alpha", 0.f);
+    check_fails(b, Code::invalid_model, "Celu's alpha nonzero");
+  }
+  SUBCASE("int64 Abs is unsupported") {
+    b.node("Abs", {b.in("x", {2}, DType::i64)});
+    check_fails(b, Code::unsupported, "'x' has dtype int64");
+  }
 }
 
 TEST_CASE("infer Identity accepts any dtype") {

@@ -30,7 +30,15 @@ TEST_CASE("op table lists every supported op once with sane bounds") {
                             "Softmax",       "ReduceMean",
                             "Pow",           "Sqrt",
                             "Erf",           "ChannelShuffle",
-                            "Gelu",          "LayerNormalization"};
+                            "Gelu",          "LayerNormalization",
+                            "Exp",           "Log",
+                            "Neg",           "Abs",
+                            "Reciprocal",    "Floor",
+                            "Ceil",          "Elu",
+                            "Selu",          "Celu",
+                            "Softplus",      "Softsign",
+                            "Mish",          "ThresholdedRelu",
+                            "PRelu"};
   for (const char* op : expected) {
     CAPTURE(op);
     const OpInfo* info = find_op(op);

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs the already-built project into a temporary prefix, builds examples/ against that
 # install (CMake find_package and pkg-config), runs both examples on the demo model and checks
-# what they print. Usage: install_test.sh BUILD_DIR SOURCE_DIR [CMAKE]
+# what they print; then imports the installed Python package and runs examples/classify.py.
+# Usage: install_test.sh BUILD_DIR SOURCE_DIR [CMAKE]
 set -euo pipefail
 
 BUILD=$(cd "$1" && pwd)
@@ -94,5 +95,48 @@ step "installed CLI"
 ver=$("$PREFIX/bin/kiln" --version)
 grep -q "^kiln " <<<"$ver" || fail "kiln --version"
 "$PREFIX/bin/kiln" info "$MODEL" > /dev/null || fail "kiln info"
+
+step "installed Python package"
+PYMOD=$(find "$PREFIX" -name '_kiln*.so' | head -n 1)
+cache_var() { sed -n "s/^$1:[A-Z]*=//p" "$BUILD/CMakeCache.txt"; }
+if [ -z "$PYMOD" ]; then
+  ! ls "$BUILD"/python/kiln/_kiln*.so > /dev/null 2>&1 ||
+    fail "the Python module was built but not installed"
+  echo "SKIPPED: the kiln Python package was not built (see the KILN_BUILD_PYTHON warning)"
+else
+  SITE=$(dirname "$(dirname "$PYMOD")")
+  PY=$(cache_var KILN_PYTHON)
+  pydir=$(cache_var KILN_PYTHON_INSTALL_DIR)
+  [ -n "$pydir" ] || pydir=$("$PY" "$SRC/runtime/python/site_dir.py" "$PREFIX" 2> /dev/null)
+  [ "${pydir:0:1}" = / ] || [ "$SITE" = "$PREFIX/$pydir" ] ||
+    fail "package in $SITE, not $PREFIX/$pydir"
+  for f in __init__.py _kiln.pyi py.typed; do
+    [ -f "$SITE/kiln/$f" ] || fail "kiln/$f not installed"
+  done
+  # The module finds the installed libkiln.so through its RPATH ($ORIGIN/...), not the
+  # environment; it is imported from the install, not from the build tree.
+  deps=$(env -u LD_LIBRARY_PATH ldd "$PYMOD")
+  kl=$(awk '/libkiln\.so/ { print $3 }' <<<"$deps")
+  [ -n "$kl" ] && [ "$(realpath "$kl")" = "$(realpath "$LIBDIR/libkiln.so")" ] ||
+    fail "$PYMOD does not load $LIBDIR/libkiln.so: $deps"
+  where=$(cd "$TMP" && env -u LD_LIBRARY_PATH PYTHONPATH="$SITE" "$PY" -c \
+    'import kiln; print(kiln.__file__, kiln.__version__)') || fail "import of the installed kiln"
+  pc_ver=$(PKG_CONFIG_PATH=$(dirname "$PC") pkg-config --modversion kiln)
+  [ "$where" = "$SITE/kiln/__init__.py $pc_ver" ] ||
+    fail "imported '$where', expected version $pc_ver"
+  printf '#!/bin/sh\ncd "%s" && exec env -u LD_LIBRARY_PATH PYTHONPATH="%s" "%s" "%s" "$@"\n' \
+    "$TMP" "$SITE" "$PY" "$SRC/examples/classify.py" > "$TMP/classify_py"
+  chmod +x "$TMP/classify_py"
+  check_run classify_py "$TMP/classify_py"
+
+  if [ -z "$(cache_var KILN_PYTHON_INSTALL_DIR)" ]; then
+    step "install into a user prefix (~/.local): import kiln with no PYTHONPATH"
+    USERHOME=$TMP/home
+    HOME=$USERHOME "$CMAKE" --install "$BUILD" --prefix "$USERHOME/.local" > /dev/null
+    where=$(cd "$TMP" && env -u LD_LIBRARY_PATH -u PYTHONPATH -u PYTHONNOUSERSITE HOME="$USERHOME" \
+      "$PY" -c 'import kiln; print(kiln.__file__)') || fail "no kiln after installing into ~/.local"
+    [[ $where == "$USERHOME/.local/"*/kiln/__init__.py ]] || fail "imported '$where'"
+  fi
+fi
 
 echo "install_test: OK"

@@ -120,7 +120,7 @@ bool walkable(const Shape& s, const Shape& y) {
   return none || full;
 }
 
-const char* const kOpNames[] = {"Add", "Sub", "Mul", "Div"};
+const char* const kOpNames[] = {"Add", "Sub", "Mul", "Div", "PRelu"};  // BinaryOp order
 
 void check_binary(BinaryOp op, const Shape& y, const Shape& as, const Shape& bs,
                   const std::vector<PostOp>& ops, uint32_t seed) {
@@ -195,7 +195,7 @@ TEST_CASE("bcast binary: every broadcast, layout, channel tail and ISA vs the re
         {{W}, y},                      // per column, rank 1: nchw only
     };
     for (const auto& [as, bs] : pairs) {
-      const BinaryOp op = BinaryOp(seed % 4);
+      const BinaryOp op = BinaryOp(seed % 5);
       check_binary(op, y, as, bs, chains[size_t(chain++ % int(chains.size()))], seed);
       seed += 3;
     }

@@ -1,4 +1,5 @@
-// Glue ops end to end, on every ISA path, against the reference path: Tanh, Erf, Sqrt, Pow by
+// Glue ops end to end, on every ISA path, against the reference path: Tanh, Erf, Sqrt, Exp,
+// Log, ... ThresholdedRelu, Pow by
 // constant exponents and a variadic Sum after a conv pick eltwise labels; Softmax over a 4-D
 // tensor's channels and over the last axis of a 2-D one picks norm labels; Transpose and
 // Pad pick their own labels. No reference label.
@@ -46,6 +47,45 @@ std::string model() {
   b.node("Sqrt", {"s2"}, {"q"});
   b.node("Pow", {"r", "p17"}, {"g"});
   b.node("Sum", {"t", "e", "r", "q", "g"}, {"y"});
+  return b.bytes();
+}
+
+// The one-input ops of issue 17 (Exp ... ThresholdedRelu), each on its own output: y_i =
+// op_i(c), with Log and Reciprocal on Abs(c) + 0.5 (finite results) and attributes set; the
+// ops with steps (Floor, Ceil, ThresholdedRelu) read the input x, which both paths hold
+// exactly (the JIT conv rounds c differently from the reference, which could cross a step).
+const char* const kUnaryOps[] = {"Exp",      "Neg",  "Floor",          "Ceil",
+                                 "Elu",      "Selu", "Celu",           "Softplus",
+                                 "Softsign", "Mish", "ThresholdedRelu"};
+bool reads_input(const std::string& op) {
+  return op == "Floor" || op == "Ceil" || op == "ThresholdedRelu";
+}
+std::string unary_ops_model() {
+  std::vector<std::string> outs;
+  for (size_t i = 0; i < std::size(kUnaryOps) + 2; ++i) outs.push_back("y" + std::to_string(i));
+  kiln::test::OnnxBuilder b = conv_model(outs, 0.5f);
+  b.init_f("half", {}, {0.5f});
+  b.node("Abs", {"c"}, {"a"});
+  b.node("Add", {"a", "half"}, {"p"});
+  b.node("Log", {"p"}, {outs[0]});
+  b.node("Reciprocal", {"p"}, {outs[1]});
+  for (size_t i = 0; i < std::size(kUnaryOps); ++i) {
+    const std::string op = kUnaryOps[i];
+    auto& n = b.node(op, {reads_input(op) ? "x" : "c"}, {outs[i + 2]});
+    if (op == "Elu") kiln::test::OnnxBuilder::attr_f(n, "alpha", 0.7f);
+    if (op == "Celu") kiln::test::OnnxBuilder::attr_f(n, "alpha", 1.5f);
+    if (op == "ThresholdedRelu") kiln::test::OnnxBuilder::attr_f(n, "alpha", 0.25f);
+  }
+  return b.bytes();
+}
+
+// y1 = PRelu(c, per-channel slope [24, 1, 1]), y2 = PRelu(c, one slope [1]).
+std::string prelu_model() {
+  kiln::test::OnnxBuilder b = conv_model({"y1", "y2"}, 0.5f);
+  b.init_f("sc", {24, 1, 1}, randoms(24, 3, -1.f, 1.f));
+  b.init_f("s1", {1}, {0.25f});
+  b.node("PRelu", {"c", "sc"}, {"y1"});
+  b.node("PRelu", {"c", "s1"}, {"y2"});
   return b.bytes();
 }
 
@@ -141,6 +181,18 @@ int count_labels(const kiln::Session& s, kiln::LabelKind k) {
 TEST_CASE("glue ops session: Tanh, Erf, Sqrt, Pow, Sum run on eltwise labels") {
   compare(model(), 1e-6,
           [](const kiln::Session& s) { CHECK(count_labels(s, kiln::LabelKind::eltwise) == 7); });
+}
+
+TEST_CASE("glue ops session: Exp, Log, Neg, Abs, ..., ThresholdedRelu run on eltwise labels") {
+  // Abs + Add(0.5) may fuse into one eltwise step; every op of the list is an eltwise label.
+  compare(unary_ops_model(), 1e-6, [](const kiln::Session& s) {
+    CHECK(count_labels(s, kiln::LabelKind::eltwise) >= int(std::size(kUnaryOps)) + 2);
+  });
+}
+
+TEST_CASE("glue ops session: PRelu runs on bcast labels") {
+  compare(prelu_model(), 1e-6,
+          [](const kiln::Session& s) { CHECK(count_labels(s, kiln::LabelKind::bcast) == 2); });
 }
 
 TEST_CASE("glue ops session: Softmax over channels and over rows runs on norm labels") {
