@@ -52,7 +52,7 @@ const Command kCommands[] = {
      "and prints each output's shape and min/max/mean. --output writes output 0 to OUT.npy; a "
      "model with several outputs writes output i to OUT_<i>.npy instead.",
      cmd_run},
-    {"plan", kPlan, "MODEL [--dot FILE] [options]",
+    {"plan", kPlan, "MODEL [--dot FILE] [--json FILE] [options]",
      "the kernel and layouts chosen per node, conversions, predicted time",
      "Prints the kernel and layouts chosen per node and where its time came from (tuning cache, "
      "measured now, left to the cost model by the profiling budget, or the cost model), the layout "
@@ -145,9 +145,10 @@ const Option kOptions[] = {
     {"--layers", nullptr, kBench,
      "also time every plan step: op, kernel, layouts, median ms, share, GFLOP/s",
      [](Args& a, const std::string&, const std::string&) { a.layers = true; }},
-    {"--json", "FILE", kBench,
-     "write the results as JSON (with the machine, Kiln's version and build id)", nullptr,
-     &Args::json, true},
+    {"--json", "FILE", kPlan | kBench,
+     "write the results as JSON (bench: with the machine, Kiln's version and build id; plan: "
+     "kiln_session_plan_json's object, as Python's Session.plan())",
+     nullptr, &Args::json, true},
     {"--trace", "FILE", kBench,
      "write a Chrome trace of one run (chrome://tracing or Perfetto), a lane per thread", nullptr,
      &Args::trace, true},

@@ -164,7 +164,7 @@ Bench load_one(const Args& a, const std::string& strategy) {
   b.load_ms = ms_between(t0, Clock::now());
   // A process's first load also pays for its own start (heap growth, TBB's threads, page
   // faults in the library); later loads are what a server creating sessions sees, and how
-  // ONNX Runtime's session creation is timed in ../shared/peers (the min/median of 3).
+  // ONNX Runtime's session creation is usually timed (the min/median of 3 in one process).
   for (int i = 0; i < a.loads; ++i) {
     auto r0 = Clock::now();
     auto s = Session::load_file(a.model, session_options(a, strategy));

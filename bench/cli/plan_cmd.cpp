@@ -142,6 +142,13 @@ int cmd_plan(const Args& a) {
                   sel.over_budget);
     std::printf("\n");
   }
+  if (!a.json.empty()) {
+    std::ofstream f(a.json, std::ios::trunc);
+    f << plan_json(*s) << "\n";
+    f.close();
+    if (!f) fail(Code::io_error, "cannot write '" + a.json + "'");
+    std::printf("wrote %s\n", a.json.c_str());
+  }
   if (!a.dot.empty()) {
     write_dot(*s, a.dot);
     std::printf("wrote %s\n", a.dot.c_str());

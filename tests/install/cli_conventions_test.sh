@@ -211,6 +211,19 @@ assert total >= 20, total  # enough measurements for several lines
 for m in lines:
     assert int(m.group(3)) == total and int(m.group(1)) == int(m.group(2)) * 100 // total, m.group(0)
 PYEOF
+# plan --json: kiln_session_plan_json's object, one step per line of the printed table.
+expect_rc 0 "$KILN" plan "$M" --threads 1 --cache "$TMP/pc" --json "$TMP/plan.json"
+"$PY" - "$TMP/plan.json" "$TMP/out.txt" <<'PYEOF' || fail "plan --json: $(head -c 300 "$TMP/plan.json")"
+import json, sys
+p = json.load(open(sys.argv[1]))
+assert p['threads'] == 1 and p['strategy'] == 'global', p
+rows = open(sys.argv[2]).read().splitlines()
+steps = p['steps']
+assert steps and all(s['kernel'] for s in steps), steps
+assert sum(s['op'] == '(convert)' for s in steps) == p['conversions'], p['conversions']
+for s in steps:
+    assert any(s['kernel'] in r for r in rows), s['kernel']
+PYEOF
 # With the plan from the tuning cache nothing is measured: no progress.
 expect_rc 0 "$KILN" plan "$M" --threads 1 --cache "$TMP/pc"
 expect_rc 0 "$KILN" plan "$M" --threads 1 --cache "$TMP/pc"
