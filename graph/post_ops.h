@@ -61,6 +61,11 @@ struct PostOp {
 };
 
 const char* post_op_name(PostOp::Kind k);
+// The kinds only the standalone elementwise kernels compute (tanh ... thresholded_relu: the
+// enum's tail), never a conv epilogue.
+inline bool glue_only(PostOp::Kind k) {
+  return k >= PostOp::Kind::tanh;
+}
 // Parses the node's post-op attributes (empty when it has none). `first_extra_input` is the
 // index of the first extra input (3 for Conv and Gemm, 2 for MatMul). Throws naming the node
 // when the attributes are inconsistent.

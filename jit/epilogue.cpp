@@ -30,6 +30,7 @@ bool clip_hi(const PostOp& op) {
 // vmaskmovps lane mask); AVX-512 selects with k7 and masks memory operands directly.
 int op_temps(const PostOp& op, Isa isa, bool tail) {
   const bool avx2 = isa == Isa::avx2;
+  if (glue_only(op.kind)) return 0;  // refused by apply()
   switch (op.kind) {
     case K::relu:
       return 0;
@@ -49,25 +50,8 @@ int op_temps(const PostOp& op, Isa isa, bool tail) {
       return 3;  // x stays live next to exp's result and scratch
     case K::gelu:
       return 3;  // exp(-z^2) and its scratch, then t and the polynomial
-    case K::tanh:
-    case K::sqrt:
-    case K::erf:
-    case K::pow:
-    case K::exp:
-    case K::log:
-    case K::neg:
-    case K::abs:
-    case K::reciprocal:
-    case K::floor:
-    case K::ceil:
-    case K::elu:
-    case K::selu:
-    case K::celu:
-    case K::softplus:
-    case K::softsign:
-    case K::mish:
-    case K::thresholded_relu:
-      return 0;  // refused by apply()
+    default:
+      return 0;  // glue_only(): returned above
   }
   return 3;
 }
@@ -85,6 +69,10 @@ class ChainEmitter {
   }
 
   void op(const PostOp& op, const EpilogueEmitter::Operands& where, int i) {
+    // graph/fuse.cpp never fuses them (unary_post_op does not return them).
+    if (glue_only(op.kind))
+      fail(Code::unsupported, std::string("post-op ") + post_op_name(op.kind) +
+                                  " is not supported in a conv epilogue");
     switch (op.kind) {
       case K::relu:  // MAXPS(x, 0) = (x > 0) ? x : 0, exactly the reference (NaN, -0 -> 0)
         g_.vmaxps(a_, a_, c_.f32(0.f));
@@ -110,27 +98,6 @@ class ChainEmitter {
       case K::gelu:
         gelu();
         break;
-      case K::tanh:
-      case K::sqrt:
-      case K::erf:
-      case K::pow:
-      case K::exp:
-      case K::log:
-      case K::neg:
-      case K::abs:
-      case K::reciprocal:
-      case K::floor:
-      case K::ceil:
-      case K::elu:
-      case K::selu:
-      case K::celu:
-      case K::softplus:
-      case K::softsign:
-      case K::mish:
-      case K::thresholded_relu:  // graph/fuse.cpp never fuses them (unary_post_op does not return
-                                 // them)
-        fail(Code::unsupported, std::string("post-op ") + post_op_name(op.kind) +
-                                    " is not supported in a conv epilogue");
       case K::add:
         if (!where.residual) fail(Code::internal, "epilogue: no residual operand for 'add'");
         with_operand(where.residual(i),
@@ -142,6 +109,8 @@ class ChainEmitter {
         // Separate multiply and add (no FMA): the same two roundings as the reference.
         with_operand(where.scale(i), [&](const Xmm& d, const Operand& o) { g_.vmulps(d, a_, o); });
         with_operand(where.shift(i), [&](const Xmm& d, const Operand& o) { g_.vaddps(d, a_, o); });
+        break;
+      default:  // glue_only(): refused above
         break;
     }
   }
