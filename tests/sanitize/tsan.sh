@@ -6,7 +6,8 @@
 # statuses), the soak (test_soak.cpp: threads running two sessions while another loads and
 # releases sessions), the tuning cache shared by threads (test_tuning_cache_procs.cpp: one cache
 # object written from several threads, several objects on one file) and the log callback with
-# sessions loading at once (tests/host). Any data race fails the run. The other suites are
+# sessions loading at once (tests/host), and `kiln bench --concurrency 2` (one session shared by
+# two request threads, then --sessions). Any data race fails the run. The other suites are
 # single-threaded or covered by the ASan build.
 #   KILN_TSAN_BUILD_DIR   build folder (default build-tsan)
 #   KILN_TSAN_TESTS       doctest -tc filter for test_api (default: the concurrency tests above)
@@ -18,7 +19,7 @@ require_clang
 FLAGS="-O1 -g1 -DNDEBUG -fno-omit-frame-pointer -fsanitize=thread"
 t0=$(date +%s)
 configure_sanitized "$BUILD" "$FLAGS" "-fsanitize=thread"
-cmake --build "$BUILD" -j"$JOBS" --target kiln test_api test_runtime test_host
+cmake --build "$BUILD" -j"$JOBS" --target kiln kiln_cli test_api test_runtime test_host
 echo "tsan: built in $(since "$t0") s"
 
 t1=$(date +%s)
@@ -28,4 +29,10 @@ export KILN_LOG_LEVEL=${KILN_LOG_LEVEL:-warn}
   --duration=true
 "$BUILD/tests/test_runtime" --test-case='*threads sharing one object*' --duration=true
 "$BUILD/tests/test_host" --duration=true
+# The CLI's concurrent requests: one shared session, then a session per request thread.
+for extra in "" "--sessions"; do
+  # shellcheck disable=SC2086
+  "$BUILD/bench/kiln" bench "$ROOT/examples/models/squeezenet1_1.onnx" --threads 1 --tune none \
+    --no-cache --concurrency 2 --runs 3 --warmup 1 $extra > /dev/null
+done
 echo "tsan: tests ran in $(since "$t1") s"
