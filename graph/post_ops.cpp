@@ -4,6 +4,7 @@
 #include <charconv>
 #include <cmath>
 #include <cstdio>
+#include <iterator>
 #include <limits>
 
 #include "graph/enum_name.h"
@@ -11,20 +12,13 @@
 namespace kiln {
 namespace {
 
-constexpr PostOp::Kind kKinds[] = {PostOp::Kind::relu,        PostOp::Kind::leaky_relu,
-                                   PostOp::Kind::clip,        PostOp::Kind::sigmoid,
-                                   PostOp::Kind::swish,       PostOp::Kind::hardswish,
-                                   PostOp::Kind::hardsigmoid, PostOp::Kind::add,
-                                   PostOp::Kind::scale_shift, PostOp::Kind::gelu,
-                                   PostOp::Kind::tanh,        PostOp::Kind::sqrt,
-                                   PostOp::Kind::erf,         PostOp::Kind::pow,
-                                   PostOp::Kind::exp,         PostOp::Kind::log,
-                                   PostOp::Kind::neg,         PostOp::Kind::abs,
-                                   PostOp::Kind::reciprocal,  PostOp::Kind::floor,
-                                   PostOp::Kind::ceil,        PostOp::Kind::elu,
-                                   PostOp::Kind::selu,        PostOp::Kind::celu,
-                                   PostOp::Kind::softplus,    PostOp::Kind::softsign,
-                                   PostOp::Kind::mish,        PostOp::Kind::thresholded_relu};
+// Every kind's name, in enum order: post_op_name's table and parse_post_ops's vocabulary.
+const char* const kKindNames[] = {
+    "relu", "leaky_relu",  "clip", "sigmoid",  "swish",      "hardswish", "hardsigmoid",
+    "add",  "scale_shift", "gelu", "tanh",     "sqrt",       "erf",       "pow",
+    "exp",  "log",         "neg",  "abs",      "reciprocal", "floor",     "ceil",
+    "elu",  "selu",        "celu", "softplus", "softsign",   "mish",      "thresholded_relu"};
+static_assert(std::size(kKindNames) == size_t(PostOp::Kind::thresholded_relu) + 1);
 
 // The ONNX ops that map to one glue-only kind, with their attributes' names and defaults.
 struct GlueUnary {
@@ -66,12 +60,7 @@ int extra_inputs(PostOp::Kind k) {
 }  // namespace
 
 const char* post_op_name(PostOp::Kind k) {
-  static const char* const kNames[] = {
-      "relu", "leaky_relu",  "clip", "sigmoid",  "swish",      "hardswish", "hardsigmoid",
-      "add",  "scale_shift", "gelu", "tanh",     "sqrt",       "erf",       "pow",
-      "exp",  "log",         "neg",  "abs",      "reciprocal", "floor",     "ceil",
-      "elu",  "selu",        "celu", "softplus", "softsign",   "mish",      "thresholded_relu"};
-  return enum_name(k, kNames);
+  return enum_name(k, kKindNames);
 }
 
 std::vector<PostOp> parse_post_ops(const Node& n, int first_extra_input) {
@@ -85,10 +74,10 @@ std::vector<PostOp> parse_post_ops(const Node& n, int first_extra_input) {
   int next = first_extra_input;
   for (size_t i = 0; i < names.size(); ++i) {
     PostOp op;
-    auto k = std::find_if(std::begin(kKinds), std::end(kKinds),
-                          [&](PostOp::Kind k) { return names[i] == post_op_name(k); });
-    if (k == std::end(kKinds)) n.fail(Code::invalid_model, "unknown post-op '" + names[i] + "'");
-    op.kind = *k;
+    auto k = std::find(std::begin(kKindNames), std::end(kKindNames), names[i]);
+    if (k == std::end(kKindNames))
+      n.fail(Code::invalid_model, "unknown post-op '" + names[i] + "'");
+    op.kind = PostOp::Kind(k - std::begin(kKindNames));
     op.alpha = alpha[i];
     op.beta = beta[i];
     if (extra_inputs(op.kind)) {
