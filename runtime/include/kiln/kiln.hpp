@@ -149,13 +149,10 @@ class Session {
   // One run. inputs[i] / outputs[i] point at dense C-ordered buffers of inputs()[i].bytes /
   // outputs()[i].bytes bytes (counts and sizes are checked by the library).
   void run(const std::vector<const void*>& inputs, const std::vector<void*>& outputs) const {
-    std::vector<size_t> in_bytes(inputs.size()), out_bytes(outputs.size());
-    for (size_t i = 0; i < inputs.size(); ++i)
-      in_bytes[i] = i < inputs_.size() ? inputs_[i].bytes : 0;
-    for (size_t i = 0; i < outputs.size(); ++i)
-      out_bytes[i] = i < outputs_.size() ? outputs_[i].bytes : 0;
-    check(kiln_session_run(get(), inputs.data(), in_bytes.data(), inputs.size(), outputs.data(),
-                           out_bytes.data(), outputs.size()));
+    // The library checks the counts before it reads any size, so the model's sizes serve any
+    // count.
+    check(kiln_session_run(get(), inputs.data(), in_bytes_.data(), inputs.size(), outputs.data(),
+                           out_bytes_.data(), outputs.size()));
   }
   // Float models: the input vectors in order; returns the outputs (all must be float32).
   std::vector<std::vector<float>> run(const std::vector<std::vector<float>>& inputs) const {
@@ -202,6 +199,8 @@ class Session {
     s_.reset(s);
     inputs_ = infos(true);
     outputs_ = infos(false);
+    for (const TensorInfo& t : inputs_) in_bytes_.push_back(t.bytes);
+    for (const TensorInfo& t : outputs_) out_bytes_.push_back(t.bytes);
   }
   std::vector<TensorInfo> infos(bool input) const {
     size_t n = 0;
@@ -228,6 +227,7 @@ class Session {
 
   std::unique_ptr<kiln_session, decltype(&kiln_session_release)> s_{nullptr, kiln_session_release};
   std::vector<TensorInfo> inputs_, outputs_;
+  std::vector<size_t> in_bytes_, out_bytes_;  // what run() passes: each buffer's size, by index
 };
 
 }  // namespace api_v0
