@@ -184,6 +184,12 @@ Bench load_one(const Args& a, const std::string& strategy) {
   return b;
 }
 
+// Whether a request that began timing at `start` and has done `done` runs does another:
+// --seconds if given, else --runs.
+bool more_runs(const Args& a, Clock::time_point start, int done) {
+  return a.seconds > 0 ? ms_between(start, Clock::now()) < a.seconds * 1e3 : done < a.runs;
+}
+
 // --concurrency N: N request threads, each with its own inputs and outputs, running one
 // session (Session::run is thread-safe) or, with --sessions, a session each. Each does its
 // warm-up, then all start their timed runs together; the wall time runs from that start to
@@ -211,8 +217,7 @@ void measure_concurrent(const Args& a, Bench& b) {
         arrived = true;
         go.wait();
         std::vector<double>& mine = lat[r];
-        for (int i = 0;
-             a.seconds > 0 ? ms_between(start, Clock::now()) < a.seconds * 1e3 : i < a.runs; ++i) {
+        for (int i = 0; more_runs(a, start, i); ++i) {
           const auto r0 = Clock::now();
           s.run(ins, outs);
           mine.push_back(ms_between(r0, Clock::now()));
@@ -242,8 +247,7 @@ void measure(const Args& a, std::vector<Bench>& all) {
     return;
   }
   const auto start = Clock::now();
-  for (int i = 0; a.seconds > 0 ? ms_between(start, Clock::now()) < a.seconds * 1e3 : i < a.runs;
-       ++i)
+  for (int i = 0; more_runs(a, start, i); ++i)
     for (Bench& b : all) {
       auto r0 = Clock::now();
       b.s->run(b.ins, b.outs);
