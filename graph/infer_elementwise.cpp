@@ -91,8 +91,8 @@ void infer_prelu(Graph& g, Node& n) {
 }
 
 void infer_pow(Graph& g, Node& n) {
-  expect_dtype(g, n, 0, DType::f32);
-  expect_dtype(g, n, 1, DType::f32);
+  expect_dtype(g, n, 0, DType::f32, Code::unsupported);  // ONNX also defines integer Pow
+  expect_dtype(g, n, 1, DType::f32, Code::unsupported);
   set_output(g, n, 0, DType::f32, broadcast_shapes(n, input(g, n, 0).shape, input(g, n, 1).shape));
 }
 

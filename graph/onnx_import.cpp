@@ -13,6 +13,7 @@
 #include <optional>
 
 #include "graph/canonicalize.h"
+#include "graph/half.h"
 #include "graph/onnx_mmap.h"
 #include "graph/onnx_wire.h"
 #include "graph/ops.h"
@@ -188,12 +189,29 @@ Tensor tensor_from(DType dtype, Shape shape, const Bytes& b) {
   return out;
 }
 
+// The dtype Kiln keeps an ONNX element type in: 16-bit floats widen to float32, int32 and
+// bool to int64; nullopt for the types Kiln does not run.
+std::optional<DType> widened_dtype(int32_t t) {
+  switch (t) {
+    case onnx::TensorProto::FLOAT:
+    case onnx::TensorProto::FLOAT16:
+    case onnx::TensorProto::BFLOAT16:
+      return DType::f32;
+    case onnx::TensorProto::INT64:
+    case onnx::TensorProto::INT32:
+    case onnx::TensorProto::BOOL:
+      return DType::i64;
+    default:
+      return std::nullopt;
+  }
+}
+
 Tensor convert_tensor(Ctx& cx, const onnx::TensorProto& t, const std::string& what,
                       const onnx_wire::TensorCut* cut) {
   Shape shape = dims_of(t, what);
   int64_t n = shape_numel(shape);
-  // In-memory size: float32 stays 4 bytes, everything else becomes int64.
-  cx.charge(uint64_t(n) * (t.data_type() == onnx::TensorProto::FLOAT ? 4 : 8), what);
+  // In-memory size: floats become (or stay) float32, everything else int64.
+  cx.charge(uint64_t(n) * (widened_dtype(t.data_type()) == DType::f32 ? 4 : 8), what);
   // The payload, wherever it is: cut out of the protobuf bytes by onnx_wire, in the parsed
   // message, or in an external file.
   std::optional<Bytes> raw;
@@ -248,19 +266,40 @@ Tensor convert_tensor(Ctx& cx, const onnx::TensorProto& t, const std::string& wh
       }
       return out;
     }
+    case onnx::TensorProto::FLOAT16:  // widened to float32 (exactly)
+    case onnx::TensorProto::BFLOAT16: {
+      const bool bf16 = t.data_type() == onnx::TensorProto::BFLOAT16;
+      if (raw) check_count(int64_t(raw->n / 2), n, what, shape);
+      if (raw && raw->n % 2) fail(Code::invalid_model, what + " raw data is not whole elements");
+      if (!raw) check_count(t.int32_data_size(), n, what, shape);  // one 16-bit value each
+      Tensor out(DType::f32, shape);
+      float* o = out.data<float>();
+      for (int64_t i = 0; i < n; ++i) {
+        uint16_t h = 0;
+        if (raw)
+          std::memcpy(&h, raw->p + i * 2, 2);
+        else
+          h = uint16_t(t.int32_data(int(i)));
+        o[i] = bf16 ? bf16_to_float(h) : half_to_float(h);
+      }
+      return out;
+    }
     default:
-      fail(Code::unsupported, what + " has data type " +
-                                  onnx::TensorProto_DataType_Name(t.data_type()) +
-                                  "; Kiln supports float32, int64, int32 and bool tensors");
+      fail(Code::unsupported,
+           what + " has data type " + onnx::TensorProto_DataType_Name(t.data_type()) +
+               "; Kiln supports float32, float16 and bfloat16 (widened to float32), int64, "
+               "int32 and bool tensors");
   }
 }
 
+// Graph inputs: float16/bfloat16 ones become float32 inputs (the caller passes float32).
 DType elem_type(int32_t t, const std::string& what) {
-  if (t == onnx::TensorProto::FLOAT) return DType::f32;
   if (t == onnx::TensorProto::INT64) return DType::i64;
+  if (widened_dtype(t) == DType::f32) return DType::f32;
   fail(Code::unsupported, what + " has element type " +
                               onnx::TensorProto_DataType_Name(onnx::TensorProto_DataType(t)) +
-                              "; Kiln supports float32 and int64 inputs and outputs");
+                              "; Kiln supports float32 (and float16/bfloat16, run as float32) "
+                              "and int64 inputs and outputs");
 }
 
 void import_input(Graph& g, const onnx::ValueInfoProto& vi, const ImportOptions& opts) {
@@ -365,6 +404,10 @@ int64_t default_opset(const onnx::ModelProto& m) {
   for (const auto& o : m.opset_import()) {
     if (o.domain().empty() || o.domain() == "ai.onnx") opset = o.version();
   }
+  if (opset < 0 && m.opset_import_size() > 0)
+    fail(Code::unsupported, "the model imports only the opset domain '" +
+                                m.opset_import(0).domain() +
+                                "'; Kiln runs operators of the default ONNX domain");
   if (opset < 0)
     fail(Code::invalid_model, "the model imports no version of the default ONNX opset");
   if (opset < kMinOpset || opset > kMaxOpset)

@@ -24,7 +24,7 @@ struct ImportOptions {
   bool borrow = false;
 };
 
-constexpr int64_t kMinOpset = 7, kMaxOpset = 18;
+constexpr int64_t kMinOpset = 7, kMaxOpset = 21;
 
 // Load-time resource limits: a hostile file is rejected (invalid_model or unsupported, naming
 // the limit) before it costs much memory or time. Real CNNs stay far below every one of them.

@@ -112,7 +112,8 @@ std::string supported_ops_markdown() {
   std::string md =
       "ONNX opsets " + std::to_string(kMinOpset) + " to " + std::to_string(kMaxOpset) +
       " (default domain), float32 tensors (int64 for shape arithmetic; int32 initializers are "
-      "widened to int64), at most " +
+      "widened to int64; float16 and bfloat16 initializers, inputs and outputs are widened to "
+      "float32 at load: the caller passes and receives float32), at most " +
       std::to_string(kMaxRank) +
       " dims, static shapes (a symbolic batch dim is fixed at load: `--batch`, "
       "`kiln_options.batch_size`). Older opsets' forms are rewritten into one form per op at "

@@ -1,8 +1,10 @@
 // The operator table: which ONNX ops Kiln supports, and each op's shape inference, which is
 // also its validation (attribute ranges, input counts, dtypes, shape compatibility).
 //
-// Canonical forms. The importer rewrites every opset 7..18 variant into ONE form per op (the
-// opset-18 form), so inference, reference kernels and JIT kernels handle a single form:
+// Canonical forms. The importer rewrites every opset 7..21 variant into ONE form per op (the
+// opset-18 form; opsets 19-21 changed no supported op's semantics: they added dtypes, AveragePool
+// dilations (refused unless 1) and Pad mode wrap (refused)), so inference, reference kernels
+// and JIT kernels handle a single form:
 //   Clip        inputs (x, min?, max?) — opset < 11 attributes min/max become constant inputs.
 //   Split       inputs (x, split?) + attr axis (default 0); opset < 13 attribute `split` becomes
 //               a constant input; without `split`, outputs split equally (opset 18: the last
@@ -37,7 +39,7 @@
 //   ChannelShuffle  internal (graph/channel_shuffle.h), never in a model.
 // Supported dtypes: f32 everywhere; i64 for shape arithmetic (Shape, Gather, Concat, Slice,
 // Squeeze, Unsqueeze, Reshape, Add/Sub/Mul/Div, Identity, Cast-free paths). int32 initializers
-// are widened to i64 at import.
+// are widened to i64 at import; float16/bfloat16 initializers, inputs and outputs to f32.
 #pragma once
 
 #include <string>

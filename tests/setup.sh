@@ -8,6 +8,7 @@ BUILD=${KILN_BUILD_DIR:-$ROOT/build}
 PKGS=(build-essential cmake pkg-config libxbyak-dev libasmjit-dev libtbb-dev libspdlog-dev
       doctest-dev libonnx-dev libprotobuf-dev protobuf-compiler
       python3-dev pybind11-dev python3-numpy python3-pytest  # the Python package and its tests
+      python3-onnx libonnx-testdata  # ONNX's operator tests (tests/onnx_backend)
       graphviz)  # the cli_dot test renders `kiln plan --dot`
 # The sanitizer and fuzzing stages of tests/run_tests.sh build with clang and its runtimes.
 [ "${KILN_SANITIZERS:-0}" != 1 ] || PKGS+=(clang libclang-rt-14-dev)

@@ -44,12 +44,13 @@ def close(got, want, rtol, atol):
     return False, f"max abs diff {err:.3g}"
 
 
-def run_case(kiln, case, rtol, atol):
+def run_case(kiln, case, rtol, atol, max_isa):
     """Returns (status, message); status in pass/refused/wrong/error."""
     model_path = os.path.join(case, "model.onnx")
     sets = sorted(glob.glob(os.path.join(case, "test_data_set_*")))
     try:
-        sess = kiln.Session(model_path, threads=1, tune="none", disable_cache=True)
+        sess = kiln.Session(model_path, threads=1, tune="none", disable_cache=True,
+                            max_isa=max_isa)
     except kiln.Unsupported as e:
         return "refused", str(e).splitlines()[0]
     except kiln.Error as e:
@@ -88,6 +89,8 @@ def main():
     ap.add_argument("--verbose", "-v", action="store_true")
     ap.add_argument("--show", default="wrong,error",
                     help="statuses whose cases are listed (comma list; 'all')")
+    ap.add_argument("--max-isa", default=None, choices=["scalar", "avx2", "avx512"],
+                    help="cap the kernels' ISA (scalar = the reference kernels)")
     ap.add_argument("--expect-pass", type=int, default=0)
     ap.add_argument("--python-path", default="", help="folder holding the kiln package")
     args = ap.parse_args()
@@ -103,11 +106,12 @@ def main():
     counts = {"pass": 0, "refused": 0, "wrong": 0, "error": 0}
     show = set(counts) if args.show == "all" else set(args.show.split(","))
     for case in cases:
-        status, msg = run_case(kiln, case, args.rtol, args.atol)
+        status, msg = run_case(kiln, case, args.rtol, args.atol, args.max_isa)
         counts[status] += 1
         if args.verbose or status in show:
             print(f"{status:8s} {os.path.basename(case)}  {msg}")
-    print(f"onnx node tests: {len(cases)} cases: {counts['pass']} pass, {counts['refused']} "
+    isa = args.max_isa or "best ISA"
+    print(f"onnx node tests ({isa}): {len(cases)} cases: {counts['pass']} pass, {counts['refused']} "
           f"refused, {counts['wrong']} wrong, {counts['error']} error")
     bad = counts["wrong"] + counts["error"]
     if counts["pass"] < args.expect_pass:
