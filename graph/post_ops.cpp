@@ -183,8 +183,8 @@ void append_post_op(Node& n, const PostOp& op, const std::vector<ValueId>& extra
 
 float apply_post_op(const PostOp& op, float x, float residual, float scale, float shift) {
   switch (op.kind) {
-    case PostOp::Kind::relu:
-      return x > 0 ? x : 0.f;
+    case PostOp::Kind::relu:  // NaN propagates (as in PyTorch and ONNX's max(0, x)); -0 stays
+      return x < 0 ? 0.f : x;
     case PostOp::Kind::leaky_relu:
       return x >= 0 ? x : x * op.alpha;
     case PostOp::Kind::clip:

@@ -33,7 +33,7 @@ int op_temps(const PostOp& op, Isa isa, bool tail) {
   if (glue_only(op.kind)) return 0;  // refused by apply()
   switch (op.kind) {
     case K::relu:
-      return 0;
+      return avx2 ? 1 : 0;
     case K::add:
     case K::scale_shift:
       return avx2 && tail ? 1 : 0;
@@ -74,8 +74,13 @@ class ChainEmitter {
       fail(Code::unsupported, std::string("post-op ") + post_op_name(op.kind) +
                                   " is not supported in a conv epilogue");
     switch (op.kind) {
-      case K::relu:  // MAXPS(x, 0) = (x > 0) ? x : 0, exactly the reference (NaN, -0 -> 0)
-        g_.vmaxps(a_, a_, c_.f32(0.f));
+      case K::relu:  // x < 0 ? 0 : x, exactly the reference: NaN and -0 pass through
+        if (z()) {
+          select_if(kLtOq, 0.f);
+        } else {  // MAXPS(0, x) = 0 > x ? 0 : x (the second operand on NaN)
+          g_.vxorps(t(0), t(0), t(0));
+          g_.vmaxps(a_, t(0), a_);
+        }
         break;
       case K::leaky_relu:
         leaky_relu(op.alpha);

@@ -25,7 +25,7 @@ int epilogue_temps(const ConvProblem& p, Isa isa) {
   int n = p.bias && isa != Isa::avx512 ? 1 : 0;
   for (const PostOp& op : p.post) {
     int t = 1;
-    if (op.kind == PostOp::Kind::relu) t = 0;
+    if (op.kind == PostOp::Kind::relu) t = isa == Isa::avx512 ? 0 : 1;
     if (op.kind == PostOp::Kind::sigmoid) t = 2;
     if (op.kind == PostOp::Kind::swish || op.kind == PostOp::Kind::gelu) t = 3;
     n = std::max(n, t);

@@ -372,8 +372,8 @@ void emit_post_op(AsmBuilder& b, const x86::Vec& a, const PostOp& op) {
     return z;
   };
   switch (op.kind) {
-    case K::relu:  // x > 0 ? x : 0  ==  MAXPS(x, 0) (NaN and -0 give +0, as the reference)
-      cc.vmaxps(a, a, b.cf32(0.f));
+    case K::relu:  // x < 0 ? 0 : x  ==  MAXPS(0, x) (NaN and -0 pass through, as the reference)
+      cc.vmaxps(a, zero(), a);
       break;
     case K::leaky_relu:  // x >= 0 ? x : x*alpha  ==  x < 0 ? x*alpha : x
       if (b.avx512()) {
