@@ -231,11 +231,26 @@ std::optional<PoolProblem> pool_problem(const Node& n, const Shape& xs, const Sh
   return p;
 }
 
+// A MatMul whose B is not a constant 2-D weight matrix (two activations, as in attention, or a
+// batched constant): the fc label runs the unpacked batched kernel, which reads B as an operand.
+bool batched_matmul(const Graph& g, const Node& n) {
+  if (n.op != "MatMul" || n.inputs.size() < 2 || n.in(1) == kNoValue) return false;
+  const Value& b = g.value(n.inputs[1]);
+  return !(b.is_const() && b.shape.size() == 2);
+}
+
 std::unique_ptr<Kernel> make_fc(const Graph& g, const Node& n, Isa isa, std::string* why) {
   const bool gemm = n.op == "Gemm";
   if (n.op != "Gemm" && n.op != "MatMul") return *why = "not Gemm/MatMul", nullptr;
-  if (n.inputs.size() < 2 || !g.value(n.inputs[1]).is_const())
-    return *why = "weights are not constant", nullptr;
+  if (n.inputs.size() < 2) return *why = "no B operand", nullptr;
+  if (batched_matmul(g, n)) {
+    const Value& a = g.value(n.inputs[0]);
+    const Value& b = g.value(n.inputs[1]);
+    if (n.has("post_ops")) return *why = "MatMul with post-ops", nullptr;
+    if (a.dtype != DType::f32 || b.dtype != DType::f32) return *why = "needs f32", nullptr;
+    return create_matmul_kernel(a.shape, b.shape, isa, why);
+  }
+  if (!g.value(n.inputs[1]).is_const()) return *why = "weights are not constant", nullptr;
   const Value& a = g.value(n.inputs[0]);
   const Value& w = g.value(n.inputs[1]);
   if (a.dtype != DType::f32 || w.shape.size() != 2 || a.shape.empty())
@@ -456,6 +471,11 @@ std::optional<Label> Label::parse(const std::string& key) {
       return l;
     }
   return std::nullopt;
+}
+
+bool packs_weights(const Graph& g, int i, const Label& l) {
+  return l.kind == LabelKind::conv ||
+         (l.kind == LabelKind::fc && !batched_matmul(g, g.nodes[size_t(i)]));
 }
 
 std::string label_family(const Label& l) {

@@ -50,6 +50,10 @@ struct Label {
   bool operator==(const Label& o) const { return key() == o.key(); }
 };
 
+// Whether node i's kernel under l owns its weights and bias (inputs 1 and 2: packed at load,
+// not plan tensors): conv labels, and fc labels except a batched MatMul's.
+bool packs_weights(const Graph& g, int i, const Label& l);
+
 // A short name for colouring and tables: the conv family, or the kind ("pool", "ref", ...).
 std::string label_family(const Label& l);
 

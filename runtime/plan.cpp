@@ -177,7 +177,7 @@ class Lowering {
     }
     // Conv and FC kernels own their packed weights and bias (slots 1, 2); every other
     // operand is a plan tensor in the label's layout for that slot.
-    const bool packs = l.kind == LabelKind::conv || l.kind == LabelKind::fc;
+    const bool packs = packs_weights(g_, i, l);
     std::vector<int> src(n.inputs.size(), -1), dst;
     for (size_t s = 0; s < n.inputs.size(); ++s)
       if (!(packs && (s == 1 || s == 2))) src[s] = get(n.inputs[s], in[s]);

@@ -412,7 +412,7 @@ class Selector {
     std::vector<Layout> in = input_layouts(g_, i, l), out = output_layouts(g_, i, l);
     std::vector<int64_t> sb(n.inputs.size(), 0), db(n.outputs.size(), 0);
     std::vector<const void*> consts(n.inputs.size(), nullptr);
-    const bool conv_or_fc = l.kind == LabelKind::conv || l.kind == LabelKind::fc;
+    const bool conv_or_fc = packs_weights(g_, i, l);
     for (size_t k = 0; k < n.inputs.size(); ++k) {
       ValueId v = n.inputs[k];
       if (v == kNoValue) continue;

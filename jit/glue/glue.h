@@ -108,6 +108,11 @@ std::unique_ptr<Kernel> create_pad_kernel(const Shape& x, const std::vector<int6
                                           const std::vector<int64_t>& end, float value, Layout l,
                                           Isa isa, std::string* why_not);
 
+// MatMul of two f32 tensors of rank >= 2 (either may be a constant) with numpy-broadcast
+// batch dims: dst[0] = src[0] x src[1], row-major, output [batch..., M, N].
+std::unique_ptr<Kernel> create_matmul_kernel(const Shape& a, const Shape& b, Isa isa,
+                                             std::string* why_not);
+
 // Binary arithmetic of two f32 operands numpy-broadcasting to a 4-D output, or a per-channel
 // affine map (inference BatchNormalization), then a chain of unary post-ops (relu ... swish;
 // not add / scale_shift). y[0] is written in `l`; each operand says which KernelArgs::src slot
