@@ -295,21 +295,9 @@ class LnGen {
       else
         cc_.vaddps(d, d, a);
     };
-    x86::Vec t = b_.vec(8);
-    x86::Vec y = v.ymm();
-    if (b_.avx512()) {
-      cc_.vextractf64x4(t, v, 1);
-      op(y, t);
-    }
-    x86::Xmm tx = t.xmm(), x = v.xmm();
-    cc_.vextractf128(tx, y, 1);
-    op(x, tx);
-    cc_.vmovhlps(tx, tx, x);
-    op(x, tx);
-    cc_.vmovshdup(tx, x);
-    op(x, tx);
+    b_.fold_lanes(v, op);
     x86::Vec r = b_.vec();
-    cc_.vbroadcastss(r, x);
+    cc_.vbroadcastss(r, v.xmm());
     return r;
   }
 

@@ -254,19 +254,7 @@ class RdGen {
           cc_.vaddps(d, d, a);
       }
     };
-    x86::Vec t = b_.vec(8);
-    x86::Vec yv = v.ymm();
-    if (b_.avx512()) {
-      cc_.vextractf64x4(t, v, 1);
-      combine(yv, t);
-    }
-    x86::Xmm tx = t.xmm(), xv = v.xmm();
-    cc_.vextractf128(tx, yv, 1);
-    combine(xv, tx);
-    cc_.vmovhlps(tx, tx, xv);
-    combine(xv, tx);
-    cc_.vmovshdup(tx, xv);
-    combine(xv, tx);
+    b_.fold_lanes(v, combine);
   }
 
   // acc = the op's result from its accumulated value (lane-wise).
