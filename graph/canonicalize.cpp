@@ -2,6 +2,8 @@
 
 #include <limits>
 
+#include "graph/post_ops.h"
+
 namespace kiln {
 namespace {
 
@@ -63,7 +65,7 @@ void canonicalize_node(Graph& g, Node& n) {
     ints_attr_to_input(g, n, "axes", 3);
   } else if ((op == "Squeeze" || op == "Unsqueeze") && opset < 13) {
     ints_attr_to_input(g, n, "axes", 1);
-  } else if (op == "ReduceMean" && opset < 18) {
+  } else if (reduce_op(op) && opset < (op == "ReduceSum" ? 13 : 18)) {
     ints_attr_to_input(g, n, "axes", 1);
   } else if (op == "Pad" && opset < 11) {
     if (!n.has("pads")) n.fail(Code::invalid_model, "needs attribute 'pads'");
@@ -71,7 +73,7 @@ void canonicalize_node(Graph& g, Node& n) {
     float value = n.attr_f("value", 0.f);
     n.attrs.erase("value");
     attr_to_input(g, n, "value", 2, scalar_f32(value));
-  } else if (op == "Softmax") {
+  } else if (op == "Softmax" || op == "LogSoftmax" || op == "Hardmax") {
     if (opset < 13) {
       n.attrs["axis"] = attr_i(n.attr_i("axis", 1));
       n.attrs["coerce_2d"] = attr_i(1);

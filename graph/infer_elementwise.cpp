@@ -100,7 +100,9 @@ void infer_sum(Graph& g, Node& n) {
   Shape out;
   for (size_t i = 0; i < n.inputs.size(); ++i) {
     if (!has_input(n, i)) n.fail(Code::invalid_model, "input " + std::to_string(i) + " is missing");
-    expect_dtype(g, n, i, DType::f32);
+    // ONNX's Max / Min take integers (not run by Kiln); Sum / Mean only floats.
+    expect_dtype(g, n, i, DType::f32,
+                 n.op == "Max" || n.op == "Min" ? Code::unsupported : Code::invalid_model);
     out = i == 0 ? input(g, n, i).shape : broadcast_shapes(n, out, input(g, n, i).shape);
   }
   set_output(g, n, 0, DType::f32, out);

@@ -1,5 +1,5 @@
-// Shape inference for the matrix ops (Gemm, MatMul) and the reductions along axes (Softmax,
-// ReduceMean, LayerNormalization).
+// Shape inference for the matrix ops (Gemm, MatMul) and the normalisations along axes
+// (Softmax, LogSoftmax, Hardmax, LayerNormalization).
 #include <string>
 
 #include "graph/infer_util.h"
@@ -60,40 +60,12 @@ void infer_matmul(Graph& g, Node& n) {
 }
 
 void infer_softmax(Graph& g, Node& n) {
-  expect_dtype(g, n, 0, DType::f32);
+  expect_dtype(g, n, 0, DType::f32, Code::unsupported);
   expect_min_rank(g, n, 0, 1);
   const Shape& x = input(g, n, 0).shape;
   normalize_axis(n, n.attr_i("axis", -1), int64_t(x.size()));
   attr_flag(n, "coerce_2d", false);
   set_output(g, n, 0, DType::f32, x);
-}
-
-void infer_reduce_mean(Graph& g, Node& n) {
-  expect_dtype(g, n, 0, DType::f32);
-  reject_attr(n, "axes");
-  const Shape& x = input(g, n, 0).shape;
-  int64_t r = int64_t(x.size());
-  bool keepdims = attr_flag(n, "keepdims", true);
-  bool noop = attr_flag(n, "noop_with_empty_axes", false);
-  std::vector<int64_t> axes =
-      normalize_axes(n, const_ints(g, n, 1).value_or(std::vector<int64_t>{}), r);
-  if (axes.empty()) {
-    if (noop) {
-      set_output(g, n, 0, DType::f32, x);
-      return;
-    }
-    for (int64_t i = 0; i < r; ++i) axes.push_back(i);
-  }
-  std::vector<bool> reduced(x.size(), false);
-  for (int64_t a : axes) reduced[size_t(a)] = true;
-  Shape out;
-  for (size_t i = 0; i < x.size(); ++i) {
-    if (!reduced[i])
-      out.push_back(x[i]);
-    else if (keepdims)
-      out.push_back(1);
-  }
-  set_output(g, n, 0, DType::f32, out);
 }
 
 void infer_layer_norm(Graph& g, Node& n) {

@@ -90,7 +90,10 @@ void infer_sum(Graph& g, Node& n);
 void infer_gemm(Graph& g, Node& n);
 void infer_matmul(Graph& g, Node& n);
 void infer_softmax(Graph& g, Node& n);
-void infer_reduce_mean(Graph& g, Node& n);
+// infer_reduce.cpp
+void infer_reduce(Graph& g, Node& n);  // Reduce* (graph/post_ops.h reduce_op)
+void infer_arg_reduce(Graph& g, Node& n);
+void infer_group_norm(Graph& g, Node& n);  // InstanceNormalization, GroupNormalization
 // infer_shape_ops.cpp
 void infer_flatten(Graph& g, Node& n);
 void infer_reshape(Graph& g, Node& n);

@@ -13,12 +13,15 @@
 //   Squeeze     inputs (x, axes?) — opset < 13 attribute becomes an input. Same for Unsqueeze
 //               (axes required there).
 //   ReduceMean  inputs (x, axes?) + attrs keepdims (1), noop_with_empty_axes (0) — opset < 18
-//               attribute `axes` becomes an input.
+//               attribute `axes` becomes an input. Same for every Reduce* op (ReduceSum: opset
+//               < 13).
+//   ArgMax / ArgMin  attr axis made non-negative; keepdims (1), select_last_index (0).
 //   Pad         inputs (x, pads, constant_value?) + attr mode ("constant" only) — opset < 11
 //               attributes pads/value become inputs.
 //   Softmax     attr axis always present after import; opset < 13 models also get attr
 //               `coerce_2d` = 1: the input is viewed as 2-D [prod(d<axis), prod(d>=axis)] and
 //               softmax runs over the second dim (old semantics); otherwise over `axis` only.
+//               Same for LogSoftmax and Hardmax.
 //   Dropout     inputs (x, ratio?, training_mode?); only inference is supported (identity).
 //   BatchNormalization  inputs (x, scale, B, mean, var) + attr epsilon (1e-5); one output.
 //   LayerNormalization  inputs (x, scale, B?) + attrs axis (made non-negative), epsilon (1e-5)
@@ -27,6 +30,9 @@
 //               rank - axis there; graph passes write norm_dims = 1 for a LayerNorm over the
 //               channels of an NCHW tensor (ConvNeXt's LayerNorm2d). scale / B hold the
 //               normalised dims (leading 1s allowed). Only output Y.
+//   InstanceNormalization / GroupNormalization  inputs (x, scale, B) + attrs epsilon (1e-5),
+//               num_groups (GroupNormalization); scale / B hold one value per channel ([C]):
+//               opset < 21 GroupNormalization's per-group ones are expanded by inference.
 //   Gemm        inputs (A, B, C?) + transA, transB, alpha, beta.
 //   Conv        inputs (x, w, b?) + auto_pad, dilations, group, kernel_shape, pads, strides, all
 //               made explicit by inference: after inference, every Conv/MaxPool/AveragePool node

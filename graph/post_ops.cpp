@@ -267,4 +267,13 @@ std::string post_ops_str(const std::vector<PostOp>& ops) {
   return s;
 }
 
+std::optional<ReduceOp> reduce_op(std::string_view onnx_op) {
+  static const char* const kOps[] = {
+      "ReduceSum", "ReduceMean",   "ReduceMax",       "ReduceMin",      "ReduceProd", "ReduceL1",
+      "ReduceL2",  "ReduceLogSum", "ReduceLogSumExp", "ReduceSumSquare"};  // ReduceOp's order
+  for (size_t k = 0; k < std::size(kOps); ++k)
+    if (onnx_op == kOps[k]) return ReduceOp(k);
+  return std::nullopt;
+}
+
 }  // namespace kiln

@@ -94,4 +94,20 @@ float apply_post_op(const PostOp& op, float x, float residual, float scale, floa
 // "relu", "clip0_6", "add_relu": a short form for problem strings and kernel names.
 std::string post_ops_str(const std::vector<PostOp>& ops);
 
+// The Reduce* ops (graph/ops.h): what the reference and the JIT reduction kernels compute per
+// output element over its reduced elements x_i.
+enum class ReduceOp {
+  sum,
+  mean,
+  max,  // NaN propagates
+  min,
+  prod,
+  l1,           // sum |x_i|
+  l2,           // sqrt(sum x_i^2)
+  log_sum,      // log(sum x_i)
+  log_sum_exp,  // m + log(sum exp(x_i - m)), m = max x_i
+  sum_square,
+};
+std::optional<ReduceOp> reduce_op(std::string_view onnx_op);  // nullopt: not a Reduce* op
+
 }  // namespace kiln

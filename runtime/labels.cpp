@@ -20,8 +20,20 @@ namespace kiln {
 namespace {
 
 const char* kind_name(LabelKind k) {
-  static const char* const kNames[] = {"conv",    "fc",   "pool", "concat", "eltwise",   "ref",
-                                       "shuffle", "norm", "view", "bcast",  "transpose", "pad"};
+  static const char* const kNames[] = {"conv",
+                                       "fc",
+                                       "pool",
+                                       "concat",
+                                       "eltwise",
+                                       "ref",
+                                       "shuffle",
+                                       "norm",
+                                       "view",
+                                       "bcast",
+                                       "transpose",
+                                       "pad",
+                                       "?" /* 12: the resize branch's */,
+                                       "reduce"};
   return enum_name(k, kNames);
 }
 
@@ -100,15 +112,16 @@ std::optional<std::vector<PostOp>> eltwise_ops(const Graph& g, const Node& n) {
 // ---- Broadcast binary ops and per-channel affine maps (LabelKind::bcast) ----
 
 std::optional<BinaryOp> binary_op(const std::string& op) {
-  static const char* const kOps[] = {"Add", "Sub", "Mul", "Div", "PRelu"};  // BinaryOp's order
-  for (int k = 0; k < 5; ++k)
+  static const char* const kOps[] = {"Add",   "Sub", "Mul", "Div",
+                                     "PRelu", "Max", "Min", "Mean"};  // BinaryOp's order
+  for (size_t k = 0; k < std::size(kOps); ++k)
     if (op == kOps[k]) return BinaryOp(k);
   return std::nullopt;
 }
 
-// Add/Sub/Mul/Div/PRelu of two f32 operands broadcasting to an output of rank <= 4 (the factory
-// checks the broadcast), or an inference BatchNormalization of a 4-D f32 tensor whose
-// parameters are constant f32 [C] vectors (what fold_batchnorm could not fold into a conv).
+// Add/Sub/Mul/Div/PRelu (Max/Min/Mean of two) of two f32 operands broadcasting to an output of rank
+// <= 4 (the factory checks the broadcast), or an inference BatchNormalization of a 4-D f32 tensor
+// whose parameters are constant f32 [C] vectors (what fold_batchnorm could not fold into a conv).
 bool is_bcast(const Graph& g, const Node& n) {
   if (n.outputs.size() != 1 || !upto4d(g, n.outputs[0]) ||
       g.value(n.outputs[0]).dtype != DType::f32)
@@ -283,10 +296,11 @@ std::unique_ptr<Kernel> make_fc(const Graph& g, const Node& n, Isa isa, std::str
                           bias ? &*bias : nullptr, why);
 }
 
-// LayerNormalization (constant f32 scale / bias; graph/ops.h: dims [axis, axis + norm_dims) are
-// c) or Softmax (f32; dim `axis`, or [axis, rank) with coerce_2d) as [outer, c, inner];
-// nullopt for other nodes. `channels`: c is the channel dim of a 4-D tensor (the nhwc and
-// blocked layouts' rows).
+// Instance / GroupNormalization (constant scale / B; outer = images x groups, c = a group's
+// channels x pixels), LayerNormalization (constant f32 scale / bias; graph/ops.h: dims [axis,
+// axis + norm_dims) are c) or Softmax / LogSoftmax (f32; dim `axis`, or [axis, rank) with
+// coerce_2d) as [outer, c, inner]; nullopt for other nodes. `channels`: c is the channel dim of a
+// 4-D tensor (the nhwc and blocked layouts' rows).
 struct NormView {
   int64_t outer = 1, c = 1, inner = 1;
   bool channels = false;
@@ -296,11 +310,21 @@ std::optional<NormView> norm_view(const Graph& g, const Node& n) {
   const Shape& s = g.value(n.inputs[0]).shape;
   const int64_t rank = int64_t(s.size());
   int64_t axis = n.attr_i("axis", n.op == "Softmax" ? -1 : 0), end = axis + 1;
+  if (n.op == "InstanceNormalization" || n.op == "GroupNormalization") {
+    // Rows of a group's channels x pixels (nchw only); constant per-channel scale / B.
+    if (rank < 3 || g.value(n.inputs[0]).dtype != DType::f32 || n.inputs.size() != 3 ||
+        !g.value(n.inputs[1]).is_const() || !g.value(n.inputs[2]).is_const())
+      return std::nullopt;
+    const int64_t groups = n.op == "GroupNormalization" ? n.attr_i("num_groups", 1) : s[1];
+    if (groups < 1 || s[1] % groups) return std::nullopt;
+    return NormView{s[0] * groups, shape_numel(s) / std::max<int64_t>(s[0] * groups, 1), 1, false};
+  }
   if (n.op == "LayerNormalization") {
     for (size_t k = 1; k < n.inputs.size(); ++k)
       if (n.inputs[k] != kNoValue && !g.value(n.inputs[k]).is_const()) return std::nullopt;
     end = axis + n.attr_i("norm_dims", 1);
-  } else if (n.op == "Softmax" && g.value(n.inputs[0]).dtype == DType::f32 && rank > 0) {
+  } else if ((n.op == "Softmax" || n.op == "LogSoftmax") &&
+             g.value(n.inputs[0]).dtype == DType::f32 && rank > 0) {
     if (axis < 0) axis += rank;
     end = n.attr_i("coerce_2d", 0) ? rank : axis + 1;
   } else {
@@ -317,16 +341,76 @@ std::unique_ptr<Kernel> make_norm(const Graph& g, const Node& n, Layout l, Isa i
                                   std::string* why) {
   const auto v = norm_view(g, n);
   if (!v)
-    return *why = "not a Softmax or a LayerNormalization with constant scale and bias", nullptr;
+    return *why =
+               "not a Softmax / LogSoftmax, or a Layer / Instance / GroupNormalization with "
+               "constant scale and bias",
+           nullptr;
   if (l != Layout::nchw && !v->channels)
     return *why = "only a reduction over the channels of a 4-D tensor runs on nhwc / blocked",
            nullptr;
-  if (n.op == "Softmax") return create_softmax_kernel(v->outer, v->c, v->inner, l, isa, why);
+  if (n.op == "InstanceNormalization" || n.op == "GroupNormalization") {
+    const Shape& s = g.value(n.inputs[0]).shape;
+    return create_groupnorm_kernel(s[0], s[1], v->outer / s[0], shape_numel(s) / (s[0] * s[1]),
+                                   n.attr_f("epsilon", 1e-5f),
+                                   g.value(n.inputs[1]).constant->data<float>(),
+                                   g.value(n.inputs[2]).constant->data<float>(), isa, why);
+  }
+  if (n.op != "LayerNormalization")
+    return create_softmax_kernel(v->outer, v->c, v->inner, l, isa, why, n.op == "LogSoftmax");
   const ValueId b = n.in(2);
   return create_layernorm_kernel(v->outer, v->c, v->inner, l, n.attr_f("epsilon", 1e-5f),
                                  g.value(n.inputs[1]).constant->data<float>(),
                                  b == kNoValue ? nullptr : g.value(b).constant->data<float>(), isa,
                                  why);
+}
+
+// ---- Reductions (LabelKind::reduce) ----
+
+// A Reduce* of an f32 tensor with constant axes whose reduced dims are contiguous in the order
+// layout l stores them (nchw: row-major; nhwc: a 4-D tensor's N, H, W, C), as the kernel's
+// [outer, c, inner]; the output's bytes (4-D: stored in l, else row-major) must be the kept
+// dims in that same order. nullopt otherwise.
+struct ReduceView {
+  ReduceOp op = ReduceOp::sum;
+  int64_t outer = 1, c = 1, inner = 1;
+};
+std::optional<ReduceView> reduce_view(const Graph& g, const Node& n, Layout l) {
+  const std::optional<ReduceOp> op = reduce_op(n.op);
+  if (!op || n.outputs.size() != 1 || n.in(0) == kNoValue) return std::nullopt;
+  const Value& x = g.value(n.inputs[0]);
+  const size_t r = x.shape.size();
+  if (x.dtype != DType::f32 || r == 0 || (l != Layout::nchw && (l != Layout::nhwc || r != 4)))
+    return std::nullopt;
+  std::vector<int64_t> axes;
+  if (const ValueId a = n.in(1); a != kNoValue) {
+    const Value& av = g.value(a);
+    if (!av.is_const() || av.dtype != DType::i64) return std::nullopt;
+    axes.assign(av.constant->data<int64_t>(), av.constant->data<int64_t>() + av.constant->numel());
+  }
+  std::vector<bool> red(r, axes.empty());
+  if (axes.empty() && n.attr_i("noop_with_empty_axes", 0) != 0) return std::nullopt;
+  for (int64_t a : axes) red[size_t(a < 0 ? a + int64_t(r) : a)] = true;
+  std::vector<size_t> order(r);
+  for (size_t d = 0; d < r; ++d) order[d] = d;
+  if (l == Layout::nhwc) order = {0, 2, 3, 1};
+  ReduceView v{*op};
+  int seen = 0;  // 0: before the reduced dims, 1: inside, 2: after
+  std::vector<size_t> kept;
+  for (size_t d : order) {
+    const int64_t dim = x.shape[d];
+    if (red[d]) {
+      if (seen == 2) return std::nullopt;  // reduced dims not contiguous
+      seen = 1;
+      v.c *= dim;
+    } else {
+      if (seen == 1) seen = 2;
+      (seen == 0 ? v.outer : v.inner) *= dim;
+      kept.push_back(d);
+    }
+  }
+  if (g.value(n.outputs[0]).shape.size() != 4 && !std::is_sorted(kept.begin(), kept.end()))
+    return std::nullopt;
+  return v;
 }
 
 // Whether node n may be a view under layout l: a reshaping op whose output, stored in l where
@@ -464,7 +548,7 @@ std::optional<Label> Label::parse(const std::string& key) {
   if (!lay) return std::nullopt;
   for (LabelKind k : {LabelKind::fc, LabelKind::pool, LabelKind::concat, LabelKind::eltwise,
                       LabelKind::ref, LabelKind::shuffle, LabelKind::norm, LabelKind::view,
-                      LabelKind::bcast, LabelKind::transpose, LabelKind::pad})
+                      LabelKind::bcast, LabelKind::transpose, LabelKind::pad, LabelKind::reduce})
     if (parts[0] == kind_name(k)) {
       l.kind = k;
       l.in = l.out = *lay;
@@ -530,6 +614,9 @@ std::vector<Label> candidate_labels(const Graph& g, int i, Isa isa, bool referen
       simple(LabelKind::norm, Layout::nhwc);
     }
     if (norm_view(g, n)->inner == 1) simple(LabelKind::norm, Layout::nchw);
+  } else if (jit && reduce_op(n.op)) {
+    for (Layout l : {Layout::nhwc, Layout::nchw})
+      if (reduce_view(g, n, l)) simple(LabelKind::reduce, l);
   } else if (jit && (is_flat_elementwise(g, n) || is_bcast(g, n))) {
     // Fewer than 4 dimensions have no layout but nchw.
     std::vector<Layout> ls{Layout::nchw};
@@ -667,6 +754,13 @@ Instance instantiate(const Graph& g, int i, const Label& l, Isa isa, std::string
       if (!jit_isa || !p) return no("not a constant 4-D Pad on a JIT ISA");
       r.kernel = create_pad_kernel(g.value(n.inputs[0]).shape, p->begin, p->end, p->value, l.in,
                                    isa, &why);
+      break;
+    }
+    case LabelKind::reduce: {
+      const auto v = reduce_view(g, n, l.in);
+      if (!jit_isa || !v || l.in != l.out)
+        return no("not a Reduce* over contiguous dims of " + l.key() + " on a JIT ISA");
+      r.kernel = create_reduce_kernel(v->op, v->outer, v->c, v->inner, isa, &why);
       break;
     }
     case LabelKind::ref:

@@ -36,6 +36,8 @@ enum class LabelKind : int {
   transpose = 10,
   // asmjit constant Pad of a 4-D tensor
   pad = 11,
+  // asmjit Reduce* over contiguous dims of the nchw (row-major) or nhwc order
+  reduce = 13,
 };
 
 struct Label {

@@ -207,6 +207,23 @@ void AsmBuilder::zero_past(const x86::Vec& v, const Mask& m) {
 // Two in-lane stages (unpck ps, then unpck pd) build, in each 128-bit lane L of u[4g + k],
 // column 4L + k of rows 4g..4g+3; the cross-lane stages then gather lane L of the group
 // vectors into output 4L + k.
+void AsmBuilder::fold_lanes(const x86::Vec& v,
+                            const std::function<void(const x86::Vec& d, const x86::Vec& a)>& op) {
+  x86::Vec t = vec(8);
+  x86::Vec y = v.ymm();
+  if (avx512()) {
+    cc_->vextractf64x4(t, v, 1);
+    op(y, t);
+  }
+  x86::Xmm tx = t.xmm(), x = v.xmm();
+  cc_->vextractf128(tx, y, 1);
+  op(x, tx);
+  cc_->vmovhlps(tx, tx, x);
+  op(x, tx);
+  cc_->vmovshdup(tx, x);
+  op(x, tx);
+}
+
 void AsmBuilder::transpose(std::vector<x86::Vec>& r) {
   const size_t n = r.size();
   if (n != 8 && !(n == 16 && avx512()))

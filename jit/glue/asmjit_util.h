@@ -96,6 +96,10 @@ class AsmBuilder {
 
   // Transposes rows.size() x rows.size() floats in place: 8 ymm or (AVX-512) 16 zmm.
   void transpose(std::vector<x86::Vec>& rows);
+  // Lane 0 of v = op folded over v's lanes (halving: zmm -> ymm -> xmm -> 2 -> 1); v is
+  // clobbered. op(d, a) computes d = d op a on ymm / xmm registers.
+  void fold_lanes(const x86::Vec& v,
+                  const std::function<void(const x86::Vec& d, const x86::Vec& a)>& op);
 
   // A compile-time loop of `count` (>= 1) iterations over two pointers: fresh copies of src
   // and dst, advanced by src_step / dst_step bytes after each body(s, d). Returns the copies

@@ -41,8 +41,12 @@ enum class Expr {
   mul,
   div,
   prelu,
+  max,
+  min,
+  mean,
   fma
-};  // prelu: s0 < 0 ? s0 * s1 : s0; fma: s0 * s1 + s2
+};  // prelu: s0 < 0 ? s0 * s1 : s0; max / min: NaN if either is; mean: (s0 + s1) / 2; fma:
+    // s0 * s1 + s2
 
 struct Conf {
   Expr expr = Expr::add;
@@ -346,6 +350,26 @@ class Gen {
           cc_.vblendvps(r, v[0], r, m);
         }
         break;
+      case Expr::max:
+      case Expr::min:  // vmaxps r, a, b gives b when either is NaN; a NaN in a is blended in
+        if (c_.expr == Expr::max)
+          cc_.vmaxps(r, v[1], v[0]);
+        else
+          cc_.vminps(r, v[1], v[0]);
+        if (b_.avx512()) {
+          x86::KReg k = cc_.newKw();
+          cc_.vcmpps(k, v[1], v[1], 3);  // _CMP_UNORD_Q
+          cc_.k(k).vmovaps(r, v[1]);
+        } else {
+          x86::Vec m = b_.vec();
+          cc_.vcmpps(m, v[1], v[1], 3);
+          cc_.vblendvps(r, r, v[1], m);
+        }
+        break;
+      case Expr::mean:  // the reference's sum, then an exact halving
+        cc_.vaddps(r, v[0], v[1]);
+        cc_.vmulps(r, r, b_.cf32(0.5f));
+        break;
       case Expr::fma:
         cc_.vmovaps(r, v[0]);
         cc_.vfmadd213ps(r, v[1], v[2]);
@@ -445,8 +469,9 @@ std::unique_ptr<Kernel> create_binary_kernel(BinaryOp op, const Shape& y, Layout
   if (!why.empty()) return no(why_not, why);
   Conf c;
   if (std::string r = plan(y, l, isa, {a, b}, &c); !r.empty()) return no(why_not, r);
-  static const char* const kOps[] = {"add", "sub", "mul", "div", "prelu"};
-  static const Expr kExpr[] = {Expr::add, Expr::sub, Expr::mul, Expr::div, Expr::prelu};
+  static const char* const kOps[] = {"add", "sub", "mul", "div", "prelu", "max", "min", "mean"};
+  static const Expr kExpr[] = {Expr::add,   Expr::sub, Expr::mul, Expr::div,
+                               Expr::prelu, Expr::max, Expr::min, Expr::mean};
   c.expr = kExpr[int(op)];
   c.post = post;
   return std::make_unique<BcastKernel>(std::move(c), std::vector<std::vector<float>>{}, isa,

@@ -91,10 +91,18 @@ std::unique_ptr<Kernel> create_layernorm_kernel(int64_t outer, int64_t c, int64_
                                                 float eps, const float* gamma, const float* beta,
                                                 Isa isa, std::string* why_not);
 
+// GroupNormalization (InstanceNormalization: groups = c) of an nchw [n, c, pixels] tensor: each
+// group of c / groups channels normalised over all its pixels, then y = v * gamma[ch] +
+// beta[ch] (c floats each). src[0] -> dst[0].
+std::unique_ptr<Kernel> create_groupnorm_kernel(int64_t n, int64_t c, int64_t groups,
+                                                int64_t pixels, float eps, const float* gamma,
+                                                const float* beta, Isa isa, std::string* why_not);
+
 // Softmax of a tensor viewed as [outer, c, inner] over c (numerically stable: exp(x - max) /
-// sum), layouts as create_layernorm_kernel's (nchw needs inner == 1). src[0] -> dst[0].
+// sum; `log`: LogSoftmax, x - max - log(sum)), layouts as create_layernorm_kernel's (nchw needs
+// inner == 1). src[0] -> dst[0].
 std::unique_ptr<Kernel> create_softmax_kernel(int64_t outer, int64_t c, int64_t inner, Layout l,
-                                              Isa isa, std::string* why_not);
+                                              Isa isa, std::string* why_not, bool log = false);
 
 // Transpose of a row-major f32 tensor of shape `in` (rank <= 6; nchw for 4-D) by `perm`
 // (output dim i = input dim perm[i]). src[0] -> dst[0].
@@ -117,7 +125,8 @@ std::unique_ptr<Kernel> create_matmul_kernel(const Shape& a, const Shape& b, Isa
 // affine map (inference BatchNormalization), then a chain of unary post-ops (relu ... swish;
 // not add / scale_shift). y[0] is written in `l`; each operand says which KernelArgs::src slot
 // holds it and in which layout (below). Blocked outputs get zeroed pad lanes.
-enum class BinaryOp { add, sub, mul, div, prelu };  // prelu: a < 0 ? a * b : a
+// prelu: a < 0 ? a * b : a; max / min: NaN when either is (numpy.maximum); mean: (a + b) / 2
+enum class BinaryOp { add, sub, mul, div, prelu, max, min, mean };
 struct BcastOperand {
   Shape shape;                   // its own shape, rank <= 4 (aligned to the output's last dims)
   Layout layout = Layout::nchw;  // its buffer's layout (rank < 4: nchw)
@@ -140,5 +149,11 @@ std::unique_ptr<Kernel> create_affine_kernel(const Shape& y, Layout l,
                                              const std::vector<float>& shift,
                                              const std::vector<PostOp>& post, Isa isa,
                                              std::string* why_not);
+
+// Reduce* of a row-major f32 tensor viewed as [outer, c, inner] over c: y[o, i] = op over k of
+// x[o, k, i] (graph/post_ops.h ReduceOp; NaN propagates through max / min). src[0] -> dst[0]
+// ([outer, inner]).
+std::unique_ptr<Kernel> create_reduce_kernel(ReduceOp op, int64_t outer, int64_t c, int64_t inner,
+                                             Isa isa, std::string* why_not);
 
 }  // namespace kiln

@@ -4,7 +4,7 @@
 //   function body; the row stays in L1 between passes), then y = (x - mean) * rstd * gamma +
 //   beta;
 // - Softmax: max, then e = exp(x - max) stored to y while summing, then y = e / sum (the
-//   reference's single division).
+//   reference's single division); LogSoftmax: the same sum, then y = x - (max + log(sum)).
 // The last vector of a row is masked: its lanes past c are not read (nhwc) or are zeroed
 // (blocked: pad lanes, written as 0 through zero-padded gamma/beta or zeroed exps).
 #include <algorithm>
@@ -43,6 +43,10 @@ struct LnConf {
   bool store_pad = false;  // write the last vector whole (blocked: zero pad lanes)
   float eps = 0;
   bool softmax = false;  // else LayerNorm
+  bool log = false;      // LogSoftmax
+  // GroupNorm (nchw): the row is `segs` channels of `seg` pixels, gamma / beta one per channel
+  // (advancing by segs per row); 0 = LayerNorm's per-element gamma / beta.
+  int64_t segs = 0, seg = 0;
 };
 
 class LnGen {
@@ -90,23 +94,13 @@ class LnGen {
       cc_.vsqrtps(rstd, rstd);
       x86::Vec one = b_.bcast(1.f);
       cc_.vdivps(rstd, one, rstd);
-      // Pass 3: y = (x - mean) * rstd * gamma + beta.
-      x86::Gp g = b_.gp(), bt = b_.gp(), yo = b_.gp();
-      cc_.mov(g, gamma);
-      cc_.mov(bt, beta);
-      cc_.mov(yo, y);
-      over_row(
-          x,
-          [&](const x86::Mem& m, bool last) {
-            deviation(t, m, mean, last);
-            cc_.vmulps(t, t, rstd);
-            cc_.vmulps(t, t, x86::ptr(g));
-            cc_.vaddps(t, t, x86::ptr(bt));
-            store(x86::ptr(yo), t, last);
-            cc_.add(g, V_ * 4);
-            cc_.add(bt, V_ * 4);
-          },
-          &yo);
+      if (c_.segs) {
+        group_affine(x, y, gamma, beta, mean, rstd);
+        cc_.add(gamma, c_.segs * 4);
+        cc_.add(beta, c_.segs * 4);
+      } else {
+        layer_affine(x, y, gamma, beta, mean, rstd);
+      }
     }
     cc_.add(x, c_.row_stride);
     cc_.add(y, c_.row_stride);
@@ -117,6 +111,73 @@ class LnGen {
   }
 
  private:
+  // LayerNorm's pass 3: y = (x - mean) * rstd * gamma + beta, gamma / beta per element.
+  void layer_affine(const x86::Gp& x, const x86::Gp& y, const x86::Gp& gamma, const x86::Gp& beta,
+                    const x86::Vec& mean, const x86::Vec& rstd) {
+    x86::Vec t = b_.vec();
+    x86::Gp g = b_.gp(), bt = b_.gp(), yo = b_.gp();
+    cc_.mov(g, gamma);
+    cc_.mov(bt, beta);
+    cc_.mov(yo, y);
+    over_row(
+        x,
+        [&](const x86::Mem& m, bool last) {
+          deviation(t, m, mean, last);
+          cc_.vmulps(t, t, rstd);
+          cc_.vmulps(t, t, x86::ptr(g));
+          cc_.vaddps(t, t, x86::ptr(bt));
+          store(x86::ptr(yo), t, last);
+          cc_.add(g, V_ * 4);
+          cc_.add(bt, V_ * 4);
+        },
+        &yo);
+  }
+
+  // GroupNorm's pass 3: y = (x - mean) * rstd * gamma[s] + beta[s] over each channel s of the
+  // row (`seg` contiguous floats, its last vector masked: channels need not start on a vector).
+  void group_affine(const x86::Gp& x, const x86::Gp& y, const x86::Gp& gamma, const x86::Gp& beta,
+                    const x86::Vec& mean, const x86::Vec& rstd) {
+    const int64_t full = c_.seg / V_;
+    const Mask seg_tail = c_.seg % V_ ? b_.mask(int(c_.seg % V_)) : Mask{};
+    x86::Vec t = b_.vec(), gv = b_.vec(), bv = b_.vec();
+    x86::Gp xs = b_.gp(), yo = b_.gp(), g = b_.gp(), bt = b_.gp(), s = b_.gp(), k = b_.gp();
+    cc_.mov(xs, x);
+    cc_.mov(yo, y);
+    cc_.mov(g, gamma);
+    cc_.mov(bt, beta);
+    cc_.mov(s, c_.segs);
+    asmjit::Label seg = cc_.newLabel();
+    cc_.bind(seg);
+    cc_.vbroadcastss(gv, x86::dword_ptr(g));
+    cc_.vbroadcastss(bv, x86::dword_ptr(bt));
+    auto one = [&](const Mask* m) {
+      b_.load(t, x86::ptr(xs), m);
+      cc_.vsubps(t, t, mean);
+      cc_.vmulps(t, t, rstd);
+      cc_.vfmadd213ps(t, gv, bv);
+      b_.store(x86::ptr(yo), t, m);
+    };
+    if (full > 0) {
+      asmjit::Label top = cc_.newLabel();
+      cc_.mov(k, full);
+      cc_.bind(top);
+      one(nullptr);
+      cc_.add(xs, V_ * 4);
+      cc_.add(yo, V_ * 4);
+      cc_.dec(k);
+      cc_.jnz(top);
+    }
+    if (c_.seg % V_) {
+      one(&seg_tail);
+      cc_.add(xs, (c_.seg % V_) * 4);
+      cc_.add(yo, (c_.seg % V_) * 4);
+    }
+    cc_.add(g, 4);
+    cc_.add(bt, 4);
+    cc_.dec(s);
+    cc_.jnz(seg);
+  }
+
   void softmax_row(const x86::Gp& x, const x86::Gp& y) {
     // Pass 1: max; lanes past c count as -inf.
     x86::Vec mx = b_.bcast(-INFINITY), t = b_.vec();
@@ -136,7 +197,7 @@ class LnGen {
       cc_.vmaxps(mx, mx, t);  // a NaN may be lost here but poisons the sum below, as in ONNX
     });
     mx = reduce_bcast(mx, true);
-    // Pass 2: y = exp(x - max), summed; lanes past c are 0.
+    // Pass 2: y = exp(x - max) (LogSoftmax: not stored), summed; lanes past c are 0.
     x86::Vec sum = b_.vec();
     cc_.vxorps(sum, sum, sum);
     x86::Gp yo = b_.gp();
@@ -149,10 +210,27 @@ class LnGen {
           glue::emit_exp(b_, t, t);
           zero_tail(t, last);
           cc_.vaddps(sum, sum, t);
-          store(x86::ptr(yo), t, last);
+          if (!c_.log) store(x86::ptr(yo), t, last);
         },
         &yo);
     sum = reduce_bcast(sum, false);
+    if (c_.log) {
+      // Pass 3: y = x - (max + log(sum)).
+      glue::emit_log(b_, sum);
+      cc_.vaddps(sum, sum, mx);
+      x86::Gp yl = b_.gp();
+      cc_.mov(yl, y);
+      over_row(
+          x,
+          [&](const x86::Mem& m, bool last) {
+            load(t, m, last);
+            cc_.vsubps(t, t, sum);
+            zero_tail(t, last);
+            store(x86::ptr(yl), t, last);
+          },
+          &yl);
+      return;
+    }
     // Pass 3: y /= sum.
     over_row(y, [&](const x86::Mem& m, bool last) {
       load(t, m, last);
@@ -217,21 +295,9 @@ class LnGen {
       else
         cc_.vaddps(d, d, a);
     };
-    x86::Vec t = b_.vec(8);
-    x86::Vec y = v.ymm();
-    if (b_.avx512()) {
-      cc_.vextractf64x4(t, v, 1);
-      op(y, t);
-    }
-    x86::Xmm tx = t.xmm(), x = v.xmm();
-    cc_.vextractf128(tx, y, 1);
-    op(x, tx);
-    cc_.vmovhlps(tx, tx, x);
-    op(x, tx);
-    cc_.vmovshdup(tx, x);
-    op(x, tx);
+    b_.fold_lanes(v, op);
     x86::Vec r = b_.vec();
-    cc_.vbroadcastss(r, x);
+    cc_.vbroadcastss(r, v.xmm());
     return r;
   }
 
@@ -252,13 +318,16 @@ class LayerNormKernel : public glue::GlueKernel {
         row_stride_(conf.row_stride / 4) {
     name_ = std::move(name);
     const int V = simd_width(isa);
-    const size_t padded = size_t(conf.vecs * V);
-    if (gamma) {  // LayerNorm
+    // GroupNorm: one gamma / beta per channel of the image; LayerNorm: per element, padded.
+    const int64_t count = conf.segs ? rows_per_image * conf.segs : conf.c;
+    const size_t padded = conf.segs ? size_t(count) : size_t(conf.vecs * V);
+    if (gamma) {
       params_.assign(2 * padded, 0.f);
-      std::copy(gamma, gamma + conf.c, params_.begin());
-      if (beta) std::copy(beta, beta + conf.c, params_.begin() + std::ptrdiff_t(padded));
+      std::copy(gamma, gamma + count, params_.begin());
+      if (beta) std::copy(beta, beta + count, params_.begin() + std::ptrdiff_t(padded));
     }
     padded_ = padded;
+    segs_ = conf.segs;
     AsmBuilder b(name_, isa);
     LnGen(b, conf).build();
     code_ = b.finish();
@@ -273,15 +342,15 @@ class LayerNormKernel : public glue::GlueKernel {
       const int64_t n = t / per_image_, r0 = (t % per_image_) * chunk_;
       const int64_t off = n * image_stride_ + r0 * row_stride_;
       // Softmax has no gamma / beta: no pointer arithmetic on an empty vector's null data().
-      const float* gamma = params_.empty() ? nullptr : params_.data();
+      const float* gamma = params_.empty() ? nullptr : params_.data() + r0 * segs_;
       LnArgs args{a.src[0] + off, a.dst[0] + off, std::min(chunk_, rows_ - r0), gamma,
-                  gamma ? gamma + padded_ : nullptr};
+                  gamma ? gamma + padded_ : nullptr};  // (GroupNorm: this row's channels)
       fn_(&args);
     }
   }
 
  private:
-  int64_t images_, rows_, image_stride_, row_stride_, chunk_ = 1, per_image_ = 1;
+  int64_t images_, rows_, image_stride_, row_stride_, chunk_ = 1, per_image_ = 1, segs_ = 0;
   std::vector<float> params_;
   size_t padded_ = 0;
   LnFn fn_ = nullptr;
@@ -342,12 +411,40 @@ std::unique_ptr<Kernel> create_layernorm_kernel(int64_t outer, int64_t c, int64_
   return create_row_kernel(conf, outer, inner, l, gamma, beta, isa, "layernorm", why_not);
 }
 
+std::unique_ptr<Kernel> create_groupnorm_kernel(int64_t n, int64_t c, int64_t groups,
+                                                int64_t pixels, float eps, const float* gamma,
+                                                const float* beta, Isa isa, std::string* why_not) {
+  auto no = [&](const std::string& r) -> std::unique_ptr<Kernel> {
+    if (why_not) *why_not = r;
+    return nullptr;
+  };
+  if (isa != Isa::avx2 && isa != Isa::avx512) return no("needs avx2 or avx512");
+  if (n <= 0 || c <= 0 || pixels <= 0 || groups <= 0 || c % groups)
+    return no("empty tensor or bad groups");
+  LnConf conf;
+  conf.c = c / groups * pixels;
+  conf.eps = eps;
+  conf.segs = c / groups;
+  conf.seg = pixels;
+  const int V = simd_width(isa);
+  if (conf.c > (int64_t(1) << 28) || n * c * pixels > (int64_t(1) << 40))
+    return no("rows too large");
+  conf.vecs = (conf.c + V - 1) / V;
+  conf.vec_stride = V * 4;
+  conf.row_stride = conf.c * 4;
+  // Images of `groups` rows: each call's gamma / beta start at its first row's channels.
+  return std::make_unique<LayerNormKernel>(conf, n, groups, groups * conf.c, gamma, beta, isa,
+                                           std::string("groupnorm_f32_rows__") + isa_name(isa));
+}
+
 std::unique_ptr<Kernel> create_softmax_kernel(int64_t outer, int64_t c, int64_t inner, Layout l,
-                                              Isa isa, std::string* why_not) {
+                                              Isa isa, std::string* why_not, bool log) {
   LnConf conf;
   conf.c = c;
   conf.softmax = true;
-  return create_row_kernel(conf, outer, inner, l, nullptr, nullptr, isa, "softmax", why_not);
+  conf.log = log;
+  return create_row_kernel(conf, outer, inner, l, nullptr, nullptr, isa,
+                           log ? "logsoftmax" : "softmax", why_not);
 }
 
 }  // namespace kiln

@@ -102,7 +102,8 @@ KILN_REF_KERNEL(max_pool);  // ref_pool.cpp
 KILN_REF_KERNEL(average_pool);
 KILN_REF_KERNEL(batch_norm);  // ref_norm.cpp
 KILN_REF_KERNEL(layer_norm);
-KILN_REF_KERNEL(relu);  // ref_elementwise.cpp
+KILN_REF_KERNEL(group_norm);  // InstanceNormalization, GroupNormalization
+KILN_REF_KERNEL(relu);        // ref_elementwise.cpp
 KILN_REF_KERNEL(leaky_relu);
 KILN_REF_KERNEL(clip);
 KILN_REF_KERNEL(sigmoid);
@@ -119,13 +120,14 @@ KILN_REF_KERNEL(sub);
 KILN_REF_KERNEL(mul);
 KILN_REF_KERNEL(div);
 KILN_REF_KERNEL(pow_op);
-KILN_REF_KERNEL(sum);
-KILN_REF_KERNEL(gemm);  // ref_gemm.cpp
+KILN_REF_KERNEL(variadic);  // Sum, Max, Min, Mean
+KILN_REF_KERNEL(gemm);      // ref_gemm.cpp
 KILN_REF_KERNEL(matmul);
-KILN_REF_KERNEL(reduce_mean);  // ref_reduce.cpp
+KILN_REF_KERNEL(reduce);      // ref_reduce.cpp: every Reduce* op (graph/post_ops.h ReduceOp)
+KILN_REF_KERNEL(arg_reduce);  // ArgMax, ArgMin
 KILN_REF_KERNEL(global_average_pool);
 KILN_REF_KERNEL(global_max_pool);
-KILN_REF_KERNEL(softmax);
+KILN_REF_KERNEL(softmax);    // Softmax, LogSoftmax, Hardmax
 KILN_REF_KERNEL(copy_data);  // ref_shape_ops.cpp: Reshape, Flatten, Squeeze, Unsqueeze, ...
 KILN_REF_KERNEL(transpose);
 KILN_REF_KERNEL(concat);

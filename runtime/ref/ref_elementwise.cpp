@@ -1,4 +1,5 @@
 // Elementwise kernels: unary activations and numpy-broadcasting binary arithmetic.
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
@@ -183,7 +184,9 @@ void pow_op(const Node& node, const Inputs& in, const Outputs& out) {
                           [](float x, float e) { return e == 2.f ? x * x : std::pow(x, e); });
 }
 
-void sum(const Node& node, const Inputs& in, const Outputs& out) {
+// Sum / Max / Min / Mean of any number of broadcasting inputs: y = in0, then y = op(y, in_k)
+// left to right (Sum: the summation order of a chain of Adds); Mean divides at the end.
+void variadic(const Node& node, const Inputs& in, const Outputs& out) {
   Tensor& y = req_output(node, out, 0);
   if (in.empty()) node.fail(Code::invalid_model, "needs at least one input");
   Shape expect;
@@ -194,7 +197,13 @@ void sum(const Node& node, const Inputs& in, const Outputs& out) {
   }
   expect_dtype(node, y, DType::f32, "output");
   expect_shape(node, y, expect, "output");
-  // y = in0, then y += in_k left to right (the summation order of a chain of Adds).
+  const bool max = node.op == "Max", min = node.op == "Min";
+  // Max / Min propagate NaN (numpy.maximum / minimum).
+  auto combine = [&](float a, float b) {
+    if (!max && !min) return a + b;
+    if (std::isnan(a) || std::isnan(b)) return std::numeric_limits<float>::quiet_NaN();
+    return max ? std::max(a, b) : std::min(a, b);
+  };
   float* yp = y.data<float>();
   const std::vector<int64_t> ys = strides_of(y.shape());
   for (size_t k = 0; k < in.size(); ++k) {
@@ -204,10 +213,12 @@ void sum(const Node& node, const Inputs& in, const Outputs& out) {
     for_each_row(y.shape(), st, [&](const int64_t* o, int64_t len, const int64_t* s) {
       for (int64_t i = 0; i < len; ++i) {
         float& dst = yp[o[1] + i * s[1]];
-        dst = k == 0 ? xp[o[0] + i * s[0]] : dst + xp[o[0] + i * s[0]];
+        dst = k == 0 ? xp[o[0] + i * s[0]] : combine(dst, xp[o[0] + i * s[0]]);
       }
     });
   }
+  if (node.op == "Mean")
+    for (int64_t i = 0; i < y.numel(); ++i) yp[i] = float(double(yp[i]) / double(in.size()));
 }
 
 }  // namespace kiln::ref

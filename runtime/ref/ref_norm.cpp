@@ -90,4 +90,43 @@ void layer_norm(const Node& node, const Inputs& in, const Outputs& out) {
     }
 }
 
+// InstanceNormalization (groups = C) and GroupNormalization: x [N, C, ...] normalised over
+// each group of C / G channels (all their pixels), then y = v * scale[c] + B[c] per channel
+// (graph/ops.h); statistics in double.
+void group_norm(const Node& node, const Inputs& in, const Outputs& out) {
+  const Tensor& x = req_input(node, in, 0);
+  Tensor& y = req_output(node, out, 0);
+  expect_dtype(node, x, DType::f32, "input X");
+  expect_dtype(node, y, DType::f32, "output");
+  expect_shape(node, y, x.shape(), "output");
+  if (x.shape().size() < 3)
+    node.fail(Code::invalid_model, "input X needs rank >= 3, got " + shape_str(x.shape()));
+  const int64_t N = x.shape()[0], C = x.shape()[1];
+  const int64_t G = node.op == "InstanceNormalization" ? C : node.attr_i("num_groups", 0);
+  if (G < 1 || C % G != 0) node.fail(Code::invalid_model, "num_groups does not divide C");
+  const int64_t inner = prod(x.shape(), 2, x.shape().size()), len = C / G * inner;
+  const float* p[2];
+  for (size_t i = 0; i < 2; ++i) {
+    const Tensor& t = req_input(node, in, i + 1);
+    expect_dtype(node, t, DType::f32, i == 0 ? "scale" : "B");
+    expect_shape(node, t, {C}, i == 0 ? "scale" : "B");
+    p[i] = t.data<float>();
+  }
+  const double eps = node.attr_f("epsilon", 1e-5f);
+  const float* xp = x.data<float>();
+  float* yp = y.data<float>();
+  for (int64_t ng = 0; ng < N * G; ++ng) {
+    const float* xg = xp + ng * len;
+    double mean = 0, var = 0;
+    for (int64_t k = 0; k < len; ++k) mean += xg[k];
+    mean /= double(len);
+    for (int64_t k = 0; k < len; ++k) var += (xg[k] - mean) * (xg[k] - mean);
+    const double rstd = 1 / std::sqrt(var / double(len) + eps);
+    for (int64_t k = 0; k < len; ++k) {
+      const int64_t c = (ng % G) * (C / G) + k / inner;
+      yp[ng * len + k] = float((xg[k] - mean) * rstd * p[0][c] + p[1][c]);
+    }
+  }
+}
+
 }  // namespace kiln::ref

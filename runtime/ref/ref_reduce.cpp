@@ -1,25 +1,132 @@
-// Reductions: ReduceMean, global pooling and Softmax. Sums are accumulated in double so the
-// reference is at least as accurate as anything it is compared against.
+// Reductions: Reduce*, ArgMax / ArgMin, global pooling and Softmax / LogSoftmax / Hardmax.
+// Sums are accumulated in double so the reference is at least as accurate as anything it is
+// compared against.
+#include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <limits>
+#include <type_traits>
 
+#include "graph/post_ops.h"
 #include "runtime/ref/ref_common.h"
 
 namespace kiln::ref {
 
-void reduce_mean(const Node& node, const Inputs& in, const Outputs& out) {
+namespace {
+
+// Accumulates in double (f32 input) or int64 (wrapping, as the integer ops of numpy).
+template <class T>
+using Acc = std::conditional_t<std::is_same_v<T, float>, double, int64_t>;
+
+template <class T>
+T nan_max(T a, T b, bool max) {
+  if constexpr (std::is_same_v<T, float>)
+    if (std::isnan(a) || std::isnan(b)) return std::numeric_limits<float>::quiet_NaN();
+  return max ? std::max(a, b) : std::min(a, b);
+}
+
+template <class T>
+void reduce_typed(ReduceOp op, const Tensor& x, Tensor& y, const std::vector<int64_t>& ys,
+                  int64_t count) {
+  const T* xp = x.data<T>();
+  T* yp = y.data<T>();
+  const bool extremum = op == ReduceOp::max || op == ReduceOp::min;
+  // Every input element combines into the output element it reduces to (ys: stride 0 along
+  // reduced dims).
+  auto sweep = [&](auto&& fn) {
+    for_each_row(x.shape(), {strides_of(x.shape()), ys},
+                 [&](const int64_t* o, int64_t len, const int64_t* s) {
+                   for (int64_t i = 0; i < len; ++i) fn(o[1] + i * s[1], xp[o[0] + i]);
+                 });
+  };
+  std::vector<T> m;  // the maximum: ReduceLogSumExp's shift, ReduceMax/Min's result
+  if (extremum || op == ReduceOp::log_sum_exp) {
+    const bool max = op != ReduceOp::min;
+    m.assign(size_t(y.numel()),
+             max ? std::numeric_limits<T>::lowest() : std::numeric_limits<T>::max());
+    if constexpr (std::is_same_v<T, float>)
+      std::fill(m.begin(), m.end(), max ? -INFINITY : INFINITY);
+    sweep([&](int64_t o, T v) { m[size_t(o)] = nan_max(m[size_t(o)], v, max); });
+    if (extremum) {
+      std::copy(m.begin(), m.end(), yp);
+      return;
+    }
+  }
+  using A = Acc<T>;
+  std::vector<A> acc(size_t(y.numel()), op == ReduceOp::prod ? A(1) : A(0));
+  sweep([&](int64_t o, T v) {
+    A& a = acc[size_t(o)];
+    const A d = A(v);
+    if constexpr (std::is_same_v<T, float>) {
+      switch (op) {
+        case ReduceOp::prod:
+          a *= d;
+          return;
+        case ReduceOp::l1:
+          a += std::fabs(d);
+          return;
+        case ReduceOp::l2:
+        case ReduceOp::sum_square:
+          a += d * d;
+          return;
+        case ReduceOp::log_sum_exp: {
+          // An infinite or NaN maximum: shift by 0 (the sum then gives inf / NaN / 0).
+          const double sh = std::isfinite(m[size_t(o)]) ? double(m[size_t(o)]) : 0.0;
+          a += std::exp(d - sh);
+          return;
+        }
+        default:
+          a += d;
+          return;
+      }
+    } else {
+      a = op == ReduceOp::prod ? A(uint64_t(a) * uint64_t(d)) : A(uint64_t(a) + uint64_t(d));
+    }
+  });
+  for (int64_t i = 0; i < y.numel(); ++i) {
+    const A a = acc[size_t(i)];
+    if constexpr (std::is_same_v<T, float>) {
+      double r = a;
+      switch (op) {
+        case ReduceOp::mean:
+          r = a / double(count);
+          break;
+        case ReduceOp::l2:
+          r = std::sqrt(a);
+          break;
+        case ReduceOp::log_sum:
+          r = std::log(a);
+          break;
+        case ReduceOp::log_sum_exp:
+          r = (std::isfinite(m[size_t(i)]) ? double(m[size_t(i)]) : 0.0) + std::log(a);
+          break;
+        default:
+          break;
+      }
+      yp[i] = float(r);
+    } else {
+      yp[i] = a;
+    }
+  }
+}
+
+}  // namespace
+
+void reduce(const Node& node, const Inputs& in, const Outputs& out) {
   const Tensor& x = req_input(node, in, 0);
   Tensor& y = req_output(node, out, 0);
-  expect_dtype(node, x, DType::f32, "input");
-  expect_dtype(node, y, DType::f32, "output");
+  const std::optional<ReduceOp> op = reduce_op(node.op);
+  if (!op) node.fail(Code::internal, "is not a Reduce* op");
+  const bool int_ok =
+      *op == ReduceOp::sum || *op == ReduceOp::max || *op == ReduceOp::min || *op == ReduceOp::prod;
+  if (!(int_ok && x.dtype() == DType::i64)) expect_dtype(node, x, DType::f32, "input");
+  expect_dtype(node, y, x.dtype(), "output");
   const int64_t rank = int64_t(x.shape().size());
   std::vector<int64_t> axes;
   if (const Tensor* t = opt_input(in, 1)) axes = read_i64s(node, *t, "axes");
-  const float* xp = x.data<float>();
-  float* yp = y.data<float>();
   if (axes.empty() && node.attr_i("noop_with_empty_axes", 0) != 0) {
-    expect_shape(node, y, x.shape(), "output");
-    for (int64_t i = 0; i < x.numel(); ++i) yp[i] = xp[i];
+    expect_same_size(node, x, y);
+    std::memcpy(y.raw(), x.raw(), size_t(x.numel()) * dtype_size(x.dtype()));
     return;
   }
   std::vector<char> reduced(size_t(rank), axes.empty() ? 1 : 0);
@@ -38,18 +145,41 @@ void reduce_mean(const Node& node, const Inputs& in, const Outputs& out) {
     if (!reduced[size_t(d)] || keepdims) expect.push_back(kept.back());
   }
   expect_shape(node, y, expect, "output");
-  // Every input element adds into the output element it reduces to (stride 0 along reduced
-  // dims).
+  if (count == 0) node.fail(Code::unsupported, "reduces an empty set");
   std::vector<int64_t> ys = strides_of(kept);
   for (int64_t d = 0; d < rank; ++d)
     if (reduced[size_t(d)]) ys[size_t(d)] = 0;
-  std::vector<double> acc(size_t(y.numel()), 0.0);
-  for_each_row(x.shape(), {strides_of(x.shape()), ys},
-               [&](const int64_t* o, int64_t len, const int64_t* s) {
-                 for (int64_t i = 0; i < len; ++i) acc[size_t(o[1] + i * s[1])] += xp[o[0] + i];
-               });
-  // Mean over an empty set is 0/0 = NaN, as in numpy.
-  for (int64_t i = 0; i < y.numel(); ++i) yp[i] = float(acc[size_t(i)] / double(count));
+  dispatch_type(x.dtype(), [&](auto t) { reduce_typed<decltype(t)>(*op, x, y, ys, count); });
+}
+
+// ArgMax / ArgMin over `axis`, as numpy: the first extreme index (select_last_index: the last);
+// a NaN counts as the extreme (numpy's argmax / argmin return the first NaN).
+void arg_reduce(const Node& node, const Inputs& in, const Outputs& out) {
+  const Tensor& x = req_input(node, in, 0);
+  Tensor& y = req_output(node, out, 0);
+  expect_dtype(node, x, DType::f32, "input");
+  expect_dtype(node, y, DType::i64, "output");
+  const Shape& s = x.shape();
+  const size_t axis = size_t(norm_axis(node, node.attr_i("axis", 0), int64_t(s.size())));
+  const int64_t outer = prod(s, 0, axis), n = s[axis], inner = prod(s, axis + 1, s.size());
+  if (y.numel() != outer * inner || n == 0) node.fail(Code::internal, "output size mismatch");
+  const bool max = node.op == "ArgMax", last = node.attr_i("select_last_index", 0) != 0;
+  const float* xp = x.data<float>();
+  int64_t* yp = y.data<int64_t>();
+  for (int64_t o = 0; o < outer; ++o)
+    for (int64_t i = 0; i < inner; ++i) {
+      const float* p = xp + o * n * inner + i;
+      int64_t best = 0;
+      for (int64_t k = 1; k < n; ++k) {
+        const float v = p[k * inner], b = p[best * inner];
+        const bool better = std::isnan(b)   ? last && std::isnan(v)
+                            : std::isnan(v) ? true
+                            : last          ? (max ? v >= b : v <= b)
+                                            : (max ? v > b : v < b);
+        if (better) best = k;
+      }
+      yp[o * inner + i] = best;
+    }
 }
 
 namespace {
@@ -115,6 +245,7 @@ void softmax(const Node& node, const Inputs& in, const Outputs& out) {
   const int64_t outer = prod(s, 0, axis);
   const int64_t n = coerce ? prod(s, axis, s.size()) : s[axis];
   const int64_t inner = coerce ? 1 : prod(s, axis + 1, s.size());
+  const bool log = node.op == "LogSoftmax", hardmax = node.op == "Hardmax";
   const float* xp = x.data<float>();
   float* yp = y.data<float>();
   for (int64_t o = 0; o < outer; ++o)
@@ -123,10 +254,21 @@ void softmax(const Node& node, const Inputs& in, const Outputs& out) {
       // Subtracting the max keeps exp() from overflowing.
       float m = -std::numeric_limits<float>::infinity();
       for (int64_t k = 0; k < n; ++k) m = std::fmax(m, xp[base + k * inner]);
+      if (hardmax) {  // 1 at the first maximum (np.argmax: the first NaN if any), else 0
+        int64_t at = 0;
+        for (int64_t k = 0; k < n && !std::isnan(xp[base + at * inner]); ++k)
+          if (xp[base + k * inner] > xp[base + at * inner] || std::isnan(xp[base + k * inner]))
+            at = k;
+        for (int64_t k = 0; k < n; ++k) yp[base + k * inner] = k == at ? 1.f : 0.f;
+        continue;
+      }
       double sum = 0;
       for (int64_t k = 0; k < n; ++k) sum += std::exp(double(xp[base + k * inner]) - m);
-      for (int64_t k = 0; k < n; ++k)
-        yp[base + k * inner] = float(std::exp(double(xp[base + k * inner]) - m) / sum);
+      const double log_sum = std::log(sum);
+      for (int64_t k = 0; k < n; ++k) {
+        const double d = double(xp[base + k * inner]) - m;
+        yp[base + k * inner] = float(log ? d - log_sum : std::exp(d) / sum);
+      }
     }
 }
 

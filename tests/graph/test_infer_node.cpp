@@ -38,7 +38,12 @@ TEST_CASE("op table lists every supported op once with sane bounds") {
                             "Selu",          "Celu",
                             "Softplus",      "Softsign",
                             "Mish",          "ThresholdedRelu",
-                            "PRelu"};
+                            "PRelu",
+                            // the reductions (branch reduce)
+                            "ReduceSum", "ReduceMax", "ReduceMin", "ReduceProd", "ReduceL1",
+                            "ReduceL2", "ReduceLogSum", "ReduceLogSumExp", "ReduceSumSquare",
+                            "ArgMax", "ArgMin", "LogSoftmax", "Hardmax", "InstanceNormalization",
+                            "GroupNormalization", "Max", "Min", "Mean"};
   for (const char* op : expected) {
     CAPTURE(op);
     const OpInfo* info = find_op(op);

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "glue_session_util.h"
 #include "graph/onnx_builder.h"
 #include "isa_coverage.h"
 #include "runtime/labels.h"
@@ -19,7 +20,6 @@
 
 namespace {
 
-using kiln::Tensor;
 
 using kiln::test::randoms;
 
@@ -119,48 +119,12 @@ std::string pad_model() {
   return b.bytes();
 }
 
-std::vector<Tensor> run(const std::string& bytes, const kiln::SessionOptions& o, const Tensor& x,
-                        std::unique_ptr<kiln::Session>* keep = nullptr) {
-  auto s = kiln::Session::load_memory(bytes.data(), bytes.size(), o);
-  std::vector<Tensor> out;
-  for (const auto& info : s->outputs()) out.emplace_back(kiln::DType::f32, info.shape);
-  s->run({x}, out);
-  if (keep) *keep = std::move(s);
-  return out;
-}
-
-// Runs `bytes` on the reference path and on every ISA path; `check(session)` inspects the
-// labels; outputs must match within `tol` of each output's largest magnitude (the JIT conv
-// rounds differently from the reference one).
+// Runs `bytes` (input [2, 19, 7, 9]) on the reference path and on every ISA path; `check(session)`
+// inspects the labels; outputs must match within `tol` of each output's largest magnitude (the
+// JIT conv rounds differently from the reference one).
 template <class F>
 void compare(const std::string& bytes, double tol, F check) {
-  Tensor x(kiln::DType::f32, {2, 19, 7, 9});
-  const std::vector<float> xv = randoms(size_t(x.numel()), 10, -2.f, 2.f);
-  std::copy(xv.begin(), xv.end(), x.data<float>());
-  kiln::SessionOptions ro;
-  ro.reference = true;
-  ro.use_cache = false;
-  const std::vector<Tensor> want = run(bytes, ro, x);
-  for (kiln::Isa isa : kiln::testing::jit_isas()) {
-    CAPTURE(std::string(kiln::isa_name(isa)));
-    kiln::SessionOptions o;
-    o.use_cache = false;
-    o.max_isa = isa;
-    o.threads = 2;
-    std::unique_ptr<kiln::Session> s;
-    const std::vector<Tensor> got = run(bytes, o, x, &s);
-    check(*s);
-    REQUIRE(got.size() == want.size());
-    for (size_t k = 0; k < got.size(); ++k) {
-      double maxref = 0, maxdiff = 0;
-      for (int64_t i = 0; i < want[k].numel(); ++i) {
-        const double w = want[k].data<float>()[i];
-        maxref = std::max(maxref, std::fabs(w));
-        maxdiff = std::max(maxdiff, std::fabs(double(got[k].data<float>()[i]) - w));
-      }
-      CHECK(maxdiff <= tol * maxref);
-    }
-  }
+  kiln::test::compare_with_reference(bytes, {2, 19, 7, 9}, tol, check);
 }
 
 // The number of nodes on labels of kind k; no node runs on a reference label.
