@@ -20,8 +20,9 @@ namespace kiln {
 namespace {
 
 const char* kind_name(LabelKind k) {
-  static const char* const kNames[] = {"conv",    "fc",   "pool", "concat", "eltwise",   "ref",
-                                       "shuffle", "norm", "view", "bcast",  "transpose", "pad"};
+  static const char* const kNames[] = {"conv",      "fc",      "pool", "concat", "eltwise",
+                                       "ref",       "shuffle", "norm", "view",   "bcast",
+                                       "transpose", "pad",     "?12",  "?13",    "convt"};
   return enum_name(k, kNames);
 }
 
@@ -197,6 +198,17 @@ std::optional<PadSpec> pad_spec(const Graph& g, const Node& n) {
     p.value = cv.constant->data<float>()[0];
   }
   return p;
+}
+
+// A SubpixelInterleave (graph/rewrite_convt.cpp) as the glue kernel's problem.
+std::optional<SubpixelProblem> subpixel_problem(const Graph& g, const Node& n) {
+  if (n.op != "SubpixelInterleave" || n.outputs.size() != 1 || !is4d(g, n.in(0)) ||
+      !is4d(g, n.outputs[0]))
+    return std::nullopt;
+  const Shape &z = g.value(n.inputs[0]).shape, &y = g.value(n.outputs[0]).shape;
+  const std::vector<int64_t> s = n.attr_ints("strides"), off = n.attr_ints("offsets");
+  if (s.size() != 2 || off.size() != 2) return std::nullopt;
+  return SubpixelProblem{y[0], y[1], z[2], z[3], y[2], y[3], s[0], s[1], off[0], off[1]};
 }
 
 // A Transpose of an f32 tensor of rank <= 6: its permutation (default: reversed dims).
@@ -449,7 +461,7 @@ std::optional<Label> Label::parse(const std::string& key) {
   if (!lay) return std::nullopt;
   for (LabelKind k : {LabelKind::fc, LabelKind::pool, LabelKind::concat, LabelKind::eltwise,
                       LabelKind::ref, LabelKind::shuffle, LabelKind::norm, LabelKind::view,
-                      LabelKind::bcast, LabelKind::transpose, LabelKind::pad})
+                      LabelKind::bcast, LabelKind::transpose, LabelKind::pad, LabelKind::convt})
     if (parts[0] == kind_name(k)) {
       l.kind = k;
       l.in = l.out = *lay;
@@ -521,6 +533,8 @@ std::vector<Label> candidate_labels(const Graph& g, int i, Isa isa, bool referen
       if (k != LabelKind::ref || l != Layout::nchw) simple(k, l);  // ref.nchw comes last
   } else if (jit && transpose_perm(g, n)) {
     simple(LabelKind::transpose, Layout::nchw);
+  } else if (jit && subpixel_problem(g, n)) {
+    simple(LabelKind::convt, Layout::nchw);
   } else if (jit && pad_spec(g, n)) {
     const PadSpec p = *pad_spec(g, n);
     if (p.begin[1] == 0 && p.end[1] == 0)
@@ -647,6 +661,13 @@ Instance instantiate(const Graph& g, int i, const Label& l, Isa isa, std::string
       if (!jit_isa || !p) return no("not a constant 4-D Pad on a JIT ISA");
       r.kernel = create_pad_kernel(g.value(n.inputs[0]).shape, p->begin, p->end, p->value, l.in,
                                    isa, &why);
+      break;
+    }
+    case LabelKind::convt: {
+      const auto p = subpixel_problem(g, n);
+      if (!jit_isa || !p || l.in != Layout::nchw)
+        return no("not a SubpixelInterleave in nchw on a JIT ISA");
+      r.kernel = create_subpixel_kernel(*p, isa, &why);
       break;
     }
     case LabelKind::ref:

@@ -36,6 +36,7 @@ enum class LabelKind : int {
   transpose = 10,
   // asmjit constant Pad of a 4-D tensor
   pad = 11,
+  convt = 14,  // asmjit SubpixelInterleave: a ConvTranspose's phase planes into its output
 };
 
 struct Label {
