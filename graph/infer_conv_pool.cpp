@@ -272,8 +272,10 @@ void infer_conv_transpose(Graph& g, Node& n) {
   }
   if (!want.empty()) {
     for (size_t i = 0; i < kSpatial; ++i) {
-      // SAME_UPPER puts the odd pixel at the end, anything else at the beginning (ONNX spec).
-      const int64_t total = full[i] - want[i], half = total / 2;
+      // SAME_UPPER puts the odd pixel at the end, anything else at the beginning (ONNX spec);
+      // half rounds down, so a negative total (output past the full size) grows the end.
+      const int64_t total = full[i] - want[i];
+      const int64_t half = total >= 0 ? total / 2 : -((1 - total) / 2);
       pads[i] = auto_pad == "SAME_UPPER" ? half : total - half;
       pads[i + kSpatial] = total - pads[i];
     }

@@ -83,6 +83,13 @@ TEST_CASE("ConvTranspose inference: the spec's output size, attributes made expl
     attr_str(n, "auto_pad", "SAME_LOWER");
   });
   CHECK(g.nodes[0].attr_ints("pads") == std::vector<int64_t>{1, 1, 0, 0});
+  // An output_shape past the full size grows the end (ONNX's reference rounds half down).
+  g = infer_one([](onnx::NodeProto& n) {
+    OnnxBuilder::attr_ints(n, "strides", {2, 2});
+    OnnxBuilder::attr_ints(n, "output_shape", {8, 11});
+  });
+  CHECK(out_shape(g) == Shape{1, 3, 8, 11});  // full 7 x 9: totals -1, -2
+  CHECK(g.nodes[0].attr_ints("pads") == std::vector<int64_t>{0, -1, -1, -1});
   // Full 4-D output_shape accepted; groups multiply the weight's output channels.
   g = infer_one(
       [](onnx::NodeProto& n) {
@@ -205,6 +212,29 @@ TEST_CASE(
       CHECK(ops == std::vector<std::string>{"Conv", "Relu"});
     else
       CHECK(ops == std::vector<std::string>{"Conv", "Relu", "SubpixelInterleave"});
+    const std::vector<float> after = run_y(g);
+    REQUIRE(after.size() == before.size());
+    for (size_t i = 0; i < after.size(); ++i)
+      REQUIRE(after[i] == doctest::Approx(before[i]).epsilon(1e-5));
+  }
+}
+
+TEST_CASE("rewrite_conv_transposes: negative begin pads (output_shape past the full size)") {
+  for (int64_t stride : {1, 2, 3}) {
+    CAPTURE(stride);
+    OnnxBuilder b;
+    b.input("x", {1, 2, 3, 4});
+    b.init_f("wt", {2, 3, 3, 2}, test::randoms(36, 3, -1.f, 1.f));
+    auto& n = b.node("ConvTranspose", {"x", "wt"}, {"y"}, "ct");
+    OnnxBuilder::attr_ints(n, "strides", {stride, stride});
+    // Full size 2s + 3 by 3s + 2; 3 and 4 more: pads (-1, -2, -2, -2).
+    OnnxBuilder::attr_ints(n, "output_shape", {2 * stride + 6, 3 * stride + 6});
+    b.output("y");
+    Graph g = test::import(b);
+    infer_shapes(g);
+    CHECK(g.nodes[0].attr_ints("pads") == std::vector<int64_t>{-1, -2, -2, -2});
+    const std::vector<float> before = run_y(g);
+    REQUIRE(rewrite_conv_transposes(g) == 1);
     const std::vector<float> after = run_y(g);
     REQUIRE(after.size() == before.size());
     for (size_t i = 0; i < after.size(); ++i)
