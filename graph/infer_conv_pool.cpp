@@ -188,7 +188,11 @@ int64_t expect_grouped_weight(const Graph& g, const Node& n, int64_t c, int64_t 
   return group;
 }
 
-void expect_weight_rank(const Graph& g, const Node& n, const char* layout) {
+// Conv and ConvTranspose operands: f32 4-D input and a weight of the same rank.
+void expect_conv_operands(const Graph& g, const Node& n, const char* what, const char* layout) {
+  expect_dtype(g, n, 0, DType::f32);
+  expect_dtype(g, n, 1, DType::f32);
+  expect_2d_input(g, n, what);
   const Shape& x = input(g, n, 0).shape;
   const Shape& wt = input(g, n, 1).shape;
   if (wt.size() != x.size())
@@ -200,10 +204,7 @@ void expect_weight_rank(const Graph& g, const Node& n, const char* layout) {
 }  // namespace
 
 void infer_conv(Graph& g, Node& n) {
-  expect_dtype(g, n, 0, DType::f32);
-  expect_dtype(g, n, 1, DType::f32);
-  expect_2d_input(g, n, "convolution");
-  expect_weight_rank(g, n, "[M, C/group, kH, kW]");
+  expect_conv_operands(g, n, "convolution", "[M, C/group, kH, kW]");
   const Shape& x = input(g, n, 0).shape;
   const int64_t m = input(g, n, 1).shape[0];
   expect_grouped_weight(g, n, x[1], m, x[1]);
@@ -220,10 +221,7 @@ void infer_conv(Graph& g, Node& n) {
 // output grows past the last input's reach: bias only there). Canonical form: kernel_shape,
 // strides, dilations, pads, group; no auto_pad / output_padding / output_shape.
 void infer_conv_transpose(Graph& g, Node& n) {
-  expect_dtype(g, n, 0, DType::f32);
-  expect_dtype(g, n, 1, DType::f32);
-  expect_2d_input(g, n, "ConvTranspose");
-  expect_weight_rank(g, n, "[C, M/group, kH, kW]");
+  expect_conv_operands(g, n, "ConvTranspose", "[C, M/group, kH, kW]");
   const Shape& x = input(g, n, 0).shape;
   const Shape& wt = input(g, n, 1).shape;
   if (wt[0] != x[1])

@@ -125,7 +125,6 @@ int rewrite_conv_transposes(Graph& g) {
     }
     const Shape x = g.value(n.inputs[0]).shape, y = g.value(n.outputs[0]).shape;
     const Tensor w = *g.value(n.inputs[1]).constant;  // a shallow copy: add_const moves values
-    const Epilogue epi = absorb_followers(g, cons, n, &absorbed);
     const std::vector<int64_t> s = n.attr_ints("strides"), d = n.attr_ints("dilations"),
                                p = n.attr_ints("pads");
     const int64_t G = n.attr_i("group", 1), C = x[1], M = y[1], Cg = C / G, Mg = M / G;
@@ -133,6 +132,16 @@ int rewrite_conv_transposes(Graph& g) {
     const Dim dh = plan_dim(x[2], y[2], KH, s[0], d[0], p[0]);
     const Dim dw = plan_dim(x[3], y[3], KW, s[1], d[1], p[1]);
     const int64_t S = s[0] * s[1];
+    // Strides past the output (a 1-pixel input allows any) would make S phases of nothing:
+    // such nodes stay on the reference kernel, as do sub-pixel weights past 2^28 floats and
+    // absurd pads (an output_shape far past the full size).
+    if (s[0] > 64 || s[1] > 64 ||
+        std::max({dh.pad_begin, dh.pad_end, dw.pad_begin, dw.pad_end}) > (int64_t(1) << 20) ||
+        double(M) * double(S) * double(Cg) * double(dh.taps) * double(dw.taps) > double(1 << 28)) {
+      nodes.push_back(std::move(n));
+      continue;
+    }
+    const Epilogue epi = absorb_followers(g, cons, n, &absorbed);
     // Conv weight [M * S, C / G, taps_h, taps_w]: phase (rh, rw) tap (mh, mw) is the dilated
     // kernel's (rh + s * (taps - 1 - mh), ...) when it lands on a real tap, else 0.
     Tensor wc(DType::f32, {M * S, Cg, dh.taps, dw.taps});

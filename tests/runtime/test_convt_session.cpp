@@ -48,6 +48,15 @@ double rel_err(const std::vector<float>& got, const std::vector<float>& want) {
   return maxdiff / maxref;
 }
 
+// A JIT session on `isa` (2 threads, no tuning cache), tuned as by default.
+SessionOptions jit_options(Isa isa) {
+  SessionOptions o;
+  o.use_cache = false;
+  o.max_isa = isa;
+  o.threads = 2;
+  return o;
+}
+
 Tensor input_for(const Shape& s, uint32_t seed) {
   Tensor x(DType::f32, s);
   const std::vector<float> v = test::randoms(size_t(x.numel()), seed, -1.f, 1.f);
@@ -68,12 +77,8 @@ TEST_CASE("ConvTranspose session: JIT labels match the oracle over a sweep, ever
       const Tensor x = input_for({k.n, k.c, k.h, k.w}, 5);
       const std::vector<float> want =
           test::convt_oracle(k, std::vector<float>(x.data<float>(), x.data<float>() + x.numel()));
-      SessionOptions o;
-      o.use_cache = false;
-      o.max_isa = isa;
-      o.threads = 2;
       std::unique_ptr<Session> s;
-      CHECK(rel_err(run(bytes, o, x, &s), want) <= 1e-5);
+      CHECK(rel_err(run(bytes, jit_options(isa), x, &s), want) <= 1e-5);
       check_labels(*s, &convt);
       SessionOptions ro;
       ro.reference = true;
@@ -117,12 +122,8 @@ TEST_CASE("ConvTranspose session: a decoder stack (k2s2, k4s2p1, k3s2p1op1 + Rel
   REQUIRE(want.size() == size_t(8 * 48 * 40));
   for (Isa isa : testing::jit_isas()) {
     CAPTURE(std::string(isa_name(isa)));
-    SessionOptions o;
-    o.use_cache = false;
-    o.max_isa = isa;
-    o.threads = 2;
     std::unique_ptr<Session> s;
-    CHECK(rel_err(run(bytes, o, x, &s), want) <= 1e-5);
+    CHECK(rel_err(run(bytes, jit_options(isa), x, &s), want) <= 1e-5);
     int convt = 0;
     check_labels(*s, &convt);
     CHECK(convt == 3);  // every stride-2 layer interleaves its phases
