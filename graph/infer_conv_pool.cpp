@@ -143,28 +143,11 @@ void infer_pool(Graph& g, Node& n, bool is_max) {
 
 }  // namespace
 
-void infer_conv(Graph& g, Node& n) {
-  expect_dtype(g, n, 0, DType::f32);
-  expect_dtype(g, n, 1, DType::f32);
-  expect_2d_input(g, n, "convolution");
-  const Shape& x = input(g, n, 0).shape;
+namespace {
+
+// Kernel dims of a Conv/ConvTranspose weight [*, *, kH, kW], checked against kernel_shape.
+std::vector<int64_t> weight_kernel(const Graph& g, const Node& n) {
   const Shape& wt = input(g, n, 1).shape;
-  if (wt.size() != x.size())
-    n.fail(Code::invalid_model, "weight " + input_desc(g, n, 1) + " has shape " + shape_str(wt) +
-                                    ", expected rank " + std::to_string(x.size()) +
-                                    " [M, C/group, kH, kW] for input shape " + shape_str(x));
-  int64_t group = n.attr_i("group", 1);
-  int64_t c = x[1], m = wt[0];
-  if (group < 1) n.fail(Code::invalid_model, "group " + std::to_string(group) + " must be >= 1");
-  if (c % group != 0 || m % group != 0)
-    n.fail(Code::invalid_model, "group " + std::to_string(group) +
-                                    " does not divide the input channels (" + std::to_string(c) +
-                                    ") and output channels (" + std::to_string(m) + ")");
-  if (wt[1] != c / group)
-    n.fail(Code::invalid_model, "weight shape " + shape_str(wt) + " has " + std::to_string(wt[1]) +
-                                    " channels per group, expected " + std::to_string(c / group) +
-                                    " (input shape " + shape_str(x) + ", group " +
-                                    std::to_string(group) + ")");
   std::vector<int64_t> kernel(wt.begin() + 2, wt.end());
   for (int64_t d : kernel)
     if (d < 1 || d >= kMaxAttr)
@@ -173,16 +156,163 @@ void infer_conv(Graph& g, Node& n) {
   if (n.has("kernel_shape") && n.attr_ints("kernel_shape") != kernel)
     n.fail(Code::invalid_model, "attribute kernel_shape " + ints_str(n.attr_ints("kernel_shape")) +
                                     " does not match the weight shape " + shape_str(wt));
-  if (has_input(n, 2)) {
-    expect_dtype(g, n, 2, DType::f32);
-    const Shape& b = input(g, n, 2).shape;
-    if (b != Shape{m})
-      n.fail(Code::invalid_model, "bias " + input_desc(g, n, 2) + " has shape " + shape_str(b) +
-                                      ", expected [" + std::to_string(m) + "]");
-  }
+  return kernel;
+}
+
+void expect_bias(const Graph& g, const Node& n, int64_t m) {
+  if (!has_input(n, 2)) return;
+  expect_dtype(g, n, 2, DType::f32);
+  const Shape& b = input(g, n, 2).shape;
+  if (b != Shape{m})
+    n.fail(Code::invalid_model, "bias " + input_desc(g, n, 2) + " has shape " + shape_str(b) +
+                                    ", expected [" + std::to_string(m) + "]");
+}
+
+// Conv and ConvTranspose: f32 NCHW input, weight of the same rank, group dividing both
+// channel counts (c: input channels, m: output channels, wt[1] per group as the op lays out).
+int64_t expect_grouped_weight(const Graph& g, const Node& n, int64_t c, int64_t m,
+                              int64_t per_group) {
+  const Shape& x = input(g, n, 0).shape;
+  const Shape& wt = input(g, n, 1).shape;
+  int64_t group = n.attr_i("group", 1);
+  if (group < 1) n.fail(Code::invalid_model, "group " + std::to_string(group) + " must be >= 1");
+  if (c % group != 0 || m % group != 0)
+    n.fail(Code::invalid_model, "group " + std::to_string(group) +
+                                    " does not divide the input channels (" + std::to_string(c) +
+                                    ") and output channels (" + std::to_string(m) + ")");
+  if (wt[1] != per_group / group)
+    n.fail(Code::invalid_model, "weight shape " + shape_str(wt) + " has " + std::to_string(wt[1]) +
+                                    " channels per group, expected " +
+                                    std::to_string(per_group / group) + " (input shape " +
+                                    shape_str(x) + ", group " + std::to_string(group) + ")");
+  return group;
+}
+
+// Conv and ConvTranspose operands: f32 4-D input and a weight of the same rank.
+void expect_conv_operands(const Graph& g, const Node& n, const char* what, const char* layout) {
+  expect_dtype(g, n, 0, DType::f32);
+  expect_dtype(g, n, 1, DType::f32);
+  expect_2d_input(g, n, what);
+  const Shape& x = input(g, n, 0).shape;
+  const Shape& wt = input(g, n, 1).shape;
+  if (wt.size() != x.size())
+    n.fail(Code::invalid_model, "weight " + input_desc(g, n, 1) + " has shape " + shape_str(wt) +
+                                    ", expected rank " + std::to_string(x.size()) + " " + layout +
+                                    " for input shape " + shape_str(x));
+}
+
+}  // namespace
+
+void infer_conv(Graph& g, Node& n) {
+  expect_conv_operands(g, n, "convolution", "[M, C/group, kH, kW]");
+  const Shape& x = input(g, n, 0).shape;
+  const int64_t m = input(g, n, 1).shape[0];
+  expect_grouped_weight(g, n, x[1], m, x[1]);
+  std::vector<int64_t> kernel = weight_kernel(g, n);
+  expect_bias(g, n, m);
   Window w = resolve_window(n, Shape(x.begin() + 2, x.end()), kernel, false, true);
   write_window(n, w);
   set_output(g, n, 0, DType::f32, {x[0], m, w.out[0], w.out[1]});
+}
+
+// ConvTranspose: out = s * (in - 1) + output_padding + (k - 1) * d + 1 - pads (ONNX spec).
+// output_shape (spatial dims, or all four) and auto_pad SAME_* give pads from the total
+// padding; output_padding is then folded into the end pads, which may become negative (the
+// output grows past the last input's reach: bias only there). Canonical form: kernel_shape,
+// strides, dilations, pads, group; no auto_pad / output_padding / output_shape.
+void infer_conv_transpose(Graph& g, Node& n) {
+  expect_conv_operands(g, n, "ConvTranspose", "[C, M/group, kH, kW]");
+  const Shape& x = input(g, n, 0).shape;
+  const Shape& wt = input(g, n, 1).shape;
+  if (wt[0] != x[1])
+    n.fail(Code::invalid_model, "weight shape " + shape_str(wt) + " should start with the " +
+                                    std::to_string(x[1]) + " input channels of input shape " +
+                                    shape_str(x));
+  const int64_t group = n.attr_i("group", 1);
+  if (group >= 1 && group < kMaxAttr && wt[1] >= 1 && wt[1] < kMaxAttr / group)
+    expect_grouped_weight(g, n, x[1], wt[1] * group, wt[1] * group);
+  else
+    n.fail(Code::invalid_model, "group " + std::to_string(group) + " with weight shape " +
+                                    shape_str(wt) + " is out of range");
+  const int64_t m = wt[1] * group;
+  const std::vector<int64_t> kernel = weight_kernel(g, n);
+  expect_bias(g, n, m);
+  const std::vector<int64_t> strides = spatial_attr(n, "strides", kSpatial, 1, 1);
+  const std::vector<int64_t> dil = spatial_attr(n, "dilations", kSpatial, 1, 1);
+  const std::vector<int64_t> outpad = spatial_attr(n, "output_padding", kSpatial, 0, 0);
+  std::vector<int64_t> full(kSpatial);  // s * (in - 1) + output_padding + effective kernel
+  for (size_t i = 0; i < kSpatial; ++i) {
+    full[i] = strides[i] * (x[2 + i] - 1) + outpad[i] + (kernel[i] - 1) * dil[i] + 1;
+    if (full[i] >= kMaxAttr)
+      n.fail(Code::unsupported, "output of " + std::to_string(full[i]) + " along spatial dim " +
+                                    std::to_string(i) + " is too large");
+  }
+  const std::string auto_pad = n.attr_s("auto_pad", "NOTSET");
+  std::vector<int64_t> pads(2 * kSpatial, 0);
+  std::vector<int64_t> want;  // requested output size (output_shape or SAME_*)
+  if (n.has("output_shape")) {
+    want = n.attr_ints("output_shape");
+    if (want.size() == 2 + kSpatial) want.erase(want.begin(), want.begin() + 2);
+    if (want.size() != kSpatial)
+      n.fail(Code::invalid_model, "attribute 'output_shape' = " + ints_str(want) +
+                                      " should hold the " + std::to_string(kSpatial) +
+                                      " spatial output dims");
+    for (int64_t v : want)
+      if (v < 1 || v >= kMaxAttr)
+        n.fail(Code::invalid_model,
+               "attribute 'output_shape' = " + ints_str(want) + " has a value out of range");
+  } else if (auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER") {
+    for (size_t i = 0; i < kSpatial; ++i) want.push_back(x[2 + i] * strides[i]);
+  } else if (auto_pad == "NOTSET") {
+    pads = spatial_attr(n, "pads", 2 * kSpatial, 0, 0);
+  } else if (auto_pad != "VALID") {
+    n.fail(Code::invalid_model, "unknown auto_pad '" + auto_pad + "'");
+  }
+  if (!want.empty()) {
+    for (size_t i = 0; i < kSpatial; ++i) {
+      // SAME_UPPER puts the odd pixel at the end, anything else at the beginning (ONNX spec);
+      // half rounds down, so a negative total (output past the full size) grows the end.
+      const int64_t total = full[i] - want[i];
+      const int64_t half = total >= 0 ? total / 2 : -((1 - total) / 2);
+      pads[i] = auto_pad == "SAME_UPPER" ? half : total - half;
+      pads[i + kSpatial] = total - pads[i];
+    }
+  }
+  std::vector<int64_t> out(kSpatial);
+  for (size_t i = 0; i < kSpatial; ++i) {
+    pads[i + kSpatial] -= outpad[i];
+    out[i] = full[i] - outpad[i] - pads[i] - pads[i + kSpatial];
+    if (out[i] < 1)
+      n.fail(Code::invalid_model,
+             "pads " + ints_str(pads) + " leave no output along spatial dim " + std::to_string(i));
+  }
+  set_attr_ints(n, "kernel_shape", kernel);
+  set_attr_ints(n, "strides", strides);
+  set_attr_ints(n, "dilations", dil);
+  set_attr_ints(n, "pads", pads);
+  n.attrs.erase("auto_pad");
+  n.attrs.erase("output_padding");
+  n.attrs.erase("output_shape");
+  set_output(g, n, 0, DType::f32, {x[0], m, out[0], out[1]});
+}
+
+// SubpixelInterleave (graph/rewrite_convt.cpp): y[n, c, oh, ow] = z[n, (c * sh + rh) * sw + rw,
+// qh, qw] with oh + offsets[0] = qh * sh + rh (likewise w); attrs strides, offsets, out_hw.
+void infer_subpixel_interleave(Graph& g, Node& n) {
+  expect_dtype(g, n, 0, DType::f32);
+  expect_2d_input(g, n, "SubpixelInterleave");
+  const Shape& z = input(g, n, 0).shape;
+  const std::vector<int64_t> s = spatial_attr(n, "strides", kSpatial, 1, 1);
+  const std::vector<int64_t> off = spatial_attr(n, "offsets", kSpatial, 0, 0);
+  const std::vector<int64_t> hw = spatial_attr(n, "out_hw", kSpatial, 1, 1);
+  if (z[1] % (s[0] * s[1]) != 0)
+    n.fail(Code::invalid_model,
+           "channels of " + shape_str(z) + " are not a multiple of " + std::to_string(s[0] * s[1]));
+  for (size_t i = 0; i < kSpatial; ++i)
+    if ((hw[i] - 1 + off[i]) / s[i] >= z[2 + i])
+      n.fail(Code::invalid_model,
+             "output size " + ints_str(hw) + " reads past input " + shape_str(z));
+  set_output(g, n, 0, DType::f32, {z[0], z[1] / (s[0] * s[1]), hw[0], hw[1]});
 }
 
 void infer_max_pool(Graph& g, Node& n) {

@@ -72,6 +72,8 @@ bool has_output(const Node& n, size_t i);
 // One InferFn per op; see graph/ops.cpp for the table.
 // infer_conv_pool.cpp
 void infer_conv(Graph& g, Node& n);
+void infer_conv_transpose(Graph& g, Node& n);
+void infer_subpixel_interleave(Graph& g, Node& n);  // internal (graph/rewrite_convt.cpp)
 void infer_max_pool(Graph& g, Node& n);
 void infer_average_pool(Graph& g, Node& n);
 void infer_global_pool(Graph& g, Node& n);

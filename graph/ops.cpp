@@ -22,6 +22,8 @@ const std::vector<OpInfo>& table() {
   static const std::vector<OpInfo> ops = {
       {"Conv", infer_conv, 2, 3, 1, 1,
        "2-D only (4-D NCHW input); any group count, stride, dilation, padding, auto_pad"},
+      {"ConvTranspose", infer_conv_transpose, 2, 3, 1, 1,
+       "2-D only; any group, stride, dilation, pads, output_padding, output_shape, auto_pad"},
       {"MaxPool", infer_max_pool, 1, 1, 1, 2,
        "2-D only; no Indices output; storage_order 0"},  // Indices output: rejected by infer
       {"AveragePool", infer_average_pool, 1, 1, 1, 1, "2-D only; no dilations"},
@@ -106,6 +108,7 @@ const std::vector<OpInfo>& table() {
       {"Pad", infer_pad, 2, 4, 1, 1, "mode constant only; pads constant and non-negative"},
       // Internal (graph/channel_shuffle.h): made by the rewrites, refused by the importer.
       {"ChannelShuffle", infer_channel_shuffle, 1, kMany, 1, kMany, {}, true},
+      {"SubpixelInterleave", infer_subpixel_interleave, 1, 1, 1, 1, {}, true},
   };
   return ops;
 }

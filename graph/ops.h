@@ -39,10 +39,16 @@
 //               has attrs kernel_shape, strides, dilations and pads (begin..., end...) set to
 //               explicit values and auto_pad removed, so kernels never re-derive them.
 //   MaxPool / AveragePool   likewise explicit; ceil_mode, count_include_pad kept.
+//   ConvTranspose  inputs (x, w, b?) + kernel_shape, strides, dilations, group and pads
+//               (begin..., end...) made explicit by inference; auto_pad, output_shape and
+//               output_padding become pads (output_padding folded into the end pads, which may
+//               be negative), so out = s * (in - 1) + (k - 1) * d + 1 - pad_begin - pad_end.
 //   Reshape     inputs (data, shape) + allowzero (0).
 //   Shape       inputs (x) + start/end (opset 15) — always folded to a constant.
 //   Constant    value / value_float / value_floats / value_int / value_ints — folded at import.
 //   ChannelShuffle  internal (graph/channel_shuffle.h), never in a model.
+//   SubpixelInterleave  internal (graph/rewrite_convt.cpp): a ConvTranspose's phase planes
+//               interleaved into its output.
 // Supported dtypes: f32 everywhere; i64 for shape arithmetic (Shape, Gather, Concat, Slice,
 // Squeeze, Unsqueeze, Reshape, Add/Sub/Mul/Div, Identity, Cast-free paths). int32 initializers
 // are widened to i64 at import; float16/bfloat16 initializers, inputs and outputs to f32.

@@ -38,6 +38,10 @@ int64_t fold_work(const Graph& g, const Node& n) {
   auto shape = [&](size_t i) -> const Shape& { return g.value(n.inputs[i]).shape; };
   if (n.op == "Conv" && n.inputs.size() > 1 && !shape(1).empty() && shape(1)[0] > 0) {
     reduce = shape_numel(shape(1)) / shape(1)[0];  // C/group * kh * kw
+  } else if (n.op == "ConvTranspose" && n.inputs.size() > 1 && !shape(1).empty() &&
+             shape(1)[0] > 0 && out > 0) {  // each input element scatters M/group * kh * kw
+    reduce = std::max<int64_t>(
+        1, sat_mul(shape_numel(shape(0)), shape_numel(shape(1)) / shape(1)[0]) / out);
   } else if ((n.op == "Gemm" || n.op == "MatMul") && !shape(0).empty()) {
     const Shape& a = shape(0);
     reduce = n.op == "Gemm" && n.attr_i("transA", 0) ? a[0] : a.back();
@@ -277,7 +281,8 @@ PassStats optimize(Graph& g, const Evaluator& eval) {
   s.folded = infer_shapes(g, &eval);
   s.identities = remove_identities(g);
   s.batchnorms = fold_batchnorm(g);
-  s.rewrites = sink_channels_last(g);
+  s.rewrites = rewrite_conv_transposes(g);
+  s.rewrites += sink_channels_last(g);
   s.rewrites += fuse_layer_norm(g);
   s.rewrites += fuse_gelu(g);
   s.rewrites += fold_conv_affine(g);

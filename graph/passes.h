@@ -67,6 +67,10 @@ int rewrite_reduce_means(Graph& g);
 // MaxPool (value -inf, or 0 on a Relu / Clip(min >= 0) output; every window still holds an
 // input element; no ceil_mode). All-zero pads are removed. Returns the number of Pads removed.
 int fold_pads(Graph& g);
+// graph/rewrite_convt.cpp. ConvTranspose with constant weights -> a sub-pixel Conv (one output
+// channel per output channel and stride phase) + SubpixelInterleave (or the Conv alone for
+// stride 1 without crop). Returns the number rewritten.
+int rewrite_conv_transposes(Graph& g);
 
 // Pattern rewrites (graph/rewrites.cpp), each returning how many it made:
 // Transpose(0,2,3,1) -> ops along the last axis -> Transpose(0,3,1,2) becomes the same ops on

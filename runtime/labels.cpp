@@ -20,20 +20,9 @@ namespace kiln {
 namespace {
 
 const char* kind_name(LabelKind k) {
-  static const char* const kNames[] = {"conv",
-                                       "fc",
-                                       "pool",
-                                       "concat",
-                                       "eltwise",
-                                       "ref",
-                                       "shuffle",
-                                       "norm",
-                                       "view",
-                                       "bcast",
-                                       "transpose",
-                                       "pad",
-                                       "?" /* 12: the resize branch's */,
-                                       "reduce"};
+  static const char* const kNames[] = {"conv",      "fc",      "pool",   "concat", "eltwise",
+                                       "ref",       "shuffle", "norm",   "view",   "bcast",
+                                       "transpose", "pad",     "resize", "reduce", "convt"};
   return enum_name(k, kNames);
 }
 
@@ -210,6 +199,17 @@ std::optional<PadSpec> pad_spec(const Graph& g, const Node& n) {
     p.value = cv.constant->data<float>()[0];
   }
   return p;
+}
+
+// A SubpixelInterleave (graph/rewrite_convt.cpp) as the glue kernel's problem.
+std::optional<SubpixelProblem> subpixel_problem(const Graph& g, const Node& n) {
+  if (n.op != "SubpixelInterleave" || n.outputs.size() != 1 || !is4d(g, n.in(0)) ||
+      !is4d(g, n.outputs[0]))
+    return std::nullopt;
+  const Shape &z = g.value(n.inputs[0]).shape, &y = g.value(n.outputs[0]).shape;
+  const std::vector<int64_t> s = n.attr_ints("strides"), off = n.attr_ints("offsets");
+  if (s.size() != 2 || off.size() != 2) return std::nullopt;
+  return SubpixelProblem{y[0], y[1], z[2], z[3], y[2], y[3], s[0], s[1], off[0], off[1]};
 }
 
 // A Transpose of an f32 tensor of rank <= 6: its permutation (default: reversed dims).
@@ -546,9 +546,10 @@ std::optional<Label> Label::parse(const std::string& key) {
   if (parts.size() != 2) return std::nullopt;
   auto lay = layout_from(parts[1]);
   if (!lay) return std::nullopt;
-  for (LabelKind k : {LabelKind::fc, LabelKind::pool, LabelKind::concat, LabelKind::eltwise,
-                      LabelKind::ref, LabelKind::shuffle, LabelKind::norm, LabelKind::view,
-                      LabelKind::bcast, LabelKind::transpose, LabelKind::pad, LabelKind::reduce})
+  for (LabelKind k :
+       {LabelKind::fc, LabelKind::pool, LabelKind::concat, LabelKind::eltwise, LabelKind::ref,
+        LabelKind::shuffle, LabelKind::norm, LabelKind::view, LabelKind::bcast,
+        LabelKind::transpose, LabelKind::pad, LabelKind::reduce, LabelKind::convt})
     if (parts[0] == kind_name(k)) {
       l.kind = k;
       l.in = l.out = *lay;
@@ -628,6 +629,8 @@ std::vector<Label> candidate_labels(const Graph& g, int i, Isa isa, bool referen
       if (k != LabelKind::ref || l != Layout::nchw) simple(k, l);  // ref.nchw comes last
   } else if (jit && transpose_perm(g, n)) {
     simple(LabelKind::transpose, Layout::nchw);
+  } else if (jit && subpixel_problem(g, n)) {
+    simple(LabelKind::convt, Layout::nchw);
   } else if (jit && pad_spec(g, n)) {
     const PadSpec p = *pad_spec(g, n);
     if (p.begin[1] == 0 && p.end[1] == 0)
@@ -761,6 +764,13 @@ Instance instantiate(const Graph& g, int i, const Label& l, Isa isa, std::string
       if (!jit_isa || !v || l.in != l.out)
         return no("not a Reduce* over contiguous dims of " + l.key() + " on a JIT ISA");
       r.kernel = create_reduce_kernel(v->op, v->outer, v->c, v->inner, isa, &why);
+      break;
+    }
+    case LabelKind::convt: {
+      const auto p = subpixel_problem(g, n);
+      if (!jit_isa || !p || l.in != Layout::nchw)
+        return no("not a SubpixelInterleave in nchw on a JIT ISA");
+      r.kernel = create_subpixel_kernel(*p, isa, &why);
       break;
     }
     case LabelKind::ref:

@@ -38,6 +38,7 @@ enum class LabelKind : int {
   pad = 11,
   // asmjit Reduce* over contiguous dims of the nchw (row-major) or nhwc order
   reduce = 13,
+  convt = 14,  // asmjit SubpixelInterleave: a ConvTranspose's phase planes into its output
 };
 
 struct Label {

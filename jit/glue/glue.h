@@ -121,6 +121,16 @@ std::unique_ptr<Kernel> create_pad_kernel(const Shape& x, const std::vector<int6
 std::unique_ptr<Kernel> create_matmul_kernel(const Shape& a, const Shape& b, Isa isa,
                                              std::string* why_not);
 
+// SubpixelInterleave (graph/rewrite_convt.cpp), nchw: y[n, c, oh, ow] = z[n, (c * sh + rh) * sw +
+// rw, qh, qw] with oh + off_h = qh * sh + rh (likewise w). z is [n, c * sh * sw, uh, uw], y
+// [n, c, oh, ow]. src[0] -> dst[0].
+struct SubpixelProblem {
+  int64_t n = 1, c = 1, uh = 1, uw = 1, oh = 1, ow = 1;
+  int64_t sh = 1, sw = 1, off_h = 0, off_w = 0;
+};
+std::unique_ptr<Kernel> create_subpixel_kernel(const SubpixelProblem& p, Isa isa,
+                                               std::string* why_not);
+
 // Binary arithmetic of two f32 operands numpy-broadcasting to a 4-D output, or a per-channel
 // affine map (inference BatchNormalization), then a chain of unary post-ops (relu ... swish;
 // not add / scale_shift). y[0] is written in `l`; each operand says which KernelArgs::src slot

@@ -97,7 +97,9 @@ void dispatch_type(DType t, F&& fn) {
 
 // ---- kernels (one per op; see the files named in the comments) ----
 #define KILN_REF_KERNEL(fn) void fn(const Node& node, const Inputs& in, const Outputs& out)
-KILN_REF_KERNEL(conv);      // ref_conv.cpp
+KILN_REF_KERNEL(conv);            // ref_conv.cpp
+KILN_REF_KERNEL(conv_transpose);  // ref_convt.cpp
+KILN_REF_KERNEL(subpixel_interleave);
 KILN_REF_KERNEL(max_pool);  // ref_pool.cpp
 KILN_REF_KERNEL(average_pool);
 KILN_REF_KERNEL(batch_norm);  // ref_norm.cpp

@@ -10,6 +10,8 @@ namespace {
 using Entry = std::pair<std::string_view, RefKernel>;
 constexpr std::array kTable{
     Entry{"Conv", ref::conv},
+    Entry{"ConvTranspose", ref::conv_transpose},
+    Entry{"SubpixelInterleave", ref::subpixel_interleave},
     Entry{"BatchNormalization", ref::batch_norm},
     Entry{"LayerNormalization", ref::layer_norm},
     Entry{"InstanceNormalization", ref::group_norm},

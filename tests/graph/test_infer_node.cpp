@@ -43,7 +43,9 @@ TEST_CASE("op table lists every supported op once with sane bounds") {
                             "ReduceSum", "ReduceMax", "ReduceMin", "ReduceProd", "ReduceL1",
                             "ReduceL2", "ReduceLogSum", "ReduceLogSumExp", "ReduceSumSquare",
                             "ArgMax", "ArgMin", "LogSoftmax", "Hardmax", "InstanceNormalization",
-                            "GroupNormalization", "Max", "Min", "Mean"};
+                            "GroupNormalization", "Max", "Min", "Mean",
+                            // ConvTranspose (branch convt)
+                            "ConvTranspose", "SubpixelInterleave"};
   for (const char* op : expected) {
     CAPTURE(op);
     const OpInfo* info = find_op(op);
