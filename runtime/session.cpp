@@ -39,8 +39,9 @@ void run_ref(const Node& n, const std::vector<const Tensor*>& in, const std::vec
 constexpr int kMaxThreads = 4096;
 constexpr int64_t kMaxBatch = int64_t(1) << 20;
 
-void check_batch(int64_t batch) {
-  if (batch < 0 || batch > kMaxBatch)
+// min 0: a load's option (0 = the model's batch); min 1: a batch to run.
+void check_batch(int64_t batch, int64_t min = 0) {
+  if (batch < min || batch > kMaxBatch)
     fail(Code::invalid_argument, "batch size " + std::to_string(batch) + " is out of range (1.." +
                                      std::to_string(kMaxBatch) + ")");
 }
@@ -56,9 +57,6 @@ void check_options(const SessionOptions& o) {
         fail(Code::invalid_argument, "the shape given for input '" + name + "', " +
                                          shape_str(dims) + ", has a dim outside 1.." +
                                          std::to_string(kMaxTensorElements));
-    if (o.batch > 0 && !dims.empty() && dims[0] != o.batch)
-      fail(Code::invalid_argument, "the shape given for input '" + name + "', " + shape_str(dims) +
-                                       ", disagrees with batch size " + std::to_string(o.batch));
   }
 }
 
@@ -134,7 +132,7 @@ std::map<std::string, Shape> parse_input_shapes(const std::string& text) {
     for (size_t p = 0, q; p <= ds.size(); p = q + 1) {
       q = std::min(ds.find('x', p), ds.size());
       const std::string d = ds.substr(p, q - p);
-      if (d.empty() || d.size() > 12 || d.find_first_not_of("0123456789") != std::string::npos)
+      if (d.empty() || d.size() > 18 || d.find_first_not_of("0123456789") != std::string::npos)
         bad("has a dim '" + d + "' that is not a positive integer");
       const int64_t v = std::stoll(d);
       if (v < 1 || v > kMaxTensorElements)
@@ -223,8 +221,7 @@ std::unique_ptr<Session> Session::load_memory(const void* data, size_t size,
 std::shared_ptr<const Session> Session::at_batch(int64_t batch) const {
   if (batch == batch_)
     return std::shared_ptr<const Session>(std::shared_ptr<const Session>(), this);
-  if (batch == 0) check_batch(-1);  // the same error as any other size out of range
-  check_batch(batch);
+  check_batch(batch, 1);
   std::shared_ptr<BatchPlan> slot;
   {
     std::lock_guard<std::mutex> lock(batches_mu_);
@@ -243,8 +240,6 @@ std::shared_ptr<const Session> Session::at_batch(int64_t batch) const {
   if (!slot->session) {
     SessionOptions o = options_;
     o.batch = batch;
-    for (auto& [name, dims] : o.input_shapes)
-      if (!dims.empty()) dims[0] = batch;
     o.progress = false;
     auto t0 = Clock::now();
     // The environment was read at this session's load: not again while it runs.

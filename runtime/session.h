@@ -28,7 +28,8 @@ struct SessionOptions {
   int threads = 0;    // 0 = host_cpu().cores (the CPUs this process may run on)
   int64_t batch = 0;  // 0 = what the model says (a symbolic batch dim becomes 1)
   // Shapes of inputs set at load (parse_input_shapes reads the text form), symbolic dims or
-  // not; every symbolic dim but the batch (dim 0) must be set. `batch`, if set, must agree.
+  // not; every symbolic dim but the batch (dim 0) must be set. `batch`, if set, is dim 0 of
+  // every input, these shapes' included.
   std::map<std::string, Shape> input_shapes;
   // The C API's integers become these enums in one place (runtime/c_api.cpp), which rejects
   // values outside them; the CLI parses names into them.

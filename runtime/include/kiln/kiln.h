@@ -183,13 +183,13 @@ typedef struct kiln_options {
    * "images:1x3x320x320,scale:1x2" (NULL or "" = none). A name runs to the item's last ':', so
    * "input:0:1x3x8x8" sets input "input:0"; names holding ',' cannot be given. Each shape gives
    * every dim of its input (dims 1..2^32). Symbolic dims other than dim 0 must be given
-   * (else KILN_UNSUPPORTED naming the input and dim; a symbolic dim 0, the batch, defaults to 1
-   * or batch_size). A dim the model fixes may be given another size where the model's shape
-   * inference takes it (a fully convolutional network takes any height and width; a Reshape to
-   * a constant shape does not): else KILN_SHAPE_MISMATCH naming the input, the dim, the size the
-   * model declares and the node that refused it. Bad text, a dim < 1, an unknown input name or
-   * a dim 0 other than a nonzero batch_size: KILN_INVALID_ARGUMENT; a shape of the wrong rank:
-   * KILN_SHAPE_MISMATCH. The string is only read during session creation. */
+   * (else KILN_UNSUPPORTED naming the input and dim; a symbolic dim 0, the batch, defaults to
+   * 1). A nonzero batch_size is dim 0 of every input, overriding these shapes' dim 0. A dim the
+   * model fixes may be given another size where the model's shape inference takes it (a fully
+   * convolutional network takes any height and width; a Reshape to a constant shape does not): else
+   * KILN_SHAPE_MISMATCH naming the input, the dim, the size the model declares and the node that
+   * refused it. Bad text, a dim < 1 or an unknown input name: KILN_INVALID_ARGUMENT; a shape of the
+   * wrong rank: KILN_SHAPE_MISMATCH. The string is only read during session creation. */
   const char* input_shapes;
 } kiln_options;
 
