@@ -117,7 +117,7 @@ std::string join(const std::vector<std::string>& parts) {
 
 std::map<std::string, Shape> parse_input_shapes(const std::string& text) {
   std::map<std::string, Shape> shapes;
-  for (size_t b = 0, e; b < text.size(); b = e + 1) {
+  for (size_t b = 0, e = 0; e < text.size(); b = e + 1) {  // "" has no items, "x:1," two
     e = std::min(text.find(',', b), text.size());
     const std::string item = text.substr(b, e - b);
     const size_t colon = item.rfind(':');
@@ -243,7 +243,12 @@ std::shared_ptr<const Session> Session::at_batch(int64_t batch) const {
     o.progress = false;
     auto t0 = Clock::now();
     // The environment was read at this session's load: not again while it runs.
-    slot->session = load(o, source_, false);
+    std::shared_ptr<const Session> made = load(o, source_, false);
+    // Its runs must not come back here (Session::run would plan again, without end).
+    if (made->batch() != batch)
+      fail(Code::internal, "batch " + std::to_string(batch) + " was planned as batch " +
+                               std::to_string(made->batch()));
+    slot->session = std::move(made);
     LogScope scope(log_level_);
     log_info("planned batch {} (loaded at {}) in {:.1f} ms", batch, batch_, ms_since(t0));
   }

@@ -163,9 +163,10 @@ const Option kOptions[] = {
      [](Args& a, const std::string& o, const std::string& v) {
        a.batch = parse_int(o, v, 0, 1 << 20);
      }},
-    {"--shape", "NAME:DIMS", kModel,
-     "set an input's shape at load, e.g. images:1x3x320x320 (repeat, or comma-separated); needed "
-     "for symbolic dims other than the batch, and may change fixed ones the model can take",
+    {"--shape", "SHAPE", kModel,
+     "set an input's shape at load: NAME:DIMS, e.g. images:1x3x320x320 (repeat, or "
+     "comma-separated); needed for symbolic dims other than the batch, and may change fixed "
+     "dims where the model takes it",
      [](Args& a, const std::string&, const std::string& v) {
        a.shapes += (a.shapes.empty() ? "" : ",") + v;
      }},
