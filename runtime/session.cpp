@@ -145,14 +145,18 @@ std::map<std::string, Shape> parse_input_shapes(const std::string& text) {
   return shapes;
 }
 
-// A file load keeps its path, a memory load a copy of the model's bytes.
+// A file load keeps its path, a memory load a copy of the model's bytes (made once the load
+// succeeded: the caller's buffer is read only as the importer reads it).
 struct Session::Source {
+  bool file = false;
   std::string path;
+  const void* data = nullptr;
+  size_t size = 0;
   std::string bytes;
   Graph import(ImportOptions io) const {
-    if (!path.empty()) return import_onnx_file(path, io);
+    if (file) return import_onnx_file(path, io);
     io.borrow = true;  // the kernels pack straight from the bytes; prepare() owns the rest
-    return import_onnx(bytes.data(), bytes.size(), io);
+    return import_onnx(data, size, io);
   }
 };
 
@@ -204,6 +208,7 @@ std::unique_ptr<Session> Session::load(const SessionOptions& o, std::shared_ptr<
 
 std::unique_ptr<Session> Session::load_file(const std::string& path, const SessionOptions& o) {
   auto src = std::make_shared<Source>();
+  src->file = true;
   src->path = path;
   auto s = load(o, std::move(src), true);
   LogScope scope(level_or_process(o));
@@ -214,8 +219,12 @@ std::unique_ptr<Session> Session::load_file(const std::string& path, const Sessi
 std::unique_ptr<Session> Session::load_memory(const void* data, size_t size,
                                               const SessionOptions& o) {
   auto src = std::make_shared<Source>();
+  src->data = data;
+  src->size = size;
+  auto s = load(o, src, true);
   src->bytes.assign(static_cast<const char*>(data), size);  // kept to plan other batches
-  return load(o, std::move(src), true);
+  src->data = src->bytes.data();
+  return s;
 }
 
 std::shared_ptr<const Session> Session::at_batch(int64_t batch) const {

@@ -34,8 +34,8 @@
  * first kernel the process generates.
  *
  * Thread safety: kiln_session_run may be called concurrently from any number of threads on the
- * same session (each run uses its own intermediate buffers; the session is read-only after
- * creation). All query functions are likewise safe to call concurrently. Releasing a session
+ * same session (each run uses its own intermediate buffers; after creation the session only adds
+ * plans for other batches, kiln_session_run_batch, under its own lock). All query functions are likewise safe to call concurrently. Releasing a session
  * while another thread uses it is not allowed. Statuses are owned by the caller and are not
  * shared between calls.
  */
