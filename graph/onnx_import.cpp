@@ -310,18 +310,36 @@ void import_input(Graph& g, const onnx::ValueInfoProto& vi, const ImportOptions&
   ValueId id = g.add_value(vi.name(), elem_type(tt.elem_type(), what));
   Value& v = g.value(id);
   if (!tt.has_shape()) fail(Code::unsupported, what + " has no shape; Kiln needs static shapes");
+  const auto given = opts.shapes.find(vi.name());
+  const Shape* want = given != opts.shapes.end() ? &given->second : nullptr;
+  if (want && int(want->size()) != tt.shape().dim_size())
+    fail(Code::shape_mismatch, what + " has " + std::to_string(tt.shape().dim_size()) +
+                                   " dims; the shape given for it, " + shape_str(*want) + ", has " +
+                                   std::to_string(want->size()));
   for (int i = 0; i < tt.shape().dim_size(); ++i) {
     const auto& d = tt.shape().dim(i);
-    if (i == 0 && opts.batch > 0) {
-      v.shape.push_back(opts.batch);
-    } else if (d.has_dim_value() && d.dim_value() > 0) {
+    const bool fixed = d.has_dim_value() && d.dim_value() > 0;
+    const std::string param = d.has_dim_param() ? " ('" + d.dim_param() + "')" : "";
+    int64_t set = 0;  // a size the caller chose
+    if (i == 0 && opts.batch > 0)
+      set = opts.batch;
+    else if (want)
+      set = (*want)[size_t(i)];
+    if (set > 0) {
+      v.shape.push_back(set);
+      if (opts.dims_set && (!fixed || set != d.dim_value()))
+        opts.dims_set->push_back(
+            "'" + vi.name() + "' dim " + std::to_string(i) + " = " + std::to_string(set) +
+            (fixed ? " (the model declares " + std::to_string(d.dim_value()) + ")"
+                   : " (symbolic" + param + " in the model)"));
+    } else if (fixed) {
       v.shape.push_back(d.dim_value());
     } else if (i == 0) {
       v.shape.push_back(1);  // symbolic batch: default batch size 1
     } else {
-      fail(Code::unsupported, what + " has a non-static dimension " + std::to_string(i) +
-                                  (d.has_dim_param() ? " ('" + d.dim_param() + "')" : "") +
-                                  "; only the batch dimension (0) may be symbolic");
+      fail(Code::unsupported, what + " has a symbolic dimension " + std::to_string(i) + param +
+                                  "; set the input's shape at load (--shape " + vi.name() +
+                                  ":AxBx..., the input_shapes option)");
     }
   }
   check_dims(v.shape, what);
@@ -451,6 +469,16 @@ Graph import_source(const Source& src, const ImportOptions& opts) {
     fail(Code::unsupported, "sparse initializers are not supported");
   for (const auto& vi : gp.input())
     if (g.find(vi.name()) == kNoValue) import_input(g, vi, opts);
+  for (const auto& [name, shape] : opts.shapes) {
+    const ValueId v = g.find(name);
+    if (v == kNoValue || g.value(v).is_const()) {
+      std::string names;
+      for (ValueId in : g.inputs) names += (names.empty() ? "'" : ", '") + g.value(in).name + "'";
+      fail(Code::invalid_argument,
+           "a shape is given for '" + name +
+               "', which is not an input of the model (its inputs: " + names + ")");
+    }
+  }
 
   // Create every node output first so node inputs can refer to later nodes (the file need not
   // be topologically sorted); then resolve inputs.

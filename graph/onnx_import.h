@@ -6,14 +6,22 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <map>
 #include <string>
+#include <vector>
 
 #include "graph/ir.h"
 
 namespace kiln {
 
 struct ImportOptions {
-  int64_t batch = 0;      // > 0: overrides dim 0 of every graph input
+  int64_t batch = 0;  // > 0: overrides dim 0 of every graph input (after `shapes`)
+  // Input name -> its whole shape (dims > 0), symbolic or not; a name that is no graph input is
+  // an invalid_argument. Symbolic dims other than dim 0 must be given here.
+  std::map<std::string, Shape> shapes;
+  // When set, receives "'x' dim 2 = 320 (the model declares 224)" for every dim `shapes` or
+  // `batch` changed from a concrete value, or set for a symbolic one (names the dim's param).
+  std::vector<std::string>* dims_set = nullptr;
   std::string model_dir;  // folder for external-data files; empty: external data refused
   // Upper bound on total initializer bytes read from external files (hostile files cannot
   // make Kiln allocate more than this).

@@ -64,6 +64,8 @@ constexpr size_t kOptionsV1Size = offsetof(kiln_options, strategy);
 constexpr size_t kOptionsV2Size = offsetof(kiln_options, disable_cache) + sizeof(int32_t);
 constexpr size_t kOptionsV3Size = offsetof(kiln_options, profile_budget_ms) + sizeof(double);
 constexpr size_t kOptionsV4Size = offsetof(kiln_options, accuracy) + sizeof(int32_t);
+// Version 5 appended input_shapes.
+constexpr size_t kOptionsV5Size = offsetof(kiln_options, input_shapes) + sizeof(const char*);
 
 // Returned when even allocating a status fails; kiln_status_release never frees it.
 kiln_status g_oom_status{KILN_OUT_OF_MEMORY, "out of memory"};
@@ -173,6 +175,8 @@ kiln::SessionOptions convert_options(const kiln_options* o) {
     if (acc == KILN_ACCURACY_STRICT) so.accuracy = kiln::Accuracy::strict;
     if (acc == KILN_ACCURACY_FAST) so.accuracy = kiln::Accuracy::fast;
   }
+  if (o->struct_size >= kOptionsV5Size && o->input_shapes)
+    so.input_shapes = kiln::parse_input_shapes(o->input_shapes);
   return so;
 }
 
@@ -248,6 +252,28 @@ std::vector<kiln::Tensor> wrap_buffers(const std::vector<kiln::IoInfo>& list, co
     out.push_back(kiln::Tensor::wrap(io.dtype, io.shape, bufs[i]));
   }
   return out;
+}
+
+// kiln_session_run's body on `sess` (the session or one of its other batches).
+void run_buffers(const kiln::Session& sess, const void* const* inputs, const size_t* input_bytes,
+                 size_t input_count, void* const* outputs, const size_t* output_bytes,
+                 size_t output_count) {
+  // Inputs are only read by the executor; Tensor has no const-view type, hence the cast.
+  std::vector<kiln::Tensor> in =
+      wrap_buffers(sess.inputs(), "input", "inputs", "input_bytes",
+                   const_cast<void* const*>(inputs), input_bytes, input_count);
+  std::vector<kiln::Tensor> out = wrap_buffers(sess.outputs(), "output", "outputs", "output_bytes",
+                                               outputs, output_bytes, output_count);
+  sess.run(in, out);
+}
+
+// The session at another batch (kiln_session_run_batch); errors name the batch.
+std::shared_ptr<const kiln::Session> at_batch(const kiln_session* s, int64_t batch) {
+  const kiln::Session& sess = session_of(s);
+  if (sess.batch() == 0)
+    kiln::fail(Code::invalid_argument,
+               "the model's inputs have no dims: there is no batch to change");
+  return sess.at_batch(batch);  // checks the range
 }
 
 template <class Load>
@@ -388,6 +414,7 @@ KILN_API kiln_status* kiln_options_init(kiln_options* options) {
     options->disable_cache = 0;
     options->profile_budget_ms = 0;
     options->accuracy = 0;
+    options->input_shapes = nullptr;
   });
 }
 
@@ -489,14 +516,35 @@ KILN_API kiln_status* kiln_session_run(const kiln_session* session, const void* 
                                        void* const* outputs, const size_t* output_bytes,
                                        size_t output_count) {
   return guarded("kiln_session_run", [&] {
-    const kiln::Session& sess = session_of(session);
-    // Inputs are only read by the executor; Tensor has no const-view type, hence the cast.
-    std::vector<kiln::Tensor> in =
-        wrap_buffers(sess.inputs(), "input", "inputs", "input_bytes",
-                     const_cast<void* const*>(inputs), input_bytes, input_count);
-    std::vector<kiln::Tensor> out = wrap_buffers(
-        sess.outputs(), "output", "outputs", "output_bytes", outputs, output_bytes, output_count);
-    sess.run(in, out);
+    run_buffers(session_of(session), inputs, input_bytes, input_count, outputs, output_bytes,
+                output_count);
+  });
+}
+
+KILN_API kiln_status* kiln_session_output_shape_for_batch(const kiln_session* session,
+                                                          int64_t batch, size_t index,
+                                                          int64_t* dims, size_t capacity,
+                                                          size_t* out_rank) {
+  return guarded("kiln_session_output_shape_for_batch", [&] {
+    io_at(session, false, index);  // checks the session and the index first
+    require(out_rank, "out_rank");
+    const kiln::Shape& shape = at_batch(session, batch)->outputs()[index].shape;
+    if (capacity < shape.size())
+      kiln::fail(Code::invalid_argument, "capacity is " + num(capacity) + ", the output has " +
+                                             num(shape.size()) + " dims");
+    if (!shape.empty()) require(dims, "dims");
+    for (size_t i = 0; i < shape.size(); ++i) dims[i] = shape[i];
+    *out_rank = shape.size();
+  });
+}
+
+KILN_API kiln_status* kiln_session_run_batch(const kiln_session* session, int64_t batch,
+                                             const void* const* inputs, const size_t* input_bytes,
+                                             size_t input_count, void* const* outputs,
+                                             const size_t* output_bytes, size_t output_count) {
+  return guarded("kiln_session_run_batch", [&] {
+    run_buffers(*at_batch(session, batch), inputs, input_bytes, input_count, outputs, output_bytes,
+                output_count);
   });
 }
 

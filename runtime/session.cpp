@@ -2,10 +2,12 @@
 
 #include <sys/resource.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 #include <map>
 #include <random>
+#include <utility>
 
 #include "graph/env.h"
 #include "graph/onnx_import.h"
@@ -35,13 +37,27 @@ void run_ref(const Node& n, const std::vector<const Tensor*>& in, const std::vec
 // More threads than this is a mistake, not a machine: TBB crashes creating an arena for
 // INT_MAX threads.
 constexpr int kMaxThreads = 4096;
+constexpr int64_t kMaxBatch = int64_t(1) << 20;
+
+// min 0: a load's option (0 = the model's batch); min 1: a batch to run.
+void check_batch(int64_t batch, int64_t min = 0) {
+  if (batch < min || batch > kMaxBatch)
+    fail(Code::invalid_argument, "batch size " + std::to_string(batch) + " is out of range (1.." +
+                                     std::to_string(kMaxBatch) + ")");
+}
 
 void check_options(const SessionOptions& o) {
   if (o.threads < 0 || o.threads > kMaxThreads)
     fail(Code::invalid_argument, "threads must be 0.." + std::to_string(kMaxThreads) + ", got " +
                                      std::to_string(o.threads));
-  if (o.batch < 0 || o.batch > (int64_t(1) << 20))
-    fail(Code::invalid_argument, "batch size " + std::to_string(o.batch) + " is out of range");
+  check_batch(o.batch);
+  for (const auto& [name, dims] : o.input_shapes) {
+    for (int64_t d : dims)
+      if (d <= 0 || d > kMaxTensorElements)
+        fail(Code::invalid_argument, "the shape given for input '" + name + "', " +
+                                         shape_str(dims) + ", has a dim outside 1.." +
+                                         std::to_string(kMaxTensorElements));
+  }
 }
 
 // The session's log level as LogScope takes it (-1: the process threshold).
@@ -91,22 +107,97 @@ long minor_faults() {
   return getrusage(RUSAGE_SELF, &u) == 0 ? u.ru_minflt : 0;
 }
 
+std::string join(const std::vector<std::string>& parts) {
+  std::string s;
+  for (const std::string& p : parts) s += (s.empty() ? "" : ", ") + p;
+  return s;
+}
+
 }  // namespace
+
+std::map<std::string, Shape> parse_input_shapes(const std::string& text) {
+  std::map<std::string, Shape> shapes;
+  for (size_t b = 0, e = 0; e < text.size(); b = e + 1) {  // "" has no items, "x:1," two
+    e = std::min(text.find(',', b), text.size());
+    const std::string item = text.substr(b, e - b);
+    const size_t colon = item.rfind(':');
+    auto bad = [&](const std::string& why) {
+      fail(Code::invalid_argument, "input shape '" + item + "' " + why +
+                                       " (expected NAME:DIMxDIMx..., e.g. input:1x3x224x224, "
+                                       "items separated by ',')");
+    };
+    if (colon == std::string::npos || colon == 0) bad("has no 'NAME:' before its dims");
+    Shape dims;
+    const std::string ds = item.substr(colon + 1);
+    for (size_t p = 0, q; p <= ds.size(); p = q + 1) {
+      q = std::min(ds.find('x', p), ds.size());
+      const std::string d = ds.substr(p, q - p);
+      if (d.empty() || d.size() > 18 || d.find_first_not_of("0123456789") != std::string::npos)
+        bad("has a dim '" + d + "' that is not a positive integer");
+      const int64_t v = std::stoll(d);
+      if (v < 1 || v > kMaxTensorElements)
+        bad("has dim " + d + ", expected 1.." + std::to_string(kMaxTensorElements));
+      dims.push_back(v);
+    }
+    if (!shapes.emplace(item.substr(0, colon), std::move(dims)).second)
+      bad("names an input given before");
+  }
+  return shapes;
+}
+
+// A file load keeps its path, a memory load a copy of the model's bytes (made once the load
+// succeeded: the caller's buffer is read only as the importer reads it).
+struct Session::Source {
+  bool file = false;
+  std::string path;
+  const void* data = nullptr;
+  size_t size = 0;
+  std::string bytes;
+  Graph import(ImportOptions io) const {
+    if (file) return import_onnx_file(path, io);
+    io.borrow = true;  // the kernels pack straight from the bytes; prepare() owns the rest
+    return import_onnx(data, size, io);
+  }
+};
+
+// One other batch's session; its mutex serialises its creation.
+struct Session::BatchPlan {
+  std::mutex mu;
+  std::shared_ptr<const Session> session;
+  uint64_t used = 0;  // use_clock_ at the last lookup (the least recent is dropped first)
+};
 
 Session::~Session() = default;
 
-std::unique_ptr<Session> Session::load(const SessionOptions& o, ImportOptions io,
-                                       const std::function<Graph(const ImportOptions&)>& import) {
-  begin_load(o);
+std::unique_ptr<Session> Session::load(const SessionOptions& o, std::shared_ptr<const Source> src,
+                                       bool read_env) {
+  if (read_env)
+    begin_load(o);
+  else
+    check_options(o);
   LogScope scope(level_or_process(o));
   auto t0 = Clock::now();
   const AllocStats mem0 = alloc_stats();
   const long faults0 = minor_faults();
   std::unique_ptr<Session> s(new Session());
+  ImportOptions io;
   io.batch = o.batch;
-  s->graph_ = import(io);
+  io.shapes = o.input_shapes;
+  std::vector<std::string> dims_set;
+  io.dims_set = &dims_set;
+  s->graph_ = src->import(io);
+  s->source_ = std::move(src);
+  s->options_ = o;
   s->stats_.parse_ms = ms_since(t0);
-  s->prepare(o);
+  try {
+    s->prepare(o);
+  } catch (const Error& e) {
+    // Shape inference refusing a size the caller chose: say which sizes were chosen.
+    if (dims_set.empty() || (e.code() != Code::invalid_model && e.code() != Code::shape_mismatch))
+      throw;
+    fail(Code::shape_mismatch,
+         "the model cannot take the input sizes set at load (" + join(dims_set) + "): " + e.what());
+  }
   s->stats_.total_ms = ms_since(t0);
   const AllocStats mem1 = alloc_stats();  // other threads' loads count too
   log_debug("large buffers: {:.1f} MiB fresh, {:.1f} MiB reused from earlier loads; {} page faults",
@@ -116,7 +207,10 @@ std::unique_ptr<Session> Session::load(const SessionOptions& o, ImportOptions io
 }
 
 std::unique_ptr<Session> Session::load_file(const std::string& path, const SessionOptions& o) {
-  auto s = load(o, {}, [&](const ImportOptions& io) { return import_onnx_file(path, io); });
+  auto src = std::make_shared<Source>();
+  src->file = true;
+  src->path = path;
+  auto s = load(o, std::move(src), true);
   LogScope scope(level_or_process(o));
   log_info("loaded '{}' in {:.1f} ms ({} nodes)", path, s->stats_.total_ms, s->graph_.nodes.size());
   return s;
@@ -124,9 +218,50 @@ std::unique_ptr<Session> Session::load_file(const std::string& path, const Sessi
 
 std::unique_ptr<Session> Session::load_memory(const void* data, size_t size,
                                               const SessionOptions& o) {
-  ImportOptions io;
-  io.borrow = true;  // the kernels pack straight from the caller's bytes; prepare() owns the rest
-  return load(o, io, [&](const ImportOptions& i) { return import_onnx(data, size, i); });
+  auto src = std::make_shared<Source>();
+  src->data = data;
+  src->size = size;
+  auto s = load(o, src, true);
+  src->bytes.assign(static_cast<const char*>(data), size);  // kept to plan other batches
+  src->data = src->bytes.data();
+  return s;
+}
+
+std::shared_ptr<const Session> Session::at_batch(int64_t batch) const {
+  if (batch == batch_)
+    return std::shared_ptr<const Session>(std::shared_ptr<const Session>(), this);
+  check_batch(batch, 1);
+  std::shared_ptr<BatchPlan> slot;
+  {
+    std::lock_guard<std::mutex> lock(batches_mu_);
+    std::shared_ptr<BatchPlan>& e = batches_[batch];
+    if (!e) e = std::make_shared<BatchPlan>();
+    e->used = ++use_clock_;
+    slot = e;
+    if (batches_.size() > kMaxBatchPlans) {  // runs still using a dropped plan keep it alive
+      auto oldest = batches_.begin();
+      for (auto it = batches_.begin(); it != batches_.end(); ++it)
+        if (it->second->used < oldest->second->used) oldest = it;
+      batches_.erase(oldest);
+    }
+  }
+  std::lock_guard<std::mutex> lock(slot->mu);
+  if (!slot->session) {
+    SessionOptions o = options_;
+    o.batch = batch;
+    o.progress = false;
+    auto t0 = Clock::now();
+    // The environment was read at this session's load: not again while it runs.
+    std::shared_ptr<const Session> made = load(o, source_, false);
+    // Its runs must not come back here (Session::run would plan again, without end).
+    if (made->batch() != batch)
+      fail(Code::internal, "batch " + std::to_string(batch) + " was planned as batch " +
+                               std::to_string(made->batch()));
+    slot->session = std::move(made);
+    LogScope scope(log_level_);
+    log_info("planned batch {} (loaded at {}) in {:.1f} ms", batch, batch_, ms_since(t0));
+  }
+  return slot->session;
 }
 
 void Session::prepare(const SessionOptions& o) {
@@ -142,6 +277,11 @@ void Session::prepare(const SessionOptions& o) {
     inputs_.push_back({graph_.value(v).name, graph_.value(v).dtype, graph_.value(v).shape});
   for (ValueId v : graph_.outputs)
     outputs_.push_back({graph_.value(v).name, graph_.value(v).dtype, graph_.value(v).shape});
+  for (const IoInfo& io : inputs_)
+    if (!io.shape.empty()) {
+      batch_ = io.shape[0];
+      break;
+    }
 
   auto t1 = Clock::now();
   log_level_ = level_or_process(o);
@@ -215,7 +355,7 @@ void Session::prepare(const SessionOptions& o) {
 }
 
 static void check_io(const char* kind, const std::vector<IoInfo>& want,
-                     const std::vector<Tensor>& got) {
+                     const std::vector<Tensor>& got, const std::string& hint = "") {
   if (got.size() != want.size())
     fail(Code::invalid_argument, std::string("expected ") + std::to_string(want.size()) + " " +
                                      kind + "s, got " + std::to_string(got.size()));
@@ -224,15 +364,36 @@ static void check_io(const char* kind, const std::vector<IoInfo>& want,
       fail(Code::shape_mismatch, std::string(kind) + " '" + want[i].name + "' must be " +
                                      dtype_name(want[i].dtype) + shape_str(want[i].shape) +
                                      ", got " + dtype_name(got[i].dtype()) +
-                                     shape_str(got[i].shape()));
+                                     shape_str(got[i].shape()) + hint);
     if (!got[i].raw() && got[i].numel() > 0)
       fail(Code::invalid_argument, std::string(kind) + " '" + want[i].name + "' has no data");
   }
 }
 
+int64_t Session::batch_of(const std::vector<Tensor>& inputs) const {
+  int64_t b = 0;
+  bool other = inputs.size() == inputs_.size();
+  for (size_t i = 0; i < inputs.size() && other; ++i) {
+    const Shape& want = inputs_[i].shape;
+    const Shape& got = inputs[i].shape();
+    if (got.size() != want.size() ||
+        !std::equal(got.begin() + !got.empty(), got.end(), want.begin() + !want.empty()))
+      other = false;
+    else if (!got.empty() && b == 0)
+      b = got[0];
+    else if (!got.empty() && got[0] != b)
+      other = false;
+  }
+  if (other && b > 0 && b != batch_) return b;
+  check_io("input", inputs_, inputs,
+           other ? "" : " (only dim 0, the batch, may differ, the same in every input)");
+  return batch_;
+}
+
 void Session::run(const std::vector<Tensor>& inputs, std::vector<Tensor>& outputs) const {
   LogScope scope(log_level_);
-  check_io("input", inputs_, inputs);
+  const int64_t b = batch_of(inputs);
+  if (b != batch_) return at_batch(b)->run(inputs, outputs);
   check_io("output", outputs_, outputs);
   exec_->run(inputs, outputs);
 }
@@ -240,7 +401,8 @@ void Session::run(const std::vector<Tensor>& inputs, std::vector<Tensor>& output
 void Session::run_profiled(const std::vector<Tensor>& inputs, std::vector<Tensor>& outputs,
                            RunProfile& profile) const {
   LogScope scope(log_level_);
-  check_io("input", inputs_, inputs);
+  const int64_t b = batch_of(inputs);
+  if (b != batch_) return at_batch(b)->run_profiled(inputs, outputs, profile);
   check_io("output", outputs_, outputs);
   exec_->run(inputs, outputs, &profile);
 }

@@ -3,7 +3,9 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
@@ -25,6 +27,10 @@ class Executor;
 struct SessionOptions {
   int threads = 0;    // 0 = host_cpu().cores (the CPUs this process may run on)
   int64_t batch = 0;  // 0 = what the model says (a symbolic batch dim becomes 1)
+  // Shapes of inputs set at load (parse_input_shapes reads the text form), symbolic dims or
+  // not; every symbolic dim but the batch (dim 0) must be set. `batch`, if set, is dim 0 of
+  // every input, these shapes' included.
+  std::map<std::string, Shape> input_shapes;
   // The C API's integers become these enums in one place (runtime/c_api.cpp), which rejects
   // values outside them; the CLI parses names into them.
   std::optional<LogLevel> log_level;  // this session's messages; none: the process's threshold
@@ -57,6 +63,12 @@ struct LoadStats {
   double profile_ms = 0, solve_ms = 0, jit_ms = 0, pack_ms = 0;
 };
 
+// "NAME:1x3x320x320,OTHER:2x5" (the CLI's --shape, the C API's input_shapes) -> name -> dims.
+// A name runs to the item's last ':', so "input:0:1x3x8x8" names "input:0"; names holding ','
+// cannot be given. invalid_argument naming the item for bad syntax, dims <= 0 or too large,
+// and a name given twice.
+std::map<std::string, Shape> parse_input_shapes(const std::string& text);
+
 class Session {
  public:
   // Throw Error (io_error, invalid_model, unsupported, ...) with a message naming the problem.
@@ -76,10 +88,21 @@ class Session {
   // How each node's kernel was chosen (labels, predicted times, cache use, optimality).
   const Selection& selection() const { return *sel_; }
 
+  // The batch the session was loaded at: dim 0 of its first input that has dims (0: none).
+  int64_t batch() const { return batch_; }
+  // The session at another batch: planned on first use with the same options (the model is
+  // imported again from the file, or from a copy of the bytes a memory load keeps), then kept
+  // (at most kMaxBatchPlans other batches; the least recently used is dropped). Thread-safe:
+  // creation is serialised per batch, runs of other batches are not held up. Returns this
+  // session (not owned) for batch().
+  static constexpr size_t kMaxBatchPlans = 8;
+  std::shared_ptr<const Session> at_batch(int64_t batch) const;
+
   // inputs[i] / outputs[i] follow inputs() / outputs() order. Shapes and dtypes must match
-  // exactly (shape_mismatch otherwise). Output tensors are written in place (use
-  // Tensor::wrap for caller memory). Safe to call concurrently from several threads: each run
-  // has its own intermediate buffers.
+  // exactly (shape_mismatch otherwise), except that every input's dim 0 may be another batch:
+  // then the run uses at_batch(that batch) and the outputs must have its shapes. Output
+  // tensors are written in place (use Tensor::wrap for caller memory). Safe to call
+  // concurrently from several threads: each run has its own intermediate buffers.
   void run(const std::vector<Tensor>& inputs, std::vector<Tensor>& outputs) const;
   // The same, also timing every plan step and each thread's share of it.
   void run_profiled(const std::vector<Tensor>& inputs, std::vector<Tensor>& outputs,
@@ -87,10 +110,23 @@ class Session {
 
  private:
   Session() = default;
-  // Both loads: `import` parses the model with the given import options, then prepare().
-  static std::unique_ptr<Session> load(const SessionOptions& o, ImportOptions io,
-                                       const std::function<Graph(const ImportOptions&)>& import);
+  struct Source;
+  // Both loads and other batches: imports the model from `src` with o's shapes, then
+  // prepare(). read_env: take a new snapshot of the environment (not while this session runs).
+  static std::unique_ptr<Session> load(const SessionOptions& o, std::shared_ptr<const Source> src,
+                                       bool read_env);
   void prepare(const SessionOptions& o);
+  // The batch the inputs ask for: batch_ when they match inputs() exactly, another when only
+  // the dim 0 of every input differs, the same in all; else a shape_mismatch error.
+  int64_t batch_of(const std::vector<Tensor>& inputs) const;
+  // Where the model came from (another batch imports it again) and how it was loaded.
+  struct BatchPlan;
+  std::shared_ptr<const Source> source_;
+  SessionOptions options_;
+  int64_t batch_ = 0;
+  mutable std::mutex batches_mu_;  // guards batches_ and use_clock_
+  mutable std::map<int64_t, std::shared_ptr<BatchPlan>> batches_;
+  mutable uint64_t use_clock_ = 0;
   Graph graph_;
   std::vector<IoInfo> inputs_, outputs_;
   LoadStats stats_;

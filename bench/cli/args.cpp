@@ -50,7 +50,8 @@ const Command kCommands[] = {
      "run once on .npy inputs; print or write the outputs",
      "Runs MODEL once on float32/int64 C-order .npy inputs (one --input per model input, in order) "
      "and prints each output's shape and min/max/mean. --output writes output 0 to OUT.npy; a "
-     "model with several outputs writes output i to OUT_<i>.npy instead.",
+     "model with several outputs writes output i to OUT_<i>.npy instead. Inputs of another batch "
+     "(dim 0) than the model's are planned for that batch first.",
      cmd_run},
     {"plan", kPlan, "MODEL [--dot FILE] [--json FILE] [options]",
      "the kernel and layouts chosen per node, conversions, predicted time",
@@ -161,6 +162,13 @@ const Option kOptions[] = {
     {"--batch", "N", kModel, "fix the batch (dim 0 of every input); 0 = the model's (default)",
      [](Args& a, const std::string& o, const std::string& v) {
        a.batch = parse_int(o, v, 0, 1 << 20);
+     }},
+    {"--shape", "SHAPE", kModel,
+     "set an input's shape at load: NAME:DIMS, e.g. images:1x3x320x320 (repeat, or "
+     "comma-separated); needed for symbolic dims other than the batch, and may change fixed "
+     "dims where the model takes it",
+     [](Args& a, const std::string&, const std::string& v) {
+       a.shapes += (a.shapes.empty() ? "" : ",") + v;
      }},
     {"--strategy", "STRATEGY", kModel,
      "how kernels and layouts are chosen: global (default: the PBQP optimum over measured kernel "

@@ -20,14 +20,6 @@
 namespace kiln::cli {
 namespace {
 
-// The batch the session runs: dim 0 of its first input that has dims (--batch 0 means the
-// model's own); 1 when no input has any (images/s then equals inferences/s).
-long long session_batch(const Session& s) {
-  for (const IoInfo& io : s.inputs())
-    if (!io.shape.empty()) return (long long)io.shape[0];
-  return 1;
-}
-
 double peak_rss_mb() {
   rusage ru{};
   getrusage(RUSAGE_SELF, &ru);
@@ -267,7 +259,7 @@ std::string report_one(const Args& a, Bench& b) {
   std::vector<double>& lat = b.lat;
   const Latency l = latency_of(lat);
   const double rss = peak_rss_mb();
-  const long long batch = session_batch(*s);
+  const long long batch = std::max<long long>(s->batch(), 1);
   const double per_s = b.wall_ms > 0 ? double(lat.size()) * 1e3 / b.wall_ms : 0;
 
   std::printf("model: %s\n", a.model.c_str());

@@ -28,6 +28,7 @@ struct Args {
   std::string output;               // --output
   std::string json;                 // --json
   int64_t batch = 0;
+  std::string shapes;  // --shape, comma-joined (parse_input_shapes' text)
   int threads = 0;
   int runs = 50;
   double seconds = 0;  // --seconds: run for this long instead of --runs
@@ -66,9 +67,10 @@ using Clock = std::chrono::steady_clock;
 // Session options from the arguments; `strategy` overrides a.strategies (bench loops over them).
 SessionOptions session_options(const Args& a, const std::string& strategy = "");
 std::vector<Tensor> make_outputs(const Session& s);
-// The --input files, checked against the session's inputs (count, dtype, shape); the errors
-// name the file and the input.
-std::vector<Tensor> read_inputs(const Args& a, const Session& s);
+// The --input files, checked against the session's inputs (count, dtype, shape; with
+// any_batch, dim 0 may differ: Session::run plans that batch); the errors name the file and
+// the input.
+std::vector<Tensor> read_inputs(const Args& a, const Session& s, bool any_batch = false);
 double ms_between(Clock::time_point a, Clock::time_point b);
 
 int cmd_info(const Args& a);

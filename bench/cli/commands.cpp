@@ -23,6 +23,11 @@ SessionOptions session_options(const Args& a, const std::string& strategy) {
   SessionOptions o;
   o.threads = a.threads;
   o.batch = a.batch;
+  try {
+    o.input_shapes = parse_input_shapes(a.shapes);
+  } catch (const Error& e) {
+    throw UsageError(std::string("--shape: ") + e.what());
+  }
   o.log_level = a.log_level;
   o.max_isa = a.max_isa;
   o.reference = a.reference;
@@ -91,7 +96,7 @@ int cmd_info(const Args& a) {
   return 0;
 }
 
-std::vector<Tensor> read_inputs(const Args& a, const Session& s) {
+std::vector<Tensor> read_inputs(const Args& a, const Session& s, bool any_batch) {
   const auto& want = s.inputs();
   if (a.inputs.size() != want.size())
     fail(Code::invalid_argument, "the model has " + std::to_string(want.size()) + " input(s), " +
@@ -99,11 +104,15 @@ std::vector<Tensor> read_inputs(const Args& a, const Session& s) {
   std::vector<Tensor> ins;
   for (size_t i = 0; i < want.size(); ++i) {
     Tensor t = read_npy(a.inputs[i]);
-    if (t.dtype() != want[i].dtype || t.shape() != want[i].shape)
+    const Shape& got = t.shape();
+    const bool batch_only = any_batch && !got.empty() && got.size() == want[i].shape.size() &&
+                            std::equal(got.begin() + 1, got.end(), want[i].shape.begin() + 1);
+    if (t.dtype() != want[i].dtype || (got != want[i].shape && !batch_only))
       fail(Code::shape_mismatch,
-           "'" + a.inputs[i] + "' is " + dtype_name(t.dtype()) + shape_str(t.shape()) +
-               " but input '" + want[i].name + "' needs " + dtype_name(want[i].dtype) +
-               shape_str(want[i].shape) + (a.batch ? "" : " (try --batch to change the batch)"));
+           "'" + a.inputs[i] + "' is " + dtype_name(t.dtype()) + shape_str(got) + " but input '" +
+               want[i].name + "' needs " + dtype_name(want[i].dtype) + shape_str(want[i].shape) +
+               (any_batch ? " (dim 0, the batch, may differ; other dims: --shape)"
+                          : " (try --batch or --shape to change the shape)"));
     ins.push_back(std::move(t));
   }
   return ins;
@@ -111,10 +120,18 @@ std::vector<Tensor> read_inputs(const Args& a, const Session& s) {
 
 int cmd_run(const Args& a) {
   auto s = Session::load_file(a.model, session_options(a));
-  std::vector<Tensor> ins = read_inputs(a, *s);
-  std::vector<Tensor> outs = make_outputs(*s);
+  std::vector<Tensor> ins = read_inputs(a, *s, true);
+  int64_t batch = s->batch();
+  for (const Tensor& t : ins)
+    if (!t.shape().empty()) {
+      batch = t.shape()[0];
+      break;
+    }
+  // Another batch is planned here, so that the run below is timed alone.
+  std::shared_ptr<const Session> rs = s->at_batch(batch);
+  std::vector<Tensor> outs = make_outputs(*rs);
   auto t0 = Clock::now();
-  s->run(ins, outs);
+  rs->run(ins, outs);
   double run_ms = ms_between(t0, Clock::now());
   log_info("run took {:.2f} ms", run_ms);
 

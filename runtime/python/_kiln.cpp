@@ -11,15 +11,18 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
 #include <shared_mutex>
 #include <stdexcept>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "kiln/kiln.hpp"
@@ -177,9 +180,9 @@ struct BufferView {
   BufferView& operator=(const BufferView&) = delete;
 };
 
-// Checks one array against the model's input/output: dtype, shape, C order, alignment and, for
-// outputs, that it is writeable.
-py::array checked(py::handle h, const Io& io, const char* kind, bool output) {
+// Checks one array against the model's input/output: dtype, shape (with any_batch, dim 0 may
+// differ), C order, alignment and, for outputs, that it is writeable.
+py::array checked(py::handle h, const Io& io, const char* kind, bool output, bool any_batch) {
   const std::string what = std::string(kind) + " '" + io.name + "'";
   if (!py::isinstance<py::array>(h))
     throw py::type_error(what + ": expected a numpy.ndarray, got " + type_name(h));
@@ -191,9 +194,12 @@ py::array checked(py::handle h, const Io& io, const char* kind, bool output) {
                                    " (arrays are not converted: use .astype(numpy." + want + "))");
   }
   std::vector<py::ssize_t> shape(a.shape(), a.shape() + a.ndim());
-  if (shape != io.dims)
-    raise(KILN_SHAPE_MISMATCH,
-          what + ": shape is " + tuple_str(shape) + ", expected " + tuple_str(io.dims));
+  const bool batch_only = any_batch && !shape.empty() && shape.size() == io.dims.size() &&
+                          std::equal(shape.begin() + 1, shape.end(), io.dims.begin() + 1);
+  if (shape != io.dims && !batch_only)
+    raise(KILN_SHAPE_MISMATCH, what + ": shape is " + tuple_str(shape) + ", expected " +
+                                   tuple_str(io.dims) +
+                                   (any_batch ? " (dim 0, the batch, may differ)" : ""));
   if (!(a.flags() & py::array::c_style))
     raise(KILN_INVALID_ARGUMENT,
           what + " is not C-contiguous (use numpy.ascontiguousarray to make a C-ordered copy)");
@@ -207,7 +213,7 @@ py::array checked(py::handle h, const Io& io, const char* kind, bool output) {
 // The caller's arrays in the model's order (a dict by name or a list/tuple by position), each
 // checked. Outputs not given are allocated.
 std::vector<py::array> bind(py::handle given, const std::vector<Io>& list, const char* kind,
-                            bool output) {
+                            bool output, bool any_batch = false) {
   std::vector<py::array> arrays(list.size());
   std::vector<bool> have(list.size(), false);
   const std::string plural = std::string(kind) + "s";
@@ -224,7 +230,7 @@ std::vector<py::array> bind(py::handle given, const std::vector<Io>& list, const
       if (i == list.size())
         raise(KILN_INVALID_ARGUMENT, "unknown " + std::string(kind) + " name '" + name +
                                          "' (the model's " + plural + ": " + names(list) + ")");
-      arrays[i] = checked(item.second, list[i], kind, output);
+      arrays[i] = checked(item.second, list[i], kind, output, any_batch);
       have[i] = true;
     }
   } else if (PyList_Check(given.ptr()) || PyTuple_Check(given.ptr())) {
@@ -234,7 +240,7 @@ std::vector<py::array> bind(py::handle given, const std::vector<Io>& list, const
                                        " given by position, the model has " +
                                        std::to_string(list.size()) + " (" + names(list) + ")");
     for (size_t i = 0; i < list.size(); ++i) {
-      arrays[i] = checked(seq[i], list[i], kind, output);
+      arrays[i] = checked(seq[i], list[i], kind, output, any_batch);
       have[i] = true;
     }
   } else {
@@ -258,9 +264,10 @@ class Session {
           const std::optional<std::string>& log_level, int64_t batch,
           const std::optional<std::string>& cache_dir, const std::optional<std::string>& tune,
           const std::optional<std::string>& max_isa, const std::optional<std::string>& strategy,
-          bool disable_cache, double profile_budget_ms,
-          const std::optional<std::string>& accuracy) {
+          bool disable_cache, double profile_budget_ms, const std::optional<std::string>& accuracy,
+          const std::map<std::string, std::vector<int64_t>>& shapes) {
     kiln::Options o;
+    for (const auto& [name, dims] : shapes) o.input_shape(name, dims);
     o.threads(threads)
         .batch_size(batch)
         .log_level(choice("log_level", kLogLevels, log_level, -1, true))
@@ -282,6 +289,11 @@ class Session {
     }
     inputs_ = io_list(s_->inputs());
     outputs_ = io_list(s_->outputs());
+    for (const Io& io : inputs_)
+      if (!io.dims.empty()) {
+        batch_ = io.dims[0];
+        break;
+      }
   }
 
   // Waits (without the GIL) for runs in progress, then releases the C session. Idempotent.
@@ -327,7 +339,7 @@ class Session {
   // only some outputs (the others are allocated). Returns {name: array} for every output.
   py::dict run(py::handle feeds, py::handle out) {
     Call c = prepare(feeds, out);
-    with_session([&](const kiln::Session& s) { s.run(c.in_ptr, c.out_ptr); });
+    with_session([&](const kiln::Session& s) { run_call(s, c); });
     py::dict d;
     for (size_t i = 0; i < outputs_.size(); ++i) d[py::str(outputs_[i].name)] = c.out[i];
     return d;
@@ -345,7 +357,7 @@ class Session {
     with_session([&](const kiln::Session& s) {
       for (int i = 0; i < warmup + runs; ++i) {
         const auto t0 = std::chrono::steady_clock::now();
-        s.run(c.in_ptr, c.out_ptr);
+        run_call(s, c);
         const std::chrono::duration<double, std::milli> dt = std::chrono::steady_clock::now() - t0;
         if (i >= warmup) ms.push_back(dt.count());
       }
@@ -354,20 +366,50 @@ class Session {
   }
 
  private:
-  // One run's checked arrays (kept alive for the call) and the pointers the C call takes.
+  // One run's checked arrays (kept alive for the call), the pointers the C call takes, and the
+  // batch: 0 = the session's own, else another (kiln_session_run_batch) and its shapes.
   struct Call {
     std::vector<py::array> in, out;
     std::vector<const void*> in_ptr;
     std::vector<void*> out_ptr;
+    int64_t batch = 0;
+    std::vector<Io> in_io, out_io;
   };
 
-  Call prepare(py::handle feeds, py::handle out) const {
+  Call prepare(py::handle feeds, py::handle out) {
     if (closed_) raise(KILN_INVALID_ARGUMENT, "the session is closed");
-    Call c{bind(feeds, inputs_, "input", false), bind(out, outputs_, "output", true), {}, {}};
+    Call c;
+    c.in = bind(feeds, std::as_const(inputs_), "input", false, true);
+    c.in_io = inputs_;
+    c.out_io = outputs_;
+    for (size_t i = 0; i < c.in.size(); ++i) {
+      if (c.in[i].ndim() == 0) continue;
+      const int64_t b = c.in[i].shape(0);
+      if (c.batch == 0) c.batch = b;
+      if (b != c.batch)
+        raise(KILN_SHAPE_MISMATCH, "input '" + inputs_[i].name + "' has batch (dim 0) " +
+                                       std::to_string(b) + ", the inputs before it " +
+                                       std::to_string(c.batch) + ": every input takes one batch");
+    }
+    if (c.batch == batch_) c.batch = 0;
+    if (c.batch) {  // planned here if new, so that time_runs times runs only
+      with_session([&](const kiln::Session& s) {
+        c.in_io = io_list(s.inputs_at(c.batch));
+        c.out_io = io_list(s.outputs_at(c.batch));
+      });
+    }
+    c.out = bind(out, std::as_const(c.out_io), "output", true);
     for (const py::array& a : c.in) c.in_ptr.push_back(a.data());
     for (py::array& a : c.out) c.out_ptr.push_back(a.mutable_data());
     check_overlaps(c);
     return c;
+  }
+
+  static void run_call(const kiln::Session& s, const Call& c) {
+    if (c.batch)
+      s.run_batch(c.batch, c.in_ptr, c.out_ptr);
+    else
+      s.run(c.in_ptr, c.out_ptr);
   }
 
   // kiln_session_run's outputs must not overlap each other or an input.
@@ -376,15 +418,16 @@ class Session {
       auto pa = reinterpret_cast<uintptr_t>(a), pb = reinterpret_cast<uintptr_t>(b);
       return an && bn && pa < pb + bn && pb < pa + an;
     };
-    for (size_t i = 0; i < outputs_.size(); ++i) {
-      for (size_t j = 0; j < inputs_.size(); ++j)
-        if (overlap(c.out_ptr[i], outputs_[i].bytes, c.in_ptr[j], inputs_[j].bytes))
-          raise(KILN_INVALID_ARGUMENT, "output '" + outputs_[i].name +
-                                           "' shares memory with input '" + inputs_[j].name + "'");
-      for (size_t j = 0; j < i; ++j)
-        if (overlap(c.out_ptr[i], outputs_[i].bytes, c.out_ptr[j], outputs_[j].bytes))
+    const std::vector<Io>&ins = c.in_io, &outs = c.out_io;
+    for (size_t i = 0; i < outs.size(); ++i) {
+      for (size_t j = 0; j < ins.size(); ++j)
+        if (overlap(c.out_ptr[i], outs[i].bytes, c.in_ptr[j], ins[j].bytes))
           raise(KILN_INVALID_ARGUMENT,
-                "outputs '" + outputs_[j].name + "' and '" + outputs_[i].name + "' share memory");
+                "output '" + outs[i].name + "' shares memory with input '" + ins[j].name + "'");
+      for (size_t j = 0; j < i; ++j)
+        if (overlap(c.out_ptr[i], outs[i].bytes, c.out_ptr[j], outs[j].bytes))
+          raise(KILN_INVALID_ARGUMENT,
+                "outputs '" + outs[j].name + "' and '" + outs[i].name + "' share memory");
     }
   }
 
@@ -401,6 +444,7 @@ class Session {
   std::shared_mutex mu_;  // runs hold it shared, close() exclusively
   std::atomic<bool> closed_{false};
   std::vector<Io> inputs_, outputs_;
+  int64_t batch_ = 0;  // the batch loaded (dim 0 of the first input with dims)
 };
 
 }  // namespace
@@ -416,12 +460,13 @@ PYBIND11_MODULE(_kiln, m) {
       .def(py::init<py::handle, bool, int32_t, const std::optional<std::string>&, int64_t,
                     const std::optional<std::string>&, const std::optional<std::string>&,
                     const std::optional<std::string>&, const std::optional<std::string>&, bool,
-                    double, const std::optional<std::string>&>(),
+                    double, const std::optional<std::string>&,
+                    const std::map<std::string, std::vector<int64_t>>&>(),
            py::arg("source"), py::arg("from_bytes"), py::kw_only(), py::arg("threads"),
            py::arg("log_level").none(true), py::arg("batch"), py::arg("cache_dir").none(true),
            py::arg("tune").none(true), py::arg("max_isa").none(true),
            py::arg("strategy").none(true), py::arg("disable_cache"), py::arg("profile_budget_ms"),
-           py::arg("accuracy").none(true))
+           py::arg("accuracy").none(true), py::arg("shapes"))
       .def("close", &Session::close)
       .def_property_readonly("closed", &Session::closed)
       .def("io", &Session::io, py::arg("input"))

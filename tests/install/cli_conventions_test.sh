@@ -72,7 +72,8 @@ every.update(opt_line.findall(texts['']))
 for o in ('--help', '--version'):
     every.pop(o, None)
 values = {'N': '1', 'SEC': '0.5', 'MS': '100', 'LEVEL': 'error', 'ISA': 'avx2', 'FAMILY': 'direct',
-          'ACCURACY': 'strict', 'MODE': 'none', 'STRATEGY': 'local', 'DIR': tmp + '/cachedir'}
+          'ACCURACY': 'strict', 'MODE': 'none', 'STRATEGY': 'local', 'DIR': tmp + '/cachedir',
+          'SHAPE': 'input:1x3x8x8'}
 def args_of(o):
     meta = every[o]
     return [o] + ([values.get(meta, tmp + '/file_' + meta)] if meta else [])
@@ -228,5 +229,40 @@ PYEOF
 expect_rc 0 "$KILN" plan "$M" --threads 1 --cache "$TMP/pc"
 expect_rc 0 "$KILN" plan "$M" --threads 1 --cache "$TMP/pc"
 grep -q "profiling" "$TMP/err.txt" && fail "no progress when nothing is measured"
+
+# --- shapes: --shape on every model command, another batch from the --input file -------------
+for c in info plan; do
+  expect_rc 0 "$KILN" $c "$M" --tune none --no-cache --shape input:2x3x40x24
+  grep -q "\[2,3,40,24\]" "$TMP/out.txt" || [ $c = plan ] || fail "$c --shape: $(head -c 400 "$TMP/out.txt")"
+done
+expect_err 2 "--shape: input shape 'input:1x3x0x8' has dim 0" "$KILN" info "$M" --shape input:1x3x0x8
+expect_err 2 "no 'NAME:'" "$KILN" run "$M" --shape 1x3x8x8 --input "$R/input_0.npy"
+expect_err 1 "a shape is given for 'nope', which is not an input" "$KILN" info "$M" --shape nope:1x2
+expect_err 1 "'input' dim 1 = 4 (the model declares 3)" "$KILN" info "$M" --shape input:1x4x32x32
+expect_err 1 "has 4 dims" "$KILN" bench "$M" --runs 1 --shape input:1x3x32
+# Two --shape options join: the second input name is unknown.
+expect_err 1 "'other'" "$KILN" info "$M" --shape input:1x3x8x8 --shape other:1
+# run: an input of batch 3 (the model loads at 1) gives what a load at --batch 3 gives, and the
+# input at --shape H/W what the scalar path gives.
+"$PY" - "$R/input_0.npy" "$TMP" <<'PYEOF' || fail "writing the batch-3 input"
+import sys, numpy as np
+x = np.load(sys.argv[1])
+np.save(sys.argv[2] + '/x3.npy', np.concatenate([x, x * 0.5, -x], 0))
+np.save(sys.argv[2] + '/hw.npy', np.resize(x, (1, 3, 24, 40)).astype(np.float32))
+PYEOF
+expect_rc 0 "$KILN" run "$M" --tune none --no-cache --input x3.npy --output y3.npy
+grep -q "float32 \[3,10\]" "$TMP/out.txt" || fail "run at batch 3: $(cat "$TMP/out.txt")"
+expect_rc 0 "$KILN" run "$M" --tune none --no-cache --batch 3 --input x3.npy --output y3b.npy
+expect_rc 0 "$KILN" run "$M" --tune none --no-cache --shape input:1x3x24x40 --input hw.npy --output hw_jit.npy
+expect_rc 0 "$KILN" run "$M" --tune none --no-cache --shape input:1x3x24x40 --max-isa scalar --input hw.npy --output hw_ref.npy
+expect_err 1 "(dim 0, the batch, may differ; other dims: --shape)" "$KILN" run "$M" --input hw.npy
+"$PY" - "$TMP" <<'PYEOF' || fail "run at another batch / shape: wrong numbers"
+import sys, numpy as np
+d = sys.argv[1]
+a, b = np.load(d + '/y3.npy'), np.load(d + '/y3b.npy')
+assert a.shape == (3, 10) and np.array_equal(a, b), (a, b)
+j, r = np.load(d + '/hw_jit.npy'), np.load(d + '/hw_ref.npy')
+assert np.abs(j - r).max() <= 1e-4 * max(1.0, np.abs(r).max()), (j, r)
+PYEOF
 
 finish

@@ -51,7 +51,10 @@ expect_rc 1 "$KILN" info "$FIX/bad/truncated.onnx"
 M=$FIX/models/tiny_resnet_op13
 expect_rc 1 "$KILN" run "$M/model.onnx" --input "$FIX/bad/truncated.onnx"
 expect_rc 1 "$KILN" run "$M/model.onnx" --input "$M/input_0.npy" --input "$M/input_0.npy"
-expect_rc 1 "$KILN" run "$M/model.onnx" --input "$M/input_0.npy" --batch 3
+# Another batch than loaded runs (planned first); other dims must match.
+expect_rc 0 "$KILN" run "$M/model.onnx" --input "$M/input_0.npy" --batch 3 --tune none
+grep -q "float32 \[1,10\]" "$TMP/out.txt" || fail "run of batch 1 on a --batch 3 load: $(cat "$TMP/out.txt")"
+expect_rc 1 "$KILN" run "$M/model.onnx" --input "$M/input_0.npy" --shape input:1x3x16x16
 
 # --- run: output 0 matches the reference ---------------------------------------------------
 TOL=$(awk '$1 == "tol" {print $2}' "$M/info.txt")

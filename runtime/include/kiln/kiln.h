@@ -34,8 +34,8 @@
  * first kernel the process generates.
  *
  * Thread safety: kiln_session_run may be called concurrently from any number of threads on the
- * same session (each run uses its own intermediate buffers; the session is read-only after
- * creation). All query functions are likewise safe to call concurrently. Releasing a session
+ * same session (each run uses its own intermediate buffers; after creation the session only adds
+ * plans for other batches, kiln_session_run_batch, under its own lock). All query functions are likewise safe to call concurrently. Releasing a session
  * while another thread uses it is not allowed. Statuses are owned by the caller and are not
  * shared between calls.
  */
@@ -138,11 +138,12 @@ KILN_API kiln_status* kiln_set_log_callback(int32_t level, kiln_log_fn fn, void*
 /* Session options. Always initialise with kiln_options_init(): it sets struct_size to the size
  * this header was compiled with and every field to its default.
  *
- * Versioning: new fields are only ever appended (the "revision" comments below mark them). The library reads the fields that lie within
- * struct_size and uses defaults for the rest, so a client built against an older header keeps
- * working. A struct_size larger than the library knows (a newer client) is accepted; the unknown
- * tail is ignored. A struct_size smaller than this first version of the struct (including 0, as
- * when the caller forgot kiln_options_init) is rejected with KILN_INVALID_ARGUMENT. */
+ * Versioning: new fields are only ever appended (the "revision" comments below mark them). The
+ * library reads the fields that lie within struct_size and uses defaults for the rest, so a client
+ * built against an older header keeps working. A struct_size larger than the library knows (a newer
+ * client) is accepted; the unknown tail is ignored. A struct_size smaller than this first version
+ * of the struct (including 0, as when the caller forgot kiln_options_init) is rejected with
+ * KILN_INVALID_ARGUMENT. */
 typedef struct kiln_options {
   size_t struct_size; /* sizeof(kiln_options), set by kiln_options_init */
   int32_t threads;    /* worker threads; 0 = every CPU this process may run on (default) */
@@ -177,6 +178,19 @@ typedef struct kiln_options {
   /* Which convolution algorithms may add rounding error: a kiln_accuracy value; 0 =
    * KILN_ACCURACY_DEFAULT. */
   int32_t accuracy;
+  /* --- appended in version 5 ---------------------------------------------------------------- */
+  /* Input shapes set at load, as text: "NAME:DIMxDIMx...", several separated by ',', e.g.
+   * "images:1x3x320x320,scale:1x2" (NULL or "" = none). A name runs to the item's last ':', so
+   * "input:0:1x3x8x8" sets input "input:0"; names holding ',' cannot be given. Each shape gives
+   * every dim of its input (dims 1..2^32). Symbolic dims other than dim 0 must be given
+   * (else KILN_UNSUPPORTED naming the input and dim; a symbolic dim 0, the batch, defaults to
+   * 1). A nonzero batch_size is dim 0 of every input, overriding these shapes' dim 0. A dim the
+   * model fixes may be given another size where the model's shape inference takes it (a fully
+   * convolutional network takes any height and width; a Reshape to a constant shape does not): else
+   * KILN_SHAPE_MISMATCH naming the input, the dim, the size the model declares and the node that
+   * refused it. Bad text, a dim < 1 or an unknown input name: KILN_INVALID_ARGUMENT; a shape of the
+   * wrong rank: KILN_SHAPE_MISMATCH. The string is only read during session creation. */
+  const char* input_shapes;
 } kiln_options;
 
 /* tuning_mode values. NONE: the built-in cost model, nothing measured; FAST: measure the
@@ -238,7 +252,8 @@ KILN_API void kiln_session_release(kiln_session* session);
 
 /* Model inputs and outputs, in the model's order (indices 0..count-1). Strings and dims
  * returned by pointer stay valid until the session is released. Shapes are fully static (the
- * batch is fixed at load). An index >= count gives KILN_INVALID_ARGUMENT. */
+ * batch and any input_shapes are fixed at load; other batches: kiln_session_run_batch). An index >=
+ * count gives KILN_INVALID_ARGUMENT. */
 KILN_API kiln_status* kiln_session_input_count(const kiln_session* session, size_t* out_count);
 KILN_API kiln_status* kiln_session_output_count(const kiln_session* session, size_t* out_count);
 
@@ -288,6 +303,38 @@ KILN_API kiln_status* kiln_session_run(const kiln_session* session, const void* 
                                        const size_t* input_bytes, size_t input_count,
                                        void* const* outputs, const size_t* output_bytes,
                                        size_t output_count);
+
+/* ---- another batch ------------------------------------------------------------------------
+ * A session runs the shapes it was loaded with (kiln_session_input_shape) and, through the two
+ * functions below, the same shapes with another batch: dim 0 of every input (and of the outputs
+ * that follow it) set to `batch`. The first use of a batch plans it: the model is imported and
+ * planned again with the session's options (as a load at batch_size = batch would be, except
+ * that the environment is not read again; the tuning cache is keyed by shape, so this is cheap
+ * the second time on a machine), which costs about a load (ResNet-50, batch 1 -> 4: see
+ * bench/NOTES.md). That plan is kept with the session (up to 8 other batches; beyond that the
+ * least recently used is dropped and planned again on its next use), and uses its own memory
+ * (packed weights, code) as another session would. A session created from memory keeps a copy of
+ * the model's bytes for this. Both functions are safe to call concurrently with runs of any
+ * batch: a batch being planned holds up only the callers waiting for that batch. Passing the
+ * session's own batch is the same as the plain functions. Errors: KILN_INVALID_ARGUMENT for a
+ * batch outside 1..2^20 or a session without inputs of rank >= 1; any load error the new batch
+ * raises (e.g. KILN_SHAPE_MISMATCH when a Reshape to a constant shape fixes the batch). */
+
+/* The shape of output `index` at `batch`: writes *out_rank dims (the rank of
+ * kiln_session_output_shape) into dims[0..capacity). capacity smaller than the rank:
+ * KILN_INVALID_ARGUMENT (nothing written). Plans the batch if needed. */
+KILN_API kiln_status* kiln_session_output_shape_for_batch(const kiln_session* session,
+                                                          int64_t batch, size_t index,
+                                                          int64_t* dims, size_t capacity,
+                                                          size_t* out_rank);
+
+/* kiln_session_run at `batch`: every buffer holds the shape of the session's input/output with
+ * dim 0 = batch (kiln_session_output_shape_for_batch); byte sizes are checked against those
+ * shapes. Plans the batch on its first use. */
+KILN_API kiln_status* kiln_session_run_batch(const kiln_session* session, int64_t batch,
+                                             const void* const* inputs, const size_t* input_bytes,
+                                             size_t input_count, void* const* outputs,
+                                             const size_t* output_bytes, size_t output_count);
 
 /* ---- reports (0.2.0) --------------------------------------------------------------------- */
 

@@ -60,10 +60,14 @@ inline std::string machine_json() {
 class Options {
  public:
   Options() { check(kiln_options_init(&o_)); }
-  Options(const Options& other) : o_(other.o_), cache_dir_(other.cache_dir_) { fix(); }
+  Options(const Options& other)
+      : o_(other.o_), cache_dir_(other.cache_dir_), shapes_(other.shapes_) {
+    fix();
+  }
   Options& operator=(const Options& other) {
     o_ = other.o_;
     cache_dir_ = other.cache_dir_;
+    shapes_ = other.shapes_;
     fix();
     return *this;
   }
@@ -84,6 +88,16 @@ class Options {
     return *this;
   }
 
+  // Sets input `name`'s shape at load (kiln_options.input_shapes): every dim, each >= 1.
+  // Symbolic dims other than the batch must be set; fixed ones may change where the model
+  // takes it. Checked at session creation.
+  Options& input_shape(const std::string& name, const std::vector<int64_t>& dims) {
+    shapes_ += (shapes_.empty() ? "" : ",") + name + ":";
+    for (size_t i = 0; i < dims.size(); ++i) shapes_ += (i ? "x" : "") + std::to_string(dims[i]);
+    fix();
+    return *this;
+  }
+
   const kiln_options* get() const { return &o_; }
 
  private:
@@ -92,10 +106,14 @@ class Options {
     field = T(v);
     return *this;
   }
-  void fix() { o_.cache_dir = cache_dir_.empty() ? nullptr : cache_dir_.c_str(); }
+  void fix() {
+    o_.cache_dir = cache_dir_.empty() ? nullptr : cache_dir_.c_str();
+    o_.input_shapes = shapes_.empty() ? nullptr : shapes_.c_str();
+  }
 
   kiln_options o_{};
   std::string cache_dir_;
+  std::string shapes_;  // input_shapes' text
 };
 
 // One model input or output.
@@ -154,6 +172,38 @@ class Session {
     check(kiln_session_run(get(), inputs.data(), in_bytes_.data(), inputs.size(), outputs.data(),
                            out_bytes_.data(), outputs.size()));
   }
+  // The inputs and outputs at another batch (dim 0 of every input): planned on first use
+  // (kiln_session_run_batch). batch 0 = the session's own.
+  std::vector<TensorInfo> inputs_at(int64_t batch) const {
+    std::vector<TensorInfo> list = inputs_;
+    if (batch > 0)
+      for (TensorInfo& t : list) resize(t, t.shape.empty() ? t.shape : rebatch(t.shape, batch));
+    return list;
+  }
+  std::vector<TensorInfo> outputs_at(int64_t batch) const {
+    std::vector<TensorInfo> list = outputs_;
+    if (batch <= 0) return list;
+    for (size_t i = 0; i < list.size(); ++i) {
+      std::vector<int64_t> dims(list[i].shape.size());
+      size_t rank = 0;
+      check(kiln_session_output_shape_for_batch(get(), batch, i, dims.data(), dims.size(), &rank));
+      dims.resize(rank);
+      resize(list[i], dims);
+    }
+    return list;
+  }
+  // One run at `batch` (kiln_session_run_batch): buffers of inputs_at(batch)[i].bytes /
+  // outputs_at(batch)[i].bytes.
+  void run_batch(int64_t batch, const std::vector<const void*>& inputs,
+                 const std::vector<void*>& outputs) const {
+    std::vector<size_t> in_bytes, out_bytes;
+    for (const TensorInfo& t : inputs_at(batch)) in_bytes.push_back(t.bytes);
+    for (const TensorInfo& t : outputs_at(batch)) out_bytes.push_back(t.bytes);
+    in_bytes.resize(inputs.size());  // the library checks the counts first
+    out_bytes.resize(outputs.size());
+    check(kiln_session_run_batch(get(), batch, inputs.data(), in_bytes.data(), inputs.size(),
+                                 outputs.data(), out_bytes.data(), outputs.size()));
+  }
   // Float models: the input vectors in order; returns the outputs (all must be float32).
   std::vector<std::vector<float>> run(const std::vector<std::vector<float>>& inputs) const {
     std::vector<const void*> in;
@@ -195,6 +245,16 @@ class Session {
 
  private:
   explicit Session(kiln_session* s) { adopt(s); }
+  static std::vector<int64_t> rebatch(std::vector<int64_t> dims, int64_t batch) {
+    dims[0] = batch;
+    return dims;
+  }
+  // t with another shape, bytes to match.
+  static void resize(TensorInfo& t, const std::vector<int64_t>& dims) {
+    const size_t per = t.elements() ? t.bytes / t.elements() : (t.dtype == KILN_DTYPE_I64 ? 8 : 4);
+    t.shape = dims;
+    t.bytes = t.elements() * per;
+  }
   void adopt(kiln_session* s) {
     s_.reset(s);
     inputs_ = infos(true);

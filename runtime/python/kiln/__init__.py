@@ -90,7 +90,8 @@ _kiln.set_error_types({c.__name__: c for c in (InvalidArgument, InvalidModel, Un
 
 
 class TensorInfo(NamedTuple):
-    """A model input or output: its name, static shape (the batch is fixed at load) and dtype."""
+    """A model input or output: its name, static shape (as loaded: the batch and the ``shapes``
+    option are fixed at load; run() also takes inputs of another batch) and dtype."""
 
     name: str
     shape: Tuple[int, ...]
@@ -119,6 +120,11 @@ class Session:
     accuracy: 'default' (Winograd layers only while their added error stays within 6e-5 of the
         output's largest value), 'strict' (no Winograd) or 'fast' (no check).
     batch: the batch size to fix a symbolic batch to; 0 = the model's (symbolic becomes 1).
+    shapes: {input name: shape} set at load, e.g. {"input": (1, 3, 320, 320)}: every dim of
+        the input. Symbolic dims other than the batch must be given; fixed ones may be changed
+        where the model takes it (a fully convolutional network takes any height and width).
+        An unknown name, a dim < 1 or a disagreeing batch raise InvalidArgument; a wrong rank
+        or a size the model cannot take ShapeMismatch (naming the input, dim and node).
     max_isa: None (the best the CPU has) or a cap: 'scalar', 'avx2' or 'avx512'.
     log_level: None (KILN_LOG_LEVEL, else 'warn') or 'trace', 'debug', 'info', 'warn',
         'error', 'critical', 'off'.
@@ -150,6 +156,7 @@ class Session:
         cache_dir: Optional[PathLike] = None,
         disable_cache: bool = False,
         profile_budget_ms: float = 0.0,
+        shapes: Optional[Mapping[str, Sequence[int]]] = None,
     ) -> None:
         from_bytes = isinstance(path, _ModelBytes)
         source = path.data if isinstance(path, _ModelBytes) else os.fspath(path)
@@ -168,6 +175,7 @@ class Session:
             disable_cache=bool(disable_cache),
             profile_budget_ms=profile_budget_ms,
             accuracy=accuracy,
+            shapes={name: [int(d) for d in dims] for name, dims in (shapes or {}).items()},
         )
         self._inputs = [TensorInfo(*t) for t in self._s.io(True)]
         self._outputs = [TensorInfo(*t) for t in self._s.io(False)]
@@ -202,7 +210,9 @@ class Session:
 
         feeds: a dict {input name: array} or a list of arrays in input order. Each array must
         be a numpy.ndarray of the input's dtype (float32 or int64; nothing is converted) and
-        shape, C-contiguous and aligned to its element size.
+        shape, C-contiguous and aligned to its element size. Dim 0 (the batch) may differ from
+        the loaded shape, the same in every input: the first run at a new batch plans it
+        (about a load's time; the plan is kept, up to 8 batches) and the outputs have it.
 
         out: optional arrays to write the outputs into, by name (some or all outputs) or a list
         of all of them; the same checks, and writeable. They are returned as they are (no

@@ -23,6 +23,7 @@ class Session:
         disable_cache: bool,
         profile_budget_ms: float,
         accuracy: Optional[str],
+        shapes: Dict[str, Sequence[int]],
     ) -> None: ...
     def close(self) -> None: ...
     @property
