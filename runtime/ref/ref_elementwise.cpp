@@ -22,22 +22,6 @@ void unary(const Node& node, const Inputs& in, const Outputs& out, F f) {
   for (int64_t i = 0; i < x.numel(); ++i) yp[i] = f(xp[i]);
 }
 
-// y[i] = op(a[bcast i], b[bcast i]) for any shapes that broadcast to y's shape.
-template <class T, class Op>
-void broadcast_binary(const Node& node, const Tensor& a, const Tensor& b, Tensor& y, Op op) {
-  expect_shape(node, y, broadcast_shapes(node, a.shape(), b.shape()), "output");
-  const std::vector<std::vector<int64_t>> st = {broadcast_strides(node, a.shape(), y.shape()),
-                                                broadcast_strides(node, b.shape(), y.shape()),
-                                                strides_of(y.shape())};
-  const T* ap = a.data<T>();
-  const T* bp = b.data<T>();
-  T* yp = y.data<T>();
-  for_each_row(y.shape(), st, [&](const int64_t* o, int64_t len, const int64_t* s) {
-    for (int64_t i = 0; i < len; ++i)
-      yp[o[2] + i * s[2]] = op(ap[o[0] + i * s[0]], bp[o[1] + i * s[1]]);
-  });
-}
-
 enum class Arith { add, sub, mul, div };
 
 // i64 arithmetic wraps on overflow (done in unsigned to avoid UB); division truncates toward
@@ -71,10 +55,10 @@ void arith(const Node& node, const Inputs& in, const Outputs& out) {
   expect_dtype(node, b, a.dtype(), "input 1");
   expect_dtype(node, y, a.dtype(), "output");
   if (a.dtype() == DType::f32)
-    broadcast_binary<float>(node, a, b, y, arith_f32<A>);
+    broadcast_binary<float, float, float>(node, a, b, y, arith_f32<A>);
   else
-    broadcast_binary<int64_t>(node, a, b, y,
-                              [&](int64_t p, int64_t q) { return arith_i64<A>(node, p, q); });
+    broadcast_binary<int64_t, int64_t, int64_t>(
+        node, a, b, y, [&](int64_t p, int64_t q) { return arith_i64<A>(node, p, q); });
 }
 
 }  // namespace
@@ -155,7 +139,8 @@ void prelu(const Node& node, const Inputs& in, const Outputs& out) {
   Tensor& y = req_output(node, out, 0);
   expect_dtype(node, x, DType::f32, "input");
   expect_dtype(node, slope, DType::f32, "slope");
-  broadcast_binary<float>(node, x, slope, y, [](float a, float s) { return a < 0 ? a * s : a; });
+  broadcast_binary<float, float, float>(node, x, slope, y,
+                                        [](float a, float s) { return a < 0 ? a * s : a; });
 }
 
 void add(const Node& node, const Inputs& in, const Outputs& out) {
@@ -179,8 +164,8 @@ void pow_op(const Node& node, const Inputs& in, const Outputs& out) {
   expect_dtype(node, b, DType::f32, "input 1");
   expect_dtype(node, y, DType::f32, "output");
   // x^2 (the decomposed LayerNorm's square) exactly as x * x, as PyTorch computes it.
-  broadcast_binary<float>(node, a, b, y,
-                          [](float x, float e) { return e == 2.f ? x * x : std::pow(x, e); });
+  broadcast_binary<float, float, float>(
+      node, a, b, y, [](float x, float e) { return e == 2.f ? x * x : std::pow(x, e); });
 }
 
 void sum(const Node& node, const Inputs& in, const Outputs& out) {

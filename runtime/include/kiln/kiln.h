@@ -75,7 +75,8 @@ typedef enum kiln_code {
 } kiln_code;
 
 /* Element types; numeric values equal ONNX TensorProto.DataType codes. */
-typedef enum kiln_dtype { KILN_DTYPE_F32 = 1, KILN_DTYPE_I64 = 7 } kiln_dtype;
+/* KILN_DTYPE_BOOL: one byte per element, 0 or 1 (numpy.bool_). */
+typedef enum kiln_dtype { KILN_DTYPE_F32 = 1, KILN_DTYPE_I64 = 7, KILN_DTYPE_BOOL = 9 } kiln_dtype;
 
 /* Instruction-set caps for kiln_options.max_isa (0 = no cap, so a zeroed field is the default).
  * Capping lets one machine run and test the narrower code paths. */
@@ -138,11 +139,12 @@ KILN_API kiln_status* kiln_set_log_callback(int32_t level, kiln_log_fn fn, void*
 /* Session options. Always initialise with kiln_options_init(): it sets struct_size to the size
  * this header was compiled with and every field to its default.
  *
- * Versioning: new fields are only ever appended (the "revision" comments below mark them). The library reads the fields that lie within
- * struct_size and uses defaults for the rest, so a client built against an older header keeps
- * working. A struct_size larger than the library knows (a newer client) is accepted; the unknown
- * tail is ignored. A struct_size smaller than this first version of the struct (including 0, as
- * when the caller forgot kiln_options_init) is rejected with KILN_INVALID_ARGUMENT. */
+ * Versioning: new fields are only ever appended (the "revision" comments below mark them). The
+ * library reads the fields that lie within struct_size and uses defaults for the rest, so a client
+ * built against an older header keeps working. A struct_size larger than the library knows (a newer
+ * client) is accepted; the unknown tail is ignored. A struct_size smaller than this first version
+ * of the struct (including 0, as when the caller forgot kiln_options_init) is rejected with
+ * KILN_INVALID_ARGUMENT. */
 typedef struct kiln_options {
   size_t struct_size; /* sizeof(kiln_options), set by kiln_options_init */
   int32_t threads;    /* worker threads; 0 = every CPU this process may run on (default) */

@@ -201,7 +201,7 @@ class Session:
         """Runs the model once and returns {output name: array}.
 
         feeds: a dict {input name: array} or a list of arrays in input order. Each array must
-        be a numpy.ndarray of the input's dtype (float32 or int64; nothing is converted) and
+        be a numpy.ndarray of the input's dtype (float32, int64 or bool; nothing is converted) and
         shape, C-contiguous and aligned to its element size.
 
         out: optional arrays to write the outputs into, by name (some or all outputs) or a list
