@@ -139,6 +139,8 @@ KILN_REF_KERNEL(mul);
 KILN_REF_KERNEL(div);
 KILN_REF_KERNEL(pow_op);
 KILN_REF_KERNEL(sum);
+KILN_REF_KERNEL(is_nan);  // f32 -> bool
+KILN_REF_KERNEL(is_inf);
 KILN_REF_KERNEL(gemm);  // ref_gemm.cpp
 KILN_REF_KERNEL(matmul);
 KILN_REF_KERNEL(reduce_mean);  // ref_reduce.cpp
@@ -163,8 +165,6 @@ KILN_REF_KERNEL(size_op);
 KILN_REF_KERNEL(compare);  // ref_logic.cpp: Equal, Less, Greater, LessOrEqual, GreaterOrEqual
 KILN_REF_KERNEL(logic);    // Not, And, Or, Xor
 KILN_REF_KERNEL(where);
-KILN_REF_KERNEL(is_nan);
-KILN_REF_KERNEL(is_inf);
 KILN_REF_KERNEL(sign);
 KILN_REF_KERNEL(mod);
 KILN_REF_KERNEL(cast);  // Cast, CastLike

@@ -1,6 +1,7 @@
 // Elementwise kernels: unary activations and numpy-broadcasting binary arithmetic.
 #include <cmath>
 #include <limits>
+#include <type_traits>
 
 #include "graph/post_ops.h"
 #include "runtime/ref/ref_common.h"
@@ -9,17 +10,17 @@ namespace kiln::ref {
 
 namespace {
 
-// y = f(x) over f32 tensors of the same shape.
-template <class F>
+// y = f(x) over an f32 tensor, into a tensor of the same shape: f32, or bool (IsNaN, IsInf).
+template <class F, class TY = float>
 void unary(const Node& node, const Inputs& in, const Outputs& out, F f) {
   const Tensor& x = req_input(node, in, 0);
   Tensor& y = req_output(node, out, 0);
   expect_dtype(node, x, DType::f32, "input");
-  expect_dtype(node, y, DType::f32, "output");
+  expect_dtype(node, y, std::is_same_v<TY, float> ? DType::f32 : DType::boolean, "output");
   expect_shape(node, y, x.shape(), "output");
   const float* xp = x.data<float>();
-  float* yp = y.data<float>();
-  for (int64_t i = 0; i < x.numel(); ++i) yp[i] = f(xp[i]);
+  TY* yp = y.data<TY>();
+  for (int64_t i = 0; i < x.numel(); ++i) yp[i] = TY(f(xp[i]));
 }
 
 enum class Arith { add, sub, mul, div };
@@ -107,6 +108,18 @@ void tanh_op(const Node& node, const Inputs& in, const Outputs& out) {
 
 void sqrt_op(const Node& node, const Inputs& in, const Outputs& out) {
   unary(node, in, out, [](float x) { return std::sqrt(x); });  // NaN below 0, as in ONNX
+}
+
+void is_nan(const Node& node, const Inputs& in, const Outputs& out) {
+  auto f = [](float v) { return std::isnan(v); };
+  unary<decltype(f), uint8_t>(node, in, out, f);
+}
+
+void is_inf(const Node& node, const Inputs& in, const Outputs& out) {
+  const bool neg = node.attr_i("detect_negative", 1) != 0;
+  const bool pos = node.attr_i("detect_positive", 1) != 0;
+  auto f = [&](float v) { return std::isinf(v) && (v > 0 ? pos : neg); };
+  unary<decltype(f), uint8_t>(node, in, out, f);
 }
 
 void glue_unary(const Node& node, const Inputs& in, const Outputs& out) {

@@ -1,9 +1,10 @@
-// Comparisons, boolean logic, Where, IsNaN/IsInf, Sign, Mod and Cast: the ops that make or
+// Comparisons, boolean logic, Where, Sign, Mod and Cast: the ops that make or
 // consume bool tensors (DType::boolean, one byte 0/1) or convert between dtypes.
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <type_traits>
 
 #include "runtime/ref/ref_common.h"
 
@@ -118,27 +119,6 @@ void where(const Node& node, const Inputs& in, const Outputs& out) {
         yp[o[3] + i * s[3]] = cp[o[0] + i * s[0]] ? ap[o[1] + i * s[1]] : bp[o[2] + i * s[2]];
     });
   });
-}
-
-// IsNaN / IsInf: y = test(x) over an f32 tensor, into bool.
-template <class Test>
-void float_test(const Node& node, const Inputs& in, const Outputs& out, Test test) {
-  const Tensor& x = req_input(node, in, 0);
-  Tensor& y = req_output(node, out, 0);
-  expect_dtype(node, x, DType::f32, "input");
-  expect_dtype(node, y, DType::boolean, "output");
-  expect_shape(node, y, x.shape(), "output");
-  for (int64_t i = 0; i < x.numel(); ++i) y.data<uint8_t>()[i] = test(x.data<float>()[i]);
-}
-
-void is_nan(const Node& node, const Inputs& in, const Outputs& out) {
-  float_test(node, in, out, [](float v) { return std::isnan(v); });
-}
-
-void is_inf(const Node& node, const Inputs& in, const Outputs& out) {
-  const bool neg = node.attr_i("detect_negative", 1) != 0;
-  const bool pos = node.attr_i("detect_positive", 1) != 0;
-  float_test(node, in, out, [&](float v) { return std::isinf(v) && (v > 0 ? pos : neg); });
 }
 
 void sign(const Node& node, const Inputs& in, const Outputs& out) {
