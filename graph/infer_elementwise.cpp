@@ -108,4 +108,80 @@ void infer_sum(Graph& g, Node& n) {
   set_output(g, n, 0, DType::f32, out);
 }
 
+namespace {
+
+// Output shape of an op broadcasting all of its (present) inputs.
+Shape broadcast_inputs(const Graph& g, const Node& n) {
+  Shape out = input(g, n, 0).shape;
+  for (size_t i = 1; i < n.inputs.size(); ++i) out = broadcast_shapes(n, out, input(g, n, i).shape);
+  return out;
+}
+
+}  // namespace
+
+void infer_compare(Graph& g, Node& n) {
+  // Equal is defined for bool too; the ordered comparisons for numbers only.
+  if (n.op != "Equal" || input(g, n, 0).dtype != DType::boolean) expect_f32_or_i64(g, n, 0);
+  expect_same_dtype(g, n, 0, 1);
+  set_output(g, n, 0, DType::boolean, broadcast_inputs(g, n));
+}
+
+void infer_logic(Graph& g, Node& n) {  // Not, And, Or, Xor
+  for (size_t i = 0; i < n.inputs.size(); ++i) expect_dtype(g, n, i, DType::boolean);
+  set_output(g, n, 0, DType::boolean, broadcast_inputs(g, n));
+}
+
+void infer_where(Graph& g, Node& n) {
+  expect_dtype(g, n, 0, DType::boolean);
+  expect_same_dtype(g, n, 1, 2);
+  set_output(g, n, 0, input(g, n, 1).dtype, broadcast_inputs(g, n));
+}
+
+void infer_float_test(Graph& g, Node& n) {  // IsNaN, IsInf
+  expect_dtype(g, n, 0, DType::f32, Code::unsupported);
+  set_output(g, n, 0, DType::boolean, input(g, n, 0).shape);
+}
+
+void infer_sign(Graph& g, Node& n) {
+  const DType d = expect_f32_or_i64(g, n, 0);
+  set_output(g, n, 0, d, input(g, n, 0).shape);
+}
+
+void infer_mod(Graph& g, Node& n) {
+  const DType d = expect_f32_or_i64(g, n, 0);
+  expect_same_dtype(g, n, 0, 1);
+  if (!attr_flag(n, "fmod", false) && d == DType::f32)
+    n.fail(Code::invalid_model, "fmod must be 1 for float inputs");
+  set_output(g, n, 0, d, broadcast_inputs(g, n));
+}
+
+namespace {
+
+// Cast's `to` as the DType Kiln computes it in.
+DType cast_target(const Node& n, int64_t to) {
+  // float16 is computed as float32 rounded to half precision (Kiln has no f16 tensors);
+  // int32 is widened to int64 like int32 initializers.
+  switch (to) {
+    case 1:
+    case 10:
+      return DType::f32;
+    case 6:
+    case 7:
+      return DType::i64;
+    case 9:
+      return DType::boolean;
+    default:
+      n.fail(Code::unsupported, "cast to ONNX data type " + std::to_string(to) +
+                                    " is not supported (float, float16, int32, int64, bool)");
+  }
+}
+
+}  // namespace
+
+void infer_cast(Graph& g, Node& n) {  // Cast, CastLike (to = input 1's dtype)
+  if (n.op == "Cast" && !n.has("to")) n.fail(Code::invalid_model, "attribute 'to' is missing");
+  const DType to = n.op == "CastLike" ? input(g, n, 1).dtype : cast_target(n, n.attr_i("to", 0));
+  set_output(g, n, 0, to, input(g, n, 0).shape);
+}
+
 }  // namespace kiln::infer_detail

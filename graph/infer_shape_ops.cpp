@@ -1,6 +1,8 @@
 // Shape inference for the ops that only reinterpret or describe a shape: Flatten, Reshape,
-// Squeeze, Unsqueeze, Transpose, Shape, Constant.
+// Squeeze, Unsqueeze, Transpose, Shape, Constant; the shape builders Expand, Tile,
+// ConstantOfShape, Range and Size.
 #include <algorithm>
+#include <cmath>
 #include <string>
 
 #include "graph/infer_util.h"
@@ -180,6 +182,80 @@ void infer_constant(Graph& g, Node& n) {
   } else {
     set_output(g, n, 0, DType::i64, {int64_t(n.attr_ints(which).size())});
   }
+}
+
+void infer_expand(Graph& g, Node& n) {
+  const Value& x = input(g, n, 0);
+  expect_rank(g, n, 1, 1);
+  const std::vector<int64_t> shape = *const_ints(g, n, 1);
+  for (int64_t d : shape)
+    if (d < 0) n.fail(Code::invalid_model, "shape " + ints_str(shape) + " has a negative dim");
+  // Bidirectional: a 1 in `shape` keeps the input's dim.
+  set_output(g, n, 0, x.dtype, broadcast_shapes(n, x.shape, shape));
+}
+
+void infer_tile(Graph& g, Node& n) {
+  const Value& x = input(g, n, 0);
+  expect_rank(g, n, 1, 1);
+  const std::vector<int64_t> repeats = *const_ints(g, n, 1);
+  if (repeats.size() != x.shape.size())
+    n.fail(Code::invalid_model,
+           "repeats " + ints_str(repeats) + " does not match the rank of " + shape_str(x.shape));
+  Shape out = x.shape;
+  for (size_t d = 0; d < out.size(); ++d) {
+    if (repeats[d] < 0 || repeats[d] > kMaxElements)
+      n.fail(Code::invalid_model, "repeats " + ints_str(repeats) + " must be in [0, 2^31]");
+    out[d] *= repeats[d];  // both <= 2^31: no overflow; set_output bounds the result
+  }
+  set_output(g, n, 0, x.dtype, out);
+}
+
+void infer_constant_of_shape(Graph& g, Node& n) {
+  expect_rank(g, n, 0, 1);
+  const std::vector<int64_t> shape = *const_ints(g, n, 0);
+  for (int64_t d : shape)
+    if (d < 0) n.fail(Code::invalid_model, "shape " + ints_str(shape) + " has a negative dim");
+  const Tensor* v = n.attr_t("value");
+  if (v && v->numel() != 1) n.fail(Code::invalid_model, "attribute 'value' must have one element");
+  set_output(g, n, 0, v ? v->dtype() : DType::f32, shape);
+}
+
+namespace {
+
+// Number of elements of Range(start, limit, delta): max(ceil((limit - start) / delta), 0),
+// computed in double as numpy.arange does; nullopt when delta is 0 or the count is absurd.
+std::optional<int64_t> range_count(double start, double limit, double delta) {
+  if (delta == 0 || !std::isfinite(start) || !std::isfinite(limit) || !std::isfinite(delta))
+    return std::nullopt;
+  const double c = std::ceil((limit - start) / delta);
+  if (!(c < double(kMaxElements))) return std::nullopt;
+  return c > 0 ? int64_t(c) : 0;
+}
+
+}  // namespace
+
+void infer_range(Graph& g, Node& n) {
+  const DType d = expect_f32_or_i64(g, n, 0);
+  double v[3];
+  for (size_t i = 0; i < 3; ++i) {
+    expect_same_dtype(g, n, 0, i);
+    expect_scalar(g, n, i);
+    const Value& x = input(g, n, i);
+    // The output's length depends on the values: they must be known at load.
+    if (!x.is_const())
+      n.fail(Code::unsupported,
+             input_desc(g, n, i) + " is computed at run time; Range needs constant inputs");
+    v[i] = d == DType::f32 ? double(x.constant->data<float>()[0])
+                           : double(x.constant->data<int64_t>()[0]);
+  }
+  const std::optional<int64_t> count = range_count(v[0], v[1], v[2]);
+  if (!count)
+    n.fail(Code::invalid_model, "delta is 0, a value is not finite, or too many elements");
+  set_output(g, n, 0, d, {*count});
+}
+
+void infer_size(Graph& g, Node& n) {
+  set_output(g, n, 0, DType::i64, {});
 }
 
 }  // namespace kiln::infer_detail

@@ -109,6 +109,9 @@ std::vector<int64_t> tensor_as_ints(const Tensor& t) {
   if (t.dtype() == DType::i64) {
     const int64_t* p = t.data<int64_t>();
     std::copy(p, p + t.numel(), v.begin());
+  } else if (t.dtype() == DType::boolean) {
+    const uint8_t* p = t.data<uint8_t>();
+    std::copy(p, p + t.numel(), v.begin());
   } else {
     // Truncated toward zero and saturated at the int64 range (a plain cast of a value out of
     // range is undefined: fuzz_graph found a Dropout training_mode of -2.6e33); NaN counts as

@@ -88,6 +88,13 @@ void infer_binary_arith(Graph& g, Node& n);
 void infer_prelu(Graph& g, Node& n);  // float32; the slope broadcasts to X (unidirectional)
 void infer_pow(Graph& g, Node& n);    // float32 base and exponent, numpy broadcasting
 void infer_sum(Graph& g, Node& n);
+void infer_compare(Graph& g, Node& n);     // Equal, Less, ...: f32/i64 (Equal: bool) -> bool
+void infer_logic(Graph& g, Node& n);       // Not, And, Or, Xor: bool, broadcasting
+void infer_where(Graph& g, Node& n);       // bool condition, X and Y of one dtype
+void infer_float_test(Graph& g, Node& n);  // IsNaN, IsInf: f32 -> bool
+void infer_sign(Graph& g, Node& n);
+void infer_mod(Graph& g, Node& n);
+void infer_cast(Graph& g, Node& n);  // Cast, CastLike
 // infer_linalg.cpp
 void infer_gemm(Graph& g, Node& n);
 void infer_matmul(Graph& g, Node& n);
@@ -104,6 +111,11 @@ void infer_unsqueeze(Graph& g, Node& n);
 void infer_transpose(Graph& g, Node& n);
 void infer_shape(Graph& g, Node& n);
 void infer_constant(Graph& g, Node& n);
+void infer_expand(Graph& g, Node& n);
+void infer_tile(Graph& g, Node& n);
+void infer_constant_of_shape(Graph& g, Node& n);
+void infer_range(Graph& g, Node& n);  // constant scalar inputs (the length depends on them)
+void infer_size(Graph& g, Node& n);
 // infer_tensor_ops.cpp
 void infer_concat(Graph& g, Node& n);
 void infer_split(Graph& g, Node& n);

@@ -21,10 +21,10 @@ const char* code_name(Code c) {
 }
 
 size_t dtype_size(DType t) {
-  return t == DType::f32 ? 4 : 8;
+  return t == DType::f32 ? 4 : t == DType::boolean ? 1 : 8;
 }
 const char* dtype_name(DType t) {
-  return t == DType::f32 ? "float32" : "int64";
+  return t == DType::f32 ? "float32" : t == DType::boolean ? "bool" : "int64";
 }
 
 int64_t shape_numel(const Shape& s) {
@@ -105,8 +105,11 @@ Tensor Tensor::alias(DType dtype, Shape shape, std::shared_ptr<void> owner, void
 
 template <class T>
 static void check_type(DType d) {
-  constexpr DType want = std::is_same_v<T, float> ? DType::f32 : DType::i64;
-  static_assert(std::is_same_v<T, float> || std::is_same_v<T, int64_t>);
+  constexpr DType want = std::is_same_v<T, float>     ? DType::f32
+                         : std::is_same_v<T, uint8_t> ? DType::boolean
+                                                      : DType::i64;
+  static_assert(std::is_same_v<T, float> || std::is_same_v<T, int64_t> ||
+                std::is_same_v<T, uint8_t>);
   if (d != want)
     fail(Code::internal,
          std::string("tensor of ") + dtype_name(d) + " accessed as " + dtype_name(want));
@@ -134,6 +137,8 @@ template float* Tensor::data<float>();
 template int64_t* Tensor::data<int64_t>();
 template const float* Tensor::data<float>() const;
 template const int64_t* Tensor::data<int64_t>() const;
+template uint8_t* Tensor::data<uint8_t>();
+template const uint8_t* Tensor::data<uint8_t>() const;
 
 bool Tensor::shares_owner(const std::shared_ptr<void>& owner) const {
   auto same = [&](const std::shared_ptr<void>& a) {

@@ -17,8 +17,9 @@
 
 namespace kiln {
 
-// Numeric values equal ONNX TensorProto.DataType codes.
-enum class DType : int32_t { f32 = 1, i64 = 7 };
+// Numeric values equal ONNX TensorProto.DataType codes. A boolean element is one byte, 0 or 1
+// (read through uint8_t: Tensor::data<uint8_t>()).
+enum class DType : int32_t { f32 = 1, i64 = 7, boolean = 9 };
 
 size_t dtype_size(DType t);
 const char* dtype_name(DType t);

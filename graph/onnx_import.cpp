@@ -189,8 +189,8 @@ Tensor tensor_from(DType dtype, Shape shape, const Bytes& b) {
   return out;
 }
 
-// The dtype Kiln keeps an ONNX element type in: 16-bit floats widen to float32, int32 and
-// bool to int64; nullopt for the types Kiln does not run.
+// The dtype Kiln keeps an ONNX element type in: 16-bit floats widen to float32, int32 to
+// int64; nullopt for the types Kiln does not run.
 std::optional<DType> widened_dtype(int32_t t) {
   switch (t) {
     case onnx::TensorProto::FLOAT:
@@ -199,8 +199,9 @@ std::optional<DType> widened_dtype(int32_t t) {
       return DType::f32;
     case onnx::TensorProto::INT64:
     case onnx::TensorProto::INT32:
-    case onnx::TensorProto::BOOL:
       return DType::i64;
+    case onnx::TensorProto::BOOL:
+      return DType::boolean;
     default:
       return std::nullopt;
   }
@@ -210,8 +211,9 @@ Tensor convert_tensor(Ctx& cx, const onnx::TensorProto& t, const std::string& wh
                       const onnx_wire::TensorCut* cut) {
   Shape shape = dims_of(t, what);
   int64_t n = shape_numel(shape);
-  // In-memory size: floats become (or stay) float32, everything else int64.
-  cx.charge(uint64_t(n) * (widened_dtype(t.data_type()) == DType::f32 ? 4 : 8), what);
+  // In-memory size: the dtype Kiln keeps it in (16-bit floats widen to float32, int32 to int64).
+  const std::optional<DType> kept = widened_dtype(t.data_type());
+  cx.charge(uint64_t(n) * (kept ? dtype_size(*kept) : 8), what);
   // The payload, wherever it is: cut out of the protobuf bytes by onnx_wire, in the parsed
   // message, or in an external file.
   std::optional<Bytes> raw;
@@ -245,20 +247,23 @@ Tensor convert_tensor(Ctx& cx, const onnx::TensorProto& t, const std::string& wh
       std::copy(t.int64_data().begin(), t.int64_data().end(), out.data<int64_t>());
       return out;
     }
-    case onnx::TensorProto::BOOL:     // e.g. Dropout's training_mode: stored as 0/1 int64
+    case onnx::TensorProto::BOOL: {  // one byte per element, normalised to 0/1
+      if (raw) check_count(int64_t(raw->n), n, what, shape);
+      if (!raw) check_count(t.int32_data_size(), n, what, shape);
+      Tensor out(DType::boolean, shape);
+      uint8_t* o = out.data<uint8_t>();
+      for (int64_t i = 0; i < n; ++i) o[i] = raw ? raw->p[i] != 0 : t.int32_data(int(i)) != 0;
+      return out;
+    }
     case onnx::TensorProto::INT32: {  // widened: Kiln's integer type is int64
-      const bool is_bool = t.data_type() == onnx::TensorProto::BOOL;
-      const size_t esz = is_bool ? 1 : 4;
-      if (raw) check_count(int64_t(raw->n / esz), n, what, shape);
-      if (raw && raw->n % esz) fail(Code::invalid_model, what + " raw data is not whole elements");
+      if (raw) check_count(int64_t(raw->n / 4), n, what, shape);
+      if (raw && raw->n % 4) fail(Code::invalid_model, what + " raw data is not whole elements");
       if (!raw) check_count(t.int32_data_size(), n, what, shape);
       Tensor out(DType::i64, shape);
       int64_t* o = out.data<int64_t>();
       for (int64_t i = 0; i < n; ++i) {
         int32_t v = 0;
-        if (raw && is_bool)
-          v = raw->p[i] != 0;
-        else if (raw)
+        if (raw)
           std::memcpy(&v, raw->p + i * 4, 4);
         else
           v = t.int32_data(int(i));
@@ -296,10 +301,11 @@ Tensor convert_tensor(Ctx& cx, const onnx::TensorProto& t, const std::string& wh
 DType elem_type(int32_t t, const std::string& what) {
   if (t == onnx::TensorProto::INT64) return DType::i64;
   if (widened_dtype(t) == DType::f32) return DType::f32;
+  if (t == onnx::TensorProto::BOOL) return DType::boolean;
   fail(Code::unsupported, what + " has element type " +
                               onnx::TensorProto_DataType_Name(onnx::TensorProto_DataType(t)) +
-                              "; Kiln supports float32 (and float16/bfloat16, run as float32) "
-                              "and int64 inputs and outputs");
+                              "; Kiln supports float32 (and float16/bfloat16, run as float32), "
+                              "int64 and bool inputs and outputs");
 }
 
 void import_input(Graph& g, const onnx::ValueInfoProto& vi, const ImportOptions& opts) {

@@ -106,6 +106,27 @@ const std::vector<OpInfo>& table() {
       {"Slice", infer_slice, 3, 5, 1, 1, "starts/ends/axes/steps constant"},
       {"Gather", infer_gather, 2, 2, 1, 1, "int64 indices"},
       {"Pad", infer_pad, 2, 4, 1, 1, "mode constant only; pads constant and non-negative"},
+      {"Equal", infer_compare, 2, 2, 1, 1, "float32, int64 or bool"},
+      {"Less", infer_compare, 2, 2, 1, 1, "float32 or int64"},
+      {"Greater", infer_compare, 2, 2, 1, 1, "float32 or int64"},
+      {"LessOrEqual", infer_compare, 2, 2, 1, 1, "float32 or int64"},
+      {"GreaterOrEqual", infer_compare, 2, 2, 1, 1, "float32 or int64"},
+      {"Not", infer_logic, 1, 1, 1, 1},
+      {"And", infer_logic, 2, 2, 1, 1},
+      {"Or", infer_logic, 2, 2, 1, 1},
+      {"Xor", infer_logic, 2, 2, 1, 1},
+      {"Where", infer_where, 3, 3, 1, 1, "X/Y float32, int64 or bool"},
+      {"IsNaN", infer_float_test, 1, 1, 1, 1, "float32"},
+      {"IsInf", infer_float_test, 1, 1, 1, 1, "float32"},
+      {"Sign", infer_sign, 1, 1, 1, 1, "float32 or int64"},
+      {"Mod", infer_mod, 2, 2, 1, 1, "float32 (fmod=1) or int64"},
+      {"Cast", infer_cast, 1, 1, 1, 1, "to float(16), int32/64 (as int64), bool"},
+      {"CastLike", infer_cast, 2, 2, 1, 1, "to float32, int64 or bool"},
+      {"Expand", infer_expand, 2, 2, 1, 1, "shape constant"},
+      {"Tile", infer_tile, 2, 2, 1, 1, "repeats constant"},
+      {"ConstantOfShape", infer_constant_of_shape, 1, 1, 1, 1, "shape constant"},
+      {"Range", infer_range, 3, 3, 1, 1, "constant inputs; folded at load"},
+      {"Size", infer_size, 1, 1, 1, 1, "folded at load"},
       // Internal (graph/channel_shuffle.h): made by the rewrites, refused by the importer.
       {"ChannelShuffle", infer_channel_shuffle, 1, kMany, 1, kMany, {}, true},
       {"SubpixelInterleave", infer_subpixel_interleave, 1, 1, 1, 1, {}, true},
@@ -134,8 +155,8 @@ std::string supported_ops_markdown() {
   std::string md =
       "ONNX opsets " + std::to_string(kMinOpset) + " to " + std::to_string(kMaxOpset) +
       " (default domain), float32 tensors (int64 for shape arithmetic; int32 initializers are "
-      "widened to int64; float16 and bfloat16 initializers, inputs and outputs are widened to "
-      "float32 at load: the caller passes and receives float32), at most " +
+      "widened to int64; bool for masks; float16 and bfloat16 initializers, inputs and outputs "
+      "are widened to float32 at load: the caller passes and receives float32), at most " +
       std::to_string(kMaxRank) +
       " dims, static shapes (a symbolic batch dim is fixed at load: `--batch`, "
       "`kiln_options.batch_size`). Older opsets' forms are rewritten into one form per op at "

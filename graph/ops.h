@@ -49,9 +49,18 @@
 //   ChannelShuffle  internal (graph/channel_shuffle.h), never in a model.
 //   SubpixelInterleave  internal (graph/rewrite_convt.cpp): a ConvTranspose's phase planes
 //               interleaved into its output.
+//   Cast        attr `to` kept as the ONNX code; to float16 = a float32 rounded to half
+//               precision, to int32 = an int64 wrapped to 32 bits (Kiln has no f16/i32
+//               tensors); `saturate` (opset 19, float8 only) ignored. CastLike: to = input 1's
+//               dtype.
+//   Expand / Tile / ConstantOfShape  shape / repeats inputs constant. Range: all three inputs
+//               constant (its length depends on them), so it is always folded; Size likewise.
+//   Mod         attr fmod (0): 0 = the divisor's sign (integers only), 1 = C fmod.
 // Supported dtypes: f32 everywhere; i64 for shape arithmetic (Shape, Gather, Concat, Slice,
-// Squeeze, Unsqueeze, Reshape, Add/Sub/Mul/Div, Identity, Cast-free paths). int32 initializers
-// are widened to i64 at import; float16/bfloat16 initializers, inputs and outputs to f32.
+// Squeeze, Unsqueeze, Reshape, Add/Sub/Mul/Div, Identity, Cast-free paths); bool (one byte,
+// 0/1) from the comparisons, IsNaN/IsInf and Not/And/Or/Xor, into Where, Cast and the data
+// movers Expand/Tile/Identity. int32 initializers are widened to i64 at import;
+// float16/bfloat16 initializers, inputs and outputs to f32.
 #pragma once
 
 #include <string>

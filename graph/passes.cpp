@@ -31,7 +31,7 @@ int64_t fold_work(const Graph& g, const Node& n) {
   int64_t out = 0, in = 0;
   for (ValueId v : n.outputs)
     if (v != kNoValue) out += shape_numel(g.value(v).shape);
-  if (n.op == "Shape") return out;  // reads only its input's shape
+  if (n.op == "Shape" || n.op == "Size") return out;  // reads only its input's shape
   for (ValueId v : n.inputs)
     if (v != kNoValue) in += shape_numel(g.value(v).shape);
   int64_t reduce = 1;  // multiply-adds per output element
@@ -69,7 +69,8 @@ int infer_shapes(Graph& g, const Evaluator* fold) {
     infer_node(g, n);
     bool foldable = fold != nullptr;
     for (ValueId v : n.inputs)
-      if (v != kNoValue && !g.value(v).is_const() && n.op != "Shape") foldable = false;
+      if (v != kNoValue && !g.value(v).is_const() && n.op != "Shape" && n.op != "Size")
+        foldable = false;
     int64_t bytes = 0;
     for (ValueId v : n.outputs) {
       if (v == kNoValue) continue;
@@ -86,7 +87,7 @@ int infer_shapes(Graph& g, const Evaluator* fold) {
       continue;
     }
     std::vector<const Tensor*> ins;
-    std::vector<Tensor> shape_only;  // Shape reads only the shape of a non-constant input
+    std::vector<Tensor> shape_only;  // Shape/Size read only the shape of a non-constant input
     shape_only.reserve(n.inputs.size());
     for (ValueId v : n.inputs) {
       if (v == kNoValue) {

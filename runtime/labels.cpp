@@ -108,9 +108,10 @@ std::optional<BinaryOp> binary_op(const std::string& op) {
   return std::nullopt;
 }
 
-// Add/Sub/Mul/Div/PRelu (Max/Min/Mean of two) of two f32 operands broadcasting to an output of rank
-// <= 4 (the factory checks the broadcast), or an inference BatchNormalization of a 4-D f32 tensor
-// whose parameters are constant f32 [C] vectors (what fold_batchnorm could not fold into a conv).
+// Add/Sub/Mul/Div/PRelu (Max/Min/Mean of two) of two f32 operands broadcasting to an output of
+// rank <= 4 (the factory checks the broadcast), an f32 Expand to rank <= 4, or an inference
+// BatchNormalization of a 4-D f32 tensor whose parameters are constant f32 [C] vectors (what
+// fold_batchnorm could not fold into a conv).
 bool is_bcast(const Graph& g, const Node& n) {
   if (n.outputs.size() != 1 || !upto4d(g, n.outputs[0]) ||
       g.value(n.outputs[0]).dtype != DType::f32)
@@ -126,6 +127,7 @@ bool is_bcast(const Graph& g, const Node& n) {
         return false;
     return true;
   }
+  if (n.op == "Expand") return f32(n.in(0)) && g.value(n.in(0)).shape.size() <= 4;
   if (!binary_op(n.op) || n.inputs.size() != 2) return false;
   for (ValueId v : n.inputs)
     if (!f32(v) || g.value(v).shape.size() > 4) return false;
@@ -157,6 +159,7 @@ std::unique_ptr<Kernel> make_bcast(const Graph& g, const Node& n, Layout l, Isa 
   auto operand = [&](size_t k) {
     return BcastOperand{g.value(n.inputs[k]).shape, bcast_slot_layout(g, n, k, l), int(k)};
   };
+  if (n.op == "Expand") return create_expand_kernel(ys, l, operand(0), isa, why);
   return create_binary_kernel(*binary_op(n.op), ys, l, operand(0), operand(1), parse_post_ops(n, 2),
                               isa, why);
 }

@@ -178,7 +178,7 @@ Tensor read_npy(const std::string& path) {
   hp.parse();
   if (*hp.fortran) bad(path, "fortran_order is True (only C order is supported)");
 
-  // dtype: float32 and int64; int32 is widened to int64.
+  // dtype: float32, int64 and bool; int32 is widened to int64.
   DType dtype;
   size_t file_elem;
   const std::string& d = hp.descr;
@@ -191,8 +191,12 @@ Tensor read_npy(const std::string& path) {
   } else if (d == "<i4" || d == "=i4") {
     dtype = DType::i64;
     file_elem = 4;
+  } else if (d == "|b1") {
+    dtype = DType::boolean;
+    file_elem = 1;
   } else {
-    bad(path, "unsupported dtype '" + d + "' (expected '<f4', '<i8' or '<i4', little endian)");
+    bad(path,
+        "unsupported dtype '" + d + "' (expected '<f4', '<i8', '<i4' or '|b1', little endian)");
   }
 
   Shape shape = *hp.shape;
@@ -227,7 +231,7 @@ Tensor read_npy(const std::string& path) {
 
 void write_npy(const std::string& path, const Tensor& t) {
   std::string header = "{'descr': '";
-  header += t.dtype() == DType::f32 ? "<f4" : "<i8";
+  header += t.dtype() == DType::f32 ? "<f4" : t.dtype() == DType::boolean ? "|b1" : "<i8";
   header += "', 'fortran_order': False, 'shape': (";
   for (size_t k = 0; k < t.shape().size(); ++k) {
     if (k) header += ", ";

@@ -44,9 +44,10 @@ enum class Expr {
   max,
   min,
   mean,
-  fma
+  fma,
+  copy
 };  // prelu: s0 < 0 ? s0 * s1 : s0; max / min: NaN if either is; mean: (s0 + s1) / 2; fma:
-    // s0 * s1 + s2
+    // s0 * s1 + s2; copy: s0 (Expand)
 
 struct Conf {
   Expr expr = Expr::add;
@@ -54,7 +55,7 @@ struct Conf {
   int64_t N = 1, Cd = 1;  // outer walk: N x Cd
   int64_t P = 1, Q = 1;   // rows x lanes per outer index
   int blocked_valid = 0;  // blocked output: real lanes of the last channel block (0: all)
-  std::vector<Stream> s;  // operands (2 or 3)
+  std::vector<Stream> s;  // operands (1 to 3)
   Stream y;
   std::vector<PostOp> post;
   int64_t nvec() const { return (Q + V - 1) / V; }
@@ -374,6 +375,9 @@ class Gen {
         cc_.vmovaps(r, v[0]);
         cc_.vfmadd213ps(r, v[1], v[2]);
         break;
+      case Expr::copy:  // a copy: zero_past below must not clobber a hoisted operand
+        cc_.vmovaps(r, v[0]);
+        break;
     }
     for (const PostOp& op : c_.post) glue::emit_post_op(b_, r, op);
     const x86::Mem dst = x86::ptr(ybase, yoff + j * c_.V * 4);
@@ -476,6 +480,15 @@ std::unique_ptr<Kernel> create_binary_kernel(BinaryOp op, const Shape& y, Layout
   c.post = post;
   return std::make_unique<BcastKernel>(std::move(c), std::vector<std::vector<float>>{}, isa,
                                        kernel_name(kOps[int(op)], pp, l, isa));
+}
+
+std::unique_ptr<Kernel> create_expand_kernel(const Shape& y, Layout l, const BcastOperand& x,
+                                             Isa isa, std::string* why_not) {
+  Conf c;
+  if (std::string r = plan(y, l, isa, {x}, &c); !r.empty()) return no(why_not, r);
+  c.expr = Expr::copy;
+  return std::make_unique<BcastKernel>(std::move(c), std::vector<std::vector<float>>{}, isa,
+                                       kernel_name("expand", "", l, isa));
 }
 
 std::unique_ptr<Kernel> create_affine_kernel(const Shape& y, Layout l,

@@ -152,6 +152,9 @@ std::unique_ptr<Kernel> create_binary_kernel(BinaryOp op, const Shape& y, Layout
                                              const BcastOperand& a, const BcastOperand& b,
                                              const std::vector<PostOp>& post, Isa isa,
                                              std::string* why_not);
+// y = x broadcast to y's shape (ONNX Expand of an f32 tensor), operand layouts as above.
+std::unique_ptr<Kernel> create_expand_kernel(const Shape& y, Layout l, const BcastOperand& x,
+                                             Isa isa, std::string* why_not);
 // y = post(x * scale[c] + shift[c]) (one FMA) with x = src[0] of shape y in layout l; the
 // per-channel vectors (y[1] entries each) are copied into the kernel.
 std::unique_ptr<Kernel> create_affine_kernel(const Shape& y, Layout l,

@@ -129,11 +129,15 @@ const char* choice_name(const Choice* c, size_t n, int32_t v) {
 // ---- sessions -------------------------------------------------------------------------------
 
 py::dtype numpy_dtype(kiln_dtype t) {
-  return t == KILN_DTYPE_I64 ? py::dtype::of<int64_t>() : py::dtype::of<float>();
+  return t == KILN_DTYPE_I64    ? py::dtype::of<int64_t>()
+         : t == KILN_DTYPE_BOOL ? py::dtype::of<bool>()
+                                : py::dtype::of<float>();
 }
 
 bool dtype_matches(const py::array& a, kiln_dtype t) {
-  return t == KILN_DTYPE_I64 ? py::array_t<int64_t>::check_(a) : py::array_t<float>::check_(a);
+  return t == KILN_DTYPE_I64    ? py::array_t<int64_t>::check_(a)
+         : t == KILN_DTYPE_BOOL ? py::array_t<bool>::check_(a)
+                                : py::array_t<float>::check_(a);
 }
 
 // A model input or output as the checks and numpy need it.

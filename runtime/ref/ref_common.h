@@ -86,13 +86,32 @@ void for_each_row(const Shape& shape, const std::vector<std::vector<int64_t>>& s
   }
 }
 
-// Calls fn(float{}) or fn(int64_t{}) according to dtype.
+// Calls fn(float{}), fn(int64_t{}) or fn(uint8_t{}) (bool) according to dtype.
 template <class F>
 void dispatch_type(DType t, F&& fn) {
   if (t == DType::f32)
     fn(float{});
+  else if (t == DType::boolean)
+    fn(uint8_t{});
   else
     fn(int64_t{});
+}
+
+// y[i] = op(a[bcast i], b[bcast i]) for any shapes that broadcast to y's shape; the element
+// types are the tensors' (TA, TB, TY).
+template <class TA, class TB, class TY, class Op>
+void broadcast_binary(const Node& node, const Tensor& a, const Tensor& b, Tensor& y, Op op) {
+  expect_shape(node, y, broadcast_shapes(node, a.shape(), b.shape()), "output");
+  const std::vector<std::vector<int64_t>> st = {broadcast_strides(node, a.shape(), y.shape()),
+                                                broadcast_strides(node, b.shape(), y.shape()),
+                                                strides_of(y.shape())};
+  const TA* ap = a.data<TA>();
+  const TB* bp = b.data<TB>();
+  TY* yp = y.data<TY>();
+  for_each_row(y.shape(), st, [&](const int64_t* o, int64_t len, const int64_t* s) {
+    for (int64_t i = 0; i < len; ++i)
+      yp[o[2] + i * s[2]] = op(ap[o[0] + i * s[0]], bp[o[1] + i * s[1]]);
+  });
 }
 
 // ---- kernels (one per op; see the files named in the comments) ----
@@ -123,7 +142,9 @@ KILN_REF_KERNEL(mul);
 KILN_REF_KERNEL(div);
 KILN_REF_KERNEL(pow_op);
 KILN_REF_KERNEL(variadic);  // Sum, Max, Min, Mean
-KILN_REF_KERNEL(gemm);      // ref_gemm.cpp
+KILN_REF_KERNEL(is_nan);    // f32 -> bool
+KILN_REF_KERNEL(is_inf);
+KILN_REF_KERNEL(gemm);  // ref_gemm.cpp
 KILN_REF_KERNEL(matmul);
 KILN_REF_KERNEL(reduce);      // ref_reduce.cpp: every Reduce* op (graph/post_ops.h ReduceOp)
 KILN_REF_KERNEL(arg_reduce);  // ArgMax, ArgMin
@@ -140,6 +161,17 @@ KILN_REF_KERNEL(shape_op);
 KILN_REF_KERNEL(pad);
 KILN_REF_KERNEL(channel_shuffle);
 KILN_REF_KERNEL(constant);
+KILN_REF_KERNEL(expand);  // ref_shape_ops.cpp (shape builders)
+KILN_REF_KERNEL(tile);
+KILN_REF_KERNEL(constant_of_shape);
+KILN_REF_KERNEL(range);
+KILN_REF_KERNEL(size_op);
+KILN_REF_KERNEL(compare);  // ref_logic.cpp: Equal, Less, Greater, LessOrEqual, GreaterOrEqual
+KILN_REF_KERNEL(logic);    // Not, And, Or, Xor
+KILN_REF_KERNEL(where);
+KILN_REF_KERNEL(sign);
+KILN_REF_KERNEL(mod);
+KILN_REF_KERNEL(cast);  // Cast, CastLike
 #undef KILN_REF_KERNEL
 
 }  // namespace kiln::ref

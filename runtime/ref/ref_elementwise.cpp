@@ -2,6 +2,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <type_traits>
 
 #include "graph/post_ops.h"
 #include "runtime/ref/ref_common.h"
@@ -10,33 +11,17 @@ namespace kiln::ref {
 
 namespace {
 
-// y = f(x) over f32 tensors of the same shape.
-template <class F>
+// y = f(x) over an f32 tensor, into a tensor of the same shape: f32, or bool (IsNaN, IsInf).
+template <class F, class TY = float>
 void unary(const Node& node, const Inputs& in, const Outputs& out, F f) {
   const Tensor& x = req_input(node, in, 0);
   Tensor& y = req_output(node, out, 0);
   expect_dtype(node, x, DType::f32, "input");
-  expect_dtype(node, y, DType::f32, "output");
+  expect_dtype(node, y, std::is_same_v<TY, float> ? DType::f32 : DType::boolean, "output");
   expect_shape(node, y, x.shape(), "output");
   const float* xp = x.data<float>();
-  float* yp = y.data<float>();
-  for (int64_t i = 0; i < x.numel(); ++i) yp[i] = f(xp[i]);
-}
-
-// y[i] = op(a[bcast i], b[bcast i]) for any shapes that broadcast to y's shape.
-template <class T, class Op>
-void broadcast_binary(const Node& node, const Tensor& a, const Tensor& b, Tensor& y, Op op) {
-  expect_shape(node, y, broadcast_shapes(node, a.shape(), b.shape()), "output");
-  const std::vector<std::vector<int64_t>> st = {broadcast_strides(node, a.shape(), y.shape()),
-                                                broadcast_strides(node, b.shape(), y.shape()),
-                                                strides_of(y.shape())};
-  const T* ap = a.data<T>();
-  const T* bp = b.data<T>();
-  T* yp = y.data<T>();
-  for_each_row(y.shape(), st, [&](const int64_t* o, int64_t len, const int64_t* s) {
-    for (int64_t i = 0; i < len; ++i)
-      yp[o[2] + i * s[2]] = op(ap[o[0] + i * s[0]], bp[o[1] + i * s[1]]);
-  });
+  TY* yp = y.data<TY>();
+  for (int64_t i = 0; i < x.numel(); ++i) yp[i] = TY(f(xp[i]));
 }
 
 enum class Arith { add, sub, mul, div };
@@ -72,10 +57,10 @@ void arith(const Node& node, const Inputs& in, const Outputs& out) {
   expect_dtype(node, b, a.dtype(), "input 1");
   expect_dtype(node, y, a.dtype(), "output");
   if (a.dtype() == DType::f32)
-    broadcast_binary<float>(node, a, b, y, arith_f32<A>);
+    broadcast_binary<float, float, float>(node, a, b, y, arith_f32<A>);
   else
-    broadcast_binary<int64_t>(node, a, b, y,
-                              [&](int64_t p, int64_t q) { return arith_i64<A>(node, p, q); });
+    broadcast_binary<int64_t, int64_t, int64_t>(
+        node, a, b, y, [&](int64_t p, int64_t q) { return arith_i64<A>(node, p, q); });
 }
 
 }  // namespace
@@ -126,6 +111,18 @@ void sqrt_op(const Node& node, const Inputs& in, const Outputs& out) {
   unary(node, in, out, [](float x) { return std::sqrt(x); });  // NaN below 0, as in ONNX
 }
 
+void is_nan(const Node& node, const Inputs& in, const Outputs& out) {
+  auto f = [](float v) { return std::isnan(v); };
+  unary<decltype(f), uint8_t>(node, in, out, f);
+}
+
+void is_inf(const Node& node, const Inputs& in, const Outputs& out) {
+  const bool neg = node.attr_i("detect_negative", 1) != 0;
+  const bool pos = node.attr_i("detect_positive", 1) != 0;
+  auto f = [&](float v) { return std::isinf(v) && (v > 0 ? pos : neg); };
+  unary<decltype(f), uint8_t>(node, in, out, f);
+}
+
 void glue_unary(const Node& node, const Inputs& in, const Outputs& out) {
   const std::optional<PostOp> op = glue_unary_post_op(node);
   if (!op) node.fail(Code::unsupported, "parameters the elementwise ops do not compute");
@@ -156,7 +153,8 @@ void prelu(const Node& node, const Inputs& in, const Outputs& out) {
   Tensor& y = req_output(node, out, 0);
   expect_dtype(node, x, DType::f32, "input");
   expect_dtype(node, slope, DType::f32, "slope");
-  broadcast_binary<float>(node, x, slope, y, [](float a, float s) { return a < 0 ? a * s : a; });
+  broadcast_binary<float, float, float>(node, x, slope, y,
+                                        [](float a, float s) { return a < 0 ? a * s : a; });
 }
 
 void add(const Node& node, const Inputs& in, const Outputs& out) {
@@ -180,8 +178,8 @@ void pow_op(const Node& node, const Inputs& in, const Outputs& out) {
   expect_dtype(node, b, DType::f32, "input 1");
   expect_dtype(node, y, DType::f32, "output");
   // x^2 (the decomposed LayerNorm's square) exactly as x * x, as PyTorch computes it.
-  broadcast_binary<float>(node, a, b, y,
-                          [](float x, float e) { return e == 2.f ? x * x : std::pow(x, e); });
+  broadcast_binary<float, float, float>(
+      node, a, b, y, [](float x, float e) { return e == 2.f ? x * x : std::pow(x, e); });
 }
 
 // Sum / Max / Min / Mean of any number of broadcasting inputs: y = in0, then y = op(y, in_k)

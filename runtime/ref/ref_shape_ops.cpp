@@ -1,5 +1,6 @@
 // Data-movement ops: copies (Reshape & co), Transpose, Concat, Split, Slice, Gather, Shape,
-// Pad, Constant. All work on f32 and i64 alike.
+// Pad, Constant, and the shape builders Expand, Tile, ConstantOfShape, Range, Size. All work
+// on f32 and i64 alike (most on bool too).
 #include <algorithm>
 #include <cstring>
 
@@ -346,6 +347,97 @@ void constant(const Node& node, const Inputs& in, const Outputs& out) {
   expect_dtype(node, y, value->dtype(), "output");
   expect_shape(node, y, value->shape(), "output");
   copy_elems(y.dtype(), y.raw(), value->raw(), y.numel());
+}
+
+// Expand: y[i] = x[bcast i] (the inferred output shape already holds the bidirectional
+// broadcast of x's shape and the `shape` input).
+void expand(const Node& node, const Inputs& in, const Outputs& out) {
+  const Tensor& x = req_input(node, in, 0);
+  Tensor& y = req_output(node, out, 0);
+  expect_dtype(node, y, x.dtype(), "output");
+  expect_shape(node, y, broadcast_shapes(node, x.shape(), y.shape()), "output");
+  const std::vector<std::vector<int64_t>> st = {broadcast_strides(node, x.shape(), y.shape()),
+                                                strides_of(y.shape())};
+  dispatch_type(x.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    const T* xp = x.data<T>();
+    T* yp = y.data<T>();
+    for_each_row(y.shape(), st, [&](const int64_t* o, int64_t len, const int64_t* s) {
+      for (int64_t i = 0; i < len; ++i) yp[o[1] + i * s[1]] = xp[o[0] + i * s[0]];
+    });
+  });
+}
+
+// Tile: y[i_0..i_r] = x[i_0 % d_0, ..., i_r % d_r], walked as x's shape once per repetition
+// index (the repeats are y's dims over x's).
+void tile(const Node& node, const Inputs& in, const Outputs& out) {
+  const Tensor& x = req_input(node, in, 0);
+  Tensor& y = req_output(node, out, 0);
+  expect_dtype(node, y, x.dtype(), "output");
+  const std::vector<int64_t> reps = read_i64s(node, req_input(node, in, 1), "repeats");
+  const size_t r = x.shape().size();
+  if (reps.size() != r) node.fail(Code::invalid_model, "repeats does not match the input rank");
+  Shape expect(r);
+  for (size_t d = 0; d < r; ++d) expect[d] = x.shape()[d] * reps[d];
+  expect_shape(node, y, expect, "output");
+  // View y as [reps_0, d_0, reps_1, d_1, ...]: x's strides on the d dims, 0 on the reps dims.
+  Shape view;
+  std::vector<int64_t> xs, ys;
+  const std::vector<int64_t> xst = strides_of(x.shape()), yst = strides_of(y.shape());
+  for (size_t d = 0; d < r; ++d) {
+    view.insert(view.end(), {reps[d], x.shape()[d]});
+    xs.insert(xs.end(), {0, xst[d]});
+    ys.insert(ys.end(), {yst[d] * x.shape()[d], yst[d]});
+  }
+  dispatch_type(x.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    const T* xp = x.data<T>();
+    T* yp = y.data<T>();
+    for_each_row(view, {xs, ys}, [&](const int64_t* o, int64_t len, const int64_t* s) {
+      for (int64_t i = 0; i < len; ++i) yp[o[1] + i * s[1]] = xp[o[0] + i * s[0]];
+    });
+  });
+}
+
+void constant_of_shape(const Node& node, const Inputs& in, const Outputs& out) {
+  Tensor& y = req_output(node, out, 0);
+  const Tensor* v = node.attr_t("value");
+  const DType d = v ? v->dtype() : DType::f32;
+  expect_dtype(node, y, d, "output");
+  expect_shape(node, y, read_i64s(node, req_input(node, in, 0), "shape"), "output");
+  if (v && v->numel() != 1) node.fail(Code::invalid_model, "value must have one element");
+  dispatch_type(d, [&](auto tag) {
+    using T = decltype(tag);
+    const T value = v ? v->data<T>()[0] : T(0);
+    std::fill(y.data<T>(), y.data<T>() + y.numel(), value);
+  });
+}
+
+// Range: y[i] = start + i * delta, computed in the inputs' type (the length was inferred).
+void range(const Node& node, const Inputs& in, const Outputs& out) {
+  Tensor& y = req_output(node, out, 0);
+  const Tensor& start = req_input(node, in, 0);
+  const Tensor& delta = req_input(node, in, 2);
+  expect_dtype(node, y, start.dtype(), "output");
+  expect_dtype(node, delta, start.dtype(), "delta");
+  expect_rank(node, y, 1, "output");
+  if (start.numel() != 1 || delta.numel() != 1)
+    node.fail(Code::invalid_model, "start and delta must be scalars");
+  if (y.dtype() == DType::f32) {
+    const float s = start.data<float>()[0], d = delta.data<float>()[0];
+    for (int64_t i = 0; i < y.numel(); ++i) y.data<float>()[i] = s + float(i) * d;
+  } else {
+    expect_dtype(node, y, DType::i64, "output");
+    const uint64_t s = uint64_t(start.data<int64_t>()[0]), d = uint64_t(delta.data<int64_t>()[0]);
+    for (int64_t i = 0; i < y.numel(); ++i) y.data<int64_t>()[i] = int64_t(s + uint64_t(i) * d);
+  }
+}
+
+void size_op(const Node& node, const Inputs& in, const Outputs& out) {
+  Tensor& y = req_output(node, out, 0);
+  expect_dtype(node, y, DType::i64, "output");
+  expect_shape(node, y, {}, "output");
+  y.data<int64_t>()[0] = req_input(node, in, 0).numel();
 }
 
 }  // namespace kiln::ref

@@ -53,7 +53,7 @@ fs::path tmp_dir() {
 using kiln::test::import;
 
 // Kiln's in-memory bytes for a TensorProto as protobuf parsed it: float32 as is, int64 as
-// is, int32 and bool widened to int64 (little-endian host). nullopt: not comparable here
+// is, int32 widened to int64 (little-endian host), bool one byte 0/1. nullopt: not comparable here
 // (external data or a type Kiln rejects).
 std::optional<std::string> expected_bytes(const onnx::TensorProto& t) {
   if (t.data_location() == onnx::TensorProto::EXTERNAL) return std::nullopt;
@@ -81,10 +81,10 @@ std::optional<std::string> expected_bytes(const onnx::TensorProto& t) {
       return out;
     case onnx::TensorProto::BOOL:
       if (!t.has_raw_data()) {
-        for (int32_t v : t.int32_data()) put64(v != 0);
+        for (int32_t v : t.int32_data()) out += char(v != 0);
         return out;
       }
-      for (char c : t.raw_data()) put64(c != 0);
+      for (char c : t.raw_data()) out += char(c != 0);
       return out;
     default:
       return std::nullopt;
@@ -213,7 +213,7 @@ std::string many_initializers(int count, uint64_t seed, int64_t pad_floats = 0) 
         t->set_raw_data(raw_of(v.data(), v.size() * 4));
         break;
       }
-      case 5: {  // bool raw_data (widened); 4x the elements so it crosses the threshold
+      case 5: {  // bool raw_data (normalised to 0/1); 4x the elements so it crosses the threshold
         t->set_data_type(onnx::TensorProto::BOOL);
         t->set_dims(0, n * 4);
         std::string v(size_t(n * 4), '\0');

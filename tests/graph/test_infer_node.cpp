@@ -45,7 +45,11 @@ TEST_CASE("op table lists every supported op once with sane bounds") {
                             "ArgMax", "ArgMin", "LogSoftmax", "Hardmax", "InstanceNormalization",
                             "GroupNormalization", "Max", "Min", "Mean",
                             // ConvTranspose (branch convt)
-                            "ConvTranspose", "SubpixelInterleave"};
+                            "ConvTranspose", "SubpixelInterleave",
+                            // branch dtypes
+                            "Equal", "Less", "Greater", "LessOrEqual", "GreaterOrEqual", "Not",
+                            "And", "Or", "Xor", "Where", "IsNaN", "IsInf", "Sign", "Mod", "Cast",
+                            "CastLike", "Expand", "Tile", "ConstantOfShape", "Range", "Size"};
   for (const char* op : expected) {
     CAPTURE(op);
     const OpInfo* info = find_op(op);

@@ -286,5 +286,40 @@ TEST_CASE("bcast affine: BatchNormalization + activation vs the reference") {
   }
 }
 
+TEST_CASE("bcast expand: f32 Expand vs the reference, every broadcast, layout and ISA") {
+  const std::vector<Shape> outs = {{1, 20, 5, 7}, {2, 35, 3, 4}, {1, 40, 1, 1},
+                                   {2, 3, 9, 11}, {1, 1, 6, 5},  {2, 300, 2, 2}};
+  uint32_t seed = 100;
+  for (const Shape& y : outs) {
+    const int64_t N = y[0], C = y[1], H = y[2], W = y[3];
+    for (const Shape& xs : std::vector<Shape>{
+             y, {1, C, 1, 1}, {N, 1, H, W}, {}, {C, 1, 1}, {1, 1, H, 1}, {W}, {N, C, 1, 1}}) {
+      CAPTURE(shape_str(y));
+      CAPTURE(shape_str(xs));
+      const Tensor x = random_tensor(xs, seed++, false);
+      Tensor shape(DType::i64, {4});
+      std::copy(y.begin(), y.end(), shape.data<int64_t>());
+      Tensor want(DType::f32, y);
+      Node node;
+      node.name = "expand";
+      node.op = "Expand";
+      find_ref_kernel(node.op)(node, {&x, &shape}, {&want});
+      for (Isa isa : test::glue_isas())
+        for (Layout l : {Layout::nchw, Layout::nhwc, blocked_layout(isa)}) {
+          CAPTURE(std::string(isa_name(isa)));
+          CAPTURE(std::string(layout_name(l)));
+          const BcastOperand ox{xs, operand_layout(xs, y, l, false), 0};
+          std::string why;
+          auto k = create_expand_kernel(y, l, ox, isa, &why);
+          REQUIRE_MESSAGE(bool(k) == (l == Layout::nchw || walkable(xs, y)), why);
+          if (!k) continue;
+          auto bx = in_layout(x, ox.layout);
+          const Tensor got = run_to_nchw(*k, {bx->data()}, y, l);
+          CHECK(std::memcmp(got.data<float>(), want.data<float>(), size_t(got.numel()) * 4) == 0);
+        }
+    }
+  }
+}
+
 }  // namespace
 }  // namespace kiln

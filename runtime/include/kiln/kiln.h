@@ -75,7 +75,8 @@ typedef enum kiln_code {
 } kiln_code;
 
 /* Element types; numeric values equal ONNX TensorProto.DataType codes. */
-typedef enum kiln_dtype { KILN_DTYPE_F32 = 1, KILN_DTYPE_I64 = 7 } kiln_dtype;
+/* KILN_DTYPE_BOOL: one byte per element, 0 or 1 (numpy.bool_). */
+typedef enum kiln_dtype { KILN_DTYPE_F32 = 1, KILN_DTYPE_I64 = 7, KILN_DTYPE_BOOL = 9 } kiln_dtype;
 
 /* Instruction-set caps for kiln_options.max_isa (0 = no cap, so a zeroed field is the default).
  * Capping lets one machine run and test the narrower code paths. */

@@ -209,7 +209,7 @@ class Session:
         """Runs the model once and returns {output name: array}.
 
         feeds: a dict {input name: array} or a list of arrays in input order. Each array must
-        be a numpy.ndarray of the input's dtype (float32 or int64; nothing is converted) and
+        be a numpy.ndarray of the input's dtype (float32, int64 or bool; nothing is converted) and
         shape, C-contiguous and aligned to its element size. Dim 0 (the batch) may differ from
         the loaded shape, the same in every input: the first run at a new batch plans it
         (about a load's time; the plan is kept, up to 8 batches) and the outputs have it.
