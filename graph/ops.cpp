@@ -85,6 +85,11 @@ const std::vector<OpInfo>& table() {
       {"Slice", infer_slice, 3, 5, 1, 1, "starts/ends/axes/steps constant"},
       {"Gather", infer_gather, 2, 2, 1, 1, "int64 indices"},
       {"Pad", infer_pad, 2, 4, 1, 1, "mode constant only; pads constant and non-negative"},
+      {"Resize", infer_resize, 1, 4, 1, 1,
+       "scales/sizes constant; tf_crop_and_resize roi constant"},
+      {"Upsample", infer_resize, 1, 2, 1, 1, "scales constant; imported as Resize"},
+      {"DepthToSpace", infer_space_depth, 1, 1, 1, 1, "4-D"},
+      {"SpaceToDepth", infer_space_depth, 1, 1, 1, 1, "4-D"},
       // Internal (graph/channel_shuffle.h): made by the rewrites, refused by the importer.
       {"ChannelShuffle", infer_channel_shuffle, 1, kMany, 1, kMany, {}, true},
   };

@@ -136,6 +136,8 @@ KILN_REF_KERNEL(shape_op);
 KILN_REF_KERNEL(pad);
 KILN_REF_KERNEL(channel_shuffle);
 KILN_REF_KERNEL(constant);
+KILN_REF_KERNEL(resize);  // ref_resize.cpp
+KILN_REF_KERNEL(space_depth);
 #undef KILN_REF_KERNEL
 
 }  // namespace kiln::ref

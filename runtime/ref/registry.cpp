@@ -66,6 +66,9 @@ constexpr std::array kTable{
     Entry{"Pad", ref::pad},
     Entry{"ChannelShuffle", ref::channel_shuffle},
     Entry{"Constant", ref::constant},
+    Entry{"Resize", ref::resize},
+    Entry{"DepthToSpace", ref::space_depth},
+    Entry{"SpaceToDepth", ref::space_depth},
 };
 }  // namespace
 
