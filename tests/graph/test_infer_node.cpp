@@ -38,7 +38,9 @@ TEST_CASE("op table lists every supported op once with sane bounds") {
                             "Selu",          "Celu",
                             "Softplus",      "Softsign",
                             "Mish",          "ThresholdedRelu",
-                            "PRelu"};
+                            "PRelu",         "Resize",
+                            "Upsample",      "DepthToSpace",
+                            "SpaceToDepth"};
   for (const char* op : expected) {
     CAPTURE(op);
     const OpInfo* info = find_op(op);
