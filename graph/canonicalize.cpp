@@ -1,5 +1,6 @@
 #include "graph/canonicalize.h"
 
+#include <algorithm>
 #include <limits>
 
 #include "graph/post_ops.h"
@@ -49,6 +50,48 @@ bool fold_constant_node(Graph& g, const Node& n) {
   return true;
 }
 
+// Resize's canonical form (graph/ops.h): inputs (X, roi?, scales?, sizes?) and every
+// opset-19 attribute explicit. Opset 10 Resize and Upsample (opsets 7-9) are asymmetric with
+// nearest = floor(x) (ONNX Runtime rounds up when every scale downsamples).
+void canonical_resize(Graph& g, Node& n, int64_t opset) {
+  const bool legacy = n.op == "Upsample" || opset < 11;
+  if (legacy) {
+    if (n.op == "Upsample" && n.has("scales")) {
+      const std::vector<float> v = n.attr_floats("scales");
+      Tensor t(DType::f32, {int64_t(v.size())});
+      std::copy(v.begin(), v.end(), t.data<float>());
+      attr_to_input(g, n, "scales", 1, std::move(t));
+    }
+    if (n.inputs.size() != 2 || n.inputs[1] == kNoValue)
+      n.fail(Code::invalid_model, "needs inputs (X, scales)");
+    n.inputs = {n.inputs[0], kNoValue, n.inputs[1]};
+    std::string mode = n.attr_s("mode", "nearest");
+    if (mode == "bilinear") mode = "linear";
+    bool down = false;
+    if (const Value& sv = g.value(n.inputs[2]); sv.is_const() && sv.dtype == DType::f32) {
+      const float* p = sv.constant->data<float>();
+      down = std::any_of(p, p + sv.constant->numel(), [](float x) { return x < 1; }) &&
+             std::all_of(p, p + sv.constant->numel(), [](float x) { return x <= 1; });
+    }
+    n.op = "Resize";
+    n.attrs.clear();
+    n.attrs["mode"] = attr_s(mode);
+    n.attrs["coordinate_transformation_mode"] = attr_s("asymmetric");
+    n.attrs["nearest_mode"] = attr_s(down ? "ceil" : "floor");
+  }
+  auto def = [&](const char* name, Attribute a) {
+    if (!n.has(name)) n.attrs[name] = std::move(a);
+  };
+  def("mode", attr_s("nearest"));
+  def("coordinate_transformation_mode", attr_s("half_pixel"));
+  def("nearest_mode", attr_s("round_prefer_floor"));
+  def("cubic_coeff_a", attr_f(-0.75f));
+  def("exclude_outside", attr_i(0));
+  def("extrapolation_value", attr_f(0.f));
+  def("antialias", attr_i(0));
+  def("keep_aspect_ratio_policy", attr_s("stretch"));
+}
+
 void canonicalize_node(Graph& g, Node& n) {
   const int64_t opset = g.opset;
   const std::string& op = n.op;
@@ -80,6 +123,8 @@ void canonicalize_node(Graph& g, Node& n) {
     } else {
       n.attrs["axis"] = attr_i(n.attr_i("axis", -1));
     }
+  } else if (op == "Resize" || op == "Upsample") {
+    canonical_resize(g, n, opset);
   } else if (op == "BatchNormalization" && n.has("spatial")) {
     if (n.attr_i("spatial", 1) != 1)
       n.fail(Code::unsupported, "spatial=0 (per-activation statistics) is not supported");

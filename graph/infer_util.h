@@ -123,5 +123,8 @@ void infer_slice(Graph& g, Node& n);
 void infer_gather(Graph& g, Node& n);
 void infer_pad(Graph& g, Node& n);
 void infer_channel_shuffle(Graph& g, Node& n);  // graph/channel_shuffle.h
+// infer_resize.cpp
+void infer_resize(Graph& g, Node& n);
+void infer_space_depth(Graph& g, Node& n);  // DepthToSpace, SpaceToDepth
 
 }  // namespace kiln::infer_detail

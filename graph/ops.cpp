@@ -127,6 +127,11 @@ const std::vector<OpInfo>& table() {
       {"ConstantOfShape", infer_constant_of_shape, 1, 1, 1, 1, "shape constant"},
       {"Range", infer_range, 3, 3, 1, 1, "constant inputs; folded at load"},
       {"Size", infer_size, 1, 1, 1, 1, "folded at load"},
+      {"Resize", infer_resize, 1, 4, 1, 1,
+       "scales/sizes constant; tf_crop_and_resize roi constant"},
+      {"Upsample", infer_resize, 1, 2, 1, 1, "scales constant; imported as Resize"},
+      {"DepthToSpace", infer_space_depth, 1, 1, 1, 1, "4-D"},
+      {"SpaceToDepth", infer_space_depth, 1, 1, 1, 1, "4-D"},
       // Internal (graph/channel_shuffle.h): made by the rewrites, refused by the importer.
       {"ChannelShuffle", infer_channel_shuffle, 1, kMany, 1, kMany, {}, true},
       {"SubpixelInterleave", infer_subpixel_interleave, 1, 1, 1, 1, {}, true},

@@ -45,6 +45,13 @@
 //               be negative), so out = s * (in - 1) + (k - 1) * d + 1 - pad_begin - pad_end.
 //   Reshape     inputs (data, shape) + allowzero (0).
 //   Shape       inputs (x) + start/end (opset 15) — always folded to a constant.
+//   Resize      inputs (X, roi?, scales?, sizes?) and the opset-19 attributes explicit: mode,
+//               coordinate_transformation_mode, nearest_mode, cubic_coeff_a, exclude_outside,
+//               extrapolation_value, antialias, keep_aspect_ratio_policy (axes when given).
+//               Opset 10 Resize and Upsample (attr or input scales) become this form with
+//               coordinate mode asymmetric, nearest_mode floor (ceil when all scales downsample).
+//               scales / sizes (and tf_crop_and_resize's roi) must be constant at load.
+//   DepthToSpace / SpaceToDepth  as ONNX (blocksize, mode DCR/CRD); run as a 6-D Transpose.
 //   Constant    value / value_float / value_floats / value_int / value_ints — folded at import.
 //   ChannelShuffle  internal (graph/channel_shuffle.h), never in a model.
 //   SubpixelInterleave  internal (graph/rewrite_convt.cpp): a ConvTranspose's phase planes

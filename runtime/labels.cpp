@@ -216,13 +216,41 @@ std::optional<SubpixelProblem> subpixel_problem(const Graph& g, const Node& n) {
 }
 
 // A Transpose of an f32 tensor of rank <= 6: its permutation (default: reversed dims).
-std::optional<std::vector<int64_t>> transpose_perm(const Graph& g, const Node& n) {
-  if (n.op != "Transpose" || n.outputs.size() != 1 || n.in(0) == kNoValue) return std::nullopt;
+// A Transpose, or a DepthToSpace / SpaceToDepth as a Transpose of a 6-D view of its input.
+struct TransposeView {
+  Shape in;
+  std::vector<int64_t> perm;
+};
+std::optional<TransposeView> transpose_view(const Graph& g, const Node& n) {
+  if (n.outputs.size() != 1 || n.in(0) == kNoValue) return std::nullopt;
   const Value& x = g.value(n.inputs[0]);
   if (x.dtype != DType::f32 || x.shape.size() > 6) return std::nullopt;
+  if ((n.op == "DepthToSpace" || n.op == "SpaceToDepth") && x.shape.size() == 4) {
+    SpaceDepthView v = space_depth_view(n, x.shape);
+    return TransposeView{std::move(v.in6), std::move(v.perm)};
+  }
+  if (n.op != "Transpose") return std::nullopt;
   std::vector<int64_t> perm(x.shape.size());
   for (size_t i = 0; i < perm.size(); ++i) perm[i] = int64_t(perm.size() - 1 - i);
-  return n.attr_ints("perm", perm);
+  return TransposeView{x.shape, n.attr_ints("perm", perm)};
+}
+
+// A Resize of a 4-D f32 tensor's H and W with constant scales / sizes: the taps of H and W.
+struct ResizeJit {
+  ResizeTaps h, w;
+  std::string mode;
+};
+std::optional<ResizeJit> resize_jit(const Graph& g, const Node& n) {
+  if (n.op != "Resize" || n.outputs.size() != 1 || !is4d(g, n.in(0)) ||
+      g.value(n.inputs[0]).dtype != DType::f32)
+    return std::nullopt;
+  auto c = [&](size_t i) -> const Tensor* {
+    const ValueId v = n.in(i);
+    return v != kNoValue && g.value(v).is_const() ? &*g.value(v).constant : nullptr;
+  };
+  ResizeSpec s = resize_spec(n, g.value(n.inputs[0]).shape, c(1), c(2), c(3));
+  if (!resize_taps(s, 0).identity() || !resize_taps(s, 1).identity()) return std::nullopt;
+  return ResizeJit{resize_taps(s, 2), resize_taps(s, 3), s.mode};
 }
 
 std::optional<PoolProblem> pool_problem(const Node& n, const Shape& xs, const Shape& ys) {
@@ -549,10 +577,10 @@ std::optional<Label> Label::parse(const std::string& key) {
   if (parts.size() != 2) return std::nullopt;
   auto lay = layout_from(parts[1]);
   if (!lay) return std::nullopt;
-  for (LabelKind k :
-       {LabelKind::fc, LabelKind::pool, LabelKind::concat, LabelKind::eltwise, LabelKind::ref,
-        LabelKind::shuffle, LabelKind::norm, LabelKind::view, LabelKind::bcast,
-        LabelKind::transpose, LabelKind::pad, LabelKind::reduce, LabelKind::convt})
+  for (LabelKind k : {LabelKind::fc, LabelKind::pool, LabelKind::concat, LabelKind::eltwise,
+                      LabelKind::ref, LabelKind::shuffle, LabelKind::norm, LabelKind::view,
+                      LabelKind::bcast, LabelKind::transpose, LabelKind::pad, LabelKind::reduce,
+                      LabelKind::convt, LabelKind::resize})
     if (parts[0] == kind_name(k)) {
       l.kind = k;
       l.in = l.out = *lay;
@@ -630,10 +658,12 @@ std::vector<Label> candidate_labels(const Graph& g, int i, Isa isa, bool referen
                                                                        : LabelKind::ref;
     for (Layout l : ls)
       if (k != LabelKind::ref || l != Layout::nchw) simple(k, l);  // ref.nchw comes last
-  } else if (jit && transpose_perm(g, n)) {
+  } else if (jit && transpose_view(g, n)) {
     simple(LabelKind::transpose, Layout::nchw);
   } else if (jit && subpixel_problem(g, n)) {
     simple(LabelKind::convt, Layout::nchw);
+  } else if (jit && resize_jit(g, n)) {
+    for (Layout l : {b, Layout::nhwc, Layout::nchw}) simple(LabelKind::resize, l);
   } else if (jit && pad_spec(g, n)) {
     const PadSpec p = *pad_spec(g, n);
     if (p.begin[1] == 0 && p.end[1] == 0)
@@ -749,10 +779,16 @@ Instance instantiate(const Graph& g, int i, const Label& l, Isa isa, std::string
       r.kernel = make_bcast(g, n, l.in, isa, &why);
       break;
     case LabelKind::transpose: {
-      const auto perm = transpose_perm(g, n);
-      if (!jit_isa || !perm || l.in != Layout::nchw)
-        return no("not a Transpose in nchw on a JIT ISA");
-      r.kernel = create_transpose_kernel(g.value(n.inputs[0]).shape, *perm, isa, &why);
+      const auto t = transpose_view(g, n);
+      if (!jit_isa || !t || l.in != Layout::nchw) return no("not a Transpose in nchw on a JIT ISA");
+      r.kernel = create_transpose_kernel(t->in, t->perm, isa, &why);
+      break;
+    }
+    case LabelKind::resize: {
+      const auto rz = jit_isa ? resize_jit(g, n) : std::nullopt;
+      if (!rz) return no("not a 4-D H/W Resize on a JIT ISA");
+      r.kernel =
+          create_resize_kernel(g.value(n.inputs[0]).shape, rz->h, rz->w, rz->mode, l.in, isa, &why);
       break;
     }
     case LabelKind::pad: {

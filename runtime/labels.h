@@ -36,6 +36,7 @@ enum class LabelKind : int {
   transpose = 10,
   // asmjit constant Pad of a 4-D tensor
   pad = 11,
+  resize = 12,  // asmjit Resize of a 4-D tensor's H and W (any mode, by tap tables)
   // asmjit Reduce* over contiguous dims of the nchw (row-major) or nhwc order
   reduce = 13,
   convt = 14,  // asmjit SubpixelInterleave: a ConvTranspose's phase planes into its output

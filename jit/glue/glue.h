@@ -11,6 +11,7 @@
 #include "graph/channel_shuffle.h"
 #include "graph/ir.h"
 #include "graph/post_ops.h"
+#include "graph/resize.h"
 #include "jit/cpu.h"
 #include "jit/kernel.h"
 #include "jit/layout.h"
@@ -130,6 +131,15 @@ struct SubpixelProblem {
 };
 std::unique_ptr<Kernel> create_subpixel_kernel(const SubpixelProblem& p, Isa isa,
                                                std::string* why_not);
+
+// Resize of a 4-D f32 tensor x's H and W (N, C unchanged) by the taps of each axis
+// (graph/resize.h; at most kMaxResizeTaps per axis, no extrapolated outputs). `mode` names the
+// kernel. nchw vectorises over output columns (gathers), nhwc and the ISA's blocked layout over
+// channels. src[0] -> dst[0].
+constexpr int kMaxResizeTaps = 8;
+std::unique_ptr<Kernel> create_resize_kernel(const Shape& x, const ResizeTaps& h,
+                                             const ResizeTaps& w, const std::string& mode, Layout l,
+                                             Isa isa, std::string* why_not);
 
 // Binary arithmetic of two f32 operands numpy-broadcasting to a 4-D output, or a per-channel
 // affine map (inference BatchNormalization), then a chain of unary post-ops (relu ... swish;

@@ -171,7 +171,9 @@ KILN_REF_KERNEL(logic);    // Not, And, Or, Xor
 KILN_REF_KERNEL(where);
 KILN_REF_KERNEL(sign);
 KILN_REF_KERNEL(mod);
-KILN_REF_KERNEL(cast);  // Cast, CastLike
+KILN_REF_KERNEL(cast);    // Cast, CastLike
+KILN_REF_KERNEL(resize);  // ref_resize.cpp
+KILN_REF_KERNEL(space_depth);
 #undef KILN_REF_KERNEL
 
 }  // namespace kiln::ref

@@ -107,6 +107,9 @@ constexpr std::array kTable{
     Entry{"Mod", ref::mod},
     Entry{"Cast", ref::cast},
     Entry{"CastLike", ref::cast},
+    Entry{"Resize", ref::resize},
+    Entry{"DepthToSpace", ref::space_depth},
+    Entry{"SpaceToDepth", ref::space_depth},
 };
 }  // namespace
 

@@ -49,7 +49,9 @@ TEST_CASE("op table lists every supported op once with sane bounds") {
                             // branch dtypes
                             "Equal", "Less", "Greater", "LessOrEqual", "GreaterOrEqual", "Not",
                             "And", "Or", "Xor", "Where", "IsNaN", "IsInf", "Sign", "Mod", "Cast",
-                            "CastLike", "Expand", "Tile", "ConstantOfShape", "Range", "Size"};
+                            "CastLike", "Expand", "Tile", "ConstantOfShape", "Range", "Size",
+                            // branch resize
+                            "Resize", "Upsample", "DepthToSpace", "SpaceToDepth"};
   for (const char* op : expected) {
     CAPTURE(op);
     const OpInfo* info = find_op(op);

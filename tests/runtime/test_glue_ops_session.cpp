@@ -2,7 +2,8 @@
 // Log, ... ThresholdedRelu, Pow by
 // constant exponents and a variadic Sum after a conv pick eltwise labels; Softmax over a 4-D
 // tensor's channels and over the last axis of a 2-D one picks norm labels; Transpose and
-// Pad pick their own labels. No reference label.
+// Pad pick their own labels, and so do Resize / Upsample (resize) and DepthToSpace /
+// SpaceToDepth (transpose). No reference label.
 #include <doctest/doctest.h>
 
 #include <cmath>
@@ -20,13 +21,13 @@
 
 namespace {
 
-
 using kiln::test::randoms;
 
 // Every model: x [2, 19, 7, 9] -> conv 1x1 (24, weights in [-w, w]) = c, then the ops under
 // test writing `outputs`.
-kiln::test::OnnxBuilder conv_model(const std::vector<std::string>& outputs, float w) {
-  kiln::test::OnnxBuilder b;
+kiln::test::OnnxBuilder conv_model(const std::vector<std::string>& outputs, float w,
+                                   int64_t opset = 13) {
+  kiln::test::OnnxBuilder b(opset);
   b.input("x", {2, 19, 7, 9});
   for (const auto& o : outputs) b.output(o);
   b.init_f("w", {24, 19, 1, 1}, randoms(24 * 19, 1, -w, w));
@@ -119,6 +120,41 @@ std::string pad_model() {
   return b.bytes();
 }
 
+void attr_s(onnx::NodeProto& n, const std::string& k, const std::string& v) {
+  auto* a = n.add_attribute();
+  a->set_name(k);
+  a->set_type(onnx::AttributeProto::STRING);
+  a->set_s(v);
+}
+
+// y1 = Resize linear pytorch_half_pixel by scales, y2 nearest asymmetric floor by sizes, y3
+// cubic by fractional scales; y4 = DepthToSpace(c), y5 = SpaceToDepth(y1).
+std::string resize_model() {
+  kiln::test::OnnxBuilder b = conv_model({"y1", "y2", "y3", "y4", "y5"}, 0.5f);
+  b.init_f("s2", {4}, {1, 1, 2, 2});
+  b.init_f("s3", {4}, {1, 1, 1.5f, 0.7f});
+  b.init_i("sz", {4}, {2, 24, 12, 20});
+  b.init_f("none", {0}, {});
+  auto& lin = b.node("Resize", {"c", "", "s2"}, {"y1"});
+  attr_s(lin, "mode", "linear");
+  attr_s(lin, "coordinate_transformation_mode", "pytorch_half_pixel");
+  auto& nn = b.node("Resize", {"c", "", "none", "sz"}, {"y2"});
+  attr_s(nn, "coordinate_transformation_mode", "asymmetric");
+  attr_s(nn, "nearest_mode", "floor");
+  attr_s(b.node("Resize", {"c", "", "s3"}, {"y3"}), "mode", "cubic");
+  kiln::test::OnnxBuilder::attr_i(b.node("DepthToSpace", {"c"}, {"y4"}), "blocksize", 2);
+  kiln::test::OnnxBuilder::attr_i(b.node("SpaceToDepth", {"y1"}, {"y5"}), "blocksize", 2);
+  return b.bytes();
+}
+
+// An opset-9 Upsample (input scales), imported as a Resize.
+std::string upsample_model() {
+  kiln::test::OnnxBuilder b = conv_model({"y"}, 0.5f, 9);
+  b.init_f("s", {4}, {1, 1, 2, 3});
+  b.node("Upsample", {"c", "s"}, {"y"});
+  return b.bytes();
+}
+
 // Runs `bytes` (input [2, 19, 7, 9]) on the reference path and on every ISA path; `check(session)`
 // inspects the labels; outputs must match within `tol` of each output's largest magnitude (the
 // JIT conv rounds differently from the reference one).
@@ -172,4 +208,18 @@ TEST_CASE("glue ops session: Transpose runs on transpose labels") {
 TEST_CASE("glue ops session: constant Pad runs on pad labels") {
   compare(pad_model(), 1e-5,
           [](const kiln::Session& s) { CHECK(count_labels(s, kiln::LabelKind::pad) == 2); });
+}
+
+TEST_CASE(
+    "glue ops session: Resize runs on resize labels, DepthToSpace / SpaceToDepth on "
+    "transpose labels") {
+  compare(resize_model(), 1e-5, [](const kiln::Session& s) {
+    CHECK(count_labels(s, kiln::LabelKind::resize) == 3);
+    CHECK(count_labels(s, kiln::LabelKind::transpose) == 2);
+  });
+}
+
+TEST_CASE("glue ops session: an opset-9 Upsample runs on a resize label") {
+  compare(upsample_model(), 1e-5,
+          [](const kiln::Session& s) { CHECK(count_labels(s, kiln::LabelKind::resize) == 1); });
 }
