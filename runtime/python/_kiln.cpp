@@ -386,7 +386,13 @@ class Session {
     c.in = bind(feeds, std::as_const(inputs_), "input", false, true);
     c.in_io = inputs_;
     c.out_io = outputs_;
-    for (size_t i = 0; i < c.in.size(); ++i) {
+    // Arrays of the loaded shapes run as they are (inputs may have different dim 0s, e.g. a
+    // broadcast operand); otherwise dim 0 is a batch every input shares.
+    bool loaded_shapes = true;
+    for (size_t i = 0; i < c.in.size(); ++i)
+      loaded_shapes &= std::equal(c.in[i].shape(), c.in[i].shape() + c.in[i].ndim(),
+                                  inputs_[i].dims.begin(), inputs_[i].dims.end());
+    for (size_t i = 0; i < c.in.size() && !loaded_shapes; ++i) {
       if (c.in[i].ndim() == 0) continue;
       const int64_t b = c.in[i].shape(0);
       if (c.batch == 0) c.batch = b;

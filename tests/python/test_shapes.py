@@ -80,3 +80,20 @@ def test_batches_from_several_threads():
         for th in threads:
             th.join()
         assert bad == []
+
+
+def test_inputs_of_different_leading_dims_run_at_their_loaded_shapes():
+    # A broadcast operand's dim 0 is not a batch: x [3, 4, 5] + y [5] (ONNX's test_add_bcast
+    # shape) runs as loaded instead of being refused as two different batches.
+    import onnx
+    from onnx import helper, TensorProto
+    g = helper.make_graph(
+        [helper.make_node("Add", ["x", "y"], ["z"])], "bcast",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [3, 4, 5]),
+         helper.make_tensor_value_info("y", TensorProto.FLOAT, [5])],
+        [helper.make_tensor_value_info("z", TensorProto.FLOAT, [3, 4, 5])])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)])
+    m.ir_version = 7
+    with kiln.Session.from_bytes(m.SerializeToString(), **OPTS) as s:
+        x, y = _x(3, 4, 5), _x(5, seed=1)
+        np.testing.assert_array_equal(s.run([x, y])["z"], x + y)
