@@ -331,6 +331,12 @@ void import_input(Graph& g, const onnx::ValueInfoProto& vi, const ImportOptions&
       set = opts.batch;
     else if (want)
       set = (*want)[size_t(i)];
+    if (d.has_dim_value() && d.dim_value() < 0)
+      fail(Code::invalid_model, what + " has a negative dimension " + std::to_string(i));
+    if (set == 0 && d.has_dim_value() && d.dim_value() == 0)
+      fail(Code::unsupported, what + " has dimension " + std::to_string(i) +
+                                  " of size 0 (an empty tensor); Kiln runs non-empty tensors "
+                                  "(another size can be set at load: --shape, input_shapes)");
     if (set > 0) {
       v.shape.push_back(set);
       if (opts.dims_set && (!fixed || set != d.dim_value()))

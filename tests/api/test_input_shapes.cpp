@@ -53,12 +53,6 @@ std::vector<int64_t> out_shape_for(kiln_session* s, int64_t batch) {
   return dims;
 }
 
-size_t numel(const std::vector<int64_t>& dims) {
-  size_t n = 1;
-  for (int64_t d : dims) n *= size_t(d);
-  return n;
-}
-
 // One run of the one-input, one-output net; batch 0: kiln_session_run.
 std::vector<float> run(kiln_session* s, const std::vector<float>& x, int64_t batch,
                        size_t out_elems) {

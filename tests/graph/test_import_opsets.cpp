@@ -179,6 +179,13 @@ TEST_CASE("import: refusals name the reason") {
     CHECK(e.code() == Code::unsupported);
     CHECK(std::string(e.what()).find("ai.onnx.preview.training") != std::string::npos);
   }
+  SUBCASE("a graph input with a zero-sized dimension is an empty tensor, not a symbolic one") {
+    OnnxBuilder b(13);
+    b.input("x", {1, 0, 3}).output("y").node("Relu", {"x"}, {"y"});
+    auto e = error_of(b.bytes());
+    CHECK(e.code() == Code::unsupported);
+    CHECK(std::string(e.what()).find("dimension 1 of size 0") != std::string::npos);
+  }
   SUBCASE("integer Pow is valid ONNX that Kiln does not run") {
     OnnxBuilder b(13);
     b.input("x", {2}, onnx::TensorProto::INT64).input("p", {2}, onnx::TensorProto::INT64);

@@ -63,6 +63,8 @@ def run_case(kiln, case, rtol, atol, max_isa):
                                                key=lambda p: int(p.rsplit("_", 1)[1][:-3]))]
             feed = []
             for meta, x in zip(sess.inputs, ins):
+                if x.dtype == np.float16 and np.dtype(meta.dtype) == np.float32:
+                    x = x.astype(np.float32)  # Kiln widens float16 inputs (README)
                 if np.dtype(meta.dtype) != x.dtype:
                     return "refused", f"input {meta.name} dtype {x.dtype} (Kiln: {meta.dtype})"
                 feed.append(np.require(x, requirements="C"))
