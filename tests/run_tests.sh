@@ -36,7 +36,7 @@ stage() {
 # Every stage runs even if an earlier one failed (each reports its own findings); the script
 # fails at the end if any did. The fuzzers link the ASan stage's instrumented core library.
 failed=()
-skip KILN_SKIP_ASAN || stage "ASan+UBSan suite" "${KILN_ASAN_TIMEOUT:-900}" \
+skip KILN_SKIP_ASAN || stage "ASan+UBSan suite" "${KILN_ASAN_TIMEOUT:-1200}" \
   bash "$ROOT/tests/sanitize/asan.sh" || failed+=(asan)
 skip KILN_SKIP_TSAN || stage "TSan concurrency tests" "${KILN_TSAN_TIMEOUT:-600}" \
   bash "$ROOT/tests/sanitize/tsan.sh" || failed+=(tsan)
