@@ -19,7 +19,7 @@ require_clang
 FLAGS="-O1 -g1 -DNDEBUG -fno-omit-frame-pointer -fsanitize=thread"
 t0=$(date +%s)
 configure_sanitized "$BUILD" "$FLAGS" "-fsanitize=thread"
-cmake --build "$BUILD" -j"$JOBS" --target kiln kiln_cli test_api test_runtime test_host
+cmake --build "$BUILD" -j"$JOBS" --target kiln kiln_cli test_api test_tuning_cache_threads test_host
 echo "tsan: built in $(since "$t0") s"
 
 t1=$(date +%s)
@@ -27,7 +27,7 @@ export TSAN_OPTIONS=${TSAN_OPTIONS:-halt_on_error=1:second_deadlock_stack=1:supp
 export KILN_LOG_LEVEL=${KILN_LOG_LEVEL:-warn}
 "$BUILD/tests/test_api" --test-case="${KILN_TSAN_TESTS:-*concurrent*,*many threads*,soak*}" \
   --duration=true
-"$BUILD/tests/test_runtime" --test-case='*threads sharing one object*' --duration=true
+"$BUILD/tests/test_tuning_cache_threads" --test-case='*threads sharing one object*' --duration=true
 "$BUILD/tests/test_host" --duration=true
 # The CLI's concurrent requests: one shared session, then a session per request thread.
 for extra in "" "--sessions"; do
