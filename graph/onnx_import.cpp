@@ -207,6 +207,29 @@ std::optional<DType> widened_dtype(int32_t t) {
   }
 }
 
+// A tensor whose elements are stored as `In` (little-endian) in raw data or one per entry of
+// int32_data (where ONNX keeps int32, 16-bit floats and bool), each converted by `conv`.
+template <typename Out, typename In, typename Conv>
+Tensor widen(DType dtype, Shape shape, const std::optional<Bytes>& raw, const onnx::TensorProto& t,
+             const std::string& what, Conv conv) {
+  const int64_t n = shape_numel(shape);
+  if (raw) check_count(int64_t(raw->n / sizeof(In)), n, what, shape);
+  if (raw && raw->n % sizeof(In))
+    fail(Code::invalid_model, what + " raw data is not whole elements");
+  if (!raw) check_count(t.int32_data_size(), n, what, shape);
+  Tensor out(dtype, std::move(shape));
+  Out* o = out.data<Out>();
+  for (int64_t i = 0; i < n; ++i) {
+    In v{};
+    if (raw)
+      std::memcpy(&v, raw->p + i * int64_t(sizeof(In)), sizeof(In));
+    else
+      v = In(t.int32_data(int(i)));
+    o[i] = conv(v);
+  }
+  return out;
+}
+
 Tensor convert_tensor(Ctx& cx, const onnx::TensorProto& t, const std::string& what,
                       const onnx_wire::TensorCut* cut) {
   Shape shape = dims_of(t, what);
@@ -247,48 +270,16 @@ Tensor convert_tensor(Ctx& cx, const onnx::TensorProto& t, const std::string& wh
       std::copy(t.int64_data().begin(), t.int64_data().end(), out.data<int64_t>());
       return out;
     }
-    case onnx::TensorProto::BOOL: {  // one byte per element, normalised to 0/1
-      if (raw) check_count(int64_t(raw->n), n, what, shape);
-      if (!raw) check_count(t.int32_data_size(), n, what, shape);
-      Tensor out(DType::boolean, shape);
-      uint8_t* o = out.data<uint8_t>();
-      for (int64_t i = 0; i < n; ++i) o[i] = raw ? raw->p[i] != 0 : t.int32_data(int(i)) != 0;
-      return out;
-    }
-    case onnx::TensorProto::INT32: {  // widened: Kiln's integer type is int64
-      if (raw) check_count(int64_t(raw->n / 4), n, what, shape);
-      if (raw && raw->n % 4) fail(Code::invalid_model, what + " raw data is not whole elements");
-      if (!raw) check_count(t.int32_data_size(), n, what, shape);
-      Tensor out(DType::i64, shape);
-      int64_t* o = out.data<int64_t>();
-      for (int64_t i = 0; i < n; ++i) {
-        int32_t v = 0;
-        if (raw)
-          std::memcpy(&v, raw->p + i * 4, 4);
-        else
-          v = t.int32_data(int(i));
-        o[i] = v;
-      }
-      return out;
-    }
+    case onnx::TensorProto::BOOL:  // one byte per element, normalised to 0/1
+      return widen<uint8_t, uint8_t>(DType::boolean, std::move(shape), raw, t, what,
+                                     [](uint8_t v) { return uint8_t(v != 0); });
+    case onnx::TensorProto::INT32:  // widened: Kiln's integer type is int64
+      return widen<int64_t, int32_t>(DType::i64, std::move(shape), raw, t, what,
+                                     [](int32_t v) { return int64_t(v); });
     case onnx::TensorProto::FLOAT16:  // widened to float32 (exactly)
-    case onnx::TensorProto::BFLOAT16: {
-      const bool bf16 = t.data_type() == onnx::TensorProto::BFLOAT16;
-      if (raw) check_count(int64_t(raw->n / 2), n, what, shape);
-      if (raw && raw->n % 2) fail(Code::invalid_model, what + " raw data is not whole elements");
-      if (!raw) check_count(t.int32_data_size(), n, what, shape);  // one 16-bit value each
-      Tensor out(DType::f32, shape);
-      float* o = out.data<float>();
-      for (int64_t i = 0; i < n; ++i) {
-        uint16_t h = 0;
-        if (raw)
-          std::memcpy(&h, raw->p + i * 2, 2);
-        else
-          h = uint16_t(t.int32_data(int(i)));
-        o[i] = bf16 ? bf16_to_float(h) : half_to_float(h);
-      }
-      return out;
-    }
+      return widen<float, uint16_t>(DType::f32, std::move(shape), raw, t, what, half_to_float);
+    case onnx::TensorProto::BFLOAT16:
+      return widen<float, uint16_t>(DType::f32, std::move(shape), raw, t, what, bf16_to_float);
     default:
       fail(Code::unsupported,
            what + " has data type " + onnx::TensorProto_DataType_Name(t.data_type()) +
