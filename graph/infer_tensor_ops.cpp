@@ -167,9 +167,8 @@ void infer_pad(Graph& g, Node& n) {
   expect_dtype(g, n, 0, DType::f32, Code::unsupported);
   for (const char* a : {"pads", "value"}) reject_attr(n, a);
   std::string mode = n.attr_s("mode", "constant");
-  if (mode == "reflect" || mode == "edge" || mode == "wrap")
-    n.fail(Code::unsupported, "mode '" + mode + "' is not supported (only 'constant')");
-  if (mode != "constant") n.fail(Code::invalid_model, "unknown mode '" + mode + "'");
+  if (mode != "constant" && mode != "reflect" && mode != "edge" && mode != "wrap")
+    n.fail(Code::invalid_model, "unknown mode '" + mode + "'");
   const Shape& x = input(g, n, 0).shape;
   int64_t r = int64_t(x.size());
   std::vector<int64_t> pads = *const_ints(g, n, 1);
@@ -196,6 +195,15 @@ void infer_pad(Graph& g, Node& n) {
              "negative pads " + ints_str(pads) + " (cropping) are not supported");
     if (b >= kMaxAttr || e >= kMaxAttr)
       n.fail(Code::unsupported, "pads " + ints_str(pads) + " are too large");
+    if (mode != "constant" && (b || e) && x[size_t(axes[i])] == 0)
+      n.fail(Code::invalid_model, "mode '" + mode + "' cannot pad dim " + std::to_string(axes[i]) +
+                                      " of input shape " + shape_str(x) + ": it is empty");
+    // numpy.pad (ONNX's reference) wraps pads wider than the dim in rounds that are not
+    // periodic; the definitions agree up to the dim's size.
+    if (mode == "wrap" && (b > x[size_t(axes[i])] || e > x[size_t(axes[i])]))
+      n.fail(Code::unsupported, "wrap pads " + ints_str(pads) + " wider than dim " +
+                                    std::to_string(axes[i]) + " of input shape " + shape_str(x) +
+                                    " are not supported");
     out[size_t(axes[i])] += b + e;
   }
   set_output(g, n, 0, DType::f32, out);

@@ -98,6 +98,7 @@ void infer_cast(Graph& g, Node& n);  // Cast, CastLike
 // infer_linalg.cpp
 void infer_gemm(Graph& g, Node& n);
 void infer_matmul(Graph& g, Node& n);
+void infer_einsum(Graph& g, Node& n);  // einsum.cpp
 void infer_softmax(Graph& g, Node& n);
 // infer_reduce.cpp
 void infer_reduce(Graph& g, Node& n);  // Reduce* (graph/post_ops.h reduce_op)

@@ -283,6 +283,7 @@ PassStats optimize(Graph& g, const Evaluator& eval) {
   s.identities = remove_identities(g);
   s.batchnorms = fold_batchnorm(g);
   s.rewrites = rewrite_conv_transposes(g);
+  s.rewrites += rewrite_einsums(g);
   s.rewrites += sink_channels_last(g);
   s.rewrites += fuse_layer_norm(g);
   s.rewrites += fuse_gelu(g);

@@ -71,6 +71,11 @@ int fold_pads(Graph& g);
 // channel per output channel and stride phase) + SubpixelInterleave (or the Conv alone for
 // stride 1 without crop). Returns the number rewritten.
 int rewrite_conv_transposes(Graph& g);
+// graph/einsum.cpp. Einsum nodes of one or two f32 operands whose labels are not repeated within
+// an operand (no diagonals) become ReduceSum (labels only one operand has and the output lacks),
+// Transpose, Reshape and one batched MatMul (numpy batch broadcast), so they run on those ops'
+// kernels. Returns the number rewritten.
+int rewrite_einsums(Graph& g);
 
 // Pattern rewrites (graph/rewrites.cpp), each returning how many it made:
 // Transpose(0,2,3,1) -> ops along the last axis -> Transpose(0,3,1,2) becomes the same ops on

@@ -382,7 +382,9 @@ int fold_pads(Graph& g) {
   for (size_t i = 0; i < g.nodes.size(); ++i) {
     Node& pad = g.nodes[i];
     const ValueId x = pad.in(0);
-    if (pad.op != "Pad" || !is4d_f32(g, x) || pad.outputs.size() != 1) continue;
+    if (pad.op != "Pad" || !is4d_f32(g, x) || pad.outputs.size() != 1 ||
+        pad.attr_s("mode", "constant") != "constant")
+      continue;
     const ValueId y = pad.outputs[0];
     const std::optional<std::vector<int64_t>> q = ints_of(g, pad, 1);  // begins, then ends
     const std::optional<float> value = scalar_of(g, pad, 2, 0.f);

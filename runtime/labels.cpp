@@ -166,14 +166,15 @@ std::unique_ptr<Kernel> make_bcast(const Graph& g, const Node& n, Layout l, Isa 
 
 // ---- end of the bcast block ----
 
-// A constant-mode Pad of a 4-D f32 tensor with constant pads, axes and value: the pads per dim.
+// A Pad of a 4-D f32 tensor with constant pads, axes and value: the pads per dim and the mode.
 struct PadSpec {
   std::vector<int64_t> begin, end;
   float value = 0;
+  std::string mode;
 };
 std::optional<PadSpec> pad_spec(const Graph& g, const Node& n) {
   if (n.op != "Pad" || n.outputs.size() != 1 || !is4d(g, n.in(0)) || !is4d(g, n.outputs[0]) ||
-      g.value(n.inputs[0]).dtype != DType::f32 || n.attr_s("mode", "constant") != "constant")
+      g.value(n.inputs[0]).dtype != DType::f32)
     return std::nullopt;
   auto ints = [&](ValueId v) -> std::optional<std::vector<int64_t>> {
     if (v == kNoValue || !g.value(v).is_const() || g.value(v).dtype != DType::i64)
@@ -189,7 +190,8 @@ std::optional<PadSpec> pad_spec(const Graph& g, const Node& n) {
     axes = *a;
   }
   if (!pads || pads->size() != 2 * axes.size()) return std::nullopt;
-  PadSpec p{std::vector<int64_t>(4, 0), std::vector<int64_t>(4, 0), 0.f};
+  PadSpec p{std::vector<int64_t>(4, 0), std::vector<int64_t>(4, 0), 0.f,
+            n.attr_s("mode", "constant")};
   for (size_t i = 0; i < axes.size(); ++i) {
     const int64_t a = axes[i] < 0 ? axes[i] + 4 : axes[i];
     if (a < 0 || a > 3) return std::nullopt;
@@ -666,9 +668,10 @@ std::vector<Label> candidate_labels(const Graph& g, int i, Isa isa, bool referen
     for (Layout l : {b, Layout::nhwc, Layout::nchw}) simple(LabelKind::resize, l);
   } else if (jit && pad_spec(g, n)) {
     const PadSpec p = *pad_spec(g, n);
-    if (p.begin[1] == 0 && p.end[1] == 0)
+    const bool hw_only = p.begin[0] == 0 && p.end[0] == 0 && p.begin[1] == 0 && p.end[1] == 0;
+    if (p.begin[1] == 0 && p.end[1] == 0 && (p.mode == "constant" || hw_only))
       for (Layout l : {b, Layout::nhwc}) simple(LabelKind::pad, l);
-    simple(LabelKind::pad, Layout::nchw);
+    if (p.mode == "constant" || hw_only) simple(LabelKind::pad, Layout::nchw);
   } else if (jit && view_ok(g, n, Layout::nchw)) {
     for (Layout l : {b, Layout::nhwc, Layout::nchw})
       if (view_ok(g, n, l)) simple(LabelKind::view, l);
@@ -793,9 +796,9 @@ Instance instantiate(const Graph& g, int i, const Label& l, Isa isa, std::string
     }
     case LabelKind::pad: {
       const auto p = pad_spec(g, n);
-      if (!jit_isa || !p) return no("not a constant 4-D Pad on a JIT ISA");
+      if (!jit_isa || !p) return no("not a 4-D Pad on a JIT ISA");
       r.kernel = create_pad_kernel(g.value(n.inputs[0]).shape, p->begin, p->end, p->value, l.in,
-                                   isa, &why);
+                                   isa, &why, p->mode);
       break;
     }
     case LabelKind::reduce: {

@@ -110,12 +110,14 @@ std::unique_ptr<Kernel> create_softmax_kernel(int64_t outer, int64_t c, int64_t 
 std::unique_ptr<Kernel> create_transpose_kernel(const Shape& in, const std::vector<int64_t>& perm,
                                                 Isa isa, std::string* why_not);
 
-// Constant Pad of a 4-D f32 tensor of logical shape x (nchw dims) by begin[d] / end[d] >= 0
-// elements per dim, filled with `value`. nchw: any dims; nhwc and the ISA's blocked layout: no
-// channel pads (blocked also needs value 0 or whole channel blocks: pad lanes stay 0).
+// Pad of a 4-D f32 tensor of logical shape x (nchw dims) by begin[d] / end[d] >= 0 elements
+// per dim. Mode constant fills with `value`: nchw any dims; nhwc and the ISA's blocked layout no
+// channel pads (blocked also needs value 0 or whole channel blocks: pad lanes stay 0). Modes
+// reflect / edge / wrap (graph/pad.h): H and W pads only, every layout, <= 256 pad pixels a row.
 std::unique_ptr<Kernel> create_pad_kernel(const Shape& x, const std::vector<int64_t>& begin,
                                           const std::vector<int64_t>& end, float value, Layout l,
-                                          Isa isa, std::string* why_not);
+                                          Isa isa, std::string* why_not,
+                                          const std::string& mode = "constant");
 
 // MatMul of two f32 tensors of rank >= 2 (either may be a constant) with numpy-broadcast
 // batch dims: dst[0] = src[0] x src[1], row-major, output [batch..., M, N].

@@ -1,9 +1,13 @@
-// Constant Pad of a 4-D f32 tensor (non-negative pads on any dim; nhwc and blocked layouts
-// without channel pads). The output is a stack of planes of rows: nchw planes are (n, c)
-// pairs of H x W, nhwc planes images of H rows of W*C floats, blocked planes (n, channel block)
+// Pad of a 4-D f32 tensor: constant mode with non-negative pads on any dim (nhwc and blocked
+// layouts without channel pads); reflect / edge / wrap with pads on H and W only, where every
+// output row is a copy of an input row (graph/pad.h maps the index) whose pad pixels are
+// compile-time copies of input pixels. The output is a stack of planes of rows: nchw planes are (n,
+// c) pairs of H x W, nhwc planes images of H rows of W*C floats, blocked planes (n, channel block)
 // pairs of H rows of W*B floats. A row inside the input's extent is [fill | copy | fill] with
 // compile-time lengths; everything else (top/bottom rows, planes of padded images or
 // channels) is a contiguous run of the constant. Tiles are ~16 KiB runs of output rows.
+#include "graph/pad.h"
+
 #include <algorithm>
 #include <cstddef>
 #include <cstring>
@@ -31,6 +35,11 @@ struct PadGeom {
   int64_t h_begin = 0, h_in = 1, h_out = 1;
   int64_t left = 0, copy = 0, right = 0;  // a row: fill, copy, fill (floats)
   int64_t row_out = 0, row_in = 0;        // floats per output / input row
+  // Reflect / edge / wrap: the input pixel each output pixel of a row's pads reads (left pads
+  // then right pads) and the pixel size in floats; empty for constant mode.
+  bool mirror = false, reflect = false, wrap = false;
+  std::vector<int64_t> left_src, right_src;
+  int64_t unit = 1;
 };
 
 class PadKernel : public glue::GlueKernel {
@@ -64,6 +73,17 @@ class PadKernel : public glue::GlueKernel {
           continue;
         }
         const float* src = a.src[0] + (n * g_.q_in + q) * plane_in;
+        if (g_.mirror) {  // every row copies an input row; runs of interior rows in one call
+          for (int64_t o = h; o < h_end;) {
+            const int64_t ih = pad_source_index(g_.reflect, g_.wrap, o - g_.h_begin, g_.h_in);
+            int64_t run = 1;
+            if (o >= g_.h_begin && o < g_.h_begin + g_.h_in)
+              run = std::min(h_end, g_.h_begin + g_.h_in) - o;
+            rows_(src + ih * g_.row_in, dst + o * g_.row_out, run);
+            o += run;
+          }
+          continue;
+        }
         // Rows [h, h_end): top fill, input rows, bottom fill.
         const int64_t m0 = std::clamp(g_.h_begin, h, h_end),
                       m1 = std::clamp(g_.h_begin + g_.h_in, h, h_end);
@@ -142,13 +162,27 @@ class PadKernel : public glue::GlueKernel {
     x86::Vec v = b.bcast(value);
     asmjit::Label top = cc.newLabel();
     cc.bind(top);
-    if (g_.left) fill_static(b, v, d, g_.left);
+    if (g_.mirror) {
+      // Pad pixels: copies of the input pixels graph/pad.h names, at compile-time offsets.
+      auto pixels = [&](const std::vector<int64_t>& srcs, int64_t first) {
+        for (size_t j = 0; j < srcs.size(); ++j) {
+          x86::Gp ps = b.gp(), pd = b.gp();
+          cc.lea(ps, x86::ptr(s, int32_t(srcs[j] * g_.unit * 4)));
+          cc.lea(pd, x86::ptr(d, int32_t((first + int64_t(j)) * g_.unit * 4)));
+          b.copy_static(pd, ps, g_.unit);
+        }
+      };
+      pixels(g_.left_src, 0);
+      pixels(g_.right_src, (g_.left + g_.copy) / g_.unit);
+    } else if (g_.left) {
+      fill_static(b, v, d, g_.left);
+    }
     if (g_.copy) {
       x86::Gp c = b.gp();
       cc.lea(c, x86::ptr(d, int32_t(g_.left * 4)));
       b.copy_static(c, s, g_.copy);
     }
-    if (g_.right) {
+    if (g_.right && !g_.mirror) {
       x86::Gp r = b.gp();
       cc.lea(r, x86::ptr(d, int32_t((g_.left + g_.copy) * 4)));
       fill_static(b, v, r, g_.right);
@@ -169,7 +203,7 @@ class PadKernel : public glue::GlueKernel {
 
 std::unique_ptr<Kernel> create_pad_kernel(const Shape& x, const std::vector<int64_t>& begin,
                                           const std::vector<int64_t>& end, float value, Layout l,
-                                          Isa isa, std::string* why_not) {
+                                          Isa isa, std::string* why_not, const std::string& mode) {
   auto no = [&](const std::string& r) -> std::unique_ptr<Kernel> {
     if (why_not) *why_not = r;
     return nullptr;
@@ -183,6 +217,11 @@ std::unique_ptr<Kernel> create_pad_kernel(const Shape& x, const std::vector<int6
   const int V = simd_width(isa), B = layout_block(l);
   if (B > 1 && B != V) return no("blocked layout of another ISA");
   const bool channel_pads = begin[1] || end[1];
+  const bool mirror = mode != "constant";
+  if (mirror && mode != "reflect" && mode != "edge" && mode != "wrap") return no("unknown mode");
+  if (mirror && (begin[0] || end[0] || channel_pads))
+    return no("mode '" + mode + "' pads H and W only here");
+  if (mirror && begin[3] + end[3] > 256) return no("more than 256 pad pixels per row");
   if (l != Layout::nchw && channel_pads) return no("channel pads run in nchw only");
   if (B > 1 && value != 0.f && x[1] % B)
     return no("a non-zero constant would fill the blocked pad lanes");
@@ -202,6 +241,16 @@ std::unique_ptr<Kernel> create_pad_kernel(const Shape& x, const std::vector<int6
   } else {
     g.planes_in_image = g.q_in = B > 1 ? (x[1] + B - 1) / B : 1;
   }
+  g.mirror = mirror;
+  g.reflect = mode == "reflect";
+  g.wrap = mode == "wrap";
+  g.unit = unit;
+  if (mirror) {
+    for (int64_t j = 0; j < begin[3]; ++j)
+      g.left_src.push_back(pad_source_index(g.reflect, g.wrap, j - begin[3], x[3]));
+    for (int64_t j = 0; j < end[3]; ++j)
+      g.right_src.push_back(pad_source_index(g.reflect, g.wrap, x[3] + j, x[3]));
+  }
   g.left = begin[3] * unit;
   g.copy = x[3] * unit;
   g.right = end[3] * unit;
@@ -210,7 +259,8 @@ std::unique_ptr<Kernel> create_pad_kernel(const Shape& x, const std::vector<int6
   if (g.n_out * g.planes_in_image * ho * g.row_out > (int64_t(1) << 34) ||
       g.row_out > (int64_t(1) << 24))
     return no("tensor too large");
-  const std::string name = std::string("pad_f32_") + layout_name(l) + "__" + isa_name(isa);
+  const std::string name = std::string("pad_") + (mirror ? mode + "_" : "") + "f32_" +
+                           layout_name(l) + "__" + isa_name(isa);
   return std::make_unique<PadKernel>(g, value, isa, name);
 }
 

@@ -6,6 +6,7 @@
 
 #include "graph/canonicalize.h"
 #include "graph/channel_shuffle.h"
+#include "graph/pad.h"
 #include "runtime/ref/ref_common.h"
 #include "runtime/ref/ref_epilogue.h"
 
@@ -290,7 +291,8 @@ void pad(const Node& node, const Inputs& in, const Outputs& out) {
   expect_f32_or_i64(node, x, "input");
   expect_dtype(node, y, x.dtype(), "output");
   const std::string mode = node.attr_s("mode", "constant");
-  if (mode != "constant") node.fail(Code::unsupported, "mode '" + mode + "' is not supported");
+  if (mode != "constant" && mode != "reflect" && mode != "edge" && mode != "wrap")
+    node.fail(Code::unsupported, "mode '" + mode + "' is not supported");
   const int64_t rank = int64_t(x.shape().size());
   const std::vector<int64_t> pads = read_i64s(node, req_input(node, in, 1), "pads");
   std::vector<int64_t> axes;  // opset 18 optional input 3
@@ -313,6 +315,34 @@ void pad(const Node& node, const Inputs& in, const Outputs& out) {
     if (expect[d] < 0) node.fail(Code::invalid_model, "pads remove more than the whole dim");
   }
   expect_shape(node, y, expect, "output");
+  if (mode != "constant") {
+    // Every output index reads one input index per dim (pad_source_index); negative pads crop.
+    std::vector<std::vector<int64_t>> src(static_cast<size_t>(rank));
+    for (size_t d = 0; d < size_t(rank); ++d) {
+      const int64_t n = x.shape()[d];
+      if (n == 0 && y.shape()[d] > 0)
+        node.fail(Code::invalid_model, "mode '" + mode + "' cannot pad an empty dim");
+      if (mode == "wrap" && (begin[d] > n || end[d] > n))  // see infer_pad
+        node.fail(Code::unsupported, "wrap pads wider than the dim are not supported");
+      for (int64_t o = 0; o < y.shape()[d]; ++o)
+        src[d].push_back(pad_source_index(mode == "reflect", mode == "wrap", o - begin[d], n));
+    }
+    const std::vector<int64_t> xs = strides_of(x.shape());
+    dispatch_type(x.dtype(), [&](auto tag) {
+      using T = decltype(tag);
+      const T* xp = x.data<T>();
+      T* yp = y.data<T>();
+      std::vector<int64_t> idx(size_t(rank), 0);
+      for (int64_t i = 0; i < y.numel(); ++i) {
+        int64_t off = 0;
+        for (size_t d = 0; d < size_t(rank); ++d) off += src[d][size_t(idx[d])] * xs[d];
+        yp[i] = xp[off];
+        for (int64_t d = rank - 1; d >= 0 && ++idx[size_t(d)] == y.shape()[size_t(d)]; --d)
+          idx[size_t(d)] = 0;
+      }
+    });
+    return;
+  }
   // Fill y with the constant, then copy the part of x that survives (negative pads crop).
   const Tensor* cv = opt_input(in, 2);
   if (cv && cv->numel() > 1) node.fail(Code::invalid_model, "constant_value must have one element");

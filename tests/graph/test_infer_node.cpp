@@ -10,48 +10,26 @@ using namespace kiln;
 using namespace kiln::test_infer;
 
 TEST_CASE("op table lists every supported op once with sane bounds") {
-  const char* expected[] = {"Conv",          "MaxPool",
-                            "AveragePool",   "GlobalAveragePool",
-                            "GlobalMaxPool", "BatchNormalization",
-                            "Relu",          "LeakyRelu",
-                            "Sigmoid",       "HardSigmoid",
-                            "HardSwish",     "Tanh",
-                            "Clip",          "Identity",
-                            "Dropout",       "Add",
-                            "Sub",           "Mul",
-                            "Div",           "Sum",
-                            "Gemm",          "MatMul",
-                            "Flatten",       "Reshape",
-                            "Squeeze",       "Unsqueeze",
-                            "Transpose",     "Concat",
-                            "Split",         "Slice",
-                            "Gather",        "Shape",
-                            "Constant",      "Pad",
-                            "Softmax",       "ReduceMean",
-                            "Pow",           "Sqrt",
-                            "Erf",           "ChannelShuffle",
-                            "Gelu",          "LayerNormalization",
-                            "Exp",           "Log",
-                            "Neg",           "Abs",
-                            "Reciprocal",    "Floor",
-                            "Ceil",          "Elu",
-                            "Selu",          "Celu",
-                            "Softplus",      "Softsign",
-                            "Mish",          "ThresholdedRelu",
-                            "PRelu",
-                            // the reductions (branch reduce)
-                            "ReduceSum", "ReduceMax", "ReduceMin", "ReduceProd", "ReduceL1",
-                            "ReduceL2", "ReduceLogSum", "ReduceLogSumExp", "ReduceSumSquare",
-                            "ArgMax", "ArgMin", "LogSoftmax", "Hardmax", "InstanceNormalization",
-                            "GroupNormalization", "Max", "Min", "Mean",
-                            // ConvTranspose (branch convt)
-                            "ConvTranspose", "SubpixelInterleave",
-                            // branch dtypes
-                            "Equal", "Less", "Greater", "LessOrEqual", "GreaterOrEqual", "Not",
-                            "And", "Or", "Xor", "Where", "IsNaN", "IsInf", "Sign", "Mod", "Cast",
-                            "CastLike", "Expand", "Tile", "ConstantOfShape", "Range", "Size",
-                            // branch resize
-                            "Resize", "Upsample", "DepthToSpace", "SpaceToDepth"};
+  const char* expected[] = {
+      "Conv", "MaxPool", "AveragePool", "GlobalAveragePool", "GlobalMaxPool", "BatchNormalization",
+      "Relu", "LeakyRelu", "Sigmoid", "HardSigmoid", "HardSwish", "Tanh", "Clip", "Identity",
+      "Dropout", "Add", "Sub", "Mul", "Div", "Sum", "Gemm", "MatMul", "Einsum", "Flatten",
+      "Reshape", "Squeeze", "Unsqueeze", "Transpose", "Concat", "Split", "Slice", "Gather", "Shape",
+      "Constant", "Pad", "Softmax", "ReduceMean", "Pow", "Sqrt", "Erf", "ChannelShuffle", "Gelu",
+      "LayerNormalization", "Exp", "Log", "Neg", "Abs", "Reciprocal", "Floor", "Ceil", "Elu",
+      "Selu", "Celu", "Softplus", "Softsign", "Mish", "ThresholdedRelu", "PRelu",
+      // the reductions (branch reduce)
+      "ReduceSum", "ReduceMax", "ReduceMin", "ReduceProd", "ReduceL1", "ReduceL2", "ReduceLogSum",
+      "ReduceLogSumExp", "ReduceSumSquare", "ArgMax", "ArgMin", "LogSoftmax", "Hardmax",
+      "InstanceNormalization", "GroupNormalization", "Max", "Min", "Mean",
+      // ConvTranspose (branch convt)
+      "ConvTranspose", "SubpixelInterleave",
+      // branch dtypes
+      "Equal", "Less", "Greater", "LessOrEqual", "GreaterOrEqual", "Not", "And", "Or", "Xor",
+      "Where", "IsNaN", "IsInf", "Sign", "Mod", "Cast", "CastLike", "Expand", "Tile",
+      "ConstantOfShape", "Range", "Size",
+      // branch resize
+      "Resize", "Upsample", "DepthToSpace", "SpaceToDepth"};
   for (const char* op : expected) {
     CAPTURE(op);
     const OpInfo* info = find_op(op);

@@ -220,10 +220,15 @@ TEST_CASE("infer Pad") {
                    b.ints("ax", {2, -1})});
     CHECK(b.shape() == Shape{1, 3, 8, 11});
   }
-  SUBCASE("reflect is unsupported") {
-    b.node("Pad", {b.in("x", {1, 3, 4, 5}), b.ints("p", {0, 0, 1, 1, 0, 0, 1, 1})});
+  SUBCASE("reflect pads") {
+    b.node("Pad", {b.in("x", {1, 3, 4, 5}), b.ints("p", {0, 0, 1, 1, 0, 0, 1, 6})});
     b.set_s("mode", "reflect");
-    check_fails(b, Code::unsupported, "reflect");
+    CHECK(b.shape() == Shape{1, 3, 6, 12});
+  }
+  SUBCASE("edge cannot pad an empty dim") {
+    b.node("Pad", {b.in("x", {1, 3, 0, 5}), b.ints("p", {0, 0, 1, 1, 0, 0, 1, 1})});
+    b.set_s("mode", "edge");
+    check_fails(b, Code::invalid_model, "empty");
   }
   SUBCASE("unknown mode") {
     b.node("Pad", {b.in("x", {4}), b.ints("p", {1, 1})});

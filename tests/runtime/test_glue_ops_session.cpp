@@ -127,6 +127,21 @@ void attr_s(onnx::NodeProto& n, const std::string& k, const std::string& v) {
   a->set_s(v);
 }
 
+// y1..y3: reflect, edge and wrap Pads of c on H and W (y1 wider than W: reflection repeats).
+// Opset 19, where wrap appeared.
+std::string mirror_pad_model() {
+  kiln::test::OnnxBuilder b = conv_model({"y1", "y2", "y3"}, 1.f, 19);
+  b.init_i("p1", {8}, {0, 0, 2, 9, 0, 0, 3, 1});
+  b.init_i("p2", {8}, {0, 0, 1, 0, 0, 0, 0, 2});
+  b.init_i("p3", {8}, {0, 0, 0, 1, 0, 0, 4, 1});
+  const char* modes[] = {"reflect", "edge", "wrap"};
+  for (int i = 0; i < 3; ++i) {
+    const std::string k = std::to_string(i + 1);
+    attr_s(b.node("Pad", {"c", "p" + k}, {"y" + k}), "mode", modes[i]);
+  }
+  return b.bytes();
+}
+
 // y1 = Resize linear pytorch_half_pixel by scales, y2 nearest asymmetric floor by sizes, y3
 // cubic by fractional scales; y4 = DepthToSpace(c), y5 = SpaceToDepth(y1).
 std::string resize_model() {
@@ -208,6 +223,11 @@ TEST_CASE("glue ops session: Transpose runs on transpose labels") {
 TEST_CASE("glue ops session: constant Pad runs on pad labels") {
   compare(pad_model(), 1e-5,
           [](const kiln::Session& s) { CHECK(count_labels(s, kiln::LabelKind::pad) == 2); });
+}
+
+TEST_CASE("glue ops session: reflect / edge / wrap Pads run on pad labels") {
+  compare(mirror_pad_model(), 1e-5,
+          [](const kiln::Session& s) { CHECK(count_labels(s, kiln::LabelKind::pad) == 3); });
 }
 
 TEST_CASE(

@@ -295,11 +295,28 @@ TEST_CASE("ref Pad: constant mode, pads input, constant_value, negative pads, ax
   Tensor xi = i64({2}, {7, 8}), p1 = i64({2}, {1, 2}), m1 = i64({}, {-1});
   check_i64(run1(n, {&xi, &p1, &m1}, DType::i64, {5}), {5}, {-1, 7, 8, -1, -1});
 
+  // reflect / edge / wrap, pads wider than the dim (values from numpy.pad, ONNX's reference).
+  Tensor r3 = f32({3}, {1, 2, 3}), p50 = i64({2}, {5, 0}), p24 = i64({2}, {2, 4}),
+         p23 = i64({2}, {2, 3});
+  check_f32(run1(make_node("Pad", {{"mode", attr_s("reflect")}}), {&r3, &p50}, DType::f32, {8}),
+            {8}, {2, 1, 2, 3, 2, 1, 2, 3});
+  check_f32(run1(make_node("Pad", {{"mode", attr_s("wrap")}}), {&r3, &p23}, DType::f32, {8}), {8},
+            {2, 3, 1, 2, 3, 1, 2, 3});
   check_error(
       [&] {
-        run1(make_node("Pad", {{"mode", attr_s("reflect")}}, "pad"), {&x, &p}, DType::f32, {3, 3});
+        run1(make_node("Pad", {{"mode", attr_s("wrap")}}, "pad"), {&r3, &p24}, DType::f32, {9});
       },
-      Code::unsupported, "pad", "reflect");
+      Code::unsupported, "pad", "wider");
+  check_f32(run1(make_node("Pad", {{"mode", attr_s("edge")}}), {&r3, &p24}, DType::f32, {9}), {9},
+            {1, 1, 1, 2, 3, 3, 3, 3, 3});
+  Tensor p0030 = i64({4}, {0, 3, 0, 0});
+  check_f32(run1(make_node("Pad", {{"mode", attr_s("reflect")}}), {&x, &p0030}, DType::f32, {2, 5}),
+            {2, 5}, {2, 1, 2, 1, 2, 4, 3, 4, 3, 4});
+  check_error(
+      [&] {
+        run1(make_node("Pad", {{"mode", attr_s("mirror")}}, "pad"), {&x, &p}, DType::f32, {3, 3});
+      },
+      Code::unsupported, "pad", "mirror");
   Tensor short_pads = i64({2}, {1, 1});
   check_error(
       [&] {

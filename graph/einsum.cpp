@@ -1,0 +1,324 @@
+// Einsum: equation parsing, shape inference and the rewrite into Transpose / ReduceSum /
+// Reshape / MatMul (graph/einsum.h).
+#include "graph/einsum.h"
+
+#include <algorithm>
+#include <cctype>
+
+#include "graph/infer.h"
+#include "graph/infer_util.h"
+#include "graph/passes.h"
+
+namespace kiln {
+
+namespace {
+
+constexpr int kMaxEllipsisDims = 10;  // labels '0'..'9'
+
+bool is_ellipsis_label(char c) {
+  return c >= '0' && c <= '9';
+}
+
+}  // namespace
+
+EinsumSpec einsum_spec(const Node& n, const std::vector<Shape>& shapes) {
+  std::string eq;
+  for (char c : n.attr_s("equation", ""))
+    if (!std::isspace(static_cast<unsigned char>(c))) eq += c;
+  if (eq.empty()) n.fail(Code::invalid_model, "has no equation");
+  const size_t arrow = eq.find("->");
+  const std::string lhs = eq.substr(0, arrow);
+  std::vector<std::string> terms(1);
+  for (char c : lhs) {
+    if (c == ',')
+      terms.emplace_back();
+    else
+      terms.back() += c;
+  }
+  if (terms.size() != shapes.size())
+    n.fail(Code::invalid_model, "equation '" + eq + "' names " + std::to_string(terms.size()) +
+                                    " operands but the node has " + std::to_string(shapes.size()) +
+                                    " inputs");
+  // A term's letters around its optional ellipsis.
+  struct Term {
+    std::string before, after;
+    bool ellipsis = false;
+  };
+  auto split = [&](const std::string& t, const char* what) {
+    Term r;
+    const size_t e = t.find("...");
+    r.ellipsis = e != std::string::npos;
+    r.before = t.substr(0, r.ellipsis ? e : t.size());
+    r.after = r.ellipsis ? t.substr(e + 3) : "";
+    for (char c : r.before + r.after)
+      if (!std::isalpha(static_cast<unsigned char>(c)))
+        n.fail(Code::invalid_model, std::string("equation '") + eq + "': " + what + " '" + t +
+                                        "' holds '" + c + "' (labels are letters, plus one '...')");
+    return r;
+  };
+  std::vector<Term> parsed;
+  int64_t E = 0;
+  for (size_t i = 0; i < terms.size(); ++i) {
+    parsed.push_back(split(terms[i], "operand"));
+    const Term& t = parsed.back();
+    const int64_t named = int64_t(t.before.size() + t.after.size()), r = int64_t(shapes[i].size());
+    if ((!t.ellipsis && named != r) || (t.ellipsis && named > r))
+      n.fail(Code::invalid_model, "equation '" + eq + "': operand " + std::to_string(i) + " '" +
+                                      terms[i] + "' does not fit its shape " +
+                                      shape_str(shapes[i]));
+    if (t.ellipsis) E = std::max(E, r - named);
+  }
+  if (E > kMaxEllipsisDims)
+    n.fail(Code::unsupported, "an ellipsis of more than 10 dims is not supported");
+  EinsumSpec s;
+  for (size_t i = 0; i < terms.size(); ++i) {
+    const Term& t = parsed[i];
+    const int64_t e = int64_t(shapes[i].size() - t.before.size() - t.after.size());
+    std::string labels = t.before;
+    for (int64_t j = E - (t.ellipsis ? e : 0); j < E && t.ellipsis; ++j) labels += char('0' + j);
+    labels += t.after;
+    for (size_t d = 0; d < labels.size(); ++d) {
+      const char c = labels[d];
+      const int64_t dim = shapes[i][d];
+      auto it = s.size.find(c);
+      if (it == s.size.end()) {
+        s.size[c] = dim;
+      } else if (it->second != dim) {
+        if (is_ellipsis_label(c) && (it->second == 1 || dim == 1))
+          it->second = std::max(it->second, dim);
+        else
+          n.fail(Code::invalid_model,
+                 "equation '" + eq + "': label '" +
+                     (is_ellipsis_label(c) ? std::string("...") : std::string(1, c)) +
+                     "' has sizes " + std::to_string(it->second) + " and " + std::to_string(dim));
+      }
+    }
+    s.in.push_back(labels);
+  }
+  std::string ell;
+  for (int64_t j = 0; j < E; ++j) ell += char('0' + j);
+  if (arrow != std::string::npos) {
+    const Term t = split(eq.substr(arrow + 2), "output");
+    s.out = t.before + (t.ellipsis ? ell : "") + t.after;
+    for (size_t d = 0; d < s.out.size(); ++d) {
+      const char c = s.out[d];
+      if (!s.size.count(c))
+        n.fail(Code::invalid_model,
+               "equation '" + eq + "': output label '" + c + "' is in no operand");
+      if (s.out.find(c) != d)
+        n.fail(Code::invalid_model, "equation '" + eq + "': output label '" + c + "' repeats");
+    }
+  } else {  // implicit: the ellipsis, then the letters seen once, in alphabetical order
+    std::map<char, int> count;
+    for (const std::string& l : s.in)
+      for (char c : l) ++count[c];
+    s.out = ell;
+    for (const auto& [c, k] : count)
+      if (k == 1 && !is_ellipsis_label(c)) s.out += c;
+  }
+  return s;
+}
+
+namespace infer_detail {
+
+void infer_einsum(Graph& g, Node& n) {
+  std::vector<Shape> shapes;
+  for (size_t i = 0; i < n.inputs.size(); ++i) {
+    expect_dtype(g, n, i, DType::f32, Code::unsupported);
+    shapes.push_back(input(g, n, i).shape);
+  }
+  const EinsumSpec s = einsum_spec(n, shapes);
+  Shape out;
+  for (char c : s.out) out.push_back(s.size.at(c));
+  set_output(g, n, 0, DType::f32, out);
+}
+
+}  // namespace infer_detail
+
+namespace {
+
+// Appends `node` (shape-inferred) writing a new value, or into `out` when given; returns it.
+ValueId emit(Graph& g, std::vector<Node>& nodes, Node node, const std::string& base,
+             ValueId out = kNoValue) {
+  node.outputs = {out != kNoValue ? out : g.add_value(unique_value_name(g, base))};
+  infer_node(g, node);
+  nodes.push_back(std::move(node));
+  return nodes.back().outputs[0];
+}
+
+ValueId i64_const(Graph& g, const std::string& base, const std::vector<int64_t>& v) {
+  Tensor t(DType::i64, {int64_t(v.size())});
+  std::copy(v.begin(), v.end(), t.data<int64_t>());
+  return g.add_const(unique_value_name(g, base), std::move(t));
+}
+
+// One operand on its way through the rewrite: its value and the label of each dim.
+struct Operand {
+  ValueId v;
+  std::string labels;
+};
+
+class EinsumRewriter {
+ public:
+  EinsumRewriter(Graph& g, std::vector<Node>& nodes, const Node& n) : g_(g), nodes_(nodes), n_(n) {}
+
+  // Sums the dims whose labels are in `drop` (keepdims 0).
+  void reduce(Operand& x, const std::string& drop) {
+    std::vector<int64_t> axes;
+    std::string kept;
+    for (size_t d = 0; d < x.labels.size(); ++d) {
+      if (drop.find(x.labels[d]) != std::string::npos)
+        axes.push_back(int64_t(d));
+      else
+        kept += x.labels[d];
+    }
+    if (axes.empty()) return;
+    Node r = make("ReduceSum");
+    r.inputs = {x.v, i64_const(g_, n_.name + "_axes", axes)};
+    r.attrs["keepdims"] = attr_i(0);
+    x = {emit(g_, nodes_, std::move(r), n_.name + "_sum"), kept};
+  }
+
+  // Permutes x's dims into the label order `want` (a permutation of x.labels).
+  void transpose(Operand& x, const std::string& want, ValueId out = kNoValue) {
+    if (want == x.labels && out == kNoValue) return;
+    std::vector<int64_t> perm;
+    for (char c : want) perm.push_back(int64_t(x.labels.find(c)));
+    Node t = make("Transpose");
+    t.inputs = {x.v};
+    t.attrs["perm"] = attr_ints(perm);
+    x = {emit(g_, nodes_, std::move(t), n_.name + "_t", out), want};
+  }
+
+  ValueId reshape(ValueId x, const Shape& shape, ValueId out = kNoValue) {
+    if (g_.value(x).shape == shape && out == kNoValue) return x;
+    Node r = make("Reshape");
+    r.inputs = {x, i64_const(g_, n_.name + "_shape", shape)};
+    return emit(g_, nodes_, std::move(r), n_.name + "_r", out);
+  }
+
+  ValueId matmul(ValueId a, ValueId b) {
+    Node m = make("MatMul");
+    m.inputs = {a, b};
+    return emit(g_, nodes_, std::move(m), n_.name + "_mm");
+  }
+
+  Node make(const std::string& op) const {
+    Node x;
+    x.name = n_.name + "_" + op;
+    x.op = op;
+    return x;
+  }
+
+  int64_t dim(const Operand& x, char c) const { return g_.value(x.v).shape[x.labels.find(c)]; }
+
+ private:
+  Graph& g_;
+  std::vector<Node>& nodes_;
+  const Node& n_;
+};
+
+bool has(const std::string& s, char c) {
+  return s.find(c) != std::string::npos;
+}
+
+// The rewrite of one Einsum; false (nothing emitted) where it does not apply.
+bool rewrite_one(Graph& g, std::vector<Node>& nodes, const Node& n) {
+  if (n.inputs.empty() || n.inputs.size() > 2 || n.outputs.size() != 1) return false;
+  std::vector<Shape> shapes;
+  for (ValueId v : n.inputs) {
+    if (v == kNoValue || g.value(v).dtype != DType::f32) return false;
+    shapes.push_back(g.value(v).shape);
+  }
+  const EinsumSpec s = einsum_spec(n, shapes);
+  for (const std::string& l : s.in)
+    for (size_t d = 0; d < l.size(); ++d)
+      if (l.find(l[d]) != d) return false;  // a diagonal
+  // Contracted labels (in both operands, not the output) must have one size in both: a summed
+  // dim is not broadcast.
+  if (s.in.size() == 2)
+    for (size_t d = 0; d < s.in[0].size(); ++d) {
+      const char c = s.in[0][d];
+      const size_t e = s.in[1].find(c);
+      if (e != std::string::npos && !has(s.out, c) && shapes[0][d] != shapes[1][e]) return false;
+    }
+  EinsumRewriter r(g, nodes, n);
+  std::vector<Operand> ops;
+  for (size_t i = 0; i < n.inputs.size(); ++i) ops.push_back({n.inputs[i], s.in[i]});
+  // Labels only one operand has and the output lacks are summed first.
+  for (size_t i = 0; i < ops.size(); ++i) {
+    std::string drop;
+    for (char c : ops[i].labels)
+      if (!has(s.out, c) && (ops.size() == 1 || !has(ops[1 - i].labels, c))) drop += c;
+    r.reduce(ops[i], drop);
+  }
+  const ValueId y = n.outputs[0];
+  if (ops.size() == 1) {
+    if (ops[0].labels != s.out) {
+      r.transpose(ops[0], s.out, y);
+    } else {
+      r.reshape(ops[0].v, g.value(y).shape, y);  // a plain copy (only a sum or nothing)
+    }
+    return true;
+  }
+  Operand &a = ops[0], &b = ops[1];
+  std::string batch, m, nn, k;
+  for (char c : s.out) {
+    if (has(a.labels, c) && has(b.labels, c))
+      batch += c;
+    else if (has(a.labels, c))
+      m += c;
+    else
+      nn += c;
+  }
+  for (char c : a.labels)
+    if (has(b.labels, c) && !has(s.out, c)) k += c;
+  auto prod = [&](const Operand& x, const std::string& ls) {
+    int64_t p = 1;
+    for (char c : ls) p *= r.dim(x, c);
+    return p;
+  };
+  auto batch_dims = [&](const Operand& x) {
+    Shape d;
+    for (char c : batch) d.push_back(r.dim(x, c));
+    return d;
+  };
+  r.transpose(a, batch + m + k);
+  r.transpose(b, batch + k + nn);
+  Shape sa = batch_dims(a), sb = batch_dims(b);
+  sa.push_back(prod(a, m));
+  sa.push_back(prod(a, k));
+  sb.push_back(prod(b, k));
+  sb.push_back(prod(b, nn));
+  const ValueId ra = r.reshape(a.v, sa), rb = r.reshape(b.v, sb);
+  const ValueId mm = r.matmul(ra, rb);
+  Shape full;
+  for (char c : batch + m + nn) full.push_back(s.size.at(c));
+  Operand prod_out{mm, batch + m + nn};
+  if (batch + m + nn == s.out) {
+    r.reshape(mm, full, y);
+  } else {
+    prod_out.v = r.reshape(mm, full);
+    r.transpose(prod_out, s.out, y);
+  }
+  return true;
+}
+
+}  // namespace
+
+int rewrite_einsums(Graph& g) {
+  std::vector<Node> nodes;
+  nodes.reserve(g.nodes.size());
+  int rewritten = 0;
+  for (Node& n : g.nodes) {
+    if (n.op == "Einsum" && rewrite_one(g, nodes, n)) {
+      ++rewritten;
+      continue;
+    }
+    nodes.push_back(std::move(n));
+  }
+  g.nodes = std::move(nodes);
+  return rewritten;
+}
+
+}  // namespace kiln
