@@ -58,19 +58,24 @@ void infer_dropout(Graph& g, Node& n) {
              input_desc(g, n, 1) + " (ratio) should be float32 but is " + dtype_name(r.dtype));
   }
   if (has_input(n, 2)) {
-    // Only inference is supported: training_mode must be known to be false at load time.
+    // Only inference is supported: training_mode must be known to be false at load time, or
+    // the ratio a constant 0, which drops nothing (PyTorch exports F.dropout(x, p=0.0) so).
     expect_scalar(g, n, 2);
     const Value& t = input(g, n, 2);
     if (!t.is_const())
       n.fail(Code::unsupported, input_desc(g, n, 2) +
                                     " (training_mode) must be a constant false; it is computed at "
                                     "run time");
-    if (tensor_as_ints(*t.constant).at(0) != 0)
-      n.fail(Code::unsupported, "training_mode=true is not supported (inference only)");
+    const bool zero_ratio = has_input(n, 1) && input(g, n, 1).is_const() &&
+                            input(g, n, 1).constant->data<float>()[0] == 0.f;
+    if (tensor_as_ints(*t.constant).at(0) != 0 && !zero_ratio)
+      n.fail(Code::unsupported,
+             "training_mode=true with a ratio other than a constant 0 is not supported "
+             "(inference only)");
   }
-  if (has_output(n, 1)) n.fail(Code::unsupported, "the mask output is not supported");
   const Value& x = input(g, n, 0);
   set_output(g, n, 0, x.dtype, x.shape);
+  if (has_output(n, 1)) set_output(g, n, 1, DType::boolean, x.shape);  // all true: nothing dropped
 }
 
 void infer_binary_arith(Graph& g, Node& n) {

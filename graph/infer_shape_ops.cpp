@@ -121,7 +121,7 @@ void infer_unsqueeze(Graph& g, Node& n) {
 }
 
 void infer_transpose(Graph& g, Node& n) {
-  expect_dtype(g, n, 0, DType::f32, Code::unsupported);
+  const DType d = expect_f32_or_i64(g, n, 0);  // int64: shape arithmetic (torch's F.pad export)
   const Shape& x = input(g, n, 0).shape;
   size_t r = x.size();
   std::vector<int64_t> perm;
@@ -139,7 +139,7 @@ void infer_transpose(Graph& g, Node& n) {
                                     shape_str(x) + ")");
   Shape out(r);
   for (size_t i = 0; i < r; ++i) out[i] = x[size_t(perm[i])];
-  set_output(g, n, 0, DType::f32, out);
+  set_output(g, n, 0, d, out);
 }
 
 void infer_shape(Graph& g, Node& n) {

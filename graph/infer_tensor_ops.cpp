@@ -163,6 +163,27 @@ void infer_gather(Graph& g, Node& n) {
   set_output(g, n, 0, d, out);
 }
 
+void infer_scatter_nd(Graph& g, Node& n) {
+  const DType d = input(g, n, 0).dtype;
+  expect_dtype(g, n, 1, DType::i64);
+  expect_same_dtype(g, n, 0, 2);
+  const std::string red = n.attr_s("reduction", "none");
+  if (red != "none" && red != "add" && red != "mul" && red != "max" && red != "min")
+    n.fail(Code::invalid_model, "unknown reduction '" + red + "'");
+  const Shape& x = input(g, n, 0).shape;
+  const Shape& idx = input(g, n, 1).shape;
+  if (idx.empty() || idx.back() < 1 || idx.back() > int64_t(x.size()))
+    n.fail(Code::invalid_model,
+           "indices shape " + shape_str(idx) + " does not index data of shape " + shape_str(x));
+  Shape want(idx.begin(), idx.end() - 1);
+  want.insert(want.end(), x.begin() + idx.back(), x.end());
+  if (input(g, n, 2).shape != want)
+    n.fail(Code::invalid_model, "updates have shape " + shape_str(input(g, n, 2).shape) +
+                                    ", expected " + shape_str(want) + " for data " + shape_str(x) +
+                                    " and indices " + shape_str(idx));
+  set_output(g, n, 0, d, x);
+}
+
 void infer_pad(Graph& g, Node& n) {
   expect_dtype(g, n, 0, DType::f32, Code::unsupported);
   for (const char* a : {"pads", "value"}) reject_attr(n, a);

@@ -119,6 +119,15 @@ int infer_shapes(Graph& g, const Evaluator* fold) {
   return folded;
 }
 
+namespace {
+bool has_consumer_after(const Graph& g, size_t i, ValueId v) {
+  for (size_t j = i + 1; j < g.nodes.size(); ++j)
+    for (ValueId u : g.nodes[j].inputs)
+      if (u == v) return true;
+  return false;
+}
+}  // namespace
+
 int remove_identities(Graph& g) {
   int removed = 0;
   std::vector<Node> kept;
@@ -128,6 +137,9 @@ int remove_identities(Graph& g) {
     Node& n = g.nodes[i];
     bool identity = n.op == "Identity" || n.op == "Dropout";
     ValueId x = n.in(0), y = n.outputs.empty() ? kNoValue : n.outputs[0];
+    // A Dropout's mask (all true) read by later nodes or the caller: the node stays.
+    const ValueId mask = n.outputs.size() > 1 ? n.outputs[1] : kNoValue;
+    if (mask != kNoValue && (g.is_output(mask) || has_consumer_after(g, i, mask))) identity = false;
     if (!identity || x == kNoValue || y == kNoValue) {
       kept.push_back(std::move(n));
       continue;

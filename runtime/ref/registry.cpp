@@ -83,6 +83,7 @@ constexpr std::array kTable{
     Entry{"Split", ref::split},
     Entry{"Slice", ref::slice},
     Entry{"Gather", ref::gather},
+    Entry{"ScatterND", ref::scatter_nd},
     Entry{"Shape", ref::shape_op},
     Entry{"Pad", ref::pad},
     Entry{"ChannelShuffle", ref::channel_shuffle},

@@ -126,9 +126,19 @@ TEST_CASE("infer Dropout (inference only)") {
     b.node("Dropout", {b.in("x", {2, 3}), kNoValue, b.in("t", {}, DType::i64)});
     check_fails(b, Code::unsupported, "training_mode");
   }
-  SUBCASE("mask output") {
+  SUBCASE("mask output: bool, the input's shape") {
     b.node("Dropout", {b.in("x", {2, 3})}, 2);
-    check_fails(b, Code::unsupported, "mask");
+    CHECK(b.shape() == Shape{2, 3});
+    CHECK(b.out(1).dtype == DType::boolean);
+    CHECK(b.out(1).shape == Shape{2, 3});
+  }
+  SUBCASE("training_mode true with a constant ratio 0 (PyTorch's F.dropout(p=0) export)") {
+    b.node("Dropout", {b.in("x", {2, 3}), scalar_f32(b, "r", 0.f), const_i64(b, "t", 1)});
+    CHECK(b.shape() == Shape{2, 3});
+  }
+  SUBCASE("training_mode true with a non-zero ratio") {
+    b.node("Dropout", {b.in("x", {2, 3}), scalar_f32(b, "r", 0.1f), const_i64(b, "t", 1)});
+    check_fails(b, Code::unsupported, "training_mode");
   }
 }
 

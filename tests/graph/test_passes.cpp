@@ -91,6 +91,18 @@ TEST_CASE("remove_identities rewires consumers and keeps output names") {
   CHECK(g.find("out") == g.outputs[0]);
 }
 
+TEST_CASE("remove_identities keeps a Dropout whose mask is read, drops one whose mask is not") {
+  OnnxBuilder b;
+  b.input("x", {2}).output("y").output("m2");
+  b.node("Dropout", {"x"}, {"a", "m1"});  // mask unused: removed
+  b.node("Relu", {"a"}, {"y"});
+  b.node("Dropout", {"y"}, {"c", "m2"});  // mask is a graph output: stays
+  Graph g = import(b);
+  kiln::infer_shapes(g);
+  CHECK(kiln::remove_identities(g) == 1);
+  CHECK(count_op(g, "Dropout") == 1);
+}
+
 TEST_CASE("fold_batchnorm: hand-computed 1x1 single-channel case") {
   // y = scale * (w*x + b - mean) / sqrt(var + eps) + B
   //   = 2 * (3*2 + 1 - 1) / sqrt(3 + 1) + 0.5 = 6.5 for x = 2.

@@ -270,6 +270,43 @@ TEST_CASE("ref Shape: start/end") {
   check_i64(run1(make_node("Shape"), {&s}, DType::i64, {0}), {0}, {});
 }
 
+TEST_CASE("ref ScatterND: ONNX's spec examples, reductions, negative and bad indices") {
+  // ScatterND's operator documentation, example 1.
+  Tensor data = f32({8}, {1, 2, 3, 4, 5, 6, 7, 8}), idx = i64({4, 1}, {4, 3, 1, 7}),
+         upd = f32({4}, {9, 10, 11, 12});
+  check_f32(run1(make_node("ScatterND"), {&data, &idx, &upd}, DType::f32, {8}), {8},
+            {1, 11, 3, 10, 9, 6, 7, 12});
+  // Whole slices, as in example 2: planes 0 and 2 of a [4, 4, 4] tensor replaced.
+  std::vector<float> d2, u2, want;
+  for (int i = 0; i < 64; ++i) d2.push_back(float(i % 8 + 1));
+  for (int i = 0; i < 32; ++i) u2.push_back(float(i / 16 * 4 + i % 4 + 5));
+  want = d2;
+  for (int i = 0; i < 16; ++i) want[size_t(i)] = u2[size_t(i)];
+  for (int i = 0; i < 16; ++i) want[size_t(32 + i)] = u2[size_t(16 + i)];
+  Tensor x2 = f32({4, 4, 4}, d2), i2 = i64({2, 1}, {0, 2}), up2 = f32({2, 4, 4}, u2);
+  check_f32(run1(make_node("ScatterND"), {&x2, &i2, &up2}, DType::f32, {4, 4, 4}), {4, 4, 4}, want);
+  // add / mul with a repeated index (both updates apply), max, min; a negative index.
+  Tensor rep = i64({2, 1}, {-1, 7}), two = f32({2}, {2, 3});
+  check_f32(run1(make_node("ScatterND", {{"reduction", attr_s("add")}}), {&data, &rep, &two},
+                 DType::f32, {8}),
+            {8}, {1, 2, 3, 4, 5, 6, 7, 13});
+  check_f32(run1(make_node("ScatterND", {{"reduction", attr_s("mul")}}), {&data, &rep, &two},
+                 DType::f32, {8}),
+            {8}, {1, 2, 3, 4, 5, 6, 7, 48});
+  check_f32(run1(make_node("ScatterND", {{"reduction", attr_s("max")}}), {&data, &idx, &upd},
+                 DType::f32, {8}),
+            {8}, {1, 11, 3, 10, 9, 6, 7, 12});
+  check_f32(run1(make_node("ScatterND", {{"reduction", attr_s("min")}}), {&data, &idx, &upd},
+                 DType::f32, {8}),
+            {8}, {1, 2, 3, 4, 5, 6, 7, 8});
+  Tensor bad = i64({4, 1}, {4, 3, 8, 7});
+  check_error(
+      [&] {
+        run1(make_node("ScatterND", {}, "s"), {&data, &bad, &upd}, DType::f32, {8});
+      },
+      Code::invalid_argument, "s", "out of range");
+}
+
 TEST_CASE("ref Pad: constant mode, pads input, constant_value, negative pads, axes") {
   Tensor x = f32({2, 2}, {1, 2, 3, 4});
   Node n = make_node("Pad");
