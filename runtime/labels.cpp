@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -20,9 +21,9 @@ namespace kiln {
 namespace {
 
 const char* kind_name(LabelKind k) {
-  static const char* const kNames[] = {"conv",      "fc",      "pool",   "concat", "eltwise",
-                                       "ref",       "shuffle", "norm",   "view",   "bcast",
-                                       "transpose", "pad",     "resize", "reduce", "convt"};
+  static const char* const kNames[] = {"conv",    "fc",     "pool",  "concat", "eltwise",   "ref",
+                                       "shuffle", "norm",   "view",  "bcast",  "transpose", "pad",
+                                       "resize",  "reduce", "convt", "copy"};
   return enum_name(k, kNames);
 }
 
@@ -109,13 +110,48 @@ std::optional<BinaryOp> binary_op(const std::string& op) {
 }
 
 // Add/Sub/Mul/Div/PRelu (Max/Min/Mean of two) of two f32 operands broadcasting to an output of
-// rank <= 4 (the factory checks the broadcast), an f32 Expand to rank <= 4, or an inference
+// rank <= 4 (the factory checks the broadcast) or of a higher rank that collapse_bcast reduces
+// to 4, an f32 Expand to rank <= 4, or an inference
 // BatchNormalization of a 4-D f32 tensor whose parameters are constant f32 [C] vectors (what
 // fold_batchnorm could not fold into a conv).
+// A binary op's output and operand shapes of any rank with adjacent dims merged where every
+// operand is alike (whole, or broadcast) and the output's size-1 dims dropped: the same bytes in
+// row-major order, as 4-D shapes; nullopt when more than 4 dims remain (e.g. Swin's attention
+// mask add [1, nW, heads, N, N] + [1, nW, 1, N, N] becomes [1, nW, heads, N*N] + [1, nW, 1, N*N]).
+std::optional<std::vector<Shape>> collapse_bcast(const Shape& y, std::vector<Shape> xs) {
+  for (Shape& x : xs) {
+    if (x.size() > y.size()) return std::nullopt;
+    x.insert(x.begin(), y.size() - x.size(), 1);
+  }
+  std::vector<Shape> out(xs.size() + 1);
+  std::vector<bool> prev;
+  for (size_t d = 0; d < y.size(); ++d) {
+    if (y[d] == 1) continue;
+    std::vector<bool> whole;
+    for (const Shape& x : xs) whole.push_back(x[d] == y[d]);
+    const bool merge = !out[0].empty() && whole == prev;
+    for (size_t k = 0; k <= xs.size(); ++k) {
+      const int64_t s = k == 0 ? y[d] : xs[k - 1][d];
+      if (merge)
+        out[k].back() *= s;
+      else
+        out[k].push_back(s);
+    }
+    prev = whole;
+  }
+  if (out[0].size() > 4) return std::nullopt;
+  for (Shape& s : out) s.insert(s.begin(), 4 - s.size(), 1);
+  return out;
+}
+
+std::vector<Shape> operand_shapes(const Graph& g, const Node& n) {
+  std::vector<Shape> s;
+  for (ValueId v : n.inputs) s.push_back(g.value(v).shape);
+  return s;
+}
+
 bool is_bcast(const Graph& g, const Node& n) {
-  if (n.outputs.size() != 1 || !upto4d(g, n.outputs[0]) ||
-      g.value(n.outputs[0]).dtype != DType::f32)
-    return false;
+  if (n.outputs.size() != 1 || g.value(n.outputs[0]).dtype != DType::f32) return false;
   auto f32 = [&](ValueId v) { return v != kNoValue && g.value(v).dtype == DType::f32; };
   if (n.op == "BatchNormalization") {
     if (n.inputs.size() != 5 || !is4d(g, n.in(0)) || !is4d(g, n.outputs[0]) || !f32(n.in(0)) ||
@@ -127,11 +163,15 @@ bool is_bcast(const Graph& g, const Node& n) {
         return false;
     return true;
   }
-  if (n.op == "Expand") return f32(n.in(0)) && g.value(n.in(0)).shape.size() <= 4;
+  if (n.op == "Expand")
+    return upto4d(g, n.outputs[0]) && f32(n.in(0)) && g.value(n.in(0)).shape.size() <= 4;
   if (!binary_op(n.op) || n.inputs.size() != 2) return false;
   for (ValueId v : n.inputs)
-    if (!f32(v) || g.value(v).shape.size() > 4) return false;
-  return true;
+    if (!f32(v)) return false;
+  const Shape& y = g.value(n.outputs[0]).shape;
+  return y.size() <= 4 ? std::all_of(n.inputs.begin(), n.inputs.end(),
+                                     [&](ValueId v) { return g.value(v).shape.size() <= 4; })
+                       : collapse_bcast(y, operand_shapes(g, n)).has_value();
 }
 
 // Operand slot k's layout under a bcast label on `l`: full tensors and runtime per-channel
@@ -150,7 +190,7 @@ std::unique_ptr<Kernel> make_bcast(const Graph& g, const Node& n, Layout l, Isa 
                                    std::string* why) {
   if (!is_bcast(g, n)) return *why = "not a broadcast binary op or BatchNormalization", nullptr;
   Shape ys = g.value(n.outputs[0]).shape;
-  ys.insert(ys.begin(), 4 - ys.size(), 1);  // fewer dimensions: a 4-D nchw view
+  if (ys.size() < 4) ys.insert(ys.begin(), 4 - ys.size(), 1);  // fewer dimensions: a 4-D view
   if (n.op == "BatchNormalization") {
     std::vector<float> a, b;  // one FMA per element: x * a + b
     if (!batchnorm_affine(g, n, &a, &b)) return *why = "BatchNormalization not affine", nullptr;
@@ -160,6 +200,13 @@ std::unique_ptr<Kernel> make_bcast(const Graph& g, const Node& n, Layout l, Isa 
     return BcastOperand{g.value(n.inputs[k]).shape, bcast_slot_layout(g, n, k, l), int(k)};
   };
   if (n.op == "Expand") return create_expand_kernel(ys, l, operand(0), isa, why);
+  if (g.value(n.outputs[0]).shape.size() > 4) {  // rank > 4: the collapsed 4-D view, nchw
+    const auto c = collapse_bcast(g.value(n.outputs[0]).shape, operand_shapes(g, n));
+    if (!c || l != Layout::nchw)
+      return *why = "rank > 4 broadcast runs collapsed, in nchw", nullptr;
+    return create_binary_kernel(*binary_op(n.op), (*c)[0], l, BcastOperand{(*c)[1], l, 0},
+                                BcastOperand{(*c)[2], l, 1}, parse_post_ops(n, 2), isa, why);
+  }
   return create_binary_kernel(*binary_op(n.op), ys, l, operand(0), operand(1), parse_post_ops(n, 2),
                               isa, why);
 }
@@ -204,6 +251,124 @@ std::optional<PadSpec> pad_spec(const Graph& g, const Node& n) {
     p.value = cv.constant->data<float>()[0];
   }
   return p;
+}
+
+// A Slice (step 1, at most one axis cut), Gather (constant indices) or Concat of f32 tensors in
+// row-major order as block copies along one axis (jit/glue/glue.h BlockCopyProblem).
+std::optional<BlockCopyProblem> block_copy_problem(const Graph& g, const Node& n) {
+  if (n.outputs.size() != 1 || n.inputs.empty() || n.in(0) == kNoValue) return std::nullopt;
+  const Value& y = g.value(n.outputs[0]);
+  if (y.dtype != DType::f32 || shape_numel(y.shape) == 0) return std::nullopt;
+  auto ints = [&](size_t k) -> std::optional<std::vector<int64_t>> {
+    const ValueId v = n.in(k);
+    if (v == kNoValue || !g.value(v).is_const() || g.value(v).dtype != DType::i64)
+      return std::nullopt;
+    const Tensor& t = *g.value(v).constant;
+    return std::vector<int64_t>(t.data<int64_t>(), t.data<int64_t>() + t.numel());
+  };
+  const Shape& ys = y.shape;
+  const int64_t r = int64_t(ys.size());
+  auto norm = [](int64_t a, int64_t rank) { return a < 0 ? a + rank : a; };
+  BlockCopyProblem p;
+  auto set_axis = [&](int64_t a, const Shape& x) {  // outer / inner around axis a of x
+    p.outer = shape_numel(Shape(x.begin(), x.begin() + a));
+    return shape_numel(Shape(x.begin() + a + 1, x.end()));
+  };
+  if (n.op == "Slice" || n.op == "Gather") {
+    const Shape& x = g.value(n.inputs[0]).shape;
+    if (g.value(n.inputs[0]).dtype != DType::f32) return std::nullopt;
+    if (n.op == "Gather") {
+      const auto idx = ints(1);
+      const int64_t a = norm(n.attr_i("axis", 0), int64_t(x.size()));
+      if (!idx || idx->size() > 65536 || a < 0 || a >= int64_t(x.size())) return std::nullopt;
+      const int64_t inner = set_axis(a, x);
+      p.src_outer = {x[size_t(a)] * inner};
+      p.dst_outer = int64_t(idx->size()) * inner;
+      for (size_t j = 0; j < idx->size(); ++j)
+        p.segments.push_back({0, norm((*idx)[j], x[size_t(a)]) * inner, int64_t(j) * inner, inner});
+      return p;
+    }
+    const auto starts = ints(1), ends = ints(2);
+    std::vector<int64_t> axes;
+    if (n.in(3) != kNoValue) {
+      const auto a = ints(3);
+      if (!a) return std::nullopt;
+      axes = *a;
+    } else if (starts) {
+      for (size_t i = 0; i < starts->size(); ++i) axes.push_back(int64_t(i));
+    }
+    std::vector<int64_t> steps(axes.size(), 1);
+    if (n.in(4) != kNoValue) {
+      const auto s = ints(4);
+      if (!s || s->size() != axes.size()) return std::nullopt;
+      steps = *s;
+    }
+    if (!starts || !ends || x.size() != ys.size() || starts->size() != axes.size())
+      return std::nullopt;
+    // Per dim: first index and step (positive steps only).
+    std::vector<int64_t> first(size_t(r), 0), step(size_t(r), 1);
+    int64_t cut = -1, cuts = 0;  // an axis whose extent changes, and how many do
+    for (size_t i = 0; i < axes.size(); ++i) {
+      const int64_t a = norm(axes[i], r), d = a >= 0 && a < r ? x[size_t(a)] : 0;
+      if (a < 0 || a >= r || steps[i] < 1) return std::nullopt;
+      first[size_t(a)] = std::clamp<int64_t>(norm((*starts)[i], d), 0, d);
+      step[size_t(a)] = steps[i];
+    }
+    for (int64_t a = 0; a < r; ++a)
+      if (ys[size_t(a)] != x[size_t(a)] || step[size_t(a)] != 1) cut = a, ++cuts;
+    if (cuts > 1 || (cut >= 0 && step[size_t(cut)] != 1)) {
+      // Strided or several axes: one segment per output row, a row being the run of the
+      // trailing dims the slice keeps whole (plus the next dim when its step is 1).
+      int64_t k = r;  // dims [k, r) are whole
+      while (k > 0 && ys[size_t(k - 1)] == x[size_t(k - 1)] && step[size_t(k - 1)] == 1) --k;
+      int64_t run = shape_numel(Shape(x.begin() + k, x.end()));
+      if (k > 0 && step[size_t(k - 1)] == 1) run *= ys[size_t(--k)];
+      const Shape rows(ys.begin(), ys.begin() + k);
+      const int64_t nrows = shape_numel(rows);
+      if (nrows > 65536 || run < 1) return std::nullopt;
+      std::vector<int64_t> stride(size_t(r), 1);
+      for (int64_t a = r - 2; a >= 0; --a)
+        stride[size_t(a)] = stride[size_t(a + 1)] * x[size_t(a + 1)];
+      p.outer = 1;
+      p.src_outer = {shape_numel(x)};
+      p.dst_outer = shape_numel(ys);
+      std::vector<int64_t> at(size_t(k), 0);
+      for (int64_t j = 0; j < nrows; ++j) {
+        int64_t src = 0;
+        for (int64_t a = 0; a < r; ++a)
+          src += (first[size_t(a)] + (a < k ? at[size_t(a)] * step[size_t(a)] : 0)) *
+                 stride[size_t(a)];
+        p.segments.push_back({0, src, j * run, run});
+        for (int64_t a = k - 1; a >= 0 && ++at[size_t(a)] == rows[size_t(a)]; --a)
+          at[size_t(a)] = 0;
+      }
+      return p;
+    }
+    if (cut < 0) cut = 0;
+    const int64_t begin = first[size_t(cut)];
+    const int64_t inner = set_axis(cut, x);
+    p.src_outer = {x[size_t(cut)] * inner};
+    p.dst_outer = ys[size_t(cut)] * inner;
+    p.segments.push_back({0, begin * inner, 0, ys[size_t(cut)] * inner});
+    return p;
+  }
+  if (n.op == "Concat") {
+    const int64_t a = norm(n.attr_i("axis", 0), r);
+    if (a < 0 || a >= r) return std::nullopt;
+    const int64_t inner = set_axis(a, ys);
+    p.dst_outer = ys[size_t(a)] * inner;
+    int64_t at = 0;
+    for (size_t k = 0; k < n.inputs.size(); ++k) {
+      const Value& x = g.value(n.inputs[k]);
+      if (x.dtype != DType::f32 || x.shape.size() != ys.size()) return std::nullopt;
+      p.src_outer.push_back(x.shape[size_t(a)] * inner);
+      if (x.shape[size_t(a)] > 0)
+        p.segments.push_back({int(k), 0, at * inner, x.shape[size_t(a)] * inner});
+      at += x.shape[size_t(a)];
+    }
+    return p;
+  }
+  return std::nullopt;
 }
 
 // A SubpixelInterleave (graph/rewrite_convt.cpp) as the glue kernel's problem.
@@ -582,7 +747,7 @@ std::optional<Label> Label::parse(const std::string& key) {
   for (LabelKind k : {LabelKind::fc, LabelKind::pool, LabelKind::concat, LabelKind::eltwise,
                       LabelKind::ref, LabelKind::shuffle, LabelKind::norm, LabelKind::view,
                       LabelKind::bcast, LabelKind::transpose, LabelKind::pad, LabelKind::reduce,
-                      LabelKind::convt, LabelKind::resize})
+                      LabelKind::convt, LabelKind::resize, LabelKind::copy})
     if (parts[0] == kind_name(k)) {
       l.kind = k;
       l.in = l.out = *lay;
@@ -672,6 +837,8 @@ std::vector<Label> candidate_labels(const Graph& g, int i, Isa isa, bool referen
     if (p.begin[1] == 0 && p.end[1] == 0 && (p.mode == "constant" || hw_only))
       for (Layout l : {b, Layout::nhwc}) simple(LabelKind::pad, l);
     if (p.mode == "constant" || hw_only) simple(LabelKind::pad, Layout::nchw);
+  } else if (jit && block_copy_problem(g, n)) {
+    simple(LabelKind::copy, Layout::nchw);
   } else if (jit && view_ok(g, n, Layout::nchw)) {
     for (Layout l : {b, Layout::nhwc, Layout::nchw})
       if (view_ok(g, n, l)) simple(LabelKind::view, l);
@@ -806,6 +973,16 @@ Instance instantiate(const Graph& g, int i, const Label& l, Isa isa, std::string
       if (!jit_isa || !v || l.in != l.out)
         return no("not a Reduce* over contiguous dims of " + l.key() + " on a JIT ISA");
       r.kernel = create_reduce_kernel(v->op, v->outer, v->c, v->inner, isa, &why);
+      break;
+    }
+    case LabelKind::copy: {
+      const auto p = block_copy_problem(g, n);
+      if (!jit_isa || !p || l.in != Layout::nchw)
+        return no("not a one-axis Slice / Gather / Concat in nchw on a JIT ISA");
+      std::string op = n.op;
+      std::transform(op.begin(), op.end(), op.begin(),
+                     [](char c) { return char(std::tolower(c)); });
+      r.kernel = create_block_copy_kernel(*p, op, &why);
       break;
     }
     case LabelKind::convt: {

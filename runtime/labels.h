@@ -40,6 +40,8 @@ enum class LabelKind : int {
   // asmjit Reduce* over contiguous dims of the nchw (row-major) or nhwc order
   reduce = 13,
   convt = 14,  // asmjit SubpixelInterleave: a ConvTranspose's phase planes into its output
+  // Slice / Gather / Concat along one axis, any rank (nchw: row-major), as memcpy'd blocks
+  copy = 15,
 };
 
 struct Label {

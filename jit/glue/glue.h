@@ -134,6 +134,22 @@ struct SubpixelProblem {
 std::unique_ptr<Kernel> create_subpixel_kernel(const SubpixelProblem& p, Isa isa,
                                                std::string* why_not);
 
+// Slice / Gather / Concat of row-major f32 tensors of any rank along one axis (block_copy.cpp):
+// for o in [0, outer) (the dims before the axis), every segment copies `len` floats from
+// src[input] + o * src_outer[input] + src_off to dst[0] + o * dst_outer + dst_off. Plain C++
+// over libc's memcpy (the runs are contiguous); `op` names the kernel.
+struct BlockCopyProblem {
+  struct Segment {
+    int input = 0;
+    int64_t src_off = 0, dst_off = 0, len = 0;
+  };
+  int64_t outer = 1, dst_outer = 0;
+  std::vector<int64_t> src_outer;  // per input
+  std::vector<Segment> segments;
+};
+std::unique_ptr<Kernel> create_block_copy_kernel(const BlockCopyProblem& p, const std::string& op,
+                                                 std::string* why_not);
+
 // Resize of a 4-D f32 tensor x's H and W (N, C unchanged) by the taps of each axis
 // (graph/resize.h; at most kMaxResizeTaps per axis, no extrapolated outputs). `mode` names the
 // kernel. nchw vectorises over output columns (gathers), nhwc and the ISA's blocked layout over
