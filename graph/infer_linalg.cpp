@@ -94,11 +94,15 @@ void infer_layer_norm(Graph& g, Node& n) {
                                       shape_str(input(g, n, i).shape) + ", expected " +
                                       shape_str(norm) + " (the normalised dims)");
   }
-  for (size_t i = 1; i < n.outputs.size(); ++i)
-    if (has_output(n, i))
-      n.fail(Code::unsupported,
-             "output " + std::to_string(i) + " (Mean / InvStdDev) is not supported, only Y");
+  const int64_t stash = n.attr_i("stash_type", 1);
+  if (stash != 1)
+    n.fail(Code::unsupported, "stash_type " + std::to_string(stash) + " (only 1, float32)");
   set_output(g, n, 0, DType::f32, x);
+  // Mean and InvStdDev: the input's shape with the normalised dims 1.
+  Shape stats = x;
+  for (int64_t d = axis; d < axis + dims; ++d) stats[size_t(d)] = 1;
+  for (size_t i = 1; i < 3 && i < n.outputs.size(); ++i)
+    if (has_output(n, i)) set_output(g, n, i, DType::f32, stats);
 }
 
 }  // namespace kiln::infer_detail

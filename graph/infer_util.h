@@ -92,7 +92,7 @@ void infer_compare(Graph& g, Node& n);     // Equal, Less, ...: f32/i64 (Equal: 
 void infer_logic(Graph& g, Node& n);       // Not, And, Or, Xor: bool, broadcasting
 void infer_where(Graph& g, Node& n);       // bool condition, X and Y of one dtype
 void infer_float_test(Graph& g, Node& n);  // IsNaN, IsInf: f32 -> bool
-void infer_sign(Graph& g, Node& n);
+void infer_sign(Graph& g, Node& n);        // Sign, Neg, Abs: float32 or int64, same dtype out
 void infer_mod(Graph& g, Node& n);
 void infer_cast(Graph& g, Node& n);  // Cast, CastLike
 // infer_linalg.cpp

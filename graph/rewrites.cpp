@@ -205,8 +205,10 @@ class ChannelsLast : public Rewriter {
       const Tensor* w = const_f32(g_, n.inputs[1]);
       return w && w->shape().size() == 2 && !g_.value(n.inputs[0]).is_const();
     }
-    if (n.op == "LayerNormalization")
-      return n.attr_i("axis", -1) == 3 && n.attr_i("norm_dims", 1) == 1;
+    if (n.op == "LayerNormalization")  // Y only: Mean / InvStdDev would change shape
+      return n.attr_i("axis", -1) == 3 && n.attr_i("norm_dims", 1) == 1 &&
+             std::all_of(n.outputs.begin() + 1, n.outputs.end(),
+                         [](ValueId v) { return v == kNoValue; });
     return false;
   }
 

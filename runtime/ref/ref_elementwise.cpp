@@ -124,6 +124,20 @@ void is_inf(const Node& node, const Inputs& in, const Outputs& out) {
 }
 
 void glue_unary(const Node& node, const Inputs& in, const Outputs& out) {
+  const Tensor& x = req_input(node, in, 0);
+  if (x.dtype() == DType::i64 && (node.op == "Neg" || node.op == "Abs")) {
+    // Shape arithmetic (ONNX's expanded LayerNorm negates an axis). Two's complement wrap, as
+    // numpy: -INT64_MIN is INT64_MIN, not undefined behaviour.
+    Tensor& y = req_output(node, out, 0);
+    expect_dtype(node, y, DType::i64, "output");
+    expect_shape(node, y, x.shape(), "output");
+    for (int64_t i = 0; i < x.numel(); ++i) {
+      const int64_t v = x.data<int64_t>()[i];
+      const int64_t neg = int64_t(0 - uint64_t(v));
+      y.data<int64_t>()[i] = node.op == "Neg" || v < 0 ? neg : v;
+    }
+    return;
+  }
   const std::optional<PostOp> op = glue_unary_post_op(node);
   if (!op) node.fail(Code::unsupported, "parameters the elementwise ops do not compute");
   unary(node, in, out, [&](float x) { return apply_post_op(*op, x, 0, 0, 0); });

@@ -72,6 +72,15 @@ void layer_norm(const Node& node, const Inputs& in, const Outputs& out) {
   const double eps = node.attr_f("epsilon", 1e-5f);
   const float* xp = x.data<float>();
   float* yp = y.data<float>();
+  // Optional outputs Mean and InvStdDev: [outer, 1.., inner].
+  float* stat[2] = {nullptr, nullptr};
+  for (size_t k = 0; k < 2; ++k)
+    if (k + 1 < out.size() && out[k + 1]) {
+      expect_dtype(node, *out[k + 1], DType::f32, k ? "InvStdDev" : "Mean");
+      if (out[k + 1]->numel() != outer * inner)
+        node.fail(Code::internal, "Mean / InvStdDev size differs from the outer dims");
+      stat[k] = out[k + 1]->data<float>();
+    }
   for (int64_t o = 0; o < outer; ++o)
     for (int64_t i = 0; i < inner; ++i) {
       const int64_t base = o * group * inner + i;
@@ -83,6 +92,8 @@ void layer_norm(const Node& node, const Inputs& in, const Outputs& out) {
         var += d * d;
       }
       const double rstd = 1 / std::sqrt(var / double(group) + eps);
+      if (stat[0]) stat[0][o * inner + i] = float(mean);
+      if (stat[1]) stat[1][o * inner + i] = float(rstd);
       for (int64_t k = 0; k < group; ++k) {
         const double v = (xp[base + k * inner] - mean) * rstd;
         yp[base + k * inner] = float(v * (p[0] ? p[0][k] : 1.f) + (p[1] ? p[1][k] : 0.f));

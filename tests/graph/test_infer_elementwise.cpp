@@ -56,9 +56,13 @@ TEST_CASE("infer unary activations: errors") {
     b.set_f("alpha", 0.f);
     check_fails(b, Code::invalid_model, "Celu's alpha nonzero");
   }
-  SUBCASE("int64 Abs is unsupported") {
+  SUBCASE("int64 Abs and Neg keep int64; bool is not a Neg type") {
     b.node("Abs", {b.in("x", {2}, DType::i64)});
-    check_fails(b, Code::unsupported, "'x' has dtype int64");
+    CHECK(b.shape() == Shape{2});
+    CHECK(b.out().dtype == DType::i64);
+    Builder c;
+    c.node("Neg", {c.in("x", {2}, DType::boolean)});
+    check_fails(c, Code::invalid_model, "bool");
   }
 }
 

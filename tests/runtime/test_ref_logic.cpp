@@ -79,6 +79,10 @@ TEST_CASE("ref IsNaN/IsInf/Sign/Mod") {
   check_b8(run1(make_node("IsInf", {{"detect_positive", attr_i(0)}}), {&x}, DType::boolean, {5}),
            {5}, {0, 0, 1, 0, 0});
   check_f32(run1(make_node("Sign"), {&x}, DType::f32, {5}), {5}, {kNan, 1, -1, 0, -1});
+  const int64_t lo = std::numeric_limits<int64_t>::min();
+  Tensor n64 = i64({4}, {3, -4, 0, lo});  // -INT64_MIN wraps to itself, as in numpy
+  check_i64(run1(make_node("Neg"), {&n64}, DType::i64, {4}), {4}, {-3, 4, 0, lo});
+  check_i64(run1(make_node("Abs"), {&n64}, DType::i64, {4}), {4}, {3, 4, 0, lo});
   Tensor a = i64({4}, {7, -7, 7, -7}), b = i64({4}, {3, 3, -3, -3});
   check_i64(run1(make_node("Mod"), {&a, &b}, DType::i64, {4}), {4}, {1, 2, -2, -1});
   check_i64(run1(make_node("Mod", {{"fmod", attr_i(1)}}), {&a, &b}, DType::i64, {4}), {4},

@@ -121,3 +121,25 @@ TEST_CASE("session: decomposed LayerNorm and exact GELU (ConvNeXt, ViT) match do
     }
   }
 }
+
+TEST_CASE("ref LayerNormalization: Mean and InvStdDev outputs") {
+  // Rows [1, 2, 3, 4] and [2, 2, 2, 2] over the last axis: means 2.5 and 2, variances 1.25
+  // and 0 (InvStdDev 1 / sqrt(var + eps)).
+  kiln::Node n;
+  n.name = "ln";
+  n.op = "LayerNormalization";
+  n.attrs["axis"] = kiln::attr_i(-1);
+  n.attrs["epsilon"] = kiln::attr_f(0.25f);
+  kiln::Tensor x(kiln::DType::f32, {2, 4}), s(kiln::DType::f32, {4});
+  const float xv[] = {1, 2, 3, 4, 2, 2, 2, 2};
+  std::copy(xv, xv + 8, x.data<float>());
+  std::fill(s.data<float>(), s.data<float>() + 4, 1.f);
+  kiln::Tensor y(kiln::DType::f32, {2, 4}), mean(kiln::DType::f32, {2, 1}),
+      rstd(kiln::DType::f32, {2, 1});
+  kiln::find_ref_kernel("LayerNormalization")(n, {&x, &s}, {&y, &mean, &rstd});
+  CHECK(mean.data<float>()[0] == 2.5f);
+  CHECK(mean.data<float>()[1] == 2.f);
+  CHECK(rstd.data<float>()[0] == doctest::Approx(1 / std::sqrt(1.5)).epsilon(1e-6));
+  CHECK(rstd.data<float>()[1] == doctest::Approx(2.0).epsilon(1e-6));
+  CHECK(y.data<float>()[0] == doctest::Approx(-1.5 / std::sqrt(1.5)).epsilon(1e-6));
+}
