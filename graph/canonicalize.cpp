@@ -8,12 +8,6 @@
 namespace kiln {
 namespace {
 
-Tensor ints_tensor(const std::vector<int64_t>& v) {
-  Tensor t(DType::i64, {int64_t(v.size())});
-  std::copy(v.begin(), v.end(), t.data<int64_t>());
-  return t;
-}
-
 Tensor scalar_f32(float x) {
   Tensor t(DType::f32, {});
   *t.data<float>() = x;

@@ -146,12 +146,6 @@ ValueId emit(Graph& g, std::vector<Node>& nodes, Node node, const std::string& b
   return nodes.back().outputs[0];
 }
 
-ValueId i64_const(Graph& g, const std::string& base, const std::vector<int64_t>& v) {
-  Tensor t(DType::i64, {int64_t(v.size())});
-  std::copy(v.begin(), v.end(), t.data<int64_t>());
-  return g.add_const(unique_value_name(g, base), std::move(t));
-}
-
 // One operand on its way through the rewrite: its value and the label of each dim.
 struct Operand {
   ValueId v;
@@ -174,7 +168,7 @@ class EinsumRewriter {
     }
     if (axes.empty()) return;
     Node r = make("ReduceSum");
-    r.inputs = {x.v, i64_const(g_, n_.name + "_axes", axes)};
+    r.inputs = {x.v, g_.add_const(unique_value_name(g_, n_.name + "_axes"), ints_tensor(axes))};
     r.attrs["keepdims"] = attr_i(0);
     x = {emit(g_, nodes_, std::move(r), n_.name + "_sum"), kept};
   }
@@ -193,7 +187,7 @@ class EinsumRewriter {
   ValueId reshape(ValueId x, const Shape& shape, ValueId out = kNoValue) {
     if (g_.value(x).shape == shape && out == kNoValue) return x;
     Node r = make("Reshape");
-    r.inputs = {x, i64_const(g_, n_.name + "_shape", shape)};
+    r.inputs = {x, g_.add_const(unique_value_name(g_, n_.name + "_shape"), ints_tensor(shape))};
     return emit(g_, nodes_, std::move(r), n_.name + "_r", out);
   }
 
@@ -294,12 +288,11 @@ bool rewrite_one(Graph& g, std::vector<Node>& nodes, const Node& n) {
   const ValueId mm = r.matmul(ra, rb);
   Shape full;
   for (char c : batch + m + nn) full.push_back(s.size.at(c));
-  Operand prod_out{mm, batch + m + nn};
   if (batch + m + nn == s.out) {
     r.reshape(mm, full, y);
   } else {
-    prod_out.v = r.reshape(mm, full);
-    r.transpose(prod_out, s.out, y);
+    Operand prod{r.reshape(mm, full), batch + m + nn};
+    r.transpose(prod, s.out, y);
   }
   return true;
 }

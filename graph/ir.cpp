@@ -331,4 +331,18 @@ std::string unique_value_name(const Graph& g, const std::string& base) {
   }
 }
 
+Tensor ints_tensor(const std::vector<int64_t>& v) {
+  Tensor t(DType::i64, {int64_t(v.size())});
+  std::copy(v.begin(), v.end(), t.data<int64_t>());
+  return t;
+}
+
+std::optional<std::vector<int64_t>> ints_of(const Graph& g, const Node& n, size_t i) {
+  const ValueId v = n.in(i);
+  if (v == kNoValue || !g.value(v).is_const() || g.value(v).dtype != DType::i64)
+    return std::nullopt;
+  const Tensor& t = *g.value(v).constant;
+  return std::vector<int64_t>(t.data<int64_t>(), t.data<int64_t>() + t.numel());
+}
+
 }  // namespace kiln

@@ -216,4 +216,10 @@ void own_borrowed(Graph& g);
 // A generated name not yet used in the graph ("<base>", "<base>_1", ...).
 std::string unique_value_name(const Graph& g, const std::string& base);
 
+// A 1-D int64 tensor holding v.
+Tensor ints_tensor(const std::vector<int64_t>& v);
+// The contents of node n's input i when it is a constant int64 tensor; nullopt when absent,
+// computed at run time or of another dtype.
+std::optional<std::vector<int64_t>> ints_of(const Graph& g, const Node& n, size_t i);
+
 }  // namespace kiln

@@ -22,15 +22,6 @@ bool only_feeds(const Graph& g, const std::vector<std::vector<int>>& cons, Value
   return !g.is_output(v) && cons[size_t(v)].size() == 1 && cons[size_t(v)][0] == user;
 }
 
-// The constant integer input i, or nullopt (absent or not constant).
-std::optional<std::vector<int64_t>> ints_of(const Graph& g, const Node& n, size_t i) {
-  const ValueId v = n.in(i);
-  if (v == kNoValue || !g.value(v).is_const() || g.value(v).dtype != DType::i64)
-    return std::nullopt;
-  const Tensor& t = *g.value(v).constant;
-  return std::vector<int64_t>(t.data<int64_t>(), t.data<int64_t>() + t.numel());
-}
-
 // The single constant f32 value of input i; `def` when absent, nullopt when not constant.
 std::optional<float> scalar_of(const Graph& g, const Node& n, size_t i, float def) {
   const ValueId v = n.in(i);

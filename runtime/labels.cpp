@@ -109,11 +109,6 @@ std::optional<BinaryOp> binary_op(const std::string& op) {
   return std::nullopt;
 }
 
-// Add/Sub/Mul/Div/PRelu (Max/Min/Mean of two) of two f32 operands broadcasting to an output of
-// rank <= 4 (the factory checks the broadcast) or of a higher rank that collapse_bcast reduces
-// to 4, an f32 Expand to rank <= 4, or an inference
-// BatchNormalization of a 4-D f32 tensor whose parameters are constant f32 [C] vectors (what
-// fold_batchnorm could not fold into a conv).
 // A binary op's output and operand shapes of any rank with adjacent dims merged where every
 // operand is alike (whole, or broadcast) and the output's size-1 dims dropped: the same bytes in
 // row-major order, as 4-D shapes; nullopt when more than 4 dims remain (e.g. Swin's attention
@@ -150,6 +145,10 @@ std::vector<Shape> operand_shapes(const Graph& g, const Node& n) {
   return s;
 }
 
+// Add/Sub/Mul/Div/PRelu (Max/Min/Mean of two) of two f32 operands broadcasting to an output of
+// rank <= 4 (the factory checks the broadcast) or of a higher rank that collapse_bcast reduces
+// to 4, an f32 Expand to rank <= 4, or an inference BatchNormalization of a 4-D f32 tensor
+// whose parameters are constant f32 [C] vectors (what fold_batchnorm could not fold into a conv).
 bool is_bcast(const Graph& g, const Node& n) {
   if (n.outputs.size() != 1 || g.value(n.outputs[0]).dtype != DType::f32) return false;
   auto f32 = [&](ValueId v) { return v != kNoValue && g.value(v).dtype == DType::f32; };
@@ -223,16 +222,10 @@ std::optional<PadSpec> pad_spec(const Graph& g, const Node& n) {
   if (n.op != "Pad" || n.outputs.size() != 1 || !is4d(g, n.in(0)) || !is4d(g, n.outputs[0]) ||
       g.value(n.inputs[0]).dtype != DType::f32)
     return std::nullopt;
-  auto ints = [&](ValueId v) -> std::optional<std::vector<int64_t>> {
-    if (v == kNoValue || !g.value(v).is_const() || g.value(v).dtype != DType::i64)
-      return std::nullopt;
-    const Tensor& t = *g.value(v).constant;
-    return std::vector<int64_t>(t.data<int64_t>(), t.data<int64_t>() + t.numel());
-  };
-  const auto pads = ints(n.in(1));
+  const auto pads = ints_of(g, n, 1);
   std::vector<int64_t> axes{0, 1, 2, 3};
   if (n.in(3) != kNoValue) {
-    const auto a = ints(n.in(3));
+    const auto a = ints_of(g, n, 3);
     if (!a) return std::nullopt;
     axes = *a;
   }
@@ -253,19 +246,13 @@ std::optional<PadSpec> pad_spec(const Graph& g, const Node& n) {
   return p;
 }
 
-// A Slice (step 1, at most one axis cut), Gather (constant indices) or Concat of f32 tensors in
-// row-major order as block copies along one axis (jit/glue/glue.h BlockCopyProblem).
+// A Slice (constant starts / ends / axes, positive steps), Gather (constant indices) or Concat
+// of f32 tensors in row-major order as block copies (jit/glue/glue.h BlockCopyProblem): along
+// the one axis a step-1 Slice cuts, else one segment per output row.
 std::optional<BlockCopyProblem> block_copy_problem(const Graph& g, const Node& n) {
   if (n.outputs.size() != 1 || n.inputs.empty() || n.in(0) == kNoValue) return std::nullopt;
   const Value& y = g.value(n.outputs[0]);
   if (y.dtype != DType::f32 || shape_numel(y.shape) == 0) return std::nullopt;
-  auto ints = [&](size_t k) -> std::optional<std::vector<int64_t>> {
-    const ValueId v = n.in(k);
-    if (v == kNoValue || !g.value(v).is_const() || g.value(v).dtype != DType::i64)
-      return std::nullopt;
-    const Tensor& t = *g.value(v).constant;
-    return std::vector<int64_t>(t.data<int64_t>(), t.data<int64_t>() + t.numel());
-  };
   const Shape& ys = y.shape;
   const int64_t r = int64_t(ys.size());
   auto norm = [](int64_t a, int64_t rank) { return a < 0 ? a + rank : a; };
@@ -278,7 +265,7 @@ std::optional<BlockCopyProblem> block_copy_problem(const Graph& g, const Node& n
     const Shape& x = g.value(n.inputs[0]).shape;
     if (g.value(n.inputs[0]).dtype != DType::f32) return std::nullopt;
     if (n.op == "Gather") {
-      const auto idx = ints(1);
+      const auto idx = ints_of(g, n, 1);
       const int64_t a = norm(n.attr_i("axis", 0), int64_t(x.size()));
       if (!idx || idx->size() > 65536 || a < 0 || a >= int64_t(x.size())) return std::nullopt;
       const int64_t inner = set_axis(a, x);
@@ -288,10 +275,10 @@ std::optional<BlockCopyProblem> block_copy_problem(const Graph& g, const Node& n
         p.segments.push_back({0, norm((*idx)[j], x[size_t(a)]) * inner, int64_t(j) * inner, inner});
       return p;
     }
-    const auto starts = ints(1), ends = ints(2);
+    const auto starts = ints_of(g, n, 1), ends = ints_of(g, n, 2);
     std::vector<int64_t> axes;
     if (n.in(3) != kNoValue) {
-      const auto a = ints(3);
+      const auto a = ints_of(g, n, 3);
       if (!a) return std::nullopt;
       axes = *a;
     } else if (starts) {
@@ -299,7 +286,7 @@ std::optional<BlockCopyProblem> block_copy_problem(const Graph& g, const Node& n
     }
     std::vector<int64_t> steps(axes.size(), 1);
     if (n.in(4) != kNoValue) {
-      const auto s = ints(4);
+      const auto s = ints_of(g, n, 4);
       if (!s || s->size() != axes.size()) return std::nullopt;
       steps = *s;
     }
@@ -309,8 +296,9 @@ std::optional<BlockCopyProblem> block_copy_problem(const Graph& g, const Node& n
     std::vector<int64_t> first(size_t(r), 0), step(size_t(r), 1);
     int64_t cut = -1, cuts = 0;  // an axis whose extent changes, and how many do
     for (size_t i = 0; i < axes.size(); ++i) {
-      const int64_t a = norm(axes[i], r), d = a >= 0 && a < r ? x[size_t(a)] : 0;
+      const int64_t a = norm(axes[i], r);
       if (a < 0 || a >= r || steps[i] < 1) return std::nullopt;
+      const int64_t d = x[size_t(a)];
       first[size_t(a)] = std::clamp<int64_t>(norm((*starts)[i], d), 0, d);
       step[size_t(a)] = steps[i];
     }
