@@ -137,15 +137,6 @@ void infer_einsum(Graph& g, Node& n) {
 
 namespace {
 
-// Appends `node` (shape-inferred) writing a new value, or into `out` when given; returns it.
-ValueId emit(Graph& g, std::vector<Node>& nodes, Node node, const std::string& base,
-             ValueId out = kNoValue) {
-  node.outputs = {out != kNoValue ? out : g.add_value(unique_value_name(g, base))};
-  infer_node(g, node);
-  nodes.push_back(std::move(node));
-  return nodes.back().outputs[0];
-}
-
 // One operand on its way through the rewrite: its value and the label of each dim.
 struct Operand {
   ValueId v;
@@ -170,7 +161,7 @@ class EinsumRewriter {
     Node r = make("ReduceSum");
     r.inputs = {x.v, g_.add_const(unique_value_name(g_, n_.name + "_axes"), ints_tensor(axes))};
     r.attrs["keepdims"] = attr_i(0);
-    x = {emit(g_, nodes_, std::move(r), n_.name + "_sum"), kept};
+    x = {emit_node(g_, nodes_, std::move(r), n_.name + "_sum"), kept};
   }
 
   // Permutes x's dims into the label order `want` (a permutation of x.labels).
@@ -181,20 +172,20 @@ class EinsumRewriter {
     Node t = make("Transpose");
     t.inputs = {x.v};
     t.attrs["perm"] = attr_ints(perm);
-    x = {emit(g_, nodes_, std::move(t), n_.name + "_t", out), want};
+    x = {emit_node(g_, nodes_, std::move(t), n_.name + "_t", out), want};
   }
 
   ValueId reshape(ValueId x, const Shape& shape, ValueId out = kNoValue) {
     if (g_.value(x).shape == shape && out == kNoValue) return x;
     Node r = make("Reshape");
     r.inputs = {x, g_.add_const(unique_value_name(g_, n_.name + "_shape"), ints_tensor(shape))};
-    return emit(g_, nodes_, std::move(r), n_.name + "_r", out);
+    return emit_node(g_, nodes_, std::move(r), n_.name + "_r", out);
   }
 
   ValueId matmul(ValueId a, ValueId b) {
     Node m = make("MatMul");
     m.inputs = {a, b};
-    return emit(g_, nodes_, std::move(m), n_.name + "_mm");
+    return emit_node(g_, nodes_, std::move(m), n_.name + "_mm");
   }
 
   Node make(const std::string& op) const {

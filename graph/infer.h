@@ -15,4 +15,9 @@ namespace kiln {
 // Must be called in topological order. Every error names the node and its op.
 void infer_node(Graph& g, Node& node);
 
+// For graph rewrites: appends `node`, shape-inferred, to `nodes`, writing a new value named
+// after `base`, or into `out` when given; returns the value written.
+ValueId emit_node(Graph& g, std::vector<Node>& nodes, Node node, const std::string& base,
+                  ValueId out = kNoValue);
+
 }  // namespace kiln

@@ -184,6 +184,14 @@ std::string supported_ops_markdown() {
   return md;
 }
 
+ValueId emit_node(Graph& g, std::vector<Node>& nodes, Node node, const std::string& base,
+                  ValueId out) {
+  node.outputs = {out != kNoValue ? out : g.add_value(unique_value_name(g, base))};
+  infer_node(g, node);
+  nodes.push_back(std::move(node));
+  return nodes.back().outputs[0];
+}
+
 void infer_node(Graph& g, Node& node) {
   const OpInfo* info = find_op(node.op);
   if (!info) node.fail(Code::unsupported, "operator " + node.op + " is not supported");

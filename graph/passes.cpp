@@ -292,15 +292,16 @@ int remove_dead_code(Graph& g) {
 PassStats optimize(Graph& g, const Evaluator& eval) {
   PassStats s;
   s.folded = infer_shapes(g, &eval);
+  const int binary = rewrite_to_binary(g);  // may leave Identity nodes
   s.identities = remove_identities(g);
   s.batchnorms = fold_batchnorm(g);
-  s.rewrites = rewrite_conv_transposes(g);
+  s.rewrites = binary + rewrite_conv_transposes(g);
   s.rewrites += rewrite_einsums(g);
   s.rewrites += sink_channels_last(g);
   s.rewrites += fuse_layer_norm(g);
   s.rewrites += fuse_gelu(g);
   s.rewrites += fold_conv_affine(g);
-  s.glue = rewrite_channel_ops(g) + rewrite_reduce_means(g) + fold_pads(g);
+  s.glue = rewrite_channel_ops(g) + rewrite_splits(g) + rewrite_reduce_means(g) + fold_pads(g);
   s.dead = remove_dead_code(g);
   return s;
 }

@@ -77,6 +77,14 @@ int rewrite_conv_transposes(Graph& g);
 // kernels. Returns the number rewritten.
 int rewrite_einsums(Graph& g);
 
+// graph/rewrite_binary.cpp. Max / Min / Mean / Sum of f32 operands that are not two (a Sum
+// of same-shape operands aside) -> Identity or a chain of two-operand ops (Mean: then one Div by
+// n); Clip with a computed bound -> Max and / or Min. Returns the number rewritten.
+int rewrite_to_binary(Graph& g);
+// A Split of an f32 tensor (any axis and rank; run after rewrite_channel_ops, which takes the
+// channel splits) -> one Slice per output. Returns the number rewritten.
+int rewrite_splits(Graph& g);
+
 // Pattern rewrites (graph/rewrites.cpp), each returning how many it made:
 // Transpose(0,2,3,1) -> ops along the last axis -> Transpose(0,3,1,2) becomes the same ops on
 // the NCHW tensor (axes mapped, constants re-laid, MatMul by a constant a 1x1 Conv), so the

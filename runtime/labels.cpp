@@ -23,7 +23,7 @@ namespace {
 const char* kind_name(LabelKind k) {
   static const char* const kNames[] = {"conv",    "fc",     "pool",  "concat", "eltwise",   "ref",
                                        "shuffle", "norm",   "view",  "bcast",  "transpose", "pad",
-                                       "resize",  "reduce", "convt", "copy"};
+                                       "resize",  "reduce", "convt", "copy",   "typed",     "arg"};
   return enum_name(k, kNames);
 }
 
@@ -113,7 +113,9 @@ std::optional<BinaryOp> binary_op(const std::string& op) {
 // operand is alike (whole, or broadcast) and the output's size-1 dims dropped: the same bytes in
 // row-major order, as 4-D shapes; nullopt when more than 4 dims remain (e.g. Swin's attention
 // mask add [1, nW, heads, N, N] + [1, nW, 1, N, N] becomes [1, nW, heads, N*N] + [1, nW, 1, N*N]).
-std::optional<std::vector<Shape>> collapse_bcast(const Shape& y, std::vector<Shape> xs) {
+// `rank` is the kernel's: the dims left, padded with leading 1s.
+std::optional<std::vector<Shape>> collapse_bcast(const Shape& y, std::vector<Shape> xs,
+                                                 size_t rank = 4) {
   for (Shape& x : xs) {
     if (x.size() > y.size()) return std::nullopt;
     x.insert(x.begin(), y.size() - x.size(), 1);
@@ -134,8 +136,8 @@ std::optional<std::vector<Shape>> collapse_bcast(const Shape& y, std::vector<Sha
     }
     prev = whole;
   }
-  if (out[0].size() > 4) return std::nullopt;
-  for (Shape& s : out) s.insert(s.begin(), 4 - s.size(), 1);
+  if (out[0].size() > rank) return std::nullopt;
+  for (Shape& s : out) s.insert(s.begin(), rank - s.size(), 1);
   return out;
 }
 
@@ -211,6 +213,79 @@ std::unique_ptr<Kernel> make_bcast(const Graph& g, const Node& n, Layout l, Isa 
 }
 
 // ---- end of the bcast block ----
+
+// ---- Comparisons, logic, Where, IsNaN / IsInf, Sign, Cast (LabelKind::typed) ----
+
+std::optional<TypedOp> typed_op(const std::string& op) {
+  static const std::pair<const char*, TypedOp> kOps[] = {{"Equal", TypedOp::equal},
+                                                         {"Less", TypedOp::less},
+                                                         {"Greater", TypedOp::greater},
+                                                         {"LessOrEqual", TypedOp::less_equal},
+                                                         {"GreaterOrEqual", TypedOp::greater_equal},
+                                                         {"And", TypedOp::logical_and},
+                                                         {"Or", TypedOp::logical_or},
+                                                         {"Xor", TypedOp::logical_xor},
+                                                         {"Not", TypedOp::logical_not},
+                                                         {"Where", TypedOp::where},
+                                                         {"IsNaN", TypedOp::is_nan},
+                                                         {"IsInf", TypedOp::is_inf},
+                                                         {"Sign", TypedOp::sign},
+                                                         {"Cast", TypedOp::cast},
+                                                         {"CastLike", TypedOp::cast}};
+  for (const auto& [name, t] : kOps)
+    if (op == name) return t;
+  return std::nullopt;
+}
+
+// The node as a typed elementwise problem: its operands (CastLike's second input only names
+// the dtype) and output collapsed to kTypedRank dims; nullopt for other ops or more dims left.
+std::optional<TypedEltwiseProblem> typed_problem(const Graph& g, const Node& n) {
+  const auto op = typed_op(n.op);
+  if (!op || n.outputs.size() != 1 || n.outputs[0] == kNoValue) return std::nullopt;
+  TypedEltwiseProblem p;
+  p.op = *op;
+  const size_t operands = n.op == "CastLike" ? 1 : n.inputs.size();
+  std::vector<Shape> xs;
+  for (size_t k = 0; k < operands; ++k) {
+    if (n.in(k) == kNoValue) return std::nullopt;
+    xs.push_back(g.value(n.in(k)).shape);
+    p.x_type.push_back(g.value(n.in(k)).dtype);
+  }
+  const Value& y = g.value(n.outputs[0]);
+  const auto c = collapse_bcast(y.shape, xs, kTypedRank);
+  if (!c) return std::nullopt;
+  p.y = (*c)[0];
+  p.x.assign(c->begin() + 1, c->end());
+  p.y_type = y.dtype;
+  p.detect_positive = n.attr_i("detect_positive", 1) != 0;
+  p.detect_negative = n.attr_i("detect_negative", 1) != 0;
+  const int64_t to = n.op == "Cast" ? n.attr_i("to", 0) : 0;
+  p.narrow = to == 10  ? TypedEltwiseProblem::Narrow::half
+             : to == 6 ? TypedEltwiseProblem::Narrow::int32
+                       : TypedEltwiseProblem::Narrow::none;
+  return p;
+}
+
+// ArgMax / ArgMin / Hardmax of an f32 tensor of any rank, viewed as [outer, n, inner].
+std::optional<ArgReduceProblem> arg_problem(const Graph& g, const Node& n) {
+  const bool hardmax = n.op == "Hardmax";
+  if ((n.op != "ArgMax" && n.op != "ArgMin" && !hardmax) || n.outputs.size() != 1 ||
+      n.in(0) == kNoValue || g.value(n.in(0)).dtype != DType::f32)
+    return std::nullopt;
+  const Shape& s = g.value(n.in(0)).shape;
+  const int64_t rank = int64_t(s.size());
+  int64_t axis = n.attr_i("axis", hardmax ? -1 : 0);
+  if (axis < 0) axis += rank;
+  if (axis < 0 || axis >= rank) return std::nullopt;
+  const int64_t end = hardmax && n.attr_i("coerce_2d", 0) ? rank : axis + 1;  // opset < 13
+  ArgReduceProblem p;
+  for (int64_t d = 0; d < rank; ++d) (d < axis ? p.outer : d < end ? p.n : p.inner) *= s[size_t(d)];
+  p.max = n.op != "ArgMin";
+  p.last = !hardmax && n.attr_i("select_last_index", 0) != 0;
+  p.hardmax = hardmax;
+  if (p.n < 1) return std::nullopt;
+  return p;
+}
 
 // A Pad of a 4-D f32 tensor with constant pads, axes and value: the pads per dim and the mode.
 struct PadSpec {
@@ -732,10 +807,11 @@ std::optional<Label> Label::parse(const std::string& key) {
   if (parts.size() != 2) return std::nullopt;
   auto lay = layout_from(parts[1]);
   if (!lay) return std::nullopt;
-  for (LabelKind k : {LabelKind::fc, LabelKind::pool, LabelKind::concat, LabelKind::eltwise,
-                      LabelKind::ref, LabelKind::shuffle, LabelKind::norm, LabelKind::view,
-                      LabelKind::bcast, LabelKind::transpose, LabelKind::pad, LabelKind::reduce,
-                      LabelKind::convt, LabelKind::resize, LabelKind::copy})
+  for (LabelKind k :
+       {LabelKind::fc, LabelKind::pool, LabelKind::concat, LabelKind::eltwise, LabelKind::ref,
+        LabelKind::shuffle, LabelKind::norm, LabelKind::view, LabelKind::bcast,
+        LabelKind::transpose, LabelKind::pad, LabelKind::reduce, LabelKind::convt,
+        LabelKind::resize, LabelKind::copy, LabelKind::typed, LabelKind::arg})
     if (parts[0] == kind_name(k)) {
       l.kind = k;
       l.in = l.out = *lay;
@@ -827,6 +903,10 @@ std::vector<Label> candidate_labels(const Graph& g, int i, Isa isa, bool referen
     if (p.mode == "constant" || hw_only) simple(LabelKind::pad, Layout::nchw);
   } else if (jit && block_copy_problem(g, n)) {
     simple(LabelKind::copy, Layout::nchw);
+  } else if (jit && typed_problem(g, n)) {
+    simple(LabelKind::typed, Layout::nchw);
+  } else if (jit && arg_problem(g, n)) {
+    simple(LabelKind::arg, Layout::nchw);
   } else if (jit && view_ok(g, n, Layout::nchw)) {
     for (Layout l : {b, Layout::nhwc, Layout::nchw})
       if (view_ok(g, n, l)) simple(LabelKind::view, l);
@@ -971,6 +1051,19 @@ Instance instantiate(const Graph& g, int i, const Label& l, Isa isa, std::string
       std::transform(op.begin(), op.end(), op.begin(),
                      [](char c) { return char(std::tolower(c)); });
       r.kernel = create_block_copy_kernel(*p, op, &why);
+      break;
+    }
+    case LabelKind::typed: {
+      const auto p = jit_isa ? typed_problem(g, n) : std::nullopt;
+      if (!p || l.in != Layout::nchw) return no("not a typed elementwise op in nchw on a JIT ISA");
+      r.kernel = create_typed_eltwise_kernel(*p, isa, &why);
+      break;
+    }
+    case LabelKind::arg: {
+      const auto p = jit_isa ? arg_problem(g, n) : std::nullopt;
+      if (!p || l.in != Layout::nchw)
+        return no("not an ArgMax / ArgMin / Hardmax in nchw on a JIT ISA");
+      r.kernel = create_arg_reduce_kernel(*p, isa, &why);
       break;
     }
     case LabelKind::convt: {

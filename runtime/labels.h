@@ -42,6 +42,10 @@ enum class LabelKind : int {
   convt = 14,  // asmjit SubpixelInterleave: a ConvTranspose's phase planes into its output
   // Slice / Gather / Concat along one axis, any rank (nchw: row-major), as memcpy'd blocks
   copy = 15,
+  // Comparisons, And/Or/Xor/Not, Where, IsNaN/IsInf, Sign, Cast over f32 / int64 / bool, any
+  // broadcast (nchw: row-major)
+  typed = 16,
+  arg = 17,  // ArgMax / ArgMin / Hardmax over one axis, any rank (nchw: row-major)
 };
 
 struct Label {

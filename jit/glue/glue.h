@@ -150,6 +150,52 @@ struct BlockCopyProblem {
 std::unique_ptr<Kernel> create_block_copy_kernel(const BlockCopyProblem& p, const std::string& op,
                                                  std::string* why_not);
 
+// Elementwise ops on f32 / int64 / bool (one byte, 0 or 1) tensors with numpy broadcasting
+// (typed_eltwise.cpp): comparisons, And / Or / Xor / Not, Where, IsNaN / IsInf, Sign, Cast.
+// Row-major operands; y and every x have kTypedRank dims (runtime/labels.cpp's collapse_bcast
+// view), an operand's dim either y's or 1. Plain C++ loops compiled per ISA (target attributes) and
+// vectorised by the compiler; x[k] is src[k], y is dst[0].
+enum class TypedOp : int {
+  equal,
+  less,
+  greater,
+  less_equal,
+  greater_equal,
+  logical_and,
+  logical_or,
+  logical_xor,
+  logical_not,
+  where,  // x0 (bool) ? x1 : x2
+  is_nan,
+  is_inf,
+  sign,
+  cast,
+};
+constexpr size_t kTypedRank = 8;
+struct TypedEltwiseProblem {
+  TypedOp op = TypedOp::equal;
+  Shape y;
+  std::vector<Shape> x;
+  std::vector<DType> x_type;
+  DType y_type = DType::f32;
+  bool detect_positive = true, detect_negative = true;  // IsInf
+  // Cast to float16 (rounded to nearest even, kept as f32) / int32 (truncated or wrapped to 32
+  // bits, kept as int64): the dtypes Kiln stores them in.
+  enum class Narrow { none, half, int32 } narrow = Narrow::none;
+};
+std::unique_ptr<Kernel> create_typed_eltwise_kernel(const TypedEltwiseProblem& p, Isa isa,
+                                                    std::string* why_not);
+
+// ArgMax / ArgMin (int64 indices [outer, inner]) or Hardmax (f32 one-hot [outer, n, inner]) of a
+// row-major f32 tensor viewed as [outer, n, inner], over n (argreduce.cpp). As numpy: the first
+// extreme (last: the last one), a NaN counts as the extreme. src[0] -> dst[0].
+struct ArgReduceProblem {
+  int64_t outer = 1, n = 1, inner = 1;
+  bool max = true, last = false, hardmax = false;
+};
+std::unique_ptr<Kernel> create_arg_reduce_kernel(const ArgReduceProblem& p, Isa isa,
+                                                 std::string* why_not);
+
 // Resize of a 4-D f32 tensor x's H and W (N, C unchanged) by the taps of each axis
 // (graph/resize.h; at most kMaxResizeTaps per axis, no extrapolated outputs). `mode` names the
 // kernel. nchw vectorises over output columns (gathers), nhwc and the ISA's blocked layout over

@@ -1,0 +1,88 @@
+"""Forms rewritten into ops with fast kernels (graph/rewrite_binary.cpp): Max / Min / Mean / Sum
+of one or of three and more broadcasting operands, Clip with computed bounds, Split on any axis
+and rank: against numpy, no reference kernel in the plan on the best ISA and AVX2, and the
+reference kernels (which run the original node) agree."""
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+import kiln
+
+from helpers import rel_error
+
+
+def model(nodes, ins, outs, inits=(), opset=13):
+    g = helper.make_graph(
+        nodes, "rewritten",
+        [helper.make_tensor_value_info(n, TensorProto.FLOAT, list(s)) for n, s in ins],
+        [helper.make_tensor_value_info(n, TensorProto.FLOAT, list(s)) for n, s in outs],
+        initializer=list(inits))
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)])
+    onnx.checker.check_model(m)
+    return m.SerializeToString()
+
+
+def run_all(data, feeds, want, tol):
+    for max_isa in (None, "avx2", "scalar"):
+        with kiln.Session.from_bytes(data, threads=2, tune="none", max_isa=max_isa,
+                                     disable_cache=True) as s:
+            got = s.run(feeds)
+            if max_isa != "scalar" and s.isa != "scalar":
+                kernels = [st["kernel"] for st in s.plan()["steps"]]
+                assert not [k for k in kernels if k.startswith("ref_")], kernels
+        for name, w in want.items():
+            assert got[name].shape == w.shape, (max_isa, name)
+            assert rel_error(got[name], w) <= tol, (max_isa, name, rel_error(got[name], w))
+
+
+VARIADIC = {"Max": lambda xs: np.maximum.reduce(np.broadcast_arrays(*xs)),
+            "Min": lambda xs: np.minimum.reduce(np.broadcast_arrays(*xs)),
+            "Sum": lambda xs: sum(xs),
+            "Mean": lambda xs: sum(xs) / np.float32(len(xs))}
+
+
+@pytest.mark.parametrize("op", list(VARIADIC))
+@pytest.mark.parametrize("shapes", [[(2, 3, 4, 5)], [(2, 3, 4, 5)] * 3,
+                                    [(2, 3, 4, 5), (5,), (3, 1, 1), (1, 3, 4, 1)],
+                                    [(7,), (), (6, 1)]])
+def test_variadic(op, shapes):
+    rng = np.random.default_rng(len(shapes))
+    xs = [np.asarray(rng.standard_normal(s), dtype=np.float32) for s in shapes]
+    want = np.asarray(VARIADIC[op](xs), dtype=np.float32)
+    names = [f"x{k}" for k in range(len(xs))]
+    data = model([helper.make_node(op, names, ["y"])], list(zip(names, shapes)),
+                 [("y", want.shape)])
+    run_all(data, dict(zip(names, xs)), {"y": want}, 1e-6)
+
+
+@pytest.mark.parametrize("bounds", ["both", "min", "max"])
+def test_clip_computed_bounds(bounds):
+    rng = np.random.default_rng(8)
+    x = rng.standard_normal((2, 3, 40)).astype(np.float32)
+    lo, hi = np.asarray(-0.5, np.float32), np.asarray(0.7, np.float32)
+    ins, feeds = [("x", x.shape)], {"x": x}
+    if bounds != "max":
+        ins.append(("lo", ()))
+        feeds["lo"] = lo
+    if bounds != "min":
+        ins.append(("hi", ()))
+        feeds["hi"] = hi
+    node = helper.make_node("Clip", ["x", "lo" if bounds != "max" else "",
+                                     "hi" if bounds != "min" else ""], ["y"])
+    want = np.clip(x, lo if bounds != "max" else None, hi if bounds != "min" else None)
+    run_all(model([node], ins, [("y", x.shape)]), feeds, {"y": want}, 0)
+
+
+@pytest.mark.parametrize("shape,axis,sizes", [((6,), 0, [2, 4]), ((3, 10), 1, [3, 3, 4]),
+                                              ((2, 5, 7, 9), 2, [1, 6]),
+                                              ((2, 4, 3, 8), -1, [4, 4]),
+                                              ((4, 2, 3), 0, [1, 1, 2])])
+def test_split_any_axis(shape, axis, sizes):
+    x = np.random.default_rng(9).standard_normal(shape).astype(np.float32)
+    outs = np.split(x, np.cumsum(sizes)[:-1], axis=axis)
+    names = [f"y{k}" for k in range(len(sizes))]
+    split = numpy_helper.from_array(np.array(sizes, np.int64), "split")
+    node = helper.make_node("Split", ["x", "split"], names, axis=axis)
+    data = model([node], [("x", shape)], [(n, o.shape) for n, o in zip(names, outs)], [split])
+    run_all(data, {"x": x}, dict(zip(names, outs)), 0)
