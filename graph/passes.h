@@ -77,10 +77,13 @@ int rewrite_conv_transposes(Graph& g);
 // kernels. Returns the number rewritten.
 int rewrite_einsums(Graph& g);
 
-// graph/rewrite_binary.cpp. Max / Min / Mean / Sum of f32 operands that are not two (a Sum
-// of same-shape operands aside) -> Identity or a chain of two-operand ops (Mean: then one Div by
-// n); Clip with a computed bound -> Max and / or Min. Returns the number rewritten.
-int rewrite_to_binary(Graph& g);
+// graph/rewrite_forms.cpp. Max / Min / Mean / Sum of f32 operands that are not two (a Sum of
+// same-shape operands aside) -> Identity or a chain of two-operand ops (Mean: then one Div by
+// n); Clip with a computed bound -> Max and / or Min; Gemm with a computed B, transA or a C that
+// is not a constant row -> Transpose / MatMul (or Gemm with constant B) / Mul / Add; Softmax /
+// LogSoftmax over an axis neither last nor a 4-D tensor's channels -> Transpose, the op over the
+// last axis, Transpose back. Returns the number rewritten.
+int rewrite_forms(Graph& g);
 // A Split of an f32 tensor (any axis and rank; run after rewrite_channel_ops, which takes the
 // channel splits) -> one Slice per output. Returns the number rewritten.
 int rewrite_splits(Graph& g);

@@ -1,7 +1,8 @@
-"""Forms rewritten into ops with fast kernels (graph/rewrite_binary.cpp): Max / Min / Mean / Sum
-of one or of three and more broadcasting operands, Clip with computed bounds, Split on any axis
-and rank: against numpy, no reference kernel in the plan on the best ISA and AVX2, and the
-reference kernels (which run the original node) agree."""
+"""Forms rewritten into ops with fast kernels (graph/rewrite_forms.cpp): Max / Min / Mean / Sum
+of one or of three and more broadcasting operands, Clip with computed bounds, Gemm with computed
+B / transA / a full or computed C, Softmax over a middle axis, Split on any axis and rank:
+against numpy, with no reference kernel in the plan on the best ISA and on AVX2, and on the
+reference path (the rewritten graph on the reference kernels)."""
 import numpy as np
 import onnx
 import pytest
@@ -86,3 +87,48 @@ def test_split_any_axis(shape, axis, sizes):
     node = helper.make_node("Split", ["x", "split"], names, axis=axis)
     data = model([node], [("x", shape)], [(n, o.shape) for n, o in zip(names, outs)], [split])
     run_all(data, {"x": x}, dict(zip(names, outs)), 0)
+
+
+@pytest.mark.parametrize("b_const", [False, True])
+@pytest.mark.parametrize("trans_a,trans_b", [(0, 0), (1, 0), (0, 1), (1, 1)])
+@pytest.mark.parametrize("c_kind", ["none", "row", "matrix", "computed"])
+def test_gemm_forms(b_const, trans_a, trans_b, c_kind):
+    rng = np.random.default_rng(10)
+    m, k, n = 5, 7, 9
+    a = rng.standard_normal((k, m) if trans_a else (m, k)).astype(np.float32)
+    b = rng.standard_normal((n, k) if trans_b else (k, n)).astype(np.float32)
+    alpha, beta = 0.75, -1.5
+    ins, feeds, inits = [("a", a.shape)], {"a": a}, []
+    if b_const:
+        inits.append(numpy_helper.from_array(b, "b"))
+    else:
+        ins.append(("b", b.shape))
+        feeds["b"] = b
+    want = alpha * (a.T if trans_a else a) @ (b.T if trans_b else b)
+    c_name = ""
+    if c_kind != "none":
+        c = rng.standard_normal((n,) if c_kind == "row" else (m, n)).astype(np.float32)
+        c_name = "c"
+        if c_kind == "computed":
+            ins.append(("c", c.shape))
+            feeds["c"] = c
+        else:
+            inits.append(numpy_helper.from_array(c, "c"))
+        want = want + beta * c
+    node = helper.make_node("Gemm", ["a", "b", c_name] if c_name else ["a", "b"], ["y"],
+                            alpha=alpha, beta=beta, transA=trans_a, transB=trans_b)
+    data = model([node], ins, [("y", (m, n))], inits)
+    run_all(data, feeds, {"y": want.astype(np.float32)}, 1e-5)
+
+
+@pytest.mark.parametrize("op", ["Softmax", "LogSoftmax"])
+@pytest.mark.parametrize("shape,axis", [((3, 4, 5), 0), ((3, 4, 5), 1), ((2, 6, 5, 7), 2),
+                                        ((2, 6, 5, 7), 0), ((2, 3, 4, 5, 6), 2)])
+def test_softmax_middle_axis(op, shape, axis):
+    x = np.random.default_rng(11).standard_normal(shape).astype(np.float32) * 3
+    e = np.exp(x - x.max(axis=axis, keepdims=True))
+    want = e / e.sum(axis=axis, keepdims=True)
+    if op == "LogSoftmax":
+        want = np.log(want)
+    data = model([helper.make_node(op, ["x"], ["y"], axis=axis)], [("x", shape)], [("y", shape)])
+    run_all(data, {"x": x}, {"y": want.astype(np.float32)}, 2e-6)

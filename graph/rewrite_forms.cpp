@@ -1,0 +1,208 @@
+// Forms of ops that have no kernel of their own, rewritten into ops that have one:
+// Max / Min / Mean / Sum of one or of three and more operands into chains of two-operand ops
+// (the broadcast kernel), Clip with computed bounds into Max then Min, Gemm forms the fc kernel
+// does not take (computed B, transA, a C that is not a constant row) into Transpose / MatMul /
+// Gemm / Mul / Add, Softmax / LogSoftmax over a middle axis between two Transposes, and a Split
+// that the channel rewrites left (any axis, any rank) into one Slice per output (the block-copy
+// kernel). Each computes what the original does (Mean: the sum, then one division by n).
+#include "graph/infer.h"
+#include "graph/passes.h"
+
+namespace kiln {
+namespace {
+
+Node make(const Node& n, const std::string& op, std::vector<ValueId> inputs, int part) {
+  Node x;
+  x.name = n.name + "_" + op + std::to_string(part);
+  x.op = op;
+  x.inputs = std::move(inputs);
+  return x;
+}
+
+ValueId scalar_const(Graph& g, const std::string& base, float v) {
+  Tensor t(DType::f32, {});
+  *t.data<float>() = v;
+  return g.add_const(unique_value_name(g, base), t);
+}
+
+// Every operand present (optional ones may be absent) is f32, and so is the first output.
+bool all_f32(const Graph& g, const Node& n, bool optional = false) {
+  for (ValueId v : n.inputs)
+    if (v == kNoValue ? !optional : g.value(v).dtype != DType::f32) return false;
+  return n.in(0) != kNoValue && !n.outputs.empty() && n.outputs[0] != kNoValue;
+}
+
+// Sum whose operands all have the output's shape runs as one elementwise kernel: kept.
+bool same_shape_sum(const Graph& g, const Node& n) {
+  const Shape& y = g.value(n.outputs[0]).shape;
+  for (ValueId v : n.inputs)
+    if (g.value(v).shape != y) return false;
+  return true;
+}
+
+bool rewrite_variadic(Graph& g, std::vector<Node>& nodes, const Node& n) {
+  const bool mean = n.op == "Mean";
+  if ((n.op != "Max" && n.op != "Min" && n.op != "Sum" && !mean) || n.inputs.size() == 2 ||
+      n.outputs.size() != 1 || !all_f32(g, n) || (n.op == "Sum" && same_shape_sum(g, n)))
+    return false;
+  const ValueId y = n.outputs[0];
+  if (n.inputs.size() == 1) {  // the operand itself (removed with the other identities)
+    emit_node(g, nodes, make(n, "Identity", {n.inputs[0]}, 0), "", y);
+    return true;
+  }
+  const std::string op = n.op == "Max" || n.op == "Min" ? n.op : "Add";
+  ValueId acc = n.inputs[0];
+  for (size_t k = 1; k < n.inputs.size(); ++k) {
+    const bool last = k + 1 == n.inputs.size() && !mean;
+    acc = emit_node(g, nodes, make(n, op, {acc, n.inputs[k]}, int(k)), n.name + "_acc",
+                    last ? y : kNoValue);
+  }
+  if (mean)
+    emit_node(g, nodes,
+              make(n, "Div", {acc, scalar_const(g, n.name + "_count", float(n.inputs.size()))}, 0),
+              "", y);
+  return true;
+}
+
+// Clip(x, lo, hi) with a computed bound: Min(Max(x, lo), hi) (NaN propagates through both, as
+// through Clip; lo > hi gives hi, as ONNX's Clip).
+bool rewrite_clip(Graph& g, std::vector<Node>& nodes, const Node& n) {
+  if (n.op != "Clip" || n.outputs.size() != 1 || !all_f32(g, n, true)) return false;
+  const ValueId lo = n.in(1), hi = n.in(2);
+  const bool computed =
+      (lo != kNoValue && !g.value(lo).is_const()) || (hi != kNoValue && !g.value(hi).is_const());
+  if (!computed) return false;  // constant bounds: the elementwise kernel's clip
+  ValueId x = n.inputs[0];
+  if (lo != kNoValue)
+    x = emit_node(g, nodes, make(n, "Max", {x, lo}, 0), n.name + "_lo",
+                  hi == kNoValue ? n.outputs[0] : kNoValue);
+  if (hi != kNoValue) emit_node(g, nodes, make(n, "Min", {x, hi}, 0), "", n.outputs[0]);
+  return true;
+}
+
+// Split into one Slice per output (sizes from the inferred output shapes).
+bool rewrite_split(Graph& g, std::vector<Node>& nodes, const Node& n) {
+  if (n.op != "Split" || n.in(0) == kNoValue || g.value(n.in(0)).dtype != DType::f32) return false;
+  const int64_t rank = int64_t(g.value(n.in(0)).shape.size());
+  int64_t axis = n.attr_i("axis", 0);
+  if (axis < 0) axis += rank;
+  if (axis < 0 || axis >= rank) return false;
+  int64_t at = 0;
+  for (size_t k = 0; k < n.outputs.size(); ++k) {
+    if (n.outputs[k] == kNoValue) return false;
+    const int64_t len = g.value(n.outputs[k]).shape[size_t(axis)];
+    Node s = make(n, "Slice", {n.inputs[0]}, int(k));
+    for (int64_t v : {at, at + len, axis})
+      s.inputs.push_back(g.add_const(unique_value_name(g, s.name + "_arg"), ints_tensor({v})));
+    emit_node(g, nodes, std::move(s), "", n.outputs[k]);
+    at += len;
+  }
+  return true;
+}
+
+// Gemm -> [Transpose A] -> MatMul with [Transpose] B (computed B) or Gemm without C (constant
+// B: the fc kernel) -> [Mul alpha] -> [Add beta * C], where the fc kernel would refuse it.
+bool rewrite_gemm(Graph& g, std::vector<Node>& nodes, const Node& n) {
+  if (n.op != "Gemm" || n.outputs.size() != 1 || !all_f32(g, n, true) || n.in(1) == kNoValue ||
+      n.has("post_ops"))
+    return false;
+  const ValueId a = n.in(0), b = n.in(1), c = n.in(2), y = n.outputs[0];
+  const bool trans_a = n.attr_i("transA", 0) != 0, trans_b = n.attr_i("transB", 0) != 0;
+  const float alpha = n.attr_f("alpha", 1.f), beta = n.attr_f("beta", 1.f);
+  const bool b_const = g.value(b).is_const();
+  const int64_t cols = g.value(y).shape.back();
+  const bool c_row =
+      c == kNoValue || (g.value(c).is_const() &&
+                        (g.value(c).shape == Shape{cols} || g.value(c).shape == Shape{1, cols}));
+  if (b_const && !trans_a && c_row) return false;  // the fc kernel's form
+  auto transpose = [&](ValueId v, int part) {
+    Node t = make(n, "Transpose", {v}, part);
+    t.attrs["perm"] = attr_ints({1, 0});
+    return emit_node(g, nodes, std::move(t), n.name + "_t");
+  };
+  const ValueId a2 = trans_a ? transpose(a, 0) : a;
+  const bool scale = !b_const && alpha != 1.f;
+  const bool out_last = c == kNoValue && !scale;
+  ValueId p;
+  if (b_const) {
+    Node m = make(n, "Gemm", {a2, b}, 0);
+    m.attrs["transB"] = attr_i(trans_b);
+    m.attrs["alpha"] = attr_f(alpha);
+    p = emit_node(g, nodes, std::move(m), n.name + "_ab", out_last ? y : kNoValue);
+  } else {
+    const ValueId b2 = trans_b ? transpose(b, 1) : b;
+    p = emit_node(g, nodes, make(n, "MatMul", {a2, b2}, 0), n.name + "_ab",
+                  out_last ? y : kNoValue);
+  }
+  if (scale)
+    p = emit_node(g, nodes, make(n, "Mul", {p, scalar_const(g, n.name + "_alpha", alpha)}, 0),
+                  n.name + "_scaled", c == kNoValue ? y : kNoValue);
+  if (c != kNoValue) {
+    ValueId c2 = c;
+    if (beta != 1.f)
+      c2 = emit_node(g, nodes, make(n, "Mul", {c, scalar_const(g, n.name + "_beta", beta)}, 1),
+                     n.name + "_c");
+    emit_node(g, nodes, make(n, "Add", {p, c2}, 0), "", y);
+  }
+  return true;
+}
+
+// Softmax / LogSoftmax over an axis that is neither the last nor a 4-D tensor's channels (the
+// kernels' forms) -> Transpose that axis last, the op over the last axis, Transpose back.
+bool rewrite_softmax_axis(Graph& g, std::vector<Node>& nodes, const Node& n) {
+  if ((n.op != "Softmax" && n.op != "LogSoftmax") || n.outputs.size() != 1 || !all_f32(g, n) ||
+      n.attr_i("coerce_2d", 0) != 0)
+    return false;
+  const int64_t rank = int64_t(g.value(n.in(0)).shape.size());
+  int64_t axis = n.attr_i("axis", -1);
+  if (axis < 0) axis += rank;
+  if (axis < 0 || axis >= rank - 1 || (rank == 4 && axis == 1)) return false;
+  std::vector<int64_t> perm, back(size_t(rank), 0);
+  for (int64_t d = 0; d < rank; ++d)
+    if (d != axis) perm.push_back(d);
+  perm.push_back(axis);
+  for (int64_t d = 0; d < rank; ++d) back[size_t(perm[size_t(d)])] = d;
+  Node t = make(n, "Transpose", {n.inputs[0]}, 0);
+  t.attrs["perm"] = attr_ints(perm);
+  Node m = make(n, n.op, {emit_node(g, nodes, std::move(t), n.name + "_t")}, 0);
+  m.attrs["axis"] = attr_i(-1);
+  Node u = make(n, "Transpose", {emit_node(g, nodes, std::move(m), n.name + "_last")}, 1);
+  u.attrs["perm"] = attr_ints(back);
+  emit_node(g, nodes, std::move(u), "", n.outputs[0]);
+  return true;
+}
+
+}  // namespace
+
+int rewrite_forms(Graph& g) {
+  std::vector<Node> nodes;
+  nodes.reserve(g.nodes.size());
+  int rewritten = 0;
+  for (Node& n : g.nodes) {
+    if (rewrite_variadic(g, nodes, n) || rewrite_clip(g, nodes, n) || rewrite_gemm(g, nodes, n) ||
+        rewrite_softmax_axis(g, nodes, n)) {
+      ++rewritten;
+      continue;
+    }
+    nodes.push_back(std::move(n));
+  }
+  g.nodes = std::move(nodes);
+  return rewritten;
+}
+
+int rewrite_splits(Graph& g) {
+  std::vector<Node> nodes;
+  nodes.reserve(g.nodes.size());
+  int rewritten = 0;
+  for (Node& n : g.nodes) {
+    if (rewrite_split(g, nodes, n)) {
+      ++rewritten;
+      continue;
+    }
+    nodes.push_back(std::move(n));
+  }
+  g.nodes = std::move(nodes);
+  return rewritten;
+}
+
+}  // namespace kiln
