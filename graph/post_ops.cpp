@@ -14,11 +14,12 @@ namespace {
 
 // Every kind's name, in enum order: post_op_name's table and parse_post_ops's vocabulary.
 const char* const kKindNames[] = {
-    "relu", "leaky_relu",  "clip", "sigmoid",  "swish",      "hardswish", "hardsigmoid",
-    "add",  "scale_shift", "gelu", "tanh",     "sqrt",       "erf",       "pow",
-    "exp",  "log",         "neg",  "abs",      "reciprocal", "floor",     "ceil",
-    "elu",  "selu",        "celu", "softplus", "softsign",   "mish",      "thresholded_relu"};
-static_assert(std::size(kKindNames) == size_t(PostOp::Kind::thresholded_relu) + 1);
+    "relu",     "leaky_relu",  "clip", "sigmoid",  "swish",      "hardswish", "hardsigmoid",
+    "add",      "scale_shift", "gelu", "tanh",     "sqrt",       "erf",       "pow",
+    "exp",      "log",         "neg",  "abs",      "reciprocal", "floor",     "ceil",
+    "elu",      "selu",        "celu", "softplus", "softsign",   "mish",      "thresholded_relu",
+    "gelu_tanh"};
+static_assert(std::size(kKindNames) == size_t(PostOp::Kind::gelu_tanh) + 1);
 
 // The ONNX ops that map to one glue-only kind, with their attributes' names and defaults.
 struct GlueUnary {
@@ -129,6 +130,10 @@ std::optional<PostOp> unary_post_op(const Graph& g, const Node& n) {
 
 std::optional<PostOp> glue_unary_post_op(const Node& n) {
   PostOp op;
+  if (n.op == "Gelu" && n.attr_s("approximate", "none") == "tanh") {
+    op.kind = PostOp::Kind::gelu_tanh;
+    return op;
+  }
   for (const GlueUnary& u : kGlueUnary)
     if (n.op == u.op) {
       op.kind = u.kind;
@@ -239,6 +244,10 @@ float apply_post_op(const PostOp& op, float x, float residual, float scale, floa
       return x * std::tanh(std::max(x, 0.f) + std::log1p(std::exp(-std::fabs(x))));
     case PostOp::Kind::thresholded_relu:
       return x > op.alpha ? x : 0.f;
+    case PostOp::Kind::gelu_tanh: {  // in double
+      const double d = x;
+      return float(0.5 * d * (1 + std::tanh(0.79788456080286536 * (d + 0.044715 * d * d * d))));
+    }
   }
   return x;
 }

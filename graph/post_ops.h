@@ -4,7 +4,7 @@
 // Representation on the node (written by fuse_epilogues, read by every kernel):
 //   attr "post_ops"   strings, one per op, in order: relu, leaky_relu, clip, sigmoid, swish,
 //                     hardswish, hardsigmoid, add, scale_shift, gelu (tanh, sqrt, erf, pow, exp,
-//                     log, ... thresholded_relu: the glue kernels' vocabulary only, never fused
+//                     log, ... gelu_tanh: the glue kernels' vocabulary only, never fused
 //                     into a conv epilogue)
 //   attr "post_alpha" floats, same length: leaky_relu slope, clip min, hardsigmoid alpha, pow
 //                     exponent, elu / selu / celu alpha, thresholded_relu alpha
@@ -54,6 +54,8 @@ struct PostOp {
     softsign,          // x / (1 + |x|), +-1 at +-inf
     mish,              // x tanh(softplus(x))
     thresholded_relu,  // x > alpha ? x : 0
+    // 0.5 x (1 + tanh(sqrt(2 / pi) (x + 0.044715 x^3))): ONNX Gelu with approximate = "tanh"
+    gelu_tanh,
   };
   Kind kind = Kind::relu;
   float alpha = 0, beta = 0;
@@ -61,7 +63,7 @@ struct PostOp {
 };
 
 const char* post_op_name(PostOp::Kind k);
-// The kinds only the standalone elementwise kernels compute (tanh ... thresholded_relu: the
+// The kinds only the standalone elementwise kernels compute (tanh ... gelu_tanh: the
 // enum's tail), never a conv epilogue.
 inline bool glue_only(PostOp::Kind k) {
   return k >= PostOp::Kind::tanh;

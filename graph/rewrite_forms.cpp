@@ -2,7 +2,8 @@
 // Max / Min / Mean / Sum of one or of three and more operands into chains of two-operand ops
 // (the broadcast kernel), Clip with computed bounds into Max then Min, Gemm forms the fc kernel
 // does not take (computed B, transA, a C that is not a constant row) into Transpose / MatMul /
-// Gemm / Mul / Add, Softmax / LogSoftmax over a middle axis between two Transposes, and a Split
+// Gemm / Mul / Add, Softmax / LogSoftmax over a middle axis between two Transposes, Tile into
+// Concats, and a Split
 // that the channel rewrites left (any axis, any rank) into one Slice per output (the block-copy
 // kernel). Each computes what the original does (Mean: the sum, then one division by n).
 #include "graph/infer.h"
@@ -172,6 +173,32 @@ bool rewrite_softmax_axis(Graph& g, std::vector<Node>& nodes, const Node& n) {
   return true;
 }
 
+// Tile(x, repeats) of an f32 tensor with constant repeats -> one Concat of r copies per axis
+// repeated r > 1 times (the concat / block-copy kernels).
+bool rewrite_tile(Graph& g, std::vector<Node>& nodes, const Node& n) {
+  if (n.op != "Tile" || n.outputs.size() != 1 || n.in(0) == kNoValue ||
+      g.value(n.in(0)).dtype != DType::f32 || n.outputs[0] == kNoValue)
+    return false;
+  const auto r = ints_of(g, n, 1);
+  if (!r) return false;
+  const std::vector<int64_t>& reps = *r;
+  int last = -1;
+  for (size_t d = 0; d < reps.size(); ++d)
+    if (reps[d] > 1) last = int(d);
+  ValueId x = n.inputs[0];
+  if (last < 0) {  // no repeat: the input itself
+    emit_node(g, nodes, make(n, "Identity", {x}, 0), "", n.outputs[0]);
+    return true;
+  }
+  for (int d = 0; d <= last; ++d) {
+    if (reps[size_t(d)] <= 1) continue;
+    Node c = make(n, "Concat", std::vector<ValueId>(size_t(reps[size_t(d)]), x), d);
+    c.attrs["axis"] = attr_i(d);
+    x = emit_node(g, nodes, std::move(c), n.name + "_tile", d == last ? n.outputs[0] : kNoValue);
+  }
+  return true;
+}
+
 }  // namespace
 
 int rewrite_forms(Graph& g) {
@@ -180,7 +207,7 @@ int rewrite_forms(Graph& g) {
   int rewritten = 0;
   for (Node& n : g.nodes) {
     if (rewrite_variadic(g, nodes, n) || rewrite_clip(g, nodes, n) || rewrite_gemm(g, nodes, n) ||
-        rewrite_softmax_axis(g, nodes, n)) {
+        rewrite_softmax_axis(g, nodes, n) || rewrite_tile(g, nodes, n)) {
       ++rewritten;
       continue;
     }

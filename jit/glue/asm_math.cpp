@@ -503,6 +503,21 @@ void emit_post_op(AsmBuilder& b, const x86::Vec& a, const PostOp& op) {
       cc.vmulps(a, a, x);
       break;
     }
+    case K::gelu_tanh: {
+      // 0.5 x (1 + tanh(u)) = x / (1 + exp(-2u)), u = sqrt(2 / pi) x (1 + 0.044715 x^2): no
+      // cancellation in 1 + tanh(u) where u is very negative.
+      x86::Vec x = b.vec(), e = b.vec();
+      cc.vmovaps(x, a);
+      cc.vmulps(a, a, a);
+      cc.vmulps(a, a, b.cf32(0.044715f));
+      cc.vaddps(a, a, b.cf32(1.f));
+      cc.vmulps(a, a, x);
+      cc.vmulps(a, a, b.cf32(2 * 0.79788456080286536f));
+      emit_exp(b, e, a, /*negate=*/true);
+      cc.vaddps(e, e, b.cf32(1.f));
+      cc.vdivps(a, x, e);
+      break;
+    }
     case K::thresholded_relu: {  // x > alpha ? x : 0 (NaN: 0)
       x86::Vec r = zero();
       select_if(b, r, a, a, b.cf32(op.alpha), kGtOq);

@@ -148,16 +148,9 @@ void erf_op(const Node& node, const Inputs& in, const Outputs& out) {
 }
 
 void gelu(const Node& node, const Inputs& in, const Outputs& out) {
-  if (node.attr_s("approximate", "none") == "tanh") {
-    // 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))), in double.
-    unary(node, in, out, [](float x) {
-      const double d = x;
-      return float(0.5 * d * (1 + std::tanh(0.79788456080286536 * (d + 0.044715 * d * d * d))));
-    });
-    return;
-  }
-  PostOp op;
-  op.kind = PostOp::Kind::gelu;  // the fused post-op's semantics, one definition
+  PostOp op;  // the post-ops' semantics, one definition
+  op.kind =
+      node.attr_s("approximate", "none") == "tanh" ? PostOp::Kind::gelu_tanh : PostOp::Kind::gelu;
   unary(node, in, out, [&](float x) { return apply_post_op(op, x, 0, 1, 0); });
 }
 

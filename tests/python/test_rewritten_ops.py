@@ -132,3 +132,15 @@ def test_softmax_middle_axis(op, shape, axis):
         want = np.log(want)
     data = model([helper.make_node(op, ["x"], ["y"], axis=axis)], [("x", shape)], [("y", shape)])
     run_all(data, {"x": x}, {"y": want.astype(np.float32)}, 2e-6)
+
+
+@pytest.mark.parametrize("shape,reps", [((1, 8, 5, 6), (1, 2, 1, 3)), ((3, 4), (2, 1)),
+                                        ((2, 3, 4), (2, 2, 2)), ((7,), (4,)),
+                                        ((2, 3, 4), (1, 1, 1))])
+def test_tile(shape, reps):
+    x = np.random.default_rng(12).standard_normal(shape).astype(np.float32)
+    want = np.tile(x, reps)
+    r = numpy_helper.from_array(np.array(reps, np.int64), "r")
+    data = model([helper.make_node("Tile", ["x", "r"], ["y"])], [("x", shape)],
+                 [("y", want.shape)], [r])
+    run_all(data, {"x": x}, {"y": want}, 0)
