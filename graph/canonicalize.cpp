@@ -1,6 +1,7 @@
 #include "graph/canonicalize.h"
 
 #include <algorithm>
+#include <cstring>
 #include <limits>
 
 #include "graph/post_ops.h"
@@ -128,6 +129,71 @@ void canonicalize_node(Graph& g, Node& n) {
   while (!n.inputs.empty() && n.inputs.back() == kNoValue) n.inputs.pop_back();
 }
 
+// A 1-D Conv / ConvTranspose (constant rank-3 weights) or MaxPool / AveragePool (one kernel
+// dim) on [N, C, L] becomes its 2-D form on [N, C, 1, L] between an Unsqueeze and a Squeeze of
+// axis 2 (views in nchw; rewrite_forms drops a Squeeze-Unsqueeze pair between two such nodes),
+// so it runs on the 2-D kernels. Appends the nodes to `out`; false (nothing appended) otherwise.
+bool lift_1d(Graph& g, Node& n, std::vector<Node>& out) {
+  const bool conv = n.op == "Conv" || n.op == "ConvTranspose";
+  const bool pool = n.op == "MaxPool" || n.op == "AveragePool";
+  if (!conv && !pool) return false;
+  if (n.in(0) == kNoValue || n.outputs.size() != 1 || n.outputs[0] == kNoValue) return false;
+  if (conv) {
+    const ValueId w = n.in(1);
+    if (w == kNoValue || !g.value(w).is_const() || g.value(w).constant->shape().size() != 3)
+      return false;
+  } else if (n.attr_ints("kernel_shape").size() != 1) {
+    return false;
+  }
+  // Per-dim attributes get the H dim in front: kernel 1, stride 1, dilation 1, no padding.
+  auto prepend = [&](const std::string& attr, int64_t h) {
+    if (!n.has(attr)) return;
+    std::vector<int64_t> v = n.attr_ints(attr);
+    if (v.size() != 1) n.fail(Code::invalid_model, attr + " needs one value for a 1-D input");
+    n.attrs[attr] = attr_ints({h, v[0]});
+  };
+  prepend("kernel_shape", 1);
+  prepend("strides", 1);
+  prepend("dilations", 1);
+  prepend("output_padding", 0);
+  prepend("output_shape", 1);
+  if (n.has("pads")) {
+    const std::vector<int64_t> p = n.attr_ints("pads");
+    if (p.size() != 2) n.fail(Code::invalid_model, "pads needs two values for a 1-D input");
+    n.attrs["pads"] = attr_ints({0, p[0], 0, p[1]});
+  }
+  if (conv) {  // weights [M, C/g, K] -> [M, C/g, 1, K] (a copy: constants are immutable)
+    const Tensor& w = *g.value(n.in(1)).constant;
+    Shape s = w.shape();
+    s.insert(s.begin() + 2, 1);
+    Tensor w4(w.dtype(), s);
+    std::memcpy(w4.raw(), w.stored_bytes(), w.nbytes());
+    n.inputs[1] = g.add_const(unique_value_name(g, g.value(n.in(1)).name + "_2d"), std::move(w4));
+  }
+  auto axis2 = [&](const std::string& base) {
+    return g.add_const(unique_value_name(g, base + "_axis"), ints_tensor({2}));
+  };
+  Node u;
+  u.name = n.name + "_unsqueeze";
+  u.op = "Unsqueeze";
+  u.inputs = {n.inputs[0], axis2(u.name)};
+  const ValueId x4 = g.add_value(unique_value_name(g, g.value(n.inputs[0]).name + "_2d"));
+  u.outputs = {x4};
+  Node s;
+  s.name = n.name + "_squeeze";
+  s.op = "Squeeze";
+  const ValueId y = n.outputs[0];
+  const ValueId y4 = g.add_value(unique_value_name(g, g.value(y).name + "_2d"));
+  s.inputs = {y4, axis2(s.name)};
+  s.outputs = {y};
+  n.inputs[0] = x4;
+  n.outputs[0] = y4;
+  out.push_back(std::move(u));
+  out.push_back(std::move(n));
+  out.push_back(std::move(s));
+  return true;
+}
+
 }  // namespace
 
 std::optional<Tensor> constant_value(const Node& n) {
@@ -154,7 +220,7 @@ void canonicalize(Graph& g) {
   for (Node& n : g.nodes) {
     if (fold_constant_node(g, n)) continue;
     canonicalize_node(g, n);
-    kept.push_back(std::move(n));
+    if (!lift_1d(g, n, kept)) kept.push_back(std::move(n));
   }
   g.nodes = std::move(kept);
 }

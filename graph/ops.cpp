@@ -21,12 +21,14 @@ const std::vector<OpInfo>& table() {
   // name, infer, min/max inputs, min/max outputs (optional ones counted), limits (README).
   static const std::vector<OpInfo> ops = {
       {"Conv", infer_conv, 2, 3, 1, 1,
-       "2-D only (4-D NCHW input); any group count, stride, dilation, padding, auto_pad"},
+       "1-D (constant weights; run as 2-D) and 2-D; any group count, stride, dilation, padding, "
+       "auto_pad"},
       {"ConvTranspose", infer_conv_transpose, 2, 3, 1, 1,
-       "2-D only; any group, stride, dilation, pads, output_padding, output_shape, auto_pad"},
+       "1-D (constant weights) and 2-D; any group, stride, dilation, pads, output_padding, "
+       "output_shape, auto_pad"},
       {"MaxPool", infer_max_pool, 1, 1, 1, 2,
-       "2-D only; no Indices output; storage_order 0"},  // Indices output: rejected by infer
-      {"AveragePool", infer_average_pool, 1, 1, 1, 1, "2-D only; no dilations"},
+       "1-D and 2-D; no Indices output; storage_order 0"},  // Indices output: rejected by infer
+      {"AveragePool", infer_average_pool, 1, 1, 1, 1, "1-D and 2-D; no dilations"},
       {"GlobalAveragePool", infer_global_pool, 1, 1, 1, 1, "rank >= 3"},
       {"GlobalMaxPool", infer_global_pool, 1, 1, 1, 1, "rank >= 3"},
       // Training outputs (mean, var, saved_*) may be declared but must be omitted.

@@ -199,9 +199,40 @@ bool rewrite_tile(Graph& g, std::vector<Node>& nodes, const Node& n) {
   return true;
 }
 
+// Unsqueeze(Squeeze(z)) with z's own shape is z (the same elements in the same row-major order):
+// what lifting 1-D convs to 2-D (graph/canonicalize.cpp) leaves between two of them.
+int drop_squeeze_pairs(Graph& g) {
+  const std::vector<int> prod = g.producers();
+  std::vector<ValueId> alias(g.values.size(), kNoValue);
+  int dropped = 0;
+  for (Node& n : g.nodes) {
+    if (n.op != "Unsqueeze" || n.outputs.size() != 1 || n.in(0) == kNoValue ||
+        g.is_output(n.outputs[0]))
+      continue;
+    const int p = prod[size_t(n.in(0))];
+    if (p < 0 || g.nodes[size_t(p)].op != "Squeeze") continue;
+    const ValueId z = g.nodes[size_t(p)].in(0);
+    if (z == kNoValue || g.value(z).shape != g.value(n.outputs[0]).shape) continue;
+    alias[size_t(n.outputs[0])] = z;
+    n.op.clear();
+    ++dropped;
+  }
+  if (!dropped) return 0;
+  std::vector<Node> kept;
+  for (Node& n : g.nodes) {
+    if (n.op.empty()) continue;
+    for (ValueId& v : n.inputs)
+      if (v != kNoValue && alias[size_t(v)] != kNoValue) v = alias[size_t(v)];
+    kept.push_back(std::move(n));
+  }
+  g.nodes = std::move(kept);
+  return dropped;
+}
+
 }  // namespace
 
 int rewrite_forms(Graph& g) {
+  const int pairs = drop_squeeze_pairs(g);
   std::vector<Node> nodes;
   nodes.reserve(g.nodes.size());
   int rewritten = 0;
@@ -214,7 +245,7 @@ int rewrite_forms(Graph& g) {
     nodes.push_back(std::move(n));
   }
   g.nodes = std::move(nodes);
-  return rewritten;
+  return pairs + rewritten;
 }
 
 int rewrite_splits(Graph& g) {

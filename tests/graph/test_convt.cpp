@@ -134,11 +134,22 @@ TEST_CASE("ConvTranspose inference: clear errors") {
         OnnxBuilder::attr_ints(n, "kernel_shape", {2, 2});
       },
       Code::invalid_model, "kernel_shape");
-  // 1-D ConvTranspose is valid ONNX Kiln does not run.
+  // 1-D ConvTranspose runs as the 2-D form (import lifts it): [1, 2, 5] -> [1, 3, 7].
+  {
+    OnnxBuilder b;
+    b.input("x", {1, 2, 5});
+    b.init_f("wt", {2, 3, 3}, std::vector<float>(18, 1.f));
+    b.node("ConvTranspose", {"x", "wt"}, {"y"}, "ct1");
+    b.output("y");
+    Graph g = test::import(b);
+    infer_shapes(g);
+    CHECK(g.value(g.outputs[0]).shape == Shape{1, 3, 7});
+  }
+  // 3-D ConvTranspose is valid ONNX Kiln does not run.
   OnnxBuilder b;
-  b.input("x", {1, 2, 5});
-  b.init_f("wt", {2, 3, 3}, std::vector<float>(18, 1.f));
-  b.node("ConvTranspose", {"x", "wt"}, {"y"}, "ct1");
+  b.input("x", {1, 2, 5, 5, 5});
+  b.init_f("wt", {2, 3, 3, 3, 3}, std::vector<float>(162, 1.f));
+  b.node("ConvTranspose", {"x", "wt"}, {"y"}, "ct3");
   b.output("y");
   Graph g = test::import(b);
   try {

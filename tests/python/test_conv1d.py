@@ -1,0 +1,70 @@
+"""1-D CNNs (Conv1d, ConvTranspose1d, MaxPool1d, AvgPool1d on [N, C, L]) run as their 2-D forms
+on [N, C, 1, L] (graph/canonicalize.cpp lift_1d): against PyTorch, on every JIT ISA and the
+reference path, with no reference kernel in the JIT plans and no Squeeze / Unsqueeze pair left
+between two lifted convs."""
+import io
+
+import numpy as np
+import pytest
+
+import kiln
+
+from helpers import rel_error
+
+torch = pytest.importorskip("torch", reason="needs Debian's python3-torch for the oracle")
+
+
+class Net1d(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.c1 = torch.nn.Conv1d(8, 16, 5, padding=2)
+        self.c2 = torch.nn.Conv1d(16, 16, 3, stride=2, dilation=2, padding=2, groups=4)
+        self.c3 = torch.nn.Conv1d(16, 16, 3, padding=1, groups=16)  # depthwise
+        self.pool = torch.nn.MaxPool1d(3, stride=2, padding=1, ceil_mode=True)
+        self.up = torch.nn.ConvTranspose1d(16, 8, 4, stride=2, padding=1, output_padding=1)
+        self.avg = torch.nn.AvgPool1d(3, stride=1, padding=1, count_include_pad=False)
+        self.c4 = torch.nn.Conv1d(8, 4, 1)
+
+    def forward(self, x):
+        x = self.c3(self.c2(torch.relu(self.c1(x))))  # c2 -> c3: no op between (pair dropped)
+        return self.c4(self.avg(self.up(self.pool(x))))
+
+
+@pytest.mark.parametrize("length,opset", [(100, 13), (37, 17)])
+def test_conv1d_net_matches_pytorch(length, opset, tmp_path):
+    torch.manual_seed(0)
+    net = Net1d().eval()
+    x = torch.randn(2, 8, length)
+    with torch.no_grad():
+        want = net(x).numpy()
+    buf = io.BytesIO()
+    torch.onnx.export(net, x, buf, opset_version=opset, input_names=["x"], output_names=["y"])
+    data = buf.getvalue()
+    for max_isa in ("avx512", "avx2", "scalar"):
+        # Kernels measured as by default (the cost model alone may keep a tiny pool on the
+        # reference kernel rather than convert layouts around it).
+        with kiln.Session.from_bytes(data, threads=2, max_isa=max_isa,
+                                     cache_dir=str(tmp_path / max_isa)) as s:
+            if max_isa != "scalar" and s.isa != max_isa:
+                continue  # this CPU lacks the ISA (the avx512 case is skipped loudly below)
+            got = s.run({"x": x.numpy()})["y"]
+            plan = s.plan()
+        assert got.shape == want.shape
+        assert rel_error(got, want) < 1e-5, (max_isa, rel_error(got, want))
+        ops = [st["op"] for st in plan["steps"]]
+        assert ops.count("Squeeze") + ops.count("Unsqueeze") <= 2 * 4, ops  # c2-c3 pair gone
+        if max_isa != "scalar":
+            kernels = [st["kernel"] for st in plan["steps"]]
+            assert not [k for k in kernels if k.startswith("ref_")], kernels
+
+
+def test_avx512_available_or_said():
+    import onnx
+    from onnx import TensorProto, helper
+    g = helper.make_graph([helper.make_node("Relu", ["x"], ["y"])], "d",
+                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [4])])
+    with kiln.Session.from_bytes(helper.make_model(g).SerializeToString(), max_isa="avx512",
+                                 disable_cache=True) as s:
+        if s.isa != "avx512":
+            pytest.skip("this CPU has no AVX-512: the 1-D nets ran on AVX2 and the reference only")
