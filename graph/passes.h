@@ -82,8 +82,10 @@ int rewrite_einsums(Graph& g);
 // n); Clip with a computed bound -> Max and / or Min; Gemm with a computed B, transA or a C that
 // is not a constant row -> Transpose / MatMul (or Gemm with constant B) / Mul / Add; Softmax /
 // LogSoftmax over an axis neither last nor a 4-D tensor's channels -> Transpose, the op over the
-// last axis, Transpose back; Tile with constant repeats -> a Concat per repeated axis. Returns
-// the number rewritten.
+// last axis, Transpose back; Tile with constant repeats -> a Concat per repeated axis. First,
+// BatchNormalization / unary elementwise ops on a Squeeze of [N, C, 1, L] move before it (a
+// lifted 1-D conv's output: then folded / fused) and Unsqueeze(Squeeze(z)) of z's shape becomes
+// z. Returns the number rewritten.
 int rewrite_forms(Graph& g);
 // A Split of an f32 tensor (any axis and rank; run after rewrite_channel_ops, which takes the
 // channel splits) -> one Slice per output. Returns the number rewritten.

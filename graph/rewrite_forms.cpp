@@ -1,13 +1,15 @@
-// Forms of ops that have no kernel of their own, rewritten into ops that have one:
-// Max / Min / Mean / Sum of one or of three and more operands into chains of two-operand ops
-// (the broadcast kernel), Clip with computed bounds into Max then Min, Gemm forms the fc kernel
-// does not take (computed B, transA, a C that is not a constant row) into Transpose / MatMul /
-// Gemm / Mul / Add, Softmax / LogSoftmax over a middle axis between two Transposes, Tile into
-// Concats, and a Split
-// that the channel rewrites left (any axis, any rank) into one Slice per output (the block-copy
-// kernel). Each computes what the original does (Mean: the sum, then one division by n).
+// Forms of ops that have no kernel of their own, rewritten into ops that have one: Max / Min /
+// Mean / Sum of one or of three and more operands into chains of two-operand ops (the broadcast
+// kernel), Clip with computed bounds into Max then Min, Gemm forms the fc kernel does not take
+// (computed B, transA, a C that is not a constant row) into Transpose / MatMul / Gemm / Mul /
+// Add, Softmax / LogSoftmax over a middle axis between two Transposes, Tile into Concats, and a
+// Split that the channel rewrites left (any axis, any rank) into one Slice per output (the
+// block-copy kernel). Each computes what the original does (Mean: the sum, then one division by
+// n). Also the Squeeze / Unsqueeze views around lifted 1-D convs (graph/canonicalize.cpp) are
+// moved out of the way of folding and fusion, or dropped.
 #include "graph/infer.h"
 #include "graph/passes.h"
+#include "graph/post_ops.h"
 
 namespace kiln {
 namespace {
@@ -199,6 +201,56 @@ bool rewrite_tile(Graph& g, std::vector<Node>& nodes, const Node& n) {
   return true;
 }
 
+// A per-channel op on a Squeeze's only output, where the Squeeze drops a size-1 dim after the
+// channels ([N, C, 1, L] -> [N, C, L]: a lifted 1-D conv's output), runs before the Squeeze on
+// the 4-D tensor instead: BatchNormalization (then folded into the conv) and unary elementwise
+// ops (then fused into its epilogue). The swapped pair stays in place in the node order (the
+// op's other inputs are constants). Returns the number moved.
+int sink_squeezes(Graph& g) {
+  int moved = 0;
+  for (bool again = true; again;) {
+    again = false;
+    const std::vector<int> prod = g.producers();
+    const std::vector<std::vector<int>> cons = g.consumers();
+    for (size_t i = 0; i < g.nodes.size(); ++i) {
+      Node& n = g.nodes[i];
+      const bool bn = n.op == "BatchNormalization" && n.outputs.size() == 1;
+      if ((!bn && !is_unary_elementwise_op(n.op)) || n.in(0) == kNoValue || n.outputs.size() != 1 ||
+          g.value(n.in(0)).dtype != DType::f32)
+        continue;
+      bool consts = true;
+      for (size_t k = 1; k < n.inputs.size(); ++k)
+        consts = consts && (n.in(k) == kNoValue || g.value(n.in(k)).is_const());
+      const ValueId v = n.in(0);
+      const int p = prod[size_t(v)];
+      if (!consts || p < 0 || g.nodes[size_t(p)].op != "Squeeze" || g.is_output(v) ||
+          cons[size_t(v)].size() != 1)
+        continue;
+      Node& s = g.nodes[size_t(p)];
+      const ValueId z = s.in(0);
+      const Shape& zs = g.value(z).shape;
+      Shape squeezed = zs;
+      if (zs.size() != 4 || zs[2] != 1) continue;
+      squeezed.erase(squeezed.begin() + 2);
+      if (g.value(v).shape != squeezed) continue;
+      // s: Squeeze(z) -> v, n: op(v) -> y   becomes   s: op(z) -> t, n: Squeeze(t) -> y.
+      const ValueId y = n.outputs[0];
+      const ValueId t = g.add_value(unique_value_name(g, g.value(y).name + "_4d"));
+      std::swap(s, n);  // n now holds the Squeeze, s the op
+      s.inputs[0] = z;
+      s.outputs[0] = t;
+      n.inputs[0] = t;
+      n.outputs[0] = y;
+      infer_node(g, s);
+      infer_node(g, n);
+      ++moved;
+      again = true;
+      break;  // producers changed
+    }
+  }
+  return moved;
+}
+
 // Unsqueeze(Squeeze(z)) with z's own shape is z (the same elements in the same row-major order):
 // what lifting 1-D convs to 2-D (graph/canonicalize.cpp) leaves between two of them.
 int drop_squeeze_pairs(Graph& g) {
@@ -232,7 +284,7 @@ int drop_squeeze_pairs(Graph& g) {
 }  // namespace
 
 int rewrite_forms(Graph& g) {
-  const int pairs = drop_squeeze_pairs(g);
+  const int pairs = sink_squeezes(g) + drop_squeeze_pairs(g);
   std::vector<Node> nodes;
   nodes.reserve(g.nodes.size());
   int rewritten = 0;

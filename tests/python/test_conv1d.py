@@ -30,6 +30,45 @@ class Net1d(torch.nn.Module):
         return self.c4(self.avg(self.up(self.pool(x))))
 
 
+class BnNet1d(torch.nn.Module):
+    """The usual 1-D block: Conv1d -> BatchNorm1d -> ReLU, twice, then a pool."""
+
+    def __init__(self):
+        super().__init__()
+        self.body = torch.nn.Sequential(
+            torch.nn.Conv1d(4, 12, 7, padding=3), torch.nn.BatchNorm1d(12), torch.nn.ReLU(),
+            torch.nn.Conv1d(12, 12, 3, padding=1), torch.nn.BatchNorm1d(12), torch.nn.ReLU(),
+            torch.nn.MaxPool1d(2))
+
+    def forward(self, x):
+        return self.body(x)
+
+
+def test_conv_bn_relu_1d_folds(tmp_path):
+    """BatchNorm1d and ReLU after a lifted conv move before its Squeeze: folded and fused."""
+    torch.manual_seed(1)
+    net = BnNet1d()
+    with torch.no_grad():  # non-trivial statistics
+        for m in net.modules():
+            if isinstance(m, torch.nn.BatchNorm1d):
+                m.running_mean.uniform_(-0.5, 0.5)
+                m.running_var.uniform_(0.5, 2.0)
+                m.weight.uniform_(0.5, 1.5)
+                m.bias.uniform_(-0.2, 0.2)
+    net.eval()
+    x = torch.randn(3, 4, 64)
+    with torch.no_grad():
+        want = net(x).numpy()
+    buf = io.BytesIO()
+    torch.onnx.export(net, x, buf, opset_version=13, input_names=["x"], output_names=["y"])
+    with kiln.Session.from_bytes(buf.getvalue(), threads=2, cache_dir=str(tmp_path)) as s:
+        got = s.run({"x": x.numpy()})["y"]
+        ops = [st["op"] for st in s.plan()["steps"]]
+    assert rel_error(got, want) < 1e-5
+    assert "BatchNormalization" not in ops and "Relu" not in ops, ops
+    assert ops.count("Squeeze") + ops.count("Unsqueeze") == 2, ops
+
+
 @pytest.mark.parametrize("length,opset", [(100, 13), (37, 17)])
 def test_conv1d_net_matches_pytorch(length, opset, tmp_path):
     torch.manual_seed(0)
