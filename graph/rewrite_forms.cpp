@@ -203,9 +203,10 @@ bool rewrite_tile(Graph& g, std::vector<Node>& nodes, const Node& n) {
 
 // A per-channel op on a Squeeze's only output, where the Squeeze drops a size-1 dim after the
 // channels ([N, C, 1, L] -> [N, C, L]: a lifted 1-D conv's output), runs before the Squeeze on
-// the 4-D tensor instead: BatchNormalization (then folded into the conv) and unary elementwise
-// ops (then fused into its epilogue). The swapped pair stays in place in the node order (the
-// op's other inputs are constants). Returns the number moved.
+// the 4-D tensor instead: BatchNormalization (then folded into the conv), unary elementwise
+// ops (then fused into its epilogue) and global pools ([N, C, 1, 1], squeezed to [N, C, 1]). The
+// swapped pair stays in place in the node order (the op's other inputs are constants). Returns the
+// number moved.
 int sink_squeezes(Graph& g) {
   int moved = 0;
   for (bool again = true; again;) {
@@ -215,8 +216,9 @@ int sink_squeezes(Graph& g) {
     for (size_t i = 0; i < g.nodes.size(); ++i) {
       Node& n = g.nodes[i];
       const bool bn = n.op == "BatchNormalization" && n.outputs.size() == 1;
-      if ((!bn && !is_unary_elementwise_op(n.op)) || n.in(0) == kNoValue || n.outputs.size() != 1 ||
-          g.value(n.in(0)).dtype != DType::f32)
+      const bool gp = n.op == "GlobalAveragePool" || n.op == "GlobalMaxPool";
+      if ((!bn && !gp && !is_unary_elementwise_op(n.op)) || n.in(0) == kNoValue ||
+          n.outputs.size() != 1 || g.value(n.in(0)).dtype != DType::f32)
         continue;
       bool consts = true;
       for (size_t k = 1; k < n.inputs.size(); ++k)
