@@ -149,14 +149,15 @@ std::vector<Shape> operand_shapes(const Graph& g, const Node& n) {
 
 // Add/Sub/Mul/Div/PRelu (Max/Min/Mean of two) of two f32 operands broadcasting to an output of
 // rank <= 4 (the factory checks the broadcast) or of a higher rank that collapse_bcast reduces
-// to 4, an f32 Expand to rank <= 4, or an inference BatchNormalization of a 4-D f32 tensor
+// to 4, an f32 Expand to rank <= 4, or an inference BatchNormalization of a rank 2-4 f32 tensor
 // whose parameters are constant f32 [C] vectors (what fold_batchnorm could not fold into a conv).
 bool is_bcast(const Graph& g, const Node& n) {
   if (n.outputs.size() != 1 || g.value(n.outputs[0]).dtype != DType::f32) return false;
   auto f32 = [&](ValueId v) { return v != kNoValue && g.value(v).dtype == DType::f32; };
   if (n.op == "BatchNormalization") {
-    if (n.inputs.size() != 5 || !is4d(g, n.in(0)) || !is4d(g, n.outputs[0]) || !f32(n.in(0)) ||
-        n.attr_i("training_mode", 0) != 0)
+    const size_t rank = n.in(0) == kNoValue ? 0 : g.value(n.in(0)).shape.size();
+    if (n.inputs.size() != 5 || rank < 2 || rank > 4 || !f32(n.in(0)) ||
+        g.value(n.outputs[0]).shape != g.value(n.in(0)).shape || n.attr_i("training_mode", 0) != 0)
       return false;
     const Shape c{g.value(n.outputs[0]).shape[1]};
     for (size_t k = 1; k < 5; ++k)
@@ -191,12 +192,13 @@ std::unique_ptr<Kernel> make_bcast(const Graph& g, const Node& n, Layout l, Isa 
                                    std::string* why) {
   if (!is_bcast(g, n)) return *why = "not a broadcast binary op or BatchNormalization", nullptr;
   Shape ys = g.value(n.outputs[0]).shape;
-  if (ys.size() < 4) ys.insert(ys.begin(), 4 - ys.size(), 1);  // fewer dimensions: a 4-D view
   if (n.op == "BatchNormalization") {
+    ys.resize(4, 1);  // [N, C] or [N, C, L]: the same bytes as [N, C, 1, 1] / [N, C, L, 1] (nchw)
     std::vector<float> a, b;  // one FMA per element: x * a + b
     if (!batchnorm_affine(g, n, &a, &b)) return *why = "BatchNormalization not affine", nullptr;
     return create_affine_kernel(ys, l, a, b, parse_post_ops(n, 5), isa, why);
   }
+  if (ys.size() < 4) ys.insert(ys.begin(), 4 - ys.size(), 1);  // fewer dimensions: a 4-D view
   auto operand = [&](size_t k) {
     return BcastOperand{g.value(n.inputs[k]).shape, bcast_slot_layout(g, n, k, l), int(k)};
   };

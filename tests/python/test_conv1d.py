@@ -113,3 +113,44 @@ def test_avx512_available_or_said():
                                  disable_cache=True) as s:
         if s.isa != "avx512":
             pytest.skip("this CPU has no AVX-512: the 1-D nets ran on AVX2 and the reference only")
+
+
+class BnHead(torch.nn.Module):
+    """BatchNorm1d with no conv before it: on [N, C, L] (the input) and on [N, C] (a Linear's
+    output, as re-identification heads have)."""
+
+    def __init__(self):
+        super().__init__()
+        self.bn3 = torch.nn.BatchNorm1d(6)
+        self.fc = torch.nn.Linear(6 * 20, 32)
+        self.bn2 = torch.nn.BatchNorm1d(32)
+
+    def forward(self, x):
+        return torch.relu(self.bn2(self.fc(torch.flatten(self.bn3(x), 1))))
+
+
+def test_batchnorm_rank_2_and_3(tmp_path):
+    torch.manual_seed(2)
+    net = BnHead()
+    with torch.no_grad():
+        for m in (net.bn3, net.bn2):
+            m.running_mean.uniform_(-0.5, 0.5)
+            m.running_var.uniform_(0.5, 2.0)
+            m.weight.uniform_(0.5, 1.5)
+            m.bias.uniform_(-0.2, 0.2)
+    net.eval()
+    x = torch.randn(4, 6, 20)
+    with torch.no_grad():
+        want = net(x).numpy()
+    buf = io.BytesIO()
+    torch.onnx.export(net, x, buf, opset_version=13, input_names=["x"], output_names=["y"])
+    for max_isa in ("avx512", "avx2", "scalar"):
+        with kiln.Session.from_bytes(buf.getvalue(), threads=2, max_isa=max_isa,
+                                     cache_dir=str(tmp_path / max_isa)) as s:
+            if max_isa != "scalar" and s.isa != max_isa:
+                continue
+            got = s.run({"x": x.numpy()})["y"]
+            kernels = [st["kernel"] for st in s.plan()["steps"]]
+        assert rel_error(got, want) < 1e-5, (max_isa, rel_error(got, want))
+        if max_isa != "scalar":
+            assert not [k for k in kernels if k.startswith("ref_")], kernels
