@@ -231,10 +231,11 @@ int sink_squeezes(Graph& g) {
       Node& s = g.nodes[size_t(p)];
       const ValueId z = s.in(0);
       const Shape& zs = g.value(z).shape;
-      Shape squeezed = zs;
-      if (zs.size() != 4 || zs[2] != 1) continue;
-      squeezed.erase(squeezed.begin() + 2);
-      if (g.value(v).shape != squeezed) continue;
+      // Exactly axis 2 (the same Squeeze then fits the op's 4-D output too).
+      const auto axes = ints_of(g, s, 1);
+      if (z == kNoValue || zs.size() != 4 || zs[2] != 1 || !axes || axes->size() != 1 ||
+          ((*axes)[0] != 2 && (*axes)[0] != -2))
+        continue;
       // s: Squeeze(z) -> v, n: op(v) -> y   becomes   s: op(z) -> t, n: Squeeze(t) -> y.
       const ValueId y = n.outputs[0];
       const ValueId t = g.add_value(unique_value_name(g, g.value(y).name + "_4d"));
