@@ -291,18 +291,9 @@ bool rewrite_one(Graph& g, std::vector<Node>& nodes, const Node& n) {
 }  // namespace
 
 int rewrite_einsums(Graph& g) {
-  std::vector<Node> nodes;
-  nodes.reserve(g.nodes.size());
-  int rewritten = 0;
-  for (Node& n : g.nodes) {
-    if (n.op == "Einsum" && rewrite_one(g, nodes, n)) {
-      ++rewritten;
-      continue;
-    }
-    nodes.push_back(std::move(n));
-  }
-  g.nodes = std::move(nodes);
-  return rewritten;
+  return rewrite_nodes(g, [&](std::vector<Node>& nodes, const Node& n) {
+    return n.op == "Einsum" && rewrite_one(g, nodes, n);
+  });
 }
 
 }  // namespace kiln

@@ -2,6 +2,8 @@
 // InferFn (see graph/ops.h for the table and the canonical forms).
 #pragma once
 
+#include <functional>
+
 #include "graph/ir.h"
 
 namespace kiln {
@@ -19,5 +21,9 @@ void infer_node(Graph& g, Node& node);
 // after `base`, or into `out` when given; returns the value written.
 ValueId emit_node(Graph& g, std::vector<Node>& nodes, Node node, const std::string& base,
                   ValueId out = kNoValue);
+// Rebuilds g.nodes in order: a node that rewrite(nodes, node) takes (it appends the node's
+// replacement with emit_node and returns true) is replaced, the others are kept. Returns how
+// many were replaced.
+int rewrite_nodes(Graph& g, const std::function<bool(std::vector<Node>&, const Node&)>& rewrite);
 
 }  // namespace kiln

@@ -194,6 +194,21 @@ ValueId emit_node(Graph& g, std::vector<Node>& nodes, Node node, const std::stri
   return nodes.back().outputs[0];
 }
 
+int rewrite_nodes(Graph& g, const std::function<bool(std::vector<Node>&, const Node&)>& rewrite) {
+  std::vector<Node> nodes;
+  nodes.reserve(g.nodes.size());
+  int rewritten = 0;
+  for (Node& n : g.nodes) {
+    if (rewrite(nodes, n)) {
+      ++rewritten;
+      continue;
+    }
+    nodes.push_back(std::move(n));
+  }
+  g.nodes = std::move(nodes);
+  return rewritten;
+}
+
 void infer_node(Graph& g, Node& node) {
   const OpInfo* info = find_op(node.op);
   if (!info) node.fail(Code::unsupported, "operator " + node.op + " is not supported");

@@ -288,34 +288,16 @@ int drop_squeeze_pairs(Graph& g) {
 
 int rewrite_forms(Graph& g) {
   const int pairs = sink_squeezes(g) + drop_squeeze_pairs(g);
-  std::vector<Node> nodes;
-  nodes.reserve(g.nodes.size());
-  int rewritten = 0;
-  for (Node& n : g.nodes) {
-    if (rewrite_variadic(g, nodes, n) || rewrite_clip(g, nodes, n) || rewrite_gemm(g, nodes, n) ||
-        rewrite_softmax_axis(g, nodes, n) || rewrite_tile(g, nodes, n)) {
-      ++rewritten;
-      continue;
-    }
-    nodes.push_back(std::move(n));
-  }
-  g.nodes = std::move(nodes);
-  return pairs + rewritten;
+  return pairs + rewrite_nodes(g, [&](std::vector<Node>& nodes, const Node& n) {
+           return rewrite_variadic(g, nodes, n) || rewrite_clip(g, nodes, n) ||
+                  rewrite_gemm(g, nodes, n) || rewrite_softmax_axis(g, nodes, n) ||
+                  rewrite_tile(g, nodes, n);
+         });
 }
 
 int rewrite_splits(Graph& g) {
-  std::vector<Node> nodes;
-  nodes.reserve(g.nodes.size());
-  int rewritten = 0;
-  for (Node& n : g.nodes) {
-    if (rewrite_split(g, nodes, n)) {
-      ++rewritten;
-      continue;
-    }
-    nodes.push_back(std::move(n));
-  }
-  g.nodes = std::move(nodes);
-  return rewritten;
+  return rewrite_nodes(
+      g, [&](std::vector<Node>& nodes, const Node& n) { return rewrite_split(g, nodes, n); });
 }
 
 }  // namespace kiln

@@ -30,6 +30,26 @@ class Net1d(torch.nn.Module):
         return self.c4(self.avg(self.up(self.pool(x))))
 
 
+def export_with_bn(cls, seed, shape):
+    """cls() with non-trivial BatchNorm statistics, exported at opset 13: (bytes, x, output)."""
+    torch.manual_seed(seed)
+    net = cls()
+    with torch.no_grad():
+        for m in net.modules():
+            if isinstance(m, torch.nn.BatchNorm1d):
+                m.running_mean.uniform_(-0.5, 0.5)
+                m.running_var.uniform_(0.5, 2.0)
+                m.weight.uniform_(0.5, 1.5)
+                m.bias.uniform_(-0.2, 0.2)
+    net.eval()
+    x = torch.randn(*shape)
+    with torch.no_grad():
+        want = net(x).numpy()
+    buf = io.BytesIO()
+    torch.onnx.export(net, x, buf, opset_version=13, input_names=["x"], output_names=["y"])
+    return buf.getvalue(), x, want
+
+
 class BnNet1d(torch.nn.Module):
     """The usual 1-D block: Conv1d -> BatchNorm1d -> ReLU, twice, then pools."""
 
@@ -47,22 +67,8 @@ class BnNet1d(torch.nn.Module):
 def test_conv_bn_relu_1d_folds(tmp_path):
     """BatchNorm1d, ReLU and the global pool after a lifted conv move before its Squeeze:
     folded, fused, and on the 2-D kernels."""
-    torch.manual_seed(1)
-    net = BnNet1d()
-    with torch.no_grad():  # non-trivial statistics
-        for m in net.modules():
-            if isinstance(m, torch.nn.BatchNorm1d):
-                m.running_mean.uniform_(-0.5, 0.5)
-                m.running_var.uniform_(0.5, 2.0)
-                m.weight.uniform_(0.5, 1.5)
-                m.bias.uniform_(-0.2, 0.2)
-    net.eval()
-    x = torch.randn(3, 4, 64)
-    with torch.no_grad():
-        want = net(x).numpy()
-    buf = io.BytesIO()
-    torch.onnx.export(net, x, buf, opset_version=13, input_names=["x"], output_names=["y"])
-    with kiln.Session.from_bytes(buf.getvalue(), threads=2, cache_dir=str(tmp_path)) as s:
+    data, x, want = export_with_bn(BnNet1d, 1, (3, 4, 64))
+    with kiln.Session.from_bytes(data, threads=2, cache_dir=str(tmp_path)) as s:
         got = s.run({"x": x.numpy()})["y"]
         ops = [st["op"] for st in s.plan()["steps"]]
         kernels = [st["kernel"] for st in s.plan()["steps"]]
@@ -130,22 +136,9 @@ class BnHead(torch.nn.Module):
 
 
 def test_batchnorm_rank_2_and_3(tmp_path):
-    torch.manual_seed(2)
-    net = BnHead()
-    with torch.no_grad():
-        for m in (net.bn3, net.bn2):
-            m.running_mean.uniform_(-0.5, 0.5)
-            m.running_var.uniform_(0.5, 2.0)
-            m.weight.uniform_(0.5, 1.5)
-            m.bias.uniform_(-0.2, 0.2)
-    net.eval()
-    x = torch.randn(4, 6, 20)
-    with torch.no_grad():
-        want = net(x).numpy()
-    buf = io.BytesIO()
-    torch.onnx.export(net, x, buf, opset_version=13, input_names=["x"], output_names=["y"])
+    data, x, want = export_with_bn(BnHead, 2, (4, 6, 20))
     for max_isa in ("avx512", "avx2", "scalar"):
-        with kiln.Session.from_bytes(buf.getvalue(), threads=2, max_isa=max_isa,
+        with kiln.Session.from_bytes(data, threads=2, max_isa=max_isa,
                                      cache_dir=str(tmp_path / max_isa)) as s:
             if max_isa != "scalar" and s.isa != max_isa:
                 continue
