@@ -44,18 +44,23 @@ def close(got, want, rtol, atol):
     return False, f"max abs diff {err:.3g}"
 
 
-def run_case(kiln, case, rtol, atol, max_isa):
-    """Returns (status, message); status in pass/refused/wrong/error."""
+def run_case(kiln, case, rtol, atol, max_isa, ref_ops=None, tune="none"):
+    """Returns (status, message); status in pass/refused/wrong/error. ref_ops (a dict): the ops
+    of plan steps that ran on a reference kernel get this case's name appended."""
     model_path = os.path.join(case, "model.onnx")
     sets = sorted(glob.glob(os.path.join(case, "test_data_set_*")))
     try:
-        sess = kiln.Session(model_path, threads=1, tune="none", disable_cache=True,
+        sess = kiln.Session(model_path, threads=1, tune=tune, disable_cache=True,
                             max_isa=max_isa)
     except kiln.Unsupported as e:
         return "refused", str(e).splitlines()[0]
     except kiln.Error as e:
         return "error", f"load: {type(e).__name__}: {e}"
     with sess:
+        if ref_ops is not None:
+            for st in sess.plan()["steps"]:
+                if st["kernel"].startswith("ref_"):
+                    ref_ops.setdefault(st["op"], []).append(os.path.basename(case))
         for ds in sets:
             ins = [load_pb(p) for p in sorted(glob.glob(os.path.join(ds, "input_*.pb")),
                                               key=lambda p: int(p.rsplit("_", 1)[1][:-3]))]
@@ -94,6 +99,11 @@ def main():
     ap.add_argument("--max-isa", default=None, choices=["scalar", "avx2", "avx512"],
                     help="cap the kernels' ISA (scalar = the reference kernels)")
     ap.add_argument("--expect-pass", type=int, default=0)
+    ap.add_argument("--ref-kernels", action="store_true",
+                    help="list the ops that ran on reference kernels in the loaded cases (with "
+                         "--tune none a tiny node may keep its reference kernel where the cost "
+                         "model prices the layout conversions around a JIT one higher)")
+    ap.add_argument("--tune", default="none", choices=["none", "fast", "full"])
     ap.add_argument("--python-path", default="", help="folder holding the kiln package")
     args = ap.parse_args()
     if args.python_path:
@@ -113,11 +123,15 @@ def main():
                    if args.filter in os.path.basename(d))
     counts = {"pass": 0, "refused": 0, "wrong": 0, "error": 0}
     show = set(counts) if args.show == "all" else set(args.show.split(","))
+    ref_ops = {} if args.ref_kernels else None
     for case in cases:
-        status, msg = run_case(kiln, case, args.rtol, args.atol, args.max_isa)
+        status, msg = run_case(kiln, case, args.rtol, args.atol, args.max_isa, ref_ops,
+                               args.tune)
         counts[status] += 1
         if args.verbose or status in show:
             print(f"{status:8s} {os.path.basename(case)}  {msg}")
+    for op, names in sorted((ref_ops or {}).items()):
+        print(f"reference kernel: {op:20s} {len(names):3d} cases, e.g. {', '.join(names[:3])}")
     isa = args.max_isa or "best ISA"
     print(f"onnx node tests ({isa}): {len(cases)} cases: {counts['pass']} pass, {counts['refused']} "
           f"refused, {counts['wrong']} wrong, {counts['error']} error")
