@@ -67,6 +67,7 @@ void read_features(CpuInfo& c) {
   c.avx512_vnni = z && cpu.has(C::tAVX512_VNNI);
   c.avx512_fp16 = z && cpu.has(C::tAVX512_FP16);
   c.avx_vnni = c.isa >= Isa::avx2 && cpu.has(C::tAVX_VNNI);
+  c.f16c = c.isa >= Isa::avx2 && cpu.has(C::tF16C);
   // Xbyak reports the AMX CPUID bits without asking the OS: tile config and data state are
   // XCR0 bits 17 and 18.
   const bool tiles_os = cpu.has(C::tOSXSAVE) && ((cpu.getXfeature() >> 17) & 3) == 3;

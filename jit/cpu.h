@@ -36,6 +36,7 @@ struct CpuInfo {
   Isa isa = Isa::scalar;  // avx512: AVX512F+VL+BW+DQ with OS zmm state; avx2: AVX2+FMA
   // Reduced-precision units. The AVX-512 ones are only set when isa is avx512.
   bool avx512_bf16 = false, avx512_vnni = false, avx512_fp16 = false, avx_vnni = false;
+  bool f16c = false;  // vcvtps2ph / vcvtph2ps (float16 conversions; set with avx2 or avx512)
   // AMX: the CPU has the units and the OS enables tile state (XCR0 bits 17-18).
   bool amx_bf16 = false, amx_int8 = false;
   // Linux also requires a process to ask for tile data once (arch_prctl ARCH_REQ_XCOMP_PERM).

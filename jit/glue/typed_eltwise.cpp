@@ -260,7 +260,7 @@ RowFn select(const TypedEltwiseProblem& p, Isa isa, const int s[3], std::string*
       if (p.narrow == TypedEltwiseProblem::Narrow::half) {
         if (xt[0] != DType::f32 || p.y_type != DType::f32)
           return *why = "Cast to float16 runs here from float32 only", nullptr;
-        if (!__builtin_cpu_supports("f16c")) return *why = "the CPU has no F16C", nullptr;
+        if (!host_cpu().f16c) return *why = "the CPU has no F16C", nullptr;
         return &half_avx2;
       }
       return by_type(xt[0], [&](auto s_tag) {
