@@ -44,7 +44,7 @@ def jit_isa_or_skip(isa):
             pytest.skip(f"this CPU has no {isa}: its kernels are not tested here")
 
 
-def check(data_, feeds, want, isa, exact=True):
+def check(data_, feeds, want, isa):
     for max_isa in (isa, "scalar"):
         with kiln.Session.from_bytes(data_, threads=2, tune="none", max_isa=max_isa,
                                      disable_cache=True) as s:
