@@ -59,4 +59,13 @@ inline float bf16_to_float(uint16_t h) {
   return bits_to_float(uint32_t(h) << 16);
 }
 
+// Round to nearest even, as vcvtneps2bf16 does (NaN stays a quiet NaN; overflow gives infinity).
+// Unlike that instruction it keeps bf16 subnormals: vcvtneps2bf16 flushes them (and float32
+// subnormal inputs) to zero, which kernel tests allow for.
+inline uint16_t float_to_bf16(float f) {
+  const uint32_t b = float_to_bits(f);
+  if ((b & 0x7fffffffu) > 0x7f800000u) return uint16_t((b >> 16) | 0x40);
+  return uint16_t((b + 0x7fffu + ((b >> 16) & 1)) >> 16);
+}
+
 }  // namespace kiln

@@ -3,11 +3,12 @@
 #include <cstring>
 
 #include "graph/enum_name.h"
+#include "graph/half.h"
 
 namespace kiln {
 
 const char* layout_name(Layout l) {
-  static const char* const kNames[] = {"nchw", "nhwc", "nChw8c", "nChw16c"};
+  static const char* const kNames[] = {"nchw", "nhwc", "nChw8c", "nChw16c", "nChw16c_bf16"};
   return enum_name(l, kNames);
 }
 
@@ -29,19 +30,29 @@ int64_t layout_offset(Layout l, const Shape& s, int64_t n, int64_t c, int64_t h,
   }
 }
 
-void convert_layout(const float* src, Layout from, float* dst, Layout to, const Shape& s) {
+void convert_layout(const void* src, Layout from, void* dst, Layout to, const Shape& s) {
   if (from == to) {
-    std::memcpy(dst, src, size_t(layout_elems(from, s)) * sizeof(float));
+    std::memcpy(dst, src, size_t(layout_bytes(from, s)));
     return;
   }
+  auto get = [&](int64_t i) {
+    return layout_bf16(from) ? bf16_to_float(static_cast<const uint16_t*>(src)[i])
+                             : static_cast<const float*>(src)[i];
+  };
+  auto put = [&](int64_t i, float v) {
+    if (layout_bf16(to))
+      static_cast<uint16_t*>(dst)[i] = float_to_bf16(v);
+    else
+      static_cast<float*>(dst)[i] = v;
+  };
   const int64_t N = s[0], C = s[1], H = s[2], W = s[3];
   const int64_t padded = round_up(C, layout_block(to));
   for (int64_t n = 0; n < N; ++n)
     for (int64_t c = 0; c < padded; ++c)
       for (int64_t h = 0; h < H; ++h)
         for (int64_t w = 0; w < W; ++w)
-          dst[layout_offset(to, s, n, c, h, w)] =
-              c < C ? src[layout_offset(from, s, n, c, h, w)] : 0.f;  // zero the pad lanes
+          put(layout_offset(to, s, n, c, h, w),
+              c < C ? get(layout_offset(from, s, n, c, h, w)) : 0.f);  // zero the pad lanes
 }
 
 }  // namespace kiln

@@ -65,8 +65,9 @@ constexpr size_t kOptionsV1Size = offsetof(kiln_options, strategy);
 constexpr size_t kOptionsV2Size = offsetof(kiln_options, disable_cache) + sizeof(int32_t);
 constexpr size_t kOptionsV3Size = offsetof(kiln_options, profile_budget_ms) + sizeof(double);
 constexpr size_t kOptionsV4Size = offsetof(kiln_options, accuracy) + sizeof(int32_t);
-// Version 5 appended input_shapes.
+// Version 5 appended input_shapes; version 6 precision.
 constexpr size_t kOptionsV5Size = offsetof(kiln_options, input_shapes) + sizeof(const char*);
+constexpr size_t kOptionsV6Size = offsetof(kiln_options, precision) + sizeof(int32_t);
 
 // Returned when even allocating a status fails; kiln_status_release never frees it.
 kiln_status g_oom_status{KILN_OUT_OF_MEMORY, "out of memory"};
@@ -112,6 +113,9 @@ void require(const void* p, const char* arg) {
   if (!p) kiln::fail(Code::invalid_argument, std::string(arg) + " is NULL");
 }
 
+static_assert(int(kiln::Precision::f32) == KILN_PRECISION_F32 &&
+                  int(kiln::Precision::bf16) == KILN_PRECISION_BF16,
+              "kiln_precision must mirror kiln::Precision");
 static_assert(int(kiln::TuneMode::none) + 1 == KILN_TUNING_NONE &&
                   int(kiln::TuneMode::full) + 1 == KILN_TUNING_FULL,
               "kiln_tuning must be kiln::TuneMode + 1");
@@ -178,6 +182,10 @@ kiln::SessionOptions convert_options(const kiln_options* o) {
   }
   if (o->struct_size >= kOptionsV5Size && o->input_shapes)
     so.input_shapes = kiln::parse_input_shapes(o->input_shapes);
+  if (o->struct_size >= kOptionsV6Size)
+    so.precision =
+        kiln::Precision(enum_field(o->precision, "precision", KILN_PRECISION_F32,
+                                   KILN_PRECISION_BF16, "a kiln_precision value: 0 f32 or 1 bf16"));
   return so;
 }
 
@@ -416,6 +424,7 @@ KILN_API kiln_status* kiln_options_init(kiln_options* options) {
     options->profile_budget_ms = 0;
     options->accuracy = 0;
     options->input_shapes = nullptr;
+    options->precision = 0;
   });
 }
 

@@ -63,9 +63,10 @@ class ReorderKernel : public Kernel {
   void run(const KernelArgs& a, int64_t b, int64_t e) const override {
     Shape one = s_;
     one[0] = 1;
-    const int64_t in_n = layout_elems(from_, one), out_n = layout_elems(to_, one);
+    const int64_t in_n = layout_bytes(from_, one), out_n = layout_bytes(to_, one);
     for (int64_t n = b; n < e; ++n)
-      convert_layout(a.src[0] + n * in_n, from_, a.dst[0] + n * out_n, to_, one);
+      convert_layout(reinterpret_cast<const char*>(a.src[0]) + n * in_n, from_,
+                     reinterpret_cast<char*>(a.dst[0]) + n * out_n, to_, one);
   }
 
  private:

@@ -28,8 +28,8 @@ const char* kind_name(LabelKind k) {
 }
 
 std::optional<Layout> layout_from(const std::string& s) {
-  for (Layout l : {Layout::nchw, Layout::nhwc, Layout::nChw8c, Layout::nChw16c})
-    if (s == layout_name(l)) return l;
+  for (int l = 0; l < kNumLayouts; ++l)
+    if (s == layout_name(Layout(l))) return Layout(l);
   return std::nullopt;
 }
 
@@ -832,11 +832,28 @@ std::string label_family(const Label& l) {
 }
 
 int64_t value_bytes(const Value& v, Layout l) {
-  const int64_t elems = v.shape.size() == 4 ? layout_elems(l, v.shape) : shape_numel(v.shape);
-  return elems * int64_t(dtype_size(v.dtype));
+  // (A bf16 layout holds an f32 value's 4-D activations in 2 bytes each.)
+  if (v.shape.size() == 4)
+    return layout_elems(l, v.shape) * (layout_bf16(l) ? 2 : int64_t(dtype_size(v.dtype)));
+  return shape_numel(v.shape) * int64_t(dtype_size(v.dtype));
 }
 
-std::vector<Label> candidate_labels(const Graph& g, int i, Isa isa, bool reference) {
+const char* precision_name(Precision p) {
+  return p == Precision::bf16 ? "bf16" : "f32";
+}
+
+bool parse_precision(const std::string& s, Precision* out) {
+  for (Precision p : {Precision::f32, Precision::bf16})
+    if (s == precision_name(p)) return *out = p, true;
+  return false;
+}
+
+bool bf16_supported(Isa isa) {
+  return isa == Isa::avx512 && host_cpu().avx512_bf16;
+}
+
+std::vector<Label> candidate_labels(const Graph& g, int i, Isa isa, bool reference,
+                                    Precision precision) {
   const Node& n = g.nodes[size_t(i)];
   std::vector<Label> out;
   auto simple = [&](LabelKind k, Layout l) {
@@ -850,9 +867,15 @@ std::vector<Label> candidate_labels(const Graph& g, int i, Isa isa, bool referen
   std::string why;
   if (jit && n.op == "Conv" && conv_jit_ok(g, n, &why)) {
     const ConvProblem p = ConvProblem::from_node(g, n);
+    const bool bf16 = precision == Precision::bf16 && bf16_supported(isa);
     for (const ConvFamilyRow& f : conv_families()) {
       if (!f.offered(p)) continue;
-      for (const auto& [s, d] : f.layouts(p, b)) {
+      auto pairs = f.layouts(p, b);
+      if (bf16 && f.bf16_layouts) {
+        auto more = f.bf16_layouts(p);
+        pairs.insert(pairs.end(), more.begin(), more.end());
+      }
+      for (const auto& [s, d] : pairs) {
         Label lb;
         lb.kind = LabelKind::conv;
         lb.conv.family = f.id;
@@ -1146,7 +1169,8 @@ double heuristic_ms(const Graph& g, int i, const Label& l, Isa isa, int threads)
 }
 
 double heuristic_reorder_ms(const Shape& s, Layout from, Layout to, int threads) {
-  const double bytes = double(std::max(layout_elems(from, s), layout_elems(to, s))) * 4 * 2;
+  const double bytes = double(std::max(layout_elems(from, s), layout_elems(to, s))) *
+                       (layout_esize(from) + layout_esize(to));
   return 0.003 + bytes / (8.0 * (threads > 1 ? 1.6 : 1.0) * 1e6);
 }
 

@@ -67,10 +67,20 @@ bool packs_weights(const Graph& g, int i, const Label& l);
 // A short name for colouring and tables: the conv family, or the kind ("pool", "ref", ...).
 std::string label_family(const Label& l);
 
+// What the session may compute in (SessionOptions::precision): f32 only (exact, the default),
+// or also bf16 (convolutions with a bf16 family may read bf16 activations and weights and
+// accumulate in f32; the solver decides where, pricing the conversions like layout changes).
+enum class Precision : int { f32 = 0, bf16 = 1 };
+const char* precision_name(Precision p);  // "f32", "bf16"
+bool parse_precision(const std::string& s, Precision* out);
+// Whether bf16 labels can run here: AVX-512 with AVX512-BF16.
+bool bf16_supported(Isa isa);
+
 // Every label that may implement node `i` on `isa` (reference = only the reference label).
 // Applicability is decided by the kernel factories when instantiated; this list only leaves
 // out combinations no factory supports. The reference label (NCHW) is always last.
-std::vector<Label> candidate_labels(const Graph& g, int i, Isa isa, bool reference);
+std::vector<Label> candidate_labels(const Graph& g, int i, Isa isa, bool reference,
+                                    Precision precision = Precision::f32);
 
 // The layout each input / output slot of node i is read / written in under label l
 // (non-4-D or absent operands: nchw). Used identically by the solver and the lowering.

@@ -90,8 +90,7 @@ class Lowering {
     PlanTensor t;
     t.value = v;
     t.layout = val.shape.size() == 4 ? l : Layout::nchw;
-    t.bytes = (val.shape.size() == 4 ? layout_elems(t.layout, val.shape) : shape_numel(val.shape)) *
-              int64_t(dtype_size(val.dtype));
+    t.bytes = value_bytes(val, t.layout);
     t.offset = external ? -1 : -2;  // -2: to be placed in the arena
     auto view = view_.find(v);
     if (view != view_.end() && view->second.layout == t.layout) {
@@ -118,7 +117,10 @@ class Lowering {
     if (!is4d(v)) l = Layout::nchw;
     auto it = have_.find({v, l});
     if (it != have_.end()) return it->second;
-    for (Layout from : {Layout::nchw, Layout::nChw16c, Layout::nChw8c, Layout::nhwc}) {
+    // (nChw16c first for a bf16 target or source: the pair with a vectorised conversion.)
+    const bool bf16 = layout_bf16(l);
+    for (Layout from : {bf16 ? Layout::nChw16c : Layout::nchw, Layout::nChw16c_bf16, Layout::nchw,
+                        Layout::nChw16c, Layout::nChw8c, Layout::nhwc}) {
       auto f = have_.find({v, from});
       if (f == have_.end()) continue;
       int src = f->second;

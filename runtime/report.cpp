@@ -135,6 +135,7 @@ std::string plan_json(const Session& s) {
     << ", \"strategy\": " << json_escape(strategy_name(sel.strategy))
     << ", \"tune\": " << json_escape(tune_mode_name(sel.tune))
     << ", \"accuracy\": " << json_escape(accuracy_name(sel.accuracy))
+    << ", \"precision\": " << json_escape(precision_name(sel.precision))
     << ", \"accuracy_summary\": " << json_escape(accuracy_summary(sel))
     << ", \"predicted_ms\": " << num(sel.predicted_ms) << ", \"optimal\": " << boolean(sel.optimal)
     << ", \"solve_ms\": " << num(sel.solve_ms) << ", \"pbqp_nodes\": " << sel.pbqp_nodes

@@ -60,9 +60,10 @@ double relative_error(const std::vector<float>& y, const std::vector<float>& ref
 // and problems. (Kernel times are shared by every accuracy mode: they do not depend on it.)
 // Weight values do not change the choice, so the multi-hundred-MB weights are never hashed.
 std::string model_key(const Graph& g, const SelectOptions& o) {
-  uint64_t h = fnv1a64(std::string(strategy_name(o.strategy)) + "/" + tune_mode_name(o.tune) + "/" +
-                       std::to_string(o.force_family ? int(*o.force_family) : -1) + "/" +
-                       accuracy_name(o.accuracy));
+  uint64_t h = fnv1a64(
+      std::string(strategy_name(o.strategy)) + "/" + tune_mode_name(o.tune) + "/" +
+      std::to_string(o.force_family ? int(*o.force_family) : -1) + "/" + accuracy_name(o.accuracy) +
+      (o.precision == Precision::f32 ? "" : std::string("/") + precision_name(o.precision)));
   for (size_t i = 0; i < g.nodes.size(); ++i) {
     h = fnv1a64(node_problem(g, int(i)), h);
     for (ValueId v : g.nodes[i].inputs) h = fnv1a64(std::to_string(v) + ",", h);
@@ -115,6 +116,7 @@ class Selector {
     sel_.strategy = o_.strategy;
     sel_.tune = tune_;
     sel_.accuracy = o_.accuracy;
+    sel_.precision = o_.precision;
     sel_.nodes.resize(nn);
     sel_.kernels.resize(nn);
     cands_.resize(nn);
@@ -122,7 +124,7 @@ class Selector {
     failure_.assign(nn, {Code::internal, std::string()});
     kept_ms_.assign(nn, kInf);
     for (size_t i = 0; i < nn; ++i) {
-      cands_[i] = candidate_labels(g_, int(i), o_.isa, o_.reference);
+      cands_[i] = candidate_labels(g_, int(i), o_.isa, o_.reference, o_.precision);
       if (o_.accuracy == Accuracy::strict)
         cands_[i].erase(std::remove_if(cands_[i].begin(), cands_[i].end(),
                                        [](const Label& l) { return transform_error(l) > 0; }),
@@ -466,7 +468,7 @@ class Selector {
       ++sel_.cache_hits;
     } else {
       std::unique_ptr<Kernel> k = Profiler::reorder_kernel(s, from, to, o_.isa);
-      const int64_t src = layout_elems(from, s) * 4, dst = layout_elems(to, s) * 4;
+      const int64_t src = layout_bytes(from, s), dst = layout_bytes(to, s);
       const double est = heuristic_reorder_ms(s, from, to, o_.threads);
       // Beyond the budget: the model (not remembered: a later load may measure it).
       if (out_of_time() || !fits(*k, {src}, {dst}, est)) return est;

@@ -71,6 +71,7 @@ struct SelectOptions {
   // nodes not measured yet keep the cost model's estimates. A plan cut short is not cached.
   double profile_budget_ms = 0;
   Accuracy accuracy = Accuracy::guarded;
+  Precision precision = Precision::f32;
   AccuracyProbe probe;  // the guard's way to run a plan (session.cpp); none: no guard
   double accuracy_budget = kAccuracyBudget;
 };
@@ -113,6 +114,7 @@ struct Selection {
   // last measured error (-1: not probed), lossy nodes demoted to exact families, and the
   // guard's milliseconds (building the exact kernels, probing, solving again).
   Accuracy accuracy = Accuracy::guarded;
+  Precision precision = Precision::f32;  // what the session allowed (SelectOptions::precision)
   int probes = 0;
   double probe_error = -1;
   int demoted = 0;

@@ -24,6 +24,14 @@ inline bool has_isa(Isa isa) {
   return false;
 }
 
+// Whether bf16 kernels (AVX512-BF16 on AVX-512) can run; records "avx512_bf16" when not.
+inline bool has_bf16() {
+  if (!has_isa(Isa::avx512)) return false;
+  if (host_cpu().avx512_bf16) return true;
+  record_missing("avx512_bf16");
+  return false;
+}
+
 // Every JIT path, best first (avx512, avx2), that the CPU has; the others are recorded.
 inline std::vector<Isa> jit_isas() {
   std::vector<Isa> v;

@@ -190,6 +190,10 @@ const Option kOptions[] = {
      "strict (no Winograd), default (Winograd where a probe run shows it adds at most 6e-5 of the "
      "output's max), fast (every algorithm, no probe)",
      nullptr, &Args::accuracy},
+    {"--precision", "PREC", kModel,
+     "f32 (default: exact) or bf16 (convolutions may compute in bf16 with f32 accumulation where "
+     "the CPU has AVX512-BF16 and it is faster; everything else stays f32)",
+     nullptr, &Args::precision},
     {"--profile-budget", "MS", kModel,
      "milliseconds a load may spend measuring kernels (default 10000 with --tune fast, 60000 with "
      "full)",
@@ -434,7 +438,7 @@ int parse(int argc, char** argv, Args& a) {
   if (a.command != "bench" && a.strategies.size() > 1)
     throw UsageError("only 'bench' takes several strategies");
   for (const std::string& st : a.strategies) session_options(a, st);  // validates the names
-  if (!a.tune.empty() || !a.accuracy.empty()) session_options(a);
+  if (!a.tune.empty() || !a.accuracy.empty() || !a.precision.empty()) session_options(a);
   return -1;
 }
 

@@ -275,7 +275,7 @@ std::string report_one(const Args& a, Bench& b) {
       sel.optimal ? " (proven optimal)" : "", sel.solve_ms, (long long)sel.cache_hits,
       (long long)sel.cache_misses, sel.plan_from_cache ? ", plan from cache" : "",
       sel.measurements);
-  std::printf("%s\n", accuracy_summary(sel).c_str());
+  std::printf("%s  precision: %s\n", accuracy_summary(sel).c_str(), precision_name(sel.precision));
   const double other_ms = other_load_ms(ls);
   std::printf("load_ms: %.3f  (%s)\n", load_ms, breakdown_str(ls).c_str());
   double reload_min = 0, reload_p50 = 0;
@@ -331,6 +331,7 @@ std::string report_one(const Args& a, Bench& b) {
     << ",\n  \"strategy\": " << json_escape(strategy_name(sel.strategy))
     << ",\n  \"tune\": " << json_escape(tune_mode_name(sel.tune))
     << ",\n  \"accuracy\": " << json_escape(accuracy_name(sel.accuracy))
+    << ",\n  \"precision\": " << json_escape(precision_name(sel.precision))
     << ",\n  \"guard_ms\": " << sel.guard_ms << ",\n  \"threads\": " << a.threads
     << ",\n  \"threads_used\": " << s->threads()
     << ",\n  \"isa\": " << json_escape(isa_name(s->isa()))

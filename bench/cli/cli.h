@@ -44,6 +44,7 @@ struct Args {
   std::vector<std::string> strategies;  // --strategy a,b,c (bench: several; others: one)
   std::string tune;                     // --tune none|fast|full ("" = the default, fast)
   std::string accuracy;                 // --accuracy strict|default|fast ("" = default)
+  std::string precision;                // --precision f32|bf16 ("" = f32)
   std::string cache_dir;                // --cache DIR
   bool no_cache = false;                // --no-cache
   std::string dot;                      // --dot FILE (plan)

@@ -42,6 +42,8 @@ SessionOptions session_options(const Args& a, const std::string& strategy) {
   o.tune = tm;
   if (!a.accuracy.empty() && !parse_accuracy(a.accuracy, &o.accuracy))
     throw UsageError("--accuracy expects strict, default or fast, got '" + a.accuracy + "'");
+  if (!a.precision.empty() && !parse_precision(a.precision, &o.precision))
+    throw UsageError("--precision expects f32 or bf16, got '" + a.precision + "'");
   o.cache_dir = a.cache_dir;
   o.use_cache = !a.no_cache;
   o.progress = true;  // a bar on a terminal, else a line per 10% (long loads do not look hung)

@@ -51,6 +51,9 @@ struct ConvFamilyRow {
   // unit of this weight (the error one layer adds, relative to winograd4's; bench/NOTES.md,
   // "accuracy guard").
   double transform_error = 0;
+  // The (src, dst) layouts offered when the session computes in bf16 (layout_bf16) and the
+  // CPU has AVX512-BF16; nullptr: the family has no bf16 kernels.
+  std::vector<std::pair<Layout, Layout>> (*bf16_layouts)(const ConvProblem& p) = nullptr;
 };
 
 // Every family, in the order candidates are offered (the solver breaks ties by it).
@@ -69,7 +72,7 @@ std::unique_ptr<Kernel> make_direct_kernel(const DirectConf& c, const Tensor& we
 std::unique_ptr<Kernel> make_gemm1x1_kernel(const Gemm1x1Conf& c, const Tensor& weights,
                                             const Tensor* bias, const std::string& code_key = "");
 
-// "conv_<family>_f32_<src>_to_<dst>_<blocking>__<isa>"
+// "conv_<family>_<f32|bf16>_<src>_to_<dst>_<blocking>__<isa>" (bf16: the src layout's)
 std::string conv_kernel_name(const char* family, Layout src, Layout dst,
                              const std::string& blocking, Isa isa);
 

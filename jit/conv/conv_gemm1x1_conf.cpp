@@ -58,7 +58,7 @@ bool use_bcast_reg(Isa isa, int ob, const Gemm1x1Force& force) {
 
 // Estimated cycles for one line over all oc groups.
 double line_cost(const Gemm1x1Conf& c, int ur, int ob, bool bcast_reg) {
-  const double k = double(c.p.ic);
+  const double k = c.bf16 ? double((c.p.ic + 1) / 2) : double(c.p.ic);  // K steps
   const int64_t full = c.ocv / ob, rest = c.ocv % ob;
   auto tile = [&](int m, int o) { return k * step_cycles(c.isa, m, o, bcast_reg) + m * o + 20; };
   auto group = [&](int o) {
@@ -81,14 +81,26 @@ ConfOr<Gemm1x1Conf> init_gemm1x1_conf(const ConvProblem& p, const ConvImpl& impl
   if (p.pt || p.pl || p.pb || p.pr) return R::no("needs zero padding");
   if (p.sh != p.sw || (p.sh != 1 && p.sh != 2))
     return R::no("needs stride 1 or 2 (same in h and w)");
-  if (impl.src != impl.dst) return R::no("src and dst layouts differ (both nhwc or both blocked)");
   Gemm1x1Conf c;
   c.p = p;
   c.isa = isa;
   c.simd = simd_width(isa);
   c.layout = impl.src;
+  c.dst_layout = impl.dst;
   c.nhwc = impl.src == Layout::nhwc;
-  if (!c.nhwc) {
+  c.bf16 = layout_bf16(impl.src);
+  c.bf16_dst = layout_bf16(impl.dst);
+  if (c.bf16) {
+    if (isa != Isa::avx512 || !host_cpu().avx512_bf16) return R::no("bf16 needs avx512_bf16");
+    if (impl.dst != Layout::nChw16c && !c.bf16_dst)
+      return R::no("a bf16 src needs dst nChw16c or nChw16c_bf16");
+    for (const PostOp& op : p.post)
+      if (c.bf16_dst && op.kind == PostOp::Kind::add)
+        return R::no("a bf16 dst cannot take a residual add (it would be read in bf16)");
+  } else if (impl.src != impl.dst) {
+    return R::no("src and dst layouts differ (both nhwc or both blocked)");
+  }
+  if (!c.nhwc && !c.bf16) {
     if (std::string why = check_blocked(impl.src, isa, "src"); !why.empty())
       return R::no(why + " (gemm1x1 takes blocked or nhwc)");
   }
@@ -111,7 +123,7 @@ ConfOr<Gemm1x1Conf> init_gemm1x1_conf(const ConvProblem& p, const ConvImpl& impl
 
   const int max_ob = int(std::min<int64_t>(c.ocv, isa == Isa::avx512 ? 8 : 6));
   // All weights (whatever the grouping) beyond the L2 share -> groups outer (see below).
-  const int64_t kb_vec_bytes = int64_t(c.simd) * c.simd * 4;  // one ic block x one oc vector
+  const int64_t kb_vec_bytes = c.wei_kb_bytes(1);  // one ic block x one oc vector
   const bool groups_outer = c.icb_total() * c.ocv * kb_vec_bytes > impl.cache.l2_weights();
   const int max_ur = int(std::min<int64_t>(c.m_len, isa == Isa::avx512 ? 28 : 14));
   if (impl.oc_blocks < 0 || impl.ur_w < 0) return R::no("negative forced blocking");
@@ -124,7 +136,8 @@ ConfOr<Gemm1x1Conf> init_gemm1x1_conf(const ConvProblem& p, const ConvImpl& impl
           !impl.oc_blocks)
         continue;
       const bool reg = use_bcast_reg(isa, ob, force);
-      if (!fits(isa, ur, ob, reg, c.epi_temps)) continue;
+      // (bf16 with an odd channel count broadcasts the last channel alone through a register.)
+      if (!fits(isa, ur, ob, reg || (c.bf16 && p.ic % 2), c.epi_temps)) continue;
       // NHWC pixels are a channel row apart: with 1024 channels (4 KB) every pixel of a tile
       // falls into the same L1 set, and a 28-pixel tile thrashes it.
       if (c.nhwc && !(impl.ur_w && impl.oc_blocks) &&
@@ -162,7 +175,7 @@ ConfOr<Gemm1x1Conf> init_gemm1x1_conf(const ConvProblem& p, const ConvImpl& impl
   // many as keep the chunk's src in L1 when m_outer, else ~4 — so threads get even work; an
   // unpacked stride-2 row is one chunk.
   const int64_t tiles = c.full_tiles();
-  const int64_t l1_tiles = l1_budget(impl.cache) / (4 * p.ic * c.ur_m);
+  const int64_t l1_tiles = l1_budget(impl.cache) / (c.src_esize() * p.ic * c.ur_m);
   const int64_t want = c.m_outer ? std::max<int64_t>(1, l1_tiles) : 4;
   c.chunk_blocks = c.gemm_stride() == 1 ? std::clamp<int64_t>(want, 1, tiles) : tiles;
   if (force.chunk_blocks > 0 && c.gemm_stride() == 1)
@@ -171,9 +184,12 @@ ConfOr<Gemm1x1Conf> init_gemm1x1_conf(const ConvProblem& p, const ConvImpl& impl
   // K split: when one tile's src (ur_m pixels x all input channels) overflows the L1 share,
   // the groups of a chunk are swept per slice of input channels instead (partial sums in dst).
   c.ic_chunk = c.icb_total();
-  if (c.m_outer && c.n_groups > 1 && int64_t(4) * c.ur_m * p.ic > l1_budget(impl.cache))
-    c.ic_chunk = std::max<int64_t>(1, l1_budget(impl.cache) / (int64_t(4) * c.ur_m * c.simd));
+  // (A bf16 dst holds no partial sums: it never splits.)
+  const int64_t es = c.src_esize();
+  if (c.m_outer && c.n_groups > 1 && es * c.ur_m * p.ic > l1_budget(impl.cache))
+    c.ic_chunk = std::max<int64_t>(1, l1_budget(impl.cache) / (es * c.ur_m * c.simd));
   if (force.ic_chunk > 0) c.ic_chunk = std::min(force.ic_chunk, c.icb_total());
+  if (c.bf16_dst) c.ic_chunk = c.icb_total();
   // The packed buffer holds one chunk (m_outer: packed once, read by every group) or the
   // whole image (groups outer: packed once per image and call).
   if (c.pack) c.pack_pix = c.m_outer ? c.chunk_blocks * c.ur_m + c.m_tail : c.m_len;
@@ -190,10 +206,13 @@ ConfOr<Gemm1x1Conf> init_gemm1x1_conf(const ConvProblem& p, const ConvImpl& impl
   // tiles (groups outer) or one call's (m_outer: a chunk's) walk about once.
   const int64_t tiles_per_group = c.m_lines * (c.full_tiles() + (c.m_tail ? 1 : 0));
   const int64_t tiles_per_pass = c.m_outer ? c.chunk_blocks : tiles_per_group;
-  while (c.pf_every < 16 && tiles_per_pass >= 2 * c.pf_every * c.ur_n) c.pf_every *= 2;
+  // (One prefetch per pf_every K steps of a block: bf16 blocks have simd / 2 steps.)
+  const int max_every = c.k_steps(c.simd);
+  while (c.pf_every < max_every && tiles_per_pass >= 2 * c.pf_every * c.ur_n) c.pf_every *= 2;
   if (force.pf_every > 0) {
-    if (force.pf_every > 16 || (force.pf_every & (force.pf_every - 1)))
-      return R::no("pf_every must be 1, 2, 4, 8 or 16");
+    if (force.pf_every > max_every || (force.pf_every & (force.pf_every - 1)))
+      return R::no("pf_every must be a power of two up to the K steps of a block (" +
+                   std::to_string(max_every) + ")");
     c.pf_every = force.pf_every;
   }
   return c;

@@ -9,6 +9,10 @@
 // ("rtus", as oneDNN calls it) the input pixels it reads into a dense per-thread buffer first
 // and then runs exactly like stride 1 over the oh*ow packed pixels (the default: full cache
 // lines, tiles across rows), or makes each output row a line (input pixels 2 apart).
+//
+// bf16 (src nChw16c_bf16, AVX512-BF16): the weights are packed as bf16 pairs of input
+// channels and every K step is one vdpbf16ps over two channels (f32 accumulators); dst is
+// nChw16c (f32) or nChw16c_bf16 (rounded to nearest even at the store).
 #pragma once
 
 #include <string>
@@ -35,10 +39,13 @@ struct Gemm1x1Conf {
   ConvProblem p;
   Isa isa = Isa::avx512;
   int simd = 16;
-  Layout layout = Layout::nChw16c;  // src and dst
+  Layout layout = Layout::nChw16c;  // src
+  Layout dst_layout = Layout::nChw16c;
   bool nhwc = false;
-  int64_t stride = 1;  // of the conv
-  bool pack = false;   // stride 2 packed into a dense buffer: the microkernel runs stride 1
+  bool bf16 = false;      // src and weights bf16 (src nChw16c_bf16), vdpbf16ps
+  bool bf16_dst = false;  // dst nChw16c_bf16
+  int64_t stride = 1;     // of the conv
+  bool pack = false;      // stride 2 packed into a dense buffer: the microkernel runs stride 1
 
   int64_t icb_full = 0;  // full input-channel blocks of `simd` channels
   int ic_tail = 0;       // channels of the last partial block (0: none)
@@ -75,24 +82,33 @@ struct Gemm1x1Conf {
 
   std::string blocking_str() const;  // "m14oc2"
   int64_t icb_total() const { return icb_full + (ic_tail ? 1 : 0); }
+  int src_esize() const { return bf16 ? 2 : 4; }
+  int dst_esize() const { return bf16_dst ? 2 : 4; }
+  // Instructions per K block of nic channels: one per channel, bf16 one per pair.
+  int k_steps(int nic) const { return bf16 ? (nic + 1) / 2 : nic; }
   int64_t full_tiles() const { return m_len / ur_m; }
   int64_t gemm_stride() const { return pack ? 1 : stride; }  // pixel step of the microkernel
   // Byte strides of the input tensor.
-  int64_t in_pix_bytes() const { return nhwc ? p.ic * 4 : int64_t(simd) * 4; }
-  int64_t in_kb_bytes() const { return nhwc ? int64_t(simd) * 4 : int64_t(simd) * 4 * p.ih * p.iw; }
+  int64_t in_pix_bytes() const { return nhwc ? p.ic * 4 : int64_t(simd) * src_esize(); }
+  int64_t in_kb_bytes() const {
+    return nhwc ? int64_t(simd) * 4 : int64_t(simd) * src_esize() * p.ih * p.iw;
+  }
   // Byte strides of what the microkernel reads (the input, or the packed buffer).
   int64_t src_pix_bytes() const { return pack && nhwc ? pack_pix_bytes : in_pix_bytes(); }
   int64_t src_kb_bytes() const {
-    return !pack ? in_kb_bytes() : nhwc ? int64_t(simd) * 4 : int64_t(simd) * 4 * pack_pix;
+    return !pack  ? in_kb_bytes()
+           : nhwc ? int64_t(simd) * 4
+                  : int64_t(simd) * src_esize() * pack_pix;
   }
-  int64_t pack_floats() const {
-    return nhwc ? pack_pix * pack_pix_bytes / 4 : pack_pix * icb_total() * simd;
+  int64_t pack_bytes() const {
+    return nhwc ? pack_pix * pack_pix_bytes : pack_pix * icb_total() * simd * src_esize();
   }
-  int64_t dst_pix_bytes() const { return nhwc ? p.oc * 4 : int64_t(simd) * 4; }
+  int64_t dst_pix_bytes() const { return nhwc ? p.oc * 4 : int64_t(simd) * dst_esize(); }
   int64_t dst_vec_bytes() const {
-    return nhwc ? int64_t(simd) * 4 : int64_t(simd) * 4 * p.oh * p.ow;
+    return nhwc ? int64_t(simd) * 4 : int64_t(simd) * dst_esize() * p.oh * p.ow;
   }
-  int64_t wei_kb_floats(int ob) const { return int64_t(simd) * ob * simd; }
+  // Packed weights of one ic block for ob oc vectors (f32 or bf16 elements).
+  int64_t wei_kb_bytes(int ob) const { return int64_t(simd) * ob * simd * src_esize(); }
 };
 
 ConfOr<Gemm1x1Conf> init_gemm1x1_conf(const ConvProblem& p, const ConvImpl& impl, Isa isa,

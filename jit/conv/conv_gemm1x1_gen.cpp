@@ -10,10 +10,10 @@ using namespace Xbyak;
 namespace {
 
 size_t code_size_bound(const Gemm1x1Conf& c, int ob) {
-  const size_t step = size_t(ob) * 12 + size_t(c.ur_m) * (size_t(ob) * 12 + 10);
+  const size_t step = size_t(ob) * 12 + size_t(c.ur_m) * (size_t(ob) * 12 + 10) + 16;
   const size_t body = size_t(c.simd) * step + 256;
   const size_t bodies = 2 * (c.ic_tail ? 2 : 1);
-  const size_t store = size_t(c.ur_m) * ob * (60 + 60 * 12 * (c.p.post.size() + 1));
+  const size_t store = size_t(c.ur_m) * ob * (80 + 60 * 12 * (c.p.post.size() + 1));
   return bodies * body + 2 * 3 * store + 16384;
 }
 
@@ -64,9 +64,10 @@ void Gemm1x1Generator::emit_tile(int ur) {
   if (c_.icb_full > 0) {
     loop_arg(k_cnt_, offsetof(ConvCallArgs, k_blocks), [&] {
       emit_k_body(ur, c_.simd);
-      if (c_.pf_next) add(pf_, c_.simd / c_.pf_every * 64);  // a line per pf_every K steps
+      if (c_.pf_next)
+        add(pf_, c_.k_steps(c_.simd) / c_.pf_every * 64);  // a line per pf_every K steps
       add(src_k_, c_.src_kb_bytes());
-      add(wei_k_, c_.wei_kb_floats(ob_) * 4);
+      add(wei_k_, c_.wei_kb_bytes(ob_));
     });
   }
   if (c_.ic_tail)
@@ -80,31 +81,51 @@ void Gemm1x1Generator::emit_k_body(int ur, int nic) {
   const int64_t pix = c_.gemm_stride() * c_.src_pix_bytes();
   // Prefetches of the next tile (full tiles only), spread over the channel steps: its src
   // lines of this ic block (one per pixel) and its dst lines (one per pixel and oc vector).
-  std::vector<std::vector<std::pair<Address, bool>>> pf(static_cast<size_t>(nic));  // (addr, write)
+  // K steps: one per channel, or (bf16) one vdpbf16ps per channel pair (a 4-byte broadcast of
+  // the pixel's two channels against a vector of 16 oc x 2 ic weights).
+  const int steps = c_.k_steps(nic);
+  std::vector<std::vector<std::pair<Address, bool>>> pf(
+      static_cast<size_t>(steps));  // (addr, write)
   if (ur == c_.ur_m) {
     int n = 0;
     if (c_.pf_src)
       for (int m = 0; m < ur; ++m)
-        pf[size_t(n++ % nic)].push_back({ptr[src_k_ + (ur + m) * pix], false});
+        pf[size_t(n++ % steps)].push_back({ptr[src_k_ + (ur + m) * pix], false});
     if (c_.pf_dst)
       for (int j = 0; j < ob_; ++j)
         for (int m = 0; m < ur; ++m)
-          pf[size_t(n++ % nic)].push_back(
+          pf[size_t(n++ % steps)].push_back(
               {ptr[dst_m_ + (ur + m) * c_.dst_pix_bytes() + j * c_.dst_vec_bytes()], true});
   }
-  for (int ic = 0; ic < nic; ++ic) {
-    if (c_.pf_next && nic == c_.simd && ic % c_.pf_every == 0)
-      prefetcht1(ptr[pf_ + ic / c_.pf_every * 64]);
-    for (const auto& [a, write] : pf[size_t(ic)]) {
+  for (int s = 0; s < steps; ++s) {
+    if (c_.pf_next && nic == c_.simd && s % c_.pf_every == 0)
+      prefetcht1(ptr[pf_ + s / c_.pf_every * 64]);
+    for (const auto& [a, write] : pf[size_t(s)]) {
       if (write)
         prefetchw(a);
       else
         prefetcht0(a);
     }
     for (int j = 0; j < ob_; ++j)
-      vmovups(vreg(c_.isa, w0 + j), ptr[wei_k_ + (int64_t(ic) * ob_ + j) * c_.simd * 4]);
-    for (int m = 0; m < ur; ++m)
-      bcast_fmas(c_.isa, reg_bcast, acc(m, 0), w0, ob_, bc, src_k_ + m * pix + ic * 4);
+      vmovups(vreg(c_.isa, w0 + j), ptr[wei_k_ + (int64_t(s) * ob_ + j) * c_.simd * 4]);
+    // The last step of an odd channel count pairs the last channel with a pad lane, which may
+    // hold anything (NaN x 0 would be NaN): it broadcasts that channel alone, zero-extended.
+    const bool single = c_.bf16 && nic % 2 && s == steps - 1;
+    for (int m = 0; m < ur; ++m) {
+      const RegExp src = src_k_ + m * pix + s * 4;
+      if (!c_.bf16) {
+        bcast_fmas(c_.isa, reg_bcast, acc(m, 0), w0, ob_, bc, src);
+      } else if (single) {
+        movzx(epi_a_.cvt32(), word[src]);
+        vpbroadcastd(Zmm(bc), epi_a_.cvt32());
+        for (int j = 0; j < ob_; ++j) vdpbf16ps(Zmm(acc(m, j)), Zmm(w0 + j), Zmm(bc));
+      } else if (reg_bcast) {
+        vpbroadcastd(Zmm(bc), ptr[src]);
+        for (int j = 0; j < ob_; ++j) vdpbf16ps(Zmm(acc(m, j)), Zmm(w0 + j), Zmm(bc));
+      } else {
+        for (int j = 0; j < ob_; ++j) vdpbf16ps(Zmm(acc(m, j)), Zmm(w0 + j), ptr_b[src]);
+      }
+    }
   }
 }
 
@@ -121,7 +142,12 @@ void Gemm1x1Generator::emit_store(int ur) {
           // A lane tail in a blocked layout only matters for the plain [OC] scale/shift arrays.
           epi_->apply(acc(m, j), temps, ea.operands(), j == ob_ - 1 ? epi_tail_ : 0);
         }
-        store_vec(c_.isa, ptr[dst_m_ + dofs], acc(m, j), masked, ur * ob_, true);
+        if (c_.bf16_dst) {  // (blocked: no lane tail)
+          vcvtneps2bf16(Ymm(acc(m, j)), Zmm(acc(m, j)));
+          vmovdqu16(ptr[dst_m_ + dofs], Ymm(acc(m, j)));
+        } else {
+          store_vec(c_.isa, ptr[dst_m_ + dofs], acc(m, j), masked, ur * ob_, true);
+        }
       }
     }
   });

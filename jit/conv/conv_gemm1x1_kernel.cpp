@@ -5,6 +5,7 @@
 #include <cstring>
 #include <new>
 
+#include "graph/half.h"
 #include "jit/conv/conv_families.h"
 #include "jit/conv/conv_gemm1x1_gen.h"
 #include "jit/pack.h"
@@ -20,7 +21,7 @@ class Gemm1x1Kernel : public Kernel {
   Gemm1x1Kernel(const Gemm1x1Conf& c, const Tensor& w, const Tensor* bias,
                 const std::string& code_key)
       : c_(c),
-        name_(conv_kernel_name("gemm1x1", c.layout, c.layout, c.blocking_str(), c.isa)),
+        name_(conv_kernel_name("gemm1x1", c.layout, c.dst_layout, c.blocking_str(), c.isa)),
         bias_(pack_bias(bias ? bias->data<float>() : nullptr, c.p.oc, c.ocv * c.simd)) {
     pack_weights(ModelFloats(w));
     main_ = shared_generator<Gemm1x1Generator>(code_key, "", c, c.ur_n, false, name_);
@@ -34,7 +35,7 @@ class Gemm1x1Kernel : public Kernel {
   double macs() const override { return c_.p.macs(); }
   std::vector<Span> weights() const override { return {{wei_.raw(), wei_.nbytes()}}; }
   // The packed pixel chunk (strided or NHWC input): it stays in L1 while the oc groups sweep it.
-  int64_t scratch_bytes() const override { return c_.pack ? c_.pack_floats() * 4 : 0; }
+  int64_t scratch_bytes() const override { return c_.pack ? c_.pack_bytes() : 0; }
 
   void run(const KernelArgs& args, int64_t begin, int64_t end) const override {
     ConvCallArgs base;
@@ -44,7 +45,7 @@ class Gemm1x1Kernel : public Kernel {
       if (op.kind == PostOp::Kind::add && args.src[op.input] == args.dst[0]) split = false;
     const int64_t G = c_.n_groups, LC = c_.m_lines * c_.chunks;
     const int64_t chunk = split ? c_.ic_chunk : c_.icb_total();
-    float* buf = c_.pack ? scratch_floats(args) : nullptr;
+    char* buf = c_.pack ? reinterpret_cast<char*>(scratch_floats(args)) : nullptr;
     int64_t packed_n = -1;  // groups outer: the image now in `buf`
     int64_t t = begin;
     while (t < end) {
@@ -62,8 +63,8 @@ class Gemm1x1Kernel : public Kernel {
           for (int64_t g = g0; g < g0 + cnt; ++g) {
             const int64_t gn = g + 1 < G ? g + 1 : 0;
             const int64_t obn = gn == G - 1 ? c_.n_last : c_.ur_n;
-            const float* next =
-                wei_.data<float>() + group_off_[size_t(gn)] + k0 * c_.wei_kb_floats(int(obn));
+            const char* next =
+                wei_bytes() + group_off_[size_t(gn)] + k0 * c_.wei_kb_bytes(int(obn));
             call(args, base, n, g, lc, k0, std::min(chunk, c_.icb_total() - k0), buf, next);
           }
         t += cnt;
@@ -77,14 +78,14 @@ class Gemm1x1Kernel : public Kernel {
           packed_n = n;
         }
         // The calls of this group walk the next group's weights (a line per pf_every K steps).
-        const float* next = wei_.data<float>() + group_off_[size_t(std::min(g + 1, G - 1))];
+        const char* next = wei_bytes() + group_off_[size_t(std::min(g + 1, G - 1))];
         int64_t pf_lines = 0;
         for (int64_t k0 = 0; k0 < c_.icb_total(); k0 += chunk)
           for (int64_t lc = lc0; lc < lc0 + cnt; ++lc) {
             const int64_t kc = std::min(chunk, c_.icb_total() - k0);
-            call(args, base, n, g, lc, k0, kc, buf, next + pf_lines * 16);
+            call(args, base, n, g, lc, k0, kc, buf, next + pf_lines * 64);
             const int64_t full_k = kc - (c_.ic_tail && k0 + kc == c_.icb_total() ? 1 : 0);
-            pf_lines += tiles_in_call(lc) * full_k * c_.simd / c_.pf_every;
+            pf_lines += tiles_in_call(lc) * full_k * c_.k_steps(c_.simd) / c_.pf_every;
           }
         t += cnt;
       }
@@ -110,41 +111,44 @@ class Gemm1x1Kernel : public Kernel {
   // Copies packed pixels [q0, q0 + cnt) of image n (output pixel q reads input pixel
   // (q / ow * stride, q % ow * stride)) to buf: blocked [icb][pack_pix][simd], NHWC
   // [pixel][pack_pix_bytes / 4].
-  void pack(const KernelArgs& args, int64_t n, int64_t q0, int64_t cnt, float* buf) const {
+  void pack(const KernelArgs& args, int64_t n, int64_t q0, int64_t cnt, char* buf) const {
     const ConvProblem& p = c_.p;
-    const int64_t S = c_.simd, st = c_.stride;
-    const float* img = args.src[0] + n * src_img_floats();
+    const int64_t st = c_.stride, pix = c_.in_pix_bytes();  // a pixel's bytes in a block
+    const char* img = src_bytes(args) + n * src_img_bytes();
     if (c_.nhwc) {
-      const int64_t dpix = c_.pack_pix_bytes / 4;
       for (int64_t q = q0; q < q0 + cnt; ++q) {
-        const float* s = img + ((q / p.ow) * st * p.iw + (q % p.ow) * st) * p.ic;
-        std::memcpy(buf + (q - q0) * dpix, s, size_t(p.ic) * 4);
+        const char* s = img + ((q / p.ow) * st * p.iw + (q % p.ow) * st) * pix;
+        std::memcpy(buf + (q - q0) * c_.pack_pix_bytes, s, size_t(pix));
       }
       return;
     }
-    const int64_t plane = p.ih * p.iw * S;
     for (int64_t kb = 0; kb < c_.icb_total(); ++kb) {
-      const float* sb = img + kb * plane;
-      float* d = buf + kb * c_.pack_pix * S;
+      const char* sb = img + kb * c_.in_kb_bytes();
+      char* d = buf + kb * c_.pack_pix * pix;
       int64_t q = q0;
       while (q < q0 + cnt) {
         // One output row segment: input pixels `st` apart in one input row.
         const int64_t oh = q / p.ow, ow0 = q % p.ow;
         const int64_t len = std::min(p.ow - ow0, q0 + cnt - q);
-        const float* s = sb + (oh * st * p.iw + ow0 * st) * S;
-        for (int64_t i = 0; i < len; ++i, d += S, s += st * S) std::memcpy(d, s, size_t(S) * 4);
+        const char* s = sb + (oh * st * p.iw + ow0 * st) * pix;
+        for (int64_t i = 0; i < len; ++i, d += pix, s += st * pix) std::memcpy(d, s, size_t(pix));
         q += len;
       }
     }
   }
 
-  int64_t src_img_floats() const {
+  // The activations are f32 or (bf16 layouts) uint16_t: addressed in bytes.
+  static const char* src_bytes(const KernelArgs& args) {
+    return reinterpret_cast<const char*>(args.src[0]);
+  }
+  const char* wei_bytes() const { return static_cast<const char*>(wei_.raw()); }
+  int64_t src_img_bytes() const {
     const ConvProblem& p = c_.p;
-    return c_.nhwc ? p.ih * p.iw * p.ic : c_.icb_total() * c_.simd * p.ih * p.iw;
+    return c_.nhwc ? p.ih * p.iw * p.ic * 4 : c_.icb_total() * c_.in_kb_bytes();
   }
 
   void call(const KernelArgs& args, const ConvCallArgs& base, int64_t n, int64_t g, int64_t lc,
-            int64_t k0, int64_t kcnt, const float* packed, const float* pf_wei) const {
+            int64_t k0, int64_t kcnt, const char* packed, const char* pf_wei) const {
     const ConvProblem& p = c_.p;
     const bool last = g == c_.n_groups - 1;
     const int ob = last ? c_.n_last : c_.ur_n;
@@ -152,24 +156,27 @@ class Gemm1x1Kernel : public Kernel {
     const int64_t b0 = ch * c_.chunk_blocks;
     const int64_t b1 = std::min(c_.full_tiles(), b0 + c_.chunk_blocks);
     const int64_t pix0 = b0 * c_.ur_m;
-    const int64_t dst_img = c_.nhwc ? p.oh * p.ow * p.oc : c_.ocv * c_.simd * p.oh * p.ow;
+    const int64_t dst_img = c_.nhwc ? p.oh * p.ow * p.oc * 4 : c_.ocv * c_.dst_vec_bytes();
     const int64_t oc0 = g * c_.ur_n * c_.simd;
     ConvCallArgs a = base;
+    const char* src;
     if (packed) {
       // m_outer: the buffer holds this chunk only; else the whole image.
-      a.src = packed + (c_.m_outer ? 0 : pix0 * (c_.src_pix_bytes() / 4)) +
-              k0 * (c_.src_kb_bytes() / 4);
+      src = packed + (c_.m_outer ? 0 : pix0 * c_.src_pix_bytes()) + k0 * c_.src_kb_bytes();
     } else {
       const int64_t in_pix = c_.stride == 1 ? pix0 : line * c_.stride * p.iw + pix0 * c_.stride;
-      a.src = args.src[0] + n * src_img_floats() + in_pix * (c_.in_pix_bytes() / 4) +
-              k0 * (c_.in_kb_bytes() / 4);
+      src = src_bytes(args) + n * src_img_bytes() + in_pix * c_.in_pix_bytes() +
+            k0 * c_.in_kb_bytes();
     }
+    a.src = reinterpret_cast<const float*>(src);
     const int64_t out_pix = c_.m_lines == 1 ? pix0 : line * p.ow + pix0;
-    a.dst = args.dst[0] + n * dst_img + out_pix * (c_.dst_pix_bytes() / 4) +
-            g * c_.ur_n * (c_.dst_vec_bytes() / 4);
-    a.wei = wei_.data<float>() + group_off_[size_t(g)] + k0 * c_.wei_kb_floats(ob);
+    a.dst =
+        reinterpret_cast<float*>(reinterpret_cast<char*>(args.dst[0]) + n * dst_img +
+                                 out_pix * c_.dst_pix_bytes() + g * c_.ur_n * c_.dst_vec_bytes());
+    a.wei = reinterpret_cast<const float*>(wei_bytes() + group_off_[size_t(g)] +
+                                           k0 * c_.wei_kb_bytes(ob));
     a.bias = bias_.data() + oc0;
-    a.pf_wei = pf_wei;
+    a.pf_wei = reinterpret_cast<const float*>(pf_wei);
     a.post.advance_channels(oc0);
     const bool has_tail = c_.ic_tail && k0 + kcnt == c_.icb_total();
     a.k_blocks = kcnt - (has_tail ? 1 : 0);
@@ -179,18 +186,20 @@ class Gemm1x1Kernel : public Kernel {
     (last && last_ ? last_ : main_)->fn<Fn>()(&a);
   }
 
+  // group_off_: bytes.
   void pack_weights(ModelFloats w) {
     const ConvProblem& p = c_.p;
     const int64_t S = c_.simd, KB = c_.icb_total();
     int64_t total = 0;
     for (int64_t g = 0; g < c_.n_groups; ++g) {
       group_off_.push_back(total);
-      total += KB * c_.wei_kb_floats(g == c_.n_groups - 1 ? c_.n_last : c_.ur_n);
+      total += KB * c_.wei_kb_bytes(g == c_.n_groups - 1 ? c_.n_last : c_.ur_n);
     }
-    wei_ = Tensor(DType::f32, {total});  // zero-filled, 64-byte aligned
+    wei_ = Tensor(DType::f32, {total / 4});  // zero-filled, 64-byte aligned
+    if (c_.bf16) return pack_weights_bf16(w);
     for (int64_t g = 0; g < c_.n_groups; ++g) {
       const int64_t ob = g == c_.n_groups - 1 ? c_.n_last : c_.ur_n;
-      float* o = wei_.data<float>() + group_off_[size_t(g)];
+      float* o = reinterpret_cast<float*>(static_cast<char*>(wei_.raw()) + group_off_[size_t(g)]);
       // [kb][ic < simd][ob][lane], i.e. [ic][ob][lane]: block j is W[oc0 .. oc0 + simd)
       // transposed, at row stride ob * simd. Lanes past oc and channels past ic stay zero.
       for (int64_t j = 0; j < ob; ++j) {
@@ -198,6 +207,27 @@ class Gemm1x1Kernel : public Kernel {
         const int64_t lanes = std::min(S, p.oc - oc0);
         if (lanes > 0) pack_transposed(w + oc0 * p.ic, p.ic, 1, lanes, p.ic, o + j * S, ob * S);
       }
+    }
+  }
+
+  // bf16: [kb][pair < simd / 2][ob][lane][2]: the vector of step s, oc vector j holds
+  // W[oc0 + lane][2s + e] at lane * 2 + e, rounded to nearest even; zero past ic and oc.
+  void pack_weights_bf16(ModelFloats w) {
+    const ConvProblem& p = c_.p;
+    const int64_t S = c_.simd, KB = c_.icb_total();
+    for (int64_t g = 0; g < c_.n_groups; ++g) {
+      const int64_t ob = g == c_.n_groups - 1 ? c_.n_last : c_.ur_n;
+      uint16_t* o =
+          reinterpret_cast<uint16_t*>(static_cast<char*>(wei_.raw()) + group_off_[size_t(g)]);
+      for (int64_t kb = 0; kb < KB; ++kb)
+        for (int64_t s = 0; s < S / 2; ++s)
+          for (int64_t j = 0; j < ob; ++j)
+            for (int64_t lane = 0; lane < S; ++lane)
+              for (int64_t e = 0; e < 2; ++e) {
+                const int64_t oc = (g * c_.ur_n + j) * S + lane, ic = kb * S + 2 * s + e;
+                const float v = oc < p.oc && ic < p.ic ? w[oc * p.ic + ic] : 0.f;
+                o[(((kb * S / 2 + s) * ob + j) * S + lane) * 2 + e] = float_to_bf16(v);
+              }
     }
   }
 

@@ -19,9 +19,14 @@
 namespace kiln {
 
 // Converts a 4-D f32 tensor of logical shape `nchw` between any two of nchw, nhwc, nChw8c,
-// nChw16c. Blocked destinations get zeroed pad lanes. src[0] -> dst[0].
+// nChw16c, and between nChw16c and nChw16c_bf16 (create_bf16_convert_kernel; other pairs with
+// a bf16 layout are refused: the plan's C++ fallback converts them). Blocked destinations get
+// zeroed pad lanes. src[0] -> dst[0].
 std::unique_ptr<Kernel> create_reorder_kernel(const Shape& nchw, Layout from, Layout to, Isa isa,
                                               std::string* why_not);
+// nChw16c <-> nChw16c_bf16 (jit/glue/bf16_convert.cpp); needs AVX512-BF16.
+std::unique_ptr<Kernel> create_bf16_convert_kernel(const Shape& nchw, Layout from, Layout to,
+                                                   std::string* why_not);
 
 struct PoolProblem {
   bool max = true;      // MaxPool / GlobalMaxPool, else average

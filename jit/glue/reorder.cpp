@@ -305,6 +305,10 @@ std::unique_ptr<Kernel> create_reorder_kernel(const Shape& s, Layout from, Layou
   };
   if (isa != Isa::avx2 && isa != Isa::avx512) return no("needs avx2 or avx512");
   if (s.size() != 4) return no("needs a 4-D shape");
+  if (layout_bf16(from) || layout_bf16(to)) {
+    if (isa != Isa::avx512) return no("bf16 layouts need avx512");
+    return create_bf16_convert_kernel(s, from, to, why_not);
+  }
   for (int64_t d : s)
     if (d <= 0) return no("empty or negative dimension in " + shape_str(s));
   const Geometry g{s[0], s[1], s[2], s[3], s[2] * s[3]};

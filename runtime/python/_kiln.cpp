@@ -93,6 +93,7 @@ constexpr Choice kTunings[] = {
 constexpr Choice kAccuracies[] = {{"default", KILN_ACCURACY_DEFAULT},
                                   {"strict", KILN_ACCURACY_STRICT},
                                   {"fast", KILN_ACCURACY_FAST}};
+constexpr Choice kPrecisions[] = {{"f32", KILN_PRECISION_F32}, {"bf16", KILN_PRECISION_BF16}};
 constexpr Choice kIsas[] = {
     {"scalar", KILN_ISA_SCALAR}, {"avx2", KILN_ISA_AVX2}, {"avx512", KILN_ISA_AVX512}};
 constexpr Choice kLogLevels[] = {{"trace", KILN_LOG_TRACE}, {"debug", KILN_LOG_DEBUG},
@@ -269,6 +270,7 @@ class Session {
           const std::optional<std::string>& cache_dir, const std::optional<std::string>& tune,
           const std::optional<std::string>& max_isa, const std::optional<std::string>& strategy,
           bool disable_cache, double profile_budget_ms, const std::optional<std::string>& accuracy,
+          const std::optional<std::string>& precision,
           const std::map<std::string, std::vector<int64_t>>& shapes) {
     kiln::Options o;
     for (const auto& [name, dims] : shapes) o.input_shape(name, dims);
@@ -279,6 +281,7 @@ class Session {
         .max_isa(kiln_isa(choice("max_isa", kIsas, max_isa, KILN_ISA_DEFAULT, true)))
         .strategy(kiln_strategy(choice("strategy", kStrategies, strategy, 0, false)))
         .accuracy(kiln_accuracy(choice("accuracy", kAccuracies, accuracy, 0, false)))
+        .precision(kiln_precision(choice("precision", kPrecisions, precision, 0, false)))
         .disable_cache(disable_cache)
         .profile_budget_ms(profile_budget_ms)
         .cache_dir(cache_dir.value_or(""));
@@ -470,13 +473,13 @@ PYBIND11_MODULE(_kiln, m) {
       .def(py::init<py::handle, bool, int32_t, const std::optional<std::string>&, int64_t,
                     const std::optional<std::string>&, const std::optional<std::string>&,
                     const std::optional<std::string>&, const std::optional<std::string>&, bool,
-                    double, const std::optional<std::string>&,
+                    double, const std::optional<std::string>&, const std::optional<std::string>&,
                     const std::map<std::string, std::vector<int64_t>>&>(),
            py::arg("source"), py::arg("from_bytes"), py::kw_only(), py::arg("threads"),
            py::arg("log_level").none(true), py::arg("batch"), py::arg("cache_dir").none(true),
            py::arg("tune").none(true), py::arg("max_isa").none(true),
            py::arg("strategy").none(true), py::arg("disable_cache"), py::arg("profile_budget_ms"),
-           py::arg("accuracy").none(true), py::arg("shapes"))
+           py::arg("accuracy").none(true), py::arg("precision").none(true), py::arg("shapes"))
       .def("close", &Session::close)
       .def_property_readonly("closed", &Session::closed)
       .def("io", &Session::io, py::arg("input"))

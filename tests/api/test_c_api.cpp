@@ -164,6 +164,24 @@ TEST_CASE("api: options") {
     CHECK_OK(kiln_session_create_from_memory(m.data(), m.size(), &o, &s));
     kiln_session_release(s);
   }
+  SUBCASE("precision: a kiln_precision value; others are rejected, naming the field") {
+    for (int32_t p : {-1, 2, 99}) {
+      CHECK_OK(kiln_options_init(&o));
+      o.precision = p;
+      CHECK_ERR(kiln_session_create_from_memory(m.data(), m.size(), &o, &s), KILN_INVALID_ARGUMENT,
+                "precision");
+    }
+    for (int32_t p : {KILN_PRECISION_F32, KILN_PRECISION_BF16}) {
+      CHECK_OK(kiln_options_init(&o));
+      o.precision = p;
+      CHECK_OK(kiln_session_create_from_memory(m.data(), m.size(), &o, &s));
+      kiln_session_release(s);
+    }
+    o.precision = 99;  // beyond a version-5 struct_size: must not be read
+    o.struct_size = offsetof(kiln_options, precision);
+    CHECK_OK(kiln_session_create_from_memory(m.data(), m.size(), &o, &s));
+    kiln_session_release(s);
+  }
   SUBCASE("a larger struct from a newer client is accepted") {
     struct Newer {
       kiln_options base;

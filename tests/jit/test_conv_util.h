@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "graph/half.h"
 #include "graph/ir.h"
 #include "graph/post_ops.h"
 #include "isa_coverage.h"
@@ -196,10 +197,18 @@ inline Tensor reference(const ConvProblem& p, const Operands& o) {
 
 // NCHW -> `l` with the pad lanes of blocked layouts set to `pad`: NaN by default, so that any
 // read of them by a kernel shows up in its output (in a depthwise conv such a read reaches
-// only the output's pad lanes, which nobody reads).
+// only the output's pad lanes, which nobody reads). A bf16 layout (nChw16c's element order)
+// is returned in the vector's first half, each element rounded to nearest even.
 inline std::vector<float> to_layout(const Tensor& t, Layout l,
                                     float pad = std::numeric_limits<float>::quiet_NaN()) {
   const Shape& s = t.shape();
+  if (layout_bf16(l)) {
+    std::vector<float> f = to_layout(t, Layout::nChw16c, pad);
+    std::vector<float> out((f.size() + 1) / 2);
+    auto* h = reinterpret_cast<uint16_t*>(out.data());
+    for (size_t i = 0; i < f.size(); ++i) h[i] = float_to_bf16(f[i]);
+    return out;
+  }
   std::vector<float> out(size_t(layout_elems(l, s)));
   convert_layout(t.data<float>(), Layout::nchw, out.data(), l, s);
   const int64_t cp = round_up(s[1], layout_block(l));
@@ -226,7 +235,7 @@ inline Tensor run_kernel(const Kernel& k, const ConvProblem& p, const Operands& 
   }
   for (auto& e : extra) ins.push_back(e.data());
   // NaN-filled output followed by a guard zone that must stay untouched.
-  const size_t elems = size_t(layout_elems(dst_l, ys)), guard = 64;
+  const size_t elems = size_t((layout_bytes(dst_l, ys) + 3) / 4), guard = 64;
   std::vector<float> dst(elems + guard, std::numeric_limits<float>::quiet_NaN());
   std::fill(dst.begin() + int64_t(elems), dst.end(), 12345.f);
   float* outs[] = {dst.data()};

@@ -74,6 +74,7 @@ except MemoryError as e:
     ("strategy", "best", "'global', 'local', 'fixed', 'heuristic'"),
     ("tune", "slow", "'none', 'fast', 'full'"),
     ("accuracy", "exact", "'default', 'strict', 'fast'"),
+    ("precision", "fp16", "'f32', 'bf16'"),
     ("max_isa", "sse2", "None or one of 'scalar', 'avx2', 'avx512'"),
     ("log_level", "loud", "None or one of 'trace', 'debug', 'info', 'warn', 'error', 'critical'"),
 ])

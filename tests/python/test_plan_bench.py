@@ -18,6 +18,7 @@ def test_plan_reports_the_options_and_every_step(strategy, tune):
     with kiln.Session(MODEL, threads=1, strategy=strategy, tune=tune, accuracy="strict") as s:
         p = s.plan()
         assert (p["strategy"], p["tune"], p["accuracy"]) == (strategy, tune, "strict")
+        assert p["precision"] == "f32"
         assert p["threads"] == 1 and p["isa"] == s.isa
         assert p["steps"] and all({"op", "kernel", "label"} <= set(st) for st in p["steps"])
         assert any(st["op"] == "Conv" for st in p["steps"])
@@ -89,3 +90,17 @@ def test_keys_are_kiln_bench_jsons(tmp_path):
            (theirs["batch"], theirs["isa"], theirs["threads_used"])
     if "machine" in theirs:
         assert theirs["machine"] == ours["machine"]
+
+
+def test_precision_bf16_is_reported_and_stays_close_to_f32():
+    # Whether bf16 kernels are chosen depends on the CPU (AVX512-BF16) and the measurements;
+    # either way the output stays within bf16's error of the f32 output.
+    with kiln.Session(MODEL, threads=1, tune="none", disable_cache=True) as f32, \
+            kiln.Session(MODEL, threads=1, tune="none", disable_cache=True,
+                         precision="bf16") as bf16:
+        assert f32.plan()["precision"] == "f32" and bf16.plan()["precision"] == "bf16"
+        info = f32.inputs[0]
+        x = np.random.default_rng(3).standard_normal(info.shape).astype(np.float32)
+        name, out = info.name, f32.outputs[0].name
+        a, b = f32.run({name: x})[out], bf16.run({name: x})[out]
+        assert np.abs(a - b).max() <= 2e-2 * np.abs(a).max()

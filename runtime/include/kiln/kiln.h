@@ -35,9 +35,9 @@
  *
  * Thread safety: kiln_session_run may be called concurrently from any number of threads on the
  * same session (each run uses its own intermediate buffers; after creation the session only adds
- * plans for other batches, kiln_session_run_batch, under its own lock). All query functions are likewise safe to call concurrently. Releasing a session
- * while another thread uses it is not allowed. Statuses are owned by the caller and are not
- * shared between calls.
+ * plans for other batches, kiln_session_run_batch, under its own lock). All query functions are
+ * likewise safe to call concurrently. Releasing a session while another thread uses it is not
+ * allowed. Statuses are owned by the caller and are not shared between calls.
  */
 #ifndef KILN_KILN_H_
 #define KILN_KILN_H_
@@ -192,6 +192,9 @@ typedef struct kiln_options {
    * refused it. Bad text, a dim < 1 or an unknown input name: KILN_INVALID_ARGUMENT; a shape of the
    * wrong rank: KILN_SHAPE_MISMATCH. The string is only read during session creation. */
   const char* input_shapes;
+  /* --- appended in version 6 ---------------------------------------------------------------- */
+  /* What convolutions may compute in: a kiln_precision value; 0 = KILN_PRECISION_F32. */
+  int32_t precision;
 } kiln_options;
 
 /* tuning_mode values. NONE: the built-in cost model, nothing measured; FAST: measure the
@@ -228,6 +231,14 @@ typedef enum kiln_accuracy {
   KILN_ACCURACY_STRICT = 1,
   KILN_ACCURACY_FAST = 2
 } kiln_accuracy;
+
+/* precision values. F32: every op in f32 (exact; the default). BF16: convolutions that have a
+ * bf16 kernel (today the 1x1 convolutions) may read their activations and weights rounded to
+ * bfloat16 and accumulate in f32, where the CPU has AVX512-BF16 and the solver measures it
+ * faster including the conversions; inputs, outputs and every other op stay f32. Outputs then
+ * differ from f32 by about 2^-9 relative per such layer. On a CPU without AVX512-BF16, BF16
+ * runs as F32. Plans are stored in the tuning cache per precision. */
+typedef enum kiln_precision { KILN_PRECISION_F32 = 0, KILN_PRECISION_BF16 = 1 } kiln_precision;
 
 /* Sets struct_size = sizeof(kiln_options) and all fields to their defaults. */
 KILN_API kiln_status* kiln_options_init(kiln_options* options);

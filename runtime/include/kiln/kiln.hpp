@@ -78,6 +78,7 @@ class Options {
   Options& tuning(kiln_tuning t) { return set(o_.tuning_mode, int32_t(t)); }
   Options& strategy(kiln_strategy s) { return set(o_.strategy, int32_t(s)); }
   Options& accuracy(kiln_accuracy a) { return set(o_.accuracy, int32_t(a)); }
+  Options& precision(kiln_precision p) { return set(o_.precision, int32_t(p)); }
   Options& max_isa(kiln_isa isa) { return set(o_.max_isa, int32_t(isa)); }
   Options& disable_cache(bool off = true) { return set(o_.disable_cache, int32_t(off)); }
   Options& profile_budget_ms(double ms) { return set(o_.profile_budget_ms, ms); }

@@ -119,6 +119,9 @@ class Session:
     tune: what is measured at load: 'none', 'fast' or 'full'.
     accuracy: 'default' (Winograd layers only while their added error stays within 6e-5 of the
         output's largest value), 'strict' (no Winograd) or 'fast' (no check).
+    precision: 'f32' (exact, the default) or 'bf16' (convolutions with a bf16 kernel may
+        compute in bf16 with f32 accumulation where the CPU has AVX512-BF16 and it is faster;
+        inputs, outputs and other ops stay f32).
     batch: the batch size to fix a symbolic batch to; 0 = the model's (symbolic becomes 1).
     shapes: {input name: shape} set at load, e.g. {"input": (1, 3, 320, 320)}: every dim of
         the input. Symbolic dims other than the batch must be given; fixed ones may be changed
@@ -150,6 +153,7 @@ class Session:
         strategy: str = "global",
         tune: str = "fast",
         accuracy: str = "default",
+        precision: str = "f32",
         batch: int = 0,
         max_isa: Optional[str] = None,
         log_level: Optional[str] = None,
@@ -175,6 +179,7 @@ class Session:
             disable_cache=bool(disable_cache),
             profile_budget_ms=profile_budget_ms,
             accuracy=accuracy,
+            precision=precision,
             shapes={name: [int(d) for d in dims] for name, dims in (shapes or {}).items()},
         )
         self._inputs = [TensorInfo(*t) for t in self._s.io(True)]
