@@ -38,7 +38,7 @@ bool fits(Isa isa, int ur, int ob, bool bcast_reg, int temps) {
 
 // Estimated cycles for one output row over all oc groups.
 double row_cost(const DirectConf& c, int ur, int ob) {
-  const double k = double(c.p.ic) * c.p.kh * c.p.kw;
+  const double k = double(c.bf16 ? (c.p.ic + 1) / 2 : c.p.ic) * c.p.kh * c.p.kw;  // steps
   const std::vector<OwBlock> blocks = plan_ow_blocks(c.p, ur);
   const int64_t full = c.ocb / ob, rest = c.ocb % ob;
   double cost = 0;
@@ -54,7 +54,7 @@ double row_cost(const DirectConf& c, int ur, int ob) {
 
 // Estimated cycles per output row when rows run in pairs of one full-width block each.
 double pair_cost(const DirectConf& c, int ob) {
-  const double k = double(c.p.ic) * c.p.kh * c.p.kw;
+  const double k = double(c.bf16 ? (c.p.ic + 1) / 2 : c.p.ic) * c.p.kh * c.p.kw;  // steps
   const int ur = int(2 * c.p.ow);
   const int64_t full = c.ocb / ob, rest = c.ocb % ob;
   auto one = [&](int o) { return k * block_step_cycles(c.isa, ur, o, c.bcast_reg) + ur * o + 20; };
@@ -111,10 +111,23 @@ ConfOr<DirectConf> init_direct_conf(const ConvProblem& p, const ConvImpl& impl, 
   c.simd = simd_width(isa);
   c.src = impl.src;
   c.dst = impl.dst;
-  if (std::string why = check_blocked(impl.dst, isa, "dst"); !why.empty()) return R::no(why);
-  if (impl.src == Layout::nchw) {
+  c.bf16 = layout_bf16(impl.src);
+  c.bf16_dst = layout_bf16(impl.dst);
+  if (c.bf16) {
+    if (isa != Isa::avx512 || !host_cpu().avx512_bf16) return R::no("bf16 needs avx512_bf16");
+    if (impl.dst != Layout::nChw16c && !c.bf16_dst)
+      return R::no("a bf16 src needs dst nChw16c or nChw16c_bf16");
+    for (const PostOp& op : p.post)
+      if (c.bf16_dst && op.kind == PostOp::Kind::add)
+        return R::no("a bf16 dst cannot take a residual add (it would be read in bf16)");
+  } else if (c.bf16_dst) {
+    return R::no("a bf16 dst needs a bf16 src");
+  } else if (std::string why = check_blocked(impl.dst, isa, "dst"); !why.empty()) {
+    return R::no(why);
+  }
+  if (!c.bf16 && impl.src == Layout::nchw) {
     c.src_plain = true;
-  } else if (std::string why = check_blocked(impl.src, isa, "src"); !why.empty()) {
+  } else if (std::string why = c.bf16 ? "" : check_blocked(impl.src, isa, "src"); !why.empty()) {
     return R::no(why + " (direct takes a blocked or nchw src)");
   }
   c.icb_full = p.ic / c.simd;
@@ -132,10 +145,13 @@ ConfOr<DirectConf> init_direct_conf(const ConvProblem& p, const ConvImpl& impl, 
     if (impl.oc_blocks && ob != std::min<int64_t>(impl.oc_blocks, c.ocb)) continue;
     for (int ur = 1; ur <= max_ur; ++ur) {
       if (impl.ur_w && ur != std::min<int64_t>(impl.ur_w, p.ow)) continue;
-      if (!fits(isa, ur, ob, c.bcast_reg, c.epi_temps)) continue;
+      // (bf16 with an odd channel count broadcasts the last channel alone through a register.)
+      const bool odd = c.bf16 && p.ic % 2;
+      if (!fits(isa, ur, ob, c.bcast_reg || odd, c.epi_temps)) continue;
       // Keep the unrolled kernel-row body within ~2K instructions (the uop cache and L1I also
       // hold the edge-block bodies), unless the blocking is forced.
-      const int64_t body = p.kw * std::min<int64_t>(c.simd, p.ic) * (ob + int64_t(ur) * ob);
+      const int64_t body =
+          p.kw * c.k_steps(int(std::min<int64_t>(c.simd, p.ic))) * (ob + int64_t(ur) * ob);
       if (body > kMaxBody && !(impl.ur_w && impl.oc_blocks) && !(ur == 1 && ob == 1)) continue;
       // Plans with pixel / oc-group remainders pay 2% (their partial blocks run below the
       // model's estimate). Ties (1%) go to fewer oc vectors (smaller code, measured faster
@@ -165,8 +181,9 @@ ConfOr<DirectConf> init_direct_conf(const ConvProblem& p, const ConvImpl& impl, 
     const double one = row_cost(c, c.ur_w, c.oc_blocks);
     const int ur = int(2 * p.ow);
     for (int ob = 1; ob <= max_ob; ++ob) {
-      if (!fits(isa, ur, ob, c.bcast_reg, c.epi_temps) ||
-          p.kw * std::min<int64_t>(c.simd, p.ic) * (ob + int64_t(ur) * ob) > kMaxBody)
+      if (!fits(isa, ur, ob, c.bcast_reg || (c.bf16 && p.ic % 2), c.epi_temps) ||
+          p.kw * c.k_steps(int(std::min<int64_t>(c.simd, p.ic))) * (ob + int64_t(ur) * ob) >
+              kMaxBody)
         continue;
       if (pair_cost(c, ob) < one * 0.95) {
         c.ur_h = 2;
@@ -189,7 +206,7 @@ ConfOr<DirectConf> init_direct_conf(const ConvProblem& p, const ConvImpl& impl, 
   // cut the input channels into chunks that stay in L2 across the rows (partial sums in dst).
   const int64_t group_bytes = c.wei_group_floats(c.oc_blocks) * 4;
   c.ic_chunk = c.icb_total();
-  if (group_bytes > split_above(impl.cache) && p.oh > 1) {
+  if (group_bytes > split_above(impl.cache) && p.oh > 1 && !c.bf16_dst) {  // (no f32 partials)
     c.ic_chunk =
         std::max<int64_t>(1, split_chunk(impl.cache) / (c.wei_icb_floats(c.oc_blocks, c.simd) * 4));
     c.rows_outer = false;
@@ -207,7 +224,9 @@ ConfOr<DirectConf> init_direct_conf(const ConvProblem& p, const ConvImpl& impl, 
   int64_t blocks = 0;
   for (const OwBlock& b : c.ow_blocks) blocks += b.count;
   const int64_t calls = c.rows_outer ? blocks : (p.oh + c.ur_h - 1) / c.ur_h * blocks;
-  while (c.pf_every < 16 && calls >= 2 * c.pf_every * c.oc_blocks) c.pf_every *= 2;
+  // (At most the steps of one kernel row, so that each row's walk advances.)
+  const int max_every = int(std::min<int64_t>(16, p.kw * c.k_steps(c.simd)));
+  while (c.pf_every < max_every && calls >= 2 * c.pf_every * c.oc_blocks) c.pf_every *= 2;
   return c;
 }
 

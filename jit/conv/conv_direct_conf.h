@@ -7,6 +7,10 @@
 // valid kernel rows (runtime loop, bounds from the caller) and, unrolled, the kernel columns
 // and the channels of a block. Blocks touching the left/right padding are emitted separately
 // with the FMAs that would read padding left out; the interior blocks form one loop.
+//
+// bf16 (src nChw16c_bf16, AVX512-BF16): each reduction step is one vdpbf16ps over a pair of
+// input channels against weights packed as bf16 pairs (f32 accumulators); dst is nChw16c or
+// nChw16c_bf16 (rounded to nearest even at the store).
 #pragma once
 
 #include <string>
@@ -32,6 +36,8 @@ struct DirectConf {
   int simd = 16;
   Layout src = Layout::nChw16c, dst = Layout::nChw16c;
   bool src_plain = false;  // src is NCHW (first layers): channel stride is a whole plane
+  bool bf16 = false;       // src nChw16c_bf16, weights bf16 pairs, vdpbf16ps
+  bool bf16_dst = false;   // dst nChw16c_bf16
 
   int64_t icb_full = 0;  // full input-channel blocks of `simd` channels
   int ic_tail = 0;       // channels in the last, partial block (0: none)
@@ -63,16 +69,23 @@ struct DirectConf {
 
   // "ow14oc2", "oh2ow7oc2" (part of the kernel name).
   std::string blocking_str() const;
+  // Reduction steps per kernel tap of a block of nic channels: one per channel, bf16 one per
+  // pair of channels.
+  int k_steps(int nic) const { return bf16 ? (nic + 1) / 2 : nic; }
+  int dst_esize() const { return bf16_dst ? 2 : 4; }
   // Bytes between consecutive elements, for the generator and the kernel.
-  int64_t src_pix_bytes() const { return src_plain ? 4 : int64_t(simd) * 4; }
+  int64_t src_pix_bytes() const { return src_plain ? 4 : int64_t(simd) * (bf16 ? 2 : 4); }
   int64_t src_row_bytes() const { return src_pix_bytes() * p.iw; }
-  int64_t src_ic_bytes() const { return src_plain ? 4 * p.ih * p.iw : 4; }  // within a block
-  int64_t src_icb_bytes() const { return int64_t(simd) * 4 * p.ih * p.iw; }
-  int64_t dst_ocb_bytes() const { return int64_t(simd) * 4 * p.oh * p.ow; }
-  // Floats of packed weights for one kernel row (kw x nic x ob x simd) / one ic block of nic
-  // channels (simd, or ic_tail for the last block: packed densely, so a first layer's 3
-  // channels do not spread its weights over 16x the cache lines and sets).
-  int64_t wei_kh_floats(int ob, int nic) const { return p.kw * nic * int64_t(ob) * simd; }
+  // Between reduction steps within a block (a channel, or a bf16 pair: 4 bytes either way).
+  int64_t src_ic_bytes() const { return src_plain ? 4 * p.ih * p.iw : 4; }
+  int64_t src_icb_bytes() const { return int64_t(simd) * (bf16 ? 2 : 4) * p.ih * p.iw; }
+  int64_t dst_pix_bytes() const { return int64_t(simd) * dst_esize(); }
+  int64_t dst_ocb_bytes() const { return dst_pix_bytes() * p.oh * p.ow; }
+  // Packed weights in 4-byte words (a float, or a bf16 pair of channels) for one kernel row
+  // (kw x steps x ob x simd) / one ic block of nic channels (simd, or ic_tail for the last
+  // block: packed densely, so a first layer's 3 channels do not spread its weights over 16x
+  // the cache lines and sets).
+  int64_t wei_kh_floats(int ob, int nic) const { return p.kw * k_steps(nic) * int64_t(ob) * simd; }
   int64_t wei_icb_floats(int ob, int nic) const { return p.kh * wei_kh_floats(ob, nic); }
   // All packed weights of a group of ob vectors.
   int64_t wei_group_floats(int ob) const {

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "graph/half.h"
 #include "jit/conv/conv_direct_gen.h"
 #include "jit/conv/conv_families.h"
 #include "jit/pack.h"
@@ -56,7 +57,7 @@ class DirectKernel : public Kernel {
       // steps).
       // (Rows outer: the group the row's sweep reads next.)
       const int64_t gn = c_.rows_outer ? (g + 1) % G : std::min(g + 1, G - 1);
-      const float* next = wei_.data<float>() + group_off_[size_t(gn)];
+      const float* next = wei_.data<float>() + group_off_[size_t(gn)];  // (4-byte words)
       int64_t pf_lines = 0;
       for (int64_t k0 = 0; k0 < c_.icb_total(); k0 += chunk) {
         const int64_t kcnt = std::min(chunk, c_.icb_total() - k0);
@@ -65,7 +66,8 @@ class DirectKernel : public Kernel {
           // Pairs of rows whose windows have no top/bottom padding run as one block.
           const int step = c_.row_step(oh, oh0 + rows);
           const int64_t kh_cnt = call(args, base, n, g, oh, k0, kcnt, step, next + pf_lines * 16);
-          pf_lines += blocks_per_row_ * full_k * kh_cnt * c_.p.kw * c_.simd / c_.pf_every;
+          pf_lines +=
+              blocks_per_row_ * full_k * kh_cnt * c_.p.kw * c_.k_steps(c_.simd) / c_.pf_every;
           oh += step;
         }
       }
@@ -83,18 +85,20 @@ class DirectKernel : public Kernel {
     const int64_t ih0 = oh * p.sh - p.pt;
     const auto [lo, hi] = c_.kernel_rows(oh);
     ConvCallArgs a = base;
+    // (Activations in bytes: f32, or bf16 in a bf16 layout.)
     const int64_t src_img =
-        c_.src_plain ? p.ic * p.ih * p.iw : c_.icb_total() * c_.simd * p.ih * p.iw;
-    const int64_t row = c_.src_row_bytes() / 4;
-    a.src = args.src[0] + n * src_img + k0 * (c_.src_icb_bytes() / 4) +
-            (hi > lo ? (ih0 + lo * p.dh) * row : 0);
+        c_.src_plain ? p.ic * p.ih * p.iw * 4 : c_.icb_total() * c_.src_icb_bytes();
+    a.src = reinterpret_cast<const float*>(reinterpret_cast<const char*>(args.src[0]) +
+                                           n * src_img + k0 * c_.src_icb_bytes() +
+                                           (hi > lo ? (ih0 + lo * p.dh) * c_.src_row_bytes() : 0));
     a.wei = wei_.data<float>() + group_off_[size_t(g)] + k0 * c_.wei_icb_floats(ob, c_.simd) +
             lo * c_.wei_kh_floats(ob, c_.simd);
     if (c_.ic_tail)
       a.wei_tail_adj = lo * (c_.wei_kh_floats(ob, c_.ic_tail) - c_.wei_kh_floats(ob, c_.simd)) * 4;
     const int64_t oc0 = g * c_.oc_blocks * c_.simd;
-    a.dst =
-        args.dst[0] + n * c_.ocb * c_.simd * p.oh * p.ow + oc0 * p.oh * p.ow + oh * p.ow * c_.simd;
+    a.dst = reinterpret_cast<float*>(reinterpret_cast<char*>(args.dst[0]) +
+                                     (n * c_.ocb + g * c_.oc_blocks) * c_.dst_ocb_bytes() +
+                                     oh * p.ow * c_.dst_pix_bytes());
     a.bias = bias_.data() + oc0;
     a.post.advance_channels(oc0);
     a.kh_cnt = hi - lo;
@@ -117,6 +121,7 @@ class DirectKernel : public Kernel {
       total += c_.wei_group_floats(g == c_.oc_groups - 1 ? c_.oc_blocks_last : c_.oc_blocks);
     }
     wei_ = Tensor(DType::f32, {total});  // zero-filled, 64-byte aligned
+    if (c_.bf16) return pack_weights_bf16(w);
     float* out = wei_.data<float>();
     for (int64_t g = 0; g < c_.oc_groups; ++g) {
       const int64_t ob = g == c_.oc_groups - 1 ? c_.oc_blocks_last : c_.oc_blocks;
@@ -135,6 +140,29 @@ class DirectKernel : public Kernel {
                               o + k * nic * ob * S + j * S, ob * S);
         }
         o += taps * nic * ob * S;
+      }
+    }
+  }
+
+  // bf16: [icb][kh][kw][pair < steps(nic)][ob][lane][2]: W[oc0 + lane][ic0 + 2 pair + e] at
+  // lane * 2 + e, rounded to nearest even; zero past ic and oc.
+  void pack_weights_bf16(ModelFloats w) {
+    const ConvProblem& p = c_.p;
+    const int64_t S = c_.simd, taps = p.kh * p.kw;
+    for (int64_t g = 0; g < c_.oc_groups; ++g) {
+      const int64_t ob = g == c_.oc_groups - 1 ? c_.oc_blocks_last : c_.oc_blocks;
+      auto* o = reinterpret_cast<uint16_t*>(wei_.data<float>() + group_off_[size_t(g)]);
+      for (int64_t icb = 0; icb < c_.icb_total(); ++icb) {
+        const int64_t steps = c_.k_steps(int(icb < c_.icb_full ? S : c_.ic_tail));
+        for (int64_t k = 0; k < taps; ++k)
+          for (int64_t s = 0; s < steps; ++s)
+            for (int64_t j = 0; j < ob; ++j)
+              for (int64_t lane = 0; lane < S; ++lane)
+                for (int64_t e = 0; e < 2; ++e) {
+                  const int64_t oc = (g * c_.oc_blocks + j) * S + lane, ic = icb * S + 2 * s + e;
+                  const float v = oc < p.oc && ic < p.ic ? w[(oc * p.ic + ic) * taps + k] : 0.f;
+                  *o++ = float_to_bf16(v);
+                }
       }
     }
   }

@@ -36,6 +36,12 @@ double lanes(const ConvProblem& p, Layout src, Layout dst) {
   const int64_t icg = p.ic / std::max<int64_t>(1, p.groups);
   return double(icg) / double(round_up(icg, blk)) * double(p.oc) / double(round_up(p.oc, blk));
 }
+// The bf16 variants of the blocked families: bf16 src, f32 or bf16 dst.
+Pairs bf16_pairs(const ConvProblem&) {
+  return Pairs{{Layout::nChw16c_bf16, Layout::nChw16c},
+               {Layout::nChw16c_bf16, Layout::nChw16c_bf16}};
+}
+
 bool wide(const ConvProblem& p) {
   return p.ic >= 32 && p.oc >= 32;
 }
@@ -95,11 +101,7 @@ const std::vector<ConvFamilyRow>& rows() {
          // (bf16: twice the multiply-adds per instruction; measured ~1.7x the f32 rate.)
          return (s == Layout::nhwc ? 0.7 : 0.8) * lanes(p, s, d) * (layout_bf16(s) ? 1.6 : 1.0);
        },
-       false, false, /*transform_error=*/0,
-       [](const ConvProblem&) {
-         return Pairs{{Layout::nChw16c_bf16, Layout::nChw16c},
-                      {Layout::nChw16c_bf16, Layout::nChw16c_bf16}};
-       }},
+       false, false, /*transform_error=*/0, bf16_pairs},
       {ConvFamily::direct, "direct", dense,
        [](const ConvProblem& p, Layout b) {
          // First layers with few input channels read NCHW directly (no padded channel blocks).
@@ -108,9 +110,9 @@ const std::vector<ConvFamilyRow>& rows() {
        conf_then_kernel<init_direct_conf, make_direct_kernel>,
        [](const ConvProblem& p, Layout s, Layout d) {
          return s == Layout::nchw ? 0.6 * double(p.oc) / double(round_up(p.oc, layout_block(d)))
-                                  : 0.75 * lanes(p, s, d);
+                                  : 0.75 * lanes(p, s, d) * (layout_bf16(s) ? 1.6 : 1.0);
        },
-       false, true},
+       false, true, /*transform_error=*/0, bf16_pairs},
       {ConvFamily::winograd4, "winograd4", three_by_three_s1,
        [](const ConvProblem&, Layout b) {
          return Pairs{{b, b}};

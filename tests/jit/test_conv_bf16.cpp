@@ -1,6 +1,6 @@
-// The gemm1x1 family's bf16 kernels (AVX512-BF16: src nChw16c_bf16, dst nChw16c or
-// nChw16c_bf16) against the reference Conv run on the same bf16-rounded src and weights, and
-// the nChw16c <-> nChw16c_bf16 conversion against float_to_bf16.
+// The bf16 conv kernels (AVX512-BF16: src nChw16c_bf16, dst nChw16c or nChw16c_bf16) of the
+// gemm1x1 and direct families against the reference Conv run on the same bf16-rounded src and
+// weights, and the nChw16c <-> nChw16c_bf16 conversion against float_to_bf16.
 #include "isa_coverage.h"
 #include "jit/conv/conv_families.h"
 #include "jit/glue/glue.h"
@@ -24,23 +24,16 @@ Tensor bf16_rounded(const Tensor& t) {
 // on the rounded operands only the f32 summation order differs (count_mismatches' tolerance);
 // a bf16 dst adds its own rounding, where the two sides may land one bf16 ulp (2^-7 relative)
 // apart.
-void check_bf16(const ConvProblem& p, const ConvImpl& impl, uint64_t seed,
-                const convjit::Gemm1x1Force& force = {}) {
-  Operands o = make_operands(p, seed);
-  auto c = convjit::init_gemm1x1_conf(p, impl, Isa::avx512, force);
-  REQUIRE_MESSAGE(c, "conf refused: " << c.reason);
-  REQUIRE(c.conf->bf16);
-  auto k = convjit::make_gemm1x1_kernel(*c.conf, o.w, p.bias ? &o.b : nullptr);
-  INFO(k->name() << " " << p.str() << " m_outer " << c.conf->m_outer << " pack " << c.conf->pack
-                 << " ic_chunk " << c.conf->ic_chunk);
-  CHECK(k->name().find("_bf16_") != std::string::npos);
+void check_bf16_kernel(const Kernel& k, const ConvProblem& p, const Operands& o,
+                       const ConvImpl& impl) {
+  CHECK(k.name().find("_bf16_") != std::string::npos);
   Operands r = o;
   r.x = bf16_rounded(o.x);
   r.w = bf16_rounded(o.w);
   Tensor want = reference(p, r);
-  const Tensor got = run_kernel(*k, p, o, impl.src, impl.dst);
+  const Tensor got = run_kernel(k, p, o, impl.src, impl.dst);
   const bool bf16_dst = layout_bf16(impl.dst);
-  const double tol = 1e-5 * std::sqrt(double(p.ic));
+  const double tol = 1e-5 * std::sqrt(double(p.ic * p.kh * p.kw));
   int64_t bad = 0;
   std::string first;
   for (int64_t i = 0; i < want.numel(); ++i) {
@@ -51,6 +44,29 @@ void check_bf16(const ConvProblem& p, const ConvImpl& impl, uint64_t seed,
               std::to_string(w);
   }
   CHECK_MESSAGE(bad == 0, bad << " mismatches, first " << first);
+}
+
+void check_bf16(const ConvProblem& p, const ConvImpl& impl, uint64_t seed,
+                const convjit::Gemm1x1Force& force = {}) {
+  Operands o = make_operands(p, seed);
+  auto c = convjit::init_gemm1x1_conf(p, impl, Isa::avx512, force);
+  REQUIRE_MESSAGE(c, "conf refused: " << c.reason);
+  REQUIRE(c.conf->bf16);
+  auto k = convjit::make_gemm1x1_kernel(*c.conf, o.w, p.bias ? &o.b : nullptr);
+  INFO(k->name() << " " << p.str() << " m_outer " << c.conf->m_outer << " pack " << c.conf->pack
+                 << " ic_chunk " << c.conf->ic_chunk);
+  check_bf16_kernel(*k, p, o, impl);
+}
+
+// Any family through the family table's factory.
+void check_bf16_family(const ConvProblem& p, const ConvImpl& impl, uint64_t seed) {
+  Operands o = make_operands(p, seed);
+  std::string why;
+  auto k = create_conv_kernel(p, impl, Isa::avx512, o.w, p.bias ? &o.b : nullptr, &why);
+  INFO(p.str() << " " << layout_name(impl.src) << "->" << layout_name(impl.dst));
+  REQUIRE_MESSAGE(k != nullptr, "kernel not created: " << why);
+  INFO(k->name());
+  check_bf16_kernel(*k, p, o, impl);
 }
 
 ConvImpl bf16_impl(bool bf16_dst, int ur = 0, int ob = 0) {
@@ -126,11 +142,52 @@ TEST_CASE("gemm1x1 bf16 on ResNet-50's 1x1 shapes with their chosen plans") {
       check_bf16(problem(s, chain({op(K::relu)})), bf16_impl(bf16_dst), seed++);
 }
 
+ConvImpl direct_bf16(bool bf16_dst, int ur = 0, int ob = 0) {
+  return conv_impl(ConvFamily::direct, Layout::nChw16c_bf16,
+                   bf16_dst ? Layout::nChw16c_bf16 : Layout::nChw16c, ur, ob);
+}
+
+// tests/shapes/conv_direct.txt: channel tails (odd ones too), strides, asymmetric padding,
+// dilation, kernel sizes, 1x1 outputs, batch 2.
+TEST_CASE("direct bf16 matches the reference on bf16-rounded operands") {
+  if (!testing::has_bf16()) return;
+  uint64_t seed = 5400;
+  for (const ConvProblem& p : shapes::read_shapes("conv_direct"))
+    for (bool bf16_dst : {false, true}) check_bf16_family(p, direct_bf16(bf16_dst), seed++);
+}
+
+TEST_CASE("direct bf16: forced tiles, row pairs, post-ops, K split, prefetch, big layers") {
+  if (!testing::has_bf16()) return;
+  uint64_t seed = 5500;
+  const std::vector<std::string> shapes = {
+      "ic37ih9iw11_oc45oh9ow11kh3kw3sh1sw1ph1pw1",   // odd ic, lane tail
+      "mb2ic32ih7iw7_oc40oh7ow7kh3kw3sh1sw1ph1pw1",  // 7-wide: row pairs
+      "ic21ih12iw12_oc33oh6ow6kh3kw3sh2sw2ph1pw1_nobias",
+      "ic16ih15iw15_oc16oh11ow11kh3kw3sh1sw1dh2dw2ph0pw0",
+  };
+  for (const std::string& s : shapes)
+    for (bool bf16_dst : {false, true})
+      for (auto [ur, ob] : std::vector<std::pair<int, int>>{{0, 0}, {1, 1}, {5, 3}, {3, 2}})
+        check_bf16_family(problem(s, chain({op(K::relu)})), direct_bf16(bf16_dst, ur, ob), seed++);
+  for (const std::string& s : shapes) {
+    check_bf16_family(problem(s, chain({op(K::add), op(K::relu)})), direct_bf16(false), seed++);
+    check_bf16_family(problem(s, chain({op(K::scale_shift), op(K::hardswish)})), direct_bf16(true),
+                      seed++);
+  }
+  // ResNet-50's 3x3 layers with the plans init_conf picks (K split, prefetch, groups outer).
+  for (const std::string& s : {"ic64ih56iw56_oc64oh56ow56kh3kw3sh1sw1ph1pw1",
+                               "ic128ih56iw56_oc128oh28ow28kh3kw3sh2sw2ph1pw1",
+                               "ic256ih14iw14_oc256oh14ow14kh3kw3sh1sw1ph1pw1",
+                               "ic512ih7iw7_oc512oh7ow7kh3kw3sh1sw1ph1pw1"})
+    for (bool bf16_dst : {false, true})
+      check_bf16_family(problem(s, chain({op(K::relu)})), direct_bf16(bf16_dst), seed++);
+}
+
 TEST_CASE("bf16 kernels are refused where they cannot run or would be wrong") {
   const ConvProblem p = problem("ic32ih8iw8_oc32oh8ow8kh1kw1sh1sw1ph0pw0");
   // Other families do not read bf16 layouts.
   for (const ConvFamilyRow& f : conv_families()) {
-    if (f.id == ConvFamily::gemm1x1) continue;
+    if (f.bf16_layouts) continue;
     Operands o = make_operands(p, 1);
     std::string why;
     CHECK(create_conv_kernel(p, conv_impl(f.id, Layout::nChw16c_bf16, Layout::nChw16c), Isa::avx512,
