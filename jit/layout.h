@@ -25,6 +25,13 @@ inline int layout_block(Layout l) {
 inline bool layout_bf16(Layout l) {
   return l == Layout::nChw16c_bf16;
 }
+// Whether a conversion between a and b goes through nChw16c: bf16 converts directly (a flat,
+// vectorised pass) only to and from nChw16c; the plan and the solver's prices chain the rest
+// through it (its kernels are the vectorised f32 reorders).
+inline bool layout_via_nChw16c(Layout a, Layout b) {
+  return a != b && (layout_bf16(a) || layout_bf16(b)) && a != Layout::nChw16c &&
+         b != Layout::nChw16c;
+}
 // Bytes per element of an f32 tensor's activations stored in layout l.
 inline int layout_esize(Layout l) {
   return layout_bf16(l) ? 2 : 4;

@@ -117,13 +117,17 @@ class Lowering {
     if (!is4d(v)) l = Layout::nchw;
     auto it = have_.find({v, l});
     if (it != have_.end()) return it->second;
-    // (nChw16c first for a bf16 target or source: the pair with a vectorised conversion.)
+    // (A bf16 target from nChw16c first, a bf16 source last: the pairs converted in one step.)
     const bool bf16 = layout_bf16(l);
-    for (Layout from : {bf16 ? Layout::nChw16c : Layout::nchw, Layout::nChw16c_bf16, Layout::nchw,
-                        Layout::nChw16c, Layout::nChw8c, Layout::nhwc}) {
+    for (Layout from : {bf16 ? Layout::nChw16c : Layout::nchw, Layout::nchw, Layout::nChw16c,
+                        Layout::nChw8c, Layout::nhwc, Layout::nChw16c_bf16}) {
       auto f = have_.find({v, from});
       if (f == have_.end()) continue;
       int src = f->second;
+      if (layout_via_nChw16c(from, l)) {  // two steps (the solver priced both)
+        src = get(v, Layout::nChw16c);
+        from = Layout::nChw16c;
+      }
       int dst = add_tensor(v, l);
       Step s;
       std::string why;

@@ -454,6 +454,8 @@ class Selector {
   }
 
   double reorder_ms(const Shape& s, Layout from, Layout to) {
+    if (layout_via_nChw16c(from, to))
+      return reorder_ms(s, from, Layout::nChw16c) + reorder_ms(s, Layout::nChw16c, to);
     // (Tensors beyond 64 MB are not allocated just to time their conversion: a copy that
     // size is memory-bound, which the model predicts well.)
     if (tune_ == TuneMode::none || shape_numel(s) * 4 > (int64_t(1) << 26))

@@ -81,7 +81,12 @@ const std::vector<ConvFamilyRow>& rows() {
        },
        conf_then_kernel<dw_conf, make_dw_kernel>,
        [](const ConvProblem&, Layout, Layout) { return 0.25; },
-       /*memory_bound=*/true, /*fixed_baseline=*/true},
+       /*memory_bound=*/true, /*fixed_baseline=*/true, /*transform_error=*/0,
+       [](const ConvProblem&) {
+         // (f32 arithmetic: bf16 on either side only halves the bytes moved.)
+         const Layout h = Layout::nChw16c_bf16, f = Layout::nChw16c;
+         return Pairs{{h, h}, {h, f}, {f, h}};
+       }},
       {ConvFamily::grouped, "grouped",
        [](const ConvProblem& p) { return p.groups > 1 && !depthwise(p); },
        [](const ConvProblem&, Layout b) {

@@ -146,7 +146,9 @@ std::string DwConf::blocking_str() const {
 }
 
 std::string DwConf::name() const {
-  return std::string("conv_dw_f32_") + layout_name(layout) + "_" + blocking_str() + "__" +
+  const bool bf16 = bf16_src || bf16_dst;
+  return std::string("conv_dw_") + (bf16 ? "bf16_" : "f32_") + layout_name(layout) +
+         (bf16 ? std::string("_to_") + layout_name(dst_layout) : "") + "_" + blocking_str() + "__" +
          isa_name(isa);
 }
 
@@ -161,8 +163,20 @@ ConfOr<DwConf> init_dw_conf(const ConvProblem& p, const ConvImpl& impl, Isa isa,
     q.groups = 1;
     if (std::string why = check_common(q, isa); !why.empty()) return R::no(why);
   }
-  if (impl.src != impl.dst) return R::no("depthwise needs src layout == dst layout");
-  if (impl.src != Layout::nhwc)
+  const bool bf16 = layout_bf16(impl.src) || layout_bf16(impl.dst);
+  if (bf16) {
+    // bf16 on either side, the other nChw16c or bf16.
+    auto blocked16 = [](Layout l) { return l == Layout::nChw16c || layout_bf16(l); };
+    if (!blocked16(impl.src) || !blocked16(impl.dst))
+      return R::no("bf16 depthwise needs nChw16c or nChw16c_bf16 on both sides");
+    if (isa != Isa::avx512 || !host_cpu().avx512_bf16) return R::no("bf16 needs avx512_bf16");
+    for (const PostOp& op : p.post)
+      if (layout_bf16(impl.dst) && op.kind == PostOp::Kind::add)
+        return R::no("a bf16 dst cannot take a residual add (it would be read in bf16)");
+  } else if (impl.src != impl.dst) {
+    return R::no("depthwise needs src layout == dst layout");
+  }
+  if (impl.src != Layout::nhwc && !bf16)
     if (std::string why = check_blocked(impl.src, isa, "src"); !why.empty())
       return R::no(why + " (depthwise takes nhwc or the isa's blocked layout)");
   if (impl.oc_blocks > 1)
@@ -174,7 +188,10 @@ ConfOr<DwConf> init_dw_conf(const ConvProblem& p, const ConvImpl& impl, Isa isa,
   c.isa = isa;
   c.simd = simd_width(isa);
   c.layout = impl.src;
+  c.dst_layout = impl.dst;
   c.nhwc = impl.src == Layout::nhwc;
+  c.bf16_src = layout_bf16(impl.src);
+  c.bf16_dst = layout_bf16(impl.dst);
   c.cv = ceil_div(p.ic, c.simd);
   c.tail = int(p.ic % c.simd);
   bool scale_shift = false;

@@ -16,6 +16,10 @@
 // NHWC runs the tile's channel vectors innermost, per register block, with tiles of as many
 // vectors as keep the input rows of an output row in L1 (but at least 256 B per pixel: shorter
 // runs walk memory with a large stride); rows too wide for that take all channels per tile.
+//
+// bf16 (AVX-512 blocked, AVX512-BF16): src and / or dst in nChw16c_bf16, widened to f32 on
+// load and rounded to nearest even at the store; weights, bias and arithmetic stay f32 (the
+// family is memory-bound: bf16 halves the activation bytes).
 #pragma once
 
 #include <memory>
@@ -53,8 +57,10 @@ struct DwConf {
   ConvProblem p;  // ic == oc == groups
   Isa isa = Isa::avx512;
   int simd = 16;
-  Layout layout = Layout::nChw16c;  // src and dst
+  Layout layout = Layout::nChw16c;  // src
+  Layout dst_layout = Layout::nChw16c;
   bool nhwc = false;
+  bool bf16_src = false, bf16_dst = false;
 
   int64_t cv = 0;          // channel vectors: ceil(C / simd)
   int tail = 0;            // C % simd (0: none)
@@ -79,18 +85,24 @@ struct DwConf {
 
   int64_t c_pad() const { return cv * simd; }
   // Byte strides for the generator and the kernel.
-  int64_t src_pix_bytes() const { return nhwc ? p.ic * 4 : int64_t(simd) * 4; }
+  int src_esize() const { return bf16_src ? 2 : 4; }
+  int dst_esize() const { return bf16_dst ? 2 : 4; }
+  int64_t src_pix_bytes() const { return nhwc ? p.ic * 4 : int64_t(simd) * src_esize(); }
   int64_t src_row_bytes() const { return src_pix_bytes() * p.iw; }
   int64_t src_cv_bytes() const {
-    return nhwc ? int64_t(simd) * 4 : int64_t(simd) * 4 * p.ih * p.iw;
+    return nhwc ? int64_t(simd) * 4 : int64_t(simd) * src_esize() * p.ih * p.iw;
   }
-  int64_t src_img_floats() const { return nhwc ? p.ic * p.ih * p.iw : c_pad() * p.ih * p.iw; }
-  int64_t dst_pix_bytes() const { return nhwc ? p.oc * 4 : int64_t(simd) * 4; }
+  int64_t src_img_bytes() const {
+    return nhwc ? p.ic * p.ih * p.iw * 4 : c_pad() * p.ih * p.iw * src_esize();
+  }
+  int64_t dst_pix_bytes() const { return nhwc ? p.oc * 4 : int64_t(simd) * dst_esize(); }
   int64_t dst_row_bytes() const { return dst_pix_bytes() * p.ow; }
   int64_t dst_cv_bytes() const {
-    return nhwc ? int64_t(simd) * 4 : int64_t(simd) * 4 * p.oh * p.ow;
+    return nhwc ? int64_t(simd) * 4 : int64_t(simd) * dst_esize() * p.oh * p.ow;
   }
-  int64_t dst_img_floats() const { return nhwc ? p.oc * p.oh * p.ow : c_pad() * p.oh * p.ow; }
+  int64_t dst_img_bytes() const {
+    return nhwc ? p.oc * p.oh * p.ow * 4 : c_pad() * p.oh * p.ow * dst_esize();
+  }
   // Packed weights: blocked [cv][kh][kw][simd], NHWC [kh][kw][c_pad].
   int64_t wei_tap_bytes() const { return nhwc ? c_pad() * 4 : int64_t(simd) * 4; }
   int64_t wei_cv_bytes() const { return nhwc ? int64_t(simd) * 4 : p.kh * p.kw * simd * 4; }

@@ -210,12 +210,17 @@ void DwGenerator::emit_block(int ur, int64_t ow0, const DwRowSeg& s, bool tail, 
     if (c_.weights == DwWeights::row) load_weights(kh, kh + 1, cols);
     for (const auto& [x, taps] : uses[size_t(kh)]) {
       const Address in = at(src, rdisp + x * pix);
-      if (taps.size() == 1 && !io_tail) {
+      if (c_.bf16_src) {
+        // bf16 -> f32: the 16 halves zero-extended to dwords, shifted into the upper half.
+        vpmovzxwd(Zmm(in_), yword[src + rdisp + x * pix]);
+        vpslld(Zmm(in_), Zmm(in_), 16);
+      } else if (taps.size() == 1 && !io_tail) {
         // Read by one tap only: the load folds into the FMA.
         vfmadd231ps(vreg(c_.isa, taps[0].first), vreg(c_.isa, wreg(kh, taps[0].second)), in);
         continue;
+      } else {
+        load_vec(c_.isa, in_, in, io_tail, mask_);
       }
-      load_vec(c_.isa, in_, in, io_tail, mask_);
       for (const auto& [px, kw] : taps)
         vfmadd231ps(vreg(c_.isa, px), vreg(c_.isa, wreg(kh, kw)), vreg(c_.isa, in_));
     }
@@ -223,7 +228,12 @@ void DwGenerator::emit_block(int ur, int64_t ow0, const DwRowSeg& s, bool tail, 
   for (int px = 0; px < ur; ++px) {
     const int64_t d = ddisp + px * dpix;
     if (!epi_->empty()) epi_->apply(px, temps_, operands(dst, d), tail ? c_.tail : 0);
-    store_vec(c_.isa, at(dst, d), px, io_tail, mask_);
+    if (c_.bf16_dst) {  // (blocked: no masked tail)
+      vcvtneps2bf16(Ymm(px), Zmm(px));
+      vmovdqu16(yword[dst + d], Ymm(px));
+    } else {
+      store_vec(c_.isa, at(dst, d), px, io_tail, mask_);
+    }
   }
 }
 

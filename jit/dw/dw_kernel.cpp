@@ -41,11 +41,12 @@ class DwKernel : public Kernel {
       // The row pointer may lie past the image when the rows read only bottom padding; it is
       // only ever used with offsets that land inside, so compute it as an integer.
       const uintptr_t src = reinterpret_cast<uintptr_t>(args.src[0]) +
-                            uintptr_t(tl.n * c_.src_img_floats() * 4 + tl.cv0 * c_.src_cv_bytes() +
+                            uintptr_t(tl.n * c_.src_img_bytes() + tl.cv0 * c_.src_cv_bytes() +
                                       tl.r0 * c_.p.sh * c_.src_row_bytes());
       a.c.src = reinterpret_cast<const float*>(src);
-      a.c.dst = args.dst[0] + tl.n * c_.dst_img_floats() +
-                (tl.cv0 * c_.dst_cv_bytes() + tl.r0 * c_.dst_row_bytes()) / 4;
+      a.c.dst = reinterpret_cast<float*>(reinterpret_cast<char*>(args.dst[0]) +
+                                         tl.n * c_.dst_img_bytes() + tl.cv0 * c_.dst_cv_bytes() +
+                                         tl.r0 * c_.dst_row_bytes());
       a.c.wei = wei_.data<float>() + tl.cv0 * c_.wei_cv_bytes() / 4;
       a.c.bias = bias_.data() + tl.cv0 * c_.simd;
       a.c.post.advance_channels(tl.cv0 * c_.simd);

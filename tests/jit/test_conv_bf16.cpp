@@ -24,12 +24,13 @@ Tensor bf16_rounded(const Tensor& t) {
 // on the rounded operands only the f32 summation order differs (count_mismatches' tolerance);
 // a bf16 dst adds its own rounding, where the two sides may land one bf16 ulp (2^-7 relative)
 // apart.
+// (round_w false: the kernel keeps f32 weights, as depthwise does; a bf16 src is rounded.)
 void check_bf16_kernel(const Kernel& k, const ConvProblem& p, const Operands& o,
-                       const ConvImpl& impl) {
+                       const ConvImpl& impl, bool round_w = true) {
   CHECK(k.name().find("_bf16_") != std::string::npos);
   Operands r = o;
-  r.x = bf16_rounded(o.x);
-  r.w = bf16_rounded(o.w);
+  if (layout_bf16(impl.src)) r.x = bf16_rounded(o.x);
+  if (round_w) r.w = bf16_rounded(o.w);
   Tensor want = reference(p, r);
   const Tensor got = run_kernel(k, p, o, impl.src, impl.dst);
   const bool bf16_dst = layout_bf16(impl.dst);
@@ -59,14 +60,15 @@ void check_bf16(const ConvProblem& p, const ConvImpl& impl, uint64_t seed,
 }
 
 // Any family through the family table's factory.
-void check_bf16_family(const ConvProblem& p, const ConvImpl& impl, uint64_t seed) {
+void check_bf16_family(const ConvProblem& p, const ConvImpl& impl, uint64_t seed,
+                       bool round_w = true) {
   Operands o = make_operands(p, seed);
   std::string why;
   auto k = create_conv_kernel(p, impl, Isa::avx512, o.w, p.bias ? &o.b : nullptr, &why);
   INFO(p.str() << " " << layout_name(impl.src) << "->" << layout_name(impl.dst));
   REQUIRE_MESSAGE(k != nullptr, "kernel not created: " << why);
   INFO(k->name());
-  check_bf16_kernel(*k, p, o, impl);
+  check_bf16_kernel(*k, p, o, impl, round_w);
 }
 
 ConvImpl bf16_impl(bool bf16_dst, int ur = 0, int ob = 0) {
@@ -181,6 +183,35 @@ TEST_CASE("direct bf16: forced tiles, row pairs, post-ops, K split, prefetch, bi
                                "ic512ih7iw7_oc512oh7ow7kh3kw3sh1sw1ph1pw1"})
     for (bool bf16_dst : {false, true})
       check_bf16_family(problem(s, chain({op(K::relu)})), direct_bf16(bf16_dst), seed++);
+}
+
+// Depthwise: bf16 activations on either side (f32 weights and arithmetic).
+TEST_CASE("depthwise bf16 matches the reference on bf16-rounded activations") {
+  if (!testing::has_bf16()) return;
+  uint64_t seed = 5600;
+  const Layout h = Layout::nChw16c_bf16, f = Layout::nChw16c;
+  const std::vector<std::string> shapes = {
+      "g40ic40ih14iw14_oc40oh14ow14kh3kw3sh1sw1ph1pw1",  // lane tail
+      "mb2g32ic32ih15iw15_oc32oh8ow8kh3kw3sh2sw2ph1pw1",
+      "g96ic96ih28iw28_oc96oh28ow28kh5kw5sh1sw1ph2pw2",
+      "g48ic48ih17iw13_oc48oh9ow7kh5kw5sh2sw2ph2pw2_nobias",
+      "g16ic16ih12iw12_oc16oh12ow12kh3kw3sh1sw1dh2dw2ph2pw2",
+      "g24ic24ih9iw9_oc24oh3ow3kh7kw7sh1sw1ph0pw0",
+  };
+  const std::vector<std::vector<PostOp>> chains = {
+      {},
+      chain({op(K::relu)}),
+      chain({op(K::hardswish)}),
+      chain({op(K::scale_shift), op(K::clip, 0.f, 6.f)})};
+  for (const std::string& s : shapes)
+    for (auto [src, dst] : std::vector<std::pair<Layout, Layout>>{{h, h}, {h, f}, {f, h}})
+      for (const auto& c : chains)
+        for (int ur : {0, 3})
+          check_bf16_family(problem(s, c), conv_impl(ConvFamily::depthwise, src, dst, ur), seed++,
+                            false);
+  // A residual into an f32 dst.
+  check_bf16_family(problem(shapes[0], chain({op(K::add), op(K::relu)})),
+                    conv_impl(ConvFamily::depthwise, h, f), seed++, false);
 }
 
 TEST_CASE("bf16 kernels are refused where they cannot run or would be wrong") {
