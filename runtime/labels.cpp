@@ -515,11 +515,13 @@ bool batched_matmul(const Graph& g, const Node& n) {
   return !(b.is_const() && b.shape.size() == 2);
 }
 
-std::unique_ptr<Kernel> make_fc(const Graph& g, const Node& n, Isa isa, std::string* why) {
+std::unique_ptr<Kernel> make_fc(const Graph& g, const Node& n, Isa isa, std::string* why,
+                                bool bf16) {
   const bool gemm = n.op == "Gemm";
   if (n.op != "Gemm" && n.op != "MatMul") return *why = "not Gemm/MatMul", nullptr;
   if (n.inputs.size() < 2) return *why = "no B operand", nullptr;
   if (batched_matmul(g, n)) {
+    if (bf16) return *why = "no bf16 batched MatMul", nullptr;
     const Value& a = g.value(n.inputs[0]);
     const Value& b = g.value(n.inputs[1]);
     if (n.has("post_ops")) return *why = "MatMul with post-ops", nullptr;
@@ -556,7 +558,7 @@ std::unique_ptr<Kernel> make_fc(const Graph& g, const Node& n, Isa isa, std::str
     return *why = "MatMul with post-ops", nullptr;
   }
   return create_fc_kernel(p, isa, *w.constant, trans_b, gemm ? n.attr_f("alpha", 1.f) : 1.f,
-                          bias ? &*bias : nullptr, why);
+                          bias ? &*bias : nullptr, why, bf16);
 }
 
 // Instance / GroupNormalization (constant scale / B; outer = images x groups, c = a group's
@@ -779,7 +781,7 @@ std::string Label::key() const {
       k += ".u" + std::to_string(conv.ur_w) + "o" + std::to_string(conv.oc_blocks);
     return k;
   }
-  return k + "." + layout_name(in);
+  return k + "." + layout_name(in) + (precision == Precision::bf16 ? ".bf16" : "");
 }
 
 std::optional<Label> Label::parse(const std::string& key) {
@@ -805,6 +807,10 @@ std::optional<Label> Label::parse(const std::string& key) {
       l.conv.ur_w = u, l.conv.oc_blocks = o;
     }
     return l;
+  }
+  if (parts.size() == 3 && parts[2] == "bf16" && parts[0] == kind_name(LabelKind::fc)) {
+    l.precision = Precision::bf16;
+    parts.pop_back();
   }
   if (parts.size() != 2) return std::nullopt;
   auto lay = layout_from(parts[1]);
@@ -886,6 +892,10 @@ std::vector<Label> candidate_labels(const Graph& g, int i, Isa isa, bool referen
     }
   } else if (jit && (n.op == "Gemm" || n.op == "MatMul")) {
     simple(LabelKind::fc, Layout::nchw);
+    if (precision == Precision::bf16 && bf16_supported(isa) && !batched_matmul(g, n)) {
+      simple(LabelKind::fc, Layout::nchw);
+      out.back().precision = Precision::bf16;
+    }
   } else if (jit && is_pool(n.op) && n.outputs.size() == 1 && is4d(g, n.in(0)) &&
              is4d(g, n.outputs[0]) && g.value(n.inputs[0]).dtype == DType::f32) {
     simple(LabelKind::pool, b);
@@ -985,7 +995,7 @@ Instance instantiate(const Graph& g, int i, const Label& l, Isa isa, std::string
     }
     case LabelKind::fc:
       if (!jit_isa) return no("no JIT on the scalar ISA");
-      r.kernel = make_fc(g, n, isa, &why);
+      r.kernel = make_fc(g, n, isa, &why, l.precision == Precision::bf16);
       break;
     case LabelKind::pool: {
       if (!jit_isa) return no("no JIT on the scalar ISA");
@@ -1159,7 +1169,14 @@ double heuristic_ms(const Graph& g, int i, const Label& l, Isa isa, int threads)
     const double compute_ms = 2 * p.macs() / (peak * f.efficiency(p, l.conv.src, l.conv.dst) * 1e6);
     return f.memory_bound ? mem_ms + compute_ms : std::max(mem_ms, compute_ms);
   }
-  if (l.kind == LabelKind::fc) return mem_ms + 0.002;
+  if (l.kind == LabelKind::fc) {
+    double ms = mem_ms + 0.002;
+    if (l.precision == Precision::bf16)  // half the constant (weight) bytes
+      for (ValueId v : n.inputs)
+        if (v != kNoValue && g.value(v).is_const())
+          ms -= 0.5 * double(value_bytes(g.value(v), l.in)) / (gbps * 1e6);
+    return ms;
+  }
   if (l.kind == LabelKind::ref) {
     double flops = 0;
     if (n.op == "Conv") flops = 2 * ConvProblem::from_node(g, n).macs();

@@ -48,11 +48,25 @@ enum class LabelKind : int {
   arg = 17,  // ArgMax / ArgMin / Hardmax over one axis, any rank (nchw: row-major)
 };
 
+// What the session may compute in (SessionOptions::precision): f32 only (exact, the default),
+// or also bf16 (convolutions and fully connected layers with a bf16 kernel may read bf16
+// activations and weights and accumulate in f32; the solver decides where, pricing the
+// conversions like layout changes).
+enum class Precision : int { f32 = 0, bf16 = 1 };
+const char* precision_name(Precision p);  // "f32", "bf16"
+bool parse_precision(const std::string& s, Precision* out);
+// Whether bf16 labels can run here: AVX-512 with AVX512-BF16.
+bool bf16_supported(Isa isa);
+
 struct Label {
   LabelKind kind = LabelKind::ref;
   ConvImpl conv;              // kind == conv: family, src/dst layouts, blocking
   Layout in = Layout::nchw;   // 4-D activation inputs (conv: slot 0)
   Layout out = Layout::nchw;  // 4-D outputs (conv: also its residual input)
+  // The arithmetic's precision where the layouts do not carry it: fc (its operands are f32
+  // rows; bf16 rounds x and the weights inside the kernel). Conv labels: f32 (a bf16 layout
+  // says it). Keys of bf16 labels end in ".bf16".
+  Precision precision = Precision::f32;
   // Stable text used as the tuning-cache key and in reports, e.g. "conv.direct.nChw16c.nChw16c",
   // "pool.nhwc", "ref.nchw".
   std::string key() const;
@@ -66,15 +80,6 @@ bool packs_weights(const Graph& g, int i, const Label& l);
 
 // A short name for colouring and tables: the conv family, or the kind ("pool", "ref", ...).
 std::string label_family(const Label& l);
-
-// What the session may compute in (SessionOptions::precision): f32 only (exact, the default),
-// or also bf16 (convolutions with a bf16 family may read bf16 activations and weights and
-// accumulate in f32; the solver decides where, pricing the conversions like layout changes).
-enum class Precision : int { f32 = 0, bf16 = 1 };
-const char* precision_name(Precision p);  // "f32", "bf16"
-bool parse_precision(const std::string& s, Precision* out);
-// Whether bf16 labels can run here: AVX-512 with AVX512-BF16.
-bool bf16_supported(Isa isa);
 
 // Every label that may implement node `i` on `isa` (reference = only the reference label).
 // Applicability is decided by the kernel factories when instantiated; this list only leaves

@@ -43,14 +43,14 @@ int pick_ku(const FcConf& c, int mr, int nb, int forced) {
   };
   if (forced > 0) return fits(forced) ? forced : 0;
   int ku = std::max(1, std::min(4, (8 + mr * nb - 1) / (mr * nb)));
-  ku = int(std::min<int64_t>(ku, c.p.k));
+  ku = int(std::min<int64_t>(ku, c.ksteps()));
   while (ku > 1 && !fits(ku)) --ku;
   return fits(ku) ? ku : 0;
 }
 
 // Estimated cycles of the whole problem for a blocking (M > 1).
 double gemm_cost(const FcConf& c, int mr, int nb, int ku, bool emb) {
-  const double k = double(c.p.k);
+  const double k = double(c.ksteps());
   const int64_t full = c.nvec / nb;
   const int rest = int(c.nvec % nb);
   const int64_t m_full = c.p.m / mr;
@@ -81,8 +81,8 @@ int FcConf::loop_regs(int ur, int nbv) const {
 
 std::string FcConf::name() const {
   const std::string n = std::to_string(block_outputs());
-  const std::string blocking =
-      gemv() ? "gemv_f32_n" + n : "gemm_f32_m" + std::to_string(mr) + "n" + n;
+  const std::string blocking = std::string(gemv() ? "gemv_" : "gemm_") + (bf16 ? "bf16_" : "f32_") +
+                               (gemv() ? "n" + n : "m" + std::to_string(mr) + "n" + n);
   return "fc_" + blocking + "__" + isa_name(isa);
 }
 
@@ -99,11 +99,14 @@ ConfOr<FcConf> init_fc_conf(const FcProblem& p, Isa isa, const FcImpl& impl) {
       return R::no(std::string("post-op '") + post_op_name(op.kind) + "' has no input index");
   if (impl.nb < 0 || impl.mr < 0 || impl.ku < 0 || impl.k_unroll < 0)
     return R::no("negative forced blocking");
+  if (impl.bf16 && (isa != Isa::avx512 || !host_cpu().avx512_bf16))
+    return R::no("bf16 needs avx512_bf16");
 
   FcConf c;
   c.p = p;
   c.isa = isa;
   c.simd = simd_width(isa);
+  c.bf16 = impl.bf16;
   c.nvec = (p.n + c.simd - 1) / c.simd;
   c.lane_tail = int(p.n % c.simd);
   c.l2_budget = impl.cache.l2_weights();
@@ -178,8 +181,8 @@ ConfOr<FcConf> init_fc_conf(const FcProblem& p, Isa isa, const FcImpl& impl) {
 
   if (c.loop_regs(c.mr, c.nb) > regs) return R::no("blocking exceeds the vector registers");
   const int64_t nbytes = c.block_outputs() * 4;
-  if (p.k * nbytes > kMaxImm || p.k * 4 * c.mr > kMaxImm || p.n * 4 * c.mr > kMaxImm ||
-      int64_t(c.k_unroll) * nbytes + c.prefetch > kMaxImm)
+  if (c.ksteps() * nbytes > kMaxImm || c.x_row_bytes() * c.mr > kMaxImm ||
+      p.n * 4 * c.mr > kMaxImm || int64_t(c.k_unroll) * nbytes + c.prefetch > kMaxImm)
     return R::no("k or n too large for 32-bit offsets");
   return c;
 }

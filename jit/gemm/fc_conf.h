@@ -10,6 +10,10 @@
 // over K in `ku` independent accumulator sets (summed before the epilogue). M == 1 (GEMV)
 // streams the weights as FMA memory operands; M > 1 loads each weight vector once per k and
 // reuses it across the tile's rows.
+//
+// bf16 (AVX512-BF16): weights packed as bf16 pairs of k ([K/2][nb * simd][2] per block: one
+// 4-byte word per pair), x converted to bf16 pairs in the kernel's scratch first, and every k
+// step is one vdpbf16ps over a pair (f32 accumulators and epilogue): half the weight stream.
 #pragma once
 
 #include <cstdint>
@@ -48,6 +52,7 @@ struct FcImpl {
   int prefetch = -1;   // prefetcht0 distance ahead of the weight stream in bytes, 0 = none
   int bcast_emb = -1;  // AVX-512, M > 1: embedded {1to16} broadcast instead of a register
   CacheSizes cache = host_cpu().cache;  // as ConvImpl::cache
+  bool bf16 = false;                    // bf16 weights and x (AVX-512 with AVX512-BF16)
 };
 
 struct FcConf {
@@ -71,13 +76,19 @@ struct FcConf {
   int k_unroll = 1;        // k steps per loop iteration (multiple of ku)
   int prefetch = 0;        // bytes ahead, 0 = no software prefetch
   bool bcast_emb = false;  // M > 1 on AVX-512: {1to16} memory broadcast in every FMA
+  bool bf16 = false;       // k steps over bf16 pairs (see above)
   int epi_temps = 0;       // vector registers reserved for the epilogue (and AVX2 tail mask)
 
   bool gemv() const { return p.m == 1; }
+  // k steps (k, or bf16 pairs of k) and the bytes of one row of x as the JIT reads it (f32 x,
+  // or the converted bf16 pairs, the last pair zero-padded when k is odd).
+  int64_t ksteps() const { return bf16 ? (p.k + 1) / 2 : p.k; }
+  int64_t x_row_bytes() const { return ksteps() * 4; }
   int64_t row_tiles() const { return m_full + (m_tail ? 1 : 0); }
   int64_t full_code_blocks() const { return last_own ? n_blocks - 1 : n_blocks; }
   int64_t block_outputs() const { return int64_t(nb) * simd; }  // NB of a full block
-  int64_t packed_floats() const { return p.k * ((n_blocks - 1) * nb + n_last) * simd; }
+  // Packed weights in 4-byte words (a float or a bf16 pair).
+  int64_t packed_floats() const { return ksteps() * ((n_blocks - 1) * nb + n_last) * simd; }
   // Accumulator registers of a tile of `ur` rows with `nbv` vectors, and the other registers the
   // K loop holds (weights, broadcast).
   int loop_regs(int ur, int nbv) const;

@@ -47,7 +47,7 @@ void FcGenerator::generate() {
   xor_(n_off_, n_off_);
   loop_arg(blk_cnt_, offsetof(FcCallArgs, n_blocks), [&] {
     emit_block();
-    add(w_blk_, uint32_t(c_.p.k * blk_bytes_));
+    add(w_blk_, uint32_t(c_.ksteps() * blk_bytes_));
     add(y_blk_, uint32_t(blk_bytes_));
     add(n_off_, uint32_t(blk_bytes_));
   });
@@ -62,7 +62,7 @@ void FcGenerator::emit_block() {
   if (c_.m_full == 1 && c_.m_tail == 0) return emit_tile(c_.mr);  // every call has all rows
   loop_arg(row_cnt_, offsetof(FcCallArgs, m_tiles), [&] {
     emit_tile(c_.mr);
-    add(x_tile_, uint32_t(c_.mr * c_.p.k * 4));
+    add(x_tile_, uint32_t(c_.mr * c_.x_row_bytes()));
     add(y_tile_, uint32_t(c_.mr * c_.p.n * 4));
   });
   if (c_.m_tail) if_flag(offsetof(FcCallArgs, flags), kFlagMTail, [&] { emit_tile(c_.m_tail); });
@@ -72,8 +72,8 @@ void FcGenerator::emit_tile(int ur) {
   zero_vregs(c_.isa, c_.ku * ur * nb_);
   mov(x_k_, x_tile_);
   mov(w_k_, w_blk_);
-  const int64_t u = c_.k_unroll, iters = c_.p.k / u;
-  const int rem = int(c_.p.k % u);
+  const int64_t u = c_.k_unroll, iters = c_.ksteps() / u;
+  const int rem = int(c_.ksteps() % u);
   if (iters > 0) {
     Label loop;
     if (iters > 1) {
@@ -104,13 +104,31 @@ void FcGenerator::emit_tile(int ur) {
 // `steps` k steps from x_k / w_k; step t accumulates into set t % ku.
 void FcGenerator::emit_k_steps(int ur, int steps) {
   const Isa isa = c_.isa;
-  const int64_t vbytes = int64_t(c_.simd) * 4, xrow = c_.p.k * 4;
+  const int64_t vbytes = int64_t(c_.simd) * 4, xrow = c_.x_row_bytes();
   const int w0 = c_.ku * ur * nb_;         // weight registers (ur > 1)
   const int bc = ur == 1 ? w0 : w0 + nb_;  // broadcast register
   for (int t = 0; t < steps; ++t) {
     const int s = t % c_.ku;
     const int64_t wo = t * blk_bytes_, xo = t * 4;
-    if (ur == 1) {
+    if (c_.bf16) {
+      // One vdpbf16ps per bf16 pair: x's pair broadcast as a dword.
+      if (ur == 1) {
+        vpbroadcastd(Zmm(bc), ptr[x_k_ + xo]);
+        for (int j = 0; j < nb_; ++j)
+          vdpbf16ps(Zmm(acc(s, 0, j, ur)), Zmm(bc), ptr[w_k_ + wo + j * vbytes]);
+      } else {
+        for (int j = 0; j < nb_; ++j) vmovups(Zmm(w0 + j), ptr[w_k_ + wo + j * vbytes]);
+        for (int m = 0; m < ur; ++m) {
+          const RegExp x = x_k_ + m * xrow + xo;
+          if (c_.bcast_emb) {
+            for (int j = 0; j < nb_; ++j) vdpbf16ps(Zmm(acc(s, m, j, ur)), Zmm(w0 + j), ptr_b[x]);
+          } else {
+            vpbroadcastd(Zmm(bc), ptr[x]);
+            for (int j = 0; j < nb_; ++j) vdpbf16ps(Zmm(acc(s, m, j, ur)), Zmm(w0 + j), Zmm(bc));
+          }
+        }
+      }
+    } else if (ur == 1) {
       // Each weight is used once: FMA memory operands, x[k] broadcast once.
       vbroadcastss(vreg(isa, bc), ptr[x_k_ + xo]);
       for (int j = 0; j < nb_; ++j)

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstdint>
 
+#include "graph/half.h"
 #include "jit/gemm/fc_conf.h"
 #include "jit/gemm/fc_gen.h"
 #include "jit/pack.h"
@@ -37,10 +38,23 @@ class FcKernel : public Kernel {
   int64_t tiles() const override { return c_.n_blocks * c_.row_tiles(); }
   double macs() const override { return c_.p.macs(); }
   std::vector<Span> weights() const override { return {{wei_.raw(), wei_.nbytes()}}; }
+  // bf16: x converted to bf16 pairs (each thread converts all of it: M x K is small next to
+  // the weights it multiplies).
+  int64_t scratch_bytes() const override { return c_.bf16 ? c_.p.m * c_.x_row_bytes() : 0; }
 
   void run(const KernelArgs& args, int64_t begin, int64_t end) const override {
     FcCallArgs base;
     base.post.set(c_.p.post, args);
+    const char* x = reinterpret_cast<const char*>(args.src[0]);
+    if (c_.bf16) {
+      auto* h = reinterpret_cast<uint16_t*>(scratch_floats(args));
+      const int64_t K = c_.p.k, row = c_.ksteps() * 2;
+      for (int64_t m = 0; m < c_.p.m; ++m) {
+        for (int64_t k = 0; k < K; ++k) h[m * row + k] = float_to_bf16(args.src[0][m * K + k]);
+        if (K % 2) h[m * row + K] = 0;
+      }
+      x = reinterpret_cast<const char*>(h);
+    }
     const int64_t rt = c_.row_tiles();
     end = std::min(end, tiles());
     for (int64_t t = std::max<int64_t>(begin, 0); t < end;) {
@@ -49,25 +63,25 @@ class FcKernel : public Kernel {
         // Consecutive blocks of the main code in one call; the last block on its own.
         const int64_t main_end = std::min(end, c_.full_code_blocks());
         const int64_t cnt = blk < main_end ? main_end - blk : 1;
-        call(args, base, blk, cnt, 0, 1);
+        call(args, x, base, blk, cnt, 0, 1);
         t += cnt;
       } else {
         const int64_t r1 = std::min(rt, r0 + (end - t));
-        call(args, base, blk, 1, r0, r1);
+        call(args, x, base, blk, 1, r0, r1);
         t += r1 - r0;
       }
     }
   }
 
  private:
-  // Blocks [blk, blk + cnt) (all of one code), row tiles [r0, r1).
-  void call(const KernelArgs& args, const FcCallArgs& base, int64_t blk, int64_t cnt, int64_t r0,
-            int64_t r1) const {
+  // Blocks [blk, blk + cnt) (all of one code), row tiles [r0, r1); x: f32 rows or bf16 pairs.
+  void call(const KernelArgs& args, const char* x, const FcCallArgs& base, int64_t blk, int64_t cnt,
+            int64_t r0, int64_t r1) const {
     const int64_t n0 = blk * c_.block_outputs(), m0 = r0 * c_.mr;
     FcCallArgs a = base;
-    a.x = args.src[0] + m0 * c_.p.k;
+    a.x = reinterpret_cast<const float*>(x + m0 * c_.x_row_bytes());
     a.y = args.dst[0] + m0 * c_.p.n + n0;
-    a.w = wei_.data<float>() + blk * c_.p.k * c_.block_outputs();
+    a.w = wei_.data<float>() + blk * c_.ksteps() * c_.block_outputs();
     a.bias = bias_.data<float>() + n0;
     a.post.advance_channels(n0);
     a.n_blocks = cnt;
@@ -81,6 +95,7 @@ class FcKernel : public Kernel {
   void pack_weights(ModelFloats w, bool transposed, float alpha) {
     const int64_t K = c_.p.k, N = c_.p.n, S = c_.simd;
     wei_ = Tensor(DType::f32, {c_.packed_floats()});  // zero-filled, 64-byte aligned
+    if (c_.bf16) return pack_weights_bf16(w, transposed, alpha);
     float* base = wei_.data<float>();
     for (int64_t b = 0; b < c_.n_blocks; ++b) {
       const int64_t nbw = (b == c_.n_blocks - 1 ? c_.n_last : c_.nb) * S;
@@ -93,6 +108,23 @@ class FcKernel : public Kernel {
         // W is [N, K]: the block's nn rows, transposed.
         pack_transposed(w + n0 * K, K, 1, nn, K, o, nbw, alpha);
       }
+    }
+  }
+
+  // Block b: [K/2][nbw][2] bf16 (alpha * W rounded to nearest even); k and outputs past the
+  // ends are zero.
+  void pack_weights_bf16(ModelFloats w, bool transposed, float alpha) {
+    const int64_t K = c_.p.k, N = c_.p.n, S = c_.simd, KS = c_.ksteps();
+    auto* base = reinterpret_cast<uint16_t*>(wei_.data<float>());
+    for (int64_t b = 0; b < c_.n_blocks; ++b) {
+      const int64_t nbw = (b == c_.n_blocks - 1 ? c_.n_last : c_.nb) * S;
+      const int64_t n0 = b * c_.block_outputs(), nn = std::min(nbw, N - n0);
+      uint16_t* o = base + b * KS * c_.block_outputs() * 2;
+      for (int64_t k = 0; k < K; ++k)
+        for (int64_t j = 0; j < nn; ++j) {
+          const float v = transposed ? w[(n0 + j) * K + k] : w[k * N + n0 + j];
+          o[((k / 2) * nbw + j) * 2 + k % 2] = float_to_bf16(alpha * v);
+        }
     }
   }
 
@@ -113,7 +145,7 @@ std::unique_ptr<Kernel> make_fc_kernel(const FcConf& c, const Tensor& w, bool w_
 
 std::unique_ptr<Kernel> create_fc_kernel(const FcProblem& p, Isa isa, const Tensor& w,
                                          bool w_transposed, float alpha, const Tensor* bias,
-                                         std::string* why_not) {
+                                         std::string* why_not, bool bf16) {
   auto no = [&](const std::string& why) -> std::unique_ptr<Kernel> {
     if (why_not) *why_not = why;
     return nullptr;
@@ -124,7 +156,9 @@ std::unique_ptr<Kernel> create_fc_kernel(const FcProblem& p, Isa isa, const Tens
   if (p.bias != (bias != nullptr)) return no("bias presence does not match the problem");
   if (bias && (bias->dtype() != DType::f32 || bias->numel() != p.n))
     return no("bias is not f32 [" + std::to_string(p.n) + "]");
-  auto c = fcjit::init_fc_conf(p, isa);
+  fcjit::FcImpl impl;
+  impl.bf16 = bf16;
+  auto c = fcjit::init_fc_conf(p, isa, impl);
   if (!c) return no(c.reason);
   return fcjit::make_fc_kernel(*c.conf, w, w_transposed, alpha, bias);
 }

@@ -27,9 +27,10 @@ struct FcProblem {
 // multiplied by Gemm's beta by the caller).
 // KernelArgs: src[0] = x, row-major [M, K]; src[i] for post-op inputs at the node's indices
 // (residual: row-major [M, N]); dst[0] = y, row-major [M, N].
-// Returns nullptr and sets *why_not when it does not apply.
+// Returns nullptr and sets *why_not when it does not apply. bf16: weights and x rounded to
+// bf16, f32 accumulation (AVX512-BF16 only; fc_conf.h).
 std::unique_ptr<Kernel> create_fc_kernel(const FcProblem& p, Isa isa, const Tensor& w,
                                          bool w_transposed, float alpha, const Tensor* bias,
-                                         std::string* why_not);
+                                         std::string* why_not, bool bf16 = false);
 
 }  // namespace kiln

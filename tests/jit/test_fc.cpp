@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "graph/half.h"
 #include "graph/ir.h"
 #include "graph/post_ops.h"
 #include "isa_coverage.h"
@@ -180,8 +181,9 @@ int run_and_compare(const Kernel& k, const Case& c, const Expected& e) {
   std::fill(y.begin() + int64_t(elems), y.end(), 12345.f);
   Args a = args_of(c, c.x.data(), y.data());
   const int64_t mid = k.tiles() / 2;
-  k.run(a.get(), mid, k.tiles());
-  k.run(a.get(), 0, mid);
+  ScratchBuffer scratch(k.scratch_bytes());  // (bf16: x converted)
+  k.run(scratch.with(a.get()), mid, k.tiles());
+  k.run(scratch.with(a.get()), 0, mid);
   int bad = 0;
   for (size_t i = 0; i < elems; ++i) {
     const bool ok = std::fabs(y[i] - e.y[i]) <= e.tol[i];  // false for NaN (unwritten)
@@ -410,6 +412,50 @@ TEST_CASE("fc: kernels match the naive loop (shape x post-op sweep)") {
         }
   }
   MESSAGE(cases, " fc cases, ", failures, " failing");
+}
+
+// bf16 kernels (AVX512-BF16): the naive loop on the same bf16-rounded x and weights (alpha a
+// power of two or 1, so bf16(alpha w) = alpha bf16(w)); the products are exact in f32, so the
+// f32 tolerance holds.
+TEST_CASE("fc: bf16 kernels match the naive loop on bf16-rounded operands") {
+  if (!testing::has_bf16()) return;
+  const std::vector<std::vector<PostOp>> chains = {
+      {}, {op(K::relu)}, {op(K::add), op(K::relu)}, {op(K::sigmoid)}};
+  auto rounded = [](std::vector<float> v) {
+    for (float& f : v) f = bf16_to_float(float_to_bf16(f));
+    return v;
+  };
+  uint64_t seed = 900;
+  int cases = 0;
+  for (int64_t m : {1, 2, 5, 9})
+    for (int64_t k : {1, 2, 3, 17, 64, 1001})
+      for (int64_t n : {1, 17, 64, 1000})
+        for (size_t ci = 0; ci < chains.size(); ++ci, ++seed) {
+          const bool transposed = seed % 2 == 1, bias = seed % 4 < 2;
+          const float alpha = seed % 3 == 0 ? 1.f : seed % 3 == 1 ? -0.5f : 2.f;
+          Case c = make_case(m, k, n, bias, chains[ci], transposed, alpha, seed);
+          CAPTURE(c.p.str());
+          CAPTURE(transposed);
+          CAPTURE(alpha);
+          Tensor w = tensor_of(c.w, c.transposed ? Shape{c.p.n, c.p.k} : Shape{c.p.k, c.p.n});
+          Tensor b = c.p.bias ? tensor_of(c.bias, {c.p.n}) : Tensor();
+          std::string why;
+          auto kern = create_fc_kernel(c.p, Isa::avx512, w, c.transposed, c.alpha,
+                                       c.p.bias ? &b : nullptr, &why, true);
+          REQUIRE_MESSAGE(kern != nullptr, why);
+          CHECK(kern->name().find("_bf16_") != std::string::npos);
+          Case r = c;
+          r.x = rounded(c.x);
+          r.w = rounded(c.w);
+          CHECK_MESSAGE(run_and_compare(*kern, c, reference(r)) == 0, kern->name());
+          ++cases;
+        }
+  MESSAGE(cases, " bf16 fc cases");
+  std::string why;
+  Case c = make_case(1, 8, 8, false, {}, false, 1.f, 1);
+  CHECK(create_fc_kernel(c.p, Isa::avx2, tensor_of(c.w, {8, 8}), false, 1.f, nullptr, &why, true) ==
+        nullptr);
+  CHECK(why == "bf16 needs avx512_bf16");
 }
 
 TEST_CASE("fc: forced blockings, every tile on its own, scale_shift and swish") {

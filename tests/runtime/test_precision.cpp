@@ -113,6 +113,14 @@ TEST_CASE("precision names parse; other names are refused") {
     REQUIRE(back);
     CHECK(back->in == kiln::Layout(l));
   }
+  // fc carries its precision in the label (its operands are f32 rows either way).
+  const auto fc = kiln::Label::parse("fc.nchw.bf16");
+  REQUIRE(fc);
+  CHECK(fc->precision == Precision::bf16);
+  CHECK(fc->key() == "fc.nchw.bf16");
+  CHECK(kiln::Label::parse("fc.nchw")->precision == Precision::f32);
+  CHECK_FALSE(kiln::Label::parse("pool.nchw.bf16"));
+  CHECK_FALSE(kiln::Label::parse("fc.nchw.f16"));
 }
 
 TEST_CASE("precision f32 never offers a bf16 layout; bf16 offers them only where they run") {
