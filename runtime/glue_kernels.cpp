@@ -3,7 +3,9 @@
 #include <algorithm>
 #include <cstring>
 #include <limits>
+#include <type_traits>
 
+#include "graph/half.h"
 #include "runtime/ref/ref_kernels.h"
 
 namespace kiln {
@@ -92,17 +94,35 @@ class BlockedPoolKernel : public Kernel {
       ph_end_ = p[2], pw_end_ = p[3], dh_ = d[0], dw_ = d[1];
       include_pad_ = n.attr_i("count_include_pad", 0) != 0;
     }
-    name_ = std::string(max_ ? "pool_max" : "pool_avg") + (global_ ? "_global" : "") + "_f32_" +
-            layout_name(l) + "__cpp";
+    bf16_ = layout_bf16(l);
+    name_ = std::string(max_ ? "pool_max" : "pool_avg") + (global_ ? "_global" : "") +
+            (bf16_ ? "_bf16_" : "_f32_") + layout_name(l) + "__cpp";
   }
   const std::string& name() const override { return name_; }
   int64_t tiles() const override { return dst_[0] * cblocks() * dst_[2]; }
   void run(const KernelArgs& a, int64_t b, int64_t e) const override {
+    if (bf16_)
+      run_as<uint16_t>(a, b, e);
+    else
+      run_as<float>(a, b, e);
+  }
+
+ private:
+  // T: float, or uint16_t (bf16: widened exactly; a max is a bf16 value already, so it is
+  // stored by truncation, an average rounded to nearest even).
+  template <class T>
+  void run_as(const KernelArgs& a, int64_t b, int64_t e) const {
     const int64_t H = src_[2], W = src_[3], OH = dst_[2], OW = dst_[3], B = b_;
+    auto get = [](T v) {
+      if constexpr (std::is_same_v<T, float>)
+        return v;
+      else
+        return bits_to_float(uint32_t(v) << 16);
+    };
     for (int64_t t = b; t < e; ++t) {
       const int64_t oh = t % OH, nc = t / OH;
-      const float* src = a.src[0] + nc * H * W * B;
-      float* dst = a.dst[0] + (nc * OH + oh) * OW * B;
+      const T* src = reinterpret_cast<const T*>(a.src[0]) + nc * H * W * B;
+      T* dst = reinterpret_cast<T*>(a.dst[0]) + (nc * OH + oh) * OW * B;
       for (int64_t ow = 0; ow < OW; ++ow) {
         float acc[16];
         std::fill(acc, acc + B, max_ ? -std::numeric_limits<float>::infinity() : 0.f);
@@ -114,12 +134,12 @@ class BlockedPoolKernel : public Kernel {
           for (int64_t j = 0; j < kw_; ++j) {
             const int64_t w = w0 + j * dw_;
             if (w < 0 || w >= W) continue;
-            const float* s = src + (h * W + w) * B;
+            const T* s = src + (h * W + w) * B;
             ++count;
             if (max_)
-              for (int64_t c = 0; c < B; ++c) acc[c] = std::max(acc[c], s[c]);
+              for (int64_t c = 0; c < B; ++c) acc[c] = std::max(acc[c], get(s[c]));
             else
-              for (int64_t c = 0; c < B; ++c) acc[c] += s[c];
+              for (int64_t c = 0; c < B; ++c) acc[c] += get(s[c]);
           }
         }
         if (!max_) {
@@ -132,16 +152,20 @@ class BlockedPoolKernel : public Kernel {
           const float inv = count ? 1.f / float(count) : 0.f;
           for (int64_t c = 0; c < B; ++c) acc[c] *= inv;
         }
-        std::memcpy(dst + ow * B, acc, size_t(B) * sizeof(float));
+        if constexpr (std::is_same_v<T, float>) {
+          std::memcpy(dst + ow * B, acc, size_t(B) * sizeof(float));
+        } else {
+          for (int64_t c = 0; c < B; ++c)
+            dst[ow * B + c] = max_ ? uint16_t(float_to_bits(acc[c]) >> 16) : float_to_bf16(acc[c]);
+        }
       }
     }
   }
 
- private:
   int64_t cblocks() const { return round_up(src_[1], b_) / b_; }
   Shape src_, dst_;
   int64_t b_;
-  bool global_ = false, max_ = false, include_pad_ = false;
+  bool global_ = false, max_ = false, include_pad_ = false, bf16_ = false;
   int64_t kh_ = 1, kw_ = 1, sh_ = 1, sw_ = 1, pt_ = 0, pl_ = 0, ph_end_ = 0, pw_end_ = 0;
   int64_t dh_ = 1, dw_ = 1;
   std::string name_;
@@ -152,17 +176,21 @@ class BlockedPoolKernel : public Kernel {
 class BlockedConcatKernel : public Kernel {
  public:
   BlockedConcatKernel(std::vector<Shape> srcs, Layout l)
-      : srcs_(std::move(srcs)), name_(std::string("concat_f32_") + layout_name(l) + "__cpp") {}
+      : srcs_(std::move(srcs)),
+        esize_(layout_esize(l)),
+        name_(std::string(layout_bf16(l) ? "concat_bf16_" : "concat_f32_") + layout_name(l) +
+              "__cpp") {}
   const std::string& name() const override { return name_; }
   int64_t tiles() const override { return srcs_[0][0]; }
   void run(const KernelArgs& a, int64_t b, int64_t e) const override {
     int64_t total = 0;
     for (const auto& s : srcs_) total += s[1] * s[2] * s[3];
+    // Whole channel blocks: an image of the output is its inputs' images back to back.
     for (int64_t n = b; n < e; ++n) {
-      float* dst = a.dst[0] + n * total;
+      char* dst = reinterpret_cast<char*>(a.dst[0]) + n * total * esize_;
       for (size_t i = 0; i < srcs_.size(); ++i) {
-        const int64_t per = srcs_[i][1] * srcs_[i][2] * srcs_[i][3];
-        std::memcpy(dst, a.src[i] + n * per, size_t(per) * sizeof(float));
+        const int64_t per = srcs_[i][1] * srcs_[i][2] * srcs_[i][3] * esize_;
+        std::memcpy(dst, reinterpret_cast<const char*>(a.src[i]) + n * per, size_t(per));
         dst += per;
       }
     }
@@ -170,6 +198,7 @@ class BlockedConcatKernel : public Kernel {
 
  private:
   std::vector<Shape> srcs_;
+  int64_t esize_;  // bytes per element: f32, or bf16 in a bf16 layout
   std::string name_;
 };
 

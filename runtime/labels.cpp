@@ -900,7 +900,15 @@ std::vector<Label> candidate_labels(const Graph& g, int i, Isa isa, bool referen
              is4d(g, n.outputs[0]) && g.value(n.inputs[0]).dtype == DType::f32) {
     simple(LabelKind::pool, b);
     simple(LabelKind::pool, Layout::nhwc);
+    // (bf16: the C++ blocked pooling on bf16 elements; f32 sums.)
+    if (precision == Precision::bf16 && bf16_supported(isa))
+      simple(LabelKind::pool, Layout::nChw16c_bf16);
   } else if (jit && is_channel_concat(g, n)) {
+    std::vector<Shape> shapes;
+    for (ValueId v : n.inputs) shapes.push_back(g.value(v).shape);
+    if (precision == Precision::bf16 && bf16_supported(isa) && !n.has("affine_scale") &&
+        concat_blocked_ok(shapes, Layout::nChw16c_bf16))
+      simple(LabelKind::concat, Layout::nChw16c_bf16);
     simple(LabelKind::concat, b);
     simple(LabelKind::concat, Layout::nhwc);
     simple(LabelKind::concat, Layout::nchw);
@@ -1003,7 +1011,8 @@ Instance instantiate(const Graph& g, int i, const Label& l, Isa isa, std::string
         return no("not a 4-D pooling node");
       const Shape& xs = g.value(n.inputs[0]).shape;
       const Shape& ys = g.value(n.outputs[0]).shape;
-      if (auto pp = pool_problem(n, xs, ys)) r.kernel = create_pool_kernel(*pp, l.in, isa, &why);
+      if (auto pp = pool_problem(n, xs, ys); pp && !layout_bf16(l.in))
+        r.kernel = create_pool_kernel(*pp, l.in, isa, &why);
       if (!r.kernel && layout_block(l.in) > 1) r.kernel = make_blocked_pool_kernel(n, xs, ys, l.in);
       break;
     }
@@ -1020,8 +1029,10 @@ Instance instantiate(const Graph& g, int i, const Label& l, Isa isa, std::string
       if (n.has("affine_scale"))
         affine = ConcatAffine{n.attr_floats("affine_scale"), n.attr_floats("affine_shift"),
                               parse_post_ops(n, int(n.inputs.size()))};
-      r.kernel = create_concat_kernel(g.value(n.outputs[0]).shape, channels, l.in, isa, &why,
-                                      affine ? &*affine : nullptr);
+      // (bf16: whole channel blocks copied; producers usually write their slices in place.)
+      if (!layout_bf16(l.in))
+        r.kernel = create_concat_kernel(g.value(n.outputs[0]).shape, channels, l.in, isa, &why,
+                                        affine ? &*affine : nullptr);
       if (!r.kernel && !affine && layout_block(l.in) > 1 && concat_blocked_ok(shapes, l.in))
         r.kernel = make_blocked_concat_kernel(shapes, l.in);
       break;

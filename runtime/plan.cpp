@@ -75,7 +75,7 @@ class Lowering {
              !view_.count(v) && sel_.nodes[size_t(p)].label.kind != LabelKind::view &&
              output_layouts(g_, p, sel_.nodes[size_t(p)].label)[size_t(slot[size_t(v)])] == l.in;
         if (!ok) break;
-        views.push_back({v, layout_offset(l.in, ys, 0, ch, 0, 0) * int64_t(sizeof(float))});
+        views.push_back({v, layout_offset(l.in, ys, 0, ch, 0, 0) * layout_esize(l.in)});
         ch += g_.value(v).shape[1];
       }
       if (!ok) continue;

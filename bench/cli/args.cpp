@@ -117,6 +117,9 @@ const Option kOptions[] = {
      [](Args& a, const std::string&, const std::string& v) { a.inputs.push_back(v); }},
     {"--output", "OUT.npy", kRun, "write output 0 here (several outputs: OUT_<i>.npy)", nullptr,
      &Args::output, true},
+    {"--check", "REF.npy", kBench,
+     "compare output 0 of the --input with this reference: max relative error, top-1 / top-5",
+     nullptr, &Args::check},
     {"--dot", "FILE", kPlan,
      "write a Graphviz picture of the plan (nodes coloured by family, edges labelled by layout)",
      nullptr, &Args::dot, true},
@@ -435,6 +438,8 @@ int parse(int argc, char** argv, Args& a) {
     if (!(o->commands & (c->bit | kGlobal)))
       throw UsageError("option " + std::string(o->name) + " is not valid for '" + a.command + "'");
   if (a.command == "run" && a.inputs.empty()) throw UsageError("'run' needs --input X.npy");
+  if (!a.check.empty() && a.inputs.empty())
+    throw UsageError("--check needs the --input its reference was computed from");
   if (a.command != "bench" && a.strategies.size() > 1)
     throw UsageError("only 'bench' takes several strategies");
   for (const std::string& st : a.strategies) session_options(a, st);  // validates the names

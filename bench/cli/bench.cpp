@@ -8,12 +8,14 @@
 #include <exception>
 #include <fstream>
 #include <latch>
+#include <optional>
 #include <random>
 #include <sstream>
 #include <thread>
 
 #include "cli.h"
 #include "runtime/executor.h"
+#include "runtime/npy.h"
 #include "runtime/plan.h"
 #include "runtime/selection.h"
 
@@ -287,6 +289,16 @@ std::string report_one(const Args& a, Bench& b) {
                 breakdown_str(median_stats(b.reload_stats)).c_str());
   }
   std::printf("first_run_ms: %.3f\n", first_ms);
+  std::optional<Check> check;
+  if (!a.check.empty()) {
+    // Output 0 of the last timed run, on the --input data.
+    check = check_output(outs[0], read_npy(a.check), a.check);
+    std::printf(
+        "check: %s: max rel error %.3e  top-1 agrees %lld/%lld  reference top-1 in top-5 "
+        "%lld/%lld\n",
+        a.check.c_str(), check->max_rel_error, (long long)check->top1_agree, (long long)check->rows,
+        (long long)check->top5_contains, (long long)check->rows);
+  }
   std::printf(
       "latency_ms: min %.3f  max %.3f  mean %.3f  stddev %.3f  p50 %.3f  p90 %.3f  p99 %.3f\n",
       l.min, l.max, l.mean, l.stddev, l.p50, l.p90, l.p99);
@@ -341,7 +353,13 @@ std::string report_one(const Args& a, Bench& b) {
     << ",\n  \"sessions\": " << (a.concurrency > 1 && a.sessions ? "true" : "false")
     << ",\n  \"inputs\": [";  // the --input files; none: random normal data
   for (size_t i = 0; i < a.inputs.size(); ++i) f << (i ? ", " : "") << json_escape(a.inputs[i]);
-  f << "],\n" << buf;
+  f << "],\n";
+  if (check)
+    f << "  \"check\": {\"reference\": " << json_escape(a.check)
+      << ", \"max_rel_error\": " << check->max_rel_error << ", \"rows\": " << check->rows
+      << ", \"top1_agree\": " << check->top1_agree
+      << ", \"top5_contains\": " << check->top5_contains << "},\n";
+  f << buf;
   if (a.layers)
     f << ",\n  \"layers_total_ms\": " << layers.total_ms
       << ",\n  \"reference_ms\": " << layers.reference_ms

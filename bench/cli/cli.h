@@ -45,6 +45,7 @@ struct Args {
   std::string tune;                     // --tune none|fast|full ("" = the default, fast)
   std::string accuracy;                 // --accuracy strict|default|fast ("" = default)
   std::string precision;                // --precision f32|bf16 ("" = f32)
+  std::string check;                    // --check REF.npy (bench): compare output 0 with it
   std::string cache_dir;                // --cache DIR
   bool no_cache = false;                // --no-cache
   std::string dot;                      // --dot FILE (plan)
@@ -80,6 +81,16 @@ int cmd_bench(const Args& a);
 int cmd_plan(const Args& a);
 
 // --- stats.cpp ------------------------------------------------------------------------------
+
+// Output 0 against a reference output (`kiln bench --check`): max|out - ref| / max|ref|, and,
+// reading the last dim as classes (a row per image), the rows whose top-1 class is the
+// reference's and the rows whose reference top-1 is among the output's top 5.
+struct Check {
+  double max_rel_error = 0;
+  int64_t rows = 0, top1_agree = 0, top5_contains = 0;
+};
+// Throws invalid_argument when the shapes differ or either is not f32 (naming `ref_path`).
+Check check_output(const Tensor& out, const Tensor& ref, const std::string& ref_path);
 
 struct Summary {
   double min = 0, max = 0, mean = 0;

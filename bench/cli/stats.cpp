@@ -30,6 +30,35 @@ Summary summarize(const Tensor& t) {
   return s;
 }
 
+Check check_output(const Tensor& out, const Tensor& ref, const std::string& ref_path) {
+  if (out.dtype() != DType::f32 || ref.dtype() != DType::f32 || out.shape() != ref.shape())
+    fail(Code::invalid_argument, "--check " + ref_path + ": reference " +
+                                     std::string(dtype_name(ref.dtype())) + shape_str(ref.shape()) +
+                                     " does not match output 0, " + dtype_name(out.dtype()) +
+                                     shape_str(out.shape()));
+  Check c;
+  const float *o = out.data<float>(), *r = ref.data<float>();
+  double max_ref = 0, max_diff = 0;
+  for (int64_t i = 0; i < ref.numel(); ++i) {
+    max_ref = std::max(max_ref, std::fabs(double(r[i])));
+    const double d = std::fabs(double(o[i]) - double(r[i]));
+    max_diff = std::isnan(d) ? INFINITY : std::max(max_diff, d);
+  }
+  c.max_rel_error = max_ref > 0 ? max_diff / max_ref : max_diff;
+  const int64_t classes = ref.shape().empty() ? 1 : std::max<int64_t>(ref.shape().back(), 1);
+  c.rows = ref.numel() / classes;
+  for (int64_t row = 0; row < c.rows; ++row) {
+    const float *orow = o + row * classes, *rrow = r + row * classes;
+    const int64_t want = std::max_element(rrow, rrow + classes) - rrow;
+    c.top1_agree += std::max_element(orow, orow + classes) - orow == want;
+    // The reference's top-1 is in the output's top 5 when fewer than 5 classes beat it.
+    int64_t above = 0;
+    for (int64_t j = 0; j < classes; ++j) above += orow[j] > orow[want];
+    c.top5_contains += above < 5;
+  }
+  return c;
+}
+
 namespace {
 
 double numel_d(const Shape& s) {

@@ -73,7 +73,7 @@ for o in ('--help', '--version'):
     every.pop(o, None)
 values = {'N': '1', 'SEC': '0.5', 'MS': '100', 'LEVEL': 'error', 'ISA': 'avx2', 'FAMILY': 'direct',
           'ACCURACY': 'strict', 'MODE': 'none', 'STRATEGY': 'local', 'DIR': tmp + '/cachedir',
-          'SHAPE': 'input:1x3x8x8', 'PREC': 'bf16'}
+          'SHAPE': 'input:1x3x8x8', 'PREC': 'bf16', 'REF.npy': tmp + '/ref.npy'}
 def args_of(o):
     meta = every[o]
     return [o] + ([values.get(meta, tmp + '/file_' + meta)] if meta else [])

@@ -87,6 +87,27 @@ assert lat['min'] <= lat['mean'], lat
 assert j['load_ms'] > 0, j
 PYEOF
 
+# --- bench --check: the output of --input against a reference ------------------------------
+expect_err 2 "--check needs" "$KILN" bench "$M/model.onnx" --check "$M/output_0.npy"
+expect_err 1 "does not match output 0" "$KILN" bench "$M/model.onnx" --runs 2 \
+  --input "$M/input_0.npy" --check "$M/input_0.npy"
+for P in f32 bf16; do
+  expect_rc 0 "$KILN" bench "$M/model.onnx" --runs 2 --warmup 0 --threads 1 --precision $P \
+    --input "$M/input_0.npy" --check "$M/output_0.npy" --json "$TMP/c.json"
+  grep -q "^check: .*max rel error" "$TMP/out.txt" || fail "bench --check prints its figures"
+  "$PY" - "$TMP/c.json" "$P" <<'PYEOF' || fail "bench --check JSON ($P)"
+import json, sys
+j = json.load(open(sys.argv[1]))
+c = j['check']
+assert j['precision'] == sys.argv[2], j
+# f32 matches PyTorch to float rounding; bf16 (where the CPU has it) to bf16's.
+assert c['max_rel_error'] < (1e-4 if sys.argv[2] == 'f32' else 5e-2), c
+assert c['rows'] >= 1 and c['top5_contains'] == c['rows'], c
+if sys.argv[2] == 'f32':
+    assert c['top1_agree'] == c['rows'], c
+PYEOF
+done
+
 # --- strategies, tuning cache, plan --------------------------------------------------------------
 R="$FIX/models/tiny_resnet_op13/model.onnx"
 expect_rc 2 "$KILN" bench "$R" --strategy best

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "graph/half.h"
 #include "jit/layout.h"
 #include "runtime/glue_kernels.h"
 #include "test_ref_common.h"
@@ -18,6 +19,16 @@ namespace {
 
 constexpr Layout kAll[] = {Layout::nchw, Layout::nhwc, Layout::nChw8c, Layout::nChw16c};
 constexpr Layout kBlocked[] = {Layout::nChw8c, Layout::nChw16c};
+// The pooling and concat fallbacks also run nChw16c_bf16 (the bf16 precision's layout).
+constexpr Layout kBlockedBf16[] = {Layout::nChw8c, Layout::nChw16c, Layout::nChw16c_bf16};
+
+// x rounded to bf16 values (what a bf16 layout can hold).
+Tensor bf16_values(const Tensor& x) {
+  Tensor r(DType::f32, x.shape());
+  for (int64_t i = 0; i < x.numel(); ++i)
+    r.data<float>()[i] = bf16_to_float(float_to_bf16(x.data<float>()[i]));
+  return r;
+}
 
 // Runs every tile of `k` in one call.
 void run_kernel(const Kernel& k, const std::vector<const float*>& src,
@@ -89,22 +100,32 @@ TEST_CASE("C++ fallback pooling on blocked layouts matches the reference kernels
        {2, 19, 4, 1}},
   };
   cases[2].attrs["count_include_pad"] = attr_i(1);
+  const Tensor xr = bf16_values(x);
   for (const Case& c : cases) {
     const Node n = make_node(c.op, c.attrs);
-    const Tensor want = run(n, {&x}, {{DType::f32, c.ys}})[0];
-    for (Layout l : kBlocked) {
+    for (Layout l : kBlockedBf16) {
+      // bf16: the reference on the bf16 values; a max is exact, an average rounded once more.
+      const bool bf16 = layout_bf16(l);
+      const Tensor& in = bf16 ? xr : x;
+      const Tensor want = run(n, {&in}, {{DType::f32, c.ys}})[0];
       CAPTURE(c.op);
       CAPTURE(shape_str(c.ys));
       CAPTURE(layout_name(l));
       auto k = make_blocked_pool_kernel(n, xs, c.ys, l);
       REQUIRE(k);
-      const std::vector<float> src = to_layout(x, l);
+      CHECK((k->name().find("_bf16_") != std::string::npos) == bf16);
+      const std::vector<float> src = to_layout(in, l);
       std::vector<float> dst(size_t(layout_elems(l, c.ys)), 99.f);
       run_kernel(*k, {src.data()}, {dst.data()});
       const std::vector<float> got = from_layout(dst, l, c.ys);
+      const bool max = std::string(c.op).find("Max") != std::string::npos;
       for (size_t i = 0; i < got.size(); ++i) {
         CAPTURE(i);
-        CHECK(std::fabs(got[i] - want.data<float>()[i]) <= 1e-5f);  // float vs double sums
+        const float w = want.data<float>()[i];
+        if (bf16 && max)
+          CHECK(got[i] == w);
+        else  // float vs double sums (+ bf16's rounding of the average)
+          CHECK(std::fabs(got[i] - w) <= 1e-5f + (bf16 ? std::fabs(w) / 256 : 0.f));
       }
     }
   }
@@ -114,11 +135,12 @@ TEST_CASE("C++ fallback pooling on blocked layouts matches the reference kernels
 }
 
 TEST_CASE("C++ fallback concat on blocked layouts: whole-block inputs only") {
-  for (Layout l : kBlocked) {
+  for (Layout l : kBlockedBf16) {
     CAPTURE(layout_name(l));
     const int64_t b = layout_block(l);
     const Shape as{2, b, 3, 5}, bs{2, 2 * b, 3, 5}, ys{2, 3 * b, 3, 5};
-    const Tensor xa = random_f32(as, 3), xb = random_f32(bs, 4);
+    // (bf16 values, so that a bf16 layout holds them exactly: the copy must be exact.)
+    const Tensor xa = bf16_values(random_f32(as, 3)), xb = bf16_values(random_f32(bs, 4));
     REQUIRE(concat_blocked_ok({as, bs}, l));
     const std::vector<float> a = to_layout(xa, l), bv = to_layout(xb, l);
     std::vector<float> dst(size_t(layout_elems(l, ys)), 5.f);
