@@ -113,15 +113,9 @@ ConfOr<DirectConf> init_direct_conf(const ConvProblem& p, const ConvImpl& impl, 
   c.dst = impl.dst;
   c.bf16 = layout_bf16(impl.src);
   c.bf16_dst = layout_bf16(impl.dst);
-  if (c.bf16) {
-    if (isa != Isa::avx512 || !host_cpu().avx512_bf16) return R::no("bf16 needs avx512_bf16");
-    if (impl.dst != Layout::nChw16c && !c.bf16_dst)
-      return R::no("a bf16 src needs dst nChw16c or nChw16c_bf16");
-    for (const PostOp& op : p.post)
-      if (c.bf16_dst && op.kind == PostOp::Kind::add)
-        return R::no("a bf16 dst cannot take a residual add (it would be read in bf16)");
-  } else if (c.bf16_dst) {
-    return R::no("a bf16 dst needs a bf16 src");
+  if (c.bf16 || c.bf16_dst) {
+    if (std::string why = check_bf16(p, impl.src, impl.dst, isa, true); !why.empty())
+      return R::no(why);
   } else if (std::string why = check_blocked(impl.dst, isa, "dst"); !why.empty()) {
     return R::no(why);
   }

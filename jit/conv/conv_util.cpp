@@ -68,6 +68,18 @@ std::string check_blocked(Layout l, Isa isa, const char* what) {
   return "";
 }
 
+std::string check_bf16(const ConvProblem& p, Layout src, Layout dst, Isa isa, bool bf16_src) {
+  if (isa != Isa::avx512 || !host_cpu().avx512_bf16) return "bf16 needs avx512_bf16";
+  auto blocked16 = [](Layout l) { return l == Layout::nChw16c || layout_bf16(l); };
+  if (!blocked16(src) || !blocked16(dst))
+    return "bf16 kernels take nChw16c or nChw16c_bf16 on both sides";
+  if (bf16_src && !layout_bf16(src)) return "a bf16 dst needs a bf16 src";
+  for (const PostOp& op : p.post)
+    if (layout_bf16(dst) && op.kind == PostOp::Kind::add)
+      return "a bf16 dst cannot take a residual add (it would be read in bf16)";
+  return "";
+}
+
 std::vector<float> pack_bias(const float* bias, int64_t oc, int64_t padded) {
   std::vector<float> b(size_t(padded), 0.f);
   if (bias) std::copy(bias, bias + oc, b.begin());

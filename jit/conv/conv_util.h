@@ -72,6 +72,11 @@ std::string check_common(const ConvProblem& p, Isa isa);
 
 // "" when `l` is the blocked layout whose block equals the vector width of `isa`.
 std::string check_blocked(Layout l, Isa isa, const char* what);
+// The bf16 variants of the blocked families (src or dst nChw16c_bf16): AVX-512 with
+// AVX512-BF16, each side nChw16c or nChw16c_bf16, no residual add into a bf16 dst (it would be
+// read in bf16), and, when `bf16_src` (the family's arithmetic is bf16), a bf16 src. "" when
+// they hold, else the reason.
+std::string check_bf16(const ConvProblem& p, Layout src, Layout dst, Isa isa, bool bf16_src);
 
 // The bias padded with zeros to `padded` channels (all zeros without bias).
 std::vector<float> pack_bias(const float* bias, int64_t oc, int64_t padded);

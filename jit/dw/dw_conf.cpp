@@ -164,15 +164,9 @@ ConfOr<DwConf> init_dw_conf(const ConvProblem& p, const ConvImpl& impl, Isa isa,
     if (std::string why = check_common(q, isa); !why.empty()) return R::no(why);
   }
   const bool bf16 = layout_bf16(impl.src) || layout_bf16(impl.dst);
-  if (bf16) {
-    // bf16 on either side, the other nChw16c or bf16.
-    auto blocked16 = [](Layout l) { return l == Layout::nChw16c || layout_bf16(l); };
-    if (!blocked16(impl.src) || !blocked16(impl.dst))
-      return R::no("bf16 depthwise needs nChw16c or nChw16c_bf16 on both sides");
-    if (isa != Isa::avx512 || !host_cpu().avx512_bf16) return R::no("bf16 needs avx512_bf16");
-    for (const PostOp& op : p.post)
-      if (layout_bf16(impl.dst) && op.kind == PostOp::Kind::add)
-        return R::no("a bf16 dst cannot take a residual add (it would be read in bf16)");
+  if (bf16) {  // (f32 arithmetic: bf16 on either side)
+    if (std::string why = check_bf16(p, impl.src, impl.dst, isa, false); !why.empty())
+      return R::no(why);
   } else if (impl.src != impl.dst) {
     return R::no("depthwise needs src layout == dst layout");
   }

@@ -11,10 +11,13 @@
 #include "isa_coverage.h"
 #include "runtime/labels.h"
 #include "runtime/session.h"
+#include "session_test_util.h"
 
 namespace fs = std::filesystem;
 using kiln::Precision;
 using kiln::Tensor;
+
+using namespace kiln::sessiontest;
 
 namespace {
 
@@ -51,34 +54,8 @@ std::string bottleneck(int64_t stride) {
   return b.bytes();
 }
 
-std::unique_ptr<kiln::Session> load(const std::string& bytes, const kiln::SessionOptions& o) {
-  return kiln::Session::load_memory(bytes.data(), bytes.size(), o);
-}
-
-Tensor run(const kiln::Session& s, const Tensor& x) {
-  std::vector<Tensor> out;
-  for (const auto& io : s.outputs()) out.emplace_back(io.dtype, io.shape);
-  s.run({x}, out);
-  return std::move(out[0]);
-}
-
-double rel_error(const Tensor& got, const Tensor& ref) {
-  double maxref = 0, maxdiff = 0;
-  for (int64_t i = 0; i < ref.numel(); ++i) {
-    const double r = ref.data<float>()[i], g = got.data<float>()[i];
-    if (!std::isfinite(g)) return INFINITY;
-    maxref = std::max(maxref, std::fabs(r));
-    maxdiff = std::max(maxdiff, std::fabs(g - r));
-  }
-  return maxref > 0 ? maxdiff / maxref : maxdiff;
-}
-
 Tensor normal_input(uint64_t seed) {
-  Tensor x(kiln::DType::f32, {1, 256, 14, 14});
-  std::mt19937 rng{uint32_t(seed)};
-  std::normal_distribution<float> d(0.f, 1.f);
-  for (int64_t i = 0; i < x.numel(); ++i) x.data<float>()[i] = d(rng);
-  return x;
+  return normal_tensor({1, 256, 14, 14}, seed);
 }
 
 // Nodes whose label reads or writes a bf16 layout.
@@ -87,13 +64,6 @@ int bf16_nodes(const kiln::Selection& sel) {
   for (const kiln::NodeChoice& c : sel.nodes)
     n += kiln::layout_bf16(c.label.in) || kiln::layout_bf16(c.label.out);
   return n;
-}
-
-fs::path fresh_dir(const std::string& name) {
-  fs::path d = fs::path(KILN_TEST_TMP) / name;
-  fs::remove_all(d);
-  fs::create_directories(d);
-  return d;
 }
 
 }  // namespace
