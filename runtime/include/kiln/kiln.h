@@ -232,12 +232,13 @@ typedef enum kiln_accuracy {
   KILN_ACCURACY_FAST = 2
 } kiln_accuracy;
 
-/* precision values. F32: every op in f32 (exact; the default). BF16: convolutions that have a
- * bf16 kernel (today the 1x1 convolutions) may read their activations and weights rounded to
- * bfloat16 and accumulate in f32, where the CPU has AVX512-BF16 and the solver measures it
- * faster including the conversions; inputs, outputs and every other op stay f32. Outputs then
- * differ from f32 by about 2^-9 relative per such layer. On a CPU without AVX512-BF16, BF16
- * runs as F32. Plans are stored in the tuning cache per precision. */
+/* precision values. F32: every op in f32 (exact; the default). BF16: convolutions (direct,
+ * 1x1, depthwise) and fully connected layers may read their activations and weights rounded
+ * to bfloat16 and accumulate in f32, where the CPU has AVX512-BF16 and the solver measures it
+ * faster including the conversions; inputs, outputs and every other op stay f32. Each such
+ * layer rounds its operands to 8 significant bits: outputs move by as much as bf16 itself
+ * moves them (README, "precision"). On a CPU without AVX512-BF16, BF16 runs as F32. Plans are
+ * stored in the tuning cache per precision. */
 typedef enum kiln_precision { KILN_PRECISION_F32 = 0, KILN_PRECISION_BF16 = 1 } kiln_precision;
 
 /* Sets struct_size = sizeof(kiln_options) and all fields to their defaults. */
