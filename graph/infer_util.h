@@ -94,7 +94,10 @@ void infer_where(Graph& g, Node& n);       // bool condition, X and Y of one dty
 void infer_float_test(Graph& g, Node& n);  // IsNaN, IsInf: f32 -> bool
 void infer_sign(Graph& g, Node& n);        // Sign, Neg, Abs: float32 or int64, same dtype out
 void infer_mod(Graph& g, Node& n);
-void infer_cast(Graph& g, Node& n);  // Cast, CastLike
+void infer_cast(Graph& g, Node& n);        // Cast, CastLike
+void infer_quantize(Graph& g, Node& n);    // QuantizeLinear, QuantizeDequantize (infer_quant)
+void infer_dequantize(Graph& g, Node& n);  // DequantizeLinear
+void infer_quantize_dequantize(Graph& g, Node& n);  // internal (graph/fuse_qdq.cpp)
 // infer_linalg.cpp
 void infer_gemm(Graph& g, Node& n);
 void infer_matmul(Graph& g, Node& n);

@@ -14,6 +14,7 @@
 
 #include "graph/canonicalize.h"
 #include "graph/half.h"
+#include "graph/import_qdq.h"
 #include "graph/onnx_mmap.h"
 #include "graph/onnx_wire.h"
 #include "graph/ops.h"
@@ -196,6 +197,8 @@ std::optional<DType> widened_dtype(int32_t t) {
     case onnx::TensorProto::FLOAT:
     case onnx::TensorProto::FLOAT16:
     case onnx::TensorProto::BFLOAT16:
+    case onnx::TensorProto::UINT8:  // quantized data, widened exactly (graph/import_qdq.h)
+    case onnx::TensorProto::INT8:
       return DType::f32;
     case onnx::TensorProto::INT64:
     case onnx::TensorProto::INT32:
@@ -276,6 +279,12 @@ Tensor convert_tensor(Ctx& cx, const onnx::TensorProto& t, const std::string& wh
     case onnx::TensorProto::INT32:  // widened: Kiln's integer type is int64
       return widen<int64_t, int32_t>(DType::i64, std::move(shape), raw, t, what,
                                      [](int32_t v) { return int64_t(v); });
+    case onnx::TensorProto::UINT8:  // quantized data: float32 holds it exactly (import_qdq.h)
+      return widen<float, uint8_t>(DType::f32, std::move(shape), raw, t, what,
+                                   [](uint8_t v) { return float(v); });
+    case onnx::TensorProto::INT8:
+      return widen<float, int8_t>(DType::f32, std::move(shape), raw, t, what,
+                                  [](int8_t v) { return float(v); });
     case onnx::TensorProto::FLOAT16:  // widened to float32 (exactly)
       return widen<float, uint16_t>(DType::f32, std::move(shape), raw, t, what, half_to_float);
     case onnx::TensorProto::BFLOAT16:
@@ -284,14 +293,16 @@ Tensor convert_tensor(Ctx& cx, const onnx::TensorProto& t, const std::string& wh
       fail(Code::unsupported,
            what + " has data type " + onnx::TensorProto_DataType_Name(t.data_type()) +
                "; Kiln supports float32, float16 and bfloat16 (widened to float32), int64, "
-               "int32 and bool tensors");
+               "int32, bool, and uint8 / int8 for DequantizeLinear");
   }
 }
 
 // Graph inputs: float16/bfloat16 ones become float32 inputs (the caller passes float32).
 DType elem_type(int32_t t, const std::string& what) {
   if (t == onnx::TensorProto::INT64) return DType::i64;
-  if (widened_dtype(t) == DType::f32) return DType::f32;
+  if (t == onnx::TensorProto::FLOAT || t == onnx::TensorProto::FLOAT16 ||
+      t == onnx::TensorProto::BFLOAT16)
+    return DType::f32;
   if (t == onnx::TensorProto::BOOL) return DType::boolean;
   fail(Code::unsupported, what + " has element type " +
                               onnx::TensorProto_DataType_Name(onnx::TensorProto_DataType(t)) +
@@ -541,6 +552,7 @@ Graph import_source(const Source& src, const ImportOptions& opts) {
     g.outputs.push_back(v);
   }
   if (g.outputs.empty()) fail(Code::invalid_model, "the graph has no outputs");
+  check_quantized_tensors(gp, g);
   g.topo_sort();
   canonicalize(g);
   return g;

@@ -130,6 +130,11 @@ const std::vector<OpInfo>& table() {
       {"Mod", infer_mod, 2, 2, 1, 1, "float32 (fmod=1) or int64"},
       {"Cast", infer_cast, 1, 1, 1, 1, "to float(16), int32/64 (as int64), bool"},
       {"CastLike", infer_cast, 2, 2, 1, 1, "to float32, int64 or bool"},
+      {"QuantizeLinear", infer_quantize, 2, 3, 1, 1,
+       "to uint8 / int8 (kept as float32): read only by DequantizeLinear; per-tensor or "
+       "per-axis, no block_size"},
+      {"DequantizeLinear", infer_dequantize, 2, 3, 1, 1,
+       "of uint8 / int8 / int32 constants or QuantizeLinear outputs; per-tensor or per-axis"},
       {"Expand", infer_expand, 2, 2, 1, 1, "shape constant"},
       {"Tile", infer_tile, 2, 2, 1, 1, "repeats constant"},
       {"ConstantOfShape", infer_constant_of_shape, 1, 1, 1, 1, "shape constant"},
@@ -143,6 +148,8 @@ const std::vector<OpInfo>& table() {
       // Internal (graph/channel_shuffle.h): made by the rewrites, refused by the importer.
       {"ChannelShuffle", infer_channel_shuffle, 1, kMany, 1, kMany, {}, true},
       {"SubpixelInterleave", infer_subpixel_interleave, 1, 1, 1, 1, {}, true},
+      // QuantizeLinear -> DequantizeLinear in one op (graph/fuse_qdq.h).
+      {"QuantizeDequantize", infer_quantize_dequantize, 1, 1, 1, 1, {}, true},
   };
   return ops;
 }
@@ -168,7 +175,9 @@ std::string supported_ops_markdown() {
   std::string md =
       "ONNX opsets " + std::to_string(kMinOpset) + " to " + std::to_string(kMaxOpset) +
       " (default domain), float32 tensors (int64 for shape arithmetic; int32 initializers are "
-      "widened to int64; bool for masks; float16 and bfloat16 initializers, inputs and outputs "
+      "widened to int64; bool for masks; uint8 / int8 quantized tensors are kept as float32 "
+      "(QDQ models: they are read only by DequantizeLinear); float16 and bfloat16 initializers, "
+      "inputs and outputs "
       "are widened to float32 at load: the caller passes and receives float32), at most " +
       std::to_string(kMaxRank) +
       " dims, static shapes (a symbolic batch dim is fixed at load: `--batch`, "

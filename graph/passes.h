@@ -104,6 +104,10 @@ int fuse_gelu(Graph& g);
 // Conv (constant weights, no post-ops) whose only consumer adds or multiplies a per-channel
 // constant: folded into its bias / weights and bias, like fold_batchnorm.
 int fold_conv_affine(Graph& g);
+// QuantizeLinear -> DequantizeLinear with the same per-tensor constant scale and zero point
+// (QDQ models' activations): one QuantizeDequantize node, a unary op with attributes scale,
+// zero_point and to (graph/quant.h), which the elementwise kernels compute (fuse_qdq.cpp).
+int fuse_qdq(Graph& g);
 
 // The standard pipeline used at load: infer+fold, identities, BN folding, the pattern rewrites
 // and the glue rewrites above, dead code.

@@ -8,18 +8,44 @@
 #include <limits>
 
 #include "graph/enum_name.h"
+#include "graph/quant.h"
 
 namespace kiln {
 namespace {
 
 // Every kind's name, in enum order: post_op_name's table and parse_post_ops's vocabulary.
-const char* const kKindNames[] = {
-    "relu",     "leaky_relu",  "clip", "sigmoid",  "swish",      "hardswish", "hardsigmoid",
-    "add",      "scale_shift", "gelu", "tanh",     "sqrt",       "erf",       "pow",
-    "exp",      "log",         "neg",  "abs",      "reciprocal", "floor",     "ceil",
-    "elu",      "selu",        "celu", "softplus", "softsign",   "mish",      "thresholded_relu",
-    "gelu_tanh"};
-static_assert(std::size(kKindNames) == size_t(PostOp::Kind::gelu_tanh) + 1);
+const char* const kKindNames[] = {"relu",
+                                  "leaky_relu",
+                                  "clip",
+                                  "sigmoid",
+                                  "swish",
+                                  "hardswish",
+                                  "hardsigmoid",
+                                  "add",
+                                  "scale_shift",
+                                  "gelu",
+                                  "tanh",
+                                  "sqrt",
+                                  "erf",
+                                  "pow",
+                                  "exp",
+                                  "log",
+                                  "neg",
+                                  "abs",
+                                  "reciprocal",
+                                  "floor",
+                                  "ceil",
+                                  "elu",
+                                  "selu",
+                                  "celu",
+                                  "softplus",
+                                  "softsign",
+                                  "mish",
+                                  "thresholded_relu",
+                                  "gelu_tanh",
+                                  "quant_dequant_u8",
+                                  "quant_dequant_s8"};
+static_assert(std::size(kKindNames) == size_t(PostOp::Kind::quant_dequant_s8) + 1);
 
 // The ONNX ops that map to one glue-only kind, with their attributes' names and defaults.
 struct GlueUnary {
@@ -130,6 +156,13 @@ std::optional<PostOp> unary_post_op(const Graph& g, const Node& n) {
 
 std::optional<PostOp> glue_unary_post_op(const Node& n) {
   PostOp op;
+  if (n.op == "QuantizeDequantize") {  // attributes checked by its inference
+    op.kind = n.attr_i("to", kOnnxUint8) == kOnnxInt8 ? PostOp::Kind::quant_dequant_s8
+                                                      : PostOp::Kind::quant_dequant_u8;
+    op.alpha = n.attr_f("scale", 1.f);
+    op.beta = n.attr_f("zero_point", 0.f);
+    return op;
+  }
   if (n.op == "Gelu" && n.attr_s("approximate", "none") == "tanh") {
     op.kind = PostOp::Kind::gelu_tanh;
     return op;
@@ -166,6 +199,7 @@ std::optional<PostOp> elementwise_post_op(const Graph& g, const Node& n) {
 }
 
 bool is_unary_elementwise_op(std::string_view op) {
+  if (op == "QuantizeDequantize") return true;
   for (const char* o : kFusableUnary)
     if (op == o) return true;
   for (const GlueUnary& u : kGlueUnary)
@@ -248,6 +282,12 @@ float apply_post_op(const PostOp& op, float x, float residual, float scale, floa
       const double d = x;
       return float(0.5 * d * (1 + std::tanh(0.79788456080286536 * (d + 0.044715 * d * d * d))));
     }
+    case PostOp::Kind::quant_dequant_u8:
+    case PostOp::Kind::quant_dequant_s8: {
+      const QuantRange r =
+          quant_range(op.kind == PostOp::Kind::quant_dequant_s8 ? kOnnxInt8 : kOnnxUint8);
+      return dequantize_value(quantize_value(x, op.alpha, op.beta, r), op.alpha, op.beta);
+    }
   }
   return x;
 }
@@ -264,7 +304,8 @@ std::string post_ops_str(const std::vector<PostOp>& ops) {
       s.append(buf, std::to_chars(buf, buf + sizeof buf, v).ptr);
     };
     using K = PostOp::Kind;
-    if (op.kind == K::clip || op.kind == K::hardsigmoid || op.kind == K::selu) {
+    if (op.kind == K::clip || op.kind == K::hardsigmoid || op.kind == K::selu ||
+        op.kind == K::quant_dequant_u8 || op.kind == K::quant_dequant_s8) {
       num(op.alpha);
       s += '_';
       num(op.beta);

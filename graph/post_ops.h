@@ -56,6 +56,10 @@ struct PostOp {
     thresholded_relu,  // x > alpha ? x : 0
     // 0.5 x (1 + tanh(sqrt(2 / pi) (x + 0.044715 x^3))): ONNX Gelu with approximate = "tanh"
     gelu_tanh,
+    // QuantizeLinear then DequantizeLinear, per tensor (graph/quant.h): alpha = scale, beta =
+    // zero point; to uint8 / int8.
+    quant_dequant_u8,
+    quant_dequant_s8,
   };
   Kind kind = Kind::relu;
   float alpha = 0, beta = 0;

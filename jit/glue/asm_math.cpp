@@ -4,6 +4,7 @@
 #include <cstdint>
 
 #include "graph/error.h"
+#include "graph/quant.h"
 #include "jit/epilogue.h"  // kErfcP, kErfcPoly
 #include "jit/vec_math.h"  // kExpMin, kExpMax, kLog2e, exp_ln2_hi/lo
 
@@ -516,6 +517,21 @@ void emit_post_op(AsmBuilder& b, const x86::Vec& a, const PostOp& op) {
       emit_exp(b, e, a, /*negate=*/true);
       cc.vaddps(e, e, b.cf32(1.f));
       cc.vdivps(a, x, e);
+      break;
+    }
+    case K::quant_dequant_u8:
+    case K::quant_dequant_s8: {  // (min(max(rint(x / s) + z, lo), hi) - z) * s, graph/quant.h
+      const QuantRange r = quant_range(op.kind == K::quant_dequant_s8 ? kOnnxInt8 : kOnnxUint8);
+      cc.vdivps(a, a, b.cf32(op.alpha));
+      if (b.avx512())  // imm 8: round to nearest even, no precision exception
+        cc.vrndscaleps(a, a, 0x08);
+      else
+        cc.vroundps(a, a, 0x08);
+      cc.vaddps(a, a, b.cf32(op.beta));
+      cc.vmaxps(a, b.bcast(r.lo), a);  // NaN stays NaN, as std::max / std::min
+      cc.vminps(a, b.bcast(r.hi), a);
+      cc.vsubps(a, a, b.cf32(op.beta));
+      cc.vmulps(a, a, b.cf32(op.alpha));
       break;
     }
     case K::thresholded_relu: {  // x > alpha ? x : 0 (NaN: 0)

@@ -116,6 +116,8 @@ void broadcast_binary(const Node& node, const Tensor& a, const Tensor& b, Tensor
 
 // ---- kernels (one per op; see the files named in the comments) ----
 #define KILN_REF_KERNEL(fn) void fn(const Node& node, const Inputs& in, const Outputs& out)
+KILN_REF_KERNEL(quantize_linear);  // ref_quant.cpp
+KILN_REF_KERNEL(dequantize_linear);
 KILN_REF_KERNEL(conv);            // ref_conv.cpp
 KILN_REF_KERNEL(conv_transpose);  // ref_convt.cpp
 KILN_REF_KERNEL(subpixel_interleave);
@@ -146,7 +148,7 @@ KILN_REF_KERNEL(is_nan);    // f32 -> bool
 KILN_REF_KERNEL(is_inf);
 KILN_REF_KERNEL(gemm);  // ref_gemm.cpp
 KILN_REF_KERNEL(matmul);
-KILN_REF_KERNEL(einsum);  // ref_einsum.cpp
+KILN_REF_KERNEL(einsum);      // ref_einsum.cpp
 KILN_REF_KERNEL(scatter_nd);  // ref_scatter.cpp
 KILN_REF_KERNEL(reduce);      // ref_reduce.cpp: every Reduce* op (graph/post_ops.h ReduceOp)
 KILN_REF_KERNEL(arg_reduce);  // ArgMax, ArgMin

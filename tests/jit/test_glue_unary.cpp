@@ -1,5 +1,5 @@
 // Tests of the glue-only unary post-ops (tanh, sqrt, erf, pow by a constant, exp, log, ...,
-// thresholded_relu) in the standalone
+// thresholded_relu, quantize-dequantize) in the standalone
 // elementwise kernel, against the double-precision truth (std:: functions in double, whose C
 // special cases the float reference shares) over edge values, dense sweeps and random
 // magnitudes on every ISA path; and of Sum's chain of up to 7 residual adds (bit-exact against
@@ -12,6 +12,7 @@
 #include <cstring>
 #include <random>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "graph/post_ops.h"
@@ -55,6 +56,14 @@ double truth(const PostOp& op, float x) {
       return d * std::tanh(std::max(d, 0.0) + std::log1p(std::exp(-std::fabs(d))));
     case K::gelu_tanh:
       return 0.5 * d * (1 + std::tanh(0.79788456080286536 * (d + 0.044715 * d * d * d)));
+    case K::quant_dequant_u8:
+    case K::quant_dequant_s8: {  // ONNX: x / scale in float, then exact integer steps
+      const float q = x / op.alpha;
+      if (std::isnan(q)) return q;
+      const double lo = op.kind == K::quant_dequant_u8 ? 0 : -128;
+      const double r = std::clamp(std::nearbyint(double(q)) + op.beta, lo, lo + 255);
+      return (r - op.beta) * double(op.alpha);
+    }
     default:  // neg, abs, reciprocal, floor, ceil, thresholded_relu: exact in float
       return apply_post_op(op, x, 0, 0, 0);
   }
@@ -70,6 +79,8 @@ double budget(const PostOp& op) {
     case K::floor:
     case K::ceil:
     case K::thresholded_relu:
+    case K::quant_dequant_u8:  // one rounding (the last multiply)
+    case K::quant_dequant_s8:
       return 0.5;
     default:
       break;
@@ -166,6 +177,14 @@ const std::vector<PostOp>& unary_ops() {
     PostOp selu = mk(K::selu, 1.67326319217681884765625f);
     selu.beta = 1.05070102214813232421875f;
     v.push_back(selu);
+    for (auto [kind, scale, zp] : {std::tuple{K::quant_dequant_u8, 0.05f, 128.f},
+                                   std::tuple{K::quant_dequant_u8, 0.0123f, 0.f},
+                                   std::tuple{K::quant_dequant_s8, 0.013f, -3.f},
+                                   std::tuple{K::quant_dequant_s8, 1.f, 0.f}}) {
+      PostOp q = mk(kind, scale);
+      q.beta = zp;
+      v.push_back(q);
+    }
     for (float e : {2.f, 0.5f, 3.f, -1.f, 0.f, 1.f, -0.5f, 2.5f, 1.7f, -2.f, -3.f, 4.f, 7.f,
                     1.f / 3.f, 10.5f, -7.25f, 1e-3f, 1e6f})
       v.push_back(mk(K::pow, e));
@@ -187,8 +206,9 @@ TEST_CASE("glue unary: tails and sizes") {
   const int64_t sizes[] = {1, 7, 8, 15, 16, 17, 63, 65, 1000, 2 * 16384 + 5};
   uint32_t seed = 1;
   for (Isa isa : test::glue_isas())
-    for (const PostOp& op : {mk(K::tanh), mk(K::erf), mk(K::pow, 1.7f), mk(K::sqrt), mk(K::log),
-                             mk(K::softplus), mk(K::elu, 1.f), mk(K::floor)})
+    for (const PostOp& op :
+         {mk(K::tanh), mk(K::erf), mk(K::pow, 1.7f), mk(K::sqrt), mk(K::log), mk(K::softplus),
+          mk(K::elu, 1.f), mk(K::floor), mk(K::quant_dequant_u8, 0.05f, 128.f)})
       for (int64_t n : sizes) {
         std::vector<float> x = inputs(op, seed++);
         std::shuffle(x.begin(), x.end(), std::mt19937(seed));

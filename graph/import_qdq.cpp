@@ -1,0 +1,109 @@
+#include "graph/import_qdq.h"
+
+#include <onnx/onnx_pb.h>
+
+#include <map>
+#include <string>
+
+#include "graph/ir.h"
+
+namespace kiln {
+namespace {
+
+bool is_8bit(int32_t t) {
+  return t == onnx::TensorProto::UINT8 || t == onnx::TensorProto::INT8;
+}
+
+std::string type_name(int32_t t) {
+  return onnx::TensorProto_DataType_IsValid(t)
+             ? onnx::TensorProto_DataType_Name(onnx::TensorProto_DataType(t))
+             : "type " + std::to_string(t);
+}
+
+}  // namespace
+
+void check_quantized_tensors(const onnx::GraphProto& gp, Graph& g) {
+  // ONNX element types of the constants (initializers, Constant nodes' value tensors) and of
+  // QuantizeLinear outputs: only these can hold integers for DequantizeLinear.
+  std::map<std::string, int32_t> types;
+  for (const auto& t : gp.initializer()) types[t.name()] = t.data_type();
+  for (const auto& np : gp.node())
+    if (np.op_type() == "Constant" && np.output_size() == 1)
+      for (const auto& a : np.attribute())
+        if (a.name() == "value" && a.has_t()) types[np.output(0)] = a.t().data_type();
+  bool any = false;
+  for (int i = 0; i < gp.node_size(); ++i) {
+    const auto& np = gp.node(i);
+    if (np.op_type() != "QuantizeLinear") continue;
+    any = true;
+    Node& n = g.nodes[size_t(i)];
+    int32_t to = onnx::TensorProto::UINT8;  // ONNX's default without a zero point
+    if (np.input_size() > 2 && !np.input(2).empty()) {
+      auto it = types.find(np.input(2));
+      if (it == types.end())
+        n.fail(Code::unsupported,
+               "zero point '" + np.input(2) + "' is computed at run time; Kiln needs a constant");
+      to = it->second;
+    }
+    if (const int64_t od = n.attr_i("output_dtype", 0); od != 0) {
+      if (np.input_size() > 2 && !np.input(2).empty() && od != to)
+        n.fail(Code::invalid_model, "output_dtype " + type_name(int32_t(od)) +
+                                        " differs from its zero point's type " + type_name(to));
+      to = int32_t(od);
+    }
+    if (!is_8bit(to))
+      n.fail(Code::unsupported,
+             "quantizes to " + type_name(to) + "; Kiln quantizes to UINT8 and INT8");
+    n.attrs["to"] = attr_i(to);
+    n.attrs.erase("output_dtype");
+    if (np.output_size() > 0) types[np.output(0)] = to;
+  }
+  for (const auto& [name, t] : types) any = any || is_8bit(t);
+  for (const auto& np : gp.node()) any = any || np.op_type() == "DequantizeLinear";
+  if (!any) return;
+
+  // Every reader of an 8-bit tensor must be one that does not depend on its element type.
+  for (int i = 0; i < gp.node_size(); ++i) {
+    const auto& np = gp.node(i);
+    const Node& n = g.nodes[size_t(i)];
+    const bool dq = np.op_type() == "DequantizeLinear", q = np.op_type() == "QuantizeLinear";
+    for (int j = 0; j < np.input_size(); ++j) {
+      auto it = types.find(np.input(j));
+      if (it == types.end() || !is_8bit(it->second)) continue;
+      if ((dq && (j == 0 || j == 2)) || (q && j == 2)) continue;
+      n.fail(Code::unsupported,
+             "reads '" + np.input(j) + "', a " + type_name(it->second) +
+                 " tensor; Kiln keeps 8-bit tensors as float32 and reads them only in "
+                 "DequantizeLinear (and as QuantizeLinear's zero point)");
+    }
+    if (dq && np.input_size() > 0) {
+      auto it = types.find(np.input(0));
+      if (it == types.end())
+        n.fail(Code::unsupported, "input '" + np.input(0) +
+                                      "' is not a QuantizeLinear output or an integer constant; "
+                                      "Kiln dequantizes only those");
+      if (!is_8bit(it->second) && it->second != onnx::TensorProto::INT32)
+        n.fail(Code::unsupported, "input '" + np.input(0) + "' is " + type_name(it->second) +
+                                      "; Kiln dequantizes UINT8, INT8 and INT32");
+      if (np.input_size() > 2 && !np.input(2).empty()) {
+        auto zp = types.find(np.input(2));
+        if (zp == types.end())
+          n.fail(Code::unsupported,
+                 "zero point '" + np.input(2) + "' is computed at run time; Kiln needs a constant");
+        if (zp->second != it->second)
+          n.fail(Code::invalid_model, "zero point '" + np.input(2) + "' is " +
+                                          type_name(zp->second) + " but input '" + np.input(0) +
+                                          "' is " + type_name(it->second));
+      }
+    }
+  }
+  for (const auto& vi : gp.output()) {
+    auto it = types.find(vi.name());
+    if (it != types.end() && is_8bit(it->second))
+      fail(Code::unsupported, "graph output '" + vi.name() + "' is a " + type_name(it->second) +
+                                  " tensor; Kiln's outputs are float32, int64 or bool "
+                                  "(dequantize it in the model)");
+  }
+}
+
+}  // namespace kiln

@@ -1,0 +1,24 @@
+// ONNX QDQ models at import. Kiln keeps 8-bit tensors as float32 holding their integer values
+// (uint8 / int8 initializers are widened exactly, QuantizeLinear writes float32), so the only
+// ops that may read one are those whose result does not depend on the element type:
+// DequantizeLinear (x, x_zero_point) and QuantizeLinear's y_zero_point. This check enforces
+// that, and records on each QuantizeLinear the integer type it rounds and saturates to.
+#pragma once
+
+namespace onnx {
+class GraphProto;
+}
+
+namespace kiln {
+
+struct Graph;
+
+// `g` was built from `gp` node for node (g.nodes[i] is gp.node(i); not yet sorted). Sets
+// attribute `to` (the ONNX type code, 2 = uint8, 3 = int8) on every QuantizeLinear node: its
+// output_dtype (opset 21), else its zero point's type, else uint8. Throws Error
+// (Code::unsupported) naming the node and tensor when an 8-bit tensor is read by another op or
+// is a graph output, when a QuantizeLinear's zero point is not a constant, or when a
+// DequantizeLinear's input is not an integer constant or a QuantizeLinear output.
+void check_quantized_tensors(const onnx::GraphProto& gp, Graph& g);
+
+}  // namespace kiln

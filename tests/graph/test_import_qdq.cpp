@@ -1,0 +1,256 @@
+// QDQ models: 8-bit initializers, QuantizeLinear / DequantizeLinear at import (the checks of
+// graph/import_qdq.h), their inference, and the pass that fuses Q -> DQ pairs (fuse_qdq).
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "graph/onnx_builder.h"
+#include "graph/onnx_import.h"
+#include "graph/quant.h"
+#include "ref_graph.h"
+
+using kiln::Code;
+using kiln::Error;
+using kiln::Graph;
+using kiln::test::OnnxBuilder;
+
+namespace {
+
+using kiln::test::import;
+
+template <class F>
+Error error_of(F f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    return e;
+  }
+  FAIL("expected a kiln::Error");
+  return Error(Code::ok, "");
+}
+
+bool mentions(const Error& e, const std::string& s) {
+  return std::string(e.what()).find(s) != std::string::npos;
+}
+
+// An 8-bit initializer in raw_data.
+void init_8bit(OnnxBuilder& b, const std::string& name, int type, std::vector<int64_t> dims,
+               const std::vector<int>& v) {
+  auto* t = b.init(name, type, std::move(dims));
+  std::string raw;
+  for (int x : v) raw.push_back(char(uint8_t(x)));
+  t->set_raw_data(raw);
+}
+
+// x -> Q(scale, zp) -> DQ(same) -> y, with a u8 (or s8) zero point.
+OnnxBuilder qdq_model(int zp_type, int zp, float scale = 0.5f, int64_t opset = 13) {
+  OnnxBuilder b(opset);
+  b.input("x", {1, 3, 2, 2}).output("y");
+  b.init_f("s", {}, {scale});
+  init_8bit(b, "z", zp_type, {}, {zp});
+  b.node("QuantizeLinear", {"x", "s", "z"}, {"q"}, "q");
+  b.node("DequantizeLinear", {"q", "s", "z"}, {"y"}, "dq");
+  return b;
+}
+
+const kiln::Node& node_named(const Graph& g, const std::string& name) {
+  for (const kiln::Node& n : g.nodes)
+    if (n.name == name) return n;
+  FAIL("no node " << name);
+  return g.nodes[0];
+}
+
+}  // namespace
+
+TEST_CASE("import: QuantizeLinear records the integer type it saturates to") {
+  {
+    Graph g = import(qdq_model(onnx::TensorProto::UINT8, 128));
+    CHECK(node_named(g, "q").attr_i("to", 0) == kiln::kOnnxUint8);
+    const kiln::Value& z = g.value(g.find("z"));
+    REQUIRE(z.is_const());
+    CHECK(z.dtype == kiln::DType::f32);  // widened, exactly
+    CHECK(z.constant->data<float>()[0] == 128.f);
+  }
+  {
+    Graph g = import(qdq_model(onnx::TensorProto::INT8, -5));
+    CHECK(node_named(g, "q").attr_i("to", 0) == kiln::kOnnxInt8);
+    CHECK(g.value(g.find("z")).constant->data<float>()[0] == -5.f);
+  }
+  {  // no zero point: uint8; opset 21's output_dtype: that type
+    OnnxBuilder b(21);
+    b.input("x", {4}).output("y");
+    b.init_f("s", {}, {0.25f});
+    b.node("QuantizeLinear", {"x", "s"}, {"q"}, "q");
+    b.node("DequantizeLinear", {"q", "s"}, {"y"}, "dq");
+    CHECK(node_named(import(b), "q").attr_i("to", 0) == kiln::kOnnxUint8);
+    OnnxBuilder::attr_i(*b.model().mutable_graph()->mutable_node(0), "output_dtype",
+                        onnx::TensorProto::INT8);
+    CHECK(node_named(import(b), "q").attr_i("to", 0) == kiln::kOnnxInt8);
+  }
+}
+
+TEST_CASE("import: 8-bit tensors are read only by DequantizeLinear") {
+  {  // an arithmetic op on a uint8 initializer would compute in float, not in uint8
+    OnnxBuilder b;
+    b.input("x", {4}).output("y");
+    init_8bit(b, "w", onnx::TensorProto::UINT8, {4}, {1, 2, 3, 250});
+    b.node("Add", {"x", "w"}, {"y"}, "add");
+    const Error e = error_of([&] { import(b); });
+    CHECK(e.code() == Code::unsupported);
+    CHECK(mentions(e, "'add'"));
+    CHECK(mentions(e, "'w'"));
+  }
+  {  // a QuantizeLinear output read by anything else
+    OnnxBuilder b = qdq_model(onnx::TensorProto::UINT8, 0);
+    b.node("Relu", {"q"}, {"r"}, "relu");
+    b.output("r");
+    const Error e = error_of([&] { import(b); });
+    CHECK(e.code() == Code::unsupported);
+    CHECK(mentions(e, "'relu'"));
+  }
+  {  // or a graph output
+    OnnxBuilder b = qdq_model(onnx::TensorProto::UINT8, 0);
+    b.output("q");
+    const Error e = error_of([&] { import(b); });
+    CHECK(e.code() == Code::unsupported);
+    CHECK(mentions(e, "graph output 'q'"));
+  }
+  {  // a uint8 graph input (Kiln's inputs are float32, int64 or bool)
+    OnnxBuilder b;
+    b.input("x", {4}, onnx::TensorProto::UINT8).output("y");
+    b.init_f("s", {}, {0.5f});
+    b.node("DequantizeLinear", {"x", "s"}, {"y"}, "dq");
+    CHECK(error_of([&] { import(b); }).code() == Code::unsupported);
+  }
+  {  // dequantizing a float tensor
+    OnnxBuilder b;
+    b.input("x", {4}).output("y");
+    b.init_f("s", {}, {0.5f});
+    b.node("DequantizeLinear", {"x", "s"}, {"y"}, "dq");
+    const Error e = error_of([&] { import(b); });
+    CHECK(e.code() == Code::unsupported);
+    CHECK(mentions(e, "'dq'"));
+  }
+  {  // a zero point of another type than the data
+    OnnxBuilder b;
+    b.input("x", {4}).output("y");
+    b.init_f("s", {}, {0.5f});
+    init_8bit(b, "w", onnx::TensorProto::UINT8, {4}, {1, 2, 3, 4});
+    init_8bit(b, "z", onnx::TensorProto::INT8, {}, {0});
+    b.node("DequantizeLinear", {"w", "s", "z"}, {"d"}, "dq");
+    b.node("Add", {"x", "d"}, {"y"});
+    const Error e = error_of([&] { import(b); });
+    CHECK(e.code() == Code::invalid_model);
+    CHECK(mentions(e, "zero point 'z'"));
+  }
+  {  // a zero point computed at run time
+    OnnxBuilder b;
+    b.input("x", {4}).input("zf", {}).output("y");
+    b.init_f("s", {}, {0.5f});
+    b.node("QuantizeLinear", {"x", "s", "zf"}, {"q"}, "q");
+    b.node("DequantizeLinear", {"q", "s"}, {"y"}, "dq");
+    const Error e = error_of([&] { import(b); });
+    CHECK(e.code() == Code::unsupported);
+    CHECK(mentions(e, "'zf'"));
+  }
+}
+
+TEST_CASE("QDQ: inference checks the scale against the axis") {
+  OnnxBuilder b;
+  b.input("x", {1, 3, 2, 2}).output("y");
+  b.init_f("s", {2}, {0.5f, 0.25f});  // 2 scales for 3 channels
+  b.node("QuantizeLinear", {"x", "s"}, {"q"}, "q");
+  b.node("DequantizeLinear", {"q", "s"}, {"y"}, "dq");
+  Graph g = import(b);
+  const Error e = error_of([&] { kiln::infer_shapes(g); });
+  CHECK(e.code() == Code::invalid_model);
+  CHECK(mentions(e, "'q'"));
+
+  OnnxBuilder c = qdq_model(onnx::TensorProto::UINT8, 3, 0.5f, 21);
+  OnnxBuilder::attr_i(*c.model().mutable_graph()->mutable_node(0), "block_size", 2);
+  Graph h = import(c);
+  CHECK(error_of([&] { kiln::infer_shapes(h); }).code() == Code::unsupported);
+}
+
+TEST_CASE("QDQ: Q -> DQ pairs fuse, constant DQs fold, and the graph computes the same") {
+  // y = Conv(DQ(x's Q), DQ(w int8, per-channel), DQ(b int32)) -> Q -> DQ
+  OnnxBuilder b;
+  b.input("x", {1, 2, 3, 3}).output("y");
+  b.init_f("sx", {}, {0.02f});
+  init_8bit(b, "zx", onnx::TensorProto::UINT8, {}, {120});
+  init_8bit(b, "wq", onnx::TensorProto::INT8, {2, 2, 1, 1}, {-127, 5, 64, 127});
+  b.init_f("sw", {2}, {0.01f, 0.03f});
+  init_8bit(b, "zw", onnx::TensorProto::INT8, {2}, {0, 0});
+  {
+    auto* t = b.init("bq", onnx::TensorProto::INT32, {2});
+    t->add_int32_data(-300);
+    t->add_int32_data(77);
+  }
+  b.init_f("sb", {2}, {0.02f * 0.01f, 0.02f * 0.03f});
+  b.init_f("sy", {}, {0.05f});
+  init_8bit(b, "zy", onnx::TensorProto::INT8, {}, {-10});
+  b.node("QuantizeLinear", {"x", "sx", "zx"}, {"xq"}, "qx");
+  b.node("DequantizeLinear", {"xq", "sx", "zx"}, {"xd"}, "dqx");
+  auto& dw = b.node("DequantizeLinear", {"wq", "sw", "zw"}, {"wd"}, "dqw");
+  OnnxBuilder::attr_i(dw, "axis", 0);
+  OnnxBuilder::attr_i(b.node("DequantizeLinear", {"bq", "sb"}, {"bd"}, "dqb"), "axis", 0);
+  b.node("Conv", {"xd", "wd", "bd"}, {"c"}, "conv");
+  b.node("QuantizeLinear", {"c", "sy", "zy"}, {"cq"}, "qc");
+  b.node("DequantizeLinear", {"cq", "sy", "zy"}, {"y"}, "dqc");
+
+  std::vector<float> xs(18);
+  for (size_t i = 0; i < xs.size(); ++i) xs[i] = -2.4f + 0.31f * float(i);  // past the u8 range
+  auto fill = [&](size_t, kiln::Tensor& t) { std::copy(xs.begin(), xs.end(), t.data<float>()); };
+  // The unoptimised graph on the reference kernels is the oracle.
+  Graph plain = import(b);
+  kiln::infer_shapes(plain);
+  auto want = kiln::test::run_graph_ref(plain, fill).at(plain.outputs[0]);
+
+  Graph g = import(b);
+  kiln::optimize(g, kiln::test::ref_eval());
+  int fused = 0;
+  for (const kiln::Node& n : g.nodes) {
+    CHECK(n.op != "QuantizeLinear");
+    CHECK(n.op != "DequantizeLinear");
+    if (n.op == "QuantizeDequantize") {
+      ++fused;
+      CHECK(n.attr_f("scale", 0) > 0);
+    }
+  }
+  CHECK(fused == 2);
+  auto got = kiln::test::run_graph_ref(g, fill).at(g.outputs[0]);
+  REQUIRE(got.numel() == want.numel());
+  for (int64_t i = 0; i < got.numel(); ++i) {
+    CAPTURE(i);
+    CHECK(got.data<float>()[i] == want.data<float>()[i]);
+  }
+  // Hand check of one element against graph/quant.h: channel 1 of pixel 0.
+  const auto r8 = kiln::quant_range(kiln::kOnnxUint8);
+  const float x0 = kiln::dequantize_value(kiln::quantize_value(xs[0], 0.02f, 120, r8), 0.02f, 120);
+  const float x1 = kiln::dequantize_value(kiln::quantize_value(xs[9], 0.02f, 120, r8), 0.02f, 120);
+  const float c1 = x0 * (64 * 0.03f) + x1 * (127 * 0.03f) + 77 * (0.02f * 0.03f);
+  const auto rs = kiln::quant_range(kiln::kOnnxInt8);
+  const float y1 = kiln::dequantize_value(kiln::quantize_value(c1, 0.05f, -10, rs), 0.05f, -10);
+  CHECK(want.data<float>()[9] == doctest::Approx(y1).epsilon(1e-6));
+}
+
+TEST_CASE("QDQ: pairs with different parameters stay two reference ops") {
+  OnnxBuilder b;
+  b.input("x", {1, 3, 2, 2}).output("y");
+  b.init_f("s", {}, {0.5f});
+  b.init_f("s2", {}, {0.25f});
+  b.node("QuantizeLinear", {"x", "s"}, {"q"}, "q");
+  b.node("DequantizeLinear", {"q", "s2"}, {"y"}, "dq");
+  Graph g = import(b);
+  kiln::optimize(g, kiln::test::ref_eval());
+  int q = 0, dq = 0;
+  for (const kiln::Node& n : g.nodes) {
+    q += n.op == "QuantizeLinear";
+    dq += n.op == "DequantizeLinear";
+  }
+  CHECK(q == 1);
+  CHECK(dq == 1);
+}
