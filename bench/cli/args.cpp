@@ -17,6 +17,7 @@
 #include "jit/conv/conv_families.h"
 #include "jit/cpu.h"
 #include "runtime/log.h"
+#include "runtime/quantize.h"
 #include "runtime/tuning_cache.h"
 
 namespace kiln::cli {
@@ -30,6 +31,7 @@ enum : unsigned {
   kBench = 8,
   kModel = kInfo | kRun | kPlan | kBench,  // every command loading a model
   kGlobal = 16,
+  kQuantize = 32,
 };
 
 struct Command {
@@ -68,6 +70,15 @@ const Command kCommands[] = {
      "requests at once, each in its own thread doing --runs runs. With several strategies each is "
      "loaded and measured in turn (--json holds an array).",
      cmd_bench},
+    {"quantize", kQuantize, "MODEL --out OUT.onnx [--calib DIR | --random N] [options]",
+     "write a static int8 QDQ model (calibrated ranges) ONNX Runtime also runs",
+     "Quantizes MODEL's Conv, Gemm and MatMul nodes with constant weights, and its Adds of two "
+     "activations, into a standard QDQ model (QuantizeLinear / DequantizeLinear; uint8 "
+     "activations per tensor, int8 symmetric weights, int32 biases) written to OUT.onnx. "
+     "Activation ranges come from running MODEL in float32 on the calibration inputs: every .npy "
+     "of --calib DIR (one sample per file, for a model with one input), else --random N "
+     "standard-normal inputs (default 8, fixed seeds).",
+     cmd_quantize},
 };
 
 using Setter = void (*)(Args& a, const std::string& opt, const std::string& value);
@@ -123,7 +134,25 @@ const Option kOptions[] = {
     {"--dot", "FILE", kPlan,
      "write a Graphviz picture of the plan (nodes coloured by family, edges labelled by layout)",
      nullptr, &Args::dot, true},
-    {"--threads", "N", kRun | kPlan | kBench, "threads per run (default 0: all cores)",
+    {"--out", "OUT.onnx", kQuantize, "where to write the QDQ model (replaced when complete)",
+     nullptr, &Args::out, true},
+    {"--calib", "DIR", kQuantize,
+     "calibration inputs: every .npy file of DIR, one sample each (float32, the model's input "
+     "shape; dim 0 may differ)",
+     nullptr, &Args::calib},
+    {"--random", "N", kQuantize,
+     "without --calib: calibrate on N standard-normal inputs (default 8, fixed seeds)",
+     [](Args& a, const std::string& o, const std::string& v) {
+       a.random = int(parse_int(o, v, 1, 100000));
+     }},
+    {"--per-channel", nullptr, kQuantize,
+     "one weight scale per output channel (default: one per weight tensor)",
+     [](Args& a, const std::string&, const std::string&) { a.per_channel = true; }},
+    {"--method", "M", kQuantize,
+     "activation ranges: minmax (default: the values' min and max) or percentile (0.01th to "
+     "99.99th percentile)",
+     nullptr, &Args::method},
+    {"--threads", "N", kRun | kPlan | kBench | kQuantize, "threads per run (default 0: all cores)",
      [](Args& a, const std::string& o, const std::string& v) {
        a.threads = int(parse_int(o, v, 0, 4096));
      }},
@@ -298,7 +327,7 @@ void print_overview() {
   std::printf("usage: kiln [--log-level LEVEL] COMMAND MODEL [options]\n\ncommands:\n");
   for (const Command& c : kCommands) print_wrapped("  " + std::string(c.name), c.summary, 11);
   std::printf("\n`kiln COMMAND --help` (or `kiln help COMMAND`) lists a command's options.\n");
-  print_options("options of every command", model_option, 0);
+  print_options("options of every model command (info, run, plan, bench)", model_option, 0);
   print_options("global options", global_option, 0);
   std::fputs(kFooter, stdout);
 }
@@ -307,7 +336,7 @@ void print_command_help(const Command& c) {
   std::printf("usage: kiln %s %s\n\n", c.name, c.args);
   print_wrapped("", c.details, 0);
   print_options("options", own_option, c.bit);
-  print_options("options of every command", model_option, c.bit);
+  if (c.bit & kModel) print_options("options of every model command", model_option, c.bit);
   print_options("global options", global_option, c.bit);
   std::fputs(kFooter, stdout);
 }
@@ -438,6 +467,10 @@ int parse(int argc, char** argv, Args& a) {
     if (!(o->commands & (c->bit | kGlobal)))
       throw UsageError("option " + std::string(o->name) + " is not valid for '" + a.command + "'");
   if (a.command == "run" && a.inputs.empty()) throw UsageError("'run' needs --input X.npy");
+  if (a.command == "quantize" && a.out.empty()) throw UsageError("'quantize' needs --out OUT.onnx");
+  CalibMethod method;
+  if (!a.method.empty() && !parse_calib_method(a.method, &method))
+    throw UsageError("--method expects minmax or percentile, got '" + a.method + "'");
   if (!a.check.empty() && a.inputs.empty())
     throw UsageError("--check needs the --input its reference was computed from");
   if (a.command != "bench" && a.strategies.size() > 1)

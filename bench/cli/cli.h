@@ -51,6 +51,11 @@ struct Args {
   std::string dot;                      // --dot FILE (plan)
   std::optional<ConvFamily> family;     // --family NAME: force a conv family where it applies
   double profile_budget_ms = 0;         // --profile-budget MS (0 = by tuning mode)
+  std::string out;                      // --out (quantize)
+  std::string calib;                    // --calib DIR (quantize)
+  int random = 0;                       // --random N (quantize; 0 = the default)
+  bool per_channel = false;             // --per-channel (quantize)
+  std::string method;                   // --method minmax|percentile (quantize)
 };
 
 // --- args.cpp: the option table, help and dispatch -----------------------------------------
@@ -79,6 +84,7 @@ int cmd_info(const Args& a);
 int cmd_run(const Args& a);
 int cmd_bench(const Args& a);
 int cmd_plan(const Args& a);
+int cmd_quantize(const Args& a);  // quantize_cmd.cpp
 
 // --- stats.cpp ------------------------------------------------------------------------------
 

@@ -18,7 +18,7 @@ M=$R/model.onnx
 
 # --- help: the overview, each command's own --------------------------------------------------
 expect_rc 0 "$KILN" --help
-for c in info run plan bench; do
+for c in info run plan bench quantize; do
   grep -qE "^  $c " "$TMP/out.txt" || fail "--help lists the command $c"
 done
 grep -q "kiln COMMAND --help" "$TMP/out.txt" || fail "--help points at per-command help"
@@ -54,7 +54,7 @@ grep -qE '^kiln [0-9]+\.[0-9]+\.[0-9]+ \(build [^ )]+\)$' "$TMP/out.txt" ||
 "$PY" - "$KILN" "$TMP" <<'PYEOF' || fail "the help and the parser disagree"
 import re, subprocess, sys
 kiln, tmp = sys.argv[1], sys.argv[2]
-commands = ['info', 'run', 'plan', 'bench']
+commands = ['info', 'run', 'plan', 'bench', 'quantize']
 def help_of(*args):
     return subprocess.run([kiln, *args, '--help'], capture_output=True, text=True,
                           check=True).stdout
@@ -73,7 +73,7 @@ for o in ('--help', '--version'):
     every.pop(o, None)
 values = {'N': '1', 'SEC': '0.5', 'MS': '100', 'LEVEL': 'error', 'ISA': 'avx2', 'FAMILY': 'direct',
           'ACCURACY': 'strict', 'MODE': 'none', 'STRATEGY': 'local', 'DIR': tmp + '/cachedir',
-          'SHAPE': 'input:1x3x8x8', 'PREC': 'bf16', 'REF.npy': tmp + '/ref.npy'}
+          'SHAPE': 'input:1x3x8x8', 'PREC': 'bf16', 'REF.npy': tmp + '/ref.npy', 'M': 'minmax'}
 def args_of(o):
     meta = every[o]
     return [o] + ([values.get(meta, tmp + '/file_' + meta)] if meta else [])

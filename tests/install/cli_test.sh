@@ -108,6 +108,22 @@ if sys.argv[2] == 'f32':
 PYEOF
 done
 
+# --- quantize: a QDQ model Kiln runs within 8-bit error of the float one -------------------------
+R="$FIX/models/tiny_resnet_op13"
+expect_err 2 "'quantize' needs --out" "$KILN" quantize "$R/model.onnx"
+expect_err 2 "--method expects minmax or percentile" "$KILN" quantize "$R/model.onnx" \
+  --out "$TMP/q.onnx" --method best
+expect_err 1 "missing.onnx" "$KILN" quantize "$TMP/missing.onnx" --out "$TMP/q.onnx"
+for METHOD in minmax percentile; do
+  expect_rc 0 "$KILN" quantize "$R/model.onnx" --out "$TMP/q.onnx" --random 2 --per-channel \
+    --method $METHOD --threads 1
+  grep -q "^quantized [1-9][0-9]* nodes" "$TMP/out.txt" || fail "quantize prints its counts"
+  expect_rc 0 "$KILN" run "$TMP/q.onnx" --input "$R/input_0.npy" --output "$TMP/q_out.npy" \
+    --threads 1 --tune none --no-cache
+  npy_close "$TMP/q_out.npy" "$R/output_0.npy" 5e-2 || fail "the QDQ model's output ($METHOD)"
+  npy_close "$TMP/q_out.npy" "$R/output_0.npy" 1e-6 && fail "the QDQ model is quantized ($METHOD)"
+done
+
 # --- strategies, tuning cache, plan --------------------------------------------------------------
 R="$FIX/models/tiny_resnet_op13/model.onnx"
 expect_rc 2 "$KILN" bench "$R" --strategy best
