@@ -16,6 +16,7 @@
 #include "jit/gemm/fc_kernel.h"
 #include "jit/glue/glue.h"
 #include "runtime/glue_kernels.h"
+#include "runtime/int8_conv.h"
 
 namespace kiln {
 namespace {
@@ -779,7 +780,7 @@ std::string Label::key() const {
          layout_name(conv.dst);
     if (conv.ur_w || conv.oc_blocks)
       k += ".u" + std::to_string(conv.ur_w) + "o" + std::to_string(conv.oc_blocks);
-    return k;
+    return k + (precision == Precision::int8 ? ".int8" : "");
   }
   return k + "." + layout_name(in) + (precision == Precision::bf16 ? ".bf16" : "");
 }
@@ -791,6 +792,10 @@ std::optional<Label> Label::parse(const std::string& key) {
   if (parts.empty()) return std::nullopt;
   Label l;
   if (parts[0] == "conv") {
+    if (parts.size() >= 5 && parts.back() == "int8") {
+      l.precision = Precision::int8;
+      parts.pop_back();
+    }
     if (parts.size() != 4 && parts.size() != 5) return std::nullopt;
     const auto f = parse_conv_family(parts[1]);
     auto s = layout_from(parts[2]), d = layout_from(parts[3]);
@@ -845,7 +850,7 @@ int64_t value_bytes(const Value& v, Layout l) {
 }
 
 const char* precision_name(Precision p) {
-  return p == Precision::bf16 ? "bf16" : "f32";
+  return p == Precision::bf16 ? "bf16" : p == Precision::int8 ? "int8" : "f32";
 }
 
 bool parse_precision(const std::string& s, Precision* out) {
@@ -888,6 +893,14 @@ std::vector<Label> candidate_labels(const Graph& g, int i, Isa isa, bool referen
         lb.conv.src = lb.in = s;
         lb.conv.dst = lb.out = d;
         out.push_back(lb);
+      }
+      // A QDQ model's 1x1 conv in int8 (its operands are on int8 grids: the same function).
+      if (f.id == ConvFamily::gemm1x1 && isa == Isa::avx512 && host_cpu().avx512_vnni &&
+          conv_int8_params(g, n)) {
+        out.push_back(out.back());
+        out.back().conv.src = out.back().in = Layout::nChw16c;
+        out.back().conv.dst = out.back().out = Layout::nChw16c;
+        out.back().precision = Precision::int8;
       }
     }
   } else if (jit && (n.op == "Gemm" || n.op == "MatMul")) {
@@ -998,7 +1011,10 @@ Instance instantiate(const Graph& g, int i, const Label& l, Isa isa, std::string
       ConvProblem p = ConvProblem::from_node(g, n);
       const Value& w = g.value(n.inputs[1]);
       const Tensor* bias = p.bias ? &*g.value(n.inputs[2]).constant : nullptr;
-      r.kernel = create_conv_kernel(p, l.conv, isa, *w.constant, bias, &why);
+      ConvImpl impl = l.conv;
+      if (l.precision == Precision::int8 && !(impl.int8 = conv_int8_params(g, n)))
+        return no("the conv's operands are not on int8 grids");
+      r.kernel = create_conv_kernel(p, impl, isa, *w.constant, bias, &why);
       break;
     }
     case LabelKind::fc:
@@ -1177,7 +1193,10 @@ double heuristic_ms(const Graph& g, int i, const Label& l, Isa isa, int threads)
   if (l.kind == LabelKind::conv) {
     const ConvProblem p = ConvProblem::from_node(g, n);
     const ConvFamilyRow& f = conv_family(l.conv.family);
-    const double compute_ms = 2 * p.macs() / (peak * f.efficiency(p, l.conv.src, l.conv.dst) * 1e6);
+    double compute_ms = 2 * p.macs() / (peak * f.efficiency(p, l.conv.src, l.conv.dst) * 1e6);
+    // (int8: vpdpbusd does 4x an FMA's multiply-adds; the input's quantization pass and the
+    // conversion of the sums take part of it back.)
+    if (l.precision == Precision::int8) compute_ms /= 2.5;
     return f.memory_bound ? mem_ms + compute_ms : std::max(mem_ms, compute_ms);
   }
   if (l.kind == LabelKind::fc) {

@@ -52,8 +52,10 @@ enum class LabelKind : int {
 // or also bf16 (convolutions and fully connected layers with a bf16 kernel may read bf16
 // activations and weights and accumulate in f32; the solver decides where, pricing the
 // conversions like layout changes).
-enum class Precision : int { f32 = 0, bf16 = 1 };
-const char* precision_name(Precision p);  // "f32", "bf16"
+// int8 is not a session option: a conv label's arithmetic, offered where the model is a QDQ
+// model (runtime/int8_conv.h) and the CPU has AVX512-VNNI.
+enum class Precision : int { f32 = 0, bf16 = 1, int8 = 2 };
+const char* precision_name(Precision p);  // "f32", "bf16", "int8"
 bool parse_precision(const std::string& s, Precision* out);
 // Whether bf16 labels can run here: AVX-512 with AVX512-BF16.
 bool bf16_supported(Isa isa);
@@ -64,8 +66,9 @@ struct Label {
   Layout in = Layout::nchw;   // 4-D activation inputs (conv: slot 0)
   Layout out = Layout::nchw;  // 4-D outputs (conv: also its residual input)
   // The arithmetic's precision where the layouts do not carry it: fc (its operands are f32
-  // rows; bf16 rounds x and the weights inside the kernel). Conv labels: f32 (a bf16 layout
-  // says it). Keys of bf16 labels end in ".bf16".
+  // rows; bf16 rounds x and the weights inside the kernel), conv int8 (f32 operands on int8
+  // grids: the kernel quantizes them exactly). Conv labels otherwise: f32 (a bf16 layout says
+  // it). Keys of bf16 / int8 labels end in ".bf16" / ".int8".
   Precision precision = Precision::f32;
   // Stable text used as the tuning-cache key and in reports, e.g. "conv.direct.nChw16c.nChw16c",
   // "pool.nhwc", "ref.nchw".

@@ -32,6 +32,14 @@ inline bool has_bf16() {
   return false;
 }
 
+// Whether int8 kernels (AVX512-VNNI on AVX-512) can run; records "avx512_vnni" when not.
+inline bool has_vnni() {
+  if (!has_isa(Isa::avx512)) return false;
+  if (host_cpu().avx512_vnni) return true;
+  record_missing("avx512_vnni");
+  return false;
+}
+
 // Every JIT path, best first (avx512, avx2), that the CPU has; the others are recorded.
 inline std::vector<Isa> jit_isas() {
   std::vector<Isa> v;

@@ -69,7 +69,7 @@ std::string code_key(const ConvProblem& p, const ConvImpl& impl, Isa isa) {
          layout_name(impl.dst) + "|u" + std::to_string(impl.ur_w) + "o" +
          std::to_string(impl.oc_blocks) + '|' + isa_name(isa) + "|L1d" +
          std::to_string(impl.cache.l1d) + "L2" + std::to_string(impl.cache.l2) + "L3" +
-         std::to_string(impl.cache.l3);
+         std::to_string(impl.cache.l3) + (impl.int8 ? "|int8" : "");
 }
 
 // Rows in the order candidates are offered (ties in the solver go to the earlier one).
@@ -187,8 +187,11 @@ std::optional<ConvFamily> parse_conv_family(const std::string& name) {
 namespace convjit {
 
 std::string conv_kernel_name(const char* family, Layout src, Layout dst,
-                             const std::string& blocking, Isa isa) {
-  return std::string("conv_") + family + (layout_bf16(src) ? "_bf16_" : "_f32_") +
+                             const std::string& blocking, Isa isa, bool int8) {
+  return std::string("conv_") + family +
+         (int8               ? "_int8_"
+          : layout_bf16(src) ? "_bf16_"
+                             : "_f32_") +
          layout_name(src) + "_to_" + layout_name(dst) + "_" + blocking + "__" + isa_name(isa);
 }
 

@@ -72,9 +72,10 @@ std::unique_ptr<Kernel> make_direct_kernel(const DirectConf& c, const Tensor& we
 std::unique_ptr<Kernel> make_gemm1x1_kernel(const Gemm1x1Conf& c, const Tensor& weights,
                                             const Tensor* bias, const std::string& code_key = "");
 
-// "conv_<family>_<f32|bf16>_<src>_to_<dst>_<blocking>__<isa>" (bf16: the src layout's)
+// "conv_<family>_<f32|bf16|int8>_<src>_to_<dst>_<blocking>__<isa>" (bf16: the src layout's;
+// int8: the arithmetic's)
 std::string conv_kernel_name(const char* family, Layout src, Layout dst,
-                             const std::string& blocking, Isa isa);
+                             const std::string& blocking, Isa isa, bool int8 = false);
 
 }  // namespace convjit
 }  // namespace kiln

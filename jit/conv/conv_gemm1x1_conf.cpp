@@ -58,7 +58,7 @@ bool use_bcast_reg(Isa isa, int ob, const Gemm1x1Force& force) {
 
 // Estimated cycles for one line over all oc groups.
 double line_cost(const Gemm1x1Conf& c, int ur, int ob, bool bcast_reg) {
-  const double k = c.bf16 ? double((c.p.ic + 1) / 2) : double(c.p.ic);  // K steps
+  const double k = double(c.k_steps(int(c.p.ic)));  // K steps
   const int64_t full = c.ocv / ob, rest = c.ocv % ob;
   auto tile = [&](int m, int o) { return k * step_cycles(c.isa, m, o, bcast_reg) + m * o + 20; };
   auto group = [&](int o) {
@@ -90,7 +90,15 @@ ConfOr<Gemm1x1Conf> init_gemm1x1_conf(const ConvProblem& p, const ConvImpl& impl
   c.nhwc = impl.src == Layout::nhwc;
   c.bf16 = layout_bf16(impl.src);
   c.bf16_dst = layout_bf16(impl.dst);
-  if (c.bf16 || c.bf16_dst) {
+  c.int8 = impl.int8 != nullptr;
+  c.int8_params = impl.int8;
+  if (c.int8) {
+    if (isa != Isa::avx512 || !host_cpu().avx512_vnni) return R::no("int8 needs avx512_vnni");
+    if (impl.src != Layout::nChw16c || impl.dst != Layout::nChw16c)
+      return R::no("int8 takes nChw16c on both sides");
+    if (int64_t(impl.int8->w_scale.size()) != p.oc) return R::no("int8 needs a scale per oc");
+    c.p.bias = true;  // the zero point's share is a bias (kernel: pack_weights_int8)
+  } else if (c.bf16 || c.bf16_dst) {
     if (std::string why = check_bf16(p, impl.src, impl.dst, isa, true); !why.empty())
       return R::no(why);
   } else if (impl.src != impl.dst) {
@@ -104,7 +112,8 @@ ConfOr<Gemm1x1Conf> init_gemm1x1_conf(const ConvProblem& p, const ConvImpl& impl
   // Stride 2 read in place uses half of every cache line it touches (NHWC: whole pixels, but
   // a row per call) and tiles end at each short output row; packing costs a copy of the
   // pixels read, once per chunk that every oc group then reuses from L1.
-  c.pack = c.stride == 2 && force.pack != 0;
+  // (int8 always packs: the pixels are quantized on the way.)
+  c.pack = c.int8 || (c.stride == 2 && force.pack != 0);
   c.icb_full = p.ic / c.simd;
   c.ic_tail = int(p.ic % c.simd);
   c.ocv = (p.oc + c.simd - 1) / c.simd;
@@ -131,7 +140,8 @@ ConfOr<Gemm1x1Conf> init_gemm1x1_conf(const ConvProblem& p, const ConvImpl& impl
       if (groups_outer && ob > 1 && c.icb_total() * ob * kb_vec_bytes > group_l2(impl.cache) &&
           !impl.oc_blocks)
         continue;
-      const bool reg = use_bcast_reg(isa, ob, force);
+      // (int8: vpdpbusd takes the uint8 operand from a register.)
+      const bool reg = c.int8 || use_bcast_reg(isa, ob, force);
       // (bf16 with an odd channel count broadcasts the last channel alone through a register.)
       if (!fits(isa, ur, ob, reg || (c.bf16 && p.ic % 2), c.epi_temps)) continue;
       // NHWC pixels are a channel row apart: with 1024 channels (4 KB) every pixel of a tile
@@ -185,7 +195,7 @@ ConfOr<Gemm1x1Conf> init_gemm1x1_conf(const ConvProblem& p, const ConvImpl& impl
   if (c.m_outer && c.n_groups > 1 && es * c.ur_m * p.ic > l1_budget(impl.cache))
     c.ic_chunk = std::max<int64_t>(1, l1_budget(impl.cache) / (es * c.ur_m * c.simd));
   if (force.ic_chunk > 0) c.ic_chunk = std::min(force.ic_chunk, c.icb_total());
-  if (c.bf16_dst) c.ic_chunk = c.icb_total();
+  if (c.bf16_dst || c.int8) c.ic_chunk = c.icb_total();  // (int8: int32 sums, no partials)
   // The packed buffer holds one chunk (m_outer: packed once, read by every group) or the
   // whole image (groups outer: packed once per image and call).
   if (c.pack) c.pack_pix = c.m_outer ? c.chunk_blocks * c.ur_m + c.m_tail : c.m_len;

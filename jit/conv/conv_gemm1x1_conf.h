@@ -13,8 +13,14 @@
 // bf16 (src nChw16c_bf16, AVX512-BF16): the weights are packed as bf16 pairs of input
 // channels and every K step is one vdpbf16ps over two channels (f32 accumulators); dst is
 // nChw16c (f32) or nChw16c_bf16 (rounded to nearest even at the store).
+//
+// int8 (ConvImpl::int8, AVX512-VNNI; src and dst nChw16c f32): every chunk is packed, its f32
+// pixels re-quantized to uint8 on the way ([icb][pack_pix][16] bytes); the weights are packed as
+// int8 quads of input channels and every K step is one vpdpbusd over four channels (int32
+// accumulators), scaled back to f32 (ConvCallArgs::qscale) before the epilogue.
 #pragma once
 
+#include <memory>
 #include <string>
 
 #include "jit/conv/conv_kernel.h"
@@ -44,8 +50,10 @@ struct Gemm1x1Conf {
   bool nhwc = false;
   bool bf16 = false;      // src and weights bf16 (src nChw16c_bf16), vdpbf16ps
   bool bf16_dst = false;  // dst nChw16c_bf16
-  int64_t stride = 1;     // of the conv
-  bool pack = false;      // stride 2 packed into a dense buffer: the microkernel runs stride 1
+  bool int8 = false;      // uint8 src (packed from f32) x int8 weights, vpdpbusd
+  std::shared_ptr<const ConvInt8> int8_params;
+  int64_t stride = 1;  // of the conv
+  bool pack = false;   // stride 2 packed into a dense buffer: the microkernel runs stride 1
 
   int64_t icb_full = 0;  // full input-channel blocks of `simd` channels
   int ic_tail = 0;       // channels of the last partial block (0: none)
@@ -82,19 +90,23 @@ struct Gemm1x1Conf {
 
   std::string blocking_str() const;  // "m14oc2"
   int64_t icb_total() const { return icb_full + (ic_tail ? 1 : 0); }
-  int src_esize() const { return bf16 ? 2 : 4; }
+  int in_esize() const { return bf16 ? 2 : 4; }            // the input tensor's elements
+  int src_esize() const { return int8 ? 1 : in_esize(); }  // what the microkernel reads
   int dst_esize() const { return bf16_dst ? 2 : 4; }
-  // Instructions per K block of nic channels: one per channel, bf16 one per pair.
-  int k_steps(int nic) const { return bf16 ? (nic + 1) / 2 : nic; }
+  // Instructions per K block of nic channels: one per channel, bf16 one per pair, int8 one
+  // per quad.
+  int k_steps(int nic) const { return int8 ? (nic + 3) / 4 : bf16 ? (nic + 1) / 2 : nic; }
   int64_t full_tiles() const { return m_len / ur_m; }
   int64_t gemm_stride() const { return pack ? 1 : stride; }  // pixel step of the microkernel
   // Byte strides of the input tensor.
-  int64_t in_pix_bytes() const { return nhwc ? p.ic * 4 : int64_t(simd) * src_esize(); }
+  int64_t in_pix_bytes() const { return nhwc ? p.ic * 4 : int64_t(simd) * in_esize(); }
   int64_t in_kb_bytes() const {
-    return nhwc ? int64_t(simd) * 4 : int64_t(simd) * src_esize() * p.ih * p.iw;
+    return nhwc ? int64_t(simd) * 4 : int64_t(simd) * in_esize() * p.ih * p.iw;
   }
   // Byte strides of what the microkernel reads (the input, or the packed buffer).
-  int64_t src_pix_bytes() const { return pack && nhwc ? pack_pix_bytes : in_pix_bytes(); }
+  int64_t src_pix_bytes() const {
+    return pack && nhwc ? pack_pix_bytes : int8 ? int64_t(simd) : in_pix_bytes();
+  }
   int64_t src_kb_bytes() const {
     return !pack  ? in_kb_bytes()
            : nhwc ? int64_t(simd) * 4
@@ -107,7 +119,7 @@ struct Gemm1x1Conf {
   int64_t dst_vec_bytes() const {
     return nhwc ? int64_t(simd) * 4 : int64_t(simd) * dst_esize() * p.oh * p.ow;
   }
-  // Packed weights of one ic block for ob oc vectors (f32 or bf16 elements).
+  // Packed weights of one ic block for ob oc vectors (f32, bf16 or int8 elements).
   int64_t wei_kb_bytes(int ob) const { return int64_t(simd) * ob * simd * src_esize(); }
 };
 

@@ -113,7 +113,10 @@ void Gemm1x1Generator::emit_k_body(int ur, int nic) {
     const bool single = c_.bf16 && nic % 2 && s == steps - 1;
     for (int m = 0; m < ur; ++m) {
       const RegExp src = src_k_ + m * pix + s * 4;
-      if (!c_.bf16) {
+      if (c_.int8) {  // 4 uint8 channels (pad lanes meet zero weights: integers, no NaN)
+        vpbroadcastd(Zmm(bc), ptr[src]);
+        for (int j = 0; j < ob_; ++j) vpdpbusd(Zmm(acc(m, j)), Zmm(bc), Zmm(w0 + j));
+      } else if (!c_.bf16) {
         bcast_fmas(c_.isa, reg_bcast, acc(m, 0), w0, ob_, bc, src);
       } else if (single) {
         movzx(epi_a_.cvt32(), word[src]);
@@ -132,6 +135,14 @@ void Gemm1x1Generator::emit_k_body(int ur, int nic) {
 void Gemm1x1Generator::emit_store(int ur) {
   const std::vector<int> temps = vreg_range(ur * ob_, epi_->temps_needed());
   store_accumulators(k_split_, offsetof(ConvCallArgs, flags), [&](bool final) {
+    if (c_.int8) {  // int32 sums -> f32 x (x_scale * w_scale[oc]); the K loop's registers are free
+      mov(wei_k_, ptr[abi_param1 + offsetof(ConvCallArgs, qscale)]);
+      for (int j = 0; j < ob_; ++j)
+        for (int m = 0; m < ur; ++m) {
+          vcvtdq2ps(Zmm(acc(m, j)), Zmm(acc(m, j)));
+          vmulps(Zmm(acc(m, j)), Zmm(acc(m, j)), ptr[wei_k_ + j * c_.simd * 4]);
+        }
+    }
     for (int j = 0; j < ob_; ++j) {
       const bool masked = lane_tail_ && j == ob_ - 1;
       for (int m = 0; m < ur; ++m) {

@@ -1,6 +1,9 @@
 // The gemm1x1 family's Kernel: packs W[IC, OC] per oc group, owns the generated code and runs
 // tiles of (image, line, pixel chunk, oc group).
+#include <immintrin.h>
+
 #include <algorithm>
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <new>
@@ -16,12 +19,27 @@ namespace {
 
 using Fn = void (*)(const ConvCallArgs*);
 
+// int8: n pixels of 16 f32 channels, `step` floats apart, to uint8 x / x_scale + x_zero. The
+// values sit on that grid (a QuantizeDequantize output), so multiplying by the reciprocal
+// lands within far less than half a step of the integer: exact.
+__attribute__((target("avx512f,avx512bw,avx512vl"))) void quantize_pixels(
+    const float* s, int64_t step, uint8_t* d, int64_t n, float inv_scale, float zero) {
+  const __m512 inv = _mm512_set1_ps(inv_scale), z = _mm512_set1_ps(zero);
+  const __m512 lo = _mm512_setzero_ps(), hi = _mm512_set1_ps(255.f);
+  for (int64_t i = 0; i < n; ++i, s += step, d += 16) {
+    __m512 v = _mm512_fmadd_ps(_mm512_loadu_ps(s), inv, z);
+    v = _mm512_min_ps(_mm512_max_ps(v, lo), hi);
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(d),
+                     _mm512_cvtusepi32_epi8(_mm512_cvtps_epi32(v)));  // round to nearest even
+  }
+}
+
 class Gemm1x1Kernel : public Kernel {
  public:
   Gemm1x1Kernel(const Gemm1x1Conf& c, const Tensor& w, const Tensor* bias,
                 const std::string& code_key)
       : c_(c),
-        name_(conv_kernel_name("gemm1x1", c.layout, c.dst_layout, c.blocking_str(), c.isa)),
+        name_(conv_kernel_name("gemm1x1", c.layout, c.dst_layout, c.blocking_str(), c.isa, c.int8)),
         bias_(pack_bias(bias ? bias->data<float>() : nullptr, c.p.oc, c.ocv * c.simd)) {
     pack_weights(ModelFloats(w));
     main_ = shared_generator<Gemm1x1Generator>(code_key, "", c, c.ur_n, false, name_);
@@ -112,6 +130,7 @@ class Gemm1x1Kernel : public Kernel {
   // (q / ow * stride, q % ow * stride)) to buf: blocked [icb][pack_pix][simd], NHWC
   // [pixel][pack_pix_bytes / 4].
   void pack(const KernelArgs& args, int64_t n, int64_t q0, int64_t cnt, char* buf) const {
+    if (c_.int8) return pack_int8(args, n, q0, cnt, buf);
     const ConvProblem& p = c_.p;
     const int64_t st = c_.stride, pix = c_.in_pix_bytes();  // a pixel's bytes in a block
     const char* img = src_bytes(args) + n * src_img_bytes();
@@ -176,6 +195,7 @@ class Gemm1x1Kernel : public Kernel {
     a.wei = reinterpret_cast<const float*>(wei_bytes() + group_off_[size_t(g)] +
                                            k0 * c_.wei_kb_bytes(ob));
     a.bias = bias_.data() + oc0;
+    if (c_.int8) a.qscale = qscale_.data() + oc0;
     a.pf_wei = reinterpret_cast<const float*>(pf_wei);
     a.post.advance_channels(oc0);
     const bool has_tail = c_.ic_tail && k0 + kcnt == c_.icb_total();
@@ -197,6 +217,7 @@ class Gemm1x1Kernel : public Kernel {
     }
     wei_ = Tensor(DType::f32, {total / 4});  // zero-filled, 64-byte aligned
     if (c_.bf16) return pack_weights_bf16(w);
+    if (c_.int8) return pack_weights_int8(w);
     for (int64_t g = 0; g < c_.n_groups; ++g) {
       const int64_t ob = g == c_.n_groups - 1 ? c_.n_last : c_.ur_n;
       float* o = reinterpret_cast<float*>(static_cast<char*>(wei_.raw()) + group_off_[size_t(g)]);
@@ -231,9 +252,63 @@ class Gemm1x1Kernel : public Kernel {
     }
   }
 
+  // int8: [kb][quad < simd / 4][ob][lane][4]: the vector of step s, oc vector j holds the
+  // integer W[oc0 + lane][4s + e] / w_scale[oc] at lane * 4 + e; zero past ic and oc. Also the
+  // per-oc scale of the int32 sums, and the bias less the input zero point's share
+  // (x_scale w_scale[oc] x_zero sum_ic q[oc][ic]: the sums multiply uint8 q_x, not q_x - x_zero).
+  void pack_weights_int8(ModelFloats w) {
+    const ConvProblem& p = c_.p;
+    const ConvInt8& q = *c_.int8_params;
+    const int64_t S = c_.simd, KB = c_.icb_total();
+    std::vector<double> qsum(size_t(p.oc), 0.0);
+    for (int64_t g = 0; g < c_.n_groups; ++g) {
+      const int64_t ob = g == c_.n_groups - 1 ? c_.n_last : c_.ur_n;
+      int8_t* o = reinterpret_cast<int8_t*>(static_cast<char*>(wei_.raw()) + group_off_[size_t(g)]);
+      for (int64_t kb = 0; kb < KB; ++kb)
+        for (int64_t s = 0; s < S / 4; ++s)
+          for (int64_t j = 0; j < ob; ++j)
+            for (int64_t lane = 0; lane < S; ++lane)
+              for (int64_t e = 0; e < 4; ++e) {
+                const int64_t oc = (g * c_.ur_n + j) * S + lane, ic = kb * S + 4 * s + e;
+                if (oc >= p.oc || ic >= p.ic) continue;  // (zero-filled)
+                const float v = std::nearbyint(w[oc * p.ic + ic] / q.w_scale[size_t(oc)]);
+                const int8_t iv = int8_t(std::clamp(v, -128.f, 127.f));
+                o[(((kb * S / 4 + s) * ob + j) * S + lane) * 4 + e] = iv;
+                qsum[size_t(oc)] += iv;
+              }
+    }
+    qscale_.assign(size_t(c_.ocv * S), 0.f);
+    for (int64_t oc = 0; oc < p.oc; ++oc) {
+      const double sc = double(q.x_scale) * q.w_scale[size_t(oc)];
+      qscale_[size_t(oc)] = float(sc);
+      bias_[size_t(oc)] = float(double(bias_[size_t(oc)]) - sc * q.x_zero * qsum[size_t(oc)]);
+    }
+  }
+
+  // int8: pixels [q0, q0 + cnt) of image n quantized into buf as [icb][pack_pix][simd] bytes.
+  void pack_int8(const KernelArgs& args, int64_t n, int64_t q0, int64_t cnt, char* buf) const {
+    const ConvProblem& p = c_.p;
+    const ConvInt8& q = *c_.int8_params;
+    const int64_t st = c_.stride, pix = c_.in_pix_bytes(), S = c_.simd;
+    const char* img = src_bytes(args) + n * src_img_bytes();
+    for (int64_t kb = 0; kb < c_.icb_total(); ++kb) {
+      const char* sb = img + kb * c_.in_kb_bytes();
+      uint8_t* d = reinterpret_cast<uint8_t*>(buf) + kb * c_.pack_pix * S;
+      for (int64_t i = q0; i < q0 + cnt;) {
+        const int64_t oh = i / p.ow, ow0 = i % p.ow;  // one output row segment
+        const int64_t len = std::min(p.ow - ow0, q0 + cnt - i);
+        const char* s = sb + (oh * st * p.iw + ow0 * st) * pix;
+        quantize_pixels(reinterpret_cast<const float*>(s), st * S, d, len, 1.f / q.x_scale,
+                        q.x_zero);
+        d += len * S;
+        i += len;
+      }
+    }
+  }
+
   Gemm1x1Conf c_;
   std::string name_;
-  std::vector<float> bias_;
+  std::vector<float> bias_, qscale_;
   Tensor wei_;
   std::vector<int64_t> group_off_;
   std::shared_ptr<const Gemm1x1Generator> main_, last_;

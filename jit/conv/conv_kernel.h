@@ -6,6 +6,7 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "jit/conv/conv_problem.h"
 #include "jit/cpu.h"
@@ -28,6 +29,17 @@ enum class ConvFamily : int {
 constexpr int kNumConvFamilies = 7;          // the family table has one row per value
 const char* conv_family_name(ConvFamily f);  // the row's name: "direct", "gemm1x1", ...
 
+// int8 arithmetic (gemm1x1 on AVX512-VNNI) for a conv of a QDQ model: its input holds values
+// x = x_scale * (q - x_zero) of uint8 q (a QuantizeDequantize output, where they are exact) and
+// its weights are w[oc] = w_scale[oc] * an integer in [-128, 127] (runtime/int8_conv.h finds
+// both). The kernel re-quantizes the input to uint8 (exactly), multiplies with vpdpbusd into
+// int32 and scales the sums back to f32 (x_scale * w_scale[oc]), the zero point's share folded
+// into the bias: the same function as the f32 kernels, up to float rounding.
+struct ConvInt8 {
+  float x_scale = 1, x_zero = 0;
+  std::vector<float> w_scale;  // [OC]
+};
+
 // One way to run a conv: family + layouts (+ optional forced blocking, 0 = family's choice).
 struct ConvImpl {
   ConvFamily family = ConvFamily::direct;
@@ -37,6 +49,7 @@ struct ConvImpl {
   // The caches the conf sizes its blocks for: the host's; tests pin CacheSizes{} so that
   // budget-dependent choices are the same on every machine.
   CacheSizes cache = host_cpu().cache;
+  std::shared_ptr<const ConvInt8> int8;  // set: int8 arithmetic (gemm1x1 only)
 };
 
 // Creates the kernel of any family (validating the operands once, then the family row's

@@ -32,6 +32,7 @@ struct ConvCallArgs {
   // gemm1x1 with groups outer: where this call's share of the next group's weights starts
   // (prefetched into L2 while this group computes).
   const float* pf_wei = nullptr;
+  const float* qscale = nullptr;  // int8: per-oc scale of the int32 sums, at the group's first oc
 };
 
 // One conf or the reason a family does not apply.

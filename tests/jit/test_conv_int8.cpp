@@ -1,0 +1,119 @@
+// The int8 gemm1x1 kernel (AVX512-VNNI): src values on a uint8 grid x_scale * (q - x_zero) and
+// weights w_scale[oc] * int8, against the reference Conv on the same values. The products and
+// sums are exact integers in the kernel and exact in the reference's f32 up to its summation
+// order, so they agree to f32 rounding; the weights' integers are recovered, the zero point's
+// share folded into the bias, both checked by the tolerance.
+#include <cmath>
+
+#include "isa_coverage.h"
+#include "jit/conv/conv_families.h"
+#include "shapes/shape_list.h"
+#include "test_conv_util.h"
+
+namespace kiln::convtest {
+namespace {
+
+using K = PostOp::Kind;
+
+// Operands of p on the int8 grids: x = xs * (u - xz) with u uniform in [0, 255], w = ws[oc] *
+// an integer in [-128, 127] (channel oc's extremes used), bias and residuals as usual.
+Operands int8_operands(const ConvProblem& p, uint64_t seed, ConvInt8* q) {
+  Operands o = make_operands(p, seed);
+  std::mt19937 rng{uint32_t(seed)};
+  q->x_scale = 0.037f;
+  q->x_zero = float(std::uniform_int_distribution<int>(0, 255)(rng));
+  std::uniform_int_distribution<int> u8(0, 255), s8(-128, 127);
+  for (int64_t i = 0; i < o.x.numel(); ++i)
+    o.x.data<float>()[i] = q->x_scale * (float(u8(rng)) - q->x_zero);
+  q->w_scale.assign(size_t(p.oc), 0.f);
+  const int64_t per_oc = o.w.numel() / p.oc;
+  for (int64_t oc = 0; oc < p.oc; ++oc) {
+    const float ws = 0.002f * float(1 + oc % 7);
+    q->w_scale[size_t(oc)] = ws;
+    for (int64_t k = 0; k < per_oc; ++k)
+      o.w.data<float>()[oc * per_oc + k] = ws * float(k == 0 ? -128 : k == 1 ? 127 : s8(rng));
+  }
+  return o;
+}
+
+void check_int8(const ConvProblem& p, uint64_t seed, int ur = 0, int ob = 0,
+                const convjit::Gemm1x1Force& force = {}) {
+  auto q = std::make_shared<ConvInt8>();
+  Operands o = int8_operands(p, seed, q.get());
+  ConvImpl impl = conv_impl(ConvFamily::gemm1x1, Layout::nChw16c, Layout::nChw16c, ur, ob);
+  impl.int8 = q;
+  auto c = convjit::init_gemm1x1_conf(p, impl, Isa::avx512, force);
+  REQUIRE_MESSAGE(c, "conf refused: " << c.reason);
+  REQUIRE(c.conf->int8);
+  auto k = convjit::make_gemm1x1_kernel(*c.conf, o.w, p.bias ? &o.b : nullptr);
+  INFO(k->name() << " " << p.str() << " m_outer " << c.conf->m_outer << " blocking "
+                 << c.conf->blocking_str());
+  const Tensor want = reference(p, o);
+  const Tensor got = run_kernel(*k, p, o, impl.src, impl.dst);
+  // The reference sums f32 products of magnitude up to ~0.037 * 255 * 0.014 * 128.
+  const double tol = 2e-6 * std::sqrt(double(p.ic)) * 20;
+  int64_t bad = 0;
+  std::string first;
+  for (int64_t i = 0; i < want.numel(); ++i) {
+    const double g = got.data<float>()[i], w = want.data<float>()[i];
+    if (!(std::fabs(g - w) <= tol * std::max(1.0, std::fabs(w))) && bad++ == 0)
+      first = "element " + std::to_string(i) + ": got " + std::to_string(g) + ", want " +
+              std::to_string(w);
+  }
+  CHECK_MESSAGE(bad == 0, bad << " mismatches, first " << first);
+}
+
+TEST_CASE("gemm1x1 int8 matches the reference on int8-grid operands") {
+  if (!testing::has_vnni()) return;
+  uint64_t seed = 7000;
+  // tests/shapes/conv_gemm1x1.txt (channel tails, odd channel counts, strides 1 and 2, batch 2)
+  for (const ConvProblem& p : shapes::read_shapes("conv_gemm1x1")) check_int8(p, seed++);
+}
+
+TEST_CASE("gemm1x1 int8: blockings, loop orders, channel tails, stride 2, post-ops") {
+  if (!testing::has_vnni()) return;
+  uint64_t seed = 7100;
+  const std::vector<std::string> shapes = {
+      "ic37ih9iw11_oc45oh9ow11kh1kw1sh1sw1ph0pw0",  // ic tail not a multiple of 4
+      "ic1ih5iw5_oc17oh5ow5kh1kw1sh1sw1ph0pw0",
+      "ic6ih5iw7_oc16oh5ow7kh1kw1sh1sw1ph0pw0_nobias",
+      "mb2ic64ih14iw14_oc48oh7ow7kh1kw1sh2sw2ph0pw0",
+      "ic33ih15iw8_oc20oh8ow4kh1kw1sh2sw2ph0pw0_nobias",
+      "ic256ih7iw7_oc512oh7ow7kh1kw1sh1sw1ph0pw0",
+  };
+  for (const std::string& s : shapes)
+    for (auto [ur, ob] : std::vector<std::pair<int, int>>{{0, 0}, {1, 1}, {5, 3}, {4, 2}})
+      for (int m_outer : {0, 1}) {
+        convjit::Gemm1x1Force f;
+        f.m_outer = m_outer;
+        f.chunk_blocks = 1;
+        check_int8(problem(s), seed++, ur, ob, f);
+      }
+  for (const auto& post :
+       std::vector<std::vector<PostOp>>{chain({op(K::relu)}), chain({op(K::add), op(K::relu)}),
+                                        chain({op(K::scale_shift), op(K::add), op(K::sigmoid)})}) {
+    ConvProblem p = problem("mb2ic40ih6iw6_oc36oh6ow6kh1kw1sh1sw1ph0pw0");
+    p.post = post;
+    check_int8(p, seed++);
+  }
+}
+
+TEST_CASE("gemm1x1 int8 refusals") {
+  if (!testing::has_vnni()) return;
+  const ConvProblem p = problem("ic16ih4iw4_oc16oh4ow4kh1kw1sh1sw1ph0pw0");
+  auto q = std::make_shared<ConvInt8>();
+  q->w_scale.assign(16, 1.f);
+  ConvImpl impl = conv_impl(ConvFamily::gemm1x1, Layout::nhwc, Layout::nhwc);
+  impl.int8 = q;
+  auto c = convjit::init_gemm1x1_conf(p, impl, Isa::avx512);
+  CHECK(!c);
+  CHECK(c.reason.find("nChw16c") != std::string::npos);
+  impl = conv_impl(ConvFamily::gemm1x1, Layout::nChw16c, Layout::nChw16c);
+  impl.int8 = q;
+  CHECK(!convjit::init_gemm1x1_conf(p, impl, Isa::avx2));
+  q->w_scale.assign(15, 1.f);
+  CHECK(!convjit::init_gemm1x1_conf(p, impl, Isa::avx512));
+}
+
+}  // namespace
+}  // namespace kiln::convtest
