@@ -63,6 +63,17 @@ ConfOr<Gemm1x1Conf> gemm1x1_conf(const ConvProblem& p, const ConvImpl& impl, Isa
   return init_gemm1x1_conf(p, impl, isa);  // nothing forced
 }
 
+// f32: im2col / im2row + GEMM (jit/im2col/); int8 (ConvImpl::int8, QDQ models): the gemm1x1
+// microkernel over an im2row packing (conv_gemm1x1_conf.h).
+std::unique_ptr<Kernel> im2col_create(const ConvProblem& p, const ConvImpl& impl, Isa isa,
+                                      const Tensor& w, const Tensor* b, const std::string& key,
+                                      std::string* why_not) {
+  if (impl.int8)
+    return conf_then_kernel<gemm1x1_conf, make_gemm1x1_kernel>(p, impl, isa, w, b, key, why_not);
+  return conf_then_kernel<im2col::init_im2col_conf, im2col::make_im2col_kernel>(p, impl, isa, w, b,
+                                                                                key, why_not);
+}
+
 // What a kernel's code is a function of (shared_code.h): the conf's inputs.
 std::string code_key(const ConvProblem& p, const ConvImpl& impl, Isa isa) {
   return p.str() + '|' + conv_family_name(impl.family) + '|' + layout_name(impl.src) + '|' +
@@ -136,7 +147,7 @@ const std::vector<ConvFamilyRow>& rows() {
        [](const ConvProblem&, Layout) {
          return Pairs{{Layout::nhwc, Layout::nhwc}, {Layout::nchw, Layout::nchw}};
        },
-       conf_then_kernel<im2col::init_im2col_conf, im2col::make_im2col_kernel>,
+       im2col_create,
        [](const ConvProblem& p, Layout, Layout) { return p.kh * p.kw == 1 ? 0.6 : 0.45; }, false,
        false},
   };

@@ -58,7 +58,7 @@ bool use_bcast_reg(Isa isa, int ob, const Gemm1x1Force& force) {
 
 // Estimated cycles for one line over all oc groups.
 double line_cost(const Gemm1x1Conf& c, int ur, int ob, bool bcast_reg) {
-  const double k = double(c.k_steps(int(c.p.ic)));  // K steps
+  const double k = double(c.k_steps(int(c.k_channels())));  // K steps
   const int64_t full = c.ocv / ob, rest = c.ocv % ob;
   auto tile = [&](int m, int o) { return k * step_cycles(c.isa, m, o, bcast_reg) + m * o + 20; };
   auto group = [&](int o) {
@@ -77,10 +77,13 @@ ConfOr<Gemm1x1Conf> init_gemm1x1_conf(const ConvProblem& p, const ConvImpl& impl
                                       const Gemm1x1Force& force) {
   using R = ConfOr<Gemm1x1Conf>;
   if (std::string why = check_common(p, isa); !why.empty()) return R::no(why);
-  if (p.kh != 1 || p.kw != 1) return R::no("needs 1x1 kernel");
-  if (p.pt || p.pl || p.pb || p.pr) return R::no("needs zero padding");
-  if (p.sh != p.sw || (p.sh != 1 && p.sh != 2))
-    return R::no("needs stride 1 or 2 (same in h and w)");
+  const bool plain_1x1 = p.kh == 1 && p.kw == 1 && !(p.pt || p.pl || p.pb || p.pr) &&
+                         p.sh == p.sw && (p.sh == 1 || p.sh == 2);
+  if (!impl.int8) {
+    if (p.kh != 1 || p.kw != 1) return R::no("needs 1x1 kernel");
+    if (p.pt || p.pl || p.pb || p.pr) return R::no("needs zero padding");
+    if (!plain_1x1) return R::no("needs stride 1 or 2 (same in h and w)");
+  }
   Gemm1x1Conf c;
   c.p = p;
   c.isa = isa;
@@ -92,6 +95,7 @@ ConfOr<Gemm1x1Conf> init_gemm1x1_conf(const ConvProblem& p, const ConvImpl& impl
   c.bf16_dst = layout_bf16(impl.dst);
   c.int8 = impl.int8 != nullptr;
   c.int8_params = impl.int8;
+  c.im2row = c.int8 && !plain_1x1;
   if (c.int8) {
     if (isa != Isa::avx512 || !host_cpu().avx512_vnni) return R::no("int8 needs avx512_vnni");
     if (impl.src != Layout::nChw16c || impl.dst != Layout::nChw16c)
@@ -108,14 +112,14 @@ ConfOr<Gemm1x1Conf> init_gemm1x1_conf(const ConvProblem& p, const ConvImpl& impl
     if (std::string why = check_blocked(impl.src, isa, "src"); !why.empty())
       return R::no(why + " (gemm1x1 takes blocked or nhwc)");
   }
-  c.stride = p.sh;
+  c.stride = c.im2row ? 1 : p.sh;  // (im2row: the packing does the window's geometry)
   // Stride 2 read in place uses half of every cache line it touches (NHWC: whole pixels, but
   // a row per call) and tiles end at each short output row; packing costs a copy of the
   // pixels read, once per chunk that every oc group then reuses from L1.
   // (int8 always packs: the pixels are quantized on the way.)
   c.pack = c.int8 || (c.stride == 2 && force.pack != 0);
-  c.icb_full = p.ic / c.simd;
-  c.ic_tail = int(p.ic % c.simd);
+  c.icb_full = c.im2row ? p.kh * p.kw * c.in_icb() : p.ic / c.simd;
+  c.ic_tail = c.im2row ? 0 : int(p.ic % c.simd);
   c.ocv = (p.oc + c.simd - 1) / c.simd;
   c.epi_temps = epilogue_temps(p, isa);
   c.m_len = c.gemm_stride() == 1 ? p.oh * p.ow : p.ow;
@@ -181,7 +185,7 @@ ConfOr<Gemm1x1Conf> init_gemm1x1_conf(const ConvProblem& p, const ConvImpl& impl
   // many as keep the chunk's src in L1 when m_outer, else ~4 — so threads get even work; an
   // unpacked stride-2 row is one chunk.
   const int64_t tiles = c.full_tiles();
-  const int64_t l1_tiles = l1_budget(impl.cache) / (c.src_esize() * p.ic * c.ur_m);
+  const int64_t l1_tiles = l1_budget(impl.cache) / (c.src_esize() * c.k_channels() * c.ur_m);
   const int64_t want = c.m_outer ? std::max<int64_t>(1, l1_tiles) : 4;
   c.chunk_blocks = c.gemm_stride() == 1 ? std::clamp<int64_t>(want, 1, tiles) : tiles;
   if (force.chunk_blocks > 0 && c.gemm_stride() == 1)
@@ -192,7 +196,7 @@ ConfOr<Gemm1x1Conf> init_gemm1x1_conf(const ConvProblem& p, const ConvImpl& impl
   c.ic_chunk = c.icb_total();
   // (A bf16 dst holds no partial sums: it never splits.)
   const int64_t es = c.src_esize();
-  if (c.m_outer && c.n_groups > 1 && es * c.ur_m * p.ic > l1_budget(impl.cache))
+  if (c.m_outer && c.n_groups > 1 && es * c.ur_m * c.k_channels() > l1_budget(impl.cache))
     c.ic_chunk = std::max<int64_t>(1, l1_budget(impl.cache) / (es * c.ur_m * c.simd));
   if (force.ic_chunk > 0) c.ic_chunk = std::min(force.ic_chunk, c.icb_total());
   if (c.bf16_dst || c.int8) c.ic_chunk = c.icb_total();  // (int8: int32 sums, no partials)

@@ -17,7 +17,11 @@
 // int8 (ConvImpl::int8, AVX512-VNNI; src and dst nChw16c f32): every chunk is packed, its f32
 // pixels re-quantized to uint8 on the way ([icb][pack_pix][16] bytes); the weights are packed as
 // int8 quads of input channels and every K step is one vpdpbusd over four channels (int32
-// accumulators), scaled back to f32 (ConvCallArgs::qscale) before the epilogue.
+// accumulators), scaled back to f32 (ConvCallArgs::qscale) before the epilogue. Any other
+// conv (groups 1: kernel size, padding, stride, dilation) runs the same way as im2row: the
+// packing gathers each output pixel's window, (kh, kw, input channel block) after another
+// (outside the image: the zero point, a real 0), and the GEMM's K is KH x KW x the padded IC.
+// That is the im2col family's int8 kernel (its name says im2col).
 #pragma once
 
 #include <memory>
@@ -51,6 +55,7 @@ struct Gemm1x1Conf {
   bool bf16 = false;      // src and weights bf16 (src nChw16c_bf16), vdpbf16ps
   bool bf16_dst = false;  // dst nChw16c_bf16
   bool int8 = false;      // uint8 src (packed from f32) x int8 weights, vpdpbusd
+  bool im2row = false;    // int8 of a conv other than 1x1 without padding, stride 1 or 2
   std::shared_ptr<const ConvInt8> int8_params;
   int64_t stride = 1;  // of the conv
   bool pack = false;   // stride 2 packed into a dense buffer: the microkernel runs stride 1
@@ -90,6 +95,8 @@ struct Gemm1x1Conf {
 
   std::string blocking_str() const;  // "m14oc2"
   int64_t icb_total() const { return icb_full + (ic_tail ? 1 : 0); }
+  int64_t in_icb() const { return (p.ic + simd - 1) / simd; }  // the input's channel blocks
+  int64_t k_channels() const { return im2row ? icb_full * simd : p.ic; }  // the GEMM's K
   int in_esize() const { return bf16 ? 2 : 4; }            // the input tensor's elements
   int src_esize() const { return int8 ? 1 : in_esize(); }  // what the microkernel reads
   int dst_esize() const { return bf16_dst ? 2 : 4; }

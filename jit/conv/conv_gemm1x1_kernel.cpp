@@ -39,7 +39,8 @@ class Gemm1x1Kernel : public Kernel {
   Gemm1x1Kernel(const Gemm1x1Conf& c, const Tensor& w, const Tensor* bias,
                 const std::string& code_key)
       : c_(c),
-        name_(conv_kernel_name("gemm1x1", c.layout, c.dst_layout, c.blocking_str(), c.isa, c.int8)),
+        name_(conv_kernel_name(c.im2row ? "im2col" : "gemm1x1", c.layout, c.dst_layout,
+                               c.blocking_str(), c.isa, c.int8)),
         bias_(pack_bias(bias ? bias->data<float>() : nullptr, c.p.oc, c.ocv * c.simd)) {
     pack_weights(ModelFloats(w));
     main_ = shared_generator<Gemm1x1Generator>(code_key, "", c, c.ur_n, false, name_);
@@ -163,7 +164,7 @@ class Gemm1x1Kernel : public Kernel {
   const char* wei_bytes() const { return static_cast<const char*>(wei_.raw()); }
   int64_t src_img_bytes() const {
     const ConvProblem& p = c_.p;
-    return c_.nhwc ? p.ih * p.iw * p.ic * 4 : c_.icb_total() * c_.in_kb_bytes();
+    return c_.nhwc ? p.ih * p.iw * p.ic * 4 : c_.in_icb() * c_.in_kb_bytes();
   }
 
   void call(const KernelArgs& args, const ConvCallArgs& base, int64_t n, int64_t g, int64_t lc,
@@ -269,9 +270,13 @@ class Gemm1x1Kernel : public Kernel {
           for (int64_t j = 0; j < ob; ++j)
             for (int64_t lane = 0; lane < S; ++lane)
               for (int64_t e = 0; e < 4; ++e) {
-                const int64_t oc = (g * c_.ur_n + j) * S + lane, ic = kb * S + 4 * s + e;
-                if (oc >= p.oc || ic >= p.ic) continue;  // (zero-filled)
-                const float v = std::nearbyint(w[oc * p.ic + ic] / q.w_scale[size_t(oc)]);
+                const int64_t oc = (g * c_.ur_n + j) * S + lane, k = kb * S + 4 * s + e;
+                // im2row: K runs over (kh, kw, the input's padded channels).
+                const int64_t slice = k / (c_.in_icb() * S), ic = k % (c_.in_icb() * S);
+                if (oc >= p.oc || ic >= p.ic || (!c_.im2row && k >= p.ic)) continue;  // zeros
+                const int64_t kh = slice / p.kw, kw = slice % p.kw;
+                const float wv = w[((oc * p.ic + ic) * p.kh + kh) * p.kw + kw];
+                const float v = std::nearbyint(wv / q.w_scale[size_t(oc)]);
                 const int8_t iv = int8_t(std::clamp(v, -128.f, 127.f));
                 o[(((kb * S / 4 + s) * ob + j) * S + lane) * 4 + e] = iv;
                 qsum[size_t(oc)] += iv;
@@ -291,6 +296,31 @@ class Gemm1x1Kernel : public Kernel {
     const ConvInt8& q = *c_.int8_params;
     const int64_t st = c_.stride, pix = c_.in_pix_bytes(), S = c_.simd;
     const char* img = src_bytes(args) + n * src_img_bytes();
+    if (c_.im2row) {
+      // Block (kh * KW + kw) * ICB + icb of pixel i: input pixel (oh sh - pt + kh dh, ow sw -
+      // pl + kw dw) of channel block icb, or the zero point outside the image.
+      const int64_t icb_n = c_.in_icb();
+      for (int64_t i = q0; i < q0 + cnt; ++i) {
+        const int64_t oh = i / p.ow, ow = i % p.ow;
+        for (int64_t kh = 0; kh < p.kh; ++kh)
+          for (int64_t kw = 0; kw < p.kw; ++kw) {
+            const int64_t ih = oh * p.sh - p.pt + kh * p.dh, iw = ow * p.sw - p.pl + kw * p.dw;
+            const bool in = ih >= 0 && ih < p.ih && iw >= 0 && iw < p.iw;
+            for (int64_t icb = 0; icb < icb_n; ++icb) {
+              uint8_t* d = reinterpret_cast<uint8_t*>(buf) +
+                           (((kh * p.kw + kw) * icb_n + icb) * c_.pack_pix + (i - q0)) * S;
+              if (!in) {
+                std::memset(d, int(q.x_zero), size_t(S));
+                continue;
+              }
+              const char* s = img + icb * c_.in_kb_bytes() + (ih * p.iw + iw) * pix;
+              quantize_pixels(reinterpret_cast<const float*>(s), 0, d, 1, 1.f / q.x_scale,
+                              q.x_zero);
+            }
+          }
+      }
+      return;
+    }
     for (int64_t kb = 0; kb < c_.icb_total(); ++kb) {
       const char* sb = img + kb * c_.in_kb_bytes();
       uint8_t* d = reinterpret_cast<uint8_t*>(buf) + kb * c_.pack_pix * S;

@@ -47,7 +47,8 @@ void check_int8(const ConvProblem& p, uint64_t seed, int ur = 0, int ob = 0,
   REQUIRE(c.conf->int8);
   auto k = convjit::make_gemm1x1_kernel(*c.conf, o.w, p.bias ? &o.b : nullptr);
   INFO(k->name() << " " << p.str() << " m_outer " << c.conf->m_outer << " blocking "
-                 << c.conf->blocking_str());
+                 << c.conf->blocking_str() << " im2row " << c.conf->im2row);
+  CHECK(c.conf->im2row == (p.kh * p.kw != 1 || p.pt || p.pl || p.pb || p.pr || p.sh > 2));
   const Tensor want = reference(p, o);
   const Tensor got = run_kernel(*k, p, o, impl.src, impl.dst);
   // The reference sums f32 products of magnitude up to ~0.037 * 255 * 0.014 * 128.
@@ -95,6 +96,23 @@ TEST_CASE("gemm1x1 int8: blockings, loop orders, channel tails, stride 2, post-o
     ConvProblem p = problem("mb2ic40ih6iw6_oc36oh6ow6kh1kw1sh1sw1ph0pw0");
     p.post = post;
     check_int8(p, seed++);
+  }
+}
+
+TEST_CASE("im2col int8 (im2row packing into the gemm1x1 microkernel) matches the reference") {
+  if (!testing::has_vnni()) return;
+  uint64_t seed = 7300;
+  // tests/shapes/conv_direct.txt and im2col.txt: kernel sizes, strides, asymmetric padding
+  // (the zero point outside the image), dilation, channel tails, batch 2; and 1x1 with padding
+  // or stride 3, which the plain 1x1 path does not take.
+  std::vector<ConvProblem> ps = shapes::read_shapes("conv_direct");
+  for (const ConvProblem& p : shapes::read_shapes("im2col")) ps.push_back(p);
+  ps.push_back(problem("ic20ih7iw7_oc24oh9ow9kh1kw1sh1sw1ph1pw1"));
+  ps.push_back(problem("ic32ih10iw10_oc16oh4ow4kh1kw1sh3sw3ph0pw0"));
+  for (const ConvProblem& p : ps) {
+    if (p.groups != 1) continue;
+    check_int8(p, seed++);
+    check_int8(p, seed++, 3, 2);
   }
 }
 
