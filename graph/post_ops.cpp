@@ -78,7 +78,7 @@ const GlueUnary kGlueUnary[] = {
 };
 // unary_post_op's ops (those a conv epilogue may fuse).
 const char* const kFusableUnary[] = {"Relu",        "LeakyRelu", "Sigmoid", "Clip",
-                                     "HardSigmoid", "HardSwish", "Gelu"};
+                                     "HardSigmoid", "HardSwish", "Gelu",    "QuantizeDequantize"};
 
 int extra_inputs(PostOp::Kind k) {
   return k == PostOp::Kind::add ? 1 : k == PostOp::Kind::scale_shift ? 2 : 0;
@@ -148,6 +148,8 @@ std::optional<PostOp> unary_post_op(const Graph& g, const Node& n) {
     op.kind = PostOp::Kind::hardswish;
   } else if (n.op == "Gelu" && n.attr_s("approximate", "none") == "none") {
     op.kind = PostOp::Kind::gelu;
+  } else if (n.op == "QuantizeDequantize") {
+    return glue_unary_post_op(n);
   } else {
     return std::nullopt;
   }
@@ -199,7 +201,6 @@ std::optional<PostOp> elementwise_post_op(const Graph& g, const Node& n) {
 }
 
 bool is_unary_elementwise_op(std::string_view op) {
-  if (op == "QuantizeDequantize") return true;
   for (const char* o : kFusableUnary)
     if (op == o) return true;
   for (const GlueUnary& u : kGlueUnary)

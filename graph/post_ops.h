@@ -57,7 +57,7 @@ struct PostOp {
     // 0.5 x (1 + tanh(sqrt(2 / pi) (x + 0.044715 x^3))): ONNX Gelu with approximate = "tanh"
     gelu_tanh,
     // QuantizeLinear then DequantizeLinear, per tensor (graph/quant.h): alpha = scale, beta =
-    // zero point; to uint8 / int8.
+    // zero point; to uint8 / int8. Fused into epilogues too (a QDQ model's conv output).
     quant_dequant_u8,
     quant_dequant_s8,
   };
@@ -67,18 +67,18 @@ struct PostOp {
 };
 
 const char* post_op_name(PostOp::Kind k);
-// The kinds only the standalone elementwise kernels compute (tanh ... gelu_tanh: the
-// enum's tail), never a conv epilogue.
+// The kinds only the standalone elementwise kernels compute (tanh ... gelu_tanh), never a conv
+// epilogue.
 inline bool glue_only(PostOp::Kind k) {
-  return k >= PostOp::Kind::tanh;
+  return k >= PostOp::Kind::tanh && k <= PostOp::Kind::gelu_tanh;
 }
 // Parses the node's post-op attributes (empty when it has none). `first_extra_input` is the
 // index of the first extra input (3 for Conv and Gemm, 2 for MatMul). Throws naming the node
 // when the attributes are inconsistent.
 std::vector<PostOp> parse_post_ops(const Node& n, int first_extra_input);
 // The post-op a unary elementwise node computes: Relu, LeakyRelu, Sigmoid, HardSigmoid,
-// HardSwish, Gelu (exact form), or Clip whose bounds are absent or constant f32 scalars; nothing
-// otherwise.
+// HardSwish, Gelu (exact form), QuantizeDequantize, or Clip whose bounds are absent or constant
+// f32 scalars; nothing otherwise.
 std::optional<PostOp> unary_post_op(const Graph& g, const Node& n);
 // unary_post_op's ops plus the kinds only the standalone elementwise kernels compute: Tanh,
 // Sqrt, Erf, Exp, Log, Neg, Abs, Reciprocal, Floor, Ceil, Elu, Selu, Celu, Softplus, Softsign,

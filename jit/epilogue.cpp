@@ -6,6 +6,7 @@
 #include <string>
 
 #include "graph/error.h"
+#include "graph/quant.h"
 
 namespace kiln {
 namespace {
@@ -50,6 +51,9 @@ int op_temps(const PostOp& op, Isa isa, bool tail) {
       return 3;  // x stays live next to exp's result and scratch
     case K::gelu:
       return 3;  // exp(-z^2) and its scratch, then t and the polynomial
+    case K::quant_dequant_u8:
+    case K::quant_dequant_s8:
+      return 1;  // the range's bounds
     default:
       return 0;  // glue_only(): returned above
   }
@@ -102,6 +106,10 @@ class ChainEmitter {
         break;
       case K::gelu:
         gelu();
+        break;
+      case K::quant_dequant_u8:
+      case K::quant_dequant_s8:
+        quant_dequant(op);
         break;
       case K::add:
         if (!where.residual) fail(Code::internal, "epilogue: no residual operand for 'add'");
@@ -178,6 +186,24 @@ class ChainEmitter {
       g_.vmovaps(t(0), c_.f32(op.beta));
       g_.vminps(a_, t(0), a_);
     }
+  }
+
+  // (min(max(rint(x / s) + z, lo), hi) - z) * s, graph/quant.h's steps (max / min with the
+  // bound first: NaN passes through, as std::max / std::min there).
+  void quant_dequant(const PostOp& op) {
+    const QuantRange r = quant_range(op.kind == K::quant_dequant_s8 ? kOnnxInt8 : kOnnxUint8);
+    g_.vdivps(a_, a_, c_.f32(op.alpha));
+    if (z())  // imm 8: nearest even, no precision exception
+      g_.vrndscaleps(a_, a_, 0x08);
+    else
+      g_.vroundps(a_, a_, 0x08);
+    g_.vaddps(a_, a_, c_.f32(op.beta));
+    g_.vmovaps(t(0), c_.f32(r.lo));
+    g_.vmaxps(a_, t(0), a_);
+    g_.vmovaps(t(0), c_.f32(r.hi));
+    g_.vminps(a_, t(0), a_);
+    g_.vsubps(a_, a_, c_.f32(op.beta));
+    g_.vmulps(a_, a_, c_.f32(op.alpha));
   }
 
   // AVX-512: acc = (acc <pred> v) ? v : acc.

@@ -2,7 +2,11 @@
 
 #include <algorithm>
 #include <cmath>
+#include <optional>
+#include <string>
+#include <vector>
 
+#include "graph/post_ops.h"
 #include "graph/quant.h"
 
 namespace kiln {
@@ -39,14 +43,33 @@ std::shared_ptr<const ConvInt8> conv_int8_params(const Graph& g, const Node& n) 
   for (const Node& m : g.nodes)
     for (ValueId v : m.outputs)
       if (v == n.inputs[0]) prod = &m;
-  if (!prod || prod->op != "QuantizeDequantize") return nullptr;
+  if (!prod) return nullptr;
+  // The input's quantize-dequantize: the producer itself, or the last post-op fused into it.
+  std::optional<PostOp> qdq =
+      prod->op == "QuantizeDequantize" ? glue_unary_post_op(*prod) : std::nullopt;
+  if (!qdq && prod->has("post_ops")) {
+    const std::vector<std::string>& ops = prod->attrs.at("post_ops").strings;
+    const std::vector<float> a = prod->attr_floats("post_alpha");
+    const std::vector<float> b = prod->attr_floats("post_beta");
+    if (!ops.empty() && a.size() == ops.size() && b.size() == ops.size()) {
+      for (PostOp::Kind k : {PostOp::Kind::quant_dequant_u8, PostOp::Kind::quant_dequant_s8})
+        if (ops.back() == post_op_name(k)) {
+          qdq = PostOp{};
+          qdq->kind = k;
+          qdq->alpha = a.back();
+          qdq->beta = b.back();
+        }
+    }
+  }
+  if (!qdq ||
+      (qdq->kind != PostOp::Kind::quant_dequant_u8 && qdq->kind != PostOp::Kind::quant_dequant_s8))
+    return nullptr;
   const Value& wv = g.value(n.inputs[1]);
   if (!wv.is_const() || wv.dtype != DType::f32 || wv.shape.size() != 4) return nullptr;
   auto q = std::make_shared<ConvInt8>();
-  q->x_scale = prod->attr_f("scale", 0.f);
+  q->x_scale = qdq->alpha;
   // int8 activations as uint8: q + 128 (exact), the zero point moving with them.
-  q->x_zero =
-      prod->attr_f("zero_point", 0.f) + (prod->attr_i("to", kOnnxUint8) == kOnnxInt8 ? 128.f : 0.f);
+  q->x_zero = qdq->beta + (qdq->kind == PostOp::Kind::quant_dequant_s8 ? 128.f : 0.f);
   if (!(q->x_scale > 0)) return nullptr;
   const float* w = wv.constant->data<float>();
   const int64_t oc = wv.shape[0], per = wv.constant->numel() / std::max<int64_t>(oc, 1);

@@ -1,5 +1,6 @@
 // Where a conv of a QDQ model can run in int8 (jit/conv/conv_kernel.h ConvInt8): its input is a
-// QuantizeDequantize output (values on a uint8 / int8 grid) and its constant weights are, per
+// QuantizeDequantize output, standalone or the last post-op fused into its producer (values on
+// a uint8 / int8 grid), and its constant weights are, per
 // output channel, a scale times integers in [-128, 127]. The scales are recovered from the
 // folded f32 weights (DequantizeLinear of int8 weights folds into them at load): channel oc's
 // largest |w| over the integer it stands for (127 for symmetric quantization), else the

@@ -103,19 +103,29 @@ class ProblemReader {
 
 PostOp parse_post_op(ProblemReader& r) {
   // Longest name first: "relu" must not take the start of a longer name.
-  constexpr PostOp::Kind kinds[] = {PostOp::Kind::scale_shift, PostOp::Kind::hardsigmoid,
-                                    PostOp::Kind::leaky_relu,  PostOp::Kind::hardswish,
-                                    PostOp::Kind::sigmoid,     PostOp::Kind::swish,
-                                    PostOp::Kind::relu,        PostOp::Kind::clip,
-                                    PostOp::Kind::add,         PostOp::Kind::gelu};
+  constexpr PostOp::Kind kinds[] = {PostOp::Kind::scale_shift,
+                                    PostOp::Kind::hardsigmoid,
+                                    PostOp::Kind::leaky_relu,
+                                    PostOp::Kind::hardswish,
+                                    PostOp::Kind::sigmoid,
+                                    PostOp::Kind::swish,
+                                    PostOp::Kind::relu,
+                                    PostOp::Kind::clip,
+                                    PostOp::Kind::add,
+                                    PostOp::Kind::gelu,
+                                    PostOp::Kind::quant_dequant_u8,
+                                    PostOp::Kind::quant_dequant_s8};
   for (PostOp::Kind k : kinds) {
     const std::string name = post_op_name(k);
     if (!r.at(name)) continue;
     const size_t after = r.pos() + name.size();
     // clip<min>_<max>, hardsigmoid<alpha>_<beta>, leaky_relu<alpha> (post_ops_str)
-    const int params = k == PostOp::Kind::clip || k == PostOp::Kind::hardsigmoid ? 2
-                       : k == PostOp::Kind::leaky_relu                           ? 1
-                                                                                 : 0;
+    const int params = k == PostOp::Kind::clip || k == PostOp::Kind::hardsigmoid ||
+                               k == PostOp::Kind::quant_dequant_u8 ||
+                               k == PostOp::Kind::quant_dequant_s8
+                           ? 2
+                       : k == PostOp::Kind::leaky_relu ? 1
+                                                       : 0;
     const bool param = params > 0;
     if (!param && after < r.str().size() && r.str()[after] != '_') continue;
     r.eat(name);

@@ -314,7 +314,9 @@ std::vector<std::vector<PostOp>> single_ops() {
           {mk(K::hardsigmoid, 1.f / 6.f, 0.5f)},
           {mk(K::add)},
           {mk(K::scale_shift)},
-          {mk(K::gelu)}};
+          {mk(K::gelu)},
+          {mk(K::quant_dequant_u8, 0.05f, 128.f)},
+          {mk(K::quant_dequant_s8, 0.013f, -3.f)}};
 }
 
 std::vector<std::pair<bool, std::vector<PostOp>>> chains() {
@@ -334,7 +336,11 @@ std::vector<std::pair<bool, std::vector<PostOp>>> chains() {
           {true, {mk(K::scale_shift), mk(K::hardswish), mk(K::add), mk(K::clip, -kInf, 4.f)}},
           {false, {mk(K::relu), mk(K::relu), mk(K::sigmoid), mk(K::sigmoid)}},
           {true, {mk(K::gelu), mk(K::add)}},
-          {false, {mk(K::scale_shift), mk(K::gelu)}}};
+          {false, {mk(K::scale_shift), mk(K::gelu)}},
+          {true, {mk(K::relu), mk(K::quant_dequant_u8, 0.02f, 0.f)}},
+          {true,
+           {mk(K::quant_dequant_u8, 0.03f, 120.f), mk(K::add), mk(K::quant_dequant_s8, 0.04f, 5.f),
+            mk(K::relu)}}};
 }
 
 TEST_CASE("epilogue: every post-op alone, with and without bias, both ISAs") {
@@ -470,7 +476,7 @@ TEST_CASE("epilogue: temps_needed per op and ISA") {
       {mk(K::sigmoid), 2, 2, 2, 2},    {mk(K::swish), 3, 3, 3, 3},
       {mk(K::hardswish), 1, 1, 1, 1},  {mk(K::hardsigmoid, 0.2f, 0.5f), 0, 0, 1, 1},
       {mk(K::add), 0, 0, 0, 1},        {mk(K::scale_shift), 0, 0, 0, 1},
-      {mk(K::gelu), 3, 3, 3, 3},
+      {mk(K::gelu), 3, 3, 3, 3},       {mk(K::quant_dequant_u8, 0.1f, 3.f), 1, 1, 1, 1},
   };
   for (const auto& r : rows) {
     CAPTURE(post_op_name(r.op.kind));

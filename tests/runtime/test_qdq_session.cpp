@@ -133,12 +133,14 @@ TEST_CASE("QDQ session: 1x1 convs of QDQ models run in int8 where the CPU has AV
     }
 }
 
-TEST_CASE("QDQ session: quantize-dequantize pairs run on eltwise labels on every ISA") {
+TEST_CASE(
+    "QDQ session: quantize-dequantize pairs run on eltwise labels or in the conv's "
+    "epilogue on every ISA") {
   // y1 may differ by one output step (0.01) where the JIT conv's rounding crosses a step; y2
   // is exact on both paths (x is held exactly).
   kiln::test::compare_with_reference(qdq_model(), {2, 19, 7, 9}, 0.02, [](const kiln::Session& s) {
     const kiln::Graph& g = s.graph();
-    int eltwise = 0;
+    int eltwise = 0, fused = 0;
     for (size_t i = 0; i < g.nodes.size(); ++i) {
       CAPTURE(g.nodes[i].op);
       CHECK(g.nodes[i].op != "QuantizeLinear");
@@ -146,7 +148,12 @@ TEST_CASE("QDQ session: quantize-dequantize pairs run on eltwise labels on every
       const kiln::Label& l = s.selection().nodes[i].label;
       CHECK(l.kind != kiln::LabelKind::ref);
       eltwise += l.kind == kiln::LabelKind::eltwise;
+      // The conv's Relu and output Q/DQ are its epilogue.
+      if (g.nodes[i].op == "Conv" && g.nodes[i].has("post_ops"))
+        fused += g.nodes[i].attrs.at("post_ops").strings ==
+                 std::vector<std::string>{"relu", "quant_dequant_u8"};
     }
-    CHECK(eltwise == 3);
+    CHECK(eltwise == 2);  // x's two quantize-dequantize steps
+    CHECK(fused == 1);
   });
 }
