@@ -298,26 +298,37 @@ class Gemm1x1Kernel : public Kernel {
     const char* img = src_bytes(args) + n * src_img_bytes();
     if (c_.im2row) {
       // Block (kh * KW + kw) * ICB + icb of pixel i: input pixel (oh sh - pt + kh dh, ow sw -
-      // pl + kw dw) of channel block icb, or the zero point outside the image.
+      // pl + kw dw) of channel block icb, or the zero point outside the image. One call per
+      // output row segment, window tap and channel block (its input pixels sw apart).
       const int64_t icb_n = c_.in_icb();
-      for (int64_t i = q0; i < q0 + cnt; ++i) {
-        const int64_t oh = i / p.ow, ow = i % p.ow;
+      const float inv = 1.f / q.x_scale;
+      for (int64_t i = q0; i < q0 + cnt;) {
+        const int64_t oh = i / p.ow, ow0 = i % p.ow;
+        const int64_t len = std::min(p.ow - ow0, q0 + cnt - i);
         for (int64_t kh = 0; kh < p.kh; ++kh)
           for (int64_t kw = 0; kw < p.kw; ++kw) {
-            const int64_t ih = oh * p.sh - p.pt + kh * p.dh, iw = ow * p.sw - p.pl + kw * p.dw;
-            const bool in = ih >= 0 && ih < p.ih && iw >= 0 && iw < p.iw;
+            const int64_t ih = oh * p.sh - p.pt + kh * p.dh;
+            // The segment's pixels whose column is inside: [a, b) of [0, len).
+            const int64_t c0 = ow0 * p.sw - p.pl + kw * p.dw;  // column of pixel 0
+            int64_t a = 0, b = 0;
+            if (ih >= 0 && ih < p.ih) {
+              a = c0 >= 0 ? 0 : std::min(len, (-c0 + p.sw - 1) / p.sw);
+              b = c0 > p.iw - 1 ? 0 : std::min(len, (p.iw - 1 - c0) / p.sw + 1);
+              b = std::max(a, b);
+            }
             for (int64_t icb = 0; icb < icb_n; ++icb) {
               uint8_t* d = reinterpret_cast<uint8_t*>(buf) +
                            (((kh * p.kw + kw) * icb_n + icb) * c_.pack_pix + (i - q0)) * S;
-              if (!in) {
-                std::memset(d, int(q.x_zero), size_t(S));
-                continue;
+              std::memset(d, int(q.x_zero), size_t(a * S));
+              if (b > a) {
+                const char* s = img + icb * c_.in_kb_bytes() + (ih * p.iw + c0 + a * p.sw) * pix;
+                quantize_pixels(reinterpret_cast<const float*>(s), p.sw * S, d + a * S, b - a, inv,
+                                q.x_zero);
               }
-              const char* s = img + icb * c_.in_kb_bytes() + (ih * p.iw + iw) * pix;
-              quantize_pixels(reinterpret_cast<const float*>(s), 0, d, 1, 1.f / q.x_scale,
-                              q.x_zero);
+              std::memset(d + b * S, int(q.x_zero), size_t((len - b) * S));
             }
           }
+        i += len;
       }
       return;
     }
