@@ -4,6 +4,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "error_of.h"
 #include "graph/onnx_builder.h"
 #include "graph/onnx_import.h"
 
@@ -16,19 +17,9 @@ using kiln::test::OnnxBuilder;
 
 namespace {
 
-using kiln::test::import;
+using kiln::test::error_of;
 
-// Runs `f` and returns the Error it throws (fails the test if it throws nothing).
-template <class F>
-Error error_of(F f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e;
-  }
-  FAIL("expected a kiln::Error");
-  return Error(Code::ok, "");
-}
+using kiln::test::import;
 
 OnnxBuilder relu_model() {
   OnnxBuilder b;

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "error_of.h"
 #include "graph/onnx_builder.h"
 #include "graph/onnx_import.h"
 #include "graph/quant.h"
@@ -19,18 +20,9 @@ using kiln::test::OnnxBuilder;
 
 namespace {
 
-using kiln::test::import;
+using kiln::test::error_of;
 
-template <class F>
-Error error_of(F f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e;
-  }
-  FAIL("expected a kiln::Error");
-  return Error(Code::ok, "");
-}
+using kiln::test::import;
 
 bool mentions(const Error& e, const std::string& s) {
   return std::string(e.what()).find(s) != std::string::npos;

@@ -12,6 +12,7 @@
 #include <random>
 #include <sstream>
 
+#include "error_of.h"
 #include "graph/onnx_builder.h"
 #include "runtime/npy.h"
 #include "runtime/quantize.h"
@@ -24,6 +25,8 @@ using kiln::Tensor;
 using namespace kiln::sessiontest;
 
 namespace {
+
+using kiln::test::error_of;
 
 // x [1, 8, 10, 10] -> conv 3x3 (16, pad 1) -> relu = r -> conv 1x1 (16) = c2 -> add(r, c2) ->
 // GlobalAveragePool -> Flatten -> Gemm (10) = y. Output channel c of conv 1's weights is scaled
@@ -93,17 +96,6 @@ Tensor run_bytes(const std::string& bytes, const Tensor& x) {
   o.use_cache = false;
   o.tune = kiln::TuneMode::none;
   return run(*load(bytes, o), x);
-}
-
-template <class F>
-kiln::Error error_of(F f) {
-  try {
-    f();
-  } catch (const kiln::Error& e) {
-    return e;
-  }
-  FAIL("expected a kiln::Error");
-  return kiln::Error(Code::ok, "");
 }
 
 const onnx::TensorProto* init_named(const onnx::ModelProto& m, const std::string& name) {
