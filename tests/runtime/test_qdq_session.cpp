@@ -11,6 +11,7 @@
 #include "runtime/labels.h"
 #include "runtime/selection.h"
 #include "runtime/session.h"
+#include "session_test_util.h"
 #include "test_rng.h"
 
 namespace {
@@ -121,6 +122,27 @@ TEST_CASE("QDQ session: 1x1 convs of QDQ models run in int8 where the CPU has AV
       for (size_t i = 0; i < s->graph().nodes.size(); ++i)
         int8 += s->selection().nodes[i].label.precision == kiln::Precision::int8;
       CHECK(int8 == (vnni && s->isa() == kiln::Isa::avx512 ? 2 : 0));
+      // The labels' keys read back (tuning cache, plan cache): a warm load plans the same.
+      for (size_t i = 0; i < s->graph().nodes.size(); ++i) {
+        const kiln::Label& l = s->selection().nodes[i].label;
+        const auto back = kiln::Label::parse(l.key());
+        REQUIRE(back);
+        CHECK(back->key() == l.key());
+        CHECK(back->precision == l.precision);
+      }
+      {
+        kiln::SessionOptions c = o;
+        c.use_cache = true;
+        c.cache_dir = kiln::sessiontest::fresh_dir("qdq_int8_cache").string();
+        std::vector<std::string> keys[2];
+        for (auto& k : keys) {
+          std::unique_ptr<kiln::Session> w;
+          kiln::test::run_session(bytes, c, x, &w);
+          for (size_t i = 0; i < w->graph().nodes.size(); ++i)
+            k.push_back(w->selection().nodes[i].label.key());
+        }
+        CHECK(keys[0] == keys[1]);
+      }
       o.reference = true;
       const kiln::Tensor want = kiln::test::run_session(bytes, o, x)[0];
       double maxref = 0, maxdiff = 0;
