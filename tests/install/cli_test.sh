@@ -118,6 +118,9 @@ for METHOD in minmax percentile; do
   expect_rc 0 "$KILN" quantize "$R/model.onnx" --out "$TMP/q.onnx" --random 2 --per-channel \
     --method $METHOD --threads 1
   grep -q "^quantized [1-9][0-9]* nodes" "$TMP/out.txt" || fail "quantize prints its counts"
+  # A standard ONNX model (python3-onnx is one of the test dependencies: tests/setup.sh).
+  "$PY" -c "import onnx, sys; onnx.checker.check_model(onnx.load(sys.argv[1]), full_check=True)" \
+    "$TMP/q.onnx" || fail "the QDQ model passes onnx.checker ($METHOD)"
   expect_rc 0 "$KILN" run "$TMP/q.onnx" --input "$R/input_0.npy" --output "$TMP/q_out.npy" \
     --threads 1 --tune none --no-cache
   npy_close "$TMP/q_out.npy" "$R/output_0.npy" 5e-2 || fail "the QDQ model's output ($METHOD)"
