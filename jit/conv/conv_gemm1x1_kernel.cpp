@@ -43,6 +43,13 @@ class Gemm1x1Kernel : public Kernel {
                                c.blocking_str(), c.isa, c.int8)),
         bias_(pack_bias(bias ? bias->data<float>() : nullptr, c.p.oc, c.ocv * c.simd)) {
     pack_weights(ModelFloats(w));
+    if (c.im2row) {
+      // Input rows a packed chunk's windows span at most (pack_pix pixels cover at most
+      // pack_pix / ow + 2 output rows).
+      const ConvProblem& p = c.p;
+      const int64_t out_rows = std::min(p.oh, c.pack_pix / p.ow + 2);
+      rows_max_ = std::min(p.ih, (out_rows - 1) * p.sh + (p.kh - 1) * p.dh + 1);
+    }
     main_ = shared_generator<Gemm1x1Generator>(code_key, "", c, c.ur_n, false, name_);
     if (c.last_group_own)
       last_ = shared_generator<Gemm1x1Generator>(code_key, "_lastoc", c, c.n_last, true,
@@ -54,7 +61,10 @@ class Gemm1x1Kernel : public Kernel {
   double macs() const override { return c_.p.macs(); }
   std::vector<Span> weights() const override { return {{wei_.raw(), wei_.nbytes()}}; }
   // The packed pixel chunk (strided or NHWC input): it stays in L1 while the oc groups sweep it.
-  int64_t scratch_bytes() const override { return c_.pack ? c_.pack_bytes() : 0; }
+  // (int8 im2row: then the quantized input rows the window gathers from.)
+  int64_t scratch_bytes() const override {
+    return c_.pack ? round_up(c_.pack_bytes(), 64) + row_cache_bytes() : 0;
+  }
 
   void run(const KernelArgs& args, int64_t begin, int64_t end) const override {
     ConvCallArgs base;
@@ -297,11 +307,20 @@ class Gemm1x1Kernel : public Kernel {
     const int64_t st = c_.stride, pix = c_.in_pix_bytes(), S = c_.simd;
     const char* img = src_bytes(args) + n * src_img_bytes();
     if (c_.im2row) {
+      // The input rows the chunk's windows read, quantized once into the row cache (after the
+      // packed buffer): [icb][row][iw][16] bytes.
+      const int64_t icb_n = c_.in_icb(), oh0 = q0 / p.ow, oh1 = (q0 + cnt - 1) / p.ow;
+      const int64_t r0 = std::max<int64_t>(0, oh0 * p.sh - p.pt);
+      const int64_t r1 = std::min(p.ih, oh1 * p.sh - p.pt + (p.kh - 1) * p.dh + 1);
+      const int64_t rows = std::max<int64_t>(0, r1 - r0);
+      uint8_t* cache = reinterpret_cast<uint8_t*>(buf) + round_up(c_.pack_bytes(), 64);
+      for (int64_t icb = 0; icb < icb_n; ++icb)
+        quantize_pixels(
+            reinterpret_cast<const float*>(img + icb * c_.in_kb_bytes() + r0 * p.iw * pix), S,
+            cache + icb * rows_max_ * p.iw * S, rows * p.iw, 1.f / q.x_scale, q.x_zero);
       // Block (kh * KW + kw) * ICB + icb of pixel i: input pixel (oh sh - pt + kh dh, ow sw -
-      // pl + kw dw) of channel block icb, or the zero point outside the image. One call per
-      // output row segment, window tap and channel block (its input pixels sw apart).
-      const int64_t icb_n = c_.in_icb();
-      const float inv = 1.f / q.x_scale;
+      // pl + kw dw) of channel block icb, or the zero point outside the image. One copy per
+      // output row segment, window tap and channel block.
       for (int64_t i = q0; i < q0 + cnt;) {
         const int64_t oh = i / p.ow, ow0 = i % p.ow;
         const int64_t len = std::min(p.ow - ow0, q0 + cnt - i);
@@ -321,9 +340,14 @@ class Gemm1x1Kernel : public Kernel {
                            (((kh * p.kw + kw) * icb_n + icb) * c_.pack_pix + (i - q0)) * S;
               std::memset(d, int(q.x_zero), size_t(a * S));
               if (b > a) {
-                const char* s = img + icb * c_.in_kb_bytes() + (ih * p.iw + c0 + a * p.sw) * pix;
-                quantize_pixels(reinterpret_cast<const float*>(s), p.sw * S, d + a * S, b - a, inv,
-                                q.x_zero);
+                const uint8_t* src =
+                    cache + ((icb * rows_max_ + ih - r0) * p.iw + c0 + a * p.sw) * S;
+                if (p.sw == 1) {
+                  std::memcpy(d + a * S, src, size_t((b - a) * S));
+                } else {
+                  for (int64_t k = a; k < b; ++k, src += p.sw * S)
+                    std::memcpy(d + k * S, src, size_t(S));
+                }
               }
               std::memset(d + b * S, int(q.x_zero), size_t((len - b) * S));
             }
@@ -347,9 +371,12 @@ class Gemm1x1Kernel : public Kernel {
     }
   }
 
+  int64_t row_cache_bytes() const { return c_.im2row ? c_.in_icb() * rows_max_ * c_.p.iw * 16 : 0; }
+
   Gemm1x1Conf c_;
   std::string name_;
   std::vector<float> bias_, qscale_;
+  int64_t rows_max_ = 0;  // int8 im2row: input rows in the row cache
   Tensor wei_;
   std::vector<int64_t> group_off_;
   std::shared_ptr<const Gemm1x1Generator> main_, last_;
