@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <cmath>
 #include <optional>
-#include <string>
 #include <vector>
 
 #include "graph/post_ops.h"
@@ -47,19 +46,9 @@ std::shared_ptr<const ConvInt8> conv_int8_params(const Graph& g, const Node& n) 
   // The input's quantize-dequantize: the producer itself, or the last post-op fused into it.
   std::optional<PostOp> qdq =
       prod->op == "QuantizeDequantize" ? glue_unary_post_op(*prod) : std::nullopt;
-  if (!qdq && prod->has("post_ops")) {
-    const std::vector<std::string>& ops = prod->attrs.at("post_ops").strings;
-    const std::vector<float> a = prod->attr_floats("post_alpha");
-    const std::vector<float> b = prod->attr_floats("post_beta");
-    if (!ops.empty() && a.size() == ops.size() && b.size() == ops.size()) {
-      for (PostOp::Kind k : {PostOp::Kind::quant_dequant_u8, PostOp::Kind::quant_dequant_s8})
-        if (ops.back() == post_op_name(k)) {
-          qdq = PostOp{};
-          qdq->kind = k;
-          qdq->alpha = a.back();
-          qdq->beta = b.back();
-        }
-    }
+  if (!qdq && prod->has("post_ops")) {  // (extra inputs start after MatMul's 2, else 3)
+    const std::vector<PostOp> ops = parse_post_ops(*prod, prod->op == "MatMul" ? 2 : 3);
+    if (!ops.empty()) qdq = ops.back();
   }
   if (!qdq ||
       (qdq->kind != PostOp::Kind::quant_dequant_u8 && qdq->kind != PostOp::Kind::quant_dequant_s8))

@@ -404,7 +404,7 @@ class Writer {
     add_node("QuantizeLinear", {t, s, z->name()}, q);
     add_node("DequantizeLinear", {q, s, z->name()}, dq);
     renamed_[t] = dq;
-    act_scale_[t] = p.scale;
+    act_scale_[dq] = p.scale;
   }
 
   // The int8 weight's DequantizeLinear output and its scales.
@@ -460,8 +460,8 @@ class Writer {
     const int64_t channels = int64_t(scale.size());
     const std::vector<int64_t> sdims = scale_dims(axis, channels);
 
-    // The bias at scale input scale x weight scale (the input's DQ is renamed already).
-    auto xs = act_scale_.find(original_input(n.input(0)));
+    // The bias at input scale x weight scale (input 0 reads its activation's DQ already).
+    auto xs = act_scale_.find(n.input(0));
     if (!q.bias || xs == act_scale_.end()) return;
     const onnx::TensorProto& b = *inits_.at(n.input(2));
     const std::vector<float> bv = floats_of(b);
@@ -483,19 +483,13 @@ class Writer {
     ++rep->biases;
   }
 
-  std::string original_input(const std::string& name) const {
-    for (const auto& [from, to] : renamed_)
-      if (to == name) return from;
-    return name;
-  }
-
   onnx::ModelProto& m_;
   const QuantizeOptions& opts_;
   std::set<std::string> used_;
   std::map<std::string, const onnx::TensorProto*> inits_;
   std::map<std::string, std::string> renamed_;  // activation -> its DequantizeLinear output
-  std::map<std::string, float> act_scale_;
-  std::set<std::string> replaced_;  // float initializers now stored quantized
+  std::map<std::string, float> act_scale_;      // by DequantizeLinear output
+  std::set<std::string> replaced_;              // float initializers now stored quantized
   std::map<std::string, std::pair<std::string, std::vector<float>>> weights_;
 };
 

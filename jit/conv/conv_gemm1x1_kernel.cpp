@@ -141,7 +141,7 @@ class Gemm1x1Kernel : public Kernel {
   // (q / ow * stride, q % ow * stride)) to buf: blocked [icb][pack_pix][simd], NHWC
   // [pixel][pack_pix_bytes / 4].
   void pack(const KernelArgs& args, int64_t n, int64_t q0, int64_t cnt, char* buf) const {
-    if (c_.int8) return pack_int8(args, n, q0, cnt, buf);
+    if (c_.im2row) return pack_im2row(args, n, q0, cnt, buf);
     const ConvProblem& p = c_.p;
     const int64_t st = c_.stride, pix = c_.in_pix_bytes();  // a pixel's bytes in a block
     const char* img = src_bytes(args) + n * src_img_bytes();
@@ -152,16 +152,25 @@ class Gemm1x1Kernel : public Kernel {
       }
       return;
     }
+    // (int8: each pixel quantized to simd bytes on the way.)
+    const int64_t dpix = c_.src_pix_bytes();
     for (int64_t kb = 0; kb < c_.icb_total(); ++kb) {
       const char* sb = img + kb * c_.in_kb_bytes();
-      char* d = buf + kb * c_.pack_pix * pix;
+      char* d = buf + kb * c_.pack_pix * dpix;
       int64_t q = q0;
       while (q < q0 + cnt) {
         // One output row segment: input pixels `st` apart in one input row.
         const int64_t oh = q / p.ow, ow0 = q % p.ow;
         const int64_t len = std::min(p.ow - ow0, q0 + cnt - q);
         const char* s = sb + (oh * st * p.iw + ow0 * st) * pix;
-        for (int64_t i = 0; i < len; ++i, d += pix, s += st * pix) std::memcpy(d, s, size_t(pix));
+        if (c_.int8) {
+          const ConvInt8& qp = *c_.int8_params;
+          quantize_pixels(reinterpret_cast<const float*>(s), st * c_.simd,
+                          reinterpret_cast<uint8_t*>(d), len, 1.f / qp.x_scale, qp.x_zero);
+          d += len * dpix;
+        } else {
+          for (int64_t i = 0; i < len; ++i, d += pix, s += st * pix) std::memcpy(d, s, size_t(pix));
+        }
         q += len;
       }
     }
@@ -242,56 +251,54 @@ class Gemm1x1Kernel : public Kernel {
     }
   }
 
-  // bf16: [kb][pair < simd / 2][ob][lane][2]: the vector of step s, oc vector j holds
-  // W[oc0 + lane][2s + e] at lane * 2 + e, rounded to nearest even; zero past ic and oc.
-  void pack_weights_bf16(ModelFloats w) {
-    const ConvProblem& p = c_.p;
+  // The bf16 / int8 weight layout [kb][step < simd / E][ob][lane][E] (E = 2 / 4 channels per
+  // 4-byte word) of every oc group: f(element index, oc, k) for each element, k the GEMM's K
+  // index (the input channel; im2row: over (kh, kw, padded channel)).
+  template <class F>
+  void for_each_packed(int64_t E, F f) const {
     const int64_t S = c_.simd, KB = c_.icb_total();
     for (int64_t g = 0; g < c_.n_groups; ++g) {
       const int64_t ob = g == c_.n_groups - 1 ? c_.n_last : c_.ur_n;
-      uint16_t* o =
-          reinterpret_cast<uint16_t*>(static_cast<char*>(wei_.raw()) + group_off_[size_t(g)]);
+      const int64_t base = group_off_[size_t(g)] / c_.src_esize();
       for (int64_t kb = 0; kb < KB; ++kb)
-        for (int64_t s = 0; s < S / 2; ++s)
+        for (int64_t s = 0; s < S / E; ++s)
           for (int64_t j = 0; j < ob; ++j)
             for (int64_t lane = 0; lane < S; ++lane)
-              for (int64_t e = 0; e < 2; ++e) {
-                const int64_t oc = (g * c_.ur_n + j) * S + lane, ic = kb * S + 2 * s + e;
-                const float v = oc < p.oc && ic < p.ic ? w[oc * p.ic + ic] : 0.f;
-                o[(((kb * S / 2 + s) * ob + j) * S + lane) * 2 + e] = float_to_bf16(v);
-              }
+              for (int64_t e = 0; e < E; ++e)
+                f(base + (((kb * S / E + s) * ob + j) * S + lane) * E + e,
+                  (g * c_.ur_n + j) * S + lane, kb * S + E * s + e);
     }
   }
 
-  // int8: [kb][quad < simd / 4][ob][lane][4]: the vector of step s, oc vector j holds the
-  // integer W[oc0 + lane][4s + e] / w_scale[oc] at lane * 4 + e; zero past ic and oc. Also the
-  // per-oc scale of the int32 sums, and the bias less the input zero point's share
-  // (x_scale w_scale[oc] x_zero sum_ic q[oc][ic]: the sums multiply uint8 q_x, not q_x - x_zero).
+  // bf16: the vector of step s, oc vector j holds W[oc0 + lane][2s + e] at lane * 2 + e,
+  // rounded to nearest even; zero past ic and oc.
+  void pack_weights_bf16(ModelFloats w) {
+    const ConvProblem& p = c_.p;
+    uint16_t* o = static_cast<uint16_t*>(wei_.raw());
+    for_each_packed(2, [&](int64_t i, int64_t oc, int64_t ic) {
+      o[i] = float_to_bf16(oc < p.oc && ic < p.ic ? w[oc * p.ic + ic] : 0.f);
+    });
+  }
+
+  // int8: the vector of step s, oc vector j holds the integer W[oc0 + lane][4s + e] /
+  // w_scale[oc] at lane * 4 + e; zero past ic and oc. Also the per-oc scale of the int32 sums,
+  // and the bias less the input zero point's share (x_scale w_scale[oc] x_zero sum_ic
+  // q[oc][ic]: the sums multiply uint8 q_x, not q_x - x_zero).
   void pack_weights_int8(ModelFloats w) {
     const ConvProblem& p = c_.p;
     const ConvInt8& q = *c_.int8_params;
-    const int64_t S = c_.simd, KB = c_.icb_total();
+    const int64_t S = c_.simd, kpad = c_.in_icb() * S;  // im2row: K slices of kpad channels
     std::vector<double> qsum(size_t(p.oc), 0.0);
-    for (int64_t g = 0; g < c_.n_groups; ++g) {
-      const int64_t ob = g == c_.n_groups - 1 ? c_.n_last : c_.ur_n;
-      int8_t* o = reinterpret_cast<int8_t*>(static_cast<char*>(wei_.raw()) + group_off_[size_t(g)]);
-      for (int64_t kb = 0; kb < KB; ++kb)
-        for (int64_t s = 0; s < S / 4; ++s)
-          for (int64_t j = 0; j < ob; ++j)
-            for (int64_t lane = 0; lane < S; ++lane)
-              for (int64_t e = 0; e < 4; ++e) {
-                const int64_t oc = (g * c_.ur_n + j) * S + lane, k = kb * S + 4 * s + e;
-                // im2row: K runs over (kh, kw, the input's padded channels).
-                const int64_t slice = k / (c_.in_icb() * S), ic = k % (c_.in_icb() * S);
-                if (oc >= p.oc || ic >= p.ic || (!c_.im2row && k >= p.ic)) continue;  // zeros
-                const int64_t kh = slice / p.kw, kw = slice % p.kw;
-                const float wv = w[((oc * p.ic + ic) * p.kh + kh) * p.kw + kw];
-                const float v = std::nearbyint(wv / q.w_scale[size_t(oc)]);
-                const int8_t iv = int8_t(std::clamp(v, -128.f, 127.f));
-                o[(((kb * S / 4 + s) * ob + j) * S + lane) * 4 + e] = iv;
-                qsum[size_t(oc)] += iv;
-              }
-    }
+    int8_t* o = static_cast<int8_t*>(wei_.raw());
+    for_each_packed(4, [&](int64_t i, int64_t oc, int64_t k) {
+      const int64_t slice = k / kpad, ic = k % kpad;
+      if (oc >= p.oc || ic >= p.ic) return;  // (zero-filled)
+      const int64_t kh = slice / p.kw, kw = slice % p.kw;
+      const float v =
+          std::nearbyint(w[((oc * p.ic + ic) * p.kh + kh) * p.kw + kw] / q.w_scale[size_t(oc)]);
+      o[i] = int8_t(std::clamp(v, -128.f, 127.f));
+      qsum[size_t(oc)] += o[i];
+    });
     qscale_.assign(size_t(c_.ocv * S), 0.f);
     for (int64_t oc = 0; oc < p.oc; ++oc) {
       const double sc = double(q.x_scale) * q.w_scale[size_t(oc)];
@@ -300,74 +307,58 @@ class Gemm1x1Kernel : public Kernel {
     }
   }
 
-  // int8: pixels [q0, q0 + cnt) of image n quantized into buf as [icb][pack_pix][simd] bytes.
-  void pack_int8(const KernelArgs& args, int64_t n, int64_t q0, int64_t cnt, char* buf) const {
+  // int8 im2row: the windows of pixels [q0, q0 + cnt) of image n, quantized, into buf as
+  // [K block][pack_pix][simd] bytes.
+  void pack_im2row(const KernelArgs& args, int64_t n, int64_t q0, int64_t cnt, char* buf) const {
     const ConvProblem& p = c_.p;
     const ConvInt8& q = *c_.int8_params;
-    const int64_t st = c_.stride, pix = c_.in_pix_bytes(), S = c_.simd;
+    const int64_t pix = c_.in_pix_bytes(), S = c_.simd;
     const char* img = src_bytes(args) + n * src_img_bytes();
-    if (c_.im2row) {
-      // The input rows the chunk's windows read, quantized once into the row cache (after the
-      // packed buffer): [icb][row][iw][16] bytes.
-      const int64_t icb_n = c_.in_icb(), oh0 = q0 / p.ow, oh1 = (q0 + cnt - 1) / p.ow;
-      const int64_t r0 = std::max<int64_t>(0, oh0 * p.sh - p.pt);
-      const int64_t r1 = std::min(p.ih, oh1 * p.sh - p.pt + (p.kh - 1) * p.dh + 1);
-      const int64_t rows = std::max<int64_t>(0, r1 - r0);
-      uint8_t* cache = reinterpret_cast<uint8_t*>(buf) + round_up(c_.pack_bytes(), 64);
-      for (int64_t icb = 0; icb < icb_n; ++icb)
-        quantize_pixels(
-            reinterpret_cast<const float*>(img + icb * c_.in_kb_bytes() + r0 * p.iw * pix), S,
-            cache + icb * rows_max_ * p.iw * S, rows * p.iw, 1.f / q.x_scale, q.x_zero);
-      // Block (kh * KW + kw) * ICB + icb of pixel i: input pixel (oh sh - pt + kh dh, ow sw -
-      // pl + kw dw) of channel block icb, or the zero point outside the image. One copy per
-      // output row segment, window tap and channel block.
-      for (int64_t i = q0; i < q0 + cnt;) {
-        const int64_t oh = i / p.ow, ow0 = i % p.ow;
-        const int64_t len = std::min(p.ow - ow0, q0 + cnt - i);
-        for (int64_t kh = 0; kh < p.kh; ++kh)
-          for (int64_t kw = 0; kw < p.kw; ++kw) {
-            const int64_t ih = oh * p.sh - p.pt + kh * p.dh;
-            // The segment's pixels whose column is inside: [a, b) of [0, len).
-            const int64_t c0 = ow0 * p.sw - p.pl + kw * p.dw;  // column of pixel 0
-            int64_t a = 0, b = 0;
-            if (ih >= 0 && ih < p.ih) {
-              a = c0 >= 0 ? 0 : std::min(len, (-c0 + p.sw - 1) / p.sw);
-              b = c0 > p.iw - 1 ? 0 : std::min(len, (p.iw - 1 - c0) / p.sw + 1);
-              b = std::max(a, b);
-            }
-            for (int64_t icb = 0; icb < icb_n; ++icb) {
-              uint8_t* d = reinterpret_cast<uint8_t*>(buf) +
-                           (((kh * p.kw + kw) * icb_n + icb) * c_.pack_pix + (i - q0)) * S;
-              std::memset(d, int(q.x_zero), size_t(a * S));
-              if (b > a) {
-                const uint8_t* src =
-                    cache + ((icb * rows_max_ + ih - r0) * p.iw + c0 + a * p.sw) * S;
-                if (p.sw == 1) {
-                  std::memcpy(d + a * S, src, size_t((b - a) * S));
-                } else {
-                  for (int64_t k = a; k < b; ++k, src += p.sw * S)
-                    std::memcpy(d + k * S, src, size_t(S));
-                }
-              }
-              std::memset(d + b * S, int(q.x_zero), size_t((len - b) * S));
-            }
+    // The input rows the chunk's windows read, quantized once into the row cache (after the
+    // packed buffer): [icb][row][iw][16] bytes.
+    const int64_t icb_n = c_.in_icb(), oh0 = q0 / p.ow, oh1 = (q0 + cnt - 1) / p.ow;
+    const int64_t r0 = std::max<int64_t>(0, oh0 * p.sh - p.pt);
+    const int64_t r1 = std::min(p.ih, oh1 * p.sh - p.pt + (p.kh - 1) * p.dh + 1);
+    const int64_t rows = std::max<int64_t>(0, r1 - r0);
+    uint8_t* cache = reinterpret_cast<uint8_t*>(buf) + round_up(c_.pack_bytes(), 64);
+    for (int64_t icb = 0; icb < icb_n; ++icb)
+      quantize_pixels(
+          reinterpret_cast<const float*>(img + icb * c_.in_kb_bytes() + r0 * p.iw * pix), S,
+          cache + icb * rows_max_ * p.iw * S, rows * p.iw, 1.f / q.x_scale, q.x_zero);
+    // Block (kh * KW + kw) * ICB + icb of pixel i: input pixel (oh sh - pt + kh dh, ow sw -
+    // pl + kw dw) of channel block icb, or the zero point outside the image. One copy per
+    // output row segment, window tap and channel block.
+    for (int64_t i = q0; i < q0 + cnt;) {
+      const int64_t oh = i / p.ow, ow0 = i % p.ow;
+      const int64_t len = std::min(p.ow - ow0, q0 + cnt - i);
+      for (int64_t kh = 0; kh < p.kh; ++kh)
+        for (int64_t kw = 0; kw < p.kw; ++kw) {
+          const int64_t ih = oh * p.sh - p.pt + kh * p.dh;
+          // The segment's pixels whose column is inside: [a, b) of [0, len).
+          const int64_t c0 = ow0 * p.sw - p.pl + kw * p.dw;  // column of pixel 0
+          int64_t a = 0, b = 0;
+          if (ih >= 0 && ih < p.ih) {
+            a = c0 >= 0 ? 0 : std::min(len, (-c0 + p.sw - 1) / p.sw);
+            b = c0 > p.iw - 1 ? 0 : std::min(len, (p.iw - 1 - c0) / p.sw + 1);
+            b = std::max(a, b);
           }
-        i += len;
-      }
-      return;
-    }
-    for (int64_t kb = 0; kb < c_.icb_total(); ++kb) {
-      const char* sb = img + kb * c_.in_kb_bytes();
-      uint8_t* d = reinterpret_cast<uint8_t*>(buf) + kb * c_.pack_pix * S;
-      for (int64_t i = q0; i < q0 + cnt;) {
-        const int64_t oh = i / p.ow, ow0 = i % p.ow;  // one output row segment
-        const int64_t len = std::min(p.ow - ow0, q0 + cnt - i);
-        const char* s = sb + (oh * st * p.iw + ow0 * st) * pix;
-        quantize_pixels(reinterpret_cast<const float*>(s), st * S, d, len, 1.f / q.x_scale,
-                        q.x_zero);
-        d += len * S;
-        i += len;
-      }
+          for (int64_t icb = 0; icb < icb_n; ++icb) {
+            uint8_t* d = reinterpret_cast<uint8_t*>(buf) +
+                         (((kh * p.kw + kw) * icb_n + icb) * c_.pack_pix + (i - q0)) * S;
+            std::memset(d, int(q.x_zero), size_t(a * S));
+            if (b > a) {
+              const uint8_t* src = cache + ((icb * rows_max_ + ih - r0) * p.iw + c0 + a * p.sw) * S;
+              if (p.sw == 1) {
+                std::memcpy(d + a * S, src, size_t((b - a) * S));
+              } else {
+                for (int64_t k = a; k < b; ++k, src += p.sw * S)
+                  std::memcpy(d + k * S, src, size_t(S));
+              }
+            }
+            std::memset(d + b * S, int(q.x_zero), size_t((len - b) * S));
+          }
+        }
+      i += len;
     }
   }
 

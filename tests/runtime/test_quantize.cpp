@@ -206,7 +206,7 @@ TEST_CASE("quantize: calibration files, the percentile method, determinism") {
   const fs::path dir = fresh_dir("quantize_calib");
   const fs::path in = write_model(dir, model());
   fs::create_directories(dir / "calib");
-  // 17 x 800 values: the 0.01% the percentile cuts at each end is more than one value.
+  // Enough samples that the share the percentile cuts at each end is more than one value.
   for (int i = 0; i < 16; ++i) {
     Tensor t = normal_tensor({i == 2 ? 2 : 1, 8, 10, 10}, uint64_t(100 + i));  // any batch
     if (i == 1) t.data<float>()[17] = 60.f;  // one outlier, in sample s101
