@@ -903,6 +903,11 @@ std::vector<Label> candidate_labels(const Graph& g, int i, Isa isa, bool referen
         out.back().conv.src = out.back().in = Layout::nChw16c;
         out.back().conv.dst = out.back().out = Layout::nChw16c;
         out.back().precision = Precision::int8;
+        // (A conv of at most 4 input channels also from NCHW, its K packed densely.)
+        if (f.id == ConvFamily::im2col && p.ic <= 4) {
+          out.push_back(out.back());
+          out.back().conv.src = out.back().in = Layout::nchw;
+        }
       }
     }
   } else if (jit && (n.op == "Gemm" || n.op == "MatMul")) {

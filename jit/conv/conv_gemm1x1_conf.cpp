@@ -98,8 +98,12 @@ ConfOr<Gemm1x1Conf> init_gemm1x1_conf(const ConvProblem& p, const ConvImpl& impl
   c.im2row = c.int8 && !plain_1x1;
   if (c.int8) {
     if (isa != Isa::avx512 || !host_cpu().avx512_vnni) return R::no("int8 needs avx512_vnni");
-    if (impl.src != Layout::nChw16c || impl.dst != Layout::nChw16c)
-      return R::no("int8 takes nChw16c on both sides");
+    // (NCHW: the dense-K im2row of a conv of at most 4 input channels.)
+    c.dense_k = c.im2row && impl.src == Layout::nchw && p.ic <= 4;
+    if ((impl.src != Layout::nChw16c && !c.dense_k) || impl.dst != Layout::nChw16c)
+      return R::no(
+          "int8 takes nChw16c on both sides (or nchw src with at most 4 channels, not "
+          "1x1)");
     if (int64_t(impl.int8->w_scale.size()) != p.oc) return R::no("int8 needs a scale per oc");
     c.p.bias = true;  // the zero point's share is a bias (kernel: pack_weights_int8)
   } else if (c.bf16 || c.bf16_dst) {
@@ -108,7 +112,7 @@ ConfOr<Gemm1x1Conf> init_gemm1x1_conf(const ConvProblem& p, const ConvImpl& impl
   } else if (impl.src != impl.dst) {
     return R::no("src and dst layouts differ (both nhwc or both blocked)");
   }
-  if (!c.nhwc && !c.bf16) {
+  if (!c.nhwc && !c.bf16 && !c.dense_k) {
     if (std::string why = check_blocked(impl.src, isa, "src"); !why.empty())
       return R::no(why + " (gemm1x1 takes blocked or nhwc)");
   }
@@ -118,7 +122,9 @@ ConfOr<Gemm1x1Conf> init_gemm1x1_conf(const ConvProblem& p, const ConvImpl& impl
   // pixels read, once per chunk that every oc group then reuses from L1.
   // (int8 always packs: the pixels are quantized on the way.)
   c.pack = c.int8 || (c.stride == 2 && force.pack != 0);
-  c.icb_full = c.im2row ? p.kh * p.kw * c.in_icb() : p.ic / c.simd;
+  c.icb_full = c.dense_k  ? (p.kh * p.kw * 4 + c.simd - 1) / c.simd
+               : c.im2row ? p.kh * p.kw * c.in_icb()
+                          : p.ic / c.simd;
   c.ic_tail = c.im2row ? 0 : int(p.ic % c.simd);
   c.ocv = (p.oc + c.simd - 1) / c.simd;
   c.epi_temps = epilogue_temps(p, isa);

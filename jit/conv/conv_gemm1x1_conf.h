@@ -21,7 +21,11 @@
 // conv (groups 1: kernel size, padding, stride, dilation) runs the same way as im2row: the
 // packing gathers each output pixel's window, (kh, kw, input channel block) after another
 // (outside the image: the zero point, a real 0), and the GEMM's K is KH x KW x the padded IC.
-// That is the im2col family's int8 kernel (its name says im2col).
+// That is the im2col family's int8 kernel (its name says im2col). A conv of at most 4 input
+// channels (an image's first conv) reads NCHW instead and packs K densely ("dense_k"): the
+// chunk's input rows are quantized into [row][column][4 channels] bytes (padding: the zero
+// point) and each pixel's window is KH runs of KW x 4 bytes, K = KH x KW x 4 rounded up to 16,
+// pixel-major ([pack_pix][K] bytes): 3 channels padded to 16 would multiply K by 5.3.
 #pragma once
 
 #include <memory>
@@ -56,6 +60,7 @@ struct Gemm1x1Conf {
   bool bf16_dst = false;  // dst nChw16c_bf16
   bool int8 = false;      // uint8 src (packed from f32) x int8 weights, vpdpbusd
   bool im2row = false;    // int8 of a conv other than 1x1 without padding, stride 1 or 2
+  bool dense_k = false;   // int8 im2row from NCHW, K = (kh, kw, 4 channels) (see the header)
   std::shared_ptr<const ConvInt8> int8_params;
   int64_t stride = 1;  // of the conv
   bool pack = false;   // stride 2 packed into a dense buffer: the microkernel runs stride 1
@@ -112,12 +117,15 @@ struct Gemm1x1Conf {
   }
   // Byte strides of what the microkernel reads (the input, or the packed buffer).
   int64_t src_pix_bytes() const {
-    return pack && nhwc ? pack_pix_bytes : int8 ? int64_t(simd) : in_pix_bytes();
+    return pack && nhwc ? pack_pix_bytes
+           : dense_k    ? icb_full * simd
+           : int8       ? int64_t(simd)
+                        : in_pix_bytes();
   }
   int64_t src_kb_bytes() const {
-    return !pack  ? in_kb_bytes()
-           : nhwc ? int64_t(simd) * 4
-                  : int64_t(simd) * src_esize() * pack_pix;
+    return !pack             ? in_kb_bytes()
+           : nhwc || dense_k ? int64_t(simd) * src_esize()
+                             : int64_t(simd) * src_esize() * pack_pix;
   }
   int64_t pack_bytes() const {
     return nhwc ? pack_pix * pack_pix_bytes : pack_pix * icb_total() * simd * src_esize();

@@ -19,6 +19,10 @@ namespace {
 
 using Fn = void (*)(const ConvCallArgs*);
 
+// (GCC 12 warns about the `__Y = __Y` of its own _mm512_undefined_* inside the intrinsics:
+// its bug 105593, a false positive.)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 // int8: n pixels of 16 f32 channels, `step` floats apart, to uint8 x / x_scale + x_zero. The
 // values sit on that grid (a QuantizeDequantize output), so multiplying by the reciprocal
 // lands within far less than half a step of the integer: exact.
@@ -34,6 +38,66 @@ __attribute__((target("avx512f,avx512bw,avx512vl"))) void quantize_pixels(
   }
 }
 
+// int8 dense K: input row `r` (a row of padding when outside [0, ih)) of an NCHW image of
+// ic <= 4 channels to `wp` cache columns of 4 bytes, column j = input column j - pl: the
+// channels' uint8 values (as quantize_pixels rounds them) in bytes 0 .. ic-1, the zero point in
+// the others and in every column outside the image.
+__attribute__((target("avx512f,avx512bw,avx512vl"))) void quantize_row_c4(
+    const float* img, const ConvProblem& p, int64_t r, int64_t wp, uint8_t* d, float inv_scale,
+    float zero) {
+  const int zp = int(zero);
+  std::memset(d, zp, size_t(wp * 4));
+  if (r < 0 || r >= p.ih) return;
+  const __m512 inv = _mm512_set1_ps(inv_scale), z = _mm512_set1_ps(zero);
+  const __m512 lo = _mm512_setzero_ps(), hi = _mm512_set1_ps(255.f);
+  const int64_t cols = std::min(p.iw, wp - p.pl);  // input columns in the cache
+  for (int64_t x = 0; x < cols; x += 16) {
+    const __mmask16 m = _cvtu32_mask16(uint32_t((1u << std::min<int64_t>(16, cols - x)) - 1));
+    __m512i word = _mm512_setzero_si512();
+    for (int c = 0; c < 4; ++c) {
+      __m512i u = _mm512_set1_epi32(zp);
+      if (c < p.ic) {
+        __m512 v = _mm512_maskz_loadu_ps(m, img + (c * p.ih + r) * p.iw + x);
+        v = _mm512_min_ps(_mm512_max_ps(_mm512_fmadd_ps(v, inv, z), lo), hi);
+        u = _mm512_cvtps_epi32(v);  // (as quantize_pixels rounds)
+      }
+      word = _mm512_or_si512(word, _mm512_slli_epi32(u, unsigned(8 * c)));
+    }
+    _mm512_mask_storeu_epi32(d + (p.pl + x) * 4, m, word);
+  }
+}
+
+// int8 dense K: pixels [q0, q0 + cnt) of the output, each a row of kpad bytes at d: its window's
+// taps (kh, kw) of 4 bytes from the row cache (cache_w columns a row, row 0 = input row r0),
+// then zeros. Runs move in 32-byte pieces (a libc memcpy call per 28-byte run cost more than
+// the copy; masked moves more than these): a run's last piece may read and write up to 31 bytes
+// past it, into bytes written next or the slack (kDenseSlack) after the buffer and the cache.
+constexpr int64_t kDenseSlack = 64;
+__attribute__((target("avx512f,avx512bw"))) void gather_windows(const ConvProblem& p,
+                                                                const uint8_t* cache,
+                                                                int64_t cache_w, int64_t r0,
+                                                                int64_t q0, int64_t cnt,
+                                                                int64_t kpad, uint8_t* d) {
+  const int64_t taps = p.kh * p.kw * 4;  // (kpad - taps < 16)
+  for (int64_t i = q0; i < q0 + cnt; ++i, d += kpad) {
+    const int64_t oh = i / p.ow, ow = i % p.ow;
+    uint8_t* o = d;
+    for (int64_t kh = 0; kh < p.kh; ++kh) {
+      const uint8_t* s = cache + ((oh * p.sh - p.pt + kh * p.dh - r0) * cache_w + ow * p.sw) * 4;
+      if (p.dw == 1) {
+        for (int64_t b = 0; b < p.kw * 4; b += 32)
+          _mm256_storeu_si256(reinterpret_cast<__m256i*>(o + b),
+                              _mm256_loadu_si256(reinterpret_cast<const __m256i*>(s + b)));
+        o += p.kw * 4;
+      } else {
+        for (int64_t kw = 0; kw < p.kw; ++kw, o += 4) std::memcpy(o, s + kw * p.dw * 4, 4);
+      }
+    }
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(d + taps), _mm_setzero_si128());
+  }
+}
+#pragma GCC diagnostic pop
+
 class Gemm1x1Kernel : public Kernel {
  public:
   Gemm1x1Kernel(const Gemm1x1Conf& c, const Tensor& w, const Tensor* bias,
@@ -45,10 +109,12 @@ class Gemm1x1Kernel : public Kernel {
     pack_weights(ModelFloats(w));
     if (c.im2row) {
       // Input rows a packed chunk's windows span at most (pack_pix pixels cover at most
-      // pack_pix / ow + 2 output rows).
+      // pack_pix / ow + 2 output rows); dense K caches the padding rows and columns too.
       const ConvProblem& p = c.p;
       const int64_t out_rows = std::min(p.oh, c.pack_pix / p.ow + 2);
-      rows_max_ = std::min(p.ih, (out_rows - 1) * p.sh + (p.kh - 1) * p.dh + 1);
+      rows_max_ = (out_rows - 1) * p.sh + (p.kh - 1) * p.dh + 1;
+      if (!c.dense_k) rows_max_ = std::min(p.ih, rows_max_);
+      cache_w_ = c.dense_k ? (p.ow - 1) * p.sw + (p.kw - 1) * p.dw + 1 : p.iw;
     }
     main_ = shared_generator<Gemm1x1Generator>(code_key, "", c, c.ur_n, false, name_);
     if (c.last_group_own)
@@ -63,7 +129,7 @@ class Gemm1x1Kernel : public Kernel {
   // The packed pixel chunk (strided or NHWC input): it stays in L1 while the oc groups sweep it.
   // (int8 im2row: then the quantized input rows the window gathers from.)
   int64_t scratch_bytes() const override {
-    return c_.pack ? round_up(c_.pack_bytes(), 64) + row_cache_bytes() : 0;
+    return c_.pack ? cache_offset() + row_cache_bytes() : 0;
   }
 
   void run(const KernelArgs& args, int64_t begin, int64_t end) const override {
@@ -141,6 +207,7 @@ class Gemm1x1Kernel : public Kernel {
   // (q / ow * stride, q % ow * stride)) to buf: blocked [icb][pack_pix][simd], NHWC
   // [pixel][pack_pix_bytes / 4].
   void pack(const KernelArgs& args, int64_t n, int64_t q0, int64_t cnt, char* buf) const {
+    if (c_.dense_k) return pack_dense(args, n, q0, cnt, buf);
     if (c_.im2row) return pack_im2row(args, n, q0, cnt, buf);
     const ConvProblem& p = c_.p;
     const int64_t st = c_.stride, pix = c_.in_pix_bytes();  // a pixel's bytes in a block
@@ -183,7 +250,7 @@ class Gemm1x1Kernel : public Kernel {
   const char* wei_bytes() const { return static_cast<const char*>(wei_.raw()); }
   int64_t src_img_bytes() const {
     const ConvProblem& p = c_.p;
-    return c_.nhwc ? p.ih * p.iw * p.ic * 4 : c_.in_icb() * c_.in_kb_bytes();
+    return c_.nhwc || c_.dense_k ? p.ih * p.iw * p.ic * 4 : c_.in_icb() * c_.in_kb_bytes();
   }
 
   void call(const KernelArgs& args, const ConvCallArgs& base, int64_t n, int64_t g, int64_t lc,
@@ -291,8 +358,9 @@ class Gemm1x1Kernel : public Kernel {
     std::vector<double> qsum(size_t(p.oc), 0.0);
     int8_t* o = static_cast<int8_t*>(wei_.raw());
     for_each_packed(4, [&](int64_t i, int64_t oc, int64_t k) {
-      const int64_t slice = k / kpad, ic = k % kpad;
-      if (oc >= p.oc || ic >= p.ic) return;  // (zero-filled)
+      // (dense K: K slices of 4 channels, past the last window tap zero)
+      const int64_t slice = c_.dense_k ? k / 4 : k / kpad, ic = c_.dense_k ? k % 4 : k % kpad;
+      if (oc >= p.oc || ic >= p.ic || slice >= p.kh * p.kw) return;  // (zero-filled)
       const int64_t kh = slice / p.kw, kw = slice % p.kw;
       const float v =
           std::nearbyint(w[((oc * p.ic + ic) * p.kh + kh) * p.kw + kw] / q.w_scale[size_t(oc)]);
@@ -320,7 +388,7 @@ class Gemm1x1Kernel : public Kernel {
     const int64_t r0 = std::max<int64_t>(0, oh0 * p.sh - p.pt);
     const int64_t r1 = std::min(p.ih, oh1 * p.sh - p.pt + (p.kh - 1) * p.dh + 1);
     const int64_t rows = std::max<int64_t>(0, r1 - r0);
-    uint8_t* cache = reinterpret_cast<uint8_t*>(buf) + round_up(c_.pack_bytes(), 64);
+    uint8_t* cache = reinterpret_cast<uint8_t*>(buf) + cache_offset();
     for (int64_t icb = 0; icb < icb_n; ++icb)
       quantize_pixels(
           reinterpret_cast<const float*>(img + icb * c_.in_kb_bytes() + r0 * p.iw * pix), S,
@@ -362,12 +430,36 @@ class Gemm1x1Kernel : public Kernel {
     }
   }
 
-  int64_t row_cache_bytes() const { return c_.im2row ? c_.in_icb() * rows_max_ * c_.p.iw * 16 : 0; }
+  // int8 dense K: pixels [q0, q0 + cnt) of image n, each a row of src_pix_bytes() into buf: its
+  // window's taps (kh, kw) of 4 bytes (quantize_row_c4), then zeros up to the row's end.
+  void pack_dense(const KernelArgs& args, int64_t n, int64_t q0, int64_t cnt, char* buf) const {
+    const ConvProblem& p = c_.p;
+    const ConvInt8& q = *c_.int8_params;
+    const float* img = reinterpret_cast<const float*>(src_bytes(args) + n * src_img_bytes());
+    const int64_t r0 = q0 / p.ow * p.sh - p.pt;  // the input row of cache row 0 (may be < 0)
+    const int64_t rows = (q0 + cnt - 1) / p.ow * p.sh - p.pt + (p.kh - 1) * p.dh + 1 - r0;
+    uint8_t* cache = reinterpret_cast<uint8_t*>(buf) + cache_offset();
+    for (int64_t r = 0; r < rows; ++r)
+      quantize_row_c4(img, p, r0 + r, cache_w_, cache + r * cache_w_ * 4, 1.f / q.x_scale,
+                      q.x_zero);
+    gather_windows(p, cache, cache_w_, r0, q0, cnt, c_.src_pix_bytes(),
+                   reinterpret_cast<uint8_t*>(buf));
+  }
+
+  // The row cache's place in the scratch, after the packed buffer (dense K: and its slack).
+  int64_t cache_offset() const {
+    return round_up(c_.pack_bytes() + (c_.dense_k ? kDenseSlack : 0), 64);
+  }
+  int64_t row_cache_bytes() const {
+    if (c_.dense_k) return rows_max_ * cache_w_ * 4 + kDenseSlack;
+    return c_.im2row ? c_.in_icb() * rows_max_ * c_.p.iw * 16 : 0;
+  }
 
   Gemm1x1Conf c_;
   std::string name_;
   std::vector<float> bias_, qscale_;
-  int64_t rows_max_ = 0;  // int8 im2row: input rows in the row cache
+  int64_t rows_max_ = 0;  // int8 im2row: input rows in the row cache ...
+  int64_t cache_w_ = 0;   // ... and columns (dense K: with the padding)
   Tensor wei_;
   std::vector<int64_t> group_off_;
   std::shared_ptr<const Gemm1x1Generator> main_, last_;

@@ -37,10 +37,10 @@ Operands int8_operands(const ConvProblem& p, uint64_t seed, ConvInt8* q) {
 }
 
 void check_int8(const ConvProblem& p, uint64_t seed, int ur = 0, int ob = 0,
-                const convjit::Gemm1x1Force& force = {}) {
+                const convjit::Gemm1x1Force& force = {}, Layout src = Layout::nChw16c) {
   auto q = std::make_shared<ConvInt8>();
   Operands o = int8_operands(p, seed, q.get());
-  ConvImpl impl = conv_impl(ConvFamily::gemm1x1, Layout::nChw16c, Layout::nChw16c, ur, ob);
+  ConvImpl impl = conv_impl(ConvFamily::gemm1x1, src, Layout::nChw16c, ur, ob);
   impl.int8 = q;
   auto c = convjit::init_gemm1x1_conf(p, impl, Isa::avx512, force);
   REQUIRE_MESSAGE(c, "conf refused: " << c.reason);
@@ -49,6 +49,7 @@ void check_int8(const ConvProblem& p, uint64_t seed, int ur = 0, int ob = 0,
   INFO(k->name() << " " << p.str() << " m_outer " << c.conf->m_outer << " blocking "
                  << c.conf->blocking_str() << " im2row " << c.conf->im2row);
   CHECK(c.conf->im2row == (p.kh * p.kw != 1 || p.pt || p.pl || p.pb || p.pr || p.sh > 2));
+  CHECK(c.conf->dense_k == (src == Layout::nchw));
   const Tensor want = reference(p, o);
   const Tensor got = run_kernel(*k, p, o, impl.src, impl.dst);
   // The reference sums f32 products of magnitude up to ~0.037 * 255 * 0.014 * 128.
@@ -116,6 +117,39 @@ TEST_CASE("im2col int8 (im2row packing into the gemm1x1 microkernel) matches the
   }
 }
 
+TEST_CASE("im2col int8 with dense K (NCHW, at most 4 input channels) matches the reference") {
+  if (!testing::has_vnni()) return;
+  uint64_t seed = 7500;
+  // An image's first convs (7x7 stride 2, 3x3, 11x11 stride 4) and the geometry the packing
+  // handles: 1 to 4 channels, asymmetric padding wider than the window reach, dilation, stride
+  // 3, rows and columns of padding only, batch 2, channel and pixel tails.
+  const std::vector<std::string> shapes = {
+      "ic3ih32iw32_oc64oh16ow16kh7kw7sh2sw2ph3pw3",
+      "mb2ic3ih19iw23_oc24oh10ow12kh3kw3sh2sw2ph1pw1",
+      "ic1ih9iw9_oc17oh9ow9kh3kw3sh1sw1ph1pw1_nobias",
+      "ic2ih12iw10_oc16oh12ow10kh5kw5sh1sw1ph2pw2",
+      "ic4ih9iw13_oc32oh5ow4kh3kw3sh2sw3ph1pw0",
+      "ic3ih35iw35_oc20oh8ow8kh11kw11sh4sw4ph2pw2",
+      "ic3ih10iw10_oc16oh6ow6kh3kw3sh1sw1dh2dw2ph0pw0",
+      "ic3ih5iw6_oc16oh9ow10kh3kw3sh1sw1ph3pw3",
+      "ic3ih1iw17_oc16oh3ow17kh3kw3sh1sw1ph2pw1",
+      "ic3ih8iw8_oc16oh9ow5kh3kw3sh1sw2pt0pl2pb3pr1",
+      "ic3ih5iw5_oc8oh9ow10kh3kw3sh1sw1pt3pl4pb3pr3",
+  };
+  for (const std::string& s : shapes) {
+    check_int8(problem(s), seed++, 0, 0, {}, Layout::nchw);
+    convjit::Gemm1x1Force f;
+    f.chunk_blocks = 1;
+    for (int m_outer : {0, 1}) {
+      f.m_outer = m_outer;
+      check_int8(problem(s), seed++, 3, 2, f, Layout::nchw);
+    }
+  }
+  ConvProblem p = problem("ic3ih16iw16_oc32oh8ow8kh3kw3sh2sw2ph1pw1");
+  p.post = chain({op(K::add), op(K::relu)});
+  check_int8(p, seed++, 0, 0, {}, Layout::nchw);
+}
+
 TEST_CASE("gemm1x1 int8 refusals") {
   if (!testing::has_vnni()) return;
   const ConvProblem p = problem("ic16ih4iw4_oc16oh4ow4kh1kw1sh1sw1ph0pw0");
@@ -129,6 +163,14 @@ TEST_CASE("gemm1x1 int8 refusals") {
   impl = conv_impl(ConvFamily::gemm1x1, Layout::nChw16c, Layout::nChw16c);
   impl.int8 = q;
   CHECK(!convjit::init_gemm1x1_conf(p, impl, Isa::avx2));
+  // NCHW only for the dense K im2row (not 1x1, at most 4 channels)
+  impl = conv_impl(ConvFamily::gemm1x1, Layout::nchw, Layout::nChw16c);
+  impl.int8 = q;
+  CHECK(!convjit::init_gemm1x1_conf(p, impl, Isa::avx512));
+  CHECK(!convjit::init_gemm1x1_conf(problem("ic5ih4iw4_oc16oh4ow4kh3kw3sh1sw1ph1pw1"), impl,
+                                    Isa::avx512));
+  impl = conv_impl(ConvFamily::gemm1x1, Layout::nChw16c, Layout::nChw16c);
+  impl.int8 = q;
   q->w_scale.assign(15, 1.f);
   CHECK(!convjit::init_gemm1x1_conf(p, impl, Isa::avx512));
 }
