@@ -116,20 +116,22 @@ ConfOr<Gemm1x1Conf> init_gemm1x1_conf(const ConvProblem& p, const ConvImpl& impl
     if (std::string why = check_blocked(impl.src, isa, "src"); !why.empty())
       return R::no(why + " (gemm1x1 takes blocked or nhwc)");
   }
-  c.stride = c.im2row ? 1 : p.sh;  // (im2row: the packing does the window's geometry)
+  c.windows = c.im2row && !c.dense_k;
+  // (dense K: the packing does the window's geometry; windows: pixels sw apart in the cache)
+  c.stride = c.windows ? p.sw : c.im2row ? 1 : p.sh;
   // Stride 2 read in place uses half of every cache line it touches (NHWC: whole pixels, but
   // a row per call) and tiles end at each short output row; packing costs a copy of the
   // pixels read, once per chunk that every oc group then reuses from L1.
-  // (int8 always packs: the pixels are quantized on the way.)
-  c.pack = c.int8 || (c.stride == 2 && force.pack != 0);
+  // (int8 1x1 and dense K always pack: the pixels are quantized on the way.)
+  c.pack = c.int8 ? !c.windows : c.stride == 2 && force.pack != 0;
   c.icb_full = c.dense_k  ? (p.kh * p.kw * 4 + c.simd - 1) / c.simd
                : c.im2row ? p.kh * p.kw * c.in_icb()
                           : p.ic / c.simd;
   c.ic_tail = c.im2row ? 0 : int(p.ic % c.simd);
   c.ocv = (p.oc + c.simd - 1) / c.simd;
   c.epi_temps = epilogue_temps(p, isa);
-  c.m_len = c.gemm_stride() == 1 ? p.oh * p.ow : p.ow;
-  c.m_lines = c.gemm_stride() == 1 ? 1 : p.oh;
+  c.m_len = c.gemm_stride() == 1 && !c.windows ? p.oh * p.ow : p.ow;
+  c.m_lines = c.gemm_stride() == 1 && !c.windows ? 1 : p.oh;
   if (c.pack && c.nhwc) {
     // Narrow rows stay dense; wider ones span an odd number of cache lines (see the header).
     const int64_t bytes = p.ic * 4, lines = (bytes + 63) / 64;
@@ -193,8 +195,8 @@ ConfOr<Gemm1x1Conf> init_gemm1x1_conf(const ConvProblem& p, const ConvImpl& impl
   const int64_t tiles = c.full_tiles();
   const int64_t l1_tiles = l1_budget(impl.cache) / (c.src_esize() * c.k_channels() * c.ur_m);
   const int64_t want = c.m_outer ? std::max<int64_t>(1, l1_tiles) : 4;
-  c.chunk_blocks = c.gemm_stride() == 1 ? std::clamp<int64_t>(want, 1, tiles) : tiles;
-  if (force.chunk_blocks > 0 && c.gemm_stride() == 1)
+  c.chunk_blocks = c.gemm_stride() == 1 && !c.windows ? std::clamp<int64_t>(want, 1, tiles) : tiles;
+  if (force.chunk_blocks > 0 && c.gemm_stride() == 1 && !c.windows)
     c.chunk_blocks = std::min(force.chunk_blocks, tiles);
   c.chunks = (tiles + c.chunk_blocks - 1) / c.chunk_blocks;
   // K split: when one tile's src (ur_m pixels x all input channels) overflows the L1 share,
@@ -209,6 +211,16 @@ ConfOr<Gemm1x1Conf> init_gemm1x1_conf(const ConvProblem& p, const ConvImpl& impl
   // The packed buffer holds one chunk (m_outer: packed once, read by every group) or the
   // whole image (groups outer: packed once per image and call).
   if (c.pack) c.pack_pix = c.m_outer ? c.chunk_blocks * c.ur_m + c.m_tail : c.m_len;
+  // windows: bands whose rows are quantized once for all their lines and oc groups. Groups
+  // outer take the whole image (quantized once per call, as 1x1 packs it); else enough lines
+  // that the halo (rows shared with the next band) adds at most half, and bands enough for 8
+  // tiles a thread of two.
+  if (c.windows) {
+    const int64_t halo = (p.kh - 1) * p.dh;
+    c.band = std::clamp<int64_t>((2 * halo + p.sh - 1) / p.sh, 1, p.oh);
+    while (c.band > 1 && p.n * ((p.oh + c.band - 1) / c.band) * c.n_groups < 16) c.band /= 2;
+    if (!c.m_outer) c.band = p.oh;
+  }
   if (force.pf_src >= 0) c.pf_src = force.pf_src != 0;
   if (force.pf_dst >= 0) c.pf_dst = force.pf_dst != 0;
   const int64_t wei_bytes = c.icb_total() * c.ocv * kb_vec_bytes;

@@ -18,14 +18,17 @@
 // pixels re-quantized to uint8 on the way ([icb][pack_pix][16] bytes); the weights are packed as
 // int8 quads of input channels and every K step is one vpdpbusd over four channels (int32
 // accumulators), scaled back to f32 (ConvCallArgs::qscale) before the epilogue. Any other
-// conv (groups 1: kernel size, padding, stride, dilation) runs the same way as im2row: the
-// packing gathers each output pixel's window, (kh, kw, input channel block) after another
-// (outside the image: the zero point, a real 0), and the GEMM's K is KH x KW x the padded IC.
-// That is the im2col family's int8 kernel (its name says im2col). A conv of at most 4 input
-// channels (an image's first conv) reads NCHW instead and packs K densely ("dense_k"): the
-// chunk's input rows are quantized into [row][column][4 channels] bytes (padding: the zero
-// point) and each pixel's window is KH runs of KW x 4 bytes, K = KH x KW x 4 rounded up to 16,
-// pixel-major ([pack_pix][K] bytes): 3 channels padded to 16 would multiply K by 5.3.
+// conv (groups 1: kernel size, padding, stride, dilation; "im2row") is the im2col family's int8
+// kernel (its name says im2col): the GEMM's K is KH x KW x the padded IC, in (kh, kw, input
+// channel block) order, and the windows are not expanded ("windows"): a band of output rows'
+// input rows is quantized once into a padded [icb][row][column][16] byte cache (outside the
+// image: the zero point, a real 0) and the microkernel reads the taps in place, K block (kh, kw,
+// icb) at a table offset from the tile's first pixel (ConvCallArgs::koff); tiles stay within an
+// output row. A conv of at most 4 input channels (an image's first conv) reads NCHW instead and
+// packs K densely ("dense_k"): the chunk's input rows are quantized into [row][column][4
+// channels] bytes (padding: the zero point) and each pixel's window is KH runs of KW x 4 bytes,
+// K = KH x KW x 4 rounded up to 16, pixel-major ([pack_pix][K] bytes): 3 channels padded to 16
+// would multiply K by 5.3.
 #pragma once
 
 #include <memory>
@@ -59,8 +62,10 @@ struct Gemm1x1Conf {
   bool bf16 = false;      // src and weights bf16 (src nChw16c_bf16), vdpbf16ps
   bool bf16_dst = false;  // dst nChw16c_bf16
   bool int8 = false;      // uint8 src (packed from f32) x int8 weights, vpdpbusd
-  bool im2row = false;    // int8 of a conv other than 1x1 without padding, stride 1 or 2
-  bool dense_k = false;   // int8 im2row from NCHW, K = (kh, kw, 4 channels) (see the header)
+  bool im2row = false;    // int8 of a conv other than 1x1 without padding, stride 1 or 2 ...
+  bool dense_k = false;   // ... from NCHW, K = (kh, kw, 4 channels) (see the header), or
+  bool windows = false;   // ... read in place from a band of quantized rows (see the header)
+  int64_t band = 0;       // windows: output rows per band (tiles: image, band, oc group)
   std::shared_ptr<const ConvInt8> int8_params;
   int64_t stride = 1;  // of the conv
   bool pack = false;   // stride 2 packed into a dense buffer: the microkernel runs stride 1

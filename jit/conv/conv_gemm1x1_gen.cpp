@@ -27,7 +27,7 @@ Gemm1x1Generator::Gemm1x1Generator(const Gemm1x1Conf& c, int ob, bool last_group
       lane_tail_(last_group && c.nhwc ? int(c.p.oc % c.simd) : 0),
       epi_tail_(last_group ? int(c.p.oc % c.simd) : 0),
       k_split_(c.ic_chunk < c.icb_total()) {
-  GprPool().take_all(src_m_, dst_m_, src_k_, wei_k_, k_cnt_, m_cnt_, epi_a_, epi_b_, pf_);
+  GprPool().take_all(src_m_, dst_m_, src_k_, wei_k_, k_cnt_, m_cnt_, epi_a_, epi_b_, pf_, koff_);
   epi_ = std::make_unique<EpilogueEmitter>(*this, c.isa, c.p.bias, c.p.post);
   if (c.ur_m * ob + std::max(epi_->temps_needed(), 1) > vector_regs(c.isa))
     fail(Code::internal, "kernel " + name + ": epilogue needs " +
@@ -61,12 +61,18 @@ void Gemm1x1Generator::emit_tile(int ur) {
       });
   mov(src_k_, src_m_);
   mov(wei_k_, ptr[abi_param1 + offsetof(ConvCallArgs, wei)]);
+  if (c_.windows) mov(koff_, ptr[abi_param1 + offsetof(ConvCallArgs, koff)]);
   if (c_.icb_full > 0) {
     loop_arg(k_cnt_, offsetof(ConvCallArgs, k_blocks), [&] {
+      if (c_.windows) {  // this K block's taps: the table's offset from the tile's first pixel
+        mov(src_k_, ptr[koff_]);
+        add(src_k_, src_m_);
+        add(koff_, 8);
+      }
       emit_k_body(ur, c_.simd);
       if (c_.pf_next)
         add(pf_, c_.k_steps(c_.simd) / c_.pf_every * 64);  // a line per pf_every K steps
-      add(src_k_, c_.src_kb_bytes());
+      if (!c_.windows) add(src_k_, c_.src_kb_bytes());
       add(wei_k_, c_.wei_kb_bytes(ob_));
     });
   }

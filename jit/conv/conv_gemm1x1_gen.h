@@ -29,7 +29,7 @@ class Gemm1x1Generator : public JitGenerator {
   int epi_tail_;   // real lanes of the last vector for the epilogue's per-channel loads
   bool k_split_;
   std::unique_ptr<EpilogueEmitter> epi_;
-  Xbyak::Reg64 src_m_, dst_m_, src_k_, wei_k_, k_cnt_, m_cnt_, epi_a_, epi_b_, pf_;
+  Xbyak::Reg64 src_m_, dst_m_, src_k_, wei_k_, k_cnt_, m_cnt_, epi_a_, epi_b_, pf_, koff_;
 };
 
 }  // namespace kiln::convjit

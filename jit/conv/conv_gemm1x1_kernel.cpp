@@ -107,14 +107,23 @@ class Gemm1x1Kernel : public Kernel {
                                c.blocking_str(), c.isa, c.int8)),
         bias_(pack_bias(bias ? bias->data<float>() : nullptr, c.p.oc, c.ocv * c.simd)) {
     pack_weights(ModelFloats(w));
-    if (c.im2row) {
-      // Input rows a packed chunk's windows span at most (pack_pix pixels cover at most
-      // pack_pix / ow + 2 output rows); dense K caches the padding rows and columns too.
+    if (c.windows) {
+      // A band's rows of the padded input (columns: what the windows reach) and, per K block
+      // (kh, kw, icb), where its taps sit from a tile's first pixel.
+      const ConvProblem& p = c.p;
+      cache_w_ = (p.ow - 1) * p.sw + (p.kw - 1) * p.dw + 1;
+      rows_max_ = (c.band - 1) * p.sh + (p.kh - 1) * p.dh + 1;
+      for (int64_t kh = 0; kh < p.kh; ++kh)
+        for (int64_t kw = 0; kw < p.kw; ++kw)
+          for (int64_t icb = 0; icb < c.in_icb(); ++icb)
+            koff_.push_back(((icb * rows_max_ + kh * p.dh) * cache_w_ + kw * p.dw) * c.simd);
+    } else if (c.dense_k) {
+      // The input rows a packed chunk's windows span at most (pack_pix pixels cover at most
+      // pack_pix / ow + 2 output rows), padding rows and columns included.
       const ConvProblem& p = c.p;
       const int64_t out_rows = std::min(p.oh, c.pack_pix / p.ow + 2);
       rows_max_ = (out_rows - 1) * p.sh + (p.kh - 1) * p.dh + 1;
-      if (!c.dense_k) rows_max_ = std::min(p.ih, rows_max_);
-      cache_w_ = c.dense_k ? (p.ow - 1) * p.sw + (p.kw - 1) * p.dw + 1 : p.iw;
+      cache_w_ = (p.ow - 1) * p.sw + (p.kw - 1) * p.dw + 1;
     }
     main_ = shared_generator<Gemm1x1Generator>(code_key, "", c, c.ur_n, false, name_);
     if (c.last_group_own)
@@ -123,13 +132,15 @@ class Gemm1x1Kernel : public Kernel {
   }
 
   const std::string& name() const override { return name_; }
-  int64_t tiles() const override { return c_.p.n * c_.m_lines * c_.chunks * c_.n_groups; }
+  int64_t tiles() const override {
+    return c_.p.n * (c_.windows ? bands() : c_.m_lines * c_.chunks) * c_.n_groups;
+  }
   double macs() const override { return c_.p.macs(); }
   std::vector<Span> weights() const override { return {{wei_.raw(), wei_.nbytes()}}; }
   // The packed pixel chunk (strided or NHWC input): it stays in L1 while the oc groups sweep it.
-  // (int8 im2row: then the quantized input rows the window gathers from.)
+  // (int8 dense K: then the quantized input rows the windows gather from; windows: only those.)
   int64_t scratch_bytes() const override {
-    return c_.pack ? cache_offset() + row_cache_bytes() : 0;
+    return c_.pack ? cache_offset() + row_cache_bytes() : row_cache_bytes();
   }
 
   void run(const KernelArgs& args, int64_t begin, int64_t end) const override {
@@ -140,6 +151,7 @@ class Gemm1x1Kernel : public Kernel {
       if (op.kind == PostOp::Kind::add && args.src[op.input] == args.dst[0]) split = false;
     const int64_t G = c_.n_groups, LC = c_.m_lines * c_.chunks;
     const int64_t chunk = split ? c_.ic_chunk : c_.icb_total();
+    if (c_.windows) return run_windows(args, base, begin, end);
     char* buf = c_.pack ? reinterpret_cast<char*>(scratch_floats(args)) : nullptr;
     int64_t packed_n = -1;  // groups outer: the image now in `buf`
     int64_t t = begin;
@@ -208,7 +220,6 @@ class Gemm1x1Kernel : public Kernel {
   // [pixel][pack_pix_bytes / 4].
   void pack(const KernelArgs& args, int64_t n, int64_t q0, int64_t cnt, char* buf) const {
     if (c_.dense_k) return pack_dense(args, n, q0, cnt, buf);
-    if (c_.im2row) return pack_im2row(args, n, q0, cnt, buf);
     const ConvProblem& p = c_.p;
     const int64_t st = c_.stride, pix = c_.in_pix_bytes();  // a pixel's bytes in a block
     const char* img = src_bytes(args) + n * src_img_bytes();
@@ -375,61 +386,6 @@ class Gemm1x1Kernel : public Kernel {
     }
   }
 
-  // int8 im2row: the windows of pixels [q0, q0 + cnt) of image n, quantized, into buf as
-  // [K block][pack_pix][simd] bytes.
-  void pack_im2row(const KernelArgs& args, int64_t n, int64_t q0, int64_t cnt, char* buf) const {
-    const ConvProblem& p = c_.p;
-    const ConvInt8& q = *c_.int8_params;
-    const int64_t pix = c_.in_pix_bytes(), S = c_.simd;
-    const char* img = src_bytes(args) + n * src_img_bytes();
-    // The input rows the chunk's windows read, quantized once into the row cache (after the
-    // packed buffer): [icb][row][iw][16] bytes.
-    const int64_t icb_n = c_.in_icb(), oh0 = q0 / p.ow, oh1 = (q0 + cnt - 1) / p.ow;
-    const int64_t r0 = std::max<int64_t>(0, oh0 * p.sh - p.pt);
-    const int64_t r1 = std::min(p.ih, oh1 * p.sh - p.pt + (p.kh - 1) * p.dh + 1);
-    const int64_t rows = std::max<int64_t>(0, r1 - r0);
-    uint8_t* cache = reinterpret_cast<uint8_t*>(buf) + cache_offset();
-    for (int64_t icb = 0; icb < icb_n; ++icb)
-      quantize_pixels(
-          reinterpret_cast<const float*>(img + icb * c_.in_kb_bytes() + r0 * p.iw * pix), S,
-          cache + icb * rows_max_ * p.iw * S, rows * p.iw, 1.f / q.x_scale, q.x_zero);
-    // Block (kh * KW + kw) * ICB + icb of pixel i: input pixel (oh sh - pt + kh dh, ow sw -
-    // pl + kw dw) of channel block icb, or the zero point outside the image. One copy per
-    // output row segment, window tap and channel block.
-    for (int64_t i = q0; i < q0 + cnt;) {
-      const int64_t oh = i / p.ow, ow0 = i % p.ow;
-      const int64_t len = std::min(p.ow - ow0, q0 + cnt - i);
-      for (int64_t kh = 0; kh < p.kh; ++kh)
-        for (int64_t kw = 0; kw < p.kw; ++kw) {
-          const int64_t ih = oh * p.sh - p.pt + kh * p.dh;
-          // The segment's pixels whose column is inside: [a, b) of [0, len).
-          const int64_t c0 = ow0 * p.sw - p.pl + kw * p.dw;  // column of pixel 0
-          int64_t a = 0, b = 0;
-          if (ih >= 0 && ih < p.ih) {
-            a = c0 >= 0 ? 0 : std::min(len, (-c0 + p.sw - 1) / p.sw);
-            b = c0 > p.iw - 1 ? 0 : std::min(len, (p.iw - 1 - c0) / p.sw + 1);
-            b = std::max(a, b);
-          }
-          for (int64_t icb = 0; icb < icb_n; ++icb) {
-            uint8_t* d = reinterpret_cast<uint8_t*>(buf) +
-                         (((kh * p.kw + kw) * icb_n + icb) * c_.pack_pix + (i - q0)) * S;
-            std::memset(d, int(q.x_zero), size_t(a * S));
-            if (b > a) {
-              const uint8_t* src = cache + ((icb * rows_max_ + ih - r0) * p.iw + c0 + a * p.sw) * S;
-              if (p.sw == 1) {
-                std::memcpy(d + a * S, src, size_t((b - a) * S));
-              } else {
-                for (int64_t k = a; k < b; ++k, src += p.sw * S)
-                  std::memcpy(d + k * S, src, size_t(S));
-              }
-            }
-            std::memset(d + b * S, int(q.x_zero), size_t((len - b) * S));
-          }
-        }
-      i += len;
-    }
-  }
-
   // int8 dense K: pixels [q0, q0 + cnt) of image n, each a row of src_pix_bytes() into buf: its
   // window's taps (kh, kw) of 4 bytes (quantize_row_c4), then zeros up to the row's end.
   void pack_dense(const KernelArgs& args, int64_t n, int64_t q0, int64_t cnt, char* buf) const {
@@ -450,16 +406,93 @@ class Gemm1x1Kernel : public Kernel {
   int64_t cache_offset() const {
     return round_up(c_.pack_bytes() + (c_.dense_k ? kDenseSlack : 0), 64);
   }
+  int64_t bands() const { return (c_.p.oh + c_.band - 1) / c_.band; }
+
+  // int8 windows: tiles (image, band, oc group), oc groups fastest. A run of one band's groups
+  // quantizes its rows once; every group then runs the band's lines, one call a line.
+  void run_windows(const KernelArgs& args, const ConvCallArgs& base, int64_t begin,
+                   int64_t end) const {
+    const ConvProblem& p = c_.p;
+    const int64_t G = c_.n_groups, B = bands();
+    uint8_t* cache = reinterpret_cast<uint8_t*>(scratch_floats(args));
+    // Prefetch lines of the next group's weights one line's call walks (groups outer: the
+    // group's calls walk it in turn; m_outer: each call from its start).
+    const int64_t call_lines = (c_.full_tiles() + (c_.m_tail ? 1 : 0)) * c_.icb_total() *
+                               c_.k_steps(c_.simd) / c_.pf_every;
+    for (int64_t t = begin; t < end;) {
+      const int64_t g0 = t % G, b = t / G % B, n = t / (G * B);
+      const int64_t cnt = std::min(end - t, G - g0);
+      const int64_t l0 = b * c_.band, l1 = std::min(p.oh, l0 + c_.band);
+      quantize_band(args, n, l0, l1, cache);
+      for (int64_t g = g0; g < g0 + cnt; ++g) {
+        const int64_t gn = g + 1 < G ? g + 1 : c_.m_outer ? 0 : G - 1;
+        const char* next = wei_bytes() + group_off_[size_t(gn)];
+        for (int64_t l = l0; l < l1; ++l)
+          call_window(args, base, n, g, l, cache + (l - l0) * p.sh * cache_w_ * c_.simd,
+                      next + (c_.m_outer ? 0 : (l - l0) * call_lines * 64));
+      }
+      t += cnt;
+    }
+  }
+
+  // The input rows of output lines [l0, l1) of image n, quantized into the cache with their
+  // padding: [icb][row][cache_w_][simd] bytes, column j = input column j - pl.
+  void quantize_band(const KernelArgs& args, int64_t n, int64_t l0, int64_t l1,
+                     uint8_t* cache) const {
+    const ConvProblem& p = c_.p;
+    const ConvInt8& q = *c_.int8_params;
+    const int64_t S = c_.simd, W = cache_w_;
+    const float* img = reinterpret_cast<const float*>(src_bytes(args) + n * src_img_bytes());
+    const int64_t r0 = l0 * p.sh - p.pt, rows = (l1 - 1 - l0) * p.sh + (p.kh - 1) * p.dh + 1;
+    const int64_t left = std::min(p.pl, W), cols = std::clamp<int64_t>(W - p.pl, 0, p.iw);
+    const int zp = int(q.x_zero);
+    for (int64_t icb = 0; icb < c_.in_icb(); ++icb)
+      for (int64_t r = 0; r < rows; ++r) {
+        uint8_t* d = cache + (icb * rows_max_ + r) * W * S;
+        const int64_t ih = r0 + r;
+        if (ih < 0 || ih >= p.ih || cols == 0) {
+          std::memset(d, zp, size_t(W * S));
+          continue;
+        }
+        std::memset(d, zp, size_t(left * S));
+        quantize_pixels(img + (icb * p.ih + ih) * p.iw * S, S, d + left * S, cols, 1.f / q.x_scale,
+                        q.x_zero);
+        std::memset(d + (left + cols) * S, zp, size_t((W - left - cols) * S));
+      }
+  }
+
+  void call_window(const KernelArgs& args, const ConvCallArgs& base, int64_t n, int64_t g,
+                   int64_t line, const uint8_t* row, const char* pf_wei) const {
+    const ConvProblem& p = c_.p;
+    const int64_t oc0 = g * c_.ur_n * c_.simd;
+    ConvCallArgs a = base;
+    a.src = reinterpret_cast<const float*>(row);
+    a.dst = reinterpret_cast<float*>(
+        reinterpret_cast<char*>(args.dst[0]) + n * c_.ocv * c_.dst_vec_bytes() +
+        line * p.ow * c_.dst_pix_bytes() + g * c_.ur_n * c_.dst_vec_bytes());
+    a.wei = reinterpret_cast<const float*>(wei_bytes() + group_off_[size_t(g)]);
+    a.bias = bias_.data() + oc0;
+    a.qscale = qscale_.data() + oc0;
+    a.koff = koff_.data();
+    a.pf_wei = reinterpret_cast<const float*>(pf_wei);
+    a.post.advance_channels(oc0);
+    a.k_blocks = c_.icb_total();
+    a.m_blocks = c_.full_tiles();
+    a.flags = kFlagFinal | (c_.m_tail ? kFlagMTail : 0);
+    (g == c_.n_groups - 1 && last_ ? last_ : main_)->fn<Fn>()(&a);
+  }
+
   int64_t row_cache_bytes() const {
-    if (c_.dense_k) return rows_max_ * cache_w_ * 4 + kDenseSlack;
-    return c_.im2row ? c_.in_icb() * rows_max_ * c_.p.iw * 16 : 0;
+    if (c_.windows) return c_.in_icb() * rows_max_ * cache_w_ * c_.simd;
+    return c_.dense_k ? rows_max_ * cache_w_ * 4 + kDenseSlack : 0;
   }
 
   Gemm1x1Conf c_;
   std::string name_;
   std::vector<float> bias_, qscale_;
-  int64_t rows_max_ = 0;  // int8 im2row: input rows in the row cache ...
-  int64_t cache_w_ = 0;   // ... and columns (dense K: with the padding)
+  int64_t rows_max_ = 0;       // int8 windows / dense K: input rows in the row cache ...
+  int64_t cache_w_ = 0;        // ... and columns (dense K, windows: with the padding)
+  std::vector<int64_t> koff_;  // windows: K block offsets (ConvCallArgs::koff)
   Tensor wei_;
   std::vector<int64_t> group_off_;
   std::shared_ptr<const Gemm1x1Generator> main_, last_;

@@ -33,6 +33,7 @@ struct ConvCallArgs {
   // (prefetched into L2 while this group computes).
   const float* pf_wei = nullptr;
   const float* qscale = nullptr;  // int8: per-oc scale of the int32 sums, at the group's first oc
+  const int64_t* koff = nullptr;  // int8 windows: each K block's byte offset from the tile's src
 };
 
 // One conf or the reason a family does not apply.

@@ -50,6 +50,7 @@ void check_int8(const ConvProblem& p, uint64_t seed, int ur = 0, int ob = 0,
                  << c.conf->blocking_str() << " im2row " << c.conf->im2row);
   CHECK(c.conf->im2row == (p.kh * p.kw != 1 || p.pt || p.pl || p.pb || p.pr || p.sh > 2));
   CHECK(c.conf->dense_k == (src == Layout::nchw));
+  CHECK(c.conf->windows == (c.conf->im2row && src != Layout::nchw));
   const Tensor want = reference(p, o);
   const Tensor got = run_kernel(*k, p, o, impl.src, impl.dst);
   // The reference sums f32 products of magnitude up to ~0.037 * 255 * 0.014 * 128.
@@ -100,7 +101,7 @@ TEST_CASE("gemm1x1 int8: blockings, loop orders, channel tails, stride 2, post-o
   }
 }
 
-TEST_CASE("im2col int8 (im2row packing into the gemm1x1 microkernel) matches the reference") {
+TEST_CASE("im2col int8 (taps read in place by the gemm1x1 microkernel) matches the reference") {
   if (!testing::has_vnni()) return;
   uint64_t seed = 7300;
   // tests/shapes/conv_direct.txt and im2col.txt: kernel sizes, strides, asymmetric padding
@@ -110,10 +111,13 @@ TEST_CASE("im2col int8 (im2row packing into the gemm1x1 microkernel) matches the
   for (const ConvProblem& p : shapes::read_shapes("im2col")) ps.push_back(p);
   ps.push_back(problem("ic20ih7iw7_oc24oh9ow9kh1kw1sh1sw1ph1pw1"));
   ps.push_back(problem("ic32ih10iw10_oc16oh4ow4kh1kw1sh3sw3ph0pw0"));
+  convjit::Gemm1x1Force groups_outer;  // (the whole image one band)
+  groups_outer.m_outer = 0;
   for (const ConvProblem& p : ps) {
     if (p.groups != 1) continue;
     check_int8(p, seed++);
     check_int8(p, seed++, 3, 2);
+    check_int8(p, seed++, 2, 1, groups_outer);
   }
 }
 
