@@ -74,6 +74,16 @@ std::unique_ptr<Kernel> im2col_create(const ConvProblem& p, const ConvImpl& impl
                                                                                 key, why_not);
 }
 
+// f32: the grouped family's kernels (jit/grouped/); int8 (groups of whole channel blocks): the
+// gemm1x1 microkernel reading the windows in place, each oc group its conv group's K.
+std::unique_ptr<Kernel> grouped_create(const ConvProblem& p, const ConvImpl& impl, Isa isa,
+                                       const Tensor& w, const Tensor* b, const std::string& key,
+                                       std::string* why_not) {
+  if (impl.int8)
+    return conf_then_kernel<gemm1x1_conf, make_gemm1x1_kernel>(p, impl, isa, w, b, key, why_not);
+  return conf_then_kernel<init_grouped_conf, make_grouped_kernel>(p, impl, isa, w, b, key, why_not);
+}
+
 // What a kernel's code is a function of (shared_code.h): the conf's inputs.
 std::string code_key(const ConvProblem& p, const ConvImpl& impl, Isa isa) {
   return p.str() + '|' + conv_family_name(impl.family) + '|' + layout_name(impl.src) + '|' +
@@ -103,7 +113,7 @@ const std::vector<ConvFamilyRow>& rows() {
        [](const ConvProblem&, Layout b) {
          return Pairs{{b, b}};
        },
-       conf_then_kernel<init_grouped_conf, make_grouped_kernel>,
+       grouped_create,
        [](const ConvProblem& p, Layout s, Layout) {
          return grouped_efficiency(p, layout_block(s));
        },

@@ -76,7 +76,10 @@ std::string Gemm1x1Conf::blocking_str() const {
 ConfOr<Gemm1x1Conf> init_gemm1x1_conf(const ConvProblem& p, const ConvImpl& impl, Isa isa,
                                       const Gemm1x1Force& force) {
   using R = ConfOr<Gemm1x1Conf>;
-  if (std::string why = check_common(p, isa); !why.empty()) return R::no(why);
+  // (int8 windows also take grouped convs: see grp_icb.)
+  ConvProblem dense_p = p;
+  if (impl.int8) dense_p.groups = 1;
+  if (std::string why = check_common(dense_p, isa); !why.empty()) return R::no(why);
   const bool plain_1x1 = p.kh == 1 && p.kw == 1 && !(p.pt || p.pl || p.pb || p.pr) &&
                          p.sh == p.sw && (p.sh == 1 || p.sh == 2);
   if (!impl.int8) {
@@ -98,6 +101,12 @@ ConfOr<Gemm1x1Conf> init_gemm1x1_conf(const ConvProblem& p, const ConvImpl& impl
   c.im2row = c.int8 && !plain_1x1;
   if (c.int8) {
     if (isa != Isa::avx512 || !host_cpu().avx512_vnni) return R::no("int8 needs avx512_vnni");
+    if (p.groups > 1) {
+      if (plain_1x1 || (p.ic / p.groups) % c.simd || (p.oc / p.groups) % c.simd)
+        return R::no("int8 grouped convs need groups of whole 16-channel blocks and a window");
+      c.grp_icb = p.ic / p.groups / c.simd;
+      c.grp_ocv = p.oc / p.groups / c.simd;
+    }
     // (NCHW: the dense-K im2row of a conv of at most 4 input channels.)
     c.dense_k = c.im2row && impl.src == Layout::nchw && p.ic <= 4;
     if ((impl.src != Layout::nChw16c && !c.dense_k) || impl.dst != Layout::nChw16c)
@@ -125,7 +134,7 @@ ConfOr<Gemm1x1Conf> init_gemm1x1_conf(const ConvProblem& p, const ConvImpl& impl
   // (int8 1x1 and dense K always pack: the pixels are quantized on the way.)
   c.pack = c.int8 ? !c.windows : c.stride == 2 && force.pack != 0;
   c.icb_full = c.dense_k  ? (p.kh * p.kw * 4 + c.simd - 1) / c.simd
-               : c.im2row ? p.kh * p.kw * c.in_icb()
+               : c.im2row ? p.kh * p.kw * c.k_icb()
                           : p.ic / c.simd;
   c.ic_tail = c.im2row ? 0 : int(p.ic % c.simd);
   c.ocv = (p.oc + c.simd - 1) / c.simd;
@@ -147,6 +156,7 @@ ConfOr<Gemm1x1Conf> init_gemm1x1_conf(const ConvProblem& p, const ConvImpl& impl
   double best = 0;
   for (int ob = 1; ob <= max_ob; ++ob) {
     if (impl.oc_blocks && ob != std::min<int64_t>(impl.oc_blocks, c.ocv)) continue;
+    if (c.grp_ocv % ob) continue;  // (grouped: an oc group inside one conv group)
     for (int ur = 1; ur <= max_ur; ++ur) {
       if (impl.ur_w && ur != std::min<int64_t>(impl.ur_w, c.m_len)) continue;
       if (groups_outer && ob > 1 && c.icb_total() * ob * kb_vec_bytes > group_l2(impl.cache) &&

@@ -24,7 +24,9 @@
 // input rows is quantized once into a padded [icb][row][column][16] byte cache (outside the
 // image: the zero point, a real 0) and the microkernel reads the taps in place, K block (kh, kw,
 // icb) at a table offset from the tile's first pixel (ConvCallArgs::koff); tiles stay within an
-// output row. A conv of at most 4 input channels (an image's first conv) reads NCHW instead and
+// output row. Grouped convs whose groups are whole channel blocks on both sides run so too
+// (grp_icb, grp_ocv), each oc group's K blocks those of its conv group. A conv of at most 4 input
+// channels (an image's first conv) reads NCHW instead and
 // packs K densely ("dense_k"): the chunk's input rows are quantized into [row][column][4
 // channels] bytes (padding: the zero point) and each pixel's window is KH runs of KW x 4 bytes,
 // K = KH x KW x 4 rounded up to 16, pixel-major ([pack_pix][K] bytes): 3 channels padded to 16
@@ -66,6 +68,8 @@ struct Gemm1x1Conf {
   bool dense_k = false;   // ... from NCHW, K = (kh, kw, 4 channels) (see the header), or
   bool windows = false;   // ... read in place from a band of quantized rows (see the header)
   int64_t band = 0;       // windows: output rows per band (tiles: image, band, oc group)
+  int64_t grp_icb = 0;    // windows of a grouped conv: input channel blocks ...
+  int64_t grp_ocv = 0;    // ... and oc vectors per conv group (0: not grouped)
   std::shared_ptr<const ConvInt8> int8_params;
   int64_t stride = 1;  // of the conv
   bool pack = false;   // stride 2 packed into a dense buffer: the microkernel runs stride 1
@@ -105,7 +109,8 @@ struct Gemm1x1Conf {
 
   std::string blocking_str() const;  // "m14oc2"
   int64_t icb_total() const { return icb_full + (ic_tail ? 1 : 0); }
-  int64_t in_icb() const { return (p.ic + simd - 1) / simd; }  // the input's channel blocks
+  int64_t in_icb() const { return (p.ic + simd - 1) / simd; }     // the input's channel blocks
+  int64_t k_icb() const { return grp_icb ? grp_icb : in_icb(); }  // ... an oc group reads
   int64_t k_channels() const { return im2row ? icb_full * simd : p.ic; }  // the GEMM's K
   int in_esize() const { return bf16 ? 2 : 4; }            // the input tensor's elements
   int src_esize() const { return int8 ? 1 : in_esize(); }  // what the microkernel reads

@@ -103,20 +103,26 @@ class Gemm1x1Kernel : public Kernel {
   Gemm1x1Kernel(const Gemm1x1Conf& c, const Tensor& w, const Tensor* bias,
                 const std::string& code_key)
       : c_(c),
-        name_(conv_kernel_name(c.im2row ? "im2col" : "gemm1x1", c.layout, c.dst_layout,
-                               c.blocking_str(), c.isa, c.int8)),
+        name_(conv_kernel_name(c.grp_icb  ? "grouped"
+                               : c.im2row ? "im2col"
+                                          : "gemm1x1",
+                               c.layout, c.dst_layout, c.blocking_str(), c.isa, c.int8)),
         bias_(pack_bias(bias ? bias->data<float>() : nullptr, c.p.oc, c.ocv * c.simd)) {
     pack_weights(ModelFloats(w));
     if (c.windows) {
       // A band's rows of the padded input (columns: what the windows reach) and, per K block
-      // (kh, kw, icb), where its taps sit from a tile's first pixel.
+      // (kh, kw, icb), where its taps sit from a tile's first pixel (grouped: a table per conv
+      // group, over its channel blocks).
       const ConvProblem& p = c.p;
       cache_w_ = (p.ow - 1) * p.sw + (p.kw - 1) * p.dw + 1;
       rows_max_ = (c.band - 1) * p.sh + (p.kh - 1) * p.dh + 1;
-      for (int64_t kh = 0; kh < p.kh; ++kh)
-        for (int64_t kw = 0; kw < p.kw; ++kw)
-          for (int64_t icb = 0; icb < c.in_icb(); ++icb)
-            koff_.push_back(((icb * rows_max_ + kh * p.dh) * cache_w_ + kw * p.dw) * c.simd);
+      for (int64_t cg = 0; cg < (c.grp_icb ? p.groups : 1); ++cg)
+        for (int64_t kh = 0; kh < p.kh; ++kh)
+          for (int64_t kw = 0; kw < p.kw; ++kw)
+            for (int64_t i = 0; i < c.k_icb(); ++i) {
+              const int64_t icb = cg * c.grp_icb + i;
+              koff_.push_back(((icb * rows_max_ + kh * p.dh) * cache_w_ + kw * p.dw) * c.simd);
+            }
     } else if (c.dense_k) {
       // The input rows a packed chunk's windows span at most (pack_pix pixels cover at most
       // pack_pix / ow + 2 output rows), padding rows and columns included.
@@ -365,16 +371,17 @@ class Gemm1x1Kernel : public Kernel {
   void pack_weights_int8(ModelFloats w) {
     const ConvProblem& p = c_.p;
     const ConvInt8& q = *c_.int8_params;
-    const int64_t S = c_.simd, kpad = c_.in_icb() * S;  // im2row: K slices of kpad channels
+    // (im2row: K slices of kpad channels; grouped: of the conv group's, ic_g the group's)
+    const int64_t S = c_.simd, kpad = c_.k_icb() * S, ic_g = p.ic / p.groups;
     std::vector<double> qsum(size_t(p.oc), 0.0);
     int8_t* o = static_cast<int8_t*>(wei_.raw());
     for_each_packed(4, [&](int64_t i, int64_t oc, int64_t k) {
       // (dense K: K slices of 4 channels, past the last window tap zero)
       const int64_t slice = c_.dense_k ? k / 4 : k / kpad, ic = c_.dense_k ? k % 4 : k % kpad;
-      if (oc >= p.oc || ic >= p.ic || slice >= p.kh * p.kw) return;  // (zero-filled)
+      if (oc >= p.oc || ic >= ic_g || slice >= p.kh * p.kw) return;  // (zero-filled)
       const int64_t kh = slice / p.kw, kw = slice % p.kw;
       const float v =
-          std::nearbyint(w[((oc * p.ic + ic) * p.kh + kh) * p.kw + kw] / q.w_scale[size_t(oc)]);
+          std::nearbyint(w[((oc * ic_g + ic) * p.kh + kh) * p.kw + kw] / q.w_scale[size_t(oc)]);
       o[i] = int8_t(std::clamp(v, -128.f, 127.f));
       qsum[size_t(oc)] += o[i];
     });
@@ -473,7 +480,7 @@ class Gemm1x1Kernel : public Kernel {
     a.wei = reinterpret_cast<const float*>(wei_bytes() + group_off_[size_t(g)]);
     a.bias = bias_.data() + oc0;
     a.qscale = qscale_.data() + oc0;
-    a.koff = koff_.data();
+    a.koff = koff_.data() + (c_.grp_ocv ? g * c_.ur_n / c_.grp_ocv * c_.icb_full : 0);
     a.pf_wei = reinterpret_cast<const float*>(pf_wei);
     a.post.advance_channels(oc0);
     a.k_blocks = c_.icb_total();

@@ -154,6 +154,32 @@ TEST_CASE("im2col int8 with dense K (NCHW, at most 4 input channels) matches the
   check_int8(p, seed++, 0, 0, {}, Layout::nchw);
 }
 
+TEST_CASE("grouped int8 (groups of whole channel blocks, windows in place) matches the reference") {
+  if (!testing::has_vnni()) return;
+  uint64_t seed = 7700;
+  // One and several blocks per group on either side (oc groups inside one conv group),
+  // stride 2, dilation, asymmetric padding, batch 2, RegNet's 16-channel groups.
+  const std::vector<std::string> shapes = {
+      "g2ic32ih8iw8_oc32oh8ow8kh3kw3sh1sw1ph1pw1",
+      "g4ic64ih9iw9_oc128oh5ow5kh3kw3sh2sw2ph1pw1",
+      "g2ic64ih6iw7_oc32oh6ow7kh3kw3sh1sw1ph1pw1_nobias",
+      "mb2g3ic48ih7iw7_oc48oh7ow7kh3kw3sh1sw1dh2dw2ph2pw2",
+      "g4ic64ih8iw8_oc64oh9ow5kh3kw3sh1sw2pt0pl2pb3pr1",
+      "g10ic160ih14iw14_oc160oh14ow14kh3kw3sh1sw1ph1pw1",
+  };
+  convjit::Gemm1x1Force groups_outer;
+  groups_outer.m_outer = 0;
+  for (const std::string& s : shapes) {
+    const ConvProblem p = problem(s);
+    check_int8(p, seed++);
+    check_int8(p, seed++, 3, 1);
+    check_int8(p, seed++, 0, 0, groups_outer);
+  }
+  ConvProblem p = problem("g2ic32ih8iw8_oc64oh8ow8kh3kw3sh1sw1ph1pw1");
+  p.post = chain({op(K::add), op(K::relu)});
+  check_int8(p, seed++, 0, 2);
+}
+
 TEST_CASE("gemm1x1 int8 refusals") {
   if (!testing::has_vnni()) return;
   const ConvProblem p = problem("ic16ih4iw4_oc16oh4ow4kh1kw1sh1sw1ph0pw0");
@@ -175,6 +201,15 @@ TEST_CASE("gemm1x1 int8 refusals") {
                                     Isa::avx512));
   impl = conv_impl(ConvFamily::gemm1x1, Layout::nChw16c, Layout::nChw16c);
   impl.int8 = q;
+  // grouped: whole 16-channel blocks per group on both sides, and a window
+  q->w_scale.assign(32, 1.f);
+  for (const char* s :
+       {"g2ic24ih4iw4_oc32oh4ow4kh3kw3sh1sw1ph1pw1", "g4ic64ih4iw4_oc32oh4ow4kh3kw3sh1sw1ph1pw1",
+        "g2ic32ih4iw4_oc32oh4ow4kh1kw1sh1sw1ph0pw0"}) {
+    auto c = convjit::init_gemm1x1_conf(problem(s), impl, Isa::avx512);
+    CHECK_MESSAGE(!c, s);
+    CHECK(c.reason.find("grouped") != std::string::npos);
+  }
   q->w_scale.assign(15, 1.f);
   CHECK(!convjit::init_gemm1x1_conf(p, impl, Isa::avx512));
 }
