@@ -34,9 +34,8 @@ double grid_scale(const float* w, int64_t begin, int64_t end, double m) {
   return 0;
 }
 
-}  // namespace
-
-std::shared_ptr<const ConvInt8> conv_int8_params(const Graph& g, const Node& n) {
+// The decision itself (see the header).
+std::shared_ptr<const ConvInt8> decide(const Graph& g, const Node& n) {
   if (n.op != "Conv" || n.inputs.size() < 2 || n.in(0) == kNoValue) return nullptr;
   const Node* prod = nullptr;
   for (const Node& m : g.nodes)
@@ -78,6 +77,33 @@ std::shared_ptr<const ConvInt8> conv_int8_params(const Graph& g, const Node& n) 
     if (s == 0) return nullptr;
     std::fill(q->w_scale.begin(), q->w_scale.end(), float(s));
   }
+  return q;
+}
+
+}  // namespace
+
+int mark_int8_convs(Graph& g) {
+  int marked = 0;
+  for (Node& n : g.nodes) {
+    n.attrs.erase(kInt8Attr);
+    const std::shared_ptr<const ConvInt8> q = decide(g, n);
+    if (!q) continue;
+    std::vector<float> v{q->x_scale, q->x_zero};
+    v.insert(v.end(), q->w_scale.begin(), q->w_scale.end());
+    n.attrs[kInt8Attr] = attr_floats(std::move(v));
+    ++marked;
+  }
+  return marked;
+}
+
+std::shared_ptr<const ConvInt8> conv_int8_params(const Graph&, const Node& n) {
+  const auto it = n.attrs.find(kInt8Attr);
+  if (it == n.attrs.end() || it->second.floats.size() < 2) return nullptr;
+  const std::vector<float>& v = it->second.floats;
+  auto q = std::make_shared<ConvInt8>();
+  q->x_scale = v[0];
+  q->x_zero = v[1];
+  q->w_scale.assign(v.begin() + 2, v.end());
   return q;
 }
 

@@ -15,7 +15,14 @@
 
 namespace kiln {
 
-// nullptr when node `n` (a Conv) does not qualify. Needs the graph's producers.
+// Decides for every Conv of g (once its passes and fusions are done: Session::prepare) and
+// marks those that qualify (attribute kInt8Attr: x_scale, x_zero, then w_scale per output
+// channel). Deciding reads every weight, and labels ask about each conv many times per load
+// (it was half of a QDQ ResNet-50's warm load). Returns the convs marked.
+constexpr const char* kInt8Attr = "int8_params";
+int mark_int8_convs(Graph& g);
+
+// Node n's mark as ConvInt8; nullptr when unmarked (not a QDQ conv, or g not marked).
 std::shared_ptr<const ConvInt8> conv_int8_params(const Graph& g, const Node& n);
 
 }  // namespace kiln

@@ -14,6 +14,7 @@
 #include "graph/passes.h"
 #include "jit/shared_code.h"
 #include "runtime/executor.h"
+#include "runtime/int8_conv.h"
 #include "runtime/log.h"
 #include "runtime/plan.h"
 #include "runtime/ref/ref_kernels.h"
@@ -268,6 +269,7 @@ void Session::prepare(const SessionOptions& o) {
   auto t0 = Clock::now();
   PassStats ps = optimize(graph_, Evaluator(run_ref));
   int fused = fuse_epilogues(graph_);
+  mark_int8_convs(graph_);  // (the graph is final: the QDQ convs' int8 operands, decided once)
   stats_.passes_ms = ms_since(t0);
   log_debug("passes: {} folded, {} identities, {} batchnorms folded, {} dead removed, {} fused",
             ps.folded, ps.identities, ps.batchnorms, ps.dead, fused);

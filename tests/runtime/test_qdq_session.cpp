@@ -10,6 +10,7 @@
 
 #include "glue_session_util.h"
 #include "graph/onnx_builder.h"
+#include "runtime/int8_conv.h"
 #include "runtime/labels.h"
 #include "runtime/selection.h"
 #include "runtime/session.h"
@@ -203,6 +204,18 @@ TEST_CASE("QDQ session: 1x1 convs of QDQ models run in int8 where the CPU has AV
       int int8 = 0;
       for (size_t i = 0; i < s->graph().nodes.size(); ++i)
         int8 += s->selection().nodes[i].label.precision == kiln::Precision::int8;
+      // Both convs carry their int8 operands, decided at load (any ISA): the model's input
+      // scale and zero point (int8 activations as uint8: + 128), a weight scale per channel.
+      int marked = 0;
+      for (const kiln::Node& n : s->graph().nodes) {
+        const auto q = kiln::conv_int8_params(s->graph(), n);
+        if (!q || n.op != "Conv" || marked++) continue;  // (the first conv reads x's Q/DQ)
+        CHECK(q->x_scale == doctest::Approx(3.f / 127));
+        CHECK(q->x_zero == (s8 ? -9.f + 128 : 121.f));
+        CHECK(q->w_scale.size() == 128);
+        CHECK(q->w_scale[1] == doctest::Approx(per_channel ? 0.004 : 0.002));
+      }
+      CHECK(marked == 2);
       CHECK(int8 == (vnni && s->isa() == kiln::Isa::avx512 ? 2 : 0));
       // The labels' keys read back (tuning cache, plan cache): a warm load plans the same.
       for (size_t i = 0; i < s->graph().nodes.size(); ++i) {
