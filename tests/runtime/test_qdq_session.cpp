@@ -5,7 +5,6 @@
 
 #include <algorithm>
 #include <string>
-#include <tuple>
 #include <vector>
 
 #include "glue_session_util.h"
@@ -154,11 +153,18 @@ TEST_CASE(
   o.reference = true;
   const kiln::Tensor want = kiln::test::run_session(bytes, o, x)[0];
   o.reference = false;
-  for (auto [family, group, key] :
-       {std::tuple{kiln::ConvFamily::im2col, 1, "conv.im2col.nchw.nChw16c.int8"},
-        std::tuple{kiln::ConvFamily::grouped, 2, "conv.grouped.nChw16c.nChw16c.int8"}}) {
+  struct Case {
+    kiln::ConvFamily family;
+    int group;
+    std::string key;
+  };
+  for (const Case& c : {Case{kiln::ConvFamily::im2col, 1, "conv.im2col.nchw.nChw16c.int8"},
+                        Case{kiln::ConvFamily::grouped, 2, "conv.grouped.nChw16c.nChw16c.int8"}}) {
+    // (no structured binding: clang does not let CAPTURE's lambda name one)
+    const std::string& key = c.key;
+    const int group = c.group;
     CAPTURE(key);
-    o.force_family = family;
+    o.force_family = c.family;
     std::unique_ptr<kiln::Session> s;
     const kiln::Tensor got = kiln::test::run_session(bytes, o, x, &s)[0];
     const kiln::Graph& g = s->graph();
