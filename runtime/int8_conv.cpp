@@ -96,7 +96,7 @@ int mark_int8_convs(Graph& g) {
   return marked;
 }
 
-std::shared_ptr<const ConvInt8> conv_int8_params(const Graph&, const Node& n) {
+std::shared_ptr<const ConvInt8> conv_int8_params(const Node& n) {
   const auto it = n.attrs.find(kInt8Attr);
   if (it == n.attrs.end() || it->second.floats.size() < 2) return nullptr;
   const std::vector<float>& v = it->second.floats;

@@ -22,7 +22,7 @@ namespace kiln {
 constexpr const char* kInt8Attr = "int8_params";
 int mark_int8_convs(Graph& g);
 
-// Node n's mark as ConvInt8; nullptr when unmarked (not a QDQ conv, or g not marked).
-std::shared_ptr<const ConvInt8> conv_int8_params(const Graph& g, const Node& n);
+// Node n's mark as ConvInt8; nullptr when unmarked (not a QDQ conv, or its graph not marked).
+std::shared_ptr<const ConvInt8> conv_int8_params(const Node& n);
 
 }  // namespace kiln

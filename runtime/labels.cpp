@@ -901,7 +901,7 @@ std::vector<Label> candidate_labels(const Graph& g, int i, Isa isa, bool referen
                                (f.id == ConvFamily::im2col && (p.kh != 1 || p.kw != 1)) ||
                                (f.id == ConvFamily::grouped && (p.kh != 1 || p.kw != 1) &&
                                 (p.ic / p.groups) % 16 == 0 && (p.oc / p.groups) % 16 == 0);
-      if (int8_family && isa == Isa::avx512 && host_cpu().avx512_vnni && conv_int8_params(g, n)) {
+      if (int8_family && isa == Isa::avx512 && host_cpu().avx512_vnni && conv_int8_params(n)) {
         out.push_back(out.back());
         out.back().conv.src = out.back().in = Layout::nChw16c;
         out.back().conv.dst = out.back().out = Layout::nChw16c;
@@ -1022,7 +1022,7 @@ Instance instantiate(const Graph& g, int i, const Label& l, Isa isa, std::string
       const Value& w = g.value(n.inputs[1]);
       const Tensor* bias = p.bias ? &*g.value(n.inputs[2]).constant : nullptr;
       ConvImpl impl = l.conv;
-      if (l.precision == Precision::int8 && !(impl.int8 = conv_int8_params(g, n)))
+      if (l.precision == Precision::int8 && !(impl.int8 = conv_int8_params(n)))
         return no("the conv's operands are not on int8 grids");
       r.kernel = create_conv_kernel(p, impl, isa, *w.constant, bias, &why);
       break;

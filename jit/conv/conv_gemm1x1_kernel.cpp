@@ -109,13 +109,13 @@ class Gemm1x1Kernel : public Kernel {
                                c.layout, c.dst_layout, c.blocking_str(), c.isa, c.int8)),
         bias_(pack_bias(bias ? bias->data<float>() : nullptr, c.p.oc, c.ocv * c.simd)) {
     pack_weights(ModelFloats(w));
+    const ConvProblem& p = c.p;
+    // windows / dense K: the row cache's columns, padding included (what the windows reach).
+    if (c.windows || c.dense_k) cache_w_ = p.cols_read(p.ow);
     if (c.windows) {
-      // A band's rows of the padded input (columns: what the windows reach) and, per K block
-      // (kh, kw, icb), where its taps sit from a tile's first pixel (grouped: a table per conv
-      // group, over its channel blocks).
-      const ConvProblem& p = c.p;
-      cache_w_ = (p.ow - 1) * p.sw + (p.kw - 1) * p.dw + 1;
-      rows_max_ = (c.band - 1) * p.sh + (p.kh - 1) * p.dh + 1;
+      // A band's rows of the padded input and, per K block (kh, kw, icb), where its taps sit
+      // from a tile's first pixel (grouped: a table per conv group, over its channel blocks).
+      rows_max_ = p.rows_read(c.band);
       for (int64_t cg = 0; cg < (c.grp_icb ? p.groups : 1); ++cg)
         for (int64_t kh = 0; kh < p.kh; ++kh)
           for (int64_t kw = 0; kw < p.kw; ++kw)
@@ -125,11 +125,8 @@ class Gemm1x1Kernel : public Kernel {
             }
     } else if (c.dense_k) {
       // The input rows a packed chunk's windows span at most (pack_pix pixels cover at most
-      // pack_pix / ow + 2 output rows), padding rows and columns included.
-      const ConvProblem& p = c.p;
-      const int64_t out_rows = std::min(p.oh, c.pack_pix / p.ow + 2);
-      rows_max_ = (out_rows - 1) * p.sh + (p.kh - 1) * p.dh + 1;
-      cache_w_ = (p.ow - 1) * p.sw + (p.kw - 1) * p.dw + 1;
+      // pack_pix / ow + 2 output rows), padding rows included.
+      rows_max_ = p.rows_read(std::min(p.oh, c.pack_pix / p.ow + 2));
     }
     main_ = shared_generator<Gemm1x1Generator>(code_key, "", c, c.ur_n, false, name_);
     if (c.last_group_own)
@@ -152,12 +149,12 @@ class Gemm1x1Kernel : public Kernel {
   void run(const KernelArgs& args, int64_t begin, int64_t end) const override {
     ConvCallArgs base;
     base.post.set(c_.p.post, args);
+    if (c_.windows) return run_windows(args, base, begin, end);
     bool split = c_.ic_chunk < c_.icb_total();
     for (const PostOp& op : c_.p.post)
       if (op.kind == PostOp::Kind::add && args.src[op.input] == args.dst[0]) split = false;
     const int64_t G = c_.n_groups, LC = c_.m_lines * c_.chunks;
     const int64_t chunk = split ? c_.ic_chunk : c_.icb_total();
-    if (c_.windows) return run_windows(args, base, begin, end);
     char* buf = c_.pack ? reinterpret_cast<char*>(scratch_floats(args)) : nullptr;
     int64_t packed_n = -1;  // groups outer: the image now in `buf`
     int64_t t = begin;
@@ -400,7 +397,7 @@ class Gemm1x1Kernel : public Kernel {
     const ConvInt8& q = *c_.int8_params;
     const float* img = reinterpret_cast<const float*>(src_bytes(args) + n * src_img_bytes());
     const int64_t r0 = q0 / p.ow * p.sh - p.pt;  // the input row of cache row 0 (may be < 0)
-    const int64_t rows = (q0 + cnt - 1) / p.ow * p.sh - p.pt + (p.kh - 1) * p.dh + 1 - r0;
+    const int64_t rows = p.rows_read((q0 + cnt - 1) / p.ow - q0 / p.ow + 1);
     uint8_t* cache = reinterpret_cast<uint8_t*>(buf) + cache_offset();
     for (int64_t r = 0; r < rows; ++r)
       quantize_row_c4(img, p, r0 + r, cache_w_, cache + r * cache_w_ * 4, 1.f / q.x_scale,
@@ -450,7 +447,7 @@ class Gemm1x1Kernel : public Kernel {
     const ConvInt8& q = *c_.int8_params;
     const int64_t S = c_.simd, W = cache_w_;
     const float* img = reinterpret_cast<const float*>(src_bytes(args) + n * src_img_bytes());
-    const int64_t r0 = l0 * p.sh - p.pt, rows = (l1 - 1 - l0) * p.sh + (p.kh - 1) * p.dh + 1;
+    const int64_t r0 = l0 * p.sh - p.pt, rows = p.rows_read(l1 - l0);
     const int64_t left = std::min(p.pl, W), cols = std::clamp<int64_t>(W - p.pl, 0, p.iw);
     const int zp = int(q.x_zero);
     for (int64_t icb = 0; icb < c_.in_icb(); ++icb)

@@ -28,6 +28,10 @@ struct ConvProblem {
   // numbered as from_node numbers them (from input 3, in order).
   static ConvProblem parse(const std::string& s);
   double macs() const { return double(n * oc * oh * ow) * double(ic / groups * kh * kw); }
+  // Input rows / columns (padding included) the windows of `out` consecutive output rows /
+  // columns span.
+  int64_t rows_read(int64_t out) const { return (out - 1) * sh + (kh - 1) * dh + 1; }
+  int64_t cols_read(int64_t out) const { return (out - 1) * sw + (kw - 1) * dw + 1; }
 
   // From an inferred (explicit attrs) Conv node, including its fused post-ops.
   static ConvProblem from_node(const Graph& g, const Node& node);

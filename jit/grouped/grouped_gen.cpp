@@ -16,7 +16,7 @@ namespace {
 // Upper bound of the emitted bytes (instructions are at most ~12 bytes; the epilogue chain at
 // most ~60 instructions per accumulator).
 size_t code_size_bound(const GroupedConf& c) {
-  const size_t cols = size_t((c.ur_w - 1) * c.p.sw + (c.p.kw - 1) * c.p.dw + 1);
+  const size_t cols = size_t(c.p.cols_read(c.ur_w));
   const size_t body =
       size_t(c.icg) * (cols * 20 + size_t(c.ur_w * c.p.kw) * 8 + size_t(c.p.kw + 1) * 12) + 512;
   const size_t store = size_t(c.ur_w) * (40 + 60 * 12 * (c.p.post.size() + 1));
@@ -83,7 +83,7 @@ void GroupedShuffleGenerator::emit_block(const OwBlock& b, bool interior) {
   if (avx2_tail) vmovups(Ymm(mask), ptr[rip + tail_mask_]);
   mov(src_k_, src_blk_);
   mov(wei_k_, ptr[abi_param1 + offsetof(ConvCallArgs, wei)]);
-  const int64_t cols = (ur - 1) * p.sw + (p.kw - 1) * p.dw + 1;
+  const int64_t cols = p.cols_read(ur);
   loop_arg(kh_cnt_, offsetof(ConvCallArgs, kh_cnt), [&] {
     for (int r = 0; r < c; ++r) {
       vmovups(vreg(isa, idx), ptr[rip + idx_ + r * S * 4]);

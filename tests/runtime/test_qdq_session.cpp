@@ -214,7 +214,7 @@ TEST_CASE("QDQ session: 1x1 convs of QDQ models run in int8 where the CPU has AV
       // scale and zero point (int8 activations as uint8: + 128), a weight scale per channel.
       int marked = 0;
       for (const kiln::Node& n : s->graph().nodes) {
-        const auto q = kiln::conv_int8_params(s->graph(), n);
+        const auto q = kiln::conv_int8_params(n);
         if (!q || n.op != "Conv" || marked++) continue;  // (the first conv reads x's Q/DQ)
         CHECK(q->x_scale == doctest::Approx(3.f / 127));
         CHECK(q->x_zero == (s8 ? -9.f + 128 : 121.f));
