@@ -109,6 +109,12 @@ std::string step_op(const Session& s, const Step& st) {
   return st.node >= 0 ? s.graph().nodes[size_t(st.node)].op : "(convert)";
 }
 
+// The plan node a step runs, or for an inserted conversion the tensor it converts.
+std::string step_node(const Session& s, const Step& st) {
+  if (st.node >= 0) return s.graph().nodes[size_t(st.node)].name;
+  return s.graph().value(s.plan().tensors[size_t(st.src[0])].value).name;
+}
+
 bool is_reference_step(const Session& s, const Step& st) {
   return st.node >= 0 && s.selection().nodes[size_t(st.node)].label.kind == LabelKind::ref;
 }
@@ -154,18 +160,16 @@ std::string plan_json(const Session& s) {
     << ", \"arena_bytes\": " << p.run_bytes(s.threads()) << ", \"steps\": [";
   for (size_t i = 0; i < p.steps.size(); ++i) {
     const Step& st = p.steps[i];
-    o << (i ? ",\n  " : "\n  ") << "{\"step\": " << i;
+    o << (i ? ",\n  " : "\n  ") << "{\"step\": " << i
+      << ", \"node\": " << json_escape(step_node(s, st))
+      << ", \"op\": " << json_escape(step_op(s, st));
     if (st.node >= 0) {
       const NodeChoice& c = sel.nodes[size_t(st.node)];
-      const Node& n = g.nodes[size_t(st.node)];
-      o << ", \"node\": " << json_escape(n.name) << ", \"op\": " << json_escape(n.op)
-        << ", \"label\": " << json_escape(c.label.key())
+      o << ", \"label\": " << json_escape(c.label.key())
         << ", \"family\": " << json_escape(label_family(c.label)) << ", \"pred_ms\": " << num(c.ms)
         << ", \"source\": " << json_escape(choice_source(c));
     } else {
-      o << ", \"node\": " << json_escape(g.value(p.tensors[size_t(st.src[0])].value).name)
-        << ", \"op\": \"(convert)\", \"label\": \"\", \"family\": \"convert\", \"pred_ms\": null"
-        << ", \"source\": \"-\"";
+      o << ", \"label\": \"\", \"family\": \"convert\", \"pred_ms\": null, \"source\": \"-\"";
     }
     o << ", \"layouts\": " << json_escape(step_layouts(p, st))
       << ", \"kernel\": " << json_escape(st.kernel->name()) << "}";
@@ -202,6 +206,7 @@ std::string layers_json(const Session& s, const LayerProfile& lp) {
     const Step& st = plan.steps[i];
     const double macs = st.kernel->macs(), ms = lp.ms[i];
     js << (i ? ",\n    " : "\n    ") << "{\"step\": " << i
+       << ", \"node\": " << json_escape(step_node(s, st))
        << ", \"op\": " << json_escape(step_op(s, st))
        << ", \"kernel\": " << json_escape(st.kernel->name())
        << ", \"layouts\": " << json_escape(step_layouts(plan, st)) << ", \"ms\": " << num(ms)

@@ -48,7 +48,7 @@ struct LayerProfile {
 };
 LayerProfile profile_layers(const Session& s, const std::vector<Tensor>& inputs,
                             std::vector<Tensor>& outputs, int runs);
-// "[{step, op, kernel, layouts, ms, gflop_per_s, tiles, reference}, ...]"
+// "[{step, node, op, kernel, layouts, ms, gflop_per_s, tiles, reference}, ...]"
 std::string layers_json(const Session& s, const LayerProfile& p);
 // {"runs", "total_ms", "reference_ms", "layers": layers_json}
 std::string profile_json(const Session& s, const LayerProfile& p);

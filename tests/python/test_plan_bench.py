@@ -44,8 +44,11 @@ def test_bench_latency_and_machine():
 def test_bench_layers_are_the_plan_steps():
     with kiln.Session(MODEL, threads=1) as s:
         b = s.bench(runs=3, warmup=0, layers=True)
-        kernels = [st["kernel"] for st in s.plan()["steps"]]
-        assert [layer["kernel"] for layer in b["layers"]] == kernels
+        steps = s.plan()["steps"]
+        assert [layer["kernel"] for layer in b["layers"]] == [st["kernel"] for st in steps]
+        # (the node names tie a layer's time to the model: bench/layer_compare.py)
+        assert [layer["node"] for layer in b["layers"]] == [st["node"] for st in steps]
+        assert all(layer["node"] for layer in b["layers"])
         assert all(layer["ms"] >= 0 for layer in b["layers"])
         assert b["layers_total_ms"] == pytest.approx(sum(x["ms"] for x in b["layers"]), rel=1e-3)
         assert 0 <= b["reference_ms"] <= b["layers_total_ms"]

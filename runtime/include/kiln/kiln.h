@@ -361,7 +361,7 @@ KILN_API kiln_status* kiln_session_plan_json(const kiln_session* session, const 
 
 /* Runs the model `runs` times (1..100000) on random normal inputs (fixed seed; int64 inputs
  * zero) with every plan step timed, and returns as JSON {"runs", "total_ms", "reference_ms",
- * "layers": [{"step", "op", "kernel", "layouts", "ms", "gflop_per_s", "tiles", "reference"},
+ * "layers": [{"step", "node", "op", "kernel", "layouts", "ms", "gflop_per_s", "tiles", "reference"},
  * ...]}: each step's median time (what `kiln bench --layers` reports). Safe to call while other
  * threads run the session. *out_json is allocated for the caller: free it with
  * kiln_string_release. */
