@@ -8,9 +8,10 @@ zoo_bench.py says how a whole model compares; this says which layers make the di
 `kiln bench --layers` (each plan step's median over --runs profiled runs). ONNX Runtime:
 bench/ort_profile.js (its own profiler; the first fifth of the runs are dropped, then each
 node's median). Each Conv / Gemm / MatMul with a constant weight is matched across the two by
-(op, weight shape), in run order among equals (ORT renames the nodes it fuses); the rest of
-each side (Kiln's glue steps and layout conversions, ORT's reorders, pools, adds ...) is
-summed as "other". Prints, per thread count, every matched layer (Kiln kernel and ms, ORT ms,
+(op, weight shape), in run order among equals (ORT renames the nodes it fuses); ORT's
+elementwise nodes right after a matched op, on its output's shape (swish, sigmoid, clip: Kiln
+fuses those into the conv's store), count with that op. The rest of each side (Kiln's glue
+steps and layout conversions, ORT's reorders, pools, adds ...) is summed as "other". Prints, per thread count, every matched layer (Kiln kernel and ms, ORT ms,
 Kiln / ORT), the totals per Kiln kernel family, and the unmatched rest. ORT's profiler adds
 ~0.01-0.02 ms per node, so small layers flatter Kiln a little; whole-model ratios belong to
 zoo_bench.py. The input defaults to MODEL.input.npy (make_models.py writes it).
@@ -28,6 +29,8 @@ import tempfile
 import onnx
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+ELTWISE = {"Relu", "Clip", "Sigmoid", "HardSigmoid", "HardSwish", "QuickGelu", "Mul", "Add", "Sum",
+           "LeakyRelu", "Tanh", "Gelu", "FastGelu", "BiasGelu"}
 OPS = {"Conv": "Conv", "FusedConv": "Conv", "NhwcFusedConv": "Conv", "Gemm": "Gemm",
        "FusedGemm": "Gemm", "MatMul": "MatMul", "FusedMatMul": "MatMul",
        "ConvTranspose": "ConvTranspose"}
@@ -97,7 +100,20 @@ def ort_nodes(args, threads, tmp):
             key = (OPS[v["op"]], "n", out[-1]) if out else None
         elif v["op"] in OPS and len(v["inputs"]) > 1:
             key = conv_key(OPS[v["op"]], tuple(next(iter(v["inputs"][1].values()))))
-        nodes.append({"node": name, "op": v["op"], "key": key, "ms": statistics.median(us) / 1e3})
+        nodes.append({"node": name, "op": v["op"], "key": key, "ms": statistics.median(us) / 1e3,
+                      "out": e_out.get(name)})
+    # Elementwise nodes right after a matched op on a tensor of its output's shape (ORT runs
+    # swish, sigmoid, clip ... as their own nodes where Kiln fuses them into the conv's store):
+    # their time is counted with that op ("post").
+    for i, o in enumerate(nodes):
+        o["post_ms"] = 0.0
+        if not o["key"]:
+            continue
+        for n in nodes[i + 1:]:
+            if n["op"] not in ELTWISE or n["out"] != o["out"]:
+                break
+            o["post_ms"] += n["ms"]
+            n["folded"] = True
     runs_us = [e["dur"] for e in events if e.get("cat") == "Session" and e["name"] == "model_run"]
     return nodes, statistics.median(runs_us[len(runs_us) // 5:]) / 1e3 if runs_us else None
 
@@ -121,8 +137,11 @@ def compare(args, threads, keys, tmp):
         if o:
             used.add(id(o))
         rows.append({"node": layer.get("node"), "kernel": layer["kernel"], "kiln_ms": layer["ms"],
-                     "ort_node": o["node"] if o else None, "ort_ms": o["ms"] if o else None})
-    ort_other = sum(o["ms"] for o in ort if id(o) not in used)
+                     "ort_node": o["node"] if o else None,
+                     "ort_ms": o["ms"] + o["post_ms"] if o else None,
+                     "ort_post_ms": o["post_ms"] if o else None})
+    # (an unmatched op carries its folded followers into "other")
+    ort_other = sum(o["ms"] + o["post_ms"] for o in ort if id(o) not in used and not o.get("folded"))
     return {"threads": threads, "kiln_p50_ms": k["latency_ms"]["p50"], "ort_run_ms": ort_run,
             "rows": rows, "ort_other_ms": ort_other}
 
