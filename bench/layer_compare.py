@@ -32,7 +32,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ELTWISE = {"Relu", "Clip", "Sigmoid", "HardSigmoid", "HardSwish", "QuickGelu", "Mul", "Add", "Sum",
            "LeakyRelu", "Tanh", "Gelu", "FastGelu", "BiasGelu"}
 OPS = {"Conv": "Conv", "FusedConv": "Conv", "NhwcFusedConv": "Conv", "Gemm": "Gemm",
-       "FusedGemm": "Gemm", "MatMul": "MatMul", "FusedMatMul": "MatMul",
+       "FusedGemm": "Gemm", "MatMul": "Gemm", "FusedMatMul": "Gemm",  # (ORT: MatMul+Add -> Gemm)
        "ConvTranspose": "ConvTranspose"}
 
 
@@ -54,7 +54,7 @@ def weight_keys(model_path):
         if n.op_type not in OPS or len(n.input) < 2 or n.input[1] not in dims:
             continue
         w, op = dims[n.input[1]], OPS[n.op_type]
-        if op in ("Gemm", "MatMul"):
+        if op == "Gemm":
             trans_b = any(a.name == "transB" and a.i for a in n.attribute)
             keys[n.name] = (op, "n", w[0] if trans_b else w[-1])
         else:
@@ -95,7 +95,7 @@ def ort_nodes(args, threads, tmp):
     for name, v in per.items():
         us = v["us"][len(v["us"]) // 5:] or v["us"]
         key = None
-        if OPS.get(v["op"]) in ("Gemm", "MatMul"):
+        if OPS.get(v["op"]) == "Gemm":
             out = next(iter(e_out[name].values()), []) if e_out.get(name) else []
             key = (OPS[v["op"]], "n", out[-1]) if out else None
         elif v["op"] in OPS and len(v["inputs"]) > 1:
