@@ -9,8 +9,8 @@ zoo_bench.py says how a whole model compares; this says which layers make the di
 bench/ort_profile.js (its own profiler; the first fifth of the runs are dropped, then each
 node's median). Each Conv / Gemm / MatMul with a constant weight is matched across the two by
 (op, weight shape), in run order among equals (ORT renames the nodes it fuses); ORT's
-elementwise nodes right after a matched op, on its output's shape (swish, sigmoid, clip: Kiln
-fuses those into the conv's store), count with that op. The rest of each side (Kiln's glue
+elementwise nodes right after a matched op, on as many elements (swish, sigmoid, clip, GELU:
+Kiln fuses those into the conv's store; reshapes between them pass), count with that op. The rest of each side (Kiln's glue
 steps and layout conversions, ORT's reorders, pools, adds ...) is summed as "other". Prints, per thread count, every matched layer (Kiln kernel and ms, ORT ms,
 Kiln / ORT), the totals per Kiln kernel family, and the unmatched rest. ORT's profiler adds
 ~0.01-0.02 ms per node, so small layers flatter Kiln a little; whole-model ratios belong to
@@ -19,6 +19,7 @@ zoo_bench.py. The input defaults to MODEL.input.npy (make_models.py writes it).
 import argparse
 import collections
 import json
+import math
 import os
 import re
 import statistics
@@ -31,9 +32,15 @@ import onnx
 HERE = os.path.dirname(os.path.abspath(__file__))
 ELTWISE = {"Relu", "Clip", "Sigmoid", "HardSigmoid", "HardSwish", "QuickGelu", "Mul", "Add", "Sum",
            "LeakyRelu", "Tanh", "Gelu", "FastGelu", "BiasGelu"}
+VIEWS = {"Reshape", "Squeeze", "Unsqueeze", "Flatten"}  # (ORT reshapes around a MatMul's Gemm)
 OPS = {"Conv": "Conv", "FusedConv": "Conv", "NhwcFusedConv": "Conv", "Gemm": "Gemm",
        "FusedGemm": "Gemm", "MatMul": "Gemm", "FusedMatMul": "Gemm",  # (ORT: MatMul+Add -> Gemm)
        "ConvTranspose": "ConvTranspose"}
+
+
+def numel(out):
+    dims = next(iter(out.values()), None) if out else None
+    return None if dims is None else math.prod(dims)
 
 
 def conv_key(op, wdims):
@@ -110,7 +117,7 @@ def ort_nodes(args, threads, tmp):
         if not o["key"]:
             continue
         for n in nodes[i + 1:]:
-            if n["op"] not in ELTWISE or n["out"] != o["out"]:
+            if n["op"] not in ELTWISE | VIEWS or numel(n["out"]) != numel(o["out"]):
                 break
             o["post_ms"] += n["ms"]
             n["folded"] = True
