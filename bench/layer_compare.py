@@ -8,7 +8,7 @@ zoo_bench.py says how a whole model compares; this says which layers make the di
 `kiln bench --layers` (each plan step's median over --runs profiled runs). ONNX Runtime:
 bench/ort_profile.js (its own profiler; the first fifth of the runs are dropped, then each
 node's median). Each Conv / Gemm / MatMul with a constant weight is matched across the two by
-(op, weight shape), in run order among equals (ORT renames the nodes it fuses); ORT's
+(op, weight shape, output height and width), in run order among equals (ORT renames the nodes it fuses); ORT's
 elementwise nodes right after a matched op, on as many elements (swish, sigmoid, clip, GELU:
 Kiln fuses those into the conv's store; reshapes between them pass), count with that op. The rest of each side (Kiln's glue
 steps and layout conversions, ORT's reorders, pools, adds ...) is summed as "other". Prints, per thread count, every matched layer (Kiln kernel and ms, ORT ms,
@@ -43,11 +43,12 @@ def numel(out):
     return None if dims is None else math.prod(dims)
 
 
-def conv_key(op, wdims):
-    """A conv's match key: ORT's NCHWc convs report weights with their channel counts padded to
-    the block (24 -> 32), so both sides round the two channel dims above 4 up to 16."""
+def conv_key(op, wdims, out_dims):
+    """A conv's match key: its weight shape and output height and width (a 1x1 of stride 1 and
+    one of stride 2 share weights). ORT's NCHWc convs report weights with their channel counts
+    padded to the block (24 -> 32), so both sides round the two channel dims above 4 up to 16."""
     pad = [(d + 15) // 16 * 16 if i < 2 and d > 4 else d for i, d in enumerate(wdims)]
-    return (op, tuple(pad))
+    return (op, tuple(pad), tuple(out_dims[-2:]) if out_dims else None)
 
 
 def weight_keys(model_path):
@@ -56,6 +57,9 @@ def weight_keys(model_path):
     weight's shape)."""
     m = onnx.load(model_path, load_external_data=False)
     dims = {t.name: tuple(t.dims) for t in m.graph.initializer}
+    shapes = {}
+    for vi in onnx.shape_inference.infer_shapes(m).graph.value_info:
+        shapes[vi.name] = [d.dim_value for d in vi.type.tensor_type.shape.dim]
     keys = {}
     for n in m.graph.node:
         if n.op_type not in OPS or len(n.input) < 2 or n.input[1] not in dims:
@@ -65,7 +69,7 @@ def weight_keys(model_path):
             trans_b = any(a.name == "transB" and a.i for a in n.attribute)
             keys[n.name] = (op, "n", w[0] if trans_b else w[-1])
         else:
-            keys[n.name] = conv_key(op, w)
+            keys[n.name] = conv_key(op, w, shapes.get(n.output[0]))
     return keys
 
 
@@ -106,7 +110,8 @@ def ort_nodes(args, threads, tmp):
             out = next(iter(e_out[name].values()), []) if e_out.get(name) else []
             key = (OPS[v["op"]], "n", out[-1]) if out else None
         elif v["op"] in OPS and len(v["inputs"]) > 1:
-            key = conv_key(OPS[v["op"]], tuple(next(iter(v["inputs"][1].values()))))
+            out = next(iter(e_out[name].values()), None) if e_out.get(name) else None
+            key = conv_key(OPS[v["op"]], tuple(next(iter(v["inputs"][1].values()))), out)
         nodes.append({"node": name, "op": v["op"], "key": key, "ms": statistics.median(us) / 1e3,
                       "out": e_out.get(name)})
     # Elementwise nodes right after a matched op on a tensor of its output's shape (ORT runs
