@@ -4,17 +4,21 @@
     bench/layer_compare.py MODEL.onnx [--input X.npy] [--kiln build/bench/kiln] [--threads 1,2]
         [--runs 200] [--ort-dir /root/kiln-peers] [--json out.json] [-- kiln bench args]
 
-zoo_bench.py says how a whole model compares; this says which layers make the difference. Kiln:
-`kiln bench --layers` (each plan step's median over --runs profiled runs). ONNX Runtime:
-bench/ort_profile.js (its own profiler; the first fifth of the runs are dropped, then each
-node's median). Each Conv / Gemm / MatMul with a constant weight is matched across the two by
-(op, weight shape, output height and width), in run order among equals (ORT renames the nodes it fuses); ORT's
-elementwise nodes right after a matched op, on as many elements (swish, sigmoid, clip, GELU:
-Kiln fuses those into the conv's store; reshapes between them pass), count with that op. The rest of each side (Kiln's glue
-steps and layout conversions, ORT's reorders, pools, adds ...) is summed as "other". Prints, per thread count, every matched layer (Kiln kernel and ms, ORT ms,
-Kiln / ORT), the totals per Kiln kernel family, and the unmatched rest. ORT's profiler adds
-~0.01-0.02 ms per node, so small layers flatter Kiln a little; whole-model ratios belong to
-zoo_bench.py. The input defaults to MODEL.input.npy (make_models.py writes it).
+zoo_bench.py says how a whole model compares; this says which layers make the difference.
+Kiln: `kiln bench --layers` (each plan step's median over --runs profiled runs). ONNX Runtime:
+bench/ort_profile.js (its own profiler; the first fifth of the runs dropped, then each node's
+median). Each Conv / Gemm / MatMul with a constant weight is matched across the two by (op,
+weight shape, output height and width), in run order among equals (ORT renames the nodes it
+fuses). ORT's elementwise nodes right after a matched op, on as many elements (swish,
+sigmoid, clip, GELU: Kiln fuses those into the conv's store; reshapes between them pass),
+count with that op. The rest of each side (Kiln's glue steps and layout conversions, ORT's
+reorders, pools, adds ...) is summed as "unmatched". Prints, per thread count, every matched
+layer (Kiln kernel and ms, ORT ms, Kiln / ORT), the totals per Kiln kernel family, and the
+unmatched rest. Caveats: ORT's profiler adds ~5 us inside each node's time (more between
+nodes), so small layers flatter Kiln a little, and whole-model ratios belong to zoo_bench.py;
+where Kiln runs branches concurrently (the flow graph, e.g. GoogLeNet at 2 threads) its step
+times overlap and do not add up. The input defaults to MODEL.input.npy (make_models.py
+writes it).
 """
 import argparse
 import collections
