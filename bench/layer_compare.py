@@ -42,9 +42,14 @@ OPS = {"Conv": "Conv", "FusedConv": "Conv", "NhwcFusedConv": "Conv", "Gemm": "Ge
        "ConvTranspose": "ConvTranspose"}
 
 
-def numel(out):
-    dims = next(iter(out.values()), None) if out else None
-    return None if dims is None else math.prod(dims)
+def dims(shape):
+    """The dims of one ORT profile shape entry ({"float": [dims]}); None if absent."""
+    return next(iter(shape.values()), None) if shape else None
+
+
+def numel(shape):
+    d = dims(shape)
+    return None if d is None else math.prod(d)
 
 
 def conv_key(op, wdims, out_dims):
@@ -109,13 +114,11 @@ def ort_nodes(args, threads, tmp):
     nodes = []
     for name, v in per.items():
         us = v["us"][len(v["us"]) // 5:] or v["us"]
-        key = None
+        key, out = None, dims(e_out.get(name))
         if OPS.get(v["op"]) == "Gemm":
-            out = next(iter(e_out[name].values()), []) if e_out.get(name) else []
             key = (OPS[v["op"]], "n", out[-1]) if out else None
         elif v["op"] in OPS and len(v["inputs"]) > 1:
-            out = next(iter(e_out[name].values()), None) if e_out.get(name) else None
-            key = conv_key(OPS[v["op"]], tuple(next(iter(v["inputs"][1].values()))), out)
+            key = conv_key(OPS[v["op"]], tuple(dims(v["inputs"][1])), out)
         nodes.append({"node": name, "op": v["op"], "key": key, "ms": statistics.median(us) / 1e3,
                       "out": e_out.get(name)})
     # Elementwise nodes right after a matched op on a tensor of its output's shape (ORT runs
