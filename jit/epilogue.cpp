@@ -65,14 +65,14 @@ int op_temps(const PostOp& op, Isa isa, bool tail) {
 class ChainEmitter {
  public:
   ChainEmitter(Xbyak::CodeGenerator& g, Isa isa, VecConsts& c, int acc,
-               const std::vector<int>& temps, int tail)
-      : g_(g), isa_(isa), c_(c), a_(vreg(acc)), temps_(temps), tail_(tail) {}
+               const std::vector<int>& temps, int tail, const EpilogueU8& u8)
+      : g_(g), isa_(isa), c_(c), a_(vreg(acc)), temps_(temps), tail_(tail), u8_(u8) {}
 
   void bias(const Address& b) {
     with_operand(b, [&](const Xmm& d, const Operand& o) { g_.vaddps(d, a_, o); });
   }
 
-  void op(const PostOp& op, const EpilogueEmitter::Operands& where, int i) {
+  void op(const PostOp& op, const EpilogueEmitter::Operands& where, int i, bool last) {
     // graph/fuse.cpp never fuses them (unary_post_op does not return them).
     if (glue_only(op.kind))
       fail(Code::unsupported, std::string("post-op ") + post_op_name(op.kind) +
@@ -109,10 +109,18 @@ class ChainEmitter {
         break;
       case K::quant_dequant_u8:
       case K::quant_dequant_s8:
-        quant_dequant(op);
+        quant_dequant(op, last && u8_.store_q);
         break;
       case K::add:
         if (!where.residual) fail(Code::internal, "epilogue: no residual operand for 'add'");
+        if (u8_.residual) {  // 16 bytes (blocked: whole vectors, a tail's pad lanes included)
+          g_.vpmovzxbd(t(0), where.residual(i));
+          g_.vcvtdq2ps(t(0), t(0));
+          g_.vsubps(t(0), t(0), c_.f32(u8_.res.zero));
+          g_.vmulps(t(0), t(0), c_.f32(u8_.res.scale));
+          g_.vaddps(a_, a_, t(0));
+          break;
+        }
         with_operand(where.residual(i),
                      [&](const Xmm& d, const Operand& o) { g_.vaddps(d, a_, o); });
         break;
@@ -190,7 +198,8 @@ class ChainEmitter {
 
   // (min(max(rint(x / s) + z, lo), hi) - z) * s, graph/quant.h's steps (max / min with the
   // bound first: NaN passes through, as std::max / std::min there).
-  void quant_dequant(const PostOp& op) {
+  // store_q: stop at the integer (int8: + 128, into uint8's range).
+  void quant_dequant(const PostOp& op, bool store_q) {
     const QuantRange r = quant_range(op.kind == K::quant_dequant_s8 ? kOnnxInt8 : kOnnxUint8);
     g_.vdivps(a_, a_, c_.f32(op.alpha));
     if (z())  // imm 8: nearest even, no precision exception
@@ -202,6 +211,10 @@ class ChainEmitter {
     g_.vmaxps(a_, t(0), a_);
     g_.vmovaps(t(0), c_.f32(r.hi));
     g_.vminps(a_, t(0), a_);
+    if (store_q) {
+      if (op.kind == K::quant_dequant_s8) g_.vaddps(a_, a_, c_.f32(128.f));
+      return;
+    }
     g_.vsubps(a_, a_, c_.f32(op.beta));
     g_.vmulps(a_, a_, c_.f32(op.alpha));
   }
@@ -294,18 +307,27 @@ class ChainEmitter {
   Xmm a_;
   const std::vector<int>& temps_;
   int tail_;
+  const EpilogueU8& u8_;
   bool k7_tail_ = false;  // k7 holds the tail mask
 };
 
 }  // namespace
 
 EpilogueEmitter::EpilogueEmitter(Xbyak::CodeGenerator& gen, Isa isa, bool has_bias,
-                                 std::vector<PostOp> ops)
-    : g_(gen), isa_(isa), has_bias_(has_bias), ops_(std::move(ops)), consts_(gen, isa) {}
+                                 std::vector<PostOp> ops, EpilogueU8 u8)
+    : g_(gen), isa_(isa), has_bias_(has_bias), ops_(std::move(ops)), u8_(u8), consts_(gen, isa) {
+  const bool qdq_last = !ops_.empty() && (ops_.back().kind == K::quant_dequant_u8 ||
+                                          ops_.back().kind == K::quant_dequant_s8);
+  if ((u8.store_q || u8.residual) && isa != Isa::avx512)
+    fail(Code::internal, "epilogue: uint8 operands need avx512");
+  if (u8.store_q && !qdq_last)
+    fail(Code::internal, "epilogue: a uint8 store needs a quantize-dequantize last");
+}
 
 int EpilogueEmitter::temps_needed(bool tail) const {
   int n = has_bias_ && tail && isa_ == Isa::avx2 ? 1 : 0;
-  for (const auto& op : ops_) n = std::max(n, op_temps(op, isa_, tail));
+  for (const auto& op : ops_)
+    n = std::max(n, op.kind == K::add && u8_.residual ? 1 : op_temps(op, isa_, tail));
   return n;
 }
 
@@ -327,12 +349,12 @@ void EpilogueEmitter::apply(int acc, const std::vector<int>& temps, const Operan
     if (bad_reg(r) || r == acc || std::count(temps.begin(), temps.begin() + need, r) > 1)
       fail(Code::internal, "epilogue: scratch registers overlap or are out of range");
   }
-  ChainEmitter e(g_, isa_, consts_, acc, temps, tail);
+  ChainEmitter e(g_, isa_, consts_, acc, temps, tail, u8_);
   if (has_bias_) {
     if (!where.bias) fail(Code::internal, "epilogue: no bias operand");
     e.bias(where.bias());
   }
-  for (size_t i = 0; i < ops_.size(); ++i) e.op(ops_[i], where, int(i));
+  for (size_t i = 0; i < ops_.size(); ++i) e.op(ops_[i], where, int(i), i + 1 == ops_.size());
 }
 
 void EpilogueEmitter::emit_constants() {

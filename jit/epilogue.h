@@ -11,6 +11,7 @@
 
 #include "graph/post_ops.h"
 #include "jit/cpu.h"
+#include "jit/layout.h"
 #include "jit/vec_math.h"
 
 namespace kiln {
@@ -23,6 +24,16 @@ namespace kiln {
 inline constexpr float kErfcP = 0.3275911f;
 inline constexpr float kErfcPoly[5] = {0.254829592f, -0.284496736f, 1.421413741f, -1.453152027f,
                                        1.061405429f};
+
+// An int8 conv's uint8 operands (jit/conv/conv_kernel.h ConvInt8, layout nChw16c_u8).
+struct EpilogueU8 {
+  // The chain's last op is a quantize-dequantize: stop at its integer (as f32, int8 grids
+  // shifted by 128 into [0, 255]); the caller stores it as bytes.
+  bool store_q = false;
+  // `add` residuals are 16 uint8 q at the address, dequantized as (q - zero) * scale.
+  bool residual = false;
+  U8Quant res;
+};
 
 class EpilogueEmitter {
  public:
@@ -37,7 +48,9 @@ class EpilogueEmitter {
   };
 
   // isa: avx2 or avx512 (anything else throws internal).
-  EpilogueEmitter(Xbyak::CodeGenerator& gen, Isa isa, bool has_bias, std::vector<PostOp> ops);
+  // u8: AVX-512 only.
+  EpilogueEmitter(Xbyak::CodeGenerator& gen, Isa isa, bool has_bias, std::vector<PostOp> ops,
+                  EpilogueU8 u8 = {});
 
   // Vector registers the chain needs as scratch (0..3). Families reserve this many.
   // temps_needed() covers every call; temps_needed(false) is enough when apply() is only ever
@@ -63,6 +76,7 @@ class EpilogueEmitter {
   Isa isa_;
   bool has_bias_;
   std::vector<PostOp> ops_;
+  EpilogueU8 u8_;
   VecConsts consts_;
 };
 

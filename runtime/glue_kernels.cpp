@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 #include <limits>
+#include <optional>
 #include <type_traits>
 
 #include "graph/half.h"
@@ -55,10 +56,11 @@ class RefOpKernel : public Kernel {
 
 class ReorderKernel : public Kernel {
  public:
-  ReorderKernel(Shape s, Layout from, Layout to)
+  ReorderKernel(Shape s, Layout from, Layout to, const U8Quant* q)
       : s_(std::move(s)),
         from_(from),
         to_(to),
+        q_(q ? std::optional<U8Quant>(*q) : std::nullopt),
         name_(std::string("reorder_") + layout_name(from) + "_to_" + layout_name(to) + "__cpp") {}
   const std::string& name() const override { return name_; }
   int64_t tiles() const override { return s_[0]; }
@@ -68,12 +70,13 @@ class ReorderKernel : public Kernel {
     const int64_t in_n = layout_bytes(from_, one), out_n = layout_bytes(to_, one);
     for (int64_t n = b; n < e; ++n)
       convert_layout(reinterpret_cast<const char*>(a.src[0]) + n * in_n, from_,
-                     reinterpret_cast<char*>(a.dst[0]) + n * out_n, to_, one);
+                     reinterpret_cast<char*>(a.dst[0]) + n * out_n, to_, one, q_ ? &*q_ : nullptr);
   }
 
  private:
   Shape s_;
   Layout from_, to_;
+  std::optional<U8Quant> q_;
   std::string name_;
 };
 
@@ -211,8 +214,9 @@ std::unique_ptr<Kernel> make_ref_kernel(const Node& node, std::vector<Shape> in_
                                        std::move(out_shapes), std::move(out_types));
 }
 
-std::unique_ptr<Kernel> make_reorder_kernel(const Shape& nchw, Layout from, Layout to) {
-  return std::make_unique<ReorderKernel>(nchw, from, to);
+std::unique_ptr<Kernel> make_reorder_kernel(const Shape& nchw, Layout from, Layout to,
+                                            const U8Quant* q) {
+  return std::make_unique<ReorderKernel>(nchw, from, to, q);
 }
 
 std::unique_ptr<Kernel> make_blocked_pool_kernel(const Node& node, const Shape& src,

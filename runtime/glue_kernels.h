@@ -25,7 +25,9 @@ std::unique_ptr<Kernel> make_ref_kernel(const Node& node, std::vector<Shape> in_
 // Fallback for create_reorder_kernel in the plan (runtime/plan.cpp) and the profiler's
 // conversion timings: on the scalar ISA and reference plans (no JIT), and where the generated
 // reorder refuses (an empty dimension, offsets beyond 32 bits).
-std::unique_ptr<Kernel> make_reorder_kernel(const Shape& nchw, Layout from, Layout to);
+// (q: the value's grid where a side is nChw16c_u8.)
+std::unique_ptr<Kernel> make_reorder_kernel(const Shape& nchw, Layout from, Layout to,
+                                            const U8Quant* q = nullptr);
 
 // MaxPool / AveragePool (explicit attrs), GlobalAveragePool / GlobalMaxPool on a blocked
 // layout (both src and dst in `l`). Returns nullptr if the node is not one of those.

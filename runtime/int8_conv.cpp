@@ -34,31 +34,35 @@ double grid_scale(const float* w, int64_t begin, int64_t end, double m) {
   return 0;
 }
 
-// The decision itself (see the header).
-std::shared_ptr<const ConvInt8> decide(const Graph& g, const Node& n) {
-  if (n.op != "Conv" || n.inputs.size() < 2 || n.in(0) == kNoValue) return nullptr;
-  const Node* prod = nullptr;
-  for (const Node& m : g.nodes)
-    for (ValueId v : m.outputs)
-      if (v == n.inputs[0]) prod = &m;
-  if (!prod) return nullptr;
-  // The input's quantize-dequantize: the producer itself, or the last post-op fused into it.
-  std::optional<PostOp> qdq =
-      prod->op == "QuantizeDequantize" ? glue_unary_post_op(*prod) : std::nullopt;
-  if (!qdq && prod->has("post_ops")) {  // (extra inputs start after MatMul's 2, else 3)
-    const std::vector<PostOp> ops = parse_post_ops(*prod, prod->op == "MatMul" ? 2 : 3);
+// The grid of node p's output 0 when it is a quantize-dequantize's: p itself, or the last
+// post-op fused into it (int8 as uint8: q + 128, exact, the zero point moving with it).
+std::optional<U8Quant> qdq_output(const Node& p) {
+  std::optional<PostOp> qdq = p.op == "QuantizeDequantize" ? glue_unary_post_op(p) : std::nullopt;
+  if (!qdq && p.has("post_ops")) {  // (extra inputs start after MatMul's 2, else 3)
+    const std::vector<PostOp> ops = parse_post_ops(p, p.op == "MatMul" ? 2 : 3);
     if (!ops.empty()) qdq = ops.back();
   }
   if (!qdq ||
       (qdq->kind != PostOp::Kind::quant_dequant_u8 && qdq->kind != PostOp::Kind::quant_dequant_s8))
-    return nullptr;
+    return std::nullopt;
+  if (!(qdq->alpha > 0)) return std::nullopt;
+  return U8Quant{qdq->alpha,
+                 qdq->beta + (qdq->kind == PostOp::Kind::quant_dequant_s8 ? 128.f : 0.f)};
+}
+
+// The decision itself (see the header).
+std::shared_ptr<const ConvInt8> decide(const Graph& g, const Node& n,
+                                       const std::vector<int>& producer) {
+  if (n.op != "Conv" || n.inputs.size() < 2 || n.in(0) == kNoValue) return nullptr;
+  const int prod = producer[size_t(n.inputs[0])];
+  if (prod < 0) return nullptr;
+  const std::optional<U8Quant> x = qdq_output(g.nodes[size_t(prod)]);
+  if (!x) return nullptr;
   const Value& wv = g.value(n.inputs[1]);
   if (!wv.is_const() || wv.dtype != DType::f32 || wv.shape.size() != 4) return nullptr;
   auto q = std::make_shared<ConvInt8>();
-  q->x_scale = qdq->alpha;
-  // int8 activations as uint8: q + 128 (exact), the zero point moving with them.
-  q->x_zero = qdq->beta + (qdq->kind == PostOp::Kind::quant_dequant_s8 ? 128.f : 0.f);
-  if (!(q->x_scale > 0)) return nullptr;
+  q->x_scale = x->scale;
+  q->x_zero = x->zero;
   const float* w = wv.constant->data<float>();
   const int64_t oc = wv.shape[0], per = wv.constant->numel() / std::max<int64_t>(oc, 1);
   q->w_scale.resize(size_t(oc));
@@ -83,27 +87,53 @@ std::shared_ptr<const ConvInt8> decide(const Graph& g, const Node& n) {
 }  // namespace
 
 int mark_int8_convs(Graph& g) {
+  const std::vector<int> producer = g.producers();
+  for (Node& n : g.nodes) {
+    n.attrs.erase(kU8OutAttr);
+    if (const std::optional<U8Quant> u = qdq_output(n); u && n.outputs.size() == 1)
+      n.attrs[kU8OutAttr] = attr_floats({u->scale, u->zero});
+  }
   int marked = 0;
   for (Node& n : g.nodes) {
     n.attrs.erase(kInt8Attr);
-    const std::shared_ptr<const ConvInt8> q = decide(g, n);
+    const std::shared_ptr<const ConvInt8> q = decide(g, n, producer);
     if (!q) continue;
     std::vector<float> v{q->x_scale, q->x_zero};
     v.insert(v.end(), q->w_scale.begin(), q->w_scale.end());
+    // (The one fused `add`'s residual on a uint8 grid: its scale and zero point last.)
+    const std::vector<PostOp> ops = parse_post_ops(n, 3);
+    const auto adds = std::count_if(ops.begin(), ops.end(),
+                                    [](const PostOp& o) { return o.kind == PostOp::Kind::add; });
+    for (const PostOp& op : ops)
+      if (op.kind == PostOp::Kind::add && adds == 1 && n.in(size_t(op.input)) != kNoValue) {
+        const int p = producer[size_t(n.in(size_t(op.input)))];
+        if (const auto r = p >= 0 ? u8_output(g.nodes[size_t(p)]) : std::nullopt)
+          v.insert(v.end(), {r->scale, r->zero});
+      }
     n.attrs[kInt8Attr] = attr_floats(std::move(v));
+    n.attrs[kInt8Attr].ints = {int64_t(q->w_scale.size())};
     ++marked;
   }
   return marked;
+}
+
+std::optional<U8Quant> u8_output(const Node& n) {
+  const auto it = n.attrs.find(kU8OutAttr);
+  if (it == n.attrs.end() || it->second.floats.size() != 2) return std::nullopt;
+  return U8Quant{it->second.floats[0], it->second.floats[1]};
 }
 
 std::shared_ptr<const ConvInt8> conv_int8_params(const Node& n) {
   const auto it = n.attrs.find(kInt8Attr);
   if (it == n.attrs.end() || it->second.floats.size() < 2) return nullptr;
   const std::vector<float>& v = it->second.floats;
+  const size_t oc = it->second.ints.size() == 1 ? size_t(it->second.ints[0]) : v.size() - 2;
+  if (v.size() != 2 + oc && v.size() != 4 + oc) return nullptr;
   auto q = std::make_shared<ConvInt8>();
   q->x_scale = v[0];
   q->x_zero = v[1];
-  q->w_scale.assign(v.begin() + 2, v.end());
+  q->w_scale.assign(v.begin() + 2, v.begin() + 2 + std::ptrdiff_t(oc));
+  if (v.size() == 4 + oc) q->residual = U8Quant{v[2 + oc], v[3 + oc]};
   return q;
 }
 

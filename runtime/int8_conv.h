@@ -9,6 +9,7 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 
 #include "graph/ir.h"
 #include "jit/conv/conv_kernel.h"
@@ -23,6 +24,13 @@ constexpr const char* kInt8Attr = "int8_params";
 int mark_int8_convs(Graph& g);
 
 // Node n's mark as ConvInt8; nullptr when unmarked (not a QDQ conv, or its graph not marked).
+// ConvInt8::residual is set when the conv's one fused `add` reads a value u8_output allows.
 std::shared_ptr<const ConvInt8> conv_int8_params(const Node& n);
+
+// The uint8 grid of node n's output 0 when it is a QuantizeDequantize's (n is one, or its last
+// fused post-op is; an int8 grid as uint8 q + 128, the zero point moving with it): the values
+// a nChw16c_u8 layout may hold (jit/layout.h). mark_int8_convs marks these nodes (kU8OutAttr).
+constexpr const char* kU8OutAttr = "u8_out";
+std::optional<U8Quant> u8_output(const Node& n);
 
 }  // namespace kiln

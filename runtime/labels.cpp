@@ -843,9 +843,10 @@ std::string label_family(const Label& l) {
 }
 
 int64_t value_bytes(const Value& v, Layout l) {
-  // (A bf16 layout holds an f32 value's 4-D activations in 2 bytes each.)
+  // (A bf16 / u8 layout holds an f32 value's 4-D activations in 2 bytes / 1 byte each.)
   if (v.shape.size() == 4)
-    return layout_elems(l, v.shape) * (layout_bf16(l) ? 2 : int64_t(dtype_size(v.dtype)));
+    return layout_elems(l, v.shape) *
+           (layout_bf16(l) || layout_u8(l) ? layout_esize(l) : int64_t(dtype_size(v.dtype)));
   return shape_numel(v.shape) * int64_t(dtype_size(v.dtype));
 }
 
@@ -901,16 +902,26 @@ std::vector<Label> candidate_labels(const Graph& g, int i, Isa isa, bool referen
                                (f.id == ConvFamily::im2col && (p.kh != 1 || p.kw != 1)) ||
                                (f.id == ConvFamily::grouped && (p.kh != 1 || p.kw != 1) &&
                                 (p.ic / p.groups) % 16 == 0 && (p.oc / p.groups) % 16 == 0);
-      if (int8_family && isa == Isa::avx512 && host_cpu().avx512_vnni && conv_int8_params(n)) {
-        out.push_back(out.back());
-        out.back().conv.src = out.back().in = Layout::nChw16c;
-        out.back().conv.dst = out.back().out = Layout::nChw16c;
-        out.back().precision = Precision::int8;
+      const auto q8 = int8_family && isa == Isa::avx512 && host_cpu().avx512_vnni
+                          ? conv_int8_params(n)
+                          : nullptr;
+      if (q8) {
+        // Either side also in uint8 (nChw16c_u8): the input always is on a uint8 grid; the
+        // output when it is a quantize-dequantize's and its residual, if any, is one too.
         // (A conv of at most 4 input channels also from NCHW, its K packed densely.)
-        if (f.id == ConvFamily::im2col && p.ic <= 4) {
-          out.push_back(out.back());
-          out.back().conv.src = out.back().in = Layout::nchw;
-        }
+        const bool adds = std::any_of(p.post.begin(), p.post.end(),
+                                      [](const PostOp& o) { return o.kind == PostOp::Kind::add; });
+        std::vector<Layout> srcs{Layout::nChw16c, Layout::nChw16c_u8}, dsts{Layout::nChw16c};
+        if (f.id == ConvFamily::im2col && p.ic <= 4) srcs.push_back(Layout::nchw);
+        if (u8_output(n) && (!adds || q8->residual)) dsts.push_back(Layout::nChw16c_u8);
+        const Label base = out.back();
+        for (Layout s : srcs)
+          for (Layout d : dsts) {
+            out.push_back(base);
+            out.back().conv.src = out.back().in = s;
+            out.back().conv.dst = out.back().out = d;
+            out.back().precision = Precision::int8;
+          }
       }
     }
   } else if (jit && (n.op == "Gemm" || n.op == "MatMul")) {
@@ -1204,9 +1215,13 @@ double heuristic_ms(const Graph& g, int i, const Label& l, Isa isa, int threads)
     const ConvProblem p = ConvProblem::from_node(g, n);
     const ConvFamilyRow& f = conv_family(l.conv.family);
     double compute_ms = 2 * p.macs() / (peak * f.efficiency(p, l.conv.src, l.conv.dst) * 1e6);
-    // (int8: vpdpbusd does 4x an FMA's multiply-adds; the input's quantization pass and the
-    // conversion of the sums take part of it back.)
-    if (l.precision == Precision::int8) compute_ms /= 2.5;
+    // (int8: vpdpbusd does 4x an FMA's multiply-adds; the conversion of the sums takes part
+    // of it back, and an f32 input's quantization pass reads it once more.)
+    if (l.precision == Precision::int8) {
+      compute_ms /= 2.5;
+      if (!layout_u8(l.conv.src))
+        compute_ms += double(value_bytes(g.value(n.in(0)), l.in)) / (gbps * 1e6);
+    }
     return f.memory_bound ? mem_ms + compute_ms : std::max(mem_ms, compute_ms);
   }
   if (l.kind == LabelKind::fc) {

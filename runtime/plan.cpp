@@ -7,6 +7,7 @@
 
 #include "jit/glue/glue.h"
 #include "runtime/glue_kernels.h"
+#include "runtime/int8_conv.h"
 #include "runtime/labels.h"
 #include "runtime/log.h"
 #include "runtime/memory_plan.h"
@@ -17,7 +18,8 @@ namespace {
 
 class Lowering {
  public:
-  Lowering(const Graph& g, const PlanOptions& o, Selection& sel) : g_(g), o_(o), sel_(sel) {
+  Lowering(const Graph& g, const PlanOptions& o, Selection& sel)
+      : g_(g), o_(o), sel_(sel), producer_(g.producers()) {
     jit_ = !o.reference && o.isa != Isa::scalar;
   }
 
@@ -117,10 +119,11 @@ class Lowering {
     if (!is4d(v)) l = Layout::nchw;
     auto it = have_.find({v, l});
     if (it != have_.end()) return it->second;
-    // (A bf16 target from nChw16c first, a bf16 source last: the pairs converted in one step.)
-    const bool bf16 = layout_bf16(l);
-    for (Layout from : {bf16 ? Layout::nChw16c : Layout::nchw, Layout::nchw, Layout::nChw16c,
-                        Layout::nChw8c, Layout::nhwc, Layout::nChw16c_bf16}) {
+    // (A bf16 / u8 target from nChw16c first, a bf16 / u8 source last: the pairs converted in
+    // one step.)
+    const bool narrow = layout_bf16(l) || layout_u8(l);
+    for (Layout from : {narrow ? Layout::nChw16c : Layout::nchw, Layout::nchw, Layout::nChw16c,
+                        Layout::nChw8c, Layout::nhwc, Layout::nChw16c_bf16, Layout::nChw16c_u8}) {
       auto f = have_.find({v, from});
       if (f == have_.end()) continue;
       int src = f->second;
@@ -128,11 +131,20 @@ class Lowering {
         src = get(v, Layout::nChw16c);
         from = Layout::nChw16c;
       }
+      // (A uint8 side: the value's grid; the solver offers u8 only for values that have one.)
+      std::optional<U8Quant> q;
+      if (layout_u8(from) || layout_u8(l)) {
+        const int p = producer_[size_t(v)];
+        q = p >= 0 ? u8_output(g_.nodes[size_t(p)]) : std::nullopt;
+        if (!q)
+          fail(Code::internal, "value '" + g_.value(v).name + "' has no uint8 grid to convert on");
+      }
+      const U8Quant* qp = q ? &*q : nullptr;
       int dst = add_tensor(v, l);
       Step s;
       std::string why;
-      if (jit_) s.kernel = create_reorder_kernel(g_.value(v).shape, from, l, o_.isa, &why);
-      if (!s.kernel) s.kernel = make_reorder_kernel(g_.value(v).shape, from, l);
+      if (jit_) s.kernel = create_reorder_kernel(g_.value(v).shape, from, l, o_.isa, &why, qp);
+      if (!s.kernel) s.kernel = make_reorder_kernel(g_.value(v).shape, from, l, qp);
       s.src = {src};
       s.dst = {dst};
       plan_.steps.push_back(std::move(s));
@@ -196,6 +208,7 @@ class Lowering {
   const Graph& g_;
   PlanOptions o_;
   Selection& sel_;
+  std::vector<int> producer_;  // by value: its node, -1 for inputs and constants
   bool jit_;
   Plan plan_;
   std::map<std::pair<ValueId, Layout>, int> have_;

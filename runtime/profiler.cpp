@@ -213,8 +213,10 @@ double Profiler::time_kernel(const Kernel& k, const std::vector<int64_t>& src_by
 std::unique_ptr<Kernel> Profiler::reorder_kernel(const Shape& s, Layout from, Layout to, Isa isa) {
   std::string why;
   std::unique_ptr<Kernel> k;
-  if (isa != Isa::scalar) k = create_reorder_kernel(s, from, to, isa, &why);
-  if (!k) k = make_reorder_kernel(s, from, to);
+  // (A uint8 side's time does not depend on the value's grid: timed with scale 1, zero 0.)
+  const U8Quant unit;
+  if (isa != Isa::scalar) k = create_reorder_kernel(s, from, to, isa, &why, &unit);
+  if (!k) k = make_reorder_kernel(s, from, to, &unit);
   return k;
 }
 

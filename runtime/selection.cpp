@@ -21,6 +21,7 @@
 #include "jit/conv/conv_families.h"
 #include "jit/jit_generator.h"
 #include "runtime/arenas.h"
+#include "runtime/int8_conv.h"
 #include "runtime/log.h"
 #include "runtime/profiler.h"
 #include "runtime/tuning_cache.h"
@@ -521,9 +522,12 @@ class Selector {
       np.add_op(g_.nodes[i].name, std::move(labels));
     }
     std::vector<int> tensor_of(g_.values.size(), -1);
-    auto conv = [this](ValueId v) -> ConversionCost {
-      return [this, v](int from, int to) {
-        if (!is4d(g_, v)) return kInf;
+    // (A uint8 layout only for a value on a uint8 grid: its producer's output, u8_output.)
+    auto conv = [this](ValueId v, int producer = -1) -> ConversionCost {
+      const bool u8 = producer >= 0 && u8_output(g_.nodes[size_t(producer)]);
+      return [this, v, u8](int from, int to) {
+        if (!is4d(g_, v) || (!u8 && (layout_u8(Layout(from)) || layout_u8(Layout(to)))))
+          return kInf;
         return reorder_ms(g_.value(v).shape, Layout(from), Layout(to));
       };
     };
@@ -540,8 +544,8 @@ class Selector {
       }
       for (size_t k = 0; k < n.outputs.size(); ++k)
         if (n.outputs[k] != kNoValue)
-          tensor_of[size_t(n.outputs[k])] =
-              np.add_tensor(g_.value(n.outputs[k]).name, int(i), int(k), conv(n.outputs[k]));
+          tensor_of[size_t(n.outputs[k])] = np.add_tensor(g_.value(n.outputs[k]).name, int(i),
+                                                          int(k), conv(n.outputs[k], int(i)));
     }
     for (ValueId v : g_.outputs)
       if (tensor_of[size_t(v)] >= 0) np.require_layout(tensor_of[size_t(v)], int(Layout::nchw));

@@ -90,7 +90,11 @@ std::string code_key(const ConvProblem& p, const ConvImpl& impl, Isa isa) {
          layout_name(impl.dst) + "|u" + std::to_string(impl.ur_w) + "o" +
          std::to_string(impl.oc_blocks) + '|' + isa_name(isa) + "|L1d" +
          std::to_string(impl.cache.l1d) + "L2" + std::to_string(impl.cache.l2) + "L3" +
-         std::to_string(impl.cache.l3) + (impl.int8 ? "|int8" : "");
+         std::to_string(impl.cache.l3) + (impl.int8 ? "|int8" : "") +
+         (impl.int8 && impl.int8->residual && layout_u8(impl.dst)
+              ? "|res" + std::to_string(impl.int8->residual->scale) + "," +
+                    std::to_string(impl.int8->residual->zero)
+              : "");
 }
 
 // Rows in the order candidates are offered (ties in the solver go to the earlier one).

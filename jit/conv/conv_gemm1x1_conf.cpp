@@ -109,10 +109,24 @@ ConfOr<Gemm1x1Conf> init_gemm1x1_conf(const ConvProblem& p, const ConvImpl& impl
     }
     // (NCHW: the dense-K im2row of a conv of at most 4 input channels.)
     c.dense_k = c.im2row && impl.src == Layout::nchw && p.ic <= 4;
-    if ((impl.src != Layout::nChw16c && !c.dense_k) || impl.dst != Layout::nChw16c)
+    c.u8_src = impl.src == Layout::nChw16c_u8;
+    c.u8_dst = impl.dst == Layout::nChw16c_u8;
+    const bool blocked = impl.src == Layout::nChw16c || c.u8_src;
+    if ((!blocked && !c.dense_k) || (impl.dst != Layout::nChw16c && !c.u8_dst))
       return R::no(
-          "int8 takes nChw16c on both sides (or nchw src with at most 4 channels, not "
-          "1x1)");
+          "int8 takes nChw16c or nChw16c_u8 on both sides (or nchw src with at most 4 "
+          "channels, not 1x1)");
+    if (c.u8_dst) {
+      const bool qdq_last =
+          !p.post.empty() && (p.post.back().kind == PostOp::Kind::quant_dequant_u8 ||
+                              p.post.back().kind == PostOp::Kind::quant_dequant_s8);
+      const auto adds = std::count_if(p.post.begin(), p.post.end(),
+                                      [](const PostOp& o) { return o.kind == PostOp::Kind::add; });
+      if (!qdq_last)
+        return R::no("a nChw16c_u8 dst needs a quantize-dequantize as the last post-op");
+      if (adds > 1 || (adds == 1 && !impl.int8->residual))
+        return R::no("a nChw16c_u8 dst needs its one residual on a uint8 grid");
+    }
     if (int64_t(impl.int8->w_scale.size()) != p.oc) return R::no("int8 needs a scale per oc");
     c.p.bias = true;  // the zero point's share is a bias (kernel: pack_weights_int8)
   } else if (c.bf16 || c.bf16_dst) {
@@ -121,7 +135,7 @@ ConfOr<Gemm1x1Conf> init_gemm1x1_conf(const ConvProblem& p, const ConvImpl& impl
   } else if (impl.src != impl.dst) {
     return R::no("src and dst layouts differ (both nhwc or both blocked)");
   }
-  if (!c.nhwc && !c.bf16 && !c.dense_k) {
+  if (!c.nhwc && !c.bf16 && !c.dense_k && !c.u8_src) {
     if (std::string why = check_blocked(impl.src, isa, "src"); !why.empty())
       return R::no(why + " (gemm1x1 takes blocked or nhwc)");
   }
@@ -131,8 +145,11 @@ ConfOr<Gemm1x1Conf> init_gemm1x1_conf(const ConvProblem& p, const ConvImpl& impl
   // Stride 2 read in place uses half of every cache line it touches (NHWC: whole pixels, but
   // a row per call) and tiles end at each short output row; packing costs a copy of the
   // pixels read, once per chunk that every oc group then reuses from L1.
-  // (int8 1x1 and dense K always pack: the pixels are quantized on the way.)
-  c.pack = c.int8 ? !c.windows : c.stride == 2 && force.pack != 0;
+  // (int8 1x1 and dense K always pack: the pixels are quantized on the way; a uint8 src only
+  // strided, as f32 does by default.)
+  c.pack = c.u8_src ? !c.windows && c.stride == 2
+           : c.int8 ? !c.windows
+                    : c.stride == 2 && force.pack != 0;
   c.icb_full = c.dense_k  ? (p.kh * p.kw * 4 + c.simd - 1) / c.simd
                : c.im2row ? p.kh * p.kw * c.k_icb()
                           : p.ic / c.simd;

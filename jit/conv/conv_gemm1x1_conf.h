@@ -14,8 +14,11 @@
 // channels and every K step is one vdpbf16ps over two channels (f32 accumulators); dst is
 // nChw16c (f32) or nChw16c_bf16 (rounded to nearest even at the store).
 //
-// int8 (ConvImpl::int8, AVX512-VNNI; src and dst nChw16c f32): every chunk is packed, its f32
-// pixels re-quantized to uint8 on the way ([icb][pack_pix][16] bytes); the weights are packed as
+// int8 (ConvImpl::int8, AVX512-VNNI; src and dst nChw16c f32 or nChw16c_u8): every chunk is
+// packed, its f32 pixels re-quantized to uint8 on the way ([icb][pack_pix][16] bytes; a
+// nChw16c_u8 src already is that layout: stride 1 reads it in place, stride 2 copies the
+// pixels); a nChw16c_u8 dst stores the chain's last quantize-dequantize as its bytes and reads
+// the residual of its `add` as bytes too (EpilogueU8); the weights are packed as
 // int8 quads of input channels and every K step is one vpdpbusd over four channels (int32
 // accumulators), scaled back to f32 (ConvCallArgs::qscale) before the epilogue. Any other
 // conv (groups 1: kernel size, padding, stride, dilation; "im2row") is the im2col family's int8
@@ -64,6 +67,8 @@ struct Gemm1x1Conf {
   bool bf16 = false;      // src and weights bf16 (src nChw16c_bf16), vdpbf16ps
   bool bf16_dst = false;  // dst nChw16c_bf16
   bool int8 = false;      // uint8 src (packed from f32) x int8 weights, vpdpbusd
+  bool u8_src = false;    // int8 with src nChw16c_u8: its bytes are read (or copied) as they are
+  bool u8_dst = false;    // int8 with dst nChw16c_u8: the last post-op's uint8 q stored
   bool im2row = false;    // int8 of a conv other than 1x1 without padding, stride 1 or 2 ...
   bool dense_k = false;   // ... from NCHW, K = (kh, kw, 4 channels) (see the header), or
   bool windows = false;   // ... read in place from a band of quantized rows (see the header)
@@ -112,9 +117,9 @@ struct Gemm1x1Conf {
   int64_t in_icb() const { return (p.ic + simd - 1) / simd; }     // the input's channel blocks
   int64_t k_icb() const { return grp_icb ? grp_icb : in_icb(); }  // ... an oc group reads
   int64_t k_channels() const { return im2row ? icb_full * simd : p.ic; }  // the GEMM's K
-  int in_esize() const { return bf16 ? 2 : 4; }            // the input tensor's elements
-  int src_esize() const { return int8 ? 1 : in_esize(); }  // what the microkernel reads
-  int dst_esize() const { return bf16_dst ? 2 : 4; }
+  int in_esize() const { return bf16 ? 2 : u8_src ? 1 : 4; }  // the input tensor's elements
+  int src_esize() const { return int8 ? 1 : in_esize(); }     // what the microkernel reads
+  int dst_esize() const { return bf16_dst ? 2 : u8_dst ? 1 : 4; }
   // Instructions per K block of nic channels: one per channel, bf16 one per pair, int8 one
   // per quad.
   int k_steps(int nic) const { return int8 ? (nic + 3) / 4 : bf16 ? (nic + 1) / 2 : nic; }

@@ -28,7 +28,11 @@ Gemm1x1Generator::Gemm1x1Generator(const Gemm1x1Conf& c, int ob, bool last_group
       epi_tail_(last_group ? int(c.p.oc % c.simd) : 0),
       k_split_(c.ic_chunk < c.icb_total()) {
   GprPool().take_all(src_m_, dst_m_, src_k_, wei_k_, k_cnt_, m_cnt_, epi_a_, epi_b_, pf_, koff_);
-  epi_ = std::make_unique<EpilogueEmitter>(*this, c.isa, c.p.bias, c.p.post);
+  EpilogueU8 u8;
+  u8.store_q = c.u8_dst;
+  u8.residual = c.u8_dst && c.int8_params->residual;
+  if (u8.residual) u8.res = *c.int8_params->residual;
+  epi_ = std::make_unique<EpilogueEmitter>(*this, c.isa, c.p.bias, c.p.post, u8);
   if (c.ur_m * ob + std::max(epi_->temps_needed(), 1) > vector_regs(c.isa))
     fail(Code::internal, "kernel " + name + ": epilogue needs " +
                              std::to_string(epi_->temps_needed()) + " scratch registers");
@@ -162,6 +166,9 @@ void Gemm1x1Generator::emit_store(int ur) {
         if (c_.bf16_dst) {  // (blocked: no lane tail)
           vcvtneps2bf16(Ymm(acc(m, j)), Zmm(acc(m, j)));
           vmovdqu16(ptr[dst_m_ + dofs], Ymm(acc(m, j)));
+        } else if (c_.u8_dst) {  // the integers q in [0, 255] (blocked: no lane tail)
+          vcvtps2dq(Zmm(acc(m, j)), Zmm(acc(m, j)));
+          vpmovusdb(ptr[dst_m_ + dofs], Zmm(acc(m, j)));
         } else {
           store_vec(c_.isa, ptr[dst_m_ + dofs], acc(m, j), masked, ur * ob_, true);
         }

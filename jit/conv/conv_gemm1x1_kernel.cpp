@@ -233,7 +233,7 @@ class Gemm1x1Kernel : public Kernel {
       }
       return;
     }
-    // (int8: each pixel quantized to simd bytes on the way.)
+    // (int8 from f32: each pixel quantized to simd bytes on the way.)
     const int64_t dpix = c_.src_pix_bytes();
     for (int64_t kb = 0; kb < c_.icb_total(); ++kb) {
       const char* sb = img + kb * c_.in_kb_bytes();
@@ -244,7 +244,7 @@ class Gemm1x1Kernel : public Kernel {
         const int64_t oh = q / p.ow, ow0 = q % p.ow;
         const int64_t len = std::min(p.ow - ow0, q0 + cnt - q);
         const char* s = sb + (oh * st * p.iw + ow0 * st) * pix;
-        if (c_.int8) {
+        if (c_.int8 && !c_.u8_src) {
           const ConvInt8& qp = *c_.int8_params;
           quantize_pixels(reinterpret_cast<const float*>(s), st * c_.simd,
                           reinterpret_cast<uint8_t*>(d), len, 1.f / qp.x_scale, qp.x_zero);
@@ -439,14 +439,15 @@ class Gemm1x1Kernel : public Kernel {
     }
   }
 
-  // The input rows of output lines [l0, l1) of image n, quantized into the cache with their
-  // padding: [icb][row][cache_w_][simd] bytes, column j = input column j - pl.
+  // The input rows of output lines [l0, l1) of image n, quantized (a uint8 src: copied) into
+  // the cache with their padding: [icb][row][cache_w_][simd] bytes, column j = input column
+  // j - pl.
   void quantize_band(const KernelArgs& args, int64_t n, int64_t l0, int64_t l1,
                      uint8_t* cache) const {
     const ConvProblem& p = c_.p;
     const ConvInt8& q = *c_.int8_params;
     const int64_t S = c_.simd, W = cache_w_;
-    const float* img = reinterpret_cast<const float*>(src_bytes(args) + n * src_img_bytes());
+    const char* img = src_bytes(args) + n * src_img_bytes();
     const int64_t r0 = l0 * p.sh - p.pt, rows = p.rows_read(l1 - l0);
     const int64_t left = std::min(p.pl, W), cols = std::clamp<int64_t>(W - p.pl, 0, p.iw);
     const int zp = int(q.x_zero);
@@ -459,8 +460,12 @@ class Gemm1x1Kernel : public Kernel {
           continue;
         }
         std::memset(d, zp, size_t(left * S));
-        quantize_pixels(img + (icb * p.ih + ih) * p.iw * S, S, d + left * S, cols, 1.f / q.x_scale,
-                        q.x_zero);
+        const char* row = img + (icb * p.ih + ih) * p.iw * S * c_.in_esize();
+        if (c_.u8_src)
+          std::memcpy(d + left * S, row, size_t(cols * S));
+        else
+          quantize_pixels(reinterpret_cast<const float*>(row), S, d + left * S, cols,
+                          1.f / q.x_scale, q.x_zero);
         std::memset(d + (left + cols) * S, zp, size_t((W - left - cols) * S));
       }
   }

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -35,9 +36,12 @@ const char* conv_family_name(ConvFamily f);  // the row's name: "direct", "gemm1
 // both). The kernel re-quantizes the input to uint8 (exactly), multiplies with vpdpbusd into
 // int32 and scales the sums back to f32 (x_scale * w_scale[oc]), the zero point's share folded
 // into the bias: the same function as the f32 kernels, up to float rounding.
+// A dst in nChw16c_u8 stores the uint8 q of the chain's last post-op (a QuantizeDequantize);
+// its residual (`add`) is then read in nChw16c_u8 too, on the grid `residual`.
 struct ConvInt8 {
   float x_scale = 1, x_zero = 0;
   std::vector<float> w_scale;  // [OC]
+  std::optional<U8Quant> residual;
 };
 
 // One way to run a conv: family + layouts (+ optional forced blocking, 0 = family's choice).

@@ -19,14 +19,18 @@
 namespace kiln {
 
 // Converts a 4-D f32 tensor of logical shape `nchw` between any two of nchw, nhwc, nChw8c,
-// nChw16c, and between nChw16c and nChw16c_bf16 (create_bf16_convert_kernel; other pairs with
-// a bf16 layout are refused: the plan's C++ fallback converts them). Blocked destinations get
-// zeroed pad lanes. src[0] -> dst[0].
+// nChw16c, between nChw16c and nChw16c_bf16 (create_bf16_convert_kernel) and between nChw16c
+// and nChw16c_u8 on the value's grid `q` (create_u8_convert_kernel; refused without q). Other
+// pairs with a bf16 / u8 layout are refused: the plan chains them through nChw16c. Blocked
+// destinations get zeroed pad lanes. src[0] -> dst[0].
 std::unique_ptr<Kernel> create_reorder_kernel(const Shape& nchw, Layout from, Layout to, Isa isa,
-                                              std::string* why_not);
-// nChw16c <-> nChw16c_bf16 (jit/glue/bf16_convert.cpp); needs AVX512-BF16.
+                                              std::string* why_not, const U8Quant* q = nullptr);
+// nChw16c <-> nChw16c_bf16 (jit/glue/narrow_convert.cpp); needs AVX512-BF16.
 std::unique_ptr<Kernel> create_bf16_convert_kernel(const Shape& nchw, Layout from, Layout to,
                                                    std::string* why_not);
+// nChw16c <-> nChw16c_u8 (jit/glue/narrow_convert.cpp), quantizing / dequantizing with q.
+std::unique_ptr<Kernel> create_u8_convert_kernel(const Shape& nchw, Layout from, Layout to,
+                                                 const U8Quant& q, std::string* why_not);
 
 struct PoolProblem {
   bool max = true;      // MaxPool / GlobalMaxPool, else average

@@ -298,7 +298,7 @@ std::vector<std::pair<int64_t, int64_t>> pixel_chunks(int64_t HW, int64_t quantu
 }  // namespace
 
 std::unique_ptr<Kernel> create_reorder_kernel(const Shape& s, Layout from, Layout to, Isa isa,
-                                              std::string* why_not) {
+                                              std::string* why_not, const U8Quant* q) {
   auto no = [&](const std::string& r) -> std::unique_ptr<Kernel> {
     if (why_not) *why_not = r;
     return nullptr;
@@ -308,6 +308,10 @@ std::unique_ptr<Kernel> create_reorder_kernel(const Shape& s, Layout from, Layou
   if (layout_bf16(from) || layout_bf16(to)) {
     if (isa != Isa::avx512) return no("bf16 layouts need avx512");
     return create_bf16_convert_kernel(s, from, to, why_not);
+  }
+  if (layout_u8(from) || layout_u8(to)) {
+    if (!q) return no("a uint8 layout converts only with its value's scale and zero point");
+    return create_u8_convert_kernel(s, from, to, *q, why_not);
   }
   for (int64_t d : s)
     if (d <= 0) return no("empty or negative dimension in " + shape_str(s));

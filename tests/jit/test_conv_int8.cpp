@@ -4,9 +4,12 @@
 // order, so they agree to f32 rounding; the weights' integers are recovered, the zero point's
 // share folded into the bias, both checked by the tolerance.
 #include <cmath>
+#include <cstring>
+#include <random>
 
 #include "isa_coverage.h"
 #include "jit/conv/conv_families.h"
+#include "jit/glue/glue.h"
 #include "shapes/shape_list.h"
 #include "test_conv_util.h"
 
@@ -178,6 +181,198 @@ TEST_CASE("grouped int8 (groups of whole channel blocks, windows in place) match
   ConvProblem p = problem("g2ic32ih8iw8_oc64oh8ow8kh3kw3sh1sw1ph1pw1");
   p.post = chain({op(K::add), op(K::relu)});
   check_int8(p, seed++, 0, 2);
+}
+
+// ---- uint8 operands (nChw16c_u8): src bytes read in place / copied, dst the last
+// quantize-dequantize's q, the residual read as bytes ----
+
+// t (NCHW, on grid q) in nChw16c_u8, its pad lanes random bytes (they meet zero weights).
+std::vector<uint8_t> to_u8(const Tensor& t, U8Quant q, std::mt19937& rng) {
+  const Shape& s = t.shape();
+  std::vector<uint8_t> out(size_t(layout_bytes(Layout::nChw16c_u8, s)));
+  convert_layout(t.data<float>(), Layout::nchw, out.data(), Layout::nChw16c_u8, s, &q);
+  std::uniform_int_distribution<int> byte(0, 255);
+  for (int64_t n = 0; n < s[0]; ++n)
+    for (int64_t c = s[1]; c < round_up(s[1], 16); ++c)
+      for (int64_t h = 0; h < s[2]; ++h)
+        for (int64_t w = 0; w < s[3]; ++w)
+          out[size_t(layout_offset(Layout::nChw16c_u8, s, n, c, h, w))] = uint8_t(byte(rng));
+  return out;
+}
+
+// Runs k on o with src / dst (and so the residual) in nChw16c or nChw16c_u8; the output back
+// in NCHW f32 (a u8 dst dequantized on `out_q`).
+Tensor run_u8(const Kernel& k, const ConvProblem& p, const Operands& o, const ConvInt8& q,
+              Layout src_l, Layout dst_l, U8Quant out_q, uint64_t seed) {
+  std::mt19937 rng{uint32_t(seed)};
+  const Shape ys{p.n, p.oc, p.oh, p.ow};
+  std::vector<std::vector<uint8_t>> bytes;
+  std::vector<std::vector<float>> floats;
+  auto in = [&](const Tensor& t, Layout l, U8Quant g) -> const float* {
+    if (layout_u8(l))
+      return reinterpret_cast<const float*>(bytes.emplace_back(to_u8(t, g, rng)).data());
+    return floats.emplace_back(to_layout(t, l)).data();
+  };
+  std::vector<const float*> ins{in(o.x, src_l, {q.x_scale, q.x_zero}), nullptr, nullptr};
+  for (const Tensor& e : o.extra)
+    ins.push_back(e.shape().size() == 4 ? in(e, dst_l, q.residual.value_or(U8Quant{}))
+                                        : e.data<float>());
+  const size_t n = size_t(layout_bytes(dst_l, ys)), guard = 256;
+  std::vector<uint8_t> dst(n + guard, 0xa5);
+  float* outs[] = {reinterpret_cast<float*>(dst.data())};
+  run_tiles_checked(k, ins.data(), outs);
+  CHECK_MESSAGE(std::count(dst.begin() + int64_t(n), dst.end(), 0xa5) == int64_t(guard),
+                "kernel wrote past the end of dst");
+  Tensor y(DType::f32, ys);
+  convert_layout(dst.data(), dst_l, y.data<float>(), Layout::nchw, ys, &out_q);
+  return y;
+}
+
+// p's post-ops end with a quantize-dequantize (its grid out_q); an `add` residual is
+// on its own uint8 grid. Every src / dst combination of nChw16c and nChw16c_u8 must give the
+// same bits as the f32 one (the same integer sums, scaling and chain; a u8 dst holds the q
+// whose dequantized value the f32 dst holds), and that within a quantum of the reference.
+void check_u8(ConvProblem p, uint64_t seed, int ur = 0, int ob = 0,
+              const convjit::Gemm1x1Force& force = {}) {
+  auto q = std::make_shared<ConvInt8>();
+  Operands o = int8_operands(p, seed, q.get());
+  // (The last op's grid as uint8: an int8 one shifted by 128.)
+  const PostOp& last = p.post.back();
+  const U8Quant out_q{last.alpha, last.beta + (last.kind == K::quant_dequant_s8 ? 128.f : 0.f)};
+  const U8Quant res_q{0.03f, 140.f};
+  std::mt19937 rng{uint32_t(seed)};
+  std::uniform_int_distribution<int> u8(0, 255);
+  for (size_t i = 0; i < p.post.size(); ++i)
+    if (p.post[i].kind == K::add) {
+      q->residual = res_q;
+      Tensor& r = o.extra[size_t(p.post[i].input - 3)];
+      for (int64_t j = 0; j < r.numel(); ++j)
+        r.data<float>()[j] = res_q.scale * (float(u8(rng)) - res_q.zero);
+    }
+  const Tensor want = reference(p, o);
+  Tensor base;
+  for (Layout src : {Layout::nChw16c, Layout::nChw16c_u8})
+    for (Layout dst : {Layout::nChw16c, Layout::nChw16c_u8}) {
+      ConvImpl impl =
+          conv_impl(p.groups > 1 ? ConvFamily::grouped : ConvFamily::gemm1x1, src, dst, ur, ob);
+      impl.int8 = q;
+      auto c = convjit::init_gemm1x1_conf(p, impl, Isa::avx512, force);
+      REQUIRE_MESSAGE(c, "conf refused: " << c.reason);
+      CHECK(c.conf->u8_src == (src == Layout::nChw16c_u8));
+      CHECK(c.conf->u8_dst == (dst == Layout::nChw16c_u8));
+      auto k = convjit::make_gemm1x1_kernel(*c.conf, o.w, p.bias ? &o.b : nullptr);
+      INFO(k->name() << " " << p.str() << " m_outer " << c.conf->m_outer << " pack " << c.conf->pack
+                     << " windows " << c.conf->windows);
+      const Tensor got = run_u8(*k, p, o, *q, src, dst, out_q, seed + 1);
+      if (!base.numel()) {
+        base = got;
+        int64_t off = 0;
+        for (int64_t i = 0; i < want.numel(); ++i)
+          off += !(std::fabs(got.data<float>()[i] - want.data<float>()[i]) <= out_q.scale * 1.001);
+        CHECK_MESSAGE(off == 0, off << " outputs more than a quantum from the reference");
+        continue;
+      }
+      CHECK_MESSAGE(std::memcmp(got.raw(), base.raw(), size_t(got.nbytes())) == 0,
+                    "differs from the nChw16c -> nChw16c kernel's output");
+    }
+}
+
+TEST_CASE("int8 convs on uint8 operands (nChw16c_u8) give the f32 layout's bits") {
+  if (!testing::has_vnni()) return;
+  uint64_t seed = 7900;
+  const PostOp qdq = op(K::quant_dequant_u8, 0.05f, 17.f);
+  // 1x1 stride 1 (read in place), stride 2 (packed), channel tails whose pad lanes hold
+  // random bytes, windows (3x3, padding: the zero point), grouped, batch 2; chains with and
+  // without a residual; both loop orders.
+  const std::vector<std::string> shapes = {
+      "ic64ih14iw14_oc48oh14ow14kh1kw1sh1sw1ph0pw0",
+      "mb2ic40ih9iw11_oc36oh9ow11kh1kw1sh1sw1ph0pw0",
+      "ic33ih15iw8_oc20oh8ow4kh1kw1sh2sw2ph0pw0_nobias",
+      "ic37ih9iw9_oc45oh9ow9kh3kw3sh1sw1ph1pw1",
+      "mb2ic32ih10iw10_oc32oh5ow5kh3kw3sh2sw2ph1pw1",
+      "g2ic32ih8iw8_oc64oh8ow8kh3kw3sh1sw1ph1pw1",
+  };
+  for (const std::string& s : shapes)
+    for (const auto& post : std::vector<std::vector<PostOp>>{
+             chain({qdq}), chain({op(K::relu), qdq}), chain({op(K::add), op(K::relu), qdq})})
+      for (int m_outer : {0, 1}) {
+        ConvProblem p = problem(s);
+        p.post = post;
+        convjit::Gemm1x1Force f;
+        f.m_outer = m_outer;
+        check_u8(p, seed++, 0, 0, f);
+      }
+  // An int8 grid stored as uint8 (q + 128).
+  ConvProblem p = problem("ic32ih6iw6_oc32oh6ow6kh1kw1sh1sw1ph0pw0");
+  p.post = chain({op(K::quant_dequant_s8, 0.05f, -3.f)});
+  check_u8(p, seed++);
+}
+
+TEST_CASE("uint8 layout refusals") {
+  if (!testing::has_vnni()) return;
+  auto q = std::make_shared<ConvInt8>();
+  q->w_scale.assign(16, 1.f);
+  ConvImpl impl = conv_impl(ConvFamily::gemm1x1, Layout::nChw16c, Layout::nChw16c_u8);
+  impl.int8 = q;
+  // a u8 dst needs a quantize-dequantize last, and a residual on a uint8 grid
+  ConvProblem p = problem("ic16ih4iw4_oc16oh4ow4kh1kw1sh1sw1ph0pw0");
+  p.post = chain({op(K::relu)});
+  auto c = convjit::init_gemm1x1_conf(p, impl, Isa::avx512);
+  CHECK(!c);
+  CHECK(c.reason.find("quantize-dequantize") != std::string::npos);
+  p.post = chain({op(K::add), op(K::quant_dequant_u8, 0.1f, 3.f)});
+  c = convjit::init_gemm1x1_conf(p, impl, Isa::avx512);
+  CHECK(!c);
+  CHECK(c.reason.find("residual") != std::string::npos);
+  q->residual = U8Quant{0.1f, 3.f};
+  CHECK(convjit::init_gemm1x1_conf(p, impl, Isa::avx512));
+  // f32 kernels take no uint8 layout
+  impl.int8 = nullptr;
+  CHECK(!convjit::init_gemm1x1_conf(p, impl, Isa::avx512));
+}
+
+TEST_CASE("nChw16c <-> nChw16c_u8 conversions quantize and dequantize on the value's grid") {
+  if (host_cpu().isa != Isa::avx512) {
+    MESSAGE("SKIPPED: the uint8 conversion kernels need avx512");
+    return;
+  }
+  std::mt19937 rng{81};
+  std::uniform_int_distribution<int> u8(0, 255);
+  for (const Shape& s : std::vector<Shape>{{1, 16, 3, 5}, {2, 37, 7, 9}, {1, 5, 1, 1}}) {
+    const U8Quant g{0.0375f, 121.f};
+    Tensor x(DType::f32, s);
+    for (int64_t i = 0; i < x.numel(); ++i) {
+      x.data<float>()[i] = g.scale * (float(u8(rng)) - g.zero);
+      if (i % 11 == 3) x.data<float>()[i] = float(u8(rng)) - 128.f;  // off the grid, saturating
+    }
+    std::vector<float> blocked = to_layout(x, Layout::nChw16c, 0.f);
+    std::vector<uint8_t> want(size_t(layout_bytes(Layout::nChw16c_u8, s)));
+    convert_layout(blocked.data(), Layout::nChw16c, want.data(), Layout::nChw16c_u8, s, &g);
+    std::string why;
+    auto to = create_reorder_kernel(s, Layout::nChw16c, Layout::nChw16c_u8, Isa::avx512, &why, &g);
+    auto from =
+        create_reorder_kernel(s, Layout::nChw16c_u8, Layout::nChw16c, Isa::avx512, &why, &g);
+    REQUIRE_MESSAGE((to && from), why);
+    CHECK(!create_reorder_kernel(s, Layout::nChw16c, Layout::nChw16c_u8, Isa::avx512, &why));
+    std::vector<uint8_t> got(want.size() + 64, 0xa5);
+    std::vector<float> back(blocked.size() + 16, 7.f);
+    const float* in1[] = {blocked.data()};
+    float* out1[] = {reinterpret_cast<float*>(got.data())};
+    KernelArgs a;
+    a.src = in1;
+    a.dst = out1;
+    to->run(a, 0, to->tiles());
+    CHECK(std::memcmp(got.data(), want.data(), want.size()) == 0);
+    CHECK(std::count(got.begin() + std::ptrdiff_t(want.size()), got.end(), 0xa5) == 64);
+    const float* in2[] = {reinterpret_cast<const float*>(got.data())};
+    float* out2[] = {back.data()};
+    a.src = in2;
+    a.dst = out2;
+    from->run(a, 0, from->tiles());
+    for (size_t i = 0; i < blocked.size(); ++i)
+      REQUIRE(back[i] == (float(want[i]) - g.zero) * g.scale);
+    CHECK(back[blocked.size()] == 7.f);
+  }
 }
 
 TEST_CASE("gemm1x1 int8 refusals") {

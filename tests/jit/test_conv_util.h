@@ -221,6 +221,20 @@ inline std::vector<float> to_layout(const Tensor& t, Layout l,
 
 // Runs `k` on the operands (src in `src_l`, dst/residual in `dst_l`); tiles run as two halves,
 // the second half first (as two threads might), into a NaN-filled output. Returns NCHW.
+// Runs all of k's tiles (the second half first) on fresh guarded scratch; checks the guard.
+inline void run_tiles_checked(const Kernel& k, const float* const* ins, float* const* outs) {
+  GuardedScratch scratch(k);
+  KernelArgs a;
+  a.src = ins;
+  a.dst = outs;
+  a.scratch = scratch.get();
+  const int64_t t = k.tiles();
+  k.run(a, t / 2, t);
+  k.run(a, 0, t / 2);
+  CHECK_MESSAGE(scratch.guard_intact(),
+                "kernel wrote past the " << k.scratch_bytes() << " bytes of scratch it declares");
+}
+
 inline Tensor run_kernel(const Kernel& k, const ConvProblem& p, const Operands& o, Layout src_l,
                          Layout dst_l) {
   const Shape ys{p.n, p.oc, p.oh, p.ow};
@@ -239,18 +253,9 @@ inline Tensor run_kernel(const Kernel& k, const ConvProblem& p, const Operands& 
   std::vector<float> dst(elems + guard, std::numeric_limits<float>::quiet_NaN());
   std::fill(dst.begin() + int64_t(elems), dst.end(), 12345.f);
   float* outs[] = {dst.data()};
-  GuardedScratch scratch(k);
-  KernelArgs a;
-  a.src = ins.data();
-  a.dst = outs;
-  a.scratch = scratch.get();
-  const int64_t t = k.tiles();
-  k.run(a, t / 2, t);
-  k.run(a, 0, t / 2);
+  run_tiles_checked(k, ins.data(), outs);
   CHECK_MESSAGE(std::count(dst.begin() + int64_t(elems), dst.end(), 12345.f) == int64_t(guard),
                 "kernel wrote past the end of dst");
-  CHECK_MESSAGE(scratch.guard_intact(),
-                "kernel wrote past the " << k.scratch_bytes() << " bytes of scratch it declares");
   Tensor y(DType::f32, ys);
   convert_layout(dst.data(), dst_l, y.data<float>(), Layout::nchw, ys);
   return y;

@@ -131,7 +131,102 @@ std::string qdq_first_and_grouped_model() {
   return b.bytes();
 }
 
+// A bottleneck block: x [1, 128, 28, 28] -> Q/DQ (u8) = xd -> 1x1 conv, 128 -> 64 -> Relu -> Q/DQ
+// -> 3x3 conv -> Relu -> Q/DQ -> 1x1 conv, 64 -> 128 -> Add xd -> Relu -> Q/DQ -> 1x1 conv,
+// 128 -> 96 = y: every activation between the convs (and the residual) is on a uint8 grid.
+std::string qdq_block_model() {
+  OnnxBuilder b;
+  b.input("x", {1, 128, 28, 28}).output("y");
+  const std::vector<float> scales{3.f / 127, 0.02f, 0.03f, 0.025f};
+  const std::vector<int> zeros{119, 0, 0, 0};
+  for (size_t i = 0; i < scales.size(); ++i) {
+    b.init_f("s" + std::to_string(i), {}, {scales[i]});
+    init_8bit(b, "z" + std::to_string(i), onnx::TensorProto::UINT8, {}, {zeros[i]});
+  }
+  auto qdq = [&](const std::string& in, const std::string& out, int i) {
+    const std::string s = "s" + std::to_string(i), z = "z" + std::to_string(i);
+    b.node("QuantizeLinear", {in, s, z}, {out + "_q"});
+    b.node("DequantizeLinear", {out + "_q", s, z}, {out});
+  };
+  auto conv = [&](const std::string& in, const std::string& out, int k, int c, int ks,
+                  uint32_t seed) {
+    std::vector<int> wq(size_t(k * c * ks * ks));
+    const std::vector<float> r = kiln::test::randoms(wq.size(), seed, -127.f, 127.f);
+    for (size_t i = 0; i < wq.size(); ++i) wq[i] = int(r[i]);
+    const std::string w = "w" + std::to_string(seed);
+    init_8bit(b, w + "q", onnx::TensorProto::INT8, {k, c, ks, ks}, wq);
+    std::vector<float> sw(static_cast<size_t>(k));
+    for (size_t i = 0; i < sw.size(); ++i) sw[i] = 0.001f * float(1 + i % 3);
+    b.init_f(w + "s", {k}, sw);
+    OnnxBuilder::attr_i(b.node("DequantizeLinear", {w + "q", w + "s"}, {w}), "axis", 0);
+    auto& n = b.node("Conv", {in, w}, {out});
+    if (ks == 3) OnnxBuilder::attr_ints(n, "pads", {1, 1, 1, 1});
+  };
+  qdq("x", "xd", 0);
+  conv("xd", "c1", 64, 128, 1, 31);
+  b.node("Relu", {"c1"}, {"r1"});
+  qdq("r1", "a", 1);
+  conv("a", "c2", 64, 64, 3, 32);
+  b.node("Relu", {"c2"}, {"r2"});
+  qdq("r2", "bb", 2);
+  conv("bb", "c3", 128, 64, 1, 33);
+  b.node("Add", {"c3", "xd"}, {"sum"});
+  b.node("Relu", {"sum"}, {"r3"});
+  qdq("r3", "c", 3);
+  conv("c", "y", 96, 128, 1, 34);
+  return b.bytes();
+}
+
 }  // namespace
+
+TEST_CASE("QDQ session: int8 convs pass uint8 activations (nChw16c_u8) and match the reference") {
+  const bool int8 = kiln::testing::has_vnni() && kiln::detect_isa() == kiln::Isa::avx512;
+  const std::string bytes = qdq_block_model();
+  // Whatever the measurements choose (a step of an intermediate grid may flip, as f32 sums
+  // differ from the integer ones in their last bit).
+  kiln::test::compare_with_reference(bytes, {1, 128, 28, 28}, 0.03, [](const kiln::Session&) {});
+  // The cost model's plan (deterministic): uint8 between the convs where the CPU runs them
+  // in int8; the values the next conv reads and the residual the third conv adds.
+  kiln::Tensor x(kiln::DType::f32, {1, 128, 28, 28});
+  const std::vector<float> xv = kiln::test::randoms(size_t(x.numel()), 10, -2.f, 2.f);
+  std::copy(xv.begin(), xv.end(), x.data<float>());
+  kiln::SessionOptions o;
+  o.use_cache = false;
+  o.tune = kiln::TuneMode::none;
+  std::unique_ptr<kiln::Session> s;
+  const kiln::Tensor got = kiln::test::run_session(bytes, o, x, &s)[0];
+  int u8_src = 0, u8_dst = 0, res = 0, u8_res = 0;
+  for (size_t i = 0; i < s->graph().nodes.size(); ++i) {
+    const kiln::Node& n = s->graph().nodes[i];
+    const kiln::Label& l = s->selection().nodes[i].label;
+    if (n.op != "Conv") continue;
+    u8_src += l.conv.src == kiln::Layout::nChw16c_u8;
+    u8_dst += l.conv.dst == kiln::Layout::nChw16c_u8;
+    const auto q = kiln::conv_int8_params(n);
+    res += q && q->residual && q->residual->scale == 3.f / 127 && q->residual->zero == 119.f;
+    u8_res += q && q->residual && l.conv.dst == kiln::Layout::nChw16c_u8;
+    const auto back = kiln::Label::parse(l.key());
+    REQUIRE(back);
+    CHECK(back->key() == l.key());
+  }
+  CHECK(res == 1);  // (decided on any ISA: the third conv's fused residual is xd's grid)
+  if (int8) {  // (this plan: the 1x1 convs read u8, the third writes u8 and adds a u8 residual)
+    CHECK(u8_src >= 2);
+    CHECK(u8_dst >= 1);
+    CHECK(u8_res == 1);
+  } else {
+    MESSAGE("SKIPPED: no AVX512-VNNI here: the uint8 layout is not offered");
+    CHECK(u8_src + u8_dst == 0);
+  }
+  o.reference = true;
+  const kiln::Tensor want = kiln::test::run_session(bytes, o, x)[0];
+  double maxref = 0, maxdiff = 0;
+  for (int64_t i = 0; i < want.numel(); ++i) {
+    maxref = std::max(maxref, double(std::fabs(want.data<float>()[i])));
+    maxdiff = std::max(maxdiff, double(std::fabs(got.data<float>()[i] - want.data<float>()[i])));
+  }
+  CHECK(maxdiff <= 0.03 * maxref);
+}
 
 TEST_CASE(
     "QDQ session: a first conv (NCHW, dense K) and a grouped conv run on int8 labels and match "
@@ -156,10 +251,10 @@ TEST_CASE(
   struct Case {
     kiln::ConvFamily family;
     int group;
-    std::string key;
+    std::string key;  // (the dst may also be nChw16c_u8: the first conv's output is on a grid)
   };
-  for (const Case& c : {Case{kiln::ConvFamily::im2col, 1, "conv.im2col.nchw.nChw16c.int8"},
-                        Case{kiln::ConvFamily::grouped, 2, "conv.grouped.nChw16c.nChw16c.int8"}}) {
+  for (const Case& c : {Case{kiln::ConvFamily::im2col, 1, "conv.im2col.nchw.nChw16c"},
+                        Case{kiln::ConvFamily::grouped, 2, "conv.grouped.nChw16c"}}) {
     // (no structured binding: clang does not let CAPTURE's lambda name one)
     const std::string& key = c.key;
     const int group = c.group;
@@ -171,7 +266,7 @@ TEST_CASE(
     for (size_t i = 0; i < g.nodes.size(); ++i)
       if (g.nodes[i].op == "Conv" && g.nodes[i].attr_i("group", 1) == group) {
         const kiln::Label& l = s->selection().nodes[i].label;
-        CHECK((l.key() == key) == int8);
+        CHECK((l.key().rfind(key, 0) == 0 && l.precision == kiln::Precision::int8) == int8);
         const auto back = kiln::Label::parse(l.key());  // (tuning and plan caches)
         REQUIRE(back);
         CHECK(back->key() == l.key());
