@@ -199,6 +199,9 @@ class ChainEmitter {
   // (min(max(rint(x / s) + z, lo), hi) - z) * s, graph/quant.h's steps (max / min with the
   // bound first: NaN passes through, as std::max / std::min there).
   // store_q: stop at the integer (int8: + 128, into uint8's range).
+  // The zero point z (an integer) moves to the bounds: min(max(n + z, lo), hi) - z is
+  // min(max(n, lo - z), hi - z) exactly (small integers; a huge n meets the same bound), one
+  // add and one subtract fewer.
   void quant_dequant(const PostOp& op, bool store_q) {
     const QuantRange r = quant_range(op.kind == K::quant_dequant_s8 ? kOnnxInt8 : kOnnxUint8);
     g_.vdivps(a_, a_, c_.f32(op.alpha));
@@ -206,17 +209,17 @@ class ChainEmitter {
       g_.vrndscaleps(a_, a_, 0x08);
     else
       g_.vroundps(a_, a_, 0x08);
-    g_.vaddps(a_, a_, c_.f32(op.beta));
-    g_.vmovaps(t(0), c_.f32(r.lo));
+    g_.vmovaps(t(0), c_.f32(r.lo - op.beta));
     g_.vmaxps(a_, t(0), a_);
-    g_.vmovaps(t(0), c_.f32(r.hi));
+    g_.vmovaps(t(0), c_.f32(r.hi - op.beta));
     g_.vminps(a_, t(0), a_);
-    if (store_q) {
-      if (op.kind == K::quant_dequant_s8) g_.vaddps(a_, a_, c_.f32(128.f));
+    if (store_q) {  // q = n + z (an int8 grid + 128, into uint8's range)
+      g_.vaddps(a_, a_, c_.f32(op.beta + (op.kind == K::quant_dequant_s8 ? 128.f : 0.f)));
       return;
     }
-    g_.vsubps(a_, a_, c_.f32(op.beta));
-    g_.vmulps(a_, a_, c_.f32(op.alpha));
+    // n * s + 0: the reference's (q - z) * s is +0 where n is -0 (rint of (-0.5, 0]).
+    g_.vxorps(t(0), t(0), t(0));
+    g_.vfmadd132ps(a_, t(0), c_.f32(op.alpha));
   }
 
   // AVX-512: acc = (acc <pred> v) ? v : acc.
@@ -331,6 +334,43 @@ int EpilogueEmitter::temps_needed(bool tail) const {
   return n;
 }
 
+bool EpilogueEmitter::clamped_next(size_t i) const {
+  if (i + 1 >= ops_.size() || ops_[i].kind != K::relu) return false;
+  const PostOp& q = ops_[i + 1];
+  if (q.kind != K::quant_dequant_u8 && q.kind != K::quant_dequant_s8) return false;
+  return q.beta == quant_range(q.kind == K::quant_dequant_s8 ? kOnnxInt8 : kOnnxUint8).lo;
+}
+
+void EpilogueEmitter::apply_group(const std::vector<int>& accs, const std::vector<int>& temps,
+                                  const std::vector<Operands>& where) {
+  const int need = temps_needed(false), nregs = isa_ == Isa::avx512 ? 32 : 16;
+  if (where.size() != accs.size() || temps.size() < accs.size() * size_t(need))
+    fail(Code::internal, "epilogue group: " + std::to_string(accs.size()) + " accumulators need " +
+                             std::to_string(accs.size() * size_t(need)) + " scratch registers");
+  std::vector<int> used(accs);
+  used.insert(used.end(), temps.begin(),
+              temps.begin() + std::ptrdiff_t(accs.size() * size_t(need)));
+  for (int r : used)
+    if (r < 0 || r >= nregs || std::count(used.begin(), used.end(), r) > 1)
+      fail(Code::internal, "epilogue group: registers overlap or are out of range");
+  std::vector<std::vector<int>> mine(accs.size());
+  std::vector<ChainEmitter> e;
+  e.reserve(accs.size());
+  for (size_t k = 0; k < accs.size(); ++k) {
+    mine[k].assign(temps.begin() + std::ptrdiff_t(k * size_t(need)),
+                   temps.begin() + std::ptrdiff_t((k + 1) * size_t(need)));
+    e.emplace_back(g_, isa_, consts_, accs[k], mine[k], 0, u8_);
+  }
+  if (has_bias_)
+    for (size_t k = 0; k < accs.size(); ++k) {
+      if (!where[k].bias) fail(Code::internal, "epilogue: no bias operand");
+      e[k].bias(where[k].bias());
+    }
+  for (size_t i = 0; i < ops_.size(); ++i)
+    for (size_t k = 0; k < accs.size() && !clamped_next(i); ++k)
+      e[k].op(ops_[i], where[k], int(i), i + 1 == ops_.size());
+}
+
 void EpilogueEmitter::apply(int acc, const std::vector<int>& temps, const Operands& where,
                             int tail) {
   const int w = simd_width(isa_), nregs = isa_ == Isa::avx512 ? 32 : 16;
@@ -354,7 +394,8 @@ void EpilogueEmitter::apply(int acc, const std::vector<int>& temps, const Operan
     if (!where.bias) fail(Code::internal, "epilogue: no bias operand");
     e.bias(where.bias());
   }
-  for (size_t i = 0; i < ops_.size(); ++i) e.op(ops_[i], where, int(i), i + 1 == ops_.size());
+  for (size_t i = 0; i < ops_.size(); ++i)
+    if (!clamped_next(i)) e.op(ops_[i], where, int(i), i + 1 == ops_.size());
 }
 
 void EpilogueEmitter::emit_constants() {

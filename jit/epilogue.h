@@ -67,6 +67,14 @@ class EpilogueEmitter {
   // compare-and-select of leaky_relu / clip / hardsigmoid). Lanes past `tail` hold garbage.
   void apply(int acc, const std::vector<int>& temps, const Operands& where, int tail = 0);
 
+  // apply() for several accumulators at once, op by op across them (their chains are
+  // independent: interleaved, the core overlaps their latencies instead of running one long
+  // dependency chain after another). Full vectors only (no tail). Each accumulator gets its
+  // own temps_needed(false) registers of `temps` (at least accs.size() times that);
+  // where[k] addresses accs[k]'s operands.
+  void apply_group(const std::vector<int>& accs, const std::vector<int>& temps,
+                   const std::vector<Operands>& where);
+
   // Emits the constant table (exp coefficients, 6.0, 0.5, ...) the chain refers to. Call once
   // after the kernel's ret and after the last apply(), before create() finishes.
   void emit_constants();
@@ -76,6 +84,11 @@ class EpilogueEmitter {
   Isa isa_;
   bool has_bias_;
   std::vector<PostOp> ops_;
+  // Whether op i is a relu the next op does anyway: a quantize-dequantize whose zero point is
+  // its range's low end clamps every negative x (and -0) to what relu(x) gives; NaN passes
+  // both. Skipped, the chain computes the same values.
+  bool clamped_next(size_t i) const;
+
   EpilogueU8 u8_;
   VecConsts consts_;
 };

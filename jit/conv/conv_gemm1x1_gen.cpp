@@ -32,7 +32,8 @@ Gemm1x1Generator::Gemm1x1Generator(const Gemm1x1Conf& c, int ob, bool last_group
   u8.store_q = c.u8_dst;
   u8.residual = c.u8_dst && c.int8_params->residual;
   if (u8.residual) u8.res = *c.int8_params->residual;
-  epi_ = std::make_unique<EpilogueEmitter>(*this, c.isa, c.p.bias, c.p.post, u8);
+  // (int8: the bias joins the sums' scaling, one FMA: emit_store.)
+  epi_ = std::make_unique<EpilogueEmitter>(*this, c.isa, c.p.bias && !c.int8, c.p.post, u8);
   if (c.ur_m * ob + std::max(epi_->temps_needed(), 1) > vector_regs(c.isa))
     fail(Code::internal, "kernel " + name + ": epilogue needs " +
                              std::to_string(epi_->temps_needed()) + " scratch registers");
@@ -145,24 +146,52 @@ void Gemm1x1Generator::emit_k_body(int ur, int nic) {
 void Gemm1x1Generator::emit_store(int ur) {
   const std::vector<int> temps = vreg_range(ur * ob_, epi_->temps_needed());
   store_accumulators(k_split_, offsetof(ConvCallArgs, flags), [&](bool final) {
-    if (c_.int8) {  // int32 sums -> f32 x (x_scale * w_scale[oc]); the K loop's registers are free
+    if (c_.int8) {  // int32 sums -> f32 x (x_scale * w_scale[oc]) + bias; the K loop's registers
+                    // are free
+      const Zmm qs(ur * ob_);
       mov(wei_k_, ptr[abi_param1 + offsetof(ConvCallArgs, qscale)]);
-      for (int j = 0; j < ob_; ++j)
+      mov(epi_b_, ptr[abi_param1 + offsetof(ConvCallArgs, bias)]);
+      for (int j = 0; j < ob_; ++j) {
+        vmovups(qs, ptr[wei_k_ + j * c_.simd * 4]);
         for (int m = 0; m < ur; ++m) {
           vcvtdq2ps(Zmm(acc(m, j)), Zmm(acc(m, j)));
-          vmulps(Zmm(acc(m, j)), Zmm(acc(m, j)), ptr[wei_k_ + j * c_.simd * 4]);
+          vfmadd213ps(Zmm(acc(m, j)), qs, ptr[epi_b_ + j * c_.simd * 4]);
         }
+      }
     }
+    // The epilogue runs on groups of accumulators at once (apply_group), as many as the free
+    // registers give each its scratch; tails one by one.
+    const int need = std::max(epi_->temps_needed(false), 1);
+    const std::vector<int> free = vreg_range(ur * ob_, vector_regs(c_.isa) - ur * ob_);
+    const size_t group = std::max<size_t>(1, free.size() / size_t(need));
+    std::vector<int> accs;
+    std::vector<EpilogueEmitter::Operands> where;
+    auto flush = [&] {
+      if (!accs.empty()) epi_->apply_group(accs, free, where);
+      accs.clear();
+      where.clear();
+    };
+    for (int j = 0; j < ob_; ++j) {
+      for (int m = 0; m < ur && final && !epi_->empty(); ++m) {
+        const int64_t dofs = m * c_.dst_pix_bytes() + j * c_.dst_vec_bytes();
+        EpilogueAddressing ea{
+            this, abi_param1, epi_a_, epi_b_, dst_m_, dofs, int64_t(j) * c_.simd * 4};
+        // A lane tail in a blocked layout only matters for the plain [OC] scale/shift arrays.
+        const int tail = j == ob_ - 1 ? epi_tail_ : 0;
+        if (tail) {
+          epi_->apply(acc(m, j), temps, ea.operands(), tail);
+          continue;
+        }
+        accs.push_back(acc(m, j));
+        where.push_back(ea.operands());
+        if (accs.size() == group) flush();
+      }
+    }
+    flush();
     for (int j = 0; j < ob_; ++j) {
       const bool masked = lane_tail_ && j == ob_ - 1;
       for (int m = 0; m < ur; ++m) {
         const int64_t dofs = m * c_.dst_pix_bytes() + j * c_.dst_vec_bytes();
-        if (final && !epi_->empty()) {
-          EpilogueAddressing ea{
-              this, abi_param1, epi_a_, epi_b_, dst_m_, dofs, int64_t(j) * c_.simd * 4};
-          // A lane tail in a blocked layout only matters for the plain [OC] scale/shift arrays.
-          epi_->apply(acc(m, j), temps, ea.operands(), j == ob_ - 1 ? epi_tail_ : 0);
-        }
         if (c_.bf16_dst) {  // (blocked: no lane tail)
           vcvtneps2bf16(Ymm(acc(m, j)), Zmm(acc(m, j)));
           vmovdqu16(ptr[dst_m_ + dofs], Ymm(acc(m, j)));

@@ -272,8 +272,12 @@ void check_u8(ConvProblem p, uint64_t seed, int ur = 0, int ob = 0,
         CHECK_MESSAGE(off == 0, off << " outputs more than a quantum from the reference");
         continue;
       }
-      CHECK_MESSAGE(std::memcmp(got.raw(), base.raw(), size_t(got.nbytes())) == 0,
-                    "differs from the nChw16c -> nChw16c kernel's output");
+      int64_t first = -1;
+      for (int64_t i = 0; i < got.numel() && first < 0; ++i)
+        if (std::memcmp(got.data<float>() + i, base.data<float>() + i, 4)) first = i;
+      CHECK_MESSAGE(first < 0, "differs from the nChw16c -> nChw16c kernel's output at "
+                                   << first << ": " << got.data<float>()[std::max<int64_t>(first, 0)]
+                                   << " vs " << base.data<float>()[std::max<int64_t>(first, 0)]);
     }
 }
 
