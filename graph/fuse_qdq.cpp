@@ -3,6 +3,7 @@
 #include <cmath>
 #include <map>
 #include <optional>
+#include <vector>
 
 #include "graph/infer.h"
 #include "graph/passes.h"
@@ -37,7 +38,49 @@ std::optional<QuantParams> params_of(const Graph& g, const Node& n, ValueId x) {
   return p;
 }
 
+bool same_grid(const Node& a, const Node& b) {
+  for (const char* k : {"scale", "zero_point"})
+    if (a.attrs.at(k).f != b.attrs.at(k).f) return false;
+  return a.attrs.at("to").i == b.attrs.at("to").i;
+}
+
+// QuantizeDequantize nodes whose input is already on their grid become Identity.
+int drop_requantizations(Graph& g) {
+  const std::vector<int> producer = g.producers();
+  auto node_of = [&](ValueId v) -> const Node* {
+    const int p = v == kNoValue ? -1 : producer[size_t(v)];
+    return p < 0 ? nullptr : &g.nodes[size_t(p)];
+  };
+  std::vector<size_t> drop;  // (decided on the graph as it is: a chain drops all but its first)
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    const Node& n = g.nodes[i];
+    if (n.op != "QuantizeDequantize") continue;
+    const Node* p = node_of(n.in(0));
+    if (p && p->op == "MaxPool" && maxpool_keeps_grid(g, *p)) p = node_of(p->in(0));
+    if (p && p->op == "QuantizeDequantize" && same_grid(*p, n)) drop.push_back(i);
+  }
+  for (size_t i : drop) {
+    g.nodes[i].op = "Identity";
+    g.nodes[i].attrs.clear();
+  }
+  return int(drop.size());
+}
+
 }  // namespace
+
+bool maxpool_keeps_grid(const Graph& g, const Node& n) {
+  if (n.op != "MaxPool" || n.outputs.size() != 1 || n.in(0) == kNoValue) return false;
+  const Shape& x = g.value(n.inputs[0]).shape;
+  const Shape& y = g.value(n.outputs[0]).shape;
+  const auto k = n.attr_ints("kernel_shape"), s = n.attr_ints("strides", {1, 1});
+  const auto p = n.attr_ints("pads", {0, 0, 0, 0}), d = n.attr_ints("dilations", {1, 1});
+  if (x.size() != 4 || y.size() != 4 || k.size() != 2 || s.size() != 2 || p.size() != 4 ||
+      d != std::vector<int64_t>{1, 1} || n.attr_s("auto_pad", "NOTSET") != "NOTSET")
+    return false;
+  for (size_t a = 0; a < 2; ++a)  // the first and the last window of each axis reach the input
+    if (p[a] > k[a] - 1 || (y[a + 2] - 1) * s[a] - p[a] > x[a + 2] - 1) return false;
+  return true;
+}
 
 int fuse_qdq(Graph& g) {
   std::map<ValueId, QuantParams> quantized;  // QuantizeLinear outputs
@@ -45,7 +88,7 @@ int fuse_qdq(Graph& g) {
     if (n.op == "QuantizeLinear" && n.outputs.size() == 1 && n.outputs[0] != kNoValue)
       if (auto p = params_of(g, n, n.in(0))) quantized[n.outputs[0]] = *p;
   if (quantized.empty()) return 0;
-  return rewrite_nodes(g, [&](std::vector<Node>& nodes, const Node& n) {
+  const int fused = rewrite_nodes(g, [&](std::vector<Node>& nodes, const Node& n) {
     if (n.op != "DequantizeLinear" || n.outputs.size() != 1) return false;
     auto q = quantized.find(n.in(0));
     if (q == quantized.end()) return false;
@@ -62,6 +105,7 @@ int fuse_qdq(Graph& g) {
     emit_node(g, nodes, std::move(f), n.name, n.outputs[0]);
     return true;
   });
+  return fused + drop_requantizations(g);
 }
 
 }  // namespace kiln

@@ -107,7 +107,16 @@ int fold_conv_affine(Graph& g);
 // QuantizeLinear -> DequantizeLinear with the same per-tensor constant scale and zero point
 // (QDQ models' activations): one QuantizeDequantize node, a unary op with attributes scale,
 // zero_point and to (graph/quant.h), which the elementwise kernels compute (fuse_qdq.cpp).
+// It also drops a QuantizeDequantize whose input is on its grid already (an Identity then,
+// removed with the others): the output of a QuantizeDequantize with the same scale, zero point
+// and type, or of a MaxPool (maxpool_keeps_grid) of one — QDQ models requantize pooled values
+// on their input's grid.
 int fuse_qdq(Graph& g);
+// Whether MaxPool node n maps values on a quantization grid to values on it: every window
+// holds at least one input element (a window wholly in the padding would give -inf; inference
+// already refuses pads as wide as the window and trims ceil-mode windows, this checks again),
+// dilation 1, one output, a 4-D input. The max of grid values is one of them.
+bool maxpool_keeps_grid(const Graph& g, const Node& n);
 
 // The standard pipeline used at load: infer+fold, identities, BN folding, the pattern rewrites
 // and the glue rewrites above, dead code.

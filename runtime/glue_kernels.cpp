@@ -1,5 +1,7 @@
 #include "runtime/glue_kernels.h"
 
+#include <emmintrin.h>
+
 #include <algorithm>
 #include <cstring>
 #include <limits>
@@ -98,19 +100,60 @@ class BlockedPoolKernel : public Kernel {
       include_pad_ = n.attr_i("count_include_pad", 0) != 0;
     }
     bf16_ = layout_bf16(l);
+    u8_ = layout_u8(l);
     name_ = std::string(max_ ? "pool_max" : "pool_avg") + (global_ ? "_global" : "") +
-            (bf16_ ? "_bf16_" : "_f32_") + layout_name(l) + "__cpp";
+            (bf16_ ? "_bf16_"
+             : u8_ ? "_u8_"
+                   : "_f32_") +
+            layout_name(l) + "__cpp";
   }
   const std::string& name() const override { return name_; }
   int64_t tiles() const override { return dst_[0] * cblocks() * dst_[2]; }
   void run(const KernelArgs& a, int64_t b, int64_t e) const override {
     if (bf16_)
       run_as<uint16_t>(a, b, e);
+    else if (u8_)
+      run_max_u8(a, b, e);
     else
       run_as<float>(a, b, e);
   }
 
  private:
+  // f(pixel index h * W + w) for each tap of the window from (h0, w0) inside the image.
+  template <class F>
+  void for_each_tap(int64_t h0, int64_t w0, F f) const {
+    const int64_t H = src_[2], W = src_[3];
+    for (int64_t i = 0; i < kh_; ++i) {
+      const int64_t h = h0 + i * dh_;
+      if (h < 0 || h >= H) continue;
+      for (int64_t j = 0; j < kw_; ++j) {
+        const int64_t w = w0 + j * dw_;
+        if (w >= 0 && w < W) f(h * W + w);
+      }
+    }
+  }
+
+  // Max pooling of the bytes of a uint8 grid (nChw16c_u8: make_blocked_pool_kernel takes
+  // MaxPool only): a block's 16 bytes at once (SSE2 pmaxub); 0 is the identity of a max of
+  // bytes, and every window holds an element (graph/passes.h maxpool_keeps_grid).
+  void run_max_u8(const KernelArgs& a, int64_t b, int64_t e) const {
+    const int64_t H = src_[2], W = src_[3], OH = dst_[2], OW = dst_[3];
+    for (int64_t t = b; t < e; ++t) {
+      const int64_t oh = t % OH, nc = t / OH;
+      const uint8_t* src = reinterpret_cast<const uint8_t*>(a.src[0]) + nc * H * W * 16;
+      uint8_t* dst = reinterpret_cast<uint8_t*>(a.dst[0]) + (nc * OH + oh) * OW * 16;
+      const int64_t h0 = oh * sh_ - pt_;
+      for (int64_t ow = 0; ow < OW; ++ow) {
+        __m128i acc = _mm_setzero_si128();
+        for_each_tap(h0, ow * sw_ - pl_, [&](int64_t pix) {
+          acc =
+              _mm_max_epu8(acc, _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + pix * 16)));
+        });
+        _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + ow * 16), acc);
+      }
+    }
+  }
+
   // T: float, or uint16_t (bf16: widened exactly; a max is a bf16 value already, so it is
   // stored by truncation, an average rounded to nearest even).
   template <class T>
@@ -131,20 +174,14 @@ class BlockedPoolKernel : public Kernel {
         std::fill(acc, acc + B, max_ ? -std::numeric_limits<float>::infinity() : 0.f);
         const int64_t h0 = oh * sh_ - pt_, w0 = ow * sw_ - pl_;
         int64_t count = 0;
-        for (int64_t i = 0; i < kh_; ++i) {
-          const int64_t h = h0 + i * dh_;
-          if (h < 0 || h >= H) continue;
-          for (int64_t j = 0; j < kw_; ++j) {
-            const int64_t w = w0 + j * dw_;
-            if (w < 0 || w >= W) continue;
-            const T* s = src + (h * W + w) * B;
-            ++count;
-            if (max_)
-              for (int64_t c = 0; c < B; ++c) acc[c] = std::max(acc[c], get(s[c]));
-            else
-              for (int64_t c = 0; c < B; ++c) acc[c] += get(s[c]);
-          }
-        }
+        for_each_tap(h0, w0, [&](int64_t pix) {
+          const T* s = src + pix * B;
+          ++count;
+          if (max_)
+            for (int64_t c = 0; c < B; ++c) acc[c] = std::max(acc[c], get(s[c]));
+          else
+            for (int64_t c = 0; c < B; ++c) acc[c] += get(s[c]);
+        });
         if (!max_) {
           if (include_pad_) {  // window clipped to the padded extent (PyTorch's rule)
             const int64_t hs = std::max<int64_t>(h0, -pt_), ws = std::max<int64_t>(w0, -pl_);
@@ -168,7 +205,7 @@ class BlockedPoolKernel : public Kernel {
   int64_t cblocks() const { return round_up(src_[1], b_) / b_; }
   Shape src_, dst_;
   int64_t b_;
-  bool global_ = false, max_ = false, include_pad_ = false, bf16_ = false;
+  bool global_ = false, max_ = false, include_pad_ = false, bf16_ = false, u8_ = false;
   int64_t kh_ = 1, kw_ = 1, sh_ = 1, sw_ = 1, pt_ = 0, pl_ = 0, ph_end_ = 0, pw_end_ = 0;
   int64_t dh_ = 1, dw_ = 1;
   std::string name_;
@@ -225,6 +262,7 @@ std::unique_ptr<Kernel> make_blocked_pool_kernel(const Node& node, const Shape& 
   if (std::none_of(std::begin(ops), std::end(ops), [&](const char* o) { return node.op == o; }))
     return nullptr;
   if (src.size() != 4 || layout_block(l) == 1) return nullptr;
+  if (layout_u8(l) && node.op != "MaxPool") return nullptr;  // (an average leaves the grid)
   return std::make_unique<BlockedPoolKernel>(node, src, dst, l);
 }
 

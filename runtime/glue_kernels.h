@@ -30,7 +30,8 @@ std::unique_ptr<Kernel> make_reorder_kernel(const Shape& nchw, Layout from, Layo
                                             const U8Quant* q = nullptr);
 
 // MaxPool / AveragePool (explicit attrs), GlobalAveragePool / GlobalMaxPool on a blocked
-// layout (both src and dst in `l`). Returns nullptr if the node is not one of those.
+// layout (both src and dst in `l`; nChw16c_bf16, and nChw16c_u8 for MaxPool only). Returns
+// nullptr if the node is not one of those.
 // Fallback for create_pool_kernel in a pool label on a blocked layout (runtime/labels.cpp)
 // where the generated kernel refuses: a window whose reach does not fit 32-bit displacements
 // (strides, pads or dilations in the billions; found by fuzz_session), too many border

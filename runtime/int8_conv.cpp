@@ -5,6 +5,7 @@
 #include <optional>
 #include <vector>
 
+#include "graph/passes.h"
 #include "graph/post_ops.h"
 #include "graph/quant.h"
 
@@ -56,7 +57,7 @@ std::shared_ptr<const ConvInt8> decide(const Graph& g, const Node& n,
   if (n.op != "Conv" || n.inputs.size() < 2 || n.in(0) == kNoValue) return nullptr;
   const int prod = producer[size_t(n.inputs[0])];
   if (prod < 0) return nullptr;
-  const std::optional<U8Quant> x = qdq_output(g.nodes[size_t(prod)]);
+  const std::optional<U8Quant> x = u8_output(g.nodes[size_t(prod)]);
   if (!x) return nullptr;
   const Value& wv = g.value(n.inputs[1]);
   if (!wv.is_const() || wv.dtype != DType::f32 || wv.shape.size() != 4) return nullptr;
@@ -88,10 +89,13 @@ std::shared_ptr<const ConvInt8> decide(const Graph& g, const Node& n,
 
 int mark_int8_convs(Graph& g) {
   const std::vector<int> producer = g.producers();
+  // (Nodes in topological order: a MaxPool of a marked value, on its grid, is marked too.)
   for (Node& n : g.nodes) {
     n.attrs.erase(kU8OutAttr);
-    if (const std::optional<U8Quant> u = qdq_output(n); u && n.outputs.size() == 1)
-      n.attrs[kU8OutAttr] = attr_floats({u->scale, u->zero});
+    std::optional<U8Quant> u = qdq_output(n);
+    if (!u && maxpool_keeps_grid(g, n) && producer[size_t(n.inputs[0])] >= 0)
+      u = u8_output(g.nodes[size_t(producer[size_t(n.inputs[0])])]);
+    if (u && n.outputs.size() == 1) n.attrs[kU8OutAttr] = attr_floats({u->scale, u->zero});
   }
   int marked = 0;
   for (Node& n : g.nodes) {

@@ -782,6 +782,10 @@ std::string Label::key() const {
       k += ".u" + std::to_string(conv.ur_w) + "o" + std::to_string(conv.oc_blocks);
     return k + (precision == Precision::int8 ? ".int8" : "");
   }
+  // (An eltwise label writing another layout than it reads: a quantize-dequantize storing
+  // its integers, "eltwise.nChw16c.nChw16c_u8".)
+  if (kind == LabelKind::eltwise && out != in)
+    return k + "." + layout_name(in) + "." + layout_name(out);
   return k + "." + layout_name(in) + (precision == Precision::bf16 ? ".bf16" : "");
 }
 
@@ -816,6 +820,14 @@ std::optional<Label> Label::parse(const std::string& key) {
   if (parts.size() == 3 && parts[2] == "bf16" && parts[0] == kind_name(LabelKind::fc)) {
     l.precision = Precision::bf16;
     parts.pop_back();
+  }
+  if (parts.size() == 3 && parts[0] == kind_name(LabelKind::eltwise)) {
+    const auto in = layout_from(parts[1]), out = layout_from(parts[2]);
+    if (!in || !out || *in == *out) return std::nullopt;
+    l.kind = LabelKind::eltwise;
+    l.in = *in;
+    l.out = *out;
+    return l;
   }
   if (parts.size() != 2) return std::nullopt;
   auto lay = layout_from(parts[1]);
@@ -937,6 +949,10 @@ std::vector<Label> candidate_labels(const Graph& g, int i, Isa isa, bool referen
     // (bf16: the C++ blocked pooling on bf16 elements; f32 sums.)
     if (precision == Precision::bf16 && bf16_supported(isa))
       simple(LabelKind::pool, Layout::nChw16c_bf16);
+    // (A MaxPool on a uint8 grid, of a QDQ model's int8 convs: the C++ blocked pooling on the
+    // bytes; the max of grid values is one.)
+    if (n.op == "MaxPool" && u8_output(n) && isa == Isa::avx512 && host_cpu().avx512_vnni)
+      simple(LabelKind::pool, Layout::nChw16c_u8);
   } else if (jit && is_channel_concat(g, n)) {
     std::vector<Shape> shapes;
     for (ValueId v : n.inputs) shapes.push_back(g.value(v).shape);
@@ -966,6 +982,12 @@ std::vector<Label> candidate_labels(const Graph& g, int i, Isa isa, bool referen
                                                                        : LabelKind::ref;
     for (Layout l : ls)
       if (k != LabelKind::ref || l != Layout::nchw) simple(k, l);  // ref.nchw comes last
+    // A QDQ model's quantize-dequantize may store its integers for int8 convs (nChw16c_u8).
+    if (k == LabelKind::eltwise && n.op == "QuantizeDequantize" && is4d(g, n.outputs[0]) &&
+        u8_output(n) && isa == Isa::avx512 && host_cpu().avx512_vnni) {
+      simple(k, Layout::nChw16c);
+      out.back().out = Layout::nChw16c_u8;
+    }
   } else if (jit && transpose_view(g, n)) {
     simple(LabelKind::transpose, Layout::nchw);
   } else if (jit && subpixel_problem(g, n)) {
@@ -1048,7 +1070,7 @@ Instance instantiate(const Graph& g, int i, const Label& l, Isa isa, std::string
         return no("not a 4-D pooling node");
       const Shape& xs = g.value(n.inputs[0]).shape;
       const Shape& ys = g.value(n.outputs[0]).shape;
-      if (auto pp = pool_problem(n, xs, ys); pp && !layout_bf16(l.in))
+      if (auto pp = pool_problem(n, xs, ys); pp && !layout_bf16(l.in) && !layout_u8(l.in))
         r.kernel = create_pool_kernel(*pp, l.in, isa, &why);
       if (!r.kernel && layout_block(l.in) > 1) r.kernel = make_blocked_pool_kernel(n, xs, ys, l.in);
       break;
@@ -1078,6 +1100,14 @@ Instance instantiate(const Graph& g, int i, const Label& l, Isa isa, std::string
       if (!jit_isa) return no("no JIT on the scalar ISA");
       auto ops = is_flat_elementwise(g, n) ? eltwise_ops(g, n) : std::nullopt;
       if (!ops) return no("not a JIT elementwise op");
+      if (l.out != l.in) {  // a quantize-dequantize storing its integers: the u8 conversion
+        const auto q = u8_output(n);
+        if (n.op != "QuantizeDequantize" || !q || !layout_u8(l.out) || l.in != Layout::nChw16c ||
+            !is4d(g, n.outputs[0]))
+          return no("only a quantize-dequantize writes nChw16c_u8 from nChw16c");
+        r.kernel = create_u8_convert_kernel(g.value(n.outputs[0]).shape, l.in, l.out, *q, &why);
+        break;
+      }
       r.kernel =
           create_eltwise_kernel(value_bytes(g.value(n.outputs[0]), l.in) / 4, *ops, isa, &why);
       break;

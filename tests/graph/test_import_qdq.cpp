@@ -246,3 +246,56 @@ TEST_CASE("QDQ: pairs with different parameters stay two reference ops") {
   CHECK(q == 1);
   CHECK(dq == 1);
 }
+
+TEST_CASE("QDQ: a requantization on the grid its input is on is dropped, exactly") {
+  // x -> Q/DQ(a) -> MaxPool -> Q/DQ(a) -> MaxPool -> Q/DQ(a) -> Q/DQ(a) = y1 (every later Q/DQ
+  // is on a's grid: dropped), and MaxPool -> Q/DQ(b) = y2 (another grid: kept); a dilated
+  // MaxPool (outside maxpool_keeps_grid's cases) -> Q/DQ(a) = y3 (kept).
+  OnnxBuilder b;
+  b.input("x", {1, 3, 5, 5}).output("y1").output("y2").output("y3");
+  b.init_f("sa", {}, {0.1f});
+  init_8bit(b, "za", onnx::TensorProto::UINT8, {}, {30});
+  b.init_f("sb", {}, {0.07f});
+  init_8bit(b, "zb", onnx::TensorProto::UINT8, {}, {30});
+  auto qdq = [&](const std::string& in, const std::string& out, const char* s, const char* z) {
+    b.node("QuantizeLinear", {in, s, z}, {out + "q"}, out + "_q");
+    b.node("DequantizeLinear", {out + "q", s, z}, {out}, out + "_dq");
+  };
+  auto pool = [&](const std::string& in, const std::string& out, int64_t pad, bool dilated) {
+    auto& n = b.node("MaxPool", {in}, {out}, out + "_pool");
+    OnnxBuilder::attr_ints(n, "kernel_shape", {2, 2});
+    OnnxBuilder::attr_ints(n, "strides", {2, 2});
+    OnnxBuilder::attr_ints(n, "pads", {pad, pad, pad, pad});
+    if (dilated) OnnxBuilder::attr_ints(n, "dilations", {2, 2});
+  };
+  qdq("x", "a0", "sa", "za");
+  pool("a0", "p1", 1, false);
+  qdq("p1", "a1", "sa", "za");
+  pool("a1", "p2", 0, false);
+  qdq("p2", "a2", "sa", "za");
+  qdq("a2", "y1", "sa", "za");
+  qdq("p1", "y2", "sb", "zb");
+  pool("a0", "p3", 1, true);
+  qdq("p3", "y3", "sa", "za");
+  std::vector<float> xs(75);
+  for (size_t i = 0; i < xs.size(); ++i) xs[i] = -3.f + 0.173f * float(i);
+  auto fill = [&](size_t, kiln::Tensor& t) { std::copy(xs.begin(), xs.end(), t.data<float>()); };
+  Graph plain = import(b);
+  kiln::infer_shapes(plain);
+  const auto want = kiln::test::run_graph_ref(plain, fill);
+  Graph g = import(b);
+  kiln::optimize(g, kiln::test::ref_eval());
+  int qdqs = 0;
+  for (const kiln::Node& n : g.nodes) qdqs += n.op == "QuantizeDequantize";
+  CHECK(qdqs == 3);  // a0's, y2's and y3's
+  for (const kiln::Node& n : g.nodes)
+    if (n.op == "MaxPool") CHECK(kiln::maxpool_keeps_grid(g, n) == (n.name != "p3_pool"));
+  const auto got = kiln::test::run_graph_ref(g, fill);
+  for (size_t k = 0; k < 3; ++k) {
+    CAPTURE(k);
+    const kiln::Tensor& w = want.at(plain.outputs[k]);
+    const kiln::Tensor& o = got.at(g.outputs[k]);
+    REQUIRE(o.numel() == w.numel());
+    for (int64_t i = 0; i < o.numel(); ++i) CHECK(o.data<float>()[i] == w.data<float>()[i]);
+  }
+}

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <map>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "graph/half.h"
@@ -132,6 +133,47 @@ TEST_CASE("C++ fallback pooling on blocked layouts matches the reference kernels
   CHECK_FALSE(make_blocked_pool_kernel(make_node("Relu"), xs, xs, Layout::nChw8c));
   CHECK_FALSE(
       make_blocked_pool_kernel(make_node("GlobalMaxPool"), xs, {2, 19, 1, 1}, Layout::nchw));
+}
+
+TEST_CASE("C++ max pooling on nChw16c_u8 (a uint8 grid's bytes) matches the reference") {
+  // Values on a uint8 grid (scale 0.05, zero point 100; 19 channels: a partial block whose pad
+  // bytes the kernel ignores); the max of grid values is one, so the bytes are exact.
+  const Shape xs{2, 19, 9, 8};
+  const U8Quant q{0.05f, 100.f};
+  Tensor x(DType::f32, xs);
+  uint32_t r = 12345;
+  for (int64_t i = 0; i < x.numel(); ++i) {
+    r = r * 1664525u + 1013904223u;
+    x.data<float>()[i] = (float(r >> 24) - q.zero) * q.scale;
+  }
+  for (const auto& [k, s, p, ys] : std::vector<std::tuple<int64_t, int64_t, int64_t, Shape>>{
+           {3, 2, 1, {2, 19, 5, 4}}, {2, 2, 0, {2, 19, 4, 4}}, {3, 1, 1, {2, 19, 9, 8}}}) {
+    const Node n = make_node("MaxPool", {{"kernel_shape", attr_ints({k, k})},
+                                         {"strides", attr_ints({s, s})},
+                                         {"pads", attr_ints({p, p, p, p})}});
+    const Tensor want = run(n, {&x}, {{DType::f32, ys}})[0];
+    auto kern = make_blocked_pool_kernel(n, xs, ys, Layout::nChw16c_u8);
+    REQUIRE(kern);
+    CHECK(kern->name().find("_u8_") != std::string::npos);
+    std::vector<uint8_t> src(size_t(layout_bytes(Layout::nChw16c_u8, xs)), 0xff);  // pad: 255
+    for (int64_t b = 0; b < xs[0]; ++b)
+      for (int64_t c = 0; c < xs[1]; ++c)
+        for (int64_t h = 0; h < xs[2]; ++h)
+          for (int64_t w = 0; w < xs[3]; ++w)
+            src[size_t(layout_offset(Layout::nChw16c_u8, xs, b, c, h, w))] = uint8_t(std::lround(
+                x.data<float>()[((b * xs[1] + c) * xs[2] + h) * xs[3] + w] / q.scale + q.zero));
+    std::vector<uint8_t> dst(size_t(layout_bytes(Layout::nChw16c_u8, ys)), 7);
+    run_kernel(*kern, {reinterpret_cast<const float*>(src.data())},
+               {reinterpret_cast<float*>(dst.data())});
+    Tensor got(DType::f32, ys);
+    convert_layout(dst.data(), Layout::nChw16c_u8, got.data<float>(), Layout::nchw, ys, &q);
+    for (int64_t i = 0; i < got.numel(); ++i)
+      REQUIRE(got.data<float>()[i] == want.data<float>()[i]);
+  }
+  // An average leaves the grid: not offered on bytes.
+  CHECK_FALSE(
+      make_blocked_pool_kernel(make_node("AveragePool", {{"kernel_shape", attr_ints({2, 2})}}), xs,
+                               {2, 19, 8, 7}, Layout::nChw16c_u8));
 }
 
 TEST_CASE("C++ fallback concat on blocked layouts: whole-block inputs only") {

@@ -90,6 +90,14 @@ TEST_CASE("precision names parse; other names are refused") {
   CHECK(fc->key() == "fc.nchw.bf16");
   CHECK(kiln::Label::parse("fc.nchw")->precision == Precision::f32);
   CHECK_FALSE(kiln::Label::parse("pool.nchw.bf16"));
+  // An eltwise label may write another layout (a quantize-dequantize storing its integers).
+  const auto q = kiln::Label::parse("eltwise.nChw16c.nChw16c_u8");
+  REQUIRE(q);
+  CHECK(q->in == kiln::Layout::nChw16c);
+  CHECK(q->out == kiln::Layout::nChw16c_u8);
+  CHECK(q->key() == "eltwise.nChw16c.nChw16c_u8");
+  CHECK_FALSE(kiln::Label::parse("eltwise.nChw16c.nChw16c"));
+  CHECK_FALSE(kiln::Label::parse("pool.nChw16c.nChw16c_u8"));
   CHECK_FALSE(kiln::Label::parse("fc.nchw.f16"));
 }
 

@@ -228,6 +228,69 @@ TEST_CASE("QDQ session: int8 convs pass uint8 activations (nChw16c_u8) and match
   CHECK(maxdiff <= 0.03 * maxref);
 }
 
+// x [1, 32, 30, 30] -> Q/DQ -> 3x3 conv -> Relu -> Q/DQ(a) -> MaxPool 3x3 s2 -> Q/DQ(a) -> 1x1
+// conv = y: the pooled values stay on a's grid (the second Q/DQ is dropped at load).
+std::string qdq_pool_model() {
+  OnnxBuilder b;
+  b.input("x", {1, 32, 30, 30}).output("y");
+  b.init_f("sx", {}, {2.f / 127});
+  init_8bit(b, "zx", onnx::TensorProto::UINT8, {}, {128});
+  b.init_f("sa", {}, {0.03f});
+  init_8bit(b, "za", onnx::TensorProto::UINT8, {}, {0});
+  auto weight = [&](const std::string& n, int k, int c, int ks, uint32_t seed) {
+    std::vector<int> wq(size_t(k * c * ks * ks));
+    const std::vector<float> r = kiln::test::randoms(wq.size(), seed, -127.f, 127.f);
+    for (size_t i = 0; i < wq.size(); ++i) wq[i] = int(r[i]);
+    init_8bit(b, n + "q", onnx::TensorProto::INT8, {k, c, ks, ks}, wq);
+    b.init_f(n + "s", {k}, std::vector<float>(static_cast<size_t>(k), 0.002f));
+    OnnxBuilder::attr_i(b.node("DequantizeLinear", {n + "q", n + "s"}, {n}), "axis", 0);
+  };
+  weight("w1", 64, 32, 3, 41);
+  weight("w2", 48, 64, 1, 42);
+  b.node("QuantizeLinear", {"x", "sx", "zx"}, {"xq"});
+  b.node("DequantizeLinear", {"xq", "sx", "zx"}, {"xd"});
+  OnnxBuilder::attr_ints(b.node("Conv", {"xd", "w1"}, {"c"}), "pads", {1, 1, 1, 1});
+  b.node("Relu", {"c"}, {"r"});
+  b.node("QuantizeLinear", {"r", "sa", "za"}, {"rq"});
+  b.node("DequantizeLinear", {"rq", "sa", "za"}, {"rd"});
+  auto& pool = b.node("MaxPool", {"rd"}, {"p"});
+  OnnxBuilder::attr_ints(pool, "kernel_shape", {3, 3});
+  OnnxBuilder::attr_ints(pool, "strides", {2, 2});
+  OnnxBuilder::attr_ints(pool, "pads", {1, 1, 1, 1});
+  b.node("QuantizeLinear", {"p", "sa", "za"}, {"pq"});
+  b.node("DequantizeLinear", {"pq", "sa", "za"}, {"pd"});
+  b.node("Conv", {"pd", "w2"}, {"y"});
+  return b.bytes();
+}
+
+TEST_CASE("QDQ session: a MaxPool between int8 convs keeps the uint8 grid") {
+  const bool int8 = kiln::testing::has_vnni() && kiln::detect_isa() == kiln::Isa::avx512;
+  const std::string bytes = qdq_pool_model();
+  kiln::test::compare_with_reference(bytes, {1, 32, 30, 30}, 0.03, [&](const kiln::Session& s) {
+    const kiln::Graph& g = s.graph();
+    int qdqs = 0, pools = 0, convs8 = 0;
+    for (size_t i = 0; i < g.nodes.size(); ++i) {
+      const kiln::Node& n = g.nodes[i];
+      qdqs += n.op == "QuantizeDequantize";
+      convs8 += n.op == "Conv" && kiln::conv_int8_params(n) != nullptr;
+      if (n.op != "MaxPool") continue;
+      ++pools;
+      // Marked with a's grid; where int8 runs, a uint8 pooling label is offered.
+      const auto q = kiln::u8_output(n);
+      REQUIRE(q);
+      CHECK(q->scale == 0.03f);
+      CHECK(q->zero == 0.f);
+      bool offered = false;
+      for (const kiln::Label& l : kiln::candidate_labels(g, int(i), s.isa(), false))
+        offered |= l.kind == kiln::LabelKind::pool && l.in == kiln::Layout::nChw16c_u8;
+      CHECK(offered == (int8 && s.isa() == kiln::Isa::avx512));
+    }
+    CHECK(qdqs == 1);  // x's: a's fused into the first conv, the pooled one dropped
+    CHECK(pools == 1);
+    CHECK(convs8 == 2);  // the second conv reads the pooled grid
+  });
+}
+
 TEST_CASE(
     "QDQ session: a first conv (NCHW, dense K) and a grouped conv run on int8 labels and match "
     "the reference") {
