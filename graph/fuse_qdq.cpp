@@ -1,6 +1,7 @@
 // QuantizeLinear -> DequantizeLinear pairs of QDQ models into one QuantizeDequantize node
 // (graph/passes.h fuse_qdq).
 #include <cmath>
+#include <functional>
 #include <map>
 #include <optional>
 #include <vector>
@@ -51,19 +52,92 @@ int drop_requantizations(Graph& g) {
     const int p = v == kNoValue ? -1 : producer[size_t(v)];
     return p < 0 ? nullptr : &g.nodes[size_t(p)];
   };
+  // Whether v is on q's grid: a QuantizeDequantize's output with the same one, a MaxPool of
+  // such a value (maxpool_keeps_grid), a Concat of such values (a few levels deep).
+  std::function<bool(ValueId, const Node&, int)> on_grid = [&](ValueId v, const Node& q,
+                                                               int depth) {
+    const Node* p = node_of(v);
+    if (!p || depth > 4) return false;
+    if (p->op == "QuantizeDequantize") return same_grid(*p, q);
+    if (p->op == "MaxPool" && maxpool_keeps_grid(g, *p)) return on_grid(p->in(0), q, depth + 1);
+    if (p->op != "Concat" || p->inputs.empty()) return false;
+    for (ValueId x : p->inputs)
+      if (!on_grid(x, q, depth + 1)) return false;
+    return true;
+  };
   std::vector<size_t> drop;  // (decided on the graph as it is: a chain drops all but its first)
-  for (size_t i = 0; i < g.nodes.size(); ++i) {
-    const Node& n = g.nodes[i];
-    if (n.op != "QuantizeDequantize") continue;
-    const Node* p = node_of(n.in(0));
-    if (p && p->op == "MaxPool" && maxpool_keeps_grid(g, *p)) p = node_of(p->in(0));
-    if (p && p->op == "QuantizeDequantize" && same_grid(*p, n)) drop.push_back(i);
-  }
+  for (size_t i = 0; i < g.nodes.size(); ++i)
+    if (g.nodes[i].op == "QuantizeDequantize" && on_grid(g.nodes[i].in(0), g.nodes[i], 0))
+      drop.push_back(i);
   for (size_t i : drop) {
     g.nodes[i].op = "Identity";
     g.nodes[i].attrs.clear();
   }
   return int(drop.size());
+}
+
+// Concat(x_i) -> QuantizeDequantize q becomes Concat(q(x_i)) (an elementwise op commutes with
+// a concat: exact) where the concat's output feeds q alone and each x_i feeds the concat alone:
+// each q(x_i) can then fuse into x_i's producer, and the concat copies values all on q's grid
+// (uint8 bytes where int8 convs produce and read them). Likewise MaxPool(Concat) -> q becomes
+// MaxPool(q(Concat)) (q is monotone: it commutes with a max; maxpool_keeps_grid), which the
+// concat then takes on.
+int push_qdq_up(Graph& g, const std::string& op) {
+  const std::vector<std::vector<int>> consumers = g.consumers();
+  // (The QuantizeLinear of a fused pair still reads its input until dead code goes: a node
+  // none of whose outputs is read does not count.)
+  auto live = [&](int node) {
+    for (ValueId o : g.nodes[size_t(node)].outputs)
+      if (o != kNoValue && (g.is_output(o) || !consumers[size_t(o)].empty())) return true;
+    return false;
+  };
+  auto only_consumer = [&](ValueId v) -> int {
+    if (v == kNoValue || g.is_output(v)) return -1;
+    int only = -1;
+    for (int c : consumers[size_t(v)])
+      if (live(c)) {
+        if (only >= 0) return -1;
+        only = c;
+      }
+    return only;
+  };
+  // Concat output -> its quantize-dequantize's output and attributes.
+  std::map<ValueId, ValueId> out_of;
+  std::map<ValueId, std::map<std::string, Attribute>> qattrs;
+  const std::vector<int> producer = g.producers();
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    const Node& c = g.nodes[i];
+    if (c.op != op || c.outputs.size() != 1 || c.inputs.empty()) continue;
+    if (op == "MaxPool") {
+      const int p = producer[size_t(c.inputs[0])];
+      if (!maxpool_keeps_grid(g, c) || p < 0 || g.nodes[size_t(p)].op != "Concat") continue;
+    }
+    const int q = only_consumer(c.outputs[0]);
+    if (q < 0 || g.nodes[size_t(q)].op != "QuantizeDequantize") continue;
+    bool ok = true;
+    for (ValueId x : c.inputs)
+      ok = ok && only_consumer(x) == int(i) && g.value(x).dtype == DType::f32;
+    if (!ok) continue;
+    out_of[c.outputs[0]] = g.nodes[size_t(q)].outputs[0];
+    qattrs[c.outputs[0]] = g.nodes[size_t(q)].attrs;
+  }
+  if (out_of.empty()) return 0;
+  return rewrite_nodes(g, [&](std::vector<Node>& nodes, const Node& n) {
+    if (n.op == "QuantizeDequantize" && n.in(0) != kNoValue && out_of.count(n.in(0)))
+      return true;  // (the concat writes its output now)
+    if (n.op != op || n.outputs.size() != 1 || !out_of.count(n.outputs[0])) return false;
+    Node c = n;
+    for (ValueId& x : c.inputs) {
+      Node q;
+      q.op = "QuantizeDequantize";
+      q.name = n.name + "/" + g.value(x).name + "_qdq";
+      q.inputs = {x};
+      q.attrs = qattrs.at(n.outputs[0]);
+      x = emit_node(g, nodes, std::move(q), g.value(x).name + "_qdq");
+    }
+    emit_node(g, nodes, std::move(c), n.name, out_of.at(n.outputs[0]));
+    return true;
+  });
 }
 
 }  // namespace
@@ -105,7 +179,8 @@ int fuse_qdq(Graph& g) {
     emit_node(g, nodes, std::move(f), n.name, n.outputs[0]);
     return true;
   });
-  return fused + drop_requantizations(g);
+  const int pushed = push_qdq_up(g, "MaxPool") + push_qdq_up(g, "Concat");
+  return fused + pushed + drop_requantizations(g);
 }
 
 }  // namespace kiln

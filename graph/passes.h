@@ -107,10 +107,13 @@ int fold_conv_affine(Graph& g);
 // QuantizeLinear -> DequantizeLinear with the same per-tensor constant scale and zero point
 // (QDQ models' activations): one QuantizeDequantize node, a unary op with attributes scale,
 // zero_point and to (graph/quant.h), which the elementwise kernels compute (fuse_qdq.cpp).
+// A Concat feeding only a QuantizeDequantize whose inputs feed only the Concat takes the
+// QuantizeDequantize on each input instead (exact; the producers can fuse them, and the concat
+// copies values on one grid); a MaxPool of a Concat likewise passes it up to the Concat.
 // It also drops a QuantizeDequantize whose input is on its grid already (an Identity then,
 // removed with the others): the output of a QuantizeDequantize with the same scale, zero point
-// and type, or of a MaxPool (maxpool_keeps_grid) of one — QDQ models requantize pooled values
-// on their input's grid.
+// and type, of a MaxPool (maxpool_keeps_grid) of one, or of a Concat of such values — QDQ
+// models requantize pooled values on their input's grid.
 int fuse_qdq(Graph& g);
 // Whether MaxPool node n maps values on a quantization grid to values on it: every window
 // holds at least one input element (a window wholly in the padding would give -inf; inference

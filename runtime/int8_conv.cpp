@@ -89,12 +89,23 @@ std::shared_ptr<const ConvInt8> decide(const Graph& g, const Node& n,
 
 int mark_int8_convs(Graph& g) {
   const std::vector<int> producer = g.producers();
-  // (Nodes in topological order: a MaxPool of a marked value, on its grid, is marked too.)
+  // (Nodes in topological order: a MaxPool of a marked value, on its grid, is marked too, and
+  // a Concat of values all on one grid.)
   for (Node& n : g.nodes) {
     n.attrs.erase(kU8OutAttr);
     std::optional<U8Quant> u = qdq_output(n);
-    if (!u && maxpool_keeps_grid(g, n) && producer[size_t(n.inputs[0])] >= 0)
-      u = u8_output(g.nodes[size_t(producer[size_t(n.inputs[0])])]);
+    auto input_grid = [&](ValueId v) -> std::optional<U8Quant> {
+      const int p = v == kNoValue ? -1 : producer[size_t(v)];
+      return p >= 0 ? u8_output(g.nodes[size_t(p)]) : std::nullopt;
+    };
+    if (!u && maxpool_keeps_grid(g, n)) u = input_grid(n.inputs[0]);
+    if (!u && n.op == "Concat" && !n.inputs.empty()) {  // (inputs all on one grid)
+      u = input_grid(n.inputs[0]);
+      for (ValueId v : n.inputs) {
+        const auto x = input_grid(v);
+        if (!x || !u || x->scale != u->scale || x->zero != u->zero) u.reset();
+      }
+    }
     if (u && n.outputs.size() == 1) n.attrs[kU8OutAttr] = attr_floats({u->scale, u->zero});
   }
   int marked = 0;

@@ -28,8 +28,9 @@ int mark_int8_convs(Graph& g);
 std::shared_ptr<const ConvInt8> conv_int8_params(const Node& n);
 
 // The uint8 grid of node n's output 0 when it is a QuantizeDequantize's (n is one, or its last
-// fused post-op is; an int8 grid as uint8 q + 128, the zero point moving with it), or a MaxPool
-// of such a value (graph/passes.h maxpool_keeps_grid): the values a nChw16c_u8 layout may hold
+// fused post-op is; an int8 grid as uint8 q + 128, the zero point moving with it), a MaxPool
+// of such a value (graph/passes.h maxpool_keeps_grid) or a Concat of such values all on one
+// grid: the values a nChw16c_u8 layout may hold
 // (jit/layout.h). mark_int8_convs marks these nodes (kU8OutAttr); an int8 conv's input is one.
 constexpr const char* kU8OutAttr = "u8_out";
 std::optional<U8Quant> u8_output(const Node& n);

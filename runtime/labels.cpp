@@ -959,6 +959,10 @@ std::vector<Label> candidate_labels(const Graph& g, int i, Isa isa, bool referen
     if (precision == Precision::bf16 && bf16_supported(isa) && !n.has("affine_scale") &&
         concat_blocked_ok(shapes, Layout::nChw16c_bf16))
       simple(LabelKind::concat, Layout::nChw16c_bf16);
+    // (Inputs on one uint8 grid, of a QDQ model's int8 convs: whole blocks of bytes.)
+    if (u8_output(n) && !n.has("affine_scale") && isa == Isa::avx512 && host_cpu().avx512_vnni &&
+        concat_blocked_ok(shapes, Layout::nChw16c_u8))
+      simple(LabelKind::concat, Layout::nChw16c_u8);
     simple(LabelKind::concat, b);
     simple(LabelKind::concat, Layout::nhwc);
     simple(LabelKind::concat, Layout::nchw);
@@ -1088,8 +1092,9 @@ Instance instantiate(const Graph& g, int i, const Label& l, Isa isa, std::string
       if (n.has("affine_scale"))
         affine = ConcatAffine{n.attr_floats("affine_scale"), n.attr_floats("affine_shift"),
                               parse_post_ops(n, int(n.inputs.size()))};
-      // (bf16: whole channel blocks copied; producers usually write their slices in place.)
-      if (!layout_bf16(l.in))
+      // (bf16 / u8: whole channel blocks copied; producers usually write their slices in
+      // place.)
+      if (!layout_bf16(l.in) && !layout_u8(l.in))
         r.kernel = create_concat_kernel(g.value(n.outputs[0]).shape, channels, l.in, isa, &why,
                                         affine ? &*affine : nullptr);
       if (!r.kernel && !affine && layout_block(l.in) > 1 && concat_blocked_ok(shapes, l.in))

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdint>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "error_of.h"
@@ -53,6 +54,20 @@ const kiln::Node& node_named(const Graph& g, const std::string& name) {
     if (n.name == name) return n;
   FAIL("no node " << name);
   return g.nodes[0];
+}
+
+// Every output of g (optimised) equals the plain graph's, bit for bit.
+template <class Results>
+void check_same_outputs(const Graph& plain, const Results& want, const Graph& g,
+                        const Results& got) {
+  REQUIRE(plain.outputs.size() == g.outputs.size());
+  for (size_t k = 0; k < g.outputs.size(); ++k) {
+    CAPTURE(k);
+    const kiln::Tensor& w = want.at(plain.outputs[k]);
+    const kiln::Tensor& o = got.at(g.outputs[k]);
+    REQUIRE(o.numel() == w.numel());
+    for (int64_t i = 0; i < o.numel(); ++i) CHECK(o.data<float>()[i] == w.data<float>()[i]);
+  }
 }
 
 }  // namespace
@@ -291,11 +306,66 @@ TEST_CASE("QDQ: a requantization on the grid its input is on is dropped, exactly
   for (const kiln::Node& n : g.nodes)
     if (n.op == "MaxPool") CHECK(kiln::maxpool_keeps_grid(g, n) == (n.name != "p3_pool"));
   const auto got = kiln::test::run_graph_ref(g, fill);
-  for (size_t k = 0; k < 3; ++k) {
-    CAPTURE(k);
-    const kiln::Tensor& w = want.at(plain.outputs[k]);
-    const kiln::Tensor& o = got.at(g.outputs[k]);
-    REQUIRE(o.numel() == w.numel());
-    for (int64_t i = 0; i < o.numel(); ++i) CHECK(o.data<float>()[i] == w.data<float>()[i]);
+  check_same_outputs(plain, want, g, got);
+}
+
+TEST_CASE("QDQ: a quantize-dequantize after a Concat (or a MaxPool of one) moves onto its inputs") {
+  // Q/DQ(a)(x1), Q/DQ(b)(x2) -> Concat -> MaxPool -> Q/DQ(c) = y1: c moves above the MaxPool,
+  // then onto both concat inputs (exact: c commutes with the concat and with a max). A concat
+  // one of whose inputs is read elsewhere too keeps its Q/DQ(c) = y2 below it.
+  OnnxBuilder b;
+  b.input("x1", {1, 16, 6, 6}).input("x2", {1, 16, 6, 6}).output("y1").output("y2").output("o");
+  for (const auto& [n, sc, zp] : std::vector<std::tuple<std::string, float, int>>{
+           {"a", 0.1f, 30}, {"b", 0.07f, 100}, {"c", 0.13f, 70}}) {
+    b.init_f("s" + n, {}, {sc});
+    init_8bit(b, "z" + n, onnx::TensorProto::UINT8, {}, {zp});
   }
+  auto qdq = [&](const std::string& in, const std::string& out, const std::string& grid) {
+    b.node("QuantizeLinear", {in, "s" + grid, "z" + grid}, {out + "q"}, out + "_q");
+    b.node("DequantizeLinear", {out + "q", "s" + grid, "z" + grid}, {out}, out + "_dq");
+  };
+  qdq("x1", "a1", "a");
+  qdq("x2", "b2", "b");
+  OnnxBuilder::attr_i(b.node("Concat", {"a1", "b2"}, {"cat"}, "cat"), "axis", 1);
+  auto& pool = b.node("MaxPool", {"cat"}, {"p"}, "pool");
+  OnnxBuilder::attr_ints(pool, "kernel_shape", {3, 3});
+  OnnxBuilder::attr_ints(pool, "strides", {2, 2});
+  OnnxBuilder::attr_ints(pool, "pads", {1, 1, 1, 1});
+  qdq("p", "y1", "c");
+  qdq("x1", "a3", "a");
+  qdq("x2", "b3", "b");
+  OnnxBuilder::attr_i(b.node("Concat", {"a3", "b3"}, {"cat2"}, "cat2"), "axis", 1);
+  qdq("cat2", "y2", "c");
+  b.node("Relu", {"b3"}, {"o"}, "other");  // b3 is read by another node too
+  std::vector<float> xs(576);
+  for (size_t i = 0; i < xs.size(); ++i) xs[i] = -9.f + 0.037f * float(i);
+  auto fill = [&](size_t k, kiln::Tensor& t) {
+    for (int64_t i = 0; i < t.numel(); ++i) t.data<float>()[i] = xs[size_t(i)] * (k ? -1.f : 1.f);
+  };
+  Graph plain = import(b);
+  kiln::infer_shapes(plain);
+  const auto want = kiln::test::run_graph_ref(plain, fill);
+  Graph g = import(b);
+  kiln::optimize(g, kiln::test::ref_eval());
+  std::vector<kiln::ValueId> produced_by_qdq;
+  for (const kiln::Node& n : g.nodes) {
+    if (n.op == "MaxPool") {  // its input: the concat of the two moved c's
+      const kiln::Node* c = nullptr;
+      for (const kiln::Node& m : g.nodes)
+        if (m.outputs[0] == n.inputs[0]) c = &m;
+      REQUIRE(c);
+      CHECK(c->op == "Concat");
+      for (kiln::ValueId x : c->inputs)
+        for (const kiln::Node& m : g.nodes)
+          if (m.outputs[0] == x) {
+            CHECK(m.op == "QuantizeDequantize");
+            CHECK(m.attr_f("scale", 0) == 0.13f);
+          }
+    }
+    if (n.op == "QuantizeDequantize" && n.attr_f("scale", 0) == 0.13f)
+      produced_by_qdq.push_back(n.outputs[0]);
+  }
+  CHECK(produced_by_qdq.size() == 3);  // two on y1's concat inputs, y2's below its concat
+  const auto got = kiln::test::run_graph_ref(g, fill);
+  check_same_outputs(plain, want, g, got);
 }

@@ -131,6 +131,23 @@ std::string qdq_first_and_grouped_model() {
   return b.bytes();
 }
 
+// Conv(in) = out, k x c x ks x ks (padding 1 for 3x3) with random int8 weights (seeded) times
+// per-channel scales 0.001 .. 0.003, behind a constant DequantizeLinear.
+void int8_conv(OnnxBuilder& b, const std::string& in, const std::string& out, int k, int c, int ks,
+               uint32_t seed) {
+  std::vector<int> wq(size_t(k * c * ks * ks));
+  const std::vector<float> r = kiln::test::randoms(wq.size(), seed, -127.f, 127.f);
+  for (size_t i = 0; i < wq.size(); ++i) wq[i] = int(r[i]);
+  const std::string w = "w" + std::to_string(seed);
+  init_8bit(b, w + "q", onnx::TensorProto::INT8, {k, c, ks, ks}, wq);
+  std::vector<float> sw(static_cast<size_t>(k));
+  for (size_t i = 0; i < sw.size(); ++i) sw[i] = 0.001f * float(1 + i % 3);
+  b.init_f(w + "s", {k}, sw);
+  OnnxBuilder::attr_i(b.node("DequantizeLinear", {w + "q", w + "s"}, {w}), "axis", 0);
+  auto& n = b.node("Conv", {in, w}, {out});
+  if (ks == 3) OnnxBuilder::attr_ints(n, "pads", {1, 1, 1, 1});
+}
+
 // A bottleneck block: x [1, 128, 28, 28] -> Q/DQ (u8) = xd -> 1x1 conv, 128 -> 64 -> Relu -> Q/DQ
 // -> 3x3 conv -> Relu -> Q/DQ -> 1x1 conv, 64 -> 128 -> Add xd -> Relu -> Q/DQ -> 1x1 conv,
 // 128 -> 96 = y: every activation between the convs (and the residual) is on a uint8 grid.
@@ -149,19 +166,7 @@ std::string qdq_block_model() {
     b.node("DequantizeLinear", {out + "_q", s, z}, {out});
   };
   auto conv = [&](const std::string& in, const std::string& out, int k, int c, int ks,
-                  uint32_t seed) {
-    std::vector<int> wq(size_t(k * c * ks * ks));
-    const std::vector<float> r = kiln::test::randoms(wq.size(), seed, -127.f, 127.f);
-    for (size_t i = 0; i < wq.size(); ++i) wq[i] = int(r[i]);
-    const std::string w = "w" + std::to_string(seed);
-    init_8bit(b, w + "q", onnx::TensorProto::INT8, {k, c, ks, ks}, wq);
-    std::vector<float> sw(static_cast<size_t>(k));
-    for (size_t i = 0; i < sw.size(); ++i) sw[i] = 0.001f * float(1 + i % 3);
-    b.init_f(w + "s", {k}, sw);
-    OnnxBuilder::attr_i(b.node("DequantizeLinear", {w + "q", w + "s"}, {w}), "axis", 0);
-    auto& n = b.node("Conv", {in, w}, {out});
-    if (ks == 3) OnnxBuilder::attr_ints(n, "pads", {1, 1, 1, 1});
-  };
+                  uint32_t seed) { int8_conv(b, in, out, k, c, ks, seed); };
   qdq("x", "xd", 0);
   conv("xd", "c1", 64, 128, 1, 31);
   b.node("Relu", {"c1"}, {"r1"});
@@ -289,6 +294,62 @@ TEST_CASE("QDQ session: a MaxPool between int8 convs keeps the uint8 grid") {
     CHECK(pools == 1);
     CHECK(convs8 == 2);  // the second conv reads the pooled grid
   });
+}
+
+// x [1, 32, 20, 20] -> Q/DQ = xd; 1x1 conv(xd) -> Relu -> Q/DQ(a) and 3x3 conv(xd) -> Relu ->
+// Q/DQ(b) -> Concat -> Q/DQ(c) -> 1x1 conv = y (an Inception / Fire module).
+std::string qdq_concat_model() {
+  OnnxBuilder b;
+  b.input("x", {1, 32, 20, 20}).output("y");
+  const std::vector<std::pair<std::string, float>> grids{
+      {"x", 2.f / 127}, {"a", 0.02f}, {"b", 0.03f}, {"c", 0.025f}};
+  for (const auto& [n, sc] : grids) {
+    b.init_f("s" + n, {}, {sc});
+    init_8bit(b, "z" + n, onnx::TensorProto::UINT8, {}, {n == "x" ? 128 : 0});
+  }
+  auto qdq = [&](const std::string& in, const std::string& out, const std::string& g) {
+    b.node("QuantizeLinear", {in, "s" + g, "z" + g}, {out + "_q"});
+    b.node("DequantizeLinear", {out + "_q", "s" + g, "z" + g}, {out});
+  };
+  auto conv = [&](const std::string& in, const std::string& out, int k, int c, int ks,
+                  uint32_t seed) { int8_conv(b, in, out, k, c, ks, seed); };
+  qdq("x", "xd", "x");
+  conv("xd", "c1", 32, 32, 1, 51);
+  b.node("Relu", {"c1"}, {"r1"});
+  qdq("r1", "a", "a");
+  conv("xd", "c2", 32, 32, 3, 52);
+  b.node("Relu", {"c2"}, {"r2"});
+  qdq("r2", "bb", "b");
+  OnnxBuilder::attr_i(b.node("Concat", {"a", "bb"}, {"cat"}), "axis", 1);
+  qdq("cat", "cd", "c");
+  conv("cd", "y", 48, 64, 1, 53);
+  return b.bytes();
+}
+
+TEST_CASE("QDQ session: a Concat of int8 convs' outputs copies one uint8 grid") {
+  const bool int8 = kiln::testing::has_vnni() && kiln::detect_isa() == kiln::Isa::avx512;
+  // The concat's Q/DQ(c) moves onto its inputs (fused into both convs' epilogues after their
+  // own Q/DQ), so the concat's inputs share c's grid: marked, a uint8 concat label offered.
+  kiln::test::compare_with_reference(
+      qdq_concat_model(), {1, 32, 20, 20}, 0.03, [&](const kiln::Session& s) {
+        const kiln::Graph& g = s.graph();
+        int qdqs = 0, concats = 0;
+        for (size_t i = 0; i < g.nodes.size(); ++i) {
+          const kiln::Node& n = g.nodes[i];
+          qdqs += n.op == "QuantizeDequantize";
+          if (n.op != "Concat") continue;
+          ++concats;
+          const auto q = kiln::u8_output(n);
+          REQUIRE(q);
+          CHECK(q->scale == 0.025f);
+          bool offered = false;
+          for (const kiln::Label& l : kiln::candidate_labels(g, int(i), s.isa(), false))
+            offered |= l.kind == kiln::LabelKind::concat && l.in == kiln::Layout::nChw16c_u8;
+          CHECK(offered == (int8 && s.isa() == kiln::Isa::avx512));
+        }
+        CHECK(qdqs == 1);  // x's; every other one is in a conv's epilogue
+        CHECK(concats == 1);
+      });
 }
 
 TEST_CASE(
