@@ -134,22 +134,32 @@ class BlockedPoolKernel : public Kernel {
   }
 
   // Max pooling of the bytes of a uint8 grid (nChw16c_u8: make_blocked_pool_kernel takes
-  // MaxPool only): a block's 16 bytes at once (SSE2 pmaxub); 0 is the identity of a max of
-  // bytes, and every window holds an element (graph/passes.h maxpool_keeps_grid).
+  // MaxPool only): a block's 16 bytes at once (SSE2 pmaxub), separably: per output row, the max
+  // over the window's rows of every input column, then over the window's columns (kh + kw
+  // maxes an output instead of kh x kw). 0 is the identity of a max of bytes, and every window
+  // holds an element (graph/passes.h maxpool_keeps_grid).
   void run_max_u8(const KernelArgs& a, int64_t b, int64_t e) const {
     const int64_t H = src_[2], W = src_[3], OH = dst_[2], OW = dst_[3];
+    std::vector<__m128i> col(static_cast<size_t>(W));
     for (int64_t t = b; t < e; ++t) {
       const int64_t oh = t % OH, nc = t / OH;
-      const uint8_t* src = reinterpret_cast<const uint8_t*>(a.src[0]) + nc * H * W * 16;
-      uint8_t* dst = reinterpret_cast<uint8_t*>(a.dst[0]) + (nc * OH + oh) * OW * 16;
-      const int64_t h0 = oh * sh_ - pt_;
+      const auto* src = reinterpret_cast<const __m128i*>(a.src[0]) + nc * H * W;
+      auto* dst = reinterpret_cast<__m128i*>(a.dst[0]) + (nc * OH + oh) * OW;
+      std::fill(col.begin(), col.end(), _mm_setzero_si128());
+      for (int64_t i = 0; i < kh_; ++i) {
+        const int64_t h = oh * sh_ - pt_ + i * dh_;
+        if (h < 0 || h >= H) continue;
+        const __m128i* row = src + h * W;
+        for (int64_t w = 0; w < W; ++w) col[size_t(w)] = _mm_max_epu8(col[size_t(w)], row[w]);
+      }
       for (int64_t ow = 0; ow < OW; ++ow) {
         __m128i acc = _mm_setzero_si128();
-        for_each_tap(h0, ow * sw_ - pl_, [&](int64_t pix) {
-          acc =
-              _mm_max_epu8(acc, _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + pix * 16)));
-        });
-        _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + ow * 16), acc);
+        const int64_t w0 = ow * sw_ - pl_;
+        for (int64_t j = 0; j < kw_; ++j) {
+          const int64_t w = w0 + j * dw_;
+          if (w >= 0 && w < W) acc = _mm_max_epu8(acc, col[size_t(w)]);
+        }
+        _mm_storeu_si128(dst + ow, acc);
       }
     }
   }
