@@ -39,9 +39,15 @@ double grid_scale(const float* w, int64_t begin, int64_t end, double m) {
 // post-op fused into it (int8 as uint8: q + 128, exact, the zero point moving with it).
 std::optional<U8Quant> qdq_output(const Node& p) {
   std::optional<PostOp> qdq = p.op == "QuantizeDequantize" ? glue_unary_post_op(p) : std::nullopt;
-  if (!qdq && p.has("post_ops")) {  // (extra inputs start after MatMul's 2, else 3)
-    const std::vector<PostOp> ops = parse_post_ops(p, p.op == "MatMul" ? 2 : 3);
-    if (!ops.empty()) qdq = ops.back();
+  // (Only the last fused post-op's name and parameters: any node may carry a chain, and where
+  // its extra inputs start depends on the op.)
+  const auto chain = p.attrs.find("post_ops");
+  if (!qdq && chain != p.attrs.end() && !chain->second.strings.empty()) {
+    const std::vector<std::string>& names = chain->second.strings;
+    const std::vector<float> a = p.attr_floats("post_alpha"), b = p.attr_floats("post_beta");
+    for (PostOp::Kind k : {PostOp::Kind::quant_dequant_u8, PostOp::Kind::quant_dequant_s8})
+      if (names.back() == post_op_name(k) && a.size() == names.size() && b.size() == names.size())
+        qdq = PostOp{k, a.back(), b.back(), -1};
   }
   if (!qdq ||
       (qdq->kind != PostOp::Kind::quant_dequant_u8 && qdq->kind != PostOp::Kind::quant_dequant_s8))
@@ -98,8 +104,10 @@ int mark_int8_convs(Graph& g) {
       const int p = v == kNoValue ? -1 : producer[size_t(v)];
       return p >= 0 ? u8_output(g.nodes[size_t(p)]) : std::nullopt;
     };
-    if (!u && maxpool_keeps_grid(g, n)) u = input_grid(n.inputs[0]);
-    if (!u && n.op == "Concat" && !n.inputs.empty()) {  // (inputs all on one grid)
+    // (Not once it computes more: a fused post-op, or a concat's fused affine map.)
+    const bool plain = !n.has("post_ops") && !n.has("affine_scale");
+    if (!u && plain && maxpool_keeps_grid(g, n)) u = input_grid(n.inputs[0]);
+    if (!u && plain && n.op == "Concat" && !n.inputs.empty()) {  // (inputs all on one grid)
       u = input_grid(n.inputs[0]);
       for (ValueId v : n.inputs) {
         const auto x = input_grid(v);

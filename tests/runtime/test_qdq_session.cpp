@@ -326,6 +326,35 @@ std::string qdq_concat_model() {
   return b.bytes();
 }
 
+TEST_CASE("QDQ session: a Concat that computes more than a copy is not on its inputs' grid") {
+  // Q/DQ(a)(x) twice -> Concat -> BatchNormalization -> Relu = y: the concat takes the affine
+  // map and the relu (one pass, graph/fuse.cpp), so its output is not on a's grid although its
+  // inputs are.
+  OnnxBuilder b;
+  b.input("x", {1, 16, 5, 5}).output("y");
+  b.init_f("sa", {}, {0.05f});
+  init_8bit(b, "za", onnx::TensorProto::UINT8, {}, {10});
+  b.node("QuantizeLinear", {"x", "sa", "za"}, {"xq"});
+  b.node("DequantizeLinear", {"xq", "sa", "za"}, {"xd"});
+  OnnxBuilder::attr_i(b.node("Concat", {"xd", "xd"}, {"cat"}), "axis", 1);
+  std::vector<float> ones(32, 1.f), zeros(32, 0.f), scale(32);
+  for (size_t i = 0; i < scale.size(); ++i) scale[i] = 0.5f + 0.03f * float(i);
+  b.init_f("g", {32}, scale).init_f("bt", {32}, zeros).init_f("m", {32}, zeros);
+  b.init_f("v", {32}, ones);
+  b.node("BatchNormalization", {"cat", "g", "bt", "m", "v"}, {"bn"});
+  b.node("Relu", {"bn"}, {"y"});
+  int concats = 0;
+  kiln::test::compare_with_reference(b.bytes(), {1, 16, 5, 5}, 1e-6, [&](const kiln::Session& s) {
+    for (const kiln::Node& n : s.graph().nodes)
+      if (n.op == "Concat") {
+        ++concats;
+        CHECK(n.has("affine_scale"));
+        CHECK_FALSE(kiln::u8_output(n));
+      }
+  });
+  CHECK(concats > 0);
+}
+
 TEST_CASE("QDQ session: a Concat of int8 convs' outputs copies one uint8 grid") {
   const bool int8 = kiln::testing::has_vnni() && kiln::detect_isa() == kiln::Isa::avx512;
   // The concat's Q/DQ(c) moves onto its inputs (fused into both convs' epilogues after their
