@@ -285,8 +285,7 @@ float apply_post_op(const PostOp& op, float x, float residual, float scale, floa
     }
     case PostOp::Kind::quant_dequant_u8:
     case PostOp::Kind::quant_dequant_s8: {
-      const QuantRange r =
-          quant_range(op.kind == PostOp::Kind::quant_dequant_s8 ? kOnnxInt8 : kOnnxUint8);
+      const QuantRange r = quant_dequant_range(op.kind);
       return dequantize_value(quantize_value(x, op.alpha, op.beta, r), op.alpha, op.beta);
     }
   }
@@ -306,7 +305,7 @@ std::string post_ops_str(const std::vector<PostOp>& ops) {
     };
     using K = PostOp::Kind;
     if (op.kind == K::clip || op.kind == K::hardsigmoid || op.kind == K::selu ||
-        op.kind == K::quant_dequant_u8 || op.kind == K::quant_dequant_s8) {
+        is_quant_dequant(op.kind)) {
       num(op.alpha);
       s += '_';
       num(op.beta);

@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "graph/ir.h"
+#include "graph/quant.h"
 
 namespace kiln {
 
@@ -67,6 +68,18 @@ struct PostOp {
 };
 
 const char* post_op_name(PostOp::Kind k);
+// A quantize-dequantize post-op: whether k is one, its integers' range, and its zero point on
+// the uint8 grid Kiln holds such values on (an int8 grid shifted by 128: jit/layout.h
+// nChw16c_u8).
+inline bool is_quant_dequant(PostOp::Kind k) {
+  return k == PostOp::Kind::quant_dequant_u8 || k == PostOp::Kind::quant_dequant_s8;
+}
+inline QuantRange quant_dequant_range(PostOp::Kind k) {
+  return quant_range(k == PostOp::Kind::quant_dequant_s8 ? kOnnxInt8 : kOnnxUint8);
+}
+inline float quant_dequant_u8_zero(const PostOp& op) {
+  return op.beta + (op.kind == PostOp::Kind::quant_dequant_s8 ? 128.f : 0.f);
+}
 // The kinds only the standalone elementwise kernels compute (tanh ... gelu_tanh), never a conv
 // epilogue.
 inline bool glue_only(PostOp::Kind k) {

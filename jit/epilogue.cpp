@@ -203,7 +203,7 @@ class ChainEmitter {
   // min(max(n, lo - z), hi - z) exactly (small integers; a huge n meets the same bound), one
   // add and one subtract fewer.
   void quant_dequant(const PostOp& op, bool store_q) {
-    const QuantRange r = quant_range(op.kind == K::quant_dequant_s8 ? kOnnxInt8 : kOnnxUint8);
+    const QuantRange r = quant_dequant_range(op.kind);
     g_.vdivps(a_, a_, c_.f32(op.alpha));
     if (z())  // imm 8: nearest even, no precision exception
       g_.vrndscaleps(a_, a_, 0x08);
@@ -214,7 +214,7 @@ class ChainEmitter {
     g_.vmovaps(t(0), c_.f32(r.hi - op.beta));
     g_.vminps(a_, t(0), a_);
     if (store_q) {  // q = n + z (an int8 grid + 128, into uint8's range)
-      g_.vaddps(a_, a_, c_.f32(op.beta + (op.kind == K::quant_dequant_s8 ? 128.f : 0.f)));
+      g_.vaddps(a_, a_, c_.f32(quant_dequant_u8_zero(op)));
       return;
     }
     // n * s + 0: the reference's (q - z) * s is +0 where n is -0 (rint of (-0.5, 0]).
@@ -319,8 +319,7 @@ class ChainEmitter {
 EpilogueEmitter::EpilogueEmitter(Xbyak::CodeGenerator& gen, Isa isa, bool has_bias,
                                  std::vector<PostOp> ops, EpilogueU8 u8)
     : g_(gen), isa_(isa), has_bias_(has_bias), ops_(std::move(ops)), u8_(u8), consts_(gen, isa) {
-  const bool qdq_last = !ops_.empty() && (ops_.back().kind == K::quant_dequant_u8 ||
-                                          ops_.back().kind == K::quant_dequant_s8);
+  const bool qdq_last = !ops_.empty() && is_quant_dequant(ops_.back().kind);
   if ((u8.store_q || u8.residual) && isa != Isa::avx512)
     fail(Code::internal, "epilogue: uint8 operands need avx512");
   if (u8.store_q && !qdq_last)
@@ -337,8 +336,7 @@ int EpilogueEmitter::temps_needed(bool tail) const {
 bool EpilogueEmitter::clamped_next(size_t i) const {
   if (i + 1 >= ops_.size() || ops_[i].kind != K::relu) return false;
   const PostOp& q = ops_[i + 1];
-  if (q.kind != K::quant_dequant_u8 && q.kind != K::quant_dequant_s8) return false;
-  return q.beta == quant_range(q.kind == K::quant_dequant_s8 ? kOnnxInt8 : kOnnxUint8).lo;
+  return is_quant_dequant(q.kind) && q.beta == quant_dequant_range(q.kind).lo;
 }
 
 void EpilogueEmitter::apply_group(const std::vector<int>& accs, const std::vector<int>& temps,

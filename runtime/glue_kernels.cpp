@@ -109,6 +109,8 @@ class BlockedPoolKernel : public Kernel {
   }
   const std::string& name() const override { return name_; }
   int64_t tiles() const override { return dst_[0] * cblocks() * dst_[2]; }
+  // (u8: one row of column maxes, run_max_u8.)
+  int64_t scratch_bytes() const override { return u8_ ? src_[3] * 16 : 0; }
   void run(const KernelArgs& a, int64_t b, int64_t e) const override {
     if (bf16_)
       run_as<uint16_t>(a, b, e);
@@ -140,24 +142,24 @@ class BlockedPoolKernel : public Kernel {
   // holds an element (graph/passes.h maxpool_keeps_grid).
   void run_max_u8(const KernelArgs& a, int64_t b, int64_t e) const {
     const int64_t H = src_[2], W = src_[3], OH = dst_[2], OW = dst_[3];
-    std::vector<__m128i> col(static_cast<size_t>(W));
+    auto* col = reinterpret_cast<__m128i*>(scratch_floats(a));
     for (int64_t t = b; t < e; ++t) {
       const int64_t oh = t % OH, nc = t / OH;
       const auto* src = reinterpret_cast<const __m128i*>(a.src[0]) + nc * H * W;
       auto* dst = reinterpret_cast<__m128i*>(a.dst[0]) + (nc * OH + oh) * OW;
-      std::fill(col.begin(), col.end(), _mm_setzero_si128());
+      std::fill(col, col + W, _mm_setzero_si128());
       for (int64_t i = 0; i < kh_; ++i) {
         const int64_t h = oh * sh_ - pt_ + i * dh_;
         if (h < 0 || h >= H) continue;
         const __m128i* row = src + h * W;
-        for (int64_t w = 0; w < W; ++w) col[size_t(w)] = _mm_max_epu8(col[size_t(w)], row[w]);
+        for (int64_t w = 0; w < W; ++w) col[w] = _mm_max_epu8(col[w], row[w]);
       }
       for (int64_t ow = 0; ow < OW; ++ow) {
         __m128i acc = _mm_setzero_si128();
         const int64_t w0 = ow * sw_ - pl_;
         for (int64_t j = 0; j < kw_; ++j) {
           const int64_t w = w0 + j * dw_;
-          if (w >= 0 && w < W) acc = _mm_max_epu8(acc, col[size_t(w)]);
+          if (w >= 0 && w < W) acc = _mm_max_epu8(acc, col[w]);
         }
         _mm_storeu_si128(dst + ow, acc);
       }

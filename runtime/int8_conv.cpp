@@ -38,32 +38,31 @@ double grid_scale(const float* w, int64_t begin, int64_t end, double m) {
 // The grid of node p's output 0 when it is a quantize-dequantize's: p itself, or the last
 // post-op fused into it (int8 as uint8: q + 128, exact, the zero point moving with it).
 std::optional<U8Quant> qdq_output(const Node& p) {
-  std::optional<PostOp> qdq = p.op == "QuantizeDequantize" ? glue_unary_post_op(p) : std::nullopt;
+  auto grid = [](const PostOp& q) -> std::optional<U8Quant> {
+    if (!is_quant_dequant(q.kind) || !(q.alpha > 0)) return std::nullopt;
+    return U8Quant{q.alpha, quant_dequant_u8_zero(q)};
+  };
+  if (p.op == "QuantizeDequantize") {
+    const std::optional<PostOp> q = glue_unary_post_op(p);
+    return q ? grid(*q) : std::nullopt;
+  }
   // (Only the last fused post-op's name and parameters: any node may carry a chain, and where
   // its extra inputs start depends on the op.)
   const auto chain = p.attrs.find("post_ops");
-  if (!qdq && chain != p.attrs.end() && !chain->second.strings.empty()) {
-    const std::vector<std::string>& names = chain->second.strings;
-    const std::vector<float> a = p.attr_floats("post_alpha"), b = p.attr_floats("post_beta");
-    for (PostOp::Kind k : {PostOp::Kind::quant_dequant_u8, PostOp::Kind::quant_dequant_s8})
-      if (names.back() == post_op_name(k) && a.size() == names.size() && b.size() == names.size())
-        qdq = PostOp{k, a.back(), b.back(), -1};
-  }
-  if (!qdq ||
-      (qdq->kind != PostOp::Kind::quant_dequant_u8 && qdq->kind != PostOp::Kind::quant_dequant_s8))
-    return std::nullopt;
-  if (!(qdq->alpha > 0)) return std::nullopt;
-  return U8Quant{qdq->alpha,
-                 qdq->beta + (qdq->kind == PostOp::Kind::quant_dequant_s8 ? 128.f : 0.f)};
+  if (chain == p.attrs.end() || chain->second.strings.empty()) return std::nullopt;
+  const std::vector<std::string>& names = chain->second.strings;
+  const std::vector<float> a = p.attr_floats("post_alpha"), b = p.attr_floats("post_beta");
+  if (a.size() != names.size() || b.size() != names.size()) return std::nullopt;
+  for (PostOp::Kind k : {PostOp::Kind::quant_dequant_u8, PostOp::Kind::quant_dequant_s8})
+    if (names.back() == post_op_name(k)) return grid(PostOp{k, a.back(), b.back(), -1});
+  return std::nullopt;
 }
 
 // The decision itself (see the header).
 std::shared_ptr<const ConvInt8> decide(const Graph& g, const Node& n,
                                        const std::vector<int>& producer) {
   if (n.op != "Conv" || n.inputs.size() < 2 || n.in(0) == kNoValue) return nullptr;
-  const int prod = producer[size_t(n.inputs[0])];
-  if (prod < 0) return nullptr;
-  const std::optional<U8Quant> x = u8_output(g.nodes[size_t(prod)]);
+  const std::optional<U8Quant> x = u8_value(g, producer, n.inputs[0]);
   if (!x) return nullptr;
   const Value& wv = g.value(n.inputs[1]);
   if (!wv.is_const() || wv.dtype != DType::f32 || wv.shape.size() != 4) return nullptr;
@@ -97,13 +96,10 @@ int mark_int8_convs(Graph& g) {
   const std::vector<int> producer = g.producers();
   // (Nodes in topological order: a MaxPool of a marked value, on its grid, is marked too, and
   // a Concat of values all on one grid.)
+  auto input_grid = [&](ValueId v) { return u8_value(g, producer, v); };
   for (Node& n : g.nodes) {
     n.attrs.erase(kU8OutAttr);
     std::optional<U8Quant> u = qdq_output(n);
-    auto input_grid = [&](ValueId v) -> std::optional<U8Quant> {
-      const int p = v == kNoValue ? -1 : producer[size_t(v)];
-      return p >= 0 ? u8_output(g.nodes[size_t(p)]) : std::nullopt;
-    };
     // (Not once it computes more: a fused post-op, or a concat's fused affine map.)
     const bool plain = !n.has("post_ops") && !n.has("affine_scale");
     if (!u && plain && maxpool_keeps_grid(g, n)) u = input_grid(n.inputs[0]);
@@ -128,16 +124,19 @@ int mark_int8_convs(Graph& g) {
     const auto adds = std::count_if(ops.begin(), ops.end(),
                                     [](const PostOp& o) { return o.kind == PostOp::Kind::add; });
     for (const PostOp& op : ops)
-      if (op.kind == PostOp::Kind::add && adds == 1 && n.in(size_t(op.input)) != kNoValue) {
-        const int p = producer[size_t(n.in(size_t(op.input)))];
-        if (const auto r = p >= 0 ? u8_output(g.nodes[size_t(p)]) : std::nullopt)
+      if (op.kind == PostOp::Kind::add && adds == 1)
+        if (const auto r = u8_value(g, producer, n.in(size_t(op.input))))
           v.insert(v.end(), {r->scale, r->zero});
-      }
     n.attrs[kInt8Attr] = attr_floats(std::move(v));
     n.attrs[kInt8Attr].ints = {int64_t(q->w_scale.size())};
     ++marked;
   }
   return marked;
+}
+
+std::optional<U8Quant> u8_value(const Graph& g, const std::vector<int>& producer, ValueId v) {
+  const int p = v == kNoValue ? -1 : producer[size_t(v)];
+  return p >= 0 ? u8_output(g.nodes[size_t(p)]) : std::nullopt;
 }
 
 std::optional<U8Quant> u8_output(const Node& n) {

@@ -10,6 +10,7 @@
 
 #include <memory>
 #include <optional>
+#include <vector>
 
 #include "graph/ir.h"
 #include "jit/conv/conv_kernel.h"
@@ -34,5 +35,8 @@ std::shared_ptr<const ConvInt8> conv_int8_params(const Node& n);
 // (jit/layout.h). mark_int8_convs marks these nodes (kU8OutAttr); an int8 conv's input is one.
 constexpr const char* kU8OutAttr = "u8_out";
 std::optional<U8Quant> u8_output(const Node& n);
+// Value v's grid: its producer's u8_output (producer: Graph::producers()); none for graph
+// inputs, constants and kNoValue.
+std::optional<U8Quant> u8_value(const Graph& g, const std::vector<int>& producer, ValueId v);
 
 }  // namespace kiln

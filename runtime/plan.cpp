@@ -134,8 +134,7 @@ class Lowering {
       // (A uint8 side: the value's grid; the solver offers u8 only for values that have one.)
       std::optional<U8Quant> q;
       if (layout_u8(from) || layout_u8(l)) {
-        const int p = producer_[size_t(v)];
-        q = p >= 0 ? u8_output(g_.nodes[size_t(p)]) : std::nullopt;
+        q = u8_value(g_, producer_, v);
         if (!q)
           fail(Code::internal, "value '" + g_.value(v).name + "' has no uint8 grid to convert on");
       }

@@ -117,9 +117,7 @@ ConfOr<Gemm1x1Conf> init_gemm1x1_conf(const ConvProblem& p, const ConvImpl& impl
           "int8 takes nChw16c or nChw16c_u8 on both sides (or nchw src with at most 4 "
           "channels, not 1x1)");
     if (c.u8_dst) {
-      const bool qdq_last =
-          !p.post.empty() && (p.post.back().kind == PostOp::Kind::quant_dequant_u8 ||
-                              p.post.back().kind == PostOp::Kind::quant_dequant_s8);
+      const bool qdq_last = !p.post.empty() && is_quant_dequant(p.post.back().kind);
       const auto adds = std::count_if(p.post.begin(), p.post.end(),
                                       [](const PostOp& o) { return o.kind == PostOp::Kind::add; });
       if (!qdq_last)

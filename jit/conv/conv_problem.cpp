@@ -120,12 +120,10 @@ PostOp parse_post_op(ProblemReader& r) {
     if (!r.at(name)) continue;
     const size_t after = r.pos() + name.size();
     // clip<min>_<max>, hardsigmoid<alpha>_<beta>, leaky_relu<alpha> (post_ops_str)
-    const int params = k == PostOp::Kind::clip || k == PostOp::Kind::hardsigmoid ||
-                               k == PostOp::Kind::quant_dequant_u8 ||
-                               k == PostOp::Kind::quant_dequant_s8
-                           ? 2
-                       : k == PostOp::Kind::leaky_relu ? 1
-                                                       : 0;
+    const int params =
+        k == PostOp::Kind::clip || k == PostOp::Kind::hardsigmoid || is_quant_dequant(k) ? 2
+        : k == PostOp::Kind::leaky_relu                                                  ? 1
+                                                                                         : 0;
     const bool param = params > 0;
     if (!param && after < r.str().size() && r.str()[after] != '_') continue;
     r.eat(name);

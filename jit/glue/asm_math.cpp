@@ -521,7 +521,7 @@ void emit_post_op(AsmBuilder& b, const x86::Vec& a, const PostOp& op) {
     }
     case K::quant_dequant_u8:
     case K::quant_dequant_s8: {  // (min(max(rint(x / s) + z, lo), hi) - z) * s, graph/quant.h
-      const QuantRange r = quant_range(op.kind == K::quant_dequant_s8 ? kOnnxInt8 : kOnnxUint8);
+      const QuantRange r = quant_dequant_range(op.kind);
       cc.vdivps(a, a, b.cf32(op.alpha));
       if (b.avx512())  // imm 8: round to nearest even, no precision exception
         cc.vrndscaleps(a, a, 0x08);

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "glue_session_util.h"
@@ -148,6 +149,24 @@ void int8_conv(OnnxBuilder& b, const std::string& in, const std::string& out, in
   if (ks == 3) OnnxBuilder::attr_ints(n, "pads", {1, 1, 1, 1});
 }
 
+// The sessions' input: x of shape s, uniform in [-2, 2] (seed 10).
+kiln::Tensor random_input(const kiln::Shape& s) {
+  kiln::Tensor x(kiln::DType::f32, s);
+  const std::vector<float> xv = kiln::test::randoms(size_t(x.numel()), 10, -2.f, 2.f);
+  std::copy(xv.begin(), xv.end(), x.data<float>());
+  return x;
+}
+
+// {max |got - want|, max |want|}.
+std::pair<double, double> max_diff_and_ref(const kiln::Tensor& got, const kiln::Tensor& want) {
+  double maxref = 0, maxdiff = 0;
+  for (int64_t i = 0; i < want.numel(); ++i) {
+    maxref = std::max(maxref, double(std::fabs(want.data<float>()[i])));
+    maxdiff = std::max(maxdiff, double(std::fabs(got.data<float>()[i] - want.data<float>()[i])));
+  }
+  return {maxdiff, maxref};
+}
+
 // A bottleneck block: x [1, 128, 28, 28] -> Q/DQ (u8) = xd -> 1x1 conv, 128 -> 64 -> Relu -> Q/DQ
 // -> 3x3 conv -> Relu -> Q/DQ -> 1x1 conv, 64 -> 128 -> Add xd -> Relu -> Q/DQ -> 1x1 conv,
 // 128 -> 96 = y: every activation between the convs (and the residual) is on a uint8 grid.
@@ -192,9 +211,7 @@ TEST_CASE("QDQ session: int8 convs pass uint8 activations (nChw16c_u8) and match
   kiln::test::compare_with_reference(bytes, {1, 128, 28, 28}, 0.03, [](const kiln::Session&) {});
   // The cost model's plan (deterministic): uint8 between the convs where the CPU runs them
   // in int8; the values the next conv reads and the residual the third conv adds.
-  kiln::Tensor x(kiln::DType::f32, {1, 128, 28, 28});
-  const std::vector<float> xv = kiln::test::randoms(size_t(x.numel()), 10, -2.f, 2.f);
-  std::copy(xv.begin(), xv.end(), x.data<float>());
+  const kiln::Tensor x = random_input({1, 128, 28, 28});
   kiln::SessionOptions o;
   o.use_cache = false;
   o.tune = kiln::TuneMode::none;
@@ -225,12 +242,8 @@ TEST_CASE("QDQ session: int8 convs pass uint8 activations (nChw16c_u8) and match
   }
   o.reference = true;
   const kiln::Tensor want = kiln::test::run_session(bytes, o, x)[0];
-  double maxref = 0, maxdiff = 0;
-  for (int64_t i = 0; i < want.numel(); ++i) {
-    maxref = std::max(maxref, double(std::fabs(want.data<float>()[i])));
-    maxdiff = std::max(maxdiff, double(std::fabs(got.data<float>()[i] - want.data<float>()[i])));
-  }
-  CHECK(maxdiff <= 0.03 * maxref);
+  const auto d = max_diff_and_ref(got, want);  // (max diff, max |want|)
+  CHECK(d.first <= 0.03 * d.second);
 }
 
 // x [1, 32, 30, 30] -> Q/DQ -> 3x3 conv -> Relu -> Q/DQ(a) -> MaxPool 3x3 s2 -> Q/DQ(a) -> 1x1
@@ -392,9 +405,7 @@ TEST_CASE(
   kiln::test::compare_with_reference(bytes, {2, 3, 20, 18}, 0.03, [](const kiln::Session&) {});
   // Each family forced, the cost model (int8 at 2.5x f32's rate, NCHW's 3 channels read
   // instead of 16) puts its conv on the int8 label, and the output is the reference's.
-  kiln::Tensor x(kiln::DType::f32, {2, 3, 20, 18});
-  const std::vector<float> xv = kiln::test::randoms(size_t(x.numel()), 10, -2.f, 2.f);
-  std::copy(xv.begin(), xv.end(), x.data<float>());
+  const kiln::Tensor x = random_input({2, 3, 20, 18});
   kiln::SessionOptions o;
   o.use_cache = false;
   o.tune = kiln::TuneMode::none;
@@ -424,12 +435,8 @@ TEST_CASE(
         REQUIRE(back);
         CHECK(back->key() == l.key());
       }
-    double maxref = 0, maxdiff = 0;
-    for (int64_t i = 0; i < want.numel(); ++i) {
-      maxref = std::max(maxref, double(std::fabs(want.data<float>()[i])));
-      maxdiff = std::max(maxdiff, double(std::fabs(got.data<float>()[i] - want.data<float>()[i])));
-    }
-    CHECK(maxdiff <= 0.03 * maxref);
+    const auto d = max_diff_and_ref(got, want);  // (max diff, max |want|)
+    CHECK(d.first <= 0.03 * d.second);
   }
 }
 
@@ -450,9 +457,7 @@ TEST_CASE("QDQ session: 1x1 convs of QDQ models run in int8 where the CPU has AV
       o.use_cache = false;
       o.tune = kiln::TuneMode::none;
       o.force_family = kiln::ConvFamily::gemm1x1;
-      kiln::Tensor x(kiln::DType::f32, {2, 128, 9, 11});
-      const std::vector<float> xv = kiln::test::randoms(size_t(x.numel()), 10, -2.f, 2.f);
-      std::copy(xv.begin(), xv.end(), x.data<float>());
+      const kiln::Tensor x = random_input({2, 128, 9, 11});
       std::unique_ptr<kiln::Session> s;
       const kiln::Tensor got = kiln::test::run_session(bytes, o, x, &s)[0];
       int int8 = 0;
@@ -494,13 +499,8 @@ TEST_CASE("QDQ session: 1x1 convs of QDQ models run in int8 where the CPU has AV
       }
       o.reference = true;
       const kiln::Tensor want = kiln::test::run_session(bytes, o, x)[0];
-      double maxref = 0, maxdiff = 0;
-      for (int64_t i = 0; i < want.numel(); ++i) {
-        maxref = std::max(maxref, double(std::fabs(want.data<float>()[i])));
-        maxdiff =
-            std::max(maxdiff, double(std::fabs(got.data<float>()[i] - want.data<float>()[i])));
-      }
-      CHECK(maxdiff <= 0.02 * maxref);
+      const auto d = max_diff_and_ref(got, want);  // (max diff, max |want|)
+      CHECK(d.first <= 0.02 * d.second);
     }
 }
 
