@@ -909,8 +909,9 @@ std::vector<Label> candidate_labels(const Graph& g, int i, Isa isa, bool referen
       }
       // A QDQ model's conv in int8 (its operands are on int8 grids: the same function): 1x1
       // as gemm1x1, others as im2col (jit/conv/conv_gemm1x1_conf.h).
-      // Grouped convs whose groups are whole 16-channel blocks as the grouped family's.
-      const bool int8_family = f.id == ConvFamily::gemm1x1 ||
+      // Grouped convs whose groups are whole 16-channel blocks as the grouped family's;
+      // depthwise ones as the depthwise family's (exact integer sums in f32: dw_conf.h).
+      const bool int8_family = f.id == ConvFamily::gemm1x1 || f.id == ConvFamily::depthwise ||
                                (f.id == ConvFamily::im2col && (p.kh != 1 || p.kw != 1)) ||
                                (f.id == ConvFamily::grouped && (p.kh != 1 || p.kw != 1) &&
                                 (p.ic / p.groups) % 16 == 0 && (p.oc / p.groups) % 16 == 0);
@@ -923,7 +924,9 @@ std::vector<Label> candidate_labels(const Graph& g, int i, Isa isa, bool referen
         // (A conv of at most 4 input channels also from NCHW, its K packed densely.)
         const bool adds = std::any_of(p.post.begin(), p.post.end(),
                                       [](const PostOp& o) { return o.kind == PostOp::Kind::add; });
-        std::vector<Layout> srcs{Layout::nChw16c, Layout::nChw16c_u8}, dsts{Layout::nChw16c};
+        // (Depthwise reads only uint8: its input is never quantized on the way.)
+        std::vector<Layout> srcs{Layout::nChw16c_u8}, dsts{Layout::nChw16c};
+        if (f.id != ConvFamily::depthwise) srcs.insert(srcs.begin(), Layout::nChw16c);
         if (f.id == ConvFamily::im2col && p.ic <= 4) srcs.push_back(Layout::nchw);
         if (u8_output(n) && (!adds || q8->residual)) dsts.push_back(Layout::nChw16c_u8);
         const Label base = out.back();
@@ -1251,8 +1254,9 @@ double heuristic_ms(const Graph& g, int i, const Label& l, Isa isa, int threads)
     const ConvFamilyRow& f = conv_family(l.conv.family);
     double compute_ms = 2 * p.macs() / (peak * f.efficiency(p, l.conv.src, l.conv.dst) * 1e6);
     // (int8: vpdpbusd does 4x an FMA's multiply-adds; the conversion of the sums takes part
-    // of it back, and an f32 input's quantization pass reads it once more.)
-    if (l.precision == Precision::int8) {
+    // of it back, and an f32 input's quantization pass reads it once more. Depthwise int8
+    // computes in f32: only its bytes shrink.)
+    if (l.precision == Precision::int8 && l.conv.family != ConvFamily::depthwise) {
       compute_ms /= 2.5;
       if (!layout_u8(l.conv.src))
         compute_ms += double(value_bytes(g.value(n.in(0)), l.in)) / (gbps * 1e6);

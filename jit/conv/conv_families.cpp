@@ -91,6 +91,7 @@ std::string code_key(const ConvProblem& p, const ConvImpl& impl, Isa isa) {
          std::to_string(impl.oc_blocks) + '|' + isa_name(isa) + "|L1d" +
          std::to_string(impl.cache.l1d) + "L2" + std::to_string(impl.cache.l2) + "L3" +
          std::to_string(impl.cache.l3) + (impl.int8 ? "|int8" : "") +
+         (impl.int8 && impl.int8->x_zero != 0 ? "|xz" : "") +  // (depthwise subtracts it)
          (impl.int8 && impl.int8->residual && layout_u8(impl.dst)
               ? "|res" + std::to_string(impl.int8->residual->scale) + "," +
                     std::to_string(impl.int8->residual->zero)

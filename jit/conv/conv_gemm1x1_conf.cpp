@@ -116,16 +116,7 @@ ConfOr<Gemm1x1Conf> init_gemm1x1_conf(const ConvProblem& p, const ConvImpl& impl
       return R::no(
           "int8 takes nChw16c or nChw16c_u8 on both sides (or nchw src with at most 4 "
           "channels, not 1x1)");
-    if (c.u8_dst) {
-      const bool qdq_last = !p.post.empty() && is_quant_dequant(p.post.back().kind);
-      const auto adds = std::count_if(p.post.begin(), p.post.end(),
-                                      [](const PostOp& o) { return o.kind == PostOp::Kind::add; });
-      if (!qdq_last)
-        return R::no("a nChw16c_u8 dst needs a quantize-dequantize as the last post-op");
-      if (adds > 1 || (adds == 1 && !impl.int8->residual))
-        return R::no("a nChw16c_u8 dst needs its one residual on a uint8 grid");
-    }
-    if (int64_t(impl.int8->w_scale.size()) != p.oc) return R::no("int8 needs a scale per oc");
+    if (std::string why = check_int8(p, impl.dst, *impl.int8); !why.empty()) return R::no(why);
     c.p.bias = true;  // the zero point's share is a bias (kernel: pack_weights_int8)
   } else if (c.bf16 || c.bf16_dst) {
     if (std::string why = check_bf16(p, impl.src, impl.dst, isa, true); !why.empty())

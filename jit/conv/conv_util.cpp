@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "jit/conv/conv_kernel.h"
+
 namespace kiln::convjit {
 
 double block_step_cycles(Isa isa, int ur, int ob, bool bcast_reg) {
@@ -77,6 +79,18 @@ std::string check_bf16(const ConvProblem& p, Layout src, Layout dst, Isa isa, bo
   for (const PostOp& op : p.post)
     if (layout_bf16(dst) && op.kind == PostOp::Kind::add)
       return "a bf16 dst cannot take a residual add (it would be read in bf16)";
+  return "";
+}
+
+std::string check_int8(const ConvProblem& p, Layout dst, const ConvInt8& q) {
+  if (int64_t(q.w_scale.size()) != p.oc) return "int8 needs a scale per oc";
+  if (dst != Layout::nChw16c_u8) return "";
+  const bool qdq_last = !p.post.empty() && is_quant_dequant(p.post.back().kind);
+  const auto adds = std::count_if(p.post.begin(), p.post.end(),
+                                  [](const PostOp& o) { return o.kind == PostOp::Kind::add; });
+  if (!qdq_last) return "a nChw16c_u8 dst needs a quantize-dequantize as the last post-op";
+  if (adds > 1 || (adds == 1 && !q.residual))
+    return "a nChw16c_u8 dst needs its one residual on a uint8 grid";
   return "";
 }
 

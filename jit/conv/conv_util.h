@@ -15,6 +15,10 @@
 #include "jit/layout.h"
 #include "jit/post_op_args.h"
 
+namespace kiln {
+struct ConvInt8;  // jit/conv/conv_kernel.h
+}
+
 namespace kiln::convjit {
 
 // What a conv JIT function receives (one pointer in rdi). Offsets are read with offsetof.
@@ -79,6 +83,12 @@ std::string check_blocked(Layout l, Isa isa, const char* what);
 // read in bf16), and, when `bf16_src` (the family's arithmetic is bf16), a bf16 src. "" when
 // they hold, else the reason.
 std::string check_bf16(const ConvProblem& p, Layout src, Layout dst, Isa isa, bool bf16_src);
+
+// The rules every int8 conv (ConvImpl::int8) shares: a weight scale per output channel; a
+// nChw16c_u8 dst stores the q of the chain's last op, which must be a quantize-dequantize, and
+// reads its one residual `add` as bytes, which must be on a uint8 grid (ConvInt8::residual).
+// "" when they hold, else the reason.
+std::string check_int8(const ConvProblem& p, Layout dst, const ConvInt8& q);
 
 // The bias padded with zeros to `padded` channels (all zeros without bias).
 std::vector<float> pack_bias(const float* bias, int64_t oc, int64_t padded);

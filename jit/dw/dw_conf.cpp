@@ -99,15 +99,18 @@ double dw_block_cycles(const DwConf& c, int ur, DwWeights w) {
   const bool reload = w == DwWeights::row || c.nhwc;
   const double loads = double(p.kh) * dw_block_inputs(p, ur) + (reload ? taps : 0);
   const double stores = ur;
+  // int8: each input vector is converted to f32 (and its zero point subtracted) on the FMA
+  // pipes; the sums' scaling is one more FMA per pixel.
+  const double cvt = c.int8 ? double(p.kh) * dw_block_inputs(p, ur) * (c.sub_zero ? 2 : 1) + ur : 0;
   // Ports: 2 FMA pipes; 2 vector loads per cycle (3 at 256 bits); 1 store per cycle (2 at 256
   // bits); ~5 fused uops per cycle through the front end.
-  const double uops = fma + loads + stores + ur /* zeroing */ + 4;
+  const double uops = fma + cvt + loads + stores + ur /* zeroing */ + 4;
   // Each accumulator is a chain of `taps` dependent FMAs (latency 4). Out-of-order execution
   // overlaps consecutive blocks, but only partly: count half the chain per block.
   const double chain = 0.5 * 4 * taps;
   const double epi = ur * double(c.p.post.size() + (c.p.bias ? 1 : 0)) / 2;
-  return std::max({fma / 2, loads / (z ? 2 : 3), stores / (z ? 1 : 2), uops / 5, chain}) + epi +
-         4 /* block overhead */;
+  return std::max({(fma + cvt) / 2, loads / (z ? 2 : 3), stores / (z ? 1 : 2), uops / 5, chain}) +
+         epi + 4 /* block overhead */;
 }
 
 std::vector<DwRowSeg> plan_dw_rows(const ConvProblem& p) {
@@ -147,9 +150,12 @@ std::string DwConf::blocking_str() const {
 
 std::string DwConf::name() const {
   const bool bf16 = bf16_src || bf16_dst;
-  return std::string("conv_dw_") + (bf16 ? "bf16_" : "f32_") + layout_name(layout) +
-         (bf16 ? std::string("_to_") + layout_name(dst_layout) : "") + "_" + blocking_str() + "__" +
-         isa_name(isa);
+  return std::string("conv_dw_") +
+         (int8   ? "int8_"
+          : bf16 ? "bf16_"
+                 : "f32_") +
+         layout_name(layout) + (bf16 || int8 ? std::string("_to_") + layout_name(dst_layout) : "") +
+         "_" + blocking_str() + "__" + isa_name(isa);
 }
 
 ConfOr<DwConf> init_dw_conf(const ConvProblem& p, const ConvImpl& impl, Isa isa, DwWeights force) {
@@ -164,13 +170,24 @@ ConfOr<DwConf> init_dw_conf(const ConvProblem& p, const ConvImpl& impl, Isa isa,
     if (std::string why = check_common(q, isa); !why.empty()) return R::no(why);
   }
   const bool bf16 = layout_bf16(impl.src) || layout_bf16(impl.dst);
-  if (bf16) {  // (f32 arithmetic: bf16 on either side)
+  if (impl.int8) {
+    if (isa != Isa::avx512) return R::no("int8 depthwise needs avx512");
+    if (impl.src != Layout::nChw16c_u8 ||
+        (impl.dst != Layout::nChw16c && impl.dst != Layout::nChw16c_u8))
+      return R::no("int8 depthwise takes a nChw16c_u8 src and a nChw16c or nChw16c_u8 dst");
+    if (std::string why = check_int8(p, impl.dst, *impl.int8); !why.empty()) return R::no(why);
+    if (p.kh * p.kw > kDwInt8MaxTaps)
+      return R::no("int8 depthwise: more than " + std::to_string(kDwInt8MaxTaps) +
+                   " taps (its f32 sums would not be exact)");
+  } else if (layout_u8(impl.src) || layout_u8(impl.dst)) {
+    return R::no("a nChw16c_u8 side needs int8 arithmetic (ConvImpl::int8)");
+  } else if (bf16) {  // (f32 arithmetic: bf16 on either side)
     if (std::string why = check_bf16(p, impl.src, impl.dst, isa, false); !why.empty())
       return R::no(why);
   } else if (impl.src != impl.dst) {
     return R::no("depthwise needs src layout == dst layout");
   }
-  if (impl.src != Layout::nhwc && !bf16)
+  if (impl.src != Layout::nhwc && !bf16 && !impl.int8)
     if (std::string why = check_blocked(impl.src, isa, "src"); !why.empty())
       return R::no(why + " (depthwise takes nhwc or the isa's blocked layout)");
   if (impl.oc_blocks > 1)
@@ -186,6 +203,10 @@ ConfOr<DwConf> init_dw_conf(const ConvProblem& p, const ConvImpl& impl, Isa isa,
   c.nhwc = impl.src == Layout::nhwc;
   c.bf16_src = layout_bf16(impl.src);
   c.bf16_dst = layout_bf16(impl.dst);
+  c.int8 = impl.int8 != nullptr;
+  c.int8_params = impl.int8;
+  c.u8_dst = impl.dst == Layout::nChw16c_u8;
+  c.sub_zero = c.int8 && impl.int8->x_zero != 0;
   c.cv = ceil_div(p.ic, c.simd);
   c.tail = int(p.ic % c.simd);
   bool scale_shift = false;

@@ -20,6 +20,15 @@
 // bf16 (AVX-512 blocked, AVX512-BF16): src and / or dst in nChw16c_bf16, widened to f32 on
 // load and rounded to nearest even at the store; weights, bias and arithmetic stay f32 (the
 // family is memory-bound: bf16 halves the activation bytes).
+//
+// int8 (AVX-512 blocked, ConvImpl::int8: a QDQ model's depthwise conv): src nChw16c_u8, each
+// byte widened to f32 less the input's zero point (taps reading padding are left out: the
+// real zero); the weights are packed as their integers (w / w_scale) in f32. Every product
+// and partial sum is then an integer below 2^24 in magnitude (255 x 128 per tap, at most
+// kDwInt8MaxTaps taps), so the f32 sums are exact: the int32 sums of an integer kernel,
+// without its 4-byte groups (a depthwise conv reduces over taps only) and at the f32 FMA
+// rate. The store scales them by x_scale * w_scale[c] and adds the bias in one FMA, then runs
+// the chain; dst nChw16c, or nChw16c_u8 holding the last quantize-dequantize's q.
 #pragma once
 
 #include <memory>
@@ -53,6 +62,10 @@ struct DwTile {
   int64_t n = 0, cv0 = 0, cv1 = 0, r0 = 0, r1 = 0;
 };
 
+// The most taps an int8 depthwise conv may have: 255 x 128 x taps < 2^24 keeps its f32 sums
+// exact.
+constexpr int kDwInt8MaxTaps = 513;
+
 struct DwConf {
   ConvProblem p;  // ic == oc == groups
   Isa isa = Isa::avx512;
@@ -61,6 +74,10 @@ struct DwConf {
   Layout dst_layout = Layout::nChw16c;
   bool nhwc = false;
   bool bf16_src = false, bf16_dst = false;
+  // int8: u8 src, integer weights, the sums scaled at the store; u8_dst: nChw16c_u8 dst;
+  // sub_zero: the input's zero point is not 0 (subtracted from every widened byte).
+  bool int8 = false, u8_dst = false, sub_zero = false;
+  std::shared_ptr<const ConvInt8> int8_params;
 
   int64_t cv = 0;          // channel vectors: ceil(C / simd)
   int tail = 0;            // C % simd (0: none)
@@ -79,14 +96,15 @@ struct DwConf {
   int64_t tiles() const { return p.n * cv_chunks * row_chunks; }
   DwTile tile(int64_t t) const;
 
-  // "conv_dw_f32_nChw16c_k3s1_ow8__avx512" (row weights: "..._ow12wr__avx2").
+  // "conv_dw_f32_nChw16c_k3s1_ow8__avx512" (row weights: "..._ow12wr__avx2"; bf16 / int8:
+  // "conv_dw_int8_nChw16c_u8_to_nChw16c_k3s1_ow8__avx512").
   std::string name() const;
   std::string blocking_str() const;  // "k3s1_ow8"
 
   int64_t c_pad() const { return cv * simd; }
   // Byte strides for the generator and the kernel.
-  int src_esize() const { return bf16_src ? 2 : 4; }
-  int dst_esize() const { return bf16_dst ? 2 : 4; }
+  int src_esize() const { return bf16_src ? 2 : int8 ? 1 : 4; }
+  int dst_esize() const { return bf16_dst ? 2 : u8_dst ? 1 : 4; }
   int64_t src_pix_bytes() const { return nhwc ? p.ic * 4 : int64_t(simd) * src_esize(); }
   int64_t src_row_bytes() const { return src_pix_bytes() * p.iw; }
   int64_t src_cv_bytes() const {

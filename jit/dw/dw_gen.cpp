@@ -32,7 +32,12 @@ DwGenerator::DwGenerator(const DwConf& c, const std::string& name)
                      src_blk_, dst_blk_, ow_cnt_, epi_a_, epi_b_);
   // The bias initialises the accumulators (as in the reference: bias first, then the taps), so
   // the epilogue only runs the post-op chain.
-  epi_ = std::make_unique<EpilogueEmitter>(*this, c.isa, false, c.p.post);
+  // (int8: the bias joins the sums' scaling at the store, emit_block.)
+  EpilogueU8 u8;
+  u8.store_q = c.u8_dst;
+  u8.residual = c.u8_dst && c.int8_params->residual;
+  if (u8.residual) u8.res = *c.int8_params->residual;
+  epi_ = std::make_unique<EpilogueEmitter>(*this, c.isa, false, c.p.post, u8);
   const int need = epi_->temps_needed();
   if (need > c.epi_temps)
     fail(Code::internal, "kernel " + name + ": epilogue needs " + std::to_string(need) +
@@ -200,7 +205,7 @@ void DwGenerator::emit_block(int ur, int64_t ow0, const DwRowSeg& s, bool tail, 
   if (c_.nhwc && c_.weights == DwWeights::all) load_weights(s.kh_lo, s.kh_hi, cols);
   for (int px = 0; px < ur; ++px) {
     Xmm a = vreg(c_.isa, px);
-    if (p.bias)
+    if (p.bias && !c_.int8)
       vmovups(a, at(bias_, 0));
     else
       vxorps(a, a, a);
@@ -210,7 +215,13 @@ void DwGenerator::emit_block(int ur, int64_t ow0, const DwRowSeg& s, bool tail, 
     if (c_.weights == DwWeights::row) load_weights(kh, kh + 1, cols);
     for (const auto& [x, taps] : uses[size_t(kh)]) {
       const Address in = at(src, rdisp + x * pix);
-      if (c_.bf16_src) {
+      if (c_.int8) {
+        // 16 bytes -> f32 integers, less the zero point: exact.
+        vpmovzxbd(Zmm(in_), xword[src + rdisp + x * pix]);
+        vcvtdq2ps(Zmm(in_), Zmm(in_));
+        if (c_.sub_zero)
+          vsubps(Zmm(in_), Zmm(in_), ptr_b[abi_param1 + offsetof(DwCallArgs, x_zero)]);
+      } else if (c_.bf16_src) {
         // bf16 -> f32: the 16 halves zero-extended to dwords, shifted into the upper half.
         vpmovzxwd(Zmm(in_), yword[src + rdisp + x * pix]);
         vpslld(Zmm(in_), Zmm(in_), 16);
@@ -225,10 +236,17 @@ void DwGenerator::emit_block(int ur, int64_t ow0, const DwRowSeg& s, bool tail, 
         vfmadd231ps(vreg(c_.isa, px), vreg(c_.isa, wreg(kh, kw)), vreg(c_.isa, in_));
     }
   }
+  if (c_.int8) {  // the integer sums x (x_scale * w_scale[c]) + bias (the input register is free)
+    vmovups(Zmm(in_), ptr[bias_ + c_.c_pad() * 4]);
+    for (int px = 0; px < ur; ++px) vfmadd213ps(Zmm(px), Zmm(in_), ptr[bias_]);
+  }
   for (int px = 0; px < ur; ++px) {
     const int64_t d = ddisp + px * dpix;
     if (!epi_->empty()) epi_->apply(px, temps_, operands(dst, d), tail ? c_.tail : 0);
-    if (c_.bf16_dst) {  // (blocked: no masked tail)
+    if (c_.u8_dst) {  // the integers q in [0, 255] (blocked: no masked tail)
+      vcvtps2dq(Zmm(px), Zmm(px));
+      vpmovusdb(xword[dst + d], Zmm(px));
+    } else if (c_.bf16_dst) {  // (blocked: no masked tail)
       vcvtneps2bf16(Ymm(px), Zmm(px));
       vmovdqu16(yword[dst + d], Ymm(px));
     } else {

@@ -14,7 +14,8 @@
 namespace kiln::convjit {
 
 // What the depthwise JIT function receives (one pointer in rdi): the shared ConvCallArgs (its
-// post-ops' operands included) and the row range.
+// post-ops' operands included) and the row range. int8: c.bias points at the bias and, c_pad()
+// floats further, the sums' scales x_scale * w_scale[c].
 struct DwCallArgs {
   // c.src: input row r0 * sh, column 0 (before the padding shift) of the first channel
   // vector; c.dst: output row r0 of that vector; c.wei, c.bias: its packed weights and bias;
@@ -23,6 +24,7 @@ struct DwCallArgs {
   ConvCallArgs c;
   int64_t r0 = 0, r1 = 0;  // output rows [r0, r1)
   int64_t cv_full = 0;     // channel vectors run by the main code
+  float x_zero = 0;        // int8: the input's zero point (subtracted when DwConf::sub_zero)
 };
 
 class DwGenerator : public JitGenerator {

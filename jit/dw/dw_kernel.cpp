@@ -2,6 +2,8 @@
 // of (image, channel vectors, output rows)) and make_dw_kernel.
 #include "jit/dw/dw_kernel.h"
 
+#include <algorithm>
+#include <cmath>
 #include <cstdint>
 
 #include "jit/conv/conv_util.h"  // ConvCallArgs
@@ -23,6 +25,12 @@ class DwKernel : public Kernel {
         bias_(pack_bias(bias ? bias->data<float>() : nullptr, c.p.oc, c.c_pad())),
         gen_(shared_generator<DwGenerator>(code_key, "", c, name_)) {
     pack_weights(ModelFloats(w));
+    if (c_.int8) {  // then the sums' scales (DwCallArgs)
+      const ConvInt8& q = *c_.int8_params;
+      bias_.resize(size_t(2 * c_.c_pad()), 0.f);
+      for (int64_t ch = 0; ch < c_.p.oc; ++ch)
+        bias_[size_t(c_.c_pad() + ch)] = float(double(q.x_scale) * q.w_scale[size_t(ch)]);
+    }
   }
 
   const std::string& name() const override { return name_; }
@@ -52,6 +60,7 @@ class DwKernel : public Kernel {
       a.c.post.advance_channels(tl.cv0 * c_.simd);
       a.r0 = tl.r0;
       a.r1 = tl.r1;
+      if (c_.int8) a.x_zero = c_.int8_params->x_zero;
       const bool tail = c_.tail_code && tl.cv1 == c_.cv;
       a.cv_full = tl.cv1 - tl.cv0 - (tail ? 1 : 0);
       a.c.flags = tail ? int64_t(kFlagIcTail) : 0;
@@ -60,7 +69,8 @@ class DwKernel : public Kernel {
   }
 
  private:
-  // Blocked: [cv][kh][kw][simd]; NHWC: [kh][kw][c_pad]. Channels past C are zero.
+  // Blocked: [cv][kh][kw][simd]; NHWC: [kh][kw][c_pad]. Channels past C are zero. int8: the
+  // integers w / w_scale[c] (on the grid by ConvInt8's contract; rounded, clamped).
   void pack_weights(ModelFloats w) {
     const ConvProblem& p = c_.p;
     const int64_t taps = p.kh * p.kw;
@@ -70,7 +80,11 @@ class DwKernel : public Kernel {
       for (int64_t k = 0; k < taps; ++k) {
         const int64_t at =
             c_.nhwc ? k * c_.c_pad() + ch : ((ch / c_.simd) * taps + k) * c_.simd + ch % c_.simd;
-        out[at] = w[ch * taps + k];
+        out[at] =
+            c_.int8
+                ? std::clamp(std::nearbyint(w[ch * taps + k] / c_.int8_params->w_scale[size_t(ch)]),
+                             -128.f, 127.f)
+                : w[ch * taps + k];
       }
   }
 

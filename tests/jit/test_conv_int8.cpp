@@ -9,6 +9,7 @@
 
 #include "isa_coverage.h"
 #include "jit/conv/conv_families.h"
+#include "jit/dw/dw_conf.h"
 #include "jit/glue/glue.h"
 #include "shapes/shape_list.h"
 #include "test_conv_util.h"
@@ -20,11 +21,13 @@ using K = PostOp::Kind;
 
 // Operands of p on the int8 grids: x = xs * (u - xz) with u uniform in [0, 255], w = ws[oc] *
 // an integer in [-128, 127] (channel oc's extremes used), bias and residuals as usual.
-Operands int8_operands(const ConvProblem& p, uint64_t seed, ConvInt8* q) {
+// zero >= 0 pins the zero point (else uniform in [0, 255]).
+Operands int8_operands(const ConvProblem& p, uint64_t seed, ConvInt8* q, int zero = -1) {
   Operands o = make_operands(p, seed);
   std::mt19937 rng{uint32_t(seed)};
   q->x_scale = 0.037f;
   q->x_zero = float(std::uniform_int_distribution<int>(0, 255)(rng));
+  if (zero >= 0) q->x_zero = float(zero);
   std::uniform_int_distribution<int> u8(0, 255), s8(-128, 127);
   for (int64_t i = 0; i < o.x.numel(); ++i)
     o.x.data<float>()[i] = q->x_scale * (float(u8(rng)) - q->x_zero);
@@ -37,6 +40,21 @@ Operands int8_operands(const ConvProblem& p, uint64_t seed, ConvInt8* q) {
       o.w.data<float>()[oc * per_oc + k] = ws * float(k == 0 ? -128 : k == 1 ? 127 : s8(rng));
   }
   return o;
+}
+
+// got vs the reference's want, sums of `terms` f32 products of magnitude up to ~0.037 * 255 *
+// 0.014 * 128 (int8_operands): within their rounding, relative to max(1, |want|).
+void check_sums(const Tensor& want, const Tensor& got, int64_t terms) {
+  const double tol = 2e-6 * std::sqrt(double(terms)) * 20;
+  int64_t bad = 0;
+  std::string first;
+  for (int64_t i = 0; i < want.numel(); ++i) {
+    const double g = got.data<float>()[i], w = want.data<float>()[i];
+    if (!(std::fabs(g - w) <= tol * std::max(1.0, std::fabs(w))) && bad++ == 0)
+      first = "element " + std::to_string(i) + ": got " + std::to_string(g) + ", want " +
+              std::to_string(w);
+  }
+  CHECK_MESSAGE(bad == 0, bad << " mismatches, first " << first);
 }
 
 void check_int8(const ConvProblem& p, uint64_t seed, int ur = 0, int ob = 0,
@@ -56,17 +74,7 @@ void check_int8(const ConvProblem& p, uint64_t seed, int ur = 0, int ob = 0,
   CHECK(c.conf->windows == (c.conf->im2row && src != Layout::nchw));
   const Tensor want = reference(p, o);
   const Tensor got = run_kernel(*k, p, o, impl.src, impl.dst);
-  // The reference sums f32 products of magnitude up to ~0.037 * 255 * 0.014 * 128.
-  const double tol = 2e-6 * std::sqrt(double(p.ic)) * 20;
-  int64_t bad = 0;
-  std::string first;
-  for (int64_t i = 0; i < want.numel(); ++i) {
-    const double g = got.data<float>()[i], w = want.data<float>()[i];
-    if (!(std::fabs(g - w) <= tol * std::max(1.0, std::fabs(w))) && bad++ == 0)
-      first = "element " + std::to_string(i) + ": got " + std::to_string(g) + ", want " +
-              std::to_string(w);
-  }
-  CHECK_MESSAGE(bad == 0, bad << " mismatches, first " << first);
+  check_sums(want, got, p.ic);
 }
 
 TEST_CASE("gemm1x1 int8 matches the reference on int8-grid operands") {
@@ -232,6 +240,10 @@ Tensor run_u8(const Kernel& k, const ConvProblem& p, const Operands& o, const Co
 // on its own uint8 grid. Every src / dst combination of nChw16c and nChw16c_u8 must give the
 // same bits as the f32 one (the same integer sums, scaling and chain; a u8 dst holds the q
 // whose dequantized value the f32 dst holds), and that within a quantum of the reference.
+bool is_depthwise(const ConvProblem& p) {
+  return p.groups > 1 && p.groups == p.ic && p.oc == p.ic;
+}
+
 void check_u8(ConvProblem p, uint64_t seed, int ur = 0, int ob = 0,
               const convjit::Gemm1x1Force& force = {}) {
   auto q = std::make_shared<ConvInt8>();
@@ -251,18 +263,35 @@ void check_u8(ConvProblem p, uint64_t seed, int ur = 0, int ob = 0,
     }
   const Tensor want = reference(p, o);
   Tensor base;
-  for (Layout src : {Layout::nChw16c, Layout::nChw16c_u8})
+  // (Depthwise int8 reads only uint8.)
+  const bool dw = is_depthwise(p);
+  std::vector<Layout> srcs{Layout::nChw16c_u8};
+  if (!dw) srcs.insert(srcs.begin(), Layout::nChw16c);
+  for (Layout src : srcs)
     for (Layout dst : {Layout::nChw16c, Layout::nChw16c_u8}) {
-      ConvImpl impl =
-          conv_impl(p.groups > 1 ? ConvFamily::grouped : ConvFamily::gemm1x1, src, dst, ur, ob);
+      const ConvFamily fam = dw             ? ConvFamily::depthwise
+                             : p.groups > 1 ? ConvFamily::grouped
+                                            : ConvFamily::gemm1x1;
+      ConvImpl impl = conv_impl(fam, src, dst, ur, ob);
       impl.int8 = q;
-      auto c = convjit::init_gemm1x1_conf(p, impl, Isa::avx512, force);
-      REQUIRE_MESSAGE(c, "conf refused: " << c.reason);
-      CHECK(c.conf->u8_src == (src == Layout::nChw16c_u8));
-      CHECK(c.conf->u8_dst == (dst == Layout::nChw16c_u8));
-      auto k = convjit::make_gemm1x1_kernel(*c.conf, o.w, p.bias ? &o.b : nullptr);
-      INFO(k->name() << " " << p.str() << " m_outer " << c.conf->m_outer << " pack " << c.conf->pack
-                     << " windows " << c.conf->windows);
+      std::unique_ptr<Kernel> k;
+      if (dw) {
+        auto c = convjit::init_dw_conf(p, impl, Isa::avx512);
+        REQUIRE_MESSAGE(c, "conf refused: " << c.reason);
+        CHECK(c.conf->int8);
+        CHECK(c.conf->u8_dst == (dst == Layout::nChw16c_u8));
+        CHECK(c.conf->sub_zero == (q->x_zero != 0));
+        k = convjit::make_dw_kernel(*c.conf, o.w, p.bias ? &o.b : nullptr);
+      } else {
+        auto c = convjit::init_gemm1x1_conf(p, impl, Isa::avx512, force);
+        REQUIRE_MESSAGE(c, "conf refused: " << c.reason);
+        CHECK(c.conf->u8_src == (src == Layout::nChw16c_u8));
+        CHECK(c.conf->u8_dst == (dst == Layout::nChw16c_u8));
+        k = convjit::make_gemm1x1_kernel(*c.conf, o.w, p.bias ? &o.b : nullptr);
+        INFO("m_outer " << c.conf->m_outer << " pack " << c.conf->pack << " windows "
+                        << c.conf->windows);
+      }
+      INFO(k->name() << " " << p.str());
       const Tensor got = run_u8(*k, p, o, *q, src, dst, out_q, seed + 1);
       if (!base.numel()) {
         base = got;
@@ -276,8 +305,9 @@ void check_u8(ConvProblem p, uint64_t seed, int ur = 0, int ob = 0,
       for (int64_t i = 0; i < got.numel() && first < 0; ++i)
         if (std::memcmp(got.data<float>() + i, base.data<float>() + i, 4)) first = i;
       CHECK_MESSAGE(first < 0, "differs from the nChw16c -> nChw16c kernel's output at "
-                                   << first << ": " << got.data<float>()[std::max<int64_t>(first, 0)]
-                                   << " vs " << base.data<float>()[std::max<int64_t>(first, 0)]);
+                                   << first << ": "
+                                   << got.data<float>()[std::max<int64_t>(first, 0)] << " vs "
+                                   << base.data<float>()[std::max<int64_t>(first, 0)]);
     }
 }
 
@@ -310,6 +340,91 @@ TEST_CASE("int8 convs on uint8 operands (nChw16c_u8) give the f32 layout's bits"
   ConvProblem p = problem("ic32ih6iw6_oc32oh6ow6kh1kw1sh1sw1ph0pw0");
   p.post = chain({op(K::quant_dequant_s8, 0.05f, -3.f)});
   check_u8(p, seed++);
+}
+
+// ---- depthwise int8 (exact integer sums in f32, jit/dw/dw_conf.h) ----
+
+// The depthwise int8 kernel (src nChw16c_u8, pad lanes random bytes) against the reference on
+// the same grid values; dst nChw16c. `zero` pins the input's zero point (-1: random).
+void check_dw_int8(const ConvProblem& p, uint64_t seed, int zero, int ur = 0,
+                   convjit::DwWeights force = convjit::DwWeights::automatic) {
+  auto q = std::make_shared<ConvInt8>();
+  const Operands o = int8_operands(p, seed, q.get(), zero);
+  ConvImpl impl = conv_impl(ConvFamily::depthwise, Layout::nChw16c_u8, Layout::nChw16c, ur);
+  impl.int8 = q;
+  auto c = convjit::init_dw_conf(p, impl, Isa::avx512, force);
+  REQUIRE_MESSAGE(c, "conf refused: " << c.reason);
+  auto k = convjit::make_dw_kernel(*c.conf, o.w, p.bias ? &o.b : nullptr);
+  INFO(k->name() << " " << p.str() << " zero " << q->x_zero);
+  CHECK(k->name().find("conv_dw_int8_nChw16c_u8_to_nChw16c_") == 0);
+  const Tensor want = reference(p, o);
+  const Tensor got = run_u8(*k, p, o, *q, Layout::nChw16c_u8, Layout::nChw16c, {}, seed + 1);
+  check_sums(want, got, p.kh * p.kw);
+}
+
+TEST_CASE("depthwise int8 (uint8 src, exact f32 integer sums) matches the reference") {
+  if (!testing::has_isa(Isa::avx512)) return;
+  uint64_t seed = 8100;
+  // tests/shapes/mobilenetv2.txt's depthwise convs (strides 1 and 2), then channel tails,
+  // 5x5 / 7x7, dilation, asymmetric padding, stride 3, non-square, batch 2, no bias; zero
+  // points 0 (post-ReLU values) and not.
+  std::vector<ConvProblem> ps;
+  for (const ConvProblem& p : shapes::read_shapes("mobilenetv2"))
+    if (is_depthwise(p)) ps.push_back(p);
+  for (const char* s : {"g20ic20ih9iw11_oc20oh9ow11kh3kw3sh1sw1ph1pw1",
+                        "mb2g37ic37ih8iw8_oc37oh4ow4kh5kw5sh2sw2ph2pw2_nobias",
+                        "g16ic16ih10iw10_oc16oh10ow10kh7kw7sh1sw1ph3pw3",
+                        "g32ic32ih9iw9_oc32oh9ow9kh3kw3sh1sw1dh2dw2ph2pw2",
+                        "g48ic48ih8iw8_oc48oh9ow5kh3kw3sh1sw2pt0pl2pb3pr1",
+                        "g16ic16ih12iw13_oc16oh4ow5kh3kw3sh3sw3ph1pw1"})
+    ps.push_back(problem(s));
+  REQUIRE(ps.size() > 8);
+  for (const ConvProblem& p : ps)
+    for (int zero : {0, -1}) check_dw_int8(p, seed++, zero);
+  // Both weight modes and forced register blocks on one shape.
+  const ConvProblem p = problem("g40ic40ih11iw17_oc40oh11ow17kh3kw3sh1sw1ph1pw1");
+  for (auto w : {convjit::DwWeights::all, convjit::DwWeights::row})
+    for (int ur : {1, 4, 7}) check_dw_int8(p, seed++, -1, ur, w);
+}
+
+TEST_CASE("depthwise int8: a uint8 dst gives the f32 dst's bits") {
+  if (!testing::has_isa(Isa::avx512)) return;
+  uint64_t seed = 8200;
+  const PostOp qdq = op(K::quant_dequant_u8, 0.05f, 17.f);
+  for (const char* s : {"g32ic32ih10iw10_oc32oh10ow10kh3kw3sh1sw1ph1pw1",
+                        "mb2g40ic40ih9iw9_oc40oh5ow5kh3kw3sh2sw2ph1pw1_nobias"})
+    for (const auto& post :
+         std::vector<std::vector<PostOp>>{chain({qdq}), chain({op(K::clip, 0.f, 6.f), qdq}),
+                                          chain({op(K::add), op(K::relu), qdq}),
+                                          chain({op(K::quant_dequant_s8, 0.04f, -5.f)})}) {
+      ConvProblem p = problem(s);
+      p.post = post;
+      check_u8(p, seed++);
+    }
+}
+
+TEST_CASE("depthwise int8 refusals") {
+  if (!testing::has_isa(Isa::avx512)) return;
+  auto q = std::make_shared<ConvInt8>();
+  q->w_scale.assign(16, 1.f);
+  const ConvProblem p = problem("g16ic16ih4iw4_oc16oh4ow4kh3kw3sh1sw1ph1pw1");
+  auto refused = [&](Layout src, Layout dst, const ConvProblem& pp, const char* why) {
+    ConvImpl impl = conv_impl(ConvFamily::depthwise, src, dst);
+    impl.int8 = q;
+    auto c = convjit::init_dw_conf(pp, impl, Isa::avx512);
+    CHECK_MESSAGE(!c, layout_name(src) << " -> " << layout_name(dst));
+    CHECK_MESSAGE(c.reason.find(why) != std::string::npos, c.reason);
+  };
+  refused(Layout::nChw16c, Layout::nChw16c, p, "nChw16c_u8 src");  // (never quantizes)
+  refused(Layout::nhwc, Layout::nhwc, p, "nChw16c_u8 src");
+  refused(Layout::nChw16c_u8, Layout::nChw16c_u8, p, "quantize-dequantize");  // no Q/DQ last
+  refused(Layout::nChw16c_u8, Layout::nChw16c,
+          problem("g16ic16ih40iw40_oc16oh16ow16kh25kw25sh1sw1ph0pw0"), "taps");
+  q->w_scale.assign(15, 1.f);
+  refused(Layout::nChw16c_u8, Layout::nChw16c, p, "scale per oc");
+  // f32 kernels take no uint8 layout
+  ConvImpl impl = conv_impl(ConvFamily::depthwise, Layout::nChw16c_u8, Layout::nChw16c);
+  CHECK(!convjit::init_dw_conf(p, impl, Isa::avx512));
 }
 
 TEST_CASE("uint8 layout refusals") {

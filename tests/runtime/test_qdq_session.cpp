@@ -134,8 +134,8 @@ std::string qdq_first_and_grouped_model() {
 
 // Conv(in) = out, k x c x ks x ks (padding 1 for 3x3) with random int8 weights (seeded) times
 // per-channel scales 0.001 .. 0.003, behind a constant DequantizeLinear.
-void int8_conv(OnnxBuilder& b, const std::string& in, const std::string& out, int k, int c, int ks,
-               uint32_t seed) {
+onnx::NodeProto& int8_conv(OnnxBuilder& b, const std::string& in, const std::string& out, int k,
+                           int c, int ks, uint32_t seed) {
   std::vector<int> wq(size_t(k * c * ks * ks));
   const std::vector<float> r = kiln::test::randoms(wq.size(), seed, -127.f, 127.f);
   for (size_t i = 0; i < wq.size(); ++i) wq[i] = int(r[i]);
@@ -147,6 +147,7 @@ void int8_conv(OnnxBuilder& b, const std::string& in, const std::string& out, in
   OnnxBuilder::attr_i(b.node("DequantizeLinear", {w + "q", w + "s"}, {w}), "axis", 0);
   auto& n = b.node("Conv", {in, w}, {out});
   if (ks == 3) OnnxBuilder::attr_ints(n, "pads", {1, 1, 1, 1});
+  return n;
 }
 
 // The sessions' input: x of shape s, uniform in [-2, 2] (seed 10).
@@ -279,6 +280,73 @@ std::string qdq_pool_model() {
   b.node("DequantizeLinear", {"pq", "sa", "za"}, {"pd"});
   b.node("Conv", {"pd", "w2"}, {"y"});
   return b.bytes();
+}
+
+// MobileNetV2's inverted residual: x [1, 32, 28, 28] -> Q/DQ = xd -> 1x1 conv, 32 -> 96 ->
+// Clip(0, 6) -> Q/DQ(a) -> 3x3 depthwise conv (96 groups; stride `stride`) -> Clip(0, 6) ->
+// Q/DQ(b) -> 1x1 conv, 96 -> 32 = y.
+std::string qdq_inverted_residual_model(int stride) {
+  OnnxBuilder b;
+  b.input("x", {1, 32, 28, 28}).output("y");
+  const std::vector<float> scales{3.f / 127, 6.f / 255, 6.f / 255};
+  const std::vector<int> zeros{119, 0, 0};
+  for (size_t i = 0; i < scales.size(); ++i) {
+    b.init_f("s" + std::to_string(i), {}, {scales[i]});
+    init_8bit(b, "z" + std::to_string(i), onnx::TensorProto::UINT8, {}, {zeros[i]});
+  }
+  b.init_f("lo", {}, {0.f});
+  b.init_f("hi", {}, {6.f});
+  auto qdq = [&](const std::string& in, const std::string& out, int i) {
+    const std::string sc = "s" + std::to_string(i), z = "z" + std::to_string(i);
+    b.node("QuantizeLinear", {in, sc, z}, {out + "_q"});
+    b.node("DequantizeLinear", {out + "_q", sc, z}, {out});
+  };
+  qdq("x", "xd", 0);
+  int8_conv(b, "xd", "c1", 96, 32, 1, 41);
+  b.node("Clip", {"c1", "lo", "hi"}, {"r1"});
+  qdq("r1", "a", 1);
+  auto& dw = int8_conv(b, "a", "c2", 96, 1, 3, 42);
+  OnnxBuilder::attr_i(dw, "group", 96);
+  OnnxBuilder::attr_ints(dw, "strides", {stride, stride});
+  b.node("Clip", {"c2", "lo", "hi"}, {"r2"});
+  qdq("r2", "bb", 2);
+  int8_conv(b, "bb", "y", 32, 96, 1, 43);
+  return b.bytes();
+}
+
+TEST_CASE("QDQ session: a depthwise conv between int8 convs runs in int8 on uint8 operands") {
+  const bool int8 = kiln::testing::has_vnni() && kiln::detect_isa() == kiln::Isa::avx512;
+  for (int stride : {1, 2}) {
+    CAPTURE(stride);
+    const std::string bytes = qdq_inverted_residual_model(stride);
+    kiln::test::compare_with_reference(bytes, {1, 32, 28, 28}, 0.03, [](const kiln::Session&) {});
+    // The cost model's plan (deterministic): the depthwise conv's label.
+    const kiln::Tensor x = random_input({1, 32, 28, 28});
+    kiln::SessionOptions o;
+    o.use_cache = false;
+    o.tune = kiln::TuneMode::none;
+    std::unique_ptr<kiln::Session> s;
+    const kiln::Tensor got = kiln::test::run_session(bytes, o, x, &s)[0];
+    int dws = 0, dw8 = 0;
+    for (size_t i = 0; i < s->graph().nodes.size(); ++i) {
+      const kiln::Node& n = s->graph().nodes[i];
+      const kiln::Label& l = s->selection().nodes[i].label;
+      if (n.op != "Conv" || n.attr_i("group", 1) != 96) continue;
+      ++dws;
+      REQUIRE(kiln::conv_int8_params(n));  // (decided on any ISA: its operands are on grids)
+      dw8 += l.conv.family == kiln::ConvFamily::depthwise && l.precision == kiln::Precision::int8 &&
+             l.conv.src == kiln::Layout::nChw16c_u8;
+    }
+    CHECK(dws == 1);
+    if (int8)
+      CHECK(dw8 == 1);
+    else
+      MESSAGE("SKIPPED: no AVX512-VNNI here: the uint8 layout is not offered");
+    o.reference = true;
+    const kiln::Tensor want = kiln::test::run_session(bytes, o, x)[0];
+    const auto d = max_diff_and_ref(got, want);  // (max diff, max |want|)
+    CHECK(d.first <= 0.03 * d.second);
+  }
 }
 
 TEST_CASE("QDQ session: a MaxPool between int8 convs keeps the uint8 grid") {
