@@ -72,7 +72,9 @@ class ChainEmitter {
     with_operand(b, [&](const Xmm& d, const Operand& o) { g_.vaddps(d, a_, o); });
   }
 
-  void op(const PostOp& op, const EpilogueEmitter::Operands& where, int i, bool last) {
+  // qbounds: a quantize-dequantize's clamp on n = rint(x / s) (EpilogueEmitter::qbounds_).
+  void op(const PostOp& op, const EpilogueEmitter::Operands& where, int i, bool last,
+          std::pair<float, float> qbounds) {
     // graph/fuse.cpp never fuses them (unary_post_op does not return them).
     if (glue_only(op.kind))
       fail(Code::unsupported, std::string("post-op ") + post_op_name(op.kind) +
@@ -109,7 +111,7 @@ class ChainEmitter {
         break;
       case K::quant_dequant_u8:
       case K::quant_dequant_s8:
-        quant_dequant(op, last && u8_.store_q);
+        quant_dequant(op, last && u8_.store_q, qbounds);
         break;
       case K::add:
         if (!where.residual) fail(Code::internal, "epilogue: no residual operand for 'add'");
@@ -201,17 +203,16 @@ class ChainEmitter {
   // store_q: stop at the integer (int8: + 128, into uint8's range).
   // The zero point z (an integer) moves to the bounds: min(max(n + z, lo), hi) - z is
   // min(max(n, lo - z), hi - z) exactly (small integers; a huge n meets the same bound), one
-  // add and one subtract fewer.
-  void quant_dequant(const PostOp& op, bool store_q) {
-    const QuantRange r = quant_dequant_range(op.kind);
+  // add and one subtract fewer; `bounds` are those, narrowed by a folded relu / clip.
+  void quant_dequant(const PostOp& op, bool store_q, std::pair<float, float> bounds) {
     g_.vdivps(a_, a_, c_.f32(op.alpha));
     if (z())  // imm 8: nearest even, no precision exception
       g_.vrndscaleps(a_, a_, 0x08);
     else
       g_.vroundps(a_, a_, 0x08);
-    g_.vmovaps(t(0), c_.f32(r.lo - op.beta));
+    g_.vmovaps(t(0), c_.f32(bounds.first));
     g_.vmaxps(a_, t(0), a_);
-    g_.vmovaps(t(0), c_.f32(r.hi - op.beta));
+    g_.vmovaps(t(0), c_.f32(bounds.second));
     g_.vminps(a_, t(0), a_);
     if (store_q) {  // q = n + z (an int8 grid + 128, into uint8's range)
       g_.vaddps(a_, a_, c_.f32(quant_dequant_u8_zero(op)));
@@ -324,6 +325,29 @@ EpilogueEmitter::EpilogueEmitter(Xbyak::CodeGenerator& gen, Isa isa, bool has_bi
     fail(Code::internal, "epilogue: uint8 operands need avx512");
   if (u8.store_q && !qdq_last)
     fail(Code::internal, "epilogue: a uint8 store needs a quantize-dequantize last");
+  folded_.assign(ops_.size(), false);
+  qbounds_.assign(ops_.size(), {0.f, 0.f});
+  for (size_t i = 0; i < ops_.size(); ++i) {
+    const PostOp& q = ops_[i];
+    if (!is_quant_dequant(q.kind)) continue;
+    const QuantRange r = quant_dequant_range(q.kind);
+    std::pair<float, float> b{r.lo - q.beta, r.hi - q.beta};
+    const PostOp* p = i > 0 ? &ops_[i - 1] : nullptr;
+    const bool clamp = p && (p->kind == K::relu || p->kind == K::clip);
+    const float a = !clamp ? 0.f : p->kind == K::relu ? 0.f : p->alpha;
+    const float hi = !clamp ? 0.f : p->kind == K::relu ? INFINITY : p->beta;
+    // (Bounds as the chain computes f: f32 division, rint to nearest even; a NaN clip bound
+    // compares false everywhere and is refused.)
+    if (clamp && q.alpha > 0 && std::isfinite(q.alpha) && a <= hi) {
+      const float fa = std::nearbyint(a / q.alpha), fb = std::nearbyint(hi / q.alpha);
+      const std::pair<float, float> n{std::max(b.first, fa), std::min(b.second, fb)};
+      if (n.first <= n.second) {
+        folded_[i - 1] = true;
+        b = n;
+      }
+    }
+    qbounds_[i] = b;
+  }
 }
 
 int EpilogueEmitter::temps_needed(bool tail) const {
@@ -331,12 +355,6 @@ int EpilogueEmitter::temps_needed(bool tail) const {
   for (const auto& op : ops_)
     n = std::max(n, op.kind == K::add && u8_.residual ? 1 : op_temps(op, isa_, tail));
   return n;
-}
-
-bool EpilogueEmitter::clamped_next(size_t i) const {
-  if (i + 1 >= ops_.size() || ops_[i].kind != K::relu) return false;
-  const PostOp& q = ops_[i + 1];
-  return is_quant_dequant(q.kind) && q.beta == quant_dequant_range(q.kind).lo;
 }
 
 void EpilogueEmitter::apply_group(const std::vector<int>& accs, const std::vector<int>& temps,
@@ -365,8 +383,8 @@ void EpilogueEmitter::apply_group(const std::vector<int>& accs, const std::vecto
       e[k].bias(where[k].bias());
     }
   for (size_t i = 0; i < ops_.size(); ++i)
-    for (size_t k = 0; k < accs.size() && !clamped_next(i); ++k)
-      e[k].op(ops_[i], where[k], int(i), i + 1 == ops_.size());
+    for (size_t k = 0; k < accs.size() && !folded_[i]; ++k)
+      e[k].op(ops_[i], where[k], int(i), i + 1 == ops_.size(), qbounds_[i]);
 }
 
 void EpilogueEmitter::apply(int acc, const std::vector<int>& temps, const Operands& where,
@@ -393,7 +411,7 @@ void EpilogueEmitter::apply(int acc, const std::vector<int>& temps, const Operan
     e.bias(where.bias());
   }
   for (size_t i = 0; i < ops_.size(); ++i)
-    if (!clamped_next(i)) e.op(ops_[i], where, int(i), i + 1 == ops_.size());
+    if (!folded_[i]) e.op(ops_[i], where, int(i), i + 1 == ops_.size(), qbounds_[i]);
 }
 
 void EpilogueEmitter::emit_constants() {

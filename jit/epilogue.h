@@ -7,6 +7,7 @@
 #include <xbyak/xbyak.h>
 
 #include <functional>
+#include <utility>
 #include <vector>
 
 #include "graph/post_ops.h"
@@ -84,10 +85,14 @@ class EpilogueEmitter {
   Isa isa_;
   bool has_bias_;
   std::vector<PostOp> ops_;
-  // Whether op i is a relu the next op does anyway: a quantize-dequantize whose zero point is
-  // its range's low end clamps every negative x (and -0) to what relu(x) gives; NaN passes
-  // both. Skipped, the chain computes the same values.
-  bool clamped_next(size_t i) const;
+  // A relu or clip right before a quantize-dequantize folds into its clamp: with
+  // f(x) = rint(x / s) non-decreasing (s > 0), f(clip(x, a, b)) = clip(f(x), f(a), f(b)), so
+  // clamping n = f(x) to [max(lo - z, f(a)), min(hi - z, f(b))] gives the same integers
+  // whenever that interval is not empty (else the op stays). NaN passes both ways; a -0 n
+  // becomes +0 at the dequantization or the integer store either way. folded_[i]: op i is
+  // skipped; qbounds_[i]: the clamp of the quantize-dequantize op i, on n.
+  std::vector<bool> folded_;
+  std::vector<std::pair<float, float>> qbounds_;
 
   EpilogueU8 u8_;
   VecConsts consts_;

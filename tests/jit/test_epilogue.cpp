@@ -338,6 +338,8 @@ std::vector<std::pair<bool, std::vector<PostOp>>> chains() {
           {true, {mk(K::gelu), mk(K::add)}},
           {false, {mk(K::scale_shift), mk(K::gelu)}},
           {true, {mk(K::relu), mk(K::quant_dequant_u8, 0.02f, 0.f)}},
+          {true, {mk(K::relu), mk(K::quant_dequant_s8, 0.04f, 5.f)}},
+          {false, {mk(K::clip, 0.f, 6.f), mk(K::quant_dequant_u8, 6.f / 255, 0.f)}},
           {true,
            {mk(K::quant_dequant_u8, 0.03f, 120.f), mk(K::add), mk(K::quant_dequant_s8, 0.04f, 5.f),
             mk(K::relu)}}};
@@ -365,6 +367,48 @@ TEST_CASE("epilogue: chains, both ISAs") {
         CAPTURE(chain);
         check_chain(isa, bias, ops, regs, inputs, 12);
       }
+}
+
+TEST_CASE("epilogue: a relu / clip folded into a quantize-dequantize's clamp gives its bits") {
+  // Folded (jit/epilogue.h): bounds inside, across and beyond the grid's range, an infinite
+  // bound, relu on either grid; not folded: a clip whose range misses the grid's.
+  const std::vector<std::vector<PostOp>> cases = {
+      {mk(K::clip, 0.f, 6.f), mk(K::quant_dequant_u8, 6.f / 255, 0.f)},
+      {mk(K::clip, 0.f, 6.f), mk(K::quant_dequant_u8, 0.0137f, 3.f)},
+      {mk(K::clip, -1.f, 2.5f), mk(K::quant_dequant_s8, 0.013f, -3.f)},
+      {mk(K::clip, -100.f, 100.f), mk(K::quant_dequant_u8, 0.02f, 7.f)},
+      {mk(K::clip, -kInf, 0.5f), mk(K::quant_dequant_u8, 0.05f, 128.f)},
+      {mk(K::clip, 0.31f, 0.33f), mk(K::quant_dequant_u8, 0.02f, 7.f)},
+      {mk(K::relu), mk(K::quant_dequant_s8, 0.04f, 5.f)},
+      {mk(K::relu), mk(K::quant_dequant_u8, 0.03f, 9.f)},
+      {mk(K::clip, 2.f, 6.f), mk(K::quant_dequant_u8, 0.01f, 255.f)},
+      {mk(K::clip, -6.f, -2.f), mk(K::quant_dequant_u8, 0.01f, 0.f)},
+  };
+  for (const auto& ops : cases) {
+    // Inputs at and a few ulps around the clip bounds and the quantization's rounding
+    // boundaries (k + 1/2) s, plus the edge values.
+    std::vector<float> inputs = edge_values();
+    auto around = [&](float v) {
+      float lo = v, hi = v;
+      for (int u = 0; u < 3; ++u) {
+        inputs.push_back(lo = std::nextafter(lo, -kInf));
+        inputs.push_back(hi = std::nextafter(hi, kInf));
+      }
+      inputs.push_back(v);
+    };
+    const float s = ops[1].alpha;
+    for (int k = -300; k <= 300; ++k) around((float(k) + 0.5f) * s);
+    if (ops[0].kind == K::clip) {
+      around(ops[0].alpha);
+      around(ops[0].beta);
+    }
+    for (Isa isa : test_isas()) {  // (no bias: it would move the inputs off the boundaries)
+      CAPTURE(std::string(isa_name(isa)));
+      const std::string chain = post_ops_str(ops);
+      CAPTURE(chain);
+      check_chain(isa, false, ops, reg_sets(isa)[0], inputs, 13);
+    }
+  }
 }
 
 TEST_CASE("epilogue: sigmoid and swish limits (hand-computed)") {
