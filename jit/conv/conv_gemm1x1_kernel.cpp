@@ -69,9 +69,10 @@ __attribute__((target("avx512f,avx512bw,avx512vl"))) void quantize_row_c4(
 
 // int8 dense K: pixels [q0, q0 + cnt) of the output, each a row of kpad bytes at d: its window's
 // taps (kh, kw) of 4 bytes from the row cache (cache_w columns a row, row 0 = input row r0),
-// then zeros. Runs move in 32-byte pieces (a libc memcpy call per 28-byte run cost more than
-// the copy; masked moves more than these): a run's last piece may read and write up to 31 bytes
-// past it, into bytes written next or the slack (kDenseSlack) after the buffer and the cache.
+// then zeros. Runs move in one 16-byte piece (runs of at most 16 bytes) or 32-byte pieces (a
+// libc memcpy call per 28-byte run cost more than the copy; masked moves more than these): a
+// run's last piece may read and write up to 31 bytes past it, into bytes written next or the
+// slack (kDenseSlack) after the buffer and the cache.
 constexpr int64_t kDenseSlack = 64;
 __attribute__((target("avx512f,avx512bw"))) void gather_windows(const ConvProblem& p,
                                                                 const uint8_t* cache,
@@ -79,12 +80,24 @@ __attribute__((target("avx512f,avx512bw"))) void gather_windows(const ConvProble
                                                                 int64_t q0, int64_t cnt,
                                                                 int64_t kpad, uint8_t* d) {
   const int64_t taps = p.kh * p.kw * 4;  // (kpad - taps < 16)
-  for (int64_t i = q0; i < q0 + cnt; ++i, d += kpad) {
-    const int64_t oh = i / p.ow, ow = i % p.ow;
+  const int64_t row_step = p.dh * cache_w * 4;
+  // (The pixel's row and column step along: a 64-bit division per pixel took a third of the
+  // packing time.)
+  int64_t oh = q0 / p.ow, ow = q0 % p.ow;
+  for (int64_t i = 0; i < cnt; ++i, d += kpad) {
     uint8_t* o = d;
+    const uint8_t* win = cache + ((oh * p.sh - p.pt - r0) * cache_w + ow * p.sw) * 4;
+    if (++ow == p.ow) {
+      ow = 0;
+      ++oh;
+    }
     for (int64_t kh = 0; kh < p.kh; ++kh) {
-      const uint8_t* s = cache + ((oh * p.sh - p.pt + kh * p.dh - r0) * cache_w + ow * p.sw) * 4;
-      if (p.dw == 1) {
+      const uint8_t* s = win + kh * row_step;
+      if (p.dw == 1 && p.kw <= 4) {  // (one 16-byte piece: fewer cache-line splits)
+        _mm_storeu_si128(reinterpret_cast<__m128i*>(o),
+                         _mm_loadu_si128(reinterpret_cast<const __m128i*>(s)));
+        o += p.kw * 4;
+      } else if (p.dw == 1) {
         for (int64_t b = 0; b < p.kw * 4; b += 32)
           _mm256_storeu_si256(reinterpret_cast<__m256i*>(o + b),
                               _mm256_loadu_si256(reinterpret_cast<const __m256i*>(s + b)));
