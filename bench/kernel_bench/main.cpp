@@ -10,7 +10,8 @@
 //                     [--json FILE] [--post relu] [--all-layouts] [--why]
 //                     [--sweep] [--top N] [--kchunk A,B..] [--tune K=V,..]...
 //                     [--shape IC,IH,OC,K,S[,G]|PROBLEM]... [--clean F] [--stream-mb N]
-//                     [--cold] [--bandwidth] [--tiles R,C] [--l2 KB,..]
+//                     [--cold] [--bandwidth] [--tiles R,C] [--l2 KB,..] [--int8]
+// --int8 adds the int8 kernels of QDQ models (add_int8) on machines with AVX512-VNNI.
 // "Effective GFLOP/s" = 2 x the direct convolution's multiply-adds / time, for every family
 // (so Winograd, which does fewer multiplies, compares directly); depthwise rows also show GB/s
 // (bytes = input + output + weights) and its % of the single-core copy bandwidth measured for
@@ -109,6 +110,7 @@ struct Options {
   std::string json, layer, family, layout, post;
   bool sweep = false, all_layouts = false, why = false;
   bool cold = false;       // --cold: evict the caches before every timed run
+  bool int8 = false;       // --int8: also the int8 kernels (AVX512-VNNI), uint8 sides too
   bool bandwidth = false;  // --bandwidth: copy-bandwidth columns for every layer, not only dw
   long tile_rows = 0, tile_cvs = 0;  // --tiles R,C: a depthwise candidate with this tile plan
   double clean = 0.95;               // --clean: probe threshold (0: take every sample)
@@ -132,6 +134,7 @@ void usage() {
                "         [--all-layouts] [--why] [--sweep] [--top N] [--kchunk A,B..]\n"
                "         [--tune K=V,..]... [--shape IC,IH,OC,K,S[,G]]... [--clean F]\n"
                "         [--stream-mb N] [--cold] [--bandwidth] [--tiles R,C] [--l2 KB,..]\n"
+               "         [--int8]\n"
                "  --set takes a shape list of tests/shapes/ (e.g. conv_direct) or a path;\n"
                "  --shape also takes a conv problem string (ic64ih56iw56_oc64oh56ow56...)\n");
 }
@@ -198,6 +201,8 @@ Options parse(int argc, char** argv) {
       o.stream_mb = size_t(std::max(1, std::atoi(next().c_str())));
     } else if (a == "--shape") {
       o.custom.push_back(custom_layer(next()));
+    } else if (a == "--int8") {
+      o.int8 = true;
     } else if (a == "--cold") {
       o.cold = true;
     } else if (a == "--bandwidth") {
@@ -373,6 +378,41 @@ struct Context {
   std::vector<Missing> missing;
 };
 
+// --int8: the int8 kernels of a QDQ model's conv (the families and layouts
+// runtime/labels.cpp offers) on operands on made-up grids (x: scale 0.02, zero point 3; w: a
+// scale per oc), the chain ending in a quantize-dequantize (which a uint8 dst stores); the
+// f32 src ones quantize their input on the way.
+template <class Add>
+void add_int8(ConvProblem p, Isa isa, const Tensor& w, const Tensor& b, const Options& o,
+              Add& add) {
+  if (isa != Isa::avx512 || !host_cpu().avx512_vnni) return;
+  p.post.push_back({PostOp::Kind::quant_dequant_u8, 0.05f, 0.f, -1});
+  auto q = std::make_shared<ConvInt8>();
+  q->x_scale = 0.02f;
+  q->x_zero = 3;
+  q->w_scale.assign(size_t(p.oc), 0.01f);
+  for (ConvFamily f :
+       {ConvFamily::gemm1x1, ConvFamily::im2col, ConvFamily::grouped, ConvFamily::depthwise}) {
+    if (!matches_any(conv_family_name(f), o.family)) continue;
+    std::vector<Layout> srcs{Layout::nChw16c, Layout::nChw16c_u8};
+    if (p.ic <= 4) srcs.push_back(Layout::nchw);
+    for (Layout src : srcs)
+      for (Layout dst : {Layout::nChw16c, Layout::nChw16c_u8}) {
+        if (!contains(pair_name(src, dst), o.layout)) continue;
+        ConvImpl impl;
+        impl.family = f;
+        impl.src = src;
+        impl.dst = dst;
+        impl.int8 = q;
+        std::string why;
+        if (auto k = create_conv_kernel(p, impl, isa, w, &b, &why)) {
+          const std::string name = k->name();
+          add(std::move(k), impl, name);
+        }
+      }
+  }
+}
+
 // Builds, times and reports every candidate of one layer on one isa.
 void bench_layer(Context& ctx, const Layer& l, Isa isa) {
   const Options& o = ctx.o;
@@ -469,6 +509,7 @@ void bench_layer(Context& ctx, const Layer& l, Isa isa) {
       }
     }
   }
+  if (o.int8) add_int8(p, isa, w, b, o, add);
   if (cands.empty()) return;
   time_candidates(cands, o.reps, *ctx.probes.at(isa), ctx.l2probe, ctx.peak[isa], o.clean, o.tries,
                   o.cold ? &ctx.evict : nullptr);
