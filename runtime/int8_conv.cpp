@@ -61,16 +61,33 @@ std::optional<U8Quant> qdq_output(const Node& p) {
 // The decision itself (see the header).
 std::shared_ptr<const ConvInt8> decide(const Graph& g, const Node& n,
                                        const std::vector<int>& producer) {
-  if (n.op != "Conv" || n.inputs.size() < 2 || n.in(0) == kNoValue) return nullptr;
+  const bool conv = n.op == "Conv", fc = n.op == "Gemm" || n.op == "MatMul";
+  if ((!conv && !fc) || n.inputs.size() < 2 || n.in(0) == kNoValue) return nullptr;
   const std::optional<U8Quant> x = u8_value(g, producer, n.inputs[0]);
   if (!x) return nullptr;
   const Value& wv = g.value(n.inputs[1]);
-  if (!wv.is_const() || wv.dtype != DType::f32 || wv.shape.size() != 4) return nullptr;
+  if (!wv.is_const() || wv.dtype != DType::f32 || wv.shape.size() != (conv ? 4u : 2u))
+    return nullptr;
   auto q = std::make_shared<ConvInt8>();
   q->x_scale = x->scale;
   q->x_zero = x->zero;
   const float* w = wv.constant->data<float>();
-  const int64_t oc = wv.shape[0], per = wv.constant->numel() / std::max<int64_t>(oc, 1);
+  // A Gemm / MatMul's scales are per output column n: rows of B^T ([N, K] as Gemm's transB
+  // stores it; else transposed here). Its alpha would scale them: only alpha 1, no transA.
+  std::vector<float> rows;
+  if (fc) {
+    if (n.op == "Gemm" && (n.attr_i("transA", 0) != 0 || n.attr_f("alpha", 1.f) != 1.f))
+      return nullptr;
+    if (n.op == "MatMul" || n.attr_i("transB", 0) == 0) {
+      const int64_t K = wv.shape[0], N = wv.shape[1];
+      rows.resize(size_t(K * N));
+      for (int64_t k = 0; k < K; ++k)
+        for (int64_t j = 0; j < N; ++j) rows[size_t(j * K + k)] = w[k * N + j];
+      w = rows.data();
+    }
+  }
+  const int64_t oc = fc && rows.empty() ? wv.shape[0] : fc ? wv.shape[1] : wv.shape[0];
+  const int64_t per = wv.constant->numel() / std::max<int64_t>(oc, 1);
   q->w_scale.resize(size_t(oc));
   double all = 0;
   for (int64_t i = 0; i < wv.constant->numel(); ++i) all = std::max(all, std::fabs(double(w[i])));

@@ -5,7 +5,9 @@
 // folded f32 weights (DequantizeLinear of int8 weights folds into them at load): channel oc's
 // largest |w| over the integer it stands for (127 for symmetric quantization), else the
 // tensor's, accepted only when every weight divided by it is an integer in [-128, 127] to
-// within 1e-3, so an int8 kernel computes the same function as f32 ones.
+// within 1e-3, so an int8 kernel computes the same function as f32 ones. A Gemm / MatMul with a
+// constant 2-D B (no transA, alpha 1) is decided the same way, a scale per output column
+// (jit/gemm/fc_kernel.h takes the same ConvInt8).
 #pragma once
 
 #include <memory>
@@ -17,10 +19,10 @@
 
 namespace kiln {
 
-// Decides for every Conv of g (once its passes and fusions are done: Session::prepare) and
-// marks those that qualify (attribute kInt8Attr: x_scale, x_zero, then w_scale per output
-// channel). Deciding reads every weight, and labels ask about each conv many times per load
-// (it was half of a QDQ ResNet-50's warm load). Returns the convs marked.
+// Decides for every Conv (and Gemm / MatMul) of g (once its passes and fusions are done:
+// Session::prepare) and marks those that qualify (attribute kInt8Attr: x_scale, x_zero, then
+// w_scale per output channel). Deciding reads every weight, and labels ask about each conv many
+// times per load (it was half of a QDQ ResNet-50's warm load). Returns the convs marked.
 constexpr const char* kInt8Attr = "int8_params";
 int mark_int8_convs(Graph& g);
 

@@ -516,8 +516,8 @@ bool batched_matmul(const Graph& g, const Node& n) {
   return !(b.is_const() && b.shape.size() == 2);
 }
 
-std::unique_ptr<Kernel> make_fc(const Graph& g, const Node& n, Isa isa, std::string* why,
-                                bool bf16) {
+std::unique_ptr<Kernel> make_fc(const Graph& g, const Node& n, Isa isa, std::string* why, bool bf16,
+                                std::shared_ptr<const ConvInt8> int8) {
   const bool gemm = n.op == "Gemm";
   if (n.op != "Gemm" && n.op != "MatMul") return *why = "not Gemm/MatMul", nullptr;
   if (n.inputs.size() < 2) return *why = "no B operand", nullptr;
@@ -559,7 +559,7 @@ std::unique_ptr<Kernel> make_fc(const Graph& g, const Node& n, Isa isa, std::str
     return *why = "MatMul with post-ops", nullptr;
   }
   return create_fc_kernel(p, isa, *w.constant, trans_b, gemm ? n.attr_f("alpha", 1.f) : 1.f,
-                          bias ? &*bias : nullptr, why, bf16);
+                          bias ? &*bias : nullptr, why, bf16, std::move(int8));
 }
 
 // Instance / GroupNormalization (constant scale / B; outer = images x groups, c = a group's
@@ -786,7 +786,10 @@ std::string Label::key() const {
   // its integers, "eltwise.nChw16c.nChw16c_u8".)
   if (kind == LabelKind::eltwise && out != in)
     return k + "." + layout_name(in) + "." + layout_name(out);
-  return k + "." + layout_name(in) + (precision == Precision::bf16 ? ".bf16" : "");
+  return k + "." + layout_name(in) +
+         (precision == Precision::bf16   ? ".bf16"
+          : precision == Precision::int8 ? ".int8"
+                                         : "");
 }
 
 std::optional<Label> Label::parse(const std::string& key) {
@@ -817,8 +820,9 @@ std::optional<Label> Label::parse(const std::string& key) {
     }
     return l;
   }
-  if (parts.size() == 3 && parts[2] == "bf16" && parts[0] == kind_name(LabelKind::fc)) {
-    l.precision = Precision::bf16;
+  if (parts.size() == 3 && (parts[2] == "bf16" || parts[2] == "int8") &&
+      parts[0] == kind_name(LabelKind::fc)) {
+    l.precision = parts[2] == "bf16" ? Precision::bf16 : Precision::int8;
     parts.pop_back();
   }
   if (parts.size() == 3 && parts[0] == kind_name(LabelKind::eltwise)) {
@@ -945,6 +949,13 @@ std::vector<Label> candidate_labels(const Graph& g, int i, Isa isa, bool referen
       simple(LabelKind::fc, Layout::nchw);
       out.back().precision = Precision::bf16;
     }
+    // A QDQ model's Gemm / MatMul in int8 (marked: its input on a uint8 grid, its weights on
+    // int8 grids; the same function).
+    if (isa == Isa::avx512 && host_cpu().avx512_vnni && !batched_matmul(g, n) &&
+        conv_int8_params(n)) {
+      simple(LabelKind::fc, Layout::nchw);
+      out.back().precision = Precision::int8;
+    }
   } else if (jit && is_pool(n.op) && n.outputs.size() == 1 && is4d(g, n.in(0)) &&
              is4d(g, n.outputs[0]) && g.value(n.inputs[0]).dtype == DType::f32) {
     simple(LabelKind::pool, b);
@@ -1069,7 +1080,10 @@ Instance instantiate(const Graph& g, int i, const Label& l, Isa isa, std::string
     }
     case LabelKind::fc:
       if (!jit_isa) return no("no JIT on the scalar ISA");
-      r.kernel = make_fc(g, n, isa, &why, l.precision == Precision::bf16);
+      if (l.precision == Precision::int8 && !conv_int8_params(n))
+        return no("the node's operands are not on int8 grids");
+      r.kernel = make_fc(g, n, isa, &why, l.precision == Precision::bf16,
+                         l.precision == Precision::int8 ? conv_int8_params(n) : nullptr);
       break;
     case LabelKind::pool: {
       if (!jit_isa) return no("no JIT on the scalar ISA");
@@ -1265,10 +1279,11 @@ double heuristic_ms(const Graph& g, int i, const Label& l, Isa isa, int threads)
   }
   if (l.kind == LabelKind::fc) {
     double ms = mem_ms + 0.002;
-    if (l.precision == Precision::bf16)  // half the constant (weight) bytes
+    if (l.precision != Precision::f32)  // half (bf16) or a quarter (int8) of the weight bytes
       for (ValueId v : n.inputs)
         if (v != kNoValue && g.value(v).is_const())
-          ms -= 0.5 * double(value_bytes(g.value(v), l.in)) / (gbps * 1e6);
+          ms -= (l.precision == Precision::bf16 ? 0.5 : 0.75) *
+                double(value_bytes(g.value(v), l.in)) / (gbps * 1e6);
     return ms;
   }
   if (l.kind == LabelKind::ref) {

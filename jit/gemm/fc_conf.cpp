@@ -81,7 +81,10 @@ int FcConf::loop_regs(int ur, int nbv) const {
 
 std::string FcConf::name() const {
   const std::string n = std::to_string(block_outputs());
-  const std::string blocking = std::string(gemv() ? "gemv_" : "gemm_") + (bf16 ? "bf16_" : "f32_") +
+  const std::string blocking = std::string(gemv() ? "gemv_" : "gemm_") +
+                               (int8   ? "int8_"
+                                : bf16 ? "bf16_"
+                                       : "f32_") +
                                (gemv() ? "n" + n : "m" + std::to_string(mr) + "n" + n);
   return "fc_" + blocking + "__" + isa_name(isa);
 }
@@ -101,12 +104,21 @@ ConfOr<FcConf> init_fc_conf(const FcProblem& p, Isa isa, const FcImpl& impl) {
     return R::no("negative forced blocking");
   if (impl.bf16 && (isa != Isa::avx512 || !host_cpu().avx512_bf16))
     return R::no("bf16 needs avx512_bf16");
+  if (impl.int8) {
+    if (isa != Isa::avx512 || !host_cpu().avx512_vnni) return R::no("int8 needs avx512_vnni");
+    if (impl.bf16) return R::no("int8 and bf16 both asked for");
+    if (int64_t(impl.int8->w_scale.size()) != p.n) return R::no("int8 needs a scale per n");
+    // (vpdpbusd takes x, the uint8 operand, from a register: no embedded broadcast.)
+    if (impl.bcast_emb == 1) return R::no("int8 broadcasts x into a register");
+  }
 
   FcConf c;
   c.p = p;
   c.isa = isa;
   c.simd = simd_width(isa);
   c.bf16 = impl.bf16;
+  c.int8 = impl.int8;
+  if (c.int8) c.p.bias = true;  // the zero point's share is a bias (fc_kernel)
   c.nvec = (p.n + c.simd - 1) / c.simd;
   c.lane_tail = int(p.n % c.simd);
   c.l2_budget = impl.cache.l2_weights();
@@ -135,7 +147,7 @@ ConfOr<FcConf> init_fc_conf(const FcProblem& p, Isa isa, const FcImpl& impl) {
     const int max_mr = int(std::min<int64_t>(p.m, impl.mr ? impl.mr : mr_cap));
     bool have = false;
     double best = 0;
-    for (int emb = 0; emb <= (isa == Isa::avx512 ? 1 : 0); ++emb) {
+    for (int emb = 0; emb <= (isa == Isa::avx512 && !c.int8 ? 1 : 0); ++emb) {
       if (impl.bcast_emb >= 0 && emb != impl.bcast_emb) continue;
       for (int nb = 1; nb <= max_nb; ++nb) {
         if (impl.nb && nb != std::min<int64_t>(impl.nb, c.nvec)) continue;

@@ -96,7 +96,10 @@ void FcGenerator::emit_tile(int ur) {
     for (int s = 0; s + step < c_.ku; s += 2 * step)
       for (int i = 0; i < ur * nb_; ++i) {
         Xmm d = vreg(c_.isa, s * ur * nb_ + i), o = vreg(c_.isa, (s + step) * ur * nb_ + i);
-        vaddps(d, d, o);
+        if (c_.int8)
+          vpaddd(Zmm(d.getIdx()), Zmm(d.getIdx()), Zmm(o.getIdx()));  // (int32 sums)
+        else
+          vaddps(d, d, o);
       }
   emit_store(ur);
 }
@@ -110,7 +113,21 @@ void FcGenerator::emit_k_steps(int ur, int steps) {
   for (int t = 0; t < steps; ++t) {
     const int s = t % c_.ku;
     const int64_t wo = t * blk_bytes_, xo = t * 4;
-    if (c_.bf16) {
+    if (c_.int8) {
+      // One vpdpbusd per int8 quad: x's uint8 quad broadcast as a dword (the uint8 operand
+      // must be the register one).
+      vpbroadcastd(Zmm(bc), ptr[x_k_ + xo]);
+      if (ur == 1) {
+        for (int j = 0; j < nb_; ++j)
+          vpdpbusd(Zmm(acc(s, 0, j, ur)), Zmm(bc), ptr[w_k_ + wo + j * vbytes]);
+      } else {
+        for (int j = 0; j < nb_; ++j) vmovups(Zmm(w0 + j), ptr[w_k_ + wo + j * vbytes]);
+        for (int m = 0; m < ur; ++m) {
+          if (m > 0) vpbroadcastd(Zmm(bc), ptr[x_k_ + m * xrow + xo]);
+          for (int j = 0; j < nb_; ++j) vpdpbusd(Zmm(acc(s, m, j, ur)), Zmm(bc), Zmm(w0 + j));
+        }
+      }
+    } else if (c_.bf16) {
       // One vdpbf16ps per bf16 pair: x's pair broadcast as a dword.
       if (ur == 1) {
         vpbroadcastd(Zmm(bc), ptr[x_k_ + xo]);
@@ -155,6 +172,11 @@ void FcGenerator::emit_store(int ur) {
       const int a = acc(0, m, j, ur);
       const int tail = j == nb_ - 1 ? lane_tail_ : 0;
       const int64_t dofs = m * yrow + j * vbytes, cofs = j * vbytes;
+      if (c_.int8) {  // int32 sums -> f32 x (x_scale * w_scale[n]); the bias follows
+        mov(epi_a_, ptr[abi_param1 + offsetof(FcCallArgs, qscale)]);
+        vcvtdq2ps(Zmm(a), Zmm(a));
+        vmulps(Zmm(a), Zmm(a), ptr[epi_a_ + n_off_ + cofs]);
+      }
       if (!epi_->empty()) {
         EpilogueEmitter::Operands o;
         const Reg64 param = abi_param1, ea = epi_a_, eb = epi_b_, yt = y_tile_, no = n_off_;

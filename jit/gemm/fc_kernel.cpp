@@ -3,7 +3,9 @@
 #include "jit/gemm/fc_kernel.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
+#include <vector>
 
 #include "graph/half.h"
 #include "jit/gemm/fc_conf.h"
@@ -20,9 +22,9 @@ class FcKernel : public Kernel {
  public:
   FcKernel(const FcConf& c, const Tensor& w, bool w_transposed, float alpha, const Tensor* bias)
       : c_(c), name_(c.name()) {
-    pack_weights(ModelFloats(w), w_transposed, alpha);
     bias_ = Tensor(DType::f32, {c.nvec * c.simd});
     if (bias) std::copy_n(bias->data<float>(), c.p.n, bias_.data<float>());
+    pack_weights(ModelFloats(w), w_transposed, alpha);
     main_ = std::make_unique<FcGenerator>(c, c.nb, false, name_);
     main_->create();
     if (c.last_own) {
@@ -40,7 +42,10 @@ class FcKernel : public Kernel {
   std::vector<Span> weights() const override { return {{wei_.raw(), wei_.nbytes()}}; }
   // bf16: x converted to bf16 pairs (each thread converts all of it: M x K is small next to
   // the weights it multiplies).
-  int64_t scratch_bytes() const override { return c_.bf16 ? c_.p.m * c_.x_row_bytes() : 0; }
+  // int8: x quantized to uint8 quads the same way.
+  int64_t scratch_bytes() const override {
+    return c_.bf16 || c_.int8 ? c_.p.m * c_.x_row_bytes() : 0;
+  }
 
   void run(const KernelArgs& args, int64_t begin, int64_t end) const override {
     FcCallArgs base;
@@ -54,6 +59,20 @@ class FcKernel : public Kernel {
         if (K % 2) h[m * row + K] = 0;
       }
       x = reinterpret_cast<const char*>(h);
+    }
+    if (c_.int8) {  // x / x_scale + x_zero: on the grid, so the rounding is exact
+      auto* u = reinterpret_cast<uint8_t*>(scratch_floats(args));
+      const ConvInt8& q = *c_.int8;
+      const int64_t K = c_.p.k, row = c_.x_row_bytes();
+      const float inv = 1.f / q.x_scale;
+      for (int64_t m = 0; m < c_.p.m; ++m) {
+        for (int64_t k = 0; k < K; ++k) {
+          const float v = std::nearbyint(std::fma(args.src[0][m * K + k], inv, q.x_zero));
+          u[m * row + k] = uint8_t(std::clamp(v, 0.f, 255.f));  // (NaN: 0)
+        }
+        std::fill(u + m * row + K, u + (m + 1) * row, uint8_t(0));  // (zero weights there)
+      }
+      x = reinterpret_cast<const char*>(u);
     }
     const int64_t rt = c_.row_tiles();
     end = std::min(end, tiles());
@@ -83,6 +102,7 @@ class FcKernel : public Kernel {
     a.y = args.dst[0] + m0 * c_.p.n + n0;
     a.w = wei_.data<float>() + blk * c_.ksteps() * c_.block_outputs();
     a.bias = bias_.data<float>() + n0;
+    if (c_.int8) a.qscale = qscale_.data() + n0;
     a.post.advance_channels(n0);
     a.n_blocks = cnt;
     a.m_tiles = std::max<int64_t>(0, std::min(r1, c_.m_full) - r0);
@@ -96,6 +116,7 @@ class FcKernel : public Kernel {
     const int64_t K = c_.p.k, N = c_.p.n, S = c_.simd;
     wei_ = Tensor(DType::f32, {c_.packed_floats()});  // zero-filled, 64-byte aligned
     if (c_.bf16) return pack_weights_bf16(w, transposed, alpha);
+    if (c_.int8) return pack_weights_int8(w, transposed, alpha);
     float* base = wei_.data<float>();
     for (int64_t b = 0; b < c_.n_blocks; ++b) {
       const int64_t nbw = (b == c_.n_blocks - 1 ? c_.n_last : c_.nb) * S;
@@ -111,26 +132,59 @@ class FcKernel : public Kernel {
     }
   }
 
-  // Block b: [K/2][nbw][2] bf16 (alpha * W rounded to nearest even); k and outputs past the
-  // ends are zero.
-  void pack_weights_bf16(ModelFloats w, bool transposed, float alpha) {
-    const int64_t K = c_.p.k, N = c_.p.n, S = c_.simd, KS = c_.ksteps();
-    auto* base = reinterpret_cast<uint16_t*>(wei_.data<float>());
+  // Calls f(b, nbw, k, j, alpha * W[k][n0 + j]) for every weight of every block b (n0 its
+  // first output, nbw its outputs with padding).
+  template <class F>
+  void each_weight(ModelFloats w, bool transposed, float alpha, F&& f) const {
+    const int64_t K = c_.p.k, N = c_.p.n, S = c_.simd;
     for (int64_t b = 0; b < c_.n_blocks; ++b) {
       const int64_t nbw = (b == c_.n_blocks - 1 ? c_.n_last : c_.nb) * S;
       const int64_t n0 = b * c_.block_outputs(), nn = std::min(nbw, N - n0);
-      uint16_t* o = base + b * KS * c_.block_outputs() * 2;
       for (int64_t k = 0; k < K; ++k)
-        for (int64_t j = 0; j < nn; ++j) {
-          const float v = transposed ? w[(n0 + j) * K + k] : w[k * N + n0 + j];
-          o[((k / 2) * nbw + j) * 2 + k % 2] = float_to_bf16(alpha * v);
-        }
+        for (int64_t j = 0; j < nn; ++j)
+          f(b, nbw, k, j, alpha * (transposed ? w[(n0 + j) * K + k] : w[k * N + n0 + j]));
+    }
+  }
+
+  // Block b: [K/2][nbw][2] bf16 (alpha * W rounded to nearest even); k and outputs past the
+  // ends are zero.
+  void pack_weights_bf16(ModelFloats w, bool transposed, float alpha) {
+    auto* base = reinterpret_cast<uint16_t*>(wei_.data<float>());
+    const int64_t blk = c_.ksteps() * c_.block_outputs() * 2;
+    each_weight(w, transposed, alpha, [&](int64_t b, int64_t nbw, int64_t k, int64_t j, float v) {
+      base[b * blk + ((k / 2) * nbw + j) * 2 + k % 2] = float_to_bf16(v);
+    });
+  }
+
+  // Block b: [K/4][nbw][4] int8, the integers alpha * W[k][n] / w_scale[n] (on the grid by
+  // ConvInt8's contract; rounded, clamped); k and outputs past the ends are zero. Also the
+  // sums' scales and the bias less the zero point's share, x_scale w_scale[n] x_zero
+  // sum_k q[k][n] (the sums multiply uint8 q_x, not q_x - x_zero).
+  void pack_weights_int8(ModelFloats w, bool transposed, float alpha) {
+    const ConvInt8& q = *c_.int8;
+    const int64_t N = c_.p.n;
+    auto* base = reinterpret_cast<int8_t*>(wei_.data<float>());
+    const int64_t blk = c_.ksteps() * c_.block_outputs() * 4;
+    qscale_.assign(size_t(c_.nvec * c_.simd), 0.f);
+    std::vector<double> qsum(size_t(N), 0.0);
+    each_weight(w, transposed, alpha, [&](int64_t b, int64_t nbw, int64_t k, int64_t j, float v) {
+      const size_t n = size_t(b * c_.block_outputs() + j);
+      const float r = std::clamp(std::nearbyint(v / q.w_scale[n]), -128.f, 127.f);
+      base[b * blk + ((k / 4) * nbw + j) * 4 + k % 4] = int8_t(r);
+      qsum[n] += r;
+    });
+    float* bias = bias_.data<float>();
+    for (int64_t n = 0; n < N; ++n) {
+      const double sc = double(q.x_scale) * q.w_scale[size_t(n)];
+      qscale_[size_t(n)] = float(sc);
+      bias[n] = float(double(bias[n]) - sc * q.x_zero * qsum[size_t(n)]);
     }
   }
 
   FcConf c_;
   std::string name_;
   Tensor wei_, bias_;
+  std::vector<float> qscale_;  // int8: x_scale * w_scale[n], zero-padded
   std::unique_ptr<FcGenerator> main_, last_;
 };
 
@@ -145,7 +199,8 @@ std::unique_ptr<Kernel> make_fc_kernel(const FcConf& c, const Tensor& w, bool w_
 
 std::unique_ptr<Kernel> create_fc_kernel(const FcProblem& p, Isa isa, const Tensor& w,
                                          bool w_transposed, float alpha, const Tensor* bias,
-                                         std::string* why_not, bool bf16) {
+                                         std::string* why_not, bool bf16,
+                                         std::shared_ptr<const ConvInt8> int8) {
   auto no = [&](const std::string& why) -> std::unique_ptr<Kernel> {
     if (why_not) *why_not = why;
     return nullptr;
@@ -158,6 +213,7 @@ std::unique_ptr<Kernel> create_fc_kernel(const FcProblem& p, Isa isa, const Tens
     return no("bias is not f32 [" + std::to_string(p.n) + "]");
   fcjit::FcImpl impl;
   impl.bf16 = bf16;
+  impl.int8 = std::move(int8);
   auto c = fcjit::init_fc_conf(p, isa, impl);
   if (!c) return no(c.reason);
   return fcjit::make_fc_kernel(*c.conf, w, w_transposed, alpha, bias);

@@ -9,6 +9,7 @@
 
 #include "graph/ir.h"
 #include "graph/post_ops.h"
+#include "jit/conv/conv_kernel.h"  // ConvInt8
 #include "jit/cpu.h"
 #include "jit/kernel.h"
 
@@ -28,9 +29,11 @@ struct FcProblem {
 // KernelArgs: src[0] = x, row-major [M, K]; src[i] for post-op inputs at the node's indices
 // (residual: row-major [M, N]); dst[0] = y, row-major [M, N].
 // Returns nullptr and sets *why_not when it does not apply. bf16: weights and x rounded to
-// bf16, f32 accumulation (AVX512-BF16 only; fc_conf.h).
+// bf16, f32 accumulation (AVX512-BF16 only; fc_conf.h). int8: x on the grid (x_scale,
+// x_zero) and alpha * W[:, n] on w_scale[n]'s, int32 sums (AVX512-VNNI only; fc_conf.h).
 std::unique_ptr<Kernel> create_fc_kernel(const FcProblem& p, Isa isa, const Tensor& w,
                                          bool w_transposed, float alpha, const Tensor* bias,
-                                         std::string* why_not, bool bf16 = false);
+                                         std::string* why_not, bool bf16 = false,
+                                         std::shared_ptr<const ConvInt8> int8 = nullptr);
 
 }  // namespace kiln

@@ -6,9 +6,11 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -414,6 +416,21 @@ TEST_CASE("fc: kernels match the naive loop (shape x post-op sweep)") {
   MESSAGE(cases, " fc cases, ", failures, " failing");
 }
 
+// The reduced-precision sweeps' cases: every m x k x n x chain, one seed each (from `seed`),
+// the weights transposed on odd seeds, a bias on half, alpha(seed); f(case) checks one. Returns
+// the number of cases.
+template <class Alpha, class F>
+int sweep_cases(const std::vector<std::vector<PostOp>>& chains, std::vector<int64_t> ks,
+                uint64_t seed, Alpha alpha, F f) {
+  int cases = 0;
+  for (int64_t m : {1, 2, 5, 9})
+    for (int64_t k : ks)
+      for (int64_t n : {1, 17, 64, 1000})
+        for (size_t ci = 0; ci < chains.size(); ++ci, ++seed, ++cases)
+          f(make_case(m, k, n, seed % 4 < 2, chains[ci], seed % 2 == 1, alpha(seed), seed), seed);
+  return cases;
+}
+
 // bf16 kernels (AVX512-BF16): the naive loop on the same bf16-rounded x and weights (alpha a
 // power of two or 1, so bf16(alpha w) = alpha bf16(w)); the products are exact in f32, so the
 // f32 tolerance holds.
@@ -425,37 +442,126 @@ TEST_CASE("fc: bf16 kernels match the naive loop on bf16-rounded operands") {
     for (float& f : v) f = bf16_to_float(float_to_bf16(f));
     return v;
   };
-  uint64_t seed = 900;
-  int cases = 0;
-  for (int64_t m : {1, 2, 5, 9})
-    for (int64_t k : {1, 2, 3, 17, 64, 1001})
-      for (int64_t n : {1, 17, 64, 1000})
-        for (size_t ci = 0; ci < chains.size(); ++ci, ++seed) {
-          const bool transposed = seed % 2 == 1, bias = seed % 4 < 2;
-          const float alpha = seed % 3 == 0 ? 1.f : seed % 3 == 1 ? -0.5f : 2.f;
-          Case c = make_case(m, k, n, bias, chains[ci], transposed, alpha, seed);
-          CAPTURE(c.p.str());
-          CAPTURE(transposed);
-          CAPTURE(alpha);
-          Tensor w = tensor_of(c.w, c.transposed ? Shape{c.p.n, c.p.k} : Shape{c.p.k, c.p.n});
-          Tensor b = c.p.bias ? tensor_of(c.bias, {c.p.n}) : Tensor();
-          std::string why;
-          auto kern = create_fc_kernel(c.p, Isa::avx512, w, c.transposed, c.alpha,
-                                       c.p.bias ? &b : nullptr, &why, true);
-          REQUIRE_MESSAGE(kern != nullptr, why);
-          CHECK(kern->name().find("_bf16_") != std::string::npos);
-          Case r = c;
-          r.x = rounded(c.x);
-          r.w = rounded(c.w);
-          CHECK_MESSAGE(run_and_compare(*kern, c, reference(r)) == 0, kern->name());
-          ++cases;
-        }
+  const int cases = sweep_cases(
+      chains, {1, 2, 3, 17, 64, 1001}, 900,
+      [](uint64_t seed) { return seed % 3 == 0   ? 1.f
+                                 : seed % 3 == 1 ? -0.5f
+                                                 : 2.f; },
+      [&](const Case& c, uint64_t) {
+        CAPTURE(c.p.str());
+        CAPTURE(c.transposed);
+        CAPTURE(c.alpha);
+        Tensor w = tensor_of(c.w, c.transposed ? Shape{c.p.n, c.p.k} : Shape{c.p.k, c.p.n});
+        Tensor b = c.p.bias ? tensor_of(c.bias, {c.p.n}) : Tensor();
+        std::string why;
+        auto kern = create_fc_kernel(c.p, Isa::avx512, w, c.transposed, c.alpha,
+                                     c.p.bias ? &b : nullptr, &why, true);
+        REQUIRE_MESSAGE(kern != nullptr, why);
+        CHECK(kern->name().find("_bf16_") != std::string::npos);
+        Case r = c;
+        r.x = rounded(c.x);
+        r.w = rounded(c.w);
+        CHECK_MESSAGE(run_and_compare(*kern, c, reference(r)) == 0, kern->name());
+      });
   MESSAGE(cases, " bf16 fc cases");
   std::string why;
   Case c = make_case(1, 8, 8, false, {}, false, 1.f, 1);
   CHECK(create_fc_kernel(c.p, Isa::avx2, tensor_of(c.w, {8, 8}), false, 1.f, nullptr, &why, true) ==
         nullptr);
   CHECK(why == "bf16 needs avx512_bf16");
+}
+
+// The int8 kernel sums the uint8 q = x / xs + xz, not x, and takes the zero point's share
+// back through the bias: two terms of up to sum_k (|x| + xs xz) |alpha w| whose difference is
+// the result, each rounded once to f32 (and the bias' share computed in double).
+void widen_for_zero_point(const Case& c, const ConvInt8& q, Expected& e) {
+  const double eps = std::numeric_limits<float>::epsilon();
+  for (int64_t m = 0; m < c.p.m; ++m)
+    for (int64_t n = 0; n < c.p.n; ++n) {
+      double big = 0;
+      for (int64_t k = 0; k < c.p.k; ++k)
+        big += (std::fabs(double(c.x[size_t(m * c.p.k + k)])) + double(q.x_scale) * q.x_zero) *
+               std::fabs(double(c.alpha) * w_at(c, k, n));
+      e.tol[size_t(m * c.p.n + n)] += float(4 * eps * big);
+    }
+}
+
+// int8 kernels (AVX512-VNNI): x on a uint8 grid xs * (u - xz) and alpha * W[:, n] on
+// w_scale[n]'s int8 grid; the kernel's int32 sums are exact, the reference's double ones too,
+// so the f32 tolerance holds. Blockings forced as well (GEMM tiles, accumulator sets).
+TEST_CASE("fc: int8 kernels match the naive loop on int8-grid operands") {
+  if (!testing::has_vnni()) return;
+  const std::vector<std::vector<PostOp>> chains = {
+      {}, {op(K::relu)}, {op(K::add), op(K::relu)}, {op(K::quant_dequant_u8, 0.05f, 7.f)}};
+  const int cases = sweep_cases(
+      chains, {1, 3, 4, 17, 64, 1001}, 1300,
+      [](uint64_t seed) { return seed % 3 == 0 ? 1.f : 0.5f; },
+      [&](Case c, uint64_t seed) {
+        const int64_t k = c.p.k, n = c.p.n;
+        auto q = std::make_shared<ConvInt8>();
+        q->x_scale = 0.031f;
+        q->x_zero = float(seed % 256);
+        std::mt19937 rng{uint32_t(seed)};
+        std::uniform_int_distribution<int> u8(0, 255), s8(-128, 127);
+        for (float& v : c.x) v = q->x_scale * (float(u8(rng)) - q->x_zero);
+        q->w_scale.resize(size_t(n));
+        for (int64_t j = 0; j < n; ++j) q->w_scale[size_t(j)] = 0.004f * float(1 + j % 5);
+        // W such that alpha * W[k][n] = w_scale[n] * an int8 (alpha 1 or 1/2: exact).
+        for (int64_t kk = 0; kk < k; ++kk)
+          for (int64_t j = 0; j < n; ++j) {
+            float& w = c.transposed ? c.w[size_t(j * k + kk)] : c.w[size_t(kk * n + j)];
+            w = q->w_scale[size_t(j)] * float(s8(rng)) / c.alpha;
+          }
+        CAPTURE(c.p.str());
+        CAPTURE(c.transposed);
+        CAPTURE(c.alpha);
+        Tensor w = tensor_of(c.w, c.transposed ? Shape{n, k} : Shape{k, n});
+        Tensor b = c.p.bias ? tensor_of(c.bias, {n}) : Tensor();
+        std::string why;
+        auto kern = create_fc_kernel(c.p, Isa::avx512, w, c.transposed, c.alpha,
+                                     c.p.bias ? &b : nullptr, &why, false, q);
+        REQUIRE_MESSAGE(kern != nullptr, why);
+        CHECK(kern->name().find("_int8_") != std::string::npos);
+        Expected e = reference(c);
+        widen_for_zero_point(c, *q, e);
+        if (c.p.post.size() == 1 && is_quant_dequant(c.p.post[0].kind))
+          for (float& t : e.tol) t = 0.05f * 1.001f;  // (a step of the grid either way)
+        CHECK_MESSAGE(run_and_compare(*kern, c, e) == 0, kern->name());
+      });
+  MESSAGE(cases, " int8 fc cases");
+  // Forced blockings on one GEMM and one GEMV.
+  for (auto [m, nb, mr, ku] : std::vector<std::array<int, 4>>{
+           {7, 2, 3, 1}, {7, 1, 1, 2}, {1, 1, 1, 3}, {1, 4, 1, 1}, {12, 3, 4, 2}}) {
+    Case c = make_case(m, 203, 77, true, {}, false, 1.f, uint64_t(1700 + m * 10 + nb));
+    auto q = std::make_shared<ConvInt8>();
+    q->x_scale = 0.02f;
+    q->x_zero = 100;
+    q->w_scale.assign(77, 0.01f);
+    for (float& v : c.x) v = q->x_scale * (std::nearbyint(v * 100.f + 100.f) - q->x_zero);
+    for (float& v : c.w) v = q->w_scale[0] * std::nearbyint(v * 100.f);
+    fcjit::FcImpl impl;
+    impl.int8 = q;
+    impl.nb = nb;
+    impl.mr = mr;
+    impl.ku = ku;
+    CAPTURE(m);
+    CAPTURE(nb);
+    CAPTURE(mr);
+    CAPTURE(ku);
+    auto kern = make_forced(c, Isa::avx512, impl);
+    Expected e = reference(c);
+    widen_for_zero_point(c, *q, e);
+    CHECK(run_and_compare(*kern, c, e) == 0);
+  }
+  // Refusals: AVX2, a scale per n, with bf16.
+  auto q = std::make_shared<ConvInt8>();
+  q->w_scale.assign(8, 1.f);
+  fcjit::FcImpl impl;
+  impl.int8 = q;
+  CHECK(fcjit::init_fc_conf(prob(1, 8, 8), Isa::avx2, impl).reason == "int8 needs avx512_vnni");
+  CHECK(fcjit::init_fc_conf(prob(1, 8, 9), Isa::avx512, impl).reason == "int8 needs a scale per n");
+  impl.bf16 = true;
+  CHECK(!fcjit::init_fc_conf(prob(1, 8, 8), Isa::avx512, impl));
 }
 
 TEST_CASE("fc: forced blockings, every tile on its own, scale_shift and swish") {

@@ -349,6 +349,83 @@ TEST_CASE("QDQ session: a depthwise conv between int8 convs runs in int8 on uint
   }
 }
 
+// A classifier head: x [3, 64, 5, 5] -> Q/DQ -> GlobalAveragePool -> Flatten -> Q/DQ(f) ->
+// Gemm (transB = 1, int8 weights [40, 64] per row, bias) -> Relu = h; h -> Q/DQ(g) -> MatMul
+// (int8 weights [40, 24] per column) = y.
+std::string qdq_head_model() {
+  OnnxBuilder b;
+  b.input("x", {3, 64, 5, 5}).output("y");
+  const std::vector<float> scales{3.f / 127, 0.013f, 0.02f};
+  const std::vector<int> zeros{119, 121, 0};
+  for (size_t i = 0; i < scales.size(); ++i) {
+    b.init_f("s" + std::to_string(i), {}, {scales[i]});
+    init_8bit(b, "z" + std::to_string(i), onnx::TensorProto::UINT8, {}, {zeros[i]});
+  }
+  auto qdq = [&](const std::string& in, const std::string& out, int i) {
+    const std::string sc = "s" + std::to_string(i), z = "z" + std::to_string(i);
+    b.node("QuantizeLinear", {in, sc, z}, {out + "_q"});
+    b.node("DequantizeLinear", {out + "_q", sc, z}, {out});
+  };
+  auto weight = [&](const std::string& name, std::vector<int64_t> dims, int axis, uint32_t seed) {
+    std::vector<int> wq(size_t(dims[0] * dims[1]));
+    const std::vector<float> r = kiln::test::randoms(wq.size(), seed, -127.f, 127.f);
+    for (size_t i = 0; i < wq.size(); ++i) wq[i] = int(r[i]);
+    init_8bit(b, name + "q", onnx::TensorProto::INT8, dims, wq);
+    std::vector<float> sw(size_t(dims[size_t(axis)]));
+    for (size_t i = 0; i < sw.size(); ++i) sw[i] = 0.002f * float(1 + i % 5);
+    b.init_f(name + "s", {dims[size_t(axis)]}, sw);
+    OnnxBuilder::attr_i(b.node("DequantizeLinear", {name + "q", name + "s"}, {name}), "axis", axis);
+  };
+  weight("w1", {40, 64}, 0, 51);
+  weight("w2", {40, 24}, 1, 52);
+  b.init_f("bias", {40}, kiln::test::randoms(40, 53, -0.1f, 0.1f));
+  qdq("x", "xd", 0);
+  b.node("GlobalAveragePool", {"xd"}, {"p"});
+  b.node("Flatten", {"p"}, {"f"});
+  qdq("f", "fd", 1);
+  OnnxBuilder::attr_i(b.node("Gemm", {"fd", "w1", "bias"}, {"g"}), "transB", 1);
+  b.node("Relu", {"g"}, {"h"});
+  qdq("h", "hd", 2);
+  b.node("MatMul", {"hd", "w2"}, {"y"});
+  return b.bytes();
+}
+
+TEST_CASE("QDQ session: a classifier's Gemm and MatMul run in int8 and match the reference") {
+  const bool int8 = kiln::testing::has_vnni() && kiln::detect_isa() == kiln::Isa::avx512;
+  const std::string bytes = qdq_head_model();
+  kiln::test::compare_with_reference(bytes, {3, 64, 5, 5}, 0.03, [](const kiln::Session&) {});
+  const kiln::Tensor x = random_input({3, 64, 5, 5});
+  kiln::SessionOptions o;
+  o.use_cache = false;
+  o.tune = kiln::TuneMode::none;
+  std::unique_ptr<kiln::Session> s;
+  const kiln::Tensor got = kiln::test::run_session(bytes, o, x, &s)[0];
+  int fcs = 0, fc8 = 0;
+  for (size_t i = 0; i < s->graph().nodes.size(); ++i) {
+    const kiln::Node& n = s->graph().nodes[i];
+    const kiln::Label& l = s->selection().nodes[i].label;
+    if (n.op != "Gemm" && n.op != "MatMul") continue;
+    ++fcs;
+    const auto q = kiln::conv_int8_params(n);  // (decided on any ISA)
+    REQUIRE(q);
+    CHECK(q->w_scale.size() == (n.op == "Gemm" ? 40u : 24u));
+    CHECK(q->w_scale[1] == doctest::Approx(0.004));
+    fc8 += l.kind == kiln::LabelKind::fc && l.precision == kiln::Precision::int8;
+    const auto back = kiln::Label::parse(l.key());
+    REQUIRE(back);
+    CHECK(back->key() == l.key());
+  }
+  CHECK(fcs == 2);
+  if (int8)
+    CHECK(fc8 == 2);
+  else
+    MESSAGE("SKIPPED: no AVX512-VNNI here: no int8 fc label");
+  o.reference = true;
+  const kiln::Tensor want = kiln::test::run_session(bytes, o, x)[0];
+  const auto d = max_diff_and_ref(got, want);  // (max diff, max |want|)
+  CHECK(d.first <= 0.03 * d.second);
+}
+
 TEST_CASE("QDQ session: a MaxPool between int8 convs keeps the uint8 grid") {
   const bool int8 = kiln::testing::has_vnni() && kiln::detect_isa() == kiln::Isa::avx512;
   const std::string bytes = qdq_pool_model();
