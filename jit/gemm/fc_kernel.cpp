@@ -10,6 +10,7 @@
 #include "graph/half.h"
 #include "jit/gemm/fc_conf.h"
 #include "jit/gemm/fc_gen.h"
+#include "jit/glue/glue.h"  // quantize_u8
 #include "jit/pack.h"
 
 namespace kiln {
@@ -60,16 +61,11 @@ class FcKernel : public Kernel {
       }
       x = reinterpret_cast<const char*>(h);
     }
-    if (c_.int8) {  // x / x_scale + x_zero: on the grid, so the rounding is exact
+    if (c_.int8) {  // x on its grid: its uint8 q, each row zero-padded to whole quads
       auto* u = reinterpret_cast<uint8_t*>(scratch_floats(args));
-      const ConvInt8& q = *c_.int8;
       const int64_t K = c_.p.k, row = c_.x_row_bytes();
-      const float inv = 1.f / q.x_scale;
       for (int64_t m = 0; m < c_.p.m; ++m) {
-        for (int64_t k = 0; k < K; ++k) {
-          const float v = std::nearbyint(std::fma(args.src[0][m * K + k], inv, q.x_zero));
-          u[m * row + k] = uint8_t(std::clamp(v, 0.f, 255.f));  // (NaN: 0)
-        }
+        quantize_u8(args.src[0] + m * K, K, u + m * row, {c_.int8->x_scale, c_.int8->x_zero});
         std::fill(u + m * row + K, u + (m + 1) * row, uint8_t(0));  // (zero weights there)
       }
       x = reinterpret_cast<const char*>(u);

@@ -31,6 +31,9 @@ std::unique_ptr<Kernel> create_bf16_convert_kernel(const Shape& nchw, Layout fro
 // nChw16c <-> nChw16c_u8 (jit/glue/narrow_convert.cpp), quantizing / dequantizing with q.
 std::unique_ptr<Kernel> create_u8_convert_kernel(const Shape& nchw, Layout from, Layout to,
                                                  const U8Quant& q, std::string* why_not);
+// n contiguous floats to their uint8 q on grid q (QuantizeLinear's rounding; AVX-512 only):
+// what those conversions do, for kernels that quantize an f32 operand themselves.
+void quantize_u8(const float* s, int64_t n, uint8_t* d, const U8Quant& q);
 
 struct PoolProblem {
   bool max = true;      // MaxPool / GlobalMaxPool, else average

@@ -138,4 +138,8 @@ std::unique_ptr<Kernel> create_u8_convert_kernel(const Shape& s, Layout from, La
   return std::make_unique<FlatConvertKernel>(from, to, s, to_u8_ ? to_u8 : from_u8, q);
 }
 
+void quantize_u8(const float* s, int64_t n, uint8_t* d, const U8Quant& q) {
+  to_u8(s, d, 0, n, q);
+}
+
 }  // namespace kiln
