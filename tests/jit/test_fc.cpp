@@ -530,8 +530,10 @@ TEST_CASE("fc: int8 kernels match the naive loop on int8-grid operands") {
       });
   MESSAGE(cases, " int8 fc cases");
   // Forced blockings on one GEMM and one GEMV.
-  for (auto [m, nb, mr, ku] : std::vector<std::array<int, 4>>{
+  // (No structured bindings: clang 14 cannot CAPTURE them.)
+  for (const std::array<int, 4>& b : std::vector<std::array<int, 4>>{
            {7, 2, 3, 1}, {7, 1, 1, 2}, {1, 1, 1, 3}, {1, 4, 1, 1}, {12, 3, 4, 2}}) {
+    const int m = b[0], nb = b[1], mr = b[2], ku = b[3];
     Case c = make_case(m, 203, 77, true, {}, false, 1.f, uint64_t(1700 + m * 10 + nb));
     auto q = std::make_shared<ConvInt8>();
     q->x_scale = 0.02f;

@@ -371,7 +371,7 @@ std::string qdq_head_model() {
     const std::vector<float> r = kiln::test::randoms(wq.size(), seed, -127.f, 127.f);
     for (size_t i = 0; i < wq.size(); ++i) wq[i] = int(r[i]);
     init_8bit(b, name + "q", onnx::TensorProto::INT8, dims, wq);
-    std::vector<float> sw(size_t(dims[size_t(axis)]));
+    std::vector<float> sw(static_cast<size_t>(dims[size_t(axis)]));
     for (size_t i = 0; i < sw.size(); ++i) sw[i] = 0.002f * float(1 + i % 5);
     b.init_f(name + "s", {dims[size_t(axis)]}, sw);
     OnnxBuilder::attr_i(b.node("DequantizeLinear", {name + "q", name + "s"}, {name}), "axis", axis);
