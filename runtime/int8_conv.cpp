@@ -86,7 +86,8 @@ std::shared_ptr<const ConvInt8> decide(const Graph& g, const Node& n,
       w = rows.data();
     }
   }
-  const int64_t oc = fc && rows.empty() ? wv.shape[0] : fc ? wv.shape[1] : wv.shape[0];
+  // (Transposed: [N, K] from [K, N]; else the output channels are the first dimension.)
+  const int64_t oc = rows.empty() ? wv.shape[0] : wv.shape[1];
   const int64_t per = wv.constant->numel() / std::max<int64_t>(oc, 1);
   q->w_scale.resize(size_t(oc));
   double all = 0;

@@ -1078,13 +1078,14 @@ Instance instantiate(const Graph& g, int i, const Label& l, Isa isa, std::string
       r.kernel = create_conv_kernel(p, impl, isa, *w.constant, bias, &why);
       break;
     }
-    case LabelKind::fc:
+    case LabelKind::fc: {
       if (!jit_isa) return no("no JIT on the scalar ISA");
-      if (l.precision == Precision::int8 && !conv_int8_params(n))
+      const auto q8 = l.precision == Precision::int8 ? conv_int8_params(n) : nullptr;
+      if (l.precision == Precision::int8 && !q8)
         return no("the node's operands are not on int8 grids");
-      r.kernel = make_fc(g, n, isa, &why, l.precision == Precision::bf16,
-                         l.precision == Precision::int8 ? conv_int8_params(n) : nullptr);
+      r.kernel = make_fc(g, n, isa, &why, l.precision == Precision::bf16, q8);
       break;
+    }
     case LabelKind::pool: {
       if (!jit_isa) return no("no JIT on the scalar ISA");
       if (!is_pool(n.op) || !is4d(g, n.in(0)) || n.outputs.size() != 1 || !is4d(g, n.outputs[0]))

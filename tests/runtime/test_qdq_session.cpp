@@ -168,6 +168,43 @@ std::pair<double, double> max_diff_and_ref(const kiln::Tensor& got, const kiln::
   return {maxdiff, maxref};
 }
 
+// The activations' grids: initializers s<i> (scale) and z<i> (uint8 zero point).
+void add_grids(OnnxBuilder& b, const std::vector<float>& scales, const std::vector<int>& zeros) {
+  for (size_t i = 0; i < scales.size(); ++i) {
+    b.init_f("s" + std::to_string(i), {}, {scales[i]});
+    init_8bit(b, "z" + std::to_string(i), onnx::TensorProto::UINT8, {}, {zeros[i]});
+  }
+}
+
+// in -> QuantizeLinear -> DequantizeLinear on grid i (add_grids) = out.
+void qdq_on(OnnxBuilder& b, const std::string& in, const std::string& out, int i) {
+  const std::string sc = "s" + std::to_string(i), z = "z" + std::to_string(i);
+  b.node("QuantizeLinear", {in, sc, z}, {out + "_q"});
+  b.node("DequantizeLinear", {out + "_q", sc, z}, {out});
+}
+
+// The model run on x under the cost model's plan (deterministic: no cache, no measurements);
+// *s receives the session.
+kiln::Tensor planned_run(const std::string& bytes, const kiln::Tensor& x,
+                         std::unique_ptr<kiln::Session>* s) {
+  kiln::SessionOptions o;
+  o.use_cache = false;
+  o.tune = kiln::TuneMode::none;
+  return kiln::test::run_session(bytes, o, x, s)[0];
+}
+
+// got is within 3% of max |reference output| on the same x.
+void check_near_reference(const std::string& bytes, const kiln::Tensor& x,
+                          const kiln::Tensor& got) {
+  kiln::SessionOptions o;
+  o.use_cache = false;
+  o.tune = kiln::TuneMode::none;
+  o.reference = true;
+  const kiln::Tensor want = kiln::test::run_session(bytes, o, x)[0];
+  const auto d = max_diff_and_ref(got, want);  // (max diff, max |want|)
+  CHECK(d.first <= 0.03 * d.second);
+}
+
 // A bottleneck block: x [1, 128, 28, 28] -> Q/DQ (u8) = xd -> 1x1 conv, 128 -> 64 -> Relu -> Q/DQ
 // -> 3x3 conv -> Relu -> Q/DQ -> 1x1 conv, 64 -> 128 -> Add xd -> Relu -> Q/DQ -> 1x1 conv,
 // 128 -> 96 = y: every activation between the convs (and the residual) is on a uint8 grid.
@@ -176,28 +213,20 @@ std::string qdq_block_model() {
   b.input("x", {1, 128, 28, 28}).output("y");
   const std::vector<float> scales{3.f / 127, 0.02f, 0.03f, 0.025f};
   const std::vector<int> zeros{119, 0, 0, 0};
-  for (size_t i = 0; i < scales.size(); ++i) {
-    b.init_f("s" + std::to_string(i), {}, {scales[i]});
-    init_8bit(b, "z" + std::to_string(i), onnx::TensorProto::UINT8, {}, {zeros[i]});
-  }
-  auto qdq = [&](const std::string& in, const std::string& out, int i) {
-    const std::string s = "s" + std::to_string(i), z = "z" + std::to_string(i);
-    b.node("QuantizeLinear", {in, s, z}, {out + "_q"});
-    b.node("DequantizeLinear", {out + "_q", s, z}, {out});
-  };
+  add_grids(b, scales, zeros);
   auto conv = [&](const std::string& in, const std::string& out, int k, int c, int ks,
                   uint32_t seed) { int8_conv(b, in, out, k, c, ks, seed); };
-  qdq("x", "xd", 0);
+  qdq_on(b, "x", "xd", 0);
   conv("xd", "c1", 64, 128, 1, 31);
   b.node("Relu", {"c1"}, {"r1"});
-  qdq("r1", "a", 1);
+  qdq_on(b, "r1", "a", 1);
   conv("a", "c2", 64, 64, 3, 32);
   b.node("Relu", {"c2"}, {"r2"});
-  qdq("r2", "bb", 2);
+  qdq_on(b, "r2", "bb", 2);
   conv("bb", "c3", 128, 64, 1, 33);
   b.node("Add", {"c3", "xd"}, {"sum"});
   b.node("Relu", {"sum"}, {"r3"});
-  qdq("r3", "c", 3);
+  qdq_on(b, "r3", "c", 3);
   conv("c", "y", 96, 128, 1, 34);
   return b.bytes();
 }
@@ -213,11 +242,8 @@ TEST_CASE("QDQ session: int8 convs pass uint8 activations (nChw16c_u8) and match
   // The cost model's plan (deterministic): uint8 between the convs where the CPU runs them
   // in int8; the values the next conv reads and the residual the third conv adds.
   const kiln::Tensor x = random_input({1, 128, 28, 28});
-  kiln::SessionOptions o;
-  o.use_cache = false;
-  o.tune = kiln::TuneMode::none;
   std::unique_ptr<kiln::Session> s;
-  const kiln::Tensor got = kiln::test::run_session(bytes, o, x, &s)[0];
+  const kiln::Tensor got = planned_run(bytes, x, &s);
   int u8_src = 0, u8_dst = 0, res = 0, u8_res = 0;
   for (size_t i = 0; i < s->graph().nodes.size(); ++i) {
     const kiln::Node& n = s->graph().nodes[i];
@@ -241,10 +267,7 @@ TEST_CASE("QDQ session: int8 convs pass uint8 activations (nChw16c_u8) and match
     MESSAGE("SKIPPED: no AVX512-VNNI here: the uint8 layout is not offered");
     CHECK(u8_src + u8_dst == 0);
   }
-  o.reference = true;
-  const kiln::Tensor want = kiln::test::run_session(bytes, o, x)[0];
-  const auto d = max_diff_and_ref(got, want);  // (max diff, max |want|)
-  CHECK(d.first <= 0.03 * d.second);
+  check_near_reference(bytes, x, got);
 }
 
 // x [1, 32, 30, 30] -> Q/DQ -> 3x3 conv -> Relu -> Q/DQ(a) -> MaxPool 3x3 s2 -> Q/DQ(a) -> 1x1
@@ -290,26 +313,18 @@ std::string qdq_inverted_residual_model(int stride) {
   b.input("x", {1, 32, 28, 28}).output("y");
   const std::vector<float> scales{3.f / 127, 6.f / 255, 6.f / 255};
   const std::vector<int> zeros{119, 0, 0};
-  for (size_t i = 0; i < scales.size(); ++i) {
-    b.init_f("s" + std::to_string(i), {}, {scales[i]});
-    init_8bit(b, "z" + std::to_string(i), onnx::TensorProto::UINT8, {}, {zeros[i]});
-  }
+  add_grids(b, scales, zeros);
   b.init_f("lo", {}, {0.f});
   b.init_f("hi", {}, {6.f});
-  auto qdq = [&](const std::string& in, const std::string& out, int i) {
-    const std::string sc = "s" + std::to_string(i), z = "z" + std::to_string(i);
-    b.node("QuantizeLinear", {in, sc, z}, {out + "_q"});
-    b.node("DequantizeLinear", {out + "_q", sc, z}, {out});
-  };
-  qdq("x", "xd", 0);
+  qdq_on(b, "x", "xd", 0);
   int8_conv(b, "xd", "c1", 96, 32, 1, 41);
   b.node("Clip", {"c1", "lo", "hi"}, {"r1"});
-  qdq("r1", "a", 1);
+  qdq_on(b, "r1", "a", 1);
   auto& dw = int8_conv(b, "a", "c2", 96, 1, 3, 42);
   OnnxBuilder::attr_i(dw, "group", 96);
   OnnxBuilder::attr_ints(dw, "strides", {stride, stride});
   b.node("Clip", {"c2", "lo", "hi"}, {"r2"});
-  qdq("r2", "bb", 2);
+  qdq_on(b, "r2", "bb", 2);
   int8_conv(b, "bb", "y", 32, 96, 1, 43);
   return b.bytes();
 }
@@ -322,11 +337,8 @@ TEST_CASE("QDQ session: a depthwise conv between int8 convs runs in int8 on uint
     kiln::test::compare_with_reference(bytes, {1, 32, 28, 28}, 0.03, [](const kiln::Session&) {});
     // The cost model's plan (deterministic): the depthwise conv's label.
     const kiln::Tensor x = random_input({1, 32, 28, 28});
-    kiln::SessionOptions o;
-    o.use_cache = false;
-    o.tune = kiln::TuneMode::none;
     std::unique_ptr<kiln::Session> s;
-    const kiln::Tensor got = kiln::test::run_session(bytes, o, x, &s)[0];
+    const kiln::Tensor got = planned_run(bytes, x, &s);
     int dws = 0, dw8 = 0;
     for (size_t i = 0; i < s->graph().nodes.size(); ++i) {
       const kiln::Node& n = s->graph().nodes[i];
@@ -342,10 +354,7 @@ TEST_CASE("QDQ session: a depthwise conv between int8 convs runs in int8 on uint
       CHECK(dw8 == 1);
     else
       MESSAGE("SKIPPED: no AVX512-VNNI here: the uint8 layout is not offered");
-    o.reference = true;
-    const kiln::Tensor want = kiln::test::run_session(bytes, o, x)[0];
-    const auto d = max_diff_and_ref(got, want);  // (max diff, max |want|)
-    CHECK(d.first <= 0.03 * d.second);
+    check_near_reference(bytes, x, got);
   }
 }
 
@@ -357,15 +366,7 @@ std::string qdq_head_model() {
   b.input("x", {3, 64, 5, 5}).output("y");
   const std::vector<float> scales{3.f / 127, 0.013f, 0.02f};
   const std::vector<int> zeros{119, 121, 0};
-  for (size_t i = 0; i < scales.size(); ++i) {
-    b.init_f("s" + std::to_string(i), {}, {scales[i]});
-    init_8bit(b, "z" + std::to_string(i), onnx::TensorProto::UINT8, {}, {zeros[i]});
-  }
-  auto qdq = [&](const std::string& in, const std::string& out, int i) {
-    const std::string sc = "s" + std::to_string(i), z = "z" + std::to_string(i);
-    b.node("QuantizeLinear", {in, sc, z}, {out + "_q"});
-    b.node("DequantizeLinear", {out + "_q", sc, z}, {out});
-  };
+  add_grids(b, scales, zeros);
   auto weight = [&](const std::string& name, std::vector<int64_t> dims, int axis, uint32_t seed) {
     std::vector<int> wq(size_t(dims[0] * dims[1]));
     const std::vector<float> r = kiln::test::randoms(wq.size(), seed, -127.f, 127.f);
@@ -379,13 +380,13 @@ std::string qdq_head_model() {
   weight("w1", {40, 64}, 0, 51);
   weight("w2", {40, 24}, 1, 52);
   b.init_f("bias", {40}, kiln::test::randoms(40, 53, -0.1f, 0.1f));
-  qdq("x", "xd", 0);
+  qdq_on(b, "x", "xd", 0);
   b.node("GlobalAveragePool", {"xd"}, {"p"});
   b.node("Flatten", {"p"}, {"f"});
-  qdq("f", "fd", 1);
+  qdq_on(b, "f", "fd", 1);
   OnnxBuilder::attr_i(b.node("Gemm", {"fd", "w1", "bias"}, {"g"}), "transB", 1);
   b.node("Relu", {"g"}, {"h"});
-  qdq("h", "hd", 2);
+  qdq_on(b, "h", "hd", 2);
   b.node("MatMul", {"hd", "w2"}, {"y"});
   return b.bytes();
 }
@@ -395,11 +396,8 @@ TEST_CASE("QDQ session: a classifier's Gemm and MatMul run in int8 and match the
   const std::string bytes = qdq_head_model();
   kiln::test::compare_with_reference(bytes, {3, 64, 5, 5}, 0.03, [](const kiln::Session&) {});
   const kiln::Tensor x = random_input({3, 64, 5, 5});
-  kiln::SessionOptions o;
-  o.use_cache = false;
-  o.tune = kiln::TuneMode::none;
   std::unique_ptr<kiln::Session> s;
-  const kiln::Tensor got = kiln::test::run_session(bytes, o, x, &s)[0];
+  const kiln::Tensor got = planned_run(bytes, x, &s);
   int fcs = 0, fc8 = 0;
   for (size_t i = 0; i < s->graph().nodes.size(); ++i) {
     const kiln::Node& n = s->graph().nodes[i];
@@ -420,10 +418,7 @@ TEST_CASE("QDQ session: a classifier's Gemm and MatMul run in int8 and match the
     CHECK(fc8 == 2);
   else
     MESSAGE("SKIPPED: no AVX512-VNNI here: no int8 fc label");
-  o.reference = true;
-  const kiln::Tensor want = kiln::test::run_session(bytes, o, x)[0];
-  const auto d = max_diff_and_ref(got, want);  // (max diff, max |want|)
-  CHECK(d.first <= 0.03 * d.second);
+  check_near_reference(bytes, x, got);
 }
 
 TEST_CASE("QDQ session: a MaxPool between int8 convs keeps the uint8 grid") {
