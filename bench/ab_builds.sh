@@ -7,6 +7,7 @@
 # Prints one line per (model, threads): each build's median over the rounds of its p50 (ms),
 # and B / A.
 # Usage: bench/ab_builds.sh KILN_A KILN_B MODELS_DIR [ROUNDS (default 3)] [THREADS (default 1,2)]
+# KILN_ARGS (environment, e.g. "--precision bf16") is added to every kiln bench.
 set -euo pipefail
 A=${1:?usage: ab_builds.sh KILN_A KILN_B MODELS_DIR [ROUNDS] [THREADS]}
 B=${2:?usage: ab_builds.sh KILN_A KILN_B MODELS_DIR [ROUNDS] [THREADS]}
@@ -16,7 +17,8 @@ IFS=, read -r -a THREADS <<<"${5:-1,2}"
 TMP=$(mktemp -d)
 trap 'rm -rf "$TMP"' EXIT
 p50() {  # build cache model threads runs
-  KILN_CACHE_DIR=$2 "$1" bench "$3" --threads "$4" --runs "$5" 2>/dev/null |
+  # shellcheck disable=SC2086  # (KILN_ARGS: words)
+  KILN_CACHE_DIR=$2 "$1" bench "$3" --threads "$4" --runs "$5" ${KILN_ARGS:-} 2>/dev/null |
     sed -n 's/.*p50 \([0-9.]*\).*/\1/p'
 }
 for m in "$DIR"/*.onnx; do

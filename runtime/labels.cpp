@@ -960,11 +960,11 @@ std::vector<Label> candidate_labels(const Graph& g, int i, Isa isa, bool referen
              is4d(g, n.outputs[0]) && g.value(n.inputs[0]).dtype == DType::f32) {
     simple(LabelKind::pool, b);
     simple(LabelKind::pool, Layout::nhwc);
-    // (bf16: the C++ blocked pooling on bf16 elements; f32 sums.)
+    // (bf16: each element widened to f32, f32 sums.)
     if (precision == Precision::bf16 && bf16_supported(isa))
       simple(LabelKind::pool, Layout::nChw16c_bf16);
-    // (A MaxPool on a uint8 grid, of a QDQ model's int8 convs: the C++ blocked pooling on the
-    // bytes; the max of grid values is one.)
+    // (A MaxPool on a uint8 grid, of a QDQ model's int8 convs: the max of the bytes; the max
+    // of grid values is one.)
     if (n.op == "MaxPool" && u8_output(n) && isa == Isa::avx512 && host_cpu().avx512_vnni)
       simple(LabelKind::pool, Layout::nChw16c_u8);
   } else if (jit && is_channel_concat(g, n)) {
@@ -1092,8 +1092,8 @@ Instance instantiate(const Graph& g, int i, const Label& l, Isa isa, std::string
         return no("not a 4-D pooling node");
       const Shape& xs = g.value(n.inputs[0]).shape;
       const Shape& ys = g.value(n.outputs[0]).shape;
-      if (auto pp = pool_problem(n, xs, ys); pp && !layout_bf16(l.in) && !layout_u8(l.in))
-        r.kernel = create_pool_kernel(*pp, l.in, isa, &why);
+      if (auto pp = pool_problem(n, xs, ys)) r.kernel = create_pool_kernel(*pp, l.in, isa, &why);
+      // (The C++ blocked pooling where the JIT refuses: e.g. 32-bit displacement limits.)
       if (!r.kernel && layout_block(l.in) > 1) r.kernel = make_blocked_pool_kernel(n, xs, ys, l.in);
       break;
     }

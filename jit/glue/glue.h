@@ -44,7 +44,8 @@ struct PoolProblem {
   bool count_include_pad = false;  // average: divisor = window clipped to the padded extent
   std::string str() const;
 };
-// src and dst in layout `l` (blocked or nhwc; nchw may be refused with a reason).
+// src and dst in layout `l` (blocked or nhwc; nchw may be refused with a reason); also
+// nChw16c_bf16 and (max only) nChw16c_u8 on AVX-512.
 std::unique_ptr<Kernel> create_pool_kernel(const PoolProblem& p, Layout l, Isa isa,
                                            std::string* why_not);
 

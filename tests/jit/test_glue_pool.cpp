@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "graph/half.h"
 #include "graph/ir.h"
 #include "jit/glue/glue.h"
 #include "jit/layout.h"
@@ -132,6 +133,70 @@ void check_pool(const PoolProblem& p, bool ceil_mode, Layout l, Isa isa, uint32_
   }
 }
 
+// bf16 / u8 layouts (AVX-512): the reference runs on the values the kernel reads (x rounded to
+// bf16, or the integers of a uint8 grid with scale 1), so a max must match bit for bit (NaN
+// stays NaN); a bf16 average within check_pool's f32 bound plus its store's rounding to
+// nearest even, half a bf16 ulp: 2^-8 |y|. Pad lanes of the input are garbage; those of the
+// output must be zero.
+void check_pool_narrow(const PoolProblem& p, bool ceil_mode, Layout l, uint32_t seed,
+                       const std::vector<size_t>& nan_at = {}) {
+  CAPTURE(p.str());
+  CAPTURE(std::string(layout_name(l)));
+  std::string why;
+  auto k = create_pool_kernel(p, l, Isa::avx512, &why);
+  REQUIRE_MESSAGE(k, why);
+  const bool u8 = layout_u8(l);
+  const U8Quant q{1.f, 0.f};  // (u8: the integers themselves)
+  Tensor x(DType::f32, p.src), y(DType::f32, p.dst);
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> d(-4.f, 4.f);
+  float* xp = x.data<float>();
+  for (int64_t i = 0; i < x.numel(); ++i)
+    xp[i] = u8 ? float(rng() % 256) : bf16_to_float(float_to_bf16(d(rng)));
+  for (size_t i : nan_at) xp[i % size_t(x.numel())] = std::numeric_limits<float>::quiet_NaN();
+  Node node = pool_node(p, ceil_mode);
+  find_ref_kernel(node.op)(node, {&x}, {&y});
+
+  const int64_t esize = layout_esize(l);
+  GuardedBuf src(size_t(layout_bytes(l, p.src) / 4)), dst(size_t(layout_bytes(l, p.dst) / 4));
+  convert_layout(x.data<float>(), Layout::nchw, src.data(), l, p.src, u8 ? &q : nullptr);
+  // Pad lanes: garbage (convert_layout zeroed them); a max over them would show.
+  const int64_t C = p.src[1], CB = round_up(C, 16) / 16;
+  auto* sb = reinterpret_cast<uint8_t*>(src.data());
+  for (int64_t n = 0; n < p.src[0]; ++n)
+    for (int64_t px = 0; px < p.src[2] * p.src[3]; ++px)
+      for (int64_t c = C; c < CB * 16; ++c)
+        for (int64_t e = 0; e < esize; ++e)
+          sb[((((n * CB + CB - 1) * p.src[2] * p.src[3] + px) * 16 + c % 16) * esize) + e] = 0x7b;
+  dst.fill(-12345.f);
+  test::run_split(*k, {src.data()}, {dst.data()});
+  std::vector<float> got(size_t(y.numel()));
+  convert_layout(dst.data(), l, got.data(), Layout::nchw, p.dst, u8 ? &q : nullptr);
+
+  const int64_t K = p.global ? p.src[2] * p.src[3] : p.kh * p.kw;
+  const double tol = p.max ? 0.0 : double(K + 2) * 0x1p-24 * 4.0;
+  const float* want = y.data<float>();
+  int bad = 0;
+  for (size_t i = 0; i < got.size(); ++i) {
+    const bool ok = std::isnan(want[i])
+                        ? std::isnan(got[i])
+                        : std::fabs(double(got[i]) - double(want[i])) <=
+                              tol + (p.max ? 0.0 : 0x1p-8 * std::fabs(double(want[i])));
+    if (!ok && ++bad <= 3)
+      CHECK_MESSAGE(ok, "output " << i << ": got " << got[i] << " want " << want[i]);
+  }
+  CHECK(bad == 0);
+  const auto* db = reinterpret_cast<const uint8_t*>(dst.data());
+  const int64_t OHW = p.dst[2] * p.dst[3];
+  int nonzero = 0;
+  for (int64_t n = 0; n < p.dst[0]; ++n)
+    for (int64_t px = 0; px < OHW; ++px)
+      for (int64_t c = C; c < CB * 16; ++c)
+        for (int64_t e = 0; e < esize; ++e)
+          nonzero += db[((((n * CB + CB - 1) * OHW + px) * 16 + c % 16) * esize) + e] != 0;
+  CHECK_MESSAGE(nonzero == 0, nonzero << " pad lane bytes not zeroed");
+}
+
 TEST_CASE("glue pool: windowed max/average against the reference kernels") {
   const std::vector<Case> cases = {
       // kh kw sh sw dh dw pt pl pb pr ceil
@@ -164,6 +229,18 @@ TEST_CASE("glue pool: windowed max/average against the reference kernels") {
           }
         }
   MESSAGE("windowed pool cases: " << n);
+  if (!testing::has_bf16()) return;  // (recorded: the test binary reports it skipped)
+  int narrow = 0;
+  for (const Case& c : cases)
+    for (const Shape& s :
+         {Shape{1, 16, 7, 9}, Shape{2, 17, 13, 13}, Shape{1, 40, 6, 11}, Shape{1, 33, 5, 37}})
+      for (int kind = 0; kind < 3; ++kind) {
+        const PoolProblem p = windowed(c, s, kind);
+        if (p.dst[2] < 1 || p.dst[3] < 1) continue;
+        check_pool_narrow(p, c.ceil, Layout::nChw16c_bf16, uint32_t(n + narrow++));
+        if (kind == 0) check_pool_narrow(p, c.ceil, Layout::nChw16c_u8, uint32_t(n + narrow++));
+      }
+  MESSAGE("bf16 / u8 windowed cases: " << narrow);
 }
 
 TEST_CASE("glue pool: dilated windows (max; average as in opset 19)") {
@@ -182,6 +259,13 @@ TEST_CASE("glue pool: dilated windows (max; average as in opset 19)") {
           for (Layout l : kPoolLayouts) check_pool(p, c.ceil, l, isa, uint32_t(100 + n++));
         }
   MESSAGE("dilated cases: " << n);
+  if (!testing::has_bf16()) return;
+  for (const Case& c : cases)
+    for (int kind = 0; kind < 3; ++kind) {
+      const PoolProblem p = windowed(c, Shape{1, 33, 7, 13}, kind);
+      check_pool_narrow(p, c.ceil, Layout::nChw16c_bf16, uint32_t(100 + n++));
+      if (kind == 0) check_pool_narrow(p, c.ceil, Layout::nChw16c_u8, uint32_t(100 + n++));
+    }
 }
 
 TEST_CASE("glue pool: large channel counts (nhwc channel loop)") {
@@ -203,6 +287,22 @@ TEST_CASE("glue pool: NaN propagates through max pooling") {
     p.dst = {1, 20, 1, 1};
     for (Layout l : kPoolLayouts) check_pool(p, false, l, isa, 8, {5, 81 * 3 + 40, 81 * 19});
   }
+  if (!testing::has_bf16()) return;
+  PoolProblem p = stem_window({1, 20, 9, 9});
+  check_pool_narrow(p, false, Layout::nChw16c_bf16, 7, {0, 50, 163, 400, 1000, 1619});
+  p.global = true;
+  p.dst = {1, 20, 1, 1};
+  check_pool_narrow(p, false, Layout::nChw16c_bf16, 8, {5, 81 * 3 + 40, 81 * 19});
+}
+
+// A global max or average pool of input s.
+PoolProblem global_pool(const Shape& s, bool mx) {
+  PoolProblem p;
+  p.global = true;
+  p.max = mx;
+  p.src = s;
+  p.dst = {s[0], s[1], 1, 1};
+  return p;
 }
 
 TEST_CASE("glue pool: global average and max") {
@@ -211,15 +311,15 @@ TEST_CASE("glue pool: global average and max") {
   int n = 0;
   for (Isa isa : test::glue_isas())
     for (const Shape& s : shapes)
-      for (bool mx : {true, false}) {
-        PoolProblem p;
-        p.global = true;
-        p.max = mx;
-        p.src = s;
-        p.dst = {s[0], s[1], 1, 1};
-        for (Layout l : kPoolLayouts) check_pool(p, false, l, isa, uint32_t(n++));
-      }
+      for (bool mx : {true, false})
+        for (Layout l : kPoolLayouts) check_pool(global_pool(s, mx), false, l, isa, uint32_t(n++));
   MESSAGE("global cases: " << n);
+  if (!testing::has_bf16()) return;
+  for (const Shape& s : shapes)
+    for (bool mx : {true, false}) {
+      check_pool_narrow(global_pool(s, mx), false, Layout::nChw16c_bf16, uint32_t(n++));
+      if (mx) check_pool_narrow(global_pool(s, mx), false, Layout::nChw16c_u8, uint32_t(n++));
+    }
 }
 
 TEST_CASE("glue pool: names and refusals") {
@@ -242,6 +342,19 @@ TEST_CASE("glue pool: names and refusals") {
   bad.global = true;
   CHECK_FALSE(create_pool_kernel(bad, Layout::nhwc, Isa::avx2, &why));  // 56x56 output
   CHECK_FALSE(create_pool_kernel(p, Layout::nhwc, Isa::scalar, &why));
+  // bf16 / u8: AVX-512 only; u8 max only (an average leaves the grid).
+  CHECK_FALSE(create_pool_kernel(p, Layout::nChw16c_bf16, Isa::avx2, &why));
+  CHECK(why.find("avx512") != std::string::npos);
+  CHECK_FALSE(
+      create_pool_kernel(stem_window({1, 64, 112, 112}, 1), Layout::nChw16c_u8, Isa::avx512, &why));
+  CHECK(why.find("max only") != std::string::npos);
+  if (!testing::has_bf16()) return;
+  k = create_pool_kernel(p, Layout::nChw16c_bf16, Isa::avx512, &why);
+  REQUIRE(k);
+  CHECK(k->name() == "pool_max_k3s2_bf16_nChw16c_bf16__avx512");
+  k = create_pool_kernel(p, Layout::nChw16c_u8, Isa::avx512, &why);
+  REQUIRE(k);
+  CHECK(k->name() == "pool_max_k3s2_u8_nChw16c_u8__avx512");
 }
 
 // Regression (fuzz_session: an internal error, asmjit could not encode `add rbp, 25769803764`):
