@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <cstring>
 
+#include "graph/half.h"
 #include "graph/ir.h"
 
 namespace kiln {
@@ -36,5 +37,19 @@ class ModelFloats {
 // destination rows. Elements of dst outside the rows x cols block are not touched.
 void pack_transposed(ModelFloats src, int64_t src_ld, int64_t src_step, int64_t rows, int64_t cols,
                      float* dst, int64_t dst_ld, float alpha = 1.f);
+
+// The direct family's bf16 weight block (the grouped family's too): for each kernel tap k <
+// taps, pair st < steps, output vector j < ob, lane < simd and e < 2, the bf16 (rounded to
+// nearest even) of w(k, oc_vector j, lane, block channel 2 st + e), written in that order at
+// o; returns the end. w returns 0 where no weight exists (past ic or oc, other groups).
+template <class W>
+uint16_t* pack_bf16_pairs(uint16_t* o, int64_t taps, int64_t steps, int64_t ob, int64_t simd, W w) {
+  for (int64_t k = 0; k < taps; ++k)
+    for (int64_t st = 0; st < steps; ++st)
+      for (int64_t j = 0; j < ob; ++j)
+        for (int64_t lane = 0; lane < simd; ++lane)
+          for (int64_t e = 0; e < 2; ++e) *o++ = float_to_bf16(w(k, j, lane, 2 * st + e));
+  return o;
+}
 
 }  // namespace kiln

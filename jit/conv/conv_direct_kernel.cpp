@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <cstring>
 
-#include "graph/half.h"
 #include "jit/conv/conv_direct_gen.h"
 #include "jit/conv/conv_families.h"
 #include "jit/pack.h"
@@ -152,18 +151,13 @@ class DirectKernel : public Kernel {
     for (int64_t g = 0; g < c_.oc_groups; ++g) {
       const int64_t ob = g == c_.oc_groups - 1 ? c_.oc_blocks_last : c_.oc_blocks;
       auto* o = reinterpret_cast<uint16_t*>(wei_.data<float>() + group_off_[size_t(g)]);
-      for (int64_t icb = 0; icb < c_.icb_total(); ++icb) {
-        const int64_t steps = c_.k_steps(int(icb < c_.icb_full ? S : c_.ic_tail));
-        for (int64_t k = 0; k < taps; ++k)
-          for (int64_t s = 0; s < steps; ++s)
-            for (int64_t j = 0; j < ob; ++j)
-              for (int64_t lane = 0; lane < S; ++lane)
-                for (int64_t e = 0; e < 2; ++e) {
-                  const int64_t oc = (g * c_.oc_blocks + j) * S + lane, ic = icb * S + 2 * s + e;
-                  const float v = oc < p.oc && ic < p.ic ? w[(oc * p.ic + ic) * taps + k] : 0.f;
-                  *o++ = float_to_bf16(v);
-                }
-      }
+      for (int64_t icb = 0; icb < c_.icb_total(); ++icb)
+        o = pack_bf16_pairs(o, taps, c_.k_steps(int(icb < c_.icb_full ? S : c_.ic_tail)), ob, S,
+                            [&](int64_t k, int64_t j, int64_t lane, int64_t i) {
+                              const int64_t oc = (g * c_.oc_blocks + j) * S + lane,
+                                            ic = icb * S + i;
+                              return oc < p.oc && ic < p.ic ? w[(oc * p.ic + ic) * taps + k] : 0.f;
+                            });
     }
   }
 

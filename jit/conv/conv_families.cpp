@@ -120,9 +120,9 @@ const std::vector<ConvFamilyRow>& rows() {
        },
        grouped_create,
        [](const ConvProblem& p, Layout s, Layout) {
-         return grouped_efficiency(p, layout_block(s));
+         return grouped_efficiency(p, layout_block(s), layout_bf16(s));
        },
-       false, /*fixed_baseline=*/true},
+       false, /*fixed_baseline=*/true, /*transform_error=*/0, bf16_pairs},
       {ConvFamily::gemm1x1, "gemm1x1", one_by_one,
        [](const ConvProblem&, Layout b) {
          return Pairs{{b, b}, {Layout::nhwc, Layout::nhwc}};

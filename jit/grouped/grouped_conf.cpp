@@ -70,7 +70,9 @@ bool grouped_shuffle_fits(const ConvProblem& p, int simd) {
   return true;
 }
 
-double grouped_efficiency(const ConvProblem& p, int simd) {
+double grouped_efficiency(const ConvProblem& p, int simd, bool bf16) {
+  // bf16: the sparse mode at vdpbf16ps's ~1.6x the FMA's multiply-adds.
+  if (bf16) return 0.75 * 1.6 * grouped_lane_use(p, simd);
   // shuffle: measured ~0.6 of the FMA peak at stride 1 on RegNet / ResNeXt shapes, less at
   // stride 2 (a permuted vector serves fewer taps).
   if (grouped_shuffle_fits(p, simd)) return p.sw == 1 ? 0.6 : 0.45;
@@ -112,9 +114,17 @@ ConfOr<GroupedConf> init_grouped_conf_mode(const ConvProblem& p, const ConvImpl&
   ConvProblem dense = p;  // the direct conf's stand-in (its oc set below)
   dense.groups = 1;
   if (std::string why = check_common(dense, isa); !why.empty()) return R::no(why);
-  for (auto [l, what] : {std::pair{impl.src, "src"}, std::pair{impl.dst, "dst"}})
-    if (std::string why = check_blocked(l, isa, what); !why.empty())
-      return R::no(why + " (grouped takes blocked src and dst)");
+  // bf16 (src nChw16c_bf16): the direct family's bf16 code over each block's range, sparse
+  // mode only (a permuted vector would hold one channel, not a pair).
+  const bool bf16 = layout_bf16(impl.src) || layout_bf16(impl.dst);
+  if (bf16) {
+    if (std::string why = check_bf16(p, impl.src, impl.dst, isa, true); !why.empty())
+      return R::no(why);
+  } else {
+    for (auto [l, what] : {std::pair{impl.src, "src"}, std::pair{impl.dst, "dst"}})
+      if (std::string why = check_blocked(l, isa, what); !why.empty())
+        return R::no(why + " (grouped takes blocked src and dst)");
+  }
   const int simd = simd_width(isa);
   const int64_t ocb = (p.oc + simd - 1) / simd;
 
@@ -152,9 +162,9 @@ ConfOr<GroupedConf> init_grouped_conf_mode(const ConvProblem& p, const ConvImpl&
   d->rows_outer = false;  // the kernel's tiles run rows inner (grouped_kernel.cpp)
   c.d = *d;
 
-  const bool fits = grouped_shuffle_fits(p, simd) && impl.oc_blocks <= 0;
+  const bool fits = grouped_shuffle_fits(p, simd) && impl.oc_blocks <= 0 && !bf16;
   if (mode == GroupedMode::shuffle && !fits)
-    return R::no("shuffle needs equal channels per group in and out, not whole vectors of " +
+    return R::no("shuffle needs f32, equal channels per group in and out, not whole vectors of " +
                  std::to_string(simd) +
                  ", at most two input blocks per permute and no forced "
                  "oc_blocks");

@@ -11,7 +11,9 @@
 // packing. With channels per group a multiple of the vector width this is exactly `groups`
 // dense convolutions; with fewer per group (8 on 16 lanes) every lane still does a plain FMA
 // but only a fraction of them is useful (grouped_lane_use), so narrow groups take the shuffle
-// mode (GroupedMode, grouped_gen.h) instead.
+// mode (GroupedMode, grouped_gen.h) instead. bf16 (src nChw16c_bf16, AVX512-BF16): the sparse
+// mode with the direct family's bf16 code (vdpbf16ps over channel pairs, weights packed as
+// pairs), dst nChw16c or nChw16c_bf16.
 #pragma once
 
 #include <cstdint>
@@ -107,9 +109,10 @@ double grouped_lane_use(const ConvProblem& p, int simd);
 // convolution kernels).
 std::optional<std::vector<ShuffleSource>> grouped_shuffle_sources(const ConvProblem& p, int simd,
                                                                   int64_t j, bool bounded);
-// Whether the shuffle mode applies on `simd`-wide vectors; the cost model's efficiency.
+// Whether the shuffle mode applies on `simd`-wide vectors; the cost model's efficiency (bf16:
+// src nChw16c_bf16, the sparse mode).
 bool grouped_shuffle_fits(const ConvProblem& p, int simd);
-double grouped_efficiency(const ConvProblem& p, int simd);
+double grouped_efficiency(const ConvProblem& p, int simd, bool bf16 = false);
 
 // The Kernel for a conf: packs the weights once, shares the code (code_key: jit/shared_code.h).
 // weights: [OC, IC / groups, KH, KW] f32 (validated); bias: [OC] or nullptr.

@@ -71,7 +71,10 @@ class GroupedKernel : public Kernel {
     const auto [lo, hi] = d_.kernel_rows(oh);
     ConvCallArgs a = base;
     const int64_t oc0 = g * d_.oc_blocks * d_.simd;
-    a.dst = args.dst[0] + (n * d_.ocb * d_.simd + oc0) * p.oh * p.ow + oh * p.ow * d_.simd;
+    // (Activations in bytes: f32, or bf16 in a bf16 layout.)
+    a.dst = reinterpret_cast<float*>(reinterpret_cast<char*>(args.dst[0]) +
+                                     (n * d_.ocb + g * d_.oc_blocks) * d_.dst_ocb_bytes() +
+                                     oh * p.ow * d_.dst_pix_bytes());
     a.bias = bias_.data() + oc0;
     a.post.advance_channels(oc0);
     a.kh_cnt = hi - lo;
@@ -85,8 +88,9 @@ class GroupedKernel : public Kernel {
       return;
     }
     const GroupedRange& r = c_.ranges[size_t(g)];
-    a.src = args.src[0] + n * d_.icb_total() * d_.simd * p.ih * p.iw +
-            r.ib_lo * (d_.src_icb_bytes() / 4) + (hi > lo ? (ih0 + lo * p.dh) * row : 0);
+    a.src = reinterpret_cast<const float*>(reinterpret_cast<const char*>(args.src[0]) +
+                                           (n * d_.icb_total() + r.ib_lo) * d_.src_icb_bytes() +
+                                           (hi > lo ? (ih0 + lo * p.dh) * d_.src_row_bytes() : 0));
     a.wei = wei_.data<float>() + wei_off_[size_t(g)] + lo * d_.wei_kh_floats(ob, d_.simd);
     if (r.ic_tail)
       a.wei_tail_adj = lo * (d_.wei_kh_floats(ob, d_.ic_tail) - d_.wei_kh_floats(ob, d_.simd)) * 4;
@@ -110,6 +114,7 @@ class GroupedKernel : public Kernel {
                (r.ic_tail ? d_.wei_icb_floats(ob, d_.ic_tail) : 0);
     }
     wei_ = Tensor(DType::f32, {total});  // zero-filled, 64-byte aligned
+    if (d_.bf16) return pack_weights_bf16(w);
     float* out = wei_.data<float>();
     for (int64_t oc = 0; oc < p.oc; ++oc) {
       const int64_t g = oc / (int64_t(d_.oc_blocks) * S);
@@ -123,6 +128,28 @@ class GroupedKernel : public Kernel {
         for (int64_t k = 0; k < taps; ++k)
           blk[(k * nic + ic % S) * ob * S + j * S + oc % S] = w[(oc * c_.icg + i) * taps + k];
       }
+    }
+  }
+
+  // bf16: per register block, [input block of its range][kh][kw][pair < steps(nic)][ob][lane]
+  // [2] = W[oc][ic = block channel 2 pair + e], as the direct family packs bf16, rounded to
+  // nearest even; zero where ic lies outside oc's group or past ic / oc.
+  void pack_weights_bf16(ModelFloats w) {
+    const ConvProblem& p = c_.p;
+    const int64_t S = d_.simd, taps = p.kh * p.kw;
+    for (int64_t g = 0; g < d_.oc_groups; ++g) {
+      const int64_t ob = g == d_.oc_groups - 1 ? d_.oc_blocks_last : d_.oc_blocks;
+      const GroupedRange& r = c_.ranges[size_t(g)];
+      auto* o = reinterpret_cast<uint16_t*>(wei_.data<float>() + wei_off_[size_t(g)]);
+      for (int64_t ib = r.ib_lo; ib < r.ib_lo + r.blocks(); ++ib)
+        o = pack_bf16_pairs(o, taps, d_.k_steps(int(ib < d_.icb_full ? S : d_.ic_tail)), ob, S,
+                            [&](int64_t k, int64_t j, int64_t lane, int64_t bi) {
+                              const int64_t oc = (g * d_.oc_blocks + j) * S + lane;
+                              const int64_t i = ib * S + bi - oc / c_.ocg * c_.icg;  // in group
+                              const bool in =
+                                  oc < p.oc && ib * S + bi < p.ic && i >= 0 && i < c_.icg;
+                              return in ? w[(oc * c_.icg + i) * taps + k] : 0.f;
+                            });
     }
   }
 

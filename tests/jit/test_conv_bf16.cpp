@@ -1,9 +1,10 @@
 // The bf16 conv kernels (AVX512-BF16: src nChw16c_bf16, dst nChw16c or nChw16c_bf16) of the
-// gemm1x1 and direct families against the reference Conv run on the same bf16-rounded src and
-// weights, and the nChw16c <-> nChw16c_bf16 conversion against float_to_bf16.
+// gemm1x1, direct and grouped families against the reference Conv run on the same bf16-rounded src
+// and weights, and the nChw16c <-> nChw16c_bf16 conversion against float_to_bf16.
 #include "isa_coverage.h"
 #include "jit/conv/conv_families.h"
 #include "jit/glue/glue.h"
+#include "jit/grouped/grouped_conf.h"
 #include "runtime/labels.h"
 #include "shapes/shape_list.h"
 #include "test_conv_util.h"
@@ -212,6 +213,41 @@ TEST_CASE("depthwise bf16 matches the reference on bf16-rounded activations") {
   // A residual into an f32 dst.
   check_bf16_family(problem(shapes[0], chain({op(K::add), op(K::relu)})),
                     conv_impl(ConvFamily::depthwise, h, f), seed++, false);
+}
+
+// Grouped: the sparse mode's bf16 code (tests/shapes/grouped.txt: channel tails, odd and
+// narrow groups, strides, dilation), RegNet's / ResNeXt's groups, forced register blocks that
+// span several groups (the other groups' weights must be zero pairs), post-op chains.
+TEST_CASE("grouped bf16 matches the reference on bf16-rounded operands") {
+  if (!testing::has_bf16()) return;
+  uint64_t seed = 5700;
+  const Layout h = Layout::nChw16c_bf16, f = Layout::nChw16c;
+  for (const ConvProblem& p : shapes::read_shapes("grouped"))
+    for (Layout dst : {f, h}) check_bf16_family(p, conv_impl(ConvFamily::grouped, h, dst), seed++);
+  const std::vector<std::string> shapes = {
+      "g6ic48ih10iw10_oc48oh10ow10kh3kw3sh1sw1ph1pw1",   // 8 a group
+      "g10ic160ih9iw9_oc160oh5ow5kh3kw3sh2sw2ph1pw1",    // 16 a group, stride 2
+      "g7ic168ih7iw7_oc168oh7ow7kh3kw3sh1sw1ph1pw1",     // 24 a group
+      "mb2g4ic128ih7iw7_oc128oh7ow7kh3kw3sh1sw1ph1pw1",  // 32 a group, batch 2
+      "g8ic32ih16iw16_oc32oh16ow16kh3kw3sh1sw1ph1pw1",   // 4 a group
+      "g3ic21ih9iw9_oc33oh9ow9kh3kw3sh1sw1ph1pw1",       // 7 in, 11 out a group: odd pairs
+  };
+  for (const std::string& s : shapes)
+    for (Layout dst : {f, h})
+      for (auto [ur, ob] : std::vector<std::pair<int, int>>{{0, 0}, {3, 1}, {5, 2}, {2, 3}})
+        check_bf16_family(problem(s, chain({op(K::relu)})),
+                          conv_impl(ConvFamily::grouped, h, dst, ur, ob), seed++);
+  for (const std::string& s : shapes) {
+    check_bf16_family(problem(s, chain({op(K::add), op(K::relu)})),
+                      conv_impl(ConvFamily::grouped, h, f), seed++);
+    check_bf16_family(problem(s, chain({op(K::scale_shift), op(K::hardswish)})),
+                      conv_impl(ConvFamily::grouped, h, h), seed++);
+  }
+  // The shuffle mode permutes single channels, not pairs: refused in bf16.
+  auto c = convjit::init_grouped_conf_mode(problem(shapes[0]), conv_impl(ConvFamily::grouped, h, h),
+                                           Isa::avx512, convjit::GroupedMode::shuffle);
+  CHECK_FALSE(c);
+  CHECK(c.reason.find("f32") != std::string::npos);
 }
 
 TEST_CASE("bf16 kernels are refused where they cannot run or would be wrong") {
