@@ -43,11 +43,13 @@ inline bool layout_u8(Layout l) {
   return l == Layout::nChw16c_u8;
 }
 // Whether a conversion between a and b goes through nChw16c: bf16 and u8 convert directly (a
-// flat, vectorised pass) only to and from nChw16c; the plan and the solver's prices chain the
-// rest through it (its kernels are the vectorised f32 reorders).
+// flat, vectorised pass) only to and from nChw16c, and nchw to bf16 (a network's input, in
+// the transpose); the plan and the solver's prices chain the rest through nChw16c (its kernels
+// are the vectorised f32 reorders).
 inline bool layout_via_nChw16c(Layout a, Layout b) {
   auto narrow = [](Layout l) { return layout_bf16(l) || layout_u8(l); };
-  return a != b && (narrow(a) || narrow(b)) && a != Layout::nChw16c && b != Layout::nChw16c;
+  return a != b && (narrow(a) || narrow(b)) && a != Layout::nChw16c && b != Layout::nChw16c &&
+         !(a == Layout::nchw && b == Layout::nChw16c_bf16);
 }
 // Bytes per element of an f32 tensor's activations stored in layout l.
 inline int layout_esize(Layout l) {

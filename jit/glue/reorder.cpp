@@ -6,12 +6,16 @@
 //  - block move: nhwc <-> blocked and nChw8c <-> nChw16c, where both sides keep channels
 //    innermost and a pixel's lanes move as whole 8/16-float pieces.
 // Blocked destinations get zeroed pad lanes; pad lanes of blocked sources are never used.
+// nchw -> nChw16c_bf16 is the transpose with each pixel vector rounded to bf16 at the store
+// (vcvtneps2bf16): a bf16 network's input in one pass, not nchw -> nChw16c -> bf16 (which
+// wrote and read back a 16-lane f32 copy of a 3-channel image).
 #include <algorithm>
 #include <climits>
 #include <string>
 #include <tuple>
 
 #include "graph/error.h"
+#include "jit/cpu.h"
 #include "jit/glue/asmjit_util.h"
 #include "jit/glue/glue.h"
 
@@ -59,14 +63,14 @@ TileFnArgs begin_tile_fn(AsmBuilder& b) {
 // One piece of tile work: the function, its pointers and counts.
 struct Tile {
   int fn;
-  int64_t src_off, dst_off;  // floats from the image base
+  int64_t src_off, dst_off;  // elements from the image base
   int64_t n, flag;
 };
 
 class ReorderKernel : public glue::GlueKernel {
  public:
-  ReorderKernel(std::string name, int64_t N, int64_t src_img, int64_t dst_img)
-      : N_(N), src_img_(src_img), dst_img_(dst_img) {
+  ReorderKernel(std::string name, int64_t N, int64_t src_img, int64_t dst_img, int dst_esize)
+      : N_(N), src_img_(src_img), dst_img_(dst_img), dst_esize_(dst_esize) {
     name_ = std::move(name);
   }
   void set(glue::ExecCode code, std::vector<TileFn> fns, std::vector<Tile> tiles) {
@@ -80,13 +84,16 @@ class ReorderKernel : public glue::GlueKernel {
     for (int64_t t = b; t < e; ++t) {
       const int64_t n = t / per;
       const Tile& w = per_image_[size_t(t % per)];
-      fns_[size_t(w.fn)](a.src[0] + n * src_img_ + w.src_off, a.dst[0] + n * dst_img_ + w.dst_off,
+      fns_[size_t(w.fn)](a.src[0] + n * src_img_ + w.src_off,
+                         reinterpret_cast<float*>(reinterpret_cast<char*>(a.dst[0]) +
+                                                  (n * dst_img_ + w.dst_off) * dst_esize_),
                          w.n, w.flag);
     }
   }
 
  private:
-  int64_t N_, src_img_, dst_img_;
+  int64_t N_, src_img_, dst_img_;  // elements
+  int dst_esize_;                  // bytes per dst element (bf16: 2)
   std::vector<TileFn> fns_;
   std::vector<Tile> per_image_;
 };
@@ -108,11 +115,12 @@ void build_copy(AsmBuilder& b) {
 
 struct TransposeSpec {
   int T;
-  bool in_rows;        // input is channel rows (nchw), output pixel vectors; else the reverse
-  int64_t row_stride;  // bytes between channel rows (the nchw side): H*W*4
-  int64_t pix_stride;  // bytes between pixel vectors (the other side): B*4 or C*4
-  bool lane_mask;      // pixel vectors carry only the valid channels (nhwc side) — mask them
-  int tail;            // pixels in the tail chunk (0..T-1)
+  bool in_rows;           // input is channel rows (nchw), output pixel vectors; else the reverse
+  int64_t row_stride;     // bytes between channel rows (the nchw side): H*W*4
+  int64_t pix_stride;     // bytes between pixel vectors (the other side): B*4 or C*4 (bf16: B*2)
+  bool lane_mask;         // pixel vectors carry only the valid channels (nhwc side) — mask them
+  bool bf16_out = false;  // in_rows: pixel vectors stored as bf16 (nChw16c_bf16)
+  int tail;               // pixels in the tail chunk (0..T-1)
   // Channel groups per pixel chunk: `full` groups of T valid channels then, if `last` > 0,
   // one of `last` valid channels (`full` = 0, `last` = 0: one group of pad channels only).
   int64_t full = 1;
@@ -138,7 +146,13 @@ void emit_group(AsmBuilder& b, const TransposeSpec& s, const x86::Gp& src, const
     }
   }
   b.transpose(r);
-  if (s.in_rows) {
+  if (s.in_rows && s.bf16_out) {
+    for (int j = 0; j < np; ++j) {
+      x86::Vec h = b.cc().newYmm();
+      b.cc().vcvtneps2bf16(h, r[size_t(j)]);
+      b.cc().vmovdqu(x86::ymmword_ptr(dst, int32_t(j * s.pix_stride)), h);
+    }
+  } else if (s.in_rows) {
     for (int j = 0; j < np; ++j)
       b.store(x86::ptr(dst, int32_t(j * s.pix_stride)), r[size_t(j)],
               s.lane_mask ? &ch_mask : nullptr);
@@ -305,9 +319,11 @@ std::unique_ptr<Kernel> create_reorder_kernel(const Shape& s, Layout from, Layou
   };
   if (isa != Isa::avx2 && isa != Isa::avx512) return no("needs avx2 or avx512");
   if (s.size() != 4) return no("needs a 4-D shape");
+  const bool nchw_bf16 = from == Layout::nchw && to == Layout::nChw16c_bf16;
   if (layout_bf16(from) || layout_bf16(to)) {
     if (isa != Isa::avx512) return no("bf16 layouts need avx512");
-    return create_bf16_convert_kernel(s, from, to, why_not);
+    if (!nchw_bf16) return create_bf16_convert_kernel(s, from, to, why_not);
+    if (!host_cpu().avx512_bf16) return no("needs avx512_bf16");
   }
   if (layout_u8(from) || layout_u8(to)) {
     if (!q) return no("a uint8 layout converts only with its value's scale and zero point");
@@ -323,7 +339,7 @@ std::unique_ptr<Kernel> create_reorder_kernel(const Shape& s, Layout from, Layou
     return no("tensor too large for 32-bit displacements");
 
   const std::string name = reorder_name(from, to, isa);
-  auto k = std::make_unique<ReorderKernel>(name, g.N, src_img, dst_img);
+  auto k = std::make_unique<ReorderKernel>(name, g.N, src_img, dst_img, layout_esize(to));
   AsmBuilder b(name, isa);
   const int V = b.width();
   std::vector<Tile> tiles;
@@ -346,8 +362,9 @@ std::unique_ptr<Kernel> create_reorder_kernel(const Shape& s, Layout from, Layou
     ts.T = T;
     ts.in_rows = from == Layout::nchw;
     ts.row_stride = g.HW * 4;
-    ts.pix_stride = (B == 1 ? g.C : B) * 4;
+    ts.pix_stride = (B == 1 ? g.C : B) * layout_esize(to == Layout::nchw ? from : to);
     ts.lane_mask = B == 1;
+    ts.bf16_out = nchw_bf16;
     ts.tail = int(g.HW % T);
     if (!fits_i32(int64_t(T) * ts.row_stride) || !fits_i32(int64_t(T) * ts.pix_stride))
       return no("tensor too large for 32-bit displacements");

@@ -273,6 +273,48 @@ TEST_CASE("bf16 kernels are refused where they cannot run or would be wrong") {
   CHECK_FALSE(nhwc);
 }
 
+// A bf16 network's input: nchw straight to nChw16c_bf16 (the transpose rounding each pixel
+// vector), the same bits as convert_layout's float_to_bf16 (normal values, ties, infinities,
+// NaN; no subnormals, which vcvtneps2bf16 flushes); pad lanes zero, nothing written past the
+// end.
+TEST_CASE("nchw -> nChw16c_bf16 in one pass rounds like float_to_bf16") {
+  if (!testing::has_bf16()) return;
+  for (const Shape& s : std::vector<Shape>{
+           {1, 3, 17, 19}, {2, 37, 9, 11}, {1, 16, 8, 8}, {1, 64, 30, 30}, {3, 5, 1, 1}}) {
+    INFO("shape " << shape_str(s));
+    const int64_t n = shape_numel(s), out = layout_elems(Layout::nChw16c_bf16, s);
+    std::vector<float> src(static_cast<size_t>(n));
+    test::XorShift rng(uint64_t(n), 23);
+    for (int64_t i = 0; i < n; ++i) {
+      float v = std::ldexp(rng.uniform(-1.f, 1.f), int(rng.pick(-30, 30)));
+      if (i % 89 == 1) v = bits_to_float(0x3f808000u);  // ties: to even, down and up
+      if (i % 89 == 2) v = bits_to_float(0xbf818000u);
+      if (i % 89 == 3) v = -std::numeric_limits<float>::infinity();
+      if (i % 89 == 4) v = std::numeric_limits<float>::quiet_NaN();
+      src[size_t(i)] = v;
+    }
+    std::vector<uint16_t> want(static_cast<size_t>(out));
+    convert_layout(src.data(), Layout::nchw, want.data(), Layout::nChw16c_bf16, s);
+    std::string why;
+    auto k = create_reorder_kernel(s, Layout::nchw, Layout::nChw16c_bf16, Isa::avx512, &why);
+    REQUIRE_MESSAGE(k, why);
+    CHECK(k->name() == "reorder_nchw_to_nChw16c_bf16__avx512");
+    std::vector<uint16_t> got(size_t(out) + 32, 0xabcd);
+    const float* in[] = {src.data()};
+    float* outp[] = {reinterpret_cast<float*>(got.data())};
+    KernelArgs a;
+    a.src = in;
+    a.dst = outp;
+    const int64_t half = k->tiles() / 2;  // in two pieces, as two threads would
+    k->run(a, 0, half);
+    k->run(a, half, k->tiles());
+    int64_t bad = 0;
+    for (int64_t i = 0; i < out; ++i) bad += got[size_t(i)] != want[size_t(i)];
+    CHECK(bad == 0);
+    CHECK(std::count(got.begin() + out, got.end(), uint16_t(0xabcd)) == 32);
+  }
+}
+
 TEST_CASE("nChw16c <-> nChw16c_bf16 conversion rounds to nearest even and widens exactly") {
   if (!testing::has_bf16()) return;
   for (const Shape& s : std::vector<Shape>{{1, 3, 5, 7}, {2, 37, 9, 11}, {1, 64, 56, 56}}) {
