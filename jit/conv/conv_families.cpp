@@ -74,8 +74,9 @@ std::unique_ptr<Kernel> im2col_create(const ConvProblem& p, const ConvImpl& impl
                                                                                 key, why_not);
 }
 
-// f32: the grouped family's kernels (jit/grouped/); int8 (groups of whole channel blocks): the
-// gemm1x1 microkernel reading the windows in place, each oc group its conv group's K.
+// f32: the grouped family's kernels (jit/grouped/); int8 (groups filling whole channel blocks,
+// alone or merged: int8_group_merge): the gemm1x1 microkernel reading the windows in place,
+// each oc group its conv group's K.
 std::unique_ptr<Kernel> grouped_create(const ConvProblem& p, const ConvImpl& impl, Isa isa,
                                        const Tensor& w, const Tensor* b, const std::string& key,
                                        std::string* why_not) {

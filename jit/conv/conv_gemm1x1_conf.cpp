@@ -73,6 +73,16 @@ std::string Gemm1x1Conf::blocking_str() const {
   return "m" + std::to_string(ur_m) + "oc" + std::to_string(ur_n);
 }
 
+int64_t int8_group_merge(const ConvProblem& p) {
+  if (p.groups <= 1 || p.ic % p.groups || p.oc % p.groups) return 0;
+  const int64_t icg = p.ic / p.groups, ocg = p.oc / p.groups;
+  for (int64_t m = 1; m <= 4; ++m)
+    if ((m * icg) % 16 == 0 && (m * ocg) % 16 == 0)
+      // (A partial last merged group reads past the tensor's blocks unless it is one block.)
+      return p.groups % m == 0 || (m * icg == 16 && m * ocg == 16) ? m : 0;
+  return 0;
+}
+
 ConfOr<Gemm1x1Conf> init_gemm1x1_conf(const ConvProblem& p, const ConvImpl& impl, Isa isa,
                                       const Gemm1x1Force& force) {
   using R = ConfOr<Gemm1x1Conf>;
@@ -102,10 +112,14 @@ ConfOr<Gemm1x1Conf> init_gemm1x1_conf(const ConvProblem& p, const ConvImpl& impl
   if (c.int8) {
     if (isa != Isa::avx512 || !host_cpu().avx512_vnni) return R::no("int8 needs avx512_vnni");
     if (p.groups > 1) {
-      if (plain_1x1 || (p.ic / p.groups) % c.simd || (p.oc / p.groups) % c.simd)
-        return R::no("int8 grouped convs need groups of whole 16-channel blocks and a window");
-      c.grp_icb = p.ic / p.groups / c.simd;
-      c.grp_ocv = p.oc / p.groups / c.simd;
+      const int64_t m = int8_group_merge(p);
+      if (plain_1x1 || m == 0)
+        return R::no(
+            "int8 grouped convs need a window and groups that fill whole 16-channel blocks, "
+            "alone or at most 4 together");
+      c.grp_merge = m;
+      c.grp_icb = m * p.ic / p.groups / c.simd;
+      c.grp_ocv = m * p.oc / p.groups / c.simd;
     }
     // (NCHW: the dense-K im2row of a conv of at most 4 input channels.)
     c.dense_k = c.im2row && impl.src == Layout::nchw && p.ic <= 4;

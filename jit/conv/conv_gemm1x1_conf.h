@@ -27,8 +27,12 @@
 // input rows is quantized once into a padded [icb][row][column][16] byte cache (outside the
 // image: the zero point, a real 0) and the microkernel reads the taps in place, K block (kh, kw,
 // icb) at a table offset from the tile's first pixel (ConvCallArgs::koff); tiles stay within an
-// output row. Grouped convs whose groups are whole channel blocks on both sides run so too
-// (grp_icb, grp_ocv), each oc group's K blocks those of its conv group. A conv of at most 4 input
+// output row. Grouped convs run so too (grp_icb, grp_ocv), each oc group's K the blocks of its
+// conv group; groups narrower than a block (RegNetY's 8 channels, ResNeXt's 4) as merged groups
+// of grp_merge conv groups that fill whole blocks on both sides, the weights between their
+// different conv groups zero (a 1 / grp_merge share of the vpdpbusd lanes is useful, but the
+// activations stay in uint8, and vpdpbusd does four times an FMA's multiply-adds). A conv of
+// at most 4 input
 // channels (an image's first conv) reads NCHW instead and
 // packs K densely ("dense_k"): the chunk's input rows are quantized into [row][column][4
 // channels] bytes (padding: the zero point) and each pixel's window is KH runs of KW x 4 bytes,
@@ -74,7 +78,8 @@ struct Gemm1x1Conf {
   bool windows = false;   // ... read in place from a band of quantized rows (see the header)
   int64_t band = 0;       // windows: output rows per band (tiles: image, band, oc group)
   int64_t grp_icb = 0;    // windows of a grouped conv: input channel blocks ...
-  int64_t grp_ocv = 0;    // ... and oc vectors per conv group (0: not grouped)
+  int64_t grp_ocv = 0;    // ... and oc vectors per (merged) conv group (0: not grouped)
+  int64_t grp_merge = 1;  // conv groups per merged group (int8_group_merge)
   std::shared_ptr<const ConvInt8> int8_params;
   int64_t stride = 1;  // of the conv
   bool pack = false;   // stride 2 packed into a dense buffer: the microkernel runs stride 1
@@ -152,6 +157,11 @@ struct Gemm1x1Conf {
   // Packed weights of one ic block for ob oc vectors (f32, bf16 or int8 elements).
   int64_t wei_kb_bytes(int ob) const { return int64_t(simd) * ob * simd * src_esize(); }
 };
+
+// The int8 grouped conv's merge: the fewest conv groups (at most 4) whose channels fill whole
+// 16-channel blocks on both sides (1 for groups of whole blocks), or 0 when there is none (or
+// the groups do not divide into merged groups, unless one merged group is one block a side).
+int64_t int8_group_merge(const ConvProblem& p);
 
 ConfOr<Gemm1x1Conf> init_gemm1x1_conf(const ConvProblem& p, const ConvImpl& impl, Isa isa,
                                       const Gemm1x1Force& force = {});

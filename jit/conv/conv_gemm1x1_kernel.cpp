@@ -129,7 +129,7 @@ class Gemm1x1Kernel : public Kernel {
       // A band's rows of the padded input and, per K block (kh, kw, icb), where its taps sit
       // from a tile's first pixel (grouped: a table per conv group, over its channel blocks).
       rows_max_ = p.rows_read(c.band);
-      for (int64_t cg = 0; cg < (c.grp_icb ? p.groups : 1); ++cg)
+      for (int64_t cg = 0; cg < (c.grp_icb ? (p.groups + c.grp_merge - 1) / c.grp_merge : 1); ++cg)
         for (int64_t kh = 0; kh < p.kh; ++kh)
           for (int64_t kw = 0; kw < p.kw; ++kw)
             for (int64_t i = 0; i < c.k_icb(); ++i) {
@@ -381,14 +381,17 @@ class Gemm1x1Kernel : public Kernel {
   void pack_weights_int8(ModelFloats w) {
     const ConvProblem& p = c_.p;
     const ConvInt8& q = *c_.int8_params;
-    // (im2row: K slices of kpad channels; grouped: of the conv group's, ic_g the group's)
+    // (im2row: K slices of kpad channels; grouped: of the (merged) group's, ic_g a conv
+    // group's; merged: oc's conv group r of the merged group reads channels [r ic_g, +ic_g))
     const int64_t S = c_.simd, kpad = c_.k_icb() * S, ic_g = p.ic / p.groups;
+    const int64_t oc_g = p.oc / p.groups, m = c_.grp_merge;
     std::vector<double> qsum(size_t(p.oc), 0.0);
     int8_t* o = static_cast<int8_t*>(wei_.raw());
     for_each_packed(4, [&](int64_t i, int64_t oc, int64_t k) {
       // (dense K: K slices of 4 channels, past the last window tap zero)
-      const int64_t slice = c_.dense_k ? k / 4 : k / kpad, ic = c_.dense_k ? k % 4 : k % kpad;
-      if (oc >= p.oc || ic >= ic_g || slice >= p.kh * p.kw) return;  // (zero-filled)
+      const int64_t slice = c_.dense_k ? k / 4 : k / kpad,
+                    ic = (c_.dense_k ? k % 4 : k % kpad) - (m > 1 ? oc / oc_g % m * ic_g : 0);
+      if (oc >= p.oc || ic < 0 || ic >= ic_g || slice >= p.kh * p.kw) return;  // (zero-filled)
       const int64_t kh = slice / p.kw, kw = slice % p.kw;
       const float v =
           std::nearbyint(w[((oc * ic_g + ic) * p.kh + kh) * p.kw + kw] / q.w_scale[size_t(oc)]);

@@ -165,19 +165,10 @@ TEST_CASE("im2col int8 with dense K (NCHW, at most 4 input channels) matches the
   check_int8(p, seed++, 0, 0, {}, Layout::nchw);
 }
 
-TEST_CASE("grouped int8 (groups of whole channel blocks, windows in place) matches the reference") {
-  if (!testing::has_vnni()) return;
-  uint64_t seed = 7700;
-  // One and several blocks per group on either side (oc groups inside one conv group),
-  // stride 2, dilation, asymmetric padding, batch 2, RegNet's 16-channel groups.
-  const std::vector<std::string> shapes = {
-      "g2ic32ih8iw8_oc32oh8ow8kh3kw3sh1sw1ph1pw1",
-      "g4ic64ih9iw9_oc128oh5ow5kh3kw3sh2sw2ph1pw1",
-      "g2ic64ih6iw7_oc32oh6ow7kh3kw3sh1sw1ph1pw1_nobias",
-      "mb2g3ic48ih7iw7_oc48oh7ow7kh3kw3sh1sw1dh2dw2ph2pw2",
-      "g4ic64ih8iw8_oc64oh9ow5kh3kw3sh1sw2pt0pl2pb3pr1",
-      "g10ic160ih14iw14_oc160oh14ow14kh3kw3sh1sw1ph1pw1",
-  };
+// Each grouped shape with the conf's blocking, 3 pixels x 1 vector, and groups outer; then a
+// residual chain on `chain_shape` with 2 vectors a register block.
+void check_grouped_int8(const std::vector<std::string>& shapes, const std::string& chain_shape,
+                        uint64_t seed) {
   convjit::Gemm1x1Force groups_outer;
   groups_outer.m_outer = 0;
   for (const std::string& s : shapes) {
@@ -186,9 +177,51 @@ TEST_CASE("grouped int8 (groups of whole channel blocks, windows in place) match
     check_int8(p, seed++, 3, 1);
     check_int8(p, seed++, 0, 0, groups_outer);
   }
-  ConvProblem p = problem("g2ic32ih8iw8_oc64oh8ow8kh3kw3sh1sw1ph1pw1");
+  ConvProblem p = problem(chain_shape);
   p.post = chain({op(K::add), op(K::relu)});
-  check_int8(p, seed++, 0, 2);
+  check_int8(p, seed, 0, 2);
+}
+
+TEST_CASE("grouped int8 (groups of whole channel blocks, windows in place) matches the reference") {
+  if (!testing::has_vnni()) return;
+  // One and several blocks per group on either side (oc groups inside one conv group),
+  // stride 2, dilation, asymmetric padding, batch 2, RegNet's 16-channel groups.
+  check_grouped_int8(
+      {"g2ic32ih8iw8_oc32oh8ow8kh3kw3sh1sw1ph1pw1", "g4ic64ih9iw9_oc128oh5ow5kh3kw3sh2sw2ph1pw1",
+       "g2ic64ih6iw7_oc32oh6ow7kh3kw3sh1sw1ph1pw1_nobias",
+       "mb2g3ic48ih7iw7_oc48oh7ow7kh3kw3sh1sw1dh2dw2ph2pw2",
+       "g4ic64ih8iw8_oc64oh9ow5kh3kw3sh1sw2pt0pl2pb3pr1",
+       "g10ic160ih14iw14_oc160oh14ow14kh3kw3sh1sw1ph1pw1"},
+      "g2ic32ih8iw8_oc64oh8ow8kh3kw3sh1sw1ph1pw1", 7700);
+}
+
+// Groups narrower than a block run as merged groups filling whole blocks (int8_group_merge),
+// the weights between their conv groups zero: RegNetY's 8 channels a group (also an odd
+// number of groups: one merged group a block), ResNeXt's 4, 24 a group (3 blocks a merged
+// group), fewer inputs than outputs a group; stride 2, batch 2, both loop orders, forced
+// blocks, a residual chain (2 vectors a group).
+TEST_CASE("grouped int8 with narrow groups (merged into whole blocks) matches the reference") {
+  if (!testing::has_vnni()) return;
+  struct Want {
+    const char* shape;
+    int64_t merge;
+  };
+  for (const Want& w : std::vector<Want>{{"g6ic48ih4iw4_oc48oh4ow4kh3kw3sh1sw1ph1pw1", 2},
+                                         {"g13ic104ih4iw4_oc104oh4ow4kh3kw3sh1sw1ph1pw1", 2},
+                                         {"g8ic32ih4iw4_oc32oh4ow4kh3kw3sh1sw1ph1pw1", 4},
+                                         {"g2ic48ih4iw4_oc48oh4ow4kh3kw3sh1sw1ph1pw1", 2},
+                                         {"g4ic32ih4iw4_oc64oh4ow4kh3kw3sh1sw1ph1pw1", 2},
+                                         {"g4ic64ih4iw4_oc64oh4ow4kh3kw3sh1sw1ph1pw1", 1},
+                                         {"g3ic72ih4iw4_oc72oh4ow4kh3kw3sh1sw1ph1pw1", 0},
+                                         {"g5ic60ih4iw4_oc60oh4ow4kh3kw3sh1sw1ph1pw1", 0},
+                                         {"g32ic64ih4iw4_oc64oh4ow4kh3kw3sh1sw1ph1pw1", 0}})
+    CHECK_MESSAGE(convjit::int8_group_merge(problem(w.shape)) == w.merge, w.shape);
+  check_grouped_int8({"g6ic48ih10iw10_oc48oh10ow10kh3kw3sh1sw1ph1pw1",
+                      "g13ic104ih7iw7_oc104oh4ow4kh3kw3sh2sw2ph1pw1",
+                      "mb2g8ic32ih8iw9_oc32oh8ow9kh3kw3sh1sw1ph1pw1",
+                      "g4ic96ih6iw6_oc96oh6ow6kh3kw3sh1sw1ph1pw1_nobias",
+                      "g4ic32ih7iw7_oc64oh7ow7kh3kw3sh1sw1ph1pw1"},
+                     "g4ic32ih8iw8_oc64oh8ow8kh3kw3sh1sw1ph1pw1", 7750);
 }
 
 // ---- uint8 operands (nChw16c_u8): src bytes read in place / copied, dst the last
@@ -325,6 +358,7 @@ TEST_CASE("int8 convs on uint8 operands (nChw16c_u8) give the f32 layout's bits"
       "ic37ih9iw9_oc45oh9ow9kh3kw3sh1sw1ph1pw1",
       "mb2ic32ih10iw10_oc32oh5ow5kh3kw3sh2sw2ph1pw1",
       "g2ic32ih8iw8_oc64oh8ow8kh3kw3sh1sw1ph1pw1",
+      "g13ic104ih6iw6_oc104oh6ow6kh3kw3sh1sw1ph1pw1",  // merged groups, pad lanes random
   };
   for (const std::string& s : shapes)
     for (const auto& post : std::vector<std::vector<PostOp>>{
@@ -515,10 +549,12 @@ TEST_CASE("gemm1x1 int8 refusals") {
                                     Isa::avx512));
   impl = conv_impl(ConvFamily::gemm1x1, Layout::nChw16c, Layout::nChw16c);
   impl.int8 = q;
-  // grouped: whole 16-channel blocks per group on both sides, and a window
-  q->w_scale.assign(32, 1.f);
+  // grouped: groups filling whole 16-channel blocks on both sides (alone or at most 4
+  // merged, dividing the groups), and a window
+  q->w_scale.assign(72, 1.f);
   for (const char* s :
-       {"g2ic24ih4iw4_oc32oh4ow4kh3kw3sh1sw1ph1pw1", "g4ic64ih4iw4_oc32oh4ow4kh3kw3sh1sw1ph1pw1",
+       {"g2ic24ih4iw4_oc32oh4ow4kh3kw3sh1sw1ph1pw1", "g3ic72ih4iw4_oc72oh4ow4kh3kw3sh1sw1ph1pw1",
+        "g32ic64ih4iw4_oc64oh4ow4kh3kw3sh1sw1ph1pw1",
         "g2ic32ih4iw4_oc32oh4ow4kh1kw1sh1sw1ph0pw0"}) {
     auto c = convjit::init_gemm1x1_conf(problem(s), impl, Isa::avx512);
     CHECK_MESSAGE(!c, s);

@@ -98,8 +98,8 @@ std::string qdq_1x1_model(bool s8_act, bool per_channel) {
 }
 
 // x [2, 3, 20, 18] -> Q/DQ -> Conv 3x3 stride 2, 3 -> 32 (an image's first conv) -> Relu -> Q/DQ
-// -> Conv 3x3, 2 groups of 16 channels = y.
-std::string qdq_first_and_grouped_model() {
+// -> Conv 3x3, `groups` groups (2: of 16 channels; 4: of 8, run as merged groups) = y.
+std::string qdq_first_and_grouped_model(int groups = 2) {
   OnnxBuilder b;
   b.input("x", {2, 3, 20, 18}).output("y");
   b.init_f("sx", {}, {3.f / 127});
@@ -117,7 +117,7 @@ std::string qdq_first_and_grouped_model() {
     OnnxBuilder::attr_i(b.node("DequantizeLinear", {n + "q", n + "s"}, {n}), "axis", 0);
   };
   weight("w1", 32, 3, 21);
-  weight("w2", 32, 16, 22);
+  weight("w2", 32, 32 / groups, 22);
   b.node("QuantizeLinear", {"x", "sx", "zx"}, {"xq"});
   b.node("DequantizeLinear", {"xq", "sx", "zx"}, {"xd"});
   auto& c1 = b.node("Conv", {"xd", "w1"}, {"c"});
@@ -128,7 +128,7 @@ std::string qdq_first_and_grouped_model() {
   b.node("DequantizeLinear", {"rq", "sy", "zy"}, {"rd"});
   auto& c2 = b.node("Conv", {"rd", "w2"}, {"y"});
   OnnxBuilder::attr_ints(c2, "pads", {1, 1, 1, 1});
-  OnnxBuilder::attr_i(c2, "group", 2);
+  OnnxBuilder::attr_i(c2, "group", groups);
   return b.bytes();
 }
 
@@ -539,44 +539,47 @@ TEST_CASE(
     "the reference") {
   const bool vnni = kiln::testing::has_vnni();
   const bool int8 = vnni && kiln::detect_isa() == kiln::Isa::avx512;
-  const std::string bytes = qdq_first_and_grouped_model();
-  // Whatever the measurements choose: the reference's outputs (the grouped conv's input may
-  // cross one step, 0.03, of the first conv's output grid).
-  kiln::test::compare_with_reference(bytes, {2, 3, 20, 18}, 0.03, [](const kiln::Session&) {});
-  // Each family forced, the cost model (int8 at 2.5x f32's rate, NCHW's 3 channels read
-  // instead of 16) puts its conv on the int8 label, and the output is the reference's.
-  const kiln::Tensor x = random_input({2, 3, 20, 18});
-  kiln::SessionOptions o;
-  o.use_cache = false;
-  o.tune = kiln::TuneMode::none;
-  o.reference = true;
-  const kiln::Tensor want = kiln::test::run_session(bytes, o, x)[0];
-  o.reference = false;
-  struct Case {
-    kiln::ConvFamily family;
-    int group;
-    std::string key;  // (the dst may also be nChw16c_u8: the first conv's output is on a grid)
-  };
-  for (const Case& c : {Case{kiln::ConvFamily::im2col, 1, "conv.im2col.nchw.nChw16c"},
-                        Case{kiln::ConvFamily::grouped, 2, "conv.grouped.nChw16c"}}) {
-    // (no structured binding: clang does not let CAPTURE's lambda name one)
-    const std::string& key = c.key;
-    const int group = c.group;
-    CAPTURE(key);
-    o.force_family = c.family;
-    std::unique_ptr<kiln::Session> s;
-    const kiln::Tensor got = kiln::test::run_session(bytes, o, x, &s)[0];
-    const kiln::Graph& g = s->graph();
-    for (size_t i = 0; i < g.nodes.size(); ++i)
-      if (g.nodes[i].op == "Conv" && g.nodes[i].attr_i("group", 1) == group) {
-        const kiln::Label& l = s->selection().nodes[i].label;
-        CHECK((l.key().rfind(key, 0) == 0 && l.precision == kiln::Precision::int8) == int8);
-        const auto back = kiln::Label::parse(l.key());  // (tuning and plan caches)
-        REQUIRE(back);
-        CHECK(back->key() == l.key());
-      }
-    const auto d = max_diff_and_ref(got, want);  // (max diff, max |want|)
-    CHECK(d.first <= 0.03 * d.second);
+  for (int groups : {2, 4}) {
+    CAPTURE(groups);
+    const std::string bytes = qdq_first_and_grouped_model(groups);
+    // Whatever the measurements choose: the reference's outputs (the grouped conv's input may
+    // cross one step, 0.03, of the first conv's output grid).
+    kiln::test::compare_with_reference(bytes, {2, 3, 20, 18}, 0.03, [](const kiln::Session&) {});
+    // Each family forced, the cost model (int8 at 2.5x f32's rate, NCHW's 3 channels read
+    // instead of 16) puts its conv on the int8 label, and the output is the reference's.
+    const kiln::Tensor x = random_input({2, 3, 20, 18});
+    kiln::SessionOptions o;
+    o.use_cache = false;
+    o.tune = kiln::TuneMode::none;
+    o.reference = true;
+    const kiln::Tensor want = kiln::test::run_session(bytes, o, x)[0];
+    o.reference = false;
+    struct Case {
+      kiln::ConvFamily family;
+      int group;
+      std::string key;  // (the dst may also be nChw16c_u8: the first conv's output is on a grid)
+    };
+    for (const Case& c : {Case{kiln::ConvFamily::im2col, 1, "conv.im2col.nchw.nChw16c"},
+                          Case{kiln::ConvFamily::grouped, groups, "conv.grouped.nChw16c"}}) {
+      // (no structured binding: clang does not let CAPTURE's lambda name one)
+      const std::string& key = c.key;
+      const int group = c.group;
+      CAPTURE(key);
+      o.force_family = c.family;
+      std::unique_ptr<kiln::Session> s;
+      const kiln::Tensor got = kiln::test::run_session(bytes, o, x, &s)[0];
+      const kiln::Graph& g = s->graph();
+      for (size_t i = 0; i < g.nodes.size(); ++i)
+        if (g.nodes[i].op == "Conv" && g.nodes[i].attr_i("group", 1) == group) {
+          const kiln::Label& l = s->selection().nodes[i].label;
+          CHECK((l.key().rfind(key, 0) == 0 && l.precision == kiln::Precision::int8) == int8);
+          const auto back = kiln::Label::parse(l.key());  // (tuning and plan caches)
+          REQUIRE(back);
+          CHECK(back->key() == l.key());
+        }
+      const auto d = max_diff_and_ref(got, want);  // (max diff, max |want|)
+      CHECK(d.first <= 0.03 * d.second);
+    }
   }
 }
 
