@@ -77,9 +77,7 @@ int64_t int8_group_merge(const ConvProblem& p) {
   if (p.groups <= 1 || p.ic % p.groups || p.oc % p.groups) return 0;
   const int64_t icg = p.ic / p.groups, ocg = p.oc / p.groups;
   for (int64_t m = 1; m <= 4; ++m)
-    if ((m * icg) % 16 == 0 && (m * ocg) % 16 == 0)
-      // (A partial last merged group reads past the tensor's blocks unless it is one block.)
-      return p.groups % m == 0 || (m * icg == 16 && m * ocg == 16) ? m : 0;
+    if ((m * icg) % 16 == 0 && (m * ocg) % 16 == 0) return m <= p.groups ? m : 0;
   return 0;
 }
 

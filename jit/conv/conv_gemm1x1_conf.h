@@ -160,7 +160,9 @@ struct Gemm1x1Conf {
 
 // The int8 grouped conv's merge: the fewest conv groups (at most 4) whose channels fill whole
 // 16-channel blocks on both sides (1 for groups of whole blocks), or 0 when there is none (or
-// the groups do not divide into merged groups, unless one merged group is one block a side).
+// it is more than there are). The
+// groups need not divide into merged groups: the last one then has fewer conv groups, and its
+// blocks past the input's read the input's last block against zero weights.
 int64_t int8_group_merge(const ConvProblem& p);
 
 ConfOr<Gemm1x1Conf> init_gemm1x1_conf(const ConvProblem& p, const ConvImpl& impl, Isa isa,
