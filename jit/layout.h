@@ -51,6 +51,10 @@ inline bool layout_via_nChw16c(Layout a, Layout b) {
   return a != b && (narrow(a) || narrow(b)) && a != Layout::nChw16c && b != Layout::nChw16c &&
          !(a == Layout::nchw && b == Layout::nChw16c_bf16);
 }
+// How layout l stores an f32 tensor's elements, as kernel names say it: "f32", "bf16", "u8".
+inline const char* layout_elem_name(Layout l) {
+  return layout_bf16(l) ? "bf16" : layout_u8(l) ? "u8" : "f32";
+}
 // Bytes per element of an f32 tensor's activations stored in layout l.
 inline int layout_esize(Layout l) {
   return layout_bf16(l) ? 2 : layout_u8(l) ? 1 : 4;

@@ -101,11 +101,8 @@ class BlockedPoolKernel : public Kernel {
     }
     bf16_ = layout_bf16(l);
     u8_ = layout_u8(l);
-    name_ = std::string(max_ ? "pool_max" : "pool_avg") + (global_ ? "_global" : "") +
-            (bf16_ ? "_bf16_"
-             : u8_ ? "_u8_"
-                   : "_f32_") +
-            layout_name(l) + "__cpp";
+    name_ = std::string(max_ ? "pool_max" : "pool_avg") + (global_ ? "_global" : "") + "_" +
+            layout_elem_name(l) + "_" + layout_name(l) + "__cpp";
   }
   const std::string& name() const override { return name_; }
   int64_t tiles() const override { return dst_[0] * cblocks() * dst_[2]; }
@@ -230,8 +227,7 @@ class BlockedConcatKernel : public Kernel {
   BlockedConcatKernel(std::vector<Shape> srcs, Layout l)
       : srcs_(std::move(srcs)),
         esize_(layout_esize(l)),
-        name_(std::string(layout_bf16(l) ? "concat_bf16_" : "concat_f32_") + layout_name(l) +
-              "__cpp") {}
+        name_(std::string("concat_") + layout_elem_name(l) + "_" + layout_name(l) + "__cpp") {}
   const std::string& name() const override { return name_; }
   int64_t tiles() const override { return srcs_[0][0]; }
   void run(const KernelArgs& a, int64_t b, int64_t e) const override {

@@ -215,10 +215,7 @@ namespace convjit {
 
 std::string conv_kernel_name(const char* family, Layout src, Layout dst,
                              const std::string& blocking, Isa isa, bool int8) {
-  return std::string("conv_") + family +
-         (int8               ? "_int8_"
-          : layout_bf16(src) ? "_bf16_"
-                             : "_f32_") +
+  return std::string("conv_") + family + "_" + (int8 ? "int8" : layout_elem_name(src)) + "_" +
          layout_name(src) + "_to_" + layout_name(dst) + "_" + blocking + "__" + isa_name(isa);
 }
 

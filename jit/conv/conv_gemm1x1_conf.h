@@ -32,12 +32,10 @@
 // of grp_merge conv groups that fill whole blocks on both sides, the weights between their
 // different conv groups zero (a 1 / grp_merge share of the vpdpbusd lanes is useful, but the
 // activations stay in uint8, and vpdpbusd does four times an FMA's multiply-adds). A conv of
-// at most 4 input
-// channels (an image's first conv) reads NCHW instead and
-// packs K densely ("dense_k"): the chunk's input rows are quantized into [row][column][4
-// channels] bytes (padding: the zero point) and each pixel's window is KH runs of KW x 4 bytes,
-// K = KH x KW x 4 rounded up to 16, pixel-major ([pack_pix][K] bytes): 3 channels padded to 16
-// would multiply K by 5.3.
+// at most 4 input channels (an image's first conv) reads NCHW instead and packs K densely
+// ("dense_k"): the chunk's input rows are quantized into [row][column][4 channels] bytes (padding:
+// the zero point) and each pixel's window is KH runs of KW x 4 bytes, K = KH x KW x 4 rounded up to
+// 16, pixel-major ([pack_pix][K] bytes): 3 channels padded to 16 would multiply K by 5.3.
 #pragma once
 
 #include <memory>
@@ -160,9 +158,9 @@ struct Gemm1x1Conf {
 
 // The int8 grouped conv's merge: the fewest conv groups (at most 4) whose channels fill whole
 // 16-channel blocks on both sides (1 for groups of whole blocks), or 0 when there is none (or
-// it is more than there are). The
-// groups need not divide into merged groups: the last one then has fewer conv groups, and its
-// blocks past the input's read the input's last block against zero weights.
+// it is more than there are). The groups need not divide into merged groups: the last one then
+// has fewer conv groups, and its blocks past the input's read the input's last block against
+// zero weights.
 int64_t int8_group_merge(const ConvProblem& p);
 
 ConfOr<Gemm1x1Conf> init_gemm1x1_conf(const ConvProblem& p, const ConvImpl& impl, Isa isa,

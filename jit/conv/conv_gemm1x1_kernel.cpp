@@ -133,8 +133,8 @@ class Gemm1x1Kernel : public Kernel {
         for (int64_t kh = 0; kh < p.kh; ++kh)
           for (int64_t kw = 0; kw < p.kw; ++kw)
             for (int64_t i = 0; i < c.k_icb(); ++i) {
-              // (A partial last merged group's blocks past the input read its first block:
-              // in the cache, and their weights are zero.)
+              // (A partial last merged group's blocks past the input read the input's last
+              // block: inside the cache, and their weights are zero.)
               const int64_t icb = std::min(cg * c.grp_icb + i, c.in_icb() - 1);
               koff_.push_back(((icb * rows_max_ + kh * p.dh) * cache_w_ + kw * p.dw) * c.simd);
             }

@@ -468,11 +468,7 @@ std::string pool_name(const PoolProblem& p, Layout l, Isa isa) {
     s += "_k" + std::to_string(p.kh) + (p.kh == p.kw ? "" : "x" + std::to_string(p.kw));
     s += "s" + std::to_string(p.sh) + (p.sh == p.sw ? "" : "x" + std::to_string(p.sw));
   }
-  return s +
-         (layout_bf16(l) ? "_bf16_"
-          : layout_u8(l) ? "_u8_"
-                         : "_f32_") +
-         layout_name(l) + "__" + isa_name(isa);
+  return s + "_" + layout_elem_name(l) + "_" + layout_name(l) + "__" + isa_name(isa);
 }
 
 // Slots of `count` channels starting at channel `c0`, `V`-lane vectors, the last one partial,
