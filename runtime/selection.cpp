@@ -606,12 +606,13 @@ class Selector {
     return r;
   }
 
-  // An exact stand-in for node i's lossy label: family f (else direct) in the same layouts
-  // when offered, else its fastest measured label of that family; built once per label.
+  // An exact stand-in for node i's lossy label: family f (else direct; grouped convs:
+  // grouped) in the same layouts when offered, else its fastest measured label of that
+  // family; built once per label.
   std::pair<Label, std::unique_ptr<Kernel>>& stand_in(size_t i, ConvFamily f) {
     const Label& cur = sel_.nodes[i].label;
     std::string why;
-    for (ConvFamily fam : {f, ConvFamily::direct}) {
+    for (ConvFamily fam : {f, ConvFamily::direct, ConvFamily::grouped}) {
       std::optional<Label> best;
       double best_ms = kInf;
       for (size_t k = 0; k < cands_[i].size(); ++k) {

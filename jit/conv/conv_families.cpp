@@ -26,8 +26,17 @@ bool depthwise(const ConvProblem& p) {
 bool one_by_one(const ConvProblem& p) {
   return dense(p) && p.kh == 1 && p.kw == 1;
 }
-bool three_by_three_s1(const ConvProblem& p) {
-  return dense(p) && p.kh == 3 && p.kw == 3 && p.sh == 1 && p.sw == 1 && p.dh == 1 && p.dw == 1;
+// Winograd: 3x3 stride 1, dense or grouped with groups of whole vectors (a multiple of 8
+// channels on both sides here; the conf asks for its ISA's vector). Groups narrower than 32
+// channels are not offered: with 16 (RegNetX-400MF / 800MF) the transforms outweigh the
+// GEMMs' savings in the network (bench/NOTES.md, "grouped Winograd"), and every offered label
+// costs profiling at load.
+bool winograd_shape(const ConvProblem& p) {
+  if (p.kh != 3 || p.kw != 3 || p.sh != 1 || p.sw != 1 || p.dh != 1 || p.dw != 1) return false;
+  if (dense(p)) return true;
+  if (depthwise(p) || p.groups < 1 || p.ic % p.groups || p.oc % p.groups) return false;
+  const int64_t icg = p.ic / p.groups, ocg = p.oc / p.groups;
+  return icg % 8 == 0 && ocg % 8 == 0 && icg >= 32 && ocg >= 32;
 }
 
 // The fraction of vector lanes that carry real channels when src and dst are blocked.
@@ -42,8 +51,10 @@ Pairs bf16_pairs(const ConvProblem&) {
                {Layout::nChw16c_bf16, Layout::nChw16c_bf16}};
 }
 
+// Wide enough that the GEMMs outweigh the transforms (per conv group).
 bool wide(const ConvProblem& p) {
-  return p.ic >= 32 && p.oc >= 32;
+  const int64_t g = std::max<int64_t>(1, p.groups);
+  return p.ic / g >= 32 && p.oc / g >= 32;
 }
 
 // A row's create: the family's conf for (p, impl, isa), then its kernel factory.
@@ -145,14 +156,14 @@ const std::vector<ConvFamilyRow>& rows() {
                                   : 0.75 * lanes(p, s, d) * (layout_bf16(s) ? 1.6 : 1.0);
        },
        false, true, /*transform_error=*/0, bf16_pairs},
-      {ConvFamily::winograd4, "winograd4", three_by_three_s1,
+      {ConvFamily::winograd4, "winograd4", winograd_shape,
        [](const ConvProblem&, Layout b) {
          return Pairs{{b, b}};
        },
        conf_then_kernel<init_wino_conf, make_wino_kernel>,
        [](const ConvProblem& p, Layout, Layout) { return wide(p) ? 1.6 : 0.4; }, false, false,
        /*transform_error=*/1.0},
-      {ConvFamily::winograd2, "winograd2", three_by_three_s1,
+      {ConvFamily::winograd2, "winograd2", winograd_shape,
        [](const ConvProblem&, Layout b) {
          return Pairs{{b, b}};
        },

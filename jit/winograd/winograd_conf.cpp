@@ -89,7 +89,11 @@ ConfOr<WinoConf> init_wino_conf(const ConvProblem& p, const ConvImpl& impl, Isa 
   using R = ConfOr<WinoConf>;
   if (impl.family != ConvFamily::winograd2 && impl.family != ConvFamily::winograd4)
     return R::no("not a winograd family");
-  if (std::string why = check_common(p, isa); !why.empty()) return R::no(why);
+  ConvProblem dense = p;  // check_common takes groups of 1; the groups are checked below
+  dense.groups = 1;
+  if (std::string why = check_common(dense, isa); !why.empty()) return R::no(why);
+  if (p.groups < 1 || p.ic % p.groups || p.oc % p.groups)
+    return R::no("groups do not divide the channels");
   if (p.kh != 3 || p.kw != 3) return R::no("winograd needs a 3x3 kernel");
   if (p.sh != 1 || p.sw != 1) return R::no("winograd needs stride 1");
   if (p.dh != 1 || p.dw != 1) return R::no("winograd needs dilation 1");
@@ -116,12 +120,25 @@ ConfOr<WinoConf> init_wino_conf(const ConvProblem& p, const ConvImpl& impl, Isa 
   c.tiles_w = (p.ow + c.m - 1) / c.m;
   c.rem_h = int(p.oh - (c.tiles_h - 1) * c.m);
   c.rem_w = int(p.ow - (c.tiles_w - 1) * c.m);
-  if (int64_t(c.a2) * p.ic * c.ocb * c.simd * 4 > kMaxWeightBytes)
+  c.k_ic = p.ic / p.groups;
+  c.ocg = p.oc / p.groups;
+  if (p.groups > 1 && (c.k_ic % c.simd || c.ocg % c.simd))
+    return R::no("winograd: groups of " + std::to_string(c.k_ic) + " -> " + std::to_string(c.ocg) +
+                 " channels are not whole vectors of " + std::to_string(c.simd));
+  if (int64_t(c.a2) * c.k_ic * c.ocb * c.simd * 4 > kMaxWeightBytes)
     return R::no("winograd: transformed weights would exceed 1 GiB");
 
-  // Oc vectors per register block (= per chunk): 64 channels on AVX-512, 16 on AVX2.
+  // Oc vectors per register block (= per chunk): 64 channels on AVX-512, 16 on AVX2; grouped:
+  // the most that divide a conv group's vectors (a chunk reads one group's input channels).
   c.nr = impl.oc_blocks > 0 ? impl.oc_blocks : (isa == Isa::avx512 ? 4 : 2);
   c.nr = int(std::min<int64_t>(c.nr, c.ocb));
+  if (p.groups > 1) {
+    const int64_t gv = c.ocg / c.simd;
+    if (impl.oc_blocks > 0 && gv % c.nr)
+      return R::no("winograd: forced oc_blocks " + std::to_string(c.nr) + " splits a group of " +
+                   std::to_string(gv) + " vectors");
+    while (gv % c.nr) --c.nr;
+  }
   if (!gemm_fits(isa, 1, c.nr)) return R::no("winograd: oc_blocks too large for the registers");
   c.chunks = (c.ocb + c.nr - 1) / c.nr;
   c.nr_last = int(c.ocb - (c.chunks - 1) * c.nr);
@@ -133,7 +150,7 @@ ConfOr<WinoConf> init_wino_conf(const ConvProblem& p, const ConvImpl& impl, Isa 
   const int64_t v_tile = int64_t(c.a2) * c.icb * c.simd * 4,
                 m_tile = int64_t(c.a2) * c.nr * c.simd * 4;
   int64_t t_cap = group_budget(impl.cache) / (v_tile + m_tile);
-  if (int64_t(c.a2) * p.ic * c.ocb * c.simd * 4 > impl.cache.l2)
+  if (int64_t(c.a2) * c.k_ic * c.ocb * c.simd * 4 > impl.cache.l2)
     t_cap =
         std::max(t_cap, std::min({kBigGroup, kVBudget / v_tile, m_budget(impl.cache) / m_tile}));
   const int64_t t_max = std::clamp<int64_t>(t_cap, 1, total);
@@ -176,7 +193,7 @@ ConfOr<WinoConf> init_wino_conf(const ConvProblem& p, const ConvImpl& impl, Isa 
   // blocks to share them (one block reads every U row once anyway).
   const int64_t u_row = int64_t(c.nr) * c.simd * 4;
   c.kc = std::max<int64_t>(c.simd, u_chunk_bytes(impl.cache) / u_row / c.simd * c.simd);
-  if (c.tpg <= c.mr || c.kc >= p.ic) c.kc = p.ic;
+  if (c.tpg <= c.mr || c.kc >= c.k_ic) c.kc = c.k_ic;
   return c;
 }
 

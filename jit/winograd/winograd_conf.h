@@ -15,6 +15,9 @@
 //      the input channels cut into L1-sized K chunks of `kc`;
 //   3. per tile and chunk, the output transform A^T M A, the fused epilogue and the store of
 //      the tile's valid pixels (right/bottom tiles may be partial).
+// Grouped convs (groups whose channels are whole vectors on both sides, e.g. RegNetX's 48):
+// each chunk lies inside one conv group and its GEMM's K is that group's input channels (the
+// chunk's columns of V); the transforms are the dense ones over all channels.
 // Each U element is used once per tile of a group, so groups are as large as the scratch
 // budget allows (U is 4x the conv's weights for F4 and streams from L3 in late layers); a
 // slice's chunks run back to back per xi so V[xi] is read from L2 once per slice.
@@ -50,15 +53,20 @@ struct WinoConf {
   int nr_last = 0;     // vectors in the last chunk
   int64_t slice = 0;   // chunks per kernel tile (the last slice may have fewer)
   int64_t slices = 0;
+  // GEMM K: the input channels one chunk reads (ic, or a conv group's ic / groups).
+  int64_t k_ic = 0;
+  int64_t ocg = 0;  // output channels per conv group (oc when dense)
   // GEMM K chunk: input channels (a multiple of simd) whose U rows of one chunk stay in L1
-  // while every register block of the group uses them; >= ic: no split.
+  // while every register block of the group uses them; >= k_ic: no split.
   int64_t kc = 0;
 
   int64_t tiles_total() const { return p.n * tiles_h * tiles_w; }
   int64_t kernel_tiles() const { return groups * slices; }
   int64_t last_group_tiles() const { return tiles_total() - (groups - 1) * tpg; }
   int chunk_vectors(int64_t c) const { return c == chunks - 1 ? nr_last : nr; }
-  int64_t k_chunks() const { return kc >= p.ic ? 1 : (p.ic + kc - 1) / kc; }
+  int64_t k_chunks() const { return kc >= k_ic ? 1 : (k_ic + kc - 1) / kc; }
+  // The first input channel of chunk c's K (its conv group's; 0 when dense).
+  int64_t chunk_ic0(int64_t c) const { return c * nr * simd / ocg * k_ic; }
 
   // "conv_winograd4_f32_nChw16c_to_nChw16c_t49mr5nr4s2kc64__avx512"
   std::string name() const;
@@ -75,9 +83,9 @@ struct WinoConf {
   int64_t patch_floats() const { return icb * a2 * simd; }
   // Pass-1 intermediate of a transform: alpha x alpha vectors.
   int64_t tmp_floats() const { return int64_t(a2) * simd; }
-  // Packed U: [xi][chunk][ic][chunk vectors * simd] (a slice's chunks are adjacent per xi).
-  int64_t u_xi() const { return p.ic * ocb * simd; }
-  int64_t u_offset(int xi, int64_t chunk) const { return xi * u_xi() + chunk * p.ic * nr * simd; }
+  // Packed U: [xi][chunk][k_ic][chunk vectors * simd] (a slice's chunks are adjacent per xi).
+  int64_t u_xi() const { return k_ic * ocb * simd; }
+  int64_t u_offset(int xi, int64_t chunk) const { return xi * u_xi() + chunk * k_ic * nr * simd; }
   int64_t u_floats() const { return a2 * u_xi(); }
 };
 

@@ -96,7 +96,7 @@ void WinoInputGen::generate() {
   mov(tmp, ptr[abi_param1 + offsetof(WinoInArgs, tmp)]);
   mov(rs, ptr[abi_param1 + offsetof(WinoInArgs, row_bytes)]);
   mov(cs, ptr[abi_param1 + offsetof(WinoInArgs, icb_bytes)]);
-  loop_n(cnt, c_.icb, [&] {
+  loop_arg(cnt, offsetof(WinoInArgs, blocks), [&] {
     // Pass 1: each patch row y -> X[y][i] (in tmp).
     mov(row, src);
     for (int y = 0; y < A; ++y) {
@@ -224,7 +224,7 @@ void WinoGemmGen::generate() {
   // K chunks of kc channels (a multiple of simd) keep a chunk of U in L1 while all register
   // blocks of the group use it; the last chunk takes the rest and the channel tail.
   const int64_t nkc = c_.k_chunks(), kc_blocks = c_.kc / c_.simd;
-  const int64_t last = c_.p.ic - (nkc - 1) * c_.kc;
+  const int64_t last = c_.k_ic - (nkc - 1) * c_.kc;
   if (nkc > 1) {
     loop_n(kc_cnt_, nkc - 1, [&] {
       emit_blocks(kc_blocks, 0, nkc > 2 ? Init::first_zero : Init::zero);

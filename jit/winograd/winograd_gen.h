@@ -15,15 +15,16 @@
 
 namespace kiln::convjit {
 
-// Input transform of one tile, all input-channel blocks: reads the alpha x alpha patch
-// (pixel stride simd floats; row and block strides given, so the same code reads the image or
-// a zero-padded patch copy) and writes V[xi][tile][ic] (xi stride conf.v_xi()).
+// Input transform of one tile, `blocks` consecutive input-channel blocks: reads the alpha x
+// alpha patch (pixel stride simd floats; row and block strides given, so the same code reads
+// the image or a zero-padded patch copy) and writes V[xi][tile][ic] (xi stride conf.v_xi()).
 struct WinoInArgs {
   const float* src = nullptr;  // top-left pixel of the patch, first channel block
-  float* v = nullptr;          // V + tile * v_row()
+  float* v = nullptr;          // V + tile * v_row() at the first block's channels
   float* tmp = nullptr;        // tmp_floats() of scratch
   int64_t row_bytes = 0;       // patch row stride
   int64_t icb_bytes = 0;       // channel-block stride
+  int64_t blocks = 0;          // channel blocks to transform
 };
 
 // One GEMM (one xi, one chunk of the group's tiles): M[t][0, vectors*simd) (row stride

@@ -78,22 +78,27 @@ class WinoKernel : public Kernel {
     float* s = scratch_floats(args);
     ConvCallArgs base;
     base.post.set(c_.p.post, args);
-    int64_t cached = -1;  // the group whose V is in scratch
+    // The tile group and input blocks whose V is in scratch.
+    int64_t cached = -1, cached_ib0 = 0, cached_ib1 = 0;
     for (int64_t t = begin; t < end; ++t) {
       const int64_t g = t / c_.slices, sl = t % c_.slices;
       const int64_t q0 = g * c_.tpg, cnt = std::min(c_.tpg, c_.tiles_total() - q0);
       const int64_t ch0 = sl * c_.slice, ch1 = std::min(c_.chunks, ch0 + c_.slice);
-      if (g != cached) {
-        input_transform(args.src[0], q0, cnt, s);
-        cached = g;
+      // Input blocks the slice's GEMMs read: all (dense), or its conv groups' (grouped: a
+      // thread running other slices of the group transforms only what they read).
+      const int64_t ib0 = c_.p.groups > 1 ? c_.chunk_ic0(ch0) / c_.simd : 0;
+      const int64_t ib1 = c_.p.groups > 1 ? (c_.chunk_ic0(ch1 - 1) + c_.k_ic) / c_.simd : c_.icb;
+      if (g != cached || ib0 < cached_ib0 || ib1 > cached_ib1) {
+        input_transform(args.src[0], q0, cnt, ib0, ib1, s);
+        cached = g, cached_ib0 = ib0, cached_ib1 = ib1;
       }
       // The slice's chunks back to back per xi: V[xi] is read from memory once per slice.
       const GemmFn full = gemm_fn(c_.nr, cnt), last = gemm_fn(c_.nr_last, cnt);
       WinoGemmArgs ga;
       ga.blocks = cnt / c_.mr;
       for (int xi = 0; xi < c_.a2; ++xi) {
-        ga.v = s + v_off_ + xi * c_.v_xi();
         for (int64_t ch = ch0; ch < ch1; ++ch) {
+          ga.v = s + v_off_ + xi * c_.v_xi() + c_.chunk_ic0(ch);
           ga.u = u() + c_.u_offset(xi, ch);
           // The next call's U (this slice's next chunk, else the next xi's first, else the
           // first xi's, which the next group starts with).
@@ -123,7 +128,9 @@ class WinoKernel : public Kernel {
     return last ? rem < c_.m : tiles > 1 || rem == c_.m;
   }
 
-  void input_transform(const float* src, int64_t q0, int64_t cnt, float* s) const {
+  // Tiles [q0, q0 + cnt), input blocks [ib0, ib1).
+  void input_transform(const float* src, int64_t q0, int64_t cnt, int64_t ib0, int64_t ib1,
+                       float* s) const {
     const ConvProblem& p = c_.p;
     const int64_t S = c_.simd, A = c_.alpha, per_img = c_.tiles_h * c_.tiles_w;
     const int64_t img_floats = c_.icb * S * p.ih * p.iw;
@@ -134,10 +141,11 @@ class WinoKernel : public Kernel {
       const int64_t q = q0 + i, img = q / per_img, ty = q % per_img / c_.tiles_w,
                     tx = q % c_.tiles_w;
       const int64_t iy0 = ty * c_.m - p.pt, ix0 = tx * c_.m - p.pl;
-      const float* im = src + img * img_floats;
+      const float* im = src + img * img_floats + ib0 * S * p.ih * p.iw;
       WinoInArgs a;
-      a.v = s + v_off_ + i * c_.v_row();
+      a.v = s + v_off_ + i * c_.v_row() + ib0 * S;
       a.tmp = s + tin_off_;
+      a.blocks = ib1 - ib0;
       if (iy0 >= 0 && ix0 >= 0 && iy0 + A <= p.ih && ix0 + A <= p.iw) {
         a.src = im + (iy0 * p.iw + ix0) * S;
         a.row_bytes = p.iw * S * 4;
@@ -147,7 +155,7 @@ class WinoKernel : public Kernel {
         // Valid columns [x0, x1) of the patch: one contiguous run of pixels per row.
         const int64_t x0 = std::clamp<int64_t>(-ix0, 0, A),
                       x1 = std::clamp<int64_t>(p.iw - ix0, x0, A);
-        for (int64_t cb = 0; cb < c_.icb; ++cb)
+        for (int64_t cb = 0; cb < a.blocks; ++cb)
           for (int64_t y = 0; y < A; ++y) {
             float* d = patch + (cb * A + y) * A * S;
             const int64_t iy = iy0 + y;
@@ -216,10 +224,10 @@ class WinoKernel : public Kernel {
       const int64_t oc0 = ch * c_.nr * S, width = c_.chunk_vectors(ch) * S;
       const int64_t valid = std::max<int64_t>(0, std::min(width, p.oc - oc0));
       std::fill(g.begin(), g.end(), 0.f);  // output channels past oc stay zero
-      for (int64_t ic = 0; ic < p.ic; ++ic) {
+      for (int64_t ic = 0; ic < c_.k_ic; ++ic) {
         for (int64_t k = 0; k < valid; ++k)
           for (int a = 0; a < 9; ++a)
-            g[size_t(a) * W + size_t(k)] = w[((oc0 + k) * p.ic + ic) * 9 + a];
+            g[size_t(a) * W + size_t(k)] = w[((oc0 + k) * c_.k_ic + ic) * 9 + a];
         for (int y = 0; y < A; ++y)
           for (int b = 0; b < 3; ++b) {
             float* o = &t[(size_t(y) * 3 + size_t(b)) * W];

@@ -1,5 +1,6 @@
 // The Winograd conv families (F(2x2,3x3), F(4x4,3x3)) against the reference Conv, on both ISA
-// paths, over swept shapes, post-op chains, blockings; their reasons for not applying; two
+// paths, over swept shapes, grouped convs, post-op chains, blockings; their reasons for not
+// applying; two
 // threads running one kernel at once; and the measured error on ResNet-50 / VGG-16-like layers.
 #include <thread>
 
@@ -138,6 +139,47 @@ TEST_CASE("winograd conv: forced register blockings") {
   }
 }
 
+// Grouped convs whose groups are whole vectors: each oc chunk's GEMM reads its own group's
+// columns of V. Groups of 16, 32, 48 channels (RegNet / ResNeXt), fewer input than output
+// channels a group, several K chunks in a group, batch 2, post-ops, tails off the tile grid.
+TEST_CASE("winograd conv on grouped convs (groups of whole vectors)") {
+  uint64_t seed = 1250;
+  const std::vector<std::pair<std::string, std::vector<PostOp>>> shapes = {
+      {"g2ic64ih9iw9_oc64oh9ow9kh3kw3sh1sw1ph1pw1", {}},
+      {"g3ic144ih14iw13_oc144oh14ow13kh3kw3sh1sw1ph1pw1", chain({op(K::relu)})},
+      {"g4ic64ih11iw10_oc64oh12ow9kh3kw3sh1sw1pt1pl0pb2pr1_nobias", {}},
+      {"mb2g2ic32ih7iw7_oc96oh7ow7kh3kw3sh1sw1ph1pw1", chain({op(K::add), op(K::relu)})},
+      {"g8ic128ih6iw5_oc128oh4ow3kh3kw3sh1sw1ph0pw0", chain({op(K::swish)})},
+      {"g2ic384ih12iw12_oc64oh12ow12kh3kw3sh1sw1ph1pw1", {}},
+  };
+  for (Isa isa : isas()) {
+    const int64_t simd = simd_width(isa);
+    for (int m : {2, 4})
+      for (const auto& [str, post] : shapes) {
+        const ConvProblem p = problem(str, post);
+        auto c = convjit::init_wino_conf(p, wino(m, isa), isa);
+        REQUIRE_MESSAGE(c, c.reason);
+        INFO("problem " << str << " blocking " << c.conf->blocking_str());
+        // A chunk never spans two groups.
+        CHECK(c.conf->k_ic == p.ic / p.groups);
+        CHECK(c.conf->ocg / simd % c.conf->nr == 0);
+        check_wino(p, wino(m, isa), isa, seed++);
+      }
+    // Several chunks a group (forced one vector a chunk) and several slices; K chunks inside a
+    // group of 192 input channels.
+    const ConvProblem q = problem("g3ic144ih6iw7_oc144oh6ow7kh3kw3sh1sw1ph1pw1");
+    for (int m : {2, 4}) check_wino(q, wino(m, isa, 3, 1), isa, seed++);
+    const ConvProblem k = problem("g2ic384ih12iw12_oc64oh12ow12kh3kw3sh1sw1ph1pw1");
+    auto ck = convjit::init_wino_conf(k, wino(2, isa), isa);
+    REQUIRE(ck);
+    if (isa == Isa::avx512) CHECK(ck.conf->k_chunks() > 1);
+    // A forced chunk that would split a group is refused (48 channels: 3 vectors on AVX-512).
+    if (isa == Isa::avx512)
+      CHECK(convjit::init_wino_conf(q, wino(4, isa, 0, 2), isa).reason.find("splits a group") !=
+            std::string::npos);
+  }
+}
+
 TEST_CASE("winograd conv with fused post-op chains") {
   uint64_t seed = 1300;
   const std::vector<std::vector<PostOp>> chains = {
@@ -176,9 +218,13 @@ TEST_CASE("winograd conv says why it does not apply") {
   s.dh = s.dw = 2;
   CHECK(reason(problem(s), wino(4, isa), isa).find("dilation 1") != std::string::npos);
   ConvProblem g = problem(base);
-  g.groups = 2;
+  g.groups = 4;  // 4 channels a group: not whole vectors on either ISA
   // (the operands are made for groups 1, so ask the conf: create_conv_kernel checks them first)
-  CHECK(convjit::init_wino_conf(g, wino(4, isa), isa).reason.find("groups") != std::string::npos);
+  CHECK(convjit::init_wino_conf(g, wino(4, isa), isa).reason.find("not whole vectors") !=
+        std::string::npos);
+  g.groups = 3;
+  CHECK(convjit::init_wino_conf(g, wino(4, isa), isa).reason.find("do not divide") !=
+        std::string::npos);
   ConvImpl nchw = wino(4, isa);
   nchw.src = Layout::nchw;
   CHECK(reason(problem(base), nchw, isa).find("same layout") != std::string::npos);

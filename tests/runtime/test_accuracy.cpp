@@ -27,22 +27,26 @@ namespace {
 // smaller than either conv's output, whose rounding errors do not cancel, so every conv's
 // rounding shows 1/eps times larger in the output's relative error - Winograd F(4x4,3x3)'s
 // beyond the budget, the exact families' well within the tolerance.
-std::string twin_chain(int depth, int64_t ch, float eps) {
+// groups: of every conv after the first (whose input has 8 channels).
+std::string twin_chain(int depth, int64_t ch, float eps, int64_t groups = 1) {
   kiln::test::OnnxBuilder b;
   b.input("x", {1, 8, 20, 20});
   std::mt19937 rng(7);
   std::string cur = "x";
   int64_t ic = 8;
   std::vector<float> wv;
+  int64_t g = 1;
   auto conv = [&](const std::string& n, const std::string& in, const std::string& out) {
-    b.init_f("w" + n, {ch, ic, 3, 3}, wv);
+    b.init_f("w" + n, {ch, ic / g, 3, 3}, wv);
     auto& c = b.node("Conv", {in, "w" + n}, {out});
     kiln::test::OnnxBuilder::attr_ints(c, "kernel_shape", {3, 3});
     kiln::test::OnnxBuilder::attr_ints(c, "pads", {1, 1, 1, 1});
+    if (g > 1) kiln::test::OnnxBuilder::attr_i(c, "group", g);
   };
   for (int l = 0; l <= depth; ++l) {
-    std::normal_distribution<float> w(0.f, std::sqrt(2.f / float(9 * ic)));
-    wv.resize(size_t(ch * ic * 9));
+    g = l == 0 ? 1 : groups;
+    std::normal_distribution<float> w(0.f, std::sqrt(2.f / float(9 * ic / g)));
+    wv.resize(size_t(ch * ic / g * 9));
     for (float& v : wv) v = w(rng);
     const std::string n = std::to_string(l);
     if (l == depth) {
@@ -63,6 +67,21 @@ std::string twin_chain(int depth, int64_t ch, float eps) {
 
 Tensor normal_input(uint64_t seed) {
   return normal_tensor({1, 8, 20, 20}, seed);
+}
+
+Tensor reference_output(const std::string& model, const Tensor& x) {
+  kiln::SessionOptions ro;
+  ro.reference = true;
+  return run(*load(model, ro), x);
+}
+
+// One thread on `isa`, plans from the cost model (which picks F4 for wide 3x3 convs).
+kiln::SessionOptions untuned(kiln::Isa isa) {
+  kiln::SessionOptions o;
+  o.threads = 1;
+  o.max_isa = isa;
+  o.tune = kiln::TuneMode::none;
+  return o;
 }
 
 int lossy_nodes(const kiln::Selection& sel) {
@@ -91,15 +110,10 @@ TEST_CASE("accuracy mode names parse; other names are refused") {
 TEST_CASE("strict plans have no lossy family; default's guard removes F4 where it adds error") {
   const std::string m = twin_chain(2, 32, 1.f / 64);
   const Tensor x = normal_input(1);
-  kiln::SessionOptions ro;
-  ro.reference = true;
-  const Tensor ref = run(*load(m, ro), x);
+  const Tensor ref = reference_output(m, x);
   for (kiln::Isa isa : kiln::testing::jit_isas()) {
     CAPTURE(kiln::isa_name(isa));
-    kiln::SessionOptions o;
-    o.threads = 1;
-    o.max_isa = isa;
-    o.tune = kiln::TuneMode::none;  // the cost model picks F4 for these wide 3x3 convs
+    kiln::SessionOptions o = untuned(isa);  // the cost model picks F4 for these wide 3x3 convs
     o.accuracy = Accuracy::fast;
     auto fast = load(m, o);
     REQUIRE(lossy_nodes(fast->selection()) > 0);
@@ -130,6 +144,36 @@ TEST_CASE("strict plans have no lossy family; default's guard removes F4 where i
     auto loose = load(m, o);
     CHECK(loose->selection().demoted == 0);
     CHECK(lossy_nodes(loose->selection()) == lossy_nodes(fast->selection()));
+  }
+}
+
+// Grouped convs on Winograd (groups of 32 channels): the guard's exact stand-ins are the
+// grouped family's (no direct conv applies to them).
+TEST_CASE("default's guard demotes grouped Winograd convs onto the grouped family") {
+  const std::string m = twin_chain(2, 64, 1.f / 64, 2);
+  const Tensor x = normal_input(2);
+  const Tensor ref = reference_output(m, x);
+  for (kiln::Isa isa : kiln::testing::jit_isas()) {
+    CAPTURE(kiln::isa_name(isa));
+    kiln::SessionOptions o = untuned(isa);  // the cost model picks F4 for 32 channels a group
+    o.accuracy = Accuracy::fast;
+    auto fast = load(m, o);
+    REQUIRE(lossy_nodes(fast->selection()) == 3);
+    const double e_fast = rel_error(run(*fast, x), ref);
+    CHECK(e_fast > kiln::kAccuracyBudget);
+    o.accuracy = Accuracy::guarded;
+    auto def = load(m, o);
+    const kiln::Selection& sel = def->selection();
+    CHECK(sel.demoted > 0);
+    CHECK(sel.probe_error <= kiln::kAccuracyBudget);
+    for (const kiln::NodeChoice& c : sel.nodes)
+      if (c.label.kind == kiln::LabelKind::conv && c.label.conv.family != kiln::ConvFamily::direct)
+        CHECK((c.label.conv.family == kiln::ConvFamily::grouped ||
+               kiln::conv_family(c.label.conv.family).transform_error > 0));
+    const double e_def = rel_error(run(*def, x), ref);
+    CAPTURE(e_fast);
+    CAPTURE(e_def);
+    CHECK(e_def < e_fast / 2);
   }
 }
 
