@@ -45,8 +45,8 @@ int wino_gemm(const ModeArgs& args) {
         }
         convjit::WinoConf w = *c.conf, w1 = w;
         w1.kc = p.ic;
-        convjit::WinoGemmGen g(w, w.nr, int(w.tpg % w.mr), "bench_gemm");
-        convjit::WinoGemmGen g1(w1, w1.nr, int(w1.tpg % w1.mr), "bench_gemm1");
+        convjit::WinoGemmGen g(w, w.nr, int(w.tpg % w.mr), p.ic, "bench_gemm");
+        convjit::WinoGemmGen g1(w1, w1.nr, int(w1.tpg % w1.mr), p.ic, "bench_gemm1");
         g.create();
         g1.create();
         std::vector<float> v(size_t(w.v_floats()), 0.5f), u(size_t(w.u_floats()), 0.25f),

@@ -26,17 +26,15 @@ bool depthwise(const ConvProblem& p) {
 bool one_by_one(const ConvProblem& p) {
   return dense(p) && p.kh == 1 && p.kw == 1;
 }
-// Winograd: 3x3 stride 1, dense or grouped with groups of whole vectors (a multiple of 8
-// channels on both sides here; the conf asks for its ISA's vector). Groups narrower than 32
-// channels are not offered: with 16 (RegNetX-400MF / 800MF) the transforms outweigh the
-// GEMMs' savings in the network (bench/NOTES.md, "grouped Winograd"), and every offered label
-// costs profiling at load.
+// Winograd: 3x3 stride 1, dense or grouped. Groups narrower than 24 channels on either side
+// are not offered: with 16 (RegNetX-400MF / 800MF) the transforms outweigh the GEMMs' savings
+// in the network, with 8 the zero weights of neighbouring groups (bench/NOTES.md, "grouped
+// Winograd"), and every offered label costs profiling at load.
 bool winograd_shape(const ConvProblem& p) {
   if (p.kh != 3 || p.kw != 3 || p.sh != 1 || p.sw != 1 || p.dh != 1 || p.dw != 1) return false;
   if (dense(p)) return true;
   if (depthwise(p) || p.groups < 1 || p.ic % p.groups || p.oc % p.groups) return false;
-  const int64_t icg = p.ic / p.groups, ocg = p.oc / p.groups;
-  return icg % 8 == 0 && ocg % 8 == 0 && icg >= 32 && ocg >= 32;
+  return p.ic / p.groups >= 24 && p.oc / p.groups >= 24;
 }
 
 // The fraction of vector lanes that carry real channels when src and dst are blocked.

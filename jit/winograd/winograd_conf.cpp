@@ -78,7 +78,16 @@ WinoMatrices wino_matrices(int m) {
 std::string WinoConf::blocking_str() const {
   return "t" + std::to_string(tpg) + "mr" + std::to_string(mr) + "nr" + std::to_string(nr) +
          (slices > 1 ? "s" + std::to_string(slice) : "") +
-         (k_chunks() > 1 ? "kc" + std::to_string(kc) : "");
+         (k_chunks(k_max()) > 1 ? "kc" + std::to_string(kc) : "");
+}
+
+std::pair<int64_t, int64_t> WinoConf::chunk_blocks(int64_t c0, int64_t c1) const {
+  int64_t lo = icb, hi = 0;
+  for (int64_t c = c0; c < c1; ++c) {
+    lo = std::min(lo, chunk_k0[size_t(c)] / simd);
+    hi = std::max(hi, (chunk_k0[size_t(c)] + chunk_k[size_t(c)] + simd - 1) / simd);
+  }
+  return {lo, hi};
 }
 
 std::string WinoConf::name() const {
@@ -120,37 +129,45 @@ ConfOr<WinoConf> init_wino_conf(const ConvProblem& p, const ConvImpl& impl, Isa 
   c.tiles_w = (p.ow + c.m - 1) / c.m;
   c.rem_h = int(p.oh - (c.tiles_h - 1) * c.m);
   c.rem_w = int(p.ow - (c.tiles_w - 1) * c.m);
-  c.k_ic = p.ic / p.groups;
-  c.ocg = p.oc / p.groups;
-  if (p.groups > 1 && (c.k_ic % c.simd || c.ocg % c.simd))
-    return R::no("winograd: groups of " + std::to_string(c.k_ic) + " -> " + std::to_string(c.ocg) +
-                 " channels are not whole vectors of " + std::to_string(c.simd));
-  if (int64_t(c.a2) * c.k_ic * c.ocb * c.simd * 4 > kMaxWeightBytes)
-    return R::no("winograd: transformed weights would exceed 1 GiB");
+  const int64_t icg = p.ic / p.groups, ocg = p.oc / p.groups;
 
-  // Oc vectors per register block (= per chunk): 64 channels on AVX-512, 16 on AVX2; grouped:
-  // the most that divide a conv group's vectors (a chunk reads one group's input channels).
+  // Oc vectors per register block (= per chunk): 64 channels on AVX-512, 16 on AVX2. Grouped:
+  // where groups are whole vectors, the most that divide a group's vectors (a chunk reads one
+  // group's channels); otherwise one vector (the fewest channels of other groups read).
   c.nr = impl.oc_blocks > 0 ? impl.oc_blocks : (isa == Isa::avx512 ? 4 : 2);
   c.nr = int(std::min<int64_t>(c.nr, c.ocb));
-  if (p.groups > 1) {
-    const int64_t gv = c.ocg / c.simd;
-    if (impl.oc_blocks > 0 && gv % c.nr)
-      return R::no("winograd: forced oc_blocks " + std::to_string(c.nr) + " splits a group of " +
-                   std::to_string(gv) + " vectors");
-    while (gv % c.nr) --c.nr;
+  if (p.groups > 1 && impl.oc_blocks <= 0) {
+    if (icg % c.simd == 0 && ocg % c.simd == 0)
+      while (ocg / c.simd % c.nr) --c.nr;
+    else
+      c.nr = 1;
   }
   if (!gemm_fits(isa, 1, c.nr)) return R::no("winograd: oc_blocks too large for the registers");
   c.chunks = (c.ocb + c.nr - 1) / c.nr;
   c.nr_last = int(c.ocb - (c.chunks - 1) * c.nr);
+  // Each chunk's K: its output channels' groups' input channels, from the first one's vector.
+  c.u_chunk.assign(1, 0);
+  for (int64_t ch = 0; ch < c.chunks; ++ch) {
+    const int64_t oc0 = ch * c.nr * c.simd,
+                  oc1 = std::min(p.oc, oc0 + int64_t(c.chunk_vectors(ch)) * c.simd);
+    const int64_t k0 = oc0 / ocg * icg / c.simd * c.simd,
+                  k1 = std::min(p.ic, round_up(((oc1 - 1) / ocg + 1) * icg, c.simd));
+    c.chunk_k0.push_back(k0);
+    c.chunk_k.push_back(k1 - k0);
+    c.u_chunk.push_back(c.u_chunk.back() + (k1 - k0) * c.chunk_vectors(ch) * c.simd);
+  }
+  if (int64_t(c.a2) * c.u_xi() * 4 > kMaxWeightBytes)
+    return R::no("winograd: transformed weights would exceed 1 GiB");
 
   // Tiles per group: the most the budgets allow, then evened out over the groups. Kernel tiles
-  // for 2 threads: a single group is split into 2 slices of chunks, several groups into an
+  // for 2 threads: a single group is split into 2 slices of chunks (grouped: a slice per
+  // chunk, as a slice transforms only the input its chunks read), several groups into an
   // even number of groups where that costs little.
   const int64_t total = c.tiles_total();
   const int64_t v_tile = int64_t(c.a2) * c.icb * c.simd * 4,
                 m_tile = int64_t(c.a2) * c.nr * c.simd * 4;
   int64_t t_cap = group_budget(impl.cache) / (v_tile + m_tile);
-  if (int64_t(c.a2) * c.k_ic * c.ocb * c.simd * 4 > impl.cache.l2)
+  if (int64_t(c.a2) * c.u_xi() * 4 > impl.cache.l2)
     t_cap =
         std::max(t_cap, std::min({kBigGroup, kVBudget / v_tile, m_budget(impl.cache) / m_tile}));
   const int64_t t_max = std::clamp<int64_t>(t_cap, 1, total);
@@ -158,7 +175,7 @@ ConfOr<WinoConf> init_wino_conf(const ConvProblem& p, const ConvImpl& impl, Isa 
   c.groups = g0;
   c.slices = 1;
   if (g0 == 1 && c.chunks >= 2) {
-    c.slices = c.chunks % 2 == 0 ? 2 : c.chunks;
+    c.slices = p.groups > 1 || c.chunks % 2 ? c.chunks : 2;
   } else {
     for (int64_t g = g0; g <= std::min(total, g0 + 3); ++g) {
       const int64_t t = (total + g - 1) / g, gg = (total + t - 1) / t;
@@ -193,7 +210,7 @@ ConfOr<WinoConf> init_wino_conf(const ConvProblem& p, const ConvImpl& impl, Isa 
   // blocks to share them (one block reads every U row once anyway).
   const int64_t u_row = int64_t(c.nr) * c.simd * 4;
   c.kc = std::max<int64_t>(c.simd, u_chunk_bytes(impl.cache) / u_row / c.simd * c.simd);
-  if (c.tpg <= c.mr || c.kc >= c.k_ic) c.kc = c.k_ic;
+  if (c.tpg <= c.mr || c.kc >= c.k_max()) c.kc = c.k_max();
   return c;
 }
 

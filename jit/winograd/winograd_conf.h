@@ -15,16 +15,22 @@
 //      the input channels cut into L1-sized K chunks of `kc`;
 //   3. per tile and chunk, the output transform A^T M A, the fused epilogue and the store of
 //      the tile's valid pixels (right/bottom tiles may be partial).
-// Grouped convs (groups whose channels are whole vectors on both sides, e.g. RegNetX's 48):
-// each chunk lies inside one conv group and its GEMM's K is that group's input channels (the
-// chunk's columns of V); the transforms are the dense ones over all channels.
+// Grouped convs: a chunk's GEMM runs over the input channels of the conv groups its output
+// channels belong to (its columns of V: whole vectors from the first group's, clamped to ic),
+// U holding zeros where an output channel's own group does not reach; the transforms are the
+// dense ones. Where groups are whole vectors on both sides (RegNetX's 48) a chunk lies inside
+// one group and reads exactly its channels; narrower ones (RegNet's 24) read some channels
+// of the neighbouring groups against zero weights.
 // Each U element is used once per tile of a group, so groups are as large as the scratch
 // budget allows (U is 4x the conv's weights for F4 and streams from L3 in late layers); a
 // slice's chunks run back to back per xi so V[xi] is read from L2 once per slice.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "jit/conv/conv_kernel.h"
 #include "jit/conv/conv_util.h"
@@ -53,20 +59,22 @@ struct WinoConf {
   int nr_last = 0;     // vectors in the last chunk
   int64_t slice = 0;   // chunks per kernel tile (the last slice may have fewer)
   int64_t slices = 0;
-  // GEMM K: the input channels one chunk reads (ic, or a conv group's ic / groups).
-  int64_t k_ic = 0;
-  int64_t ocg = 0;  // output channels per conv group (oc when dense)
+  // Per oc chunk c, its GEMM's K: input channels [chunk_k0[c], chunk_k0[c] + chunk_k[c])
+  // (chunk_k0 a multiple of simd; all ic channels when dense).
+  std::vector<int64_t> chunk_k0, chunk_k;
+  std::vector<int64_t> u_chunk;  // U floats of one xi before chunk c (chunks + 1 entries)
   // GEMM K chunk: input channels (a multiple of simd) whose U rows of one chunk stay in L1
-  // while every register block of the group uses them; >= k_ic: no split.
+  // while every register block of the group uses them; >= a chunk's K: no split.
   int64_t kc = 0;
 
   int64_t tiles_total() const { return p.n * tiles_h * tiles_w; }
   int64_t kernel_tiles() const { return groups * slices; }
   int64_t last_group_tiles() const { return tiles_total() - (groups - 1) * tpg; }
   int chunk_vectors(int64_t c) const { return c == chunks - 1 ? nr_last : nr; }
-  int64_t k_chunks() const { return kc >= k_ic ? 1 : (k_ic + kc - 1) / kc; }
-  // The first input channel of chunk c's K (its conv group's; 0 when dense).
-  int64_t chunk_ic0(int64_t c) const { return c * nr * simd / ocg * k_ic; }
+  int64_t k_max() const { return *std::max_element(chunk_k.begin(), chunk_k.end()); }
+  int64_t k_chunks(int64_t k) const { return kc >= k ? 1 : (k + kc - 1) / kc; }
+  // Input-channel blocks [first, last) the GEMMs of chunks [c0, c1) read.
+  std::pair<int64_t, int64_t> chunk_blocks(int64_t c0, int64_t c1) const;
 
   // "conv_winograd4_f32_nChw16c_to_nChw16c_t49mr5nr4s2kc64__avx512"
   std::string name() const;
@@ -83,9 +91,9 @@ struct WinoConf {
   int64_t patch_floats() const { return icb * a2 * simd; }
   // Pass-1 intermediate of a transform: alpha x alpha vectors.
   int64_t tmp_floats() const { return int64_t(a2) * simd; }
-  // Packed U: [xi][chunk][k_ic][chunk vectors * simd] (a slice's chunks are adjacent per xi).
-  int64_t u_xi() const { return k_ic * ocb * simd; }
-  int64_t u_offset(int xi, int64_t chunk) const { return xi * u_xi() + chunk * k_ic * nr * simd; }
+  // Packed U: [xi][chunk][its K][chunk vectors * simd] (a slice's chunks adjacent per xi).
+  int64_t u_xi() const { return u_chunk.back(); }
+  int64_t u_offset(int xi, int64_t chunk) const { return xi * u_xi() + u_chunk[size_t(chunk)]; }
   int64_t u_floats() const { return a2 * u_xi(); }
 };
 

@@ -60,8 +60,9 @@ class WinoInputGen : public JitGenerator {
 
 class WinoGemmGen : public JitGenerator {
  public:
-  // vectors: oc vectors of the chunk (nr or nr_last); tail: tiles after the full blocks.
-  WinoGemmGen(const WinoConf& c, int vectors, int tail, const std::string& name);
+  // vectors: oc vectors of the chunk (nr or nr_last); tail: tiles after the full blocks;
+  // k: input channels of the chunk's K (WinoConf::chunk_k).
+  WinoGemmGen(const WinoConf& c, int vectors, int tail, int64_t k, const std::string& name);
 
  private:
   void generate() override;
@@ -74,6 +75,7 @@ class WinoGemmGen : public JitGenerator {
 
   WinoConf c_;
   int nv_, tail_;
+  int64_t k_, nkc_;  // K and its K chunks
   Xbyak::Reg64 m_, vc_, uc_, vb_, mb_, vk_, uk_, kc_cnt_, blk_cnt_, k_cnt_, pf_;
 };
 

@@ -10,7 +10,9 @@
 #include <cstdlib>
 #include <cstring>
 #include <map>
+#include <tuple>
 #include <utility>
+#include <vector>
 
 #include "graph/error.h"
 #include "jit/conv/conv_util.h"  // ConvCallArgs
@@ -35,15 +37,18 @@ class WinoKernel : public Kernel {
     pack_weights(ModelFloats(w));
     // Each generator's role is its name's suffix.
     in_ = shared_generator<WinoInputGen>(code_key, "_in", c, name_ + "_in");
-    // GEMM code per (chunk vectors, tail tiles) that occurs.
+    // GEMM code per (chunk vectors, tail tiles, K) that occurs; each chunk's for full groups
+    // and for the last group.
     const int64_t tails[2] = {c.tpg % c.mr, c.last_group_tiles() % c.mr};
-    for (int64_t ch : {int64_t(0), c.chunks - 1})
-      for (int64_t t : tails) {
-        const int nv = c.chunk_vectors(ch);
-        auto key = std::make_pair(nv, int(t));
-        if (gemm_.count(key)) continue;
-        const std::string role = "_gemm_nv" + std::to_string(nv) + "_t" + std::to_string(t);
-        gemm_[key] = shared_generator<WinoGemmGen>(code_key, role, c, nv, int(t), name_ + role);
+    for (int last = 0; last < 2; ++last)
+      for (int64_t ch = 0; ch < c.chunks; ++ch) {
+        const int nv = c.chunk_vectors(ch), t = int(tails[last]);
+        const int64_t k = c.chunk_k[size_t(ch)];
+        auto& gen = gemm_[std::make_tuple(nv, t, k)];
+        const std::string role =
+            "_gemm_nv" + std::to_string(nv) + "_t" + std::to_string(t) + "_k" + std::to_string(k);
+        if (!gen) gen = shared_generator<WinoGemmGen>(code_key, role, c, nv, t, k, name_ + role);
+        gemm_fn_[last].push_back(gen->fn<GemmFn>());
       }
     // Output code per (full / last tile row, full / last tile column, chunk kind).
     for (int hi = 0; hi < 2; ++hi)
@@ -78,27 +83,34 @@ class WinoKernel : public Kernel {
     float* s = scratch_floats(args);
     ConvCallArgs base;
     base.post.set(c_.p.post, args);
-    // The tile group and input blocks whose V is in scratch.
-    int64_t cached = -1, cached_ib0 = 0, cached_ib1 = 0;
+    // The tile group whose V is in scratch, and which of its input blocks.
+    int64_t cached = -1;
+    std::vector<char> have(size_t(c_.icb), 0);
     for (int64_t t = begin; t < end; ++t) {
       const int64_t g = t / c_.slices, sl = t % c_.slices;
       const int64_t q0 = g * c_.tpg, cnt = std::min(c_.tpg, c_.tiles_total() - q0);
       const int64_t ch0 = sl * c_.slice, ch1 = std::min(c_.chunks, ch0 + c_.slice);
       // Input blocks the slice's GEMMs read: all (dense), or its conv groups' (grouped: a
       // thread running other slices of the group transforms only what they read).
-      const int64_t ib0 = c_.p.groups > 1 ? c_.chunk_ic0(ch0) / c_.simd : 0;
-      const int64_t ib1 = c_.p.groups > 1 ? (c_.chunk_ic0(ch1 - 1) + c_.k_ic) / c_.simd : c_.icb;
-      if (g != cached || ib0 < cached_ib0 || ib1 > cached_ib1) {
-        input_transform(args.src[0], q0, cnt, ib0, ib1, s);
-        cached = g, cached_ib0 = ib0, cached_ib1 = ib1;
+      const auto [ib0, ib1] = c_.chunk_blocks(ch0, ch1);
+      if (g != cached) std::fill(have.begin(), have.end(), 0), cached = g;
+      for (int64_t b = ib0; b < ib1;) {  // each run of missing blocks
+        if (have[size_t(b)]) {
+          ++b;
+          continue;
+        }
+        int64_t e = b;
+        while (e < ib1 && !have[size_t(e)]) have[size_t(e++)] = 1;
+        input_transform(args.src[0], q0, cnt, b, e, s);
+        b = e;
       }
       // The slice's chunks back to back per xi: V[xi] is read from memory once per slice.
-      const GemmFn full = gemm_fn(c_.nr, cnt), last = gemm_fn(c_.nr_last, cnt);
+      const std::vector<GemmFn>& fns = gemm_fn_[g == c_.groups - 1 ? 1 : 0];
       WinoGemmArgs ga;
       ga.blocks = cnt / c_.mr;
       for (int xi = 0; xi < c_.a2; ++xi) {
         for (int64_t ch = ch0; ch < ch1; ++ch) {
-          ga.v = s + v_off_ + xi * c_.v_xi() + c_.chunk_ic0(ch);
+          ga.v = s + v_off_ + xi * c_.v_xi() + c_.chunk_k0[size_t(ch)];
           ga.u = u() + c_.u_offset(xi, ch);
           // The next call's U (this slice's next chunk, else the next xi's first, else the
           // first xi's, which the next group starts with).
@@ -106,7 +118,7 @@ class WinoKernel : public Kernel {
                          : xi + 1 < c_.a2 ? c_.u_offset(xi + 1, ch0)
                                           : c_.u_offset(0, ch0));
           ga.m = s + m_off_ + xi * c_.m_xi() + (ch - ch0) * c_.nr * c_.simd;
-          (ch == c_.chunks - 1 ? last : full)(&ga);
+          fns[size_t(ch)](&ga);
         }
       }
       for (int64_t ch = ch0; ch < ch1; ++ch)
@@ -115,14 +127,6 @@ class WinoKernel : public Kernel {
   }
 
  private:
-  // The GEMM code for chunks of `nv` vectors and a group of `tiles` tiles (nullptr if no
-  // such chunk exists).
-  using GemmFn = void (*)(const WinoGemmArgs*);
-  GemmFn gemm_fn(int nv, int64_t tiles) const {
-    auto it = gemm_.find({nv, int(tiles % c_.mr)});
-    return it == gemm_.end() ? nullptr : it->second->fn<GemmFn>();
-  }
-
   // Whether tiles of kind `last` (0: m valid rows/columns, 1: the partial last one) exist.
   bool occurs(int last, int64_t tiles, int rem) const {
     return last ? rem < c_.m : tiles > 1 || rem == c_.m;
@@ -201,8 +205,10 @@ class WinoKernel : public Kernel {
     }
   }
 
-  // U = G g G^T per (oc, ic) in double, packed as [xi][chunk][ic][chunk vectors * simd].
-  // U[xi][chunk][ic][oc in chunk] = (G g G^T)[xi]. Loops follow U's layout (chunk, ic, then
+  // U = G g G^T per (oc, ic), packed as [xi][chunk][k][chunk vectors * simd], k over the
+  // chunk's K (input channels chunk_k0 + k; weights are [oc][ic / groups][3][3], zero where ic
+  // is not in oc's group).
+  // Loops follow U's layout (chunk, k, then
   // the chunk's output channels) so each of the alpha^2 planes is written in contiguous runs
   // of nv * simd floats (writing per (oc, ic) scattered 36 stores over a buffer of up to 38 MB
   // and took a quarter of ResNet-50's warm load), and the chunk's channels are the innermost
@@ -220,14 +226,19 @@ class WinoKernel : public Kernel {
     // One input channel of one chunk: g[9][W], G g: t[A][3][W]; (G g) G^T goes straight into
     // U's alpha^2 planes (a staging copy was a quarter of a small model's warm load).
     std::vector<float> g(9 * W), t(size_t(A) * 3 * W), row(W);
+    const int64_t icg = p.ic / p.groups, ocg = p.oc / p.groups;
     for (int64_t ch = 0; ch < c_.chunks; ++ch) {
       const int64_t oc0 = ch * c_.nr * S, width = c_.chunk_vectors(ch) * S;
       const int64_t valid = std::max<int64_t>(0, std::min(width, p.oc - oc0));
       std::fill(g.begin(), g.end(), 0.f);  // output channels past oc stay zero
-      for (int64_t ic = 0; ic < c_.k_ic; ++ic) {
-        for (int64_t k = 0; k < valid; ++k)
+      for (int64_t kk = 0; kk < c_.chunk_k[size_t(ch)]; ++kk) {
+        const int64_t ic = c_.chunk_k0[size_t(ch)] + kk;
+        for (int64_t k = 0; k < valid; ++k) {
+          const int64_t j = ic - (oc0 + k) / ocg * icg;  // ic's index in oc's group
           for (int a = 0; a < 9; ++a)
-            g[size_t(a) * W + size_t(k)] = w[((oc0 + k) * c_.k_ic + ic) * 9 + a];
+            g[size_t(a) * W + size_t(k)] =
+                j >= 0 && j < icg ? w[((oc0 + k) * icg + j) * 9 + a] : 0.f;
+        }
         for (int y = 0; y < A; ++y)
           for (int b = 0; b < 3; ++b) {
             float* o = &t[(size_t(y) * 3 + size_t(b)) * W];
@@ -244,7 +255,7 @@ class WinoKernel : public Kernel {
                                t0[2 * W + size_t(k)] * gm[x][2];
             // U (4x the weights for F4) is far beyond the caches and written once: streaming
             // stores skip reading its lines first (most of the packing time otherwise).
-            float* o = u() + c_.u_offset(y * A + x, ch) + ic * width;  // 32-byte aligned
+            float* o = u() + c_.u_offset(y * A + x, ch) + kk * width;  // 32-byte aligned
             for (int64_t k = 0; k < width; k += 4)
               _mm_stream_ps(o + k, _mm_loadu_ps(&row[size_t(k)]));
           }
@@ -259,7 +270,11 @@ class WinoKernel : public Kernel {
   std::shared_ptr<void> u_;  // float
   float* u() const { return static_cast<float*>(u_.get()); }
   std::shared_ptr<const WinoInputGen> in_;
-  std::map<std::pair<int, int>, std::shared_ptr<const WinoGemmGen>> gemm_;
+  // GEMM code by (chunk vectors, tail tiles, K); each chunk's function for full groups [0]
+  // and the last group [1].
+  using GemmFn = void (*)(const WinoGemmArgs*);
+  std::map<std::tuple<int, int, int64_t>, std::shared_ptr<const WinoGemmGen>> gemm_;
+  std::vector<GemmFn> gemm_fn_[2];
   std::shared_ptr<const WinoOutputGen> out_[2][2][2];
   int64_t v_off_ = 0, m_off_ = 0, patch_off_ = 0, tin_off_ = 0, tout_off_ = 0;
   int64_t scratch_floats_ = 0;

@@ -98,7 +98,7 @@ TEST_CASE("winograd conv: many tile groups, oc chunks and the last group's tail"
       INFO("blocking " << c.conf->blocking_str());
       CHECK(c.conf->groups > 1);
       CHECK(c.conf->chunks > 1);
-      if (isa == Isa::avx512) CHECK(c.conf->k_chunks() > 2);
+      if (isa == Isa::avx512) CHECK(c.conf->k_chunks(c.conf->k_max()) > 2);
       check_wino(p, wino(m, isa), isa, seed++);
     }
   // One group of a few tiles and 200 output channels: the chunks are cut into slices (2 of
@@ -139,10 +139,12 @@ TEST_CASE("winograd conv: forced register blockings") {
   }
 }
 
-// Grouped convs whose groups are whole vectors: each oc chunk's GEMM reads its own group's
-// columns of V. Groups of 16, 32, 48 channels (RegNet / ResNeXt), fewer input than output
-// channels a group, several K chunks in a group, batch 2, post-ops, tails off the tile grid.
-TEST_CASE("winograd conv on grouped convs (groups of whole vectors)") {
+// Grouped convs: each oc chunk's GEMM reads its groups' columns of V. Groups of whole vectors
+// (16, 32, 48 channels: RegNet / ResNeXt; fewer input than output channels a group; several K
+// chunks in a group) read exactly their own; narrower or uneven ones (24, 8, 4, 12 -> 20, a
+// channel tail) read neighbours' channels against zero weights. Batch 2, post-ops, tails off
+// the tile grid, forced chunks that span groups.
+TEST_CASE("winograd conv on grouped convs") {
   uint64_t seed = 1250;
   const std::vector<std::pair<std::string, std::vector<PostOp>>> shapes = {
       {"g2ic64ih9iw9_oc64oh9ow9kh3kw3sh1sw1ph1pw1", {}},
@@ -151,6 +153,10 @@ TEST_CASE("winograd conv on grouped convs (groups of whole vectors)") {
       {"mb2g2ic32ih7iw7_oc96oh7ow7kh3kw3sh1sw1ph1pw1", chain({op(K::add), op(K::relu)})},
       {"g8ic128ih6iw5_oc128oh4ow3kh3kw3sh1sw1ph0pw0", chain({op(K::swish)})},
       {"g2ic384ih12iw12_oc64oh12ow12kh3kw3sh1sw1ph1pw1", {}},
+      {"g3ic72ih14iw13_oc72oh14ow13kh3kw3sh1sw1ph1pw1", chain({op(K::relu)})},
+      {"mb2g8ic64ih9iw9_oc64oh9ow9kh3kw3sh1sw1ph1pw1", {}},
+      {"g16ic64ih7iw8_oc64oh7ow8kh3kw3sh1sw1ph1pw1_nobias", chain({op(K::add)})},
+      {"g2ic24ih10iw9_oc40oh10ow9kh3kw3sh1sw1pt0pl1pb2pr1", {}},
   };
   for (Isa isa : isas()) {
     const int64_t simd = simd_width(isa);
@@ -160,9 +166,18 @@ TEST_CASE("winograd conv on grouped convs (groups of whole vectors)") {
         auto c = convjit::init_wino_conf(p, wino(m, isa), isa);
         REQUIRE_MESSAGE(c, c.reason);
         INFO("problem " << str << " blocking " << c.conf->blocking_str());
-        // A chunk never spans two groups.
-        CHECK(c.conf->k_ic == p.ic / p.groups);
-        CHECK(c.conf->ocg / simd % c.conf->nr == 0);
+        // Groups of whole vectors: each chunk reads exactly its group's channels. Others: a
+        // chunk's K covers its channels' groups, whole vectors clamped to ic.
+        const int64_t icg = p.ic / p.groups, ocg = p.oc / p.groups;
+        const bool whole = icg % simd == 0 && ocg % simd == 0;
+        for (int64_t ch = 0; ch < c.conf->chunks; ++ch) {
+          const int64_t oc0 = ch * c.conf->nr * simd, k0 = c.conf->chunk_k0[size_t(ch)],
+                        k = c.conf->chunk_k[size_t(ch)];
+          CHECK(k0 % simd == 0);
+          CHECK(k0 <= oc0 / ocg * icg);
+          CHECK(k0 + k <= p.ic);
+          if (whole) CHECK((k0 == oc0 / ocg * icg && k == icg));
+        }
         check_wino(p, wino(m, isa), isa, seed++);
       }
     // Several chunks a group (forced one vector a chunk) and several slices; K chunks inside a
@@ -172,11 +187,10 @@ TEST_CASE("winograd conv on grouped convs (groups of whole vectors)") {
     const ConvProblem k = problem("g2ic384ih12iw12_oc64oh12ow12kh3kw3sh1sw1ph1pw1");
     auto ck = convjit::init_wino_conf(k, wino(2, isa), isa);
     REQUIRE(ck);
-    if (isa == Isa::avx512) CHECK(ck.conf->k_chunks() > 1);
-    // A forced chunk that would split a group is refused (48 channels: 3 vectors on AVX-512).
-    if (isa == Isa::avx512)
-      CHECK(convjit::init_wino_conf(q, wino(4, isa, 0, 2), isa).reason.find("splits a group") !=
-            std::string::npos);
+    if (isa == Isa::avx512) CHECK(ck.conf->k_chunks(ck.conf->k_max()) > 1);
+    // Forced chunks of 2 and 4 vectors span two groups of 48 channels on AVX-512.
+    for (int m : {2, 4})
+      for (int nr : {2, 4}) check_wino(q, wino(m, isa, 0, nr), isa, seed++);
   }
 }
 
@@ -218,11 +232,8 @@ TEST_CASE("winograd conv says why it does not apply") {
   s.dh = s.dw = 2;
   CHECK(reason(problem(s), wino(4, isa), isa).find("dilation 1") != std::string::npos);
   ConvProblem g = problem(base);
-  g.groups = 4;  // 4 channels a group: not whole vectors on either ISA
-  // (the operands are made for groups 1, so ask the conf: create_conv_kernel checks them first)
-  CHECK(convjit::init_wino_conf(g, wino(4, isa), isa).reason.find("not whole vectors") !=
-        std::string::npos);
   g.groups = 3;
+  // (the operands are made for groups 1, so ask the conf: create_conv_kernel checks them first)
   CHECK(convjit::init_wino_conf(g, wino(4, isa), isa).reason.find("do not divide") !=
         std::string::npos);
   ConvImpl nchw = wino(4, isa);
