@@ -161,11 +161,11 @@ TEST_CASE("winograd conv on grouped convs") {
   for (Isa isa : isas()) {
     const int64_t simd = simd_width(isa);
     for (int m : {2, 4})
-      for (const auto& [str, post] : shapes) {
-        const ConvProblem p = problem(str, post);
+      for (const auto& shape : shapes) {  // (no structured binding: INFO captures it)
+        const ConvProblem p = problem(shape.first, shape.second);
         auto c = convjit::init_wino_conf(p, wino(m, isa), isa);
         REQUIRE_MESSAGE(c, c.reason);
-        INFO("problem " << str << " blocking " << c.conf->blocking_str());
+        INFO("problem " << shape.first << " blocking " << c.conf->blocking_str());
         // Groups of whole vectors: each chunk reads exactly its group's channels. Others: a
         // chunk's K covers its channels' groups, whole vectors clamped to ic.
         const int64_t icg = p.ic / p.groups, ocg = p.oc / p.groups;
