@@ -27,8 +27,10 @@ namespace {
 // smaller than either conv's output, whose rounding errors do not cancel, so every conv's
 // rounding shows 1/eps times larger in the output's relative error - Winograd F(4x4,3x3)'s
 // beyond the budget, the exact families' well within the tolerance.
-// groups: of every conv after the first (whose input has 8 channels).
-std::string twin_chain(int depth, int64_t ch, float eps, int64_t groups = 1) {
+// groups: of every conv after the first (whose input has 8 channels); pointwise: a 1x1 conv
+// of the difference (the output).
+std::string twin_chain(int depth, int64_t ch, float eps, int64_t groups = 1,
+                       bool pointwise = false) {
   kiln::test::OnnxBuilder b;
   b.input("x", {1, 8, 20, 20});
   std::mt19937 rng(7);
@@ -53,7 +55,14 @@ std::string twin_chain(int depth, int64_t ch, float eps, int64_t groups = 1) {
       conv("a", cur, "a");
       for (float& v : wv) v *= 1 + eps;
       conv("b", cur, "b");
-      b.node("Sub", {"b", "a"}, {"y"});
+      b.node("Sub", {"b", "a"}, {pointwise ? "d" : "y"});
+      if (pointwise) {
+        std::normal_distribution<float> pw(0.f, std::sqrt(1.f / float(ch)));
+        std::vector<float> wp(size_t(ch * ch));
+        for (float& v : wp) v = pw(rng);
+        b.init_f("wp", {ch, ch, 1, 1}, wp);
+        b.node("Conv", {"d", "wp"}, {"y"});
+      }
       break;
     }
     conv(n, cur, "c" + n);
@@ -175,6 +184,31 @@ TEST_CASE("default's guard demotes grouped Winograd convs onto the grouped famil
     CAPTURE(e_def);
     CHECK(e_def < e_fast / 2);
   }
+}
+
+// A bf16 plan: the guard keeps the Winograd convs the f32 plan of the same model loses (the
+// probe's output would differ at bf16's rounding, not Winograd's), and the output stays within
+// bf16's error of the reference.
+TEST_CASE("default's guard keeps Winograd in a plan that computes in bf16") {
+  if (!kiln::testing::has_bf16()) return;
+  const std::string m = twin_chain(2, 256, 1.f / 64, 1, true);
+  const Tensor x = normal_input(3);
+  const Tensor ref = reference_output(m, x);
+  kiln::SessionOptions o = untuned(kiln::Isa::avx512);
+  o.precision = kiln::Precision::bf16;
+  o.accuracy = Accuracy::guarded;
+  auto s = load(m, o);
+  const kiln::Selection& sel = s->selection();
+  int bf16 = 0;
+  for (const kiln::NodeChoice& c : sel.nodes)
+    bf16 += kiln::layout_bf16(c.label.in) || kiln::layout_bf16(c.label.out);
+  REQUIRE(bf16 > 0);
+  REQUIRE(lossy_nodes(sel) > 0);
+  CHECK(sel.demoted == 0);
+  CHECK(sel.probes == 0);
+  // The output is a 1x1 conv of the difference of two convs, 64x smaller than either: bf16's
+  // relative error on it is ~64 x 2^-9.
+  CHECK(rel_error(run(*s, x), ref) < 0.5);
 }
 
 TEST_CASE("strict refuses a forced lossy family; a forced family skips the guard") {
