@@ -63,13 +63,15 @@ class WinoKernel : public Kernel {
           out_[hi][wi][last] = shared_generator<WinoOutputGen>(code_key, role, c, nv, bool(last),
                                                                vh, vw, name_ + role);
         }
-    // Scratch: V, M, one zero-padded patch, the two transforms' pass-1 buffers.
+    // Scratch: V, M, one zero-padded patch, the two transforms' pass-1 buffers, the flags of
+    // the input blocks transformed.
     v_off_ = 0;
     m_off_ = v_off_ + round16(c.v_floats());
     patch_off_ = m_off_ + round16(c.m_floats());
     tin_off_ = patch_off_ + round16(c.patch_floats());
     tout_off_ = tin_off_ + round16(c.tmp_floats());
-    scratch_floats_ = tout_off_ + round16(c.tmp_floats());
+    have_off_ = tout_off_ + round16(c.tmp_floats());
+    scratch_floats_ = have_off_ + round16((c.icb + 3) / 4);  // a byte per input block
   }
 
   const std::string& name() const override { return name_; }
@@ -83,9 +85,9 @@ class WinoKernel : public Kernel {
     float* s = scratch_floats(args);
     ConvCallArgs base;
     base.post.set(c_.p.post, args);
-    // The tile group whose V is in scratch, and which of its input blocks.
+    // The tile group whose V is in scratch, and which of its input blocks (a flag each).
     int64_t cached = -1;
-    std::vector<char> have(size_t(c_.icb), 0);
+    char* have = reinterpret_cast<char*>(s + have_off_);
     for (int64_t t = begin; t < end; ++t) {
       const int64_t g = t / c_.slices, sl = t % c_.slices;
       const int64_t q0 = g * c_.tpg, cnt = std::min(c_.tpg, c_.tiles_total() - q0);
@@ -93,7 +95,7 @@ class WinoKernel : public Kernel {
       // Input blocks the slice's GEMMs read: all (dense), or its conv groups' (grouped: a
       // thread running other slices of the group transforms only what they read).
       const auto [ib0, ib1] = c_.chunk_blocks(ch0, ch1);
-      if (g != cached) std::fill(have.begin(), have.end(), 0), cached = g;
+      if (g != cached) std::memset(have, 0, size_t(c_.icb)), cached = g;
       for (int64_t b = ib0; b < ib1;) {  // each run of missing blocks
         if (have[size_t(b)]) {
           ++b;
@@ -207,12 +209,11 @@ class WinoKernel : public Kernel {
 
   // U = G g G^T per (oc, ic), packed as [xi][chunk][k][chunk vectors * simd], k over the
   // chunk's K (input channels chunk_k0 + k; weights are [oc][ic / groups][3][3], zero where ic
-  // is not in oc's group).
-  // Loops follow U's layout (chunk, k, then
-  // the chunk's output channels) so each of the alpha^2 planes is written in contiguous runs
-  // of nv * simd floats (writing per (oc, ic) scattered 36 stores over a buffer of up to 38 MB
-  // and took a quarter of ResNet-50's warm load), and the chunk's channels are the innermost
-  // loop of both matrix products so the compiler vectorises them.
+  // is not in oc's group). Loops follow U's layout (chunk, k, then the chunk's output
+  // channels) so each of the alpha^2 planes is written in contiguous runs of nv * simd floats
+  // (writing per (oc, ic) scattered 36 stores over a buffer of up to 38 MB and took a quarter
+  // of ResNet-50's warm load), and the chunk's channels are the innermost loop of both matrix
+  // products so the compiler vectorises them.
   void pack_weights(ModelFloats w) {
     const ConvProblem& p = c_.p;
     const WinoMatrices mat = wino_matrices(c_.m);
@@ -276,7 +277,7 @@ class WinoKernel : public Kernel {
   std::map<std::tuple<int, int, int64_t>, std::shared_ptr<const WinoGemmGen>> gemm_;
   std::vector<GemmFn> gemm_fn_[2];
   std::shared_ptr<const WinoOutputGen> out_[2][2][2];
-  int64_t v_off_ = 0, m_off_ = 0, patch_off_ = 0, tin_off_ = 0, tout_off_ = 0;
+  int64_t v_off_ = 0, m_off_ = 0, patch_off_ = 0, tin_off_ = 0, tout_off_ = 0, have_off_ = 0;
   int64_t scratch_floats_ = 0;
 };
 
