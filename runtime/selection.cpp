@@ -665,10 +665,10 @@ class Selector {
   // bench/NOTES.md, "accuracy guard".
   //
   // A plan that computes in bf16 keeps its Winograd layers: bf16 rounds every operand to 8
-  // significant bits (2^-9 relative), Winograd adds ~1e-5 a layer, and against the exact
-  // stand-ins the probe's output differs wherever a bf16 rounding flips, at bf16's level
-  // (RegNetX-3.2GF 6e-2), which this guard would take for Winograd's error (it demoted every
-  // Winograd layer of bf16 ResNet-50 / Inception-v3, costing 4-9% at one thread).
+  // significant bits, far coarser than Winograd's transforms, and against the exact stand-ins
+  // the probe's output differs wherever a bf16 rounding flips, at bf16's level, which this
+  // guard would take for Winograd's error and demote every Winograd layer (bench/NOTES.md,
+  // "The accuracy guard in bf16 plans").
   void guard() {
     std::vector<size_t> lossy = lossy_nodes();
     if (lossy.empty()) return;

@@ -141,12 +141,7 @@ size_t gemm_code_bound(const WinoConf& c, int vectors) {
 
 WinoGemmGen::WinoGemmGen(const WinoConf& c, int vectors, int tail, int64_t k,
                          const std::string& name)
-    : JitGenerator(name, gemm_code_bound(c, vectors)),
-      c_(c),
-      nv_(vectors),
-      tail_(tail),
-      k_(k),
-      nkc_(c.k_chunks(k)) {
+    : JitGenerator(name, gemm_code_bound(c, vectors)), c_(c), nv_(vectors), tail_(tail), k_(k) {
   GprPool().take_all(m_, vc_, uc_, vb_, mb_, vk_, uk_, kc_cnt_, blk_cnt_, k_cnt_, pf_);
   if (c.mr * vectors + vectors + 1 > vector_regs(c.isa))
     fail(Code::internal, "kernel " + name + ": register block does not fit");
@@ -185,7 +180,7 @@ void WinoGemmGen::emit_block(int rows, int64_t k_blocks, int k_tail, Init init) 
     load();
   } else {  // the first K chunk starts from zero, later ones from the partial sums in M
     Label later, done;
-    cmp(kc_cnt_, nkc_ - 1);
+    cmp(kc_cnt_, c_.k_chunks(k_) - 1);
     jne(later, T_NEAR);
     zero();
     jmp(done, T_NEAR);
@@ -229,7 +224,7 @@ void WinoGemmGen::generate() {
   mov(pf_, ptr[abi_param1 + offsetof(WinoGemmArgs, pf)]);
   // K chunks of kc channels (a multiple of simd) keep a chunk of U in L1 while all register
   // blocks of the group use it; the last chunk takes the rest and the channel tail.
-  const int64_t nkc = nkc_, kc_blocks = c_.kc / c_.simd;
+  const int64_t nkc = c_.k_chunks(k_), kc_blocks = c_.kc / c_.simd;
   const int64_t last = k_ - (nkc - 1) * c_.kc;
   if (nkc > 1) {
     loop_n(kc_cnt_, nkc - 1, [&] {

@@ -75,7 +75,7 @@ class WinoGemmGen : public JitGenerator {
 
   WinoConf c_;
   int nv_, tail_;
-  int64_t k_, nkc_;  // K and its K chunks
+  int64_t k_;  // K (input channels) of the chunk
   Xbyak::Reg64 m_, vc_, uc_, vb_, mb_, vk_, uk_, kc_cnt_, blk_cnt_, k_cnt_, pf_;
 };
 

@@ -50,6 +50,8 @@ class WinoKernel : public Kernel {
         if (!gen) gen = shared_generator<WinoGemmGen>(code_key, role, c, nv, t, k, name_ + role);
         gemm_fn_[last].push_back(gen->fn<GemmFn>());
       }
+    for (int64_t sl = 0; sl < c.slices; ++sl)
+      slice_blocks_.push_back(c.chunk_blocks(sl * c.slice, std::min(c.chunks, (sl + 1) * c.slice)));
     // Output code per (full / last tile row, full / last tile column, chunk kind).
     for (int hi = 0; hi < 2; ++hi)
       for (int wi = 0; wi < 2; ++wi)
@@ -94,7 +96,7 @@ class WinoKernel : public Kernel {
       const int64_t ch0 = sl * c_.slice, ch1 = std::min(c_.chunks, ch0 + c_.slice);
       // Input blocks the slice's GEMMs read: all (dense), or its conv groups' (grouped: a
       // thread running other slices of the group transforms only what they read).
-      const auto [ib0, ib1] = c_.chunk_blocks(ch0, ch1);
+      const auto [ib0, ib1] = slice_blocks_[size_t(sl)];
       if (g != cached) std::memset(have, 0, size_t(c_.icb)), cached = g;
       for (int64_t b = ib0; b < ib1;) {  // each run of missing blocks
         if (have[size_t(b)]) {
@@ -276,6 +278,7 @@ class WinoKernel : public Kernel {
   using GemmFn = void (*)(const WinoGemmArgs*);
   std::map<std::tuple<int, int, int64_t>, std::shared_ptr<const WinoGemmGen>> gemm_;
   std::vector<GemmFn> gemm_fn_[2];
+  std::vector<std::pair<int64_t, int64_t>> slice_blocks_;  // input blocks each slice reads
   std::shared_ptr<const WinoOutputGen> out_[2][2][2];
   int64_t v_off_ = 0, m_off_ = 0, patch_off_ = 0, tin_off_ = 0, tout_off_ = 0, have_off_ = 0;
   int64_t scratch_floats_ = 0;
