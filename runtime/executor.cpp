@@ -49,23 +49,12 @@ Executor::Executor(const Graph& g, const Plan& p, int threads, Schedule schedule
     src_total_ += st.src.size();
     dst_total_ += st.dst.size();
   }
-  // Branches overlap in the flow graph only where that can gain: a step that may run beside
-  // its predecessor (it does not wait for it), either of which cannot keep every thread busy
-  // alone (fewer tiles than threads). Otherwise every step already spreads over all threads
-  // and the graph only adds a task hand-off per step: run in plan order (a topological order;
-  // measured on SqueezeNet and MobileNetV2: bench/NOTES.md, "Figures behind rules in the code").
+  // Plan order unless the graph is asked for: the step stream overlaps independent branches
+  // too (a thread done with its part of a narrow step runs ahead into the next one that does
+  // not read it), without the graph's task hand-off and join per step — the graph was slower
+  // on every model with branches (bench/NOTES.md, "Figures behind rules in the code").
   // KILN_FLOW=1 / 0 forces.
-  // Steps without tiles (views) do no work: they are left out of the comparison.
-  use_graph_ = false;
-  for (size_t i = 0, prev = SIZE_MAX; i < p_.steps.size(); ++i) {
-    if (tiles_[i] == 0) continue;
-    const auto& d = p_.steps[i].deps;
-    if (prev != SIZE_MAX && std::find(d.begin(), d.end(), int(prev)) == d.end() &&
-        (tiles_[i] < threads_ || tiles_[prev] < threads_))
-      use_graph_ = true;
-    prev = i;
-  }
-  if (schedule != Schedule::automatic) use_graph_ = schedule == Schedule::graph;
+  use_graph_ = schedule == Schedule::graph;
   if (const std::string f = env_value(EnvVar::flow); !f.empty()) use_graph_ = f[0] == '1';
   use_graph_ = use_graph_ && arena_;  // one thread: steps in order, no arena
   // Only the constants a step reads: raw() copies a constant still in the mapped file, and
@@ -151,14 +140,15 @@ void Executor::run_stream(Context& c) const {
   });
   c.stream.rethrow();
   if (c.prof) {
-    // A step lasts from the end of the one before (the run's start for the first) to its own;
-    // a step without tiles takes none.
+    // A step lasts from the latest end of the ones before (the run's start for the first) to
+    // its own (none when it ended earlier, beside a step before it); a step without tiles takes
+    // none.
     Clock::time_point last = c.origin;
     for (size_t si = 0; si < n; ++si) {
       if (c.step_end[si] == Clock::time_point()) continue;
       c.prof->step_ms[si] =
-          std::chrono::duration<double, std::milli>(c.step_end[si] - last).count();
-      last = c.step_end[si];
+          std::max(0.0, std::chrono::duration<double, std::milli>(c.step_end[si] - last).count());
+      last = std::max(last, c.step_end[si]);
     }
   }
 }
@@ -177,6 +167,11 @@ std::unique_ptr<Executor::Context> Executor::acquire() {
   // sweep activations, and the first run does not pay the page faults.
   c->arena = alloc_zeroed(size_t(std::max<int64_t>(p_.run_bytes(threads_), 64)));
   c->ptr.assign(p_.tensors.size(), nullptr);
+  if (arena_ && !use_graph_) {
+    std::vector<std::vector<int>> deps;
+    for (const Step& s : p_.steps) deps.push_back(s.deps);
+    c->stream.set_deps(std::move(deps));
+  }
   if (use_graph_) {
     // The graph attaches to the arena it is built in, so build it inside ours.
     Context* cp = c.get();

@@ -1,7 +1,7 @@
 // Runs a Plan: one reusable arena per run context (allocated once, so pages are touched once),
 // kernels' tiles spread over the session's task_arena, steps in plan order (step_stream.h: each
-// thread walks the steps, no fork/join per step) or through a tbb::flow::graph where branches
-// gain from overlapping (Schedule; there each step's tiles go through parallel_tiles.h). Concurrent
+// thread walks the steps, no fork/join per step) or through a tbb::flow::graph when asked for
+// (Schedule; there each step's tiles go through parallel_tiles.h). Concurrent
 // runs each take their own context from a pool, so they share nothing mutable.
 #pragma once
 
@@ -27,8 +27,8 @@ struct RunProfile {
 };
 
 // How steps are ordered on several threads (each step's tiles always spread over all of them):
-// through a tbb::flow::graph, so independent branches run side by side, or one after another in
-// plan order. automatic picks the graph only where a branch step cannot fill the threads alone.
+// through a tbb::flow::graph, so independent branches run side by side, or in plan order, each
+// step waiting only for the steps it depends on (step_stream.h). automatic is plan order.
 enum class Schedule { automatic, graph, in_order };
 
 // Arenas up to this size are allocated (and their pages populated) at load; bigger ones by the

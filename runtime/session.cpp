@@ -333,8 +333,8 @@ void Session::prepare(const SessionOptions& o) {
   // Executor resolves constant pointers next).
   own_borrowed(graph_);
   exec_ = std::make_unique<Executor>(graph_, *plan_, threads_);
-  log_info("steps run {}",
-           exec_->uses_graph() ? "through a flow graph (branches overlap)" : "in plan order");
+  log_info("steps run {}", exec_->uses_graph() ? "through a flow graph (branches overlap)"
+                                               : "in plan order (independent steps overlap)");
   stats_.plan_ms = ms_since(t1);
   if (log_enabled(kInfo))
     for (const Step& st : plan_->steps) {

@@ -4,8 +4,10 @@
 // boundary, tens of times per run (bench/NOTES.md, "Figures behind rules in the code"). Here each
 // thread calls participate() once per run and walks the steps itself: it takes tiles of step i (its
 // own share first, then the others', in shrinking chunks as parallel_tiles does), and once step i
-// has no tiles left to take it spins until the tiles others are still running are done — the only
-// wait at a boundary is for real work.
+// has no tiles left to take it moves on to step i + 1, spinning first until the steps i + 1
+// depends on are done — the only wait at a boundary is for real work, and a thread with nothing
+// left of a narrow step runs ahead into the next one where that does not read it (an Inception
+// module's branches overlap, as in a flow graph, without a task per step).
 //
 // Nothing waits for a participant that has not arrived: any one of them can run every tile, so
 // a worker that joins late (or never: the caller runs it inline at the end) only takes what is
@@ -28,6 +30,10 @@ namespace kiln {
 class StepStream {
  public:
   // tiles[i]: tile count of step i; threads: participants (their `me` is 0 .. threads - 1).
+  // deps (set before reset, kept): deps[i] lists the earlier steps step i must wait for
+  // (Plan::Step::deps: producers and steps touching bytes it reuses); without it, each step
+  // waits for the one before.
+  void set_deps(std::vector<std::vector<int>> deps) { deps_ = std::move(deps); }
   void reset(const std::vector<int64_t>& tiles, int threads) {
     const size_t n = tiles.size();
     if (!steps_ || n_steps_ != n || threads_ != threads) {
@@ -56,6 +62,13 @@ class StepStream {
   void participate(int me, Piece&& piece, Done&& done) {
     for (size_t i = 0; i < n_steps_; ++i) {
       Step& st = steps_[i];
+      // The steps this one reads (or whose bytes it reuses) may still be running on others.
+      if (i < deps_.size()) {
+        for (int d : deps_[i]) wait_done(size_t(d));
+      } else if (i > 0) {
+        wait_done(i - 1);
+      }
+      if (failed()) return;
       const int m = st.shares;
       for (int k = 0; k < m && !failed(); ++k) {
         Share& s = shares_[i * size_t(threads_) + size_t((me + k) % m)];
@@ -75,16 +88,18 @@ class StepStream {
           b = s.next.load(std::memory_order_relaxed);
         }
       }
-      // Tiles others took may still be running: the next step reads what they write.
-      for (int spins = 0; st.remaining.load(std::memory_order_acquire) > 0 && !failed();) {
-        _mm_pause();
-        if (++spins > 2048) std::this_thread::yield();  // the other thread may be descheduled
-      }
-      if (failed()) return;
     }
   }
 
   bool failed() const { return failed_.load(std::memory_order_acquire); }
+  // Spins until every tile of step i has finished (or the run failed). Tiles others took may
+  // still be running; nobody running a tile waits for anything, so this ends.
+  void wait_done(size_t i) const {
+    for (int spins = 0; steps_[i].remaining.load(std::memory_order_acquire) > 0 && !failed();) {
+      _mm_pause();
+      if (++spins > 2048) std::this_thread::yield();  // the other thread may be descheduled
+    }
+  }
   // The first exception a piece threw (after every participant returned).
   void rethrow() const {
     if (error_) std::rethrow_exception(error_);
@@ -105,6 +120,7 @@ class StepStream {
     std::atomic<int64_t> next{0};
     int64_t end = 0;
   };
+  std::vector<std::vector<int>> deps_;
   std::unique_ptr<Step[]> steps_;
   std::unique_ptr<Share[]> shares_;
   size_t n_steps_ = 0;

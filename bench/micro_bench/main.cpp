@@ -4,6 +4,8 @@
 //   wino-gemm    [--isa ..] [--mrnr MR,NR]
 //   glue         [--isa ..]
 //   fresh-memory [--mb N] [--file MODEL.onnx] [--reps R]
+//   threads      --problem PROBLEM[,..] [--family winograd2,winograd4,..] [--threads N]
+//                [--rounds R] [--isa ..]
 #include <cstdio>
 #include <cstring>
 
@@ -31,9 +33,9 @@ namespace {
 
 int run(int argc, char** argv) {
   if (argc < 2) {
-    std::fprintf(
-        stderr,
-        "usage: kiln_micro_bench im2col-sweep|wino-gemm|glue|fresh-memory [--key value]..\n");
+    std::fprintf(stderr,
+                 "usage: kiln_micro_bench im2col-sweep|wino-gemm|glue|fresh-memory|threads [--key "
+                 "value]..\n");
     return 2;
   }
   const std::string mode = argv[1];
@@ -46,8 +48,9 @@ int run(int argc, char** argv) {
   if (mode == "wino-gemm") return wino_gemm(a);
   if (mode == "glue") return glue_bench(a);
   if (mode == "fresh-memory") return fresh_memory(a);
+  if (mode == "threads") return conv_threads(a);
   fail(Code::invalid_argument,
-       "unknown mode " + mode + " (im2col-sweep|wino-gemm|glue|fresh-memory)");
+       "unknown mode " + mode + " (im2col-sweep|wino-gemm|glue|fresh-memory|threads)");
 }
 
 }  // namespace

@@ -7,6 +7,7 @@
 //                 tensors next to the plain C++ kernels they replace
 //   fresh-memory  the cost of writing fresh pages (4 KiB, huge) against reused buffers, and of
 //                 reading a model file mapped against read into a reused buffer
+//   threads       conv kernels at one thread and at N threads
 // Whole conv kernels (every family, layout and blocking) are kiln_kernel_bench's.
 #pragma once
 
@@ -31,5 +32,6 @@ int im2col_sweep(const ModeArgs& a);
 int wino_gemm(const ModeArgs& a);
 int glue_bench(const ModeArgs& a);
 int fresh_memory(const ModeArgs& a);
+int conv_threads(const ModeArgs& a);
 
 }  // namespace kiln::bench
