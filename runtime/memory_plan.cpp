@@ -124,6 +124,26 @@ void assign_offsets(Plan& plan, const Roots& r) {
       last[root] = std::max(last[root], int(plan.steps.size()));
     }
 
+  // A root's bytes stay its own one step longer where the next step does not read what its
+  // last user wrote: that step may run beside the last user (the step stream runs ahead into
+  // an independent step, step_stream.h), and sharing the bytes would order the two (GoogLeNet
+  // at 2 threads: bench/NOTES.md, session 24). Chains (each step reading the one before) are
+  // placed as before.
+  std::vector<char> chained(plan.steps.size(), 0);  // step i reads a root step i - 1 wrote
+  {
+    std::vector<char> wrote(nt, 0);
+    for (size_t i = 1; i < plan.steps.size(); ++i) {
+      for (int t : plan.steps[i - 1].dst)
+        if (t >= 0) wrote[size_t(r.root[size_t(t)])] = 1;
+      for (int t : plan.steps[i].src)
+        if (t >= 0 && wrote[size_t(r.root[size_t(t)])]) chained[i] = 1;
+      for (int t : plan.steps[i - 1].dst)
+        if (t >= 0) wrote[size_t(r.root[size_t(t)])] = 0;
+    }
+  }
+  for (size_t t = 0; t < nt; ++t)
+    if (last[t] >= 0 && size_t(last[t]) + 1 < plan.steps.size() && !chained[size_t(last[t]) + 1])
+      ++last[t];
   // Roots to place, and the order of alive ones by first use for the LiveIndex.
   std::vector<int> order, by_first;
   int64_t naive = 0, peak = 0;
