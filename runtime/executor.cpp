@@ -57,6 +57,8 @@ Executor::Executor(const Graph& g, const Plan& p, int threads, Schedule schedule
   use_graph_ = schedule == Schedule::graph;
   if (const std::string f = env_value(EnvVar::flow); !f.empty()) use_graph_ = f[0] == '1';
   use_graph_ = use_graph_ && arena_;  // one thread: steps in order, no arena
+  if (arena_ && !use_graph_)
+    for (const Step& st : p_.steps) step_deps_.push_back(st.deps);
   // Only the constants a step reads: raw() copies a constant still in the mapped file, and
   // the packed weights (read by no step) may still be there (the accuracy guard runs plans
   // before the session releases them; the cost is in bench/NOTES.md, "accuracy guard").
@@ -167,11 +169,7 @@ std::unique_ptr<Executor::Context> Executor::acquire() {
   // sweep activations, and the first run does not pay the page faults.
   c->arena = alloc_zeroed(size_t(std::max<int64_t>(p_.run_bytes(threads_), 64)));
   c->ptr.assign(p_.tensors.size(), nullptr);
-  if (arena_ && !use_graph_) {
-    std::vector<std::vector<int>> deps;
-    for (const Step& s : p_.steps) deps.push_back(s.deps);
-    c->stream.set_deps(std::move(deps));
-  }
+  if (arena_ && !use_graph_) c->stream.set_deps(&step_deps_);
   if (use_graph_) {
     // The graph attaches to the arena it is built in, so build it inside ours.
     Context* cp = c.get();

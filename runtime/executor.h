@@ -59,6 +59,7 @@ class Executor {
   int threads_;
   tbb::task_arena* arena_ = nullptr;  // shared_arena(threads_); none for one thread
   bool use_graph_ = false;            // run through the flow graph (else steps in plan order)
+  std::vector<std::vector<int>> step_deps_;  // plan order: each step's deps, for the stream
   // Per step: tile count and where its operand pointers start in a context's src / dst.
   std::vector<int64_t> tiles_;
   std::vector<size_t> src_off_, dst_off_;

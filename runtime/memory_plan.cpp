@@ -130,16 +130,12 @@ void assign_offsets(Plan& plan, const Roots& r) {
   // at 2 threads: bench/NOTES.md, session 24). Chains (each step reading the one before) are
   // placed as before.
   std::vector<char> chained(plan.steps.size(), 0);  // step i reads a root step i - 1 wrote
-  {
-    std::vector<char> wrote(nt, 0);
-    for (size_t i = 1; i < plan.steps.size(); ++i) {
-      for (int t : plan.steps[i - 1].dst)
-        if (t >= 0) wrote[size_t(r.root[size_t(t)])] = 1;
-      for (int t : plan.steps[i].src)
-        if (t >= 0 && wrote[size_t(r.root[size_t(t)])]) chained[i] = 1;
-      for (int t : plan.steps[i - 1].dst)
-        if (t >= 0) wrote[size_t(r.root[size_t(t)])] = 0;
-    }
+  std::vector<int> writer(nt, -1);                  // the latest step writing each root
+  for (size_t i = 1; i < plan.steps.size(); ++i) {
+    for (int t : plan.steps[i - 1].dst)
+      if (t >= 0) writer[size_t(r.root[size_t(t)])] = int(i) - 1;
+    for (int t : plan.steps[i].src)
+      if (t >= 0 && writer[size_t(r.root[size_t(t)])] == int(i) - 1) chained[i] = 1;
   }
   for (size_t t = 0; t < nt; ++t)
     if (last[t] >= 0 && size_t(last[t]) + 1 < plan.steps.size() && !chained[size_t(last[t]) + 1])

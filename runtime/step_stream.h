@@ -30,10 +30,10 @@ namespace kiln {
 class StepStream {
  public:
   // tiles[i]: tile count of step i; threads: participants (their `me` is 0 .. threads - 1).
-  // deps (set before reset, kept): deps[i] lists the earlier steps step i must wait for
-  // (Plan::Step::deps: producers and steps touching bytes it reuses); without it, each step
-  // waits for the one before.
-  void set_deps(std::vector<std::vector<int>> deps) { deps_ = std::move(deps); }
+  // deps (set before reset; not owned, must outlive the stream): (*deps)[i] lists the earlier
+  // steps step i must wait for (Plan::Step::deps: producers and steps touching bytes it
+  // reuses); without it, each step waits for the one before.
+  void set_deps(const std::vector<std::vector<int>>* deps) { deps_ = deps; }
   void reset(const std::vector<int64_t>& tiles, int threads) {
     const size_t n = tiles.size();
     if (!steps_ || n_steps_ != n || threads_ != threads) {
@@ -63,8 +63,8 @@ class StepStream {
     for (size_t i = 0; i < n_steps_; ++i) {
       Step& st = steps_[i];
       // The steps this one reads (or whose bytes it reuses) may still be running on others.
-      if (i < deps_.size()) {
-        for (int d : deps_[i]) wait_done(size_t(d));
+      if (deps_ && i < deps_->size()) {
+        for (int d : (*deps_)[i]) wait_done(size_t(d));
       } else if (i > 0) {
         wait_done(i - 1);
       }
@@ -120,7 +120,7 @@ class StepStream {
     std::atomic<int64_t> next{0};
     int64_t end = 0;
   };
-  std::vector<std::vector<int>> deps_;
+  const std::vector<std::vector<int>>* deps_ = nullptr;
   std::unique_ptr<Step[]> steps_;
   std::unique_ptr<Share[]> shares_;
   size_t n_steps_ = 0;

@@ -117,7 +117,7 @@ TEST_CASE("step stream: a step waits only for the steps it depends on; others ru
   const std::vector<std::vector<int>> deps = {{}, {}, {0}, {1, 2}};
   for (int round = 0; round < 5; ++round) {
     kiln::StepStream stream;
-    stream.set_deps(deps);
+    stream.set_deps(&deps);
     stream.reset(tiles, 2);
     std::atomic<bool> one_started{false}, overlapped{false};
     std::vector<std::atomic<int64_t>> finished(tiles.size());
@@ -151,7 +151,7 @@ TEST_CASE("step stream: with dependencies, each tile once and no step before its
   for (int threads : {1, 2, 3, 4}) {
     INFO("threads " << threads);
     kiln::StepStream stream;
-    stream.set_deps(deps);
+    stream.set_deps(&deps);
     for (int round = 0; round < 3; ++round) {
       stream.reset(tiles, threads);
       std::vector<std::vector<std::atomic<int>>> runs;
