@@ -916,10 +916,11 @@ std::vector<Label> candidate_labels(const Graph& g, int i, Isa isa, bool referen
       // Grouped convs whose groups fill whole 16-channel blocks (alone or merged) as the
       // grouped family's; depthwise ones as the depthwise family's (exact integer sums in f32:
       // dw_conf.h).
-      const bool int8_family = f.id == ConvFamily::gemm1x1 || f.id == ConvFamily::depthwise ||
-                               (f.id == ConvFamily::im2col && (p.kh != 1 || p.kw != 1)) ||
-                               (f.id == ConvFamily::grouped && (p.kh != 1 || p.kw != 1) &&
-                                convjit::int8_group_merge(p) > 0);
+      const bool int8_family =
+          f.id == ConvFamily::gemm1x1 || f.id == ConvFamily::depthwise ||
+          (f.id == ConvFamily::im2col && (p.kh != 1 || p.kw != 1) && p.groups == 1) ||
+          (f.id == ConvFamily::grouped && (p.kh != 1 || p.kw != 1) &&
+           convjit::int8_group_merge(p) > 0);
       const auto q8 = int8_family && isa == Isa::avx512 && host_cpu().avx512_vnni
                           ? conv_int8_params(n)
                           : nullptr;

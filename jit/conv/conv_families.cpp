@@ -37,6 +37,17 @@ bool winograd_shape(const ConvProblem& p) {
   return p.ic / p.groups >= 24 && p.oc / p.groups >= 24;
 }
 
+// im2col: dense, or grouped with at least 48 output channels per group (a GEMM per group;
+// NHWC). Narrower groups are left to the grouped family, 15-100% faster there (a GEMM one or
+// two vectors wide reuses each broadcast for one or two FMAs); from 48 on the two are within
+// a few percent, and im2col is 12-36% ahead where groups are not whole vectors (RegNetY-8GF's
+// 56: bench/NOTES.md, "grouped im2col").
+bool im2col_shape(const ConvProblem& p) {
+  if (dense(p)) return true;
+  if (depthwise(p) || p.groups < 1 || p.ic % p.groups || p.oc % p.groups) return false;
+  return p.oc / p.groups >= 48;
+}
+
 // The fraction of vector lanes that carry real channels when src and dst are blocked.
 double lanes(const ConvProblem& p, Layout src, Layout dst) {
   const int64_t blk = std::max(layout_block(src), layout_block(dst));
@@ -168,13 +179,17 @@ const std::vector<ConvFamilyRow>& rows() {
        conf_then_kernel<init_wino_conf, make_wino_kernel>,
        [](const ConvProblem& p, Layout, Layout) { return wide(p) ? 1.2 : 0.4; }, false, false,
        /*transform_error=*/0.1},
-      {ConvFamily::im2col, "im2col", dense,
-       [](const ConvProblem&, Layout) {
+      {ConvFamily::im2col, "im2col", im2col_shape,
+       [](const ConvProblem& p, Layout) {
+         if (!dense(p)) return Pairs{{Layout::nhwc, Layout::nhwc}};  // a GEMM per conv group
          return Pairs{{Layout::nhwc, Layout::nhwc}, {Layout::nchw, Layout::nchw}};
        },
        im2col_create,
-       [](const ConvProblem& p, Layout, Layout) { return p.kh * p.kw == 1 ? 0.6 : 0.45; }, false,
-       false},
+       [](const ConvProblem& p, Layout, Layout) {
+         const int64_t ocg = p.oc / std::max<int64_t>(1, p.groups);
+         return (p.kh * p.kw == 1 ? 0.6 : 0.45) * double(ocg) / double(round_up(ocg, 16));
+       },
+       false, false},
   };
   return r;
 }

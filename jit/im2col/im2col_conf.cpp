@@ -73,7 +73,13 @@ std::string Im2colConf::blocking_str() const {
 
 ConfOr<Im2colConf> init_im2col_conf(const ConvProblem& p, const ConvImpl& impl, Isa isa) {
   using R = ConfOr<Im2colConf>;
-  if (std::string why = convjit::check_common(p, isa); !why.empty()) return R::no(why);
+  ConvProblem dense = p;  // the common checks but groups (checked here)
+  dense.groups = 1;
+  if (std::string why = convjit::check_common(dense, isa); !why.empty()) return R::no(why);
+  if (p.groups < 1 || p.ic % p.groups || p.oc % p.groups)
+    return R::no("groups do not divide the channels");
+  if (p.groups > 1 && impl.src != Layout::nhwc)
+    return R::no("groups > 1 need nhwc (one GEMM per group over its channels)");
   if (impl.src != impl.dst)
     return R::no(std::string("src layout ") + layout_name(impl.src) + " differs from dst " +
                  layout_name(impl.dst) + " (im2col takes nchw -> nchw or nhwc -> nhwc)");
@@ -87,10 +93,12 @@ ConfOr<Im2colConf> init_im2col_conf(const ConvProblem& p, const ConvImpl& impl, 
   c.simd = simd_width(isa);
   c.nhwc = impl.src == Layout::nhwc;
   c.no_copy = p.kh == 1 && p.kw == 1 && p.sh == 1 && p.sw == 1 && !p.pt && !p.pl && !p.pb && !p.pr;
-  c.k = p.kh * p.kw * p.ic;
+  c.icg = p.ic / p.groups;
+  c.ocg = p.oc / p.groups;
+  c.k = p.kh * p.kw * c.icg;
   c.pix = p.oh * p.ow;
   c.rows = c.nhwc ? c.pix : p.oc;
-  c.cols = c.nhwc ? p.oc : c.pix;
+  c.cols = c.nhwc ? c.ocg : c.pix;
   c.cvecs = (c.cols + c.simd - 1) / c.simd;
   c.lane_tail = int(c.cols % c.simd);
   c.epi_temps = convjit::epilogue_temps(p, isa);

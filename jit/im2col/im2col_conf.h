@@ -22,7 +22,14 @@
 // (NHWC: oc groups; NCHW: pixel panels), each call looping over all row blocks of mr rows so
 // the chunk of B (kc x nr vectors) stays in L1 while the rows pass. Partial sums of a K split
 // are kept in dst (not when an in-place residual is dst: then one chunk); bias and post-ops
-// are applied at the last chunk's store. groups > 1 and blocked layouts are not supported.
+// are applied at the last chunk's store. Blocked layouts are not supported.
+//
+// Grouped convs (NHWC only): one GEMM per conv group, C[:, group's oc] = A_g x W_g, A_g the
+// patches of the group's input channels (K = kh * kw * ic / groups, packed per group; no copy:
+// the input pixels at the group's channel offset, row stride ic), W_g packed like a dense
+// conv's of oc / groups columns, C's row stride still oc. ORT's per-group MLAS GEMMs do the
+// same; the grouped family's block-sparse direct conv wastes lanes where groups are not whole
+// 16-channel blocks (RegNetY-8GF's 56) and reuses each broadcast for one vector only.
 //
 // Forced blocking through ConvImpl: ur_w = mr (rows of the register tile: pixels in NHWC,
 // output channels in NCHW), oc_blocks = nr (vectors: oc vectors in NHWC, pixel vectors in NCHW).
@@ -40,15 +47,16 @@ struct Im2colConf {
   ConvProblem p;
   Isa isa = Isa::avx512;
   int simd = 16;
-  bool nhwc = true;      // src and dst both NHWC (else both NCHW)
-  bool no_copy = false;  // 1x1, stride 1, no padding: A (NHWC) or B (NCHW) is the input itself
+  bool nhwc = true;          // src and dst both NHWC (else both NCHW)
+  bool no_copy = false;      // 1x1, stride 1, no padding: A (NHWC) or B (NCHW) is the input itself
+  int64_t icg = 0, ocg = 0;  // channels per conv group (ic, oc when dense)
 
-  int64_t k = 0;    // reduction length kh * kw * ic
+  int64_t k = 0;    // reduction length kh * kw * icg
   int64_t pix = 0;  // output pixels per image (oh * ow)
 
   // GEMM shape of one image: rows x columns; columns come in vectors of simd.
   int64_t rows = 0;   // NHWC: pix; NCHW: oc
-  int64_t cols = 0;   // NHWC: oc;  NCHW: pix
+  int64_t cols = 0;   // NHWC: ocg; NCHW: pix
   int64_t cvecs = 0;  // column vectors (cols rounded up / simd)
 
   int mr = 0;             // register tile: rows ...
@@ -76,6 +84,9 @@ struct Im2colConf {
   std::string blocking_str() const;  // "m6n4" (+ "_nocopy")
   int64_t tiles() const { return p.n * tiles_per_image; }
   int64_t group_cols() const { return int64_t(nr) * simd; }
+  int64_t conv_groups() const { return p.groups; }
+  // Packed weight floats of one conv group (NHWC): its column groups back to back.
+  int64_t conv_group_floats() const { return k * ((n_groups - 1) * nr + n_last) * simd; }
   // Packed weight floats of group g (NHWC) — the last group is n_last vectors wide.
   int64_t nhwc_group_ldb(int64_t g) const {
     return int64_t(g == n_groups - 1 ? n_last : nr) * simd;

@@ -44,7 +44,8 @@ class Im2colKernel : public Kernel {
         group_off_.push_back(off);
         off += c.k * c.nhwc_group_ldb(g);
       }
-      bias_ = Tensor(DType::f32, {c.cvecs * c.simd});
+      // (A conv group's last vector may reach past oc: padded.)
+      bias_ = Tensor(DType::f32, {round_up(c.p.oc, c.simd) + c.simd});
       if (b) std::copy(b, b + c.p.oc, bias_.data<float>());
     } else {
       wei_ = Tensor(DType::f32, {pack_weights_nchw(c, ModelFloats(w), nullptr)});
@@ -112,30 +113,39 @@ class Im2colKernel : public Kernel {
                 int64_t pix0, int64_t npix, int64_t kc) const {
     const ConvProblem& p = c_.p;
     const float* src = args.src[0] + n * p.ih * p.iw * p.ic;
-    const float* a = src + pix0 * p.ic;  // no copy: the input pixels are the rows
-    if (!c_.no_copy) {
-      pack_rows_nhwc(c_, src, pix0, npix, scratch);
-      a = scratch;
-    }
     float* dst = args.dst[0] + (n * c_.pix + pix0) * p.oc;
-    for (int64_t k0 = 0; k0 < c_.k; k0 += kc) {
-      const int64_t ks = std::min(kc, c_.k - k0);
-      for (int64_t g = 0; g < c_.n_groups; ++g) {
-        const int64_t oc0 = g * c_.group_cols();
-        CallArgs ca = base;
-        ca.a = a + k0;
-        ca.b = wei_.data<float>() + group_off_[size_t(g)] + k0 * c_.nhwc_group_ldb(g);
-        // The next call's B: the next group's, else the next K chunk's first group's.
-        const bool next_g = g + 1 < c_.n_groups;
-        const int64_t nk = next_g ? k0 : (k0 + kc < c_.k ? k0 + kc : 0), ng = next_g ? g + 1 : 0;
-        ca.pf = wei_.data<float>() + group_off_[size_t(ng)] + nk * c_.nhwc_group_ldb(ng);
-        ca.c = dst + oc0;
-        ca.bias = bias_.data<float>() + oc0;
-        ca.post.advance_channels(oc0);
-        ca.m_blocks = npix / c_.mr;
-        ca.ksteps = ks;
-        ca.flags = flags(k0, k0 + ks, c_.k) | (npix % c_.mr ? kFlagMTail : 0);
-        (g == c_.n_groups - 1 && last_ ? last_ : main_)->fn<Fn>()(&ca);
+    const float* wei = wei_.data<float>();
+    const int64_t cg_floats = c_.conv_group_floats();
+    for (int64_t cg = 0; cg < p.groups; ++cg) {
+      // The conv group's A: its channels of the input pixels (no copy), or its patches.
+      const float* a = src + pix0 * p.ic + cg * c_.icg;
+      if (!c_.no_copy) {
+        pack_rows_nhwc(c_, src + cg * c_.icg, pix0, npix, scratch);
+        a = scratch;
+      }
+      const float* b = wei + cg * cg_floats;
+      const bool last_cg = cg + 1 == p.groups;
+      for (int64_t k0 = 0; k0 < c_.k; k0 += kc) {
+        const int64_t ks = std::min(kc, c_.k - k0);
+        for (int64_t g = 0; g < c_.n_groups; ++g) {
+          const int64_t oc0 = cg * c_.ocg + g * c_.group_cols();
+          CallArgs ca = base;
+          ca.a = a + k0;
+          ca.b = b + group_off_[size_t(g)] + k0 * c_.nhwc_group_ldb(g);
+          // The next call's B: the next group's, else the next K chunk's first group's, else
+          // the next conv group's first.
+          const bool next_g = g + 1 < c_.n_groups, next_k = k0 + kc < c_.k;
+          const int64_t nk = next_g ? k0 : (next_k ? k0 + kc : 0), ng = next_g ? g + 1 : 0;
+          const float* nb = next_g || next_k || last_cg ? b : b + cg_floats;
+          ca.pf = nb + group_off_[size_t(ng)] + nk * c_.nhwc_group_ldb(ng);
+          ca.c = dst + oc0;
+          ca.bias = bias_.data<float>() + oc0;
+          ca.post.advance_channels(oc0);
+          ca.m_blocks = npix / c_.mr;
+          ca.ksteps = ks;
+          ca.flags = flags(k0, k0 + ks, c_.k) | (npix % c_.mr ? kFlagMTail : 0);
+          (g == c_.n_groups - 1 && last_ ? last_ : main_)->fn<Fn>()(&ca);
+        }
       }
     }
   }
@@ -187,9 +197,9 @@ class Im2colKernel : public Kernel {
 std::unique_ptr<Kernel> make_im2col_kernel(const Im2colConf& c, const Tensor& weights,
                                            const Tensor* bias, const std::string& code_key) {
   const ConvProblem& p = c.p;
-  if (weights.dtype() != DType::f32 || weights.shape() != Shape{p.oc, p.ic, p.kh, p.kw})
-    fail(Code::internal,
-         "im2col conv " + p.str() + ": weights are not f32 " + shape_str({p.oc, p.ic, p.kh, p.kw}));
+  const Shape ws{p.oc, p.ic / p.groups, p.kh, p.kw};
+  if (weights.dtype() != DType::f32 || weights.shape() != ws)
+    fail(Code::internal, "im2col conv " + p.str() + ": weights are not f32 " + shape_str(ws));
   if (p.bias != (bias != nullptr) ||
       (bias && (bias->dtype() != DType::f32 || bias->shape() != Shape{p.oc})))
     fail(Code::internal, "im2col conv " + p.str() + ": bias does not match the problem");

@@ -93,7 +93,8 @@ inline int64_t end_valid(int64_t off, int64_t pl, int64_t s, int64_t iw) {
 KILN_AVX2 void pack_rows_nhwc(const Im2colConf& c, const float* src, int64_t pix0, int64_t npix,
                               float* out) {
   const ConvProblem& p = c.p;
-  const int64_t IC = p.ic, KWC = p.kw * IC;
+  // A row holds IC channels per tap (a conv group's); input pixels are SP floats apart.
+  const int64_t IC = c.icg, SP = p.ic, KWC = p.kw * IC;
   int64_t oh = pix0 / p.ow, ow = pix0 % p.ow;
   for (int64_t r = 0; r < npix; ++r) {
     float* row = out + r * c.lda;
@@ -115,13 +116,13 @@ KILN_AVX2 void pack_rows_nhwc(const Im2colConf& c, const float* src, int64_t pix
         zero(d, KWC);
         continue;
       }
-      const float* s = src + ih * p.iw * IC;  // the input row
+      const float* s = src + ih * p.iw * SP;  // the input row
       zero(d, kw_lo * IC);
-      if (p.dw == 1) {
+      if (p.dw == 1 && IC == SP) {  // the taps' pixels are one run of the row
         if (kw_hi > kw_lo) copy(d + kw_lo * IC, s + (iw0 + kw_lo) * IC, (kw_hi - kw_lo) * IC);
       } else {
         for (int64_t kw = kw_lo; kw < kw_hi; ++kw)
-          copy(d + kw * IC, s + (iw0 + kw * p.dw) * IC, IC);
+          copy(d + kw * IC, s + (iw0 + kw * p.dw) * SP, IC);
       }
       zero(d + kw_hi * IC, (p.kw - kw_hi) * IC);
     }
@@ -179,21 +180,24 @@ KILN_AVX2 void pack_cols_nchw(const Im2colConf& c, const float* src, int64_t pix
 
 int64_t pack_weights_nhwc(const Im2colConf& c, ModelFloats w, float* out) {
   const ConvProblem& p = c.p;
+  const int64_t IC = c.icg, OC = c.ocg, taps = p.kh * p.kw;
   int64_t total = 0;
-  for (int64_t g = 0; g < c.n_groups; ++g) {
-    const int64_t ld = c.nhwc_group_ldb(g), oc0 = g * c.group_cols();
-    if (out) {
-      // Per tap: [ic][ld] = the group's rows of W transposed; columns past oc are zero.
-      float* o = out + total;
-      const int64_t taps = p.kh * p.kw, ocs = std::max<int64_t>(0, std::min(ld, p.oc - oc0));
-      for (int64_t k = 0; k < taps; ++k, o += p.ic * ld) {
-        pack_transposed(w + oc0 * p.ic * taps + k, p.ic * taps, taps, ocs, p.ic, o, ld);
-        if (ocs < ld)
-          for (int64_t ic = 0; ic < p.ic; ++ic) std::fill(o + ic * ld + ocs, o + ic * ld + ld, 0.f);
+  for (int64_t cg = 0; cg < p.groups; ++cg)
+    for (int64_t g = 0; g < c.n_groups; ++g) {
+      const int64_t ld = c.nhwc_group_ldb(g), oc0 = cg * OC + g * c.group_cols();
+      if (out) {
+        // Per tap: [icg][ld] = the column group's rows of W (its conv group's [oc][icg][kh][kw]
+        // rows) transposed; columns past the conv group's oc are zero.
+        float* o = out + total;
+        const int64_t ocs = std::max<int64_t>(0, std::min(ld, (cg + 1) * OC - oc0));
+        for (int64_t k = 0; k < taps; ++k, o += IC * ld) {
+          pack_transposed(w + oc0 * IC * taps + k, IC * taps, taps, ocs, IC, o, ld);
+          if (ocs < ld)
+            for (int64_t ic = 0; ic < IC; ++ic) std::fill(o + ic * ld + ocs, o + ic * ld + ld, 0.f);
+        }
       }
+      total += c.k * ld;
     }
-    total += c.k * ld;
-  }
   return total;
 }
 

@@ -10,7 +10,8 @@
 namespace kiln::im2col {
 
 // NHWC im2row: rows [pix0, pix0 + npix) of one image's patch matrix, row r at out + r * lda,
-// columns (kh, kw, ic); taps in the padding are zeros. `src` is the image (ih x iw x ic).
+// columns (kh, kw, icg); taps in the padding are zeros. `src` is the image (ih x iw x ic) at
+// the conv group's first channel.
 void pack_rows_nhwc(const Im2colConf& c, const float* src, int64_t pix0, int64_t npix, float* out);
 
 // NCHW im2col: columns [pix0, pix0 + npix) of one image's [K x pixels] matrix, K = (ic, kh, kw),
@@ -18,8 +19,9 @@ void pack_rows_nhwc(const Im2colConf& c, const float* src, int64_t pix0, int64_t
 // npix in the last vector are zeros. `src` is the image (ic x ih x iw).
 void pack_cols_nchw(const Im2colConf& c, const float* src, int64_t pix0, int64_t npix, float* out);
 
-// Weights [OC, IC, KH, KW] -> NHWC B: per column group g, [K][nhwc_group_ldb(g)] with K in
-// (kh, kw, ic) order, oc past OC zero. Returns floats written (out may be null to size).
+// Weights [OC, IC / groups, KH, KW] -> NHWC B: per conv group (conv_group_floats apart), per
+// column group g, [K][nhwc_group_ldb(g)] with K in (kh, kw, icg) order, columns past the conv
+// group's oc zero. Returns floats written (out may be null to size).
 int64_t pack_weights_nhwc(const Im2colConf& c, ModelFloats w, float* out);
 
 // Weights -> NCHW A: [OC][lda], the ONNX order per row, padding zero.

@@ -237,12 +237,56 @@ TEST_CASE("im2col conv says why it does not apply") {
   CHECK(why(p, mixed, Isa::avx2).find("differs") != std::string::npos);
   CHECK(why(p, im2col(Layout::nchw), Isa::scalar).find("avx2 or avx512") != std::string::npos);
   CHECK(why(p, im2col(Layout::nhwc, 20, 8), Isa::avx2).find("exceeds") != std::string::npos);
-  // groups > 1: checked before the weights (whose shape would be [oc, ic/g, kh, kw]).
+  // groups > 1: NHWC only, groups dividing the channels.
   ConvProblem g = p;
   g.groups = 2;
   auto c = im2col::init_im2col_conf(g, im2col(Layout::nchw), Isa::avx2);
   CHECK_FALSE(c);
-  CHECK(c.reason == "groups > 1");
+  CHECK(c.reason.find("need nhwc") != std::string::npos);
+  CHECK(im2col::init_im2col_conf(g, im2col(Layout::nhwc), Isa::avx2));
+  g.groups = 3;
+  auto c3 = im2col::init_im2col_conf(g, im2col(Layout::nhwc), Isa::avx2);
+  CHECK_FALSE(c3);
+  CHECK(c3.reason == "groups do not divide the channels");
+}
+
+// Grouped convs, NHWC (one GEMM per conv group): the grouped family's shape list (channels per
+// group 1..32, in != out, tails, strides, dilation, asymmetric padding, 1x1 no-copy, batch 2)
+// and RegNet-like groups of 24 / 56 that are not whole vectors.
+TEST_CASE("im2col conv, NHWC, grouped: matches the reference (both ISAs)") {
+  std::vector<ConvProblem> shapes = shapes::read_shapes("grouped");
+  for (const char* s : {"g4ic224ih13iw11_oc224oh7ow6kh3kw3sh2sw2ph1pw1",  // 56 per group
+                        "g3ic72ih9iw9_oc72oh9ow9kh3kw3sh1sw1ph1pw1",      // 24 per group
+                        "mb2g2ic96ih5iw6_oc64oh5ow6kh1kw1sh1sw1ph0pw0"})  // 1x1 no copy
+    shapes.push_back(problem(s));
+  uint64_t seed = 5000;
+  for (Isa isa : isas())
+    for (const ConvProblem& p : shapes) check_conv(p, im2col(Layout::nhwc), isa, seed++);
+}
+
+TEST_CASE("im2col conv, NHWC, grouped: post-op chains, register tiles, K chunks, tile sizes") {
+  uint64_t seed = 5400;
+  const ConvProblem p =
+      problem("mb2g3ic60ih8iw9_oc84oh8ow9kh3kw3sh1sw1ph1pw1",  // 20 in, 28 out per group
+              chain({op(K::scale_shift), op(K::add), op(K::relu)}));
+  const ConvProblem q = problem("g2ic64ih7iw9_oc80oh7ow9kh1kw1sh1sw1ph0pw0",
+                                chain({op(K::add), op(K::sigmoid)}));  // no copy
+  for (Isa isa : isas()) {
+    for (auto [mr, nr] : std::vector<std::pair<int, int>>{{1, 1}, {5, 2}, {6, 1}, {4, 2}}) {
+      check_conv(p, im2col(Layout::nhwc, mr, nr), isa, seed++);
+      check_conv(q, im2col(Layout::nhwc, mr, nr), isa, seed++);
+    }
+    for (const ConvProblem& r : {p, q})
+      for (int64_t kc : {1, 5, 0})
+        for (int64_t units : {1, 3, 0}) {
+          Operands o = make_operands(r, seed++);
+          auto k = make(r, Layout::nhwc, isa, o, kc, units);
+          INFO(k->name() << " " << r.str() << " kc " << kc << " tile units " << units);
+          std::string first;
+          CHECK(count_mismatches(run_kernel(*k, r, o, Layout::nhwc, Layout::nhwc), reference(r, o),
+                                 r.ic / r.groups * r.kh * r.kw, &first) == 0);
+        }
+  }
 }
 
 }  // namespace
