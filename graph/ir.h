@@ -5,6 +5,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <map>
 #include <memory>
 #include <optional>
@@ -66,6 +67,9 @@ class Tensor {
   template <class T>
   const T* data() const;
 
+  // Whether this tensor alone holds its buffer: allocated here, neither shared by a copy nor
+  // a model file's bytes. Only then may a pass change its elements in place.
+  bool exclusive() const { return !lazy_ && owner_ && owner_.use_count() == 1; }
   // Whether the bytes are kept alive by `owner` (the same control block; false for null).
   bool shares_owner(const std::shared_ptr<void>& owner) const;
   Tensor clone() const;  // deep copy
@@ -80,6 +84,25 @@ class Tensor {
   std::shared_ptr<void> owner_;
   void* data_ = nullptr;
   std::shared_ptr<Unaligned> lazy_;  // set only by alias_unaligned
+};
+
+// A model's f32 weights where the model keeps them (Tensor::stored_bytes): packers read them
+// in place, also from a mapped file where protobuf put them at any byte offset, so they read
+// by copy and never through a float& (which needs 4-byte alignment).
+class ModelFloats {
+ public:
+  explicit ModelFloats(const void* p) : p_(static_cast<const unsigned char*>(p)) {}
+  explicit ModelFloats(const Tensor& t) : ModelFloats(t.stored_bytes()) {}
+  float operator[](int64_t i) const {
+    float v;
+    std::memcpy(&v, p_ + 4 * i, 4);
+    return v;
+  }
+  ModelFloats operator+(int64_t i) const { return ModelFloats(p_ + 4 * i); }
+  const void* bytes() const { return p_; }
+
+ private:
+  const unsigned char* p_;
 };
 
 struct Attribute {

@@ -192,12 +192,13 @@ int fold_batchnorm(Graph& g) {
     const float eps = bn.attr_f("epsilon", 1e-5f);
     Tensor w2(DType::f32, w.shape()), b2(DType::f32, {m});
     const float* b = b_id != kNoValue ? g.value(b_id).constant->data<float>() : nullptr;
+    const ModelFloats src(w);  // where the model keeps them: no aligned copy
+    float *dw = w2.data<float>(), *db = b2.data<float>();
     for (int64_t oc = 0; oc < m; ++oc) {
       // Double precision so folding itself adds no visible rounding error.
       double s = double(scale[oc]) / std::sqrt(double(var[oc]) + double(eps));
-      for (int64_t j = 0; j < per_oc; ++j)
-        w2.data<float>()[oc * per_oc + j] = float(double(w.data<float>()[oc * per_oc + j]) * s);
-      b2.data<float>()[oc] = float(((b ? double(b[oc]) : 0.0) - double(mean[oc])) * s + shift[oc]);
+      for (int64_t j = oc * per_oc; j < (oc + 1) * per_oc; ++j) dw[j] = float(double(src[j]) * s);
+      db[oc] = float(((b ? double(b[oc]) : 0.0) - double(mean[oc])) * s + shift[oc]);
     }
     conv.inputs.resize(3);
     conv.inputs[1] = g.add_const(unique_value_name(g, conv.name + "_w_bnfold"), std::move(w2));

@@ -228,8 +228,14 @@ class ChannelsLast : public Rewriter {
       const Tensor& w = *g_.value(n.inputs[1]).constant;
       const int64_t k = w.shape()[0], m = w.shape()[1];
       Tensor cw(DType::f32, {m, k, 1, 1});
-      for (int64_t i = 0; i < k; ++i)
-        for (int64_t j = 0; j < m; ++j) cw.data<float>()[j * k + i] = w.data<float>()[i * m + j];
+      // The transpose in 16 x 16 tiles, each output row's run written in order (the tile's 16
+      // input rows stay cached), reading the weights where the model keeps them.
+      const ModelFloats src(w);
+      float* dst = cw.data<float>();
+      for (int64_t i0 = 0; i0 < k; i0 += 16)
+        for (int64_t j0 = 0; j0 < m; j0 += 16)
+          for (int64_t j = j0; j < std::min(m, j0 + 16); ++j)
+            for (int64_t i = i0; i < std::min(k, i0 + 16); ++i) dst[j * k + i] = src[i * m + j];
       n.op = "Conv";
       n.inputs[1] = g_.add_const(unique_value_name(g_, n.name + "_w_1x1"), std::move(cw));
       n.attrs.clear();
@@ -382,22 +388,34 @@ class GeluFuser : public Rewriter {
   }
 };
 
-// Rebuilds conv's weights and bias from per-output-channel functions (double precision, new
-// constants: the originals may be shared).
-void rescale_conv(Graph& g, Node& conv, const std::vector<float>& mul,
-                  const std::vector<float>& add) {
+// Rebuilds conv's weights and bias as w * mul[oc], b * mul[oc] + add[oc] (double precision).
+// The bias is a new constant; the weights stay as they are where mul is all ones, are scaled
+// in place where only this conv reads them and the tensor is exclusively its own (a pass made
+// it: MatMul -> Conv), and are a new constant otherwise (the originals may be shared). Fresh
+// pages cost 1.5-5 s per GiB on these VMs: ConvNeXt-T's copies took most of a warm load.
+void rescale_conv(Graph& g, Node& conv, const std::vector<double>& mul,
+                  const std::vector<double>& add, bool sole_reader) {
   const Tensor& w = *g.value(conv.inputs[1]).constant;
   const int64_t m = w.shape()[0], per_oc = w.numel() / m;
   const Tensor* b = conv.in(2) != kNoValue ? &*g.value(conv.inputs[2]).constant : nullptr;
-  Tensor w2(DType::f32, w.shape()), b2(DType::f32, {m});
-  for (int64_t oc = 0; oc < m; ++oc) {
-    const double s = mul[size_t(oc)];
-    for (int64_t j = 0; j < per_oc; ++j)
-      w2.data<float>()[oc * per_oc + j] = float(double(w.data<float>()[oc * per_oc + j]) * s);
-    b2.data<float>()[oc] = float((b ? double(b->data<float>()[oc]) : 0.0) * s + add[size_t(oc)]);
+  Tensor b2(DType::f32, {m});
+  float* db = b2.data<float>();
+  const float* bias = b ? b->data<float>() : nullptr;
+  for (int64_t oc = 0; oc < m; ++oc)
+    db[oc] = float((bias ? double(bias[oc]) : 0.0) * mul[size_t(oc)] + add[size_t(oc)]);
+  if (std::any_of(mul.begin(), mul.end(), [](double s) { return s != 1.0; })) {
+    const bool in_place = sole_reader && w.exclusive();
+    Tensor w2 = in_place ? w : Tensor(DType::f32, w.shape());
+    const ModelFloats src(w);  // read where the model keeps them (no aligned copy)
+    float* dw = w2.data<float>();
+    for (int64_t oc = 0; oc < m; ++oc) {
+      const double s = mul[size_t(oc)];
+      for (int64_t j = oc * per_oc; j < (oc + 1) * per_oc; ++j) dw[j] = float(double(src[j]) * s);
+    }
+    if (!in_place)
+      conv.inputs[1] = g.add_const(unique_value_name(g, conv.name + "_w_affine"), std::move(w2));
   }
   conv.inputs.resize(3);
-  conv.inputs[1] = g.add_const(unique_value_name(g, conv.name + "_w_affine"), std::move(w2));
   conv.inputs[2] = g.add_const(unique_value_name(g, conv.name + "_b_affine"), std::move(b2));
 }
 
@@ -429,18 +447,28 @@ int fold_conv_affine(Graph& g) {
         g.value(conv.outputs[0]).shape.size() != 4)
       continue;
     const int64_t m = g.value(conv.outputs[0]).shape[1];
+    // The chain's per-channel functions composed (y * mul + add), then one rebuild of the
+    // weights (a copy per link cost ConvNeXt-T's load ~0.4 s in fresh pages).
+    std::vector<double> mul(size_t(m), 1.0), add(size_t(m), 0.0);
+    int links = 0;
     while (Node* u = r.sole_user(conv.outputs[0])) {
       if (u->op != "Add" && u->op != "Mul") break;
       std::vector<float> k = axis_vector(g, Rewriter::other(*u, conv.outputs[0]), 1, 4, m);
       if (k.empty()) break;
-      if (u->op == "Add")
-        rescale_conv(g, conv, std::vector<float>(size_t(m), 1.f), k);
-      else
-        rescale_conv(g, conv, k, std::vector<float>(size_t(m), 0.f));
+      for (size_t c = 0; c < size_t(m); ++c) {
+        if (u->op == "Add") {
+          add[c] += double(k[c]);
+        } else {
+          mul[c] *= double(k[c]);
+          add[c] *= double(k[c]);
+        }
+      }
       conv.outputs[0] = u->outputs[0];
       r.kill(u);
-      ++n;
+      ++links;
     }
+    if (links) rescale_conv(g, conv, mul, add, r.sole_user(conv.inputs[1]) == &conv);
+    n += links;
   }
   r.finish();
   return n;

@@ -6,31 +6,11 @@
 #pragma once
 
 #include <cstdint>
-#include <cstring>
 
 #include "graph/half.h"
 #include "graph/ir.h"
 
 namespace kiln {
-
-// A model's f32 weights where the model keeps them (Tensor::stored_bytes): packers read them
-// in place, also from a mapped file where protobuf put them at any byte offset, so they read
-// by copy and never through a float& (which needs 4-byte alignment).
-class ModelFloats {
- public:
-  explicit ModelFloats(const void* p) : p_(static_cast<const unsigned char*>(p)) {}
-  explicit ModelFloats(const Tensor& t) : ModelFloats(t.stored_bytes()) {}
-  float operator[](int64_t i) const {
-    float v;
-    std::memcpy(&v, p_ + 4 * i, 4);
-    return v;
-  }
-  ModelFloats operator+(int64_t i) const { return ModelFloats(p_ + 4 * i); }
-  const void* bytes() const { return p_; }
-
- private:
-  const unsigned char* p_;
-};
 
 // dst[c * dst_ld + r] = alpha * src[r * src_ld + c * src_step] for r < rows, c < cols.
 // Walks 16 x 16 tiles: a tile's reads stay within 16 source rows and its writes within 16

@@ -200,4 +200,55 @@ TEST_CASE("rewrites: per-channel Add and Mul after a conv fold into it") {
   check_same(r);
 }
 
+// The chain is composed and the weights rebuilt once: left as they are when only Adds follow,
+// never changed in place when another conv reads them too (the model's own weights are shared
+// state), scaled in place only in a tensor a pass made for this conv alone (a ConvNeXt block's
+// layer scale, checked by the block test above).
+TEST_CASE("rewrites: a folded chain leaves shared weights alone") {
+  const std::vector<float> w = {1, 2, 3, 4, 5, 6};
+  OnnxBuilder b;
+  b.input("x", {1, 2, 3, 3}).output("y").output("z").output("u");
+  b.init_f("w", {3, 2, 1, 1}, w);
+  b.init_f("w2", {3, 2, 1, 1}, {-1, 0.5f, 2, 1, -3, 0.25f});
+  b.init_f("bias", {3, 1, 1}, {0.5f, -1, 2});
+  b.init_f("s", {1, 3, 1, 1}, {2, -0.5f, 3});
+  b.node("Conv", {"x", "w"}, {"c"});  // folds Add and Mul: new weights
+  b.node("Add", {"c", "bias"}, {"a"});
+  b.node("Mul", {"a", "s"}, {"y"});
+  b.node("Conv", {"x", "w"}, {"z"});   // reads the same weights, folds nothing
+  b.node("Conv", {"x", "w2"}, {"d"});  // folds one Add: its weights stay
+  b.node("Add", {"d", "bias"}, {"u"});
+  Graph g = test::import(b);
+  infer_shapes(g);
+  const ValueId wid = g.find("w"), w2id = g.find("w2");
+  auto outputs = [](const Graph& h) {
+    auto vals = test::run_graph_ref(h, [](size_t, Tensor& t) {
+      for (int64_t i = 0; i < t.numel(); ++i) t.data<float>()[i] = std::cos(0.5f * float(i));
+    });
+    std::vector<float> all;
+    for (ValueId v : h.outputs) {
+      const Tensor& y = vals.at(v);
+      all.insert(all.end(), y.data<float>(), y.data<float>() + y.numel());
+    }
+    return all;
+  };
+  const std::vector<float> before = outputs(g);
+  CHECK(fold_conv_affine(g) == 3);
+  remove_dead_code(g);
+  const std::vector<float> after = outputs(g);
+  REQUIRE(before.size() == after.size());
+  for (size_t i = 0; i < before.size(); ++i) CHECK(after[i] == doctest::Approx(before[i]));
+  int convs = 0;
+  for (const Node& n : g.nodes) {
+    if (n.op != "Conv") continue;
+    ++convs;
+    if (n.outputs[0] == g.find("y")) CHECK(n.inputs[1] != wid);
+    if (n.outputs[0] == g.find("z")) CHECK(n.inputs[1] == wid);
+    if (n.outputs[0] == g.find("u")) CHECK(n.inputs[1] == w2id);  // only the bias changed
+  }
+  CHECK(convs == 3);
+  const Tensor& wt = *g.value(wid).constant;
+  CHECK(std::vector<float>(wt.data<float>(), wt.data<float>() + wt.numel()) == w);
+}
+
 }  // namespace kiln
