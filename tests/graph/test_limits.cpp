@@ -285,9 +285,9 @@ TEST_CASE("limits: dimensions, ranks and element counts") {
 }
 
 TEST_CASE("limits: constants may not take much more memory than the file") {
-  // 12M int32 zeros, varint-packed: 12 MB of file, 96 MB once widened to int64; the budget is
-  // 2 x 12 MB + 64 MiB (~91 MB).
-  const int n = 12 << 20;
+  // 24M int32 zeros, varint-packed: 24 MB of file, 192 MB once widened to int64; the budget is
+  // 4 x 24 MB + 64 MiB (~168 MB).
+  const int n = 24 << 20;
   SUBCASE("an int32 initializer") {
     OnnxBuilder b;
     b.input("x", {1}).output("y");
@@ -326,6 +326,19 @@ TEST_CASE("limits: constants may not take much more memory than the file") {
     t->set_raw_data(std::string(size_t(n) * 4, '\0'));
     b.node("Relu", {"x"}, {"y"});
     CHECK(import(b.bytes()).values.size() == 3);
+  }
+  SUBCASE("int8 raw data widened to f32 is fine (1 byte in the file, 4 in memory)") {
+    // 48 MB of int8: 192 MB as f32, more than 2 bytes per file byte + 64 MiB allow.
+    const int n8 = 48 << 20;
+    OnnxBuilder b;
+    b.input("x", {1}).output("y");
+    auto* t = b.init("q", onnx::TensorProto::INT8, {n8});
+    t->set_raw_data(std::string(size_t(n8), '\x7f'));
+    b.node("Relu", {"x"}, {"y"});
+    const Graph g = import(b.bytes());
+    const Tensor& q = *g.value(g.find("q")).constant;
+    CHECK(q.dtype() == kiln::DType::f32);
+    CHECK(q.data<float>()[n8 - 1] == 127.f);
   }
 }
 
