@@ -186,8 +186,10 @@ const std::vector<ConvFamilyRow>& rows() {
        },
        im2col_create,
        [](const ConvProblem& p, Layout, Layout) {
-         const int64_t ocg = p.oc / std::max<int64_t>(1, p.groups);
-         return (p.kh * p.kw == 1 ? 0.6 : 0.45) * double(ocg) / double(round_up(ocg, 16));
+         const double e = p.kh * p.kw == 1 ? 0.6 : 0.45;
+         if (dense(p)) return e;
+         const int64_t ocg = p.oc / p.groups;  // a group's last vector may be partly empty
+         return e * double(ocg) / double(round_up(ocg, 16));
        },
        false, false},
   };

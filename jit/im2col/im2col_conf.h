@@ -84,7 +84,6 @@ struct Im2colConf {
   std::string blocking_str() const;  // "m6n4" (+ "_nocopy")
   int64_t tiles() const { return p.n * tiles_per_image; }
   int64_t group_cols() const { return int64_t(nr) * simd; }
-  int64_t conv_groups() const { return p.groups; }
   // Packed weight floats of one conv group (NHWC): its column groups back to back.
   int64_t conv_group_floats() const { return k * ((n_groups - 1) * nr + n_last) * simd; }
   // Packed weight floats of group g (NHWC) — the last group is n_last vectors wide.
