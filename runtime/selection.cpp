@@ -684,11 +684,30 @@ class Selector {
     }
     const auto t0 = Clock::now();
     const double budget = o_.accuracy_budget;
+    // A probe runs the whole plan on fresh memory: at a huge batch one takes seconds (batch
+    // 4096 of a small ResNet under ASan: 2-3 s each). Past the profiling budget the guard stops
+    // probing and keeps exact families only: never an unverified lossy conv, and at most about
+    // one probe beyond the budget.
+    auto over_time = [&] {
+      if (ms_since(t0) <= budget_ms()) return false;
+      log_info(
+          "accuracy guard: its probes took {:.0f} ms, past the profiling budget of {:.0f} ms: "
+          "the {} lossy convs are demoted (exact families only)",
+          ms_since(t0), budget_ms(), lossy.size());
+      demote(lossy, std::vector<double>(lossy.size(), kInf), 0.0, /*exact_only=*/true);
+      solve_and_build();
+      lossy = lossy_nodes();
+      return true;
+    };
     std::vector<float> y_d = probe_with(lossy, ConvFamily::direct);
-    std::vector<float> y_i = y_d.empty() ? y_d : probe_with(lossy, ConvFamily::im2col);
+    if (!y_d.empty() && over_time()) lossy.clear();  // (demoted and solved already)
+    std::vector<float> y_i =
+        y_d.empty() || lossy.empty() ? std::vector<float>() : probe_with(lossy, ConvFamily::im2col);
     const double noise = relative_error(y_i, y_d);
     auto added = [&](double e) { return std::sqrt(std::max(0.0, e * e - noise * noise)); };
+    bool stopped = false;
     while (!lossy.empty()) {
+      if (!y_d.empty() && over_time()) break;
       std::vector<double> share(lossy.size(), kInf);
       if (!y_d.empty()) {
         const std::vector<float> y = o_.probe(sel_);
@@ -714,6 +733,10 @@ class Selector {
           const double w = transform_error(sel_.nodes[i].label);
           auto m = shares_.find(i);
           if (m == shares_.end()) {
+            if (over_time()) {
+              stopped = true;
+              break;
+            }
             std::vector<size_t> others = lossy;
             others.erase(others.begin() + std::ptrdiff_t(k));
             const double e = relative_error(probe_with(others, ConvFamily::direct), y_d);
@@ -725,6 +748,7 @@ class Selector {
           share[k] = m->second.second * w / m->second.first;
           sum2 += share[k] * share[k];
         }
+        if (stopped) break;  // (demoted and solved already)
         const double scale = sum2 > 0 ? sel_.probe_error / std::sqrt(sum2) : 1;
         for (double& x : share) x = sum2 > 0 ? x * scale : kInf;
       } else {
@@ -745,7 +769,9 @@ class Selector {
   // Demotes the lossy nodes that save least time per unit of their error share (squared:
   // shares add in quadrature) until the rest sum within (budget / 1.2)^2; at least one. A
   // demoted node loses its label's family and every family adding as much error or more.
-  void demote(const std::vector<size_t>& lossy, const std::vector<double>& share, double budget) {
+  // exact_only: every lossy family goes, not only the node's and worse ones.
+  void demote(const std::vector<size_t>& lossy, const std::vector<double>& share, double budget,
+              bool exact_only = false) {
     struct Item {
       size_t node;
       double err2, saves;  // squared error share; ms saved over the best exact label
@@ -772,7 +798,7 @@ class Selector {
       if (k > 0 && total <= keep) break;
       total -= items[k].err2;
       const size_t i = items[k].node;
-      const double w = transform_error(sel_.nodes[i].label);
+      const double w = exact_only ? 1e-300 : transform_error(sel_.nodes[i].label);
       bool exact_left = false;
       for (size_t c = 0; c < cands_[i].size(); ++c) {
         if (transform_error(cands_[i][c]) >= w) cost_[i][c] = kInf;

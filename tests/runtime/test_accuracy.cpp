@@ -287,3 +287,27 @@ TEST_CASE("a model the guard cannot probe (an int64 input) gets exact families o
   CHECK(lossy_nodes(s->selection()) == 0);
   CHECK(s->selection().demoted > 0);
 }
+
+// The guard's probes count against the profiling budget (a huge batch made each probe cost
+// seconds): once they pass it, the lossy convs are demoted without more probes. Here the
+// budget is tiny, so the first probe passes it; the same model with room keeps its Winograd
+// convs (the guard clears them) and probes three times.
+TEST_CASE("the guard stops probing past the profiling budget and keeps exact families only") {
+  const std::string m = twin_chain(1, 32, 1.f / 2);  // eps 1/2: Winograd's error within budget
+  kiln::SessionOptions o;
+  o.threads = 1;
+  o.tune = kiln::TuneMode::none;  // the cost model picks Winograd for the 3x3 convs
+  o.accuracy = Accuracy::guarded;
+  auto roomy = load(m, o);
+  REQUIRE(lossy_nodes(roomy->selection()) > 0);
+  CHECK(roomy->selection().probes == 3);
+  CHECK(roomy->selection().demoted == 0);
+  o.profile_budget_ms = 1e-3;
+  auto tight = load(m, o);
+  const kiln::Selection& sel = tight->selection();
+  CHECK(lossy_nodes(sel) == 0);
+  CHECK(sel.demoted == lossy_nodes(roomy->selection()));
+  CHECK(sel.probes == 1);
+  const Tensor x = normal_input(4);
+  CHECK(rel_error(run(*tight, x), reference_output(m, x)) < 1e-4);
+}
