@@ -1006,8 +1006,10 @@ std::string accuracy_summary(const Selection& s) {
   std::string r = std::string("accuracy: ") + accuracy_name(s.accuracy);
   if (s.probes == 0) return r;
   char buf[160];
-  std::snprintf(buf, sizeof buf, " (guard: %d probes, %.2e added, %d convs demoted, %.0f ms)",
-                s.probes, s.probe_error, s.demoted, s.guard_ms);
+  char added[32] = "error not measured";  // (stopped at the profiling budget)
+  if (s.probe_error >= 0) std::snprintf(added, sizeof added, "%.2e added", s.probe_error);
+  std::snprintf(buf, sizeof buf, " (guard: %d probes, %s, %d convs demoted, %.0f ms)", s.probes,
+                added, s.demoted, s.guard_ms);
   return r + buf;
 }
 

@@ -37,15 +37,18 @@ bool winograd_shape(const ConvProblem& p) {
   return p.ic / p.groups >= 24 && p.oc / p.groups >= 24;
 }
 
-// im2col: dense, or grouped with at least 48 output channels per group (a GEMM per group;
-// NHWC). Narrower groups are left to the grouped family, 15-100% faster there (a GEMM one or
-// two vectors wide reuses each broadcast for one or two FMAs); from 48 on the two are within
-// a few percent, and im2col is 12-36% ahead where groups are not whole vectors (RegNetY-8GF's
-// 56: bench/NOTES.md, "grouped im2col").
+// im2col: dense, or grouped with at least 48 output channels per group that are not whole
+// 16-channel vectors (a GEMM per group; NHWC): there im2col is 12-36% ahead of the grouped
+// family (RegNetY-8GF's 56, 168), which wastes the lanes of vectors straddling two groups.
+// Narrower groups run 15-100% faster on the grouped family (a GEMM one or two vectors wide
+// reuses each broadcast for one or two FMAs), and on whole-vector groups (48, 64, 112) the two
+// are within a few percent, im2col paying layout conversions in the network: not offered
+// (every offered label costs profiling at load; bench/NOTES.md, "grouped im2col").
 bool im2col_shape(const ConvProblem& p) {
   if (dense(p)) return true;
   if (depthwise(p) || p.groups < 1 || p.ic % p.groups || p.oc % p.groups) return false;
-  return p.oc / p.groups >= 48;
+  const int64_t ocg = p.oc / p.groups;
+  return ocg >= 48 && ocg % 16 != 0;
 }
 
 // The fraction of vector lanes that carry real channels when src and dst are blocked.

@@ -11,6 +11,7 @@
 // while one missing, duplicated or misplaced tap changes a result by ~0.3 on average.
 #include <thread>
 
+#include "jit/conv/conv_families.h"
 #include "jit/im2col/im2col_conf.h"
 #include "jit/im2col/im2col_kernel.h"
 #include "shapes/shape_list.h"
@@ -262,6 +263,19 @@ TEST_CASE("im2col conv, NHWC, grouped: matches the reference (both ISAs)") {
   uint64_t seed = 5000;
   for (Isa isa : isas())
     for (const ConvProblem& p : shapes) check_conv(p, im2col(Layout::nhwc), isa, seed++);
+}
+
+// Offered for grouped convs only where its GEMM per group beats the grouped family: at least
+// 48 output channels per group, not whole vectors.
+TEST_CASE("im2col is offered for wide groups that are not whole vectors") {
+  auto offered = [](const char* s) { return conv_family(ConvFamily::im2col).offered(problem(s)); };
+  CHECK(offered("ic64ih8iw8_oc64oh8ow8kh3kw3sh1sw1ph1pw1"));               // dense
+  CHECK(offered("g4ic224ih14iw14_oc224oh7ow7kh3kw3sh2sw2ph1pw1"));         // 56
+  CHECK(offered("g4ic672ih14iw14_oc672oh7ow7kh3kw3sh2sw2ph1pw1"));         // 168
+  CHECK_FALSE(offered("g4ic256ih14iw14_oc256oh7ow7kh3kw3sh2sw2ph1pw1"));   // 64
+  CHECK_FALSE(offered("g6ic288ih14iw14_oc288oh7ow7kh3kw3sh2sw2ph1pw1"));   // 48
+  CHECK_FALSE(offered("g3ic72ih14iw14_oc72oh7ow7kh3kw3sh2sw2ph1pw1"));     // 24
+  CHECK_FALSE(offered("g32ic32ih14iw14_oc32oh14ow14kh3kw3sh1sw1ph1pw1"));  // depthwise
 }
 
 TEST_CASE("im2col conv, NHWC, grouped: post-op chains, register tiles, K chunks, tile sizes") {

@@ -308,6 +308,9 @@ TEST_CASE("the guard stops probing past the profiling budget and keeps exact fam
   CHECK(lossy_nodes(sel) == 0);
   CHECK(sel.demoted == lossy_nodes(roomy->selection()));
   CHECK(sel.probes == 1);
+  CHECK(kiln::accuracy_summary(sel).find("1 probes, error not measured") != std::string::npos);
+  CHECK(kiln::accuracy_summary(roomy->selection()).find("added, 0 convs demoted") !=
+        std::string::npos);
   const Tensor x = normal_input(4);
   CHECK(rel_error(run(*tight, x), reference_output(m, x)) < 1e-4);
 }
