@@ -49,8 +49,8 @@ constexpr int64_t kMaxTensorElements = int64_t(1) << 32;
 // Constants and attribute lists may take at most this many times the file's bytes in memory
 // (+ external data, + kConstSlackBytes): widening is the only way a small file could become
 // large in memory. The widest widening of raw data sets it: int8 / uint8 (a QDQ model's
-// weights) kept as f32 (a quantized RegNetY-8GF, 40 MB, needs 150 MB; with 2 it did not load);
-// varint-packed int32 / int64 data and attribute lists (1 byte -> 8) stay bounded by it.
+// weights) kept as f32, 4 bytes per stored byte (bench/NOTES.md, session 25, "int8"); varint-
+// packed int32 / int64 data and attribute lists (1 byte -> 8) stay bounded by it.
 constexpr uint64_t kConstBytesPerFileByte = 4;
 constexpr uint64_t kConstSlackBytes = uint64_t(64) << 20;
 

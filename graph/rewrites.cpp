@@ -391,8 +391,8 @@ class GeluFuser : public Rewriter {
 // Rebuilds conv's weights and bias as w * mul[oc], b * mul[oc] + add[oc] (double precision).
 // The bias is a new constant; the weights stay as they are where mul is all ones, are scaled
 // in place where only this conv reads them and the tensor is exclusively its own (a pass made
-// it: MatMul -> Conv), and are a new constant otherwise (the originals may be shared). Fresh
-// pages cost 1.5-5 s per GiB on these VMs: ConvNeXt-T's copies took most of a warm load.
+// it: MatMul -> Conv), and are a new constant otherwise (the originals may be shared). Each
+// copy is fresh pages, the big cost of a load (bench/NOTES.md, "ConvNeXt-T's warm load").
 void rescale_conv(Graph& g, Node& conv, const std::vector<double>& mul,
                   const std::vector<double>& add, bool sole_reader) {
   const Tensor& w = *g.value(conv.inputs[1]).constant;
@@ -448,7 +448,7 @@ int fold_conv_affine(Graph& g) {
       continue;
     const int64_t m = g.value(conv.outputs[0]).shape[1];
     // The chain's per-channel functions composed (y * mul + add), then one rebuild of the
-    // weights (a copy per link cost ConvNeXt-T's load ~0.4 s in fresh pages).
+    // weights, not one copy per link.
     std::vector<double> mul(size_t(m), 1.0), add(size_t(m), 0.0);
     int links = 0;
     while (Node* u = r.sole_user(conv.outputs[0])) {

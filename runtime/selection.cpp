@@ -684,10 +684,10 @@ class Selector {
     }
     const auto t0 = Clock::now();
     const double budget = o_.accuracy_budget;
-    // A probe runs the whole plan on fresh memory: at a huge batch one takes seconds (batch
-    // 4096 of a small ResNet under ASan: 2-3 s each). Past the profiling budget the guard stops
-    // probing and keeps exact families only: never an unverified lossy conv, and at most about
-    // one probe beyond the budget.
+    // A probe runs the whole plan on fresh memory: at a huge batch one takes seconds
+    // (bench/NOTES.md, "The accuracy guard inside the profiling budget"). Past the profiling
+    // budget the guard stops probing and keeps exact families only: never an unverified lossy
+    // conv, and at most about one probe beyond the budget.
     auto over_time = [&] {
       if (ms_since(t0) <= budget_ms()) return false;
       log_info(

@@ -38,12 +38,12 @@ bool winograd_shape(const ConvProblem& p) {
 }
 
 // im2col: dense, or grouped with at least 48 output channels per group that are not whole
-// 16-channel vectors (a GEMM per group; NHWC): there im2col is 12-36% ahead of the grouped
-// family (RegNetY-8GF's 56, 168), which wastes the lanes of vectors straddling two groups.
-// Narrower groups run 15-100% faster on the grouped family (a GEMM one or two vectors wide
-// reuses each broadcast for one or two FMAs), and on whole-vector groups (48, 64, 112) the two
-// are within a few percent, im2col paying layout conversions in the network: not offered
-// (every offered label costs profiling at load; bench/NOTES.md, "grouped im2col").
+// 16-channel vectors (a GEMM per group; NHWC): there it beats the grouped family, which wastes
+// the lanes of vectors straddling two groups (RegNetY-8GF's 56). Narrower groups run faster on
+// the grouped family (a GEMM one or two vectors wide reuses each broadcast for one or two
+// FMAs), and on whole-vector groups the two tie, im2col paying layout conversions in the
+// network: not offered (every offered label costs profiling at load). Measurements:
+// bench/NOTES.md, "grouped im2col".
 bool im2col_shape(const ConvProblem& p) {
   if (dense(p)) return true;
   if (depthwise(p) || p.groups < 1 || p.ic % p.groups || p.oc % p.groups) return false;
