@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <list>
@@ -28,11 +29,15 @@ constexpr size_t kMapAt = size_t(64) << 10, kHuge = size_t(2) << 20;
 //   its size: a process that creates sessions again does not fault the same weights in again.
 //   The default keeps what GoogLeNet or ResNet-50 needs (75 MiB, ~200 MiB); KILN_KEEP_MIB
 //   trades that for memory given back to the system.
-// From 2 MiB a mapping is 2 MiB-aligned and marked for transparent huge pages once populated:
-// khugepaged may fold it into 2 MiB pages in the background (fewer TLB misses as kernels
-// stream weights). Asking before populating gets huge pages at once, but on one development
-// VM fresh huge pages now and then took hundreds of ms to populate; KILN_HUGE_PAGES=1 asks
-// first anyway (much faster first loads where huge pages come cheaply).
+// From 2 MiB a mapping is 2 MiB-aligned and backed by transparent huge pages where the system
+// gives them: kernels streaming packed weights larger than the caches miss the TLB on every
+// 4 KiB page, and in a virtual machine each miss walks two page tables (models whose weights
+// stream from memory ran up to 1.6x faster on huge pages: bench/NOTES.md, "huge pages"). By
+// default the mapping asks for huge pages before it is populated (which also populates it far
+// faster) until one such populate is slow (huge_pages_slow: one development VM now and then
+// stalled hundreds of ms compacting memory for them); from then on, in this process, mappings
+// are only marked for khugepaged after populating, which converts them in the background.
+// KILN_HUGE_PAGES=1 / 0 always / never asks first.
 struct Mapping {
   void* p;
   size_t len;
@@ -91,9 +96,25 @@ KeptMappings& kept() {
   return *k;
 }
 
+std::atomic<bool> g_huge_slow{false};  // a huge-page populate was slow: ask after populating
+
+// Whether a fresh huge mapping asks for huge pages before it is populated, and whether its
+// populate is timed (default mode).
+struct HugeAsk {
+  bool eager, timed;
+};
+HugeAsk huge_ask() {
+  const std::string v = env_value(EnvVar::huge_pages);
+  if (v == "1" || v == "0") return {v == "1", false};
+  const bool eager = !g_huge_slow.load(std::memory_order_relaxed);
+  return {eager, eager};
+}
+
 // A fresh mapping of len bytes (a multiple of kMapAt), its pages populated.
 Mapping map_fresh(size_t len) {
-  const bool huge = len >= kHuge, eager = huge && env_value(EnvVar::huge_pages) == "1";
+  const bool huge = len >= kHuge;
+  const HugeAsk ask = huge ? huge_ask() : HugeAsk{false, false};
+  const bool eager = ask.eager;
   const size_t extra = huge ? kHuge : 0;  // room to align to 2 MiB
   void* raw =
       ::mmap(nullptr, len + extra, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
@@ -110,8 +131,14 @@ Mapping map_fresh(size_t len) {
 #ifndef MADV_POPULATE_WRITE
 #define MADV_POPULATE_WRITE 23  // Linux 5.14
 #endif
+  const auto t0 = std::chrono::steady_clock::now();
   if (::madvise(p, len, MADV_POPULATE_WRITE) != 0)  // older kernels: touch every page
     for (size_t i = 0; i < len; i += 4096) static_cast<volatile char*>(p)[i] = 0;
+  if (ask.timed &&
+      huge_pages_slow(
+          len,
+          std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count()))
+    g_huge_slow.store(true, std::memory_order_relaxed);
   if (huge && !eager) ::madvise(p, len, MADV_HUGEPAGE);
   return {p, len};
 }
@@ -134,6 +161,14 @@ std::shared_ptr<void> alloc_mapped(size_t bytes) {
 }
 
 }  // namespace
+
+bool huge_pages_slow(size_t bytes, double ms) {
+  return ms > kSlowHugeMsPerMiB * double(bytes) / double(size_t(1) << 20);
+}
+
+bool huge_pages_eager() {
+  return huge_ask().eager;
+}
 
 std::shared_ptr<void> alloc_zeroed(size_t bytes) {
   bytes = std::max<size_t>(64, (bytes + 63) / 64 * 64);

@@ -201,9 +201,11 @@ std::unique_ptr<Session> Session::load(const SessionOptions& o, std::shared_ptr<
   }
   s->stats_.total_ms = ms_since(t0);
   const AllocStats mem1 = alloc_stats();  // other threads' loads count too
-  log_debug("large buffers: {:.1f} MiB fresh, {:.1f} MiB reused from earlier loads; {} page faults",
-            double(mem1.fresh - mem0.fresh) / 1048576, double(mem1.reused - mem0.reused) / 1048576,
-            minor_faults() - faults0);
+  log_debug(
+      "large buffers: {:.1f} MiB fresh, {:.1f} MiB reused from earlier loads; {} page faults; "
+      "huge pages {}",
+      double(mem1.fresh - mem0.fresh) / 1048576, double(mem1.reused - mem0.reused) / 1048576,
+      minor_faults() - faults0, huge_pages_eager() ? "asked for up front" : "left to khugepaged");
   return s;
 }
 

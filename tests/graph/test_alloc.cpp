@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <string>
 #include <vector>
 
 #include "graph/alloc.h"
@@ -63,6 +64,30 @@ TEST_CASE("alloc_zeroed: kept buffers stay within kept_limit()") {
   ::unsetenv("KILN_KEEP_MIB");
   snapshot_env();
   CHECK(kept_limit() == kDefaultKeptBytes);
+}
+
+// Huge pages: asked for before populating unless KILN_HUGE_PAGES=0, or (by default) once a
+// populate was slower than kSlowHugeMsPerMiB; huge buffers stay zeroed and aligned either way.
+TEST_CASE("alloc_zeroed: huge pages asked for up front unless told not to or found slow") {
+  CHECK_FALSE(huge_pages_slow(size_t(2) << 20, 1.0));
+  CHECK(huge_pages_slow(size_t(2) << 20, 2 * kSlowHugeMsPerMiB + 0.1));
+  CHECK_FALSE(huge_pages_slow(size_t(64) << 20, 60.0));  // 0.94 ms per MiB
+  CHECK(huge_pages_slow(size_t(64) << 20, 300.0));
+  for (const char* v : {"0", "1"}) {
+    ::setenv("KILN_HUGE_PAGES", v, 1);
+    snapshot_env();
+    CHECK(huge_pages_eager() == (v[0] == '1'));
+    auto p = alloc_zeroed((size_t(5) << 20) + 3);
+    REQUIRE(p);
+    CHECK(reinterpret_cast<uintptr_t>(p.get()) % (size_t(2) << 20) == 0);
+    CHECK(all_zero(p.get(), (size_t(5) << 20) + 3));
+  }
+  ::unsetenv("KILN_HUGE_PAGES");
+  snapshot_env();
+  // By default: up front, unless a populate in this process was already slow.
+  MESSAGE("huge pages by default in this process: ",
+          std::string(huge_pages_eager() ? "asked for up front"
+                                         : "left to khugepaged (a populate was slow)"));
 }
 
 }  // namespace
