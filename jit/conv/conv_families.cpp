@@ -29,9 +29,12 @@ bool one_by_one(const ConvProblem& p) {
 // Winograd: 3x3 stride 1, dense or grouped. Groups narrower than 24 channels on either side
 // are not offered: with 16 (RegNetX-400MF / 800MF) the transforms outweigh the GEMMs' savings
 // in the network, with 8 the zero weights of neighbouring groups (bench/NOTES.md, "grouped
-// Winograd"), and every offered label costs profiling at load.
+// Winograd"), and every offered label costs profiling at load. Dilated: where each phase (the
+// outputs d apart) has at least 4 rows and columns; on fewer (DeepLab's ASPP: d = 12..36 on
+// 28x28) most of the tiles and patches are padding the direct family skips.
 bool winograd_shape(const ConvProblem& p) {
-  if (p.kh != 3 || p.kw != 3 || p.sh != 1 || p.sw != 1 || p.dh != 1 || p.dw != 1) return false;
+  if (p.kh != 3 || p.kw != 3 || p.sh != 1 || p.sw != 1) return false;
+  if ((p.oh + p.dh - 1) / p.dh < 4 || (p.ow + p.dw - 1) / p.dw < 4) return p.dh == 1 && p.dw == 1;
   if (dense(p)) return true;
   if (depthwise(p) || p.groups < 1 || p.ic % p.groups || p.oc % p.groups) return false;
   return p.ic / p.groups >= 24 && p.oc / p.groups >= 24;

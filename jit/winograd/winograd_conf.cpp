@@ -76,9 +76,12 @@ WinoMatrices wino_matrices(int m) {
 }
 
 std::string WinoConf::blocking_str() const {
-  return "t" + std::to_string(tpg) + "mr" + std::to_string(mr) + "nr" + std::to_string(nr) +
-         (slices > 1 ? "s" + std::to_string(slice) : "") +
-         (k_chunks(k_max()) > 1 ? "kc" + std::to_string(kc) : "");
+  std::string s = "t" + std::to_string(tpg) + "mr" + std::to_string(mr) + "nr" +
+                  std::to_string(nr) + (slices > 1 ? "s" + std::to_string(slice) : "") +
+                  (k_chunks(k_max()) > 1 ? "kc" + std::to_string(kc) : "");
+  if (p.dh > 1 || p.dw > 1)
+    s.append("d").append(std::to_string(p.dh)).append("x").append(std::to_string(p.dw));
+  return s;
 }
 
 std::pair<int64_t, int64_t> WinoConf::chunk_blocks(int64_t c0, int64_t c1) const {
@@ -105,7 +108,7 @@ ConfOr<WinoConf> init_wino_conf(const ConvProblem& p, const ConvImpl& impl, Isa 
     return R::no("groups do not divide the channels");
   if (p.kh != 3 || p.kw != 3) return R::no("winograd needs a 3x3 kernel");
   if (p.sh != 1 || p.sw != 1) return R::no("winograd needs stride 1");
-  if (p.dh != 1 || p.dw != 1) return R::no("winograd needs dilation 1");
+  if (p.dh < 1 || p.dw < 1) return R::no("winograd: dilation below 1");
   // The transforms load and store one channel-block vector per pixel, and the output
   // transform stores whole vectors: both sides must be the isa's blocked layout.
   if (impl.src != impl.dst) return R::no("winograd needs src and dst in the same layout");
@@ -125,10 +128,8 @@ ConfOr<WinoConf> init_wino_conf(const ConvProblem& p, const ConvImpl& impl, Isa 
   c.a2 = c.alpha * c.alpha;
   c.icb = (p.ic + c.simd - 1) / c.simd;
   c.ocb = (p.oc + c.simd - 1) / c.simd;
-  c.tiles_h = (p.oh + c.m - 1) / c.m;
-  c.tiles_w = (p.ow + c.m - 1) / c.m;
-  c.rem_h = int(p.oh - (c.tiles_h - 1) * c.m);
-  c.rem_w = int(p.ow - (c.tiles_w - 1) * c.m);
+  c.tiles_h = ((p.oh + p.dh - 1) / p.dh + c.m - 1) / c.m;
+  c.tiles_w = ((p.ow + p.dw - 1) / p.dw + c.m - 1) / c.m;
   const int64_t icg = p.ic / p.groups, ocg = p.oc / p.groups;
 
   // Oc vectors per register block (= per chunk): 64 channels on AVX-512, 16 on AVX2. Grouped:

@@ -15,6 +15,7 @@
 //      the input channels cut into L1-sized K chunks of `kc`;
 //   3. per tile and chunk, the output transform A^T M A, the fused epilogue and the store of
 //      the tile's valid pixels (right/bottom tiles may be partial).
+// Dilated convs (DeepLab's backbones: d = 2, 4) run as their d_h x d_w phases (WinoConf).
 // Grouped convs: a chunk's GEMM runs over the input channels of the conv groups its output
 // channels belong to (its columns of V: whole vectors from the first group's, clamped to ic),
 // U holding zeros where an output channel's own group does not reach; the transforms are the
@@ -43,13 +44,25 @@ struct WinoConf {
   int simd = 16;
   Layout layout = Layout::nChw16c;  // src and dst
 
-  int m = 4;                         // output tile (2 or 4)
-  int alpha = 6;                     // input patch, m + 2
-  int a2 = 36;                       // alpha^2: number of GEMMs
-  int64_t icb = 0;                   // input-channel vectors (ic rounded up / simd)
-  int64_t ocb = 0;                   // output-channel vectors
-  int64_t tiles_h = 0, tiles_w = 0;  // tile grid of one image
-  int rem_h = 0, rem_w = 0;          // valid rows / columns of the last tile row / column
+  int m = 4;        // output tile (2 or 4)
+  int alpha = 6;    // input patch, m + 2
+  int a2 = 36;      // alpha^2: number of GEMMs
+  int64_t icb = 0;  // input-channel vectors (ic rounded up / simd)
+  int64_t ocb = 0;  // output-channel vectors
+  // Dilation d: the output splits into d_h x d_w phases (rows a, a + d_h, ..., columns b,
+  // b + d_w, ...), each an undilated 3x3 conv over the input pixels of the same phase; a tile
+  // is m x m outputs of one phase, its patch alpha x alpha inputs d apart. The tile grid of a
+  // phase: that of the largest one (phase 0); tiles past a smaller phase's last row store
+  // nothing. d = 1: one phase, the plain tile grid.
+  int64_t tiles_h = 0, tiles_w = 0;  // tile grid of one phase
+  int64_t phase_tiles() const { return tiles_h * tiles_w; }
+  int64_t image_tiles() const { return p.dh * p.dw * phase_tiles(); }
+  // Valid output rows (columns) of tile row (column) t of phase a: 0 .. m.
+  int valid_rows(int64_t a, int64_t t) const { return valid(p.oh, p.dh, a, t); }
+  int valid_cols(int64_t b, int64_t t) const { return valid(p.ow, p.dw, b, t); }
+  int valid(int64_t o, int64_t d, int64_t a, int64_t t) const {
+    return int(std::clamp<int64_t>((o - a + d - 1) / d - t * m, 0, m));
+  }
 
   int64_t tpg = 0;  // tiles per group (the last group may have fewer)
   int64_t groups = 0;
@@ -67,7 +80,7 @@ struct WinoConf {
   // while every register block of the group uses them; >= a chunk's K: no split.
   int64_t kc = 0;
 
-  int64_t tiles_total() const { return p.n * tiles_h * tiles_w; }
+  int64_t tiles_total() const { return p.n * image_tiles(); }
   int64_t kernel_tiles() const { return groups * slices; }
   int64_t last_group_tiles() const { return tiles_total() - (groups - 1) * tpg; }
   int chunk_vectors(int64_t c) const { return c == chunks - 1 ? nr_last : nr; }

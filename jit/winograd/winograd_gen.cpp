@@ -55,8 +55,11 @@ struct Regs1d {
 // ---------------------------------------------------------------------------------------
 // Input transform
 
-WinoInputGen::WinoInputGen(const WinoConf& c, const std::string& name)
-    : JitGenerator(name, 16384 + size_t(c.a2) * 200), c_(c), consts_(*this, c.isa) {}
+WinoInputGen::WinoInputGen(const WinoConf& c, int64_t col_pixels, const std::string& name)
+    : JitGenerator(name, 16384 + size_t(c.a2) * 200),
+      c_(c),
+      col_pixels_(col_pixels),
+      consts_(*this, c.isa) {}
 
 // B^T d on the registers in[0..alpha) into out[0..alpha); registers 6..9 (m = 4) are scratch.
 // The shared sub-expressions are those of the points 0, +-1, +-2 (winograd_conf.cpp kBt4).
@@ -100,7 +103,7 @@ void WinoInputGen::generate() {
     // Pass 1: each patch row y -> X[y][i] (in tmp).
     mov(row, src);
     for (int y = 0; y < A; ++y) {
-      for (int x = 0; x < A; ++x) vmovups(vreg(c_.isa, in[x]), ptr[row + x * vb]);
+      for (int x = 0; x < A; ++x) vmovups(vreg(c_.isa, in[x]), ptr[row + x * col_pixels_ * vb]);
       transform_1d(in, out);
       for (int i = 0; i < A; ++i) vmovups(ptr[tmp + (y * A + i) * vb], vreg(c_.isa, out[i]));
       if (y + 1 < A) add(row, rs);
@@ -312,7 +315,7 @@ void WinoOutputGen::generate() {
       for (int y = 0; y < A; ++y) vmovups(vreg(c_.isa, in[y]), ptr[tmp + (y * m + x) * vb]);
       transform_1d(in, out);
       for (int r = 0; r < vh_; ++r) {
-        const int64_t disp = (int64_t(r) * c_.p.ow + x) * vb + j * ocb_bytes;
+        const int64_t disp = (r * c_.p.dh * c_.p.ow + x * c_.p.dw) * vb + j * ocb_bytes;
         if (!epi_->empty()) {
           EpilogueAddressing ea{this, abi_param1, epi_a, epi_b, dst, disp, j * vb};
           epi_->apply(out[r], temps, ea.operands(), lane_tail);

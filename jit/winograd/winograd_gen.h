@@ -16,8 +16,9 @@
 namespace kiln::convjit {
 
 // Input transform of one tile, `blocks` consecutive input-channel blocks: reads the alpha x
-// alpha patch (pixel stride simd floats; row and block strides given, so the same code reads
-// the image or a zero-padded patch copy) and writes V[xi][tile][ic] (xi stride conf.v_xi()).
+// alpha patch (column stride fixed by the generator: the dilation's in the image, 1 pixel in
+// a zero-padded patch copy; row and block strides given) and writes V[xi][tile][ic] (xi
+// stride conf.v_xi()).
 struct WinoInArgs {
   const float* src = nullptr;  // top-left pixel of the patch, first channel block
   float* v = nullptr;          // V + tile * v_row() at the first block's channels
@@ -40,7 +41,7 @@ struct WinoGemmArgs {
 
 // Output transform of one tile and one chunk. `c` is read by the shared epilogue addressing:
 // c.src = M + tile * m_row(), c.dst = the tile's top-left output pixel at the chunk's first
-// channel, c.bias and c.post at the chunk's first channel.
+// channel (its pixels the dilation apart), c.bias and c.post at the chunk's first channel.
 struct WinoOutArgs {
   ConvCallArgs c;
   float* tmp = nullptr;  // tmp_floats() of scratch
@@ -48,13 +49,15 @@ struct WinoOutArgs {
 
 class WinoInputGen : public JitGenerator {
  public:
-  WinoInputGen(const WinoConf& c, const std::string& name);
+  // col_pixels: pixels between patch columns.
+  WinoInputGen(const WinoConf& c, int64_t col_pixels, const std::string& name);
 
  private:
   void generate() override;
   void transform_1d(const int* in, const int* out);  // B^T on alpha registers
 
   WinoConf c_;
+  int64_t col_pixels_;
   VecConsts consts_;
 };
 

@@ -36,7 +36,11 @@ class WinoKernel : public Kernel {
         bias_(pack_bias(bias ? bias->data<float>() : nullptr, c.p.oc, c.ocb * c.simd)) {
     pack_weights(ModelFloats(w));
     // Each generator's role is its name's suffix.
-    in_ = shared_generator<WinoInputGen>(code_key, "_in", c, name_ + "_in");
+    in_ = shared_generator<WinoInputGen>(code_key, "_in", c, c.p.dw, name_ + "_in");
+    // Patches copied with their padding have adjacent pixels (the same code without dilation).
+    in_patch_ = c.p.dw == 1 ? in_
+                            : shared_generator<WinoInputGen>(code_key, "_in_patch", c, int64_t(1),
+                                                             name_ + "_in_patch");
     // GEMM code per (chunk vectors, tail tiles, K) that occurs; each chunk's for full groups
     // and for the last group.
     const int64_t tails[2] = {c.tpg % c.mr, c.last_group_tiles() % c.mr};
@@ -52,17 +56,21 @@ class WinoKernel : public Kernel {
       }
     for (int64_t sl = 0; sl < c.slices; ++sl)
       slice_blocks_.push_back(c.chunk_blocks(sl * c.slice, std::min(c.chunks, (sl + 1) * c.slice)));
-    // Output code per (full / last tile row, full / last tile column, chunk kind).
-    for (int hi = 0; hi < 2; ++hi)
-      for (int wi = 0; wi < 2; ++wi)
+    // Output code per (valid rows, valid columns, chunk kind) that occurs: full tiles, and
+    // each phase's last tile row / column.
+    std::vector<char> vhs(size_t(c.m) + 1), vws(size_t(c.m) + 1);
+    for (int64_t a = 0; a < c.p.dh; ++a)
+      for (int64_t t : {int64_t(0), c.tiles_h - 1}) vhs[size_t(c.valid_rows(a, t))] = 1;
+    for (int64_t b = 0; b < c.p.dw; ++b)
+      for (int64_t t : {int64_t(0), c.tiles_w - 1}) vws[size_t(c.valid_cols(b, t))] = 1;
+    for (int vh = 1; vh <= c.m; ++vh)
+      for (int vw = 1; vw <= c.m; ++vw)
         for (int last = 0; last < 2; ++last) {
-          const int vh = hi ? c.rem_h : c.m, vw = wi ? c.rem_w : c.m;
-          if (!occurs(hi, c.tiles_h, c.rem_h) || !occurs(wi, c.tiles_w, c.rem_w)) continue;
-          if (!last && c.chunks == 1) continue;
+          if (!vhs[size_t(vh)] || !vws[size_t(vw)] || (!last && c.chunks == 1)) continue;
           const int nv = last ? c.nr_last : c.nr;
           const std::string role =
               "_out_h" + std::to_string(vh) + "w" + std::to_string(vw) + (last ? "_last" : "");
-          out_[hi][wi][last] = shared_generator<WinoOutputGen>(code_key, role, c, nv, bool(last),
+          out_[vh][vw][last] = shared_generator<WinoOutputGen>(code_key, role, c, nv, bool(last),
                                                                vh, vw, name_ + role);
         }
     // Scratch: V, M, one zero-padded patch, the two transforms' pass-1 buffers, the flags of
@@ -131,56 +139,65 @@ class WinoKernel : public Kernel {
   }
 
  private:
-  // Whether tiles of kind `last` (0: m valid rows/columns, 1: the partial last one) exist.
-  bool occurs(int last, int64_t tiles, int rem) const {
-    return last ? rem < c_.m : tiles > 1 || rem == c_.m;
+  // Where tile q of the batch lies: its image, phase (a, b) and tile row / column there.
+  struct TilePos {
+    int64_t img, a, b, ty, tx;
+  };
+  TilePos tile_pos(int64_t q) const {
+    const int64_t r = q % c_.image_tiles(), ph = r / c_.phase_tiles(), t = r % c_.phase_tiles();
+    return {q / c_.image_tiles(), ph / c_.p.dw, ph % c_.p.dw, t / c_.tiles_w, t % c_.tiles_w};
   }
 
   // Tiles [q0, q0 + cnt), input blocks [ib0, ib1).
   void input_transform(const float* src, int64_t q0, int64_t cnt, int64_t ib0, int64_t ib1,
                        float* s) const {
     const ConvProblem& p = c_.p;
-    const int64_t S = c_.simd, A = c_.alpha, per_img = c_.tiles_h * c_.tiles_w;
+    const int64_t S = c_.simd, A = c_.alpha, dh = p.dh, dw = p.dw;
     const int64_t img_floats = c_.icb * S * p.ih * p.iw;
     float* patch = s + patch_off_;
     using Fn = void (*)(const WinoInArgs*);
-    const Fn fn = in_->fn<Fn>();
+    const Fn fn = in_->fn<Fn>(), fn_patch = in_patch_->fn<Fn>();
     for (int64_t i = 0; i < cnt; ++i) {
-      const int64_t q = q0 + i, img = q / per_img, ty = q % per_img / c_.tiles_w,
-                    tx = q % c_.tiles_w;
-      const int64_t iy0 = ty * c_.m - p.pt, ix0 = tx * c_.m - p.pl;
-      const float* im = src + img * img_floats + ib0 * S * p.ih * p.iw;
+      const TilePos t = tile_pos(q0 + i);
+      // The patch: rows iy0 + dh * y, columns ix0 + dw * x (y, x < alpha).
+      const int64_t iy0 = t.a + t.ty * c_.m * dh - p.pt, ix0 = t.b + t.tx * c_.m * dw - p.pl;
+      const float* im = src + t.img * img_floats + ib0 * S * p.ih * p.iw;
       WinoInArgs a;
       a.v = s + v_off_ + i * c_.v_row() + ib0 * S;
       a.tmp = s + tin_off_;
       a.blocks = ib1 - ib0;
-      if (iy0 >= 0 && ix0 >= 0 && iy0 + A <= p.ih && ix0 + A <= p.iw) {
+      if (iy0 >= 0 && ix0 >= 0 && iy0 + (A - 1) * dh < p.ih && ix0 + (A - 1) * dw < p.iw) {
         a.src = im + (iy0 * p.iw + ix0) * S;
-        a.row_bytes = p.iw * S * 4;
+        a.row_bytes = dh * p.iw * S * 4;
         a.icb_bytes = p.ih * p.iw * S * 4;
-      } else {
-        // The patch touches padding or lies past the image: copy it with zeros around.
-        // Valid columns [x0, x1) of the patch: one contiguous run of pixels per row.
-        const int64_t x0 = std::clamp<int64_t>(-ix0, 0, A),
-                      x1 = std::clamp<int64_t>(p.iw - ix0, x0, A);
-        for (int64_t cb = 0; cb < a.blocks; ++cb)
-          for (int64_t y = 0; y < A; ++y) {
-            float* d = patch + (cb * A + y) * A * S;
-            const int64_t iy = iy0 + y;
-            if (iy < 0 || iy >= p.ih || x0 == x1) {
-              std::memset(d, 0, size_t(A * S) * 4);
-              continue;
-            }
-            std::memset(d, 0, size_t(x0 * S) * 4);
-            std::memcpy(d + x0 * S, im + ((cb * p.ih + iy) * p.iw + ix0 + x0) * S,
-                        size_t((x1 - x0) * S) * 4);
-            std::memset(d + x1 * S, 0, size_t((A - x1) * S) * 4);
-          }
-        a.src = patch;
-        a.row_bytes = A * S * 4;
-        a.icb_bytes = A * A * S * 4;
+        fn(&a);
+        continue;
       }
-      fn(&a);
+      // The patch touches padding or lies past the image: copy it with zeros around.
+      // Valid columns [x0, x1) of the patch (0 <= ix0 + dw * x < iw).
+      const int64_t x0 = std::clamp<int64_t>((-ix0 + dw - 1) / dw, 0, A),
+                    x1 = std::clamp<int64_t>((p.iw - ix0 + dw - 1) / dw, x0, A);
+      for (int64_t cb = 0; cb < a.blocks; ++cb)
+        for (int64_t y = 0; y < A; ++y) {
+          float* d = patch + (cb * A + y) * A * S;
+          const int64_t iy = iy0 + y * dh;
+          if (iy < 0 || iy >= p.ih || x0 == x1) {
+            std::memset(d, 0, size_t(A * S) * 4);
+            continue;
+          }
+          std::memset(d, 0, size_t(x0 * S) * 4);
+          const float* first = im + ((cb * p.ih + iy) * p.iw + ix0 + x0 * dw) * S;  // x0's
+          if (dw == 1)
+            std::memcpy(d + x0 * S, first, size_t((x1 - x0) * S) * 4);
+          else
+            for (int64_t x = x0; x < x1; ++x)
+              std::memcpy(d + x * S, first + (x - x0) * dw * S, size_t(S) * 4);
+          std::memset(d + x1 * S, 0, size_t((A - x1) * S) * 4);
+        }
+      a.src = patch;
+      a.row_bytes = A * S * 4;
+      a.icb_bytes = A * A * S * 4;
+      fn_patch(&a);
     }
   }
 
@@ -188,7 +205,7 @@ class WinoKernel : public Kernel {
   void output_transform(float* dst, const ConvCallArgs& base, int64_t q0, int64_t cnt, int64_t ch,
                         int64_t m_col, float* s) const {
     const ConvProblem& p = c_.p;
-    const int64_t S = c_.simd, per_img = c_.tiles_h * c_.tiles_w;
+    const int64_t S = c_.simd;
     const int64_t oc0 = ch * c_.nr * S;
     const int last = ch == c_.chunks - 1 ? 1 : 0;
     WinoOutArgs a;
@@ -198,14 +215,13 @@ class WinoKernel : public Kernel {
     a.tmp = s + tout_off_;
     using Fn = void (*)(const WinoOutArgs*);
     for (int64_t i = 0; i < cnt; ++i) {
-      const int64_t q = q0 + i, img = q / per_img, ty = q % per_img / c_.tiles_w,
-                    tx = q % c_.tiles_w;
+      const TilePos t = tile_pos(q0 + i);
+      const int vh = c_.valid_rows(t.a, t.ty), vw = c_.valid_cols(t.b, t.tx);
+      if (!vh || !vw) continue;  // past a smaller phase's last row / column
       a.c.src = s + m_off_ + i * c_.m_row() + m_col;
-      a.c.dst = dst + img * c_.ocb * S * p.oh * p.ow + oc0 * p.oh * p.ow +
-                (ty * c_.m * p.ow + tx * c_.m) * S;
-      const int hi = ty == c_.tiles_h - 1 && c_.rem_h < c_.m ? 1 : 0;
-      const int wi = tx == c_.tiles_w - 1 && c_.rem_w < c_.m ? 1 : 0;
-      out_[hi][wi][last]->fn<Fn>()(&a);
+      a.c.dst = dst + t.img * c_.ocb * S * p.oh * p.ow + oc0 * p.oh * p.ow +
+                ((t.a + t.ty * c_.m * p.dh) * p.ow + t.b + t.tx * c_.m * p.dw) * S;
+      out_[vh][vw][last]->fn<Fn>()(&a);
     }
   }
 
@@ -272,14 +288,14 @@ class WinoKernel : public Kernel {
   std::vector<float> bias_;
   std::shared_ptr<void> u_;  // float
   float* u() const { return static_cast<float*>(u_.get()); }
-  std::shared_ptr<const WinoInputGen> in_;
+  std::shared_ptr<const WinoInputGen> in_, in_patch_;  // image / padded patch copy
   // GEMM code by (chunk vectors, tail tiles, K); each chunk's function for full groups [0]
   // and the last group [1].
   using GemmFn = void (*)(const WinoGemmArgs*);
   std::map<std::tuple<int, int, int64_t>, std::shared_ptr<const WinoGemmGen>> gemm_;
   std::vector<GemmFn> gemm_fn_[2];
   std::vector<std::pair<int64_t, int64_t>> slice_blocks_;  // input blocks each slice reads
-  std::shared_ptr<const WinoOutputGen> out_[2][2][2];
+  std::shared_ptr<const WinoOutputGen> out_[5][5][2];      // [valid rows][valid columns][last]
   int64_t v_off_ = 0, m_off_ = 0, patch_off_ = 0, tin_off_ = 0, tout_off_ = 0, have_off_ = 0;
   int64_t scratch_floats_ = 0;
 };

@@ -4,6 +4,7 @@
 // threads running one kernel at once; and the measured error on ResNet-50 / VGG-16-like layers.
 #include <thread>
 
+#include "jit/conv/conv_families.h"
 #include "jit/winograd/winograd_conf.h"
 #include "jit/winograd/winograd_kernel.h"
 #include "shapes/shape_list.h"
@@ -194,6 +195,51 @@ TEST_CASE("winograd conv on grouped convs") {
   }
 }
 
+// Dilated convs run as d_h x d_w phases (WinoConf): phases of unequal size, several tile
+// groups and oc chunks across the phases of two images, post-ops with a residual read at the
+// dilated pixels, grouped; and the family is offered only where each phase has 4 rows and
+// columns (tests/shapes/winograd.txt has more dilated shapes).
+TEST_CASE("winograd conv on dilated convs") {
+  uint64_t seed = 1280;
+  const std::vector<std::pair<std::string, std::vector<PostOp>>> shapes = {
+      {"mb2ic48ih29iw30_oc72oh29ow30kh3kw3sh1sw1dh2dw2ph2pw2",
+       chain({op(K::scale_shift), op(K::add), op(K::relu)})},
+      {"ic64ih28iw28_oc64oh28ow28kh3kw3sh1sw1dh4dw4ph4pw4", chain({op(K::add)})},
+      {"g2ic48ih14iw14_oc48oh14ow14kh3kw3sh1sw1dh2dw2ph2pw2", {}},
+      {"ic24ih13iw18_oc32oh13ow10kh3kw3sh1sw1dh1dw4ph1pw0", chain({op(K::relu)})},
+  };
+  for (Isa isa : isas())
+    for (int m : {2, 4})
+      for (const auto& shape : shapes) {
+        const ConvProblem p = problem(shape.first, shape.second);
+        auto c = convjit::init_wino_conf(p, wino(m, isa), isa);
+        REQUIRE_MESSAGE(c, c.reason);
+        INFO("problem " << shape.first << " blocking " << c.conf->blocking_str());
+        CHECK(c.conf->image_tiles() == p.dh * p.dw * c.conf->tiles_h * c.conf->tiles_w);
+        check_wino(p, wino(m, isa), isa, seed++);
+      }
+  const ConvFamilyRow& w4 = conv_family(ConvFamily::winograd4);
+  auto dilated = [](int64_t hw, int64_t d) {
+    return problem({.ic = 64,
+                    .ih = hw,
+                    .iw = hw,
+                    .oc = 64,
+                    .kh = 3,
+                    .kw = 3,
+                    .pt = d,
+                    .pl = d,
+                    .pb = d,
+                    .pr = d,
+                    .dh = d,
+                    .dw = d});
+  };
+  CHECK(w4.offered(dilated(28, 2)));
+  CHECK(w4.offered(dilated(28, 8)));         // phases of 4 and 3 rows: the largest has 4
+  CHECK_FALSE(w4.offered(dilated(28, 10)));  // phases of 3 rows
+  CHECK_FALSE(w4.offered(dilated(28, 12)));  // DeepLab's ASPP
+  CHECK(w4.offered(dilated(3, 1)));          // undilated: any size
+}
+
 TEST_CASE("winograd conv with fused post-op chains") {
   uint64_t seed = 1300;
   const std::vector<std::vector<PostOp>> chains = {
@@ -228,9 +274,6 @@ TEST_CASE("winograd conv says why it does not apply") {
   s = pad(base, 2, 2, 2, 2);
   s.kh = s.kw = 5;
   CHECK(reason(problem(s), wino(2, isa), isa).find("3x3 kernel") != std::string::npos);
-  s = pad(base, 2, 2, 2, 2);
-  s.dh = s.dw = 2;
-  CHECK(reason(problem(s), wino(4, isa), isa).find("dilation 1") != std::string::npos);
   ConvProblem g = problem(base);
   g.groups = 3;
   // (the operands are made for groups 1, so ask the conf: create_conv_kernel checks them first)
