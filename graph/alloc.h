@@ -26,9 +26,10 @@ AllocStats alloc_stats();
 // Whether fresh mappings from 2 MiB ask for huge pages before they are populated (see
 // graph/alloc.cpp): KILN_HUGE_PAGES=1 / 0, else yes until a populate was slow.
 bool huge_pages_eager();
-// A populate of `bytes` that took `ms` is slow: dearer than populating 4 KiB pages costs on the
-// VMs measured (bench/NOTES.md, "fresh memory"), so huge pages gain nothing at load there.
-constexpr double kSlowHugeMsPerMiB = 2.0;
+// A populate of `bytes` that took `ms` is slow: several times what populating 4 KiB pages
+// costs even on a busy host (where fresh memory of either size pays the hypervisor's backing;
+// bench/NOTES.md, "huge pages"), i.e. the guest stalled compacting memory for huge pages.
+constexpr double kSlowHugeMsPerMiB = 10.0;
 bool huge_pages_slow(size_t bytes, double ms);
 
 }  // namespace kiln
