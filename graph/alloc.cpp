@@ -31,8 +31,8 @@ constexpr size_t kMapAt = size_t(64) << 10, kHuge = size_t(2) << 20;
 //   trades that for memory given back to the system.
 // From 2 MiB a mapping is 2 MiB-aligned and backed by transparent huge pages where the system
 // gives them: kernels streaming packed weights larger than the caches miss the TLB on every
-// 4 KiB page, and in a virtual machine each miss walks two page tables (models whose weights
-// stream from memory ran up to 1.6x faster on huge pages: bench/NOTES.md, "huge pages"). By
+// 4 KiB page, and in a virtual machine each miss walks two page tables (weight-heavy models ran
+// much faster on huge pages: bench/NOTES.md, "Huge pages by default"). By
 // default the mapping asks for huge pages before it is populated (which also populates it far
 // faster) until one such populate is slow (huge_pages_slow: one development VM now and then
 // stalled hundreds of ms compacting memory for them); from then on, in this process, mappings

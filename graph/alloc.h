@@ -28,7 +28,8 @@ AllocStats alloc_stats();
 bool huge_pages_eager();
 // A populate of `bytes` that took `ms` is slow: several times what populating 4 KiB pages
 // costs even on a busy host (where fresh memory of either size pays the hypervisor's backing;
-// bench/NOTES.md, "huge pages"), i.e. the guest stalled compacting memory for huge pages.
+// bench/NOTES.md, "Huge pages by default"), i.e. the guest stalled compacting memory for huge
+// pages.
 constexpr double kSlowHugeMsPerMiB = 10.0;
 bool huge_pages_slow(size_t bytes, double ms);
 
