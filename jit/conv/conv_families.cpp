@@ -34,7 +34,8 @@ bool one_by_one(const ConvProblem& p) {
 // 28x28) most of the tiles and patches are padding the direct family skips.
 bool winograd_shape(const ConvProblem& p) {
   if (p.kh != 3 || p.kw != 3 || p.sh != 1 || p.sw != 1) return false;
-  if ((p.oh + p.dh - 1) / p.dh < 4 || (p.ow + p.dw - 1) / p.dw < 4) return p.dh == 1 && p.dw == 1;
+  const bool dilated = p.dh != 1 || p.dw != 1;
+  if (dilated && ((p.oh + p.dh - 1) / p.dh < 4 || (p.ow + p.dw - 1) / p.dw < 4)) return false;
   if (dense(p)) return true;
   if (depthwise(p) || p.groups < 1 || p.ic % p.groups || p.oc % p.groups) return false;
   return p.ic / p.groups >= 24 && p.oc / p.groups >= 24;

@@ -238,6 +238,9 @@ TEST_CASE("winograd conv on dilated convs") {
   CHECK_FALSE(w4.offered(dilated(28, 10)));  // phases of 3 rows
   CHECK_FALSE(w4.offered(dilated(28, 12)));  // DeepLab's ASPP
   CHECK(w4.offered(dilated(3, 1)));          // undilated: any size
+  ConvProblem dw3 = dilated(3, 1);           // ... but never depthwise, whatever its size
+  dw3.groups = dw3.ic;
+  CHECK_FALSE(w4.offered(dw3));
 }
 
 TEST_CASE("winograd conv with fused post-op chains") {
