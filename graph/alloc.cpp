@@ -114,7 +114,6 @@ HugeAsk huge_ask() {
 Mapping map_fresh(size_t len) {
   const bool huge = len >= kHuge;
   const HugeAsk ask = huge ? huge_ask() : HugeAsk{false, false};
-  const bool eager = ask.eager;
   const size_t extra = huge ? kHuge : 0;  // room to align to 2 MiB
   void* raw =
       ::mmap(nullptr, len + extra, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
@@ -127,7 +126,7 @@ Mapping map_fresh(size_t len) {
     if (kHuge - head) ::munmap(reinterpret_cast<void*>(at + len), kHuge - head);
     p = reinterpret_cast<void*>(at);
   }
-  if (eager) ::madvise(p, len, MADV_HUGEPAGE);
+  if (ask.eager) ::madvise(p, len, MADV_HUGEPAGE);
 #ifndef MADV_POPULATE_WRITE
 #define MADV_POPULATE_WRITE 23  // Linux 5.14
 #endif
@@ -139,7 +138,7 @@ Mapping map_fresh(size_t len) {
           len,
           std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count()))
     g_huge_slow.store(true, std::memory_order_relaxed);
-  if (huge && !eager) ::madvise(p, len, MADV_HUGEPAGE);
+  if (huge && !ask.eager) ::madvise(p, len, MADV_HUGEPAGE);
   return {p, len};
 }
 

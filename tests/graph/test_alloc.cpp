@@ -71,7 +71,7 @@ TEST_CASE("alloc_zeroed: kept buffers stay within kept_limit()") {
 TEST_CASE("alloc_zeroed: huge pages asked for up front unless told not to or found slow") {
   CHECK_FALSE(huge_pages_slow(size_t(2) << 20, 1.0));
   CHECK(huge_pages_slow(size_t(2) << 20, 2 * kSlowHugeMsPerMiB + 0.1));
-  CHECK_FALSE(huge_pages_slow(size_t(64) << 20, 320.0));  // 5 ms per MiB: a busy host
+  CHECK_FALSE(huge_pages_slow(size_t(64) << 20, 320.0));  // under the bound: a busy host
   CHECK(huge_pages_slow(size_t(64) << 20, 1000.0));
   for (const char* v : {"0", "1"}) {
     ::setenv("KILN_HUGE_PAGES", v, 1);
