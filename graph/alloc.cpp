@@ -4,13 +4,13 @@
 
 #include <algorithm>
 #include <atomic>
-#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <list>
 #include <mutex>
 #include <string>
 
+#include "graph/clock.h"
 #include "graph/env.h"
 #include "graph/error.h"
 
@@ -130,13 +130,10 @@ Mapping map_fresh(size_t len) {
 #ifndef MADV_POPULATE_WRITE
 #define MADV_POPULATE_WRITE 23  // Linux 5.14
 #endif
-  const auto t0 = std::chrono::steady_clock::now();
+  const auto t0 = Clock::now();
   if (::madvise(p, len, MADV_POPULATE_WRITE) != 0)  // older kernels: touch every page
     for (size_t i = 0; i < len; i += 4096) static_cast<volatile char*>(p)[i] = 0;
-  if (ask.timed &&
-      huge_pages_slow(
-          len,
-          std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count()))
+  if (ask.timed && huge_pages_slow(len, ms_since(t0)))
     g_huge_slow.store(true, std::memory_order_relaxed);
   if (huge && !ask.eager) ::madvise(p, len, MADV_HUGEPAGE);
   return {p, len};

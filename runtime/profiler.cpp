@@ -5,7 +5,6 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <random>
@@ -62,9 +61,7 @@ float* Profiler::scratch(size_t slot, int64_t bytes) {
     bufs_[slot] = std::static_pointer_cast<float>(mem);
     sizes_[slot] = int64_t(n);
     // The rate fresh memory comes at on this machine (big buffers only: small ones are noise).
-    if (n >= (size_t(16) << 20))
-      fill_ms_per_byte_ =
-          std::chrono::duration<double, std::milli>(Clock::now() - t0).count() / double(n);
+    if (n >= (size_t(16) << 20)) fill_ms_per_byte_ = ms_since(t0) / double(n);
   }
   return bufs_[slot].get();
 }
@@ -124,7 +121,7 @@ double Profiler::time_once(const Kernel& k, const KernelArgs& a, const std::vect
   if (!evict_first.empty()) evict(evict_first);
   const auto t0 = Clock::now();
   run_chunks(k, a, chunks);
-  return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+  return ms_since(t0);
 }
 
 double Profiler::time_kernel(const Kernel& k, const std::vector<int64_t>& src_bytes,
@@ -195,7 +192,7 @@ double Profiler::time_kernel(const Kernel& k, const std::vector<int64_t>& src_by
     const int reps = Clock::now() >= deadline_ ? 0 : first > budget_.max_ms ? 1 : budget_.max_reps;
     for (int r = 0; r < reps; ++r) {
       t.push_back(time_once(k, a, sample, evict_first));
-      const double spent = std::chrono::duration<double, std::milli>(Clock::now() - start).count();
+      const double spent = ms_since(start);
       if (int(t.size()) >= budget_.min_reps && spent > budget_.max_ms) break;
       if (Clock::now() >= deadline_) break;
     }

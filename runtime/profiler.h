@@ -8,10 +8,10 @@
 
 #include <tbb/task_arena.h>
 
-#include <chrono>
 #include <memory>
 #include <vector>
 
+#include "graph/clock.h"
 #include "graph/ir.h"
 #include "jit/cpu.h"
 #include "jit/kernel.h"
@@ -57,7 +57,6 @@ class Profiler {
   void set_cold_weights(bool cold) { cold_weights_ = cold; }
   bool cold_weights() const { return cold_weights_; }
 
-  using Clock = std::chrono::steady_clock;
   void set_deadline(Clock::time_point t) { deadline_ = t; }
   // Predicted milliseconds time_kernel would spend getting scratch buffers of these sizes
   // (fresh pages cost 1.5-5 s per GiB on these VMs: a huge operand's allocation can cost more

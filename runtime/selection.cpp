@@ -16,6 +16,7 @@
 #include <set>
 #include <sstream>
 
+#include "graph/clock.h"
 #include "graph/enum_name.h"
 #include "graph/env.h"
 #include "jit/conv/conv_families.h"
@@ -30,12 +31,7 @@
 namespace kiln {
 namespace {
 
-using Clock = std::chrono::steady_clock;
 constexpr double kInf = std::numeric_limits<double>::infinity();
-
-double ms_since(Clock::time_point t) {
-  return std::chrono::duration<double, std::milli>(Clock::now() - t).count();
-}
 
 bool is4d(const Graph& g, ValueId v) {
   return v != kNoValue && g.value(v).shape.size() == 4;

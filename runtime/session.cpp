@@ -3,12 +3,12 @@
 #include <sys/resource.h>
 
 #include <algorithm>
-#include <chrono>
 #include <cstring>
 #include <map>
 #include <random>
 #include <utility>
 
+#include "graph/clock.h"
 #include "graph/env.h"
 #include "graph/onnx_import.h"
 #include "graph/passes.h"
@@ -23,11 +23,6 @@
 
 namespace kiln {
 namespace {
-
-using Clock = std::chrono::steady_clock;
-double ms_since(Clock::time_point t0) {
-  return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
-}
 
 void run_ref(const Node& n, const std::vector<const Tensor*>& in, const std::vector<Tensor*>& out) {
   RefKernel k = find_ref_kernel(n.op);

@@ -17,11 +17,6 @@ namespace {
 constexpr int max_candidate_layouts = 16;
 constexpr int max_tensor_labels = 4096;
 
-void check_cost(double c, const std::string& where) {
-  if (std::isnan(c) || c == -pbqp_inf)
-    fail(Code::invalid_argument, where + ": cost must be finite or +inf");
-}
-
 }  // namespace
 
 void NetworkProblem::check_op(int op, const char* what) const {
@@ -39,7 +34,7 @@ void NetworkProblem::check_tensor(int t, const char* what) const {
 int NetworkProblem::add_op(std::string name, std::vector<OpLabel> labels) {
   if (labels.empty()) fail(Code::invalid_argument, "op '" + name + "': no labels");
   for (size_t l = 0; l < labels.size(); ++l)
-    check_cost(labels[l].cost, "op '" + name + "' label " + std::to_string(l));
+    check_pbqp_cost(labels[l].cost, "op '" + name + "' label " + std::to_string(l));
   ops_.push_back(Op{std::move(name), std::move(labels)});
   return num_ops() - 1;
 }

@@ -9,16 +9,10 @@
 
 namespace kiln {
 
-namespace {
-
-// Costs may be any finite value or +inf; -inf and NaN would break every min/sum.
-void check_cost(double c, const std::string& where) {
+void check_pbqp_cost(double c, const std::string& where) {
   if (std::isnan(c) || c == -pbqp_inf)
-    fail(Code::invalid_argument,
-         "pbqp: " + where + ": cost must be finite or +inf, got " + std::to_string(c));
+    fail(Code::invalid_argument, where + ": cost must be finite or +inf, got " + std::to_string(c));
 }
-
-}  // namespace
 
 Matrix::Matrix(int rows, int cols, double fill) : rows_(rows), cols_(cols) {
   if (rows < 0 || cols < 0) fail(Code::invalid_argument, "pbqp: negative matrix size");
@@ -54,9 +48,9 @@ void Pbqp::check_node(int u, const char* what) const {
 }
 
 int Pbqp::add_node(std::vector<double> costs) {
-  const std::string where = "node " + std::to_string(num_nodes());
-  if (costs.empty()) fail(Code::invalid_argument, "pbqp: " + where + " has no labels");
-  for (double c : costs) check_cost(c, where);
+  const std::string where = "pbqp: node " + std::to_string(num_nodes());
+  if (costs.empty()) fail(Code::invalid_argument, where + " has no labels");
+  for (double c : costs) check_pbqp_cost(c, where);
   costs_.push_back(std::move(costs));
   return num_nodes() - 1;
 }
@@ -64,25 +58,25 @@ int Pbqp::add_node(std::vector<double> costs) {
 void Pbqp::add_node_costs(int u, const std::vector<double>& costs) {
   check_node(u, "add_node_costs");
   auto& v = costs_[size_t(u)];
-  const std::string where = "node " + std::to_string(u);
+  const std::string where = "pbqp: node " + std::to_string(u);
   if (costs.size() != v.size())
-    fail(Code::invalid_argument, "pbqp: " + where + " has " + std::to_string(v.size()) +
-                                     " labels, got " + std::to_string(costs.size()) + " costs");
-  for (double c : costs) check_cost(c, where);
+    fail(Code::invalid_argument, where + " has " + std::to_string(v.size()) + " labels, got " +
+                                     std::to_string(costs.size()) + " costs");
+  for (double c : costs) check_pbqp_cost(c, where);
   for (size_t i = 0; i < v.size(); ++i) v[i] += costs[i];
 }
 
 void Pbqp::add_edge(int u, int v, const Matrix& m) {
   check_node(u, "add_edge");
   check_node(v, "add_edge");
-  const std::string where = "edge " + std::to_string(u) + "-" + std::to_string(v);
-  if (u == v) fail(Code::invalid_argument, "pbqp: " + where + " is a self-loop");
+  const std::string where = "pbqp: edge " + std::to_string(u) + "-" + std::to_string(v);
+  if (u == v) fail(Code::invalid_argument, where + " is a self-loop");
   if (m.rows() != num_labels(u) || m.cols() != num_labels(v))
-    fail(Code::invalid_argument, "pbqp: " + where + ": matrix is " + std::to_string(m.rows()) +
-                                     "x" + std::to_string(m.cols()) + ", nodes have " +
+    fail(Code::invalid_argument, where + ": matrix is " + std::to_string(m.rows()) + "x" +
+                                     std::to_string(m.cols()) + ", nodes have " +
                                      std::to_string(num_labels(u)) + " and " +
                                      std::to_string(num_labels(v)) + " labels");
-  for (double c : m.data()) check_cost(c, where);
+  for (double c : m.data()) check_pbqp_cost(c, where);
   Matrix oriented = u < v ? m : m.transposed();
   const std::pair<int, int> key = std::minmax(u, v);
   auto it = edge_index_.find(key);

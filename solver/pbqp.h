@@ -39,12 +39,17 @@
 #include <cstdint>
 #include <limits>
 #include <map>
+#include <string>
 #include <utility>
 #include <vector>
 
 namespace kiln {
 
 inline constexpr double pbqp_inf = std::numeric_limits<double>::infinity();
+
+// Costs may be any finite value or +inf; -inf and NaN would break every min/sum. Fails
+// (invalid_argument, "WHERE: cost must be ...") otherwise.
+void check_pbqp_cost(double c, const std::string& where);
 
 // Dense row-major cost matrix.
 class Matrix {

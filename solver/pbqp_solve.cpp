@@ -14,9 +14,9 @@
 // one greedy dive (heuristic mode, LLVM-style RN) on the first core. When the time budget
 // runs out the search keeps the best of these, so it is never worse than heuristic mode.
 #include <algorithm>
-#include <chrono>
 #include <numeric>
 
+#include "graph/clock.h"
 #include "solver/pbqp.h"
 #include "solver/pbqp_graph.h"
 
@@ -26,7 +26,6 @@ namespace {
 
 using pbqp::ReductionGraph;
 using pbqp::Step;
-using Clock = std::chrono::steady_clock;
 
 // ub - acc without inf - inf.
 double remaining(double ub, double acc) {
@@ -47,9 +46,7 @@ class Search {
         retries_left_(opts.max_feasibility_retries) {}
 
   bool incomplete() const { return incomplete_; }
-  double elapsed_ms() const {
-    return std::chrono::duration<double, std::milli>(Clock::now() - start_).count();
-  }
+  double elapsed_ms() const { return ms_since(start_); }
 
   // Finds an assignment of g with objective < ub (the best one when searching exactly), or
   // any assignment when need_any. `labels` (indexed by g's node ids) is set when found.

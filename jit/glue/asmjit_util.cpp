@@ -18,10 +18,10 @@
 #include "jit/shared_code.h"
 
 namespace kiln::glue {
-namespace {
 
 // Keeps the first asmjit error: emitters keep going after an error (their calls return the
-// code, which we do not check one by one), finish() turns it into a kiln::Error.
+// code, which we do not check one by one), finish() turns it into a kiln::Error. (Not in an
+// anonymous namespace: AsmBuilder::Impl, a member of a header's class, holds one.)
 class ErrorRecorder : public aj::ErrorHandler {
  public:
   void handleError(aj::Error err, const char* message, aj::BaseEmitter*) override {
@@ -33,8 +33,6 @@ class ErrorRecorder : public aj::ErrorHandler {
   aj::Error err_ = aj::kErrorOk;
   std::string msg_;
 };
-
-}  // namespace
 
 struct AsmBuilder::Impl {
   aj::CodeHolder code;

@@ -202,7 +202,7 @@ TEST_CASE("profiler: a kernel too big to run whole is timed on an even sample of
 TEST_CASE("profiler: past the deadline a measurement stops at its warm-up run") {
   CountingKernel k(8, 1000);  // too few tiles to sample: 8 ms per whole run at 1 thread
   kiln::Profiler prof(1);
-  prof.set_deadline(kiln::Profiler::Clock::now());
+  prof.set_deadline(kiln::Clock::now());
   CHECK(prof.time_kernel(k, {}, {}, {}) >= 8 * 0.9);
   for (int c : k.counts()) CHECK(c == 1);  // the warm-up only
   CountingKernel k2(8, 10);
