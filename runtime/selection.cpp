@@ -679,6 +679,7 @@ class Selector {
       return;
     }
     const auto t0 = Clock::now();
+    const int probes0 = sel_.probes;
     const double budget = o_.accuracy_budget;
     // A probe runs the whole plan on fresh memory: at a huge batch one takes seconds
     // (bench/NOTES.md, "The accuracy guard inside the profiling budget"). Past the profiling
@@ -723,28 +724,49 @@ class Selector {
         // against y_d it differs by the layer's transform error and direct's own rounding on
         // that layer, about noise^2 / n), then scaled by the family's transform_error weight
         // when the node moves to a milder family, and all together to the measured total.
-        double sum2 = 0;
-        for (size_t k = 0; k < lossy.size(); ++k) {
-          const size_t i = lossy[k];
-          const double w = transform_error(sel_.nodes[i].label);
-          auto m = shares_.find(i);
-          if (m == shares_.end()) {
+        // When the probes the profiling budget still allows (the guard's time so far per
+        // probe; two kept for the probes after demoting) are fewer than the layers to
+        // measure, adjacent layers are measured as groups and each member gets an equal part
+        // of its group's share: a coarser demotion instead of running out of time, which
+        // demotes every lossy layer (bench/NOTES.md, "The accuracy guard in groups").
+        std::vector<size_t> todo;  // positions in lossy without a measured share
+        for (size_t k = 0; k < lossy.size(); ++k)
+          if (!shares_.count(lossy[k])) todo.push_back(k);
+        const double per_probe = ms_since(t0) / std::max(1, sel_.probes - probes0);
+        double fit = std::floor((budget_ms() - ms_since(t0)) / per_probe) - 2;
+        if (o_.guard_share_probes > 0) fit = std::min(fit, double(o_.guard_share_probes));
+        const size_t groups = double(todo.size()) <= fit ? todo.size() : size_t(std::max(1.0, fit));
+        for (size_t gi = 0; gi < groups; ++gi) {
+          const size_t b = todo.size() * gi / groups, end = todo.size() * (gi + 1) / groups;
+          const double m = double(end - b);
+          double e = sel_.probe_error;  // a group of every lossy layer: the total, no probe
+          if (m < double(lossy.size())) {
             if (over_time()) {
               stopped = true;
               break;
             }
-            std::vector<size_t> others = lossy;
-            others.erase(others.begin() + std::ptrdiff_t(k));
-            const double e = relative_error(probe_with(others, ConvFamily::direct), y_d);
-            const double n2 = noise * noise / double(lossy.size());
-            m = shares_.emplace(i, std::make_pair(w, std::sqrt(std::max(0.0, e * e - n2)))).first;
-            log_debug("accuracy guard: {} ({}) adds {:.2e} alone", g_.nodes[i].where(),
-                      sel_.nodes[i].label.key(), m->second.second);
+            std::vector<bool> member(lossy.size(), false);
+            for (size_t t = b; t < end; ++t) member[todo[t]] = true;
+            std::vector<size_t> others;
+            for (size_t k = 0; k < lossy.size(); ++k)
+              if (!member[k]) others.push_back(lossy[k]);
+            e = relative_error(probe_with(others, ConvFamily::direct), y_d);
+            e = std::sqrt(std::max(0.0, e * e - noise * noise * m / double(lossy.size())));
           }
-          share[k] = m->second.second * w / m->second.first;
-          sum2 += share[k] * share[k];
+          for (size_t t = b; t < end; ++t) {
+            const size_t i = lossy[todo[t]];
+            shares_[i] = {transform_error(sel_.nodes[i].label), e / std::sqrt(m)};
+            log_debug("accuracy guard: {} ({}) adds {:.2e} (measured in a group of {})",
+                      g_.nodes[i].where(), sel_.nodes[i].label.key(), e / std::sqrt(m), end - b);
+          }
         }
         if (stopped) break;  // (demoted and solved already)
+        double sum2 = 0;
+        for (size_t k = 0; k < lossy.size(); ++k) {
+          const auto& [w0, s0] = shares_.at(lossy[k]);
+          share[k] = s0 * transform_error(sel_.nodes[lossy[k]].label) / w0;
+          sum2 += share[k] * share[k];
+        }
         const double scale = sum2 > 0 ? sel_.probe_error / std::sqrt(sum2) : 1;
         for (double& x : share) x = sum2 > 0 ? x * scale : kInf;
       } else {

@@ -74,6 +74,9 @@ struct SelectOptions {
   Precision precision = Precision::f32;
   AccuracyProbe probe;  // the guard's way to run a plan (session.cpp); none: no guard
   double accuracy_budget = kAccuracyBudget;
+  // At most this many probes measure error shares per round of the guard (0: as many as the
+  // profiling budget leaves time for); fewer than the layers to measure: measured in groups.
+  int guard_share_probes = 0;
 };
 
 // Default profiling budgets per load (wall clock).

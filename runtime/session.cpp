@@ -299,6 +299,7 @@ void Session::prepare(const SessionOptions& o) {
   so.profile_budget_ms = o.profile_budget_ms;
   so.accuracy = o.accuracy;
   so.accuracy_budget = o.accuracy_budget;
+  so.guard_share_probes = o.guard_share_probes;
   so.precision = o.precision;
   PlanOptions po;
   po.isa = isa_;

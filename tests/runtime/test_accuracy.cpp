@@ -314,3 +314,39 @@ TEST_CASE("the guard stops probing past the profiling budget and keeps exact fam
   const Tensor x = normal_input(4);
   CHECK(rel_error(run(*tight, x), reference_output(m, x)) < 1e-4);
 }
+
+// With fewer probes left than layers to measure (here capped: the profiling budget's time left
+// sets the cap otherwise), the guard measures error shares per group of adjacent layers and
+// still ends within its budget, with fewer probes than one per layer. A cap of 1 measures
+// nothing more: the probed total is split over the layers.
+TEST_CASE("the guard measures shares in groups when too few probes are left") {
+  const std::string m = twin_chain(5, 32, 1.f / 64);
+  const Tensor x = normal_input(5);
+  const Tensor ref = reference_output(m, x);
+  const std::vector<kiln::Isa> isas = kiln::testing::jit_isas();  // (the guard is the same on each)
+  REQUIRE(!isas.empty());
+  kiln::SessionOptions o = untuned(isas.front());
+  o.accuracy = Accuracy::fast;
+  auto fast = load(m, o);
+  const int lossy = lossy_nodes(fast->selection());
+  REQUIRE(lossy >= 5);
+  const double e_fast = rel_error(run(*fast, x), ref);
+  REQUIRE(e_fast > kiln::kAccuracyBudget);
+  o.accuracy = Accuracy::guarded;
+  auto each = load(m, o);
+  CHECK(each->selection().probes >= 3 + lossy);  // a share probe per layer
+  for (int cap : {1, 2}) {
+    CAPTURE(cap);
+    o.guard_share_probes = cap;
+    auto grouped = load(m, o);
+    const kiln::Selection& sel = grouped->selection();
+    CHECK(sel.demoted > 0);
+    CHECK(sel.probe_error >= 0);
+    CHECK(sel.probe_error <= kiln::kAccuracyBudget);
+    CHECK(sel.probes < each->selection().probes);
+    const double e = rel_error(run(*grouped, x), ref);
+    CAPTURE(e_fast);
+    CAPTURE(e);
+    CHECK(e < e_fast / 2);
+  }
+}
