@@ -19,7 +19,9 @@ export KILN_ZOO_DIR=${KILN_ZOO_DIR:-$BUILD/zoo}
 export KILN_SANITIZERS=${KILN_SANITIZERS:-1}
 bash "$ROOT/tests/setup.sh"
 cd "$BUILD"
+t0=$SECONDS
 ctest --output-on-failure -j"$(nproc)" "$@"
+echo "release suite: ran in $((SECONDS - t0)) s"
 
 skip() { [ "${KILN_SANITIZERS:-0}" != 1 ] || [ "${!1:-0}" = 1 ]; }
 # Runs a stage with a hard time limit (seconds), so a hang fails CI instead of stalling it.

@@ -16,15 +16,21 @@ PKGS=(build-essential cmake pkg-config libxbyak-dev libasmjit-dev libtbb-dev lib
 [ -z "${KILN_ZOO_DIR:-}" ] || PKGS+=(python3-torch python3-torchvision python3-onnx python3-numpy)
 missing=()
 for p in "${PKGS[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
+t0=$SECONDS  # each step says how long it took: where CI's minutes go
 if [ ${#missing[@]} -gt 0 ]; then
   echo "installing: ${missing[*]}"
   SUDO=; [ "$(id -u)" -eq 0 ] || SUDO=sudo
   $SUDO apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}"
+  echo "setup: installed in $((SECONDS - t0)) s"
 fi
 if [ -n "${KILN_ZOO_DIR:-}" ] && [ ! -f "$KILN_ZOO_DIR/vgg16.ref.npy" ]; then
   echo "exporting the model zoo to $KILN_ZOO_DIR"
+  t0=$SECONDS
   /usr/bin/python3 "$ROOT/bench/zoo_export.py" --out "$KILN_ZOO_DIR" >/dev/null
+  echo "setup: zoo exported in $((SECONDS - t0)) s"
 fi
+t0=$SECONDS
 cmake -S "$ROOT" -B "$BUILD" -DCMAKE_BUILD_TYPE=Release -DKILN_ZOO_DIR="${KILN_ZOO_DIR:-}" >/dev/null
 cmake --build "$BUILD" -j"$(nproc)"
+echo "setup: built in $((SECONDS - t0)) s"

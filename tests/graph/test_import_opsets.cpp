@@ -18,11 +18,8 @@ namespace {
 using kiln::Code;
 using kiln::DType;
 using kiln::Graph;
+using kiln::test::import;
 using kiln::test::OnnxBuilder;
-
-Graph import(const std::string& bytes) {
-  return kiln::import_onnx(bytes.data(), bytes.size(), kiln::ImportOptions{});
-}
 
 // The error of importing and inferring the model (what a session load does first).
 kiln::Error error_of(const std::string& bytes) {

@@ -21,7 +21,7 @@ using test::OnnxBuilder;
 const Evaluator& kEval = test::ref_eval();
 
 // Runs g on the reference kernels with a seeded random input per graph input, named outputs.
-std::map<std::string, Tensor> run_graph(const Graph& g, bool non_negative = false) {
+std::map<std::string, Tensor> run_named_outputs(const Graph& g, bool non_negative = false) {
   test::XorShift rng(7, 1);
   auto vals = test::run_graph_ref(g, [&](size_t, Tensor& t) {
     for (int64_t i = 0; i < t.numel(); ++i)
@@ -47,7 +47,8 @@ Graph check_same(const OnnxBuilder& b, bool non_negative = false) {
   infer_shapes(plain, &kEval);
   Graph opt = test::import(b);
   optimize(opt, kEval);
-  const auto want = run_graph(plain, non_negative), got = run_graph(opt, non_negative);
+  const auto want = run_named_outputs(plain, non_negative),
+             got = run_named_outputs(opt, non_negative);
   REQUIRE(want.size() == got.size());
   for (const auto& kv : want) {  // no structured binding: clang cannot capture one in CHECK
     const std::string& name = kv.first;

@@ -22,7 +22,7 @@ using test::BlockOpts;
 using test::OnnxBuilder;
 
 // Runs g with the reference kernels on a deterministic input; returns the first output.
-std::vector<float> run_graph(const Graph& g) {
+std::vector<float> run_first_output(const Graph& g) {
   auto vals = test::run_graph_ref(g, [](size_t, Tensor& t) {
     for (int64_t i = 0; i < t.numel(); ++i) t.data<float>()[i] = std::sin(0.37f * float(i)) * 2;
   });
@@ -46,14 +46,14 @@ struct Rewritten {
 Rewritten rewrite(const OnnxBuilder& b) {
   Rewritten r{test::import(b), {}, {}, {}};
   infer_shapes(r.g);
-  r.before = run_graph(r.g);
+  r.before = run_first_output(r.g);
   r.stats.rewrites = sink_channels_last(r.g);
   r.stats.rewrites += fuse_layer_norm(r.g);
   r.stats.rewrites += fuse_gelu(r.g);
   r.stats.rewrites += fold_conv_affine(r.g);
   fuse_epilogues(r.g);
   remove_dead_code(r.g);
-  r.after = run_graph(r.g);
+  r.after = run_first_output(r.g);
   return r;
 }
 

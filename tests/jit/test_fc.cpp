@@ -21,6 +21,7 @@
 #include "jit/cpu.h"
 #include "jit/gemm/fc_conf.h"
 #include "jit/gemm/fc_kernel.h"
+#include "test_expect.h"
 #include "test_rng.h"
 
 namespace kiln {
@@ -39,14 +40,6 @@ Tensor tensor_of(const std::vector<float>& v, Shape s) {
   Tensor t(DType::f32, std::move(s));
   std::copy(v.begin(), v.end(), t.data<float>());
   return t;
-}
-
-PostOp op(K k, float alpha = 0, float beta = 0) {
-  PostOp o;
-  o.kind = k;
-  o.alpha = alpha;
-  o.beta = beta;
-  return o;
 }
 
 // Numbers the extra inputs as a Gemm node does (from input 3, in order).
@@ -223,7 +216,7 @@ FcProblem prob(int64_t m, int64_t k, int64_t n, std::vector<PostOp> post = {}) {
 }  // namespace
 
 TEST_CASE("fc: problem string") {
-  CHECK(prob(1, 2048, 1000, {op(K::relu)}).str() == "m1k2048n1000_relu");
+  CHECK(prob(1, 2048, 1000, {test::mk(K::relu)}).str() == "m1k2048n1000_relu");
   CHECK(prob(4, 3, 5).str() == "m4k3n5");
 }
 
@@ -236,10 +229,10 @@ TEST_CASE("fc: init_fc_conf reasons") {
   CHECK(why(prob(1, 0, 64), Isa::avx2) == "empty problem (m, k or n < 1)");
   CHECK(why(prob(1, 64, 0), Isa::avx2) == "empty problem (m, k or n < 1)");
   CHECK(why(prob(0, 64, 64), Isa::avx2) == "empty problem (m, k or n < 1)");
-  CHECK(why(prob(1, 64, 64, std::vector<PostOp>(9, op(K::relu))), Isa::avx2) ==
+  CHECK(why(prob(1, 64, 64, std::vector<PostOp>(9, test::mk(K::relu))), Isa::avx2) ==
         "more than 8 fused post-ops");
   FcProblem p = prob(1, 64, 64);
-  p.post = {op(K::add)};  // no input index
+  p.post = {test::mk(K::add)};  // no input index
   CHECK(why(p, Isa::avx2) == "post-op 'add' has no input index");
   CHECK(why(prob(1, int64_t(1) << 30, 64), Isa::avx2) == "k or n too large for 32-bit offsets");
   fcjit::FcImpl emb;
@@ -294,7 +287,7 @@ TEST_CASE("fc: init_fc_conf blocking") {
     SUBCASE("gemm small batches: as many rows per tile as the row cap allows") {
       const int64_t cap = isa == Isa::avx512 ? 8 : 4;  // see init_fc_conf
       for (int64_t m : {2, 3, 7}) {
-        auto c = fcjit::init_fc_conf(prob(m, 1000, 1000, {op(K::relu)}), isa);
+        auto c = fcjit::init_fc_conf(prob(m, 1000, 1000, {test::mk(K::relu)}), isa);
         REQUIRE(bool(c));
         const fcjit::FcConf& f = *c.conf;
         CAPTURE(m);
@@ -384,7 +377,11 @@ TEST_CASE("fc: tiles split the weight stream") {
 
 TEST_CASE("fc: kernels match the naive loop (shape x post-op sweep)") {
   const std::vector<std::vector<PostOp>> chains = {
-      {}, {op(K::relu)}, {op(K::clip, 0.f, 6.f)}, {op(K::add), op(K::relu)}, {op(K::sigmoid)},
+      {},
+      {test::mk(K::relu)},
+      {test::mk(K::clip, 0.f, 6.f)},
+      {test::mk(K::add), test::mk(K::relu)},
+      {test::mk(K::sigmoid)},
   };
   int failures = 0, cases = 0;
   for (Isa isa : isas()) {
@@ -437,7 +434,7 @@ int sweep_cases(const std::vector<std::vector<PostOp>>& chains, std::vector<int6
 TEST_CASE("fc: bf16 kernels match the naive loop on bf16-rounded operands") {
   if (!testing::has_bf16()) return;
   const std::vector<std::vector<PostOp>> chains = {
-      {}, {op(K::relu)}, {op(K::add), op(K::relu)}, {op(K::sigmoid)}};
+      {}, {test::mk(K::relu)}, {test::mk(K::add), test::mk(K::relu)}, {test::mk(K::sigmoid)}};
   auto rounded = [](std::vector<float> v) {
     for (float& f : v) f = bf16_to_float(float_to_bf16(f));
     return v;
@@ -491,8 +488,10 @@ void widen_for_zero_point(const Case& c, const ConvInt8& q, Expected& e) {
 // so the f32 tolerance holds. Blockings forced as well (GEMM tiles, accumulator sets).
 TEST_CASE("fc: int8 kernels match the naive loop on int8-grid operands") {
   if (!testing::has_vnni()) return;
-  const std::vector<std::vector<PostOp>> chains = {
-      {}, {op(K::relu)}, {op(K::add), op(K::relu)}, {op(K::quant_dequant_u8, 0.05f, 7.f)}};
+  const std::vector<std::vector<PostOp>> chains = {{},
+                                                   {test::mk(K::relu)},
+                                                   {test::mk(K::add), test::mk(K::relu)},
+                                                   {test::mk(K::quant_dequant_u8, 0.05f, 7.f)}};
   const int cases = sweep_cases(
       chains, {1, 3, 4, 17, 64, 1001}, 1300,
       [](uint64_t seed) { return seed % 3 == 0 ? 1.f : 0.5f; },
@@ -591,8 +590,8 @@ TEST_CASE("fc: forced blockings, every tile on its own, scale_shift and swish") 
       {7, 50, 100, impl(7, 3, 1, 4, 0, 1)},       // embedded broadcast (AVX-512 only)
       {5, 33, 40, impl(4, 1, 2, 4, 128, 0)},      // prefetch in a gemm, single-vector blocks
   };
-  const std::vector<PostOp> post = {op(K::scale_shift), op(K::swish), op(K::add),
-                                    op(K::leaky_relu, 0.1f)};
+  const std::vector<PostOp> post = {test::mk(K::scale_shift), test::mk(K::swish), test::mk(K::add),
+                                    test::mk(K::leaky_relu, 0.1f)};
   for (Isa isa : isas()) {
     uint64_t seed = 9000;
     for (const Force& f : forces) {
@@ -618,7 +617,7 @@ TEST_CASE("fc: forced blockings, every tile on its own, scale_shift and swish") 
 
 TEST_CASE("fc: residual may be the output itself") {
   for (Isa isa : isas()) {
-    Case c = make_case(3, 40, 21, true, {op(K::add), op(K::relu)}, false, 1, 77);
+    Case c = make_case(3, 40, 21, true, {test::mk(K::add), test::mk(K::relu)}, false, 1, 77);
     const Expected e = reference(c);
     auto kern = make(c, isa, nullptr);
     std::vector<float> y = c.extra[0];  // y starts as the residual
@@ -660,7 +659,8 @@ TEST_CASE("fc: no access past the end of x, y, residual, scale and shift") {
       for (int64_t n : {5, 17, 1000}) {
         const std::string isa_s = isa_name(isa);
         CAPTURE(isa_s);
-        Case c = make_case(m, 19, n, true, {op(K::add), op(K::scale_shift), op(K::sigmoid)}, true,
+        Case c = make_case(m, 19, n, true,
+                           {test::mk(K::add), test::mk(K::scale_shift), test::mk(K::sigmoid)}, true,
                            1.25f, uint64_t(500 + m * 7 + n));
         CAPTURE(c.p.str());
         const Expected e = reference(c);

@@ -18,6 +18,7 @@
 #include "jit/glue/glue.h"
 #include "jit/layout.h"
 #include "runtime/ref/ref_kernels.h"
+#include "test_expect.h"
 #include "test_glue_util.h"
 
 namespace kiln {
@@ -26,7 +27,7 @@ namespace {
 using test::GuardedBuf;
 using K = PostOp::Kind;
 
-constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
+using test::kNaN;
 
 Tensor random_tensor(const Shape& s, uint32_t seed, bool away_from_zero) {
   Tensor t(DType::f32, s);
@@ -39,14 +40,6 @@ Tensor random_tensor(const Shape& s, uint32_t seed, bool away_from_zero) {
     p[i] = v;
   }
   return t;
-}
-
-PostOp post(K k, float alpha = 0, float beta = 0) {
-  PostOp op;
-  op.kind = k;
-  op.alpha = alpha;
-  op.beta = beta;
-  return op;
 }
 
 // The element of the output's logical shape broadcast to 4-D.
@@ -173,8 +166,11 @@ void check_binary(BinaryOp op, const Shape& y, const Shape& as, const Shape& bs,
 }
 
 TEST_CASE("bcast binary: every broadcast, layout, channel tail and ISA vs the reference") {
-  const std::vector<std::vector<PostOp>> chains = {
-      {}, {post(K::relu)}, {post(K::clip, 0.f, 6.f)}, {post(K::hardswish)}, {post(K::sigmoid)}};
+  const std::vector<std::vector<PostOp>> chains = {{},
+                                                   {test::mk(K::relu)},
+                                                   {test::mk(K::clip, 0.f, 6.f)},
+                                                   {test::mk(K::hardswish)},
+                                                   {test::mk(K::sigmoid)}};
   const std::vector<Shape> outs = {{1, 20, 5, 7},  {2, 35, 3, 4}, {2, 16, 7, 7}, {1, 40, 1, 1},
                                    {2, 3, 9, 11},  {1, 1, 6, 5},  {1, 70, 4, 3}, {1, 8, 30, 30},
                                    {1, 2, 13, 17}, {2, 300, 2, 2}};
@@ -212,7 +208,7 @@ TEST_CASE("bcast binary: bad operands get a reason") {
     CHECK(why.find("broadcast") != std::string::npos);
     why.clear();
     CHECK(!create_binary_kernel(BinaryOp::add, y, Layout::nchw, {y, Layout::nchw, 0},
-                                {y, Layout::nchw, 1}, {post(K::add)}, isa, &why));
+                                {y, Layout::nchw, 1}, {test::mk(K::add)}, isa, &why));
     CHECK(!why.empty());
     why.clear();
     CHECK(!create_binary_kernel(BinaryOp::add, y, blocked_layout(isa), {y, Layout::nhwc, 0},
@@ -235,7 +231,7 @@ TEST_CASE("bcast affine: BatchNormalization + activation vs the reference") {
   const std::vector<Shape> outs = {{1, 20, 5, 7}, {2, 35, 3, 4},  {1, 64, 7, 7},
                                    {2, 3, 1, 1},  {1, 150, 2, 3}, {1, 9, 20, 20}};
   const std::vector<std::vector<PostOp>> chains = {
-      {post(K::relu)}, {}, {post(K::clip, 0.f, 6.f)}, {post(K::leaky_relu, 0.1f)}};
+      {test::mk(K::relu)}, {}, {test::mk(K::clip, 0.f, 6.f)}, {test::mk(K::leaky_relu, 0.1f)}};
   uint32_t seed = 11;
   int chain = 0;
   for (const Shape& y : outs) {

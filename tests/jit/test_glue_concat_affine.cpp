@@ -12,30 +12,19 @@
 #include "isa_coverage.h"
 #include "jit/glue/glue.h"
 #include "jit/layout.h"
+#include "test_expect.h"
 #include "test_glue_util.h"
 
 using namespace kiln;
-
-namespace {
-
-PostOp op(PostOp::Kind k, float a = 0, float b = 0) {
-  PostOp p;
-  p.kind = k;
-  p.alpha = a;
-  p.beta = b;
-  return p;
-}
-
-}  // namespace
 
 TEST_CASE("glue concat affine: channel splits, layouts and post-ops against the scalar map") {
   const std::vector<std::vector<int64_t>> splits = {
       {16, 16}, {64, 32}, {32, 17}, {8, 8, 3}, {3, 5}, {48, 16, 7}, {96, 32, 32, 32}, {5, 300, 2}};
   const int64_t hw[][2] = {{1, 1}, {3, 7}, {14, 14}};
   const std::vector<std::vector<PostOp>> posts = {{},
-                                                  {op(PostOp::Kind::relu)},
-                                                  {op(PostOp::Kind::clip, 0.f, 6.f)},
-                                                  {op(PostOp::Kind::sigmoid)}};
+                                                  {test::mk(PostOp::Kind::relu)},
+                                                  {test::mk(PostOp::Kind::clip, 0.f, 6.f)},
+                                                  {test::mk(PostOp::Kind::sigmoid)}};
   int n = 0;
   for (Isa isa : test::glue_isas())
     for (Layout l : {blocked_layout(isa), Layout::nhwc})
@@ -138,7 +127,7 @@ TEST_CASE("glue concat affine: channel splits, layouts and post-ops against the 
 
 TEST_CASE("glue concat affine: names and refusals") {
   ConcatAffine aff{
-      std::vector<float>(32, 1.f), std::vector<float>(32, 0.f), {op(PostOp::Kind::relu)}};
+      std::vector<float>(32, 1.f), std::vector<float>(32, 0.f), {test::mk(PostOp::Kind::relu)}};
   std::string why;
   for (Isa isa : test::glue_isas()) {
     auto k = create_concat_kernel({1, 32, 4, 4}, {16, 16}, Layout::nhwc, isa, &why, &aff);
@@ -151,7 +140,7 @@ TEST_CASE("glue concat affine: names and refusals") {
     CHECK_FALSE(create_concat_kernel({1, 32, 4, 4}, {16, 16}, Layout::nhwc, isa, &why, &short_map));
     CHECK(why.find("32 scales") != std::string::npos);
     ConcatAffine with_add = aff;
-    with_add.post = {op(PostOp::Kind::add)};
+    with_add.post = {test::mk(PostOp::Kind::add)};
     CHECK_FALSE(create_concat_kernel({1, 32, 4, 4}, {16, 16}, Layout::nhwc, isa, &why, &with_add));
     CHECK(why.find("needs an operand") != std::string::npos);
   }

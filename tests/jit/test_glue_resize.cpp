@@ -21,7 +21,7 @@ namespace {
 
 using test::GuardedBuf;
 
-struct Case {
+struct ResizeCase {
   const char* mode;
   const char* coord;
   const char* nearest;
@@ -29,7 +29,7 @@ struct Case {
   int antialias = 0, exclude = 0;
 };
 
-Node resize_node(const Case& c) {
+Node resize_node(const ResizeCase& c) {
   Node n;
   n.name = "resize";
   n.op = "Resize";
@@ -42,7 +42,7 @@ Node resize_node(const Case& c) {
 }
 
 // Returns false when the kernel refused (the caller counts those).
-bool check_case(Isa isa, Layout l, const Shape& x, const Case& c, uint32_t seed) {
+bool check_case(Isa isa, Layout l, const Shape& x, const ResizeCase& c, uint32_t seed) {
   CAPTURE(std::string(isa_name(isa)));
   CAPTURE(std::string(layout_name(l)));
   CAPTURE(shape_str(x));
@@ -83,7 +83,7 @@ bool check_case(Isa isa, Layout l, const Shape& x, const Case& c, uint32_t seed)
 }  // namespace
 
 TEST_CASE("glue resize: every mode against the reference") {
-  const std::vector<Case> cases = {
+  const std::vector<ResizeCase> cases = {
       {"nearest", "asymmetric", "floor", 2, 2},
       {"nearest", "half_pixel", "round_prefer_ceil", 1.7, 0.6},
       {"nearest", "tf_half_pixel_for_nn", "round_prefer_floor", 0.5, 3},  // N, C: identity
@@ -103,7 +103,7 @@ TEST_CASE("glue resize: every mode against the reference") {
   for (Isa isa : test::glue_isas())
     for (const Shape& x :
          std::vector<Shape>{{1, 3, 5, 7}, {2, 17, 9, 11}, {1, 16, 4, 4}, {1, 40, 6, 13}})
-      for (const Case& c : cases)
+      for (const ResizeCase& c : cases)
         for (Layout l : {Layout::nchw, Layout::nhwc, blocked_layout(isa)}) {
           if (check_case(isa, l, x, c, seed++))
             ++run;

@@ -19,13 +19,13 @@ namespace {
 
 using test::GuardedBuf;
 
-struct Case {
+struct ShuffleCase {
   std::vector<int64_t> in;
   int64_t groups, offset;
   std::vector<int64_t> split;
 };
 
-const Case kCases[] = {
+const ShuffleCase kCases[] = {
     {{24, 24}, 2, 0, {24, 24}},      // ShuffleNetV2 x0.5: blocks need lane permutes
     {{58, 58}, 2, 0, {58, 58}},      // x1.0 stage 2
     {{116}, 2, 0, {116}},            // one input, one output
@@ -40,7 +40,7 @@ const Case kCases[] = {
     {{232, 232}, 2, 0, {232, 232}},  // x1.0 stage 4 width
 };
 
-Node shuffle_node(const Case& c) {
+Node shuffle_node(const ShuffleCase& c) {
   Node n;
   n.name = "cs";
   n.op = "ChannelShuffle";
@@ -57,7 +57,7 @@ TEST_CASE("glue shuffle: channel gathers against the reference kernel") {
   int n = 0;
   for (Isa isa : test::glue_isas())
     for (Layout l : {Layout::nchw, Layout::nhwc, Layout::nChw8c, Layout::nChw16c})
-      for (const Case& c : kCases)
+      for (const ShuffleCase& c : kCases)
         for (const auto& hwp : hw) {
           const int64_t N = 2, H = hwp[0], W = hwp[1];
           CAPTURE(std::string(isa_name(isa)));

@@ -20,7 +20,7 @@ using kiln::test::randoms;
 // x [2, 10, 16]: q, k, v = x Wq, x Wk, x Wv (2-D constants: the FC family); s = q k^T / 4;
 // p = Softmax(s); o = p v [2, 10, 16]; then per-head weights: o viewed as [2, 2, 10, 8] times a
 // constant [2, 8, 5] (batched constant B), y [2, 2, 10, 5].
-std::string model() {
+std::string attention_model() {
   kiln::test::OnnxBuilder b;
   b.input("x", {2, 10, 16}).output("y");
   b.init_f("wq", {16, 16}, randoms(256, 1, -0.3f, 0.3f));
@@ -48,7 +48,7 @@ std::string model() {
 }  // namespace
 
 TEST_CASE("attention session: activation x activation MatMuls run on JIT kernels") {
-  const std::string bytes = model();
+  const std::string bytes = attention_model();
   Tensor x(kiln::DType::f32, {2, 10, 16});
   const std::vector<float> xv = randoms(size_t(x.numel()), 10, -2.f, 2.f);
   std::copy(xv.begin(), xv.end(), x.data<float>());

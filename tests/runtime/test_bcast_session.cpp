@@ -22,7 +22,7 @@ using kiln::test::randoms;
 // x [2, 20, 9, 9] -> BN -> Relu -> conv 1x1 (24) = c; SE: GAP -> conv (6) -> Relu -> conv (24)
 // -> Sigmoid = s [2, 24, 1, 1]; y = (c * s) * p + k with p = Sigmoid(conv (1) of c), one value
 // per pixel, and k a constant [24, 1, 1].
-std::string model() {
+std::string bcast_model() {
   kiln::test::OnnxBuilder b;
   b.input("x", {2, 20, 9, 9}).output("y");
   b.init_f("scale", {20}, randoms(20, 1, 0.5f, 2.f));
@@ -63,7 +63,7 @@ Tensor run(const std::string& bytes, const kiln::SessionOptions& o, const Tensor
 }  // namespace
 
 TEST_CASE("bcast session: SE scale, BN+Relu, per-pixel and constant operands, no reference") {
-  const std::string bytes = model();
+  const std::string bytes = bcast_model();
   Tensor x(kiln::DType::f32, {2, 20, 9, 9});
   const std::vector<float> xv = randoms(size_t(x.numel()), 10, -2.f, 2.f);
   std::copy(xv.begin(), xv.end(), x.data<float>());

@@ -49,7 +49,7 @@ std::vector<Tensor> load_npys(const fs::path& dir, const std::string& prefix) {
 }
 
 // max |a - b| / max |b| (absolute when the reference is all zeros).
-double rel_error(const Tensor& got, const Tensor& ref) {
+double fixture_rel_error(const Tensor& got, const Tensor& ref) {
   double maxref = 0, maxdiff = 0;
   for (int64_t i = 0; i < ref.numel(); ++i) {
     double r =
@@ -63,7 +63,7 @@ double rel_error(const Tensor& got, const Tensor& ref) {
   return maxref > 0 ? maxdiff / maxref : maxdiff;
 }
 
-std::vector<Tensor> run(const kiln::Session& s, const std::vector<Tensor>& in) {
+std::vector<Tensor> run_all(const kiln::Session& s, const std::vector<Tensor>& in) {
   std::vector<Tensor> out;
   for (const auto& o : s.outputs()) out.emplace_back(o.dtype, o.shape);
   s.run(in, out);
@@ -102,11 +102,11 @@ TEST_CASE("fixture models match their PyTorch/NumPy references on every path") {
       auto ref = load_npys(f.dir, "output_");
       REQUIRE(in.size() == s->inputs().size());
       REQUIRE(ref.size() == s->outputs().size());
-      auto out = run(*s, in);
+      auto out = run_all(*s, in);
       for (size_t i = 0; i < ref.size(); ++i) {
         CAPTURE(i);
         REQUIRE(out[i].shape() == ref[i].shape());
-        double err = rel_error(out[i], ref[i]);
+        double err = fixture_rel_error(out[i], ref[i]);
         CHECK(err <= f.tol);
       }
     }
@@ -121,12 +121,12 @@ TEST_CASE("the bundled demo model matches PyTorch, also from concurrent runs") {
     auto s = kiln::Session::load_file((dir / "squeezenet1_1.onnx").string(), opts);
     Tensor in = kiln::read_npy((dir / "squeezenet1_1.input.npy").string());
     Tensor ref = kiln::read_npy((dir / "squeezenet1_1.ref.npy").string());
-    auto out = run(*s, {in});
-    CHECK(rel_error(out[0], ref) <= 1e-4);
+    auto out = run_all(*s, {in});
+    CHECK(fixture_rel_error(out[0], ref) <= 1e-4);
     // Concurrent runs on one session give bitwise-identical outputs.
     std::vector<std::vector<Tensor>> outs(3);
     std::vector<std::thread> th;
-    for (auto& o : outs) th.emplace_back([&] { o = run(*s, {in}); });
+    for (auto& o : outs) th.emplace_back([&] { o = run_all(*s, {in}); });
     for (auto& t : th) t.join();
     for (auto& o : outs)
       CHECK(

@@ -36,7 +36,7 @@ kiln::test::OnnxBuilder conv_model(const std::vector<std::string>& outputs, floa
 }
 
 // y = Sum(Tanh(c), Erf(c), r, Sqrt(c^2), r^1.7) with r = (c^2)^0.5.
-std::string model() {
+std::string glue_ops_model() {
   kiln::test::OnnxBuilder b = conv_model({"y"}, 0.4f);
   b.init_f("two", {}, {2.f});
   b.init_f("half", {}, {0.5f});
@@ -194,7 +194,7 @@ int count_labels(const kiln::Session& s, kiln::LabelKind k) {
 }  // namespace
 
 TEST_CASE("glue ops session: Tanh, Erf, Sqrt, Pow, Sum run on eltwise labels") {
-  compare(model(), 1e-6,
+  compare(glue_ops_model(), 1e-6,
           [](const kiln::Session& s) { CHECK(count_labels(s, kiln::LabelKind::eltwise) == 7); });
 }
 

@@ -20,7 +20,7 @@ using kiln::test::randoms;
 // x [1, 16, 12, 12]: conv 3x3 + Relu, MaxPool 3x3/2, conv 1x1 + Relu, depthwise 3x3 + Clip,
 // grouped conv (4 groups) + Relu + residual Add, Relu, then a head: GlobalAveragePool,
 // Flatten, Gemm (10) — and a second output before the head, [1, 16, 6, 6].
-std::string model() {
+std::string nan_model() {
   kiln::test::OnnxBuilder b;
   b.input("x", {1, 16, 12, 12}).output("y").output("feat");
   b.init_f("w1", {16, 16, 3, 3}, randoms(16 * 16 * 9, 1, -0.2f, 0.2f));
@@ -73,7 +73,7 @@ int64_t count_nan(const Tensor& t) {
 }  // namespace
 
 TEST_CASE("NaN semantics: NaN inputs give NaN outputs on every path") {
-  const std::string bytes = model();
+  const std::string bytes = nan_model();
   const float nan = std::numeric_limits<float>::quiet_NaN();
   Tensor all_nan(kiln::DType::f32, {1, 16, 12, 12}), one_nan(kiln::DType::f32, {1, 16, 12, 12});
   const std::vector<float> xv = randoms(size_t(one_nan.numel()), 6, -2.f, 2.f);
