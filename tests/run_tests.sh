@@ -5,8 +5,8 @@
 #   TSan build of the concurrency tests (tests/sanitize/tsan.sh, build-tsan),
 #   every fuzz harness on the committed corpus and past findings, then a fixed-seed, fixed-size
 #   exploration (tests/fuzz/run_fuzz.sh, build-fuzz): deterministic, the same inputs every run.
-# They run by default (CI runs them all: about 14 of the ~20 minutes on a 2-core machine, see
-# the timings each stage prints); KILN_SANITIZERS=0 skips them all, KILN_SKIP_ASAN,
+# They run by default (CI runs them all: about half of its time on a 2-core machine, see the
+# timings each stage prints and bench/NOTES.md, "Build time"); KILN_SANITIZERS=0 skips them all, KILN_SKIP_ASAN,
 # KILN_SKIP_TSAN, KILN_SKIP_FUZZ=1 skip one. Random, time-bounded fuzzing is bench/fuzz_long.sh
 # (KILN_FUZZ_SECONDS=N makes this stage do that instead: not deterministic, not for CI).
 set -euo pipefail
