@@ -702,7 +702,6 @@ class Selector {
         y_d.empty() || lossy.empty() ? std::vector<float>() : probe_with(lossy, ConvFamily::im2col);
     const double noise = relative_error(y_i, y_d);
     auto added = [&](double e) { return std::sqrt(std::max(0.0, e * e - noise * noise)); };
-    bool stopped = false;
     while (!lossy.empty()) {
       if (!y_d.empty() && over_time()) break;
       std::vector<double> share(lossy.size(), kInf);
@@ -720,47 +719,12 @@ class Selector {
             "{:.2e} among themselves: {:.2e} added (budget {:.1e})",
             lossy.size(), e, noise, sel_.probe_error, budget);
         if (sel_.probe_error <= budget) break;
-        // Each layer's share: measured once per node (the plan with only that layer lossy:
-        // against y_d it differs by the layer's transform error and direct's own rounding on
-        // that layer, about noise^2 / n), then scaled by the family's transform_error weight
-        // when the node moves to a milder family, and all together to the measured total.
-        // When the probes the profiling budget still allows (the guard's time so far per
-        // probe; two kept for the probes after demoting) are fewer than the layers to
-        // measure, adjacent layers are measured as groups and each member gets an equal part
-        // of its group's share: a coarser demotion instead of running out of time, which
-        // demotes every lossy layer (bench/NOTES.md, "The accuracy guard in groups").
-        std::vector<size_t> todo;  // positions in lossy without a measured share
-        for (size_t k = 0; k < lossy.size(); ++k)
-          if (!shares_.count(lossy[k])) todo.push_back(k);
+        // The probes the profiling budget still allows (the guard's time so far per probe;
+        // two kept for the probes after demoting).
         const double per_probe = ms_since(t0) / std::max(1, sel_.probes - probes0);
         double fit = std::floor((budget_ms() - ms_since(t0)) / per_probe) - 2;
         if (o_.guard_share_probes > 0) fit = std::min(fit, double(o_.guard_share_probes));
-        const size_t groups = double(todo.size()) <= fit ? todo.size() : size_t(std::max(1.0, fit));
-        for (size_t gi = 0; gi < groups; ++gi) {
-          const size_t b = todo.size() * gi / groups, end = todo.size() * (gi + 1) / groups;
-          const double m = double(end - b);
-          double e = sel_.probe_error;  // a group of every lossy layer: the total, no probe
-          if (m < double(lossy.size())) {
-            if (over_time()) {
-              stopped = true;
-              break;
-            }
-            std::vector<bool> member(lossy.size(), false);
-            for (size_t t = b; t < end; ++t) member[todo[t]] = true;
-            std::vector<size_t> others;
-            for (size_t k = 0; k < lossy.size(); ++k)
-              if (!member[k]) others.push_back(lossy[k]);
-            e = relative_error(probe_with(others, ConvFamily::direct), y_d);
-            e = std::sqrt(std::max(0.0, e * e - noise * noise * m / double(lossy.size())));
-          }
-          for (size_t t = b; t < end; ++t) {
-            const size_t i = lossy[todo[t]];
-            shares_[i] = {transform_error(sel_.nodes[i].label), e / std::sqrt(m)};
-            log_debug("accuracy guard: {} ({}) adds {:.2e} (measured in a group of {})",
-                      g_.nodes[i].where(), sel_.nodes[i].label.key(), e / std::sqrt(m), end - b);
-          }
-        }
-        if (stopped) break;  // (demoted and solved already)
+        if (!measure_shares(lossy, y_d, noise, fit, over_time)) break;  // (demoted, solved)
         double sum2 = 0;
         for (size_t k = 0; k < lossy.size(); ++k) {
           const auto& [w0, s0] = shares_.at(lossy[k]);
@@ -782,6 +746,46 @@ class Selector {
     stand_ins_.clear();
     shares_.clear();
     sel_.guard_ms = ms_since(t0);
+  }
+
+  // Measures the error share of each lossy node that has none yet (shares_): the plan with
+  // only that node lossy, against y_d, differs by the node's transform error and direct's own
+  // rounding on it (about noise^2 / n, taken off). The guard scales a share by the family's
+  // transform_error weight when the node moves to a milder family, and all of them to the
+  // measured total. When fewer than `probes` fit, adjacent nodes are measured as groups and
+  // each member gets an equal part of its group's share (in quadrature): a coarser demotion
+  // instead of running out of time, which demotes every lossy node (bench/NOTES.md, "The
+  // accuracy guard in groups"). A group of every lossy node needs no probe: its share is the
+  // measured total. False when over_time stopped it (and demoted and solved already).
+  bool measure_shares(const std::vector<size_t>& lossy, const std::vector<float>& y_d, double noise,
+                      double probes, const std::function<bool()>& over_time) {
+    std::vector<size_t> todo;  // positions in lossy without a measured share
+    for (size_t k = 0; k < lossy.size(); ++k)
+      if (!shares_.count(lossy[k])) todo.push_back(k);
+    const size_t groups =
+        double(todo.size()) <= probes ? todo.size() : size_t(std::max(1.0, probes));
+    for (size_t gi = 0; gi < groups; ++gi) {
+      const size_t b = todo.size() * gi / groups, end = todo.size() * (gi + 1) / groups;
+      const double m = double(end - b);
+      double e = sel_.probe_error;
+      if (end - b < lossy.size()) {
+        if (over_time()) return false;
+        std::vector<bool> member(lossy.size(), false);
+        for (size_t t = b; t < end; ++t) member[todo[t]] = true;
+        std::vector<size_t> others;
+        for (size_t k = 0; k < lossy.size(); ++k)
+          if (!member[k]) others.push_back(lossy[k]);
+        e = relative_error(probe_with(others, ConvFamily::direct), y_d);
+        e = std::sqrt(std::max(0.0, e * e - noise * noise * m / double(lossy.size())));
+      }
+      for (size_t t = b; t < end; ++t) {
+        const size_t i = lossy[todo[t]];
+        shares_[i] = {transform_error(sel_.nodes[i].label), e / std::sqrt(m)};
+        log_debug("accuracy guard: {} ({}) adds {:.2e} (measured in a group of {})",
+                  g_.nodes[i].where(), sel_.nodes[i].label.key(), e / std::sqrt(m), end - b);
+      }
+    }
+    return true;
   }
 
   // Demotes the lossy nodes that save least time per unit of their error share (squared:
