@@ -57,6 +57,13 @@ class Profiler {
   void set_cold_weights(bool cold) { cold_weights_ = cold; }
   bool cold_weights() const { return cold_weights_; }
 
+  // Where a timed run finds its inputs (the buffers of src_bytes): warm from the run before
+  // (the load's measurements), written just before in equal shares by the threads (as a
+  // producer step left them in a network: at two threads half in the other core's cache), or
+  // in memory (evicted). For benchmarks (kiln_micro_bench threads --inputs).
+  enum class Inputs { warm, split, cold };
+  void set_inputs(Inputs i) { inputs_ = i; }
+
   void set_deadline(Clock::time_point t) { deadline_ = t; }
   // Predicted milliseconds time_kernel would spend getting scratch buffers of these sizes
   // (fresh pages cost 1.5-5 s per GiB on these VMs: a huge operand's allocation can cost more
@@ -76,6 +83,7 @@ class Profiler {
   void run_chunks(const Kernel& k, const KernelArgs& a, const std::vector<Chunk>& chunks);
   double time_once(const Kernel& k, const KernelArgs& a, const std::vector<Chunk>& chunks,
                    const std::vector<Kernel::Span>& evict_first);
+  void write_split(const std::vector<Kernel::Span>& spans);
   float* scratch(size_t slot, int64_t bytes);
   // The kernel's scratch, one 64-byte aligned slice per thread (as the executor lays it out).
   int64_t scratch_slices_bytes(const Kernel& k) const {
@@ -92,6 +100,8 @@ class Profiler {
   // the slow end of what these VMs showed (5 s per GiB).
   double fill_ms_per_byte_ = 5000.0 / double(int64_t(1) << 30);
   bool cold_weights_ = false;
+  Inputs inputs_ = Inputs::warm;
+  std::vector<Kernel::Span> inputs_spans_;  // time_kernel's input buffers
   Clock::time_point deadline_ = Clock::time_point::max();
   bool last_sampled_ = false;
   int sampled_ = 0;

@@ -5,6 +5,7 @@
 //   glue         [--isa ..]
 //   fresh-memory [--mb N] [--file MODEL.onnx] [--reps R]
 //   threads      --problem PROBLEM[,..] [--family winograd2,winograd4,..] [--threads N]
+//                [--inputs warm|split|cold]
 //                [--rounds R] [--isa ..]
 #include <cstdio>
 #include <cstring>

@@ -18,6 +18,9 @@ int64_t group_l2(const CacheSizes& c) {
 // m_outer weights from this size on are prefetched group by group during the first chunk's
 // sweep (pf_first below): in a network even small layers' weights are flushed between runs.
 constexpr int64_t kPfFirstAbove = 64 * 1024;
+// Blocked src: how many K blocks ahead a tile prefetches its src lines (Gemm1x1Conf::pf_ahead;
+// 1 and 2 did equally well with the input in the other core's L2 or in memory).
+constexpr int kPfAheadBlocks = 2;
 // The src lines of one K chunk's tiles: two thirds of L1d (the weights stream through the rest).
 int64_t l1_budget(const CacheSizes& c) {
   return c.l1d * 2 / 3;
@@ -251,6 +254,12 @@ ConfOr<Gemm1x1Conf> init_gemm1x1_conf(const ConvProblem& p, const ConvImpl& impl
   }
   if (force.pf_src >= 0) c.pf_src = force.pf_src != 0;
   if (force.pf_dst >= 0) c.pf_dst = force.pf_dst != 0;
+  // (The address is a 32-bit displacement from the block's. f32 only: bf16, whose pixel's
+  // block is half a line, measured no gain.)
+  if (!c.bf16 && !c.int8 && !c.nhwc && !c.pack && !c.windows && c.icb_total() > 1 &&
+      kPfAheadBlocks * c.src_kb_bytes() < (int64_t(1) << 30))
+    c.pf_ahead = kPfAheadBlocks;
+  if (force.pf_ahead >= 0) c.pf_ahead = force.pf_ahead;
   const int64_t wei_bytes = c.icb_total() * c.ocv * kb_vec_bytes;
   // m_outer: the first chunk's sweep reads every group's weights from memory (later chunks
   // find them in L2), so each call walks the next group's weights too.

@@ -57,6 +57,7 @@ struct Gemm1x1Force {
   int pf_dst = -1;            // prefetchw the next tile's dst lines during a tile
   int pf_next = -1;           // groups outer: prefetch the next group's weights into L2
   int pf_every = -1;          // K steps per such prefetch (1, 2, 4, 8 or 16)
+  int pf_ahead = -1;          // K blocks ahead the tile's src lines are prefetched (0: none)
 };
 
 struct Gemm1x1Conf {
@@ -100,6 +101,12 @@ struct Gemm1x1Conf {
   // pf_every (a power of two <= 16) makes the group's tiles cover the next group about once.
   bool pf_next = false;
   int pf_every = 1;
+  // Blocked f32 src, unpacked: each K block of a tile is ur_m lines a channel plane apart, a
+  // stride the hardware prefetcher does not follow, so a tile stalls on every block's lines
+  // when they are not in L2 — in a network, at two threads half the input was just written by
+  // the other core, or it is in L3 / memory. A prefetcht0 per pixel, spread over the block's
+  // K steps, fetches the lines pf_ahead blocks ahead (bench/NOTES.md, session 28).
+  int pf_ahead = 0;
   int epi_temps = 0;
 
   int64_t m_len = 0;         // pixels per line: oh*ow (stride 1, packed) or ow (stride 2)

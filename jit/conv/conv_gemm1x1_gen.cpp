@@ -90,15 +90,20 @@ void Gemm1x1Generator::emit_k_body(int ur, int nic) {
   const bool reg_bcast = c_.bcast_reg || c_.isa != Isa::avx512;
   const int w0 = ur * ob_, bc = w0 + ob_;
   const int64_t pix = c_.gemm_stride() * c_.src_pix_bytes();
-  // Prefetches of the next tile (full tiles only), spread over the channel steps: its src
-  // lines of this ic block (one per pixel) and its dst lines (one per pixel and oc vector).
+  // Prefetches spread over the channel steps: this tile's src lines pf_ahead blocks ahead
+  // (full blocks), and of the next tile (full tiles only) its src lines of this ic block (one
+  // per pixel) and its dst lines (one per pixel and oc vector).
   // K steps: one per channel, or (bf16) one vdpbf16ps per channel pair (a 4-byte broadcast of
   // the pixel's two channels against a vector of 16 oc x 2 ic weights).
   const int steps = c_.k_steps(nic);
   std::vector<std::vector<std::pair<Address, bool>>> pf(
       static_cast<size_t>(steps));  // (addr, write)
+  int n = 0;
+  if (c_.pf_ahead && nic == c_.simd)
+    for (int m = 0; m < ur; ++m)
+      pf[size_t(n++ % steps)].push_back(
+          {ptr[src_k_ + m * pix + c_.pf_ahead * c_.src_kb_bytes()], false});
   if (ur == c_.ur_m) {
-    int n = 0;
     if (c_.pf_src)
       for (int m = 0; m < ur; ++m)
         pf[size_t(n++ % steps)].push_back({ptr[src_k_ + (ur + m) * pix], false});

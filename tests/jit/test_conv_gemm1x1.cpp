@@ -172,19 +172,44 @@ TEST_CASE("gemm1x1 conv: prefetch variants") {
             f.pf_src = pfs;
             f.pf_dst = pfd;
             f.pf_next = pfn;
-            f.m_outer = pfn ? 0 : -1;  // the next group's weights are walked with groups outer
+            f.pf_ahead = pfs + 2 * pfd;  // 0 .. 3 blocks ahead (one past the end included)
+            f.m_outer = pfn ? 0 : -1;    // the next group's weights are walked with groups outer
             f.pf_every = pfs ? 4 : 1;
             auto c = convjit::init_gemm1x1_conf(p, gemm(isa, nhwc), isa, f);
             REQUIRE(c);
             Operands o = make_operands(p, seed++);
             auto k = convjit::make_gemm1x1_kernel(*c.conf, o.w, &o.b);
-            INFO(k->name() << " pf_src " << pfs << " pf_dst " << pfd << " pf_next " << pfn);
+            INFO(k->name() << " pf_src " << pfs << " pf_dst " << pfd << " pf_next " << pfn
+                           << " pf_ahead " << c.conf->pf_ahead);
             std::string first;
             const Layout l = nhwc ? Layout::nhwc : blocked_layout(isa);
             CHECK_MESSAGE(
                 count_mismatches(run_kernel(*k, p, o, l, l), reference(p, o), p.ic, &first) == 0,
                 first);
           }
+}
+
+// The conf prefetches a tile's src blocks ahead exactly where its K blocks are channel planes
+// apart (blocked, unpacked, more than one block): there the hardware prefetcher does not.
+TEST_CASE("gemm1x1 conf: src blocks prefetched ahead only where they are planes apart") {
+  const ConvProblem s1 = problem("ic64ih14iw14_oc64oh14ow14kh1kw1sh1sw1ph0pw0");
+  const ConvProblem one_block = problem("ic8ih14iw14_oc64oh14ow14kh1kw1sh1sw1ph0pw0");
+  const ConvProblem s2 = problem("ic64ih14iw14_oc64oh7ow7kh1kw1sh2sw2ph0pw0");
+  for (Isa isa : isas()) {
+    auto pf = [&](const ConvProblem& p, bool nhwc, int pack) {
+      convjit::Gemm1x1Force f;
+      f.pack = pack;
+      auto c = convjit::init_gemm1x1_conf(p, gemm(isa, nhwc), isa, f);
+      REQUIRE(c);
+      return c.conf->pf_ahead;
+    };
+    INFO(std::string(isa_name(isa)));
+    CHECK(pf(s1, false, -1) > 0);
+    CHECK(pf(s2, false, 0) > 0);  // strided, read in place
+    CHECK(pf(s1, true, -1) == 0);
+    CHECK(pf(one_block, false, -1) == 0);
+    CHECK(pf(s2, false, 1) == 0);  // packed: the chunk is in L1
+  }
 }
 
 // Full-size ResNet-50 shapes with the blockings, loop orders and K splits init_conf picks for
