@@ -6,9 +6,10 @@
 import argparse, os
 
 import numpy as np
-import onnx
 import torch
 import torchvision.models.segmentation as seg
+
+from export_util import calibrate_bn, export_case
 
 MODELS = ["fcn_resnet50", "deeplabv3_resnet50", "deeplabv3_mobilenet_v3_large",
           "lraspp_mobilenet_v3_large"]
@@ -24,22 +25,6 @@ class OutOnly(torch.nn.Module):
         return self.net(x)["out"]
 
 
-def calibrate_bn(net, h, w, iters=2, batch=4):
-    """make_models.py's calibration (random N(0,1) batches in train mode, cumulative averages),
-    smaller: these networks are 10-50x a classifier's work."""
-    bns = [m for m in net.modules() if isinstance(m, torch.nn.modules.batchnorm._BatchNorm)]
-    g = torch.Generator().manual_seed(SEED + 1)
-    for m in bns:
-        m.reset_running_stats()
-        m.momentum = None
-    net.train()
-    with torch.no_grad():
-        for _ in range(iters):
-            net(torch.randn(batch, 3, h, w, generator=g))
-    net.eval()
-    return len(bns)
-
-
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", required=True)
@@ -53,21 +38,15 @@ def main():
         torch.manual_seed(SEED)
         net = getattr(seg, name)(weights=None, weights_backbone=None, num_classes=21,
                                  aux_loss=False)
-        nbn = calibrate_bn(net, 160, 160)
+        # (Smaller batches than make_models.py's: these networks are 10-50x a classifier's work.)
+        nbn = calibrate_bn(net, (4, 3, 160, 160), SEED + 1)
         model = OutOnly(net).eval()
         for size in args.sizes.split(","):
             h, w = (int(v) for v in size.split("x"))
             x = np.random.default_rng(SEED).standard_normal((1, 3, h, w), dtype=np.float32)
-            with torch.no_grad():
-                ref = model(torch.from_numpy(x)).numpy()
             for opset in (int(o) for o in args.opsets.split(",")):
                 base = os.path.join(args.out, f"{name}_{h}x{w}_op{opset}")
-                torch.onnx.export(model, torch.from_numpy(x), base + ".onnx", opset_version=opset,
-                                  input_names=["input"], output_names=["out"],
-                                  do_constant_folding=True)
-                onnx.checker.check_model(onnx.load(base + ".onnx"))
-                np.save(base + ".input.npy", x)
-                np.save(base + ".ref.npy", ref)
+                ref = export_case(model, x, base, opset, "input", "out")
                 print(f"{os.path.basename(base)}: bn={nbn} out={list(ref.shape)} "
                       f"absmax={float(np.abs(ref).max()):.3g}", flush=True)
 

@@ -203,7 +203,30 @@ void expect_conv_operands(const Graph& g, const Node& n, const char* what, const
 
 }  // namespace
 
+// A 3-D Conv ([N, C, D, H, W]) is only inferred here: rewrite_conv3d lowers it to a 2-D Conv
+// over the frames before anything else sees it.
+void infer_conv3d(Graph& g, Node& n) {
+  expect_dtype(g, n, 0, DType::f32);
+  expect_dtype(g, n, 1, DType::f32);
+  const Shape& x = input(g, n, 0).shape;
+  const Shape& wt = input(g, n, 1).shape;
+  if (wt.size() != 5)
+    n.fail(Code::invalid_model, "weight " + input_desc(g, n, 1) + " has shape " + shape_str(wt) +
+                                    ", expected rank 5 [M, C/group, kD, kH, kW] for input shape " +
+                                    shape_str(x));
+  const int64_t m = wt[0];
+  if (expect_grouped_weight(g, n, x[1], m, x[1]) != 1)
+    n.fail(Code::unsupported, "grouped 3-D convolution (group " +
+                                  std::to_string(n.attr_i("group", 1)) + ") is not supported");
+  std::vector<int64_t> kernel = weight_kernel(g, n);
+  expect_bias(g, n, m);
+  Window w = resolve_window(n, Shape(x.begin() + 2, x.end()), kernel, false, true);
+  write_window(n, w);
+  set_output(g, n, 0, DType::f32, {x[0], m, w.out[0], w.out[1], w.out[2]});
+}
+
 void infer_conv(Graph& g, Node& n) {
+  if (input(g, n, 0).shape.size() == 5) return infer_conv3d(g, n);
   expect_conv_operands(g, n, "convolution", "[M, C/group, kH, kW]");
   const Shape& x = input(g, n, 0).shape;
   const int64_t m = input(g, n, 1).shape[0];

@@ -331,6 +331,11 @@ std::string unique_value_name(const Graph& g, const std::string& base) {
   }
 }
 
+const Tensor* const_f32(const Graph& g, ValueId v) {
+  if (v == kNoValue || !g.value(v).is_const() || g.value(v).dtype != DType::f32) return nullptr;
+  return &*g.value(v).constant;
+}
+
 Tensor ints_tensor(const std::vector<int64_t>& v) {
   Tensor t(DType::i64, {int64_t(v.size())});
   std::copy(v.begin(), v.end(), t.data<int64_t>());

@@ -238,6 +238,8 @@ void own_borrowed(Graph& g);
 
 // A generated name not yet used in the graph ("<base>", "<base>_1", ...).
 std::string unique_value_name(const Graph& g, const std::string& base);
+// The constant f32 tensor value v holds, or nullptr (absent, computed, or another dtype).
+const Tensor* const_f32(const Graph& g, ValueId v);
 
 // A 1-D int64 tensor holding v.
 Tensor ints_tensor(const std::vector<int64_t>& v);

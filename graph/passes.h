@@ -71,6 +71,11 @@ int fold_pads(Graph& g);
 // channel per output channel and stride phase) + SubpixelInterleave (or the Conv alone for
 // stride 1 without crop). Returns the number rewritten.
 int rewrite_conv_transposes(Graph& g);
+// graph/rewrite_conv3d.cpp. 3-D Conv (group 1, constant weights) -> a 2-D Conv over the frames
+// with the depth taps stacked on the channels, between Transpose / Pad / Slice / Concat /
+// Reshape; 5-D GlobalAveragePool -> the 4-D one on a view. Run first after inference: nothing
+// else handles 5-D convs. Returns the number rewritten.
+int rewrite_conv3d(Graph& g);
 // graph/einsum.cpp. Einsum nodes of one or two f32 operands whose labels are not repeated within
 // an operand (no diagonals) become ReduceSum (labels only one operand has and the output lacks),
 // Transpose, Reshape and one batched MatMul (numpy batch broadcast), so they run on those ops'

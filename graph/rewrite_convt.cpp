@@ -42,10 +42,6 @@ Dim plan_dim(int64_t in, int64_t out, int64_t k, int64_t s, int64_t d, int64_t p
   return r;
 }
 
-bool const_f32(const Graph& g, ValueId v) {
-  return v != kNoValue && g.value(v).is_const() && g.value(v).dtype == DType::f32;
-}
-
 // What follows a ConvTranspose and moves before the interleave (which only permutes
 // elements): BatchNormalizations folded into the weights (y * scale + shift per output
 // channel), then elementwise unary ops, which graph/fuse.cpp fuses into the Conv's epilogue

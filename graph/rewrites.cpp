@@ -20,11 +20,6 @@ bool has_perm(const Node& n, const std::vector<int64_t>& perm) {
   return n.op == "Transpose" && n.outputs.size() == 1 && n.attr_ints("perm") == perm;
 }
 
-const Tensor* const_f32(const Graph& g, ValueId v) {
-  if (v == kNoValue || !g.value(v).is_const() || g.value(v).dtype != DType::f32) return nullptr;
-  return &*g.value(v).constant;
-}
-
 // A constant f32 scalar (any shape of one element) within `tol` of `want`.
 bool const_near(const Graph& g, ValueId v, double want, double tol = 0) {
   const Tensor* t = const_f32(g, v);

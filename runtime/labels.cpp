@@ -43,10 +43,10 @@ bool upto4d(const Graph& g, ValueId v) {
   return v != kNoValue && g.value(v).shape.size() <= 4;
 }
 
-// Elementwise over same-shape f32 operands (rank <= 4; Pow's constant scalar exponent aside):
-// exact on any layout's flat buffer.
+// Elementwise over same-shape f32 operands (Pow's constant scalar exponent aside): exact on any
+// layout's flat buffer (a rank other than 4 has nchw only).
 bool is_flat_elementwise(const Graph& g, const Node& n) {
-  if (n.outputs.size() != 1 || !upto4d(g, n.outputs[0])) return false;
+  if (n.outputs.size() != 1 || n.outputs[0] == kNoValue) return false;
   const Shape& ys = g.value(n.outputs[0]).shape;
   const bool binary =
       (n.op == "Add" || n.op == "Sub" || n.op == "Mul" || n.op == "Div") && n.inputs.size() == 2;

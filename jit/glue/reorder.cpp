@@ -43,16 +43,16 @@ std::string reorder_name(Layout from, Layout to, Isa isa) {
          isa_name(isa);
 }
 
-using TileFn = void (*)(const float* src, float* dst, int64_t n, int64_t flag);
+using ReorderTileFn = void (*)(const float* src, float* dst, int64_t n, int64_t flag);
 using Sig = asmjit::FuncSignatureT<void, const float*, float*, int64_t, int64_t>;
 
-// A new TileFn function (its index) and the registers of its arguments.
-struct TileFnArgs {
+// A new ReorderTileFn function (its index) and the registers of its arguments.
+struct ReorderTileFnArgs {
   int idx;
   x86::Gp src, dst, n, flag;
 };
-TileFnArgs begin_tile_fn(AsmBuilder& b) {
-  TileFnArgs a{b.begin_function(Sig()), b.gp(), b.gp(), b.gp(), b.gp()};
+ReorderTileFnArgs begin_tile_fn(AsmBuilder& b) {
+  ReorderTileFnArgs a{b.begin_function(Sig()), b.gp(), b.gp(), b.gp(), b.gp()};
   b.func()->setArg(0, a.src);
   b.func()->setArg(1, a.dst);
   b.func()->setArg(2, a.n);
@@ -73,7 +73,7 @@ class ReorderKernel : public glue::GlueKernel {
       : N_(N), src_img_(src_img), dst_img_(dst_img), dst_esize_(dst_esize) {
     name_ = std::move(name);
   }
-  void set(glue::ExecCode code, std::vector<TileFn> fns, std::vector<Tile> tiles) {
+  void set(glue::ExecCode code, std::vector<ReorderTileFn> fns, std::vector<Tile> tiles) {
     code_ = std::move(code);
     fns_ = std::move(fns);
     per_image_ = std::move(tiles);
@@ -94,7 +94,7 @@ class ReorderKernel : public glue::GlueKernel {
  private:
   int64_t N_, src_img_, dst_img_;  // elements
   int dst_esize_;                  // bytes per dst element (bf16: 2)
-  std::vector<TileFn> fns_;
+  std::vector<ReorderTileFn> fns_;
   std::vector<Tile> per_image_;
 };
 
@@ -102,7 +102,7 @@ class ReorderKernel : public glue::GlueKernel {
 // copy: fn(src, dst, count floats, -)
 
 void build_copy(AsmBuilder& b) {
-  const TileFnArgs a = begin_tile_fn(b);
+  const ReorderTileFnArgs a = begin_tile_fn(b);
   b.copy_dynamic(a.dst, a.src, a.n);
   b.end_function();
 }
@@ -527,8 +527,8 @@ std::unique_ptr<Kernel> create_reorder_kernel(const Shape& s, Layout from, Layou
     }
   }
   glue::ExecCode code = b.finish();
-  std::vector<TileFn> fns;
-  for (int i = 0; i < b.function_count(); ++i) fns.push_back(b.entry<TileFn>(code, i));
+  std::vector<ReorderTileFn> fns;
+  for (int i = 0; i < b.function_count(); ++i) fns.push_back(b.entry<ReorderTileFn>(code, i));
   k->set(std::move(code), std::move(fns), std::move(tiles));
   return k;
 }

@@ -96,6 +96,18 @@ TEST_CASE("infer Conv: output shapes and explicit attributes") {
   }
 }
 
+// (graph/rewrite_conv3d.cpp lowers it to 2-D convs before any kernel sees it.)
+TEST_CASE("infer Conv: 3-D") {
+  Builder b;
+  b.node("Conv", {b.in("x", {2, 3, 9, 20, 24}), b.floats("w", {8, 3, 3, 5, 5})});
+  b.set_ints("strides", {2, 2, 1});
+  b.set_ints("dilations", {2, 1, 1});
+  b.set_ints("pads", {1, 2, 0, 1, 2, 0});
+  // D: 9 + 2 - 5 = 6 / 2 -> 4; H: 20 + 4 - 5 = 19 / 2 -> 10; W: 24 - 5 -> 20
+  CHECK(b.shape() == Shape{2, 8, 4, 10, 20});
+  CHECK(attr_ints(b, "kernel_shape") == std::vector<int64_t>{3, 5, 5});
+}
+
 TEST_CASE("infer Conv: errors") {
   Builder b;
   SUBCASE("1-D conv is unsupported") {
@@ -103,8 +115,17 @@ TEST_CASE("infer Conv: errors") {
     b.set_s("auto_pad", "SAME_UPPER");
     check_fails(b, Code::unsupported, "only 2-D");
   }
-  SUBCASE("3-D conv is unsupported") {
-    b.node("Conv", {b.in("x", {1, 3, 4, 4, 4}), b.floats("w", {2, 3, 1, 1, 1})});
+  SUBCASE("grouped 3-D conv is unsupported") {
+    b.node("Conv", {b.in("x", {1, 4, 4, 4, 4}), b.floats("w", {2, 2, 1, 1, 1})});
+    b.set_i("group", 2);
+    check_fails(b, Code::unsupported, "grouped 3-D convolution");
+  }
+  SUBCASE("3-D conv weight rank") {
+    b.node("Conv", {b.in("x", {1, 3, 4, 4, 4}), b.floats("w", {2, 3, 1, 1})});
+    check_fails(b, Code::invalid_model, "expected rank 5");
+  }
+  SUBCASE("4-D conv is unsupported") {
+    b.node("Conv", {b.in("x", {1, 3, 4, 4, 4, 4}), b.floats("w", {2, 3, 1, 1, 1, 1})});
     check_fails(b, Code::unsupported, "only 2-D");
   }
   SUBCASE("rank 2 input is invalid") {

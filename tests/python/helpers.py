@@ -22,3 +22,17 @@ def fixture_arrays(name, kind):
 
 def rel_error(y, ref):
     return float(np.max(np.abs(y - ref)) / max(float(np.max(np.abs(ref))), 1e-30))
+
+
+def run_on_each_isa(data, feeds, tmp_path, threads=2):
+    """Runs the model (bytes) once per ISA path this CPU has — AVX-512, AVX2 (capped) and the
+    reference — each with its own tuning cache under tmp_path: [(max_isa, outputs, plan)]."""
+    import kiln
+    runs = []
+    for max_isa in ("avx512", "avx2", "scalar"):
+        with kiln.Session.from_bytes(data, threads=threads, max_isa=max_isa,
+                                     cache_dir=str(tmp_path / max_isa)) as s:
+            if max_isa != "scalar" and s.isa != max_isa:
+                continue  # this CPU lacks the ISA
+            runs.append((max_isa, s.run(feeds), s.plan()))
+    return runs

@@ -1,0 +1,72 @@
+"""3-D CNNs (Conv3d on [N, C, D, H, W], as video networks have) run as 2-D convs over the frames
+with the depth taps stacked on the channels (graph/rewrite_conv3d.cpp): against PyTorch, on every
+JIT ISA and the reference path, with no reference kernel in the JIT plans."""
+import io
+
+import numpy as np
+import pytest
+
+import kiln
+
+from helpers import rel_error, run_on_each_isa
+
+torch = pytest.importorskip("torch", reason="needs Debian's python3-torch for the oracle")
+
+
+class Net3d(torch.nn.Module):
+    """Every way a depth window differs: padded or not, strided, dilated, one tap, even taps;
+    a residual; no bias; a global pool and a classifier."""
+
+    def __init__(self):
+        super().__init__()
+        self.c1 = torch.nn.Conv3d(3, 8, (3, 5, 5), stride=(1, 2, 2), padding=(1, 2, 2))
+        self.c2 = torch.nn.Conv3d(8, 8, (3, 1, 1), stride=(2, 1, 1), padding=(1, 0, 0))
+        self.c3 = torch.nn.Conv3d(8, 16, (1, 3, 3), padding=(0, 1, 1), bias=False)
+        self.c4 = torch.nn.Conv3d(16, 16, (2, 3, 3), dilation=(2, 1, 1), padding=(1, 1, 1))
+        self.c5 = torch.nn.Conv3d(16, 16, (3, 3, 3), padding=(0, 1, 1))  # no D padding
+        self.skip = torch.nn.Conv3d(8, 16, 1, stride=(2, 1, 1))
+        self.fc = torch.nn.Linear(16, 5)
+
+    def forward(self, x):
+        x = torch.relu(self.c1(x))
+        y = self.c3(torch.relu(self.c2(x)))
+        y = torch.relu(self.c4(y) + self.skip(x))
+        y = self.c5(y)
+        return self.fc(torch.flatten(torch.nn.functional.adaptive_avg_pool3d(y, 1), 1))
+
+
+def export(net, x, opset=13):
+    buf = io.BytesIO()
+    torch.onnx.export(net, x, buf, opset_version=opset, input_names=["x"], output_names=["y"])
+    return buf.getvalue()
+
+
+@pytest.mark.parametrize("shape,opset", [((1, 3, 9, 20, 24), 13), ((2, 3, 8, 17, 13), 17)])
+def test_conv3d_net_matches_pytorch(shape, opset, tmp_path):
+    torch.manual_seed(0)
+    net = Net3d().eval()
+    x = torch.randn(*shape)
+    with torch.no_grad():
+        want = net(x).numpy()
+    # (An ISA this CPU lacks is left out: the avx512 case is skipped loudly below.)
+    for max_isa, out, plan in run_on_each_isa(export(net, x, opset), {"x": x.numpy()}, tmp_path):
+        got = out["y"]
+        assert got.shape == want.shape
+        assert rel_error(got, want) < 1e-5, (max_isa, rel_error(got, want))
+        if max_isa != "scalar":
+            kernels = [st["kernel"] for st in plan["steps"]]
+            assert not [k for k in kernels if k.startswith("ref_")], kernels
+            assert sum(st["op"] == "Conv" for st in plan["steps"]) == 6
+
+
+def test_avx512_available_or_said():
+    with kiln.Session.from_bytes(export(torch.nn.Conv3d(2, 2, 1), torch.randn(1, 2, 2, 2, 2)),
+                                 max_isa="avx512", disable_cache=True) as s:
+        if s.isa != "avx512":
+            pytest.skip("this CPU has no AVX-512: the 3-D nets ran on AVX2 and the reference only")
+
+
+def test_grouped_conv3d_is_refused_by_name():
+    data = export(torch.nn.Conv3d(4, 4, 3, groups=2), torch.randn(1, 4, 5, 6, 6))
+    with pytest.raises(kiln.Unsupported, match="grouped 3-D convolution"):
+        kiln.Session.from_bytes(data, disable_cache=True)
