@@ -3,18 +3,22 @@
 // of 2-D convs of the input frames t * sD + j * dD (after padding D): stacking those kD frames
 // along the channels makes it one 2-D conv with kD * C input channels. So:
 //
-//   Pad D by the conv's D pads          [N, C, Dp, H, W]       (as H of [N, C, D, H * W])
-//   Transpose(0 2 1 3 4)                [N, Dp, C, H, W]       (the frames' order)
+//   Transpose(X, 0 2 1 3 4)             [N, D, C, H, W]        (the frames' order)
+//   Pad D by the conv's D pads          [N, Dp, C, H, W]       (as H of [1, N, D, C * H * W])
 //   Slice D at j * dD, step sD, j < kD  kD x [N, Do, C, H, W]  (kD = 1, sD = 1: the frames)
 //   Concat on C, Reshape                [N * Do, kD * C, H, W]
 //   Conv 2-D (kH, kW; weights W'[m][j C + c] = W[m][c][j])  [N * Do, M, Ho, Wo]
 //   Reshape, Transpose(0 2 1 3 4)       [N, M, Do, Ho, Wo]
 //
 // The 2-D conv then has every family (Winograd on the 3x3 part included), and the solver its
-// layouts. 5-D GlobalAveragePool becomes the 4-D one over [N, C, D * H, W]. Grouped 3-D convs
-// are rejected by shape inference (graph/infer_conv_pool.cpp).
+// layouts. Elementwise ops between lowered convs move into the frames' order (no Transpose
+// pair around them). 5-D GlobalAveragePool becomes the 4-D one over [N, C, D * H, W]. Grouped
+// 3-D convs are rejected by shape inference (graph/infer_conv_pool.cpp).
+#include <unordered_map>
+
 #include "graph/infer.h"
 #include "graph/passes.h"
+#include "graph/post_ops.h"
 
 namespace kiln {
 namespace {
@@ -25,6 +29,15 @@ Node node(const Node& n, const std::string& op, std::vector<ValueId> inputs, con
   x.op = op;
   x.inputs = std::move(inputs);
   return x;
+}
+
+// [N, C, D, H, W] <-> [N, D, C, H, W] (its own inverse).
+const std::vector<int64_t> kFramesPerm = {0, 2, 1, 3, 4};
+
+Node frames(const Node& n, ValueId x, const char* part) {
+  Node t = node(n, "Transpose", {x}, part);
+  t.attrs["perm"] = attr_ints(kFramesPerm);
+  return t;
 }
 
 ValueId ints_const(Graph& g, const Node& n, const char* part, const std::vector<int64_t>& v) {
@@ -60,29 +73,22 @@ bool lower_conv3d(Graph& g, std::vector<Node>& nodes, const Node& n) {
                              pads = n.attr_ints("pads");
   const std::string base = g.value(n.outputs[0]).name;
 
-  ValueId v = n.in(0);
+  ValueId v = emit_node(g, nodes, frames(n, n.in(0), "frames"), base + "_frames");
   const int64_t dp = x[2] + pads[0] + pads[3];
-  if (pads[0] || pads[3]) {  // on the view [N, C, D, H * W]: the 4-D pad kernel's H padding
-    v = emit_node(g, nodes,
-                  node(n, "Reshape", {v, ints_const(g, n, "dview", {N, C, x[2], H * W})}, "dview"),
-                  base + "_dview");
+  if (pads[0] || pads[3]) {  // on the view [1, N, D, C * H * W]: the 4-D pad kernel's H padding
+    v = emit_node(
+        g, nodes,
+        node(n, "Reshape", {v, ints_const(g, n, "dview", {1, N, x[2], C * H * W})}, "dview"),
+        base + "_dview");
     v = emit_node(
         g, nodes,
         node(n, "Pad", {v, ints_const(g, n, "dpads", {0, 0, pads[0], 0, 0, 0, pads[3], 0})},
              "dpad"),
         base + "_dpad");
     v = emit_node(g, nodes,
-                  node(n, "Reshape", {v, ints_const(g, n, "dback", {N, C, dp, H, W})}, "dback"),
+                  node(n, "Reshape", {v, ints_const(g, n, "dback", {N, dp, C, H, W})}, "dback"),
                   base + "_dback");
   }
-  v = emit_node(
-      g, nodes,
-      [&] {
-        Node t = node(n, "Transpose", {v}, "frames");
-        t.attrs["perm"] = attr_ints({0, 2, 1, 3, 4});
-        return t;
-      }(),
-      base + "_frames");
   if (kd > 1 || st[0] > 1 || Do != dp) {
     std::vector<ValueId> taps;
     for (int64_t j = 0; j < kd; ++j) {
@@ -121,9 +127,7 @@ bool lower_conv3d(Graph& g, std::vector<Node>& nodes, const Node& n) {
   v = emit_node(g, nodes,
                 node(n, "Reshape", {v, ints_const(g, n, "unbatch", {N, Do, M, Ho, Wo})}, "unbatch"),
                 base + "_unbatch");
-  Node back = node(n, "Transpose", {v}, "back");
-  back.attrs["perm"] = attr_ints({0, 2, 1, 3, 4});
-  emit_node(g, nodes, std::move(back), "", n.outputs[0]);
+  emit_node(g, nodes, frames(n, v, "back"), "", n.outputs[0]);
   return true;
 }
 
@@ -145,12 +149,107 @@ bool lower_global_pool3d(Graph& g, std::vector<Node>& nodes, const Node& n) {
   return true;
 }
 
+bool is_frames_transpose(const Node& n) {
+  return n.op == "Transpose" && n.outputs.size() == 1 && n.inputs.size() == 1 &&
+         n.attr_ints("perm") == kFramesPerm;
+}
+
+// Between two lowered convs the model's elementwise ops (ReLU, the residual Add) sit between a
+// Transpose back and the next conv's Transpose to frames. Each such op moves before the
+// Transpose (it computes the same on the frames' order), and a Transpose of a Transpose (the
+// perm is its own inverse) becomes an Identity: the frames stay in frames' order from conv
+// to conv. Then an op on a conv's [N, Do, M, Ho, Wo] view of its [N * Do, M, Ho, Wo] output
+// moves before that Reshape (its other operand viewed as 4-D), right after the 2-D conv,
+// which fuses it into its epilogue. A moved value's other consumers keep the Transpose or
+// Reshape (dead otherwise).
+int sink_frame_transposes(Graph& g) {
+  std::unordered_map<ValueId, ValueId> transposed;  // v = Transpose(transposed[v])
+  std::unordered_map<ValueId, ValueId> viewed;      // 5-D v = Reshape(4-D viewed[v])
+  auto find = [](const std::unordered_map<ValueId, ValueId>& m, ValueId v) {
+    const auto it = m.find(v);
+    return it == m.end() ? kNoValue : it->second;
+  };
+  return rewrite_nodes(g, [&](std::vector<Node>& nodes, const Node& n) {
+    if (is_frames_transpose(n)) {
+      if (const ValueId x = find(transposed, n.in(0)); x != kNoValue) {
+        emit_node(g, nodes, node(n, "Identity", {x}, "untransposed"), "", n.outputs[0]);
+        return true;
+      }
+      transposed[n.outputs[0]] = n.in(0);
+      return false;
+    }
+    if (n.op == "Reshape" && n.outputs.size() == 1 && g.value(n.outputs[0]).shape.size() == 5 &&
+        g.value(n.in(0)).shape.size() == 4) {
+      viewed[n.outputs[0]] = n.in(0);
+      return false;
+    }
+    if (n.outputs.size() != 1 || n.inputs.empty()) return false;
+    const Shape out = g.value(n.outputs[0]).shape;
+    const bool unary = is_unary_elementwise_op(n.op);
+    const bool binary = (n.op == "Add" || n.op == "Sub" || n.op == "Mul" || n.op == "Div" ||
+                         n.op == "Max" || n.op == "Min") &&
+                        n.inputs.size() == 2;
+    if (out.size() != 5 || (!unary && !binary)) return false;
+    // The operands that move: the first (unary; the others must be scalars, as Clip's bounds)
+    // or both, each of the output's shape.
+    const size_t moved = binary ? 2 : 1;
+    for (size_t k = 0; k < n.inputs.size(); ++k) {
+      const ValueId v = n.inputs[k];
+      if (k < moved ? g.value(v).shape != out : v != kNoValue && shape_numel(g.value(v).shape) != 1)
+        return false;
+    }
+    // m (n on other operands) written to `out` (a new value when kNoValue): right after the
+    // conv when an operand is a conv output's view, as is otherwise.
+    const std::string base = g.value(n.outputs[0]).name;
+    auto emit_on_view = [&](Node m, ValueId to) {
+      size_t view = moved;
+      for (size_t k = 0; k < moved && view == moved; ++k)
+        if (find(viewed, m.inputs[k]) != kNoValue) view = k;
+      if (view == moved) return emit_node(g, nodes, std::move(m), base + "_moved", to);
+      const Shape shape = g.value(m.inputs[view]).shape;  // (frames' order or not)
+      const Shape& flat = g.value(find(viewed, m.inputs[view])).shape;
+      for (size_t k = 0; k < moved; ++k) {
+        const ValueId y = find(viewed, m.inputs[k]);
+        m.inputs[k] = y != kNoValue && g.value(y).shape == flat
+                          ? y
+                          : emit_node(g, nodes,
+                                      node(n, "Reshape",
+                                           {m.inputs[k], ints_const(g, n, "flat", flat)}, "flat"),
+                                      base + "_flat");
+      }
+      const ValueId t = emit_node(g, nodes, std::move(m), base + "_4d");
+      const ValueId v =
+          emit_node(g, nodes, node(n, "Reshape", {t, ints_const(g, n, "view", shape)}, "view"),
+                    base + "_5d", to);
+      viewed[v] = t;
+      return v;
+    };
+    Node m = n;
+    m.name = n.name + "_moved";
+    bool all_transposed = true;
+    for (size_t k = 0; k < moved; ++k) all_transposed &= find(transposed, n.inputs[k]) != kNoValue;
+    if (all_transposed) {
+      for (size_t k = 0; k < moved; ++k) m.inputs[k] = find(transposed, n.inputs[k]);
+      const ValueId t = emit_on_view(std::move(m), kNoValue);
+      emit_node(g, nodes, frames(n, t, "back"), "", n.outputs[0]);
+      transposed[n.outputs[0]] = t;
+      return true;
+    }
+    bool any_view = false;
+    for (size_t k = 0; k < moved; ++k) any_view |= find(viewed, n.inputs[k]) != kNoValue;
+    if (!any_view) return false;
+    emit_on_view(std::move(m), n.outputs[0]);
+    return true;
+  });
+}
+
 }  // namespace
 
 int rewrite_conv3d(Graph& g) {
-  return rewrite_nodes(g, [&](std::vector<Node>& nodes, const Node& n) {
+  const int lowered = rewrite_nodes(g, [&](std::vector<Node>& nodes, const Node& n) {
     return lower_conv3d(g, nodes, n) || lower_global_pool3d(g, nodes, n);
   });
+  return lowered ? lowered + sink_frame_transposes(g) : 0;
 }
 
 }  // namespace kiln

@@ -1,6 +1,7 @@
 """3-D CNNs (Conv3d on [N, C, D, H, W], as video networks have) run as 2-D convs over the frames
 with the depth taps stacked on the channels (graph/rewrite_conv3d.cpp): against PyTorch, on every
-JIT ISA and the reference path, with no reference kernel in the JIT plans."""
+JIT ISA and the reference path, with no reference kernel in the JIT plans, no Transpose between
+two convs and the elementwise ops fused into them."""
 import io
 
 import numpy as np
@@ -53,10 +54,14 @@ def test_conv3d_net_matches_pytorch(shape, opset, tmp_path):
         got = out["y"]
         assert got.shape == want.shape
         assert rel_error(got, want) < 1e-5, (max_isa, rel_error(got, want))
+        ops = [st["op"] for st in plan["steps"]]
+        assert ops.count("Conv") == 6, ops
+        # The frames stay in frames' order from conv to conv (one Transpose in, one out) and
+        # the ReLUs and the residual Add are in the convs' epilogues.
+        assert ops.count("Transpose") == 2 and "Relu" not in ops and "Add" not in ops, ops
         if max_isa != "scalar":
             kernels = [st["kernel"] for st in plan["steps"]]
             assert not [k for k in kernels if k.startswith("ref_")], kernels
-            assert sum(st["op"] == "Conv" for st in plan["steps"]) == 6
 
 
 def test_avx512_available_or_said():
