@@ -1,4 +1,4 @@
-# Run: /usr/bin/python3 bench/export_video.py --out /tmp/vid [--shape 16x112x112] [--batch 1]
+# Run: /usr/bin/python3 bench/export_video.py --out /tmp/vid [--shape DxHxW] [--batch 1]
 #          [--opset 13] [model ...]
 # Exports torchvision's video classifiers (3-D CNNs; random weights, fixed seed, BatchNorm
 # statistics re-estimated on random clips as export_seg.py does) to OUT/NAME[_bB_DxHxW].onnx
@@ -12,23 +12,26 @@ import torchvision.models.video as video
 
 from export_util import calibrate_bn, export_case
 
-MODELS = ["r3d_18", "mc3_18", "r2plus1d_18"]  # (s3d has 3-D pools: not supported)
+# Default clip (frames x height x width) per model: S3D's last pool needs 224x224 frames.
+MODELS = {"r3d_18": "16x112x112", "mc3_18": "16x112x112", "r2plus1d_18": "16x112x112",
+          "s3d": "16x224x224"}
 SEED = 1234
 
 
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", required=True)
-    ap.add_argument("--shape", default="16x112x112", help="frames x height x width")
+    ap.add_argument("--shape", help="frames x height x width (default: the model's, MODELS)")
     ap.add_argument("--batch", type=int, default=1)
     ap.add_argument("--opset", type=int, default=13)
     ap.add_argument("models", nargs="*")
     args = ap.parse_args()
     os.makedirs(args.out, exist_ok=True)
     torch.set_num_threads(2)
-    shape = tuple(int(v) for v in args.shape.split("x"))
-    suffix = "" if (args.batch, args.shape) == (1, "16x112x112") else f"_b{args.batch}_{args.shape}"
     for name in args.models or MODELS:
+        size = args.shape or MODELS.get(name, "16x112x112")
+        shape = tuple(int(v) for v in size.split("x"))
+        suffix = "" if (args.batch, size) == (1, MODELS.get(name)) else f"_b{args.batch}_{size}"
         torch.manual_seed(SEED)
         net = getattr(video, name)(weights=None)
         nbn = calibrate_bn(net, (2, 3, *shape), SEED + 1)

@@ -113,12 +113,14 @@ void write_window(Node& n, const Window& w) {
   n.attrs.erase("auto_pad");
 }
 
+// (A 3-D pool, [N, C, D, H, W], is only inferred here: rewrite_conv3d lowers it.)
 void infer_pool(Graph& g, Node& n, bool is_max) {
   expect_dtype(g, n, 0, DType::f32);
-  expect_2d_input(g, n, "pooling");
   const Shape& x = input(g, n, 0).shape;
+  if (x.size() != 5) expect_2d_input(g, n, "pooling");
+  const size_t k = x.size() - 2;
   if (!n.has("kernel_shape")) n.fail(Code::invalid_model, "attribute 'kernel_shape' is required");
-  std::vector<int64_t> kernel = spatial_attr(n, "kernel_shape", kSpatial, 1, 1);
+  std::vector<int64_t> kernel = spatial_attr(n, "kernel_shape", k, 1, 1);
   bool ceil_mode = attr_flag(n, "ceil_mode", false);
   if (is_max) {
     if (n.attr_i("storage_order", 0) != 0)
@@ -129,16 +131,18 @@ void infer_pool(Graph& g, Node& n, bool is_max) {
     attr_flag(n, "count_include_pad", false);  // validated; kept for the kernels
   }
   Window w = resolve_window(n, Shape(x.begin() + 2, x.end()), kernel, ceil_mode, is_max);
-  for (size_t i = 0; i < kSpatial; ++i) {
+  for (size_t i = 0; i < k; ++i) {
     int64_t eff = (w.kernel[i] - 1) * w.dilations[i] + 1;
     // A window lying entirely in the padding has no input element (ONNX Runtime rejects it).
-    if (w.pads[i] >= eff || w.pads[i + kSpatial] >= eff)
+    if (w.pads[i] >= eff || w.pads[i + k] >= eff)
       n.fail(Code::invalid_model, "pads " + ints_str(w.pads) +
                                       " must be smaller than the (effective) kernel " +
                                       ints_str(w.kernel));
   }
   write_window(n, w);
-  set_output(g, n, 0, DType::f32, {x[0], x[1], w.out[0], w.out[1]});
+  Shape out{x[0], x[1]};
+  out.insert(out.end(), w.out.begin(), w.out.end());
+  set_output(g, n, 0, DType::f32, out);
 }
 
 }  // namespace

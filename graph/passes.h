@@ -73,8 +73,10 @@ int fold_pads(Graph& g);
 int rewrite_conv_transposes(Graph& g);
 // graph/rewrite_conv3d.cpp. 3-D Conv (group 1, constant weights) -> a 2-D Conv over the frames
 // with the depth taps stacked on the channels, between Transpose / Pad / Slice / Concat /
-// Reshape; 5-D GlobalAveragePool -> the 4-D one on a view. Run first after inference: nothing
-// else handles 5-D convs. Returns the number rewritten.
+// Reshape; 3-D MaxPool / AveragePool -> the 2-D pool per frame, then Max / Add (and Mul) of the
+// depth taps; 5-D GlobalAveragePool -> the 4-D one on a view; then the elementwise ops between
+// them move into the frames' order. Run first after inference: nothing else handles 5-D convs
+// and pools. Returns the number rewritten.
 int rewrite_conv3d(Graph& g);
 // graph/einsum.cpp. Einsum nodes of one or two f32 operands whose labels are not repeated within
 // an operand (no diagonals) become ReduceSum (labels only one operand has and the output lacks),

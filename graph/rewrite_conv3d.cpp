@@ -11,9 +11,12 @@
 //   Reshape, Transpose(0 2 1 3 4)       [N, M, Do, Ho, Wo]
 //
 // The 2-D conv then has every family (Winograd on the 3x3 part included), and the solver its
-// layouts. Elementwise ops between lowered convs move into the frames' order (no Transpose
+// layouts. 3-D MaxPool / AveragePool: the 2-D pool per frame, then the max / mean of the depth
+// taps. Elementwise ops between lowered convs move into the frames' order (no Transpose
 // pair around them). 5-D GlobalAveragePool becomes the 4-D one over [N, C, D * H, W]. Grouped
 // 3-D convs are rejected by shape inference (graph/infer_conv_pool.cpp).
+#include <algorithm>
+#include <limits>
 #include <unordered_map>
 
 #include "graph/infer.h"
@@ -59,6 +62,51 @@ Tensor stack_taps(const Tensor& w) {
   return out;
 }
 
+// The frames v [N, D, C, H, W] padded along D by (lo, hi) frames of `value` (as H of the view
+// [1, N, D, C * H * W]: the 4-D pad kernel's H padding).
+ValueId pad_frames(Graph& g, std::vector<Node>& nodes, const Node& n, ValueId v, int64_t lo,
+                   int64_t hi, float value, const std::string& base) {
+  const Shape s = g.value(v).shape;
+  const int64_t inner = s[2] * s[3] * s[4];
+  v = emit_node(g, nodes,
+                node(n, "Reshape", {v, ints_const(g, n, "dview", {1, s[0], s[1], inner})}, "dview"),
+                base + "_dview");
+  Tensor fill(DType::f32, {});
+  *fill.data<float>() = value;
+  v = emit_node(g, nodes,
+                node(n, "Pad",
+                     {v, ints_const(g, n, "dpads", {0, 0, lo, 0, 0, 0, hi, 0}),
+                      g.add_const(unique_value_name(g, n.name + "_dfill"), std::move(fill))},
+                     "dpad"),
+                base + "_dpad");
+  return emit_node(
+      g, nodes,
+      node(n, "Reshape", {v, ints_const(g, n, "dback", {s[0], s[1] + lo + hi, s[2], s[3], s[4]})},
+           "dback"),
+      base + "_dback");
+}
+
+// The kD depth taps of padded frames v [N, Dp, C, H, W]: tap j holds frames j * dil + t * stride
+// for the Do output frames t.
+std::vector<ValueId> depth_taps(Graph& g, std::vector<Node>& nodes, const Node& n, ValueId v,
+                                int64_t kd, int64_t dil, int64_t stride, int64_t Do,
+                                const std::string& base) {
+  std::vector<ValueId> taps;
+  for (int64_t j = 0; j < kd; ++j) {
+    const int64_t from = j * dil, to = from + (Do - 1) * stride + 1;
+    const std::string part = "tap" + std::to_string(j);
+    taps.push_back(emit_node(g, nodes,
+                             node(n, "Slice",
+                                  {v, ints_const(g, n, (part + "s").c_str(), {from}),
+                                   ints_const(g, n, (part + "e").c_str(), {to}),
+                                   ints_const(g, n, (part + "a").c_str(), {1}),
+                                   ints_const(g, n, (part + "t").c_str(), {stride})},
+                                  part.c_str()),
+                             base + "_" + part));
+  }
+  return taps;
+}
+
 bool lower_conv3d(Graph& g, std::vector<Node>& nodes, const Node& n) {
   if (n.op != "Conv" || n.outputs.size() != 1 || g.value(n.in(0)).shape.size() != 5) return false;
   const ValueId wv = n.in(1);
@@ -75,34 +123,9 @@ bool lower_conv3d(Graph& g, std::vector<Node>& nodes, const Node& n) {
 
   ValueId v = emit_node(g, nodes, frames(n, n.in(0), "frames"), base + "_frames");
   const int64_t dp = x[2] + pads[0] + pads[3];
-  if (pads[0] || pads[3]) {  // on the view [1, N, D, C * H * W]: the 4-D pad kernel's H padding
-    v = emit_node(
-        g, nodes,
-        node(n, "Reshape", {v, ints_const(g, n, "dview", {1, N, x[2], C * H * W})}, "dview"),
-        base + "_dview");
-    v = emit_node(
-        g, nodes,
-        node(n, "Pad", {v, ints_const(g, n, "dpads", {0, 0, pads[0], 0, 0, 0, pads[3], 0})},
-             "dpad"),
-        base + "_dpad");
-    v = emit_node(g, nodes,
-                  node(n, "Reshape", {v, ints_const(g, n, "dback", {N, dp, C, H, W})}, "dback"),
-                  base + "_dback");
-  }
+  if (pads[0] || pads[3]) v = pad_frames(g, nodes, n, v, pads[0], pads[3], 0.f, base);
   if (kd > 1 || st[0] > 1 || Do != dp) {
-    std::vector<ValueId> taps;
-    for (int64_t j = 0; j < kd; ++j) {
-      const int64_t from = j * dil[0], to = from + (Do - 1) * st[0] + 1;
-      const std::string part = "tap" + std::to_string(j);
-      taps.push_back(emit_node(g, nodes,
-                               node(n, "Slice",
-                                    {v, ints_const(g, n, (part + "s").c_str(), {from}),
-                                     ints_const(g, n, (part + "e").c_str(), {to}),
-                                     ints_const(g, n, (part + "a").c_str(), {1}),
-                                     ints_const(g, n, (part + "t").c_str(), {st[0]})},
-                                    part.c_str()),
-                               base + "_" + part));
-    }
+    const std::vector<ValueId> taps = depth_taps(g, nodes, n, v, kd, dil[0], st[0], Do, base);
     if (taps.size() == 1) {
       v = taps[0];
     } else {
@@ -127,6 +150,118 @@ bool lower_conv3d(Graph& g, std::vector<Node>& nodes, const Node& n) {
   v = emit_node(g, nodes,
                 node(n, "Reshape", {v, ints_const(g, n, "unbatch", {N, Do, M, Ho, Wo})}, "unbatch"),
                 base + "_unbatch");
+  emit_node(g, nodes, frames(n, v, "back"), "", n.outputs[0]);
+  return true;
+}
+
+// A constant Pad of [N, C, D, H, W] along D, H and W (PyTorch exports a 3-D average pool that
+// counts its pads as one): H and W padded as those of the view [N, C * D, H, W], then D as H of
+// [1, N * C, D, H * W], on the 4-D pad kernel.
+bool lower_pad3d(Graph& g, std::vector<Node>& nodes, const Node& n) {
+  if (n.op != "Pad" || n.outputs.size() != 1 || g.value(n.in(0)).shape.size() != 5 ||
+      n.attr_s("mode", "constant") != "constant" || n.in(3) != kNoValue ||
+      !g.value(n.in(1)).is_const() || (n.in(2) != kNoValue && !g.value(n.in(2)).is_const()))
+    return false;
+  const Tensor& pt = *g.value(n.in(1)).constant;
+  if (pt.dtype() != DType::i64 || pt.numel() != 10) return false;
+  std::vector<int64_t> p(pt.data<int64_t>(), pt.data<int64_t>() + 10);
+  if (p[0] || p[1] || p[5] || p[6] ||
+      std::any_of(p.begin(), p.end(), [](int64_t v) { return v < 0; }))
+    return false;
+  const Shape x = g.value(n.in(0)).shape, y = g.value(n.outputs[0]).shape;
+  const std::string base = g.value(n.outputs[0]).name;
+  auto pad4 = [&](ValueId v, const Shape& view, std::vector<int64_t> pads, const Shape& back,
+                  const char* part, ValueId to) {
+    const std::string s(part);
+    v = emit_node(
+        g, nodes,
+        node(n, "Reshape", {v, ints_const(g, n, (s + "v").c_str(), view)}, (s + "view").c_str()),
+        base + "_" + s);
+    std::vector<ValueId> in = {v, ints_const(g, n, (s + "p").c_str(), pads)};
+    if (n.in(2) != kNoValue) in.push_back(n.in(2));
+    v = emit_node(g, nodes, node(n, "Pad", in, (s + "pad").c_str()), base + "_" + s + "pad");
+    return emit_node(
+        g, nodes,
+        node(n, "Reshape", {v, ints_const(g, n, (s + "b").c_str(), back)}, (s + "back").c_str()),
+        base + "_" + s + "back", to);
+  };
+  const bool depth = p[2] || p[7];
+  ValueId v = n.in(0);
+  if (p[3] || p[4] || p[8] || p[9])
+    v = pad4(v, {x[0], x[1] * x[2], x[3], x[4]}, {0, 0, p[3], p[4], 0, 0, p[8], p[9]},
+             {x[0], x[1], x[2], y[3], y[4]}, "hw", depth ? kNoValue : n.outputs[0]);
+  if (depth)
+    pad4(v, {1, x[0] * x[1], x[2], y[3] * y[4]}, {0, 0, p[2], 0, 0, 0, p[7], 0}, y, "d",
+         n.outputs[0]);
+  if (v == n.in(0) && !depth)  // no padding at all
+    emit_node(g, nodes, node(n, "Identity", {v}, "nopad"), "", n.outputs[0]);
+  return true;
+}
+
+// MaxPool / AveragePool over [N, C, D, H, W] (both separable): the 2-D pool on every frame,
+// then along D the max (the frames padded with -inf) or the mean (padded with 0, the sum of the
+// taps times 1 / the window's count per output frame: count_include_pad counts the pads, never
+// what ceil_mode's last window hangs past them) of the kD strided taps.
+bool lower_pool3d(Graph& g, std::vector<Node>& nodes, const Node& n) {
+  const bool is_max = n.op == "MaxPool";
+  if ((!is_max && n.op != "AveragePool") || n.outputs.size() != 1 ||
+      g.value(n.in(0)).shape.size() != 5)
+    return false;
+  const Shape x = g.value(n.in(0)).shape, y = g.value(n.outputs[0]).shape;
+  const int64_t N = x[0], C = x[1], D = x[2], Do = y[2];
+  // infer_pool wrote the window out in full.
+  const std::vector<int64_t> k = n.attr_ints("kernel_shape"), st = n.attr_ints("strides"),
+                             dil = n.attr_ints("dilations"), pads = n.attr_ints("pads");
+  const std::string base = g.value(n.outputs[0]).name;
+
+  ValueId v = emit_node(g, nodes, frames(n, n.in(0), "frames"), base + "_frames");
+  v = emit_node(g, nodes,
+                node(n, "Reshape", {v, ints_const(g, n, "batch", {N * D, C, x[3], x[4]})}, "batch"),
+                base + "_batch");
+  Node p = node(n, n.op, {v}, "2d");
+  p.attrs = n.attrs;
+  p.attrs["kernel_shape"] = attr_ints({k[1], k[2]});
+  p.attrs["strides"] = attr_ints({st[1], st[2]});
+  p.attrs["dilations"] = attr_ints({dil[1], dil[2]});
+  p.attrs["pads"] = attr_ints({pads[1], pads[2], pads[4], pads[5]});
+  v = emit_node(g, nodes, std::move(p), base + "_2d");
+  v = emit_node(
+      g, nodes,
+      node(n, "Reshape", {v, ints_const(g, n, "unbatch", {N, D, C, y[3], y[4]})}, "unbatch"),
+      base + "_unbatch");
+
+  // The padded frames the windows cover: the D pads, and what ceil_mode's last one overhangs.
+  const int64_t span = (Do - 1) * st[0] + (k[0] - 1) * dil[0] + 1;
+  const int64_t lo = pads[0], hi = std::max<int64_t>(0, span - D - lo);
+  if (k[0] > 1 || st[0] > 1 || lo || hi || Do != D) {
+    if (lo || hi)
+      v = pad_frames(g, nodes, n, v, lo, hi, is_max ? -std::numeric_limits<float>::infinity() : 0.f,
+                     base);
+    const std::vector<ValueId> taps = depth_taps(g, nodes, n, v, k[0], dil[0], st[0], Do, base);
+    ValueId acc = taps[0];
+    for (size_t j = 1; j < taps.size(); ++j) {
+      const std::string part = "tap" + std::to_string(j) + "acc";
+      acc = emit_node(g, nodes, node(n, is_max ? "Max" : "Add", {acc, taps[j]}, part.c_str()),
+                      base + "_" + part);
+    }
+    if (!is_max) {
+      const bool with_pads = n.attr_i("count_include_pad", 0) != 0;
+      Tensor inv(DType::f32, Shape{1, Do, 1, 1, 1});
+      for (int64_t t = 0; t < Do; ++t) {
+        const int64_t b = t * st[0], e = b + k[0];  // window in padded frames
+        const int64_t count = with_pads ? std::min(e, D + pads[0] + pads[3]) - b
+                                        : std::min(e, lo + D) - std::max(b, lo);
+        inv.data<float>()[t] = 1.f / float(count);
+      }
+      acc = emit_node(
+          g, nodes,
+          node(n, "Mul",
+               {acc, g.add_const(unique_value_name(g, n.name + "_dcount"), std::move(inv))},
+               "dmean"),
+          base + "_dmean");
+    }
+    v = acc;
+  }
   emit_node(g, nodes, frames(n, v, "back"), "", n.outputs[0]);
   return true;
 }
@@ -247,7 +382,8 @@ int sink_frame_transposes(Graph& g) {
 
 int rewrite_conv3d(Graph& g) {
   const int lowered = rewrite_nodes(g, [&](std::vector<Node>& nodes, const Node& n) {
-    return lower_conv3d(g, nodes, n) || lower_global_pool3d(g, nodes, n);
+    return lower_conv3d(g, nodes, n) || lower_pool3d(g, nodes, n) || lower_pad3d(g, nodes, n) ||
+           lower_global_pool3d(g, nodes, n);
   });
   return lowered ? lowered + sink_frame_transposes(g) : 0;
 }

@@ -279,6 +279,19 @@ TEST_CASE("infer MaxPool / AveragePool") {
   }
 }
 
+// (graph/rewrite_conv3d.cpp lowers it to 2-D pools before any kernel sees it.)
+TEST_CASE("infer MaxPool: 3-D, ceil_mode") {
+  Builder b;
+  b.node("MaxPool", {b.in("x", {2, 4, 7, 11, 10})});
+  b.set_ints("kernel_shape", {2, 3, 3});
+  b.set_ints("strides", {2, 2, 1});
+  b.set_ints("pads", {0, 1, 0, 0, 1, 0});
+  b.set_i("ceil_mode", 1);
+  // D: (7 - 2) / 2 ceil -> 3 + 1 = 4 (the last window starts at 6 < 7); H: 11 + 2 - 3 = 10 / 2
+  // -> 6; W: 10 - 3 -> 8
+  CHECK(b.shape() == Shape{2, 4, 4, 6, 8});
+}
+
 TEST_CASE("infer pools: errors") {
   Builder b;
   SUBCASE("kernel_shape missing") {

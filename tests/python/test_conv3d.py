@@ -1,5 +1,6 @@
 """3-D CNNs (Conv3d on [N, C, D, H, W], as video networks have) run as 2-D convs over the frames
-with the depth taps stacked on the channels (graph/rewrite_conv3d.cpp): against PyTorch, on every
+with the depth taps stacked on the channels, 3-D pools as 2-D pools and a max / mean of the depth
+taps (graph/rewrite_conv3d.cpp): against PyTorch, on every
 JIT ISA and the reference path, with no reference kernel in the JIT plans, no Transpose between
 two convs and the elementwise ops fused into them."""
 import io
@@ -59,6 +60,41 @@ def test_conv3d_net_matches_pytorch(shape, opset, tmp_path):
         # The frames stay in frames' order from conv to conv (one Transpose in, one out) and
         # the ReLUs and the residual Add are in the convs' epilogues.
         assert ops.count("Transpose") == 2 and "Relu" not in ops and "Add" not in ops, ops
+        if max_isa != "scalar":
+            kernels = [st["kernel"] for st in plan["steps"]]
+            assert not [k for k in kernels if k.startswith("ref_")], kernels
+
+
+class PoolNet3d(torch.nn.Module):
+    """3-D pools: padded, strided, one-frame and ceil-mode windows; averages with and without
+    the pads counted."""
+
+    def __init__(self, count_include_pad):
+        super().__init__()
+        self.c = torch.nn.Conv3d(3, 16, (1, 3, 3), padding=(0, 1, 1))
+        self.p1 = torch.nn.MaxPool3d(3, stride=2, padding=1)
+        self.p2 = torch.nn.MaxPool3d((1, 3, 3), stride=(1, 2, 2), padding=(0, 1, 1))
+        self.p3 = torch.nn.MaxPool3d(2, stride=2, ceil_mode=True)
+        self.a1 = torch.nn.AvgPool3d((3, 3, 3), stride=(2, 1, 1), padding=1,
+                                     count_include_pad=count_include_pad)
+        self.a2 = torch.nn.AvgPool3d(2, stride=(1, 2, 2), ceil_mode=True,
+                                     count_include_pad=count_include_pad)
+
+    def forward(self, x):
+        x = self.c(x)
+        return torch.cat([torch.flatten(t, 1) for t in (
+            self.p1(x), self.p2(x), self.p3(x), self.a1(x), self.a2(x))], 1)
+
+
+@pytest.mark.parametrize("count_include_pad", [False, True])
+def test_pool3d_matches_pytorch(count_include_pad, tmp_path):
+    torch.manual_seed(1)
+    net = PoolNet3d(count_include_pad).eval()
+    x = torch.randn(2, 3, 7, 11, 10)
+    with torch.no_grad():
+        want = net(x).numpy()
+    for max_isa, out, plan in run_on_each_isa(export(net, x), {"x": x.numpy()}, tmp_path):
+        assert rel_error(out["y"], want) < 1e-5, (max_isa, rel_error(out["y"], want))
         if max_isa != "scalar":
             kernels = [st["kernel"] for st in plan["steps"]]
             assert not [k for k in kernels if k.startswith("ref_")], kernels
