@@ -679,12 +679,27 @@ std::optional<ReduceView> reduce_view(const Graph& g, const Node& n, Layout l) {
   return v;
 }
 
-// Whether node n may be a view under layout l: a reshaping op whose output, stored in l where
-// 4-D, is input 0's bytes stored in l. That holds when l puts every element of each 4-D operand
-// where NCHW would (blocked: 1x1 spatial and no padding between images; NHWC: 1x1 spatial or
-// one channel) and the output needs no bytes beyond the input's (a padded blocked output must
-// be exactly the input's bytes, pad lanes included).
+// A Slice of a tensor of rank other than 4 whose output is one contiguous run of its input's
+// row-major elements (e.g. frames [t0, t1) of [1, D, C, H, W]): the run's first element, so the
+// output is a view at that offset. (4-D tensors have layouts in which such a run is not one:
+// their slices stay copies, which the solver weighs against conversions.)
+std::optional<int64_t> slice_view_floats(const Graph& g, const Node& n) {
+  if (n.op != "Slice" || g.value(n.outputs[0]).shape.size() == 4 ||
+      g.value(n.in(0)).shape.size() == 4)
+    return std::nullopt;
+  const auto p = block_copy_problem(g, n);
+  if (!p || p->outer != 1 || p->segments.size() != 1 || p->segments[0].len != p->dst_outer)
+    return std::nullopt;
+  return p->segments[0].src_off;
+}
+
+// Whether node n may be a view under layout l: a contiguous Slice (above) or a reshaping op whose
+// output, stored in l where 4-D, is input 0's bytes stored in l. That holds when l puts every
+// element of each 4-D operand where NCHW would (blocked: 1x1 spatial and no padding between images;
+// NHWC: 1x1 spatial or one channel) and the output needs no bytes beyond the input's (a padded
+// blocked output must be exactly the input's bytes, pad lanes included).
 bool view_ok(const Graph& g, const Node& n, Layout l) {
+  if (n.op == "Slice") return l == Layout::nchw && slice_view_floats(g, n).has_value();
   static const char* ops[] = {"Flatten", "Reshape", "Squeeze", "Unsqueeze", "Identity", "Dropout"};
   if (std::none_of(std::begin(ops), std::end(ops), [&](const char* o) { return n.op == o; }))
     return false;
@@ -858,6 +873,11 @@ std::string label_family(const Label& l) {
   return l.kind == LabelKind::conv ? conv_family_name(l.conv.family) : kind_name(l.kind);
 }
 
+int64_t view_offset_bytes(const Graph& g, const Node& n) {
+  const auto floats = slice_view_floats(g, n);  // (block copies are f32)
+  return floats ? *floats * 4 : 0;
+}
+
 int64_t value_bytes(const Value& v, Layout l) {
   // (A bf16 / u8 layout holds an f32 value's 4-D activations in 2 bytes / 1 byte each.)
   if (v.shape.size() == 4)
@@ -1021,6 +1041,7 @@ std::vector<Label> candidate_labels(const Graph& g, int i, Isa isa, bool referen
       for (Layout l : {b, Layout::nhwc}) simple(LabelKind::pad, l);
     if (p.mode == "constant" || hw_only) simple(LabelKind::pad, Layout::nchw);
   } else if (jit && block_copy_problem(g, n)) {
+    if (view_ok(g, n, Layout::nchw)) simple(LabelKind::view, Layout::nchw);
     simple(LabelKind::copy, Layout::nchw);
   } else if (jit && typed_problem(g, n)) {
     simple(LabelKind::typed, Layout::nchw);

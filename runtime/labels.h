@@ -106,6 +106,9 @@ Instance instantiate(const Graph& g, int i, const Label& l, Isa isa, std::string
 
 // Bytes of a value stored in layout l (blocked layouts pad channels).
 int64_t value_bytes(const Value& v, Layout l);
+// Where a view node's output starts in its input's bytes (a contiguous Slice's offset; 0 for the
+// reshaping views).
+int64_t view_offset_bytes(const Graph& g, const Node& n);
 
 // A stable description of node i's problem (op, operand shapes, attributes, fused post-ops):
 // identical problems are measured once and share tuning-cache entries.

@@ -182,12 +182,13 @@ class Lowering {
     }
     const std::vector<Layout> in = input_layouts(g_, i, l), out = output_layouts(g_, i, l);
     if (l.kind == LabelKind::view) {
-      // The output is input 0's bytes: a view of its plan tensor (converted first if it is in
-      // another layout). The step has no tiles; plan_memory keeps the input alive while the
-      // view is used.
+      // The output is input 0's bytes (a contiguous Slice: some of them): a view of its plan
+      // tensor (converted first if it is in another layout). The step has no tiles; plan_memory
+      // keeps the input alive while the view is used.
       const int src = get(n.inputs[0], in[0]);
       const int dst = add_tensor(n.outputs[0], out[0]);
       plan_.tensors[size_t(dst)].parent = src;
+      plan_.tensors[size_t(dst)].parent_offset = view_offset_bytes(g_, n);
       ++plan_.views;
       push(i, std::move(k), {src}, {dst}, false);
       return;

@@ -63,6 +63,10 @@ def test_conv3d_net_matches_pytorch(shape, opset, tmp_path):
         if max_isa != "scalar":
             kernels = [st["kernel"] for st in plan["steps"]]
             assert not [k for k in kernels if k.startswith("ref_")], kernels
+            # One image: a depth tap of stride 1 is a run of whole frames, a view (no copy).
+            slices = [st["kernel"] for st in plan["steps"] if st["op"] == "Slice"]
+            views = [k for k in slices if k.startswith("view")]
+            assert (len(views) >= 3) == (shape[0] == 1), slices
 
 
 class PoolNet3d(torch.nn.Module):
