@@ -1,7 +1,5 @@
 # Shared by bench/export_seg.py and bench/export_video.py: BatchNorm calibration and writing an
 # exported model with its input and PyTorch's output.
-import os
-
 import numpy as np
 import onnx
 import torch
@@ -27,7 +25,7 @@ def calibrate_bn(net, batch_shape, seed, iters=2):
 
 def export_case(model, x, base, opset, input_name, output_name):
     """model(x) (x a numpy array) exported to BASE.onnx (checked), with BASE.input.npy and
-    PyTorch's output BASE.ref.npy; prints a line and returns the output."""
+    PyTorch's output BASE.ref.npy; returns that output."""
     with torch.no_grad():
         ref = model(torch.from_numpy(x)).numpy()
     torch.onnx.export(model, torch.from_numpy(x), base + ".onnx", opset_version=opset,

@@ -192,12 +192,14 @@ int64_t expect_grouped_weight(const Graph& g, const Node& n, int64_t c, int64_t 
   return group;
 }
 
-// Conv and ConvTranspose operands: f32 4-D input and a weight of the same rank.
-void expect_conv_operands(const Graph& g, const Node& n, const char* what, const char* layout) {
+// Conv and ConvTranspose operands: f32 4-D input (5-D too when `three_d`) and a weight of the
+// same rank.
+void expect_conv_operands(const Graph& g, const Node& n, const char* what, const char* layout,
+                          bool three_d = false) {
   expect_dtype(g, n, 0, DType::f32);
   expect_dtype(g, n, 1, DType::f32);
-  expect_2d_input(g, n, what);
   const Shape& x = input(g, n, 0).shape;
+  if (!three_d || x.size() != 5) expect_2d_input(g, n, what);
   const Shape& wt = input(g, n, 1).shape;
   if (wt.size() != x.size())
     n.fail(Code::invalid_model, "weight " + input_desc(g, n, 1) + " has shape " + shape_str(wt) +
@@ -207,39 +209,24 @@ void expect_conv_operands(const Graph& g, const Node& n, const char* what, const
 
 }  // namespace
 
-// A 3-D Conv ([N, C, D, H, W]) is only inferred here: rewrite_conv3d lowers it to a 2-D Conv
-// over the frames before anything else sees it.
-void infer_conv3d(Graph& g, Node& n) {
-  expect_dtype(g, n, 0, DType::f32);
-  expect_dtype(g, n, 1, DType::f32);
+// A 3-D Conv ([N, C, D, H, W], group 1) is only inferred here: rewrite_conv3d lowers it to a
+// 2-D Conv over the frames before anything else sees it.
+void infer_conv(Graph& g, Node& n) {
+  const bool three_d = input(g, n, 0).shape.size() == 5;
+  expect_conv_operands(g, n, "convolution",
+                       three_d ? "[M, C/group, kD, kH, kW]" : "[M, C/group, kH, kW]", true);
   const Shape& x = input(g, n, 0).shape;
-  const Shape& wt = input(g, n, 1).shape;
-  if (wt.size() != 5)
-    n.fail(Code::invalid_model, "weight " + input_desc(g, n, 1) + " has shape " + shape_str(wt) +
-                                    ", expected rank 5 [M, C/group, kD, kH, kW] for input shape " +
-                                    shape_str(x));
-  const int64_t m = wt[0];
-  if (expect_grouped_weight(g, n, x[1], m, x[1]) != 1)
+  const int64_t m = input(g, n, 1).shape[0];
+  if (expect_grouped_weight(g, n, x[1], m, x[1]) != 1 && three_d)
     n.fail(Code::unsupported, "grouped 3-D convolution (group " +
                                   std::to_string(n.attr_i("group", 1)) + ") is not supported");
   std::vector<int64_t> kernel = weight_kernel(g, n);
   expect_bias(g, n, m);
   Window w = resolve_window(n, Shape(x.begin() + 2, x.end()), kernel, false, true);
   write_window(n, w);
-  set_output(g, n, 0, DType::f32, {x[0], m, w.out[0], w.out[1], w.out[2]});
-}
-
-void infer_conv(Graph& g, Node& n) {
-  if (input(g, n, 0).shape.size() == 5) return infer_conv3d(g, n);
-  expect_conv_operands(g, n, "convolution", "[M, C/group, kH, kW]");
-  const Shape& x = input(g, n, 0).shape;
-  const int64_t m = input(g, n, 1).shape[0];
-  expect_grouped_weight(g, n, x[1], m, x[1]);
-  std::vector<int64_t> kernel = weight_kernel(g, n);
-  expect_bias(g, n, m);
-  Window w = resolve_window(n, Shape(x.begin() + 2, x.end()), kernel, false, true);
-  write_window(n, w);
-  set_output(g, n, 0, DType::f32, {x[0], m, w.out[0], w.out[1]});
+  Shape out{x[0], m};
+  out.insert(out.end(), w.out.begin(), w.out.end());
+  set_output(g, n, 0, DType::f32, out);
 }
 
 // ConvTranspose: out = s * (in - 1) + output_padding + (k - 1) * d + 1 - pads (ONNX spec).

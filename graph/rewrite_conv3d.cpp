@@ -116,7 +116,7 @@ bool lower_conv3d(Graph& g, std::vector<Node>& nodes, const Node& n) {
   const Shape& ws = g.value(wv).shape;
   const int64_t N = x[0], C = x[1], H = x[3], W = x[4], M = ws[0], kd = ws[2];
   const int64_t Do = y[2], Ho = y[3], Wo = y[4];
-  // infer_conv3d wrote the window out in full: 3 kernel dims, strides, dilations, 6 pads.
+  // infer_conv wrote the window out in full: 3 kernel dims, strides, dilations, 6 pads.
   const std::vector<int64_t> st = n.attr_ints("strides"), dil = n.attr_ints("dilations"),
                              pads = n.attr_ints("pads");
   const std::string base = g.value(n.outputs[0]).name;

@@ -118,8 +118,10 @@ void Profiler::run_chunks(const Kernel& k, const KernelArgs& a, const std::vecto
 }
 
 // Each thread of the arena rewrites its equal share of every span (one line at a time). The
-// threads first wait (up to 5 ms) for each other, so that each takes one share.
+// threads first wait for each other, so that each takes one share; the wait is bounded
+// (kSplitWaitMs), after which one thread may rewrite several shares.
 void Profiler::write_split(const std::vector<Kernel::Span>& spans) {
+  constexpr double kSplitWaitMs = 5.0;
   auto rewrite = [&](int share, int n) {
     for (const Kernel::Span& s : spans) {
       volatile char* p = static_cast<volatile char*>(const_cast<void*>(s.p));
@@ -136,7 +138,7 @@ void Profiler::write_split(const std::vector<Kernel::Span>& spans) {
       for (int64_t share = b; share < e; ++share) {
         arrived.fetch_add(1);
         const auto t0 = Clock::now();
-        while (arrived.load() < n && ms_since(t0) < 5.0) _mm_pause();
+        while (arrived.load() < n && ms_since(t0) < kSplitWaitMs) _mm_pause();
         rewrite(int(share), n);
       }
     });
