@@ -1,5 +1,7 @@
 // Shape inference for the reductions: Reduce* over axes, ArgMax / ArgMin over one axis, and
-// the normalisations over groups of channels (InstanceNormalization, GroupNormalization).
+// the normalisations over groups of channels (InstanceNormalization, GroupNormalization) and
+// over a window of neighbouring channels (LRN).
+#include <cmath>
 #include <string>
 
 #include "graph/infer_util.h"
@@ -104,6 +106,21 @@ void infer_group_norm(Graph& g, Node& n) {
     n.inputs[i] = g.add_const(unique_value_name(g, n.name + "_per_channel"), std::move(t));
   }
   set_output(g, n, 0, DType::f32, x);
+}
+
+void infer_lrn(Graph& g, Node& n) {
+  expect_dtype(g, n, 0, DType::f32, Code::unsupported);
+  expect_min_rank(g, n, 0, 3);
+  if (!n.has("size")) n.fail(Code::invalid_model, "attribute 'size' is required");
+  const int64_t size = n.attr_i("size", 0);
+  if (size < 1)
+    n.fail(Code::invalid_model, "attribute 'size' is " + std::to_string(size) + ", not >= 1");
+  // The window's sum of squares is scaled by alpha / size and raised to -beta after adding
+  // bias: non-finite parameters give no meaningful output.
+  for (const char* a : {"alpha", "beta", "bias"})
+    if (!std::isfinite(n.attr_f(a, 0.f)))
+      n.fail(Code::invalid_model, std::string("attribute '") + a + "' is not finite");
+  set_output(g, n, 0, DType::f32, input(g, n, 0).shape);
 }
 
 }  // namespace kiln::infer_detail

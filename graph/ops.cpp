@@ -21,14 +21,15 @@ const std::vector<OpInfo>& table() {
   // name, infer, min/max inputs, min/max outputs (optional ones counted), limits (README).
   static const std::vector<OpInfo> ops = {
       {"Conv", infer_conv, 2, 3, 1, 1,
-       "1-D (constant weights; run as 2-D) and 2-D; any group count, stride, dilation, padding, "
-       "auto_pad"},
+       "1-D (constant weights; run as 2-D), 2-D and 3-D (group 1, constant weights; lowered to "
+       "2-D); any group count, stride, dilation, padding, auto_pad"},
       {"ConvTranspose", infer_conv_transpose, 2, 3, 1, 1,
        "1-D (constant weights) and 2-D; any group, stride, dilation, pads, output_padding, "
        "output_shape, auto_pad"},
       {"MaxPool", infer_max_pool, 1, 1, 1, 2,
-       "1-D and 2-D; no Indices output; storage_order 0"},  // Indices output: rejected by infer
-      {"AveragePool", infer_average_pool, 1, 1, 1, 1, "1-D and 2-D; no dilations"},
+       "1-D, 2-D and 3-D; no Indices output; storage_order 0"},  // Indices output: rejected by
+                                                                 // infer
+      {"AveragePool", infer_average_pool, 1, 1, 1, 1, "1-D, 2-D and 3-D; no dilations"},
       {"GlobalAveragePool", infer_global_pool, 1, 1, 1, 1, "rank >= 3"},
       {"GlobalMaxPool", infer_global_pool, 1, 1, 1, 1, "rank >= 3"},
       // Training outputs (mean, var, saved_*) may be declared but must be omitted.
@@ -99,6 +100,7 @@ const std::vector<OpInfo>& table() {
       {"InstanceNormalization", infer_group_norm, 3, 3, 1, 1},
       {"GroupNormalization", infer_group_norm, 3, 3, 1, 1,
        "opset < 21: scale / bias (per group) constant"},
+      {"LRN", infer_lrn, 1, 1, 1, 1, "rank >= 3"},
       {"Flatten", infer_flatten, 1, 1, 1, 1},
       {"Reshape", infer_reshape, 2, 2, 1, 1, "shape constant (computed at load)"},
       {"Squeeze", infer_squeeze, 1, 2, 1, 1, "axes constant"},

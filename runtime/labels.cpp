@@ -603,8 +603,25 @@ std::optional<NormView> norm_view(const Graph& g, const Node& n) {
   return v;
 }
 
+// An LRN of an f32 tensor of rank >= 3 as the kernel's images x channels x pixels.
+std::optional<LrnProblem> lrn_problem(const Graph& g, const Node& n) {
+  if (n.op != "LRN" || n.outputs.size() != 1 || n.in(0) == kNoValue) return std::nullopt;
+  const Value& x = g.value(n.inputs[0]);
+  if (x.dtype != DType::f32 || x.shape.size() < 3) return std::nullopt;
+  LrnProblem p;
+  p.n = x.shape[0];
+  p.c = x.shape[1];
+  p.pixels = shape_numel(x.shape) / std::max<int64_t>(p.n * p.c, 1);
+  p.size = n.attr_i("size", 0);
+  p.alpha = n.attr_f("alpha", 1e-4f);
+  p.beta = n.attr_f("beta", 0.75f);
+  p.bias = n.attr_f("bias", 1.f);
+  return p;
+}
+
 std::unique_ptr<Kernel> make_norm(const Graph& g, const Node& n, Layout l, Isa isa,
                                   std::string* why) {
+  if (const auto p = lrn_problem(g, n)) return create_lrn_kernel(*p, l, isa, why);
   const auto v = norm_view(g, n);
   if (!v)
     return *why =
@@ -1004,6 +1021,13 @@ std::vector<Label> candidate_labels(const Graph& g, int i, Isa isa, bool referen
     simple(LabelKind::concat, Layout::nchw);
   } else if (jit && n.op == "ChannelShuffle") {
     for (Layout l : {b, Layout::nhwc, Layout::nchw}) simple(LabelKind::shuffle, l);
+  } else if (jit && lrn_problem(g, n)) {
+    // Across channels within a vector of them: AVX-512's lane shifts only.
+    if (is4d(g, n.outputs[0]) && isa == Isa::avx512 && lrn_problem(g, n)->size <= 33) {
+      simple(LabelKind::norm, b);
+      simple(LabelKind::norm, Layout::nhwc);
+    }
+    simple(LabelKind::norm, Layout::nchw);
   } else if (jit && norm_view(g, n)) {
     if (norm_view(g, n)->channels) {
       simple(LabelKind::norm, b);

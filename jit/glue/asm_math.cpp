@@ -242,10 +242,15 @@ void emit_pow(AsmBuilder& b, const x86::Vec& a, float y) {
     cc.vdivps(a, b.bcast(1.f, lanes), a);
     return;
   }
-  if (y == 0.5f) {  // sqrt, but pow(-0, 0.5) = +0 and pow(-inf, 0.5) = +inf
+  if (y == 0.5f || y == 0.75f) {  // sqrt, but pow(-0, y) = +0 and pow(-inf, y) = +inf
     x86::Vec t = b.vec(lanes);
     cc.vsqrtps(t, a);
     cc.vaddps(t, t, b.cf32(0.f, lanes));
+    if (y == 0.75f) {  // sqrt(a) sqrt(sqrt(a)), ~2 ulp (LRN's usual beta)
+      x86::Vec u = b.vec(lanes);
+      cc.vsqrtps(u, t);
+      cc.vmulps(t, t, u);
+    }
     select_if(b, t, b.bcast(INFINITY, lanes), a, b.cf32(-INFINITY, lanes), kEqOq);
     cc.vmovaps(a, t);
     return;

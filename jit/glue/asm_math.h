@@ -22,7 +22,7 @@ void emit_gelu(AsmBuilder& b, const x86::Vec& a);
 void emit_tanh(AsmBuilder& b, const x86::Vec& a);
 void emit_erf(AsmBuilder& b, const x86::Vec& a);
 // a = std::pow(a, y) for a finite constant y (x * x for y = 2, as the reference Pow): exact
-// forms for y in {0, 1, 2, -1, 0.5} (3: two multiplies), else 2^(y log2|a|) with the exponent
+// forms for y in {0, 1, 2, -1, 0.5} (3: two multiplies; 0.75: two square roots), else 2^(y log2|a|) with the exponent
 // carried in two floats, and C's special cases (negative a and non-integer y: NaN).
 void emit_pow(AsmBuilder& b, const x86::Vec& a, float y);
 

@@ -1,5 +1,8 @@
-// Inference-mode BatchNormalization over channel dim 1; LayerNormalization.
+// Inference-mode BatchNormalization over channel dim 1; LayerNormalization; Instance /
+// GroupNormalization; LRN.
+#include <algorithm>
 #include <cmath>
+#include <utility>
 
 #include "runtime/ref/ref_common.h"
 #include "runtime/ref/ref_epilogue.h"
@@ -101,10 +104,11 @@ void layer_norm(const Node& node, const Inputs& in, const Outputs& out) {
     }
 }
 
-// InstanceNormalization (groups = C) and GroupNormalization: x [N, C, ...] normalised over
-// each group of C / G channels (all their pixels), then y = v * scale[c] + B[c] per channel
-// (graph/ops.h); statistics in double.
-void group_norm(const Node& node, const Inputs& in, const Outputs& out) {
+namespace {
+
+// Input X, f32 [N, C, spatial...], and the output of its shape (the channel normalisations).
+std::pair<const Tensor*, Tensor*> channel_io(const Node& node, const Inputs& in,
+                                             const Outputs& out) {
   const Tensor& x = req_input(node, in, 0);
   Tensor& y = req_output(node, out, 0);
   expect_dtype(node, x, DType::f32, "input X");
@@ -112,6 +116,18 @@ void group_norm(const Node& node, const Inputs& in, const Outputs& out) {
   expect_shape(node, y, x.shape(), "output");
   if (x.shape().size() < 3)
     node.fail(Code::invalid_model, "input X needs rank >= 3, got " + shape_str(x.shape()));
+  return {&x, &y};
+}
+
+}  // namespace
+
+// InstanceNormalization (groups = C) and GroupNormalization: x [N, C, ...] normalised over
+// each group of C / G channels (all their pixels), then y = v * scale[c] + B[c] per channel
+// (graph/ops.h); statistics in double.
+void group_norm(const Node& node, const Inputs& in, const Outputs& out) {
+  const auto [xt, yt] = channel_io(node, in, out);
+  const Tensor& x = *xt;
+  Tensor& y = *yt;
   const int64_t N = x.shape()[0], C = x.shape()[1];
   const int64_t G = node.op == "InstanceNormalization" ? C : node.attr_i("num_groups", 0);
   if (G < 1 || C % G != 0) node.fail(Code::invalid_model, "num_groups does not divide C");
@@ -138,6 +154,33 @@ void group_norm(const Node& node, const Inputs& in, const Outputs& out) {
       yp[ng * len + k] = float((xg[k] - mean) * rstd * p[0][c] + p[1][c]);
     }
   }
+}
+
+// LRN (ONNX): y = x / (bias + alpha / size * sum of x^2 over channels [c - floor((size - 1) / 2),
+// c + ceil((size - 1) / 2)] clipped to [0, C))^beta, in double.
+void lrn(const Node& node, const Inputs& in, const Outputs& out) {
+  const auto [xt, yt] = channel_io(node, in, out);
+  const Tensor& x = *xt;
+  Tensor& y = *yt;
+  const int64_t size = node.attr_i("size", 0);
+  if (size < 1) node.fail(Code::invalid_model, "attribute 'size' is not >= 1");
+  const int64_t N = x.shape()[0], C = x.shape()[1], inner = prod(x.shape(), 2, x.shape().size());
+  const int64_t lo = (size - 1) / 2, hi = size - 1 - lo;
+  const double alpha = node.attr_f("alpha", 1e-4f), beta = node.attr_f("beta", 0.75f),
+               bias = node.attr_f("bias", 1.f);
+  const float* xp = x.data<float>();
+  float* yp = y.data<float>();
+  for (int64_t n = 0; n < N; ++n)
+    for (int64_t c = 0; c < C; ++c)
+      for (int64_t i = 0; i < inner; ++i) {
+        double sum = 0;
+        for (int64_t k = std::max<int64_t>(0, c - lo); k <= std::min(C - 1, c + hi); ++k) {
+          const double v = xp[(n * C + k) * inner + i];
+          sum += v * v;
+        }
+        const int64_t at = (n * C + c) * inner + i;
+        yp[at] = float(xp[at] / std::pow(bias + alpha / double(size) * sum, beta));
+      }
 }
 
 }  // namespace kiln::ref

@@ -16,6 +16,7 @@ constexpr std::array kTable{
     Entry{"LayerNormalization", ref::layer_norm},
     Entry{"InstanceNormalization", ref::group_norm},
     Entry{"GroupNormalization", ref::group_norm},
+    Entry{"LRN", ref::lrn},
     Entry{"Relu", ref::relu},
     Entry{"LeakyRelu", ref::leaky_relu},
     Entry{"Clip", ref::clip},

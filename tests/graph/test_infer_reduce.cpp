@@ -1,7 +1,9 @@
 // Shape inference of the Reduce* family (beyond ReduceMean, tested in test_infer_linalg.cpp),
-// ArgMax / ArgMin, LogSoftmax / Hardmax, Max / Min / Mean, InstanceNormalization and
-// GroupNormalization (per-group scale / bias of opset 18 expanded to per channel). Expected
+// ArgMax / ArgMin, LogSoftmax / Hardmax, Max / Min / Mean, InstanceNormalization,
+// GroupNormalization (per-group scale / bias of opset 18 expanded to per channel) and LRN. Expected
 // shapes and values are hand-computed.
+#include <cmath>
+
 #include "test_infer_util.h"
 
 using namespace kiln;
@@ -123,5 +125,34 @@ TEST_CASE("infer InstanceNormalization / GroupNormalization") {
     b.node("GroupNormalization", {b.in("x", {1, 6, 4}), b.in("s", {2}), b.floats("B", {6})});
     b.set_i("num_groups", 2);
     check_fails(b, Code::unsupported, "not a constant");
+  }
+}
+
+TEST_CASE("infer LRN") {
+  Builder b;
+  SUBCASE("the input's shape, any rank >= 3") {
+    b.node("LRN", {b.in("x", {2, 7, 5, 3, 2})});
+    b.set_i("size", 4);
+    CHECK(b.shape() == Shape{2, 7, 5, 3, 2});
+  }
+  SUBCASE("size is required") {
+    b.node("LRN", {b.in("x", {1, 8, 4, 4})});
+    check_fails(b, Code::invalid_model, "'size' is required");
+  }
+  SUBCASE("size must be positive") {
+    b.node("LRN", {b.in("x", {1, 8, 4, 4})});
+    b.set_i("size", 0);
+    check_fails(b, Code::invalid_model, "not >= 1");
+  }
+  SUBCASE("rank 2 is refused") {
+    b.node("LRN", {b.in("x", {1, 8})});
+    b.set_i("size", 3);
+    check_fails(b, Code::invalid_model, "rank");
+  }
+  SUBCASE("a non-finite beta is refused") {
+    b.node("LRN", {b.in("x", {1, 8, 4, 4})});
+    b.set_i("size", 3);
+    b.set_f("beta", INFINITY);
+    check_fails(b, Code::invalid_model, "'beta' is not finite");
   }
 }

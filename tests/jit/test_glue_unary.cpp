@@ -185,7 +185,7 @@ const std::vector<PostOp>& unary_ops() {
       q.beta = zp;
       v.push_back(q);
     }
-    for (float e : {2.f, 0.5f, 3.f, -1.f, 0.f, 1.f, -0.5f, 2.5f, 1.7f, -2.f, -3.f, 4.f, 7.f,
+    for (float e : {2.f, 0.5f, 0.75f, 3.f, -1.f, 0.f, 1.f, -0.5f, 2.5f, 1.7f, -2.f, -3.f, 4.f, 7.f,
                     1.f / 3.f, 10.5f, -7.25f, 1e-3f, 1e6f})
       v.push_back(mk(K::pow, e));
     return v;
