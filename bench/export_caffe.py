@@ -5,7 +5,8 @@
 # LRN, ceil-mode pooling). Random weights (fixed seed, He-normal so activations keep their
 # scale without BatchNorm) and an input of Caffe's range (N(0,1) x 50, like mean-subtracted
 # pixels): LRN's alpha / size * sum(x^2) is then of the order of its bias, as in the trained
-# nets. Writes OUT/NAME.onnx (LRN exported as ONNX's LRN op), NAME.input.npy and PyTorch's
+# nets. Writes OUT/NAME.onnx (LRN exported as ONNX's LRN op; with --torch-lrn as PyTorch's own
+# export writes nn.LocalResponseNorm, OUT/NAME_tlrn.onnx), NAME.input.npy and PyTorch's
 # output NAME.ref.npy for `kiln bench --check` and bench/zoo_bench.py. Needs Debian's
 # python3-torch / -onnx.
 import argparse, os
@@ -18,6 +19,7 @@ import torch.nn.functional as F
 from export_util import export_case
 
 SEED = 1234
+TORCH_LRN = False
 
 
 class _LrnFn(torch.autograd.Function):
@@ -39,6 +41,8 @@ class LRN(nn.Module):
         self.args = (size, alpha, beta, k)
 
     def forward(self, x):
+        if TORCH_LRN:  # PyTorch's own export: a decomposition (3-D average pool, an If)
+            return F.local_response_norm(x, *self.args)
         return _LrnFn.apply(x, *self.args)
 
 
@@ -95,8 +99,12 @@ def main():
     ap.add_argument("--out", required=True)
     ap.add_argument("--batch", type=int, default=1)
     ap.add_argument("--opset", type=int, default=13)
+    ap.add_argument("--torch-lrn", action="store_true",
+                    help="export LRN as PyTorch does (a decomposition), files NAME_tlrn.*")
     ap.add_argument("models", nargs="*")
     args = ap.parse_args()
+    global TORCH_LRN
+    TORCH_LRN = args.torch_lrn
     os.makedirs(args.out, exist_ok=True)
     torch.set_num_threads(2)
     for name in args.models or MODELS:
@@ -114,7 +122,7 @@ def main():
             logits = net[:-1](torch.from_numpy(x))
             net[-2].weight *= 3 / float(logits.std())
             net[-2].bias *= 3 / float(logits.std())
-        suffix = "" if args.batch == 1 else f"_b{args.batch}"
+        suffix = ("" if args.batch == 1 else f"_b{args.batch}") + ("_tlrn" if TORCH_LRN else "")
         base = os.path.join(args.out, name + suffix)
         ref = export_case(net, x, base, args.opset, "data", "prob")
         print(f"{os.path.basename(base)}: out={list(ref.shape)} max={float(ref.max()):.3g} "

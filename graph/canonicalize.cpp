@@ -214,14 +214,16 @@ std::optional<Tensor> constant_value(const Node& n) {
   return std::nullopt;
 }
 
+void canonicalize_into(Graph& g, Node n, std::vector<Node>& out) {
+  if (fold_constant_node(g, n)) return;
+  canonicalize_node(g, n);
+  if (!lift_1d(g, n, out)) out.push_back(std::move(n));
+}
+
 void canonicalize(Graph& g) {
   std::vector<Node> kept;
   kept.reserve(g.nodes.size());
-  for (Node& n : g.nodes) {
-    if (fold_constant_node(g, n)) continue;
-    canonicalize_node(g, n);
-    if (!lift_1d(g, n, kept)) kept.push_back(std::move(n));
-  }
+  for (Node& n : g.nodes) canonicalize_into(g, std::move(n), kept);
   g.nodes = std::move(kept);
 }
 

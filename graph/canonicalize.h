@@ -3,12 +3,17 @@
 #pragma once
 
 #include <optional>
+#include <vector>
 
 #include "graph/ir.h"
 
 namespace kiln {
 
 void canonicalize(Graph& g);
+// One node as canonicalize keeps it, appended to `out`: nothing for a Constant (its value
+// becomes a constant of g), else its canonical form (a 1-D conv / pool: its 2-D form between an
+// Unsqueeze and a Squeeze).
+void canonicalize_into(Graph& g, Node n, std::vector<Node>& out);
 
 // The tensor a Constant node's value attribute holds (value, value_float(s), value_int(s), in
 // that order of preference); nothing if it has none of them.

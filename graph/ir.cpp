@@ -170,6 +170,15 @@ void own_borrowed(Graph& g) {
 
 // ---------------------------------------------------------------------------------- Node
 
+std::vector<std::string> branch_reads(const Node& n) {
+  std::vector<std::string> r;
+  for (const auto& [name, a] : n.attrs)
+    if (a.g) r.insert(r.end(), a.g->outer.begin(), a.g->outer.end());
+  std::sort(r.begin(), r.end());
+  r.erase(std::unique(r.begin(), r.end()), r.end());
+  return r;
+}
+
 std::string Node::where() const {
   return "node '" + name + "' (" + op + ")";
 }

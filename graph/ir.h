@@ -105,8 +105,10 @@ class ModelFloats {
   const unsigned char* p_;
 };
 
+struct Subgraph;
+
 struct Attribute {
-  enum class Kind { f, i, s, floats, ints, strings, tensor };
+  enum class Kind { f, i, s, floats, ints, strings, tensor, graph };
   Kind kind = Kind::i;
   float f = 0;
   int64_t i = 0;
@@ -115,6 +117,7 @@ struct Attribute {
   std::vector<int64_t> ints;
   std::vector<std::string> strings;
   Tensor t;
+  std::shared_ptr<const Subgraph> g;  // an If's then_branch / else_branch
 };
 
 // Builders of one attribute each, for passes and tests that add attributes to nodes.
@@ -198,6 +201,20 @@ struct Node {
   ValueId in(size_t i) const { return i < inputs.size() ? inputs[i] : kNoValue; }
 };
 
+// A branch of an If (then_branch / else_branch) as imported. Its nodes refer to values by name
+// (the branch's own, or the enclosing graphs'); their Node::inputs / outputs stay empty until
+// the branch taken is inlined into the graph (graph/passes.cpp, infer_shapes).
+struct Subgraph {
+  struct Op {
+    Node node;
+    std::vector<std::string> inputs, outputs;  // "" for an omitted one
+  };
+  std::vector<Op> ops;
+  std::vector<std::pair<std::string, Tensor>> consts;  // the branch's initializers
+  std::vector<std::string> outputs;
+  std::vector<std::string> outer;  // names read from enclosing graphs (sorted, unique)
+};
+
 struct Graph {
   std::string name;
   int64_t opset = 0;  // default-domain opset the model was imported with
@@ -235,6 +252,10 @@ struct Graph {
 // borrowed model bytes, and forgets them: after it, nothing refers to the caller's buffer
 // (internal error if something else still does). No-op for a graph that borrowed nothing.
 void own_borrowed(Graph& g);
+
+// The names an If node's branches read from the graphs enclosing it (sorted, unique); empty for
+// other nodes.
+std::vector<std::string> branch_reads(const Node& n);
 
 // A generated name not yet used in the graph ("<base>", "<base>_1", ...).
 std::string unique_value_name(const Graph& g, const std::string& base);

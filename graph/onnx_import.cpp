@@ -11,6 +11,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 
 #include "graph/canonicalize.h"
 #include "graph/half.h"
@@ -407,6 +408,46 @@ Attribute convert_attr(Ctx& cx, const onnx::AttributeProto& a, const std::string
   return r;
 }
 
+// A node's op, name (generated as "<op>_<index>" when missing) and attributes checked for what
+// Kiln refuses before anything else is read.
+Node node_head(const onnx::NodeProto& np, int index) {
+  Node n;
+  n.op = np.op_type();
+  n.name = np.name().empty() ? np.op_type() + "_" + std::to_string(index) : np.name();
+  if (!np.domain().empty() && np.domain() != "ai.onnx")
+    n.fail(Code::unsupported, "operator domain '" + np.domain() + "' is not supported");
+  if (const OpInfo* op = find_op(n.op); op && op->internal)
+    n.fail(Code::unsupported, "operator " + n.op + " is internal to Kiln, not an ONNX operator");
+  for (const auto& a : np.attribute()) {
+    if (a.name().empty()) n.fail(Code::invalid_model, "an attribute has no name");
+    // Kiln's fusion pass records fused epilogues in this attribute (graph/post_ops.h); a
+    // model must not smuggle in operations ONNX does not define (found by fuzz_session: a
+    // MatMul carrying one left no kernel able to run it).
+    if (a.name() == "post_ops")
+      n.fail(Code::invalid_model,
+             "attribute 'post_ops' is not an ONNX attribute (Kiln reserves it)");
+  }
+  return n;
+}
+
+// If inside If inside ...: deeper nesting is refused (no real model comes near).
+constexpr int kMaxBranchDepth = 8;
+
+std::shared_ptr<const Subgraph> import_branch(Ctx& cx, const onnx::GraphProto& gp,
+                                              const std::string& what, int depth);
+
+// Attribute `a` of node n: an If's then_branch / else_branch become Subgraphs (other graph
+// attributes are refused by convert_attr); `depth`: how many If branches enclose n.
+Attribute node_attr(Ctx& cx, const Node& n, const onnx::AttributeProto& a,
+                    const onnx_wire::TensorCut* cut, int depth) {
+  if (a.type() != onnx::AttributeProto::GRAPH || n.op != "If")
+    return convert_attr(cx, a, n.where(), cut);
+  Attribute r;
+  r.kind = Attribute::Kind::graph;
+  r.g = import_branch(cx, a.g(), n.where() + " " + a.name(), depth + 1);
+  return r;
+}
+
 // Node and value counts, before anything is built: every later pass is at least linear in
 // them, and some steps of planning are quadratic.
 void check_graph_size(const onnx::GraphProto& gp) {
@@ -429,6 +470,51 @@ void check_graph_size(const onnx::GraphProto& gp) {
                                 " values (initializers, inputs and node outputs); Kiln accepts "
                                 "at most " +
                                 std::to_string(kMaxValues));
+}
+
+std::shared_ptr<const Subgraph> import_branch(Ctx& cx, const onnx::GraphProto& gp,
+                                              const std::string& what, int depth) {
+  if (depth > kMaxBranchDepth)
+    fail(Code::unsupported,
+         what + ": If branches nested more than " + std::to_string(kMaxBranchDepth) + " deep");
+  check_graph_size(gp);
+  if (gp.input_size() > 0) fail(Code::invalid_model, what + " declares inputs; a branch has none");
+  if (gp.sparse_initializer_size())
+    fail(Code::unsupported, what + ": sparse initializers are not supported");
+  auto b = std::make_shared<Subgraph>();
+  std::set<std::string> defined, read;
+  for (const auto& t : gp.initializer()) {
+    if (t.name().empty()) fail(Code::invalid_model, what + ": an initializer has no name");
+    b->consts.emplace_back(t.name(), convert_tensor(cx, t, what + " " + tensor_what(t), nullptr));
+    defined.insert(t.name());
+  }
+  for (int i = 0; i < gp.node_size(); ++i) {
+    const auto& np = gp.node(i);
+    Subgraph::Op op;
+    op.node = node_head(np, i);
+    for (const auto& a : np.attribute()) {
+      Attribute& at = op.node.attrs[a.name()] = node_attr(cx, op.node, a, nullptr, depth);
+      if (at.g) read.insert(at.g->outer.begin(), at.g->outer.end());
+    }
+    for (const auto& in : np.input()) {
+      op.inputs.push_back(in);
+      if (!in.empty()) read.insert(in);
+    }
+    for (const auto& out : np.output()) {
+      op.outputs.push_back(out);
+      if (!out.empty() && !defined.insert(out).second)
+        op.node.fail(Code::invalid_model, "output '" + out + "' is already defined");
+    }
+    b->ops.push_back(std::move(op));
+  }
+  for (const auto& vi : gp.output()) {
+    if (vi.name().empty()) fail(Code::invalid_model, what + ": an output has no name");
+    b->outputs.push_back(vi.name());
+    read.insert(vi.name());
+  }
+  for (const std::string& name : read)
+    if (!defined.count(name)) b->outer.push_back(name);
+  return b;
 }
 
 int64_t default_opset(const onnx::ModelProto& m) {
@@ -499,13 +585,7 @@ Graph import_source(const Source& src, const ImportOptions& opts) {
   g.nodes.reserve(size_t(gp.node_size()));
   for (int i = 0; i < gp.node_size(); ++i) {
     const auto& np = gp.node(i);
-    Node n;
-    n.op = np.op_type();
-    n.name = np.name().empty() ? np.op_type() + "_" + std::to_string(i) : np.name();
-    if (!np.domain().empty() && np.domain() != "ai.onnx")
-      n.fail(Code::unsupported, "operator domain '" + np.domain() + "' is not supported");
-    if (const OpInfo* op = find_op(n.op); op && op->internal)
-      n.fail(Code::unsupported, "operator " + n.op + " is internal to Kiln, not an ONNX operator");
+    Node n = node_head(np, i);
     for (const auto& out : np.output()) {
       if (out.empty()) {
         n.outputs.push_back(kNoValue);
@@ -517,16 +597,9 @@ Graph import_source(const Source& src, const ImportOptions& opts) {
     }
     for (int j = 0; j < np.attribute_size(); ++j) {
       const auto& a = np.attribute(j);
-      if (a.name().empty()) n.fail(Code::invalid_model, "an attribute has no name");
-      // Kiln's fusion pass records fused epilogues in this attribute (graph/post_ops.h); a
-      // model must not smuggle in operations ONNX does not define (found by fuzz_session: a
-      // MatMul carrying one left no kernel able to run it).
-      if (a.name() == "post_ops")
-        n.fail(Code::invalid_model,
-               "attribute 'post_ops' is not an ONNX attribute (Kiln reserves it)");
       auto cut = cuts.attributes.find({i, j});
       n.attrs[a.name()] =
-          convert_attr(cx, a, n.where(), cut == cuts.attributes.end() ? nullptr : &cut->second);
+          node_attr(cx, n, a, cut == cuts.attributes.end() ? nullptr : &cut->second, 0);
     }
     g.nodes.push_back(std::move(n));
   }
@@ -542,6 +615,16 @@ Graph import_source(const Source& src, const ImportOptions& opts) {
         n.fail(Code::invalid_model, "input '" + in +
                                         "' is not a graph input, an initializer or the output "
                                         "of any node");
+      n.inputs.push_back(v);
+    }
+    // An If also depends on what its branches read from this graph: inputs after the
+    // condition, so that the nodes are sorted (and kept alive) before it.
+    for (const std::string& name : branch_reads(n)) {
+      const ValueId v = g.find(name);
+      if (v == kNoValue)
+        n.fail(Code::invalid_model, "a branch reads '" + name +
+                                        "', which is not a graph input, an initializer or the "
+                                        "output of any node");
       n.inputs.push_back(v);
     }
   }

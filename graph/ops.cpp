@@ -108,6 +108,8 @@ const std::vector<OpInfo>& table() {
       {"Transpose", infer_transpose, 1, 1, 1, 1, "any permutation"},
       {"Shape", infer_shape, 1, 1, 1, 1, "folded to a constant at load"},
       {"Constant", infer_constant, 0, 0, 1, 1, "folded at load; no sparse_value"},
+      {"If", infer_if, 1, kMany, 1, kMany,
+       "condition known at load (from constants and shapes): the branch taken is inlined"},
       {"Concat", infer_concat, 1, kMany, 1, 1, "float32 or int64"},
       {"Split", infer_split, 1, 2, 1, kMany, "split sizes constant"},
       {"Slice", infer_slice, 3, 5, 1, 1, "starts/ends/axes/steps constant"},

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <climits>
 #include <cmath>
+#include <functional>
 
 #include "graph/infer.h"
 
@@ -65,8 +66,13 @@ int infer_shapes(Graph& g, const Evaluator* fold) {
   kept.reserve(g.nodes.size());
   int folded = 0;
   int64_t folded_bytes = 0, folded_work = 0;
-  for (Node& n : g.nodes) {
+  // (A function: an If is replaced by the nodes of the branch it takes, stepped through first.)
+  std::function<void(Node&)> step = [&](Node& n) {
     infer_node(g, n);
+    if (n.op == "If") {
+      for (Node& m : inline_if(g, n)) step(m);
+      return;
+    }
     bool foldable = fold != nullptr;
     for (ValueId v : n.inputs)
       if (v != kNoValue && !g.value(v).is_const() && n.op != "Shape" && n.op != "Size")
@@ -84,7 +90,7 @@ int infer_shapes(Graph& g, const Evaluator* fold) {
     if (foldable) folded_bytes += bytes, folded_work += work;
     if (!foldable) {
       kept.push_back(std::move(n));
-      continue;
+      return;
     }
     std::vector<const Tensor*> ins;
     std::vector<Tensor> shape_only;  // Shape/Size read only the shape of a non-constant input
@@ -114,7 +120,8 @@ int infer_shapes(Graph& g, const Evaluator* fold) {
     for (size_t i = 0; i < n.outputs.size(); ++i)
       if (n.outputs[i] != kNoValue) g.value(n.outputs[i]).constant = *out_ptrs[i];
     ++folded;
-  }
+  };
+  for (Node& n : g.nodes) step(n);
   g.nodes = std::move(kept);
   return folded;
 }

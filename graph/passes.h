@@ -19,8 +19,14 @@ using Evaluator = std::function<void(const Node&, const std::vector<const Tensor
 // whose output depends only on a static shape) is evaluated and replaced by constant values,
 // so shape arithmetic such as Shape->Gather->Unsqueeze->Concat->Reshape disappears before
 // Reshape's own inference needs the constant. Without an evaluator nothing is folded.
-// Returns the number of nodes folded.
+// An If (its condition must be constant by then) is replaced by the nodes of the branch it takes
+// (inline_if), which are inferred and folded in turn. Returns the number of nodes folded.
 int infer_shapes(Graph& g, const Evaluator* fold = nullptr);
+
+// The nodes that replace If node n, whose condition is a constant: the branch taken, its names
+// resolved (renamed where g uses them already) and each node canonicalized (graph/canonicalize.h),
+// then an Identity per output of n (graph/inline_if.cpp).
+std::vector<Node> inline_if(Graph& g, const Node& n);
 
 // Removes Identity and Dropout (inference mode) by rewiring consumers to their input.
 // Returns the number removed.

@@ -794,6 +794,8 @@ std::string attr_str(const Attribute& a) {
       return s;
     case Attribute::Kind::tensor:
       return "tensor" + shape_str(a.t.shape());
+    case Attribute::Kind::graph:
+      return "graph";
   }
   return s;
 }

@@ -25,8 +25,8 @@ namespace aj = asmjit;
 namespace x86 = asmjit::x86;
 
 // fn(rows, wh, dst, col_idx, col_w): one output row.
-using RowFn = void (*)(const float* const* rows, const float* wh, float* dst, const void* col_idx,
-                       const float* col_w);
+using ResizeRowFn = void (*)(const float* const* rows, const float* wh, float* dst,
+                             const void* col_idx, const float* col_w);
 
 struct ResizeGeom {
   int kh = 1, kw = 1;        // taps per axis
@@ -230,7 +230,7 @@ class ResizeKernel : public glue::GlueKernel {
     else
       build_channels_row(b, g);
     code_ = b.finish();
-    row_ = b.entry<RowFn>(code_, 0);
+    row_ = b.entry<ResizeRowFn>(code_, 0);
     oh_ = int64_t(h.idx.size()) / h.taps;
     row_in_ = iw * g.unit;
     plane_in_ = ih * row_in_;
@@ -259,7 +259,7 @@ class ResizeKernel : public glue::GlueKernel {
   std::vector<int64_t> col_off_;  // nhwc / blocked: per pixel kw byte offsets
   std::vector<int32_t> col_idx_;  // nchw: kw rows of col_pad input columns
   std::vector<float> col_w_;
-  RowFn row_ = nullptr;
+  ResizeRowFn row_ = nullptr;
   int64_t oh_ = 1, row_in_ = 0, plane_in_ = 0, row_out_ = 0, total_rows_ = 0, chunk_ = 1;
 };
 

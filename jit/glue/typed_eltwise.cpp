@@ -127,8 +127,8 @@ struct Cast {
 
 // ---- the loops ----
 
-using RowFn = void (*)(void* y, const void* a, const void* b, const void* c, int64_t n,
-                       const Params& p);
+using TypedRowFn = void (*)(void* y, const void* a, const void* b, const void* c, int64_t n,
+                            const Params& p);
 
 template <class Op, int S0, int S1, int S2>
 KILN_INLINE void row_body(void* yv, const void* av, const void* bv, const void* cv, int64_t n,
@@ -168,7 +168,7 @@ __attribute__((target("avx2,fma,f16c"))) void half_avx2(void* yv, const void* av
 
 // The loop for `Op` with operand strides s (1: contiguous, 0: one broadcast element).
 template <class Op>
-RowFn pick(Isa isa, const int s[3]) {
+TypedRowFn pick(Isa isa, const int s[3]) {
   const bool z = isa == Isa::avx512;
 #define KILN_ROW(a, b, c)                  \
   if (s[0] == a && s[1] == b && s[2] == c) \
@@ -196,7 +196,7 @@ RowFn pick(Isa isa, const int s[3]) {
 
 // f(tag) with tag a value of the C++ type stored for `t`.
 template <class F>
-RowFn by_type(DType t, F f) {
+TypedRowFn by_type(DType t, F f) {
   switch (t) {
     case DType::f32:
       return f(float{});
@@ -209,12 +209,12 @@ RowFn by_type(DType t, F f) {
 }
 
 template <TypedOp kOp>
-RowFn pick_compare(DType t, Isa isa, const int s[3]) {
+TypedRowFn pick_compare(DType t, Isa isa, const int s[3]) {
   return by_type(t, [&](auto tag) { return pick<Compare<decltype(tag), kOp>>(isa, s); });
 }
 
 // The loop for the problem, or nullptr with *why when the dtypes do not fit the op.
-RowFn select(const TypedEltwiseProblem& p, Isa isa, const int s[3], std::string* why) {
+TypedRowFn select(const TypedEltwiseProblem& p, Isa isa, const int s[3], std::string* why) {
   const std::vector<DType>& xt = p.x_type;
   auto all = [&](DType t) {
     return std::all_of(xt.begin(), xt.end(), [&](DType u) { return u == t; });
@@ -276,7 +276,7 @@ constexpr int64_t kTileElems = 16384;
 
 class TypedEltwiseKernel final : public Kernel {
  public:
-  TypedEltwiseKernel(const TypedEltwiseProblem& p, RowFn fn, std::string name)
+  TypedEltwiseKernel(const TypedEltwiseProblem& p, TypedRowFn fn, std::string name)
       : fn_(fn), name_(std::move(name)) {
     params_.detect_positive = p.detect_positive;
     params_.detect_negative = p.detect_negative;
@@ -321,7 +321,7 @@ class TypedEltwiseKernel final : public Kernel {
   }
 
  private:
-  RowFn fn_;
+  TypedRowFn fn_;
   std::string name_;
   Params params_;
   static constexpr size_t kR = kTypedRank;
@@ -364,7 +364,7 @@ std::unique_ptr<Kernel> create_typed_eltwise_kernel(const TypedEltwiseProblem& p
   }
   if (operands == 1) s[0] = 1;  // one operand has y's shape
   std::string why;
-  const RowFn fn = select(p, isa, s, &why);
+  const TypedRowFn fn = select(p, isa, s, &why);
   if (!fn) return no(why);
   return std::make_unique<TypedEltwiseKernel>(p, fn,
                                               std::string(op_name(p.op)) + "_" +

@@ -15,7 +15,7 @@ TEST_CASE("op table lists every supported op once with sane bounds") {
       "Relu", "LeakyRelu", "Sigmoid", "HardSigmoid", "HardSwish", "Tanh", "Clip", "Identity",
       "Dropout", "Add", "Sub", "Mul", "Div", "Sum", "Gemm", "MatMul", "Einsum", "Flatten",
       "Reshape", "Squeeze", "Unsqueeze", "Transpose", "Concat", "Split", "Slice", "Gather",
-      "ScatterND", "Shape", "Constant", "Pad", "Softmax", "ReduceMean", "Pow", "Sqrt", "Erf",
+      "ScatterND", "Shape", "Constant", "If", "Pad", "Softmax", "ReduceMean", "Pow", "Sqrt", "Erf",
       "ChannelShuffle", "Gelu", "LayerNormalization", "Exp", "Log", "Neg", "Abs", "Reciprocal",
       "Floor", "Ceil", "Elu", "Selu", "Celu", "Softplus", "Softsign", "Mish", "ThresholdedRelu",
       "PRelu",

@@ -113,3 +113,19 @@ def test_lrn_without_size_is_refused_by_name():
     data = helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)]).SerializeToString()
     with pytest.raises(kiln.Error, match="norm1.*'size' is required"):
         kiln.Session.from_bytes(data)
+
+
+def test_pytorch_export_of_local_response_norm(tmp_path):
+    """PyTorch exports nn.LocalResponseNorm as x^2, a 3-D average pool over a padded channel
+    axis and an If around the squeeze of a dim it cannot prove is 1; even sizes have PyTorch's
+    window (one more channel before c than after)."""
+    torch.manual_seed(0)
+    net = torch.nn.Sequential(torch.nn.Conv2d(3, 24, 3), torch.nn.ReLU(),
+                              torch.nn.LocalResponseNorm(5, 1e-2, 0.75, 1.0),
+                              torch.nn.MaxPool2d(2), torch.nn.LocalResponseNorm(4, 1e-1, 0.6, 2.0))
+    x = torch.randn(2, 3, 20, 22) * 10
+    with torch.no_grad():
+        want = net(x).numpy()
+    for max_isa, out, plan in run_on_each_isa(export(net, x), {"x": x.numpy()}, tmp_path):
+        assert rel_error(out["y"], want) < 1e-5, (max_isa, rel_error(out["y"], want))
+        assert "If" not in [st["op"] for st in plan["steps"]]

@@ -1,0 +1,207 @@
+# Run: /usr/bin/python3 bench/export_arch.py --out /tmp/arch [--batch 1] [--size HxW] [--opset 13]
+#          [model ...]
+# Exports CNN architectures that are neither torchvision classifiers nor in any target list,
+# written here from their papers (random weights, fixed seed, BatchNorm statistics re-estimated
+# as export_seg.py does), to check Kiln on graphs nobody tuned for:
+# - yolov5s: a YOLOv5-s style detector (CSP blocks with SiLU, SPPF's chained 5x5 max pools,
+#   nearest 2x upsampling, a PAN neck, three detection heads reshaped / permuted / sigmoided);
+# - unet: U-Net (double 3x3 conv + BN + ReLU, max-pool down, 2x2 ConvTranspose up, skip Concats);
+# - style: Johnson et al.'s fast style transfer net (reflection Pad, InstanceNormalization,
+#   residual blocks, nearest upsampling + conv, Tanh);
+# - espcn: ESPCN super-resolution (Tanh convs, PixelShuffle = DepthToSpace).
+# Writes OUT/NAME[_bB_HxW].onnx with .input.npy and PyTorch's output .ref.npy (the first output
+# for several) for `kiln bench --check` and bench/zoo_bench.py. Needs python3-torch / -onnx.
+import argparse, os
+
+import numpy as np
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+from export_util import calibrate_bn, export_case
+
+SEED = 1234
+
+
+def cbs(cin, cout, k=1, s=1, p=None):
+    """Conv + BN + SiLU (YOLOv5's Conv)."""
+    p = k // 2 if p is None else p
+    return nn.Sequential(nn.Conv2d(cin, cout, k, s, p, bias=False), nn.BatchNorm2d(cout),
+                         nn.SiLU())
+
+
+class Bottleneck(nn.Module):
+    def __init__(self, c, shortcut=True):
+        super().__init__()
+        self.cv1, self.cv2, self.add = cbs(c, c, 1), cbs(c, c, 3), shortcut
+
+    def forward(self, x):
+        y = self.cv2(self.cv1(x))
+        return x + y if self.add else y
+
+
+class C3(nn.Module):
+    def __init__(self, cin, cout, n=1, shortcut=True):
+        super().__init__()
+        h = cout // 2
+        self.cv1, self.cv2, self.cv3 = cbs(cin, h), cbs(cin, h), cbs(2 * h, cout)
+        self.m = nn.Sequential(*[Bottleneck(h, shortcut) for _ in range(n)])
+
+    def forward(self, x):
+        return self.cv3(torch.cat([self.m(self.cv1(x)), self.cv2(x)], 1))
+
+
+class SPPF(nn.Module):
+    def __init__(self, cin, cout):
+        super().__init__()
+        self.cv1, self.cv2 = cbs(cin, cin // 2), cbs(cin * 2, cout)
+
+    def forward(self, x):
+        x = self.cv1(x)
+        y1 = F.max_pool2d(x, 5, 1, 2)
+        y2 = F.max_pool2d(y1, 5, 1, 2)
+        return self.cv2(torch.cat([x, y1, y2, F.max_pool2d(y2, 5, 1, 2)], 1))
+
+
+class YoloV5s(nn.Module):
+    """Width 0.5 / depth 0.33 of YOLOv5 v6: backbone, PAN neck, 3 anchors x 85 outputs."""
+
+    def __init__(self, nc=80):
+        super().__init__()
+        self.b = nn.ModuleList([
+            cbs(3, 32, 6, 2, 2), cbs(32, 64, 3, 2), C3(64, 64, 1), cbs(64, 128, 3, 2),
+            C3(128, 128, 2), cbs(128, 256, 3, 2), C3(256, 256, 3), cbs(256, 512, 3, 2),
+            C3(512, 512, 1), SPPF(512, 512)])
+        self.h10, self.h13 = cbs(512, 256), C3(512, 256, 1, False)
+        self.h14, self.h17 = cbs(256, 128), C3(256, 128, 1, False)
+        self.h18, self.h20 = cbs(128, 128, 3, 2), C3(256, 256, 1, False)
+        self.h21, self.h23 = cbs(256, 256, 3, 2), C3(512, 512, 1, False)
+        self.no = nc + 5
+        self.det = nn.ModuleList([nn.Conv2d(c, 3 * self.no, 1) for c in (128, 256, 512)])
+
+    def forward(self, x):
+        feats = []
+        for i, m in enumerate(self.b):
+            x = m(x)
+            feats.append(x)
+        p4, p3 = feats[6], feats[4]
+        x10 = self.h10(x)
+        x13 = self.h13(torch.cat([F.interpolate(x10, scale_factor=2.0, mode="nearest"), p4], 1))
+        x14 = self.h14(x13)
+        x17 = self.h17(torch.cat([F.interpolate(x14, scale_factor=2.0, mode="nearest"), p3], 1))
+        x20 = self.h20(torch.cat([self.h18(x17), x14], 1))
+        x23 = self.h23(torch.cat([self.h21(x20), x10], 1))
+        outs = []
+        for conv, f in zip(self.det, (x17, x20, x23)):
+            y = conv(f)
+            n, _, h, w = y.shape
+            y = y.view(n, 3, self.no, h, w).permute(0, 1, 3, 4, 2).sigmoid()
+            outs.append(y.reshape(n, -1, self.no))
+        return torch.cat(outs, 1)
+
+
+def double_conv(cin, cout):
+    return nn.Sequential(nn.Conv2d(cin, cout, 3, 1, 1, bias=False), nn.BatchNorm2d(cout),
+                         nn.ReLU(inplace=True), nn.Conv2d(cout, cout, 3, 1, 1, bias=False),
+                         nn.BatchNorm2d(cout), nn.ReLU(inplace=True))
+
+
+class UNet(nn.Module):
+    def __init__(self, cin=3, classes=2, w=(64, 128, 256, 512, 1024)):
+        super().__init__()
+        self.downs = nn.ModuleList([double_conv(cin, w[0])] +
+                                   [double_conv(w[i], w[i + 1]) for i in range(4)])
+        self.ups = nn.ModuleList([nn.ConvTranspose2d(w[i + 1], w[i], 2, 2) for i in range(4)])
+        self.convs = nn.ModuleList([double_conv(2 * w[i], w[i]) for i in range(4)])
+        self.out = nn.Conv2d(w[0], classes, 1)
+
+    def forward(self, x):
+        skips = []
+        for i, d in enumerate(self.downs):
+            x = d(x if i == 0 else F.max_pool2d(x, 2))
+            skips.append(x)
+        for i in reversed(range(4)):
+            x = self.convs[i](torch.cat([skips[i], self.ups[i](x)], 1))
+        return self.out(x)
+
+
+class ConvLayer(nn.Module):
+    def __init__(self, cin, cout, k, s=1, upsample=False, norm=True, relu=True):
+        super().__init__()
+        self.up, self.pad = upsample, k // 2
+        self.conv = nn.Conv2d(cin, cout, k, s)
+        self.norm = nn.InstanceNorm2d(cout, affine=True) if norm else None
+        self.relu = relu
+
+    def forward(self, x):
+        if self.up:
+            x = F.interpolate(x, scale_factor=2.0, mode="nearest")
+        x = self.conv(F.pad(x, [self.pad] * 4, mode="reflect"))
+        if self.norm is not None:
+            x = self.norm(x)
+        return F.relu(x) if self.relu else x
+
+
+class Residual(nn.Module):
+    def __init__(self, c):
+        super().__init__()
+        self.a, self.b = ConvLayer(c, c, 3), ConvLayer(c, c, 3, relu=False)
+
+    def forward(self, x):
+        return x + self.b(self.a(x))
+
+
+class StyleNet(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.net = nn.Sequential(
+            ConvLayer(3, 32, 9), ConvLayer(32, 64, 3, 2), ConvLayer(64, 128, 3, 2),
+            *[Residual(128) for _ in range(5)], ConvLayer(128, 64, 3, upsample=True),
+            ConvLayer(64, 32, 3, upsample=True), ConvLayer(32, 3, 9, norm=False, relu=False))
+
+    def forward(self, x):
+        return torch.tanh(self.net(x))
+
+
+class ESPCN(nn.Module):
+    def __init__(self, scale=3, c=3):
+        super().__init__()
+        self.net = nn.Sequential(nn.Conv2d(c, 64, 5, 1, 2), nn.Tanh(), nn.Conv2d(64, 32, 3, 1, 1),
+                                 nn.Tanh(), nn.Conv2d(32, c * scale * scale, 3, 1, 1),
+                                 nn.PixelShuffle(scale))
+
+    def forward(self, x):
+        return torch.sigmoid(self.net(x))
+
+
+MODELS = {"yolov5s": (YoloV5s, "640x640"), "unet": (UNet, "256x256"),
+          "style": (StyleNet, "256x256"), "espcn": (ESPCN, "224x224")}
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--batch", type=int, default=1)
+    ap.add_argument("--size", help="HxW (default: the model's, MODELS)")
+    ap.add_argument("--opset", type=int, default=13)
+    ap.add_argument("models", nargs="*")
+    args = ap.parse_args()
+    os.makedirs(args.out, exist_ok=True)
+    torch.set_num_threads(2)
+    for name in args.models or MODELS:
+        make, default = MODELS[name]
+        size = args.size or default
+        hw = tuple(int(v) for v in size.split("x"))
+        suffix = "" if (args.batch, size) == (1, default) else f"_b{args.batch}_{size}"
+        torch.manual_seed(SEED)
+        net = make()
+        nbn = calibrate_bn(net, (2, 3, *hw), SEED + 1)
+        x = np.random.default_rng(SEED).standard_normal((args.batch, 3, *hw), dtype=np.float32)
+        base = os.path.join(args.out, name + suffix)
+        ref = export_case(net, x, base, args.opset, "input", "output")
+        print(f"{os.path.basename(base)}: bn={nbn} out={list(ref.shape)} "
+              f"absmax={float(np.abs(ref).max()):.3g}", flush=True)
+
+
+if __name__ == "__main__":
+    main()

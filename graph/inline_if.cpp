@@ -1,0 +1,82 @@
+// If nodes whose condition is known at load. Exporters emit them around shape checks (PyTorch's
+// squeeze of a dim it cannot prove is 1, e.g. inside F.local_response_norm): once the shapes
+// are static the condition folds to a constant, and the branch taken is spliced into the graph
+// in the If's place (infer_shapes, graph/passes.cpp), so no control flow is left to run.
+#include <map>
+#include <string>
+#include <vector>
+
+#include "graph/canonicalize.h"
+#include "graph/infer_util.h"
+#include "graph/passes.h"
+
+namespace kiln {
+
+namespace infer_detail {
+
+void infer_if(Graph& g, Node& n) {
+  for (const char* b : {"then_branch", "else_branch"}) {
+    const auto it = n.attrs.find(b);
+    if (it == n.attrs.end() || it->second.kind != Attribute::Kind::graph)
+      n.fail(Code::invalid_model, std::string("attribute '") + b + "' (a graph) is required");
+    const size_t outs = it->second.g->outputs.size();
+    if (outs != n.outputs.size())
+      n.fail(Code::invalid_model, std::string(b) + " has " + std::to_string(outs) +
+                                      " outputs, the node " + std::to_string(n.outputs.size()));
+  }
+  const Value& c = input(g, n, 0);
+  if (!c.is_const())
+    n.fail(Code::unsupported, "its condition " + input_desc(g, n, 0) +
+                                  " is computed at run time; Kiln runs an If only when its "
+                                  "condition is known at load (from constants and shapes)");
+  if (c.constant->numel() != 1)
+    n.fail(Code::invalid_model, "its condition " + input_desc(g, n, 0) + " has " +
+                                    std::to_string(c.constant->numel()) + " elements, not 1");
+}
+
+}  // namespace infer_detail
+
+std::vector<Node> inline_if(Graph& g, const Node& n) {
+  const Tensor& c = *g.value(n.inputs[0]).constant;
+  const bool taken = c.dtype() == DType::f32       ? c.data<float>()[0] != 0.f
+                     : c.dtype() == DType::boolean ? c.data<uint8_t>()[0] != 0
+                                                   : c.data<int64_t>()[0] != 0;
+  const Subgraph& b = *n.attrs.at(taken ? "then_branch" : "else_branch").g;
+  // The branch's names -> its values in g (renamed where g already uses the name).
+  std::map<std::string, ValueId> local;
+  auto resolve = [&](const std::string& name, const Node& user) {
+    if (name.empty()) return kNoValue;
+    const auto it = local.find(name);
+    const ValueId v = it != local.end() ? it->second : g.find(name);
+    if (v == kNoValue)
+      user.fail(Code::invalid_model, "reads '" + name + "', which nothing defines");
+    return v;
+  };
+  auto define = [&](const std::string& name, ValueId v) { local[name] = v; };
+  for (const auto& [name, t] : b.consts) define(name, g.add_const(unique_value_name(g, name), t));
+  std::vector<Node> out;
+  for (const Subgraph::Op& op : b.ops) {
+    Node m = op.node;
+    for (const std::string& in : op.inputs) m.inputs.push_back(resolve(in, m));
+    for (const std::string& name : branch_reads(m)) m.inputs.push_back(resolve(name, m));
+    for (const std::string& o : op.outputs) {
+      const ValueId v = o.empty() ? kNoValue : g.add_value(unique_value_name(g, o));
+      if (v != kNoValue) define(o, v);
+      m.outputs.push_back(v);
+    }
+    canonicalize_into(g, std::move(m), out);
+  }
+  // The If's outputs are the branch's (an Identity each: remove_identities drops them).
+  for (size_t k = 0; k < n.outputs.size(); ++k) {
+    if (n.outputs[k] == kNoValue) continue;
+    Node id;
+    id.name = n.name + "_output_" + std::to_string(k);
+    id.op = "Identity";
+    id.inputs = {resolve(b.outputs[k], n)};
+    id.outputs = {n.outputs[k]};
+    out.push_back(std::move(id));
+  }
+  return out;
+}
+
+}  // namespace kiln
