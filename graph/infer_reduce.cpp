@@ -117,6 +117,9 @@ void infer_lrn(Graph& g, Node& n) {
     n.fail(Code::invalid_model, "attribute 'size' is " + std::to_string(size) + ", not >= 1");
   // The window's sum of squares is scaled by alpha / size and raised to -beta after adding
   // bias: non-finite parameters give no meaningful output.
+  const int64_t lo = n.attr_i("window_lo", (size - 1) / 2);
+  if (lo < 0 || lo >= size)
+    n.fail(Code::invalid_model, "window_lo " + std::to_string(lo) + " is outside [0, size)");
   for (const char* a : {"alpha", "beta", "bias"})
     if (!std::isfinite(n.attr_f(a, 0.f)))
       n.fail(Code::invalid_model, std::string("attribute '") + a + "' is not finite");

@@ -33,6 +33,9 @@
 //   InstanceNormalization / GroupNormalization  inputs (x, scale, B) + attrs epsilon (1e-5),
 //               num_groups (GroupNormalization); scale / B hold one value per channel ([C]):
 //               opset < 21 GroupNormalization's per-group ones are expanded by inference.
+//   LRN         as ONNX (size, alpha, beta, bias) + Kiln's `window_lo` where a graph pass set
+//               it: channel c's window is [c - window_lo, c - window_lo + size - 1]; ONNX's
+//               form has window_lo = floor((size - 1) / 2), PyTorch's (fuse_lrn) size / 2.
 //   Gemm        inputs (A, B, C?) + transA, transB, alpha, beta.
 //   Conv        inputs (x, w, b?) + auto_pad, dilations, group, kernel_shape, pads, strides, all
 //               made explicit by inference: after inference, every Conv/MaxPool/AveragePool node

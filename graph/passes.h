@@ -114,6 +114,10 @@ int sink_channels_last(Graph& g);
 int fuse_layer_norm(Graph& g);
 // x * 0.5 * (1 + Erf(x / sqrt 2)) in any association: Gelu (fused later as a post-op).
 int fuse_gelu(Graph& g);
+// PyTorch's exported F.local_response_norm (x^2, a zero-padded average pool over a unit dim
+// before the channels, Mul / Add / Pow / Div): one LRN (window_lo as PyTorch's window). Runs
+// before rewrite_conv3d, which would lower the 3-D pool of a 4-D input's form.
+int fuse_lrn(Graph& g);
 // Conv (constant weights, no post-ops) whose only consumer adds or multiplies a per-channel
 // constant: folded into its bias / weights and bias, like fold_batchnorm.
 int fold_conv_affine(Graph& g);

@@ -1,5 +1,5 @@
 // Pattern rewrites of exported subgraphs into the ops Kiln has fast kernels for (ConvNeXt and
-// friends): channels-last regions back to NCHW, decomposed LayerNorm and GELU into single
+// friends): channels-last regions back to NCHW, decomposed LayerNorm, GELU and LRN into single
 // nodes, per-channel Add/Mul after a Conv into its weights and bias. Each rewrite matches only
 // where the result computes the same function (up to float rounding order).
 #include <algorithm>
@@ -414,6 +414,146 @@ void rescale_conv(Graph& g, Node& conv, const std::vector<double>& mul,
   conv.inputs[2] = g.add_const(unique_value_name(g, conv.name + "_b_affine"), std::move(b2));
 }
 
+// ---- LRN ----
+
+// PyTorch's F.local_response_norm, as exported: x / (Mul(S, alpha) + k)^beta where S is x^2
+// viewed as [N, 1, C, spatial...], zero-padded by (lo, size - 1 - lo) channels and averaged over
+// windows of `size` channels (AveragePool, kernel [size, 1, ...], stride 1), viewed back as x.
+// Becomes one LRN (window_lo = lo; graph/ops.h), which runs on the JIT kernel in any layout.
+class LrnFuser : public Rewriter {
+ public:
+  using Rewriter::Rewriter;
+
+  bool try_match(Node& div) {
+    if (div.op != "Div" || div.inputs.size() != 2) return false;
+    const ValueId x = div.inputs[0];
+    const Shape xs = g_.value(x).shape;
+    if (g_.value(x).dtype != DType::f32 || xs.size() < 3 || g_.value(div.outputs[0]).shape != xs)
+      return false;
+    std::vector<Node*> chain;  // every node replaced
+    auto single = [&](ValueId v, const char* op, Node* user) -> Node* {
+      Node* p = producer(v);
+      if (!p || p->op != op || !only_users(v, {index(user)})) return nullptr;
+      chain.push_back(p);
+      return p;
+    };
+    // (Mul(S, alpha) + k)^beta, constants either side.
+    auto scalar = [&](ValueId v, float* out) {
+      const Tensor* t = const_f32(g_, v);
+      if (!t || t->numel() != 1) return false;
+      *out = t->data<float>()[0];
+      return true;
+    };
+    float alpha = 0, beta = 0, k = 0;
+    Node* pow = single(div.inputs[1], "Pow", &div);
+    if (!pow || !scalar(pow->inputs[1], &beta)) return false;
+    Node* add = single(pow->inputs[0], "Add", pow);
+    if (!add) return false;
+    const int ki = scalar(add->inputs[1], &k) ? 1 : scalar(add->inputs[0], &k) ? 0 : -1;
+    if (ki < 0) return false;
+    Node* mul = single(add->inputs[size_t(1 - ki)], "Mul", add);
+    if (!mul) return false;
+    const int ai = scalar(mul->inputs[1], &alpha) ? 1 : scalar(mul->inputs[0], &alpha) ? 0 : -1;
+    if (ai < 0) return false;
+    // Views back from the pool's output.
+    ValueId v = mul->inputs[size_t(1 - ai)];
+    Node* user = mul;
+    Node* p = producer(v);
+    while (p && is_view(*p) && only_users(v, {index(user)})) {
+      chain.push_back(p);
+      user = p;
+      v = p->inputs[0];
+      p = producer(v);
+    }
+    if (g_.value(mul->inputs[size_t(1 - ai)]).shape != xs) return false;
+    Node* pool = single(v, "AveragePool", user);
+    if (!pool) return false;
+    const Shape& ps = g_.value(pool->outputs[0]).shape;
+    const int64_t size =
+        pool->attr_ints("kernel_shape").empty() ? 0 : pool->attr_ints("kernel_shape")[0];
+    if (!window_pool(*pool, xs, size)) return false;
+    // Exporters may pad in several Pads (PyTorch adds one of zeros before its pool).
+    int64_t lo = 0, hi = 0;
+    v = pool->inputs[0];
+    user = pool;
+    while (Node* pad = single(v, "Pad", user)) {
+      if (!channel_pad(*pad, &lo, &hi)) return false;
+      user = pad;
+      v = pad->inputs[0];
+    }
+    if (user == pool || lo + hi != size - 1) return false;
+    // Views down to the square.
+    p = producer(v);
+    while (p && is_view(*p) && only_users(v, {index(user)})) {
+      chain.push_back(p);
+      user = p;
+      v = p->inputs[0];
+      p = producer(v);
+    }
+    if (!p || !only_users(v, {index(user)})) return false;
+    const bool square =
+        (p->op == "Mul" && p->inputs.size() == 2 && p->inputs[0] == x && p->inputs[1] == x) ||
+        (p->op == "Pow" && p->inputs[0] == x && const_near(g_, p->inputs[1], 2));
+    if (!square || shape_numel(ps) != shape_numel(xs)) return false;
+    chain.push_back(p);
+    Node lrn;
+    lrn.name = div.name + "_lrn";
+    lrn.op = "LRN";
+    lrn.inputs = {x};
+    lrn.outputs = {div.outputs[0]};
+    lrn.attrs["size"] = attr_i(size);
+    lrn.attrs["alpha"] = attr_f(alpha);
+    lrn.attrs["beta"] = attr_f(beta);
+    lrn.attrs["bias"] = attr_f(k);
+    if (lo != (size - 1) / 2) lrn.attrs["window_lo"] = attr_i(lo);
+    for (Node* n : chain) kill(n);
+    div = std::move(lrn);
+    return true;
+  }
+
+ private:
+  static bool is_view(const Node& n) {
+    return (n.op == "Reshape" || n.op == "Squeeze" || n.op == "Unsqueeze" || n.op == "Identity") &&
+           n.outputs.size() == 1 && n.in(0) != kNoValue;
+  }
+
+  // An average over windows of `size` along dim 2 of [N, 1, C + size - 1, spatial...] (x's N, C
+  // and as many spatial elements), nothing else pooled, padded or strided.
+  bool window_pool(const Node& pool, const Shape& xs, int64_t size) const {
+    const Shape& in = g_.value(pool.inputs[0]).shape;
+    const Shape& out = g_.value(pool.outputs[0]).shape;
+    const size_t r = in.size();
+    if (size < 1 || r < 4 || out.size() != r || in[0] != xs[0] || in[1] != 1 || out[2] != xs[1] ||
+        in[2] != xs[1] + size - 1)
+      return false;
+    const auto kernel = pool.attr_ints("kernel_shape"), strides = pool.attr_ints("strides"),
+               pads = pool.attr_ints("pads"), dil = pool.attr_ints("dilations");
+    if (kernel.size() != r - 2) return false;
+    for (size_t d = 0; d < r - 2; ++d) {
+      if ((d > 0 && kernel[d] != 1) || (d < strides.size() && strides[d] != 1) ||
+          (d < dil.size() && dil[d] != 1))
+        return false;
+    }
+    for (int64_t q : pads)
+      if (q != 0) return false;
+    return true;
+  }
+
+  // Constant zero padding of dim 2 only: adds its pads there to lo / hi.
+  bool channel_pad(const Node& pad, int64_t* lo, int64_t* hi) const {
+    if (pad.attr_s("mode", "constant") != "constant") return false;
+    if (pad.in(2) != kNoValue && !const_near(g_, pad.in(2), 0)) return false;
+    const auto pads = ints_of(g_, pad, 1);
+    const size_t r = g_.value(pad.inputs[0]).shape.size();
+    if (!pads || pads->size() != 2 * r || pad.in(3) != kNoValue) return false;
+    for (size_t d = 0; d < 2 * r; ++d)
+      if ((d % r != 2 && (*pads)[d] != 0) || (*pads)[d] < 0) return false;
+    *lo += (*pads)[2];
+    *hi += (*pads)[r + 2];
+    return true;
+  }
+};
+
 // One pass of rewriter R (its try_match) over every live node; shapes are inferred again
 // when something changed (new nodes, re-laid values).
 template <class R>
@@ -475,6 +615,10 @@ int sink_channels_last(Graph& g) {
 
 int fuse_layer_norm(Graph& g) {
   return sweep<LayerNormFuser>(g);
+}
+
+int fuse_lrn(Graph& g) {
+  return sweep<LrnFuser>(g);
 }
 
 }  // namespace kiln

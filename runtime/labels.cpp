@@ -613,6 +613,7 @@ std::optional<LrnProblem> lrn_problem(const Graph& g, const Node& n) {
   p.c = x.shape[1];
   p.pixels = shape_numel(x.shape) / std::max<int64_t>(p.n * p.c, 1);
   p.size = n.attr_i("size", 0);
+  p.lo = n.attr_i("window_lo", (p.size - 1) / 2);
   p.alpha = n.attr_f("alpha", 1e-4f);
   p.beta = n.attr_f("beta", 0.75f);
   p.bias = n.attr_f("bias", 1.f);
@@ -1025,7 +1026,8 @@ std::vector<Label> candidate_labels(const Graph& g, int i, Isa isa, bool referen
     for (Layout l : {b, Layout::nhwc, Layout::nchw}) simple(LabelKind::shuffle, l);
   } else if (jit && lrn_problem(g, n)) {
     // Across channels within a vector of them: AVX-512's lane shifts only.
-    if (is4d(g, n.outputs[0]) && isa == Isa::avx512 && lrn_problem(g, n)->size <= 33) {
+    const LrnProblem p = *lrn_problem(g, n);
+    if (is4d(g, n.outputs[0]) && isa == Isa::avx512 && p.lo <= 16 && p.size - 1 - p.lo <= 16) {
       simple(LabelKind::norm, b);
       simple(LabelKind::norm, Layout::nhwc);
     }

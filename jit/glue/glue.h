@@ -112,11 +112,12 @@ std::unique_ptr<Kernel> create_groupnorm_kernel(int64_t n, int64_t c, int64_t gr
                                                 int64_t pixels, float eps, const float* gamma,
                                                 const float* beta, Isa isa, std::string* why_not);
 
-// LRN over the channels of n images of c channels by `pixels` pixels (ONNX's window: size
-// channels from c - floor((size - 1) / 2)): nchw on AVX2 / AVX-512; nhwc and nChw16c on AVX-512
-// with size <= 33 (nChw16c pad lanes written as 0). src[0] -> dst[0].
+// LRN over the channels of n images of c channels by `pixels` pixels, channel c's window the
+// `size` channels from c - lo (ONNX's lo: floor((size - 1) / 2)): nchw on AVX2 / AVX-512; nhwc
+// and nChw16c on AVX-512 with lo and size - 1 - lo <= 16 (nChw16c pad lanes written as 0).
+// src[0] -> dst[0].
 struct LrnProblem {
-  int64_t n = 1, c = 1, pixels = 1, size = 1;
+  int64_t n = 1, c = 1, pixels = 1, size = 1, lo = 0;
   float alpha = 1e-4f, beta = 0.75f, bias = 1.f;
 };
 std::unique_ptr<Kernel> create_lrn_kernel(const LrnProblem& p, Layout l, Isa isa,

@@ -232,8 +232,8 @@ std::unique_ptr<Kernel> create_lrn_kernel(const LrnProblem& p, Layout l, Isa isa
   };
   if (isa != Isa::avx2 && isa != Isa::avx512) return no("needs avx2 or avx512");
   if (p.n <= 0 || p.c <= 0 || p.pixels <= 0) return no("empty tensor");
-  if (p.size < 1) return no("size < 1");
-  const int64_t lo = (p.size - 1) / 2, hi = p.size - 1 - lo;
+  if (p.size < 1 || p.lo < 0 || p.lo >= p.size) return no("size < 1 or lo outside [0, size)");
+  const int64_t lo = p.lo, hi = p.size - 1 - lo;
   int64_t chunk = 0;
   if (l == Layout::nchw) {
     // The window's planes must be reachable by 32-bit displacements.
@@ -243,7 +243,7 @@ std::unique_ptr<Kernel> create_lrn_kernel(const LrnProblem& p, Layout l, Isa isa
     chunk = std::min<int64_t>(p.pixels, 1024);  // size planes x 4 KiB stay in L1
   } else if (l == Layout::nhwc || l == Layout::nChw16c) {
     if (isa != Isa::avx512) return no("nhwc / blocked need AVX-512 (lane shifts across a vector)");
-    if (lo > 16 || hi > 16) return no("window wider than a vector of channels (size > 33)");
+    if (lo > 16 || hi > 16) return no("window reaches past the next vector of channels (> 16)");
     const int64_t nv = (p.c + 15) / 16;
     if ((l == Layout::nhwc ? p.c * 4 : nv * p.pixels * 64) > (int64_t(1) << 30))
       return no("image too large");

@@ -156,8 +156,8 @@ void group_norm(const Node& node, const Inputs& in, const Outputs& out) {
   }
 }
 
-// LRN (ONNX): y = x / (bias + alpha / size * sum of x^2 over channels [c - floor((size - 1) / 2),
-// c + ceil((size - 1) / 2)] clipped to [0, C))^beta, in double.
+// LRN: y = x / (bias + alpha / size * sum of x^2 over channels [c - lo, c - lo + size - 1]
+// clipped to [0, C))^beta, in double; lo = window_lo, ONNX's floor((size - 1) / 2) by default.
 void lrn(const Node& node, const Inputs& in, const Outputs& out) {
   const auto [xt, yt] = channel_io(node, in, out);
   const Tensor& x = *xt;
@@ -165,7 +165,8 @@ void lrn(const Node& node, const Inputs& in, const Outputs& out) {
   const int64_t size = node.attr_i("size", 0);
   if (size < 1) node.fail(Code::invalid_model, "attribute 'size' is not >= 1");
   const int64_t N = x.shape()[0], C = x.shape()[1], inner = prod(x.shape(), 2, x.shape().size());
-  const int64_t lo = (size - 1) / 2, hi = size - 1 - lo;
+  const int64_t lo = node.attr_i("window_lo", (size - 1) / 2), hi = size - 1 - lo;
+  if (lo < 0 || hi < 0) node.fail(Code::invalid_model, "window_lo is outside [0, size)");
   const double alpha = node.attr_f("alpha", 1e-4f), beta = node.attr_f("beta", 0.75f),
                bias = node.attr_f("bias", 1.f);
   const float* xp = x.data<float>();

@@ -1,6 +1,7 @@
 // The LRN glue kernel (create_lrn_kernel) against the reference LRN kernel: nchw on every ISA
 // path, nhwc and nChw16c on AVX-512 (blocked pad lanes must come out 0), over window sizes odd
-// and even, wider than the channels and up to the lane-shift limit, channel tails, pixel counts
+// and even, wider than the channels and up to the lane-shift limit, windows placed as ONNX,
+// PyTorch and at the extremes (window_lo), channel tails, pixel counts
 // that cross the kernel's chunks, batch > 1 and several alpha / beta / bias.
 #include <doctest/doctest.h>
 
@@ -24,6 +25,7 @@ std::vector<float> reference(const std::vector<float>& x, const LrnProblem& p) {
   n.name = "lrn";
   n.op = "LRN";
   n.attrs["size"] = attr_i(p.size);
+  n.attrs["window_lo"] = attr_i(p.lo);
   n.attrs["alpha"] = attr_f(p.alpha);
   n.attrs["beta"] = attr_f(p.beta);
   n.attrs["bias"] = attr_f(p.bias);
@@ -41,6 +43,7 @@ void check_case(Isa isa, Layout l, const LrnProblem& p, uint32_t seed) {
   CAPTURE(p.c);
   CAPTURE(p.pixels);
   CAPTURE(p.size);
+  CAPTURE(p.lo);
   CAPTURE(p.beta);
   GuardedBuf gx{size_t(p.n * p.c * p.pixels)};
   // Values up to 30: alpha / size * x^2 is then comparable to the bias for the large alphas.
@@ -85,6 +88,11 @@ TEST_CASE("glue lrn: every layout against the reference") {
             p.c = c;
             p.pixels = pixels;
             p.size = size;
+            // ONNX's window, PyTorch's (one more channel before c for even sizes) and the
+            // extremes (where the lane shifts reach them).
+            const int64_t los[] = {(size - 1) / 2, size / 2, 0, size - 1};
+            p.lo = los[pi % 4];
+            if (p.lo > 16 || size - 1 - p.lo > 16) p.lo = (size - 1) / 2;
             const Params& q = params[pi++ % 5];
             p.alpha = q.alpha;
             p.beta = q.beta;
@@ -103,6 +111,7 @@ TEST_CASE("glue lrn: refusals and names") {
   p.c = 32;
   p.pixels = 9;
   p.size = 5;
+  p.lo = 2;
   std::string why;
   for (Isa isa : test::glue_isas()) {
     auto k = create_lrn_kernel(p, Layout::nchw, isa, &why);
@@ -117,8 +126,13 @@ TEST_CASE("glue lrn: refusals and names") {
     }
     LrnProblem wide = p;
     wide.size = 34;  // hi = 17 lanes: beyond the neighbouring vector
+    wide.lo = 16;
     CHECK_FALSE(create_lrn_kernel(wide, Layout::nChw16c, isa, &why));
-    CHECK(why.find("size > 33") != std::string::npos);
+    CHECK(why.find("past the next vector") != std::string::npos);
+    wide.size = 33;  // 16 lanes each side: within reach
+    CHECK(create_lrn_kernel(wide, Layout::nChw16c, isa, &why));
+    wide.lo = 0;  // 32 lanes after
+    CHECK_FALSE(create_lrn_kernel(wide, Layout::nhwc, isa, &why));
     CHECK(create_lrn_kernel(wide, Layout::nchw, isa, &why));
     LrnProblem empty = p;
     empty.pixels = 0;

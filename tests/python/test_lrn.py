@@ -117,8 +117,9 @@ def test_lrn_without_size_is_refused_by_name():
 
 def test_pytorch_export_of_local_response_norm(tmp_path):
     """PyTorch exports nn.LocalResponseNorm as x^2, a 3-D average pool over a padded channel
-    axis and an If around the squeeze of a dim it cannot prove is 1; even sizes have PyTorch's
-    window (one more channel before c than after)."""
+    axis and an If around the squeeze of a dim it cannot prove is 1: the If is inlined and the
+    whole decomposition becomes one LRN (graph/rewrites.cpp, fuse_lrn); even sizes keep
+    PyTorch's window (one more channel before c than after)."""
     torch.manual_seed(0)
     net = torch.nn.Sequential(torch.nn.Conv2d(3, 24, 3), torch.nn.ReLU(),
                               torch.nn.LocalResponseNorm(5, 1e-2, 0.75, 1.0),
@@ -128,4 +129,7 @@ def test_pytorch_export_of_local_response_norm(tmp_path):
         want = net(x).numpy()
     for max_isa, out, plan in run_on_each_isa(export(net, x), {"x": x.numpy()}, tmp_path):
         assert rel_error(out["y"], want) < 1e-5, (max_isa, rel_error(out["y"], want))
-        assert "If" not in [st["op"] for st in plan["steps"]]
+        ops = [st["op"] for st in plan["steps"]]
+        assert ops.count("LRN") == 2 and "AveragePool" not in ops and "Pow" not in ops, ops
+        if max_isa != "scalar":
+            assert all(k.startswith("lrn_f32_") for k in lrn_kernels(plan)), lrn_kernels(plan)
