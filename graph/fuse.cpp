@@ -40,6 +40,9 @@ class Fuser {
     if (c.size() != 1 || c[0] != user) return -1;
     // Only the primary output may be fused (Conv/Gemm have one anyway).
     if (g_.nodes[size_t(p)].outputs[0] != v) return -1;
+    const auto ops = g_.nodes[size_t(p)].attrs.find("post_ops");
+    if (ops != g_.nodes[size_t(p)].attrs.end() && int(ops->second.strings.size()) >= kMaxPostOps)
+      return -1;
     return p;
   }
 

@@ -85,6 +85,9 @@ inline float quant_dequant_u8_zero(const PostOp& op) {
 inline bool glue_only(PostOp::Kind k) {
   return k >= PostOp::Kind::tanh && k <= PostOp::Kind::gelu_tanh;
 }
+// The most post-ops one node carries: fuse_epilogues stops there (a longer chain would leave
+// the node to the reference kernel), and the JIT epilogues' operand blocks hold that many.
+constexpr int kMaxPostOps = 8;
 // Parses the node's post-op attributes (empty when it has none). `first_extra_input` is the
 // index of the first extra input (3 for Conv and Gemm, 2 for MatMul). Throws naming the node
 // when the attributes are inconsistent.

@@ -12,9 +12,6 @@
 
 namespace kiln {
 
-// The most post-ops one kernel applies; a conf refuses a longer chain.
-constexpr int kMaxPostOps = 8;
-
 struct PostOpArgs {
   int64_t res_delta[kMaxPostOps] = {};   // `add` post-op i: residual - output, in bytes
   const float* scale[kMaxPostOps] = {};  // `scale_shift` post-op i, at the call's first channel

@@ -240,3 +240,26 @@ TEST_CASE("fuse: Concat -> BatchNormalization (+ activation) becomes one Concat"
             1e-5f * (1.f + std::fabs(a.data<float>()[k])));
   }
 }
+
+TEST_CASE("fuse: a chain longer than kMaxPostOps keeps its tail as nodes (the conv stays JIT)") {
+  // conv -> 11 x (Clip, Relu alternately): the conv takes kMaxPostOps of them, the rest stay
+  // standalone elementwise nodes; a conv carrying more would have no JIT kernel.
+  OnnxBuilder b = conv_base();
+  std::string prev = "c";
+  const int chain = kiln::kMaxPostOps + 3;
+  for (int i = 0; i < chain; ++i) {
+    const std::string out = i + 1 == chain ? "y" : "t" + std::to_string(i);
+    if (i % 2)
+      b.node("Relu", {prev}, {out});
+    else
+      b.node("Clip", {prev, "lo", "hi"}, {out});
+    prev = out;
+  }
+  b.output("y");
+  Graph g = prepared(b);
+  CHECK(kiln::fuse_epilogues(g) == kiln::kMaxPostOps);
+  REQUIRE(g.nodes.size() == 4);
+  CHECK(g.nodes[0].op == "Conv");
+  CHECK(kinds(g.nodes[0]).size() == size_t(kiln::kMaxPostOps));
+  for (size_t i = 1; i < g.nodes.size(); ++i) CHECK(g.nodes[i].op != "Conv");
+}
