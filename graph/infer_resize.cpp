@@ -1,10 +1,12 @@
-// Resize, DepthToSpace, SpaceToDepth: shape inference and the arithmetic of graph/resize.h.
+// Resize, DepthToSpace, SpaceToDepth, GridSample: shape inference and the arithmetic of
+// graph/resize.h.
 // Coordinate transforms, nearest rounding and the (antialiased) linear / cubic filters follow
 // ONNX's Resize-19 reference (onnx/reference/ops/op_resize.py) in double precision with the
 // model's float32 scales, which is what its backend test data was generated with.
 #include <algorithm>
 #include <cmath>
 
+#include "graph/grid_sample.h"
 #include "graph/infer_util.h"
 #include "graph/resize.h"
 
@@ -264,5 +266,46 @@ void infer_space_depth(Graph& g, Node& n) {
   }
 }
 
+void infer_grid_sample(Graph& g, Node& n) {
+  expect_dtype(g, n, 0, DType::f32, Code::unsupported);
+  expect_dtype(g, n, 1, DType::f32, Code::unsupported);
+  if (input(g, n, 0).shape.size() != 4)
+    n.fail(Code::unsupported, input_desc(g, n, 0) + " has shape " +
+                                  shape_str(input(g, n, 0).shape) +
+                                  "; Kiln samples 2-D images ([N, C, H, W]) only");
+  expect_rank(g, n, 1, 4);
+  const Shape& x = input(g, n, 0).shape;
+  const Shape& grid = input(g, n, 1).shape;
+  if (grid[0] != x[0] || grid[3] != 2)
+    n.fail(Code::invalid_model,
+           "grid " + shape_str(grid) + " is not [N, H_out, W_out, 2] for X " + shape_str(x));
+  grid_sample_spec(n);  // validates the attributes
+  set_output(g, n, 0, DType::f32, {x[0], x[1], grid[1], grid[2]});
+}
+
 }  // namespace infer_detail
+
+GridSampleSpec grid_sample_spec(const Node& n) {
+  GridSampleSpec s;
+  const std::string mode = n.attr_s("mode", "bilinear"), pad = n.attr_s("padding_mode", "zeros");
+  if (mode == "bilinear" || mode == "linear")
+    s.mode = GridSampleSpec::Mode::bilinear;
+  else if (mode == "nearest")
+    s.mode = GridSampleSpec::Mode::nearest;
+  else if (mode == "bicubic" || mode == "cubic")
+    s.mode = GridSampleSpec::Mode::bicubic;
+  else
+    n.fail(Code::invalid_model, "unknown mode '" + mode + "'");
+  if (pad == "zeros")
+    s.padding = GridSampleSpec::Padding::zeros;
+  else if (pad == "border")
+    s.padding = GridSampleSpec::Padding::border;
+  else if (pad == "reflection")
+    s.padding = GridSampleSpec::Padding::reflection;
+  else
+    n.fail(Code::invalid_model, "unknown padding_mode '" + pad + "'");
+  s.align_corners = n.attr_i("align_corners", 0) != 0;
+  return s;
+}
+
 }  // namespace kiln

@@ -109,6 +109,7 @@ void infer_arg_reduce(Graph& g, Node& n);
 void infer_group_norm(Graph& g, Node& n);  // InstanceNormalization, GroupNormalization
 void infer_lrn(Graph& g, Node& n);
 void infer_if(Graph& g, Node& n);  // graph/inline_if.cpp
+void infer_grid_sample(Graph& g, Node& n);
 // infer_shape_ops.cpp
 void infer_flatten(Graph& g, Node& n);
 void infer_reshape(Graph& g, Node& n);

@@ -147,6 +147,8 @@ const std::vector<OpInfo>& table() {
       {"Resize", infer_resize, 1, 4, 1, 1,
        "scales/sizes constant; tf_crop_and_resize roi constant"},
       {"Upsample", infer_resize, 1, 2, 1, 1, "scales constant; imported as Resize"},
+      {"GridSample", infer_grid_sample, 2, 2, 1, 1,
+       "4-D input (2-D images); every mode and padding_mode"},
       {"DepthToSpace", infer_space_depth, 1, 1, 1, 1, "4-D"},
       {"SpaceToDepth", infer_space_depth, 1, 1, 1, 1, "4-D"},
       // Internal (graph/channel_shuffle.h): made by the rewrites, refused by the importer.

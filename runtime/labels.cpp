@@ -1060,6 +1060,11 @@ std::vector<Label> candidate_labels(const Graph& g, int i, Isa isa, bool referen
     simple(LabelKind::transpose, Layout::nchw);
   } else if (jit && subpixel_problem(g, n)) {
     simple(LabelKind::convt, Layout::nchw);
+  } else if (jit && n.op == "GridSample" && is4d(g, n.in(0)) && is4d(g, n.in(1)) &&
+             g.value(n.in(1)).dtype == DType::f32) {
+    // Each input pixel's channels as whole vectors (the grid itself stays row-major).
+    simple(LabelKind::resize, b);
+    simple(LabelKind::resize, Layout::nhwc);
   } else if (jit && resize_jit(g, n)) {
     for (Layout l : {b, Layout::nhwc, Layout::nchw}) simple(LabelKind::resize, l);
   } else if (jit && pad_spec(g, n)) {
@@ -1087,7 +1092,7 @@ std::vector<Layout> input_layouts(const Graph& g, int i, const Label& l) {
   const Node& n = g.nodes[size_t(i)];
   std::vector<Layout> out(n.inputs.size(), Layout::nchw);
   for (size_t k = 0; k < n.inputs.size(); ++k) {
-    if (!is4d(g, n.inputs[k])) continue;
+    if (!is4d(g, n.inputs[k]) || (n.op == "GridSample" && k == 1)) continue;  // (the grid)
     if (l.kind == LabelKind::conv) {
       // Slot 0 is the activation, 1/2 weights and bias (read by the kernel as constants),
       // later 4-D slots are fused residuals in the output's layout.
@@ -1210,6 +1215,12 @@ Instance instantiate(const Graph& g, int i, const Label& l, Isa isa, std::string
       break;
     }
     case LabelKind::resize: {
+      if (n.op == "GridSample") {
+        if (!jit_isa) return no("no JIT on the scalar ISA");
+        r.kernel = create_grid_sample_kernel(g.value(n.inputs[0]).shape, g.value(n.inputs[1]).shape,
+                                             grid_sample_spec(n), l.in, isa, &why);
+        break;
+      }
       const auto rz = jit_isa ? resize_jit(g, n) : std::nullopt;
       if (!rz) return no("not a 4-D H/W Resize on a JIT ISA");
       r.kernel =

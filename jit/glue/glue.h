@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "graph/channel_shuffle.h"
+#include "graph/grid_sample.h"
 #include "graph/ir.h"
 #include "graph/post_ops.h"
 #include "graph/resize.h"
@@ -111,6 +112,12 @@ std::unique_ptr<Kernel> create_layernorm_kernel(int64_t outer, int64_t c, int64_
 std::unique_ptr<Kernel> create_groupnorm_kernel(int64_t n, int64_t c, int64_t groups,
                                                 int64_t pixels, float eps, const float* gamma,
                                                 const float* beta, Isa isa, std::string* why_not);
+
+// GridSample of x [N, C, H, W] (src[0], layout l: nhwc or the ISA's blocked layout) at grid
+// [N, Ho, Wo, 2] (src[1], row-major) into dst[0] [N, C, Ho, Wo] in l (blocked pad lanes 0).
+std::unique_ptr<Kernel> create_grid_sample_kernel(const Shape& x, const Shape& grid,
+                                                  const GridSampleSpec& s, Layout l, Isa isa,
+                                                  std::string* why_not);
 
 // LRN over the channels of n images of c channels by `pixels` pixels, channel c's window the
 // `size` channels from c - lo (ONNX's lo: floor((size - 1) / 2)): nchw on AVX2 / AVX-512; nhwc

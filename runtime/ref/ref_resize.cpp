@@ -1,8 +1,10 @@
-// Resize (any rank, separable: one pass per resized axis over the taps of graph/resize.h) and
-// DepthToSpace / SpaceToDepth (a Transpose of a 6-D view).
+// Resize (any rank, separable: one pass per resized axis over the taps of graph/resize.h),
+// DepthToSpace / SpaceToDepth (a Transpose of a 6-D view) and GridSample (the taps of
+// graph/grid_sample.h, summed in double).
 #include <algorithm>
 #include <cstring>
 
+#include "graph/grid_sample.h"
 #include "graph/resize.h"
 #include "runtime/ref/ref_common.h"
 
@@ -68,6 +70,36 @@ void space_depth(const Node& node, const Inputs& in, const Outputs& out) {
   t.attrs.clear();
   t.attrs["perm"] = attr_ints(v.perm);
   transpose(t, {&x6}, {&y6});
+}
+
+void grid_sample(const Node& node, const Inputs& in, const Outputs& out) {
+  const Tensor& x = req_input(node, in, 0);
+  const Tensor& grid = req_input(node, in, 1);
+  Tensor& y = req_output(node, out, 0);
+  expect_dtype(node, x, DType::f32, "input X");
+  expect_dtype(node, grid, DType::f32, "grid");
+  if (x.shape().size() != 4 || grid.shape().size() != 4 || grid.shape()[0] != x.shape()[0] ||
+      grid.shape()[3] != 2)
+    node.fail(Code::invalid_model, "X " + shape_str(x.shape()) + " / grid " +
+                                       shape_str(grid.shape()) +
+                                       " are not [N, C, H, W] / [N, Ho, Wo, 2]");
+  const int64_t N = x.shape()[0], C = x.shape()[1], H = x.shape()[2], W = x.shape()[3];
+  const int64_t P = grid.shape()[1] * grid.shape()[2];
+  expect_shape(node, y, {N, C, grid.shape()[1], grid.shape()[2]}, "output");
+  const GridSampleSpec s = grid_sample_spec(node);
+  GridTap taps[16];
+  for (int64_t n = 0; n < N; ++n)
+    for (int64_t p = 0; p < P; ++p) {
+      const float* g = grid.data<float>() + (n * P + p) * 2;
+      grid_taps(s, g[0], g[1], H, W, taps);
+      for (int64_t c = 0; c < C; ++c) {
+        const float* xc = x.data<float>() + (n * C + c) * H * W;
+        double acc = 0;
+        for (int t = 0; t < s.taps(); ++t)
+          if (taps[t].pixel >= 0) acc += double(taps[t].w) * xc[taps[t].pixel];
+        y.data<float>()[(n * C + c) * P + p] = float(acc);
+      }
+    }
 }
 
 }  // namespace kiln::ref

@@ -114,6 +114,7 @@ constexpr std::array kTable{
     Entry{"Cast", ref::cast},
     Entry{"CastLike", ref::cast},
     Entry{"Resize", ref::resize},
+    Entry{"GridSample", ref::grid_sample},
     Entry{"DepthToSpace", ref::space_depth},
     Entry{"SpaceToDepth", ref::space_depth},
 };

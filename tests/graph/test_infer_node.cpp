@@ -30,7 +30,7 @@ TEST_CASE("op table lists every supported op once with sane bounds") {
       "Where", "IsNaN", "IsInf", "Sign", "Mod", "Cast", "CastLike", "Expand", "Tile",
       "ConstantOfShape", "Range", "Size",
       // branch resize
-      "Resize", "Upsample", "DepthToSpace", "SpaceToDepth",
+      "Resize", "Upsample", "DepthToSpace", "SpaceToDepth", "GridSample",
       // QDQ models
       "QuantizeLinear", "DequantizeLinear", "QuantizeDequantize"};
   for (const char* op : expected) {
