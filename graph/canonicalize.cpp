@@ -93,6 +93,9 @@ void canonicalize_node(Graph& g, Node& n) {
   if (op == "Clip" && opset < 11) {
     if (n.has("min")) attr_to_input(g, n, "min", 1, scalar_f32(n.attr_f("min", 0)));
     if (n.has("max")) attr_to_input(g, n, "max", 2, scalar_f32(n.attr_f("max", 0)));
+  } else if (op == "TopK" && opset < 10) {
+    if (!n.has("k")) n.fail(Code::invalid_model, "needs attribute 'k'");
+    attr_to_input(g, n, "k", 1, ints_tensor({n.attr_i("k", 0)}));
   } else if (op == "Split" && opset < 13) {
     ints_attr_to_input(g, n, "split", 1);
   } else if (op == "Slice" && opset < 10) {

@@ -108,6 +108,41 @@ void infer_group_norm(Graph& g, Node& n) {
   set_output(g, n, 0, DType::f32, x);
 }
 
+void infer_topk(Graph& g, Node& n) {
+  expect_dtype(g, n, 0, DType::f32, Code::unsupported);
+  expect_min_rank(g, n, 0, 1);
+  Shape y = input(g, n, 0).shape;
+  const int64_t axis = normalize_axis(n, n.attr_i("axis", -1), int64_t(y.size()));
+  n.attrs["axis"] = attr_i(axis);
+  const auto k = const_ints(g, n, 1);
+  if (!k || k->size() != 1)
+    n.fail(Code::unsupported, input_desc(g, n, 1) + " is not a constant holding one value");
+  if ((*k)[0] < 0 || (*k)[0] > y[size_t(axis)])
+    n.fail(Code::invalid_model, "K = " + std::to_string((*k)[0]) + " is outside [0, " +
+                                    std::to_string(y[size_t(axis)]) + "] (axis " +
+                                    std::to_string(axis) + " of " + shape_str(y) + ")");
+  attr_flag(n, "largest", true);
+  attr_flag(n, "sorted", true);
+  y[size_t(axis)] = (*k)[0];
+  set_output(g, n, 0, DType::f32, y);
+  if (n.outputs.size() > 1 && n.outputs[1] != kNoValue) set_output(g, n, 1, DType::i64, y);
+}
+
+void infer_cumsum(Graph& g, Node& n) {
+  const DType t = input(g, n, 0).dtype;
+  if (t != DType::f32 && t != DType::i64)
+    n.fail(Code::unsupported,
+           input_desc(g, n, 0) + " is " + dtype_name(t) + "; CumSum takes float32 or int64");
+  const Shape x = input(g, n, 0).shape;
+  const auto axis = const_ints(g, n, 1);
+  if (!axis || axis->size() != 1)
+    n.fail(Code::unsupported, input_desc(g, n, 1) + " is not a constant holding one value");
+  n.attrs["axis"] = attr_i(normalize_axis(n, (*axis)[0], int64_t(x.size())));
+  attr_flag(n, "exclusive", false);
+  attr_flag(n, "reverse", false);
+  set_output(g, n, 0, t, x);
+}
+
 void infer_lrn(Graph& g, Node& n) {
   expect_dtype(g, n, 0, DType::f32, Code::unsupported);
   expect_min_rank(g, n, 0, 3);

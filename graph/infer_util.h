@@ -108,6 +108,8 @@ void infer_reduce(Graph& g, Node& n);  // Reduce* (graph/post_ops.h reduce_op)
 void infer_arg_reduce(Graph& g, Node& n);
 void infer_group_norm(Graph& g, Node& n);  // InstanceNormalization, GroupNormalization
 void infer_lrn(Graph& g, Node& n);
+void infer_topk(Graph& g, Node& n);
+void infer_cumsum(Graph& g, Node& n);
 void infer_if(Graph& g, Node& n);  // graph/inline_if.cpp
 void infer_grid_sample(Graph& g, Node& n);
 // infer_shape_ops.cpp

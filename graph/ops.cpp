@@ -96,6 +96,8 @@ const std::vector<OpInfo>& table() {
       {"ArgMax", infer_arg_reduce, 1, 1, 1, 1, "float32 input"},
       {"ArgMin", infer_arg_reduce, 1, 1, 1, 1, "float32 input"},
       {"LogSoftmax", infer_softmax, 1, 1, 1, 1, "any axis"},
+      {"TopK", infer_topk, 2, 2, 1, 2, "float32; K constant (reference kernel)"},
+      {"CumSum", infer_cumsum, 2, 2, 1, 1, "axis constant (reference kernel)"},
       {"Hardmax", infer_softmax, 1, 1, 1, 1, "any axis"},
       {"InstanceNormalization", infer_group_norm, 3, 3, 1, 1},
       {"GroupNormalization", infer_group_norm, 3, 3, 1, 1,

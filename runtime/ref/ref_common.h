@@ -128,6 +128,8 @@ KILN_REF_KERNEL(layer_norm);
 KILN_REF_KERNEL(group_norm);  // InstanceNormalization, GroupNormalization
 KILN_REF_KERNEL(lrn);
 KILN_REF_KERNEL(grid_sample);
+KILN_REF_KERNEL(topk);
+KILN_REF_KERNEL(cumsum);
 KILN_REF_KERNEL(relu);  // ref_elementwise.cpp
 KILN_REF_KERNEL(leaky_relu);
 KILN_REF_KERNEL(clip);

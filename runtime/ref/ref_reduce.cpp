@@ -182,6 +182,71 @@ void arg_reduce(const Node& node, const Inputs& in, const Outputs& out) {
     }
 }
 
+// TopK over `axis` (set by inference): the K largest (smallest) values in order, ties to the
+// lower index (ONNX), a NaN counting as the extreme (as arg_reduce).
+void topk(const Node& node, const Inputs& in, const Outputs& out) {
+  const Tensor& x = req_input(node, in, 0);
+  Tensor& y = req_output(node, out, 0);
+  Tensor* idx = out.size() > 1 ? out[1] : nullptr;
+  expect_dtype(node, x, DType::f32, "input");
+  const Shape& s = x.shape();
+  const size_t axis = size_t(norm_axis(node, node.attr_i("axis", -1), int64_t(s.size())));
+  const int64_t outer = prod(s, 0, axis), n = s[axis], inner = prod(s, axis + 1, s.size());
+  const int64_t k = y.shape()[axis];
+  if (k > n || y.numel() != outer * k * inner) node.fail(Code::internal, "output size mismatch");
+  const bool largest = node.attr_i("largest", 1) != 0;
+  const float* xp = x.data<float>();
+  std::vector<int64_t> order(static_cast<size_t>(n));
+  for (int64_t o = 0; o < outer; ++o)
+    for (int64_t i = 0; i < inner; ++i) {
+      const float* p = xp + o * n * inner + i;
+      auto before = [&](int64_t a, int64_t b) {
+        const float va = p[a * inner], vb = p[b * inner];
+        if (std::isnan(va) || std::isnan(vb)) return std::isnan(va) && (!std::isnan(vb) || a < b);
+        return largest ? va > vb || (va == vb && a < b) : va < vb || (va == vb && a < b);
+      };
+      for (int64_t j = 0; j < n; ++j) order[size_t(j)] = j;
+      std::partial_sort(order.begin(), order.begin() + k, order.end(), before);
+      for (int64_t j = 0; j < k; ++j) {
+        const int64_t at = (o * k + j) * inner + i;
+        y.data<float>()[at] = p[order[size_t(j)] * inner];
+        if (idx) idx->data<int64_t>()[at] = order[size_t(j)];
+      }
+    }
+}
+
+// CumSum over `axis` (set by inference), inclusive or exclusive, forward or reversed; float32
+// sums in double.
+void cumsum(const Node& node, const Inputs& in, const Outputs& out) {
+  const Tensor& x = req_input(node, in, 0);
+  Tensor& y = req_output(node, out, 0);
+  expect_shape(node, y, x.shape(), "output");
+  const Shape& s = x.shape();
+  const size_t axis = size_t(norm_axis(node, node.attr_i("axis", 0), int64_t(s.size())));
+  const int64_t outer = prod(s, 0, axis), n = s[axis], inner = prod(s, axis + 1, s.size());
+  const bool exclusive = node.attr_i("exclusive", 0) != 0, reverse = node.attr_i("reverse", 0) != 0;
+  dispatch_type(x.dtype(), [&](auto t) {
+    using T = decltype(t);
+    using Acc = std::conditional_t<std::is_same_v<T, float>, double, int64_t>;
+    const T* xp = x.data<T>();
+    T* yp = y.data<T>();
+    for (int64_t o = 0; o < outer; ++o)
+      for (int64_t i = 0; i < inner; ++i) {
+        Acc acc = 0;
+        for (int64_t j = 0; j < n; ++j) {
+          const int64_t at = (o * n + (reverse ? n - 1 - j : j)) * inner + i;
+          if (exclusive) {
+            yp[at] = T(acc);
+            acc += Acc(xp[at]);
+          } else {
+            acc += Acc(xp[at]);
+            yp[at] = T(acc);
+          }
+        }
+      }
+  });
+}
+
 namespace {
 
 // Shared checks of GlobalAveragePool / GlobalMaxPool: x [N, C, d...], y [N, C, 1...].

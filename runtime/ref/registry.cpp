@@ -115,6 +115,8 @@ constexpr std::array kTable{
     Entry{"CastLike", ref::cast},
     Entry{"Resize", ref::resize},
     Entry{"GridSample", ref::grid_sample},
+    Entry{"TopK", ref::topk},
+    Entry{"CumSum", ref::cumsum},
     Entry{"DepthToSpace", ref::space_depth},
     Entry{"SpaceToDepth", ref::space_depth},
 };

@@ -22,7 +22,7 @@ TEST_CASE("op table lists every supported op once with sane bounds") {
       // the reductions (branch reduce)
       "ReduceSum", "ReduceMax", "ReduceMin", "ReduceProd", "ReduceL1", "ReduceL2", "ReduceLogSum",
       "ReduceLogSumExp", "ReduceSumSquare", "ArgMax", "ArgMin", "LogSoftmax", "Hardmax",
-      "InstanceNormalization", "GroupNormalization", "LRN", "Max", "Min", "Mean",
+      "InstanceNormalization", "GroupNormalization", "LRN", "TopK", "CumSum", "Max", "Min", "Mean",
       // ConvTranspose (branch convt)
       "ConvTranspose", "SubpixelInterleave",
       // branch dtypes
