@@ -104,7 +104,7 @@ def test_lrn_op_matches_onnx_formula(shape, size, alpha, beta, bias, tmp_path):
             assert lrn_kernels(plan)[0].startswith("lrn_f32_"), plan["steps"]
 
 
-def test_lrn_without_size_is_refused_by_name():
+def test_lrn_refusals_name_the_node():
     import kiln
     g = helper.make_graph(
         [helper.make_node("LRN", ["x"], ["y"], name="norm1")], "lrn",
@@ -112,6 +112,12 @@ def test_lrn_without_size_is_refused_by_name():
         [helper.make_tensor_value_info("y", TensorProto.FLOAT, (1, 4, 3, 3))])
     data = helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)]).SerializeToString()
     with pytest.raises(kiln.Error, match="norm1.*'size' is required"):
+        kiln.Session.from_bytes(data)
+    # Kiln's own window attribute (fuse_lrn sets it) is not ONNX's: a model may not set it.
+    g.node[0].attribute.extend([helper.make_attribute("size", 3),
+                                helper.make_attribute("window_lo", 0)])
+    data = helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)]).SerializeToString()
+    with pytest.raises(kiln.Error, match="norm1.*'window_lo'.*reserves"):
         kiln.Session.from_bytes(data)
 
 
