@@ -32,7 +32,8 @@ struct LrnConf {
   LrnProblem p;
   Layout l = Layout::nchw;
   int64_t chunk = 0;  // pixels this function processes
-  int64_t lo = 0, hi = 0;
+  int64_t lo() const { return p.lo; }
+  int64_t hi() const { return p.size - 1 - p.lo; }  // channels after c in its window
 };
 
 class LrnGen {
@@ -96,10 +97,10 @@ class LrnGen {
     };
     // Runs of channels with the same clipped window.
     for (int64_t c = 0; c < C;) {
-      const int64_t dlo = std::max(-c_.lo, -c), dhi = std::min(c_.hi, C - 1 - c);
+      const int64_t dlo = std::max(-c_.lo(), -c), dhi = std::min(c_.hi(), C - 1 - c);
       int64_t run = 1;
-      while (c + run < C && std::max(-c_.lo, -(c + run)) == dlo &&
-             std::min(c_.hi, C - 1 - (c + run)) == dhi)
+      while (c + run < C && std::max(-c_.lo(), -(c + run)) == dlo &&
+             std::min(c_.hi(), C - 1 - (c + run)) == dhi)
         ++run;
       asmjit::Label top = cc_.newLabel();
       cc_.mov(cnt, run);
@@ -134,15 +135,15 @@ class LrnGen {
       };
       x86::Vec xv;
       const x86::Vec cur = squares(v, &xv);
-      const x86::Vec prev = c_.lo > 0 ? squares(v - 1, nullptr) : zero;
-      const x86::Vec next = c_.hi > 0 ? squares(v + 1, nullptr) : zero;
+      const x86::Vec prev = c_.lo() > 0 ? squares(v - 1, nullptr) : zero;
+      const x86::Vec next = c_.hi() > 0 ? squares(v + 1, nullptr) : zero;
       x86::Vec acc = b_.vec(), t = b_.vec();
       cc_.vmovaps(acc, cur);
-      for (int64_t d = 1; d <= c_.hi; ++d) {  // lane i gets channel i + d
+      for (int64_t d = 1; d <= c_.hi(); ++d) {  // lane i gets channel i + d
         if (d < 16) cc_.valignd(t, next, cur, int(d));
         cc_.vaddps(acc, acc, d < 16 ? t : next);
       }
-      for (int64_t d = 1; d <= c_.lo; ++d) {  // lane i gets channel i - d
+      for (int64_t d = 1; d <= c_.lo(); ++d) {  // lane i gets channel i - d
         if (d < 16) cc_.valignd(t, cur, prev, int(16 - d));
         cc_.vaddps(acc, acc, d < 16 ? t : prev);
       }
@@ -187,15 +188,14 @@ class LrnGen {
 
 class LrnKernel : public glue::GlueKernel {
  public:
-  LrnKernel(const LrnProblem& p, Layout l, Isa isa, int64_t chunk, int64_t lo, int64_t hi)
-      : p_(p), l_(l), chunk_(chunk) {
+  LrnKernel(const LrnProblem& p, Layout l, Isa isa, int64_t chunk) : p_(p), l_(l), chunk_(chunk) {
     name_ = std::string("lrn_f32_") + layout_name(l) + "__" + isa_name(isa);
     per_image_ = (p.pixels + chunk - 1) / chunk;
     tiles_ = p.n * per_image_;
     const int64_t last = p.pixels - (per_image_ - 1) * chunk;
     AsmBuilder b(name_, isa);
     for (int64_t len : {chunk, last}) {
-      LrnConf conf{p, l, len, lo, hi};
+      LrnConf conf{p, l, len};
       LrnGen(b, conf).build();
       if (last == chunk) break;
     }
@@ -251,7 +251,7 @@ std::unique_ptr<Kernel> create_lrn_kernel(const LrnProblem& p, Layout l, Isa isa
   } else {
     return no(std::string("layout ") + layout_name(l) + " (nchw, nhwc, nChw16c only)");
   }
-  return std::make_unique<LrnKernel>(p, l, isa, chunk, lo, hi);
+  return std::make_unique<LrnKernel>(p, l, isa, chunk);
 }
 
 }  // namespace kiln
