@@ -1,6 +1,7 @@
 #include "graph/canonicalize.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <limits>
 
@@ -43,6 +44,49 @@ bool fold_constant_node(Graph& g, const Node& n) {
   v.shape_known = true;
   v.constant = std::move(*t);
   return true;
+}
+
+// A BatchNormalization (opset < 9) with spatial = 0 whose four statistics are constants of rank
+// >= 2 ([C, D...]: one per activation, not per channel).
+bool per_activation_stats(const Graph& g, const Node& n) {
+  if (n.attr_i("spatial", 1) != 0 || n.inputs.size() != 5) return false;
+  const Value& s = g.value(n.inputs[1]);
+  return s.is_const() && s.constant->shape().size() >= 2;
+}
+
+// That BatchNormalization as y = x * a + b with constants a = scale / sqrt(var + eps) and b = B -
+// mean * a of the statistics' shape, which numpy-broadcasts against [N, C, D...]: the nodes
+// appended to `out` (the statistics must all be f32 constants of one shape).
+void per_activation_bn(Graph& g, const Node& n, std::vector<Node>& out) {
+  if (n.outputs.size() > 1)
+    for (size_t i = 1; i < n.outputs.size(); ++i)
+      if (n.outputs[i] != kNoValue) n.fail(Code::unsupported, "only output Y is supported");
+  const Tensor* p[4];
+  for (size_t i = 0; i < 4; ++i) {
+    const Value& v = g.value(n.inputs[i + 1]);
+    if (!v.is_const() || v.dtype != DType::f32 || v.shape != g.value(n.inputs[1]).shape)
+      n.fail(Code::unsupported, "spatial=0 needs constant float32 statistics of one shape");
+    p[i] = &*v.constant;
+  }
+  const double eps = n.attr_f("epsilon", 1e-5f);
+  Tensor a(DType::f32, p[0]->shape()), b(DType::f32, p[0]->shape());
+  for (int64_t i = 0; i < a.numel(); ++i) {
+    const double s =
+        double(p[0]->data<float>()[i]) / std::sqrt(double(p[3]->data<float>()[i]) + eps);
+    a.data<float>()[i] = float(s);
+    b.data<float>()[i] = float(double(p[1]->data<float>()[i]) - double(p[2]->data<float>()[i]) * s);
+  }
+  Node mul, add;
+  mul.name = n.name + "_scale";
+  mul.op = "Mul";
+  mul.inputs = {n.inputs[0], g.add_const(unique_value_name(g, n.name + "_a"), std::move(a))};
+  mul.outputs = {g.add_value(unique_value_name(g, n.name + "_scaled"))};
+  add.name = n.name + "_shift";
+  add.op = "Add";
+  add.inputs = {mul.outputs[0], g.add_const(unique_value_name(g, n.name + "_b"), std::move(b))};
+  add.outputs = {n.outputs[0]};
+  out.push_back(std::move(mul));
+  out.push_back(std::move(add));
 }
 
 // Resize's canonical form (graph/ops.h): inputs (X, roi?, scales?, sizes?) and every
@@ -124,9 +168,9 @@ void canonicalize_node(Graph& g, Node& n) {
   } else if (op == "Resize" || op == "Upsample") {
     canonical_resize(g, n, opset);
   } else if (op == "BatchNormalization" && n.has("spatial")) {
-    if (n.attr_i("spatial", 1) != 1)
-      n.fail(Code::unsupported, "spatial=0 (per-activation statistics) is not supported");
-    n.attrs.erase("spatial");
+    // spatial = 0 with per-channel ([C]) statistics means what spatial = 1 does; with
+    // per-activation ones ([C, D...]) canonicalize_into rewrites the node (per_activation_bn).
+    if (n.attr_i("spatial", 1) == 1 || !per_activation_stats(g, n)) n.attrs.erase("spatial");
   }
   // Trailing omitted optional inputs carry no meaning; drop them so counts are canonical.
   while (!n.inputs.empty() && n.inputs.back() == kNoValue) n.inputs.pop_back();
@@ -220,6 +264,8 @@ std::optional<Tensor> constant_value(const Node& n) {
 void canonicalize_into(Graph& g, Node n, std::vector<Node>& out) {
   if (fold_constant_node(g, n)) return;
   canonicalize_node(g, n);
+  if (n.op == "BatchNormalization" && per_activation_stats(g, n))
+    return per_activation_bn(g, n, out);
   if (!lift_1d(g, n, out)) out.push_back(std::move(n));
 }
 

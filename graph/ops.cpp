@@ -34,7 +34,8 @@ const std::vector<OpInfo>& table() {
       {"GlobalMaxPool", infer_global_pool, 1, 1, 1, 1, "rank >= 3"},
       // Training outputs (mean, var, saved_*) may be declared but must be omitted.
       {"BatchNormalization", infer_batch_norm, 5, 5, 1, 5,
-       "inference only: output Y only, training_mode 0, spatial 1"},
+       "inference only: output Y only, training_mode 0; opset < 9 spatial 0 with constant "
+       "per-activation statistics becomes a Mul and an Add"},
       {"LayerNormalization", infer_layer_norm, 2, 3, 1, 3,
        "stash_type 1; Mean / InvStdDev outputs on the reference kernel"},
       {"Relu", infer_unary_f32, 1, 1, 1, 1},

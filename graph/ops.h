@@ -24,6 +24,8 @@
 //               Same for LogSoftmax and Hardmax.
 //   Dropout     inputs (x, ratio?, training_mode?); only inference is supported (identity).
 //   BatchNormalization  inputs (x, scale, B, mean, var) + attr epsilon (1e-5); one output.
+//               Opset < 9 spatial = 0 with statistics [C, D...] (per activation, constant)
+//               becomes Mul(x, a) and Add(., b) at import; with [C] it is spatial = 1.
 //   LayerNormalization  inputs (x, scale, B?) + attrs axis (made non-negative), epsilon (1e-5)
 //               and Kiln's `norm_dims` (made explicit): the normalised dims are
 //               [axis, axis + norm_dims); ONNX's form normalises [axis, rank), so norm_dims =

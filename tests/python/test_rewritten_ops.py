@@ -1,6 +1,7 @@
 """Forms rewritten into ops with fast kernels (graph/rewrite_forms.cpp): Max / Min / Mean / Sum
 of one or of three and more broadcasting operands, Clip with computed bounds, Gemm with computed
-B / transA / a full or computed C, Softmax over a middle axis, Split on any axis and rank:
+B / transA / a full or computed C, Softmax over a middle axis, Split on any axis and rank,
+opset 7-8 BatchNormalization with spatial = 0 (per-activation statistics: a Mul and an Add):
 against numpy, with no reference kernel in the plan on the best ISA and on AVX2, and on the
 reference path (the rewritten graph on the reference kernels)."""
 import numpy as np
@@ -144,3 +145,23 @@ def test_tile(shape, reps):
     data = model([helper.make_node("Tile", ["x", "r"], ["y"])], [("x", shape)],
                  [("y", want.shape)], [r])
     run_all(data, {"x": x}, {"y": want}, 0)
+
+
+@pytest.mark.parametrize("shape,per_activation", [((2, 3, 4, 5), True), ((2, 6), True),
+                                                  ((2, 3, 4, 5), False)])
+def test_batchnorm_spatial0(shape, per_activation):
+    """Opset 7-8's spatial = 0: statistics per activation ([C, D...]), or per channel ([C])."""
+    rng = np.random.default_rng(len(shape))
+    x = rng.standard_normal(shape).astype(np.float32)
+    ps = shape[1:] if per_activation else shape[1:2]
+    scale, bias, mean = (rng.standard_normal(ps).astype(np.float32) for _ in range(3))
+    var = rng.uniform(0.5, 2.0, ps).astype(np.float32)
+    inits = [numpy_helper.from_array(a, n)
+             for a, n in zip((scale, bias, mean, var), ("s", "b", "m", "v"))]
+    node = helper.make_node("BatchNormalization", ["x", "s", "b", "m", "v"], ["y"], spatial=0,
+                            epsilon=1e-3)
+    data = model([node], [("x", shape)], [("y", shape)], inits, opset=7)
+    bshape = ps if per_activation else ps + (1,) * (len(shape) - 2)
+    r = lambda a: a.reshape(bshape).astype(np.float64)
+    want = (x - r(mean)) / np.sqrt(r(var) + 1e-3) * r(scale) + r(bias)
+    run_all(data, {"x": x}, {"y": want.astype(np.float32)}, 1e-6)
