@@ -89,6 +89,34 @@ void per_activation_bn(Graph& g, const Node& n, std::vector<Node>& out) {
   out.push_back(std::move(add));
 }
 
+// ImageScaler (an experimental op of opsets 1-9, at the start of e.g. the ONNX model zoo's Tiny
+// YOLOv2): y = x * scale + bias[c] over [N, C, H, W], as Mul and Add nodes appended to `out`.
+void image_scaler(Graph& g, const Node& n, std::vector<Node>& out) {
+  if (g.opset >= 10) n.fail(Code::unsupported, "operator ImageScaler was removed in opset 10");
+  if (n.inputs.size() != 1 || n.outputs.size() != 1 || n.in(0) == kNoValue)
+    n.fail(Code::invalid_model, "expects one input and one output");
+  const std::vector<float> bias = n.attr_floats("bias");
+  Tensor s(DType::f32, {}), b(DType::f32, {int64_t(bias.size()), 1, 1});
+  s.data<float>()[0] = n.attr_f("scale", 1.f);
+  std::copy(bias.begin(), bias.end(), b.data<float>());
+  Node mul, add;
+  mul.name = n.name + "_scale";
+  mul.op = "Mul";
+  mul.inputs = {n.inputs[0], g.add_const(unique_value_name(g, n.name + "_s"), std::move(s))};
+  mul.outputs = {g.add_value(unique_value_name(g, n.name + "_scaled"))};
+  out.push_back(std::move(mul));
+  if (bias.empty()) {  // no bias: the Mul is the op
+    out.back().outputs = {n.outputs[0]};
+    return;
+  }
+  add.name = n.name + "_bias";
+  add.op = "Add";
+  add.inputs = {out.back().outputs[0],
+                g.add_const(unique_value_name(g, n.name + "_b"), std::move(b))};
+  add.outputs = {n.outputs[0]};
+  out.push_back(std::move(add));
+}
+
 // Resize's canonical form (graph/ops.h): inputs (X, roi?, scales?, sizes?) and every
 // opset-19 attribute explicit. Opset 10 Resize and Upsample (opsets 7-9) are asymmetric with
 // nearest = floor(x) (ONNX Runtime rounds up when every scale downsamples).
@@ -266,6 +294,7 @@ void canonicalize_into(Graph& g, Node n, std::vector<Node>& out) {
   canonicalize_node(g, n);
   if (n.op == "BatchNormalization" && per_activation_stats(g, n))
     return per_activation_bn(g, n, out);
+  if (n.op == "ImageScaler") return image_scaler(g, n, out);
   if (!lift_1d(g, n, out)) out.push_back(std::move(n));
 }
 

@@ -165,3 +165,15 @@ def test_batchnorm_spatial0(shape, per_activation):
     r = lambda a: a.reshape(bshape).astype(np.float64)
     want = (x - r(mean)) / np.sqrt(r(var) + 1e-3) * r(scale) + r(bias)
     run_all(data, {"x": x}, {"y": want.astype(np.float32)}, 1e-6)
+
+
+def test_image_scaler_opset8():
+    """ImageScaler (experimental, opsets < 10): y = x * scale + bias[c]."""
+    x = np.random.default_rng(3).uniform(0, 255, (2, 3, 5, 7)).astype(np.float32)
+    node = helper.make_node("ImageScaler", ["x"], ["y"], scale=1 / 255.0, bias=[0.1, -0.2, 0.3])
+    g = helper.make_graph([node], "scaler",
+                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, x.shape)],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, x.shape)])
+    data = helper.make_model(g, opset_imports=[helper.make_opsetid("", 8)]).SerializeToString()
+    want = x * np.float32(1 / 255.0) + np.array([0.1, -0.2, 0.3], np.float32).reshape(3, 1, 1)
+    run_all(data, {"x": x}, {"y": want}, 1e-6)
