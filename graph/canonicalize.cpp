@@ -117,6 +117,32 @@ void image_scaler(Graph& g, const Node& n, std::vector<Node>& out) {
   out.push_back(std::move(add));
 }
 
+// Swish (opset 24): x * Sigmoid(alpha x), as the nodes exporters wrote before it (fuse_epilogues
+// takes x * Sigmoid(x) into the producer), appended to `out`.
+void swish(Graph& g, const Node& n, std::vector<Node>& out) {
+  if (n.inputs.size() != 1 || n.outputs.size() != 1 || n.in(0) == kNoValue)
+    n.fail(Code::invalid_model, "expects one input and one output");
+  const float alpha = n.attr_f("alpha", 1.f);
+  ValueId arg = n.inputs[0];
+  auto node = [&](const char* op, std::vector<ValueId> in, ValueId o, const char* part) {
+    Node m;
+    m.name = n.name + "_" + part;
+    m.op = op;
+    m.inputs = std::move(in);
+    m.outputs = {o == kNoValue ? g.add_value(unique_value_name(g, m.name)) : o};
+    out.push_back(std::move(m));
+    return out.back().outputs[0];
+  };
+  if (alpha != 1.f) {
+    Tensor a(DType::f32, {});
+    a.data<float>()[0] = alpha;
+    arg = node("Mul", {arg, g.add_const(unique_value_name(g, n.name + "_alpha"), std::move(a))},
+               kNoValue, "scaled");
+  }
+  const ValueId s = node("Sigmoid", {arg}, kNoValue, "sigmoid");
+  node("Mul", {n.inputs[0], s}, n.outputs[0], "mul");
+}
+
 // Resize's canonical form (graph/ops.h): inputs (X, roi?, scales?, sizes?) and every
 // opset-19 attribute explicit. Opset 10 Resize and Upsample (opsets 7-9) are asymmetric with
 // nearest = floor(x) (ONNX Runtime rounds up when every scale downsamples).
@@ -295,6 +321,7 @@ void canonicalize_into(Graph& g, Node n, std::vector<Node>& out) {
   if (n.op == "BatchNormalization" && per_activation_stats(g, n))
     return per_activation_bn(g, n, out);
   if (n.op == "ImageScaler") return image_scaler(g, n, out);
+  if (n.op == "Swish") return swish(g, n, out);
   if (!lift_1d(g, n, out)) out.push_back(std::move(n));
 }
 

@@ -57,6 +57,10 @@ void infer_quantize(Graph& g, Node& n) {  // QuantizeLinear
   const int64_t to = n.attr_i("to", 0);
   if (to != kOnnxUint8 && to != kOnnxInt8)
     n.fail(Code::internal, "attribute 'to' (set at import) must be UINT8 or INT8");
+  // Opset 23's `precision`: the division's type (0: y_scale's, float32 here).
+  if (const int64_t p = n.attr_i("precision", 0); p != 0 && p != 1)
+    n.fail(Code::unsupported, "precision " + std::to_string(p) +
+                                  " (a division in a type other than float32) is not supported");
   check_quant_params(g, n);
   set_output(g, n, 0, DType::f32, input(g, n, 0).shape);
 }

@@ -1,9 +1,10 @@
 // The operator table: which ONNX ops Kiln supports, and each op's shape inference, which is
 // also its validation (attribute ranges, input counts, dtypes, shape compatibility).
 //
-// Canonical forms. The importer rewrites every opset 7..21 variant into ONE form per op (the
-// opset-18 form; opsets 19-21 changed no supported op's semantics: they added dtypes, AveragePool
-// dilations (refused unless 1) and Pad mode wrap (refused)), so inference, reference kernels
+// Canonical forms. The importer rewrites every opset 7..28 variant into ONE form per op (the
+// opset-18 form; opsets 19-28 changed no supported op's semantics: they added dtypes, AveragePool
+// dilations (refused unless 1), Pad mode wrap (refused), QuantizeLinear's precision (refused
+// unless float32) and Swish, imported as x * Sigmoid(alpha x)), so inference, reference kernels
 // and JIT kernels handle a single form:
 //   Clip        inputs (x, min?, max?) — opset < 11 attributes min/max become constant inputs.
 //   Split       inputs (x, split?) + attr axis (default 0); opset < 13 attribute `split` becomes

@@ -177,3 +177,29 @@ def test_image_scaler_opset8():
     data = helper.make_model(g, opset_imports=[helper.make_opsetid("", 8)]).SerializeToString()
     want = x * np.float32(1 / 255.0) + np.array([0.1, -0.2, 0.3], np.float32).reshape(3, 1, 1)
     run_all(data, {"x": x}, {"y": want}, 1e-6)
+
+
+@pytest.mark.parametrize("alpha", [1.0, 1.7])
+def test_swish_opset24(alpha):
+    """Swish (opset 24) = x * sigmoid(alpha x): after a conv with alpha 1 it fuses into the conv
+    (the same nodes older exporters wrote)."""
+    rng = np.random.default_rng(5)
+    x = rng.standard_normal((1, 3, 8, 9)).astype(np.float32)
+    w = (rng.standard_normal((4, 3, 3, 3)) * 0.5).astype(np.float32)
+    nodes = [helper.make_node("Conv", ["x", "w"], ["c"], pads=[1, 1, 1, 1]),
+             helper.make_node("Swish", ["c"], ["y"], alpha=alpha)]
+    g = helper.make_graph(nodes, "swish",
+                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, x.shape)],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+                          initializer=[numpy_helper.from_array(w, "w")])
+    data = helper.make_model(g, opset_imports=[helper.make_opsetid("", 24)]).SerializeToString()
+    c = np.zeros((1, 4, 8, 9))
+    xp = np.pad(x.astype(np.float64), ((0, 0), (0, 0), (1, 1), (1, 1)))
+    for i in range(3):
+        for j in range(3):
+            c += np.einsum("nchw,oc->nohw", xp[:, :, i:i + 8, j:j + 9], w[:, :, i, j])
+    want = c / (1 + np.exp(-alpha * c))
+    run_all(data, {"x": x}, {"y": want.astype(np.float32)}, 1e-5)
+    if alpha == 1.0:
+        with kiln.Session.from_bytes(data, tune="none", disable_cache=True) as s:
+            assert [st["op"] for st in s.plan()["steps"]] == ["Conv"], s.plan()["steps"]
