@@ -172,6 +172,8 @@ std::unique_ptr<Kernel> create_grid_sample_kernel(const Shape& x, const Shape& g
   if (vecs * V * x[2] * x[3] * 4 > (int64_t(1) << 31) ||
       vecs * V * grid[1] * grid[2] * 4 > (int64_t(1) << 31))
     return no("image too large");
+  // The code unrolls every channel vector's taps (hostile channel counts must not make huge code).
+  if (vecs * s.taps() > 16384) return no("too many channels to unroll");
   return std::make_unique<GridSampleKernel>(x, grid, s, l, isa);
 }
 

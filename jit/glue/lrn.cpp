@@ -28,6 +28,9 @@ namespace x86 = asmjit::x86;
 
 using LrnFn = void (*)(const float* x, float* y);
 
+// Bound on the loads / shifts one function unrolls (hostile shapes must not make huge code).
+constexpr int64_t kMaxUnrolled = 16384;
+
 struct LrnConf {
   LrnProblem p;
   Layout l = Layout::nchw;
@@ -240,11 +243,17 @@ std::unique_ptr<Kernel> create_lrn_kernel(const LrnProblem& p, Layout l, Isa isa
     if ((std::min(hi, p.c) + 1) * p.pixels * 4 > (int64_t(1) << 31) ||
         std::min(lo, p.c) * p.pixels * 4 > (int64_t(1) << 31))
       return no("channel planes too large");
+    // The code unrolls each run's window: about min(size, C)^2 loads (a window wider than a few
+    // hundred channels would make megabytes of code; no real model comes near).
+    const int64_t w = std::min(p.size, p.c);
+    if (w * w > kMaxUnrolled)
+      return no("window too wide to unroll (> " + std::to_string(kMaxUnrolled) + " loads)");
     chunk = std::min<int64_t>(p.pixels, 1024);  // size planes x 4 KiB stay in L1
   } else if (l == Layout::nhwc || l == Layout::nChw16c) {
     if (isa != Isa::avx512) return no("nhwc / blocked need AVX-512 (lane shifts across a vector)");
     if (lo > 16 || hi > 16) return no("window reaches past the next vector of channels (> 16)");
     const int64_t nv = (p.c + 15) / 16;
+    if (nv * (lo + hi + 1) > kMaxUnrolled) return no("too many channels to unroll");
     if ((l == Layout::nhwc ? p.c * 4 : nv * p.pixels * 64) > (int64_t(1) << 30))
       return no("image too large");
     chunk = std::min<int64_t>(p.pixels, l == Layout::nhwc ? 256 : 128);

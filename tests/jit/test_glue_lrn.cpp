@@ -134,6 +134,12 @@ TEST_CASE("glue lrn: refusals and names") {
     wide.lo = 0;  // 32 lanes after
     CHECK_FALSE(create_lrn_kernel(wide, Layout::nhwc, isa, &why));
     CHECK(create_lrn_kernel(wide, Layout::nchw, isa, &why));
+    LrnProblem huge = p;  // a window over 600 channels: ~360K unrolled loads
+    huge.c = 600;
+    huge.size = 100001;
+    huge.lo = 50000;
+    CHECK_FALSE(create_lrn_kernel(huge, Layout::nchw, isa, &why));
+    CHECK(why.find("too wide") != std::string::npos);
     LrnProblem empty = p;
     empty.pixels = 0;
     CHECK_FALSE(create_lrn_kernel(empty, Layout::nchw, isa, &why));
