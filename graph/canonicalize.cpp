@@ -54,9 +54,36 @@ bool per_activation_stats(const Graph& g, const Node& n) {
   return s.is_const() && s.constant->shape().size() >= 2;
 }
 
+// Appends node `op`(in) to `out`, named after the node n it replaces (n.name + "_" + part), writing
+// `y` (a new value when kNoValue); returns its output.
+ValueId append_node(Graph& g, const Node& n, const char* op, std::vector<ValueId> in, ValueId y,
+                    const char* part, std::vector<Node>& out) {
+  Node m;
+  m.name = n.name + "_" + part;
+  m.op = op;
+  m.inputs = std::move(in);
+  m.outputs = {y == kNoValue ? g.add_value(unique_value_name(g, m.name)) : y};
+  out.push_back(std::move(m));
+  return out.back().outputs[0];
+}
+
+ValueId const_for(Graph& g, const Node& n, const char* part, Tensor t) {
+  return g.add_const(unique_value_name(g, n.name + "_" + part), std::move(t));
+}
+
+// n's y = x * a (+ b, when given) as a Mul and an Add appended to `out` (x: n's input 0).
+void scale_shift(Graph& g, const Node& n, Tensor a, std::optional<Tensor> b,
+                 std::vector<Node>& out) {
+  const ValueId y = b ? kNoValue : n.outputs[0];
+  const ValueId s =
+      append_node(g, n, "Mul", {n.inputs[0], const_for(g, n, "a", std::move(a))}, y, "scale", out);
+  if (b)
+    append_node(g, n, "Add", {s, const_for(g, n, "b", std::move(*b))}, n.outputs[0], "shift", out);
+}
+
 // That BatchNormalization as y = x * a + b with constants a = scale / sqrt(var + eps) and b = B -
-// mean * a of the statistics' shape, which numpy-broadcasts against [N, C, D...]: the nodes
-// appended to `out` (the statistics must all be f32 constants of one shape).
+// mean * a of the statistics' shape, which numpy-broadcasts against [N, C, D...] (the statistics
+// must all be f32 constants of one shape).
 void per_activation_bn(Graph& g, const Node& n, std::vector<Node>& out) {
   if (n.outputs.size() > 1)
     for (size_t i = 1; i < n.outputs.size(); ++i)
@@ -76,71 +103,36 @@ void per_activation_bn(Graph& g, const Node& n, std::vector<Node>& out) {
     a.data<float>()[i] = float(s);
     b.data<float>()[i] = float(double(p[1]->data<float>()[i]) - double(p[2]->data<float>()[i]) * s);
   }
-  Node mul, add;
-  mul.name = n.name + "_scale";
-  mul.op = "Mul";
-  mul.inputs = {n.inputs[0], g.add_const(unique_value_name(g, n.name + "_a"), std::move(a))};
-  mul.outputs = {g.add_value(unique_value_name(g, n.name + "_scaled"))};
-  add.name = n.name + "_shift";
-  add.op = "Add";
-  add.inputs = {mul.outputs[0], g.add_const(unique_value_name(g, n.name + "_b"), std::move(b))};
-  add.outputs = {n.outputs[0]};
-  out.push_back(std::move(mul));
-  out.push_back(std::move(add));
+  scale_shift(g, n, std::move(a), std::move(b), out);
 }
 
 // ImageScaler (an experimental op of opsets 1-9, at the start of e.g. the ONNX model zoo's Tiny
-// YOLOv2): y = x * scale + bias[c] over [N, C, H, W], as Mul and Add nodes appended to `out`.
+// YOLOv2): y = x * scale + bias[c] over [N, C, H, W].
 void image_scaler(Graph& g, const Node& n, std::vector<Node>& out) {
   if (g.opset >= 10) n.fail(Code::unsupported, "operator ImageScaler was removed in opset 10");
   if (n.inputs.size() != 1 || n.outputs.size() != 1 || n.in(0) == kNoValue)
     n.fail(Code::invalid_model, "expects one input and one output");
   const std::vector<float> bias = n.attr_floats("bias");
-  Tensor s(DType::f32, {}), b(DType::f32, {int64_t(bias.size()), 1, 1});
-  s.data<float>()[0] = n.attr_f("scale", 1.f);
-  std::copy(bias.begin(), bias.end(), b.data<float>());
-  Node mul, add;
-  mul.name = n.name + "_scale";
-  mul.op = "Mul";
-  mul.inputs = {n.inputs[0], g.add_const(unique_value_name(g, n.name + "_s"), std::move(s))};
-  mul.outputs = {g.add_value(unique_value_name(g, n.name + "_scaled"))};
-  out.push_back(std::move(mul));
-  if (bias.empty()) {  // no bias: the Mul is the op
-    out.back().outputs = {n.outputs[0]};
-    return;
+  std::optional<Tensor> b;
+  if (!bias.empty()) {
+    b.emplace(DType::f32, Shape{int64_t(bias.size()), 1, 1});
+    std::copy(bias.begin(), bias.end(), b->data<float>());
   }
-  add.name = n.name + "_bias";
-  add.op = "Add";
-  add.inputs = {out.back().outputs[0],
-                g.add_const(unique_value_name(g, n.name + "_b"), std::move(b))};
-  add.outputs = {n.outputs[0]};
-  out.push_back(std::move(add));
+  scale_shift(g, n, scalar_f32(n.attr_f("scale", 1.f)), std::move(b), out);
 }
 
 // Swish (opset 24): x * Sigmoid(alpha x), as the nodes exporters wrote before it (fuse_epilogues
-// takes x * Sigmoid(x) into the producer), appended to `out`.
+// takes x * Sigmoid(x) into the producer).
 void swish(Graph& g, const Node& n, std::vector<Node>& out) {
   if (n.inputs.size() != 1 || n.outputs.size() != 1 || n.in(0) == kNoValue)
     n.fail(Code::invalid_model, "expects one input and one output");
   const float alpha = n.attr_f("alpha", 1.f);
   ValueId arg = n.inputs[0];
-  auto node = [&](const char* op, std::vector<ValueId> in, ValueId o, const char* part) {
-    Node m;
-    m.name = n.name + "_" + part;
-    m.op = op;
-    m.inputs = std::move(in);
-    m.outputs = {o == kNoValue ? g.add_value(unique_value_name(g, m.name)) : o};
-    out.push_back(std::move(m));
-    return out.back().outputs[0];
-  };
-  if (alpha != 1.f) {
-    Tensor a(DType::f32, {});
-    a.data<float>()[0] = alpha;
-    arg = node("Mul", {arg, g.add_const(unique_value_name(g, n.name + "_alpha"), std::move(a))},
-               kNoValue, "scaled");
-  }
-  const ValueId s = node("Sigmoid", {arg}, kNoValue, "sigmoid");
-  node("Mul", {n.inputs[0], s}, n.outputs[0], "mul");
+  if (alpha != 1.f)
+    arg = append_node(g, n, "Mul", {arg, const_for(g, n, "alpha", scalar_f32(alpha))}, kNoValue,
+                      "scaled", out);
+  const ValueId s = append_node(g, n, "Sigmoid", {arg}, kNoValue, "sigmoid", out);
+  append_node(g, n, "Mul", {n.inputs[0], s}, n.outputs[0], "mul", out);
 }
 
 // Resize's canonical form (graph/ops.h): inputs (X, roi?, scales?, sizes?) and every

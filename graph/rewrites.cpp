@@ -458,13 +458,19 @@ class LrnFuser : public Rewriter {
     // Views back from the pool's output.
     ValueId v = mul->inputs[size_t(1 - ai)];
     Node* user = mul;
-    Node* p = producer(v);
-    while (p && is_view(*p) && only_users(v, {index(user)})) {
-      chain.push_back(p);
-      user = p;
-      v = p->inputs[0];
-      p = producer(v);
-    }
+    // Follows single-use views up from v (read by user): v and user become the first non-view
+    // value and its reader; returns v's producer.
+    auto skip_views = [&]() {
+      Node* p = producer(v);
+      while (p && is_view(*p) && only_users(v, {index(user)})) {
+        chain.push_back(p);
+        user = p;
+        v = p->inputs[0];
+        p = producer(v);
+      }
+      return p;
+    };
+    skip_views();
     if (g_.value(mul->inputs[size_t(1 - ai)]).shape != xs) return false;
     Node* pool = single(v, "AveragePool", user);
     if (!pool) return false;
@@ -483,13 +489,7 @@ class LrnFuser : public Rewriter {
     }
     if (user == pool || lo + hi != size - 1) return false;
     // Views down to the square.
-    p = producer(v);
-    while (p && is_view(*p) && only_users(v, {index(user)})) {
-      chain.push_back(p);
-      user = p;
-      v = p->inputs[0];
-      p = producer(v);
-    }
+    Node* p = skip_views();
     if (!p || !only_users(v, {index(user)})) return false;
     const bool square =
         (p->op == "Mul" && p->inputs.size() == 2 && p->inputs[0] == x && p->inputs[1] == x) ||

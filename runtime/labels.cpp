@@ -1024,10 +1024,9 @@ std::vector<Label> candidate_labels(const Graph& g, int i, Isa isa, bool referen
     simple(LabelKind::concat, Layout::nchw);
   } else if (jit && n.op == "ChannelShuffle") {
     for (Layout l : {b, Layout::nhwc, Layout::nchw}) simple(LabelKind::shuffle, l);
-  } else if (jit && lrn_problem(g, n)) {
+  } else if (const auto lrn = jit ? lrn_problem(g, n) : std::nullopt) {
     // Across channels within a vector of them: AVX-512's lane shifts only.
-    const LrnProblem p = *lrn_problem(g, n);
-    if (is4d(g, n.outputs[0]) && isa == Isa::avx512 && p.lo <= 16 && p.size - 1 - p.lo <= 16) {
+    if (is4d(g, n.outputs[0]) && isa == Isa::avx512 && lrn_lanes_reach(*lrn)) {
       simple(LabelKind::norm, b);
       simple(LabelKind::norm, Layout::nhwc);
     }

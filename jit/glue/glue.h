@@ -129,6 +129,11 @@ struct LrnProblem {
 };
 std::unique_ptr<Kernel> create_lrn_kernel(const LrnProblem& p, Layout l, Isa isa,
                                           std::string* why_not);
+// Whether the nhwc / nChw16c kernel's lane shifts reach p's window: at most 16 channels on either
+// side of c (the neighbouring vector's).
+inline bool lrn_lanes_reach(const LrnProblem& p) {
+  return p.lo <= 16 && p.size - 1 - p.lo <= 16;
+}
 
 // Softmax of a tensor viewed as [outer, c, inner] over c (numerically stable: exp(x - max) /
 // sum; `log`: LogSoftmax, x - max - log(sum)), layouts as create_layernorm_kernel's (nchw needs

@@ -103,11 +103,10 @@ class GridSampleKernel : public glue::GlueKernel {
     c.blocked = blocked;
     c.x_vstride = blocked ? h_ * w_ * V * 4 : V * 4;
     c.y_vstride = blocked ? pixels_ * V * 4 : V * 4;
-    c.y_pstride = blocked ? V * 4 : c_ * 4;
-    pix_bytes_ = blocked ? V * 4 : c_ * 4;
-    x_image_ = blocked ? c.vecs * V * h_ * w_ : c_ * h_ * w_;
-    y_image_ = blocked ? c.vecs * V * pixels_ : c_ * pixels_;
-    y_pixel_ = blocked ? V : c_;
+    y_pixel_ = blocked ? V : c_;  // floats between pixels, in and out alike
+    c.y_pstride = pix_bytes_ = y_pixel_ * 4;
+    x_image_ = layout_elems(l, {1, c_, h_, w_});
+    y_image_ = layout_elems(l, {1, c_, grid[1], grid[2]});
     name_ = std::string("grid_sample_") + grid_mode_name(s) + "_f32_" + layout_name(l) + "__" +
             isa_name(isa);
     AsmBuilder b(name_, isa);

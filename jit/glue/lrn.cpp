@@ -191,7 +191,11 @@ class LrnGen {
 
 class LrnKernel : public glue::GlueKernel {
  public:
-  LrnKernel(const LrnProblem& p, Layout l, Isa isa, int64_t chunk) : p_(p), l_(l), chunk_(chunk) {
+  LrnKernel(const LrnProblem& p, Layout l, Isa isa, int64_t chunk)
+      : image_(layout_elems(l, {1, p.c, p.pixels, 1})),
+        tile_(chunk * (l == Layout::nchw   ? 1
+                       : l == Layout::nhwc ? p.c
+                                           : 16)) {
     name_ = std::string("lrn_f32_") + layout_name(l) + "__" + isa_name(isa);
     per_image_ = (p.pixels + chunk - 1) / chunk;
     tiles_ = p.n * per_image_;
@@ -207,21 +211,16 @@ class LrnKernel : public glue::GlueKernel {
     last_ = b.entry<LrnFn>(code_, b.function_count() - 1);
   }
   void run(const KernelArgs& a, int64_t begin, int64_t end) const override {
-    const int64_t nv = (p_.c + 15) / 16;
-    // Floats per image and per pixel step in the layout.
-    const int64_t image = l_ == Layout::nChw16c ? nv * 16 * p_.pixels : p_.c * p_.pixels;
-    const int64_t step = l_ == Layout::nchw ? 1 : l_ == Layout::nhwc ? p_.c : 16;
     for (int64_t t = begin; t < end; ++t) {
       const int64_t n = t / per_image_, j = t % per_image_;
-      const int64_t off = n * image + j * chunk_ * step;
+      const int64_t off = n * image_ + j * tile_;
       (j == per_image_ - 1 ? last_ : full_)(a.src[0] + off, a.dst[0] + off);
     }
   }
 
  private:
-  LrnProblem p_;
-  Layout l_;
-  int64_t chunk_, per_image_ = 1;
+  int64_t image_, tile_;  // floats per image and per tile (a chunk of pixels) in the layout
+  int64_t per_image_ = 1;
   LrnFn full_ = nullptr, last_ = nullptr;
 };
 
@@ -251,7 +250,7 @@ std::unique_ptr<Kernel> create_lrn_kernel(const LrnProblem& p, Layout l, Isa isa
     chunk = std::min<int64_t>(p.pixels, 1024);  // size planes x 4 KiB stay in L1
   } else if (l == Layout::nhwc || l == Layout::nChw16c) {
     if (isa != Isa::avx512) return no("nhwc / blocked need AVX-512 (lane shifts across a vector)");
-    if (lo > 16 || hi > 16) return no("window reaches past the next vector of channels (> 16)");
+    if (!lrn_lanes_reach(p)) return no("window reaches past the next vector of channels (> 16)");
     const int64_t nv = (p.c + 15) / 16;
     if (nv * (lo + hi + 1) > kMaxUnrolled) return no("too many channels to unroll");
     if ((l == Layout::nhwc ? p.c * 4 : nv * p.pixels * 64) > (int64_t(1) << 30))
