@@ -269,6 +269,50 @@ std::optional<TypedEltwiseProblem> typed_problem(const Graph& g, const Node& n) 
   return p;
 }
 
+// Shape s viewed as [outer, n, inner]: the dims before `axis`, [axis, end), from `end` on.
+void axis_split(const Shape& s, int64_t axis, int64_t end, int64_t* outer, int64_t* n,
+                int64_t* inner) {
+  *outer = *n = *inner = 1;
+  for (int64_t d = 0; d < int64_t(s.size()); ++d)
+    *(d < axis ? outer : d < end ? n : inner) *= s[size_t(d)];
+}
+
+// TopK (f32; axis set by inference, K the output's extent) viewed as [outer, n, inner].
+std::optional<TopKProblem> topk_problem(const Graph& g, const Node& n) {
+  if (n.op != "TopK" || n.outputs.empty() || n.in(0) == kNoValue ||
+      g.value(n.in(0)).dtype != DType::f32)
+    return std::nullopt;
+  const bool values = n.outputs[0] != kNoValue;
+  const bool indices = n.outputs.size() > 1 && n.outputs[1] != kNoValue;
+  if (!values && !indices) return std::nullopt;
+  const Shape& s = g.value(n.in(0)).shape;
+  const int64_t axis = n.attr_i("axis", -1);
+  if (axis < 0 || axis >= int64_t(s.size())) return std::nullopt;
+  TopKProblem p;
+  axis_split(s, axis, axis + 1, &p.outer, &p.n, &p.inner);
+  p.k = g.value(values ? n.outputs[0] : n.outputs[1]).shape[size_t(axis)];
+  p.largest = n.attr_i("largest", 1) != 0;
+  p.indices = indices;
+  if (p.k < 1 || p.k > p.n || p.outer < 1 || p.inner < 1) return std::nullopt;
+  return p;
+}
+
+// CumSum (f32 or int64; axis set by inference) viewed as [outer, n, inner].
+std::optional<CumSumProblem> cumsum_problem(const Graph& g, const Node& n) {
+  if (n.op != "CumSum" || n.outputs.size() != 1 || n.in(0) == kNoValue) return std::nullopt;
+  const Value& x = g.value(n.in(0));
+  if (x.dtype != DType::f32 && x.dtype != DType::i64) return std::nullopt;
+  const int64_t axis = n.attr_i("axis", 0);
+  if (axis < 0 || axis >= int64_t(x.shape.size())) return std::nullopt;
+  CumSumProblem p;
+  axis_split(x.shape, axis, axis + 1, &p.outer, &p.n, &p.inner);
+  p.exclusive = n.attr_i("exclusive", 0) != 0;
+  p.reverse = n.attr_i("reverse", 0) != 0;
+  p.int64 = x.dtype == DType::i64;
+  if (p.outer < 1 || p.n < 1 || p.inner < 1) return std::nullopt;
+  return p;
+}
+
 // ArgMax / ArgMin / Hardmax of an f32 tensor of any rank, viewed as [outer, n, inner].
 std::optional<ArgReduceProblem> arg_problem(const Graph& g, const Node& n) {
   const bool hardmax = n.op == "Hardmax";
@@ -282,7 +326,7 @@ std::optional<ArgReduceProblem> arg_problem(const Graph& g, const Node& n) {
   if (axis < 0 || axis >= rank) return std::nullopt;
   const int64_t end = hardmax && n.attr_i("coerce_2d", 0) ? rank : axis + 1;  // opset < 13
   ArgReduceProblem p;
-  for (int64_t d = 0; d < rank; ++d) (d < axis ? p.outer : d < end ? p.n : p.inner) *= s[size_t(d)];
+  axis_split(s, axis, end, &p.outer, &p.n, &p.inner);
   p.max = n.op != "ArgMin";
   p.last = !hardmax && n.attr_i("select_last_index", 0) != 0;
   p.hardmax = hardmax;
@@ -324,7 +368,7 @@ std::optional<PadSpec> pad_spec(const Graph& g, const Node& n) {
   return p;
 }
 
-// A Slice (constant starts / ends / axes, positive steps), Gather (constant indices) or Concat
+// A Slice (constant starts / ends / axes / steps), Gather (constant indices) or Concat
 // of f32 tensors in row-major order as block copies (jit/glue/glue.h BlockCopyProblem): along
 // the one axis a step-1 Slice cuts, else one segment per output row.
 std::optional<BlockCopyProblem> block_copy_problem(const Graph& g, const Node& n) {
@@ -370,42 +414,49 @@ std::optional<BlockCopyProblem> block_copy_problem(const Graph& g, const Node& n
     }
     if (!starts || !ends || x.size() != ys.size() || starts->size() != axes.size())
       return std::nullopt;
-    // Per dim: first index and step (positive steps only).
+    // Per dim: first index and step (as ONNX clamps them; a dim yielding at most one element
+    // takes step 1, so that no stride * step can overflow).
     std::vector<int64_t> first(size_t(r), 0), step(size_t(r), 1);
     int64_t cut = -1, cuts = 0;  // an axis whose extent changes, and how many do
     for (size_t i = 0; i < axes.size(); ++i) {
       const int64_t a = norm(axes[i], r);
-      if (a < 0 || a >= r || steps[i] < 1) return std::nullopt;
-      const int64_t d = x[size_t(a)];
-      first[size_t(a)] = std::clamp<int64_t>(norm((*starts)[i], d), 0, d);
-      step[size_t(a)] = steps[i];
+      if (a < 0 || a >= r || steps[i] == 0) return std::nullopt;
+      const int64_t d = x[size_t(a)], st = (*starts)[i] < 0 ? (*starts)[i] + d : (*starts)[i];
+      first[size_t(a)] = std::clamp<int64_t>(st, 0, steps[i] > 0 ? d : std::max<int64_t>(d - 1, 0));
+      step[size_t(a)] = ys[size_t(a)] > 1 ? steps[i] : 1;
     }
     for (int64_t a = 0; a < r; ++a)
       if (ys[size_t(a)] != x[size_t(a)] || step[size_t(a)] != 1) cut = a, ++cuts;
     if (cuts > 1 || (cut >= 0 && step[size_t(cut)] != 1)) {
-      // Strided or several axes: one segment per output row, a row being the run of the
-      // trailing dims the slice keeps whole (plus the next dim when its step is 1).
+      // Strided, reversed or several axes: dims [k0, k) enumerate rows, each a run of the
+      // trailing dims [k, r) the slice keeps whole plus dim k - 1 when that is contiguous or
+      // the only one (read with its step); the leading dims [0, k0) kept whole are `outer`.
       int64_t k = r;  // dims [k, r) are whole
       while (k > 0 && ys[size_t(k - 1)] == x[size_t(k - 1)] && step[size_t(k - 1)] == 1) --k;
-      int64_t run = shape_numel(Shape(x.begin() + k, x.end()));
-      if (k > 0 && step[size_t(k - 1)] == 1) run *= ys[size_t(--k)];
-      const Shape rows(ys.begin(), ys.begin() + k);
+      int64_t run = shape_numel(Shape(x.begin() + k, x.end())), run_step = 1;
+      if (k > 0 && (step[size_t(k - 1)] == 1 || run == 1)) {
+        run_step = step[size_t(k - 1)];
+        run *= ys[size_t(--k)];
+      }
+      int64_t k0 = 0;
+      while (k0 < k && ys[size_t(k0)] == x[size_t(k0)] && step[size_t(k0)] == 1) ++k0;
+      const Shape rows(ys.begin() + k0, ys.begin() + k);
       const int64_t nrows = shape_numel(rows);
       if (nrows > 65536 || run < 1) return std::nullopt;
       std::vector<int64_t> stride(size_t(r), 1);
       for (int64_t a = r - 2; a >= 0; --a)
         stride[size_t(a)] = stride[size_t(a + 1)] * x[size_t(a + 1)];
-      p.outer = 1;
-      p.src_outer = {shape_numel(x)};
-      p.dst_outer = shape_numel(ys);
-      std::vector<int64_t> at(size_t(k), 0);
+      p.outer = shape_numel(Shape(ys.begin(), ys.begin() + k0));
+      p.src_outer = {shape_numel(Shape(x.begin() + k0, x.end()))};
+      p.dst_outer = shape_numel(Shape(ys.begin() + k0, ys.end()));
+      std::vector<int64_t> at(size_t(k - k0), 0);
       for (int64_t j = 0; j < nrows; ++j) {
         int64_t src = 0;
-        for (int64_t a = 0; a < r; ++a)
-          src += (first[size_t(a)] + (a < k ? at[size_t(a)] * step[size_t(a)] : 0)) *
+        for (int64_t a = k0; a < r; ++a)
+          src += (first[size_t(a)] + (a < k ? at[size_t(a - k0)] * step[size_t(a)] : 0)) *
                  stride[size_t(a)];
-        p.segments.push_back({0, src, j * run, run});
-        for (int64_t a = k - 1; a >= 0 && ++at[size_t(a)] == rows[size_t(a)]; --a)
+        p.segments.push_back({0, src, j * run, run, run_step});
+        for (int64_t a = k - k0 - 1; a >= 0 && ++at[size_t(a)] == rows[size_t(a)]; --a)
           at[size_t(a)] = 0;
       }
       return p;
@@ -706,7 +757,8 @@ std::optional<int64_t> slice_view_floats(const Graph& g, const Node& n) {
       g.value(n.in(0)).shape.size() == 4)
     return std::nullopt;
   const auto p = block_copy_problem(g, n);
-  if (!p || p->outer != 1 || p->segments.size() != 1 || p->segments[0].len != p->dst_outer)
+  if (!p || p->outer != 1 || p->segments.size() != 1 || p->segments[0].len != p->dst_outer ||
+      p->segments[0].stride != 1)
     return std::nullopt;
   return p->segments[0].src_off;
 }
@@ -1077,7 +1129,7 @@ std::vector<Label> candidate_labels(const Graph& g, int i, Isa isa, bool referen
     simple(LabelKind::copy, Layout::nchw);
   } else if (jit && typed_problem(g, n)) {
     simple(LabelKind::typed, Layout::nchw);
-  } else if (jit && arg_problem(g, n)) {
+  } else if (jit && (arg_problem(g, n) || topk_problem(g, n) || cumsum_problem(g, n))) {
     simple(LabelKind::arg, Layout::nchw);
   } else if (jit && view_ok(g, n, Layout::nchw)) {
     for (Layout l : {b, Layout::nhwc, Layout::nchw})
@@ -1257,10 +1309,15 @@ Instance instantiate(const Graph& g, int i, const Label& l, Isa isa, std::string
       break;
     }
     case LabelKind::arg: {
-      const auto p = jit_isa ? arg_problem(g, n) : std::nullopt;
-      if (!p || l.in != Layout::nchw)
-        return no("not an ArgMax / ArgMin / Hardmax in nchw on a JIT ISA");
-      r.kernel = create_arg_reduce_kernel(*p, isa, &why);
+      if (!jit_isa || l.in != Layout::nchw) return no("not in nchw on a JIT ISA");
+      if (const auto p = arg_problem(g, n))
+        r.kernel = create_arg_reduce_kernel(*p, isa, &why);
+      else if (const auto t = topk_problem(g, n))
+        r.kernel = create_topk_kernel(*t, isa, &why);
+      else if (const auto c = cumsum_problem(g, n))
+        r.kernel = create_cumsum_kernel(*c, isa, &why);
+      else
+        return no("not an ArgMax / ArgMin / Hardmax / TopK / CumSum");
       break;
     }
     case LabelKind::convt: {

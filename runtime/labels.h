@@ -45,7 +45,7 @@ enum class LabelKind : int {
   // Comparisons, And/Or/Xor/Not, Where, IsNaN/IsInf, Sign, Cast over f32 / int64 / bool, any
   // broadcast (nchw: row-major)
   typed = 16,
-  arg = 17,  // ArgMax / ArgMin / Hardmax over one axis, any rank (nchw: row-major)
+  arg = 17,  // ArgMax / ArgMin / Hardmax / TopK / CumSum over one axis, any rank (nchw: row-major)
 };
 
 // What the session may compute in (SessionOptions::precision): f32 only (exact, the default),

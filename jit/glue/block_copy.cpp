@@ -1,7 +1,7 @@
-// Slice (one axis, step 1), Gather (constant indices on one axis) and Concat (any axis) of f32
-// tensors of any rank, as one kernel shape: for every index o of the dims before the axis,
-// segments of contiguous floats copied from an input to the output (row-major order: Kiln's
-// nchw). The runs are contiguous, so the copies are libc's vectorised memcpy; the
+// Slice (any steps), Gather (constant indices on one axis) and Concat (any axis) of f32 tensors
+// of any rank, as one kernel shape: for every index o of the leading dims, segments of floats
+// copied from an input to the output (row-major order: Kiln's nchw). Contiguous runs are libc's
+// vectorised memcpy, strided or reversed ones (a Slice's steps, torch.flip) plain loops; the
 // work is split into tiles of ~64 KiB over (o, segment piece).
 #include <algorithm>
 #include <cstring>
@@ -52,9 +52,17 @@ class BlockCopyKernel final : public Kernel {
   };
   void copy(const KernelArgs& a, int64_t o, const Piece& q) const {
     const BlockCopyProblem::Segment& g = p_.segments[size_t(q.segment)];
-    std::memcpy(a.dst[0] + o * p_.dst_outer + g.dst_off + q.at,
-                a.src[g.input] + o * p_.src_outer[size_t(g.input)] + g.src_off + q.at,
-                size_t(q.len) * sizeof(float));
+    float* d = a.dst[0] + o * p_.dst_outer + g.dst_off + q.at;
+    const float* s = a.src[g.input] + o * p_.src_outer[size_t(g.input)] + g.src_off;
+    if (g.stride == 1) {
+      std::memcpy(d, s + q.at, size_t(q.len) * sizeof(float));
+    } else if (g.stride == -1) {  // a reversed run (torch.flip)
+      const float* e = s - q.at;
+      for (int64_t i = 0; i < q.len; ++i) d[i] = e[-i];
+    } else {
+      const float* e = s + q.at * g.stride;
+      for (int64_t i = 0; i < q.len; ++i) d[i] = e[i * g.stride];
+    }
   }
 
   BlockCopyProblem p_;
@@ -72,11 +80,17 @@ std::unique_ptr<Kernel> create_block_copy_kernel(const BlockCopyProblem& p, cons
     return nullptr;
   };
   if (p.outer < 1 || p.segments.empty()) return no("nothing to copy");
-  for (const BlockCopyProblem::Segment& g : p.segments)
-    if (g.input < 0 || size_t(g.input) >= p.src_outer.size() || g.len < 1 || g.src_off < 0 ||
-        g.dst_off < 0 || g.dst_off + g.len > p.dst_outer ||
-        g.src_off + g.len > p.src_outer[size_t(g.input)])
+  for (const BlockCopyProblem::Segment& g : p.segments) {
+    if (g.input < 0 || size_t(g.input) >= p.src_outer.size() || g.len < 1 || g.stride == 0 ||
+        g.dst_off < 0 || g.dst_off + g.len > p.dst_outer)
       return no("a segment outside its tensors");
+    // The run's first and last source element (|stride| < src_outer when len > 1).
+    const int64_t n = p.src_outer[size_t(g.input)];
+    if (g.len > 1 && (g.stride >= n || g.stride <= -n)) return no("a segment outside its tensors");
+    const int64_t last = g.src_off + (g.len - 1) * g.stride;
+    if (std::min(g.src_off, last) < 0 || std::max(g.src_off, last) >= n)
+      return no("a segment outside its tensors");
+  }
   return std::make_unique<BlockCopyKernel>(p, op + "_f32_blocks");
 }
 

@@ -170,14 +170,15 @@ struct SubpixelProblem {
 std::unique_ptr<Kernel> create_subpixel_kernel(const SubpixelProblem& p, Isa isa,
                                                std::string* why_not);
 
-// Slice / Gather / Concat of row-major f32 tensors of any rank along one axis (block_copy.cpp):
-// for o in [0, outer) (the dims before the axis), every segment copies `len` floats from
-// src[input] + o * src_outer[input] + src_off to dst[0] + o * dst_outer + dst_off. Plain C++
-// over libc's memcpy (the runs are contiguous); `op` names the kernel.
+// Slice / Gather / Concat of row-major f32 tensors of any rank (block_copy.cpp): for o in
+// [0, outer) (the dims before the axis), every segment copies `len` floats from
+// src[input] + o * src_outer[input] + src_off + i * stride (i < len) to dst[0] + o * dst_outer +
+// dst_off + i. Plain C++: libc's memcpy for contiguous runs (stride 1), a loop for strided or
+// reversed ones (a Slice's steps); `op` names the kernel.
 struct BlockCopyProblem {
   struct Segment {
     int input = 0;
-    int64_t src_off = 0, dst_off = 0, len = 0;
+    int64_t src_off = 0, dst_off = 0, len = 0, stride = 1;
   };
   int64_t outer = 1, dst_outer = 0;
   std::vector<int64_t> src_outer;  // per input
@@ -231,6 +232,23 @@ struct ArgReduceProblem {
 };
 std::unique_ptr<Kernel> create_arg_reduce_kernel(const ArgReduceProblem& p, Isa isa,
                                                  std::string* why_not);
+
+// TopK of a row-major f32 tensor viewed as [outer, n, inner], over n (topk.cpp): values
+// [outer, k, inner] to dst[0] (skipped when null) and, with `indices`, their int64 indices to
+// dst[1]. Sorted best first, ties to the lower index, a NaN counts as the extreme.
+struct TopKProblem {
+  int64_t outer = 1, n = 1, inner = 1, k = 1;
+  bool largest = true, indices = true;
+};
+std::unique_ptr<Kernel> create_topk_kernel(const TopKProblem& p, Isa isa, std::string* why_not);
+
+// CumSum of a row-major f32 (or, with int64, int64) tensor viewed as [outer, n, inner], over n
+// (cumsum.cpp), summed in its own type. src[0] -> dst[0].
+struct CumSumProblem {
+  int64_t outer = 1, n = 1, inner = 1;
+  bool exclusive = false, reverse = false, int64 = false;
+};
+std::unique_ptr<Kernel> create_cumsum_kernel(const CumSumProblem& p, Isa isa, std::string* why_not);
 
 // Resize of a 4-D f32 tensor x's H and W (N, C unchanged) by the taps of each axis
 // (graph/resize.h; at most kMaxResizeTaps per axis, no extrapolated outputs). `mode` names the

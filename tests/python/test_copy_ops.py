@@ -1,4 +1,4 @@
-"""Slice (one axis; strided and several axes), Gather (constant indices) and Concat (any axis)
+"""Slice (one axis; strided, reversed and several axes), Gather (constant indices) and Concat (any axis)
 of any rank run on the block-copy glue kernel, and rank-5 broadcast binary ops on the collapsed
 bcast kernel (Swin's and ViT's patterns: q/k/v split and pick, torch.roll, patch merging, the
 shifted-window mask add): against numpy, on the best ISA (no reference kernel in the plan) and
@@ -46,6 +46,15 @@ CASES = {
     "slice strided, two axes (patch merging)": slice_case((1, 56, 56, 96), [1, 0], [2**62, 2**62],
                                                           [1, 2], [2, 2]),
     "slice strided inner axis": slice_case((2, 5, 7, 9), [1], [9], [3], [3]),
+    # Negative steps (torch.flip and x[..., ::-k]): reversed and strided runs.
+    "flip last axis (horizontal flip)": slice_case((1, 3, 20, 37), [-1], [-2**63], [3], [-1]),
+    "flip channels (RGB <-> BGR)": slice_case((2, 3, 8, 8), [-1], [-2**63], [1], [-1]),
+    "flip two axes, rank 3": slice_case((4, 6, 9), [-1, -1], [-2**63, -2**63], [0, 2], [-1, -1]),
+    "flip rank 5, middle axis": slice_case((1, 2, 5, 3, 4), [2**62], [-2**62], [2], [-1]),
+    "reverse step 2 on the inner axis": slice_case((2, 5, 11), [9], [0], [2], [-2]),
+    "reverse step 3 with a cut, rank 2": slice_case((17, 40), [15, 30], [1, 2**62], [0, 1],
+                                                    [-3, 1]),
+    "single element, huge negative step": slice_case((3, 7, 5), [4], [0], [1], [-2**62]),
 }
 
 

@@ -1,0 +1,167 @@
+// TopK of a row-major f32 tensor viewed as [outer, n, inner], over n (glue.h). Each row (a
+// contiguous one, or a column of inner positions gathered into scratch) keeps its best k in a
+// sorted buffer; a vector scan compares the row against the buffer's worst value and stops only
+// at elements that beat it, so a small k over a long row (the top-5 of 1000 classes) costs one
+// compare per element. Large k sort an index array instead. Semantics as the reference kernel
+// (runtime/ref/ref_reduce.cpp): sorted best first, ties to the lower index, a NaN is the extreme.
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cstdint>
+
+#include "jit/glue/glue.h"
+
+namespace kiln {
+namespace {
+
+constexpr int64_t kMaxFilterK = 64;  // larger k: partial sort of an index array
+constexpr int64_t kTopKStrip = 16;   // inner positions per tile (columns gathered one by one)
+
+// The first index j >= from whose x[j] may beat thr (v > thr, or v < thr for the smallest; a NaN
+// always stops the scan), else n. Never skips a candidate: the caller decides exactly.
+__attribute__((target("avx512f"))) int64_t topk_next_avx512(const float* x, int64_t from, int64_t n,
+                                                            float thr, bool largest) {
+  const __m512 t = _mm512_set1_ps(thr);
+  int64_t j = from;
+  for (; j + 16 <= n; j += 16) {
+    const __m512 v = _mm512_loadu_ps(x + j);
+    const __mmask16 m =
+        largest ? _mm512_cmp_ps_mask(v, t, _CMP_NLE_UQ) : _mm512_cmp_ps_mask(v, t, _CMP_NGE_UQ);
+    if (m) return j + __builtin_ctz(m);
+  }
+  for (; j < n; ++j)
+    if (largest ? !(x[j] <= thr) : !(x[j] >= thr)) return j;
+  return n;
+}
+
+__attribute__((target("avx2"))) int64_t topk_next_avx2(const float* x, int64_t from, int64_t n,
+                                                       float thr, bool largest) {
+  const __m256 t = _mm256_set1_ps(thr);
+  int64_t j = from;
+  for (; j + 8 <= n; j += 8) {
+    const __m256 v = _mm256_loadu_ps(x + j);
+    const int m = _mm256_movemask_ps(largest ? _mm256_cmp_ps(v, t, _CMP_NLE_UQ)
+                                             : _mm256_cmp_ps(v, t, _CMP_NGE_UQ));
+    if (m) return j + __builtin_ctz(unsigned(m));
+  }
+  for (; j < n; ++j)
+    if (largest ? !(x[j] <= thr) : !(x[j] >= thr)) return j;
+  return n;
+}
+
+using NextFn = int64_t (*)(const float*, int64_t, int64_t, float, bool);
+
+// Whether value a (at a lower index than b's, or equal) ranks before b: a NaN first, then the
+// larger (smaller) value; equal values keep their index order.
+inline bool ranks_before(float a, float b, bool largest) {
+  if (a != a || b != b) return a != a && b == b;
+  return largest ? a > b : a < b;
+}
+
+class TopKKernel final : public Kernel {
+ public:
+  TopKKernel(const TopKProblem& p, Isa isa, std::string name)
+      : p_(p),
+        name_(std::move(name)),
+        next_(isa == Isa::avx512 ? &topk_next_avx512 : &topk_next_avx2) {
+    filter_ = p.k <= kMaxFilterK;
+    strips_ = (p.inner + kTopKStrip - 1) / kTopKStrip;
+    rows_ = p.inner == 1 ? std::max<int64_t>(1, 16384 / p.n) : 1;
+  }
+
+  const std::string& name() const override { return name_; }
+  int64_t tiles() const override {
+    return p_.inner == 1 ? (p_.outer + rows_ - 1) / rows_ : p_.outer * strips_;
+  }
+  int64_t scratch_bytes() const override {
+    const int64_t column = p_.inner == 1 ? 0 : p_.n * 4;  // a gathered column
+    const int64_t work = filter_ ? p_.k * 12 : p_.n * 8;  // best values + indices, or the order
+    return (column + 63) / 64 * 64 + work;
+  }
+
+  void run(const KernelArgs& a, int64_t begin, int64_t end) const override {
+    const float* x = a.src[0];
+    auto* col = static_cast<float*>(a.scratch);
+    void* work = static_cast<char*>(a.scratch) + (p_.inner == 1 ? 0 : (p_.n * 4 + 63) / 64 * 64);
+    for (int64_t t = begin; t < end; ++t) {
+      if (p_.inner == 1) {
+        const int64_t o1 = std::min(p_.outer, (t + 1) * rows_);
+        for (int64_t o = t * rows_; o < o1; ++o) row(a, x + o * p_.n, o * p_.k, 1, work);
+        continue;
+      }
+      const int64_t o = t / strips_, i0 = t % strips_ * kTopKStrip;
+      const int64_t i1 = std::min(p_.inner, i0 + kTopKStrip);
+      const float* xo = x + o * p_.n * p_.inner;
+      for (int64_t i = i0; i < i1; ++i) {
+        for (int64_t j = 0; j < p_.n; ++j) col[j] = xo[j * p_.inner + i];
+        row(a, col, o * p_.k * p_.inner + i, p_.inner, work);
+      }
+    }
+  }
+
+ private:
+  // The best k of row x (n contiguous floats), written from element `at` of the outputs with
+  // stride `step`.
+  void row(const KernelArgs& a, const float* x, int64_t at, int64_t step, void* work) const {
+    const int64_t n = p_.n, k = p_.k;
+    const bool largest = p_.largest;
+    float* yv = a.dst[0];
+    auto* yi = p_.indices ? reinterpret_cast<int64_t*>(a.dst[1]) : nullptr;
+    if (!filter_) {
+      auto* order = static_cast<int64_t*>(work);
+      for (int64_t j = 0; j < n; ++j) order[j] = j;
+      std::partial_sort(order, order + k, order + n, [&](int64_t u, int64_t v) {
+        const float xu = x[u], xv = x[v];
+        return ranks_before(xu, xv, largest) || (!ranks_before(xv, xu, largest) && u < v);
+      });
+      for (int64_t j = 0; j < k; ++j) {
+        if (yv) yv[at + j * step] = x[order[j]];
+        if (yi) yi[at + j * step] = order[j];
+      }
+      return;
+    }
+    auto* bi = static_cast<int64_t*>(work);
+    auto* bv = reinterpret_cast<float*>(bi + k);
+    int64_t have = 0;
+    // Element j (a higher index than every one held) enters if it ranks before the worst held.
+    auto insert = [&](int64_t j) {
+      const float v = x[j];
+      if (have == k && !ranks_before(v, bv[k - 1], largest)) return;
+      int64_t p = have < k ? have++ : k - 1;
+      for (; p > 0 && ranks_before(v, bv[p - 1], largest); --p) {
+        bv[p] = bv[p - 1];
+        bi[p] = bi[p - 1];
+      }
+      bv[p] = v;
+      bi[p] = j;
+    };
+    for (int64_t j = 0; j < k; ++j) insert(j);
+    for (int64_t j = k; (j = next_(x, j, n, bv[k - 1], largest)) < n; ++j) insert(j);
+    for (int64_t j = 0; j < k; ++j) {
+      if (yv) yv[at + j * step] = bv[j];
+      if (yi) yi[at + j * step] = bi[j];
+    }
+  }
+
+  TopKProblem p_;
+  std::string name_;
+  NextFn next_;
+  bool filter_ = true;
+  int64_t strips_ = 1, rows_ = 1;
+};
+
+}  // namespace
+
+std::unique_ptr<Kernel> create_topk_kernel(const TopKProblem& p, Isa isa, std::string* why_not) {
+  auto no = [&](const std::string& r) -> std::unique_ptr<Kernel> {
+    if (why_not) *why_not = r;
+    return nullptr;
+  };
+  if (isa != Isa::avx2 && isa != Isa::avx512) return no("needs AVX2 or AVX-512");
+  if (p.outer < 1 || p.n < 1 || p.inner < 1 || p.k < 1 || p.k > p.n)
+    return no("an empty tensor or k outside [1, n]");
+  return std::make_unique<TopKKernel>(
+      p, isa, std::string(p.largest ? "topk_max" : "topk_min") + "_f32__" + isa_name(isa));
+}
+
+}  // namespace kiln
