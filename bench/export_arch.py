@@ -8,7 +8,10 @@
 # - unet: U-Net (double 3x3 conv + BN + ReLU, max-pool down, 2x2 ConvTranspose up, skip Concats);
 # - style: Johnson et al.'s fast style transfer net (reflection Pad, InstanceNormalization,
 #   residual blocks, nearest upsampling + conv, Tanh);
-# - espcn: ESPCN super-resolution (Tanh convs, PixelShuffle = DepthToSpace).
+# - espcn: ESPCN super-resolution (Tanh convs, PixelShuffle = DepthToSpace);
+# - raft_small: torchvision's RAFT-small optical flow (4 refinement iterations; the two frames
+#   stacked as one 6-channel input; GridSample lookups into a correlation pyramid, a ConvGRU;
+#   opset >= 16).
 # Writes OUT/NAME[_bB_HxW].onnx with .input.npy and PyTorch's output .ref.npy (the first output
 # for several) for `kiln bench --check` and bench/zoo_bench.py. Needs python3-torch / -onnx.
 import argparse, os
@@ -174,8 +177,22 @@ class ESPCN(nn.Module):
         return torch.sigmoid(self.net(x))
 
 
-MODELS = {"yolov5s": (YoloV5s, "640x640"), "unet": (UNet, "256x256"),
-          "style": (StyleNet, "256x256"), "espcn": (ESPCN, "224x224")}
+class RaftSmall(nn.Module):
+    """torchvision's raft_small on frames stacked along channels: its last flow estimate."""
+
+    def __init__(self, iters=4):
+        super().__init__()
+        import torchvision
+        self.raft, self.iters = torchvision.models.optical_flow.raft_small(weights=None), iters
+
+    def forward(self, x):
+        return self.raft(x[:, :3], x[:, 3:], num_flow_updates=self.iters)[-1]
+
+
+# name: (class, default HxW, input channels, lowest opset)
+MODELS = {"yolov5s": (YoloV5s, "640x640", 3, 7), "unet": (UNet, "256x256", 3, 7),
+          "style": (StyleNet, "256x256", 3, 7), "espcn": (ESPCN, "224x224", 3, 7),
+          "raft_small": (RaftSmall, "128x160", 6, 16)}
 
 
 def main():
@@ -189,16 +206,17 @@ def main():
     os.makedirs(args.out, exist_ok=True)
     torch.set_num_threads(2)
     for name in args.models or MODELS:
-        make, default = MODELS[name]
+        make, default, channels, min_opset = MODELS[name]
         size = args.size or default
         hw = tuple(int(v) for v in size.split("x"))
         suffix = "" if (args.batch, size) == (1, default) else f"_b{args.batch}_{size}"
         torch.manual_seed(SEED)
         net = make()
-        nbn = calibrate_bn(net, (2, 3, *hw), SEED + 1)
-        x = np.random.default_rng(SEED).standard_normal((args.batch, 3, *hw), dtype=np.float32)
+        nbn = calibrate_bn(net, (2, channels, *hw), SEED + 1)
+        x = np.random.default_rng(SEED).standard_normal((args.batch, channels, *hw),
+                                                        dtype=np.float32)
         base = os.path.join(args.out, name + suffix)
-        ref = export_case(net, x, base, args.opset, "input", "output")
+        ref = export_case(net, x, base, max(args.opset, min_opset), "input", "output")
         print(f"{os.path.basename(base)}: bn={nbn} out={list(ref.shape)} "
               f"absmax={float(np.abs(ref).max()):.3g}", flush=True)
 
