@@ -10,7 +10,7 @@
 namespace kiln::infer_detail {
 
 void infer_flatten(Graph& g, Node& n) {
-  expect_dtype(g, n, 0, DType::f32, Code::unsupported);
+  const DType d = input(g, n, 0).dtype;  // any: only the bytes move
   const Shape& x = input(g, n, 0).shape;
   int64_t r = int64_t(x.size());
   int64_t axis = n.attr_i("axis", 1);
@@ -21,11 +21,11 @@ void infer_flatten(Graph& g, Node& n) {
   if (axis < 0) axis += r;
   int64_t outer = checked_numel(n, Shape(x.begin(), x.begin() + axis));
   int64_t inner = checked_numel(n, Shape(x.begin() + axis, x.end()));
-  set_output(g, n, 0, DType::f32, {outer, inner});
+  set_output(g, n, 0, d, {outer, inner});
 }
 
 void infer_reshape(Graph& g, Node& n) {
-  DType d = expect_f32_or_i64(g, n, 0);
+  DType d = input(g, n, 0).dtype;  // any: only the bytes move
   const Shape& x = input(g, n, 0).shape;
   expect_rank(g, n, 1, 1);
   std::vector<int64_t> spec = *const_ints(g, n, 1);
@@ -76,7 +76,7 @@ void infer_reshape(Graph& g, Node& n) {
 }
 
 void infer_squeeze(Graph& g, Node& n) {
-  DType d = expect_f32_or_i64(g, n, 0);
+  DType d = input(g, n, 0).dtype;  // any: only the bytes move
   reject_attr(n, "axes");
   const Shape& x = input(g, n, 0).shape;
   std::vector<int64_t> axes =
@@ -100,7 +100,7 @@ void infer_squeeze(Graph& g, Node& n) {
 }
 
 void infer_unsqueeze(Graph& g, Node& n) {
-  DType d = expect_f32_or_i64(g, n, 0);
+  DType d = input(g, n, 0).dtype;  // any: only the bytes move
   reject_attr(n, "axes");
   const Shape& x = input(g, n, 0).shape;
   std::vector<int64_t> raw = *const_ints(g, n, 1);

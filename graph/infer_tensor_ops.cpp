@@ -28,6 +28,19 @@ int64_t slice_length(int64_t d, int64_t start, int64_t end, int64_t step) {
   return start > end ? 1 + (start - end - 1) / mag : 0;
 }
 
+// Gather / GatherElements: constant indices must lie in [-dim, dim) of data x's axis (computed
+// ones are checked by the kernels).
+void check_const_indices(const Node& n, const Value& idx, int64_t axis, const Shape& x) {
+  if (!idx.is_const()) return;
+  const int64_t dim = x[size_t(axis)];
+  const int64_t* p = idx.constant->data<int64_t>();
+  for (int64_t i = 0; i < idx.constant->numel(); ++i)
+    if (p[i] < -dim || p[i] >= dim)
+      n.fail(Code::invalid_model, "index " + std::to_string(p[i]) + " is out of range for axis " +
+                                      std::to_string(axis) + " of size " + std::to_string(dim) +
+                                      " (data shape " + shape_str(x) + ")");
+}
+
 }  // namespace
 
 void infer_concat(Graph& g, Node& n) {
@@ -148,19 +161,33 @@ void infer_gather(Graph& g, Node& n) {
   const Shape& x = input(g, n, 0).shape;
   const Value& idx = input(g, n, 1);
   int64_t axis = normalize_axis(n, n.attr_i("axis", 0), int64_t(x.size()));
-  int64_t dim = x[size_t(axis)];
-  if (idx.is_const()) {
-    const int64_t* p = idx.constant->data<int64_t>();
-    for (int64_t i = 0; i < idx.constant->numel(); ++i)
-      if (p[i] < -dim || p[i] >= dim)
-        n.fail(Code::invalid_model, "index " + std::to_string(p[i]) + " is out of range for axis " +
-                                        std::to_string(axis) + " of size " + std::to_string(dim) +
-                                        " (data shape " + shape_str(x) + ")");
-  }
+  check_const_indices(n, idx, axis, x);
   Shape out(x.begin(), x.begin() + axis);
   out.insert(out.end(), idx.shape.begin(), idx.shape.end());
   out.insert(out.end(), x.begin() + axis + 1, x.end());
   set_output(g, n, 0, d, out);
+}
+
+// GatherElements (torch.gather): indices of data's rank, no larger than data on the other axes;
+// the output has the indices' shape.
+void infer_gather_elements(Graph& g, Node& n) {
+  const DType d = expect_f32_or_i64(g, n, 0);
+  expect_dtype(g, n, 1, DType::i64);
+  const Shape& x = input(g, n, 0).shape;
+  const Value& idx = input(g, n, 1);
+  expect_min_rank(g, n, 0, 1);
+  const int64_t axis = normalize_axis(n, n.attr_i("axis", 0), int64_t(x.size()));
+  n.attrs["axis"] = attr_i(axis);
+  if (idx.shape.size() != x.size())
+    n.fail(Code::invalid_model, "indices have shape " + shape_str(idx.shape) + ", data " +
+                                    shape_str(x) + ": the ranks must match");
+  for (size_t a = 0; a < x.size(); ++a)
+    if (int64_t(a) != axis && idx.shape[a] > x[a])
+      n.fail(Code::invalid_model, "indices have shape " + shape_str(idx.shape) +
+                                      ", larger than data " + shape_str(x) + " on axis " +
+                                      std::to_string(a));
+  check_const_indices(n, idx, axis, x);
+  set_output(g, n, 0, d, idx.shape);
 }
 
 void infer_scatter_nd(Graph& g, Node& n) {

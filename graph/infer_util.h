@@ -130,6 +130,7 @@ void infer_concat(Graph& g, Node& n);
 void infer_split(Graph& g, Node& n);
 void infer_slice(Graph& g, Node& n);
 void infer_gather(Graph& g, Node& n);
+void infer_gather_elements(Graph& g, Node& n);
 void infer_scatter_nd(Graph& g, Node& n);
 void infer_pad(Graph& g, Node& n);
 void infer_channel_shuffle(Graph& g, Node& n);  // graph/channel_shuffle.h

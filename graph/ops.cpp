@@ -117,6 +117,7 @@ const std::vector<OpInfo>& table() {
       {"Split", infer_split, 1, 2, 1, kMany, "split sizes constant"},
       {"Slice", infer_slice, 3, 5, 1, 1, "starts/ends/axes/steps constant"},
       {"Gather", infer_gather, 2, 2, 1, 1, "int64 indices"},
+      {"GatherElements", infer_gather_elements, 2, 2, 1, 1, "float32 or int64; int64 indices"},
       {"ScatterND", infer_scatter_nd, 3, 3, 1, 1,
        "int64 indices; reference kernel (folds at load when its inputs are constant)"},
       {"Pad", infer_pad, 2, 4, 1, 1,

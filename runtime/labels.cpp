@@ -234,7 +234,13 @@ std::optional<TypedOp> typed_op(const std::string& op) {
                                                          {"IsInf", TypedOp::is_inf},
                                                          {"Sign", TypedOp::sign},
                                                          {"Cast", TypedOp::cast},
-                                                         {"CastLike", TypedOp::cast}};
+                                                         {"CastLike", TypedOp::cast},
+                                                         {"Add", TypedOp::add},
+                                                         {"Sub", TypedOp::sub},
+                                                         {"Mul", TypedOp::mul},
+                                                         {"Div", TypedOp::div},
+                                                         {"Mod", TypedOp::mod},
+                                                         {"Expand", TypedOp::expand}};
   for (const auto& [name, t] : kOps)
     if (op == name) return t;
   return std::nullopt;
@@ -247,7 +253,7 @@ std::optional<TypedEltwiseProblem> typed_problem(const Graph& g, const Node& n) 
   if (!op || n.outputs.size() != 1 || n.outputs[0] == kNoValue) return std::nullopt;
   TypedEltwiseProblem p;
   p.op = *op;
-  const size_t operands = n.op == "CastLike" ? 1 : n.inputs.size();
+  const size_t operands = n.op == "CastLike" || n.op == "Expand" ? 1 : n.inputs.size();
   std::vector<Shape> xs;
   for (size_t k = 0; k < operands; ++k) {
     if (n.in(k) == kNoValue) return std::nullopt;
@@ -262,6 +268,7 @@ std::optional<TypedEltwiseProblem> typed_problem(const Graph& g, const Node& n) 
   p.y_type = y.dtype;
   p.detect_positive = n.attr_i("detect_positive", 1) != 0;
   p.detect_negative = n.attr_i("detect_negative", 1) != 0;
+  p.fmod = n.attr_i("fmod", 0) != 0;
   const int64_t to = n.op == "Cast" ? n.attr_i("to", 0) : 0;
   p.narrow = to == 10  ? TypedEltwiseProblem::Narrow::half
              : to == 6 ? TypedEltwiseProblem::Narrow::int32
@@ -310,6 +317,34 @@ std::optional<CumSumProblem> cumsum_problem(const Graph& g, const Node& n) {
   p.reverse = n.attr_i("reverse", 0) != 0;
   p.int64 = x.dtype == DType::i64;
   if (p.outer < 1 || p.n < 1 || p.inner < 1) return std::nullopt;
+  return p;
+}
+
+// Gather whose indices are computed (constant ones are block copies) or GatherElements, of f32
+// or int64 data.
+std::optional<GatherProblem> gather_problem(const Graph& g, const Node& n) {
+  if ((n.op != "Gather" && n.op != "GatherElements") || n.outputs.size() != 1 ||
+      n.outputs[0] == kNoValue || n.in(0) == kNoValue || n.in(1) == kNoValue)
+    return std::nullopt;
+  const Value &x = g.value(n.in(0)), &idx = g.value(n.in(1));
+  if ((x.dtype != DType::f32 && x.dtype != DType::i64) || idx.dtype != DType::i64 ||
+      x.shape.empty() || shape_numel(g.value(n.outputs[0]).shape) == 0)
+    return std::nullopt;
+  if (n.op == "Gather" && idx.is_const()) return std::nullopt;  // block copies
+  GatherProblem p;
+  p.esize = int64_t(dtype_size(x.dtype));
+  int64_t axis = n.attr_i("axis", 0);
+  if (axis < 0) axis += int64_t(x.shape.size());
+  if (axis < 0 || axis >= int64_t(x.shape.size())) return std::nullopt;
+  p.axis = axis;
+  if (n.op == "GatherElements") {
+    p.elements = true;
+    p.data = x.shape;
+    p.index = idx.shape;
+  } else {
+    axis_split(x.shape, axis, axis + 1, &p.outer, &p.dim, &p.inner);
+    p.n = shape_numel(idx.shape);
+  }
   return p;
 }
 
@@ -1127,6 +1162,8 @@ std::vector<Label> candidate_labels(const Graph& g, int i, Isa isa, bool referen
   } else if (jit && block_copy_problem(g, n)) {
     if (view_ok(g, n, Layout::nchw)) simple(LabelKind::view, Layout::nchw);
     simple(LabelKind::copy, Layout::nchw);
+  } else if (jit && gather_problem(g, n)) {
+    simple(LabelKind::copy, Layout::nchw);
   } else if (jit && typed_problem(g, n)) {
     simple(LabelKind::typed, Layout::nchw);
   } else if (jit && (arg_problem(g, n) || topk_problem(g, n) || cumsum_problem(g, n))) {
@@ -1294,6 +1331,11 @@ Instance instantiate(const Graph& g, int i, const Label& l, Isa isa, std::string
     }
     case LabelKind::copy: {
       const auto p = block_copy_problem(g, n);
+      if (const auto q = p ? std::nullopt : gather_problem(g, n); q && jit_isa) {
+        if (l.in != Layout::nchw) return no("a gather runs in nchw");
+        r.kernel = create_gather_kernel(*q, &why);
+        break;
+      }
       if (!jit_isa || !p || l.in != Layout::nchw)
         return no("not a one-axis Slice / Gather / Concat in nchw on a JIT ISA");
       std::string op = n.op;

@@ -40,7 +40,8 @@ enum class LabelKind : int {
   // asmjit Reduce* over contiguous dims of the nchw (row-major) or nhwc order
   reduce = 13,
   convt = 14,  // asmjit SubpixelInterleave: a ConvTranspose's phase planes into its output
-  // Slice / Gather / Concat along one axis, any rank (nchw: row-major), as memcpy'd blocks
+  // Slice / Gather / Concat along one axis, any rank (nchw: row-major), as memcpy'd blocks;
+  // Gather with computed indices and GatherElements as index-driven copies
   copy = 15,
   // Comparisons, And/Or/Xor/Not, Where, IsNaN/IsInf, Sign, Cast over f32 / int64 / bool, any
   // broadcast (nchw: row-major)

@@ -187,6 +187,19 @@ struct BlockCopyProblem {
 std::unique_ptr<Kernel> create_block_copy_kernel(const BlockCopyProblem& p, const std::string& op,
                                                  std::string* why_not);
 
+// Gather with computed int64 indices (src[1], any shape, n of them) of a row-major tensor viewed
+// as [outer, dim, inner]: y [outer, n, inner]; or, with `elements`, GatherElements of data
+// shaped `data` by indices shaped `index` (the output's shape) along `axis`. Elements of esize
+// bytes (f32: 4, int64: 8); src[0] -> dst[0]. An index outside [-dim, dim) throws (gather.cpp).
+struct GatherProblem {
+  bool elements = false;
+  int64_t esize = 4;
+  int64_t outer = 1, dim = 1, inner = 1, n = 1;  // Gather
+  Shape data, index;                             // GatherElements
+  int64_t axis = 0;
+};
+std::unique_ptr<Kernel> create_gather_kernel(const GatherProblem& p, std::string* why_not);
+
 // Elementwise ops on f32 / int64 / bool (one byte, 0 or 1) tensors with numpy broadcasting
 // (typed_eltwise.cpp): comparisons, And / Or / Xor / Not, Where, IsNaN / IsInf, Sign, Cast.
 // Row-major operands; y and every x have kTypedRank dims (runtime/labels.cpp's collapse_bcast
@@ -207,6 +220,15 @@ enum class TypedOp : int {
   is_inf,
   sign,
   cast,
+  // Arithmetic of int64 tensors (float32 ones run on the eltwise / bcast kernels unless their
+  // broadcast needs more dims): wrapping, division truncating, Mod as fmod says; a zero divisor
+  // is an error. Mod of float32 (fmod = 1) too.
+  add,
+  sub,
+  mul,
+  div,
+  mod,
+  expand,  // Expand: x0 broadcast to y
 };
 constexpr size_t kTypedRank = 8;
 struct TypedEltwiseProblem {
@@ -216,6 +238,7 @@ struct TypedEltwiseProblem {
   std::vector<DType> x_type;
   DType y_type = DType::f32;
   bool detect_positive = true, detect_negative = true;  // IsInf
+  bool fmod = false;                                    // Mod: the dividend's sign
   // Cast to float16 (rounded to nearest even, kept as f32) / int32 (truncated or wrapped to 32
   // bits, kept as int64): the dtypes Kiln stores them in.
   enum class Narrow { none, half, int32 } narrow = Narrow::none;

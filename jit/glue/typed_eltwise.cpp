@@ -22,6 +22,7 @@ namespace {
 struct Params {
   bool detect_positive = true, detect_negative = true;
   bool int32 = false;  // Cast: to int32 (kept as int64)
+  bool fmod = false;   // Mod: the remainder takes the dividend's sign
 };
 
 // ---- the ops: Y apply(A, B, C); unused operands are bytes that are never read ----
@@ -93,6 +94,47 @@ struct Sign {
   using C = uint8_t;
   static constexpr int arity = 1;
   KILN_INLINE Y operator()(A v, B, C) const { return v > T(0) ? T(1) : v < T(0) ? T(-1) : v; }
+  const Params& p;
+};
+
+// Add / Sub / Mul / Div / Mod: int64 wrapping (in unsigned), division truncating; the kernel
+// has checked that no divisor is 0 (runtime/ref/ref_elementwise.cpp, ref_logic.cpp's mod).
+template <class T, TypedOp kOp>
+struct Arith {
+  using Y = T;
+  using A = T;
+  using B = T;
+  using C = uint8_t;
+  static constexpr int arity = 2;
+  KILN_INLINE Y operator()(A a, B b, C) const {
+    if constexpr (std::is_same_v<T, float>) {
+      if constexpr (kOp == TypedOp::add) return a + b;
+      if constexpr (kOp == TypedOp::sub) return a - b;
+      if constexpr (kOp == TypedOp::mul) return a * b;
+      if constexpr (kOp == TypedOp::div) return a / b;
+      return std::fmod(a, b);
+    } else {
+      const uint64_t ua = uint64_t(a), ub = uint64_t(b);
+      if constexpr (kOp == TypedOp::add) return int64_t(ua + ub);
+      if constexpr (kOp == TypedOp::sub) return int64_t(ua - ub);
+      if constexpr (kOp == TypedOp::mul) return int64_t(ua * ub);
+      if constexpr (kOp == TypedOp::div) return b == -1 ? int64_t(0 - ua) : a / b;  // (MIN / -1)
+      if (b == -1) return 0;  // also INT64_MIN % -1, which traps
+      const int64_t r = a % b;
+      return !p.fmod && r != 0 && ((r < 0) != (b < 0)) ? r + b : r;
+    }
+  }
+  const Params& p;
+};
+
+template <class T>
+struct ExpandCopy {
+  using Y = T;
+  using A = T;
+  using B = uint8_t;
+  using C = uint8_t;
+  static constexpr int arity = 1;
+  KILN_INLINE Y operator()(A v, B, C) const { return v; }
   const Params& p;
 };
 
@@ -175,6 +217,7 @@ TypedRowFn pick(Isa isa, const int s[3]) {
     return z ? &row_avx512<Op, a, b, c> : &row_avx2<Op, a, b, c>;
   if constexpr (Op::arity == 1) {
     KILN_ROW(1, 0, 0)
+    KILN_ROW(0, 0, 0)  // (Expand of a broadcast element)
   } else if constexpr (Op::arity == 2) {
     KILN_ROW(1, 1, 0)
     KILN_ROW(1, 0, 0)
@@ -211,6 +254,12 @@ TypedRowFn by_type(DType t, F f) {
 template <TypedOp kOp>
 TypedRowFn pick_compare(DType t, Isa isa, const int s[3]) {
   return by_type(t, [&](auto tag) { return pick<Compare<decltype(tag), kOp>>(isa, s); });
+}
+
+template <TypedOp kOp>
+TypedRowFn pick_arith(DType t, Isa isa, const int s[3]) {
+  if (t == DType::f32) return pick<Arith<float, kOp>>(isa, s);
+  return t == DType::i64 ? pick<Arith<int64_t, kOp>>(isa, s) : nullptr;
 }
 
 // The loop for the problem, or nullptr with *why when the dtypes do not fit the op.
@@ -256,6 +305,22 @@ TypedRowFn select(const TypedEltwiseProblem& p, Isa isa, const int s[3], std::st
       if (xt[0] == DType::f32) return pick<Sign<float>>(isa, s);
       if (xt[0] == DType::i64) return pick<Sign<int64_t>>(isa, s);
       break;
+    case TypedOp::add:
+    case TypedOp::sub:
+    case TypedOp::mul:
+    case TypedOp::div:
+    case TypedOp::mod:
+      if (xt[1] != xt[0] || p.y_type != xt[0]) break;
+      if (p.op == TypedOp::mod && xt[0] == DType::f32 && !p.fmod)
+        return *why = "Mod of float32 needs fmod = 1", nullptr;
+      if (p.op == TypedOp::add) return pick_arith<TypedOp::add>(xt[0], isa, s);
+      if (p.op == TypedOp::sub) return pick_arith<TypedOp::sub>(xt[0], isa, s);
+      if (p.op == TypedOp::mul) return pick_arith<TypedOp::mul>(xt[0], isa, s);
+      if (p.op == TypedOp::div) return pick_arith<TypedOp::div>(xt[0], isa, s);
+      return pick_arith<TypedOp::mod>(xt[0], isa, s);
+    case TypedOp::expand:
+      if (p.y_type != xt[0]) break;
+      return by_type(xt[0], [&](auto tag) { return pick<ExpandCopy<decltype(tag)>>(isa, s); });
     case TypedOp::cast:
       if (p.narrow == TypedEltwiseProblem::Narrow::half) {
         if (xt[0] != DType::f32 || p.y_type != DType::f32)
@@ -281,6 +346,9 @@ class TypedEltwiseKernel final : public Kernel {
     params_.detect_positive = p.detect_positive;
     params_.detect_negative = p.detect_negative;
     params_.int32 = p.narrow == TypedEltwiseProblem::Narrow::int32;
+    params_.fmod = p.fmod;
+    // Integer division: a zero divisor is an error (checked per run before the loop).
+    check_divisor_ = (p.op == TypedOp::div || p.op == TypedOp::mod) && p.x_type[1] == DType::i64;
     total_ = 1;
     for (size_t d = 0; d < kR; ++d) total_ *= y_[d] = p.y[d];
     y_size_ = int64_t(dtype_size(p.y_type));
@@ -315,6 +383,12 @@ class TypedEltwiseKernel final : public Kernel {
       const void* x[3] = {kUnused, kUnused, kUnused};
       for (int k = 0; k < operands_; ++k)
         x[k] = reinterpret_cast<const char*>(args.src[k]) + off[k] * size_[k];
+      if (check_divisor_) {
+        const auto* d = static_cast<const int64_t*>(x[1]);
+        const int64_t dn = stride_[1][kR - 1] ? len : 1;
+        if (std::find(d, d + dn, int64_t(0)) != d + dn)
+          fail(Code::invalid_argument, name_ + ": integer division by zero");
+      }
       fn_(reinterpret_cast<char*>(args.dst[0]) + e * y_size_, x[0], x[1], x[2], len, params_);
       e += len;
     }
@@ -328,12 +402,14 @@ class TypedEltwiseKernel final : public Kernel {
   int64_t y_[kR] = {}, stride_[3][kR] = {}, size_[3] = {1, 1, 1};
   int64_t y_size_ = 4, total_ = 0;
   int operands_ = 0;
+  bool check_divisor_ = false;
 };
 
 const char* op_name(TypedOp op) {
   static const char* const kNames[] = {"equal", "less",  "greater", "less_equal", "greater_equal",
                                        "and",   "or",    "xor",     "not",        "where",
-                                       "isnan", "isinf", "sign",    "cast"};
+                                       "isnan", "isinf", "sign",    "cast",       "add",
+                                       "sub",   "mul",   "div",     "mod",        "expand"};
   return kNames[int(op)];
 }
 
@@ -349,7 +425,7 @@ std::unique_ptr<Kernel> create_typed_eltwise_kernel(const TypedEltwiseProblem& p
   const size_t operands = p.op == TypedOp::where ? 3
                           : p.op == TypedOp::logical_not || p.op == TypedOp::is_nan ||
                                   p.op == TypedOp::is_inf || p.op == TypedOp::sign ||
-                                  p.op == TypedOp::cast
+                                  p.op == TypedOp::cast || p.op == TypedOp::expand
                               ? 1
                               : 2;
   constexpr size_t kR = kTypedRank;
@@ -362,7 +438,7 @@ std::unique_ptr<Kernel> create_typed_eltwise_kernel(const TypedEltwiseProblem& p
       if (p.x[k][d] != p.y[d] && p.x[k][d] != 1) return no("an operand does not broadcast to y");
     s[k] = p.x[k][kR - 1] == p.y[kR - 1] && p.y[kR - 1] > 1 ? 1 : 0;
   }
-  if (operands == 1) s[0] = 1;  // one operand has y's shape
+  if (operands == 1 && p.op != TypedOp::expand) s[0] = 1;  // one operand has y's shape
   std::string why;
   const TypedRowFn fn = select(p, isa, s, &why);
   if (!fn) return no(why);

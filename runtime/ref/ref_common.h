@@ -165,6 +165,7 @@ KILN_REF_KERNEL(concat);
 KILN_REF_KERNEL(split);
 KILN_REF_KERNEL(slice);
 KILN_REF_KERNEL(gather);
+KILN_REF_KERNEL(gather_elements);
 KILN_REF_KERNEL(shape_op);
 KILN_REF_KERNEL(pad);
 KILN_REF_KERNEL(channel_shuffle);

@@ -24,6 +24,23 @@ void expect_f32_or_i64(const Node& node, const Tensor& t, const char* what) {
     node.fail(Code::unsupported, std::string(what) + " has unsupported dtype");
 }
 
+// Gather / GatherElements: every index checked before anything is written, negative ones
+// counted from the end of the axis.
+std::vector<int64_t> checked_indices(const Node& node, const Tensor& idx, size_t axis,
+                                     int64_t dim) {
+  const int64_t* ip = idx.data<int64_t>();
+  std::vector<int64_t> pos(size_t(idx.numel()));
+  for (int64_t j = 0; j < idx.numel(); ++j) {
+    const int64_t k = ip[j] < 0 ? ip[j] + dim : ip[j];
+    if (k < 0 || k >= dim)
+      node.fail(Code::invalid_argument, "index " + std::to_string(ip[j]) +
+                                            " is out of range for axis " + std::to_string(axis) +
+                                            " of size " + std::to_string(dim));
+    pos[size_t(j)] = k;
+  }
+  return pos;
+}
+
 }  // namespace
 
 // Reshape, Flatten, Squeeze, Unsqueeze, Identity, Dropout: the output shape is already inferred
@@ -256,17 +273,7 @@ void gather(const Node& node, const Inputs& in, const Outputs& out) {
   expect_shape(node, y, expect, "output");
   const int64_t dim = x.shape()[axis];
   const int64_t outer = prod(x.shape(), 0, axis), inner = prod(x.shape(), axis + 1, rank);
-  // Check every index before writing anything; negative indices count from the end.
-  const int64_t* ip = idx.data<int64_t>();
-  std::vector<int64_t> pos(size_t(idx.numel()));
-  for (int64_t j = 0; j < idx.numel(); ++j) {
-    const int64_t k = ip[j] < 0 ? ip[j] + dim : ip[j];
-    if (k < 0 || k >= dim)
-      node.fail(Code::invalid_argument, "index " + std::to_string(ip[j]) +
-                                            " is out of range for axis " + std::to_string(axis) +
-                                            " of size " + std::to_string(dim));
-    pos[size_t(j)] = k;
-  }
+  const std::vector<int64_t> pos = checked_indices(node, idx, axis, dim);
   const size_t es = dtype_size(x.dtype());
   const char* xp = static_cast<const char*>(x.raw());
   char* yp = static_cast<char*>(y.raw());
@@ -275,6 +282,36 @@ void gather(const Node& node, const Inputs& in, const Outputs& out) {
     for (int64_t j = 0; j < n; ++j)
       copy_elems(x.dtype(), yp + size_t((o * n + j) * inner) * es,
                  xp + size_t((o * dim + pos[size_t(j)]) * inner) * es, inner);
+}
+
+// GatherElements: y[i] = x[i with i[axis] replaced by idx[i]] (indices no larger than x on the
+// other axes).
+void gather_elements(const Node& node, const Inputs& in, const Outputs& out) {
+  const Tensor& x = req_input(node, in, 0);
+  const Tensor& idx = req_input(node, in, 1);
+  Tensor& y = req_output(node, out, 0);
+  expect_f32_or_i64(node, x, "input data");
+  expect_dtype(node, idx, DType::i64, "input indices");
+  expect_dtype(node, y, x.dtype(), "output");
+  expect_shape(node, y, idx.shape(), "output");
+  const size_t rank = x.shape().size();
+  const size_t axis = size_t(norm_axis(node, node.attr_i("axis", 0), int64_t(rank)));
+  if (idx.shape().size() != rank) node.fail(Code::invalid_model, "indices rank differs from data");
+  for (size_t a = 0; a < rank; ++a)
+    if (a != axis && idx.shape()[a] > x.shape()[a])
+      node.fail(Code::invalid_model, "indices larger than data on axis " + std::to_string(a));
+  const std::vector<int64_t> pos = checked_indices(node, idx, axis, x.shape()[axis]);
+  const std::vector<int64_t> xs = strides_of(x.shape());
+  const size_t es = dtype_size(x.dtype());
+  const char* xp = static_cast<const char*>(x.raw());
+  char* yp = static_cast<char*>(y.raw());
+  std::vector<int64_t> at(rank, 0);  // the output element's coordinates
+  for (int64_t j = 0; j < idx.numel(); ++j) {
+    int64_t src = 0;
+    for (size_t a = 0; a < rank; ++a) src += (a == axis ? pos[size_t(j)] : at[a]) * xs[a];
+    std::memcpy(yp + size_t(j) * es, xp + size_t(src) * es, es);
+    for (size_t a = rank; a-- > 0 && ++at[a] == idx.shape()[a];) at[a] = 0;
+  }
 }
 
 void shape_op(const Node& node, const Inputs& in, const Outputs& out) {

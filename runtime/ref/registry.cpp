@@ -84,6 +84,7 @@ constexpr std::array kTable{
     Entry{"Split", ref::split},
     Entry{"Slice", ref::slice},
     Entry{"Gather", ref::gather},
+    Entry{"GatherElements", ref::gather_elements},
     Entry{"ScatterND", ref::scatter_nd},
     Entry{"Shape", ref::shape_op},
     Entry{"Pad", ref::pad},

@@ -1,5 +1,5 @@
-// Shape inference of Concat, Split, Slice, Gather and Pad. Slice expectations are the lengths
-// numpy gives for the same start:stop:step (e.g. len(range(10)[8:1:-2]) == 4).
+// Shape inference of Concat, Split, Slice, Gather, GatherElements and Pad. Slice expectations are
+// the lengths numpy gives for the same start:stop:step (e.g. len(range(10)[8:1:-2]) == 4).
 #include <limits>
 
 #include "test_infer_util.h"
@@ -206,6 +206,37 @@ TEST_CASE("infer Gather") {
     b.node("Gather", {b.in("x", {5, 4}), b.in("i", {2}, DType::i64)});
     b.set_i("axis", 2);
     check_fails(b, Code::invalid_model, "axis 2");
+  }
+}
+
+TEST_CASE("infer GatherElements") {
+  Builder b;
+  SUBCASE("the output has the indices' shape (smaller than data off the axis)") {
+    b.node("GatherElements", {b.in("x", {5, 4, 3}), b.in("i", {2, 9, 3}, DType::i64)});
+    b.set_i("axis", -2);
+    CHECK(b.shape() == Shape{2, 9, 3});
+    CHECK(b.g.nodes[0].attr_i("axis", 0) == 1);
+  }
+  SUBCASE("int64 data, constant indices in range") {
+    b.node("GatherElements", {b.in("x", {5}, DType::i64), b.ints("i", {4, -5, 0})});
+    CHECK(b.shape() == Shape{3});
+    CHECK(b.g.value(b.g.nodes[0].outputs[0]).dtype == DType::i64);
+  }
+  SUBCASE("ranks differ") {
+    b.node("GatherElements", {b.in("x", {5, 4}), b.in("i", {5}, DType::i64)});
+    check_fails(b, Code::invalid_model, "ranks must match");
+  }
+  SUBCASE("indices larger than data off the axis") {
+    b.node("GatherElements", {b.in("x", {5, 4}), b.in("i", {2, 5}, DType::i64)});
+    check_fails(b, Code::invalid_model, "larger than data [5,4] on axis 1");
+  }
+  SUBCASE("constant index out of range") {
+    b.node("GatherElements", {b.in("x", {5}), b.ints("i", {1, -6})});
+    check_fails(b, Code::invalid_model, "index -6 is out of range for axis 0 of size 5");
+  }
+  SUBCASE("float indices") {
+    b.node("GatherElements", {b.in("x", {5, 4}), b.in("i", {2, 4})});
+    check_fails(b, Code::invalid_model, "input 1 'i' has dtype float32");
   }
 }
 

@@ -19,19 +19,7 @@ namespace kiln {
 namespace {
 
 using test::GuardedBuf;
-
-// Every tile, in two halves on two threads, each with its own scratch.
-void run_two(const Kernel& k, const float* src, std::vector<float*> dst) {
-  ScratchBuffer scratch(k.scratch_bytes(), 2);
-  const float* s[1] = {src};
-  KernelArgs a;
-  a.src = s;
-  a.dst = dst.data();
-  const int64_t t = k.tiles(), h = t / 2;
-  std::thread second([&] { k.run(scratch.with(a, 1), h, t); });
-  k.run(scratch.with(a, 0), 0, h);
-  second.join();
-}
+using test::run_two;
 
 // The indices of the best k of p[j * stride], j < n: a stable sort with NaN first.
 std::vector<int64_t> topk_ref(const float* p, int64_t n, int64_t stride, int64_t k, bool largest) {
@@ -79,7 +67,7 @@ TEST_CASE("topk: rows, gathered columns, small and large k, ties and NaNs") {
           for (int64_t j = 5; j < xn; j += 41) x[size_t(j)] = std::nanf("");
         v.fill(-3.f);
         i.fill(-3.f);
-        run_two(*kern, x.data(), {v.data(), i.data()});
+        run_two(*kern, {x.data()}, {v.data(), i.data()});
         const auto* idx = reinterpret_cast<const int64_t*>(i.data());
         int bad = 0;
         for (int64_t o = 0; o < c.outer; ++o)
@@ -105,7 +93,7 @@ TEST_CASE("topk: values only (no indices output)") {
     REQUIRE(kern);
     GuardedBuf x{1500}, v{12};
     x.random(11);
-    run_two(*kern, x.data(), {v.data()});
+    run_two(*kern, {x.data()}, {v.data()});
     for (int64_t o = 0; o < 3; ++o) {
       const auto want = topk_ref(x.data() + o * 500, 500, 1, 4, true);
       for (int64_t j = 0; j < 4; ++j)
@@ -165,7 +153,7 @@ TEST_CASE("cumsum: f32 and int64, inclusive / exclusive, forward / reversed") {
           auto* xi = reinterpret_cast<int64_t*>(x.data());
           for (int64_t j = 0; j < xn; ++j) xi[j] = int64_t(small(rng)) << 33;
           y.fill(-3.f);
-          run_two(*kern, x.data(), {y.data()});
+          run_two(*kern, {x.data()}, {y.data()});
           const auto want = cumsum_ref(xi, c.outer, c.n, c.inner, p.exclusive, p.reverse);
           const auto* yi = reinterpret_cast<const int64_t*>(y.data());
           for (int64_t j = 0; j < xn; ++j) bad += yi[j] != want[size_t(j)];
@@ -173,7 +161,7 @@ TEST_CASE("cumsum: f32 and int64, inclusive / exclusive, forward / reversed") {
           GuardedBuf x{size_t(xn)}, y{size_t(xn)};
           for (int64_t j = 0; j < xn; ++j) x[size_t(j)] = float(small(rng));
           y.fill(-3.f);
-          run_two(*kern, x.data(), {y.data()});
+          run_two(*kern, {x.data()}, {y.data()});
           const auto want = cumsum_ref(x.data(), c.outer, c.n, c.inner, p.exclusive, p.reverse);
           for (int64_t j = 0; j < xn; ++j) bad += y[size_t(j)] != want[size_t(j)];
         }

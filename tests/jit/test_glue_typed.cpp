@@ -21,19 +21,7 @@ namespace kiln {
 namespace {
 
 using test::GuardedBuf;
-
-// Runs every tile, in two halves on two threads, each with its own scratch.
-void run_two(const Kernel& k, const std::vector<const float*>& src, float* dst) {
-  ScratchBuffer scratch(k.scratch_bytes(), 2);
-  float* d[1] = {dst};
-  KernelArgs a;
-  a.src = src.data();
-  a.dst = d;
-  const int64_t t = k.tiles(), h = t / 2;
-  std::thread second([&] { k.run(scratch.with(a, 1), h, t); });
-  k.run(scratch.with(a, 0), 0, h);
-  second.join();
-}
+using test::run_two;
 
 // y's 8-D shape with leading 1s; x's too.
 Shape pad8(Shape s) {

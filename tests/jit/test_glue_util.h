@@ -10,6 +10,7 @@
 
 #include <cstdint>
 #include <cstring>
+#include <exception>
 #include <random>
 #include <thread>
 #include <vector>
@@ -76,6 +77,33 @@ inline void run_split(const Kernel& k, const std::vector<const float*>& src,
   std::thread second([&] { k.run(a, h, t); });
   k.run(a, 0, h);
   second.join();
+}
+
+// Runs every tile in two halves on two threads, each with its own scratch (Kernel::
+// scratch_bytes); what either half throws is rethrown after both finished.
+inline void run_two(const Kernel& k, const std::vector<const float*>& src,
+                    std::vector<float*> dst) {
+  ScratchBuffer scratch(k.scratch_bytes(), 2);
+  KernelArgs a;
+  a.src = src.data();
+  a.dst = dst.data();
+  const int64_t t = k.tiles(), h = t / 2;
+  std::exception_ptr err[2];
+  auto half = [&](int i, int64_t b, int64_t e) {
+    try {
+      k.run(scratch.with(a, i), b, e);
+    } catch (...) {
+      err[i] = std::current_exception();
+    }
+  };
+  std::thread second(half, 1, h, t);
+  half(0, 0, h);
+  second.join();
+  for (const std::exception_ptr& e : err)
+    if (e) std::rethrow_exception(e);
+}
+inline void run_two(const Kernel& k, const std::vector<const float*>& src, float* dst) {
+  run_two(k, src, std::vector<float*>{dst});
 }
 
 // Pad lanes (channels c.. of the last block) that are not 0 in a blocked buffer of block B
