@@ -1,9 +1,10 @@
 // TopK of a row-major f32 tensor viewed as [outer, n, inner], over n (glue.h). Each row (a
-// contiguous one, or a column of inner positions gathered into scratch) keeps its best k in a
-// sorted buffer; a vector scan compares the row against the buffer's worst value and stops only
-// at elements that beat it, so a small k over a long row (the top-5 of 1000 classes) costs one
-// compare per element. Large k sort an index array instead. Semantics as the reference kernel
-// (runtime/ref/ref_reduce.cpp): sorted best first, ties to the lower index, a NaN is the extreme.
+// contiguous one, or a column of inner positions gathered into scratch) keeps its best k, in a
+// sorted buffer (k <= 64) or a heap whose top is the worst held; a vector scan compares the row
+// against that worst value and stops only at elements that beat it, so a long row (the top-5 of
+// 1000 classes, the top-1000 of a detector's 3M scores) costs about one compare per element.
+// Semantics as the reference kernel (runtime/ref/ref_reduce.cpp): sorted best first, ties to the
+// lower index, a NaN is the extreme.
 #include <immintrin.h>
 
 #include <algorithm>
@@ -14,7 +15,7 @@
 namespace kiln {
 namespace {
 
-constexpr int64_t kMaxFilterK = 64;  // larger k: partial sort of an index array
+constexpr int64_t kMaxSortedK = 64;  // larger k: a heap of the best k instead of a sorted buffer
 constexpr int64_t kTopKStrip = 16;   // inner positions per tile (columns gathered one by one)
 
 // The first index j >= from whose x[j] may beat thr (v > thr, or v < thr for the smallest; a NaN
@@ -58,13 +59,18 @@ inline bool ranks_before(float a, float b, bool largest) {
   return largest ? a > b : a < b;
 }
 
+struct TopKEntry {
+  float v;
+  int64_t i;
+};
+
 class TopKKernel final : public Kernel {
  public:
   TopKKernel(const TopKProblem& p, Isa isa, std::string name)
       : p_(p),
         name_(std::move(name)),
         next_(isa == Isa::avx512 ? &topk_next_avx512 : &topk_next_avx2) {
-    filter_ = p.k <= kMaxFilterK;
+    heap_ = p.k > kMaxSortedK;
     strips_ = (p.inner + kTopKStrip - 1) / kTopKStrip;
     rows_ = p.inner == 1 ? std::max<int64_t>(1, 16384 / p.n) : 1;
   }
@@ -74,8 +80,8 @@ class TopKKernel final : public Kernel {
     return p_.inner == 1 ? (p_.outer + rows_ - 1) / rows_ : p_.outer * strips_;
   }
   int64_t scratch_bytes() const override {
-    const int64_t column = p_.inner == 1 ? 0 : p_.n * 4;  // a gathered column
-    const int64_t work = filter_ ? p_.k * 12 : p_.n * 8;  // best values + indices, or the order
+    const int64_t column = p_.inner == 1 ? 0 : p_.n * 4;     // a gathered column
+    const int64_t work = p_.k * int64_t(sizeof(TopKEntry));  // the best k
     return (column + 63) / 64 * 64 + work;
   }
 
@@ -107,46 +113,48 @@ class TopKKernel final : public Kernel {
     const bool largest = p_.largest;
     float* yv = a.dst[0];
     auto* yi = p_.indices ? reinterpret_cast<int64_t*>(a.dst[1]) : nullptr;
-    if (!filter_) {
-      auto* order = static_cast<int64_t*>(work);
-      for (int64_t j = 0; j < n; ++j) order[j] = j;
-      std::partial_sort(order, order + k, order + n, [&](int64_t u, int64_t v) {
-        const float xu = x[u], xv = x[v];
-        return ranks_before(xu, xv, largest) || (!ranks_before(xv, xu, largest) && u < v);
-      });
-      for (int64_t j = 0; j < k; ++j) {
-        if (yv) yv[at + j * step] = x[order[j]];
-        if (yi) yi[at + j * step] = order[j];
-      }
-      return;
-    }
-    auto* bi = static_cast<int64_t*>(work);
-    auto* bv = reinterpret_cast<float*>(bi + k);
-    int64_t have = 0;
-    // Element j (a higher index than every one held) enters if it ranks before the worst held.
-    auto insert = [&](int64_t j) {
-      const float v = x[j];
-      if (have == k && !ranks_before(v, bv[k - 1], largest)) return;
-      int64_t p = have < k ? have++ : k - 1;
-      for (; p > 0 && ranks_before(v, bv[p - 1], largest); --p) {
-        bv[p] = bv[p - 1];
-        bi[p] = bi[p - 1];
-      }
-      bv[p] = v;
-      bi[p] = j;
+    auto* best = static_cast<TopKEntry*>(work);
+    // TopKEntry a ranks before b: a NaN first, then the larger (smaller) value, then the lower
+    // index.
+    auto better = [largest](const TopKEntry& a, const TopKEntry& b) {
+      return ranks_before(a.v, b.v, largest) || (!ranks_before(b.v, a.v, largest) && a.i < b.i);
     };
-    for (int64_t j = 0; j < k; ++j) insert(j);
-    for (int64_t j = k; (j = next_(x, j, n, bv[k - 1], largest)) < n; ++j) insert(j);
+    int64_t have = 0;
+    if (!heap_) {
+      // A buffer sorted best first; element j (a higher index than every one held) enters if it
+      // ranks before the worst held.
+      auto insert = [&](int64_t j) {
+        const TopKEntry e{x[j], j};
+        if (have == k && !better(e, best[k - 1])) return;
+        int64_t p = have < k ? have++ : k - 1;
+        for (; p > 0 && better(e, best[p - 1]); --p) best[p] = best[p - 1];
+        best[p] = e;
+      };
+      for (int64_t j = 0; j < k; ++j) insert(j);
+      for (int64_t j = k; (j = next_(x, j, n, best[k - 1].v, largest)) < n; ++j) insert(j);
+    } else {
+      // A heap whose top is the worst held: a candidate that ranks before it replaces it.
+      for (int64_t j = 0; j < k; ++j) best[j] = {x[j], j};
+      std::make_heap(best, best + k, better);
+      for (int64_t j = k; (j = next_(x, j, n, best[0].v, largest)) < n; ++j) {
+        const TopKEntry e{x[j], j};
+        if (!better(e, best[0])) continue;
+        std::pop_heap(best, best + k, better);
+        best[k - 1] = e;
+        std::push_heap(best, best + k, better);
+      }
+      std::sort_heap(best, best + k, better);
+    }
     for (int64_t j = 0; j < k; ++j) {
-      if (yv) yv[at + j * step] = bv[j];
-      if (yi) yi[at + j * step] = bi[j];
+      if (yv) yv[at + j * step] = best[j].v;
+      if (yi) yi[at + j * step] = best[j].i;
     }
   }
 
   TopKProblem p_;
   std::string name_;
   NextFn next_;
-  bool filter_ = true;
+  bool heap_ = false;
   int64_t strips_ = 1, rows_ = 1;
 };
 

@@ -1,6 +1,6 @@
 """TopK and CumSum (detection decoders, positional encodings) against numpy, on every ISA path:
 TopK largest and smallest over any axis with ties (lower index first), NaNs, small k (the
-vector-filtered buffer) and large k (the sorted index array), an output read by nothing and opset 9's
+sorted buffer) and large k (the heap), an output read by nothing and opset 9's
 attribute k; CumSum inclusive / exclusive, forward / reversed, float32 and int64, rows shorter
 and longer than a vector. On a JIT ISA the plan holds no reference kernel (jit/glue/topk.cpp,
 jit/glue/cumsum.cpp)."""
