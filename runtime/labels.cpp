@@ -240,6 +240,7 @@ std::optional<TypedOp> typed_op(const std::string& op) {
                                                          {"Mul", TypedOp::mul},
                                                          {"Div", TypedOp::div},
                                                          {"Mod", TypedOp::mod},
+                                                         {"Pow", TypedOp::pow},
                                                          {"Expand", TypedOp::expand}};
   for (const auto& [name, t] : kOps)
     if (op == name) return t;

@@ -222,12 +222,13 @@ enum class TypedOp : int {
   cast,
   // Arithmetic of int64 tensors (float32 ones run on the eltwise / bcast kernels unless their
   // broadcast needs more dims): wrapping, division truncating, Mod as fmod says; a zero divisor
-  // is an error. Mod of float32 (fmod = 1) too.
+  // is an error. Mod of float32 (fmod = 1) and Pow with a computed exponent too.
   add,
   sub,
   mul,
   div,
   mod,
+  pow,     // float32 Pow with a computed exponent (x^2 as x * x, as the reference)
   expand,  // Expand: x0 broadcast to y
 };
 constexpr size_t kTypedRank = 8;

@@ -97,8 +97,9 @@ struct Sign {
   const Params& p;
 };
 
-// Add / Sub / Mul / Div / Mod: int64 wrapping (in unsigned), division truncating; the kernel
-// has checked that no divisor is 0 (runtime/ref/ref_elementwise.cpp, ref_logic.cpp's mod).
+// Add / Sub / Mul / Div / Mod (/ Pow of floats): int64 wrapping (in unsigned), division
+// truncating; the kernel has checked that no divisor is 0 (runtime/ref/ref_elementwise.cpp,
+// ref_logic.cpp's mod).
 template <class T, TypedOp kOp>
 struct Arith {
   using Y = T;
@@ -112,6 +113,7 @@ struct Arith {
       if constexpr (kOp == TypedOp::sub) return a - b;
       if constexpr (kOp == TypedOp::mul) return a * b;
       if constexpr (kOp == TypedOp::div) return a / b;
+      if constexpr (kOp == TypedOp::pow) return b == 2.f ? a * a : std::pow(a, b);
       return std::fmod(a, b);
     } else {
       const uint64_t ua = uint64_t(a), ub = uint64_t(b);
@@ -318,6 +320,9 @@ TypedRowFn select(const TypedEltwiseProblem& p, Isa isa, const int s[3], std::st
       if (p.op == TypedOp::mul) return pick_arith<TypedOp::mul>(xt[0], isa, s);
       if (p.op == TypedOp::div) return pick_arith<TypedOp::div>(xt[0], isa, s);
       return pick_arith<TypedOp::mod>(xt[0], isa, s);
+    case TypedOp::pow:
+      if (!all(DType::f32) || p.y_type != DType::f32) break;
+      return pick<Arith<float, TypedOp::pow>>(isa, s);
     case TypedOp::expand:
       if (p.y_type != xt[0]) break;
       return by_type(xt[0], [&](auto tag) { return pick<ExpandCopy<decltype(tag)>>(isa, s); });
@@ -406,10 +411,10 @@ class TypedEltwiseKernel final : public Kernel {
 };
 
 const char* op_name(TypedOp op) {
-  static const char* const kNames[] = {"equal", "less",  "greater", "less_equal", "greater_equal",
-                                       "and",   "or",    "xor",     "not",        "where",
-                                       "isnan", "isinf", "sign",    "cast",       "add",
-                                       "sub",   "mul",   "div",     "mod",        "expand"};
+  static const char* const kNames[] = {
+      "equal", "less", "greater", "less_equal", "greater_equal", "and",  "or",
+      "xor",   "not",  "where",   "isnan",      "isinf",         "sign", "cast",
+      "add",   "sub",  "mul",     "div",        "mod",           "pow",  "expand"};
   return kNames[int(op)];
 }
 

@@ -1,8 +1,8 @@
 """Detection decoding without reference kernels: GatherElements (torch.gather), Gather with
 computed indices, int64 Add / Sub / Mul / Div / Mod (floor division and % on top-K indices),
-int64 Expand, float Mod. Against numpy and PyTorch on every ISA path; on a JIT ISA the plan has
-no reference kernel. A computed index outside its axis and an integer division by zero are
-errors that name the problem."""
+int64 Expand, float Mod and Pow with a computed exponent. Against numpy and PyTorch on every
+ISA path; on a JIT ISA the plan has no reference kernel. A computed index outside its axis and
+an integer division by zero are errors that name the problem."""
 import numpy as np
 import pytest
 import torch
@@ -135,6 +135,23 @@ def test_int64_division_by_zero_is_an_error(op, tmp_path):
             s.run({"a": a, "b": np.array([1, 2, 3, 4], np.int64)})
             with pytest.raises(kiln.Error, match="by zero"):
                 s.run({"a": a, "b": np.array([1, 2, 0, 4], np.int64)})
+
+
+def test_float_pow_with_a_computed_exponent(tmp_path):
+    rng = np.random.default_rng(7)
+    x = rng.uniform(-3, 3, size=(2, 3, 1, 4, 5)).astype(np.float32)
+    e = rng.integers(-2, 4, size=(1, 1, 6, 1, 5)).astype(np.float32)
+    e[0, 0, 0] = 2.0  # x^2 as x * x
+    e[0, 0, 1] = 0.5  # NaN for negative bases, as std::pow
+    data = model([helper.make_node("Pow", ["x", "e"], ["y"])],
+                 [("x", F32, x.shape), ("e", F32, e.shape)], [("y", F32)])
+    runs = run_on_each_isa(data, {"x": x, "e": e}, tmp_path)
+    want = runs[-1][1]["y"]  # the reference kernel's
+    with np.errstate(invalid="ignore"):  # (the NaNs wanted)
+        np.testing.assert_allclose(want, np.power(x, e), rtol=1e-6)
+    for max_isa, out, plan in runs:
+        np.testing.assert_array_equal(out["y"], want, err_msg=max_isa)
+        no_ref_kernels(max_isa, plan)
 
 
 def test_int64_expand_and_float_mod(tmp_path):
