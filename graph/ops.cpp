@@ -53,6 +53,7 @@ const std::vector<OpInfo>& table() {
       {"Reciprocal", infer_unary_f32, 1, 1, 1, 1},
       {"Floor", infer_unary_f32, 1, 1, 1, 1},
       {"Ceil", infer_unary_f32, 1, 1, 1, 1},
+      {"Round", infer_unary_f32, 1, 1, 1, 1},
       {"Elu", infer_unary_f32, 1, 1, 1, 1},
       {"Selu", infer_unary_f32, 1, 1, 1, 1},
       {"Celu", infer_unary_f32, 1, 1, 1, 1, "alpha nonzero"},

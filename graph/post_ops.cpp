@@ -35,6 +35,7 @@ const char* const kKindNames[] = {"relu",
                                   "reciprocal",
                                   "floor",
                                   "ceil",
+                                  "round",
                                   "elu",
                                   "selu",
                                   "celu",
@@ -67,6 +68,7 @@ const GlueUnary kGlueUnary[] = {
     {"Reciprocal", PostOp::Kind::reciprocal},
     {"Floor", PostOp::Kind::floor},
     {"Ceil", PostOp::Kind::ceil},
+    {"Round", PostOp::Kind::round},
     {"Elu", PostOp::Kind::elu, "alpha", 1.f},
     {"Selu", PostOp::Kind::selu, "alpha", 1.67326319217681884765625f, "gamma",
      1.05070102214813232421875f},
@@ -265,6 +267,8 @@ float apply_post_op(const PostOp& op, float x, float residual, float scale, floa
       return std::floor(x);
     case PostOp::Kind::ceil:
       return std::ceil(x);
+    case PostOp::Kind::round:
+      return std::nearbyint(x);  // (the default rounding mode: halves to even)
     case PostOp::Kind::elu:
       return x < 0 ? op.alpha * std::expm1(x) : x;
     case PostOp::Kind::selu:

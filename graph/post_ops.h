@@ -48,6 +48,7 @@ struct PostOp {
     reciprocal,
     floor,
     ceil,
+    round,             // to the nearest integer, halves to even (ONNX Round)
     elu,               // x < 0 ? alpha expm1(x) : x
     selu,              // x <= 0 ? beta (alpha expm1(x)) : beta x (beta is ONNX's gamma)
     celu,              // x > 0 ? x : alpha expm1(x / alpha)

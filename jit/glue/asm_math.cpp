@@ -457,8 +457,9 @@ void emit_post_op(AsmBuilder& b, const x86::Vec& a, const PostOp& op) {
       cc.vdivps(a, b.bcast(1.f), a);
       break;
     case K::floor:
-    case K::ceil: {  // imm: round down (1) / up (2), no precision exception (8)
-      const int imm = op.kind == K::floor ? 0x09 : 0x0a;
+    case K::ceil:
+    case K::round: {  // imm: down (1) / up (2) / nearest even (0), no precision exception (8)
+      const int imm = op.kind == K::floor ? 0x09 : op.kind == K::ceil ? 0x0a : 0x08;
       if (b.avx512())
         cc.vrndscaleps(a, a, imm);
       else

@@ -33,6 +33,7 @@ constexpr std::array kTable{
     Entry{"Reciprocal", ref::glue_unary},
     Entry{"Floor", ref::glue_unary},
     Entry{"Ceil", ref::glue_unary},
+    Entry{"Round", ref::glue_unary},
     Entry{"Elu", ref::glue_unary},
     Entry{"Selu", ref::glue_unary},
     Entry{"Celu", ref::glue_unary},

@@ -64,7 +64,7 @@ double truth(const PostOp& op, float x) {
       const double r = std::clamp(std::nearbyint(double(q)) + op.beta, lo, lo + 255);
       return (r - op.beta) * double(op.alpha);
     }
-    default:  // neg, abs, reciprocal, floor, ceil, thresholded_relu: exact in float
+    default:  // neg, abs, reciprocal, floor, ceil, round, thresholded_relu: exact in float
       return apply_post_op(op, x, 0, 0, 0);
   }
 }
@@ -78,6 +78,7 @@ double budget(const PostOp& op) {
     case K::reciprocal:
     case K::floor:
     case K::ceil:
+    case K::round:
     case K::thresholded_relu:
     case K::quant_dequant_u8:  // one rounding (the last multiply)
     case K::quant_dequant_s8:
@@ -93,7 +94,8 @@ std::vector<float> inputs(const PostOp& op, uint32_t seed) {
   std::vector<float> v = test::edge_values();
   for (int i = 0; i <= (1 << 15); ++i) v.push_back(float(-12.0 + 24.0 * i / (1 << 15)));
   for (int i = 0; i <= (1 << 12); ++i) v.push_back(float(-1e-3 + 2e-3 * i / (1 << 12)));
-  for (float f : {-2.f, -3.f, -0.5f, 2.f, 1.f, 0.75f, -0.75f, 0.625f, -0.625f, 3.92f, 4.f})
+  for (float f : {-2.f, -3.f, -0.5f, 2.f, 1.f, 0.75f, -0.75f, 0.625f, -0.625f, 3.92f, 4.f, 0.5f,
+                  1.5f, 2.5f, -1.5f, -2.5f, 8388607.5f})
     v.push_back(f);
   std::mt19937 rng(seed);
   for (int i = 0; i < (1 << 14); ++i) v.push_back(test::random_input(size_t(i), rng));
@@ -164,6 +166,7 @@ const std::vector<PostOp>& unary_ops() {
                              mk(K::reciprocal),
                              mk(K::floor),
                              mk(K::ceil),
+                             mk(K::round),
                              mk(K::elu, 1.f),
                              mk(K::elu, 0.3f),
                              mk(K::celu, 1.f),
