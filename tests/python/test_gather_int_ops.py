@@ -51,6 +51,18 @@ def test_gather_elements(dtype, data, index, axis, tmp_path):
         no_ref_kernels(max_isa, plan)
 
 
+def test_gather_elements_constant_indices(tmp_path):
+    x = np.random.default_rng(0).standard_normal((3, 5, 4)).astype(np.float32)
+    idx = np.random.default_rng(1).integers(-5, 5, size=(3, 7, 4)).astype(np.int64)
+    nodes = [helper.make_node("Relu", ["x"], ["r"]),
+             helper.make_node("GatherElements", ["r", "i"], ["y"], axis=1)]
+    data = model(nodes, [("x", F32, x.shape)], [("y", F32)], [numpy_helper.from_array(idx, "i")])
+    want = np.take_along_axis(np.maximum(x, 0), np.where(idx < 0, idx + 5, idx), axis=1)
+    for max_isa, out, plan in run_on_each_isa(data, {"x": x}, tmp_path):
+        np.testing.assert_array_equal(out["y"], want, err_msg=max_isa)
+        no_ref_kernels(max_isa, plan)
+
+
 @pytest.mark.parametrize("op", ["GatherElements", "Gather"])
 def test_gather_index_out_of_range_is_an_error(op, tmp_path):
     x = np.arange(30, dtype=np.float32).reshape(2, 5, 3)
