@@ -28,7 +28,7 @@ void expect_dtype(const Graph& g, const Node& n, size_t i, DType want, Code code
 }
 
 DType expect_f32_or_i64(const Graph& g, const Node& n, size_t i) {
-  // (The ops calling this take no bool in ONNX: another dtype is an invalid model.)
+  // (Of the dtypes Kiln keeps, the ops calling this run on these two; a bool input is refused.)
   DType d = input(g, n, i).dtype;
   if (d != DType::f32 && d != DType::i64)
     n.fail(Code::invalid_model,

@@ -171,7 +171,7 @@ std::unique_ptr<Kernel> create_subpixel_kernel(const SubpixelProblem& p, Isa isa
                                                std::string* why_not);
 
 // Slice / Gather / Concat of row-major f32 tensors of any rank (block_copy.cpp): for o in
-// [0, outer) (the dims before the axis), every segment copies `len` floats from
+// [0, outer) (the leading dims), every segment copies `len` floats from
 // src[input] + o * src_outer[input] + src_off + i * stride (i < len) to dst[0] + o * dst_outer +
 // dst_off + i. Plain C++: libc's memcpy for contiguous runs (stride 1), a loop for strided or
 // reversed ones (a Slice's steps); `op` names the kernel.
@@ -201,7 +201,8 @@ struct GatherProblem {
 std::unique_ptr<Kernel> create_gather_kernel(const GatherProblem& p, std::string* why_not);
 
 // Elementwise ops on f32 / int64 / bool (one byte, 0 or 1) tensors with numpy broadcasting
-// (typed_eltwise.cpp): comparisons, And / Or / Xor / Not, Where, IsNaN / IsInf, Sign, Cast.
+// (typed_eltwise.cpp): comparisons, And / Or / Xor / Not, Where, IsNaN / IsInf, Sign, Cast,
+// int64 arithmetic, Expand, float Mod and Pow.
 // Row-major operands; y and every x have kTypedRank dims (runtime/labels.cpp's collapse_bcast
 // view), an operand's dim either y's or 1. Plain C++ loops compiled per ISA (target attributes) and
 // vectorised by the compiler; x[k] is src[k], y is dst[0].

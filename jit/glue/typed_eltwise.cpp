@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <iterator>
 #include <limits>
 #include <type_traits>
 
@@ -415,6 +416,7 @@ const char* op_name(TypedOp op) {
       "equal", "less", "greater", "less_equal", "greater_equal", "and",  "or",
       "xor",   "not",  "where",   "isnan",      "isinf",         "sign", "cast",
       "add",   "sub",  "mul",     "div",        "mod",           "pow",  "expand"};
+  static_assert(std::size(kNames) == size_t(TypedOp::expand) + 1);
   return kNames[int(op)];
 }
 
