@@ -244,6 +244,7 @@ std::optional<TypedOp> typed_op(const std::string& op) {
                                                          {"Expand", TypedOp::expand}};
   for (const auto& [name, t] : kOps)
     if (op == name) return t;
+  if (math_op(op)) return TypedOp::math;
   return std::nullopt;
 }
 
@@ -270,6 +271,7 @@ std::optional<TypedEltwiseProblem> typed_problem(const Graph& g, const Node& n) 
   p.detect_positive = n.attr_i("detect_positive", 1) != 0;
   p.detect_negative = n.attr_i("detect_negative", 1) != 0;
   p.fmod = n.attr_i("fmod", 0) != 0;
+  if (const auto m = math_op(n.op)) p.math = *m;
   const int64_t to = n.op == "Cast" ? n.attr_i("to", 0) : 0;
   p.narrow = to == 10  ? TypedEltwiseProblem::Narrow::half
              : to == 6 ? TypedEltwiseProblem::Narrow::int32

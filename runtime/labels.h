@@ -44,7 +44,7 @@ enum class LabelKind : int {
   // Gather with computed indices and GatherElements as index-driven copies
   copy = 15,
   // Comparisons, And/Or/Xor/Not, Where, IsNaN/IsInf, Sign, Cast, int64 arithmetic, Expand, float
-  // Mod / Pow over f32 / int64 / bool, any broadcast (nchw: row-major)
+  // Mod / Pow, Sin .. Atanh over f32 / int64 / bool, any broadcast (nchw: row-major)
   typed = 16,
   arg = 17,  // ArgMax / ArgMin / Hardmax / TopK / CumSum over one axis, any rank (nchw: row-major)
 };

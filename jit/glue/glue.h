@@ -13,6 +13,7 @@
 #include "graph/ir.h"
 #include "graph/post_ops.h"
 #include "graph/resize.h"
+#include "graph/unary_math.h"
 #include "jit/cpu.h"
 #include "jit/kernel.h"
 #include "jit/layout.h"
@@ -202,7 +203,7 @@ std::unique_ptr<Kernel> create_gather_kernel(const GatherProblem& p, std::string
 
 // Elementwise ops on f32 / int64 / bool (one byte, 0 or 1) tensors with numpy broadcasting
 // (typed_eltwise.cpp): comparisons, And / Or / Xor / Not, Where, IsNaN / IsInf, Sign, Cast,
-// int64 arithmetic, Expand, float Mod and Pow.
+// int64 arithmetic, Expand, float Mod and Pow, Sin .. Atanh.
 // Row-major operands; y and every x have kTypedRank dims (runtime/labels.cpp's collapse_bcast
 // view), an operand's dim either y's or 1. Plain C++ loops compiled per ISA (target attributes) and
 // vectorised by the compiler; x[k] is src[k], y is dst[0].
@@ -231,6 +232,7 @@ enum class TypedOp : int {
   mod,
   pow,     // float32 Pow with a computed exponent (x^2 as x * x, as the reference)
   expand,  // Expand: x0 broadcast to y
+  math,    // Sin .. Atanh of float32 (TypedEltwiseProblem::math; libm, graph/unary_math.h)
 };
 constexpr size_t kTypedRank = 8;
 struct TypedEltwiseProblem {
@@ -241,6 +243,7 @@ struct TypedEltwiseProblem {
   DType y_type = DType::f32;
   bool detect_positive = true, detect_negative = true;  // IsInf
   bool fmod = false;                                    // Mod: the dividend's sign
+  MathOp math = MathOp::sin;                            // TypedOp::math
   // Cast to float16 (rounded to nearest even, kept as f32) / int32 (truncated or wrapped to 32
   // bits, kept as int64): the dtypes Kiln stores them in.
   enum class Narrow { none, half, int32 } narrow = Narrow::none;

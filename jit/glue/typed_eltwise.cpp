@@ -7,6 +7,7 @@
 #include <immintrin.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <cstdint>
 #include <iterator>
@@ -24,6 +25,7 @@ struct Params {
   bool detect_positive = true, detect_negative = true;
   bool int32 = false;  // Cast: to int32 (kept as int64)
   bool fmod = false;   // Mod: the remainder takes the dividend's sign
+  MathOp math = MathOp::sin;
 };
 
 // ---- the ops: Y apply(A, B, C); unused operands are bytes that are never read ----
@@ -127,6 +129,17 @@ struct Arith {
       return !p.fmod && r != 0 && ((r < 0) != (b < 0)) ? r + b : r;
     }
   }
+  const Params& p;
+};
+
+// Sin .. Atanh: libm per element (not vectorised; the same bits as the reference kernel).
+struct MathUnary {
+  using Y = float;
+  using A = float;
+  using B = uint8_t;
+  using C = uint8_t;
+  static constexpr int arity = 1;
+  KILN_INLINE Y operator()(A v, B, C) const { return apply_math(p.math, v); }
   const Params& p;
 };
 
@@ -324,6 +337,9 @@ TypedRowFn select(const TypedEltwiseProblem& p, Isa isa, const int s[3], std::st
     case TypedOp::pow:
       if (!all(DType::f32) || p.y_type != DType::f32) break;
       return pick<Arith<float, TypedOp::pow>>(isa, s);
+    case TypedOp::math:
+      if (xt[0] != DType::f32 || p.y_type != DType::f32) break;
+      return pick<MathUnary>(isa, s);
     case TypedOp::expand:
       if (p.y_type != xt[0]) break;
       return by_type(xt[0], [&](auto tag) { return pick<ExpandCopy<decltype(tag)>>(isa, s); });
@@ -353,6 +369,7 @@ class TypedEltwiseKernel final : public Kernel {
     params_.detect_negative = p.detect_negative;
     params_.int32 = p.narrow == TypedEltwiseProblem::Narrow::int32;
     params_.fmod = p.fmod;
+    params_.math = p.math;
     // Integer division: a zero divisor is an error (checked per run before the loop).
     check_divisor_ = (p.op == TypedOp::div || p.op == TypedOp::mod) && p.x_type[1] == DType::i64;
     total_ = 1;
@@ -413,10 +430,10 @@ class TypedEltwiseKernel final : public Kernel {
 
 const char* op_name(TypedOp op) {
   static const char* const kNames[] = {
-      "equal", "less", "greater", "less_equal", "greater_equal", "and",  "or",
-      "xor",   "not",  "where",   "isnan",      "isinf",         "sign", "cast",
-      "add",   "sub",  "mul",     "div",        "mod",           "pow",  "expand"};
-  static_assert(std::size(kNames) == size_t(TypedOp::expand) + 1);
+      "equal", "less",  "greater", "less_equal", "greater_equal", "and",  "or",  "xor",
+      "not",   "where", "isnan",   "isinf",      "sign",          "cast", "add", "sub",
+      "mul",   "div",   "mod",     "pow",        "expand",        "math"};
+  static_assert(std::size(kNames) == size_t(TypedOp::math) + 1);
   return kNames[int(op)];
 }
 
@@ -432,7 +449,8 @@ std::unique_ptr<Kernel> create_typed_eltwise_kernel(const TypedEltwiseProblem& p
   const size_t operands = p.op == TypedOp::where ? 3
                           : p.op == TypedOp::logical_not || p.op == TypedOp::is_nan ||
                                   p.op == TypedOp::is_inf || p.op == TypedOp::sign ||
-                                  p.op == TypedOp::cast || p.op == TypedOp::expand
+                                  p.op == TypedOp::cast || p.op == TypedOp::expand ||
+                                  p.op == TypedOp::math
                               ? 1
                               : 2;
   constexpr size_t kR = kTypedRank;
@@ -449,9 +467,13 @@ std::unique_ptr<Kernel> create_typed_eltwise_kernel(const TypedEltwiseProblem& p
   std::string why;
   const TypedRowFn fn = select(p, isa, s, &why);
   if (!fn) return no(why);
+  std::string op = op_name(p.op);
+  if (p.op == TypedOp::math) {  // (sin, cos, ...)
+    op = math_op_name(p.math);
+    std::transform(op.begin(), op.end(), op.begin(), [](char c) { return char(std::tolower(c)); });
+  }
   return std::make_unique<TypedEltwiseKernel>(p, fn,
-                                              std::string(op_name(p.op)) + "_" +
-                                                  dtype_name(p.x_type[operands - 1]) + "_" +
+                                              op + "_" + dtype_name(p.x_type[operands - 1]) + "_" +
                                                   dtype_name(p.y_type) + "__" + isa_name(isa));
 }
 

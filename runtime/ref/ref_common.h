@@ -166,6 +166,7 @@ KILN_REF_KERNEL(split);
 KILN_REF_KERNEL(slice);
 KILN_REF_KERNEL(gather);
 KILN_REF_KERNEL(gather_elements);
+KILN_REF_KERNEL(math_unary);  // Sin .. Atanh (graph/unary_math.h)
 KILN_REF_KERNEL(shape_op);
 KILN_REF_KERNEL(pad);
 KILN_REF_KERNEL(channel_shuffle);

@@ -5,6 +5,7 @@
 #include <type_traits>
 
 #include "graph/post_ops.h"
+#include "graph/unary_math.h"
 #include "runtime/ref/ref_common.h"
 
 namespace kiln::ref {
@@ -121,6 +122,12 @@ void is_inf(const Node& node, const Inputs& in, const Outputs& out) {
   const bool pos = node.attr_i("detect_positive", 1) != 0;
   auto f = [&](float v) { return std::isinf(v) && (v > 0 ? pos : neg); };
   unary<decltype(f), uint8_t>(node, in, out, f);
+}
+
+void math_unary(const Node& node, const Inputs& in, const Outputs& out) {
+  const std::optional<MathOp> op = math_op(node.op);
+  if (!op) node.fail(Code::internal, "not a trigonometric op");
+  unary(node, in, out, [&](float x) { return apply_math(*op, x); });
 }
 
 void glue_unary(const Node& node, const Inputs& in, const Outputs& out) {

@@ -17,7 +17,8 @@ TEST_CASE("op table lists every supported op once with sane bounds") {
       "Reshape", "Squeeze", "Unsqueeze", "Transpose", "Concat", "Split", "Slice", "Gather",
       "GatherElements", "ScatterND", "Shape", "Constant", "If", "Pad", "Softmax", "ReduceMean",
       "Pow", "Sqrt", "Erf", "ChannelShuffle", "Gelu", "LayerNormalization", "Exp", "Log", "Neg",
-      "Abs", "Reciprocal", "Floor", "Ceil", "Round", "Elu", "Selu", "Celu", "Softplus", "Softsign",
+      "Abs", "Reciprocal", "Floor", "Ceil", "Round", "Sin", "Cos", "Tan", "Asin", "Acos", "Atan",
+      "Sinh", "Cosh", "Asinh", "Acosh", "Atanh", "Elu", "Selu", "Celu", "Softplus", "Softsign",
       "Mish", "ThresholdedRelu", "PRelu",
       // the reductions (branch reduce)
       "ReduceSum", "ReduceMax", "ReduceMin", "ReduceProd", "ReduceL1", "ReduceL2", "ReduceLogSum",
