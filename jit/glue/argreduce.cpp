@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <cstring>
 
+#include "jit/glue/axis_tiles.h"
 #include "jit/glue/glue.h"
 
 namespace kiln {
@@ -96,20 +97,15 @@ void pick(Isa isa, StripFn* s, RowFn* r) {
 class ArgReduceKernel final : public Kernel {
  public:
   ArgReduceKernel(const ArgReduceProblem& p, Isa isa, std::string name)
-      : p_(p), name_(std::move(name)) {
+      : p_(p), name_(std::move(name)), tiles_(p.outer, p.n, p.inner, kStrip) {
     if (p.max)
       p.last ? pick<true, true>(isa, &strip_, &row_) : pick<true, false>(isa, &strip_, &row_);
     else
       p.last ? pick<false, true>(isa, &strip_, &row_) : pick<false, false>(isa, &strip_, &row_);
-    strips_ = (p.inner + kStrip - 1) / kStrip;
-    // inner == 1: several rows per tile, ~16K elements.
-    rows_ = p.inner == 1 ? std::max<int64_t>(1, 16384 / p.n) : 1;
   }
 
   const std::string& name() const override { return name_; }
-  int64_t tiles() const override {
-    return p_.inner == 1 ? (p_.outer + rows_ - 1) / rows_ : p_.outer * strips_;
-  }
+  int64_t tiles() const override { return tiles_.count(); }
   int64_t scratch_bytes() const override {
     return p_.inner == 1 ? 0 : kStrip * int64_t(sizeof(float) + sizeof(int64_t));
   }
@@ -117,17 +113,16 @@ class ArgReduceKernel final : public Kernel {
   void run(const KernelArgs& a, int64_t begin, int64_t end) const override {
     const float* x = a.src[0];
     for (int64_t t = begin; t < end; ++t) {
+      const AxisTiles::Tile tl = tiles_[t];
       if (p_.inner == 1) {
-        const int64_t o1 = std::min(p_.outer, (t + 1) * rows_);
-        for (int64_t o = t * rows_; o < o1; ++o) put(a, o, 0, 1, nullptr, row_(x + o * p_.n, p_.n));
+        for (int64_t o = tl.o0; o < tl.o1; ++o) put(a, o, 0, 1, nullptr, row_(x + o * p_.n, p_.n));
         continue;
       }
-      const int64_t o = t / strips_, i0 = t % strips_ * kStrip;
-      const int64_t w = std::min(kStrip, p_.inner - i0);
+      const int64_t w = tl.i1 - tl.i0;
       float* best = scratch_floats(a);
       auto* idx = reinterpret_cast<int64_t*>(best + kStrip);
-      strip_(x + o * p_.n * p_.inner + i0, p_.n, p_.inner, w, best, idx);
-      put(a, o, i0, w, idx, 0);
+      strip_(x + tl.o0 * p_.n * p_.inner + tl.i0, p_.n, p_.inner, w, best, idx);
+      put(a, tl.o0, tl.i0, w, idx, 0);
     }
   }
 
@@ -153,7 +148,7 @@ class ArgReduceKernel final : public Kernel {
   std::string name_;
   StripFn strip_ = nullptr;
   RowFn row_ = nullptr;
-  int64_t strips_ = 1, rows_ = 1;
+  AxisTiles tiles_;
 };
 
 }  // namespace

@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cstdint>
 
+#include "jit/glue/axis_tiles.h"
 #include "jit/glue/glue.h"
 
 namespace kiln {
@@ -58,6 +59,14 @@ void scan_row(const T* x, T* y, int64_t n, bool exclusive, bool reverse) {
   }
 }
 
+// v's lanes moved K places towards the scan's end (up; down when reversed), zeros shifted in.
+template <int K>
+__attribute__((target("avx512f"))) KILN_INLINE __m512 shift_lanes(__m512 v, bool reverse) {
+  const __m512i x = _mm512_castps_si512(v), z = _mm512_setzero_si512();
+  return _mm512_castsi512_ps(reverse ? _mm512_alignr_epi32(z, x, K)
+                                     : _mm512_alignr_epi32(x, z, 16 - K));
+}
+
 // One contiguous f32 row on AVX-512: chunks of 16 in scan order, each scanned in-register. An
 // exclusive scan is the inclusive scan of x shifted by one element towards the scan's end (the
 // element shifted in at the start is 0): the chunk loads from x + j - 1 (+ 1 reversed) with the
@@ -81,24 +90,11 @@ __attribute__((target("avx512f"))) void scan_row_avx512(const float* x, float* y
     __m512 v = _mm512_maskz_loadu_ps(
         __mmask16(lm), reinterpret_cast<const float*>(reinterpret_cast<intptr_t>(x) +
                                                       (j + s) * int64_t(sizeof(float))));
-    const __m512i vz = _mm512_castps_si512(v), zi = _mm512_castps_si512(zero);
-    if (!reverse) {  // lane l += lanes below it
-      v = _mm512_add_ps(v, _mm512_castsi512_ps(_mm512_alignr_epi32(vz, zi, 15)));
-      __m512i t = _mm512_castps_si512(v);
-      v = _mm512_add_ps(v, _mm512_castsi512_ps(_mm512_alignr_epi32(t, zi, 14)));
-      t = _mm512_castps_si512(v);
-      v = _mm512_add_ps(v, _mm512_castsi512_ps(_mm512_alignr_epi32(t, zi, 12)));
-      t = _mm512_castps_si512(v);
-      v = _mm512_add_ps(v, _mm512_castsi512_ps(_mm512_alignr_epi32(t, zi, 8)));
-    } else {  // lane l += lanes above it
-      v = _mm512_add_ps(v, _mm512_castsi512_ps(_mm512_alignr_epi32(zi, vz, 1)));
-      __m512i t = _mm512_castps_si512(v);
-      v = _mm512_add_ps(v, _mm512_castsi512_ps(_mm512_alignr_epi32(zi, t, 2)));
-      t = _mm512_castps_si512(v);
-      v = _mm512_add_ps(v, _mm512_castsi512_ps(_mm512_alignr_epi32(zi, t, 4)));
-      t = _mm512_castps_si512(v);
-      v = _mm512_add_ps(v, _mm512_castsi512_ps(_mm512_alignr_epi32(zi, t, 8)));
-    }
+    // Lane l += the lanes before it in scan order (below it; above it reversed).
+    v = _mm512_add_ps(v, shift_lanes<1>(v, reverse));
+    v = _mm512_add_ps(v, shift_lanes<2>(v, reverse));
+    v = _mm512_add_ps(v, shift_lanes<4>(v, reverse));
+    v = _mm512_add_ps(v, shift_lanes<8>(v, reverse));
     v = _mm512_add_ps(v, carry);
     _mm512_mask_storeu_ps(
         reinterpret_cast<float*>(reinterpret_cast<intptr_t>(y) + j * int64_t(sizeof(float))),
@@ -110,15 +106,10 @@ __attribute__((target("avx512f"))) void scan_row_avx512(const float* x, float* y
 class CumSumKernel final : public Kernel {
  public:
   CumSumKernel(const CumSumProblem& p, Isa isa, std::string name)
-      : p_(p), isa_(isa), name_(std::move(name)) {
-    strips_ = (p.inner + kScanStrip - 1) / kScanStrip;
-    rows_ = p.inner == 1 ? std::max<int64_t>(1, 16384 / p.n) : 1;
-  }
+      : p_(p), isa_(isa), name_(std::move(name)), tiles_(p.outer, p.n, p.inner, kScanStrip) {}
 
   const std::string& name() const override { return name_; }
-  int64_t tiles() const override {
-    return p_.inner == 1 ? (p_.outer + rows_ - 1) / rows_ : p_.outer * strips_;
-  }
+  int64_t tiles() const override { return tiles_.count(); }
 
   void run(const KernelArgs& a, int64_t begin, int64_t end) const override {
     if (p_.int64)
@@ -133,9 +124,9 @@ class CumSumKernel final : public Kernel {
   void run_typed(const T* x, T* y, int64_t begin, int64_t end) const {
     const int64_t n = p_.n, inner = p_.inner;
     for (int64_t t = begin; t < end; ++t) {
+      const AxisTiles::Tile tl = tiles_[t];
       if (inner == 1) {
-        const int64_t o1 = std::min(p_.outer, (t + 1) * rows_);
-        for (int64_t o = t * rows_; o < o1; ++o) {
+        for (int64_t o = tl.o0; o < tl.o1; ++o) {
           if constexpr (std::is_same_v<T, float>) {
             if (isa_ == Isa::avx512) {
               scan_row_avx512(x + o * n, y + o * n, n, p_.exclusive, p_.reverse);
@@ -146,8 +137,7 @@ class CumSumKernel final : public Kernel {
         }
         continue;
       }
-      const int64_t o = t / strips_, i0 = t % strips_ * kScanStrip;
-      const int64_t w = std::min(kScanStrip, inner - i0), off = o * n * inner + i0;
+      const int64_t w = tl.i1 - tl.i0, off = tl.o0 * n * inner + tl.i0;
       (isa_ == Isa::avx512 ? scan_strip_avx512<T> : scan_strip_avx2<T>)(x + off, y + off, n, inner,
                                                                         w, p_.exclusive,
                                                                         p_.reverse);
@@ -157,7 +147,7 @@ class CumSumKernel final : public Kernel {
   CumSumProblem p_;
   Isa isa_;
   std::string name_;
-  int64_t strips_ = 1, rows_ = 1;
+  AxisTiles tiles_;
 };
 
 }  // namespace

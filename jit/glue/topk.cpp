@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cstdint>
 
+#include "jit/glue/axis_tiles.h"
 #include "jit/glue/glue.h"
 
 namespace kiln {
@@ -69,16 +70,12 @@ class TopKKernel final : public Kernel {
   TopKKernel(const TopKProblem& p, Isa isa, std::string name)
       : p_(p),
         name_(std::move(name)),
-        next_(isa == Isa::avx512 ? &topk_next_avx512 : &topk_next_avx2) {
-    heap_ = p.k > kMaxSortedK;
-    strips_ = (p.inner + kTopKStrip - 1) / kTopKStrip;
-    rows_ = p.inner == 1 ? std::max<int64_t>(1, 16384 / p.n) : 1;
-  }
+        next_(isa == Isa::avx512 ? &topk_next_avx512 : &topk_next_avx2),
+        heap_(p.k > kMaxSortedK),
+        tiles_(p.outer, p.n, p.inner, kTopKStrip) {}
 
   const std::string& name() const override { return name_; }
-  int64_t tiles() const override {
-    return p_.inner == 1 ? (p_.outer + rows_ - 1) / rows_ : p_.outer * strips_;
-  }
+  int64_t tiles() const override { return tiles_.count(); }
   int64_t scratch_bytes() const override {
     const int64_t column = p_.inner == 1 ? 0 : p_.n * 4;     // a gathered column
     const int64_t work = p_.k * int64_t(sizeof(TopKEntry));  // the best k
@@ -90,17 +87,15 @@ class TopKKernel final : public Kernel {
     auto* col = static_cast<float*>(a.scratch);
     void* work = static_cast<char*>(a.scratch) + (p_.inner == 1 ? 0 : (p_.n * 4 + 63) / 64 * 64);
     for (int64_t t = begin; t < end; ++t) {
+      const AxisTiles::Tile tl = tiles_[t];
       if (p_.inner == 1) {
-        const int64_t o1 = std::min(p_.outer, (t + 1) * rows_);
-        for (int64_t o = t * rows_; o < o1; ++o) row(a, x + o * p_.n, o * p_.k, 1, work);
+        for (int64_t o = tl.o0; o < tl.o1; ++o) row(a, x + o * p_.n, o * p_.k, 1, work);
         continue;
       }
-      const int64_t o = t / strips_, i0 = t % strips_ * kTopKStrip;
-      const int64_t i1 = std::min(p_.inner, i0 + kTopKStrip);
-      const float* xo = x + o * p_.n * p_.inner;
-      for (int64_t i = i0; i < i1; ++i) {
+      const float* xo = x + tl.o0 * p_.n * p_.inner;
+      for (int64_t i = tl.i0; i < tl.i1; ++i) {
         for (int64_t j = 0; j < p_.n; ++j) col[j] = xo[j * p_.inner + i];
-        row(a, col, o * p_.k * p_.inner + i, p_.inner, work);
+        row(a, col, tl.o0 * p_.k * p_.inner + i, p_.inner, work);
       }
     }
   }
@@ -154,8 +149,8 @@ class TopKKernel final : public Kernel {
   TopKProblem p_;
   std::string name_;
   NextFn next_;
-  bool heap_ = false;
-  int64_t strips_ = 1, rows_ = 1;
+  bool heap_;
+  AxisTiles tiles_;
 };
 
 }  // namespace
