@@ -61,7 +61,7 @@ void scan_row(const T* x, T* y, int64_t n, bool exclusive, bool reverse) {
 
 // v's lanes moved K places towards the scan's end (up; down when reversed), zeros shifted in.
 template <int K>
-__attribute__((target("avx512f"))) KILN_INLINE __m512 shift_lanes(__m512 v, bool reverse) {
+KILN_INLINE __attribute__((target("avx512f"))) __m512 shift_lanes(__m512 v, bool reverse) {
   const __m512i x = _mm512_castps_si512(v), z = _mm512_setzero_si512();
   return _mm512_castsi512_ps(reverse ? _mm512_alignr_epi32(z, x, K)
                                      : _mm512_alignr_epi32(x, z, 16 - K));
