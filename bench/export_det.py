@@ -9,11 +9,18 @@
 # - centernet: a CenterNet-style detector with its decoding in the graph (3x3 max-pool peaks,
 #   top-K over classes x pixels, floor division and % for class and pixel, torch.gather of
 #   sizes and offsets at the peaks), 256x256.
-# Writes OUT/NAME.onnx with .input.npy and PyTorch's output .ref.npy, for `kiln bench --check`
-# and bench/zoo_bench.py. Needs python3-torch, -torchvision, -onnx.
+# - *_full: the whole torchvision detector as torch.onnx.export writes it, box decoding, score
+#   thresholds, per-class NMS (NonZero, NonMaxSuppression, an If on the number of boxes) and the
+#   top detections in the graph: outputs boxes [N, 4], scores [N], labels [N] with N decided per
+#   run (Kiln runs them from the first data-dependent op on per run, graph/dynamic.h). Score
+#   thresholds are set low (random weights give low scores) so that NMS has thousands of boxes.
+# Writes OUT/NAME.onnx with .input.npy and PyTorch's output .ref.npy (the full detectors also
+# .ref1.npy, .ref2.npy: scores and labels), for `kiln bench --check`, bench/zoo_bench.py and
+# bench/det_check.py. Needs python3-torch, -torchvision, -onnx.
 import argparse, os
 
 import numpy as np
+import onnx
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
@@ -68,6 +75,27 @@ class CenterNet(nn.Module):
                             cy + whk[..., 1] / 2, scores, cls.float()], 2)
 
 
+class DenseView(DenseHeads):
+    """DenseHeads over a detector already built (to calibrate a Full one's BatchNorms: the
+    whole detector cannot run in train mode without targets)."""
+
+    def __init__(self, m):
+        nn.Module.__init__(self)
+        self.m, self.kind = m, "dense"
+
+
+class Full(nn.Module):
+    """A whole torchvision detector: image 0's boxes, scores and labels."""
+
+    def __init__(self, make, **kw):
+        super().__init__()
+        self.m = make(weights=None, weights_backbone=None, **kw).eval()
+
+    def forward(self, x):
+        d = self.m(x)[0]
+        return d["boxes"], d["scores"], d["labels"]
+
+
 # name: (constructor, input shape)
 MODELS = {
     "retinanet_r50_fpn_v2": (lambda: DenseHeads(D.retinanet_resnet50_fpn_v2, "dense"),
@@ -79,7 +107,28 @@ MODELS = {
     "frcnn_mbv3_rpn": (lambda: DenseHeads(D.fasterrcnn_mobilenet_v3_large_fpn, "rpn"),
                        (1, 3, 320, 416)),
     "centernet": (CenterNet, (1, 3, 256, 256)),
+    # min_size / max_size = the input's, so the detector's transform does not resize it.
+    "retinanet_full": (lambda: Full(D.retinanet_resnet50_fpn_v2, score_thresh=0.0, min_size=384,
+                                    max_size=512), (1, 3, 384, 512)),
+    "fcos_full": (lambda: Full(D.fcos_resnet50_fpn, score_thresh=0.0, min_size=384,
+                               max_size=512), (1, 3, 384, 512)),
+    "ssd300_full": (lambda: Full(D.ssd300_vgg16, score_thresh=0.0), (1, 3, 300, 300)),
+    "ssdlite320_full": (lambda: Full(D.ssdlite320_mobilenet_v3_large), (1, 3, 320, 320)),
 }
+
+
+def export_full(net, x, base, opset):
+    """A full detector: BASE.onnx, .input.npy, and PyTorch's boxes / scores / labels as
+    .ref.npy / .ref1.npy / .ref2.npy; returns the boxes."""
+    with torch.no_grad():
+        refs = [t.numpy() for t in net(torch.from_numpy(x))]
+    torch.onnx.export(net, torch.from_numpy(x), base + ".onnx", opset_version=opset,
+                      input_names=["input"], output_names=["boxes", "scores", "labels"])
+    onnx.checker.check_model(onnx.load(base + ".onnx"))
+    np.save(base + ".input.npy", x)
+    for i, r in enumerate(refs):
+        np.save(base + (".ref.npy" if i == 0 else f".ref{i}.npy"), r)
+    return refs[0]
 
 
 def main():
@@ -94,9 +143,15 @@ def main():
         make, shape = MODELS[name]
         torch.manual_seed(SEED)
         net = make()
-        nbn = calibrate_bn(net, (2, *shape[1:]), SEED + 1)
+        nbn = calibrate_bn(DenseView(net.m) if isinstance(net, Full) else net, (2, *shape[1:]),
+                           SEED + 1)
+        net.eval()
         x = np.random.default_rng(SEED).random(shape, dtype=np.float32)
-        ref = export_case(net, x, os.path.join(args.out, name), args.opset, "input", "output")
+        base = os.path.join(args.out, name)
+        if isinstance(net, Full):
+            ref = export_full(net, x, base, args.opset)
+        else:
+            ref = export_case(net, x, base, args.opset, "input", "output")
         print(f"{name}: bn={nbn} out={list(ref.shape)} absmax={float(np.abs(ref).max()):.3g}",
               flush=True)
 

@@ -278,7 +278,13 @@ void infer_conv_transpose(Graph& g, Node& n) {
   } else if (auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER") {
     for (size_t i = 0; i < kSpatial; ++i) want.push_back(x[2 + i] * strides[i]);
   } else if (auto_pad == "NOTSET") {
-    pads = spatial_attr(n, "pads", 2 * kSpatial, 0, 0);
+    // End pads may be negative in the canonical form (output_padding folded in), which a
+    // second inference (graph/dynamic.h's split, then the passes) reads back.
+    pads = spatial_attr(n, "pads", 2 * kSpatial, 0, -kMaxAttr + 1);
+    for (size_t i = 0; i < kSpatial; ++i)
+      if (pads[i] < 0)
+        n.fail(Code::invalid_model, "attribute 'pads' = " + ints_str(pads) +
+                                        " has a negative begin pad (expected >= 0)");
   } else if (auto_pad != "VALID") {
     n.fail(Code::invalid_model, "unknown auto_pad '" + auto_pad + "'");
   }

@@ -67,7 +67,7 @@ void infer_concat(Graph& g, Node& n) {
 }
 
 void infer_split(Graph& g, Node& n) {
-  expect_dtype(g, n, 0, DType::f32, Code::unsupported);
+  const DType dtype = expect_f32_or_i64(g, n, 0);
   reject_attr(n, "split");
   const Shape& x = input(g, n, 0).shape;
   expect_min_rank(g, n, 0, 1);
@@ -118,7 +118,7 @@ void infer_split(Graph& g, Node& n) {
   for (size_t i = 0; i < sizes.size(); ++i) {
     Shape out = x;
     out[size_t(axis)] = sizes[i];
-    set_output(g, n, i, DType::f32, out);
+    set_output(g, n, i, dtype, out);
   }
 }
 
@@ -209,6 +209,24 @@ void infer_scatter_nd(Graph& g, Node& n) {
                                     ", expected " + shape_str(want) + " for data " + shape_str(x) +
                                     " and indices " + shape_str(idx));
   set_output(g, n, 0, d, x);
+}
+
+void infer_gather_nd(Graph& g, Node& n) {
+  const DType d = input(g, n, 0).dtype;
+  expect_dtype(g, n, 1, DType::i64);
+  const Shape& x = input(g, n, 0).shape;
+  const Shape& idx = input(g, n, 1).shape;
+  const int64_t b = n.attr_i("batch_dims", 0);
+  if (b < 0 || b >= int64_t(idx.size()) || b >= int64_t(x.size()) ||
+      !std::equal(x.begin(), x.begin() + b, idx.begin()))
+    n.fail(Code::invalid_model, "batch_dims " + std::to_string(b) + " does not fit data " +
+                                    shape_str(x) + " and indices " + shape_str(idx));
+  if (idx.back() < 1 || b + idx.back() > int64_t(x.size()))
+    n.fail(Code::invalid_model,
+           "indices shape " + shape_str(idx) + " does not index data of shape " + shape_str(x));
+  Shape y(idx.begin(), idx.end() - 1);
+  y.insert(y.end(), x.begin() + b + idx.back(), x.end());
+  set_output(g, n, 0, d, y);
 }
 
 void infer_pad(Graph& g, Node& n) {

@@ -201,7 +201,7 @@ void set_output(Graph& g, const Node& n, size_t i, DType dtype, Shape shape) {
                                   " elements), more than Kiln's limit of 2^31 elements");
   // Empty int64 tensors are meaningful in shape arithmetic (Shape of a scalar); an empty
   // float activation is not something any CNN kernel here is written for.
-  if (numel == 0 && dtype == DType::f32)
+  if (numel == 0 && dtype == DType::f32 && !g.runtime_shapes)
     n.fail(Code::unsupported,
            "output '" + v.name + "' would be empty (shape " + shape_str(shape) + ")");
   v.dtype = dtype;

@@ -112,6 +112,9 @@ void infer_topk(Graph& g, Node& n);
 void infer_cumsum(Graph& g, Node& n);
 void infer_if(Graph& g, Node& n);  // graph/inline_if.cpp
 void infer_grid_sample(Graph& g, Node& n);
+// infer_dynamic.cpp: output sizes that depend on the data; every input must be constant.
+void infer_nonzero(Graph& g, Node& n);
+void infer_nms(Graph& g, Node& n);  // NonMaxSuppression
 // infer_shape_ops.cpp
 void infer_flatten(Graph& g, Node& n);
 void infer_reshape(Graph& g, Node& n);
@@ -132,6 +135,7 @@ void infer_slice(Graph& g, Node& n);
 void infer_gather(Graph& g, Node& n);
 void infer_gather_elements(Graph& g, Node& n);
 void infer_scatter_nd(Graph& g, Node& n);
+void infer_gather_nd(Graph& g, Node& n);
 void infer_pad(Graph& g, Node& n);
 void infer_channel_shuffle(Graph& g, Node& n);  // graph/channel_shuffle.h
 // infer_resize.cpp

@@ -225,6 +225,17 @@ struct Graph {
   // Set by an import that borrows the caller's model bytes (ImportOptions::borrow): constants
   // alias them until own_borrowed() copies what is still needed.
   std::shared_ptr<void> borrowed;
+  // The element type and dims each graph output declares in the model (dims -1 where symbolic
+  // or not given; no dims when the model gives no shape), by name. What Kiln reports for an
+  // output whose shape each run decides (graph/dynamic.h).
+  struct Declared {
+    std::optional<DType> dtype;
+    std::optional<Shape> dims;
+  };
+  std::map<std::string, Declared> declared_outputs;
+  // A graph run with every input known (graph/dynamic.h's run-time tail): shapes follow the
+  // data, so empty tensors (no detection left) are allowed.
+  bool runtime_shapes = false;
 
   ValueId add_value(std::string name, DType dtype = DType::f32);
   ValueId add_const(std::string name, Tensor t);

@@ -311,6 +311,37 @@ DType elem_type(int32_t t, const std::string& what) {
                               "int64 and bool inputs and outputs");
 }
 
+// A graph output's declared element type (as Kiln holds it: int32 as int64, float16 as float32)
+// and dims; what the model does not say stays unset.
+Graph::Declared declared_type(const onnx::ValueInfoProto& vi) {
+  Graph::Declared d;
+  if (!vi.type().has_tensor_type()) return d;
+  const auto& tt = vi.type().tensor_type();
+  switch (tt.elem_type()) {
+    case onnx::TensorProto::FLOAT:
+    case onnx::TensorProto::FLOAT16:
+    case onnx::TensorProto::BFLOAT16:
+      d.dtype = DType::f32;
+      break;
+    case onnx::TensorProto::INT64:
+    case onnx::TensorProto::INT32:
+      d.dtype = DType::i64;
+      break;
+    case onnx::TensorProto::BOOL:
+      d.dtype = DType::boolean;
+      break;
+    default:
+      break;
+  }
+  if (tt.has_shape() && tt.shape().dim_size() <= kMaxRank) {
+    Shape dims;
+    for (const auto& dim : tt.shape().dim())
+      dims.push_back(dim.has_dim_value() && dim.dim_value() >= 0 ? dim.dim_value() : -1);
+    d.dims = std::move(dims);
+  }
+  return d;
+}
+
 void import_input(Graph& g, const onnx::ValueInfoProto& vi, const ImportOptions& opts) {
   std::string what = "graph input '" + vi.name() + "'";
   if (vi.name().empty()) fail(Code::invalid_model, "a graph input has no name");
@@ -633,6 +664,7 @@ Graph import_source(const Source& src, const ImportOptions& opts) {
     if (v == kNoValue)
       fail(Code::invalid_model, "graph output '" + vi.name() + "' is produced by no node");
     g.outputs.push_back(v);
+    g.declared_outputs[vi.name()] = declared_type(vi);
   }
   if (g.outputs.empty()) fail(Code::invalid_model, "the graph has no outputs");
   check_quantized_tensors(gp, g);

@@ -62,15 +62,54 @@ bool is_graph_input(const Graph& g, ValueId v) {
 }  // namespace
 
 int infer_shapes(Graph& g, const Evaluator* fold) {
+  InferOptions o;
+  o.fold = fold;
+  return infer_shapes(g, o);
+}
+
+namespace {
+// Ops whose output sizes follow their input values (graph/infer_dynamic.cpp): inference
+// computes them, so it folds them whenever it can infer them at all.
+bool data_dependent(const Node& n) {
+  return n.op == "NonZero" || n.op == "NonMaxSuppression";
+}
+}  // namespace
+
+int infer_shapes(Graph& g, const InferOptions& o) {
+  const Evaluator* fold = o.fold;
   std::vector<Node> kept;
   kept.reserve(g.nodes.size());
   int folded = 0;
   int64_t folded_bytes = 0, folded_work = 0;
+  std::vector<bool> at_run_time;  // per value: computed by a node moved to o.tail
+  auto runtime_value = [&](ValueId v) {
+    return v != kNoValue && size_t(v) < at_run_time.size() && at_run_time[size_t(v)];
+  };
+  auto computed = [&](ValueId v) { return v != kNoValue && !g.value(v).is_const(); };
+  auto to_tail = [&](const Node& n) {
+    for (ValueId v : n.inputs)
+      if (runtime_value(v)) return true;
+    if (data_dependent(n)) return std::any_of(n.inputs.begin(), n.inputs.end(), computed);
+    return n.op == "If" && !n.inputs.empty() && computed(n.inputs[0]);
+  };
   // (A function: an If is replaced by the nodes of the branch it takes, stepped through first.)
   std::function<void(Node&)> step = [&](Node& n) {
+    if (o.tail && to_tail(n)) {
+      for (ValueId v : n.outputs)
+        if (v != kNoValue) {
+          if (at_run_time.size() <= size_t(v)) at_run_time.resize(g.values.size(), false);
+          at_run_time[size_t(v)] = true;
+        }
+      o.tail->push_back(std::move(n));
+      return;
+    }
     infer_node(g, n);
     if (n.op == "If") {
       for (Node& m : inline_if(g, n)) step(m);
+      return;
+    }
+    if (data_dependent(n)) {  // inference computed the outputs
+      ++folded;
       return;
     }
     bool foldable = fold != nullptr;
@@ -81,13 +120,15 @@ int infer_shapes(Graph& g, const Evaluator* fold) {
     for (ValueId v : n.outputs) {
       if (v == kNoValue) continue;
       int64_t numel = shape_numel(g.value(v).shape);
-      if (numel > kMaxFoldElements) foldable = false;
+      if (numel > kMaxFoldElements && !o.unlimited) foldable = false;
       bytes += numel * int64_t(dtype_size(g.value(v).dtype));
     }
-    if (foldable && folded_bytes + bytes > kMaxFoldTotalBytes) foldable = false;
-    const int64_t work = foldable ? fold_work(g, n) : 0;
-    if (work > kMaxFoldWork || folded_work + work > kMaxFoldTotalWork) foldable = false;
-    if (foldable) folded_bytes += bytes, folded_work += work;
+    if (foldable && !o.unlimited) {
+      if (folded_bytes + bytes > kMaxFoldTotalBytes) foldable = false;
+      const int64_t work = foldable ? fold_work(g, n) : 0;
+      if (work > kMaxFoldWork || folded_work + work > kMaxFoldTotalWork) foldable = false;
+      if (foldable) folded_bytes += bytes, folded_work += work;
+    }
     if (!foldable) {
       kept.push_back(std::move(n));
       return;

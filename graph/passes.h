@@ -23,6 +23,19 @@ using Evaluator = std::function<void(const Node&, const std::vector<const Tensor
 // (inline_if), which are inferred and folded in turn. Returns the number of nodes folded.
 int infer_shapes(Graph& g, const Evaluator* fold = nullptr);
 
+// infer_shapes with the choices graph/dynamic.h needs.
+struct InferOptions {
+  const Evaluator* fold = nullptr;
+  // Fold every node whatever its size or cost (a run-time tail, where every input is known and
+  // the nodes must run anyway): the load-time limits on folded bytes and work do not apply.
+  bool unlimited = false;
+  // When set, a node whose output sizes depend on data known only at run time (NonZero or
+  // NonMaxSuppression on a computed input, an If on a computed condition) and every node that
+  // reads what such a node computes are not inferred but moved here, in order.
+  std::vector<Node>* tail = nullptr;
+};
+int infer_shapes(Graph& g, const InferOptions& o);
+
 // The nodes that replace If node n, whose condition is a constant: the branch taken, its names
 // resolved (renamed where g uses them already) and each node canonicalized (graph/canonicalize.h),
 // then an Identity per output of n (graph/inline_if.cpp).

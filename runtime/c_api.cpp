@@ -28,6 +28,10 @@ struct kiln_status {
   std::string message;
 };
 
+struct kiln_outputs {
+  std::vector<kiln::Tensor> tensors;
+};
+
 struct kiln_session {
   std::unique_ptr<kiln::Session> impl;
   std::once_flag plan_once;  // plan_json is made on the first kiln_session_plan_json
@@ -225,6 +229,7 @@ const kiln::IoInfo& io_at(const kiln_session* s, bool input, size_t index) {
 }
 
 size_t io_bytes(const kiln::IoInfo& io) {
+  kiln::require_static(io);
   return size_t(kiln::shape_numel(io.shape)) * kiln::dtype_size(io.dtype);
 }
 
@@ -531,6 +536,53 @@ KILN_API kiln_status* kiln_session_run(const kiln_session* session, const void* 
   });
 }
 
+KILN_API kiln_status* kiln_session_output_dynamic(const kiln_session* session, size_t index,
+                                                  int32_t* out_dynamic) {
+  return guarded("kiln_session_output_dynamic", [&] {
+    const kiln::IoInfo& io = io_at(session, false, index);
+    require(out_dynamic, "out_dynamic");
+    *out_dynamic = io.dynamic ? 1 : 0;
+  });
+}
+
+KILN_API kiln_status* kiln_session_run_outputs(const kiln_session* session,
+                                               const void* const* inputs, const size_t* input_bytes,
+                                               size_t input_count, kiln_outputs** out_outputs) {
+  return guarded("kiln_session_run_outputs", [&] {
+    const kiln::Session& sess = session_of(session);
+    require(out_outputs, "out_outputs");
+    std::vector<kiln::Tensor> in =
+        wrap_buffers(sess.inputs(), "input", "inputs", "input_bytes",
+                     const_cast<void* const*>(inputs), input_bytes, input_count);
+    auto out = std::make_unique<kiln_outputs>();
+    out->tensors = sess.run(in);
+    *out_outputs = out.release();
+  });
+}
+
+KILN_API kiln_status* kiln_outputs_get(const kiln_outputs* outputs, size_t index,
+                                       const void** out_data, const int64_t** out_dims,
+                                       size_t* out_rank) {
+  static const int64_t kNoDims[1] = {0};
+  return guarded("kiln_outputs_get", [&] {
+    require(outputs, "outputs");
+    require(out_data, "out_data");
+    require(out_dims, "out_dims");
+    require(out_rank, "out_rank");
+    if (index >= outputs->tensors.size())
+      kiln::fail(Code::invalid_argument, "output index " + num(index) + " is out of range (" +
+                                             num(outputs->tensors.size()) + " outputs)");
+    const kiln::Tensor& t = outputs->tensors[index];
+    *out_data = t.raw();
+    *out_dims = t.shape().empty() ? kNoDims : t.shape().data();
+    *out_rank = t.shape().size();
+  });
+}
+
+KILN_API void kiln_outputs_release(kiln_outputs* outputs) {
+  delete outputs;
+}
+
 KILN_API kiln_status* kiln_session_output_shape_for_batch(const kiln_session* session,
                                                           int64_t batch, size_t index,
                                                           int64_t* dims, size_t capacity,
@@ -576,8 +628,7 @@ KILN_API kiln_status* kiln_session_profile_json(const kiln_session* session, int
     require(out_json, "out_json");
     if (runs < 1 || runs > 100000)
       kiln::fail(Code::invalid_argument, "runs is " + num(runs) + ", expected 1..100000");
-    std::vector<kiln::Tensor> ins = kiln::random_inputs(sess), outs;
-    for (const kiln::IoInfo& io : sess.outputs()) outs.emplace_back(io.dtype, io.shape);
+    std::vector<kiln::Tensor> ins = kiln::random_inputs(sess), outs = kiln::make_outputs(sess);
     const std::string json = kiln::profile_json(sess, kiln::profile_layers(sess, ins, outs, runs));
     char* copy = static_cast<char*>(std::malloc(json.size() + 1));
     if (!copy) throw std::bad_alloc();

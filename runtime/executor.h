@@ -24,6 +24,7 @@ struct RunProfile {
     double begin_us, end_us;  // since the start of the run
   };
   std::vector<Event> events;
+  double tail_ms = 0;  // the run-time tail (graph/dynamic.h), set by Session::run
 };
 
 // How steps are ordered on several threads (each step's tiles always spread over all of them):

@@ -25,6 +25,12 @@ std::string machine_json();
 
 // Random normal inputs for timing (fixed seed, so runs compare); int64 inputs stay zero.
 std::vector<Tensor> random_inputs(const Session& s);
+// Buffers for s's outputs, allocated once for many runs; none for a model with dynamic outputs.
+std::vector<Tensor> make_outputs(const Session& s);
+// One run into `outputs` (from make_outputs), timed into `profile` when given; for a model with
+// dynamic outputs `outputs` become the run's (Session::run's allocating form).
+void run_into(const Session& s, const std::vector<Tensor>& inputs, std::vector<Tensor>& outputs,
+              RunProfile* profile = nullptr);
 
 // A step's op ("(convert)" for inserted layout conversions), whether it runs a reference
 // kernel, and where its node's predicted time came from ("cache", "measured", "budget",
@@ -44,7 +50,8 @@ struct LayerProfile {
   int runs = 0;
   std::vector<double> ms;   // per plan step
   double total_ms = 0;      // sum of the medians
-  double reference_ms = 0;  // of it, steps on reference kernels
+  double reference_ms = 0;  // of it, steps on reference kernels (and the tail)
+  double tail_ms = 0;       // the run-time tail (graph/dynamic.h), also in total_ms
 };
 LayerProfile profile_layers(const Session& s, const std::vector<Tensor>& inputs,
                             std::vector<Tensor>& outputs, int runs);

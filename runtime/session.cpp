@@ -9,6 +9,7 @@
 #include <utility>
 
 #include "graph/clock.h"
+#include "graph/dynamic.h"
 #include "graph/env.h"
 #include "graph/onnx_import.h"
 #include "graph/passes.h"
@@ -262,8 +263,40 @@ std::shared_ptr<const Session> Session::at_batch(int64_t batch) const {
   return slot->session;
 }
 
+// The model's outputs as the caller sees them: the planned part's, and the tail's as the model
+// declares them (their sizes are decided per run).
+std::vector<IoInfo> model_outputs(const Graph& g, const DynamicTail* tail) {
+  std::vector<IoInfo> out;
+  if (!tail) {
+    for (ValueId v : g.outputs)
+      out.push_back({g.value(v).name, g.value(v).dtype, g.value(v).shape});
+    return out;
+  }
+  for (const DynamicTail::Ref& r : tail->outputs) {
+    if (r.kind == DynamicTail::Ref::planned) {
+      const Value& v = g.value(g.outputs[r.index]);
+      out.push_back({v.name, v.dtype, v.shape});
+      continue;
+    }
+    const std::string& name = tail->graph.value(tail->graph.outputs[r.index]).name;
+    const auto it = tail->graph.declared_outputs.find(name);
+    if (it == tail->graph.declared_outputs.end() || !it->second.dtype)
+      fail(Code::unsupported, "output '" + name + "', whose size each run decides (after " +
+                                  tail->first + "), declares no element type Kiln supports");
+    out.push_back({name, *it->second.dtype, it->second.dims.value_or(Shape{}), true});
+  }
+  return out;
+}
+
 void Session::prepare(const SessionOptions& o) {
   auto t0 = Clock::now();
+  if (auto tail = split_dynamic_tail(graph_, Evaluator(run_ref))) {
+    tail_ = std::make_unique<DynamicTail>(std::move(*tail));
+    log_info(
+        "{} nodes from {} on run per run on the reference kernels: their output sizes "
+        "depend on the data",
+        tail_->graph.nodes.size(), tail_->first);
+  }
   PassStats ps = optimize(graph_, Evaluator(run_ref));
   int fused = fuse_epilogues(graph_);
   mark_int8_convs(graph_);  // (the graph is final: the QDQ convs' int8 operands, decided once)
@@ -274,8 +307,7 @@ void Session::prepare(const SessionOptions& o) {
     if (!find_ref_kernel(n.op)) n.fail(Code::unsupported, "no kernel implements operator " + n.op);
   for (ValueId v : graph_.inputs)
     inputs_.push_back({graph_.value(v).name, graph_.value(v).dtype, graph_.value(v).shape});
-  for (ValueId v : graph_.outputs)
-    outputs_.push_back({graph_.value(v).name, graph_.value(v).dtype, graph_.value(v).shape});
+  outputs_ = model_outputs(graph_, tail_.get());
   for (const IoInfo& io : inputs_)
     if (!io.shape.empty()) {
       batch_ = io.shape[0];
@@ -391,10 +423,24 @@ int64_t Session::batch_of(const std::vector<Tensor>& inputs) const {
   return batch_;
 }
 
+void require_static(const IoInfo& io) {
+  if (io.dynamic)
+    fail(Code::invalid_argument,
+         "output '" + io.name +
+             "' has a size each run decides (it follows an op such as NonMaxSuppression): run "
+             "the model with outputs Kiln allocates (kiln_session_run_outputs)");
+}
+
+// Runs into caller buffers need every output's size before the run.
+static void check_static(const std::vector<IoInfo>& outputs) {
+  for (const IoInfo& io : outputs) require_static(io);
+}
+
 void Session::run(const std::vector<Tensor>& inputs, std::vector<Tensor>& outputs) const {
   LogScope scope(log_level_);
   const int64_t b = batch_of(inputs);
   if (b != batch_) return at_batch(b)->run(inputs, outputs);
+  check_static(outputs_);
   check_io("output", outputs_, outputs);
   exec_->run(inputs, outputs);
 }
@@ -404,8 +450,42 @@ void Session::run_profiled(const std::vector<Tensor>& inputs, std::vector<Tensor
   LogScope scope(log_level_);
   const int64_t b = batch_of(inputs);
   if (b != batch_) return at_batch(b)->run_profiled(inputs, outputs, profile);
+  check_static(outputs_);
   check_io("output", outputs_, outputs);
   exec_->run(inputs, outputs, &profile);
+}
+
+std::vector<Tensor> Session::run(const std::vector<Tensor>& inputs, RunProfile* profile) const {
+  LogScope scope(log_level_);
+  const int64_t b = batch_of(inputs);
+  if (b != batch_) return at_batch(b)->run(inputs, profile);
+  std::vector<Tensor> planned;
+  for (ValueId v : graph_.outputs)
+    planned.emplace_back(graph_.value(v).dtype, graph_.value(v).shape);
+  exec_->run(inputs, planned, profile);
+  if (!tail_) return planned;
+  const auto t0 = Clock::now();
+  std::vector<Tensor> reads;
+  for (const DynamicTail::Ref& r : tail_->reads)
+    reads.push_back(r.kind == DynamicTail::Ref::model_input ? inputs[r.index] : planned[r.index]);
+  const std::vector<Tensor> computed = run_tail(*tail_, reads, Evaluator(run_ref));
+  std::vector<Tensor> out;
+  for (const DynamicTail::Ref& r : tail_->outputs)
+    out.push_back(r.kind == DynamicTail::Ref::tail ? computed[r.index] : planned[r.index]);
+  for (size_t i = 0; i < out.size(); ++i) {  // what the model declared for the dynamic ones
+    const IoInfo& io = outputs_[i];
+    bool fits = out[i].dtype() == io.dtype &&
+                (io.shape.empty() || io.shape.size() == out[i].shape().size());
+    for (size_t d = 0; fits && d < io.shape.size(); ++d)
+      fits = io.shape[d] < 0 || io.shape[d] == out[i].shape()[d];
+    if (!fits)
+      fail(Code::invalid_model, "output '" + io.name + "' was computed as " +
+                                    dtype_name(out[i].dtype()) + shape_str(out[i].shape()) +
+                                    ", but the model declares " + dtype_name(io.dtype) +
+                                    shape_str(io.shape));
+  }
+  if (profile) profile->tail_ms = ms_since(t0);
+  return out;
 }
 
 }  // namespace kiln

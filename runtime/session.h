@@ -18,6 +18,7 @@
 
 namespace kiln {
 
+struct DynamicTail;
 struct ImportOptions;
 struct Plan;
 struct RunProfile;
@@ -55,7 +56,15 @@ struct IoInfo {
   std::string name;
   DType dtype;
   Shape shape;
+  // The shape is decided by each run (an output after NonMaxSuppression, NonZero, ...;
+  // graph/dynamic.h): `shape` holds the dims the model declares, -1 where unknown (no dims
+  // when it declares none).
+  bool dynamic = false;
 };
+
+// invalid_argument naming `io` when it is dynamic: what needs its size before a run (a caller's
+// buffer) cannot have it.
+void require_static(const IoInfo& io);
 
 // Load-time figures, milliseconds.
 struct LoadStats {
@@ -111,6 +120,13 @@ class Session {
   // The same, also timing every plan step and each thread's share of it.
   void run_profiled(const std::vector<Tensor>& inputs, std::vector<Tensor>& outputs,
                     RunProfile& profile) const;
+  // A run whose outputs the session allocates: the only way to run a model with dynamic
+  // outputs (the two above refuse them). With a profile, the planned steps are timed and the
+  // run-time tail as a whole (RunProfile::tail_ms).
+  std::vector<Tensor> run(const std::vector<Tensor>& inputs, RunProfile* profile = nullptr) const;
+  // The nodes computed per run on the reference kernels because output sizes depend on the
+  // data (graph/dynamic.h); null for a model planned entirely at load.
+  const DynamicTail* tail() const { return tail_.get(); }
 
  private:
   Session() = default;
@@ -140,6 +156,7 @@ class Session {
   std::unique_ptr<Selection> sel_;
   std::unique_ptr<Plan> plan_;
   std::unique_ptr<Executor> exec_;
+  std::unique_ptr<DynamicTail> tail_;
 };
 
 }  // namespace kiln

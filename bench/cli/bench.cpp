@@ -14,6 +14,7 @@
 #include <thread>
 
 #include "cli.h"
+#include "graph/dynamic.h"
 #include "runtime/executor.h"
 #include "runtime/npy.h"
 #include "runtime/plan.h"
@@ -58,6 +59,9 @@ LayerProfile print_layers(const Session& s, const std::vector<Tensor>& ins,
   }
   std::printf("total of step medians: %.3f ms; time-weighted tile split over %d threads: %.1f%%\n",
               total, threads, 100.0 * weighted_balance);
+  if (const DynamicTail* t = s.tail())
+    std::printf("run-time tail (%zu nodes from %s on, reference kernels): %.3f ms\n",
+                t->graph.nodes.size(), t->first.c_str(), prof.tail_ms);
   std::printf("reference kernels: %.3f ms (%.1f%% of the steps' time)\n", prof.reference_ms,
               total > 0 ? 100.0 * prof.reference_ms / total : 0.0);
   return prof;
@@ -68,7 +72,7 @@ LayerProfile print_layers(const Session& s, const std::vector<Tensor>& ins,
 void write_trace(const Session& s, const std::vector<Tensor>& ins, std::vector<Tensor>& outs,
                  const std::string& path) {
   RunProfile prof;
-  s.run_profiled(ins, outs, prof);
+  run_into(s, ins, outs, &prof);
   std::ofstream f(path, std::ios::trunc);
   if (!f) fail(Code::io_error, "cannot create '" + path + "'");
   f << "{\"traceEvents\": [\n";
@@ -172,9 +176,9 @@ Bench load_one(const Args& a, const std::string& strategy) {
   b.outs = make_outputs(*b.s);
   // The first run pays for first-touching the arena and cold caches: reported on its own.
   auto f0 = Clock::now();
-  b.s->run(b.ins, b.outs);
+  run_into(*b.s, b.ins, b.outs);
   b.first_ms = ms_between(f0, Clock::now());
-  for (int i = 0; i < a.warmup; ++i) b.s->run(b.ins, b.outs);
+  for (int i = 0; i < a.warmup; ++i) run_into(*b.s, b.ins, b.outs);
   return b;
 }
 
@@ -206,14 +210,14 @@ void measure_concurrent(const Args& a, Bench& b) {
         std::vector<Tensor> outs = make_outputs(s);
         // Warmed up together, so the session has made a run context (arena) per request
         // before the timing starts.
-        for (int i = 0; i < 1 + a.warmup; ++i) s.run(ins, outs);
+        for (int i = 0; i < 1 + a.warmup; ++i) run_into(s, ins, outs);
         ready.count_down();
         arrived = true;
         go.wait();
         std::vector<double>& mine = lat[r];
         for (int i = 0; more_runs(a, start, i); ++i) {
           const auto r0 = Clock::now();
-          s.run(ins, outs);
+          run_into(s, ins, outs);
           mine.push_back(ms_between(r0, Clock::now()));
         }
       } catch (...) {
@@ -244,7 +248,7 @@ void measure(const Args& a, std::vector<Bench>& all) {
   for (int i = 0; more_runs(a, start, i); ++i)
     for (Bench& b : all) {
       auto r0 = Clock::now();
-      b.s->run(b.ins, b.outs);
+      run_into(*b.s, b.ins, b.outs);
       b.lat.push_back(ms_between(r0, Clock::now()));
       b.wall_ms += b.lat.back();  // its own runs only, not the other strategies'
     }

@@ -73,7 +73,6 @@ std::string command_help_hint(const std::string& command);
 using Clock = std::chrono::steady_clock;
 // Session options from the arguments; `strategy` overrides a.strategies (bench loops over them).
 SessionOptions session_options(const Args& a, const std::string& strategy = "");
-std::vector<Tensor> make_outputs(const Session& s);
 // The --input files, checked against the session's inputs (count, dtype, shape; with
 // any_batch, dim 0 may differ: Session::run plans that batch); the errors name the file and
 // the input.

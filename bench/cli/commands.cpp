@@ -52,12 +52,6 @@ SessionOptions session_options(const Args& a, const std::string& strategy) {
   return o;
 }
 
-std::vector<Tensor> make_outputs(const Session& s) {
-  std::vector<Tensor> outs;
-  for (const IoInfo& io : s.outputs()) outs.emplace_back(io.dtype, io.shape);
-  return outs;
-}
-
 namespace {
 
 void print_io(const char* title, const std::vector<IoInfo>& list) {
@@ -133,7 +127,7 @@ int cmd_run(const Args& a) {
   std::shared_ptr<const Session> rs = s->at_batch(batch);
   std::vector<Tensor> outs = make_outputs(*rs);
   auto t0 = Clock::now();
-  rs->run(ins, outs);
+  run_into(*rs, ins, outs);
   double run_ms = ms_between(t0, Clock::now());
   log_info("run took {:.2f} ms", run_ms);
 

@@ -15,10 +15,6 @@ int64_t split_chunk(const CacheSizes& c) {
 // Groups outer (weights beyond cache.l2_weights()): they come from memory every run in a
 // network (ResNet-50's ~100 MB of weights pass through L3 each run), so the next group's are
 // prefetched while a group computes (pf_next), as in conv_gemm1x1_conf.cpp.
-// Rows-outer weights from this size on are prefetched group by group during the first row's
-// sweep (as gemm1x1 does for its first chunk; see kPfFirstAbove there).
-constexpr int64_t kPfFirstAbove = 64 * 1024;
-
 // Instructions of one unrolled kernel-row body (kw x channels x (weights + FMAs)).
 constexpr int64_t kMaxBody = 2048;
 
@@ -26,14 +22,6 @@ bool block_interior(const ConvProblem& p, int64_t ow0, int ur) {
   const int64_t first = ow0 * p.sw - p.pl;
   const int64_t last = (ow0 + ur - 1) * p.sw - p.pl + (p.kw - 1) * p.dw;
   return first >= 0 && last <= p.iw - 1;
-}
-
-// Register budget: accumulators + max(weight vectors (+ broadcast register), epilogue
-// temps). The weight/broadcast registers are dead at the store point, so the epilogue reuses
-// them as scratch.
-bool fits(Isa isa, int ur, int ob, bool bcast_reg, int temps) {
-  const int live = ob + ((bcast_reg || isa != Isa::avx512) ? 1 : 0);
-  return ur * ob + std::max(live, temps) <= vector_regs(isa);
 }
 
 // Estimated cycles for one output row over all oc groups.
@@ -141,7 +129,7 @@ ConfOr<DirectConf> init_direct_conf(const ConvProblem& p, const ConvImpl& impl, 
       if (impl.ur_w && ur != std::min<int64_t>(impl.ur_w, p.ow)) continue;
       // (bf16 with an odd channel count broadcasts the last channel alone through a register.)
       const bool odd = c.bf16 && p.ic % 2;
-      if (!fits(isa, ur, ob, c.bcast_reg || odd, c.epi_temps)) continue;
+      if (!block_fits(isa, ur, ob, c.bcast_reg || odd, c.epi_temps)) continue;
       // Keep the unrolled kernel-row body within ~2K instructions (the uop cache and L1I also
       // hold the edge-block bodies), unless the blocking is forced.
       const int64_t body =
@@ -175,7 +163,7 @@ ConfOr<DirectConf> init_direct_conf(const ConvProblem& p, const ConvImpl& impl, 
     const double one = row_cost(c, c.ur_w, c.oc_blocks);
     const int ur = int(2 * p.ow);
     for (int ob = 1; ob <= max_ob; ++ob) {
-      if (!fits(isa, ur, ob, c.bcast_reg || (c.bf16 && p.ic % 2), c.epi_temps) ||
+      if (!block_fits(isa, ur, ob, c.bcast_reg || (c.bf16 && p.ic % 2), c.epi_temps) ||
           p.kw * c.k_steps(int(std::min<int64_t>(c.simd, p.ic))) * (ob + int64_t(ur) * ob) >
               kMaxBody)
         continue;

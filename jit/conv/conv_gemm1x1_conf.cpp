@@ -15,9 +15,6 @@ int64_t group_l2(const CacheSizes& c) {
 // (pf_next), one prefetch per pf_every K steps. A hot kernel benchmark gains little from it,
 // but in a network every layer's weights are cold (ResNet-50's ~100 MB pass through L3 each
 // run), and there the prefetches win (bench/NOTES.md, "Figures behind rules in the code").
-// m_outer weights from this size on are prefetched group by group during the first chunk's
-// sweep (pf_first below): in a network even small layers' weights are flushed between runs.
-constexpr int64_t kPfFirstAbove = 64 * 1024;
 // Blocked src: how many K blocks ahead a tile prefetches its src lines (Gemm1x1Conf::pf_ahead;
 // 1 and 2 did equally well with the input in the other core's L2 or in memory).
 constexpr int kPfAheadBlocks = 2;
@@ -34,11 +31,6 @@ int set_crowding(int64_t stride, int ur) {
   int worst = 0;
   for (int m = 0; m < ur; ++m) worst = std::max(worst, ++count[(m * stride / 64) % 64]);
   return worst;
-}
-
-bool fits(Isa isa, int ur, int ob, bool bcast_reg, int temps) {
-  const int live = ob + ((bcast_reg || isa != Isa::avx512) ? 1 : 0);
-  return ur * ob + std::max(live, temps) <= vector_regs(isa);
 }
 
 // Cycles of one K step of an m x o tile: the shared model (FMA / load ports, latency, front
@@ -186,7 +178,7 @@ ConfOr<Gemm1x1Conf> init_gemm1x1_conf(const ConvProblem& p, const ConvImpl& impl
       // (int8: vpdpbusd takes the uint8 operand from a register.)
       const bool reg = c.int8 || use_bcast_reg(isa, ob, force);
       // (bf16 with an odd channel count broadcasts the last channel alone through a register.)
-      if (!fits(isa, ur, ob, reg || (c.bf16 && p.ic % 2), c.epi_temps)) continue;
+      if (!block_fits(isa, ur, ob, reg || (c.bf16 && p.ic % 2), c.epi_temps)) continue;
       // NHWC pixels are a channel row apart: with 1024 channels (4 KB) every pixel of a tile
       // falls into the same L1 set, and a 28-pixel tile thrashes it.
       if (c.nhwc && !(impl.ur_w && impl.oc_blocks) &&

@@ -62,6 +62,18 @@ inline int vector_regs(Isa isa) {
   return isa == Isa::avx512 ? 32 : 16;
 }
 
+// Register budget of a ur x ob block: accumulators + max(weight vectors (+ the broadcast
+// register), epilogue temps). The weight / broadcast registers are dead at the store point, so
+// the epilogue reuses them as scratch.
+inline bool block_fits(Isa isa, int ur, int ob, bool bcast_reg, int temps) {
+  const int live = ob + ((bcast_reg || isa != Isa::avx512) ? 1 : 0);
+  return ur * ob + (live > temps ? live : temps) <= vector_regs(isa);
+}
+
+// Groups-outer / rows-outer weights from this size on are prefetched group by group during the
+// first chunk's (row's) sweep: in a network even small layers' weights are flushed between runs.
+constexpr int64_t kPfFirstAbove = 64 * 1024;
+
 // Vector scratch registers reserved for the fused epilogue. init_conf runs without an emitter,
 // so it uses per-op upper bounds of the emitter's needs; the generator checks the real
 // EpilogueEmitter::temps_needed() against the registers it has.

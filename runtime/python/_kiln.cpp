@@ -15,6 +15,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <cstring>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -296,6 +297,8 @@ class Session {
     }
     inputs_ = io_list(s_->inputs());
     outputs_ = io_list(s_->outputs());
+    for (const kiln::TensorInfo& t : s_->outputs())
+      if (t.dynamic) dynamic_ = t.name;
     for (const Io& io : inputs_)
       if (!io.dims.empty()) {
         batch_ = io.dims[0];
@@ -345,6 +348,7 @@ class Session {
   // Runs once: feeds and out are a dict by name or a list/tuple in model order; out may name
   // only some outputs (the others are allocated). Returns {name: array} for every output.
   py::dict run(py::handle feeds, py::handle out) {
+    if (!dynamic_.empty()) return run_dynamic(feeds, out);
     Call c = prepare(feeds, out);
     with_session([&](const kiln::Session& s) { run_call(s, c); });
     py::dict d;
@@ -358,9 +362,24 @@ class Session {
     if (runs < 1 || warmup < 0)
       raise(KILN_INVALID_ARGUMENT, "runs must be >= 1 and warmup >= 0, got runs=" +
                                        std::to_string(runs) + ", warmup=" + std::to_string(warmup));
-    Call c = prepare(feeds, py::none());
     std::vector<double> ms;
     ms.reserve(size_t(runs));
+    if (!dynamic_.empty()) {  // every run allocates its outputs (kiln_session_run_outputs)
+      const std::vector<py::array> in = bind(feeds, std::as_const(inputs_), "input", false);
+      std::vector<const void*> ptrs;
+      for (const py::array& a : in) ptrs.push_back(a.data());
+      with_session([&](const kiln::Session& s) {
+        for (int i = 0; i < warmup + runs; ++i) {
+          const auto t0 = std::chrono::steady_clock::now();
+          s.run_outputs(ptrs);
+          const std::chrono::duration<double, std::milli> dt =
+              std::chrono::steady_clock::now() - t0;
+          if (i >= warmup) ms.push_back(dt.count());
+        }
+      });
+      return ms;
+    }
+    Call c = prepare(feeds, py::none());
     with_session([&](const kiln::Session& s) {
       for (int i = 0; i < warmup + runs; ++i) {
         const auto t0 = std::chrono::steady_clock::now();
@@ -373,6 +392,29 @@ class Session {
   }
 
  private:
+  // A model whose output sizes each run decides: run at the loaded shapes into outputs the
+  // library allocates, copied into fresh arrays.
+  py::dict run_dynamic(py::handle feeds, py::handle out) {
+    if (closed_) raise(KILN_INVALID_ARGUMENT, "the session is closed");
+    if (!out.is_none())
+      raise(KILN_INVALID_ARGUMENT, "output '" + dynamic_ +
+                                       "' has a size each run decides: out= cannot be given for "
+                                       "this model (run returns new arrays)");
+    const std::vector<py::array> in = bind(feeds, std::as_const(inputs_), "input", false);
+    std::vector<const void*> ptrs;
+    for (const py::array& a : in) ptrs.push_back(a.data());
+    kiln::Outputs r;
+    with_session([&](const kiln::Session& s) { r = s.run_outputs(ptrs); });
+    py::dict d;
+    for (size_t i = 0; i < outputs_.size(); ++i) {
+      const std::vector<int64_t> dims = r.shape(i);
+      py::array a(outputs_[i].np_dtype, std::vector<py::ssize_t>(dims.begin(), dims.end()));
+      if (a.nbytes()) std::memcpy(a.mutable_data(), r.data(i), size_t(a.nbytes()));
+      d[py::str(outputs_[i].name)] = a;
+    }
+    return d;
+  }
+
   // One run's checked arrays (kept alive for the call), the pointers the C call takes, and the
   // batch: 0 = the session's own, else another (kiln_session_run_batch) and its shapes.
   struct Call {
@@ -457,7 +499,8 @@ class Session {
   std::shared_mutex mu_;  // runs hold it shared, close() exclusively
   std::atomic<bool> closed_{false};
   std::vector<Io> inputs_, outputs_;
-  int64_t batch_ = 0;  // the batch loaded (dim 0 of the first input with dims)
+  std::string dynamic_;  // the first output whose size each run decides ("": none)
+  int64_t batch_ = 0;    // the batch loaded (dim 0 of the first input with dims)
 };
 
 }  // namespace

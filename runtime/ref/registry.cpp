@@ -98,6 +98,7 @@ constexpr std::array kTable{
     Entry{"Gather", ref::gather},
     Entry{"GatherElements", ref::gather_elements},
     Entry{"ScatterND", ref::scatter_nd},
+    Entry{"GatherND", ref::gather_nd},
     Entry{"Shape", ref::shape_op},
     Entry{"Pad", ref::pad},
     Entry{"ChannelShuffle", ref::channel_shuffle},

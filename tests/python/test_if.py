@@ -1,7 +1,8 @@
 """If nodes whose condition is known at load (exporters emit them around shape checks): the
 branch taken is inlined (graph/inline_if.cpp) — which branch depends on the input's shape, a
 branch reads values of the enclosing graphs, has its own initializers and Constant nodes, and
-holds an If itself; a condition computed at run time and malformed Ifs are refused by name.
+holds an If itself; malformed Ifs are refused by name. A condition computed at run time makes
+the If run per run (graph/dynamic.h; more in test_dynamic_tail.py).
 Expected outputs are computed in numpy from the branch the shape selects."""
 import numpy as np
 import pytest
@@ -73,7 +74,7 @@ def test_branch_taken_follows_the_shape(shape, tmp_path):
         assert "If" not in ops, ops
 
 
-def test_condition_computed_at_run_time_is_refused_by_name():
+def test_condition_computed_at_run_time_picks_per_run(tmp_path):
     then_g = branch("then", [helper.make_node("Relu", ["x"], ["a"])], "a")
     else_g = branch("else", [helper.make_node("Neg", ["x"], ["b"])], "b")
     nodes = [helper.make_node("ReduceSum", ["x"], ["s"], keepdims=0),
@@ -84,8 +85,13 @@ def test_condition_computed_at_run_time_is_refused_by_name():
                           [helper.make_tensor_value_info("y", 1, None)],
                           initializer=[numpy_helper.from_array(np.array(0, np.float32), "zero")])
     data = helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)]).SerializeToString()
-    with pytest.raises(kiln.Error, match="'pick'.*computed at run time"):
-        kiln.Session.from_bytes(data)
+    x = np.arange(12, dtype=np.float32).reshape(1, 3, 2, 2) - 4  # sum 18 > 0: then (Relu)
+    for max_isa, out, _ in run_on_each_isa(data, {"x": x}, tmp_path):
+        np.testing.assert_array_equal(out["y"], np.maximum(x, 0), err_msg=max_isa)
+    for max_isa, out, _ in run_on_each_isa(data, {"x": -x - 1}, tmp_path):  # else (Neg)
+        np.testing.assert_array_equal(out["y"], x + 1, err_msg=max_isa)
+    with kiln.Session.from_bytes(data) as s:  # y declares no shape: none is reported
+        assert s.outputs[0].shape == ()
 
 
 def test_malformed_ifs_are_refused_by_name():

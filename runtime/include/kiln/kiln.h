@@ -265,8 +265,9 @@ KILN_API void kiln_session_release(kiln_session* session);
 
 /* Model inputs and outputs, in the model's order (indices 0..count-1). Strings and dims
  * returned by pointer stay valid until the session is released. Shapes are fully static (the
- * batch and any input_shapes are fixed at load; other batches: kiln_session_run_batch). An index >=
- * count gives KILN_INVALID_ARGUMENT. */
+ * batch and any input_shapes are fixed at load; other batches: kiln_session_run_batch), except
+ * for outputs whose size each run decides (kiln_session_output_dynamic). An index >= count gives
+ * KILN_INVALID_ARGUMENT. */
 KILN_API kiln_status* kiln_session_input_count(const kiln_session* session, size_t* out_count);
 KILN_API kiln_status* kiln_session_output_count(const kiln_session* session, size_t* out_count);
 
@@ -348,6 +349,39 @@ KILN_API kiln_status* kiln_session_run_batch(const kiln_session* session, int64_
                                              const void* const* inputs, const size_t* input_bytes,
                                              size_t input_count, void* const* outputs,
                                              const size_t* output_bytes, size_t output_count);
+
+/* ---- outputs whose size each run decides (0.3.0) ------------------------------------------
+ * In a model with NonMaxSuppression, NonZero or an If on a computed condition (a detector with
+ * its box selection in the graph), the sizes of what follows depend on the data. Kiln plans the
+ * rest as usual and computes those nodes per run on its reference kernels (README, "Outputs
+ * whose size each run decides"). Such outputs are "dynamic": kiln_session_output_dynamic says
+ * which; kiln_session_output_shape gives the dims the model declares for them, -1 where each run
+ * decides (rank 0 when the model declares none); kiln_session_output_byte_size, kiln_session_run
+ * and kiln_session_run_batch refuse them (KILN_INVALID_ARGUMENT). kiln_session_run_outputs runs
+ * any model, dynamic or not, into outputs Kiln allocates. */
+typedef struct kiln_outputs kiln_outputs;
+
+/* *out_dynamic = 1 when output `index`'s shape is decided by each run, else 0. */
+KILN_API kiln_status* kiln_session_output_dynamic(const kiln_session* session, size_t index,
+                                                  int32_t* out_dynamic);
+
+/* Runs the model once at the session's shapes (inputs as for kiln_session_run) and returns the
+ * outputs in *out_outputs, which the caller frees with kiln_outputs_release (also after other
+ * calls on the session, or its release). Safe to call concurrently on one session. */
+KILN_API kiln_status* kiln_session_run_outputs(const kiln_session* session,
+                                               const void* const* inputs,
+                                               const size_t* input_bytes, size_t input_count,
+                                               kiln_outputs** out_outputs);
+
+/* Output `index` of a run: *out_data points at its dense, C-ordered elements (of the dtype
+ * kiln_session_output_dtype gives; NULL or not when it has none), *out_dims at its *out_rank
+ * dims. Both stay valid until kiln_outputs_release. */
+KILN_API kiln_status* kiln_outputs_get(const kiln_outputs* outputs, size_t index,
+                                       const void** out_data, const int64_t** out_dims,
+                                       size_t* out_rank);
+
+/* Frees the outputs of a run. NULL is a no-op. */
+KILN_API void kiln_outputs_release(kiln_outputs* outputs);
 
 /* ---- reports (0.2.0) --------------------------------------------------------------------- */
 

@@ -122,12 +122,40 @@ struct TensorInfo {
   std::string name;
   kiln_dtype dtype = KILN_DTYPE_F32;
   std::vector<int64_t> shape;
-  size_t bytes = 0;  // what run() expects: elements() * element size
+  size_t bytes = 0;  // what run() expects: elements() * element size (0 when dynamic)
+  // The shape is decided by each run (kiln_session_output_dynamic): `shape` holds the declared
+  // dims, -1 where unknown; run such a model with run_outputs().
+  bool dynamic = false;
   size_t elements() const {
     size_t n = 1;
     for (int64_t d : shape) n *= size_t(d);
     return n;
   }
+};
+
+// The outputs of one run_outputs() call, owned (kiln_outputs_release when destroyed).
+class Outputs {
+ public:
+  Outputs() = default;
+  explicit Outputs(kiln_outputs* o) : o_(o, kiln_outputs_release) {}
+  // Output i's elements (dense, C-ordered, of the output's dtype) and dims.
+  const void* data(size_t i) const {
+    const void* d = nullptr;
+    const int64_t* dims = nullptr;
+    size_t rank = 0;
+    check(kiln_outputs_get(o_.get(), i, &d, &dims, &rank));
+    return d;
+  }
+  std::vector<int64_t> shape(size_t i) const {
+    const void* d = nullptr;
+    const int64_t* dims = nullptr;
+    size_t rank = 0;
+    check(kiln_outputs_get(o_.get(), i, &d, &dims, &rank));
+    return std::vector<int64_t>(dims, dims + rank);
+  }
+
+ private:
+  std::unique_ptr<kiln_outputs, decltype(&kiln_outputs_release)> o_{nullptr, kiln_outputs_release};
 };
 
 class Session {
@@ -172,6 +200,13 @@ class Session {
     // count.
     check(kiln_session_run(get(), inputs.data(), in_bytes_.data(), inputs.size(), outputs.data(),
                            out_bytes_.data(), outputs.size()));
+  }
+  // One run into outputs the library allocates (kiln_session_run_outputs): any model, and the
+  // only way to run one whose outputs are dynamic. Inputs as for run().
+  Outputs run_outputs(const std::vector<const void*>& inputs) const {
+    kiln_outputs* o = nullptr;
+    check(kiln_session_run_outputs(get(), inputs.data(), in_bytes_.data(), inputs.size(), &o));
+    return Outputs(o);
   }
   // The inputs and outputs at another batch (dim 0 of every input): planned on first use
   // (kiln_session_run_batch). batch 0 = the session's own.
@@ -278,8 +313,12 @@ class Session {
                   : kiln_session_output_dtype(get(), i, &t.dtype));
       check(input ? kiln_session_input_shape(get(), i, &dims, &rank)
                   : kiln_session_output_shape(get(), i, &dims, &rank));
-      check(input ? kiln_session_input_byte_size(get(), i, &t.bytes)
-                  : kiln_session_output_byte_size(get(), i, &t.bytes));
+      int32_t dynamic = 0;
+      if (!input) check(kiln_session_output_dynamic(get(), i, &dynamic));
+      t.dynamic = dynamic != 0;
+      if (!t.dynamic)
+        check(input ? kiln_session_input_byte_size(get(), i, &t.bytes)
+                    : kiln_session_output_byte_size(get(), i, &t.bytes));
       t.name = name;
       t.shape.assign(dims, dims + rank);
     }

@@ -1,0 +1,263 @@
+"""Models whose output sizes depend on the data: NonZero (boolean indexing), NonMaxSuppression
+(torchvision.ops.nms / batched_nms), GatherND, an If on a computed condition. The network runs
+planned; the nodes from the first data-dependent op on run per run (graph/dynamic.h). Against
+PyTorch / numpy on every ISA path, several inputs per model (each gives another output size),
+empty results included."""
+import io
+
+import numpy as np
+import pytest
+import torch
+import torch.nn as nn
+import torchvision
+from onnx import TensorProto, helper
+
+import kiln
+
+from helpers import run_on_each_isa
+
+
+def export(module, args, names, opset=17):
+    f = io.BytesIO()
+    torch.onnx.export(module, args, f, opset_version=opset, input_names=names[0],
+                      output_names=names[1])
+    return f.getvalue()
+
+
+def run_each(data, feeds_list, tmp_path):
+    """[(max_isa, [outputs per feeds])] over this CPU's ISA paths, one session each."""
+    res = []
+    for max_isa in ("avx512", "avx2", "scalar"):
+        with kiln.Session.from_bytes(data, threads=2, max_isa=max_isa,
+                                     cache_dir=str(tmp_path / max_isa)) as s:
+            if max_isa != "scalar" and s.isa != max_isa:
+                continue  # this CPU lacks the ISA
+            res.append((max_isa, [s.run(f) for f in feeds_list]))
+    return res
+
+
+class Threshold(nn.Module):
+    """Boolean indexing: the feature rows at pixels where the input's channel 0 passes."""
+
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(0)
+        self.conv = nn.Conv2d(3, 8, 3, padding=1)
+
+    def forward(self, x, t):
+        h = torch.relu(self.conv(x)).permute(0, 2, 3, 1)  # [N, H, W, C]
+        keep = x[:, 0] > t  # exact, so the count does not hang on rounding
+        return h[keep], keep.nonzero()
+
+
+def test_boolean_index_follows_the_data(tmp_path):
+    m = Threshold().eval()
+    x0 = torch.zeros(2, 3, 9, 11)
+    data = export(m, (x0, torch.tensor(0.5)), (["x", "t"], ["rows", "where"]))
+    rng = np.random.default_rng(1)
+    feeds = []
+    for t in (0.0, 1.0, 2.5, 100.0):  # ~half, a sixth, a few, none of the pixels
+        x = rng.standard_normal((2, 3, 9, 11)).astype(np.float32)
+        feeds.append({"x": x, "t": np.array(t, np.float32)})
+    for max_isa, outs in run_each(data, feeds, tmp_path):
+        for f, out in zip(feeds, outs):
+            with torch.no_grad():
+                rows, where = m(torch.from_numpy(f["x"]), torch.from_numpy(f["t"]))
+            assert out["where"].dtype == np.int64
+            np.testing.assert_array_equal(out["where"], where.numpy(), err_msg=max_isa)
+            assert out["rows"].shape == tuple(rows.shape), max_isa
+            np.testing.assert_allclose(out["rows"], rows.numpy(), rtol=1e-5, atol=1e-5,
+                                       err_msg=max_isa)
+    with kiln.Session.from_bytes(data, threads=1) as s:
+        assert [o.shape for o in s.outputs] == [(-1, 8), (-1, 3)]
+        with pytest.raises(kiln.InvalidArgument, match="size each run decides"):
+            s.run(feeds[0], out={"rows": np.zeros((1, 8), np.float32)})
+
+
+class Nms(nn.Module):
+    """Scores from a small network, a score threshold, then torchvision's NMS (batched when
+    labels are given: per class, through the coordinate offset trick)."""
+
+    def __init__(self, batched):
+        super().__init__()
+        torch.manual_seed(2)
+        self.score = nn.Linear(6, 1)
+        self.batched = batched
+
+    def forward(self, boxes, feats, labels):
+        s = torch.sigmoid(self.score(feats))[:, 0]
+        keep = s > 0.3
+        b, s, lab = boxes[keep], s[keep], labels[keep]
+        if self.batched:
+            k = torchvision.ops.batched_nms(b, s, lab, 0.45)
+        else:
+            k = torchvision.ops.nms(b, s, 0.45)
+        return b[k], s[k], lab[k]
+
+
+def random_boxes(rng, n, spread):
+    xy = rng.uniform(0, spread, (n, 2))
+    wh = rng.uniform(4, 40, (n, 2))
+    return np.concatenate([xy, xy + wh], 1).astype(np.float32)
+
+
+@pytest.mark.parametrize("batched", [False, True])
+def test_nms_matches_torchvision(batched, tmp_path):
+    n = 300
+    m = Nms(batched).eval()
+    args = (torch.zeros(n, 4), torch.zeros(n, 6), torch.zeros(n, dtype=torch.int64))
+    data = export(m, args, (["boxes", "feats", "labels"], ["b", "s", "l"]))
+    rng = np.random.default_rng(3)
+    feeds = []
+    for spread, shift in ((60, 0), (400, 0), (200, 0.5), (200, -40)):  # dense .. none kept
+        feeds.append({"boxes": random_boxes(rng, n, spread),
+                      "feats": (rng.standard_normal((n, 6)) + shift).astype(np.float32),
+                      "labels": rng.integers(0, 4, n).astype(np.int64)})
+    counts = set()
+    for max_isa, outs in run_each(data, feeds, tmp_path):
+        for f, out in zip(feeds, outs):
+            with torch.no_grad():
+                b, s, lab = m(*[torch.from_numpy(v) for v in f.values()])
+            counts.add(len(s))
+            # Scores come from a JIT Linear + Sigmoid: near-ties may order differently, so
+            # compare as sets of boxes (exact: boxes are copied, never computed).
+            assert out["b"].shape == tuple(b.shape), (max_isa, out["b"].shape, b.shape)
+            got = sorted(map(tuple, out["b"].tolist()))
+            assert got == sorted(map(tuple, b.numpy().tolist())), max_isa
+            np.testing.assert_allclose(np.sort(out["s"]), np.sort(s.numpy()), rtol=1e-5,
+                                       err_msg=max_isa)
+            assert sorted(out["l"].tolist()) == sorted(lab.tolist()), max_isa
+    assert 0 in counts and max(counts) > 20, counts  # the inputs cover empty and many
+
+
+def nms_node_model(center):
+    """NonMaxSuppression as ONNX defines it, every input given at run time."""
+    I64, F32 = TensorProto.INT64, TensorProto.FLOAT
+    g = helper.make_graph(
+        [helper.make_node("Relu", ["scores"], ["s"]),
+         helper.make_node("NonMaxSuppression", ["boxes", "s", "max", "iou", "thr"], ["sel"],
+                          center_point_box=center)],
+        "m", [helper.make_tensor_value_info("boxes", F32, [2, 50, 4]),
+              helper.make_tensor_value_info("scores", F32, [2, 3, 50]),
+              helper.make_tensor_value_info("max", I64, [1]),
+              helper.make_tensor_value_info("iou", F32, [1]),
+              helper.make_tensor_value_info("thr", F32, [1])],
+        [helper.make_tensor_value_info("sel", I64, [None, 3])])
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)]).SerializeToString()
+
+
+def numpy_nms(boxes, scores, max_out, iou, thr, center):
+    """ONNX NonMaxSuppression, written from the spec."""
+    if center:
+        c, wh = boxes[..., :2], boxes[..., 2:] / 2
+        boxes = np.concatenate([c - wh, c + wh], -1)[..., [1, 0, 3, 2]]
+    lo = np.minimum(boxes[..., :2], boxes[..., 2:])
+    hi = np.maximum(boxes[..., :2], boxes[..., 2:])
+    out = []
+    for b in range(scores.shape[0]):
+        for c in range(scores.shape[1]):
+            s = scores[b, c]
+            order = [i for i in sorted(range(len(s)), key=lambda i: (-s[i], i)) if s[i] > thr]
+            kept = []
+            for i in order:
+                if len(kept) >= max_out:
+                    break
+                ok = True
+                for k in kept:
+                    inter = np.prod(np.clip(np.minimum(hi[b, i], hi[b, k]) -
+                                            np.maximum(lo[b, i], lo[b, k]), 0, None))
+                    a = np.prod(hi[b, i] - lo[b, i]) + np.prod(hi[b, k] - lo[b, k]) - inter
+                    if inter > 0 and inter / a > iou:
+                        ok = False
+                        break
+                if ok:
+                    kept.append(i)
+                    out.append((b, c, i))
+    return np.array(out, np.int64).reshape(-1, 3)
+
+
+@pytest.mark.parametrize("center", [0, 1])
+def test_nms_node_matches_the_spec(center, tmp_path):
+    data = nms_node_model(center)
+    rng = np.random.default_rng(4 + center)
+    feeds = []
+    for max_out, iou, thr in ((5, 0.5, 0.2), (100, 0.3, 0.0), (100, 0.9, 0.6), (0, 0.5, 0.0),
+                              (10, 0.5, 2.0)):
+        boxes = rng.uniform(0, 50, (2, 50, 4)).astype(np.float32)
+        feeds.append({"boxes": boxes, "scores": rng.uniform(-0.2, 1, (2, 3, 50)).astype(np.float32),
+                      "max": np.array([max_out]), "iou": np.array([iou], np.float32),
+                      "thr": np.array([thr], np.float32)})
+    bad = dict(feeds[1], boxes=feeds[1]["boxes"].copy())  # a NaN and an infinite corner
+    bad["boxes"][0, 3, 1], bad["boxes"][1, 7, 2] = np.nan, np.inf
+    feeds.append(bad)
+    for max_isa, outs in run_each(data, feeds, tmp_path):
+        for f, out in zip(feeds, outs):
+            want = numpy_nms(f["boxes"], np.maximum(f["scores"], 0), f["max"][0], f["iou"][0],
+                             f["thr"][0], center)
+            np.testing.assert_array_equal(out["sel"], want, err_msg=f"{max_isa} {f['max']}")
+
+
+def test_whole_model_after_the_data_dependent_op(tmp_path):
+    """NonZero of the model input itself: nothing is planned, the tail is the whole model."""
+    g = helper.make_graph(
+        [helper.make_node("NonZero", ["x"], ["i"]),
+         helper.make_node("Transpose", ["i"], ["t"]),
+         helper.make_node("GatherND", ["x", "t"], ["v"])],
+        "m", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [3, 4])],
+        [helper.make_tensor_value_info("v", TensorProto.FLOAT, [None])])
+    data = helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)]).SerializeToString()
+    x = np.array([[0, 1, 0, 2], [3, 0, 0, 0], [0, 0, -4, 5]], np.float32)
+    for max_isa, outs in run_each(data, [{"x": x}, {"x": np.zeros((3, 4), np.float32)}],
+                                  tmp_path):
+        np.testing.assert_array_equal(outs[0]["v"], x[x != 0], err_msg=max_isa)
+        assert outs[1]["v"].shape == (0,), max_isa
+
+
+def test_if_on_a_computed_condition(tmp_path):
+    """An If whose condition the data decides (torchvision's `if boxes.numel() == 0`) runs in
+    the tail: each run takes the branch its data picks."""
+    F32 = TensorProto.FLOAT
+    then_g = helper.make_graph([helper.make_node("Neg", ["r"], ["o"])], "then", [],
+                               [helper.make_tensor_value_info("o", F32, [4])])
+    else_g = helper.make_graph([helper.make_node("Add", ["r", "r"], ["o2"])], "else", [],
+                               [helper.make_tensor_value_info("o2", F32, [4])])
+    g = helper.make_graph(
+        [helper.make_node("Relu", ["x"], ["r"]),
+         helper.make_node("ReduceSum", ["r"], ["sum"], keepdims=0),
+         helper.make_node("Greater", ["sum", "ten"], ["c"]),
+         helper.make_node("If", ["c"], ["y"], then_branch=then_g, else_branch=else_g)],
+        "m", [helper.make_tensor_value_info("x", F32, [4])],
+        [helper.make_tensor_value_info("y", F32, [4])],
+        initializer=[helper.make_tensor("ten", F32, [], [10.0])])
+    data = helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)]).SerializeToString()
+    big, small = np.array([5, -1, 7, 2], np.float32), np.array([1, -1, 2, 0], np.float32)
+    for max_isa, outs in run_each(data, [{"x": big}, {"x": small}], tmp_path):
+        np.testing.assert_array_equal(outs[0]["y"], -np.maximum(big, 0), err_msg=max_isa)
+        np.testing.assert_array_equal(outs[1]["y"], 2 * np.maximum(small, 0), err_msg=max_isa)
+
+
+def test_an_unsupported_op_after_the_data_dependent_one_is_refused_at_load():
+    g = helper.make_graph(
+        [helper.make_node("NonZero", ["x"], ["i"]),
+         helper.make_node("Unique", ["i"], ["u"])],
+        "m", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [5])],
+        [helper.make_tensor_value_info("u", TensorProto.INT64, [None])])
+    data = helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)]).SerializeToString()
+    with pytest.raises(kiln.Unsupported, match="Unique"):
+        kiln.Session.from_bytes(data)
+
+
+def test_nms_ties_and_exact_overlaps(tmp_path):
+    """Equal scores: the lower index first; an IoU exactly at the threshold does not suppress."""
+    boxes = np.array([[[0, 0, 10, 10], [1, 1, 11, 11], [20, 20, 30, 30], [30, 20, 40, 30],
+                       [0, 0, 4, 4], [0, 0, 4, 2]] + [[100, 100, 101, 101]] * 44], np.float32)
+    scores = np.full((2, 3, 50), -1, np.float32)  # Relu'd to 0: below the threshold
+    scores[0, 0, :6] = [0.9, 0.9, 0.8, 0.7, 0.6, 0.5]
+    boxes = np.concatenate([boxes, boxes])
+    feeds = {"boxes": boxes, "scores": scores, "max": np.array([10]),
+             "iou": np.array([0.5], np.float32), "thr": np.array([0.1], np.float32)}
+    # b1 overlaps b0 by 81/119 > 0.5 and loses the tie; b3 only touches b2; b4 / b5 overlap by
+    # exactly 8/16.
+    want = np.array([[0, 0, 0], [0, 0, 2], [0, 0, 3], [0, 0, 4], [0, 0, 5]])
+    for max_isa, outs in run_each(nms_node_model(0), [feeds], tmp_path):
+        np.testing.assert_array_equal(outs[0]["sel"], want, err_msg=max_isa)
