@@ -116,22 +116,26 @@ std::vector<size_t> greedy_nms(const std::vector<Box>& box, int64_t max_out, flo
 void infer_nonzero(Graph& g, Node& n) {
   const Tensor& x = const_input(g, n, 0);
   const int64_t rank = std::max<int64_t>(1, int64_t(x.shape().size()));  // a scalar as [1]
-  const size_t esize = dtype_size(x.dtype());
-  const auto* p = static_cast<const unsigned char*>(x.raw());
-  auto nonzero = [&](int64_t k) {
-    if (x.dtype() == DType::f32) return x.data<float>()[k] != 0.f;  // -0 is zero, NaN is not
-    for (size_t b = 0; b < esize; ++b)
-      if (p[size_t(k) * esize + b]) return true;
-    return false;
-  };
+  // Which elements are nonzero, one byte each (-0.f is zero, NaN is not).
+  std::vector<unsigned char> nz(size_t(x.numel()));
+  if (x.dtype() == DType::f32) {
+    const float* p = x.data<float>();
+    for (size_t k = 0; k < nz.size(); ++k) nz[k] = p[k] != 0.f;
+  } else if (x.dtype() == DType::i64) {
+    const int64_t* p = x.data<int64_t>();
+    for (size_t k = 0; k < nz.size(); ++k) nz[k] = p[k] != 0;
+  } else {
+    const auto* p = static_cast<const unsigned char*>(x.raw());
+    for (size_t k = 0; k < nz.size(); ++k) nz[k] = p[k] != 0;
+  }
   int64_t count = 0;
-  for (int64_t k = 0; k < x.numel(); ++k) count += nonzero(k);
+  for (unsigned char b : nz) count += b;
   Tensor y(DType::i64, {rank, count});
   int64_t* out = y.data<int64_t>();
   const Shape dims = x.shape().empty() ? Shape{1} : x.shape();
   int64_t j = 0;
   for (int64_t k = 0; k < x.numel(); ++k) {
-    if (!nonzero(k)) continue;
+    if (!nz[size_t(k)]) continue;
     for (int64_t d = rank - 1, rest = k; d >= 0; --d) {  // the flat index's coordinates
       out[d * count + j] = rest % dims[size_t(d)];
       rest /= dims[size_t(d)];

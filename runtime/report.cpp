@@ -7,6 +7,7 @@
 #include <random>
 #include <sstream>
 
+#include "graph/dynamic.h"
 #include "jit/cpu.h"
 #include "jit/layout.h"
 #include "runtime/executor.h"
@@ -157,7 +158,14 @@ std::string plan_json(const Session& s) {
     << ", \"passes\": " << num(ls.passes_ms) << ", \"plan\": " << num(ls.plan_ms)
     << ", \"profile\": " << num(ls.profile_ms) << ", \"solve\": " << num(ls.solve_ms)
     << ", \"jit\": " << num(ls.jit_ms) << ", \"pack\": " << num(ls.pack_ms) << "}"
-    << ", \"arena_bytes\": " << p.run_bytes(s.threads()) << ", \"steps\": [";
+    << ", \"arena_bytes\": " << p.run_bytes(s.threads());
+  // The nodes run per run after the plan (graph/dynamic.h): how many, from which on.
+  if (const DynamicTail* t = s.tail())
+    o << ", \"tail\": {\"nodes\": " << t->graph.nodes.size()
+      << ", \"first\": " << json_escape(t->first) << "}";
+  else
+    o << ", \"tail\": null";
+  o << ", \"steps\": [";
   for (size_t i = 0; i < p.steps.size(); ++i) {
     const Step& st = p.steps[i];
     o << (i ? ",\n  " : "\n  ") << "{\"step\": " << i

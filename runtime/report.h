@@ -41,8 +41,9 @@ const char* choice_source(const NodeChoice& c);
 struct Plan;
 std::string step_layouts(const Plan& p, const Step& st);  // "nChw16c>nchw": first src > first dst
 
-// The session's plan: the selection's summary and one object per step (node, op, label,
-// family, layouts, predicted ms, time source, kernel). What `kiln plan` prints.
+// The session's plan: the selection's summary, the run-time tail ("tail": {"nodes", "first"}
+// or null) and one object per step (node, op, label, family, layouts, predicted ms, time
+// source, kernel). What `kiln plan` prints.
 std::string plan_json(const Session& s);
 
 // Per-step times: the median of each plan step over `runs` profiled runs.

@@ -261,3 +261,46 @@ def test_nms_ties_and_exact_overlaps(tmp_path):
     want = np.array([[0, 0, 0], [0, 0, 2], [0, 0, 3], [0, 0, 4], [0, 0, 5]])
     for max_isa, outs in run_each(nms_node_model(0), [feeds], tmp_path):
         np.testing.assert_array_equal(outs[0]["sel"], want, err_msg=max_isa)
+
+
+def nonzero_model(out_dims, out_type=TensorProto.INT64):
+    g = helper.make_graph(
+        [helper.make_node("Relu", ["x"], ["r"]), helper.make_node("NonZero", ["r"], ["i"])],
+        "m", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [8])],
+        [helper.make_tensor_value_info("i", out_type, out_dims)])
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)]).SerializeToString()
+
+
+def test_concurrent_runs_each_get_their_own_sizes():
+    import threading
+    rng = np.random.default_rng(7)
+    xs = [rng.standard_normal(8).astype(np.float32) for _ in range(16)]
+    got = [None] * len(xs)
+    with kiln.Session.from_bytes(nonzero_model([1, None]), threads=2) as s:
+        def work(k):
+            for i in range(k, len(xs), 4):
+                for _ in range(20):
+                    got[i] = s.run({"x": xs[i]})["i"]
+        ts = [threading.Thread(target=work, args=(k,)) for k in range(4)]
+        for t in ts:
+            t.start()
+        for t in ts:
+            t.join()
+        assert s.plan()["tail"]["nodes"] == 1 and "NonZero" in s.plan()["tail"]["first"]
+        prof = s.bench(runs=3, warmup=0, layers=True)
+        assert prof["tail_ms"] > 0 and prof["reference_ms"] >= prof["tail_ms"]
+    for x, y in zip(xs, got):
+        np.testing.assert_array_equal(y, np.array(np.nonzero(x > 0)))
+
+
+def test_what_the_model_declares_is_checked():
+    x = np.array([1, -1, 2, -2, 3, 0, 0, 4], np.float32)  # four > 0
+    with kiln.Session.from_bytes(nonzero_model([1, 4])) as s:  # declares what this x gives
+        np.testing.assert_array_equal(s.run({"x": x})["i"], [[0, 2, 4, 7]])
+        with pytest.raises(kiln.InvalidModel, match=r"'i' was computed as int64\[1,3\]"):
+            s.run({"x": np.where(x == 4, 0, x).astype(np.float32)})
+    with pytest.raises(kiln.Unsupported, match="'i'.*declares no element type"):
+        kiln.Session.from_bytes(nonzero_model([1, None], TensorProto.UINT16))
+    with pytest.raises(kiln.InvalidModel, match=r"declares float32"):
+        with kiln.Session.from_bytes(nonzero_model([1, None], TensorProto.FLOAT)) as s:
+            s.run({"x": x})

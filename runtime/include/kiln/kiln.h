@@ -387,7 +387,8 @@ KILN_API void kiln_outputs_release(kiln_outputs* outputs);
 
 /* The session's plan as JSON (UTF-8): what `kiln plan` prints. An object with the selection's
  * summary ("isa", "threads", "strategy", "tune", "accuracy", "predicted_ms", "optimal",
- * "plan_from_cache", "measurements", "conversions", "load_ms": {...}, ...) and "steps": one
+ * "plan_from_cache", "measurements", "conversions", "load_ms": {...}, ...), "tail" (the nodes
+ * run per run after the plan, {"nodes", "first"}, or null) and "steps": one
  * object per step of the plan in run order ("step", "node", "op", "label", "family",
  * "layouts", "pred_ms", "source", "kernel"; op "(convert)" for an inserted layout conversion).
  * The string is owned by the session and valid until it is released. */
@@ -395,6 +396,7 @@ KILN_API kiln_status* kiln_session_plan_json(const kiln_session* session, const 
 
 /* Runs the model `runs` times (1..100000) on random normal inputs (fixed seed; int64 inputs
  * zero) with every plan step timed, and returns as JSON {"runs", "total_ms", "reference_ms",
+ * "tail_ms" (the run-time tail's median, in both totals),
  * "layers": [{"step", "node", "op", "kernel", "layouts", "ms", "gflop_per_s", "tiles", "reference"},
  * ...]}: each step's median time (what `kiln bench --layers` reports). Safe to call while other
  * threads run the session. *out_json is allocated for the caller: free it with

@@ -221,7 +221,9 @@ class Session:
 
         out: optional arrays to write the outputs into, by name (some or all outputs) or a list
         of all of them; the same checks, and writeable. They are returned as they are (no
-        copy); outputs not given are allocated.
+        copy); outputs not given are allocated. A model whose output sizes depend on the data
+        (NonMaxSuppression, NonZero: shapes with -1 in ``outputs``) returns new arrays of each
+        run's sizes, takes no ``out`` and runs at the loaded input shapes only.
 
         Raises ShapeMismatch (a ValueError) for a wrong dtype or shape, InvalidArgument for a
         missing or unknown name, a non-contiguous, misaligned or read-only array, or outputs
@@ -246,8 +248,9 @@ class Session:
         min, max, mean, stddev), inferences_per_s, runs, warmup, threads (as asked; 0 = every
         CPU), threads_used, isa, batch, machine (CPU, ISA, cores, Kiln's version and build id);
         with layers=True also "layers" (each plan step's median time over `runs` profiled runs
-        on random inputs, as `kiln bench --layers`), layers_total_ms and reference_ms (the time
-        in scalar reference kernels).
+        on random inputs, as `kiln bench --layers`), layers_total_ms, reference_ms (the time
+        in scalar reference kernels) and tail_ms (of it, the nodes run per run after the plan
+        in a model whose output sizes depend on the data; 0 for others).
         """
         if inputs is None:
             rng = np.random.default_rng(42)
@@ -279,6 +282,7 @@ class Session:
             prof = json.loads(self._s.profile_json(runs))
             result["layers_total_ms"] = prof["total_ms"]
             result["reference_ms"] = prof["reference_ms"]
+            result["tail_ms"] = prof["tail_ms"]
             result["layers"] = prof["layers"]
         return result
 
