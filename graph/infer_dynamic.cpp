@@ -145,6 +145,86 @@ void infer_nonzero(Graph& g, Node& n) {
   set_const_output(g, n, 0, std::move(y));
 }
 
+// Unique: the distinct elements (no axis) or slices along `axis`, sorted ascending
+// (lexicographically for slices) or in order of first occurrence; outputs Y, the first
+// occurrence of each, each element's (slice's) place in Y, and the counts.
+void infer_unique(Graph& g, Node& n) {
+  const DType t = input(g, n, 0).dtype;
+  if (t != DType::f32 && t != DType::i64)
+    n.fail(Code::unsupported,
+           input_desc(g, n, 0) + " is " + dtype_name(t) + "; Unique takes float32 or int64");
+  const Tensor& x = const_input(g, n, 0);
+  const bool sorted = attr_flag(n, "sorted", true);
+  Shape xs = x.shape();
+  int64_t axis = -1;
+  if (n.has("axis")) {
+    expect_min_rank(g, n, 0, 1);
+    axis = normalize_axis(n, n.attr_i("axis", 0), int64_t(xs.size()));
+  } else {
+    xs = {x.numel()};
+  }
+  const size_t a = size_t(std::max<int64_t>(axis, 0));
+  const int64_t count = xs[a], outer = shape_numel(Shape(xs.begin(), xs.begin() + int64_t(a)));
+  const int64_t inner = shape_numel(Shape(xs.begin() + int64_t(a) + 1, xs.end()));
+  const size_t es = dtype_size(t);
+  const auto* p = static_cast<const unsigned char*>(x.raw());
+  // Slice i's elements in order, compared as the dtype's values.
+  auto elem = [&](int64_t i, int64_t e) {  // e over outer x inner
+    const int64_t o = e / inner, r = e % inner;
+    return p + size_t((o * count + i) * inner + r) * es;
+  };
+  auto less = [&](int64_t i, int64_t j) {
+    for (int64_t e = 0; e < outer * inner; ++e) {
+      const unsigned char *u = elem(i, e), *v = elem(j, e);
+      if (t == DType::f32) {
+        float fu, fv;
+        std::memcpy(&fu, u, 4), std::memcpy(&fv, v, 4);
+        if (fu != fv) return fu < fv;
+      } else {
+        int64_t iu, iv;
+        std::memcpy(&iu, u, 8), std::memcpy(&iv, v, 8);
+        if (iu != iv) return iu < iv;
+      }
+    }
+    return false;
+  };
+  std::vector<int64_t> order(static_cast<size_t>(count));
+  for (int64_t i = 0; i < count; ++i) order[size_t(i)] = i;
+  std::stable_sort(order.begin(), order.end(), less);  // equal slices keep their order
+  // Groups of equal slices in sorted order: each group's first occurrence and size.
+  std::vector<int64_t> first, sizes, group_of(static_cast<size_t>(count));
+  for (size_t r = 0; r < order.size(); ++r) {
+    if (r == 0 || less(order[r - 1], order[r])) first.push_back(order[r]), sizes.push_back(0);
+    group_of[size_t(order[r])] = int64_t(first.size()) - 1;
+    ++sizes.back();
+  }
+  std::vector<int64_t> place(first.size());  // group -> its position in Y
+  std::vector<int64_t> rank(first.size());
+  for (size_t k = 0; k < rank.size(); ++k) rank[k] = int64_t(k);
+  if (!sorted)
+    std::sort(rank.begin(), rank.end(), [&](int64_t u, int64_t v) { return first[u] < first[v]; });
+  for (size_t k = 0; k < rank.size(); ++k) place[size_t(rank[k])] = int64_t(k);
+  const int64_t m = int64_t(first.size());
+  Shape ys = xs;
+  ys[a] = m;
+  Tensor y(t, ys), idx(DType::i64, {m}), inv(DType::i64, {count}), cnt(DType::i64, {m});
+  auto* yp = static_cast<unsigned char*>(y.raw());
+  for (int64_t k = 0; k < m; ++k) {
+    const int64_t gk = rank[size_t(k)];  // the group at Y's position k
+    idx.data<int64_t>()[k] = first[size_t(gk)];
+    cnt.data<int64_t>()[k] = sizes[size_t(gk)];
+    for (int64_t e = 0; e < outer * inner; ++e) {
+      const int64_t o = e / inner, r = e % inner;
+      std::memcpy(yp + size_t((o * m + k) * inner + r) * es, elem(first[size_t(gk)], e), es);
+    }
+  }
+  for (int64_t i = 0; i < count; ++i) inv.data<int64_t>()[i] = place[size_t(group_of[size_t(i)])];
+  set_const_output(g, n, 0, std::move(y));
+  set_const_output(g, n, 1, std::move(idx));
+  set_const_output(g, n, 2, std::move(inv));
+  set_const_output(g, n, 3, std::move(cnt));
+}
+
 void infer_nms(Graph& g, Node& n) {
   expect_dtype(g, n, 0, DType::f32);
   expect_dtype(g, n, 1, DType::f32);

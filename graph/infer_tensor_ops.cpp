@@ -41,6 +41,20 @@ void check_const_indices(const Node& n, const Value& idx, int64_t axis, const Sh
                                       " (data shape " + shape_str(x) + ")");
 }
 
+// GatherElements / ScatterElements: indices of data x's rank, no larger than x on the axes
+// other than `axis`, constant ones within it.
+void check_element_indices(const Node& n, const Value& idx, int64_t axis, const Shape& x) {
+  if (idx.shape.size() != x.size())
+    n.fail(Code::invalid_model, "indices have shape " + shape_str(idx.shape) + ", data " +
+                                    shape_str(x) + ": the ranks must match");
+  for (size_t a = 0; a < x.size(); ++a)
+    if (int64_t(a) != axis && idx.shape[a] > x[a])
+      n.fail(Code::invalid_model, "indices have shape " + shape_str(idx.shape) +
+                                      ", larger than data " + shape_str(x) + " on axis " +
+                                      std::to_string(a));
+  check_const_indices(n, idx, axis, x);
+}
+
 }  // namespace
 
 void infer_concat(Graph& g, Node& n) {
@@ -178,16 +192,41 @@ void infer_gather_elements(Graph& g, Node& n) {
   expect_min_rank(g, n, 0, 1);
   const int64_t axis = normalize_axis(n, n.attr_i("axis", 0), int64_t(x.size()));
   n.attrs["axis"] = attr_i(axis);
-  if (idx.shape.size() != x.size())
-    n.fail(Code::invalid_model, "indices have shape " + shape_str(idx.shape) + ", data " +
-                                    shape_str(x) + ": the ranks must match");
-  for (size_t a = 0; a < x.size(); ++a)
-    if (int64_t(a) != axis && idx.shape[a] > x[a])
-      n.fail(Code::invalid_model, "indices have shape " + shape_str(idx.shape) +
-                                      ", larger than data " + shape_str(x) + " on axis " +
-                                      std::to_string(a));
-  check_const_indices(n, idx, axis, x);
+  check_element_indices(n, idx, axis, x);
   set_output(g, n, 0, d, idx.shape);
+}
+
+// ScatterElements: data with updates written (or reduced) at indices along axis; indices and
+// updates share a shape of data's rank, no larger than data on the other axes.
+void infer_scatter_elements(Graph& g, Node& n) {
+  const DType d = expect_f32_or_i64(g, n, 0);
+  expect_dtype(g, n, 1, DType::i64);
+  expect_same_dtype(g, n, 0, 2);
+  const Shape& x = input(g, n, 0).shape;
+  const Value& idx = input(g, n, 1);
+  expect_min_rank(g, n, 0, 1);
+  const int64_t axis = normalize_axis(n, n.attr_i("axis", 0), int64_t(x.size()));
+  n.attrs["axis"] = attr_i(axis);
+  const std::string red = n.attr_s("reduction", "none");
+  if (red != "none" && red != "add" && red != "mul" && red != "max" && red != "min")
+    n.fail(Code::invalid_model, "unknown reduction '" + red + "'");
+  if (input(g, n, 2).shape != idx.shape)
+    n.fail(Code::invalid_model, "indices " + shape_str(idx.shape) + " and updates " +
+                                    shape_str(input(g, n, 2).shape) + " must have one shape");
+  check_element_indices(n, idx, axis, x);
+  set_output(g, n, 0, d, x);
+}
+
+// Trilu: the lower (upper = 0) or upper triangle of the last two dims, from diagonal k.
+void infer_trilu(Graph& g, Node& n) {
+  const DType d = input(g, n, 0).dtype;
+  expect_min_rank(g, n, 0, 2);
+  if (has_input(n, 1)) {
+    expect_dtype(g, n, 1, DType::i64);
+    expect_scalar(g, n, 1);
+  }
+  attr_flag(n, "upper", true);
+  set_output(g, n, 0, d, input(g, n, 0).shape);
 }
 
 void infer_scatter_nd(Graph& g, Node& n) {

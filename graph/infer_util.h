@@ -115,6 +115,7 @@ void infer_grid_sample(Graph& g, Node& n);
 // infer_dynamic.cpp: output sizes that depend on the data; every input must be constant.
 void infer_nonzero(Graph& g, Node& n);
 void infer_nms(Graph& g, Node& n);  // NonMaxSuppression
+void infer_unique(Graph& g, Node& n);
 // infer_shape_ops.cpp
 void infer_flatten(Graph& g, Node& n);
 void infer_reshape(Graph& g, Node& n);
@@ -136,6 +137,8 @@ void infer_gather(Graph& g, Node& n);
 void infer_gather_elements(Graph& g, Node& n);
 void infer_scatter_nd(Graph& g, Node& n);
 void infer_gather_nd(Graph& g, Node& n);
+void infer_scatter_elements(Graph& g, Node& n);
+void infer_trilu(Graph& g, Node& n);
 void infer_pad(Graph& g, Node& n);
 void infer_channel_shuffle(Graph& g, Node& n);  // graph/channel_shuffle.h
 // infer_resize.cpp

@@ -71,7 +71,7 @@ namespace {
 // Ops whose output sizes follow their input values (graph/infer_dynamic.cpp): inference
 // computes them, so it folds them whenever it can infer them at all.
 bool data_dependent(const Node& n) {
-  return n.op == "NonZero" || n.op == "NonMaxSuppression";
+  return n.op == "NonZero" || n.op == "NonMaxSuppression" || n.op == "Unique";
 }
 }  // namespace
 

@@ -97,6 +97,16 @@ void dispatch_type(DType t, F&& fn) {
     fn(int64_t{});
 }
 
+// ScatterND / ScatterElements: what an update does to the element it lands on.
+template <class T>
+T scatter_reduce(const std::string& reduction, T dst, T u) {
+  if (reduction == "add") return T(dst + u);
+  if (reduction == "mul") return T(dst * u);
+  if (reduction == "max") return std::max(dst, u);
+  if (reduction == "min") return std::min(dst, u);
+  return u;
+}
+
 // y[i] = op(a[bcast i], b[bcast i]) for any shapes that broadcast to y's shape; the element
 // types are the tensors' (TA, TB, TY).
 template <class TA, class TB, class TY, class Op>
@@ -167,6 +177,8 @@ KILN_REF_KERNEL(split);
 KILN_REF_KERNEL(slice);
 KILN_REF_KERNEL(gather);
 KILN_REF_KERNEL(gather_elements);
+KILN_REF_KERNEL(scatter_elements);
+KILN_REF_KERNEL(trilu);
 KILN_REF_KERNEL(math_unary);  // Sin .. Atanh (graph/unary_math.h)
 KILN_REF_KERNEL(shape_op);
 KILN_REF_KERNEL(pad);

@@ -58,17 +58,7 @@ void scatter_nd(const Node& node, const Inputs& in, const Outputs& out) {
     for (int64_t j = 0; j < n; ++j)
       for (int64_t e = 0; e < slice; ++e) {
         T& dst = yp[off[size_t(j)] + e];
-        const T u = up[j * slice + e];
-        if (red == "add")
-          dst = T(dst + u);
-        else if (red == "mul")
-          dst = T(dst * u);
-        else if (red == "max")
-          dst = std::max(dst, u);
-        else if (red == "min")
-          dst = std::min(dst, u);
-        else
-          dst = u;
+        dst = scatter_reduce(red, dst, up[j * slice + e]);
       }
   });
 }

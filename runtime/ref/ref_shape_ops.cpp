@@ -284,6 +284,20 @@ void gather(const Node& node, const Inputs& in, const Outputs& out) {
                  xp + size_t((o * dim + pos[size_t(j)]) * inner) * es, inner);
 }
 
+namespace {
+// GatherElements / ScatterElements: the node's axis, the indices checked to have x's rank and
+// to be no larger than x on the other axes.
+size_t element_axis(const Node& node, const Tensor& x, const Tensor& idx) {
+  const size_t rank = x.shape().size();
+  const size_t axis = size_t(norm_axis(node, node.attr_i("axis", 0), int64_t(rank)));
+  if (idx.shape().size() != rank) node.fail(Code::invalid_model, "indices rank differs from data");
+  for (size_t a = 0; a < rank; ++a)
+    if (a != axis && idx.shape()[a] > x.shape()[a])
+      node.fail(Code::invalid_model, "indices larger than data on axis " + std::to_string(a));
+  return axis;
+}
+}  // namespace
+
 // GatherElements: y[i] = x[i with i[axis] replaced by idx[i]] (indices no larger than x on the
 // other axes).
 void gather_elements(const Node& node, const Inputs& in, const Outputs& out) {
@@ -295,11 +309,7 @@ void gather_elements(const Node& node, const Inputs& in, const Outputs& out) {
   expect_dtype(node, y, x.dtype(), "output");
   expect_shape(node, y, idx.shape(), "output");
   const size_t rank = x.shape().size();
-  const size_t axis = size_t(norm_axis(node, node.attr_i("axis", 0), int64_t(rank)));
-  if (idx.shape().size() != rank) node.fail(Code::invalid_model, "indices rank differs from data");
-  for (size_t a = 0; a < rank; ++a)
-    if (a != axis && idx.shape()[a] > x.shape()[a])
-      node.fail(Code::invalid_model, "indices larger than data on axis " + std::to_string(a));
+  const size_t axis = element_axis(node, x, idx);
   const std::vector<int64_t> pos = checked_indices(node, idx, axis, x.shape()[axis]);
   const std::vector<int64_t> xs = strides_of(x.shape());
   const size_t es = dtype_size(x.dtype());
@@ -312,6 +322,72 @@ void gather_elements(const Node& node, const Inputs& in, const Outputs& out) {
     std::memcpy(yp + size_t(j) * es, xp + size_t(src) * es, es);
     for (size_t a = rank; a-- > 0 && ++at[a] == idx.shape()[a];) at[a] = 0;
   }
+}
+
+// ScatterElements: y = x, then y[i with i[axis] replaced by idx[i]] = (or reduced with) upd[i]
+// for every i of idx, in order.
+void scatter_elements(const Node& node, const Inputs& in, const Outputs& out) {
+  const Tensor& x = req_input(node, in, 0);
+  const Tensor& idx = req_input(node, in, 1);
+  const Tensor& upd = req_input(node, in, 2);
+  Tensor& y = req_output(node, out, 0);
+  expect_f32_or_i64(node, x, "input data");
+  expect_dtype(node, idx, DType::i64, "input indices");
+  expect_dtype(node, upd, x.dtype(), "input updates");
+  expect_dtype(node, y, x.dtype(), "output");
+  expect_shape(node, y, x.shape(), "output");
+  expect_shape(node, upd, idx.shape(), "input updates");
+  const size_t rank = x.shape().size();
+  const size_t axis = element_axis(node, x, idx);
+  const std::string red = node.attr_s("reduction", "none");
+  const std::vector<int64_t> pos = checked_indices(node, idx, axis, x.shape()[axis]);
+  const std::vector<int64_t> xs = strides_of(x.shape());
+  if (x.nbytes()) std::memcpy(y.raw(), x.raw(), x.nbytes());
+  dispatch_type(x.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    T* yp = y.data<T>();
+    const T* up = upd.data<T>();
+    std::vector<int64_t> at(rank, 0);  // the update's coordinates
+    for (int64_t j = 0; j < idx.numel(); ++j) {
+      int64_t dst = 0;
+      for (size_t a = 0; a < rank; ++a) dst += (a == axis ? pos[size_t(j)] : at[a]) * xs[a];
+      yp[dst] = scatter_reduce(red, yp[dst], up[j]);
+      for (size_t a = rank; a-- > 0 && ++at[a] == idx.shape()[a];) at[a] = 0;
+    }
+  });
+}
+
+// Trilu: the last two dims' lower (upper = 0: j <= i + k) or upper (j >= i + k) triangle, the
+// rest zero.
+void trilu(const Node& node, const Inputs& in, const Outputs& out) {
+  const Tensor& x = req_input(node, in, 0);
+  Tensor& y = req_output(node, out, 0);
+  expect_dtype(node, y, x.dtype(), "output");
+  expect_shape(node, y, x.shape(), "output");
+  const size_t rank = x.shape().size();
+  if (rank < 2) node.fail(Code::invalid_model, "input has rank < 2");
+  int64_t k = 0;
+  if (const Tensor* t = opt_input(in, 1)) {
+    expect_dtype(node, *t, DType::i64, "input k");
+    if (t->numel() != 1) node.fail(Code::invalid_model, "k is not a single value");
+    k = t->data<int64_t>()[0];
+  }
+  const bool upper = node.attr_i("upper", 1) != 0;
+  const int64_t rows = x.shape()[rank - 2], cols = x.shape()[rank - 1];
+  const int64_t mats = prod(x.shape(), 0, rank - 2);
+  const size_t es = dtype_size(x.dtype());
+  const char* xp = static_cast<const char*>(x.raw());
+  char* yp = static_cast<char*>(y.raw());
+  for (int64_t m = 0; m < mats; ++m)
+    for (int64_t i = 0; i < rows; ++i)
+      for (int64_t j = 0; j < cols; ++j) {
+        const size_t at = size_t((m * rows + i) * cols + j) * es;
+        const bool keep = upper ? j - i >= k : j - i <= k;
+        if (keep)
+          std::memcpy(yp + at, xp + at, es);
+        else
+          std::memset(yp + at, 0, es);
+      }
 }
 
 void shape_op(const Node& node, const Inputs& in, const Outputs& out) {

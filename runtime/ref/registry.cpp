@@ -99,6 +99,8 @@ constexpr std::array kTable{
     Entry{"GatherElements", ref::gather_elements},
     Entry{"ScatterND", ref::scatter_nd},
     Entry{"GatherND", ref::gather_nd},
+    Entry{"ScatterElements", ref::scatter_elements},
+    Entry{"Trilu", ref::trilu},
     Entry{"Shape", ref::shape_op},
     Entry{"Pad", ref::pad},
     Entry{"ChannelShuffle", ref::channel_shuffle},

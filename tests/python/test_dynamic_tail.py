@@ -239,11 +239,12 @@ def test_if_on_a_computed_condition(tmp_path):
 def test_an_unsupported_op_after_the_data_dependent_one_is_refused_at_load():
     g = helper.make_graph(
         [helper.make_node("NonZero", ["x"], ["i"]),
-         helper.make_node("Unique", ["i"], ["u"])],
+         helper.make_node("Compress", ["x", "b"], ["u"]),
+         helper.make_node("Cast", ["i"], ["b"], to=TensorProto.BOOL)],
         "m", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [5])],
-        [helper.make_tensor_value_info("u", TensorProto.INT64, [None])])
+        [helper.make_tensor_value_info("u", TensorProto.FLOAT, [None])])
     data = helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)]).SerializeToString()
-    with pytest.raises(kiln.Unsupported, match="Unique"):
+    with pytest.raises(kiln.Unsupported, match="Compress"):
         kiln.Session.from_bytes(data)
 
 
@@ -304,3 +305,27 @@ def test_what_the_model_declares_is_checked():
     with pytest.raises(kiln.InvalidModel, match=r"declares float32"):
         with kiln.Session.from_bytes(nonzero_model([1, None], TensorProto.FLOAT)) as s:
             s.run({"x": x})
+
+
+class Labels(nn.Module):
+    """torch.unique of computed labels (which classes a detector found), with the inverse
+    and counts, and of rows along an axis."""
+
+    def forward(self, x):
+        lab = torch.argmax(x, 1)  # [N]
+        u, inv, cnt = torch.unique(lab, sorted=True, return_inverse=True, return_counts=True)
+        rows = torch.unique(torch.round(x[:, :2]), dim=0)
+        return u, inv, cnt, rows
+
+
+def test_unique_of_computed_values(tmp_path):
+    m = Labels().eval()
+    data = export(m, (torch.zeros(40, 5),), (["x"], ["u", "inv", "cnt", "rows"]))
+    rng = np.random.default_rng(9)
+    feeds = [{"x": rng.standard_normal((40, 5)).astype(np.float32)},
+             {"x": np.tile(np.float32([0, 0, 3, 0, 0]), (40, 1))}]  # one class, one row
+    for max_isa, outs in run_each(data, feeds, tmp_path):
+        for f, out in zip(feeds, outs):
+            want = [t.numpy() for t in m(torch.from_numpy(f["x"]))]
+            for name, w in zip(("u", "inv", "cnt", "rows"), want):
+                np.testing.assert_array_equal(out[name], w, err_msg=f"{max_isa} {name}")

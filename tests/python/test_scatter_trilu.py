@@ -1,0 +1,68 @@
+"""ScatterElements (every reduction, negative and repeated indices) and Trilu (both triangles,
+diagonals in and outside the matrix) on computed tensors, against numpy on every ISA path;
+indices outside the axis are an error naming the index. (Both run on the reference kernel when
+not folded at load.)"""
+import numpy as np
+import pytest
+from onnx import TensorProto, helper
+
+import kiln
+
+from helpers import run_on_each_isa
+
+F32, I64 = TensorProto.FLOAT, TensorProto.INT64
+
+
+def model(nodes, inputs, outputs):
+    g = helper.make_graph(nodes, "m", [helper.make_tensor_value_info(n, t, s) for n, t, s in inputs],
+                          [helper.make_tensor_value_info(n, t, None) for n, t in outputs])
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 18)]).SerializeToString()
+
+
+def numpy_scatter(x, idx, upd, axis, red):
+    y = x.copy()
+    for j in np.ndindex(*idx.shape):
+        at = list(j)
+        at[axis] = idx[j] % x.shape[axis]
+        at = tuple(at)
+        y[at] = {"none": upd[j], "add": y[at] + upd[j], "mul": y[at] * upd[j],
+                 "max": max(y[at], upd[j]), "min": min(y[at], upd[j])}[red]
+    return y
+
+
+@pytest.mark.parametrize("red", ["none", "add", "mul", "max", "min"])
+@pytest.mark.parametrize("axis", [0, 1, -1])
+def test_scatter_elements(red, axis, tmp_path):
+    rng = np.random.default_rng(abs(axis) * 7 + len(red))
+    x = rng.standard_normal((4, 5, 6)).astype(np.float32)
+    shape = [3, 4, 5]
+    shape[axis] = 7  # more updates than the axis: repeated indices (without a reduction the
+    # last one wins, in index order, as ORT does)
+    dim = x.shape[axis]
+    idx = rng.integers(-dim, dim, size=shape).astype(np.int64)
+    upd = rng.standard_normal(shape).astype(np.float32)
+    data = model([helper.make_node("Relu", ["x"], ["r"]),
+                  helper.make_node("ScatterElements", ["r", "i", "u"], ["y"], axis=axis,
+                                   reduction=red)],
+                 [("x", F32, x.shape), ("i", I64, shape), ("u", F32, shape)], [("y", F32)])
+    want = numpy_scatter(np.maximum(x, 0), idx, upd, axis % 3, red)
+    for max_isa, out, _ in run_on_each_isa(data, {"x": x, "i": idx, "u": upd}, tmp_path):
+        np.testing.assert_allclose(out["y"], want, rtol=1e-6, err_msg=max_isa)
+    with kiln.Session.from_bytes(data) as s:
+        bad = idx.copy()
+        bad.flat[5] = dim
+        with pytest.raises(kiln.InvalidArgument, match=f"index {dim} is out of range"):
+            s.run({"x": x, "i": bad, "u": upd})
+
+
+@pytest.mark.parametrize("upper", [0, 1])
+@pytest.mark.parametrize("k", [-7, -1, 0, 2, 9])
+def test_trilu(upper, k, tmp_path):
+    x = np.random.default_rng(k + 10).standard_normal((2, 3, 5, 6)).astype(np.float32)
+    data = model([helper.make_node("Relu", ["x"], ["r"]),
+                  helper.make_node("Trilu", ["r", "k"], ["y"], upper=upper)],
+                 [("x", F32, x.shape), ("k", I64, [])], [("y", F32)])
+    r = np.maximum(x, 0)
+    want = np.triu(r, k) if upper else np.tril(r, k)
+    for max_isa, out, _ in run_on_each_isa(data, {"x": x, "k": np.array(k)}, tmp_path):
+        np.testing.assert_array_equal(out["y"], want, err_msg=max_isa)
