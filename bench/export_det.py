@@ -9,7 +9,8 @@
 # - centernet: a CenterNet-style detector with its decoding in the graph (3x3 max-pool peaks,
 #   top-K over classes x pixels, floor division and % for class and pixel, torch.gather of
 #   sizes and offsets at the peaks), 256x256.
-# - *_full: the whole torchvision detector as torch.onnx.export writes it, box decoding, score
+# - *_full: the whole torchvision detector as torch.onnx.export writes it (Faster R-CNN's
+#   MobileNetV3 320 FPN too: proposals, RoiAlign, box head), box decoding, score
 #   thresholds, per-class NMS (NonZero, NonMaxSuppression, an If on the number of boxes) and the
 #   top detections in the graph: outputs boxes [N, 4], scores [N], labels [N] with N decided per
 #   run (Kiln runs them from the first data-dependent op on per run, graph/dynamic.h). Score
@@ -81,7 +82,7 @@ class DenseView(DenseHeads):
 
     def __init__(self, m):
         nn.Module.__init__(self)
-        self.m, self.kind = m, "dense"
+        self.m, self.kind = m, "rpn" if hasattr(m, "rpn") else "dense"
 
 
 class Full(nn.Module):
@@ -114,6 +115,9 @@ MODELS = {
                                max_size=512), (1, 3, 384, 512)),
     "ssd300_full": (lambda: Full(D.ssd300_vgg16, score_thresh=0.0), (1, 3, 300, 300)),
     "ssdlite320_full": (lambda: Full(D.ssdlite320_mobilenet_v3_large), (1, 3, 320, 320)),
+    # two-stage: RPN proposals, RoiAlign (MultiScaleRoIAlign), the box head on each proposal
+    "frcnn_mbv3_320_full": (lambda: Full(D.fasterrcnn_mobilenet_v3_large_320_fpn,
+                                         box_score_thresh=0.0), (1, 3, 320, 320)),
 }
 
 

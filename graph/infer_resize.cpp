@@ -283,6 +283,34 @@ void infer_grid_sample(Graph& g, Node& n) {
   set_output(g, n, 0, DType::f32, {x[0], x[1], grid[1], grid[2]});
 }
 
+// RoiAlign: each region of interest [x1, y1, x2, y2] of image batch_indices[r], average-pooled
+// from bilinear samples into output_height x output_width bins.
+void infer_roi_align(Graph& g, Node& n) {
+  expect_dtype(g, n, 0, DType::f32, Code::unsupported);
+  expect_dtype(g, n, 1, DType::f32, Code::unsupported);
+  expect_dtype(g, n, 2, DType::i64);
+  expect_rank(g, n, 0, 4);
+  expect_rank(g, n, 1, 2);
+  expect_rank(g, n, 2, 1);
+  const Shape& x = input(g, n, 0).shape;
+  const Shape& rois = input(g, n, 1).shape;
+  if (rois[1] != 4 || input(g, n, 2).shape[0] != rois[0])
+    n.fail(Code::invalid_model, "rois " + shape_str(rois) + " and batch_indices " +
+                                    shape_str(input(g, n, 2).shape) + " are not [R, 4] and [R]");
+  const std::string mode = n.attr_s("mode", "avg");
+  if (mode != "avg") n.fail(Code::unsupported, "mode '" + mode + "' is not supported (only avg)");
+  const std::string ct = n.attr_s("coordinate_transformation_mode", "half_pixel");
+  if (ct != "half_pixel" && ct != "output_half_pixel")
+    n.fail(Code::invalid_model, "unknown coordinate_transformation_mode '" + ct + "'");
+  const int64_t oh = n.attr_i("output_height", 1), ow = n.attr_i("output_width", 1);
+  const int64_t ratio = n.attr_i("sampling_ratio", 0);
+  if (oh < 1 || ow < 1 || oh > 4096 || ow > 4096 || ratio < 0 || ratio > 64)
+    n.fail(Code::invalid_model, "output_height / output_width " + std::to_string(oh) + " x " +
+                                    std::to_string(ow) + " or sampling_ratio " +
+                                    std::to_string(ratio) + " is out of range");
+  set_output(g, n, 0, DType::f32, {rois[0], x[1], oh, ow});
+}
+
 }  // namespace infer_detail
 
 GridSampleSpec grid_sample_spec(const Node& n) {

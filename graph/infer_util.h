@@ -144,5 +144,6 @@ void infer_channel_shuffle(Graph& g, Node& n);  // graph/channel_shuffle.h
 // infer_resize.cpp
 void infer_resize(Graph& g, Node& n);
 void infer_space_depth(Graph& g, Node& n);  // DepthToSpace, SpaceToDepth
+void infer_roi_align(Graph& g, Node& n);
 
 }  // namespace kiln::infer_detail

@@ -153,16 +153,21 @@ Tensor Tensor::clone() const {
   return t;
 }
 
-void own_borrowed(Graph& g) {
-  if (!g.borrowed) return;
+void own_tensors_of(Graph& g, const std::shared_ptr<void>& owner) {
+  if (!owner) return;
   auto own = [&](Tensor& t) {
-    if (t.shares_owner(g.borrowed)) t = t.clone();
+    if (t.shares_owner(owner)) t = t.clone();
   };
   for (Value& v : g.values)
     if (v.constant) own(*v.constant);
   for (Node& n : g.nodes)
     for (auto& [name, a] : n.attrs)
       if (a.kind == Attribute::Kind::tensor) own(a.t);
+}
+
+void own_borrowed(Graph& g) {
+  if (!g.borrowed) return;
+  own_tensors_of(g, g.borrowed);
   if (g.borrowed.use_count() != 1)
     fail(Code::internal, "something still refers to the caller's model bytes after the load");
   g.borrowed.reset();

@@ -263,6 +263,9 @@ struct Graph {
 // borrowed model bytes, and forgets them: after it, nothing refers to the caller's buffer
 // (internal error if something else still does). No-op for a graph that borrowed nothing.
 void own_borrowed(Graph& g);
+// The same for another graph taken from g (graph/dynamic.h's tail): its own copies of whatever
+// shares `owner` (g.borrowed), before own_borrowed(g) checks that nothing else refers to it.
+void own_tensors_of(Graph& g, const std::shared_ptr<void>& owner);
 
 // The names an If node's branches read from the graphs enclosing it (sorted, unique); empty for
 // other nodes.

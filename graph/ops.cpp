@@ -135,6 +135,7 @@ const std::vector<OpInfo>& table() {
       {"NonMaxSuppression", infer_nms, 2, 5, 1, 1, "output size decided per run (graph/dynamic.h)"},
       {"GatherElements", infer_gather_elements, 2, 2, 1, 1, "float32 or int64; int64 indices"},
       {"GatherND", infer_gather_nd, 2, 2, 1, 1, "int64 indices"},
+      {"RoiAlign", infer_roi_align, 3, 3, 1, 1, "mode avg; reference kernel"},
       {"ScatterElements", infer_scatter_elements, 3, 3, 1, 1,
        "float32 or int64; reference kernel when not folded"},
       {"Trilu", infer_trilu, 1, 2, 1, 1, "reference kernel when not folded"},

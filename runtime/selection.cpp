@@ -678,6 +678,21 @@ class Selector {
           lossy.size());
       return;
     }
+    // A probe runs the plan on a fresh input and arena: when one would not fit the profiling
+    // budget (at least three are needed) or the memory bound (a fuzzed batch of 65,535 asked
+    // for gigabytes at load), the guard keeps exact families only, unprobed.
+    int64_t probe_bytes = 0;
+    for (const Value& v : g_.values)
+      if (!v.is_const() && v.shape_known) probe_bytes += shape_numel(v.shape) * 4;
+    if (3 * sel_.predicted_ms > budget_ms() || probe_bytes > kMaxProbeBytes) {
+      log_info(
+          "accuracy guard: probing this plan would take {:.0f} ms and {:.0f} MiB: its {} "
+          "lossy convs are demoted (exact families only)",
+          3 * sel_.predicted_ms, double(probe_bytes) / 1048576, lossy.size());
+      demote(lossy, std::vector<double>(lossy.size(), kInf), 0.0, /*exact_only=*/true);
+      solve_and_build();
+      return;
+    }
     const auto t0 = Clock::now();
     const int probes0 = sel_.probes;
     const double budget = o_.accuracy_budget;
@@ -1026,9 +1041,9 @@ Selection select_labels(const Graph& g, const SelectOptions& o) {
 
 std::string accuracy_summary(const Selection& s) {
   std::string r = std::string("accuracy: ") + accuracy_name(s.accuracy);
-  if (s.probes == 0) return r;
+  if (s.probes == 0 && s.demoted == 0) return r;
   char buf[160];
-  char added[32] = "error not measured";  // (stopped at the profiling budget)
+  char added[32] = "error not measured";  // (stopped at, or not started within, the budget)
   if (s.probe_error >= 0) std::snprintf(added, sizeof added, "%.2e added", s.probe_error);
   std::snprintf(buf, sizeof buf, " (guard: %d probes, %s, %d convs demoted, %.0f ms)", s.probes,
                 added, s.demoted, s.guard_ms);

@@ -79,6 +79,8 @@ struct SelectOptions {
   int guard_share_probes = 0;
 };
 
+// The accuracy guard does not probe a plan whose tensors add up to more than this (bytes).
+constexpr int64_t kMaxProbeBytes = int64_t(1) << 30;
 // Default profiling budgets per load (wall clock).
 constexpr double kFastProfileBudgetMs = 10000;
 constexpr double kFullProfileBudgetMs = 60000;

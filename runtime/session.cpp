@@ -6,6 +6,7 @@
 #include <cstring>
 #include <map>
 #include <random>
+#include <set>
 #include <utility>
 
 #include "graph/clock.h"
@@ -20,6 +21,7 @@
 #include "runtime/plan.h"
 #include "runtime/ref/ref_kernels.h"
 #include "runtime/selection.h"
+#include "runtime/tail_kernels.h"
 #include "runtime/tuning_cache.h"
 
 namespace kiln {
@@ -319,6 +321,15 @@ void Session::prepare(const SessionOptions& o) {
   isa_ = effective_isa(o.max_isa ? int(*o.max_isa) : -1);
   threads_ = o.threads > 0 ? o.threads : host_cpu().cores;
   if (threads_ < 1) threads_ = 1;
+  if (tail_) {  // its fully connected layers (a constant weight) on the FC family
+    std::set<std::string> fc;
+    for (const Node& n : tail_->graph.nodes)
+      if ((n.op == "Gemm" || n.op == "MatMul") && n.inputs.size() > 1 &&
+          tail_->graph.value(n.inputs[1]).is_const())
+        fc.insert(n.name);
+    tail_kernels_ =
+        std::make_unique<TailKernels>(o.reference ? Isa::scalar : isa_, threads_, std::move(fc));
+  }
   SelectOptions so;
   so.strategy = o.strategy;
   so.tune = o.reference ? TuneMode::none : o.tune;
@@ -360,7 +371,8 @@ void Session::prepare(const SessionOptions& o) {
   const int64_t released = o.reference ? 0 : release_unread_constants(graph_, *plan_);
   log_debug("released {:.1f} MiB of constants the kernels packed", double(released) / 1048576);
   // A model loaded from memory: copy what the plan still reads of the caller's bytes (the
-  // Executor resolves constant pointers next).
+  // Executor resolves constant pointers next), the run-time tail's constants included.
+  if (tail_) own_tensors_of(tail_->graph, graph_.borrowed);
   own_borrowed(graph_);
   exec_ = std::make_unique<Executor>(graph_, *plan_, threads_);
   log_info("steps run {}", exec_->uses_graph() ? "through a flow graph (branches overlap)"
@@ -468,7 +480,11 @@ std::vector<Tensor> Session::run(const std::vector<Tensor>& inputs, RunProfile* 
   std::vector<Tensor> reads;
   for (const DynamicTail::Ref& r : tail_->reads)
     reads.push_back(r.kind == DynamicTail::Ref::model_input ? inputs[r.index] : planned[r.index]);
-  const std::vector<Tensor> computed = run_tail(*tail_, reads, Evaluator(run_ref));
+  const TailKernels* tk = tail_kernels_.get();
+  const std::vector<Tensor> computed =
+      run_tail(*tail_, reads,
+               [tk](const Node& n, const std::vector<const Tensor*>& in,
+                    const std::vector<Tensor*>& out) { (*tk)(n, in, out); });
   std::vector<Tensor> out;
   for (const DynamicTail::Ref& r : tail_->outputs)
     out.push_back(r.kind == DynamicTail::Ref::tail ? computed[r.index] : planned[r.index]);

@@ -24,6 +24,7 @@ struct Plan;
 struct RunProfile;
 struct Selection;
 class Executor;
+class TailKernels;
 
 struct SessionOptions {
   int threads = 0;    // 0 = host_cpu().cores (the CPUs this process may run on)
@@ -157,6 +158,7 @@ class Session {
   std::unique_ptr<Plan> plan_;
   std::unique_ptr<Executor> exec_;
   std::unique_ptr<DynamicTail> tail_;
+  std::unique_ptr<TailKernels> tail_kernels_;  // the tail's evaluator
 };
 
 }  // namespace kiln

@@ -97,14 +97,24 @@ void dispatch_type(DType t, F&& fn) {
     fn(int64_t{});
 }
 
-// ScatterND / ScatterElements: what an update does to the element it lands on.
+// ScatterND / ScatterElements: what an update does to the element it lands on (the node's
+// `reduction`, read once: compared per element it cost more than the scatter).
+enum class Reduction { none, add, mul, max, min };
+Reduction scatter_reduction(const Node& node);  // invalid_model for an unknown name
 template <class T>
-T scatter_reduce(const std::string& reduction, T dst, T u) {
-  if (reduction == "add") return T(dst + u);
-  if (reduction == "mul") return T(dst * u);
-  if (reduction == "max") return std::max(dst, u);
-  if (reduction == "min") return std::min(dst, u);
-  return u;
+T scatter_reduce(Reduction r, T dst, T u) {
+  switch (r) {
+    case Reduction::add:
+      return T(dst + u);
+    case Reduction::mul:
+      return T(dst * u);
+    case Reduction::max:
+      return std::max(dst, u);
+    case Reduction::min:
+      return std::min(dst, u);
+    default:
+      return u;
+  }
 }
 
 // y[i] = op(a[bcast i], b[bcast i]) for any shapes that broadcast to y's shape; the element
@@ -179,6 +189,7 @@ KILN_REF_KERNEL(gather);
 KILN_REF_KERNEL(gather_elements);
 KILN_REF_KERNEL(scatter_elements);
 KILN_REF_KERNEL(trilu);
+KILN_REF_KERNEL(roi_align);   // ref_resize.cpp
 KILN_REF_KERNEL(math_unary);  // Sin .. Atanh (graph/unary_math.h)
 KILN_REF_KERNEL(shape_op);
 KILN_REF_KERNEL(pad);

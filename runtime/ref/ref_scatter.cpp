@@ -10,6 +10,16 @@
 
 namespace kiln::ref {
 
+Reduction scatter_reduction(const Node& node) {
+  const std::string r = node.attr_s("reduction", "none");
+  if (r == "none") return Reduction::none;
+  if (r == "add") return Reduction::add;
+  if (r == "mul") return Reduction::mul;
+  if (r == "max") return Reduction::max;
+  if (r == "min") return Reduction::min;
+  node.fail(Code::invalid_model, "unknown reduction '" + r + "'");
+}
+
 void scatter_nd(const Node& node, const Inputs& in, const Outputs& out) {
   const Tensor& x = req_input(node, in, 0);
   const Tensor& idx = req_input(node, in, 1);
@@ -19,11 +29,10 @@ void scatter_nd(const Node& node, const Inputs& in, const Outputs& out) {
   expect_dtype(node, upd, x.dtype(), "input updates");
   expect_dtype(node, y, x.dtype(), "output");
   expect_shape(node, y, x.shape(), "output");
-  const std::string red = node.attr_s("reduction", "none");
-  if (red != "none" && red != "add" && red != "mul" && red != "max" && red != "min")
-    node.fail(Code::invalid_model, "unknown reduction '" + red + "'");
-  if (red != "none" && x.dtype() == DType::boolean)
-    node.fail(Code::unsupported, "reduction '" + red + "' of bool tensors is not supported");
+  const Reduction red = scatter_reduction(node);
+  if (red != Reduction::none && x.dtype() == DType::boolean)
+    node.fail(Code::unsupported, "reduction '" + node.attr_s("reduction", "none") +
+                                     "' of bool tensors is not supported");
   const Shape& xs = x.shape();
   const Shape& is = idx.shape();
   if (is.empty() || is.back() < 1 || size_t(is.back()) > xs.size())

@@ -339,7 +339,7 @@ void scatter_elements(const Node& node, const Inputs& in, const Outputs& out) {
   expect_shape(node, upd, idx.shape(), "input updates");
   const size_t rank = x.shape().size();
   const size_t axis = element_axis(node, x, idx);
-  const std::string red = node.attr_s("reduction", "none");
+  const Reduction red = scatter_reduction(node);
   const std::vector<int64_t> pos = checked_indices(node, idx, axis, x.shape()[axis]);
   const std::vector<int64_t> xs = strides_of(x.shape());
   if (x.nbytes()) std::memcpy(y.raw(), x.raw(), x.nbytes());

@@ -101,6 +101,7 @@ constexpr std::array kTable{
     Entry{"GatherND", ref::gather_nd},
     Entry{"ScatterElements", ref::scatter_elements},
     Entry{"Trilu", ref::trilu},
+    Entry{"RoiAlign", ref::roi_align},
     Entry{"Shape", ref::shape_op},
     Entry{"Pad", ref::pad},
     Entry{"ChannelShuffle", ref::channel_shuffle},

@@ -35,7 +35,7 @@ TEST_CASE("op table lists every supported op once with sane bounds") {
       // QDQ models
       "QuantizeLinear", "DequantizeLinear", "QuantizeDequantize",
       // output sizes decided per run (graph/dynamic.h) and what follows them
-      "NonZero", "NonMaxSuppression", "Unique", "GatherND", "ScatterElements", "Trilu"};
+      "NonZero", "NonMaxSuppression", "Unique", "GatherND", "ScatterElements", "Trilu", "RoiAlign"};
   for (const char* op : expected) {
     CAPTURE(op);
     const OpInfo* info = find_op(op);

@@ -329,3 +329,95 @@ def test_unique_of_computed_values(tmp_path):
             want = [t.numpy() for t in m(torch.from_numpy(f["x"]))]
             for name, w in zip(("u", "inv", "cnt", "rows"), want):
                 np.testing.assert_array_equal(out[name], w, err_msg=f"{max_isa} {name}")
+
+
+
+@pytest.mark.parametrize("mode", ["half_pixel", "output_half_pixel"])
+@pytest.mark.parametrize("ratio", [0, 2])
+def test_roi_align_matches_torchvision(mode, ratio, tmp_path):
+    """RoiAlign against torchvision.ops.roi_align (aligned = half_pixel: ONNX's opset-16 default;
+    torchvision's own exports write aligned=False boxes with no mode, which ONNX Runtime and
+    Kiln both read as half_pixel)."""
+    rng = np.random.default_rng(6)
+    x = rng.standard_normal((2, 4, 20, 24)).astype(np.float32)
+    xy = rng.uniform(-6, 44, (9, 2))
+    wh = rng.uniform(0.2, 30, (9, 2))  # tiny regions, and some past the image's edges
+    rois = np.concatenate([xy, xy + wh], 1).astype(np.float32)
+    bidx = rng.integers(0, 2, 9).astype(np.int64)
+    F32 = TensorProto.FLOAT
+    g = helper.make_graph(
+        [helper.make_node("Relu", ["x"], ["r"]),
+         helper.make_node("RoiAlign", ["r", "rois", "b"], ["y"], output_height=5, output_width=4,
+                          sampling_ratio=ratio, spatial_scale=0.5,
+                          coordinate_transformation_mode=mode)],
+        "m", [helper.make_tensor_value_info("x", F32, x.shape),
+              helper.make_tensor_value_info("rois", F32, rois.shape),
+              helper.make_tensor_value_info("b", TensorProto.INT64, bidx.shape)],
+        [helper.make_tensor_value_info("y", F32, None)])
+    data = helper.make_model(g, opset_imports=[helper.make_opsetid("", 16)]).SerializeToString()
+    boxes = torch.from_numpy(np.concatenate([bidx[:, None], rois], 1).astype(np.float32))
+    want = torchvision.ops.roi_align(torch.relu(torch.from_numpy(x)), boxes, (5, 4), 0.5, ratio,
+                                     aligned=mode == "half_pixel").numpy()
+    for max_isa, out, _ in run_on_each_isa(data, {"x": x, "rois": rois, "b": bidx}, tmp_path):
+        np.testing.assert_allclose(out["y"], want, rtol=1e-4, atol=1e-5, err_msg=max_isa)
+    with kiln.Session.from_bytes(data) as s:
+        with pytest.raises(kiln.InvalidArgument, match="batch index 2 of region 0"):
+            s.run({"x": x, "rois": rois, "b": np.where(np.arange(9) == 0, 2, bidx)})
+
+
+def fc_tail_model(k, n, gemm, trans_b, bias):
+    """Rows of x picked by a computed mask (so their number follows the data), then a fully
+    connected layer on them: Gemm (alpha, beta, transB, bias) or MatMul, then Relu."""
+    rng = np.random.default_rng(k + n)
+    w = rng.standard_normal((n, k) if trans_b else (k, n)).astype(np.float32)
+    c = rng.standard_normal(n).astype(np.float32)
+    inits = [helper.make_tensor("w", TensorProto.FLOAT, w.shape, w.ravel())]
+    if gemm:
+        ins = ["rows", "w"] + (["c"] if bias else [])
+        if bias:
+            inits.append(helper.make_tensor("c", TensorProto.FLOAT, [n], c))
+        fc = helper.make_node("Gemm", ins, ["f"], transB=int(trans_b), alpha=0.5, beta=2.0)
+    else:
+        fc = helper.make_node("MatMul", ["rows", "w"], ["f"])
+    g = helper.make_graph(
+        [helper.make_node("ReduceSum", ["x", "one"], ["s"], keepdims=0),
+         helper.make_node("Greater", ["s", "zero"], ["m"]),
+         helper.make_node("NonZero", ["m"], ["i"]),
+         helper.make_node("Squeeze", ["i", "zero_i"], ["i1"]),
+         helper.make_node("Gather", ["x", "i1"], ["rows"], axis=0), fc,
+         helper.make_node("Relu", ["f"], ["y"])],
+        "m", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [200, k])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [None, n])],
+        initializer=inits + [helper.make_tensor("one", TensorProto.INT64, [1], [1]),
+                             helper.make_tensor("zero", TensorProto.FLOAT, [], [0.0]),
+                             helper.make_tensor("zero_i", TensorProto.INT64, [1], [0])])
+    data = helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)]).SerializeToString()
+
+    def ref(x):
+        r = x[x.sum(1) > 0].astype(np.float64)
+        if not gemm:
+            return np.maximum(r @ w, 0)
+        f = 0.5 * (r @ (w.T if trans_b else w)) + (2.0 * c if bias else 0)
+        return np.maximum(f, 0)
+    return data, ref
+
+
+@pytest.mark.parametrize("gemm,trans_b,bias", [(True, True, True), (True, False, False),
+                                               (False, False, False)])
+def test_fully_connected_layers_in_the_tail(gemm, trans_b, bias, tmp_path):
+    """The tail runs them on the FC family's kernels, made per row bucket: row counts below,
+    at and past a bucket's edge (32, 33), and none."""
+    k, n = 300, 70
+    data, ref = fc_tail_model(k, n, gemm, trans_b, bias)
+    rng = np.random.default_rng(11)
+    feeds = []
+    for rows in (1, 5, 32, 33, 150, 0):
+        x = -np.abs(rng.standard_normal((200, k))).astype(np.float32)
+        pick = rng.choice(200, rows, replace=False)
+        x[pick] = -x[pick]  # exactly these rows sum above 0
+        feeds.append({"x": x})
+    for max_isa, outs in run_each(data, feeds, tmp_path):
+        for f, out in zip(feeds, outs):
+            want = ref(f["x"])
+            assert out["y"].shape == want.shape, (max_isa, out["y"].shape, want.shape)
+            np.testing.assert_allclose(out["y"], want, rtol=2e-4, atol=2e-4, err_msg=max_isa)
