@@ -8,7 +8,8 @@
 Models (ResNet-18, ResNet-50, MobileNetV2, VGG-16, SqueezeNet 1.1 by default) come from DIR
 (default ~/kiln-zoo); any that are missing are exported there first with bench/zoo_export.py
 (Debian's torch/torchvision, no network; same seeds as shared/peers, so ONNX Runtime runs the
-same models). Each (model, threads) runs in its own `kiln bench` process. --ort also times
+same models). Each (model, threads) runs in its own `kiln bench` process, on NAME.input.npy when
+there is one (ONNX Runtime's input: a detector's work follows its input). --ort also times
 ONNX Runtime with shared/peers/ort_bench.js on the same files and reports kiln/ORT. The
 summary holds, per model and thread count: kiln p50/p90/min, first-run and load ms, arena and
 one-buffer-per-tensor bytes, peak RSS, the speed-up over the lowest thread count, the share
@@ -97,6 +98,10 @@ def run_kiln(kiln, model, threads, args, extra, tmp):
     out = os.path.join(tmp, f"kiln-{os.path.basename(model)}-{threads}.json")
     cmd = [kiln, "bench", model, "--threads", str(threads), "--runs", str(args.runs),
            "--warmup", str(args.warmup), "--json", out] + extra
+    # ORT runs NAME.input.npy: so does Kiln (a detector's work follows its input's boxes).
+    given = model[:-len(".onnx")] + ".input.npy"
+    if os.path.exists(given) and "--input" not in extra:
+        cmd += ["--input", given]
     print("$ " + " ".join(cmd), flush=True)
     r = subprocess.run(cmd, capture_output=True, text=True, timeout=args.timeout)
     if r.returncode != 0:

@@ -1,6 +1,8 @@
 // Kiln's graph IR: values with static shapes, nodes with typed attributes, constant tensors.
 // Shapes are fully static (the batch size is fixed at load), which is what lets the passes fold
-// all shape arithmetic into constants and lets later stages specialise kernels per shape.
+// all shape arithmetic into constants and lets later stages specialise kernels per shape. (The
+// nodes after an op whose output size depends on the data form a separate graph, inferred anew
+// each run: graph/dynamic.h.)
 #pragma once
 
 #include <cstddef>

@@ -9,7 +9,8 @@
  *   - Options are a struct whose first field is struct_size, so it can grow without breaking
  *     old clients: fill it with kiln_options_init() and then set the fields you care about.
  *   - Callers own every buffer: kiln_session_run reads inputs from and writes outputs into
- *     caller-provided memory whose byte sizes are checked against the model.
+ *     caller-provided memory whose byte sizes are checked against the model. (Outputs whose
+ *     size each run decides are the exception: kiln_session_run_outputs allocates them.)
  *   - No C++ exception and no abort ever crosses this interface.
  *
  * Typical use:
