@@ -1,6 +1,7 @@
 // Outputs whose size each run decides (kiln_session_output_dynamic, kiln_session_run_outputs):
 // a model whose second output is NonZero of a computed tensor.
 #include <cstring>
+#include <kiln/kiln.hpp>
 
 #include "capi_test_util.h"
 
@@ -150,4 +151,24 @@ TEST_CASE("dynamic outputs' misuse: bad indices, NULL arguments, wrong inputs") 
   CHECK(dims[1] == 3);
   kiln_outputs_release(o);
   kiln_outputs_release(nullptr);  // a no-op
+}
+
+TEST_CASE("C++ API: TensorInfo::dynamic and run_outputs") {
+  const std::string bytes = nonzero_model();
+  kiln::Session s = kiln::Session::from_memory(bytes.data(), bytes.size());
+  REQUIRE(s.outputs().size() == 2);
+  CHECK_FALSE(s.outputs()[0].dynamic);
+  CHECK(s.outputs()[0].bytes == 6 * sizeof(float));
+  CHECK(s.outputs()[1].dynamic);
+  CHECK(s.outputs()[1].bytes == 0);
+  CHECK(s.outputs()[1].shape == std::vector<int64_t>{1, -1});
+  const float x[6] = {3, -1, 0, 2, 0, -5};
+  const kiln::Outputs out = s.run_outputs({x});
+  CHECK(out.shape(1) == std::vector<int64_t>{1, 2});
+  const auto* idx = static_cast<const int64_t*>(out.data(1));
+  CHECK(idx[0] == 0);
+  CHECK(idx[1] == 3);
+  float r[6];
+  int64_t buf[6];
+  CHECK_THROWS_AS(s.run({x}, {r, buf}), kiln::Error);  // a dynamic output has no buffer size
 }

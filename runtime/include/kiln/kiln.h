@@ -352,9 +352,9 @@ KILN_API kiln_status* kiln_session_run_batch(const kiln_session* session, int64_
                                              const size_t* output_bytes, size_t output_count);
 
 /* ---- outputs whose size each run decides (0.3.0) ------------------------------------------
- * In a model with NonMaxSuppression, NonZero or an If on a computed condition (a detector with
- * its box selection in the graph), the sizes of what follows depend on the data. Kiln plans the
- * rest as usual and computes those nodes per run on its reference kernels (README, "Outputs
+ * In a model with NonMaxSuppression, NonZero, Unique or an If on a computed condition (a detector
+ * with its box selection in the graph), the sizes of what follows depend on the data. Kiln plans
+ * the rest as usual and computes those nodes per run on its reference kernels (README, "Outputs
  * whose size each run decides"). Such outputs are "dynamic": kiln_session_output_dynamic says
  * which; kiln_session_output_shape gives the dims the model declares for them, -1 where each run
  * decides (rank 0 when the model declares none); kiln_session_output_byte_size, kiln_session_run
@@ -370,9 +370,8 @@ KILN_API kiln_status* kiln_session_output_dynamic(const kiln_session* session, s
  * outputs in *out_outputs, which the caller frees with kiln_outputs_release (also after other
  * calls on the session, or its release). Safe to call concurrently on one session. */
 KILN_API kiln_status* kiln_session_run_outputs(const kiln_session* session,
-                                               const void* const* inputs,
-                                               const size_t* input_bytes, size_t input_count,
-                                               kiln_outputs** out_outputs);
+                                               const void* const* inputs, const size_t* input_bytes,
+                                               size_t input_count, kiln_outputs** out_outputs);
 
 /* Output `index` of a run: *out_data points at its dense, C-ordered elements (of the dtype
  * kiln_session_output_dtype gives; NULL or not when it has none), *out_dims at its *out_rank
@@ -398,7 +397,8 @@ KILN_API kiln_status* kiln_session_plan_json(const kiln_session* session, const 
 /* Runs the model `runs` times (1..100000) on random normal inputs (fixed seed; int64 inputs
  * zero) with every plan step timed, and returns as JSON {"runs", "total_ms", "reference_ms",
  * "tail_ms" (the run-time tail's median, in both totals),
- * "layers": [{"step", "node", "op", "kernel", "layouts", "ms", "gflop_per_s", "tiles", "reference"},
+ * "layers": [{"step", "node", "op", "kernel", "layouts", "ms", "gflop_per_s", "tiles",
+ * "reference"},
  * ...]}: each step's median time (what `kiln bench --layers` reports). Safe to call while other
  * threads run the session. *out_json is allocated for the caller: free it with
  * kiln_string_release. */
