@@ -63,8 +63,8 @@ bool overlaps_over(const Box& a, const Box& b, float threshold) {
 // compared with kept boxes whose x range can meet its own: candidates are also ordered by their
 // left edge, and only those starting within the widest box's width before this one's left edge
 // (and before its right edge) are looked at. With torchvision's batched NMS (every class
-// offset to its own region) that is the box's class, not every kept box: 27,000 candidates of
-// SSDlite's 90 classes took 210 ms compared with every kept box.
+// offset to its own region) that is the box's class, not every kept box (figures:
+// bench/NOTES.md, session 31).
 std::vector<size_t> greedy_nms(const std::vector<Box>& box, int64_t max_out, float iou) {
   std::vector<size_t> kept;
   const size_t n = box.size();

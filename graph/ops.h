@@ -98,6 +98,9 @@ struct OpInfo {
   // a single output): shown in README.md's operator table (supported_ops_markdown).
   std::string_view limits = {};
   bool internal = false;  // made by Kiln's passes only; a model may not use it
+  // Output sizes follow the input values: inference computes the outputs (all inputs constant)
+  // or, at load, leaves the node to the run-time tail (graph/dynamic.h).
+  bool data_dependent = false;
 };
 
 const OpInfo* find_op(std::string_view op);  // nullptr if unsupported

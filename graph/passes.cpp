@@ -6,6 +6,7 @@
 #include <functional>
 
 #include "graph/infer.h"
+#include "graph/ops.h"
 
 namespace kiln {
 namespace {
@@ -68,10 +69,11 @@ int infer_shapes(Graph& g, const Evaluator* fold) {
 }
 
 namespace {
-// Ops whose output sizes follow their input values (graph/infer_dynamic.cpp): inference
+// Ops whose output sizes follow their input values (OpInfo::data_dependent): inference
 // computes them, so it folds them whenever it can infer them at all.
 bool data_dependent(const Node& n) {
-  return n.op == "NonZero" || n.op == "NonMaxSuppression" || n.op == "Unique";
+  const OpInfo* op = find_op(n.op);
+  return op && op->data_dependent;
 }
 }  // namespace
 

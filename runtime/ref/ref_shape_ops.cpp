@@ -285,16 +285,26 @@ void gather(const Node& node, const Inputs& in, const Outputs& out) {
 }
 
 namespace {
-// GatherElements / ScatterElements: the node's axis, the indices checked to have x's rank and
-// to be no larger than x on the other axes.
-size_t element_axis(const Node& node, const Tensor& x, const Tensor& idx) {
+// GatherElements / ScatterElements: for each element i of idx, the offset in x of i with
+// i[axis] replaced by idx[i]. The indices must have x's rank, be no larger than x on the other
+// axes and lie in the axis (negative ones counted from its end).
+std::vector<int64_t> element_offsets(const Node& node, const Tensor& x, const Tensor& idx) {
   const size_t rank = x.shape().size();
   const size_t axis = size_t(norm_axis(node, node.attr_i("axis", 0), int64_t(rank)));
   if (idx.shape().size() != rank) node.fail(Code::invalid_model, "indices rank differs from data");
   for (size_t a = 0; a < rank; ++a)
     if (a != axis && idx.shape()[a] > x.shape()[a])
       node.fail(Code::invalid_model, "indices larger than data on axis " + std::to_string(a));
-  return axis;
+  std::vector<int64_t> off = checked_indices(node, idx, axis, x.shape()[axis]);
+  const std::vector<int64_t> xs = strides_of(x.shape());
+  std::vector<int64_t> at(rank, 0);  // idx's element's coordinates
+  for (int64_t& o : off) {
+    o *= xs[axis];
+    for (size_t a = 0; a < rank; ++a)
+      if (a != axis) o += at[a] * xs[a];
+    for (size_t a = rank; a-- > 0 && ++at[a] == idx.shape()[a];) at[a] = 0;
+  }
+  return off;
 }
 }  // namespace
 
@@ -308,20 +318,11 @@ void gather_elements(const Node& node, const Inputs& in, const Outputs& out) {
   expect_dtype(node, idx, DType::i64, "input indices");
   expect_dtype(node, y, x.dtype(), "output");
   expect_shape(node, y, idx.shape(), "output");
-  const size_t rank = x.shape().size();
-  const size_t axis = element_axis(node, x, idx);
-  const std::vector<int64_t> pos = checked_indices(node, idx, axis, x.shape()[axis]);
-  const std::vector<int64_t> xs = strides_of(x.shape());
+  const std::vector<int64_t> src = element_offsets(node, x, idx);
   const size_t es = dtype_size(x.dtype());
   const char* xp = static_cast<const char*>(x.raw());
   char* yp = static_cast<char*>(y.raw());
-  std::vector<int64_t> at(rank, 0);  // the output element's coordinates
-  for (int64_t j = 0; j < idx.numel(); ++j) {
-    int64_t src = 0;
-    for (size_t a = 0; a < rank; ++a) src += (a == axis ? pos[size_t(j)] : at[a]) * xs[a];
-    std::memcpy(yp + size_t(j) * es, xp + size_t(src) * es, es);
-    for (size_t a = rank; a-- > 0 && ++at[a] == idx.shape()[a];) at[a] = 0;
-  }
+  for (size_t j = 0; j < src.size(); ++j) std::memcpy(yp + j * es, xp + size_t(src[j]) * es, es);
 }
 
 // ScatterElements: y = x, then y[i with i[axis] replaced by idx[i]] = (or reduced with) upd[i]
@@ -337,23 +338,14 @@ void scatter_elements(const Node& node, const Inputs& in, const Outputs& out) {
   expect_dtype(node, y, x.dtype(), "output");
   expect_shape(node, y, x.shape(), "output");
   expect_shape(node, upd, idx.shape(), "input updates");
-  const size_t rank = x.shape().size();
-  const size_t axis = element_axis(node, x, idx);
   const Reduction red = scatter_reduction(node);
-  const std::vector<int64_t> pos = checked_indices(node, idx, axis, x.shape()[axis]);
-  const std::vector<int64_t> xs = strides_of(x.shape());
+  const std::vector<int64_t> dst = element_offsets(node, x, idx);
   if (x.nbytes()) std::memcpy(y.raw(), x.raw(), x.nbytes());
   dispatch_type(x.dtype(), [&](auto tag) {
     using T = decltype(tag);
     T* yp = y.data<T>();
     const T* up = upd.data<T>();
-    std::vector<int64_t> at(rank, 0);  // the update's coordinates
-    for (int64_t j = 0; j < idx.numel(); ++j) {
-      int64_t dst = 0;
-      for (size_t a = 0; a < rank; ++a) dst += (a == axis ? pos[size_t(j)] : at[a]) * xs[a];
-      yp[dst] = scatter_reduce(red, yp[dst], up[j]);
-      for (size_t a = rank; a-- > 0 && ++at[a] == idx.shape()[a];) at[a] = 0;
-    }
+    for (size_t j = 0; j < dst.size(); ++j) yp[dst[j]] = scatter_reduce(red, yp[dst[j]], up[j]);
   });
 }
 
