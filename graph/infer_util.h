@@ -110,7 +110,8 @@ void infer_group_norm(Graph& g, Node& n);  // InstanceNormalization, GroupNormal
 void infer_lrn(Graph& g, Node& n);
 void infer_topk(Graph& g, Node& n);
 void infer_cumsum(Graph& g, Node& n);
-void infer_if(Graph& g, Node& n);  // graph/inline_if.cpp
+void infer_if(Graph& g, Node& n);    // graph/inline_if.cpp
+void infer_loop(Graph& g, Node& n);  // graph/inline_loop.cpp
 void infer_grid_sample(Graph& g, Node& n);
 // infer_dynamic.cpp: output sizes that depend on the data; every input must be constant.
 void infer_nonzero(Graph& g, Node& n);

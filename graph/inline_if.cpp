@@ -36,45 +36,69 @@ void infer_if(Graph& g, Node& n) {
 
 }  // namespace infer_detail
 
+Node identity_node(std::string name, ValueId x, ValueId y) {
+  Node id;
+  id.name = std::move(name);
+  id.op = "Identity";
+  id.inputs = {x};
+  id.outputs = {y};
+  return id;
+}
+
+std::map<std::string, ValueId> outer_values(const Node& n) {
+  const std::vector<std::string> reads = branch_reads(n);
+  if (n.inputs.size() < reads.size())
+    n.fail(Code::internal, "lacks the inputs its subgraphs read from the graph");
+  std::map<std::string, ValueId> v;
+  const size_t first = n.inputs.size() - reads.size();
+  for (size_t j = 0; j < reads.size(); ++j) v[reads[j]] = n.inputs[first + j];
+  return v;
+}
+
+std::vector<ValueId> inline_subgraph(Graph& g, const Subgraph& b,
+                                     std::map<std::string, ValueId> local,
+                                     const std::string& prefix, std::vector<Node>& out) {
+  auto resolve = [&](const std::string& name, const Node& user) {
+    if (name.empty()) return kNoValue;
+    const auto it = local.find(name);
+    if (it == local.end())
+      user.fail(Code::invalid_model, "reads '" + name + "', which nothing defines");
+    return it->second;
+  };
+  for (const auto& [name, t] : b.consts)
+    local[name] = g.add_const(unique_value_name(g, prefix + name), t);
+  for (const Subgraph::Op& op : b.ops) {
+    Node m = op.node;
+    if (!prefix.empty()) m.name = prefix + m.name;
+    for (const std::string& in : op.inputs) m.inputs.push_back(resolve(in, m));
+    for (const std::string& name : branch_reads(m)) m.inputs.push_back(resolve(name, m));
+    for (const std::string& o : op.outputs) {
+      const ValueId v = o.empty() ? kNoValue : g.add_value(unique_value_name(g, prefix + o));
+      if (v != kNoValue) local[o] = v;
+      m.outputs.push_back(v);
+    }
+    canonicalize_into(g, std::move(m), out);
+  }
+  Node user;  // for the message of an output nothing defines
+  user.name = prefix.empty() ? "subgraph" : prefix;
+  user.op = "output";
+  std::vector<ValueId> outs;
+  for (const std::string& name : b.outputs) outs.push_back(resolve(name, user));
+  return outs;
+}
+
 std::vector<Node> inline_if(Graph& g, const Node& n) {
   const Tensor& c = *g.value(n.inputs[0]).constant;
   const bool taken = c.dtype() == DType::f32       ? c.data<float>()[0] != 0.f
                      : c.dtype() == DType::boolean ? c.data<uint8_t>()[0] != 0
                                                    : c.data<int64_t>()[0] != 0;
   const Subgraph& b = *n.attrs.at(taken ? "then_branch" : "else_branch").g;
-  // The branch's names -> its values in g (renamed where g already uses the name).
-  std::map<std::string, ValueId> local;
-  auto resolve = [&](const std::string& name, const Node& user) {
-    if (name.empty()) return kNoValue;
-    const auto it = local.find(name);
-    const ValueId v = it != local.end() ? it->second : g.find(name);
-    if (v == kNoValue)
-      user.fail(Code::invalid_model, "reads '" + name + "', which nothing defines");
-    return v;
-  };
-  auto define = [&](const std::string& name, ValueId v) { local[name] = v; };
-  for (const auto& [name, t] : b.consts) define(name, g.add_const(unique_value_name(g, name), t));
   std::vector<Node> out;
-  for (const Subgraph::Op& op : b.ops) {
-    Node m = op.node;
-    for (const std::string& in : op.inputs) m.inputs.push_back(resolve(in, m));
-    for (const std::string& name : branch_reads(m)) m.inputs.push_back(resolve(name, m));
-    for (const std::string& o : op.outputs) {
-      const ValueId v = o.empty() ? kNoValue : g.add_value(unique_value_name(g, o));
-      if (v != kNoValue) define(o, v);
-      m.outputs.push_back(v);
-    }
-    canonicalize_into(g, std::move(m), out);
-  }
+  const std::vector<ValueId> results = inline_subgraph(g, b, outer_values(n), "", out);
   // The If's outputs are the branch's (an Identity each: remove_identities drops them).
   for (size_t k = 0; k < n.outputs.size(); ++k) {
     if (n.outputs[k] == kNoValue) continue;
-    Node id;
-    id.name = n.name + "_output_" + std::to_string(k);
-    id.op = "Identity";
-    id.inputs = {resolve(b.outputs[k], n)};
-    id.outputs = {n.outputs[k]};
-    out.push_back(std::move(id));
+    out.push_back(identity_node(n.name + "_output_" + std::to_string(k), results[k], n.outputs[k]));
   }
   return out;
 }

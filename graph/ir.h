@@ -203,18 +203,28 @@ struct Node {
   ValueId in(size_t i) const { return i < inputs.size() ? inputs[i] : kNoValue; }
 };
 
-// A branch of an If (then_branch / else_branch) as imported. Its nodes refer to values by name
-// (the branch's own, or the enclosing graphs'); their Node::inputs / outputs stay empty until
-// the branch taken is inlined into the graph (graph/passes.cpp, infer_shapes).
+// The element type and dims a model declares for a graph output (dims -1 where symbolic or not
+// given; no dims when the model gives no shape); what the model does not say stays unset.
+struct DeclaredType {
+  std::optional<DType> dtype;
+  std::optional<Shape> dims;
+};
+
+// A branch of an If (then_branch / else_branch) or a Loop's body as imported. Its nodes refer
+// to values by name (the subgraph's own, or the enclosing graphs'); their Node::inputs /
+// outputs stay empty until the subgraph is inlined into the graph (graph/passes.cpp,
+// infer_shapes: the branch taken, or each iteration of a loop).
 struct Subgraph {
   struct Op {
     Node node;
     std::vector<std::string> inputs, outputs;  // "" for an omitted one
   };
   std::vector<Op> ops;
-  std::vector<std::pair<std::string, Tensor>> consts;  // the branch's initializers
+  std::vector<std::pair<std::string, Tensor>> consts;  // the subgraph's initializers
+  std::vector<std::string> inputs;                     // a Loop body's (none for a branch)
   std::vector<std::string> outputs;
-  std::vector<std::string> outer;  // names read from enclosing graphs (sorted, unique)
+  std::vector<DeclaredType> declared;  // per output
+  std::vector<std::string> outer;      // names read from enclosing graphs (sorted, unique)
 };
 
 struct Graph {
@@ -227,17 +237,15 @@ struct Graph {
   // Set by an import that borrows the caller's model bytes (ImportOptions::borrow): constants
   // alias them until own_borrowed() copies what is still needed.
   std::shared_ptr<void> borrowed;
-  // The element type and dims each graph output declares in the model (dims -1 where symbolic
-  // or not given; no dims when the model gives no shape), by name. What Kiln reports for an
+  // The type each graph output declares in the model, by name. What Kiln reports for an
   // output whose shape each run decides (graph/dynamic.h).
-  struct Declared {
-    std::optional<DType> dtype;
-    std::optional<Shape> dims;
-  };
+  using Declared = DeclaredType;
   std::map<std::string, Declared> declared_outputs;
   // A graph run with every input known (graph/dynamic.h's run-time tail): shapes follow the
   // data, so empty tensors (no detection left) are allowed.
   bool runtime_shapes = false;
+  // Nodes the unrolled Loops have made so far (graph/inline_loop.cpp bounds them).
+  int64_t unrolled_nodes = 0;
 
   ValueId add_value(std::string name, DType dtype = DType::f32);
   ValueId add_const(std::string name, Tensor t);

@@ -461,21 +461,22 @@ Node node_head(const onnx::NodeProto& np, int index) {
   return n;
 }
 
-// If inside If inside ...: deeper nesting is refused (no real model comes near).
+// If or Loop inside If or Loop inside ...: deeper nesting is refused (no real model comes near).
 constexpr int kMaxBranchDepth = 8;
 
 std::shared_ptr<const Subgraph> import_branch(Ctx& cx, const onnx::GraphProto& gp,
-                                              const std::string& what, int depth);
+                                              const std::string& what, int depth, bool loop_body);
 
-// Attribute `a` of node n: an If's then_branch / else_branch become Subgraphs (other graph
-// attributes are refused by convert_attr); `depth`: how many If branches enclose n.
+// Attribute `a` of node n: an If's then_branch / else_branch and a Loop's body become Subgraphs
+// (other graph attributes are refused by convert_attr); `depth`: how many subgraphs enclose n.
 Attribute node_attr(Ctx& cx, const Node& n, const onnx::AttributeProto& a,
                     const onnx_wire::TensorCut* cut, int depth) {
-  if (a.type() != onnx::AttributeProto::GRAPH || n.op != "If")
+  const bool loop_body = n.op == "Loop" && a.name() == "body";
+  if (a.type() != onnx::AttributeProto::GRAPH || (n.op != "If" && !loop_body))
     return convert_attr(cx, a, n.where(), cut);
   Attribute r;
   r.kind = Attribute::Kind::graph;
-  r.g = import_branch(cx, a.g(), n.where() + " " + a.name(), depth + 1);
+  r.g = import_branch(cx, a.g(), n.where() + " " + a.name(), depth + 1, loop_body);
   return r;
 }
 
@@ -504,16 +505,23 @@ void check_graph_size(const onnx::GraphProto& gp) {
 }
 
 std::shared_ptr<const Subgraph> import_branch(Ctx& cx, const onnx::GraphProto& gp,
-                                              const std::string& what, int depth) {
+                                              const std::string& what, int depth, bool loop_body) {
   if (depth > kMaxBranchDepth)
-    fail(Code::unsupported,
-         what + ": If branches nested more than " + std::to_string(kMaxBranchDepth) + " deep");
+    fail(Code::unsupported, what + ": If / Loop subgraphs nested more than " +
+                                std::to_string(kMaxBranchDepth) + " deep");
   check_graph_size(gp);
-  if (gp.input_size() > 0) fail(Code::invalid_model, what + " declares inputs; a branch has none");
+  if (gp.input_size() > 0 && !loop_body)
+    fail(Code::invalid_model, what + " declares inputs; a branch has none");
   if (gp.sparse_initializer_size())
     fail(Code::unsupported, what + ": sparse initializers are not supported");
   auto b = std::make_shared<Subgraph>();
   std::set<std::string> defined, read;
+  for (const auto& vi : gp.input()) {
+    if (vi.name().empty()) fail(Code::invalid_model, what + ": an input has no name");
+    if (!defined.insert(vi.name()).second)
+      fail(Code::invalid_model, what + ": input '" + vi.name() + "' is declared twice");
+    b->inputs.push_back(vi.name());
+  }
   for (const auto& t : gp.initializer()) {
     if (t.name().empty()) fail(Code::invalid_model, what + ": an initializer has no name");
     b->consts.emplace_back(t.name(), convert_tensor(cx, t, what + " " + tensor_what(t), nullptr));
@@ -541,6 +549,7 @@ std::shared_ptr<const Subgraph> import_branch(Ctx& cx, const onnx::GraphProto& g
   for (const auto& vi : gp.output()) {
     if (vi.name().empty()) fail(Code::invalid_model, what + ": an output has no name");
     b->outputs.push_back(vi.name());
+    b->declared.push_back(declared_type(vi));
     read.insert(vi.name());
   }
   for (const std::string& name : read)

@@ -126,6 +126,10 @@ const std::vector<OpInfo>& table() {
       {"If", infer_if, 1, kMany, 1, kMany,
        "condition known at load (from constants and shapes): the branch taken is inlined; "
        "a computed condition: run per run with what follows (graph/dynamic.h)"},
+      {"Loop", infer_loop, 0, kMany, 1, kMany,
+       "unrolled: at load when its trip count and conditions are known there (from constants, "
+       "shapes and the iteration number), else per run with what follows (graph/dynamic.h); "
+       "no sequence values"},
       {"Concat", infer_concat, 1, kMany, 1, 1, "float32 or int64"},
       {"Split", infer_split, 1, 2, 1, kMany, "split sizes constant"},
       {"Slice", infer_slice, 3, 5, 1, 1, "starts/ends/axes/steps constant"},

@@ -92,9 +92,11 @@ int infer_shapes(Graph& g, const InferOptions& o) {
     for (ValueId v : n.inputs)
       if (runtime_value(v)) return true;
     if (data_dependent(n)) return std::any_of(n.inputs.begin(), n.inputs.end(), computed);
+    if (n.op == "Loop") return !loop_at_load(g, n);
     return n.op == "If" && !n.inputs.empty() && computed(n.inputs[0]);
   };
-  // (A function: an If is replaced by the nodes of the branch it takes, stepped through first.)
+  // (A function: an If is replaced by the nodes of the branch it takes, a Loop by its
+  // iterations, each stepped through in turn.)
   std::function<void(Node&)> step = [&](Node& n) {
     if (o.tail && to_tail(n)) {
       for (ValueId v : n.outputs)
@@ -108,6 +110,10 @@ int infer_shapes(Graph& g, const InferOptions& o) {
     infer_node(g, n);
     if (n.op == "If") {
       for (Node& m : inline_if(g, n)) step(m);
+      return;
+    }
+    if (n.op == "Loop") {
+      unroll_loop(g, n, step, [&] { return kept.size() + (o.tail ? o.tail->size() : 0); });
       return;
     }
     if (data_dependent(n)) {  // inference computed the outputs

@@ -3,6 +3,8 @@
 #pragma once
 
 #include <functional>
+#include <map>
+#include <string>
 #include <vector>
 
 #include "graph/ir.h"
@@ -40,6 +42,38 @@ int infer_shapes(Graph& g, const InferOptions& o);
 // resolved (renamed where g uses them already) and each node canonicalized (graph/canonicalize.h),
 // then an Identity per output of n (graph/inline_if.cpp).
 std::vector<Node> inline_if(Graph& g, const Node& n);
+
+// An Identity node y = x (how an inlined subgraph's results become the node's outputs;
+// remove_identities drops them).
+Node identity_node(std::string name, ValueId x, ValueId y);
+
+// The values an If or Loop node's subgraphs read from the enclosing graphs, by name: the node's
+// last inputs (branch_reads, graph/ir.h), which passes keep pointing at the right values even
+// where an inlined subgraph's names were renamed.
+std::map<std::string, ValueId> outer_values(const Node& n);
+
+// Appends to `out` the nodes of subgraph b, its names resolved through `local` (outer_values,
+// and a Loop body's inputs); the values it defines are new in g, named prefix + name (renamed
+// where g uses that already). Returns the values of b's outputs.
+std::vector<ValueId> inline_subgraph(Graph& g, const Subgraph& b,
+                                     std::map<std::string, ValueId> local,
+                                     const std::string& prefix, std::vector<Node>& out);
+
+// Loop node n runs at load (its iterations inlined as they are inferred): its trip count and
+// condition are constants (or omitted) and the condition its body computes depends only on
+// them, constants and the iteration number. Otherwise it is part of the run-time tail.
+bool loop_at_load(const Graph& g, const Node& n);
+
+// Replaces Loop node n (trip count and condition constant) by its iterations: each one's nodes
+// (inline_subgraph) go through `step` (infer_shapes: inferred, folded, kept or moved to the
+// tail) before the next is made, since the condition its body computes must be a constant after
+// each. Then an Identity per loop-carried output and, per scan output, an Unsqueeze per
+// iteration and a Concat. `not_folded` counts the nodes step has kept or moved so far: while it
+// does not change, each iteration's values are constants nobody else reads, and those of the
+// iteration before are released as the loop goes (a loop growing a tensor by concatenation
+// would otherwise hold every size at once). graph/inline_loop.cpp.
+void unroll_loop(Graph& g, const Node& n, const std::function<void(Node&)>& step,
+                 const std::function<size_t()>& not_folded);
 
 // Removes Identity and Dropout (inference mode) by rewiring consumers to their input.
 // Returns the number removed.

@@ -321,14 +321,14 @@ void Session::prepare(const SessionOptions& o) {
   isa_ = effective_isa(o.max_isa ? int(*o.max_isa) : -1);
   threads_ = o.threads > 0 ? o.threads : host_cpu().cores;
   if (threads_ < 1) threads_ = 1;
-  if (tail_) {  // its fully connected layers (a constant weight) on the FC family
-    std::set<std::string> fc;
+  if (tail_) {  // its layers with a constant weight on JIT kernels
+    std::set<std::string> jit;
     for (const Node& n : tail_->graph.nodes)
-      if ((n.op == "Gemm" || n.op == "MatMul") && n.inputs.size() > 1 &&
-          tail_->graph.value(n.inputs[1]).is_const())
-        fc.insert(n.name);
+      if ((n.op == "Gemm" || n.op == "MatMul" || n.op == "Conv" || n.op == "ConvTranspose") &&
+          n.inputs.size() > 1 && tail_->graph.value(n.inputs[1]).is_const())
+        jit.insert(n.name);
     tail_kernels_ =
-        std::make_unique<TailKernels>(o.reference ? Isa::scalar : isa_, threads_, std::move(fc));
+        std::make_unique<TailKernels>(o.reference ? Isa::scalar : isa_, threads_, std::move(jit));
   }
   SelectOptions so;
   so.strategy = o.strategy;

@@ -3,12 +3,14 @@
 #include <tbb/blocked_range.h>
 #include <tbb/parallel_for.h>
 
+#include <algorithm>
 #include <cstring>
 #include <optional>
 
 #include "jit/gemm/fc_kernel.h"
 #include "runtime/arenas.h"
 #include "runtime/ref/ref_kernels.h"
+#include "runtime/ref/ref_window.h"
 
 namespace kiln {
 namespace {
@@ -21,39 +23,18 @@ int64_t row_bucket(int64_t m) {
 
 }  // namespace
 
-TailKernels::TailKernels(Isa isa, int threads, std::set<std::string> fc_nodes)
-    : isa_(isa), threads_(threads), fc_nodes_(std::move(fc_nodes)) {}
+TailKernels::TailKernels(Isa isa, int threads, std::set<std::string> jit_nodes)
+    : isa_(isa), threads_(threads), jit_nodes_(std::move(jit_nodes)) {}
 
-std::shared_ptr<const Kernel> TailKernels::fc_kernel(const Node& n,
-                                                     const std::vector<const Tensor*>& in,
-                                                     int64_t rows) const {
+std::shared_ptr<const Kernel> TailKernels::kernel_for(
+    const std::string& node, int64_t rows,
+    const std::function<std::unique_ptr<Kernel>()>& make) const {
   std::lock_guard<std::mutex> lock(mu_);
-  Entry& e = kernels_[{n.name, rows}];
+  Entry& e = kernels_[{node, rows}];
   e.used = ++clock_;
   if (e.tried) return e.kernel;  // made (or found not to apply) before
   e.tried = true;
-  const Tensor& a = *in[0];
-  const Tensor& w = *in[1];
-  const bool gemm = n.op == "Gemm";
-  const bool tb = gemm && n.attr_i("transB", 0) != 0;
-  FcProblem p;
-  p.m = rows;
-  p.k = a.shape()[1];
-  p.n = w.shape()[tb ? 0 : 1];
-  std::optional<Tensor> bias;
-  if (gemm && in.size() > 2 && in[2]) {  // C of [N] or [1, N], times beta
-    const Tensor& c = *in[2];
-    if (c.numel() != p.n || c.shape().empty() || c.shape().back() != p.n) return nullptr;
-    bias.emplace(DType::f32, Shape{p.n});
-    const float beta = n.attr_f("beta", 1.f);
-    for (int64_t j = 0; j < p.n; ++j) bias->data<float>()[j] = c.data<float>()[j] * beta;
-    p.bias = true;
-  }
-  std::string why_not;
-  const float alpha = gemm ? n.attr_f("alpha", 1.f) : 1.f;
-  std::unique_ptr<Kernel> k =
-      create_fc_kernel(p, isa_, w, tb, alpha, bias ? &*bias : nullptr, &why_not);
-  e.kernel = std::move(k);
+  e.kernel = make();
   std::shared_ptr<const Kernel> made = e.kernel;
   if (kernels_.size() > kMaxKernels) {  // drop the least recently used (never this one)
     auto oldest = kernels_.begin();
@@ -64,48 +45,216 @@ std::shared_ptr<const Kernel> TailKernels::fc_kernel(const Node& n,
   return made;
 }
 
-bool TailKernels::run_fc(const Node& n, const std::vector<const Tensor*>& in, Tensor& y) const {
-  if (!fc_nodes_.count(n.name) || isa_ == Isa::scalar || in.size() < 2 || !in[0] || !in[1])
-    return false;
-  const Tensor& a = *in[0];
-  const Tensor& w = *in[1];
-  if (a.dtype() != DType::f32 || w.dtype() != DType::f32 || a.shape().size() != 2 ||
-      w.shape().size() != 2 || y.shape().size() != 2 || a.shape()[0] == 0)
-    return false;
-  if (n.op == "Gemm" && n.attr_i("transA", 0) != 0) return false;
-  const int64_t m = a.shape()[0], rows = row_bucket(m);
-  const std::shared_ptr<const Kernel> k = fc_kernel(n, in, rows);
-  if (!k) return false;
-  const int64_t kk = a.shape()[1], nn = y.shape()[1];
-  // Rows past M: a zero-padded copy of A, and an output buffer of the bucket's rows.
-  Tensor xa = rows == m ? a : Tensor(DType::f32, {rows, kk});
-  Tensor ya = rows == m ? y : Tensor(DType::f32, {rows, nn});
-  if (rows != m) std::memcpy(xa.raw(), a.raw(), a.nbytes());
-  const float* src[] = {xa.data<float>()};
-  float* dst[] = {ya.data<float>()};
+void TailKernels::run_tiles(const Kernel& k, const float* src, float* dst, bool spread) const {
+  const float* s[] = {src};
+  float* d[] = {dst};
   KernelArgs args;
-  args.src = src;
-  args.dst = dst;
-  const int64_t tiles = k->tiles();
+  args.src = s;
+  args.dst = d;
+  const int64_t tiles = k.tiles();
   auto piece = [&](int64_t b, int64_t e) {
-    ScratchBuffer scratch(k->scratch_bytes());
-    k->run(scratch.with(args), b, e);
+    ScratchBuffer scratch(k.scratch_bytes());
+    k.run(scratch.with(args), b, e);
   };
-  if (threads_ > 1 && tiles > 1)
+  if (spread && threads_ > 1 && tiles > 1)
     shared_arena(threads_).execute([&] {
       tbb::parallel_for(tbb::blocked_range<int64_t>(0, tiles),
                         [&](const tbb::blocked_range<int64_t>& r) { piece(r.begin(), r.end()); });
     });
   else
     piece(0, tiles);
+}
+
+void TailKernels::for_images(int64_t n,
+                             const std::function<void(int64_t, int64_t, bool)>& body) const {
+  if (threads_ > 1 && n >= threads_)
+    shared_arena(threads_).execute([&] {
+      tbb::parallel_for(
+          tbb::blocked_range<int64_t>(0, n),
+          [&](const tbb::blocked_range<int64_t>& r) { body(r.begin(), r.end(), false); });
+    });
+  else
+    body(0, n, true);
+}
+
+bool TailKernels::run_fc(const Node& n, const std::vector<const Tensor*>& in, Tensor& y) const {
+  const Tensor& a = *in[0];
+  const Tensor& w = *in[1];
+  if (a.shape().size() != 2 || w.shape().size() != 2 || y.shape().size() != 2 || a.shape()[0] == 0)
+    return false;
+  if (n.op == "Gemm" && n.attr_i("transA", 0) != 0) return false;
+  const int64_t m = a.shape()[0], rows = row_bucket(m);
+  const std::shared_ptr<const Kernel> k =
+      kernel_for(n.name, rows, [&]() -> std::unique_ptr<Kernel> {
+        const bool gemm = n.op == "Gemm";
+        const bool tb = gemm && n.attr_i("transB", 0) != 0;
+        FcProblem p;
+        p.m = rows;
+        p.k = a.shape()[1];
+        p.n = w.shape()[tb ? 0 : 1];
+        std::optional<Tensor> bias;
+        if (gemm && in.size() > 2 && in[2]) {  // C of [N] or [1, N], times beta
+          const Tensor& c = *in[2];
+          if (c.numel() != p.n || c.shape().empty() || c.shape().back() != p.n) return nullptr;
+          bias.emplace(DType::f32, Shape{p.n});
+          const float beta = n.attr_f("beta", 1.f);
+          for (int64_t j = 0; j < p.n; ++j) bias->data<float>()[j] = c.data<float>()[j] * beta;
+          p.bias = true;
+        }
+        std::string why_not;
+        const float alpha = gemm ? n.attr_f("alpha", 1.f) : 1.f;
+        return create_fc_kernel(p, isa_, w, tb, alpha, bias ? &*bias : nullptr, &why_not);
+      });
+  if (!k) return false;
+  const int64_t kk = a.shape()[1], nn = y.shape()[1];
+  // Rows past M: a zero-padded copy of A, and an output buffer of the bucket's rows.
+  Tensor xa = rows == m ? a : Tensor(DType::f32, {rows, kk});
+  Tensor ya = rows == m ? y : Tensor(DType::f32, {rows, nn});
+  if (rows != m) std::memcpy(xa.raw(), a.raw(), a.nbytes());
+  run_tiles(*k, xa.data<float>(), ya.data<float>(), true);
   if (rows != m) std::memcpy(y.raw(), ya.raw(), y.nbytes());
+  return true;
+}
+
+namespace {
+
+// Checks shared by Conv and ConvTranspose: x [N, C, H, W] and w 4-D f32, one group, a bias of
+// M values or none, no fused post-ops (the tail's nodes have none; a model may not add them).
+bool conv_form(const Node& n, const std::vector<const Tensor*>& in, const Tensor& y, int64_t m) {
+  const Tensor& x = *in[0];
+  const Tensor& w = *in[1];
+  const Tensor* b = in.size() > 2 ? in[2] : nullptr;
+  return x.shape().size() == 4 && w.shape().size() == 4 && y.shape().size() == 4 &&
+         y.dtype() == DType::f32 && n.attr_i("group", 1) == 1 && x.numel() > 0 && y.numel() > 0 &&
+         !n.has("post_ops") && (!b || (b->dtype() == DType::f32 && b->numel() == m));
+}
+
+Tensor matrix_view(const Tensor& w, int64_t rows, int64_t cols) {
+  return Tensor::wrap(DType::f32, {rows, cols},
+                      const_cast<void*>(static_cast<const void*>(w.raw())));
+}
+
+}  // namespace
+
+bool TailKernels::run_conv(const Node& n, const std::vector<const Tensor*>& in, Tensor& y) const {
+  const Tensor& x = *in[0];
+  const Tensor& w = *in[1];
+  const Tensor* b = in.size() > 2 ? in[2] : nullptr;
+  if (!conv_form(n, in, y, w.shape()[0])) return false;
+  const int64_t N = x.shape()[0], C = x.shape()[1], H = x.shape()[2], W = x.shape()[3];
+  const int64_t M = w.shape()[0], KH = w.shape()[2], KW = w.shape()[3];
+  const ref::Window2d win = ref::read_window2d(n, {KH, KW});
+  const int64_t OH = y.shape()[2], OW = y.shape()[3], K = C * KH * KW, P = OH * OW;
+  if (w.shape()[1] != C || y.shape() != Shape{N, M, OH, OW} ||
+      OH != (H + win.pt + win.pb - (win.dh * (KH - 1) + 1)) / win.sh + 1 ||
+      OW != (W + win.pl + win.pr - (win.dw * (KW - 1) + 1)) / win.sw + 1)
+    return false;  // the reference kernel names what is wrong
+  const std::shared_ptr<const Kernel> k = kernel_for(n.name, P, [&] {
+    FcProblem p;
+    p.m = P;
+    p.k = K;
+    p.n = M;
+    p.bias = b != nullptr;
+    std::string why_not;
+    return create_fc_kernel(p, isa_, matrix_view(w, M, K), true, 1.f, b, &why_not);
+  });
+  if (!k) return false;
+  const float* xp = x.data<float>();
+  float* yp = y.data<float>();
+  for_images(N, [&](int64_t begin, int64_t end, bool spread) {
+    std::vector<float> patches(size_t(P * K)), out(size_t(P * M));
+    for (int64_t i = begin; i < end; ++i) {
+      // patches[oh * OW + ow][(c * KH + kh) * KW + kw] = x[i, c, ih, iw] (0 outside the image)
+      const float* img = xp + i * C * H * W;
+      for (int64_t oh = 0; oh < OH; ++oh)
+        for (int64_t ow = 0; ow < OW; ++ow) {
+          float* row = patches.data() + (oh * OW + ow) * K;
+          for (int64_t c = 0; c < C; ++c)
+            for (int64_t kh = 0; kh < KH; ++kh) {
+              const int64_t ih = oh * win.sh - win.pt + kh * win.dh;
+              for (int64_t kw = 0; kw < KW; ++kw, ++row) {
+                const int64_t iw = ow * win.sw - win.pl + kw * win.dw;
+                *row = ih < 0 || ih >= H || iw < 0 || iw >= W ? 0.f : img[(c * H + ih) * W + iw];
+              }
+            }
+        }
+      run_tiles(*k, patches.data(), out.data(), spread);
+      float* dst = yp + i * M * P;  // [P, M] -> [M, P]
+      for (int64_t px = 0; px < P; ++px)
+        for (int64_t m = 0; m < M; ++m) dst[m * P + px] = out[size_t(px * M + m)];
+    }
+  });
+  return true;
+}
+
+bool TailKernels::run_conv_transpose(const Node& n, const std::vector<const Tensor*>& in,
+                                     Tensor& y) const {
+  const Tensor& x = *in[0];
+  const Tensor& w = *in[1];
+  const Tensor* b = in.size() > 2 ? in[2] : nullptr;
+  if (!conv_form(n, in, y, w.shape()[1])) return false;
+  const std::vector<int64_t> s = n.attr_ints("strides"), d = n.attr_ints("dilations"),
+                             pad = n.attr_ints("pads");
+  if (s.size() != 2 || d.size() != 2 || pad.size() != 4) return false;
+  const int64_t N = x.shape()[0], C = x.shape()[1], H = x.shape()[2], W = x.shape()[3];
+  const int64_t M = w.shape()[1], KH = w.shape()[2], KW = w.shape()[3];
+  const int64_t OH = y.shape()[2], OW = y.shape()[3], P = H * W, J = M * KH * KW;
+  if (w.shape()[0] != C || y.shape() != Shape{N, M, OH, OW} ||
+      OH != s[0] * (H - 1) + (KH - 1) * d[0] + 1 - pad[0] - pad[2] ||
+      OW != s[1] * (W - 1) + (KW - 1) * d[1] + 1 - pad[1] - pad[3])
+    return false;  // the reference kernel names what is wrong
+  const std::shared_ptr<const Kernel> k = kernel_for(n.name, P, [&] {
+    FcProblem p;
+    p.m = P;
+    p.k = C;
+    p.n = J;
+    std::string why_not;
+    return create_fc_kernel(p, isa_, matrix_view(w, C, J), false, 1.f, nullptr, &why_not);
+  });
+  if (!k) return false;
+  const float* xp = x.data<float>();
+  float* yp = y.data<float>();
+  for_images(N, [&](int64_t begin, int64_t end, bool spread) {
+    std::vector<float> pixels(size_t(P * C)), cols(size_t(P * J));
+    for (int64_t i = begin; i < end; ++i) {
+      const float* img = xp + i * C * P;  // [C, P] -> [P, C]
+      for (int64_t c = 0; c < C; ++c)
+        for (int64_t px = 0; px < P; ++px) pixels[size_t(px * C + c)] = img[c * P + px];
+      run_tiles(*k, pixels.data(), cols.data(), spread);
+      // y[m, ih * s - pad + kh * d, ...] += cols[ih * W + iw][(m * KH + kh) * KW + kw]
+      float* dst = yp + i * M * OH * OW;
+      for (int64_t m = 0; m < M; ++m) {
+        const float bias = b ? b->data<float>()[m] : 0.f;
+        std::fill(dst + m * OH * OW, dst + (m + 1) * OH * OW, bias);
+      }
+      for (int64_t ih = 0; ih < H; ++ih)
+        for (int64_t iw = 0; iw < W; ++iw) {
+          const float* col = cols.data() + (ih * W + iw) * J;
+          for (int64_t m = 0; m < M; ++m)
+            for (int64_t kh = 0; kh < KH; ++kh) {
+              const int64_t oh = ih * s[0] - pad[0] + kh * d[0];
+              if (oh < 0 || oh >= OH) continue;
+              float* row = dst + (m * OH + oh) * OW;
+              const float* c = col + (m * KH + kh) * KW;
+              for (int64_t kw = 0; kw < KW; ++kw) {
+                const int64_t ow = iw * s[1] - pad[1] + kw * d[1];
+                if (ow >= 0 && ow < OW) row[ow] += c[kw];
+              }
+            }
+        }
+    }
+  });
   return true;
 }
 
 void TailKernels::operator()(const Node& n, const std::vector<const Tensor*>& in,
                              const std::vector<Tensor*>& out) const {
-  if ((n.op == "Gemm" || n.op == "MatMul") && out.size() == 1 && out[0] && run_fc(n, in, *out[0]))
-    return;
+  const bool jit = jit_nodes_.count(n.name) && isa_ != Isa::scalar && in.size() >= 2 && in[0] &&
+                   in[1] && in[0]->dtype() == DType::f32 && in[1]->dtype() == DType::f32 &&
+                   out.size() == 1 && out[0];
+  if (jit && (n.op == "Gemm" || n.op == "MatMul") && run_fc(n, in, *out[0])) return;
+  if (jit && n.op == "Conv" && run_conv(n, in, *out[0])) return;
+  if (jit && n.op == "ConvTranspose" && run_conv_transpose(n, in, *out[0])) return;
   RefKernel k = find_ref_kernel(n.op);
   if (!k) n.fail(Code::unsupported, "no kernel implements operator " + n.op);
   k(n, in, out);

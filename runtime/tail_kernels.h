@@ -1,12 +1,18 @@
-// The evaluator of a run-time tail (graph/dynamic.h): the reference kernels, except for fully
-// connected layers (Gemm, or MatMul, of a computed [M, K] by a constant 2-D weight), which
-// would take seconds there: Faster R-CNN's box head multiplies every proposal's 12,544 pooled
-// features by a 12,544 x 1,024 weight. Those run on the FC family's JIT kernels, made on first
-// use for the node and the number of rows rounded up to a bucket (the proposals left vary run
-// by run), then kept; their tiles spread over the session's threads.
+// The evaluator of a run-time tail (graph/dynamic.h): the reference kernels, except for the
+// layers with a constant weight, which would take seconds there — Faster R-CNN's box head
+// multiplies every proposal's 12,544 pooled features by a 12,544 x 1,024 weight, Mask and
+// keypoint R-CNN's heads run 4-8 3x3 convolutions of 256-512 channels on every detection.
+// Fully connected layers (Gemm, or MatMul, of a computed [M, K] by a constant 2-D weight) run
+// on the FC family's JIT kernels, made on first use for the node and the number of rows rounded
+// up to a bucket (the proposals left vary run by run); convolutions and transposed convolutions
+// (2-D, one group) on the same kernels, one image at a time: a Conv as its patches [OH*OW,
+// C*KH*KW] times the weight, a ConvTranspose as the pixels [H*W, C] times the weight [C, M*KH*KW]
+// scattered back (col2im). Kernels are kept; the work spreads over the session's threads
+// (images, or one image's tiles).
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -23,8 +29,9 @@ namespace kiln {
 
 class TailKernels {
  public:
-  // fc_nodes: the tail's Gemm / MatMul nodes whose weight (input 1) is a constant.
-  TailKernels(Isa isa, int threads, std::set<std::string> fc_nodes);
+  // jit_nodes: the tail's Gemm / MatMul / Conv / ConvTranspose nodes whose weight (input 1) is
+  // a constant (the same every run: kernels are kept by node name).
+  TailKernels(Isa isa, int threads, std::set<std::string> jit_nodes);
   // An Evaluator (graph/passes.h). Thread-safe.
   void operator()(const Node& n, const std::vector<const Tensor*>& in,
                   const std::vector<Tensor*>& out) const;
@@ -33,14 +40,23 @@ class TailKernels {
   static constexpr size_t kMaxKernels = 16;
 
  private:
-  // The FC kernel for n at `rows` rows (made on first use), or null when n's form has none.
-  std::shared_ptr<const Kernel> fc_kernel(const Node& n, const std::vector<const Tensor*>& in,
-                                          int64_t rows) const;
+  // The kernel kept for node `node` at `rows` rows, made by `make` on first use (null: the
+  // node's form has none).
+  std::shared_ptr<const Kernel> kernel_for(
+      const std::string& node, int64_t rows,
+      const std::function<std::unique_ptr<Kernel>()>& make) const;
+  // All of k's tiles, src [rows, K] -> dst [rows, N]; over the session's threads when `spread`.
+  void run_tiles(const Kernel& k, const float* src, float* dst, bool spread) const;
+  // body(begin, end, spread) over images [0, n): images over the threads when there are as many,
+  // else in turn with each image's tiles spread.
+  void for_images(int64_t n, const std::function<void(int64_t, int64_t, bool)>& body) const;
   bool run_fc(const Node& n, const std::vector<const Tensor*>& in, Tensor& y) const;
+  bool run_conv(const Node& n, const std::vector<const Tensor*>& in, Tensor& y) const;
+  bool run_conv_transpose(const Node& n, const std::vector<const Tensor*>& in, Tensor& y) const;
 
   Isa isa_;
   int threads_;
-  std::set<std::string> fc_nodes_;
+  std::set<std::string> jit_nodes_;
   struct Entry {
     std::shared_ptr<const Kernel> kernel;  // null: the node's form has no FC kernel
     bool tried = false;

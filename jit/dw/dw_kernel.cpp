@@ -15,7 +15,7 @@ namespace kiln {
 namespace convjit {
 namespace {
 
-using Fn = void (*)(const DwCallArgs*);
+using DwKernelFn = void (*)(const DwCallArgs*);
 
 class DwKernel : public Kernel {
  public:
@@ -41,7 +41,7 @@ class DwKernel : public Kernel {
   void run(const KernelArgs& args, int64_t begin, int64_t end) const override {
     DwCallArgs base;
     base.c.post.set(c_.p.post, args);
-    const Fn fn = gen_->fn<Fn>();
+    const DwKernelFn fn = gen_->fn<DwKernelFn>();
     for (int64_t t = begin; t < end; ++t) {
       const DwTile tl = c_.tile(t);
       if (tl.cv0 >= tl.cv1 || tl.r0 >= tl.r1) continue;

@@ -17,7 +17,7 @@ namespace kiln {
 namespace fcjit {
 namespace {
 
-using Fn = void (*)(const FcCallArgs*);
+using FcKernelFn = void (*)(const FcCallArgs*);
 
 class FcKernel : public Kernel {
  public:
@@ -104,7 +104,7 @@ class FcKernel : public Kernel {
     a.m_tiles = std::max<int64_t>(0, std::min(r1, c_.m_full) - r0);
     a.flags = r1 > c_.m_full ? kFlagMTail : 0;
     const bool last = c_.last_own && blk == c_.n_blocks - 1;
-    (last ? last_ : main_)->fn<Fn>()(&a);
+    (last ? last_ : main_)->fn<FcKernelFn>()(&a);
   }
 
   // Block b: [K][nbv * simd] at b * K * nb * simd; outputs past N are zero.

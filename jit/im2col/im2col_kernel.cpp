@@ -18,7 +18,7 @@ namespace kiln {
 namespace im2col {
 namespace {
 
-using Fn = void (*)(const CallArgs*);
+using Im2colKernelFn = void (*)(const CallArgs*);
 
 // Prefetches (into L2) `rows` rows of `width` floats, `ld` floats apart. Prefetches never
 // fault, so a strip reaching past the end of the input is fine.
@@ -144,7 +144,7 @@ class Im2colKernel : public Kernel {
           ca.m_blocks = npix / c_.mr;
           ca.ksteps = ks;
           ca.flags = flags(k0, k0 + ks, c_.k) | (npix % c_.mr ? kFlagMTail : 0);
-          (g == c_.n_groups - 1 && last_ ? last_ : main_)->fn<Fn>()(&ca);
+          (g == c_.n_groups - 1 && last_ ? last_ : main_)->fn<Im2colKernelFn>()(&ca);
         }
       }
     }
@@ -179,7 +179,7 @@ class Im2colKernel : public Kernel {
         ca.ksteps = ks;
         ca.flags = flags(k0, k0 + ks, c_.k) | (c_.m_tail ? kFlagMTail : 0);
         const bool last = (pix0 + q * panel) / panel == c_.n_groups - 1;
-        (last && last_ ? last_ : main_)->fn<Fn>()(&ca);
+        (last && last_ ? last_ : main_)->fn<Im2colKernelFn>()(&ca);
       }
     }
   }

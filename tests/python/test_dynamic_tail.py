@@ -421,3 +421,77 @@ def test_fully_connected_layers_in_the_tail(gemm, trans_b, bias, tmp_path):
             want = ref(f["x"])
             assert out["y"].shape == want.shape, (max_isa, out["y"].shape, want.shape)
             np.testing.assert_allclose(out["y"], want, rtol=2e-4, atol=2e-4, err_msg=max_isa)
+
+
+def conv_tail_model(c, conv, convt):
+    """x [8, c, 9, 10] -> the images whose sum is > 0 (NonZero, Gather) -> Conv (attributes
+    `conv`) + Relu -> ConvTranspose (`convt`): both layers in the tail, constant weights."""
+    rng = np.random.default_rng(5)
+    k, kt = conv["kernel_shape"], convt["kernel_shape"]
+    w = (rng.standard_normal((12, c, *k)) / np.sqrt(c * k[0] * k[1])).astype(np.float32)
+    b = rng.standard_normal(12).astype(np.float32)
+    wt = (rng.standard_normal((12, 5, *kt)) / np.sqrt(12)).astype(np.float32)
+    bt = rng.standard_normal(5).astype(np.float32) if convt.pop("bias") else None
+    from onnx import numpy_helper
+    inits = [numpy_helper.from_array(a, n) for a, n in ((w, "w"), (b, "b"), (wt, "wt"))]
+    if bt is not None:
+        inits.append(numpy_helper.from_array(bt, "bt"))
+    nodes = [helper.make_node("ReduceSum", ["x", "axes"], ["s"], keepdims=0),
+             helper.make_node("Greater", ["s", "zero"], ["pos"]),
+             helper.make_node("NonZero", ["pos"], ["nz"]),
+             helper.make_node("Squeeze", ["nz", "ax0"], ["idx"]),
+             helper.make_node("Gather", ["x", "idx"], ["xs"], axis=0),
+             helper.make_node("Conv", ["xs", "w", "b"], ["h"], **conv),
+             helper.make_node("Relu", ["h"], ["r"]),
+             helper.make_node("ConvTranspose", ["r", "wt"] + (["bt"] if bt is not None else []),
+                              ["y"], **convt)]
+    inits += [numpy_helper.from_array(np.array([1, 2, 3], np.int64), "axes"),
+              numpy_helper.from_array(np.array(0, np.float32), "zero"),
+              numpy_helper.from_array(np.array([0], np.int64), "ax0")]
+    g = helper.make_graph(nodes, "convtail", [helper.make_tensor_value_info("x", 1, (8, c, 9, 10))],
+                          [helper.make_tensor_value_info("y", 1, None)], initializer=inits)
+    data = helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)]).SerializeToString()
+
+    def ref(x):
+        xs = torch.from_numpy(x[x.sum((1, 2, 3)) > 0]).double()
+        pads = conv.get("pads", [0, 0, 0, 0])  # [top, left, bottom, right]
+        xs = torch.nn.functional.pad(xs, (pads[1], pads[3], pads[0], pads[2]))
+        h = torch.nn.functional.conv2d(xs, torch.from_numpy(w).double(),
+                                       torch.from_numpy(b).double(), conv.get("strides", 1),
+                                       0, conv.get("dilations", 1))
+        y = torch.nn.functional.conv_transpose2d(
+            torch.relu(h), torch.from_numpy(wt).double(),
+            None if bt is None else torch.from_numpy(bt).double(), convt.get("strides", 1),
+            tuple(convt.get("pads", [0] * 4)[:2]), convt.get("output_padding", 0), 1,
+            convt.get("dilations", 1))
+        return y.numpy()
+    return data, ref
+
+
+@pytest.mark.parametrize("c,conv,convt", [
+    (16, dict(kernel_shape=[3, 3], pads=[1, 1, 1, 1]),  # Mask R-CNN's head: 3x3, then 2x2 s2
+     dict(kernel_shape=[2, 2], strides=[2, 2], bias=True)),
+    (6, dict(kernel_shape=[3, 2], strides=[2, 1], pads=[0, 1, 2, 0], dilations=[1, 2]),
+     dict(kernel_shape=[4, 4], strides=[2, 2], pads=[1, 1, 1, 1], bias=False)),  # keypoints'
+    (5, dict(kernel_shape=[1, 1]),
+     dict(kernel_shape=[3, 3], strides=[2, 3], pads=[1, 0, 1, 0], output_padding=[1, 2],
+          dilations=[2, 1], bias=True)),
+])
+def test_convolutions_in_the_tail(c, conv, convt, tmp_path):
+    """Conv and ConvTranspose after a data-dependent op run on the FC family's kernels one image
+    at a time (patches / col2im): strides, dilations, asymmetric and output padding, against
+    PyTorch in double; image counts 0, 1 (one image's tiles over the threads) and past the
+    thread count (images over the threads)."""
+    data, ref = conv_tail_model(c, conv, convt)
+    rng = np.random.default_rng(3)
+    feeds = []
+    for count in (1, 5, 0, 8):
+        x = rng.standard_normal((8, c, 9, 10)).astype(np.float32)
+        sign = np.where(np.arange(8) < count, 1, -1).astype(np.float32)
+        x = np.abs(x) * sign[:, None, None, None]  # exactly the first `count` sum above 0
+        feeds.append({"x": x})
+    for max_isa, outs in run_each(data, feeds, tmp_path):
+        for f, out in zip(feeds, outs):
+            want = ref(f["x"])
+            assert out["y"].shape == want.shape, (max_isa, out["y"].shape, want.shape)
+            np.testing.assert_allclose(out["y"], want, rtol=1e-4, atol=1e-4, err_msg=max_isa)
