@@ -109,6 +109,7 @@ std::vector<Tensor> run_tail(const DynamicTail& tail, const std::vector<Tensor>&
   InferOptions o;
   o.fold = &eval;
   o.unlimited = true;
+  o.release = true;
   infer_shapes(g, o);  // every input is constant now: every node is computed
   if (!g.nodes.empty()) g.nodes.front().fail(Code::internal, "was left uncomputed in the tail");
   std::vector<Tensor> out;

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <climits>
 #include <cmath>
+#include <cstdint>
 #include <functional>
 
 #include "graph/infer.h"
@@ -170,7 +171,24 @@ int infer_shapes(Graph& g, const InferOptions& o) {
       if (n.outputs[i] != kNoValue) g.value(n.outputs[i]).constant = *out_ptrs[i];
     ++folded;
   };
-  for (Node& n : g.nodes) step(n);
+  // o.release: after its last reader is folded, a value's constant goes (the graph's outputs
+  // stay), so a run-time tail holds what is live, not every tensor it made.
+  std::vector<std::vector<ValueId>> dies_after(o.release ? g.nodes.size() : 0);
+  if (o.release) {
+    std::vector<size_t> last(g.values.size(), SIZE_MAX);
+    for (size_t i = 0; i < g.nodes.size(); ++i)
+      for (ValueId v : g.nodes[i].inputs)
+        if (v != kNoValue) last[size_t(v)] = i;
+    for (ValueId v : g.outputs) last[size_t(v)] = SIZE_MAX;
+    for (size_t v = 0; v < last.size(); ++v)
+      if (last[v] != SIZE_MAX) dies_after[last[v]].push_back(ValueId(v));
+  }
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    const size_t not_folded = kept.size() + (o.tail ? o.tail->size() : 0);
+    step(g.nodes[i]);
+    if (o.release && kept.size() + (o.tail ? o.tail->size() : 0) == not_folded)
+      for (ValueId v : dies_after[i]) g.value(v).constant.reset();
+  }
   g.nodes = std::move(kept);
   return folded;
 }

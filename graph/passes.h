@@ -35,6 +35,9 @@ struct InferOptions {
   // NonMaxSuppression on a computed input, an If on a computed condition) and every node that
   // reads what such a node computes are not inferred but moved here, in order.
   std::vector<Node>* tail = nullptr;
+  // Drop each folded value's constant once the last node reading it is folded (a run-time
+  // tail, which needs only its outputs at the end).
+  bool release = false;
 };
 int infer_shapes(Graph& g, const InferOptions& o);
 

@@ -7,7 +7,9 @@
 #include <cstring>
 #include <optional>
 
+#include "jit/conv/conv_kernel.h"
 #include "jit/gemm/fc_kernel.h"
+#include "jit/pack.h"
 #include "runtime/arenas.h"
 #include "runtime/ref/ref_kernels.h"
 #include "runtime/ref/ref_window.h"
@@ -46,7 +48,7 @@ std::shared_ptr<const Kernel> TailKernels::kernel_for(
 }
 
 void TailKernels::run_tiles(const Kernel& k, const float* src, float* dst, bool spread) const {
-  const float* s[] = {src};
+  const float* s[] = {src, nullptr, nullptr};  // a conv kernel's: x, (w, b: not read)
   float* d[] = {dst};
   KernelArgs args;
   args.src = s;
@@ -144,45 +146,31 @@ bool TailKernels::run_conv(const Node& n, const std::vector<const Tensor*>& in, 
   const int64_t N = x.shape()[0], C = x.shape()[1], H = x.shape()[2], W = x.shape()[3];
   const int64_t M = w.shape()[0], KH = w.shape()[2], KW = w.shape()[3];
   const ref::Window2d win = ref::read_window2d(n, {KH, KW});
-  const int64_t OH = y.shape()[2], OW = y.shape()[3], K = C * KH * KW, P = OH * OW;
+  const int64_t OH = y.shape()[2], OW = y.shape()[3];
   if (w.shape()[1] != C || y.shape() != Shape{N, M, OH, OW} ||
       OH != (H + win.pt + win.pb - (win.dh * (KH - 1) + 1)) / win.sh + 1 ||
       OW != (W + win.pl + win.pr - (win.dw * (KW - 1) + 1)) / win.sw + 1)
     return false;  // the reference kernel names what is wrong
-  const std::shared_ptr<const Kernel> k = kernel_for(n.name, P, [&] {
-    FcProblem p;
-    p.m = P;
-    p.k = K;
-    p.n = M;
+  // The im2col family on plain NCHW, made for one image (the images are as many as the
+  // detections, different every run).
+  const std::shared_ptr<const Kernel> k = kernel_for(n.name, 1, [&] {
+    ConvProblem p;
+    p.ic = C, p.ih = H, p.iw = W, p.oc = M, p.oh = OH, p.ow = OW;
+    p.kh = KH, p.kw = KW, p.sh = win.sh, p.sw = win.sw, p.dh = win.dh, p.dw = win.dw;
+    p.pt = win.pt, p.pl = win.pl, p.pb = win.pb, p.pr = win.pr;
     p.bias = b != nullptr;
+    ConvImpl impl;
+    impl.family = ConvFamily::im2col;
+    impl.src = impl.dst = Layout::nchw;
     std::string why_not;
-    return create_fc_kernel(p, isa_, matrix_view(w, M, K), true, 1.f, b, &why_not);
+    return create_conv_kernel(p, impl, isa_, w, b, &why_not);
   });
   if (!k) return false;
   const float* xp = x.data<float>();
   float* yp = y.data<float>();
   for_images(N, [&](int64_t begin, int64_t end, bool spread) {
-    std::vector<float> patches(size_t(P * K)), out(size_t(P * M));
-    for (int64_t i = begin; i < end; ++i) {
-      // patches[oh * OW + ow][(c * KH + kh) * KW + kw] = x[i, c, ih, iw] (0 outside the image)
-      const float* img = xp + i * C * H * W;
-      for (int64_t oh = 0; oh < OH; ++oh)
-        for (int64_t ow = 0; ow < OW; ++ow) {
-          float* row = patches.data() + (oh * OW + ow) * K;
-          for (int64_t c = 0; c < C; ++c)
-            for (int64_t kh = 0; kh < KH; ++kh) {
-              const int64_t ih = oh * win.sh - win.pt + kh * win.dh;
-              for (int64_t kw = 0; kw < KW; ++kw, ++row) {
-                const int64_t iw = ow * win.sw - win.pl + kw * win.dw;
-                *row = ih < 0 || ih >= H || iw < 0 || iw >= W ? 0.f : img[(c * H + ih) * W + iw];
-              }
-            }
-        }
-      run_tiles(*k, patches.data(), out.data(), spread);
-      float* dst = yp + i * M * P;  // [P, M] -> [M, P]
-      for (int64_t px = 0; px < P; ++px)
-        for (int64_t m = 0; m < M; ++m) dst[m * P + px] = out[size_t(px * M + m)];
-    }
+    for (int64_t i = begin; i < end; ++i)
+      run_tiles(*k, xp + i * C * H * W, yp + i * M * OH * OW, spread);
   });
   return true;
 }
@@ -217,9 +205,7 @@ bool TailKernels::run_conv_transpose(const Node& n, const std::vector<const Tens
   for_images(N, [&](int64_t begin, int64_t end, bool spread) {
     std::vector<float> pixels(size_t(P * C)), cols(size_t(P * J));
     for (int64_t i = begin; i < end; ++i) {
-      const float* img = xp + i * C * P;  // [C, P] -> [P, C]
-      for (int64_t c = 0; c < C; ++c)
-        for (int64_t px = 0; px < P; ++px) pixels[size_t(px * C + c)] = img[c * P + px];
+      pack_transposed(ModelFloats(xp + i * C * P), P, 1, C, P, pixels.data(), C);  // [P, C]
       run_tiles(*k, pixels.data(), cols.data(), spread);
       // y[m, ih * s - pad + kh * d, ...] += cols[ih * W + iw][(m * KH + kh) * KW + kw]
       float* dst = yp + i * M * OH * OW;
