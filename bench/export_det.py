@@ -15,6 +15,9 @@
 #   top detections in the graph: outputs boxes [N, 4], scores [N], labels [N] with N decided per
 #   run (Kiln runs them from the first data-dependent op on per run, graph/dynamic.h). Score
 #   thresholds are set low (random weights give low scores) so that NMS has thousands of boxes.
+#   Mask R-CNN and keypoint R-CNN (ResNet-50 FPN, 320x320) also output masks [N, 1, 320, 320] /
+#   keypoints [N, 17, 3] and their scores [N, 17], from heads run on every detection and a Loop
+#   over the detections.
 # Writes OUT/NAME.onnx with .input.npy and PyTorch's output .ref.npy (the full detectors also
 # .ref1.npy, .ref2.npy: scores and labels), for `kiln bench --check`, bench/zoo_bench.py and
 # bench/det_check.py. Needs python3-torch, -torchvision, -onnx.
@@ -86,15 +89,17 @@ class DenseView(DenseHeads):
 
 
 class Full(nn.Module):
-    """A whole torchvision detector: image 0's boxes, scores and labels."""
+    """A whole torchvision detector: image 0's boxes, scores and labels (and `extra` outputs:
+    masks, keypoints)."""
 
-    def __init__(self, make, **kw):
+    def __init__(self, make, extra=(), **kw):
         super().__init__()
         self.m = make(weights=None, weights_backbone=None, **kw).eval()
+        self.keys = ["boxes", "scores", "labels", *extra]
 
     def forward(self, x):
         d = self.m(x)[0]
-        return d["boxes"], d["scores"], d["labels"]
+        return tuple(d[k] for k in self.keys)
 
 
 # name: (constructor, input shape)
@@ -118,16 +123,23 @@ MODELS = {
     # two-stage: RPN proposals, RoiAlign (MultiScaleRoIAlign), the box head on each proposal
     "frcnn_mbv3_320_full": (lambda: Full(D.fasterrcnn_mobilenet_v3_large_320_fpn,
                                          box_score_thresh=0.0), (1, 3, 320, 320)),
+    # + a mask / keypoint head on each detection, and a Loop over the detections pasting the
+    # masks into the image / finding each keypoint's heatmap peak
+    "maskrcnn_full": (lambda: Full(D.maskrcnn_resnet50_fpn, ["masks"], box_score_thresh=0.0,
+                                   min_size=320, max_size=320), (1, 3, 320, 320)),
+    "keypointrcnn_full": (lambda: Full(D.keypointrcnn_resnet50_fpn,
+                                       ["keypoints", "keypoints_scores"], box_score_thresh=0.0,
+                                       min_size=320, max_size=320), (1, 3, 320, 320)),
 }
 
 
 def export_full(net, x, base, opset):
-    """A full detector: BASE.onnx, .input.npy, and PyTorch's boxes / scores / labels as
-    .ref.npy / .ref1.npy / .ref2.npy; returns the boxes."""
+    """A full detector: BASE.onnx, .input.npy, and PyTorch's boxes / scores / labels (/ extras)
+    as .ref.npy / .ref1.npy / .ref2.npy ...; returns the boxes."""
     with torch.no_grad():
         refs = [t.numpy() for t in net(torch.from_numpy(x))]
     torch.onnx.export(net, torch.from_numpy(x), base + ".onnx", opset_version=opset,
-                      input_names=["input"], output_names=["boxes", "scores", "labels"])
+                      input_names=["input"], output_names=net.keys)
     onnx.checker.check_model(onnx.load(base + ".onnx"))
     np.save(base + ".input.npy", x)
     for i, r in enumerate(refs):
