@@ -233,6 +233,37 @@ bool TailKernels::run_conv_transpose(const Node& n, const std::vector<const Tens
   return true;
 }
 
+bool TailKernels::run_by_rows(const Node& n, const std::vector<const Tensor*>& in,
+                              const std::vector<Tensor*>& out, const RefKernel& k,
+                              const std::vector<size_t>& row_inputs) const {
+  if (threads_ < 2 || out.size() != 1 || !out[0] || out[0]->shape().empty()) return false;
+  const int64_t rows = out[0]->shape()[0];
+  if (rows < 2 * threads_) return false;
+  for (size_t i : row_inputs)
+    if (i >= in.size() || !in[i] || in[i]->shape().empty() || in[i]->shape()[0] != rows)
+      return false;  // the kernel names what is wrong
+  // Row r of the output from row r of the row inputs: the kernel on views of a range of rows.
+  auto view = [](const Tensor& t, int64_t b, int64_t e) {
+    Shape s = t.shape();
+    const int64_t row = s[0] ? int64_t(t.nbytes()) / s[0] : 0;
+    s[0] = e - b;
+    return Tensor::wrap(t.dtype(), s, static_cast<char*>(const_cast<void*>(t.raw())) + b * row);
+  };
+  shared_arena(threads_).execute([&] {
+    tbb::parallel_for(tbb::blocked_range<int64_t>(0, rows),
+                      [&](const tbb::blocked_range<int64_t>& r) {
+                        std::vector<Tensor> views;
+                        views.reserve(row_inputs.size() + 1);
+                        std::vector<const Tensor*> vin(in);
+                        for (size_t i : row_inputs)
+                          vin[i] = &views.emplace_back(view(*in[i], r.begin(), r.end()));
+                        Tensor* vout = &views.emplace_back(view(*out[0], r.begin(), r.end()));
+                        k(n, vin, {vout});
+                      });
+  });
+  return true;
+}
+
 void TailKernels::operator()(const Node& n, const std::vector<const Tensor*>& in,
                              const std::vector<Tensor*>& out) const {
   const bool jit = jit_nodes_.count(n.name) && isa_ != Isa::scalar && in.size() >= 2 && in[0] &&
@@ -243,6 +274,8 @@ void TailKernels::operator()(const Node& n, const std::vector<const Tensor*>& in
   if (jit && n.op == "ConvTranspose" && run_conv_transpose(n, in, *out[0])) return;
   RefKernel k = find_ref_kernel(n.op);
   if (!k) n.fail(Code::unsupported, "no kernel implements operator " + n.op);
+  // RoiAlign: each region's output from its box and batch index (inputs 1, 2).
+  if (n.op == "RoiAlign" && run_by_rows(n, in, out, k, {1, 2})) return;
   k(n, in, out);
 }
 

@@ -24,6 +24,7 @@
 #include "graph/ir.h"
 #include "jit/cpu.h"
 #include "jit/kernel.h"
+#include "runtime/ref/ref_kernels.h"
 
 namespace kiln {
 
@@ -50,6 +51,11 @@ class TailKernels {
   // body(begin, end, spread) over images [0, n): images over the threads when there are as many,
   // else in turn with each image's tiles spread.
   void for_images(int64_t n, const std::function<void(int64_t, int64_t, bool)>& body) const;
+  // The reference kernel k over ranges of output rows in parallel, where output row r depends
+  // only on row r of inputs `row_inputs` (and all of the others); false when not worth it.
+  bool run_by_rows(const Node& n, const std::vector<const Tensor*>& in,
+                   const std::vector<Tensor*>& out, const RefKernel& k,
+                   const std::vector<size_t>& row_inputs) const;
   bool run_fc(const Node& n, const std::vector<const Tensor*>& in, Tensor& y) const;
   bool run_conv(const Node& n, const std::vector<const Tensor*>& in, Tensor& y) const;
   bool run_conv_transpose(const Node& n, const std::vector<const Tensor*>& in, Tensor& y) const;

@@ -495,3 +495,44 @@ def test_convolutions_in_the_tail(c, conv, convt, tmp_path):
             want = ref(f["x"])
             assert out["y"].shape == want.shape, (max_isa, out["y"].shape, want.shape)
             np.testing.assert_allclose(out["y"], want, rtol=1e-4, atol=1e-4, err_msg=max_isa)
+
+
+def test_roi_align_in_the_tail_over_the_threads(tmp_path):
+    """RoiAlign on the regions a computed mask keeps (so it runs in the tail, its regions spread
+    over the threads in ranges): against torchvision for region counts 0, 3 (too few to split)
+    and 37, at 1 and 2 threads."""
+    rng = np.random.default_rng(8)
+    x = rng.standard_normal((2, 3, 16, 18)).astype(np.float32)
+    xy = rng.uniform(-4, 30, (40, 2))
+    rois = np.concatenate([xy, xy + rng.uniform(0.5, 20, (40, 2))], 1).astype(np.float32)
+    bidx = rng.integers(0, 2, 40).astype(np.int64)
+    F32 = TensorProto.FLOAT
+    from onnx import numpy_helper
+    g = helper.make_graph(
+        [helper.make_node("Greater", ["keep", "zero"], ["pos"]),
+         helper.make_node("NonZero", ["pos"], ["nz"]),
+         helper.make_node("Squeeze", ["nz", "ax0"], ["idx"]),
+         helper.make_node("Gather", ["rois", "idx"], ["r"], axis=0),
+         helper.make_node("Gather", ["b", "idx"], ["rb"], axis=0),
+         helper.make_node("RoiAlign", ["x", "r", "rb"], ["y"], output_height=3, output_width=5,
+                          sampling_ratio=2, spatial_scale=0.5)],
+        "m", [helper.make_tensor_value_info("x", F32, x.shape),
+              helper.make_tensor_value_info("rois", F32, rois.shape),
+              helper.make_tensor_value_info("b", TensorProto.INT64, bidx.shape),
+              helper.make_tensor_value_info("keep", F32, (40,))],
+        [helper.make_tensor_value_info("y", F32, None)],
+        initializer=[numpy_helper.from_array(np.array(0, np.float32), "zero"),
+                     numpy_helper.from_array(np.array([0], np.int64), "ax0")])
+    data = helper.make_model(g, opset_imports=[helper.make_opsetid("", 16)]).SerializeToString()
+    for threads in (1, 2):
+        with kiln.Session.from_bytes(data, threads=threads, cache_dir=str(tmp_path)) as s:
+            for count in (37, 0, 3):
+                keep = np.where(rng.permutation(40) < count, 1, -1).astype(np.float32)
+                sel = keep > 0
+                boxes = torch.from_numpy(np.concatenate([bidx[sel, None], rois[sel]], 1)
+                                         .astype(np.float32))
+                want = torchvision.ops.roi_align(torch.from_numpy(x), boxes, (3, 5), 0.5, 2,
+                                                 aligned=True).numpy()
+                out = s.run({"x": x, "rois": rois, "b": bidx, "keep": keep})["y"]
+                assert out.shape == want.shape, (threads, out.shape, want.shape)
+                np.testing.assert_allclose(out, want, rtol=1e-4, atol=1e-5, err_msg=str(threads))
