@@ -4,11 +4,11 @@
 // keypoint R-CNN's heads run 4-8 3x3 convolutions of 256-512 channels on every detection.
 // Fully connected layers (Gemm, or MatMul, of a computed [M, K] by a constant 2-D weight) run
 // on the FC family's JIT kernels, made on first use for the node and the number of rows rounded
-// up to a bucket (the proposals left vary run by run); convolutions and transposed convolutions
-// (2-D, one group) on the same kernels, one image at a time: a Conv as its patches [OH*OW,
-// C*KH*KW] times the weight, a ConvTranspose as the pixels [H*W, C] times the weight [C, M*KH*KW]
-// scattered back (col2im). Kernels are kept; the work spreads over the session's threads
-// (images, or one image's tiles).
+// up to a bucket (the proposals left vary run by run). Convolutions (2-D, one group) run one
+// image at a time on a conv family's kernel made for one image (Winograd F(2x2, 3x3) or im2col);
+// transposed convolutions as the pixels [H*W, C] times the weight [C, M*KH*KW] on the FC
+// kernels, scattered back (col2im). RoiAlign's regions spread over the threads. Kernels are kept;
+// the work spreads over the session's threads (images, or one image's tiles).
 #pragma once
 
 #include <cstdint>

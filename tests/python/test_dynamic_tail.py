@@ -423,14 +423,15 @@ def test_fully_connected_layers_in_the_tail(gemm, trans_b, bias, tmp_path):
             np.testing.assert_allclose(out["y"], want, rtol=2e-4, atol=2e-4, err_msg=max_isa)
 
 
-def conv_tail_model(c, conv, convt):
-    """x [8, c, 9, 10] -> the images whose sum is > 0 (NonZero, Gather) -> Conv (attributes
-    `conv`) + Relu -> ConvTranspose (`convt`): both layers in the tail, constant weights."""
+def conv_tail_model(c, m, conv, convt):
+    """x [8, c, 9, 10] -> the images whose sum is > 0 (NonZero, Gather) -> Conv to m channels
+    (attributes `conv`) + Relu -> ConvTranspose (`convt`): both layers in the tail, constant
+    weights."""
     rng = np.random.default_rng(5)
     k, kt = conv["kernel_shape"], convt["kernel_shape"]
-    w = (rng.standard_normal((12, c, *k)) / np.sqrt(c * k[0] * k[1])).astype(np.float32)
-    b = rng.standard_normal(12).astype(np.float32)
-    wt = (rng.standard_normal((12, 5, *kt)) / np.sqrt(12)).astype(np.float32)
+    w = (rng.standard_normal((m, c, *k)) / np.sqrt(c * k[0] * k[1])).astype(np.float32)
+    b = rng.standard_normal(m).astype(np.float32)
+    wt = (rng.standard_normal((m, 5, *kt)) / np.sqrt(m)).astype(np.float32)
     bt = rng.standard_normal(5).astype(np.float32) if convt.pop("bias") else None
     from onnx import numpy_helper
     inits = [numpy_helper.from_array(a, n) for a, n in ((w, "w"), (b, "b"), (wt, "wt"))]
@@ -468,21 +469,24 @@ def conv_tail_model(c, conv, convt):
     return data, ref
 
 
-@pytest.mark.parametrize("c,conv,convt", [
-    (16, dict(kernel_shape=[3, 3], pads=[1, 1, 1, 1]),  # Mask R-CNN's head: 3x3, then 2x2 s2
+@pytest.mark.parametrize("c,m,conv,convt", [
+    # Mask R-CNN's head: 3x3 of whole 16-channel blocks (Winograd on AVX-512), then 2x2 s2
+    (32, 32, dict(kernel_shape=[3, 3], pads=[1, 1, 1, 1]),
      dict(kernel_shape=[2, 2], strides=[2, 2], bias=True)),
-    (6, dict(kernel_shape=[3, 2], strides=[2, 1], pads=[0, 1, 2, 0], dilations=[1, 2]),
+    (16, 12, dict(kernel_shape=[3, 3], pads=[1, 1, 1, 1]),  # channels not whole blocks: im2col
+     dict(kernel_shape=[2, 2], strides=[2, 2], bias=True)),
+    (6, 12, dict(kernel_shape=[3, 2], strides=[2, 1], pads=[0, 1, 2, 0], dilations=[1, 2]),
      dict(kernel_shape=[4, 4], strides=[2, 2], pads=[1, 1, 1, 1], bias=False)),  # keypoints'
-    (5, dict(kernel_shape=[1, 1]),
+    (5, 12, dict(kernel_shape=[1, 1]),
      dict(kernel_shape=[3, 3], strides=[2, 3], pads=[1, 0, 1, 0], output_padding=[1, 2],
           dilations=[2, 1], bias=True)),
 ])
-def test_convolutions_in_the_tail(c, conv, convt, tmp_path):
-    """Conv and ConvTranspose after a data-dependent op run on the FC family's kernels one image
-    at a time (patches / col2im): strides, dilations, asymmetric and output padding, against
-    PyTorch in double; image counts 0, 1 (one image's tiles over the threads) and past the
-    thread count (images over the threads)."""
-    data, ref = conv_tail_model(c, conv, convt)
+def test_convolutions_in_the_tail(c, m, conv, convt, tmp_path):
+    """Conv and ConvTranspose after a data-dependent op run on JIT kernels one image at a time
+    (Conv: Winograd or im2col; ConvTranspose: the FC family's and col2im): strides, dilations,
+    asymmetric and output padding, against PyTorch in double; image counts 0, 1 (one image's
+    tiles over the threads) and past the thread count (images over the threads)."""
+    data, ref = conv_tail_model(c, m, conv, convt)
     rng = np.random.default_rng(3)
     feeds = []
     for count in (1, 5, 0, 8):

@@ -252,3 +252,38 @@ def counted_model_rows(n):
         v.type.tensor_type.shape.dim[0].dim_value = 10000 if v.name == "x" else n
     p.graph.initializer[3].CopyFrom(const("empty", np.zeros((0, 10000), np.float32)))
     return p.SerializeToString()
+
+
+@pytest.mark.parametrize("trips_from_data", [False, True])
+def test_a_loop_inside_a_loop_reads_the_outer_body(trips_from_data, tmp_path):
+    """The inner body reads a value the outer body computes (x_outer) and its own iteration
+    number; the outer trip count is a constant (all planned) or the input's sum (the tail)."""
+    inner = body_graph([helper.make_node("Cast", ["i"], ["fj"], to=F),
+                        helper.make_node("Add", ["fj", "one"], ["fj1"]),
+                        helper.make_node("Mul", ["x_outer", "fj1"], ["t"]),
+                        helper.make_node("Add", ["y_in", "t"], ["y_out"]),
+                        helper.make_node("Identity", ["cond_in"], ["cond_out"])],
+                       ["y_in"], ["cond_out", "y_out"])
+    outer = body_graph([helper.make_node("Mul", ["y_in", "two"], ["x_outer"]),
+                        helper.make_node("Loop", ["m_inner", "", "y_in"], ["y_out"], name="inner",
+                                         body=inner),
+                        helper.make_node("Identity", ["cond_in"], ["cond_out"])],
+                       ["y_in"], ["cond_out", "y_out"])
+    nodes, inits = [], [const("m_inner", np.int64(3)), const("two", np.float32(2)),
+                        const("one", np.float32(1))]
+    if trips_from_data:
+        nodes += [helper.make_node("ReduceSum", ["x"], ["s"], keepdims=0),
+                  helper.make_node("Cast", ["s"], ["m_outer"], to=I64)]
+    else:
+        inits.append(const("m_outer", np.int64(2)))
+    nodes.append(helper.make_node("Loop", ["m_outer", "", "x"], ["y"], name="outer", body=outer))
+    data = model(nodes, [vi("x", F, (3,))], [vi("y")], inits)
+    x = np.array([0.5, 1.0, 0.5], np.float32)  # sum 2: two outer iterations either way
+    want = x.copy()
+    for _ in range(2):
+        x_outer = want * 2
+        for j in range(3):
+            want = want + x_outer * (j + 1)
+    for max_isa, out, plan in run_on_each_isa(data, {"x": x}, tmp_path):
+        np.testing.assert_array_equal(out["y"], want, err_msg=max_isa)
+        assert bool(plan.get("tail")) == trips_from_data, max_isa
