@@ -36,6 +36,17 @@ void infer_if(Graph& g, Node& n) {
 
 }  // namespace infer_detail
 
+bool condition_true(const Tensor& c) {
+  switch (c.dtype()) {
+    case DType::f32:
+      return c.data<float>()[0] != 0.f;
+    case DType::i64:
+      return c.data<int64_t>()[0] != 0;
+    default:
+      return c.data<uint8_t>()[0] != 0;
+  }
+}
+
 Node identity_node(std::string name, ValueId x, ValueId y) {
   Node id;
   id.name = std::move(name);
@@ -88,10 +99,7 @@ std::vector<ValueId> inline_subgraph(Graph& g, const Subgraph& b,
 }
 
 std::vector<Node> inline_if(Graph& g, const Node& n) {
-  const Tensor& c = *g.value(n.inputs[0]).constant;
-  const bool taken = c.dtype() == DType::f32       ? c.data<float>()[0] != 0.f
-                     : c.dtype() == DType::boolean ? c.data<uint8_t>()[0] != 0
-                                                   : c.data<int64_t>()[0] != 0;
+  const bool taken = condition_true(*g.value(n.inputs[0]).constant);
   const Subgraph& b = *n.attrs.at(taken ? "then_branch" : "else_branch").g;
   std::vector<Node> out;
   const std::vector<ValueId> results = inline_subgraph(g, b, outer_values(n), "", out);

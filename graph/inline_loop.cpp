@@ -57,17 +57,6 @@ LoopArity loop_arity(const Node& n) {
   return a;
 }
 
-bool truthy(const Tensor& t) {
-  switch (t.dtype()) {
-    case DType::f32:
-      return t.data<float>()[0] != 0.f;
-    case DType::i64:
-      return t.data<int64_t>()[0] != 0;
-    default:
-      return t.data<uint8_t>()[0] != 0;
-  }
-}
-
 Tensor scalar_of(DType dtype, int64_t v) {
   Tensor t(dtype, {});
   if (dtype == DType::i64)
@@ -143,7 +132,7 @@ void unroll_loop(Graph& g, const Node& n, const std::function<void(Node&)>& step
   const Subgraph& b = body_of(n);
   const int64_t trip =
       n.in(0) == kNoValue ? INT64_MAX : g.value(n.in(0)).constant->data<int64_t>()[0];
-  bool cond = n.in(1) == kNoValue || truthy(*g.value(n.in(1)).constant);
+  bool cond = n.in(1) == kNoValue || condition_true(*g.value(n.in(1)).constant);
   std::vector<ValueId> carried(n.inputs.begin() + 2, n.inputs.begin() + 2 + int64_t(a.carried));
   std::vector<std::vector<ValueId>> scans(a.scans);
   // Values made by the iteration before: released when the next one is done, if nothing kept
@@ -177,7 +166,7 @@ void unroll_loop(Graph& g, const Node& n, const std::function<void(Node&)>& step
     if (c.constant->numel() != 1)
       n.fail(Code::invalid_model, "the condition its body computes ('" + b.outputs[0] + "') has " +
                                       std::to_string(c.constant->numel()) + " elements, not 1");
-    cond = truthy(*c.constant);
+    cond = condition_true(*c.constant);
     for (size_t k = 0; k < a.carried; ++k) carried[k] = outs[1 + k];
     for (size_t k = 0; k < a.scans; ++k) scans[k].push_back(outs[1 + a.carried + k]);
     const ValueId end = ValueId(g.values.size());

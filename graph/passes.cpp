@@ -89,6 +89,8 @@ int infer_shapes(Graph& g, const InferOptions& o) {
     return v != kNoValue && size_t(v) < at_run_time.size() && at_run_time[size_t(v)];
   };
   auto computed = [&](ValueId v) { return v != kNoValue && !g.value(v).is_const(); };
+  // Nodes step has kept or moved to the tail so far (unchanged: it folded the ones since).
+  auto not_folded = [&] { return kept.size() + (o.tail ? o.tail->size() : 0); };
   auto to_tail = [&](const Node& n) {
     for (ValueId v : n.inputs)
       if (runtime_value(v)) return true;
@@ -114,7 +116,7 @@ int infer_shapes(Graph& g, const InferOptions& o) {
       return;
     }
     if (n.op == "Loop") {
-      unroll_loop(g, n, step, [&] { return kept.size() + (o.tail ? o.tail->size() : 0); });
+      unroll_loop(g, n, step, not_folded);
       return;
     }
     if (data_dependent(n)) {  // inference computed the outputs
@@ -184,9 +186,9 @@ int infer_shapes(Graph& g, const InferOptions& o) {
       if (last[v] != SIZE_MAX) dies_after[last[v]].push_back(ValueId(v));
   }
   for (size_t i = 0; i < g.nodes.size(); ++i) {
-    const size_t not_folded = kept.size() + (o.tail ? o.tail->size() : 0);
+    const size_t before = not_folded();
     step(g.nodes[i]);
-    if (o.release && kept.size() + (o.tail ? o.tail->size() : 0) == not_folded)
+    if (o.release && not_folded() == before)
       for (ValueId v : dies_after[i]) g.value(v).constant.reset();
   }
   g.nodes = std::move(kept);

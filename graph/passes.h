@@ -46,6 +46,10 @@ int infer_shapes(Graph& g, const InferOptions& o);
 // then an Identity per output of n (graph/inline_if.cpp).
 std::vector<Node> inline_if(Graph& g, const Node& n);
 
+// Whether an If's or Loop's condition (the first element of a bool, float or int64 constant)
+// holds.
+bool condition_true(const Tensor& c);
+
 // An Identity node y = x (how an inlined subgraph's results become the node's outputs;
 // remove_identities drops them).
 Node identity_node(std::string name, ValueId x, ValueId y);

@@ -36,6 +36,15 @@ def run_each(data, feeds_list, tmp_path):
     return res
 
 
+def check_y_each(data, feeds, ref, tmp_path, tol):
+    """Output y of every feed against ref(x) (shape, then values within tol) on every ISA path."""
+    for max_isa, outs in run_each(data, feeds, tmp_path):
+        for f, out in zip(feeds, outs):
+            want = ref(f["x"])
+            assert out["y"].shape == want.shape, (max_isa, out["y"].shape, want.shape)
+            np.testing.assert_allclose(out["y"], want, rtol=tol, atol=tol, err_msg=max_isa)
+
+
 class Threshold(nn.Module):
     """Boolean indexing: the feature rows at pixels where the input's channel 0 passes."""
 
@@ -416,11 +425,7 @@ def test_fully_connected_layers_in_the_tail(gemm, trans_b, bias, tmp_path):
         pick = rng.choice(200, rows, replace=False)
         x[pick] = -x[pick]  # exactly these rows sum above 0
         feeds.append({"x": x})
-    for max_isa, outs in run_each(data, feeds, tmp_path):
-        for f, out in zip(feeds, outs):
-            want = ref(f["x"])
-            assert out["y"].shape == want.shape, (max_isa, out["y"].shape, want.shape)
-            np.testing.assert_allclose(out["y"], want, rtol=2e-4, atol=2e-4, err_msg=max_isa)
+    check_y_each(data, feeds, ref, tmp_path, 2e-4)
 
 
 def conv_tail_model(c, m, conv, convt):
@@ -494,11 +499,7 @@ def test_convolutions_in_the_tail(c, m, conv, convt, tmp_path):
         sign = np.where(np.arange(8) < count, 1, -1).astype(np.float32)
         x = np.abs(x) * sign[:, None, None, None]  # exactly the first `count` sum above 0
         feeds.append({"x": x})
-    for max_isa, outs in run_each(data, feeds, tmp_path):
-        for f, out in zip(feeds, outs):
-            want = ref(f["x"])
-            assert out["y"].shape == want.shape, (max_isa, out["y"].shape, want.shape)
-            np.testing.assert_allclose(out["y"], want, rtol=1e-4, atol=1e-4, err_msg=max_isa)
+    check_y_each(data, feeds, ref, tmp_path, 1e-4)
 
 
 def test_roi_align_in_the_tail_over_the_threads(tmp_path):
