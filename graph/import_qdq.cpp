@@ -34,6 +34,35 @@ void check_quantized_tensors(const onnx::GraphProto& gp, Graph& g) {
   bool any = false;
   for (int i = 0; i < gp.node_size(); ++i) {
     const auto& np = gp.node(i);
+    Node& cn = g.nodes[size_t(i)];
+    if (np.op_type() == "Cast" && np.input_size() == 1 && np.output_size() == 1) {
+      // PyTorch's quantized exports cast each QuantizeLinear output to its own type before the
+      // DequantizeLinear, and build int32 bias zero points as Cast(ConstantOfShape). A cast of
+      // an 8-bit tensor to its own type, or to float (which holds the same integers), is an
+      // Identity here; any other cast's output has the type it names.
+      const int32_t to = int32_t(cn.attr_i("to", 0));
+      auto in = types.find(np.input(0));
+      if (in != types.end() && is_8bit(in->second) &&
+          (to == in->second || to == onnx::TensorProto::FLOAT)) {
+        cn.op = "Identity";
+        cn.attrs.clear();
+        if (to == in->second) types[np.output(0)] = to;
+      } else if (!is_8bit(to)) {
+        types[np.output(0)] = to;
+      }
+      continue;
+    }
+    if (np.op_type() == "Identity" && np.input_size() == 1 && np.output_size() == 1) {
+      if (auto in = types.find(np.input(0)); in != types.end()) types[np.output(0)] = in->second;
+      continue;
+    }
+    if (np.op_type() == "ConstantOfShape" && np.output_size() == 1) {
+      int32_t t = onnx::TensorProto::FLOAT;  // ONNX's default value: float 0
+      for (const auto& a : np.attribute())
+        if (a.name() == "value" && a.has_t()) t = a.t().data_type();
+      types[np.output(0)] = t;
+      continue;
+    }
     if (np.op_type() != "QuantizeLinear") continue;
     any = true;
     Node& n = g.nodes[size_t(i)];
@@ -70,7 +99,7 @@ void check_quantized_tensors(const onnx::GraphProto& gp, Graph& g) {
     for (int j = 0; j < np.input_size(); ++j) {
       auto it = types.find(np.input(j));
       if (it == types.end() || !is_8bit(it->second)) continue;
-      if ((dq && (j == 0 || j == 2)) || (q && j == 2)) continue;
+      if ((dq && (j == 0 || j == 2)) || (q && j == 2) || n.op == "Identity") continue;
       n.fail(Code::unsupported,
              "reads '" + np.input(j) + "', a " + type_name(it->second) +
                  " tensor; Kiln keeps 8-bit tensors as float32 and reads them only in "

@@ -2,7 +2,9 @@
 // (uint8 / int8 initializers are widened exactly, QuantizeLinear writes float32), so the only
 // ops that may read one are those whose result does not depend on the element type:
 // DequantizeLinear (x, x_zero_point) and QuantizeLinear's y_zero_point. This check enforces
-// that, and records on each QuantizeLinear the integer type it rounds and saturates to.
+// that, and records on each QuantizeLinear the integer type it rounds and saturates to. A Cast
+// of an 8-bit tensor to its own type (PyTorch's quantized exports write one before every
+// DequantizeLinear) or to float becomes an Identity (its readers then read the 8-bit tensor).
 #pragma once
 
 namespace onnx {

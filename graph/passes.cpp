@@ -369,11 +369,13 @@ int remove_dead_code(Graph& g) {
 PassStats optimize(Graph& g, const Evaluator& eval) {
   PassStats s;
   s.folded = infer_shapes(g, &eval);
+  s.identities = remove_identities(g);  // (fuse_qdq pairs a QuantizeLinear and a
+                                        // DequantizeLinear through an 8-bit Cast's Identity)
   const int lrn = fuse_lrn(g);
   const int conv3d = rewrite_conv3d(g);
   const int qdq = fuse_qdq(g);         // before rewrite_forms: it sees unary ops
   const int forms = rewrite_forms(g);  // may leave Identity nodes
-  s.identities = remove_identities(g);
+  s.identities += remove_identities(g);
   s.batchnorms = fold_batchnorm(g);
   s.rewrites = lrn + conv3d + qdq + forms + rewrite_conv_transposes(g);
   s.rewrites += rewrite_einsums(g);

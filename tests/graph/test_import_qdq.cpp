@@ -118,6 +118,28 @@ TEST_CASE("import: 8-bit tensors are read only by DequantizeLinear") {
     CHECK(e.code() == Code::unsupported);
     CHECK(mentions(e, "'relu'"));
   }
+  {  // a Cast to another 8-bit type would wrap; one to its own type (PyTorch's exports) or to
+     // float is an Identity, and reading that Identity's output is reading the 8-bit tensor
+    for (int to : {onnx::TensorProto::INT8, onnx::TensorProto::UINT8, onnx::TensorProto::FLOAT}) {
+      CAPTURE(to);
+      OnnxBuilder b = qdq_model(onnx::TensorProto::UINT8, 0);
+      OnnxBuilder::attr_i(b.node("Cast", {"q"}, {"qc"}, "cast"), "to", to);
+      b.node("Relu", {"qc"}, {"r"}, "relu");
+      b.output("r");
+      if (to == onnx::TensorProto::UINT8) {
+        const Error e = error_of([&] { import(b); });
+        CHECK(e.code() == Code::unsupported);
+        CHECK(mentions(e, "'relu'"));
+      } else if (to == onnx::TensorProto::INT8) {
+        const Error e = error_of([&] { import(b); });
+        CHECK(e.code() == Code::unsupported);
+        CHECK(mentions(e, "'cast'"));
+      } else {  // float holds the same integers: the Relu reads them as floats
+        Graph g = import(b);
+        CHECK(node_named(g, "cast").op == "Identity");
+      }
+    }
+  }
   {  // or a graph output
     OnnxBuilder b = qdq_model(onnx::TensorProto::UINT8, 0);
     b.output("q");
@@ -182,8 +204,12 @@ TEST_CASE("QDQ: inference checks the scale against the axis") {
   CHECK(error_of([&] { kiln::infer_shapes(h); }).code() == Code::unsupported);
 }
 
-TEST_CASE("QDQ: Q -> DQ pairs fuse, constant DQs fold, and the graph computes the same") {
-  // y = Conv(DQ(x's Q), DQ(w int8, per-channel), DQ(b int32)) -> Q -> DQ
+namespace {
+
+// y = Conv(DQ(x's Q), DQ(w int8, per-channel), DQ(b int32)) -> Q -> DQ. With `torch_form`,
+// as PyTorch's quantized exports write it: each QuantizeLinear output Cast to its own type
+// before its DequantizeLinear, the bias's int32 zero point Cast(ConstantOfShape([2])).
+OnnxBuilder quantized_conv(bool torch_form) {
   OnnxBuilder b;
   b.input("x", {1, 2, 3, 3}).output("y");
   b.init_f("sx", {}, {0.02f});
@@ -199,40 +225,62 @@ TEST_CASE("QDQ: Q -> DQ pairs fuse, constant DQs fold, and the graph computes th
   b.init_f("sb", {2}, {0.02f * 0.01f, 0.02f * 0.03f});
   b.init_f("sy", {}, {0.05f});
   init_8bit(b, "zy", onnx::TensorProto::INT8, {}, {-10});
+  // A Cast to the QuantizeLinear output's own type (torch_form), else the output itself.
+  auto own_type = [&](const std::string& q, int type) {
+    if (!torch_form) return q;
+    OnnxBuilder::attr_i(b.node("Cast", {q}, {q + "_cast"}, q + "_cast"), "to", type);
+    return q + "_cast";
+  };
   b.node("QuantizeLinear", {"x", "sx", "zx"}, {"xq"}, "qx");
-  b.node("DequantizeLinear", {"xq", "sx", "zx"}, {"xd"}, "dqx");
+  b.node("DequantizeLinear", {own_type("xq", onnx::TensorProto::UINT8), "sx", "zx"}, {"xd"}, "dqx");
   auto& dw = b.node("DequantizeLinear", {"wq", "sw", "zw"}, {"wd"}, "dqw");
   OnnxBuilder::attr_i(dw, "axis", 0);
-  OnnxBuilder::attr_i(b.node("DequantizeLinear", {"bq", "sb"}, {"bd"}, "dqb"), "axis", 0);
+  std::vector<std::string> dqb_in = {"bq", "sb"};
+  if (torch_form) {
+    b.init_i("bshape", {1}, {2});
+    b.node("ConstantOfShape", {"bshape"}, {"bz0"}, "bz0");  // float 0s
+    OnnxBuilder::attr_i(b.node("Cast", {"bz0"}, {"bz"}, "bz"), "to", onnx::TensorProto::INT32);
+    dqb_in.push_back("bz");
+  }
+  OnnxBuilder::attr_i(b.node("DequantizeLinear", dqb_in, {"bd"}, "dqb"), "axis", 0);
   b.node("Conv", {"xd", "wd", "bd"}, {"c"}, "conv");
   b.node("QuantizeLinear", {"c", "sy", "zy"}, {"cq"}, "qc");
-  b.node("DequantizeLinear", {"cq", "sy", "zy"}, {"y"}, "dqc");
+  b.node("DequantizeLinear", {own_type("cq", onnx::TensorProto::INT8), "sy", "zy"}, {"y"}, "dqc");
+  return b;
+}
 
+}  // namespace
+
+TEST_CASE("QDQ: Q -> DQ pairs fuse, constant DQs fold, and the graph computes the same") {
   std::vector<float> xs(18);
   for (size_t i = 0; i < xs.size(); ++i) xs[i] = -2.4f + 0.31f * float(i);  // past the u8 range
   auto fill = [&](size_t, kiln::Tensor& t) { std::copy(xs.begin(), xs.end(), t.data<float>()); };
-  // The unoptimised graph on the reference kernels is the oracle.
-  Graph plain = import(b);
+  // The unoptimised plain graph on the reference kernels is the oracle.
+  Graph plain = import(quantized_conv(false));
   kiln::infer_shapes(plain);
   auto want = kiln::test::run_graph_ref(plain, fill).at(plain.outputs[0]);
 
-  Graph g = import(b);
-  kiln::optimize(g, kiln::test::ref_eval());
-  int fused = 0;
-  for (const kiln::Node& n : g.nodes) {
-    CHECK(n.op != "QuantizeLinear");
-    CHECK(n.op != "DequantizeLinear");
-    if (n.op == "QuantizeDequantize") {
-      ++fused;
-      CHECK(n.attr_f("scale", 0) > 0);
+  for (bool torch_form : {false, true}) {
+    CAPTURE(torch_form);
+    Graph g = import(quantized_conv(torch_form));
+    kiln::optimize(g, kiln::test::ref_eval());
+    int fused = 0;
+    for (const kiln::Node& n : g.nodes) {
+      CHECK(n.op != "QuantizeLinear");
+      CHECK(n.op != "DequantizeLinear");
+      CHECK(n.op != "Identity");
+      if (n.op == "QuantizeDequantize") {
+        ++fused;
+        CHECK(n.attr_f("scale", 0) > 0);
+      }
     }
-  }
-  CHECK(fused == 2);
-  auto got = kiln::test::run_graph_ref(g, fill).at(g.outputs[0]);
-  REQUIRE(got.numel() == want.numel());
-  for (int64_t i = 0; i < got.numel(); ++i) {
-    CAPTURE(i);
-    CHECK(got.data<float>()[i] == want.data<float>()[i]);
+    CHECK(fused == 2);
+    auto got = kiln::test::run_graph_ref(g, fill).at(g.outputs[0]);
+    REQUIRE(got.numel() == want.numel());
+    for (int64_t i = 0; i < got.numel(); ++i) {
+      CAPTURE(i);
+      CHECK(got.data<float>()[i] == want.data<float>()[i]);
+    }
   }
   // Hand check of one element against graph/quant.h: channel 1 of pixel 0.
   const auto r8 = kiln::quant_range(kiln::kOnnxUint8);
