@@ -6,6 +6,7 @@
 #include <limits>
 
 #include "graph/post_ops.h"
+#include "graph/qlinear.h"
 
 namespace kiln {
 namespace {
@@ -52,19 +53,6 @@ bool per_activation_stats(const Graph& g, const Node& n) {
   if (n.attr_i("spatial", 1) != 0 || n.inputs.size() != 5) return false;
   const Value& s = g.value(n.inputs[1]);
   return s.is_const() && s.constant->shape().size() >= 2;
-}
-
-// Appends node `op`(in) to `out`, named after the node n it replaces (n.name + "_" + part), writing
-// `y` (a new value when kNoValue); returns its output.
-ValueId append_node(Graph& g, const Node& n, const char* op, std::vector<ValueId> in, ValueId y,
-                    const char* part, std::vector<Node>& out) {
-  Node m;
-  m.name = n.name + "_" + part;
-  m.op = op;
-  m.inputs = std::move(in);
-  m.outputs = {y == kNoValue ? g.add_value(unique_value_name(g, m.name)) : y};
-  out.push_back(std::move(m));
-  return out.back().outputs[0];
 }
 
 ValueId const_for(Graph& g, const Node& n, const char* part, Tensor t) {
@@ -289,6 +277,17 @@ bool lift_1d(Graph& g, Node& n, std::vector<Node>& out) {
 
 }  // namespace
 
+ValueId append_node(Graph& g, const Node& n, const char* op, std::vector<ValueId> in, ValueId y,
+                    const char* part, std::vector<Node>& out) {
+  Node m;
+  m.name = n.name + "_" + part;
+  m.op = op;
+  m.inputs = std::move(in);
+  m.outputs = {y == kNoValue ? g.add_value(unique_value_name(g, m.name)) : y};
+  out.push_back(std::move(m));
+  return out.back().outputs[0];
+}
+
 std::optional<Tensor> constant_value(const Node& n) {
   if (const Tensor* t = n.attr_t("value")) return *t;
   if (n.has("value_float")) return scalar_f32(n.attr_f("value_float", 0));
@@ -308,7 +307,7 @@ std::optional<Tensor> constant_value(const Node& n) {
 }
 
 void canonicalize_into(Graph& g, Node n, std::vector<Node>& out) {
-  if (fold_constant_node(g, n)) return;
+  if (fold_constant_node(g, n) || expand_qlinear(g, n, out)) return;
   canonicalize_node(g, n);
   if (n.op == "BatchNormalization" && per_activation_stats(g, n))
     return per_activation_bn(g, n, out);

@@ -19,4 +19,14 @@ void canonicalize_into(Graph& g, Node n, std::vector<Node>& out);
 // that order of preference); nothing if it has none of them.
 std::optional<Tensor> constant_value(const Node& n);
 
+// Appends node `op`(in) to `out`, named after the node n it replaces (n.name + "_" + part),
+// writing `y` (a new value when kNoValue); returns its output.
+ValueId append_node(Graph& g, const Node& n, const char* op, std::vector<ValueId> in, ValueId y,
+                    const char* part, std::vector<Node>& out);
+
+// Appends node `op`(in) to `out`, named after the node n it replaces (n.name + "_" + part),
+// writing `y` (a new value when kNoValue); returns its output.
+ValueId append_node(Graph& g, const Node& n, const char* op, std::vector<ValueId> in, ValueId y,
+                    const char* part, std::vector<Node>& out);
+
 }  // namespace kiln

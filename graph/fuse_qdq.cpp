@@ -6,6 +6,7 @@
 #include <optional>
 #include <vector>
 
+#include "graph/import_qdq.h"
 #include "graph/infer.h"
 #include "graph/passes.h"
 
@@ -140,6 +141,90 @@ int push_qdq_up(Graph& g, const std::string& op) {
   });
 }
 
+// An 8-bit tensor's op that moves or selects values (import_qdq.h moves_values), read only by
+// DequantizeLinears of one per-tensor grid (a QOperator model max-pools or flattens uint8
+// tensors): P(u) -> DQ becomes DQ(u) -> P -> QuantizeLinear -> DQ, exact (a per-tensor
+// dequantization is elementwise and increasing, so it commutes with P; P's result is on the
+// grid, so quantizing it again changes nothing): the form QDQ models write, whose pairs fuse and
+// whose int8 convs read the bytes. The 8-bit type comes from the QuantizeLinear u descends from;
+// returns how many ops moved.
+int dequantize_before_moves(Graph& g) {
+  const std::vector<int> producer = g.producers();
+  const std::vector<std::vector<int>> consumers = g.consumers();
+  // The ONNX type of the QuantizeLinear v descends from through value-moving ops (0: none).
+  std::function<int64_t(ValueId, int)> type_of = [&](ValueId v, int depth) -> int64_t {
+    const int p = v == kNoValue ? -1 : producer[size_t(v)];
+    if (p < 0 || depth > 16) return 0;
+    const Node& n = g.nodes[size_t(p)];
+    if (n.op == "QuantizeLinear") return n.attr_i("to", 0);
+    return moves_values(n.op) || n.op == "Identity" ? type_of(n.in(0), depth + 1) : 0;
+  };
+  std::map<int, std::pair<QuantParams, int64_t>> moved;  // op -> its readers' grid, 8-bit type
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    const Node& p = g.nodes[i];
+    if (!moves_values(p.op)) continue;
+    std::optional<QuantParams> grid;
+    bool ok = true;
+    for (ValueId o : p.outputs) {
+      if (o == kNoValue) continue;
+      ok = ok && !g.is_output(o) && !consumers[size_t(o)].empty();
+      for (int c : consumers[size_t(o)]) {
+        const Node& d = g.nodes[size_t(c)];
+        const auto q =
+            d.op == "DequantizeLinear" && d.in(0) == o ? params_of(g, d, o) : std::nullopt;
+        ok = ok && q && (!grid || (q->scale == grid->scale && q->zero_point == grid->zero_point));
+        if (ok && !grid) grid = q;
+      }
+    }
+    const int64_t to = type_of(p.in(0), 0);
+    if (ok && grid && to != 0) moved[int(i)] = {*grid, to};
+  }
+  if (moved.empty()) return 0;
+  std::map<ValueId, std::pair<QuantParams, int64_t>> out_grid;  // moved ops' outputs
+  for (const auto& [i, qt] : moved)
+    for (ValueId o : g.nodes[size_t(i)].outputs)
+      if (o != kNoValue) out_grid[o] = qt;
+  auto scalar = [&](const Node& n, const char* part, float v) {
+    Tensor t(DType::f32, {});
+    *t.data<float>() = v;
+    return g.add_const(unique_value_name(g, n.name + "_" + part), std::move(t));
+  };
+  auto node = [](const Node& n, const char* op, const char* part, std::vector<ValueId> in) {
+    Node m;
+    m.op = op;
+    m.name = n.name + "_" + part;
+    m.inputs = std::move(in);
+    return m;
+  };
+  size_t index = 0;
+  return rewrite_nodes(g, [&](std::vector<Node>& nodes, const Node& n) {
+    const size_t i = index++;
+    if (auto m = moved.find(int(i)); m != moved.end()) {
+      const QuantParams& q = m->second.first;
+      Node p = n;
+      for (size_t j = 0; j < p.inputs.size(); ++j)
+        if (value_input(p.op, int(j)) && p.inputs[j] != kNoValue)
+          p.inputs[j] = emit_node(
+              g, nodes,
+              node(n, "DequantizeLinear", "dq",
+                   {p.inputs[j], scalar(n, "scale", q.scale), scalar(n, "zp", q.zero_point)}),
+              n.name + "_dq");
+      infer_node(g, p);
+      nodes.push_back(std::move(p));
+      return true;
+    }
+    if (n.op != "DequantizeLinear" || !out_grid.count(n.in(0))) return false;
+    const auto& [q, to] = out_grid.at(n.in(0));
+    Node qn = node(n, "QuantizeLinear", "q", {n.in(0), n.in(1)});
+    if (n.in(2) != kNoValue) qn.inputs.push_back(n.in(2));
+    qn.attrs["to"] = attr_i(to);
+    Node d = n;
+    d.inputs[0] = emit_node(g, nodes, std::move(qn), n.name + "_q");
+    nodes.push_back(std::move(d));
+    return true;
+  });
+}
+
 }  // namespace
 
 bool maxpool_keeps_grid(const Graph& g, const Node& n) {
@@ -157,11 +242,13 @@ bool maxpool_keeps_grid(const Graph& g, const Node& n) {
 }
 
 int fuse_qdq(Graph& g) {
+  int moved = 0;  // (a chain moves one op a round, from its end)
+  while (const int k = dequantize_before_moves(g)) moved += k;
   std::map<ValueId, QuantParams> quantized;  // QuantizeLinear outputs
   for (const Node& n : g.nodes)
     if (n.op == "QuantizeLinear" && n.outputs.size() == 1 && n.outputs[0] != kNoValue)
       if (auto p = params_of(g, n, n.in(0))) quantized[n.outputs[0]] = *p;
-  if (quantized.empty()) return 0;
+  if (quantized.empty()) return moved;
   const int fused = rewrite_nodes(g, [&](std::vector<Node>& nodes, const Node& n) {
     if (n.op != "DequantizeLinear" || n.outputs.size() != 1) return false;
     auto q = quantized.find(n.in(0));
@@ -180,7 +267,7 @@ int fuse_qdq(Graph& g) {
     return true;
   });
   const int pushed = push_qdq_up(g, "MaxPool") + push_qdq_up(g, "Concat");
-  return fused + pushed + drop_requantizations(g);
+  return moved + fused + pushed + drop_requantizations(g);
 }
 
 }  // namespace kiln

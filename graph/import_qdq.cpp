@@ -6,6 +6,7 @@
 #include <string>
 
 #include "graph/ir.h"
+#include "graph/qlinear.h"
 
 namespace kiln {
 namespace {
@@ -21,6 +22,13 @@ std::string type_name(int32_t t) {
 }
 
 }  // namespace
+
+bool moves_values(const std::string& op) {
+  for (const char* o : {"MaxPool", "Reshape", "Flatten", "Transpose", "Squeeze", "Unsqueeze",
+                        "Concat", "Slice", "Split", "Gather", "DepthToSpace", "SpaceToDepth"})
+    if (op == o) return true;
+  return false;
+}
 
 void check_quantized_tensors(const onnx::GraphProto& gp, Graph& g) {
   // ONNX element types of the constants (initializers, Constant nodes' value tensors) and of
@@ -52,8 +60,21 @@ void check_quantized_tensors(const onnx::GraphProto& gp, Graph& g) {
       }
       continue;
     }
-    if (np.op_type() == "Identity" && np.input_size() == 1 && np.output_size() == 1) {
-      if (auto in = types.find(np.input(0)); in != types.end()) types[np.output(0)] = in->second;
+    if (np.op_type() == "Identity" || moves_values(cn.op)) {
+      // 8-bit data inputs pass their type on (a Concat's must all have one type; a MaxPool's
+      // Indices are refused later, by inference).
+      int32_t t = 0;
+      for (int j = 0; j < np.input_size(); ++j)
+        if (auto in = types.find(np.input(j));
+            (j == 0 || value_input(cn.op, j)) && in != types.end() && is_8bit(in->second)) {
+          if (t != 0 && t != in->second)
+            cn.fail(Code::unsupported,
+                    "concatenates " + type_name(t) + " and " + type_name(in->second) + " tensors");
+          t = in->second;
+        }
+      if (t != 0)
+        for (const auto& o : np.output())
+          if (!o.empty()) types[o] = t;
       continue;
     }
     if (np.op_type() == "ConstantOfShape" && np.output_size() == 1) {
@@ -61,6 +82,28 @@ void check_quantized_tensors(const onnx::GraphProto& gp, Graph& g) {
       for (const auto& a : np.attribute())
         if (a.name() == "value" && a.has_t()) t = a.t().data_type();
       types[np.output(0)] = t;
+      continue;
+    }
+    if (const QLinearOp* ql = find_qlinear(cn.op)) {
+      // An operator-form quantized op: its output has its zero point's type (else x's).
+      const int yz = ql->y_zero_point;
+      int32_t to = onnx::TensorProto::UINT8;
+      if (yz < np.input_size() && !np.input(yz).empty()) {
+        auto it = types.find(np.input(yz));
+        if (it == types.end())
+          cn.fail(Code::unsupported, "zero point '" + np.input(yz) +
+                                         "' is computed at run time; Kiln needs a constant");
+        to = it->second;
+      } else if (auto x = types.find(np.input_size() > 0 ? np.input(0) : std::string());
+                 yz != 1 && x != types.end()) {
+        to = x->second;
+      }
+      if (!is_8bit(to))
+        cn.fail(Code::unsupported,
+                "quantizes to " + type_name(to) + "; Kiln quantizes to UINT8 and INT8");
+      cn.attrs["to"] = attr_i(to);
+      if (np.output_size() > 0) types[np.output(0)] = to;
+      any = true;
       continue;
     }
     if (np.op_type() != "QuantizeLinear") continue;
@@ -99,7 +142,9 @@ void check_quantized_tensors(const onnx::GraphProto& gp, Graph& g) {
     for (int j = 0; j < np.input_size(); ++j) {
       auto it = types.find(np.input(j));
       if (it == types.end() || !is_8bit(it->second)) continue;
-      if ((dq && (j == 0 || j == 2)) || (q && j == 2) || n.op == "Identity") continue;
+      if ((dq && (j == 0 || j == 2)) || (q && j == 2) || n.op == "Identity" || value_input(n.op, j))
+        continue;
+      if (const QLinearOp* ql = find_qlinear(n.op); ql && ql->int8_input(j)) continue;
       n.fail(Code::unsupported,
              "reads '" + np.input(j) + "', a " + type_name(it->second) +
                  " tensor; Kiln keeps 8-bit tensors as float32 and reads them only in "

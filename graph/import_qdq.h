@@ -7,6 +7,8 @@
 // DequantizeLinear) or to float becomes an Identity (its readers then read the 8-bit tensor).
 #pragma once
 
+#include <string>
+
 namespace onnx {
 class GraphProto;
 }
@@ -22,5 +24,14 @@ struct Graph;
 // is a graph output, when a QuantizeLinear's zero point is not a constant, or when a
 // DequantizeLinear's input is not an integer constant or a QuantizeLinear output.
 void check_quantized_tensors(const onnx::GraphProto& gp, Graph& g);
+
+// Ops that only move or select values (MaxPool, Reshape, Concat, ...): on an 8-bit tensor's
+// integers (held as float32) they compute exactly what they compute in 8 bits, so they may read
+// one (the ONNX model zoo's int8 models max-pool and flatten uint8 tensors) and their outputs
+// have its type. Their data inputs: every input of a Concat, else input 0.
+bool moves_values(const std::string& op);
+inline bool value_input(const std::string& op, int slot) {
+  return moves_values(op) && (slot == 0 || op == "Concat");
+}
 
 }  // namespace kiln

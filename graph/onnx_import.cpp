@@ -19,6 +19,7 @@
 #include "graph/onnx_mmap.h"
 #include "graph/onnx_wire.h"
 #include "graph/ops.h"
+#include "graph/qlinear.h"
 
 namespace kiln {
 namespace {
@@ -445,8 +446,15 @@ Node node_head(const onnx::NodeProto& np, int index) {
   Node n;
   n.op = np.op_type();
   n.name = np.name().empty() ? np.op_type() + "_" + std::to_string(index) : np.name();
-  if (!np.domain().empty() && np.domain() != "ai.onnx")
-    n.fail(Code::unsupported, "operator domain '" + np.domain() + "' is not supported");
+  if (n.op.rfind(contrib_op_name(""), 0) == 0)  // (Kiln's names of contrib ops)
+    n.fail(Code::unsupported, "operator " + n.op + " is not supported");
+  if (!np.domain().empty() && np.domain() != "ai.onnx") {
+    // ONNX Runtime's quantized ops in the operator form (graph/qlinear.h), nothing else.
+    if (np.domain() != "com.microsoft" || !find_qlinear(contrib_op_name(n.op)))
+      n.fail(Code::unsupported,
+             "operator " + n.op + " of domain '" + np.domain() + "' is not supported");
+    n.op = contrib_op_name(n.op);
+  }
   if (const OpInfo* op = find_op(n.op); op && op->internal)
     n.fail(Code::unsupported, "operator " + n.op + " is internal to Kiln, not an ONNX operator");
   for (const auto& a : np.attribute()) {

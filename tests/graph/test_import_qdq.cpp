@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <map>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -416,4 +417,171 @@ TEST_CASE("QDQ: a quantize-dequantize after a Concat (or a MaxPool of one) moves
   CHECK(produced_by_qdq.size() == 3);  // two on y1's concat inputs, y2's below its concat
   const auto got = kiln::test::run_graph_ref(g, fill);
   check_same_outputs(plain, want, g, got);
+}
+
+namespace {
+
+// x -> Q -> conv 3x3 (int8 weights per channel, int32 bias) -> MaxPool 3x3 s1 -> 1x1 conv
+// (per-tensor weights) -> add (the pool's output) -> concat (with the first conv's output) ->
+// global average pool -> Flatten -> DQ = y, every tensor between them uint8 on its own grid.
+// `op_form`: as the ONNX model zoo's int8 models write it (QLinearConv, com.microsoft's
+// QLinearAdd / QLinearConcat / QLinearGlobalAveragePool, MaxPool and Flatten on the uint8
+// tensors); else the QDQ form that defines it (DequantizeLinear, the float op, QuantizeLinear).
+OnnxBuilder quantized_net(bool op_form) {
+  OnnxBuilder b;
+  b.model().add_opset_import()->set_domain("com.microsoft");
+  b.model().mutable_opset_import(1)->set_version(1);
+  b.input("x", {1, 2, 5, 5}).output("y");
+  const std::vector<std::tuple<std::string, float, int>> grids = {
+      {"x", 0.031f, 128}, {"c", 0.045f, 7}, {"c2", 0.052f, 90},
+      {"a", 0.06f, 0},    {"k", 0.07f, 20}, {"g", 0.02f, 5}};
+  for (const auto& [n, sc, zp] : grids) {
+    b.init_f("s" + n, {}, {sc});
+    init_8bit(b, "z" + n, onnx::TensorProto::UINT8, {}, {zp});
+  }
+  std::vector<int> w(72), w2(16);
+  for (size_t i = 0; i < w.size(); ++i) w[i] = int((i * 37) % 255) - 127;
+  for (size_t i = 0; i < w2.size(); ++i) w2[i] = int((i * 53) % 200) - 100;
+  init_8bit(b, "w", onnx::TensorProto::INT8, {4, 2, 3, 3}, w);
+  b.init_f("sw", {4}, {0.011f, 0.007f, 0.013f, 0.009f});
+  init_8bit(b, "zw", onnx::TensorProto::INT8, {4}, {0, 0, 0, 0});
+  init_8bit(b, "w2", onnx::TensorProto::INT8, {4, 4, 1, 1}, w2);
+  b.init_f("sw2", {}, {0.015f});
+  init_8bit(b, "zw2", onnx::TensorProto::INT8, {}, {0});
+  {
+    auto* t = b.init("bq", onnx::TensorProto::INT32, {4});
+    for (int v : {-900, 35, 4000, -77}) t->add_int32_data(v);
+  }
+  auto pool = [&](const std::string& in, const std::string& out) {
+    auto& n = b.node("MaxPool", {in}, {out}, out + "_pool");
+    OnnxBuilder::attr_ints(n, "kernel_shape", {3, 3});
+    OnnxBuilder::attr_ints(n, "pads", {1, 1, 1, 1});
+  };
+  auto pads = [](onnx::NodeProto& n) { OnnxBuilder::attr_ints(n, "pads", {1, 1, 1, 1}); };
+  auto contrib = [](onnx::NodeProto& n) -> onnx::NodeProto& {
+    n.set_domain("com.microsoft");
+    return n;
+  };
+  b.node("QuantizeLinear", {"x", "sx", "zx"}, {"xq"}, "qx");
+  if (op_form) {
+    pads(b.node("QLinearConv", {"xq", "sx", "zx", "w", "sw", "zw", "sc", "zc", "bq"}, {"cq"},
+                "conv"));
+    pool("cq", "pq");
+    b.node("QLinearConv", {"pq", "sc", "zc", "w2", "sw2", "zw2", "sc2", "zc2"}, {"c2q"}, "conv2");
+    contrib(
+        b.node("QLinearAdd", {"c2q", "sc2", "zc2", "pq", "sc", "zc", "sa", "za"}, {"aq"}, "add"));
+    OnnxBuilder::attr_i(
+        contrib(b.node("QLinearConcat", {"sk", "zk", "aq", "sa", "za", "cq", "sc", "zc"}, {"kq"},
+                       "cat")),
+        "axis", 1);
+    OnnxBuilder::attr_i(
+        contrib(b.node("QLinearGlobalAveragePool", {"kq", "sk", "zk", "sg", "zg"}, {"gq"}, "gap")),
+        "channels_last", 0);
+    b.node("Flatten", {"gq"}, {"fq"}, "flat");
+    b.node("DequantizeLinear", {"fq", "sg", "zg"}, {"y"}, "dqy");
+    return b;
+  }
+  auto dq = [&](const std::string& q, const std::string& grid, const std::string& out) {
+    b.node("DequantizeLinear", {q, "s" + grid, "z" + grid}, {out}, out + "_dq");
+  };
+  auto q = [&](const std::string& in, const std::string& grid, const std::string& out) {
+    b.node("QuantizeLinear", {in, "s" + grid, "z" + grid}, {out}, out + "_q");
+  };
+  dq("xq", "x", "xd");
+  OnnxBuilder::attr_i(b.node("DequantizeLinear", {"w", "sw", "zw"}, {"wd"}, "wd"), "axis", 0);
+  b.node("Mul", {"sx", "sw"}, {"sb"}, "sb");
+  OnnxBuilder::attr_i(b.node("DequantizeLinear", {"bq", "sb"}, {"bd"}, "bd"), "axis", 0);
+  pads(b.node("Conv", {"xd", "wd", "bd"}, {"cf"}, "conv"));
+  q("cf", "c", "cq");
+  dq("cq", "c", "cd");
+  pool("cd", "pf");
+  q("pf", "c", "pq");
+  dq("pq", "c", "pd");
+  b.node("DequantizeLinear", {"w2", "sw2", "zw2"}, {"w2d"}, "w2d");
+  b.node("Conv", {"pd", "w2d"}, {"c2f"}, "conv2");
+  q("c2f", "c2", "c2q");
+  dq("c2q", "c2", "c2d");
+  dq("pq", "c", "pd2");
+  b.node("Add", {"c2d", "pd2"}, {"af"}, "add");
+  q("af", "a", "aq");
+  dq("aq", "a", "ad");
+  dq("cq", "c", "cd2");
+  OnnxBuilder::attr_i(b.node("Concat", {"ad", "cd2"}, {"kf"}, "cat"), "axis", 1);
+  q("kf", "k", "kq");
+  dq("kq", "k", "kd");
+  b.node("GlobalAveragePool", {"kd"}, {"gf"}, "gap");
+  q("gf", "g", "gq");
+  dq("gq", "g", "gd");
+  b.node("Flatten", {"gd"}, {"ff"}, "flat");
+  q("ff", "g", "fq");
+  dq("fq", "g", "y");
+  return b;
+}
+
+}  // namespace
+
+TEST_CASE("QOperator: the operator-form ops compute what their QDQ forms do, and fuse alike") {
+  std::vector<float> xs(50);
+  for (size_t i = 0; i < xs.size(); ++i) xs[i] = 4.f * std::sin(0.7f * float(i));
+  auto fill = [&](size_t, kiln::Tensor& t) { std::copy(xs.begin(), xs.end(), t.data<float>()); };
+  Graph plain = import(quantized_net(false));
+  kiln::infer_shapes(plain);
+  const auto want = kiln::test::run_graph_ref(plain, fill);
+
+  Graph ops = import(quantized_net(true));  // (the expansion is at import)
+  for (const kiln::Node& n : ops.nodes) CHECK(n.op.find("QLinear") == std::string::npos);
+  kiln::infer_shapes(ops);
+  check_same_outputs(plain, want, ops, kiln::test::run_graph_ref(ops, fill));
+
+  // Optimised, both forms are the same graph: every Q -> DQ pair fused (the uint8 MaxPool and
+  // Flatten get a DequantizeLinear before them and a QuantizeLinear after), nothing left over.
+  for (bool op_form : {false, true}) {
+    CAPTURE(op_form);
+    Graph g = import(quantized_net(op_form));
+    kiln::optimize(g, kiln::test::ref_eval());
+    std::map<std::string, int> count;
+    for (const kiln::Node& n : g.nodes) ++count[n.op];
+    CHECK(count["QuantizeLinear"] == 0);
+    CHECK(count["DequantizeLinear"] == 0);  // (y's pair fuses too)
+    CHECK(count["Conv"] == 2);
+    CHECK(count["QuantizeDequantize"] >= 4);
+    check_same_outputs(plain, want, g, kiln::test::run_graph_ref(g, fill));
+  }
+}
+
+TEST_CASE("QOperator: what the import refuses") {
+  auto proto_node = [](OnnxBuilder& b, const std::string& name) -> onnx::NodeProto& {
+    for (auto& n : *b.model().mutable_graph()->mutable_node())
+      if (n.name() == name) return n;
+    FAIL("no node " << name);
+    return *b.model().mutable_graph()->mutable_node(0);
+  };
+  auto refused = [](OnnxBuilder& b, const std::string& what) {
+    const Error e = error_of([&] { import(b); });
+    CHECK(e.code() == Code::unsupported);
+    CHECK_MESSAGE(mentions(e, what), std::string(e.what()));
+  };
+  {  // another contrib op
+    OnnxBuilder b = quantized_net(true);
+    proto_node(b, "add").set_op_type("QLinearSoftmax");
+    refused(b, "QLinearSoftmax of domain 'com.microsoft'");
+  }
+  {  // a default-domain op spelled as Kiln names the contrib ones
+    OnnxBuilder b = quantized_net(true);
+    proto_node(b, "add").set_op_type("com.microsoft.QLinearAdd");
+    proto_node(b, "add").set_domain("");
+    refused(b, "com.microsoft.QLinearAdd is not supported");
+  }
+  {  // NHWC pooling
+    OnnxBuilder b = quantized_net(true);
+    for (auto& n : *b.model().mutable_graph()->mutable_node())
+      if (n.op_type() == "QLinearGlobalAveragePool") n.mutable_attribute(0)->set_i(1);
+    refused(b, "channels_last");
+  }
+  {  // an 8-bit tensor read by an op that does not just move values
+    OnnxBuilder b = quantized_net(true);
+    for (auto& n : *b.model().mutable_graph()->mutable_node())
+      if (n.op_type() == "Flatten") n.set_op_type("Relu");
+    refused(b, "'flat'");
+  }
 }

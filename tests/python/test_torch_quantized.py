@@ -1,7 +1,8 @@
 """Models quantized in PyTorch (eager mode: fused modules, observers, convert) and exported by
 torch.onnx: QDQ with PyTorch's own forms (each QuantizeLinear output Cast to its own type,
 int32 bias zero points built as Cast(ConstantOfShape)). They load, their convs run on the int8
-kernels where the CPU has AVX512-VNNI, and every ISA path matches the reference path."""
+kernels where the CPU has AVX512-VNNI, and every ISA path matches the reference path; rewritten
+in ONNX's operator form (QLinearConv, ...: bench/qoperator.py) they compute the same."""
 import io
 import json
 
@@ -61,6 +62,16 @@ def quantized_export(engine):
     return buf.getvalue(), x.numpy(), ref
 
 
+def output_step(m):
+    """The grid step of output y: its DequantizeLinear's scale (a Constant in these exports)."""
+    last_dq = [n for n in m.graph.node if "y" in n.output][0]
+    assert last_dq.op_type == "DequantizeLinear"
+    for n in m.graph.node:
+        if n.op_type == "Constant" and n.output[0] == last_dq.input[1]:
+            return float(numpy_helper.to_array(n.attribute[0].t))
+    raise AssertionError("the output's scale is not a Constant")
+
+
 def has_vnni():
     from kiln import _kiln
     return "avx512_vnni" in json.loads(_kiln.machine_json())["features"]
@@ -75,12 +86,7 @@ def test_pytorch_quantized_export_runs_in_int8(engine, tmp_path):
     casts = [n for n in m.graph.node if n.op_type == "Cast" and n.input[0] in producer
              and producer[n.input[0]].op_type == "QuantizeLinear"]
     assert casts, "no Cast of a QuantizeLinear output in this export"
-    # The output's grid: the last DequantizeLinear's scale.
-    last_dq = producer["y"]
-    assert last_dq.op_type == "DequantizeLinear"
-    consts = {n.output[0]: numpy_helper.to_array(n.attribute[0].t)
-              for n in m.graph.node if n.op_type == "Constant"}
-    step = float(consts[last_dq.input[1]])
+    step = output_step(m)
 
     runs = run_on_each_isa(data, {"x": x}, tmp_path)
     want = dict((isa, out) for isa, out, _ in runs)["scalar"]["y"]
@@ -107,3 +113,33 @@ def test_pytorch_quantized_export_runs_in_int8(engine, tmp_path):
         kernels = [st["kernel"] for st in s.plan()["steps"]]
     assert len([k for k in kernels if k.startswith("conv") and "int8" in k]) == 3, kernels
     assert len([k for k in kernels if k.startswith("fc") and "int8" in k]) == 1, kernels
+
+
+def test_operator_form_runs_as_its_qdq_form(tmp_path):
+    """The same export rewritten in ONNX's operator form (bench/qoperator.py: QLinearConv,
+    com.microsoft QLinearAdd / QLinearGlobalAveragePool, MaxPool on the uint8 tensor) computes
+    what the QDQ file computes, on the int8 kernels."""
+    import os
+    import sys
+    sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "bench"))
+    from qoperator import to_qoperator
+    data, x, _ = quantized_export("qnnpack")
+    m = to_qoperator(onnx.load_from_string(data))
+    ops = {n.op_type: n.domain for n in m.graph.node}
+    for op, domain in [("QLinearConv", ""), ("QLinearAdd", "com.microsoft"),
+                       ("QLinearGlobalAveragePool", "com.microsoft"), ("MaxPool", "")]:
+        assert ops.get(op) == domain, (op, ops)
+    op_data = m.SerializeToString()
+    want = {isa: out["y"] for isa, out, _ in run_on_each_isa(data, {"x": x}, tmp_path / "qdq")}
+    step = output_step(m)
+    for max_isa, out, plan in run_on_each_isa(op_data, {"x": x}, tmp_path / "qop"):
+        if max_isa == "scalar":  # the reference path: the same graph, the same values
+            np.testing.assert_array_equal(out["y"], want["scalar"])
+            continue
+        assert np.abs(out["y"] - want["scalar"]).max() <= 3.01 * step, max_isa
+        assert not [s["kernel"] for s in plan["steps"] if s["kernel"].startswith("ref_")]
+    if has_vnni():
+        import kiln
+        with kiln.Session.from_bytes(op_data, threads=1, tune="none", disable_cache=True) as s:
+            kernels = [st["kernel"] for st in s.plan()["steps"]]
+        assert len([k for k in kernels if k.startswith("conv") and "int8" in k]) == 3, kernels
