@@ -585,3 +585,103 @@ TEST_CASE("QOperator: what the import refuses") {
     refused(b, "'flat'");
   }
 }
+
+namespace {
+
+// x -> Q -> average pool 3x3 s2 -> sigmoid -> leaky relu, times the pool's output -> Reshape
+// [1, 36] -> MatMul by int8 weights [36, 5] (per-column scales) -> DQ = y, uint8 between (int8
+// after the leaky relu). `op_form`: com.microsoft's QLinearAveragePool, QLinearSigmoid,
+// QLinearLeakyRelu, QLinearMul, a Reshape of the uint8 tensor, ONNX's QLinearMatMul; else the
+// QDQ form that defines them.
+OnnxBuilder quantized_head(bool op_form) {
+  OnnxBuilder b;
+  b.model().add_opset_import()->set_domain("com.microsoft");
+  b.model().mutable_opset_import(1)->set_version(1);
+  b.input("x", {1, 4, 7, 7}).output("y");
+  const std::vector<std::tuple<std::string, float, int, int>> grids = {
+      {"x", 0.03f, 128, onnx::TensorProto::UINT8}, {"p", 0.02f, 100, onnx::TensorProto::UINT8},
+      {"s", 0.004f, 0, onnx::TensorProto::UINT8},  {"l", 0.003f, 0, onnx::TensorProto::INT8},
+      {"m", 0.0025f, 3, onnx::TensorProto::UINT8}, {"y", 0.01f, 60, onnx::TensorProto::UINT8}};
+  for (const auto& [n, sc, zp, type] : grids) {
+    b.init_f("s" + n, {}, {sc});
+    init_8bit(b, "z" + n, type, {}, {zp});
+  }
+  std::vector<int> w(180);
+  for (size_t i = 0; i < w.size(); ++i) w[i] = int((i * 41) % 251) - 125;
+  init_8bit(b, "w", onnx::TensorProto::INT8, {36, 5}, w);
+  b.init_f("sw", {5}, {0.01f, 0.02f, 0.015f, 0.005f, 0.03f});
+  init_8bit(b, "zw", onnx::TensorProto::INT8, {5}, {0, 0, 0, 0, 0});
+  b.init_i("shape", {2}, {1, 36});
+  auto pool_attrs = [](onnx::NodeProto& n) {
+    OnnxBuilder::attr_ints(n, "kernel_shape", {3, 3});
+    OnnxBuilder::attr_ints(n, "strides", {2, 2});
+    return &n;
+  };
+  auto contrib = [&](const char* op, std::vector<std::string> in, const std::string& out) {
+    auto& n = b.node(op, std::move(in), {out}, out);
+    n.set_domain("com.microsoft");
+    return &n;
+  };
+  b.node("QuantizeLinear", {"x", "sx", "zx"}, {"xq"}, "qx");
+  if (op_form) {
+    pool_attrs(*contrib("QLinearAveragePool", {"xq", "sx", "zx", "sp", "zp"}, "pq"));
+    contrib("QLinearSigmoid", {"pq", "sp", "zp", "ss", "zs"}, "sq");
+    OnnxBuilder::attr_f(*contrib("QLinearLeakyRelu", {"sq", "ss", "zs", "sl", "zl"}, "lq"), "alpha",
+                        0.1f);
+    contrib("QLinearMul", {"lq", "sl", "zl", "pq", "sp", "zp", "sm", "zm"}, "mq");
+    b.node("Reshape", {"mq", "shape"}, {"rq"}, "flat");
+    b.node("QLinearMatMul", {"rq", "sm", "zm", "w", "sw", "zw", "sy", "zy"}, {"yq"}, "mm");
+    b.node("DequantizeLinear", {"yq", "sy", "zy"}, {"y"}, "dqy");
+    return b;
+  }
+  auto dq = [&](const std::string& q, const std::string& grid, const std::string& out) {
+    b.node("DequantizeLinear", {q, "s" + grid, "z" + grid}, {out}, out + "_dq");
+  };
+  auto q = [&](const std::string& in, const std::string& grid, const std::string& out) {
+    b.node("QuantizeLinear", {in, "s" + grid, "z" + grid}, {out}, out + "_q");
+  };
+  dq("xq", "x", "xd");
+  pool_attrs(b.node("AveragePool", {"xd"}, {"pf"}, "pool"));
+  q("pf", "p", "pq");
+  dq("pq", "p", "pd");
+  b.node("Sigmoid", {"pd"}, {"sf"}, "sig");
+  q("sf", "s", "sq");
+  dq("sq", "s", "sd");
+  OnnxBuilder::attr_f(b.node("LeakyRelu", {"sd"}, {"lf"}, "leaky"), "alpha", 0.1f);
+  q("lf", "l", "lq");
+  dq("lq", "l", "ld");
+  dq("pq", "p", "pd2");
+  b.node("Mul", {"ld", "pd2"}, {"mf"}, "mul");
+  q("mf", "m", "mq");
+  dq("mq", "m", "md");
+  b.node("Reshape", {"md", "shape"}, {"rf"}, "flat");
+  OnnxBuilder::attr_i(b.node("DequantizeLinear", {"w", "sw", "zw"}, {"wd"}, "wd"), "axis", 1);
+  b.node("MatMul", {"rf", "wd"}, {"yf"}, "mm");
+  q("yf", "y", "yq");
+  dq("yq", "y", "y");
+  return b;
+}
+
+}  // namespace
+
+TEST_CASE("QOperator: pooling, activations, Mul and QLinearMatMul compute their QDQ forms") {
+  std::vector<float> xs(196);
+  for (size_t i = 0; i < xs.size(); ++i) xs[i] = 3.5f * std::sin(0.37f * float(i));
+  auto fill = [&](size_t, kiln::Tensor& t) { std::copy(xs.begin(), xs.end(), t.data<float>()); };
+  Graph plain = import(quantized_head(false));
+  kiln::infer_shapes(plain);
+  const auto want = kiln::test::run_graph_ref(plain, fill);
+  for (bool optimised : {false, true}) {
+    CAPTURE(optimised);
+    Graph g = import(quantized_head(true));
+    if (optimised)
+      kiln::optimize(g, kiln::test::ref_eval());
+    else
+      kiln::infer_shapes(g);
+    int leftover = 0;
+    for (const kiln::Node& n : g.nodes)
+      leftover += optimised && (n.op == "QuantizeLinear" || n.op == "DequantizeLinear");
+    CHECK(leftover == 0);
+    check_same_outputs(plain, want, g, kiln::test::run_graph_ref(g, fill));
+  }
+}
