@@ -54,13 +54,16 @@ int drop_requantizations(Graph& g) {
     return p < 0 ? nullptr : &g.nodes[size_t(p)];
   };
   // Whether v is on q's grid: a QuantizeDequantize's output with the same one, a MaxPool of
-  // such a value (maxpool_keeps_grid), a Concat of such values (a few levels deep).
+  // such a value (maxpool_keeps_grid), a Concat of such values, another op that only moves or
+  // selects its input's values (Reshape, Flatten, ...: import_qdq.h) of one (a few levels deep).
   std::function<bool(ValueId, const Node&, int)> on_grid = [&](ValueId v, const Node& q,
                                                                int depth) {
     const Node* p = node_of(v);
     if (!p || depth > 4) return false;
     if (p->op == "QuantizeDequantize") return same_grid(*p, q);
     if (p->op == "MaxPool" && maxpool_keeps_grid(g, *p)) return on_grid(p->in(0), q, depth + 1);
+    if (p->op != "MaxPool" && p->op != "Concat" && moves_values(p->op))
+      return on_grid(p->in(0), q, depth + 1);
     if (p->op != "Concat" || p->inputs.empty()) return false;
     for (ValueId x : p->inputs)
       if (!on_grid(x, q, depth + 1)) return false;

@@ -5,6 +5,7 @@
 #include <optional>
 #include <vector>
 
+#include "graph/import_qdq.h"
 #include "graph/passes.h"
 #include "graph/post_ops.h"
 #include "graph/quant.h"
@@ -63,7 +64,15 @@ std::shared_ptr<const ConvInt8> decide(const Graph& g, const Node& n,
                                        const std::vector<int>& producer) {
   const bool conv = n.op == "Conv", fc = n.op == "Gemm" || n.op == "MatMul";
   if ((!conv && !fc) || n.inputs.size() < 2 || n.in(0) == kNoValue) return nullptr;
-  const std::optional<U8Quant> x = u8_value(g, producer, n.inputs[0]);
+  std::optional<U8Quant> x = u8_value(g, producer, n.inputs[0]);
+  // Through ops that only move values (a Flatten before the classifier, whose requantization
+  // fuse_qdq dropped): the same grid.
+  for (ValueId v = n.inputs[0]; !x && v != kNoValue && producer[size_t(v)] >= 0;) {
+    const Node& p = g.nodes[size_t(producer[size_t(v)])];
+    if (!moves_values(p.op) || p.op == "MaxPool" || p.op == "Concat") break;
+    v = p.in(0);
+    x = u8_value(g, producer, v);
+  }
   if (!x) return nullptr;
   const Value& wv = g.value(n.inputs[1]);
   if (!wv.is_const() || wv.dtype != DType::f32 || wv.shape.size() != (conv ? 4u : 2u))

@@ -685,3 +685,36 @@ TEST_CASE("QOperator: pooling, activations, Mul and QLinearMatMul compute their 
     check_same_outputs(plain, want, g, kiln::test::run_graph_ref(g, fill));
   }
 }
+
+TEST_CASE("QDQ: a requantization after an op that only moves values (Flatten, Transpose) drops") {
+  // x -> Q/DQ(a) -> Flatten -> Transpose -> Q/DQ(a) = y1 (on a's grid: dropped) and
+  // Flatten -> Q/DQ(b) = y2 (another grid: kept).
+  OnnxBuilder b;
+  b.input("x", {2, 3, 2, 2}).output("y1").output("y2");
+  b.init_f("sa", {}, {0.1f});
+  init_8bit(b, "za", onnx::TensorProto::UINT8, {}, {30});
+  b.init_f("sb", {}, {0.07f});
+  init_8bit(b, "zb", onnx::TensorProto::UINT8, {}, {30});
+  auto qdq = [&](const std::string& in, const std::string& out, const char* s, const char* z) {
+    b.node("QuantizeLinear", {in, s, z}, {out + "q"}, out + "_q");
+    b.node("DequantizeLinear", {out + "q", s, z}, {out}, out + "_dq");
+  };
+  qdq("x", "a0", "sa", "za");
+  b.node("Flatten", {"a0"}, {"f"}, "flat");
+  OnnxBuilder::attr_ints(b.node("Transpose", {"f"}, {"t"}, "tr"), "perm", {1, 0});
+  qdq("t", "y1", "sa", "za");
+  qdq("f", "y2", "sb", "zb");
+  std::vector<float> xs(24);
+  for (size_t i = 0; i < xs.size(); ++i) xs[i] = -3.f + 0.29f * float(i);
+  auto fill = [&](size_t, kiln::Tensor& t) { std::copy(xs.begin(), xs.end(), t.data<float>()); };
+  Graph plain = import(b);
+  kiln::infer_shapes(plain);
+  const auto want = kiln::test::run_graph_ref(plain, fill);
+  Graph g = import(b);
+  kiln::optimize(g, kiln::test::ref_eval());
+  std::vector<float> scales;
+  for (const kiln::Node& n : g.nodes)
+    if (n.op == "QuantizeDequantize") scales.push_back(n.attr_f("scale", 0));
+  CHECK(scales == std::vector<float>{0.1f, 0.07f});  // a0's and y2's
+  check_same_outputs(plain, want, g, kiln::test::run_graph_ref(g, fill));
+}
