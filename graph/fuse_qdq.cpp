@@ -162,11 +162,17 @@ int dequantize_before_moves(Graph& g) {
     if (n.op == "QuantizeLinear") return n.attr_i("to", 0);
     return moves_values(n.op) || n.op == "Identity" ? type_of(n.in(0), depth + 1) : 0;
   };
-  std::map<int, std::pair<QuantParams, int64_t>> moved;  // op -> its readers' grid, 8-bit type
+  // op -> its first reader's scale and zero point (all its readers' grid) and the 8-bit type
+  struct Grid {
+    ValueId scale, zero_point;
+    int64_t to;
+  };
+  std::map<int, Grid> moved;
   for (size_t i = 0; i < g.nodes.size(); ++i) {
     const Node& p = g.nodes[i];
     if (!moves_values(p.op)) continue;
     std::optional<QuantParams> grid;
+    const Node* first = nullptr;
     bool ok = true;
     for (ValueId o : p.outputs) {
       if (o == kNoValue) continue;
@@ -176,51 +182,43 @@ int dequantize_before_moves(Graph& g) {
         const auto q =
             d.op == "DequantizeLinear" && d.in(0) == o ? params_of(g, d, o) : std::nullopt;
         ok = ok && q && (!grid || (q->scale == grid->scale && q->zero_point == grid->zero_point));
-        if (ok && !grid) grid = q;
+        if (ok && !grid) grid = q, first = &d;
       }
     }
     const int64_t to = type_of(p.in(0), 0);
-    if (ok && grid && to != 0) moved[int(i)] = {*grid, to};
+    if (ok && grid && to != 0) moved[int(i)] = {first->in(1), first->in(2), to};
   }
   if (moved.empty()) return 0;
-  std::map<ValueId, std::pair<QuantParams, int64_t>> out_grid;  // moved ops' outputs
-  for (const auto& [i, qt] : moved)
+  std::map<ValueId, int64_t> out_type;  // moved ops' outputs
+  for (const auto& [i, grid] : moved)
     for (ValueId o : g.nodes[size_t(i)].outputs)
-      if (o != kNoValue) out_grid[o] = qt;
-  auto scalar = [&](const Node& n, const char* part, float v) {
-    Tensor t(DType::f32, {});
-    *t.data<float>() = v;
-    return g.add_const(unique_value_name(g, n.name + "_" + part), std::move(t));
-  };
+      if (o != kNoValue) out_type[o] = grid.to;
   auto node = [](const Node& n, const char* op, const char* part, std::vector<ValueId> in) {
     Node m;
     m.op = op;
     m.name = n.name + "_" + part;
     m.inputs = std::move(in);
+    if (m.inputs.back() == kNoValue) m.inputs.pop_back();  // (no zero point)
     return m;
   };
   size_t index = 0;
   return rewrite_nodes(g, [&](std::vector<Node>& nodes, const Node& n) {
     const size_t i = index++;
     if (auto m = moved.find(int(i)); m != moved.end()) {
-      const QuantParams& q = m->second.first;
+      const Grid& q = m->second;
       Node p = n;
       for (size_t j = 0; j < p.inputs.size(); ++j)
         if (value_input(p.op, int(j)) && p.inputs[j] != kNoValue)
           p.inputs[j] = emit_node(
-              g, nodes,
-              node(n, "DequantizeLinear", "dq",
-                   {p.inputs[j], scalar(n, "scale", q.scale), scalar(n, "zp", q.zero_point)}),
+              g, nodes, node(n, "DequantizeLinear", "dq", {p.inputs[j], q.scale, q.zero_point}),
               n.name + "_dq");
       infer_node(g, p);
       nodes.push_back(std::move(p));
       return true;
     }
-    if (n.op != "DequantizeLinear" || !out_grid.count(n.in(0))) return false;
-    const auto& [q, to] = out_grid.at(n.in(0));
-    Node qn = node(n, "QuantizeLinear", "q", {n.in(0), n.in(1)});
-    if (n.in(2) != kNoValue) qn.inputs.push_back(n.in(2));
-    qn.attrs["to"] = attr_i(to);
+    if (n.op != "DequantizeLinear" || !out_type.count(n.in(0))) return false;
+    Node qn = node(n, "QuantizeLinear", "q", {n.in(0), n.in(1), n.in(2)});
+    qn.attrs["to"] = attr_i(out_type.at(n.in(0)));
     Node d = n;
     d.inputs[0] = emit_node(g, nodes, std::move(qn), n.name + "_q");
     nodes.push_back(std::move(d));

@@ -47,7 +47,8 @@ void check_quantized_tensors(const onnx::GraphProto& gp, Graph& g) {
       // PyTorch's quantized exports cast each QuantizeLinear output to its own type before the
       // DequantizeLinear, and build int32 bias zero points as Cast(ConstantOfShape). A cast of
       // an 8-bit tensor to its own type, or to float (which holds the same integers), is an
-      // Identity here; any other cast's output has the type it names.
+      // Identity here; a cast to a type other than 8 bits gives its output that type (a cast to
+      // 8 bits is refused by inference).
       const int32_t to = int32_t(cn.attr_i("to", 0));
       auto in = types.find(np.input(0));
       if (in != types.end() && is_8bit(in->second) &&
