@@ -69,7 +69,7 @@ bool small_enough(const kiln::Session& s) {
 }
 
 // Inputs from the model's own bytes: floats in [-2, 2], int64 in [-4, 4] (so runtime index
-// inputs such as Gather's hit both valid and out-of-range values).
+// inputs such as Gather's hit both valid and out-of-range values), bools both ways.
 std::vector<kiln::Tensor> make_inputs(const kiln::Session& s, const uint8_t* data, size_t size) {
   std::vector<kiln::Tensor> in;
   size_t k = 0;
@@ -79,6 +79,8 @@ std::vector<kiln::Tensor> make_inputs(const kiln::Session& s, const uint8_t* dat
     for (int64_t i = 0; i < t.numel(); ++i)
       if (io.dtype == kiln::DType::f32)
         t.data<float>()[i] = float(int(next()) - 128) / 64.f;
+      else if (io.dtype == kiln::DType::boolean)
+        t.data<uint8_t>()[i] = next() & 1;
       else
         t.data<int64_t>()[i] = int64_t(next() % 9) - 4;
     in.push_back(t);
