@@ -50,6 +50,37 @@ OnnxBuilder qdq_model(int zp_type, int zp, float scale = 0.5f, int64_t opset = 1
   return b;
 }
 
+// Per grid NAME: a scale initializer sNAME and an 8-bit zero point zNAME (uint8 unless given).
+struct Grid {
+  std::string name;
+  float scale;
+  int zero_point;
+  int type = onnx::TensorProto::UINT8;
+};
+void add_grids(OnnxBuilder& b, const std::vector<Grid>& grids) {
+  for (const Grid& q : grids) {
+    b.init_f("s" + q.name, {}, {q.scale});
+    init_8bit(b, "z" + q.name, q.type, {}, {q.zero_point});
+  }
+}
+
+// QuantizeLinear / DequantizeLinear on grid `grid` (add_grids), the node named after `out`.
+void q_on(OnnxBuilder& b, const std::string& in, const std::string& grid, const std::string& out) {
+  b.node("QuantizeLinear", {in, "s" + grid, "z" + grid}, {out}, out + "_q");
+}
+void dq_on(OnnxBuilder& b, const std::string& q, const std::string& grid, const std::string& out) {
+  b.node("DequantizeLinear", {q, "s" + grid, "z" + grid}, {out}, out + "_dq");
+}
+
+// A builder that imports ONNX Runtime's com.microsoft domain (version 1) too.
+OnnxBuilder contrib_builder() {
+  OnnxBuilder b;
+  auto* o = b.model().add_opset_import();
+  o->set_domain("com.microsoft");
+  o->set_version(1);
+  return b;
+}
+
 const kiln::Node& node_named(const Graph& g, const std::string& name) {
   for (const kiln::Node& n : g.nodes)
     if (n.name == name) return n;
@@ -364,11 +395,7 @@ TEST_CASE("QDQ: a quantize-dequantize after a Concat (or a MaxPool of one) moves
   // one of whose inputs is read elsewhere too keeps its Q/DQ(c) = y2 below it.
   OnnxBuilder b;
   b.input("x1", {1, 16, 6, 6}).input("x2", {1, 16, 6, 6}).output("y1").output("y2").output("o");
-  for (const auto& [n, sc, zp] : std::vector<std::tuple<std::string, float, int>>{
-           {"a", 0.1f, 30}, {"b", 0.07f, 100}, {"c", 0.13f, 70}}) {
-    b.init_f("s" + n, {}, {sc});
-    init_8bit(b, "z" + n, onnx::TensorProto::UINT8, {}, {zp});
-  }
+  add_grids(b, {{"a", 0.1f, 30}, {"b", 0.07f, 100}, {"c", 0.13f, 70}});
   auto qdq = [&](const std::string& in, const std::string& out, const std::string& grid) {
     b.node("QuantizeLinear", {in, "s" + grid, "z" + grid}, {out + "q"}, out + "_q");
     b.node("DequantizeLinear", {out + "q", "s" + grid, "z" + grid}, {out}, out + "_dq");
@@ -428,17 +455,14 @@ namespace {
 // QLinearAdd / QLinearConcat / QLinearGlobalAveragePool, MaxPool and Flatten on the uint8
 // tensors); else the QDQ form that defines it (DequantizeLinear, the float op, QuantizeLinear).
 OnnxBuilder quantized_net(bool op_form) {
-  OnnxBuilder b;
-  b.model().add_opset_import()->set_domain("com.microsoft");
-  b.model().mutable_opset_import(1)->set_version(1);
+  OnnxBuilder b = contrib_builder();
   b.input("x", {1, 2, 5, 5}).output("y");
-  const std::vector<std::tuple<std::string, float, int>> grids = {
-      {"x", 0.031f, 128}, {"c", 0.045f, 7}, {"c2", 0.052f, 90},
-      {"a", 0.06f, 0},    {"k", 0.07f, 20}, {"g", 0.02f, 5}};
-  for (const auto& [n, sc, zp] : grids) {
-    b.init_f("s" + n, {}, {sc});
-    init_8bit(b, "z" + n, onnx::TensorProto::UINT8, {}, {zp});
-  }
+  add_grids(b, {{"x", 0.031f, 128},
+                {"c", 0.045f, 7},
+                {"c2", 0.052f, 90},
+                {"a", 0.06f, 0},
+                {"k", 0.07f, 20},
+                {"g", 0.02f, 5}});
   std::vector<int> w(72), w2(16);
   for (size_t i = 0; i < w.size(); ++i) w[i] = int((i * 37) % 255) - 127;
   for (size_t i = 0; i < w2.size(); ++i) w2[i] = int((i * 53) % 200) - 100;
@@ -482,10 +506,10 @@ OnnxBuilder quantized_net(bool op_form) {
     return b;
   }
   auto dq = [&](const std::string& q, const std::string& grid, const std::string& out) {
-    b.node("DequantizeLinear", {q, "s" + grid, "z" + grid}, {out}, out + "_dq");
+    dq_on(b, q, grid, out);
   };
   auto q = [&](const std::string& in, const std::string& grid, const std::string& out) {
-    b.node("QuantizeLinear", {in, "s" + grid, "z" + grid}, {out}, out + "_q");
+    q_on(b, in, grid, out);
   };
   dq("xq", "x", "xd");
   OnnxBuilder::attr_i(b.node("DequantizeLinear", {"w", "sw", "zw"}, {"wd"}, "wd"), "axis", 0);
@@ -594,18 +618,14 @@ namespace {
 // QLinearLeakyRelu, QLinearMul, a Reshape of the uint8 tensor, ONNX's QLinearMatMul; else the
 // QDQ form that defines them.
 OnnxBuilder quantized_head(bool op_form) {
-  OnnxBuilder b;
-  b.model().add_opset_import()->set_domain("com.microsoft");
-  b.model().mutable_opset_import(1)->set_version(1);
+  OnnxBuilder b = contrib_builder();
   b.input("x", {1, 4, 7, 7}).output("y");
-  const std::vector<std::tuple<std::string, float, int, int>> grids = {
-      {"x", 0.03f, 128, onnx::TensorProto::UINT8}, {"p", 0.02f, 100, onnx::TensorProto::UINT8},
-      {"s", 0.004f, 0, onnx::TensorProto::UINT8},  {"l", 0.003f, 0, onnx::TensorProto::INT8},
-      {"m", 0.0025f, 3, onnx::TensorProto::UINT8}, {"y", 0.01f, 60, onnx::TensorProto::UINT8}};
-  for (const auto& [n, sc, zp, type] : grids) {
-    b.init_f("s" + n, {}, {sc});
-    init_8bit(b, "z" + n, type, {}, {zp});
-  }
+  add_grids(b, {{"x", 0.03f, 128},
+                {"p", 0.02f, 100},
+                {"s", 0.004f, 0},
+                {"l", 0.003f, 0, onnx::TensorProto::INT8},
+                {"m", 0.0025f, 3},
+                {"y", 0.01f, 60}});
   std::vector<int> w(180);
   for (size_t i = 0; i < w.size(); ++i) w[i] = int((i * 41) % 251) - 125;
   init_8bit(b, "w", onnx::TensorProto::INT8, {36, 5}, w);
@@ -635,10 +655,10 @@ OnnxBuilder quantized_head(bool op_form) {
     return b;
   }
   auto dq = [&](const std::string& q, const std::string& grid, const std::string& out) {
-    b.node("DequantizeLinear", {q, "s" + grid, "z" + grid}, {out}, out + "_dq");
+    dq_on(b, q, grid, out);
   };
   auto q = [&](const std::string& in, const std::string& grid, const std::string& out) {
-    b.node("QuantizeLinear", {in, "s" + grid, "z" + grid}, {out}, out + "_q");
+    q_on(b, in, grid, out);
   };
   dq("xq", "x", "xd");
   pool_attrs(b.node("AveragePool", {"xd"}, {"pf"}, "pool"));
