@@ -1,6 +1,6 @@
 // Run: ORT_NODE_DIR=DIR/node_modules/onnxruntime-node node bench/ort_outputs.js MODEL.onnx [MODEL.onnx ...]
-// Runs ONNX Runtime (CPU, 1 thread) once on MODEL.input.npy (float32, the model's first input)
-// and writes every output i as MODEL.ort<i>.npy (float32 or int64), for comparing Kiln with ORT
+// Runs ONNX Runtime (CPU, 1 thread) once on MODEL.input.npy (the model's first input: float32,
+// uint8 or int8) and writes every output i as MODEL.ort<i>.npy, for comparing Kiln with ORT
 // where PyTorch's output is not the reference (e.g. bench/det_check.py --ort: torchvision's
 // RoiAlign export, which ONNX reads differently from PyTorch).
 'use strict';
@@ -12,21 +12,28 @@ const ort = (() => {
   return require(process.env.ORT_NODE_DIR);
 })();
 
-function readNpyF32(file) {
+const kNpyTypes = { '<f4': ['float32', Float32Array], '|u1': ['uint8', Uint8Array],
+                   '|i1': ['int8', Int8Array] };
+
+function readNpy(file) {
   const buf = fs.readFileSync(file);
   if (buf.toString('latin1', 1, 6) !== 'NUMPY') throw new Error(`${file}: not .npy`);
   const hlen = buf[6] === 1 ? buf.readUInt16LE(8) : buf.readUInt32LE(8);
   const hstart = buf[6] === 1 ? 10 : 12;
   const header = buf.toString('latin1', hstart, hstart + hlen);
-  if (!/'descr':\s*'<f4'/.test(header) || /'fortran_order':\s*True/.test(header))
-    throw new Error(`${file}: need <f4 C-order, got ${header}`);
+  const descr = (header.match(/'descr':\s*'([^']*)'/) || [])[1];
+  if (!kNpyTypes[descr] || /'fortran_order':\s*True/.test(header))
+    throw new Error(`${file}: need <f4, |u1 or |i1 C-order, got ${header}`);
+  const [type, Arr] = kNpyTypes[descr];
   const shape = header.match(/'shape':\s*\(([^)]*)\)/)[1].split(',').filter(s => s.trim()).map(Number);
   const off = hstart + hlen;
-  return { shape, data: new Float32Array(buf.buffer.slice(buf.byteOffset + off, buf.byteOffset + buf.length)) };
+  return { type, shape,
+           data: new Arr(buf.buffer.slice(buf.byteOffset + off, buf.byteOffset + buf.length)) };
 }
 
 function writeNpy(file, tensor) {
-  const descr = { float32: '<f4', int64: '<i8', bool: '|b1', int32: '<i4' }[tensor.type];
+  const descr = { float32: '<f4', int64: '<i8', bool: '|b1', int32: '<i4', uint8: '|u1',
+                  int8: '|i1' }[tensor.type];
   if (!descr) throw new Error(`${file}: output type ${tensor.type} not written`);
   const dims = tensor.dims.join(', ') + (tensor.dims.length === 1 ? ',' : '');
   let header = `{'descr': '${descr}', 'fortran_order': False, 'shape': (${dims}), }`;
@@ -45,8 +52,8 @@ function writeNpy(file, tensor) {
     const base = model.replace(/\.onnx$/, '');
     const sess = await ort.InferenceSession.create(model, {
       intraOpNumThreads: 1, interOpNumThreads: 1, logSeverityLevel: 3 });
-    const x = readNpyF32(`${base}.input.npy`);
-    const out = await sess.run({ [sess.inputNames[0]]: new ort.Tensor('float32', x.data, x.shape) });
+    const x = readNpy(`${base}.input.npy`);
+    const out = await sess.run({ [sess.inputNames[0]]: new ort.Tensor(x.type, x.data, x.shape) });
     sess.outputNames.forEach((name, i) => writeNpy(`${base}.ort${i}.npy`, out[name]));
     console.log(`${model}: ${sess.outputNames.length} outputs written (${base}.ort<i>.npy)`);
     await sess.release();

@@ -226,6 +226,44 @@ int dequantize_before_moves(Graph& g) {
   });
 }
 
+// A per-tensor DequantizeLinear of an 8-bit graph input (an image the caller passes as bytes,
+// held as float32 integers: graph/ir.h io_dtypes) becomes QuantizeDequantize((x - z) * s): the
+// same values bit for bit (rint((x - z) * s / s) recovers x - z exactly for 8-bit integers, so
+// the quantize-dequantize computes the same product), now on a grid the int8 convs read and on
+// glue kernels instead of the reference DequantizeLinear. Returns how many.
+int dequantize_inputs(Graph& g) {
+  std::map<ValueId, int64_t> byte_inputs;  // graph input -> its ONNX 8-bit type
+  for (ValueId v : g.inputs)
+    if (auto it = g.io_dtypes.find(g.value(v).name); it != g.io_dtypes.end())
+      if (it->second == DType::u8 || it->second == DType::i8) byte_inputs[v] = int64_t(it->second);
+  if (byte_inputs.empty()) return 0;
+  return rewrite_nodes(g, [&](std::vector<Node>& nodes, const Node& n) {
+    if (n.op != "DequantizeLinear" || n.outputs.size() != 1 || !byte_inputs.count(n.in(0)))
+      return false;
+    const auto p = params_of(g, n, n.in(0));  // (per-tensor only)
+    if (!p) return false;
+    auto binary = [&](const char* op, ValueId a, ValueId b) {
+      Node m;
+      m.op = op;
+      m.name = n.name + "_" + op;
+      m.inputs = {a, b};
+      return emit_node(g, nodes, std::move(m), n.name + "_" + op);
+    };
+    ValueId x = n.in(0);
+    if (p->zero_point != 0) x = binary("Sub", x, n.in(2));
+    x = binary("Mul", x, n.in(1));
+    Node f;
+    f.op = "QuantizeDequantize";
+    f.name = n.name;
+    f.inputs = {x};
+    f.attrs["scale"] = attr_f(p->scale);
+    f.attrs["zero_point"] = attr_f(p->zero_point);
+    f.attrs["to"] = attr_i(byte_inputs.at(n.in(0)));
+    emit_node(g, nodes, std::move(f), n.name, n.outputs[0]);
+    return true;
+  });
+}
+
 }  // namespace
 
 bool maxpool_keeps_grid(const Graph& g, const Node& n) {
@@ -243,7 +281,7 @@ bool maxpool_keeps_grid(const Graph& g, const Node& n) {
 }
 
 int fuse_qdq(Graph& g) {
-  int moved = 0;  // (a chain moves one op a round, from its end)
+  int moved = dequantize_inputs(g);  // (a chain below moves one op a round, from its end)
   while (const int k = dequantize_before_moves(g)) moved += k;
   std::map<ValueId, QuantParams> quantized;  // QuantizeLinear outputs
   for (const Node& n : g.nodes)

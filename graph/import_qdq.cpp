@@ -31,9 +31,13 @@ bool moves_values(const std::string& op) {
 }
 
 void check_quantized_tensors(const onnx::GraphProto& gp, Graph& g) {
-  // ONNX element types of the constants (initializers, Constant nodes' value tensors) and of
-  // QuantizeLinear outputs: only these can hold integers for DequantizeLinear.
+  // ONNX element types of the constants (initializers, Constant nodes' value tensors), of 8-bit
+  // graph inputs (the caller passes bytes; Session widens them) and of QuantizeLinear outputs:
+  // only these can hold integers for DequantizeLinear.
   std::map<std::string, int32_t> types;
+  for (const auto& vi : gp.input())
+    if (vi.type().has_tensor_type() && is_8bit(vi.type().tensor_type().elem_type()))
+      types[vi.name()] = vi.type().tensor_type().elem_type();
   for (const auto& t : gp.initializer()) types[t.name()] = t.data_type();
   for (const auto& np : gp.node())
     if (np.op_type() == "Constant" && np.output_size() == 1)
@@ -172,12 +176,14 @@ void check_quantized_tensors(const onnx::GraphProto& gp, Graph& g) {
       }
     }
   }
+  // An 8-bit graph output (a QuantizeLinear's, say) reaches the caller as bytes: Session
+  // narrows the float32 integers (graph/ir.h io_dtypes). It must be declared so.
   for (const auto& vi : gp.output()) {
     auto it = types.find(vi.name());
-    if (it != types.end() && is_8bit(it->second))
-      fail(Code::unsupported, "graph output '" + vi.name() + "' is a " + type_name(it->second) +
-                                  " tensor; Kiln's outputs are float32, int64 or bool "
-                                  "(dequantize it in the model)");
+    if (it != types.end() && is_8bit(it->second) &&
+        (!vi.type().has_tensor_type() || vi.type().tensor_type().elem_type() != it->second))
+      fail(Code::invalid_model, "graph output '" + vi.name() + "' is a " + type_name(it->second) +
+                                    " tensor but is not declared as one");
   }
 }
 

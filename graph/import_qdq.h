@@ -20,9 +20,10 @@ struct Graph;
 // `g` was built from `gp` node for node (g.nodes[i] is gp.node(i); not yet sorted). Sets
 // attribute `to` (the ONNX type code, 2 = uint8, 3 = int8) on every QuantizeLinear node: its
 // output_dtype (opset 21), else its zero point's type, else uint8. Throws Error
-// (Code::unsupported) naming the node and tensor when an 8-bit tensor is read by another op or
-// is a graph output, when a QuantizeLinear's zero point is not a constant, or when a
-// DequantizeLinear's input is not an integer constant or a QuantizeLinear output.
+// (Code::unsupported) naming the node and tensor when an 8-bit tensor is read by another op
+// (Code::invalid_model: is a graph output not declared 8-bit), when a QuantizeLinear's zero
+// point is not a constant, or when a DequantizeLinear's input is not an integer constant, an
+// 8-bit graph input or a QuantizeLinear output.
 void check_quantized_tensors(const onnx::GraphProto& gp, Graph& g);
 
 // Ops that only move or select values (MaxPool, Reshape, Concat, ...): on an 8-bit tensor's

@@ -21,10 +21,38 @@ const char* code_name(Code c) {
 }
 
 size_t dtype_size(DType t) {
-  return t == DType::f32 ? 4 : t == DType::boolean ? 1 : 8;
+  switch (t) {
+    case DType::f32:
+    case DType::i32:
+      return 4;
+    case DType::u8:
+    case DType::i8:
+    case DType::boolean:
+      return 1;
+    case DType::i64:
+      return 8;
+  }
+  fail(Code::internal, "dtype " + std::to_string(int(t)) + " has no size");
 }
 const char* dtype_name(DType t) {
-  return t == DType::f32 ? "float32" : t == DType::boolean ? "bool" : "int64";
+  switch (t) {
+    case DType::f32:
+      return "float32";
+    case DType::u8:
+      return "uint8";
+    case DType::i8:
+      return "int8";
+    case DType::i32:
+      return "int32";
+    case DType::i64:
+      return "int64";
+    case DType::boolean:
+      return "bool";
+  }
+  return "an unknown dtype";
+}
+DType held_dtype(DType t) {
+  return t == DType::u8 || t == DType::i8 ? DType::f32 : t == DType::i32 ? DType::i64 : t;
 }
 
 int64_t shape_numel(const Shape& s) {
@@ -107,9 +135,13 @@ template <class T>
 static void check_type(DType d) {
   constexpr DType want = std::is_same_v<T, float>     ? DType::f32
                          : std::is_same_v<T, uint8_t> ? DType::boolean
+                         : std::is_same_v<T, int8_t>  ? DType::i8
+                         : std::is_same_v<T, int32_t> ? DType::i32
                                                       : DType::i64;
   static_assert(std::is_same_v<T, float> || std::is_same_v<T, int64_t> ||
-                std::is_same_v<T, uint8_t>);
+                std::is_same_v<T, uint8_t> || std::is_same_v<T, int8_t> ||
+                std::is_same_v<T, int32_t>);
+  if (d == DType::u8 && std::is_same_v<T, uint8_t>) return;  // bool and uint8: one byte each
   if (d != want)
     fail(Code::internal,
          std::string("tensor of ") + dtype_name(d) + " accessed as " + dtype_name(want));
@@ -139,6 +171,10 @@ template const float* Tensor::data<float>() const;
 template const int64_t* Tensor::data<int64_t>() const;
 template uint8_t* Tensor::data<uint8_t>();
 template const uint8_t* Tensor::data<uint8_t>() const;
+template int8_t* Tensor::data<int8_t>();
+template const int8_t* Tensor::data<int8_t>() const;
+template int32_t* Tensor::data<int32_t>();
+template const int32_t* Tensor::data<int32_t>() const;
 
 bool Tensor::shares_owner(const std::shared_ptr<void>& owner) const {
   auto same = [&](const std::shared_ptr<void>& a) {

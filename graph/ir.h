@@ -21,11 +21,16 @@
 namespace kiln {
 
 // Numeric values equal ONNX TensorProto.DataType codes. A boolean element is one byte, 0 or 1
-// (read through uint8_t: Tensor::data<uint8_t>()).
-enum class DType : int32_t { f32 = 1, i64 = 7, boolean = 9 };
+// (read through uint8_t: Tensor::data<uint8_t>()). u8, i8 and i32 exist only at the boundary:
+// a caller passes or receives graph inputs / outputs of those types, while the graph holds
+// them as held_dtype() gives (8-bit integers in float32 exactly, graph/import_qdq.h; int32 as
+// int64); Session converts at each run.
+enum class DType : int32_t { f32 = 1, u8 = 2, i8 = 3, i32 = 6, i64 = 7, boolean = 9 };
 
 size_t dtype_size(DType t);
 const char* dtype_name(DType t);
+// The dtype the graph holds a boundary dtype in (u8 / i8 -> f32, i32 -> i64; others as is).
+DType held_dtype(DType t);
 
 using Shape = std::vector<int64_t>;
 
@@ -241,6 +246,9 @@ struct Graph {
   // output whose shape each run decides (graph/dynamic.h).
   using Declared = DeclaredType;
   std::map<std::string, Declared> declared_outputs;
+  // Graph inputs and outputs the model declares as uint8, int8 or int32, by name: the dtype a
+  // caller passes or receives (the graph holds them as held_dtype of it).
+  std::map<std::string, DType> io_dtypes;
   // A graph run with every input known (graph/dynamic.h's run-time tail): shapes follow the
   // data, so empty tensors (no detection left) are allowed.
   bool runtime_shapes = false;

@@ -192,24 +192,36 @@ Tensor tensor_from(DType dtype, Shape shape, const Bytes& b) {
   return out;
 }
 
-// The dtype Kiln keeps an ONNX element type in: 16-bit floats widen to float32, int32 to
-// int64; nullopt for the types Kiln does not run.
-std::optional<DType> widened_dtype(int32_t t) {
+// A graph input's or output's dtype as the caller passes / receives it: float16 / bfloat16
+// ones are float32 (the caller passes float32); uint8, int8 and int32 stay (the graph holds
+// them as held_dtype, Session converts).
+std::optional<DType> io_dtype(int32_t t) {
   switch (t) {
     case onnx::TensorProto::FLOAT:
     case onnx::TensorProto::FLOAT16:
     case onnx::TensorProto::BFLOAT16:
-    case onnx::TensorProto::UINT8:  // quantized data, widened exactly (graph/import_qdq.h)
-    case onnx::TensorProto::INT8:
       return DType::f32;
-    case onnx::TensorProto::INT64:
+    case onnx::TensorProto::UINT8:
+      return DType::u8;
+    case onnx::TensorProto::INT8:
+      return DType::i8;
     case onnx::TensorProto::INT32:
+      return DType::i32;
+    case onnx::TensorProto::INT64:
       return DType::i64;
     case onnx::TensorProto::BOOL:
       return DType::boolean;
     default:
       return std::nullopt;
   }
+}
+
+// The dtype Kiln keeps an ONNX element type in: 16-bit floats widen to float32, 8-bit integers
+// to float32 (quantized data, exactly: graph/import_qdq.h), int32 to int64; nullopt for the
+// types Kiln does not run.
+std::optional<DType> widened_dtype(int32_t t) {
+  const std::optional<DType> io = io_dtype(t);
+  return io ? std::optional<DType>(held_dtype(*io)) : std::nullopt;
 }
 
 // A tensor whose elements are stored as `In` (little-endian) in raw data or one per entry of
@@ -299,17 +311,12 @@ Tensor convert_tensor(Ctx& cx, const onnx::TensorProto& t, const std::string& wh
   }
 }
 
-// Graph inputs: float16/bfloat16 ones become float32 inputs (the caller passes float32).
 DType elem_type(int32_t t, const std::string& what) {
-  if (t == onnx::TensorProto::INT64) return DType::i64;
-  if (t == onnx::TensorProto::FLOAT || t == onnx::TensorProto::FLOAT16 ||
-      t == onnx::TensorProto::BFLOAT16)
-    return DType::f32;
-  if (t == onnx::TensorProto::BOOL) return DType::boolean;
+  if (const std::optional<DType> d = io_dtype(t)) return *d;
   fail(Code::unsupported, what + " has element type " +
                               onnx::TensorProto_DataType_Name(onnx::TensorProto_DataType(t)) +
                               "; Kiln supports float32 (and float16/bfloat16, run as float32), "
-                              "int64 and bool inputs and outputs");
+                              "uint8, int8, int32, int64 and bool inputs and outputs");
 }
 
 // A graph output's declared element type (as Kiln holds it: int32 as int64, float16 as float32)
@@ -318,22 +325,7 @@ Graph::Declared declared_type(const onnx::ValueInfoProto& vi) {
   Graph::Declared d;
   if (!vi.type().has_tensor_type()) return d;
   const auto& tt = vi.type().tensor_type();
-  switch (tt.elem_type()) {
-    case onnx::TensorProto::FLOAT:
-    case onnx::TensorProto::FLOAT16:
-    case onnx::TensorProto::BFLOAT16:
-      d.dtype = DType::f32;
-      break;
-    case onnx::TensorProto::INT64:
-    case onnx::TensorProto::INT32:
-      d.dtype = DType::i64;
-      break;
-    case onnx::TensorProto::BOOL:
-      d.dtype = DType::boolean;
-      break;
-    default:
-      break;
-  }
+  if (const std::optional<DType> io = io_dtype(tt.elem_type())) d.dtype = held_dtype(*io);
   if (tt.has_shape() && tt.shape().dim_size() <= kMaxRank) {
     Shape dims;
     for (const auto& dim : tt.shape().dim())
@@ -348,7 +340,9 @@ void import_input(Graph& g, const onnx::ValueInfoProto& vi, const ImportOptions&
   if (vi.name().empty()) fail(Code::invalid_model, "a graph input has no name");
   if (!vi.type().has_tensor_type()) fail(Code::unsupported, what + " is not a tensor");
   const auto& tt = vi.type().tensor_type();
-  ValueId id = g.add_value(vi.name(), elem_type(tt.elem_type(), what));
+  const DType io = elem_type(tt.elem_type(), what);
+  ValueId id = g.add_value(vi.name(), held_dtype(io));
+  if (io != held_dtype(io)) g.io_dtypes[vi.name()] = io;
   Value& v = g.value(id);
   if (!tt.has_shape()) fail(Code::unsupported, what + " has no shape; Kiln needs static shapes");
   const auto given = opts.shapes.find(vi.name());
@@ -682,6 +676,10 @@ Graph import_source(const Source& src, const ImportOptions& opts) {
       fail(Code::invalid_model, "graph output '" + vi.name() + "' is produced by no node");
     g.outputs.push_back(v);
     g.declared_outputs[vi.name()] = declared_type(vi);
+    if (!vi.type().has_tensor_type()) continue;
+    if (const std::optional<DType> io = io_dtype(vi.type().tensor_type().elem_type());
+        io && *io != held_dtype(*io))
+      g.io_dtypes[vi.name()] = *io;
   }
   if (g.outputs.empty()) fail(Code::invalid_model, "the graph has no outputs");
   check_quantized_tensors(gp, g);

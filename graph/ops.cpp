@@ -167,10 +167,12 @@ const std::vector<OpInfo>& table() {
       {"Cast", infer_cast, 1, 1, 1, 1, "to float(16), int32/64 (as int64), bool"},
       {"CastLike", infer_cast, 2, 2, 1, 1, "to float32, int64 or bool"},
       {"QuantizeLinear", infer_quantize, 2, 3, 1, 1,
-       "to uint8 / int8 (kept as float32): read only by DequantizeLinear; per-tensor or "
+       "to uint8 / int8 (kept as float32): read by DequantizeLinear or a graph output; per-tensor "
+       "or "
        "per-axis, no block_size"},
       {"DequantizeLinear", infer_dequantize, 2, 3, 1, 1,
-       "of uint8 / int8 / int32 constants or QuantizeLinear outputs; per-tensor or per-axis"},
+       "of uint8 / int8 / int32 constants, uint8 / int8 graph inputs or QuantizeLinear outputs; "
+       "per-tensor or per-axis"},
       {"Expand", infer_expand, 2, 2, 1, 1, "shape constant"},
       {"Tile", infer_tile, 2, 2, 1, 1, "repeats constant"},
       {"ConstantOfShape", infer_constant_of_shape, 1, 1, 1, 1, "shape constant"},
@@ -212,11 +214,13 @@ const std::vector<OpInfo>& all_ops() {
 std::string supported_ops_markdown() {
   std::string md =
       "ONNX opsets " + std::to_string(kMinOpset) + " to " + std::to_string(kMaxOpset) +
-      " (default domain), float32 tensors (int64 for shape arithmetic; int32 initializers are "
+      " (default domain), float32 tensors (int64 for shape arithmetic; int32 tensors are "
       "widened to int64; bool for masks; uint8 / int8 quantized tensors are kept as float32 "
-      "(QDQ models: they are read only by DequantizeLinear); float16 and bfloat16 initializers, "
-      "inputs and outputs "
-      "are widened to float32 at load: the caller passes and receives float32), at most " +
+      "(QDQ models: they are read only by DequantizeLinear and the ops that only move values); "
+      "float16 and bfloat16 initializers, inputs and outputs are widened to float32 at load: the "
+      "caller passes and receives float32; graph inputs and outputs declared uint8, int8 or "
+      "int32 are passed and returned in that type, `KILN_DTYPE_U8` / `I8` / `I32`, numpy "
+      "uint8 / int8 / int32, and converted at each run), at most " +
       std::to_string(kMaxRank) +
       " dims, static shapes (a symbolic batch dim is fixed at load: `--batch`, "
       "`kiln_options.batch_size`). Older opsets' forms are rewritten into one form per op at "

@@ -57,7 +57,10 @@ static_assert(int(kiln::Isa::scalar) + 1 == KILN_ISA_SCALAR &&
 static_assert(int(kiln::kTrace) == KILN_LOG_TRACE && int(kiln::kWarn) == KILN_LOG_WARN &&
                   int(kiln::kOff) == KILN_LOG_OFF,
               "kiln_log_level must mirror kiln::LogLevel");
-static_assert(int(kiln::DType::f32) == KILN_DTYPE_F32 && int(kiln::DType::i64) == KILN_DTYPE_I64 &&
+static_assert(int(kiln::DType::f32) == KILN_DTYPE_F32 && int(kiln::DType::u8) == KILN_DTYPE_U8 &&
+                  int(kiln::DType::i8) == KILN_DTYPE_I8 &&
+                  int(kiln::DType::i32) == KILN_DTYPE_I32 &&
+                  int(kiln::DType::i64) == KILN_DTYPE_I64 &&
                   int(kiln::DType::boolean) == KILN_DTYPE_BOOL,
               "kiln_dtype must mirror kiln::DType");
 

@@ -4,6 +4,7 @@
 // padded with spaces and a final '\n', then the raw C-ordered data.
 #include "runtime/npy.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdint>
 #include <cstdio>
@@ -16,6 +17,14 @@
 
 namespace kiln {
 namespace {
+
+// .npy descr of each dtype (little endian).
+struct Descr {
+  const char* descr;
+  DType dtype;
+};
+constexpr Descr kDescrs[] = {{"<f4", DType::f32}, {"<i8", DType::i64}, {"<i4", DType::i32},
+                             {"|u1", DType::u8},  {"|i1", DType::i8},  {"|b1", DType::boolean}};
 
 const char kMagic[] = "\x93NUMPY";
 constexpr size_t kMagicLen = 6;
@@ -178,26 +187,17 @@ Tensor read_npy(const std::string& path) {
   hp.parse();
   if (*hp.fortran) bad(path, "fortran_order is True (only C order is supported)");
 
-  // dtype: float32, int64 and bool; int32 is widened to int64.
-  DType dtype;
-  size_t file_elem;
+  // dtype: float32, int64, int32, uint8, int8 and bool, as stored.
+  // ('=' is native order: little endian on x86.)
   const std::string& d = hp.descr;
-  if (d == "<f4" || d == "=f4") {
-    dtype = DType::f32;
-    file_elem = 4;
-  } else if (d == "<i8" || d == "=i8") {
-    dtype = DType::i64;
-    file_elem = 8;
-  } else if (d == "<i4" || d == "=i4") {
-    dtype = DType::i64;
-    file_elem = 4;
-  } else if (d == "|b1") {
-    dtype = DType::boolean;
-    file_elem = 1;
-  } else {
-    bad(path,
-        "unsupported dtype '" + d + "' (expected '<f4', '<i8', '<i4' or '|b1', little endian)");
-  }
+  const std::string little = d.size() == 3 && d[0] == '=' ? "<" + d.substr(1) : d;
+  const auto it = std::find_if(std::begin(kDescrs), std::end(kDescrs),
+                               [&](const Descr& e) { return little == e.descr; });
+  if (it == std::end(kDescrs))
+    bad(path, "unsupported dtype '" + d +
+                  "' (expected '<f4', '<i8', '<i4', '|u1', '|i1' or '|b1', little endian)");
+  const DType dtype = it->dtype;
+  const size_t file_elem = dtype_size(dtype);
 
   Shape shape = *hp.shape;
   int64_t numel = 1;
@@ -216,22 +216,17 @@ Tensor read_npy(const std::string& path) {
 
   Tensor t(dtype, shape);
   if (data_bytes == 0) return t;
-  if (file_elem == dtype_size(dtype)) {
-    f.read(static_cast<char*>(t.raw()), std::streamsize(data_bytes));
-    if (!f) fail(Code::io_error, "cannot read the data of '" + path + "'");
-  } else {
-    std::vector<int32_t> tmp(static_cast<size_t>(numel));
-    f.read(reinterpret_cast<char*>(tmp.data()), std::streamsize(data_bytes));
-    if (!f) fail(Code::io_error, "cannot read the data of '" + path + "'");
-    int64_t* dst = t.data<int64_t>();
-    for (int64_t k = 0; k < numel; ++k) dst[k] = tmp[size_t(k)];
-  }
+  f.read(static_cast<char*>(t.raw()), std::streamsize(data_bytes));
+  if (!f) fail(Code::io_error, "cannot read the data of '" + path + "'");
   return t;
 }
 
 void write_npy(const std::string& path, const Tensor& t) {
   std::string header = "{'descr': '";
-  header += t.dtype() == DType::f32 ? "<f4" : t.dtype() == DType::boolean ? "|b1" : "<i8";
+  const auto it = std::find_if(std::begin(kDescrs), std::end(kDescrs),
+                               [&](const Descr& e) { return e.dtype == t.dtype(); });
+  if (it == std::end(kDescrs)) fail(Code::internal, "write_npy: no .npy dtype for this tensor");
+  header += it->descr;
   header += "', 'fortran_order': False, 'shape': (";
   for (size_t k = 0; k < t.shape().size(); ++k) {
     if (k) header += ", ";

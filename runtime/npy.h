@@ -1,4 +1,5 @@
-// .npy files (NumPy format 1.0/2.0/3.0), float32 and int64, C order, little endian.
+// .npy files (NumPy format 1.0/2.0/3.0): float32, int64, int32, uint8, int8 and bool, C order,
+// little endian.
 #pragma once
 
 #include <string>

@@ -17,6 +17,7 @@
 #include "jit/shared_code.h"
 #include "runtime/executor.h"
 #include "runtime/int8_conv.h"
+#include "runtime/io_dtypes.h"
 #include "runtime/log.h"
 #include "runtime/plan.h"
 #include "runtime/ref/ref_kernels.h"
@@ -265,19 +266,27 @@ std::shared_ptr<const Session> Session::at_batch(int64_t batch) const {
   return slot->session;
 }
 
+// The dtype a caller passes / receives for graph input or output `name` held as `held`: what
+// the model declares when the graph holds that as `held` (uint8 as float32, ...), else `held`.
+static DType caller_dtype(const Graph& g, const std::string& name, DType held) {
+  const auto it = g.io_dtypes.find(name);
+  return it != g.io_dtypes.end() && held_dtype(it->second) == held ? it->second : held;
+}
+
 // The model's outputs as the caller sees them: the planned part's, and the tail's as the model
 // declares them (their sizes are decided per run).
 std::vector<IoInfo> model_outputs(const Graph& g, const DynamicTail* tail) {
   std::vector<IoInfo> out;
+  auto planned = [&](const Value& v) {
+    out.push_back({v.name, caller_dtype(g, v.name, v.dtype), v.shape});
+  };
   if (!tail) {
-    for (ValueId v : g.outputs)
-      out.push_back({g.value(v).name, g.value(v).dtype, g.value(v).shape});
+    for (ValueId v : g.outputs) planned(g.value(v));
     return out;
   }
   for (const DynamicTail::Ref& r : tail->outputs) {
     if (r.kind == DynamicTail::Ref::planned) {
-      const Value& v = g.value(g.outputs[r.index]);
-      out.push_back({v.name, v.dtype, v.shape});
+      planned(g.value(g.outputs[r.index]));
       continue;
     }
     const std::string& name = tail->graph.value(tail->graph.outputs[r.index]).name;
@@ -285,7 +294,8 @@ std::vector<IoInfo> model_outputs(const Graph& g, const DynamicTail* tail) {
     if (it == tail->graph.declared_outputs.end() || !it->second.dtype)
       fail(Code::unsupported, "output '" + name + "', whose size each run decides (after " +
                                   tail->first + "), declares no element type Kiln supports");
-    out.push_back({name, *it->second.dtype, it->second.dims.value_or(Shape{}), true});
+    out.push_back(
+        {name, caller_dtype(g, name, *it->second.dtype), it->second.dims.value_or(Shape{}), true});
   }
   return out;
 }
@@ -307,8 +317,10 @@ void Session::prepare(const SessionOptions& o) {
             ps.folded, ps.identities, ps.batchnorms, ps.dead, fused);
   for (const Node& n : graph_.nodes)
     if (!find_ref_kernel(n.op)) n.fail(Code::unsupported, "no kernel implements operator " + n.op);
-  for (ValueId v : graph_.inputs)
-    inputs_.push_back({graph_.value(v).name, graph_.value(v).dtype, graph_.value(v).shape});
+  for (ValueId v : graph_.inputs) {
+    const Value& val = graph_.value(v);
+    inputs_.push_back({val.name, caller_dtype(graph_, val.name, val.dtype), val.shape});
+  }
   outputs_ = model_outputs(graph_, tail_.get());
   for (const IoInfo& io : inputs_)
     if (!io.shape.empty()) {
@@ -448,13 +460,35 @@ static void check_static(const std::vector<IoInfo>& outputs) {
   for (const IoInfo& io : outputs) require_static(io);
 }
 
+// The caller's inputs as the plan reads them (uint8 widened to float32, ...; graph/ir.h).
+static std::vector<Tensor> held_inputs(const std::vector<Tensor>& inputs) {
+  if (!any_narrow(inputs)) return inputs;
+  std::vector<Tensor> held;
+  for (const Tensor& t : inputs) held.push_back(to_held(t));
+  return held;
+}
+
+// Runs into the caller's outputs; those of a boundary dtype (uint8, ...) through held copies.
+void Session::run_planned(const std::vector<Tensor>& inputs, std::vector<Tensor>& outputs,
+                          RunProfile* profile) const {
+  check_static(outputs_);
+  check_io("output", outputs_, outputs);
+  const std::vector<Tensor> in = held_inputs(inputs);
+  if (!any_narrow(outputs)) return exec_->run(in, outputs, profile);
+  std::vector<Tensor> held;
+  for (const Tensor& t : outputs)
+    held.push_back(held_dtype(t.dtype()) == t.dtype() ? t
+                                                      : Tensor(held_dtype(t.dtype()), t.shape()));
+  exec_->run(in, held, profile);
+  for (size_t i = 0; i < outputs.size(); ++i)
+    if (held[i].dtype() != outputs[i].dtype()) narrow_into(held[i], outputs[i]);
+}
+
 void Session::run(const std::vector<Tensor>& inputs, std::vector<Tensor>& outputs) const {
   LogScope scope(log_level_);
   const int64_t b = batch_of(inputs);
   if (b != batch_) return at_batch(b)->run(inputs, outputs);
-  check_static(outputs_);
-  check_io("output", outputs_, outputs);
-  exec_->run(inputs, outputs);
+  run_planned(inputs, outputs, nullptr);
 }
 
 void Session::run_profiled(const std::vector<Tensor>& inputs, std::vector<Tensor>& outputs,
@@ -462,24 +496,33 @@ void Session::run_profiled(const std::vector<Tensor>& inputs, std::vector<Tensor
   LogScope scope(log_level_);
   const int64_t b = batch_of(inputs);
   if (b != batch_) return at_batch(b)->run_profiled(inputs, outputs, profile);
-  check_static(outputs_);
-  check_io("output", outputs_, outputs);
-  exec_->run(inputs, outputs, &profile);
+  run_planned(inputs, outputs, &profile);
 }
 
 std::vector<Tensor> Session::run(const std::vector<Tensor>& inputs, RunProfile* profile) const {
   LogScope scope(log_level_);
   const int64_t b = batch_of(inputs);
   if (b != batch_) return at_batch(b)->run(inputs, profile);
+  const std::vector<Tensor> held_in = held_inputs(inputs);
   std::vector<Tensor> planned;
   for (ValueId v : graph_.outputs)
     planned.emplace_back(graph_.value(v).dtype, graph_.value(v).shape);
-  exec_->run(inputs, planned, profile);
-  if (!tail_) return planned;
+  exec_->run(held_in, planned, profile);
+  // Outputs of a boundary dtype (uint8, ...) narrowed from what the graph holds.
+  auto narrowed = [&](std::vector<Tensor>& out) {
+    for (size_t i = 0; i < out.size(); ++i)
+      if (outputs_[i].dtype != out[i].dtype()) {
+        Tensor t(outputs_[i].dtype, out[i].shape());
+        narrow_into(out[i], t);
+        out[i] = std::move(t);
+      }
+    return out;
+  };
+  if (!tail_) return narrowed(planned);
   const auto t0 = Clock::now();
   std::vector<Tensor> reads;
   for (const DynamicTail::Ref& r : tail_->reads)
-    reads.push_back(r.kind == DynamicTail::Ref::model_input ? inputs[r.index] : planned[r.index]);
+    reads.push_back(r.kind == DynamicTail::Ref::model_input ? held_in[r.index] : planned[r.index]);
   const TailKernels* tk = tail_kernels_.get();
   const std::vector<Tensor> computed =
       run_tail(*tail_, reads,
@@ -490,18 +533,18 @@ std::vector<Tensor> Session::run(const std::vector<Tensor>& inputs, RunProfile* 
     out.push_back(r.kind == DynamicTail::Ref::tail ? computed[r.index] : planned[r.index]);
   for (size_t i = 0; i < out.size(); ++i) {  // what the model declared for the dynamic ones
     const IoInfo& io = outputs_[i];
-    bool fits = out[i].dtype() == io.dtype &&
+    bool fits = out[i].dtype() == held_dtype(io.dtype) &&
                 (io.shape.empty() || io.shape.size() == out[i].shape().size());
     for (size_t d = 0; fits && d < io.shape.size(); ++d)
       fits = io.shape[d] < 0 || io.shape[d] == out[i].shape()[d];
     if (!fits)
       fail(Code::invalid_model, "output '" + io.name + "' was computed as " +
                                     dtype_name(out[i].dtype()) + shape_str(out[i].shape()) +
-                                    ", but the model declares " + dtype_name(io.dtype) +
+                                    ", but the model declares " + dtype_name(held_dtype(io.dtype)) +
                                     shape_str(io.shape));
   }
   if (profile) profile->tail_ms = ms_since(t0);
-  return out;
+  return narrowed(out);
 }
 
 }  // namespace kiln

@@ -55,7 +55,7 @@ struct SessionOptions {
 
 struct IoInfo {
   std::string name;
-  DType dtype;
+  DType dtype;  // as the caller passes / receives it (uint8, int8, int32 included)
   Shape shape;
   // The shape is decided by each run (an output after NonMaxSuppression, NonZero, ...;
   // graph/dynamic.h): `shape` holds the dims the model declares, -1 where unknown (no dims
@@ -137,6 +137,10 @@ class Session {
   static std::unique_ptr<Session> load(const SessionOptions& o, std::shared_ptr<const Source> src,
                                        bool read_env);
   void prepare(const SessionOptions& o);
+  // run / run_profiled at this session's batch: inputs and outputs of a boundary dtype (uint8,
+  // int8, int32) converted to and from what the plan holds (runtime/io_dtypes.h).
+  void run_planned(const std::vector<Tensor>& inputs, std::vector<Tensor>& outputs,
+                   RunProfile* profile) const;
   // The batch the inputs ask for: batch_ when they match inputs() exactly, another when only
   // the dim 0 of every input differs, the same in all; else a shape_mismatch error.
   int64_t batch_of(const std::vector<Tensor>& inputs) const;

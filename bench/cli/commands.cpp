@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "cli.h"
+#include "runtime/io_dtypes.h"
 #include "runtime/log.h"
 #include "runtime/npy.h"
 #include "runtime/selection.h"
@@ -100,6 +101,8 @@ std::vector<Tensor> read_inputs(const Args& a, const Session& s, bool any_batch)
   std::vector<Tensor> ins;
   for (size_t i = 0; i < want.size(); ++i) {
     Tensor t = read_npy(a.inputs[i]);
+    // An int32 file for an int64 input widens exactly (numpy's default int on some systems).
+    if (t.dtype() == DType::i32 && want[i].dtype == DType::i64) t = to_held(t);
     const Shape& got = t.shape();
     const bool batch_only = any_batch && !got.empty() && got.size() == want[i].shape.size() &&
                             std::equal(got.begin() + 1, got.end(), want[i].shape.begin() + 1);

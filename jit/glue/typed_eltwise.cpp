@@ -263,8 +263,9 @@ TypedRowFn by_type(DType t, F f) {
       return f(int64_t{});
     case DType::boolean:
       return f(uint8_t{});
+    default:  // u8 / i8 / i32 are boundary dtypes only (graph/ir.h): no graph value has one
+      return nullptr;
   }
-  return nullptr;
 }
 
 template <TypedOp kOp>

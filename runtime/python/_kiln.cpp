@@ -131,15 +131,37 @@ const char* choice_name(const Choice* c, size_t n, int32_t v) {
 // ---- sessions -------------------------------------------------------------------------------
 
 py::dtype numpy_dtype(kiln_dtype t) {
-  return t == KILN_DTYPE_I64    ? py::dtype::of<int64_t>()
-         : t == KILN_DTYPE_BOOL ? py::dtype::of<bool>()
-                                : py::dtype::of<float>();
+  switch (t) {
+    case KILN_DTYPE_U8:
+      return py::dtype::of<uint8_t>();
+    case KILN_DTYPE_I8:
+      return py::dtype::of<int8_t>();
+    case KILN_DTYPE_I32:
+      return py::dtype::of<int32_t>();
+    case KILN_DTYPE_I64:
+      return py::dtype::of<int64_t>();
+    case KILN_DTYPE_BOOL:
+      return py::dtype::of<bool>();
+    default:
+      return py::dtype::of<float>();
+  }
 }
 
 bool dtype_matches(const py::array& a, kiln_dtype t) {
-  return t == KILN_DTYPE_I64    ? py::array_t<int64_t>::check_(a)
-         : t == KILN_DTYPE_BOOL ? py::array_t<bool>::check_(a)
-                                : py::array_t<float>::check_(a);
+  switch (t) {
+    case KILN_DTYPE_U8:
+      return py::array_t<uint8_t>::check_(a);
+    case KILN_DTYPE_I8:
+      return py::array_t<int8_t>::check_(a);
+    case KILN_DTYPE_I32:
+      return py::array_t<int32_t>::check_(a);
+    case KILN_DTYPE_I64:
+      return py::array_t<int64_t>::check_(a);
+    case KILN_DTYPE_BOOL:
+      return py::array_t<bool>::check_(a);
+    default:
+      return py::array_t<float>::check_(a);
+  }
 }
 
 // A model input or output as the checks and numpy need it.

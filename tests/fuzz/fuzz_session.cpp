@@ -68,8 +68,9 @@ bool small_enough(const kiln::Session& s) {
   return run_work(g) < kMaxRunWork;
 }
 
-// Inputs from the model's own bytes: floats in [-2, 2], int64 in [-4, 4] (so runtime index
-// inputs such as Gather's hit both valid and out-of-range values), bools both ways.
+// Inputs from the model's own bytes: floats in [-2, 2], int64 / int32 in [-4, 4] (so runtime
+// index inputs such as Gather's hit both valid and out-of-range values), bools both ways, 8-bit
+// integers over their whole range.
 std::vector<kiln::Tensor> make_inputs(const kiln::Session& s, const uint8_t* data, size_t size) {
   std::vector<kiln::Tensor> in;
   size_t k = 0;
@@ -81,6 +82,12 @@ std::vector<kiln::Tensor> make_inputs(const kiln::Session& s, const uint8_t* dat
         t.data<float>()[i] = float(int(next()) - 128) / 64.f;
       else if (io.dtype == kiln::DType::boolean)
         t.data<uint8_t>()[i] = next() & 1;
+      else if (io.dtype == kiln::DType::u8)
+        t.data<uint8_t>()[i] = next();
+      else if (io.dtype == kiln::DType::i8)
+        t.data<int8_t>()[i] = int8_t(next());
+      else if (io.dtype == kiln::DType::i32)
+        t.data<int32_t>()[i] = int32_t(next() % 9) - 4;
       else
         t.data<int64_t>()[i] = int64_t(next() % 9) - 4;
     in.push_back(t);

@@ -26,8 +26,11 @@ class OnnxBuilder {
     value_info(m_.mutable_graph()->add_input(), name, dims, elem, sym0);
     return *this;
   }
-  OnnxBuilder& output(const std::string& name) {
-    m_.mutable_graph()->add_output()->set_name(name);
+  // elem: the element type the output declares (0: none).
+  OnnxBuilder& output(const std::string& name, int elem = 0) {
+    auto* o = m_.mutable_graph()->add_output();
+    o->set_name(name);
+    if (elem) o->mutable_type()->mutable_tensor_type()->set_elem_type(elem);
     return *this;
   }
   // An initializer with its name, type and dims; the caller fills its data.

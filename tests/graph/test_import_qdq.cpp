@@ -172,19 +172,32 @@ TEST_CASE("import: 8-bit tensors are read only by DequantizeLinear") {
       }
     }
   }
-  {  // or a graph output
+  {  // a graph output must declare its 8-bit type (the caller receives bytes)
     OnnxBuilder b = qdq_model(onnx::TensorProto::UINT8, 0);
     b.output("q");
     const Error e = error_of([&] { import(b); });
-    CHECK(e.code() == Code::unsupported);
+    CHECK(e.code() == Code::invalid_model);
     CHECK(mentions(e, "graph output 'q'"));
+    OnnxBuilder declared = qdq_model(onnx::TensorProto::UINT8, 0);
+    declared.output("q", onnx::TensorProto::UINT8);
+    const Graph g = import(declared);
+    CHECK(g.io_dtypes.at("q") == DType::u8);
+    CHECK(g.value(g.find("q")).dtype == DType::f32);
   }
-  {  // a uint8 graph input (Kiln's inputs are float32, int64 or bool)
-    OnnxBuilder b;
-    b.input("x", {4}, onnx::TensorProto::UINT8).output("y");
-    b.init_f("s", {}, {0.5f});
-    b.node("DequantizeLinear", {"x", "s"}, {"y"}, "dq");
-    CHECK(error_of([&] { import(b); }).code() == Code::unsupported);
+  {  // an 8-bit graph input: held as float32, dequantized (the caller passes bytes)
+    for (int t : {onnx::TensorProto::UINT8, onnx::TensorProto::INT8}) {
+      OnnxBuilder b;
+      b.input("x", {4}, t).output("y");
+      b.init_f("s", {}, {0.5f});
+      b.node("DequantizeLinear", {"x", "s"}, {"y"}, "dq");
+      const Graph g = import(b);
+      CHECK(g.io_dtypes.at("x") == (t == onnx::TensorProto::UINT8 ? DType::u8 : DType::i8));
+      CHECK(g.value(g.find("x")).dtype == DType::f32);
+      OnnxBuilder relu;  // read as a float by another op: refused
+      relu.input("x", {4}, t).output("y");
+      relu.node("Relu", {"x"}, {"y"}, "relu");
+      CHECK(error_of([&] { import(relu); }).code() == Code::unsupported);
+    }
   }
   {  // dequantizing a float tensor
     OnnxBuilder b;

@@ -38,3 +38,44 @@ def test_bool_inputs_and_outputs_are_numpy_bool():
         np.testing.assert_array_equal(out["y"], np.where(m & (x > 0), x, np.float32(-1)))
         with pytest.raises(kiln.ShapeMismatch, match="bool"):
             s.run({"m": m.astype(np.uint8), "x": x})
+
+
+def byte_model():
+    """x (uint8 [1, 3, 4, 5], an image) -> f = Cast(x, FLOAT) / 255 and q = QuantizeLinear(f,
+    2 / 255) (uint8, declared so); i (int32 [3]) -> ii = i + i (int32)."""
+    g = helper.make_graph(
+        [helper.make_node("Cast", ["x"], ["xf"], to=TensorProto.FLOAT),
+         helper.make_node("Mul", ["xf", "inv255"], ["f"]),
+         helper.make_node("QuantizeLinear", ["f", "qs", "qz"], ["q"]),
+         helper.make_node("Add", ["i", "i"], ["ii"])],
+        "bytes",
+        [helper.make_tensor_value_info("x", TensorProto.UINT8, [1, 3, 4, 5]),
+         helper.make_tensor_value_info("i", TensorProto.INT32, [3])],
+        [helper.make_tensor_value_info("f", TensorProto.FLOAT, [1, 3, 4, 5]),
+         helper.make_tensor_value_info("q", TensorProto.UINT8, [1, 3, 4, 5]),
+         helper.make_tensor_value_info("ii", TensorProto.INT32, [3])],
+        [helper.make_tensor("inv255", TensorProto.FLOAT, [], [1 / 255]),
+         helper.make_tensor("qs", TensorProto.FLOAT, [], [2 / 255]),
+         helper.make_tensor("qz", TensorProto.UINT8, [], [0])])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)])
+    m.ir_version = 7
+    return m.SerializeToString()
+
+
+def test_uint8_and_int32_inputs_and_outputs_keep_their_numpy_dtypes():
+    with kiln.Session.from_bytes(byte_model(), disable_cache=True) as s:
+        assert [i.dtype for i in s.inputs] == [np.uint8, np.int32]
+        assert [o.dtype for o in s.outputs] == [np.float32, np.uint8, np.int32]
+        x = np.arange(60, dtype=np.int64).reshape(1, 3, 4, 5).astype(np.uint8) * 4 + 3
+        i = np.array([5, -7, 1 << 30], np.int32)
+        out = s.run({"x": x, "i": i})
+        f = x.astype(np.float32) * np.float32(1 / 255)
+        np.testing.assert_array_equal(out["f"], f)
+        assert out["q"].dtype == np.uint8 and out["ii"].dtype == np.int32
+        q = np.clip(np.rint(f / np.float32(2 / 255)), 0, 255).astype(np.uint8)
+        np.testing.assert_array_equal(out["q"], q)
+        np.testing.assert_array_equal(out["ii"], (i.astype(np.int64) * 2).astype(np.int32))
+        with pytest.raises(kiln.ShapeMismatch, match="uint8"):
+            s.run({"x": x.astype(np.float32), "i": i})
+        with pytest.raises(kiln.ShapeMismatch, match="int32"):
+            s.run({"x": x, "i": i.astype(np.int64)})

@@ -152,6 +152,22 @@ TEST_CASE("npy: round trips") {
     CHECK(re.dtype() == DType::i64);
     CHECK(re.shape() == Shape{0, 3});
   }
+  SUBCASE("every dtype keeps its bytes and descr") {
+    for (auto [d, descr] : {std::pair{DType::u8, "'|u1'"},
+                            {DType::i8, "'|i1'"},
+                            {DType::i32, "'<i4'"},
+                            {DType::boolean, "'|b1'"}}) {
+      Tensor t(d, {7});
+      for (int64_t i = 0; i < int64_t(t.nbytes()); ++i)
+        static_cast<uint8_t*>(t.raw())[i] = uint8_t(d == DType::boolean ? i & 1 : 37 * i + 5);
+      const std::string p = tmp_path("rt_dtype.npy");
+      write_npy(p, t);
+      CHECK(read_bytes(p).find(descr) != std::string::npos);
+      const Tensor r = read_npy(p);
+      CHECK(r.dtype() == d);
+      CHECK(std::memcmp(r.raw(), t.raw(), t.nbytes()) == 0);
+    }
+  }
 }
 
 TEST_CASE("npy: hand-written headers") {
@@ -175,14 +191,24 @@ TEST_CASE("npy: hand-written headers") {
       CHECK(t.data<float>()[5] == 6.f);
     }
   }
-  SUBCASE("int32 is widened to int64") {
+  SUBCASE("int32, uint8 and int8 as stored") {
     std::vector<int32_t> v = {7, -8, 2147483647};
     std::string p = tmp_path("hand_i4.npy");
     write_bytes(p, npy_bytes("{'descr': '<i4', 'fortran_order': False, 'shape': (3,), }", raw(v)));
     Tensor t = read_npy(p);
-    CHECK(t.dtype() == DType::i64);
-    CHECK(t.data<int64_t>()[1] == -8);
-    CHECK(t.data<int64_t>()[2] == 2147483647);
+    CHECK(t.dtype() == DType::i32);
+    CHECK(t.data<int32_t>()[1] == -8);
+    CHECK(t.data<int32_t>()[2] == 2147483647);
+    const std::string bytes = {char(0), char(200), char(255)};
+    write_bytes(p, npy_bytes("{'descr': '|u1', 'fortran_order': False, 'shape': (3,), }", bytes));
+    t = read_npy(p);
+    CHECK(t.dtype() == DType::u8);
+    CHECK(t.data<uint8_t>()[1] == 200);
+    write_bytes(p, npy_bytes("{'descr': '|i1', 'fortran_order': False, 'shape': (3,), }", bytes));
+    t = read_npy(p);
+    CHECK(t.dtype() == DType::i8);
+    CHECK(t.data<int8_t>()[1] == -56);
+    CHECK(t.data<int8_t>()[2] == -1);
   }
 }
 
@@ -217,7 +243,7 @@ TEST_CASE("npy: errors name the file") {
     CHECK(msg.find("version") != std::string::npos);
   }
   SUBCASE("unsupported dtype") {
-    for (const char* d : {"<f8", ">f4", "|u1", "<c8"}) {
+    for (const char* d : {"<f8", ">f4", "<u2", "<c8"}) {
       std::string dict =
           std::string("{'descr': '") + d + "', 'fortran_order': False, 'shape': (6,), }";
       auto [code, msg] = read_error("dtype.npy", npy_bytes(dict, f6));
