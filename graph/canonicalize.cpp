@@ -5,6 +5,7 @@
 #include <cstring>
 #include <limits>
 
+#include "graph/integer_ops.h"
 #include "graph/post_ops.h"
 #include "graph/qlinear.h"
 
@@ -55,9 +56,13 @@ bool per_activation_stats(const Graph& g, const Node& n) {
   return s.is_const() && s.constant->shape().size() >= 2;
 }
 
+}  // namespace
+
 ValueId const_for(Graph& g, const Node& n, const char* part, Tensor t) {
   return g.add_const(unique_value_name(g, n.name + "_" + part), std::move(t));
 }
+
+namespace {
 
 // n's y = x * a (+ b, when given) as a Mul and an Add appended to `out` (x: n's input 0).
 void scale_shift(Graph& g, const Node& n, Tensor a, std::optional<Tensor> b,
@@ -307,7 +312,7 @@ std::optional<Tensor> constant_value(const Node& n) {
 }
 
 void canonicalize_into(Graph& g, Node n, std::vector<Node>& out) {
-  if (fold_constant_node(g, n) || expand_qlinear(g, n, out)) return;
+  if (fold_constant_node(g, n) || expand_qlinear(g, n, out) || expand_integer_op(g, n, out)) return;
   canonicalize_node(g, n);
   if (n.op == "BatchNormalization" && per_activation_stats(g, n))
     return per_activation_bn(g, n, out);

@@ -24,9 +24,7 @@ std::optional<Tensor> constant_value(const Node& n);
 ValueId append_node(Graph& g, const Node& n, const char* op, std::vector<ValueId> in, ValueId y,
                     const char* part, std::vector<Node>& out);
 
-// Appends node `op`(in) to `out`, named after the node n it replaces (n.name + "_" + part),
-// writing `y` (a new value when kNoValue); returns its output.
-ValueId append_node(Graph& g, const Node& n, const char* op, std::vector<ValueId> in, ValueId y,
-                    const char* part, std::vector<Node>& out);
+// A constant named after node n (n.name + "_" + part).
+ValueId const_for(Graph& g, const Node& n, const char* part, Tensor t);
 
 }  // namespace kiln

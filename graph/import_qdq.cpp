@@ -3,8 +3,10 @@
 #include <onnx/onnx_pb.h>
 
 #include <map>
+#include <set>
 #include <string>
 
+#include "graph/integer_ops.h"
 #include "graph/ir.h"
 #include "graph/qlinear.h"
 
@@ -43,10 +45,23 @@ void check_quantized_tensors(const onnx::GraphProto& gp, Graph& g) {
     if (np.op_type() == "Constant" && np.output_size() == 1)
       for (const auto& a : np.attribute())
         if (a.name() == "value" && a.has_t()) types[np.output(0)] = a.t().data_type();
+  // ConvInteger / MatMulInteger results: int32 held as float32 integers (graph/integer_ops.h).
+  std::set<std::string> int_sums;
   bool any = false;
   for (int i = 0; i < gp.node_size(); ++i) {
     const auto& np = gp.node(i);
     Node& cn = g.nodes[size_t(i)];
+    if (is_integer_op(np.op_type())) {
+      any = true;
+      if (np.op_type() == "DynamicQuantizeLinear") {
+        for (int o : {0, 2})
+          if (o < np.output_size() && !np.output(o).empty())
+            types[np.output(o)] = onnx::TensorProto::UINT8;
+      } else if (np.output_size() > 0) {
+        int_sums.insert(np.output(0));
+      }
+      continue;
+    }
     if (np.op_type() == "Cast" && np.input_size() == 1 && np.output_size() == 1) {
       // PyTorch's quantized exports cast each QuantizeLinear output to its own type before the
       // DequantizeLinear, and build int32 bias zero points as Cast(ConstantOfShape). A cast of
@@ -55,8 +70,11 @@ void check_quantized_tensors(const onnx::GraphProto& gp, Graph& g) {
       // 8 bits is refused by inference).
       const int32_t to = int32_t(cn.attr_i("to", 0));
       auto in = types.find(np.input(0));
-      if (in != types.end() && is_8bit(in->second) &&
-          (to == in->second || to == onnx::TensorProto::FLOAT)) {
+      if (int_sums.count(np.input(0)) && to == onnx::TensorProto::FLOAT) {  // already float
+        cn.op = "Identity";
+        cn.attrs.clear();
+      } else if (in != types.end() && is_8bit(in->second) &&
+                 (to == in->second || to == onnx::TensorProto::FLOAT)) {
         cn.op = "Identity";
         cn.attrs.clear();
         if (to == in->second) types[np.output(0)] = to;
@@ -147,7 +165,8 @@ void check_quantized_tensors(const onnx::GraphProto& gp, Graph& g) {
     for (int j = 0; j < np.input_size(); ++j) {
       auto it = types.find(np.input(j));
       if (it == types.end() || !is_8bit(it->second)) continue;
-      if ((dq && (j == 0 || j == 2)) || (q && j == 2) || n.op == "Identity" || value_input(n.op, j))
+      if ((dq && (j == 0 || j == 2)) || (q && j == 2) || n.op == "Identity" ||
+          value_input(n.op, j) || is_integer_op(n.op))
         continue;
       if (const QLinearOp* ql = find_qlinear(n.op); ql && ql->int8_input(j)) continue;
       n.fail(Code::unsupported,

@@ -19,6 +19,7 @@
 #include "graph/clock.h"
 #include "graph/enum_name.h"
 #include "graph/env.h"
+#include "graph/integer_ops.h"
 #include "jit/conv/conv_families.h"
 #include "jit/jit_generator.h"
 #include "runtime/arenas.h"
@@ -122,7 +123,8 @@ class Selector {
     kept_ms_.assign(nn, kInf);
     for (size_t i = 0; i < nn; ++i) {
       cands_[i] = candidate_labels(g_, int(i), o_.isa, o_.reference, o_.precision);
-      if (o_.accuracy == Accuracy::strict)
+      // (A conv from ConvInteger sums integers: exact whatever the option, graph/integer_ops.h.)
+      if (o_.accuracy == Accuracy::strict || g_.nodes[i].attr_i(kExactAttr, 0) == 1)
         cands_[i].erase(std::remove_if(cands_[i].begin(), cands_[i].end(),
                                        [](const Label& l) { return transform_error(l) > 0; }),
                         cands_[i].end());
