@@ -306,7 +306,24 @@ int fuse_qdq(Graph& g) {
     return true;
   });
   const int pushed = push_qdq_up(g, "MaxPool") + push_qdq_up(g, "Concat");
-  return moved + fused + pushed + drop_requantizations(g);
+  // A QuantizeLinear left unpaired, per tensor (its integers are a graph output, or a
+  // DequantizeLinear with other parameters reads them): the glue kernels' Quantize, its
+  // parameters as attributes.
+  const int alone = rewrite_nodes(g, [&](std::vector<Node>& nodes, const Node& n) {
+    if (n.op != "QuantizeLinear" || n.outputs.size() != 1) return false;
+    const auto p = params_of(g, n, n.in(0));
+    if (!p || n.attr_i("precision", 0) != 0) return false;
+    Node f;
+    f.op = "Quantize";
+    f.name = n.name;
+    f.inputs = {n.in(0)};
+    f.attrs["scale"] = attr_f(p->scale);
+    f.attrs["zero_point"] = attr_f(p->zero_point);
+    f.attrs["to"] = attr_i(p->to);
+    emit_node(g, nodes, std::move(f), n.name, n.outputs[0]);
+    return true;
+  });
+  return moved + fused + pushed + alone + drop_requantizations(g);
 }
 
 }  // namespace kiln

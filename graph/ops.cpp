@@ -190,6 +190,8 @@ const std::vector<OpInfo>& table() {
       {"SubpixelInterleave", infer_subpixel_interleave, 1, 1, 1, 1, {}, true},
       // QuantizeLinear -> DequantizeLinear in one op (graph/fuse_qdq.h).
       {"QuantizeDequantize", infer_quantize_dequantize, 1, 1, 1, 1, {}, true},
+      // A QuantizeLinear left unpaired, per tensor (graph/fuse_qdq.cpp).
+      {"Quantize", infer_quantize_dequantize, 1, 1, 1, 1, {}, true},
   };
   return ops;
 }

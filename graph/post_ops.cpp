@@ -44,6 +44,8 @@ const char* const kKindNames[] = {"relu",
                                   "mish",
                                   "thresholded_relu",
                                   "gelu_tanh",
+                                  "quantize_u8",
+                                  "quantize_s8",
                                   "quant_dequant_u8",
                                   "quant_dequant_s8"};
 static_assert(std::size(kKindNames) == size_t(PostOp::Kind::quant_dequant_s8) + 1);
@@ -167,6 +169,13 @@ std::optional<PostOp> glue_unary_post_op(const Node& n) {
     op.beta = n.attr_f("zero_point", 0.f);
     return op;
   }
+  if (n.op == "Quantize") {  // (fuse_qdq: a QuantizeLinear left unpaired)
+    op.kind = n.attr_i("to", kOnnxUint8) == kOnnxInt8 ? PostOp::Kind::quantize_s8
+                                                      : PostOp::Kind::quantize_u8;
+    op.alpha = n.attr_f("scale", 1.f);
+    op.beta = n.attr_f("zero_point", 0.f);
+    return op;
+  }
   if (n.op == "Gelu" && n.attr_s("approximate", "none") == "tanh") {
     op.kind = PostOp::Kind::gelu_tanh;
     return op;
@@ -203,6 +212,7 @@ std::optional<PostOp> elementwise_post_op(const Graph& g, const Node& n) {
 }
 
 bool is_unary_elementwise_op(std::string_view op) {
+  if (op == "Quantize") return true;  // (glue_unary_post_op)
   for (const char* o : kFusableUnary)
     if (op == o) return true;
   for (const GlueUnary& u : kGlueUnary)
@@ -287,6 +297,11 @@ float apply_post_op(const PostOp& op, float x, float residual, float scale, floa
       const double d = x;
       return float(0.5 * d * (1 + std::tanh(0.79788456080286536 * (d + 0.044715 * d * d * d))));
     }
+    case PostOp::Kind::quantize_u8:
+    case PostOp::Kind::quantize_s8:
+      return quantize_value(
+          x, op.alpha, op.beta,
+          quant_range(op.kind == PostOp::Kind::quantize_s8 ? kOnnxInt8 : kOnnxUint8));
     case PostOp::Kind::quant_dequant_u8:
     case PostOp::Kind::quant_dequant_s8: {
       const QuantRange r = quant_dequant_range(op.kind);

@@ -58,6 +58,10 @@ struct PostOp {
     thresholded_relu,  // x > alpha ? x : 0
     // 0.5 x (1 + tanh(sqrt(2 / pi) (x + 0.044715 x^3))): ONNX Gelu with approximate = "tanh"
     gelu_tanh,
+    // QuantizeLinear alone, per tensor (graph/quant.h quantize_value): alpha = scale, beta =
+    // zero point; the integer, held as float32 (a QuantizeLinear left unpaired).
+    quantize_u8,
+    quantize_s8,
     // QuantizeLinear then DequantizeLinear, per tensor (graph/quant.h): alpha = scale, beta =
     // zero point; to uint8 / int8. Fused into epilogues too (a QDQ model's conv output).
     quant_dequant_u8,
@@ -81,10 +85,10 @@ inline QuantRange quant_dequant_range(PostOp::Kind k) {
 inline float quant_dequant_u8_zero(const PostOp& op) {
   return op.beta + (op.kind == PostOp::Kind::quant_dequant_s8 ? 128.f : 0.f);
 }
-// The kinds only the standalone elementwise kernels compute (tanh ... gelu_tanh), never a conv
+// The kinds only the standalone elementwise kernels compute (tanh ... quantize_s8), never a conv
 // epilogue.
 inline bool glue_only(PostOp::Kind k) {
-  return k >= PostOp::Kind::tanh && k <= PostOp::Kind::gelu_tanh;
+  return k >= PostOp::Kind::tanh && k <= PostOp::Kind::quantize_s8;
 }
 // The most post-ops one node carries: fuse_epilogues stops there (a longer chain would leave
 // the node to the reference kernel), and the JIT epilogues' operand blocks hold that many.

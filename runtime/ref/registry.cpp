@@ -127,6 +127,7 @@ constexpr std::array kTable{
     Entry{"Mod", ref::mod},
     Entry{"QuantizeLinear", ref::quantize_linear},
     Entry{"QuantizeDequantize", ref::glue_unary},
+    Entry{"Quantize", ref::glue_unary},
     Entry{"DequantizeLinear", ref::dequantize_linear},
     Entry{"Cast", ref::cast},
     Entry{"CastLike", ref::cast},

@@ -33,7 +33,7 @@ TEST_CASE("op table lists every supported op once with sane bounds") {
       // branch resize
       "Resize", "Upsample", "DepthToSpace", "SpaceToDepth", "GridSample",
       // QDQ models
-      "QuantizeLinear", "DequantizeLinear", "QuantizeDequantize",
+      "QuantizeLinear", "DequantizeLinear", "QuantizeDequantize", "Quantize",
       // output sizes decided per run (graph/dynamic.h) and what follows them
       "NonZero", "NonMaxSuppression", "Unique", "GatherND", "ScatterElements", "Trilu", "RoiAlign"};
   for (const char* op : expected) {

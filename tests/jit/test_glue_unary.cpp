@@ -64,6 +64,13 @@ double truth(const PostOp& op, float x) {
       const double r = std::clamp(std::nearbyint(double(q)) + op.beta, lo, lo + 255);
       return (r - op.beta) * double(op.alpha);
     }
+    case K::quantize_u8:
+    case K::quantize_s8: {  // the integer itself
+      const float q = x / op.alpha;
+      if (std::isnan(q)) return q;
+      const double lo = op.kind == K::quantize_u8 ? 0 : -128;
+      return std::clamp(std::nearbyint(double(q)) + op.beta, lo, lo + 255);
+    }
     default:  // neg, abs, reciprocal, floor, ceil, round, thresholded_relu: exact in float
       return apply_post_op(op, x, 0, 0, 0);
   }
@@ -83,6 +90,9 @@ double budget(const PostOp& op) {
     case K::quant_dequant_u8:  // one rounding (the last multiply)
     case K::quant_dequant_s8:
       return 0.5;
+    case K::quantize_u8:  // integers: exact
+    case K::quantize_s8:
+      return 0;
     default:
       break;
   }
@@ -180,10 +190,12 @@ const std::vector<PostOp>& unary_ops() {
     PostOp selu = mk(K::selu, 1.67326319217681884765625f);
     selu.beta = 1.05070102214813232421875f;
     v.push_back(selu);
-    for (auto [kind, scale, zp] : {std::tuple{K::quant_dequant_u8, 0.05f, 128.f},
-                                   std::tuple{K::quant_dequant_u8, 0.0123f, 0.f},
-                                   std::tuple{K::quant_dequant_s8, 0.013f, -3.f},
-                                   std::tuple{K::quant_dequant_s8, 1.f, 0.f}}) {
+    for (auto [kind, scale, zp] :
+         {std::tuple{K::quant_dequant_u8, 0.05f, 128.f},
+          std::tuple{K::quant_dequant_u8, 0.0123f, 0.f},
+          std::tuple{K::quant_dequant_s8, 0.013f, -3.f}, std::tuple{K::quant_dequant_s8, 1.f, 0.f},
+          std::tuple{K::quantize_u8, 0.05f, 128.f}, std::tuple{K::quantize_u8, 0.0123f, 0.f},
+          std::tuple{K::quantize_s8, 0.013f, -3.f}, std::tuple{K::quantize_s8, 1.f, 0.f}}) {
       PostOp q = mk(kind, scale);
       q.beta = zp;
       v.push_back(q);
@@ -209,9 +221,9 @@ TEST_CASE("glue unary: tails and sizes") {
   const int64_t sizes[] = {1, 7, 8, 15, 16, 17, 63, 65, 1000, 2 * 16384 + 5};
   uint32_t seed = 1;
   for (Isa isa : test::glue_isas())
-    for (const PostOp& op :
-         {mk(K::tanh), mk(K::erf), mk(K::pow, 1.7f), mk(K::sqrt), mk(K::log), mk(K::softplus),
-          mk(K::elu, 1.f), mk(K::floor), mk(K::quant_dequant_u8, 0.05f, 128.f)})
+    for (const PostOp& op : {mk(K::tanh), mk(K::erf), mk(K::pow, 1.7f), mk(K::sqrt), mk(K::log),
+                             mk(K::softplus), mk(K::elu, 1.f), mk(K::floor),
+                             mk(K::quant_dequant_u8, 0.05f, 128.f), mk(K::quantize_s8, 0.05f, 7.f)})
       for (int64_t n : sizes) {
         std::vector<float> x = inputs(op, seed++);
         std::shuffle(x.begin(), x.end(), std::mt19937(seed));
