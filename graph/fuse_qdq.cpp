@@ -62,7 +62,7 @@ int drop_requantizations(Graph& g) {
     if (!p || depth > 4) return false;
     if (p->op == "QuantizeDequantize") return same_grid(*p, q);
     if (p->op == "MaxPool" && maxpool_keeps_grid(g, *p)) return on_grid(p->in(0), q, depth + 1);
-    if (p->op != "MaxPool" && p->op != "Concat" && moves_values(p->op))
+    if (p->op != "MaxPool" && p->op != "Concat" && moves_values(*p))
       return on_grid(p->in(0), q, depth + 1);
     if (p->op != "Concat" || p->inputs.empty()) return false;
     for (ValueId x : p->inputs)
@@ -160,7 +160,7 @@ int dequantize_before_moves(Graph& g) {
     if (p < 0 || depth > 16) return 0;
     const Node& n = g.nodes[size_t(p)];
     if (n.op == "QuantizeLinear") return n.attr_i("to", 0);
-    return moves_values(n.op) || n.op == "Identity" ? type_of(n.in(0), depth + 1) : 0;
+    return moves_values(n) || n.op == "Identity" ? type_of(n.in(0), depth + 1) : 0;
   };
   // op -> its first reader's scale and zero point (all its readers' grid) and the 8-bit type
   struct Grid {
@@ -170,7 +170,7 @@ int dequantize_before_moves(Graph& g) {
   std::map<int, Grid> moved;
   for (size_t i = 0; i < g.nodes.size(); ++i) {
     const Node& p = g.nodes[i];
-    if (!moves_values(p.op)) continue;
+    if (!moves_values(p)) continue;
     std::optional<QuantParams> grid;
     const Node* first = nullptr;
     bool ok = true;
@@ -208,7 +208,7 @@ int dequantize_before_moves(Graph& g) {
       const Grid& q = m->second;
       Node p = n;
       for (size_t j = 0; j < p.inputs.size(); ++j)
-        if (value_input(p.op, int(j)) && p.inputs[j] != kNoValue)
+        if (value_input(p, int(j)) && p.inputs[j] != kNoValue)
           p.inputs[j] = emit_node(
               g, nodes, node(n, "DequantizeLinear", "dq", {p.inputs[j], q.scale, q.zero_point}),
               n.name + "_dq");

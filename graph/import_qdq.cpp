@@ -25,10 +25,11 @@ std::string type_name(int32_t t) {
 
 }  // namespace
 
-bool moves_values(const std::string& op) {
+bool moves_values(const Node& n) {
+  if (n.op == "Resize" || n.op == "Upsample") return n.attr_s("mode", "nearest") == "nearest";
   for (const char* o : {"MaxPool", "Reshape", "Flatten", "Transpose", "Squeeze", "Unsqueeze",
                         "Concat", "Slice", "Split", "Gather", "DepthToSpace", "SpaceToDepth"})
-    if (op == o) return true;
+    if (n.op == o) return true;
   return false;
 }
 
@@ -83,13 +84,13 @@ void check_quantized_tensors(const onnx::GraphProto& gp, Graph& g) {
       }
       continue;
     }
-    if (np.op_type() == "Identity" || moves_values(cn.op)) {
+    if (np.op_type() == "Identity" || moves_values(cn)) {
       // 8-bit data inputs pass their type on (a Concat's must all have one type; a MaxPool's
       // Indices are refused later, by inference).
       int32_t t = 0;
       for (int j = 0; j < np.input_size(); ++j)
         if (auto in = types.find(np.input(j));
-            (j == 0 || value_input(cn.op, j)) && in != types.end() && is_8bit(in->second)) {
+            (j == 0 || value_input(cn, j)) && in != types.end() && is_8bit(in->second)) {
           if (t != 0 && t != in->second)
             cn.fail(Code::unsupported,
                     "concatenates " + type_name(t) + " and " + type_name(in->second) + " tensors");
@@ -165,8 +166,8 @@ void check_quantized_tensors(const onnx::GraphProto& gp, Graph& g) {
     for (int j = 0; j < np.input_size(); ++j) {
       auto it = types.find(np.input(j));
       if (it == types.end() || !is_8bit(it->second)) continue;
-      if ((dq && (j == 0 || j == 2)) || (q && j == 2) || n.op == "Identity" ||
-          value_input(n.op, j) || is_integer_op(n.op))
+      if ((dq && (j == 0 || j == 2)) || (q && j == 2) || n.op == "Identity" || value_input(n, j) ||
+          is_integer_op(n.op))
         continue;
       if (const QLinearOp* ql = find_qlinear(n.op); ql && ql->int8_input(j)) continue;
       n.fail(Code::unsupported,

@@ -9,6 +9,8 @@
 
 #include <string>
 
+#include "graph/ir.h"
+
 namespace onnx {
 class GraphProto;
 }
@@ -26,13 +28,14 @@ struct Graph;
 // 8-bit graph input or a QuantizeLinear output.
 void check_quantized_tensors(const onnx::GraphProto& gp, Graph& g);
 
-// Ops that only move or select values (MaxPool, Reshape, Concat, ...): on an 8-bit tensor's
-// integers (held as float32) they compute exactly what they compute in 8 bits, so they may read
-// one (the ONNX model zoo's int8 models max-pool and flatten uint8 tensors) and their outputs
-// have its type. Their data inputs: every input of a Concat, else input 0.
-bool moves_values(const std::string& op);
-inline bool value_input(const std::string& op, int slot) {
-  return moves_values(op) && (slot == 0 || op == "Concat");
+// Ops that only move or select values (MaxPool, Reshape, Concat, a nearest-neighbour Resize,
+// ...): on an 8-bit tensor's integers (held as float32) they compute exactly what they compute
+// in 8 bits, so they may read one (the ONNX model zoo's int8 models max-pool and flatten uint8
+// tensors) and their outputs have its type. Their data inputs: every input of a Concat, else
+// input 0.
+bool moves_values(const Node& n);
+inline bool value_input(const Node& n, int slot) {
+  return moves_values(n) && (slot == 0 || n.op == "Concat");
 }
 
 }  // namespace kiln

@@ -69,7 +69,7 @@ std::shared_ptr<const ConvInt8> decide(const Graph& g, const Node& n,
   // fuse_qdq dropped): the same grid.
   for (ValueId v = n.inputs[0]; !x && v != kNoValue && producer[size_t(v)] >= 0;) {
     const Node& p = g.nodes[size_t(producer[size_t(v)])];
-    if (!moves_values(p.op) || p.op == "MaxPool" || p.op == "Concat") break;
+    if (!moves_values(p) || p.op == "MaxPool" || p.op == "Concat") break;
     v = p.in(0);
     x = u8_value(g, producer, v);
   }

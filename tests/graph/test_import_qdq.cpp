@@ -752,3 +752,36 @@ TEST_CASE("QDQ: a requantization after an op that only moves values (Flatten, Tr
   CHECK(scales == std::vector<float>{0.1f, 0.07f});  // a0's and y2's
   check_same_outputs(plain, want, g, kiln::test::run_graph_ref(g, fill));
 }
+
+TEST_CASE("QDQ: a nearest-neighbour Resize reads uint8 (the operator form's upsampling)") {
+  // x -> Q(a) -> Resize(nearest, x2) -> DQ(a) = y: the Resize reads the bytes; after the passes
+  // the dequantization sits before it (one quantize-dequantize, no Q / DQ left), the same values.
+  auto model = [](const char* mode) {
+    OnnxBuilder b;
+    b.input("x", {1, 2, 3, 4}).output("y");
+    add_grids(b, {{"a", 0.05f, 100}});
+    b.init_f("scales", {4}, {1.f, 1.f, 2.f, 2.f});
+    q_on(b, "x", "a", "q");
+    auto& r = b.node("Resize", {"q", "", "scales"}, {"r"}, "resize");
+    OnnxBuilder::attr_s(r, "mode", mode);
+    dq_on(b, "r", "a", "y");
+    return b;
+  };
+  std::vector<float> xs(24);
+  for (size_t i = 0; i < xs.size(); ++i) xs[i] = -2.f + 0.37f * float(i);
+  auto fill = [&](size_t, kiln::Tensor& t) { std::copy(xs.begin(), xs.end(), t.data<float>()); };
+  const OnnxBuilder b = model("nearest");
+  Graph plain = import(b);
+  kiln::infer_shapes(plain);
+  const auto want = kiln::test::run_graph_ref(plain, fill);
+  Graph g = import(b);
+  kiln::optimize(g, kiln::test::ref_eval());
+  std::vector<std::string> ops;
+  for (const kiln::Node& n : g.nodes) ops.push_back(n.op);
+  CHECK(ops == std::vector<std::string>{"QuantizeDequantize", "Resize"});
+  check_same_outputs(plain, want, g, kiln::test::run_graph_ref(g, fill));
+  // A linear Resize interpolates: not a move of the integers, refused on bytes.
+  const Error e = error_of([&] { import(model("linear")); });
+  CHECK(e.code() == Code::unsupported);
+  CHECK(mentions(e, "'q'"));
+}
