@@ -82,10 +82,12 @@ bool expand_integer_op(Graph& g, const Node& n, std::vector<Node>& out) {
   const ValueId y = append_node(g, n, conv ? "Conv" : "MatMul", {a, b},
                                 typed ? kNoValue : n.outputs[0], "float", out);
   if (conv) out.back().attrs = n.attrs;
-  // Integer sums: no algorithm that rounds its transforms (Winograd), whatever the accuracy
-  // option (runtime/selection.cpp).
-  out.back().attrs[kExactAttr] = attr_i(1);
   if (typed) {
+    // The int32 sums themselves leave the graph: no algorithm that rounds its transforms
+    // (Winograd), whatever the accuracy option (runtime/selection.cpp). Read as float (the
+    // usual Cast and scale multiply), the sums are f32 values like any conv's, under the
+    // session's accuracy option (Winograd's ~1e-6 relative error against the 8-bit steps').
+    out.back().attrs[kExactAttr] = attr_i(1);
     append_node(g, n, "Cast", {y}, n.outputs[0], "int32", out);
     out.back().attrs["to"] = attr_i(6);  // INT32
   }

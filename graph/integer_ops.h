@@ -5,9 +5,10 @@
 // that compute the same values: the 8-bit tensors are float32 integers (graph/import_qdq.h), so
 // (x - x_zero_point) and (w - w_zero_point) are exact and the float conv / GEMM sums their
 // products exactly while the sums stay below 2^24 (beyond, to float precision; the ops' int32
-// result is then read as float32, which a Cast to float would give anyway). The convs run on
-// the f32 JIT kernels: the int8 kernels need the input's scale at load, which these models
-// compute per run.
+// result is then read as float32, which a Cast to float would give anyway) — on a direct or
+// im2col conv; where the result is read as float, Winograd may compute it, to its usual ~1e-6
+// relative error (kExactAttr). The convs run on the f32 JIT kernels: the int8 kernels need the
+// input's scale at load, which these models compute per run.
 #pragma once
 
 #include <vector>
@@ -16,7 +17,8 @@
 
 namespace kiln {
 
-// The attribute (1) of a Conv / MatMul whose result must be exact sums (no Winograd).
+// The attribute (1) of a Conv / MatMul whose result must be exact sums (no Winograd): a
+// ConvInteger / MatMulInteger whose int32 result is a graph output.
 constexpr const char* kExactAttr = "kiln_exact";
 
 // Whether `op` is one of them (import_qdq.cpp types their 8-bit operands).

@@ -196,3 +196,52 @@ TEST_CASE("io dtypes: an input of another dtype is refused by name") {
     CHECK(e.code() == kiln::Code::shape_mismatch);
   }
 }
+
+TEST_CASE("io dtypes: a ConvInteger's int32 sums as a graph output are exact, never Winograd") {
+  // uint8 x [1, 16, 12, 12] (zero point 128), int8 w [16, 16, 3, 3], pad 1: a conv Winograd
+  // takes when asked to (force_family); its sums must stay exact integers here.
+  constexpr int Ci = 16, Co = 16, S = 12;
+  OnnxBuilder b;
+  b.input("x", {1, Ci, S, S}, onnx::TensorProto::UINT8).output("y", onnx::TensorProto::INT32);
+  std::vector<int8_t> w;
+  for (float v : randoms(Co * Ci * 9, 21, -127.f, 127.f)) w.push_back(int8_t(std::lround(v)));
+  b.init("w", onnx::TensorProto::INT8, {Co, Ci, 3, 3})
+      ->set_raw_data(std::string(reinterpret_cast<const char*>(w.data()), w.size()));
+  b.init("xz", onnx::TensorProto::UINT8, {})->set_raw_data(std::string(1, char(128)));
+  OnnxBuilder::attr_ints(b.node("ConvInteger", {"x", "w", "xz"}, {"y"}), "pads", {1, 1, 1, 1});
+  const std::string bytes = b.bytes();
+  Tensor x(DType::u8, {1, Ci, S, S});
+  std::vector<int> xv;
+  for (float v : randoms(size_t(x.numel()), 22, 0.f, 255.99f)) xv.push_back(int(v));
+  for (int64_t i = 0; i < x.numel(); ++i) x.data<uint8_t>()[i] = uint8_t(xv[size_t(i)]);
+  for (kiln::Isa isa : kiln::testing::jit_isas()) {
+    CAPTURE(kiln::isa_name(isa));
+    kiln::SessionOptions o;
+    o.max_isa = isa;
+    o.use_cache = false;
+    o.force_family = kiln::ConvFamily::winograd4;
+    auto s = kiln::Session::load_memory(bytes.data(), bytes.size(), o);
+    for (const kiln::Step& st : s->plan().steps) {
+      CAPTURE(st.kernel->name());
+      CHECK(st.kernel->name().find("wino") == std::string::npos);
+    }
+    const std::vector<Tensor> out = s->run(std::vector<Tensor>{x});
+    REQUIRE(out[0].dtype() == DType::i32);
+    int wrong = 0;
+    for (int m = 0; m < Co; ++m)
+      for (int i = 0; i < S; ++i)
+        for (int j = 0; j < S; ++j) {
+          int64_t acc = 0;
+          for (int c = 0; c < Ci; ++c)
+            for (int ki = 0; ki < 3; ++ki)
+              for (int kj = 0; kj < 3; ++kj) {
+                const int ii = i + ki - 1, jj = j + kj - 1;
+                if (ii < 0 || ii >= S || jj < 0 || jj >= S) continue;
+                acc += int64_t(xv[size_t((c * S + ii) * S + jj)] - 128) *
+                       w[size_t(((m * Ci + c) * 3 + ki) * 3 + kj)];
+              }
+          wrong += out[0].data<int32_t>()[(m * S + i) * S + j] != acc;
+        }
+    CHECK(wrong == 0);
+  }
+}
