@@ -664,7 +664,8 @@ std::optional<NormView> norm_view(const Graph& g, const Node& n) {
   if (n.outputs.size() != 1 || n.inputs.empty() || n.in(0) == kNoValue) return std::nullopt;
   const Shape& s = g.value(n.inputs[0]).shape;
   const int64_t rank = int64_t(s.size());
-  int64_t axis = n.attr_i("axis", n.op == "Softmax" ? -1 : 0), end = axis + 1;
+  // (axis and norm_dims are the model's: range-checked before any arithmetic on them.)
+  int64_t axis = n.attr_i("axis", n.op == "Softmax" ? -1 : 0), end = 0;
   if (n.op == "InstanceNormalization" || n.op == "GroupNormalization") {
     // Rows of a group's channels x pixels (nchw only); constant per-channel scale / B.
     if (rank < 3 || g.value(n.inputs[0]).dtype != DType::f32 || n.inputs.size() != 3 ||
@@ -677,9 +678,12 @@ std::optional<NormView> norm_view(const Graph& g, const Node& n) {
   if (n.op == "LayerNormalization") {
     for (size_t k = 1; k < n.inputs.size(); ++k)
       if (n.inputs[k] != kNoValue && !g.value(n.inputs[k]).is_const()) return std::nullopt;
-    end = axis + n.attr_i("norm_dims", 1);
+    const int64_t dims = n.attr_i("norm_dims", 1);
+    if (axis < 0 || axis >= rank || dims < 1 || dims > rank - axis) return std::nullopt;
+    end = axis + dims;
   } else if ((n.op == "Softmax" || n.op == "LogSoftmax") &&
              g.value(n.inputs[0]).dtype == DType::f32 && rank > 0) {
+    if (axis < -rank || axis >= rank) return std::nullopt;
     if (axis < 0) axis += rank;
     end = n.attr_i("coerce_2d", 0) ? rank : axis + 1;
   } else {
