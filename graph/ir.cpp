@@ -20,36 +20,29 @@ const char* code_name(Code c) {
   return enum_name(c, kNames);
 }
 
+namespace {
+struct DTypeInfo {
+  DType dtype;
+  size_t size;
+  const char* name;
+};
+constexpr DTypeInfo kDTypes[] = {{DType::f32, 4, "float32"}, {DType::u8, 1, "uint8"},
+                                 {DType::i8, 1, "int8"},     {DType::i32, 4, "int32"},
+                                 {DType::i64, 8, "int64"},   {DType::boolean, 1, "bool"}};
+const DTypeInfo* dtype_info(DType t) {
+  for (const DTypeInfo& d : kDTypes)
+    if (d.dtype == t) return &d;
+  return nullptr;
+}
+}  // namespace
+
 size_t dtype_size(DType t) {
-  switch (t) {
-    case DType::f32:
-    case DType::i32:
-      return 4;
-    case DType::u8:
-    case DType::i8:
-    case DType::boolean:
-      return 1;
-    case DType::i64:
-      return 8;
-  }
+  if (const DTypeInfo* d = dtype_info(t)) return d->size;
   fail(Code::internal, "dtype " + std::to_string(int(t)) + " has no size");
 }
 const char* dtype_name(DType t) {
-  switch (t) {
-    case DType::f32:
-      return "float32";
-    case DType::u8:
-      return "uint8";
-    case DType::i8:
-      return "int8";
-    case DType::i32:
-      return "int32";
-    case DType::i64:
-      return "int64";
-    case DType::boolean:
-      return "bool";
-  }
-  return "an unknown dtype";
+  const DTypeInfo* d = dtype_info(t);
+  return d ? d->name : "an unknown dtype";
 }
 DType held_dtype(DType t) {
   return t == DType::u8 || t == DType::i8 ? DType::f32 : t == DType::i32 ? DType::i64 : t;

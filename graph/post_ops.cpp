@@ -299,9 +299,7 @@ float apply_post_op(const PostOp& op, float x, float residual, float scale, floa
     }
     case PostOp::Kind::quantize_u8:
     case PostOp::Kind::quantize_s8:
-      return quantize_value(
-          x, op.alpha, op.beta,
-          quant_range(op.kind == PostOp::Kind::quantize_s8 ? kOnnxInt8 : kOnnxUint8));
+      return quantize_value(x, op.alpha, op.beta, quant_dequant_range(op.kind));
     case PostOp::Kind::quant_dequant_u8:
     case PostOp::Kind::quant_dequant_s8: {
       const QuantRange r = quant_dequant_range(op.kind);

@@ -79,8 +79,10 @@ const char* post_op_name(PostOp::Kind k);
 inline bool is_quant_dequant(PostOp::Kind k) {
   return k == PostOp::Kind::quant_dequant_u8 || k == PostOp::Kind::quant_dequant_s8;
 }
+// (Also the range of a quantize_u8 / quantize_s8 post-op's integers.)
 inline QuantRange quant_dequant_range(PostOp::Kind k) {
-  return quant_range(k == PostOp::Kind::quant_dequant_s8 ? kOnnxInt8 : kOnnxUint8);
+  const bool s8 = k == PostOp::Kind::quant_dequant_s8 || k == PostOp::Kind::quantize_s8;
+  return quant_range(s8 ? kOnnxInt8 : kOnnxUint8);
 }
 inline float quant_dequant_u8_zero(const PostOp& op) {
   return op.beta + (op.kind == PostOp::Kind::quant_dequant_s8 ? 128.f : 0.f);

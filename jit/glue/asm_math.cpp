@@ -525,21 +525,10 @@ void emit_post_op(AsmBuilder& b, const x86::Vec& a, const PostOp& op) {
       cc.vdivps(a, x, e);
       break;
     }
-    case K::quantize_u8:
-    case K::quantize_s8: {  // min(max(rint(x / s) + z, lo), hi), graph/quant.h
-      const QuantRange r = quant_range(op.kind == K::quantize_s8 ? kOnnxInt8 : kOnnxUint8);
-      cc.vdivps(a, a, b.cf32(op.alpha));
-      if (b.avx512())  // imm 8: round to nearest even, no precision exception
-        cc.vrndscaleps(a, a, 0x08);
-      else
-        cc.vroundps(a, a, 0x08);
-      cc.vaddps(a, a, b.cf32(op.beta));
-      cc.vmaxps(a, b.bcast(r.lo), a);  // NaN stays NaN, as std::max / std::min
-      cc.vminps(a, b.bcast(r.hi), a);
-      break;
-    }
-    case K::quant_dequant_u8:
-    case K::quant_dequant_s8: {  // (min(max(rint(x / s) + z, lo), hi) - z) * s, graph/quant.h
+    case K::quantize_u8:  // q = min(max(rint(x / s) + z, lo), hi), graph/quant.h
+    case K::quantize_s8:
+    case K::quant_dequant_u8:  // then (q - z) * s
+    case K::quant_dequant_s8: {
       const QuantRange r = quant_dequant_range(op.kind);
       cc.vdivps(a, a, b.cf32(op.alpha));
       if (b.avx512())  // imm 8: round to nearest even, no precision exception
@@ -549,6 +538,7 @@ void emit_post_op(AsmBuilder& b, const x86::Vec& a, const PostOp& op) {
       cc.vaddps(a, a, b.cf32(op.beta));
       cc.vmaxps(a, b.bcast(r.lo), a);  // NaN stays NaN, as std::max / std::min
       cc.vminps(a, b.bcast(r.hi), a);
+      if (!is_quant_dequant(op.kind)) break;
       cc.vsubps(a, a, b.cf32(op.beta));
       cc.vmulps(a, a, b.cf32(op.alpha));
       break;

@@ -148,20 +148,7 @@ py::dtype numpy_dtype(kiln_dtype t) {
 }
 
 bool dtype_matches(const py::array& a, kiln_dtype t) {
-  switch (t) {
-    case KILN_DTYPE_U8:
-      return py::array_t<uint8_t>::check_(a);
-    case KILN_DTYPE_I8:
-      return py::array_t<int8_t>::check_(a);
-    case KILN_DTYPE_I32:
-      return py::array_t<int32_t>::check_(a);
-    case KILN_DTYPE_I64:
-      return py::array_t<int64_t>::check_(a);
-    case KILN_DTYPE_BOOL:
-      return py::array_t<bool>::check_(a);
-    default:
-      return py::array_t<float>::check_(a);
-  }
+  return a.dtype().attr("__eq__")(numpy_dtype(t)).cast<bool>();  // numpy's dtype equality
 }
 
 // A model input or output as the checks and numpy need it.
