@@ -11,7 +11,8 @@
 # - espcn: ESPCN super-resolution (Tanh convs, PixelShuffle = DepthToSpace);
 # - raft_small: torchvision's RAFT-small optical flow (4 refinement iterations; the two frames
 #   stacked as one 6-channel input; GridSample lookups into a correlation pyramid, a ConvGRU;
-#   opset >= 16).
+#   opset >= 16);
+# - crnn: Shi et al.'s CRNN text recogniser (a VGG-style conv stack, two bidirectional LSTMs).
 # Writes OUT/NAME[_bB_HxW].onnx with .input.npy and PyTorch's output .ref.npy (the first output
 # for several) for `kiln bench --check` and bench/zoo_bench.py. Needs python3-torch / -onnx.
 import argparse, os
@@ -189,10 +190,33 @@ class RaftSmall(nn.Module):
         return self.raft(x[:, :3], x[:, 3:], num_flow_updates=self.iters)[-1]
 
 
+class CRNN(nn.Module):
+    """Shi et al.'s CRNN text recogniser: a VGG-style conv stack over a 32-pixel-high line image
+    (pools of 2x1 late keep the columns), the columns as a sequence into two bidirectional
+    LSTMs of 256 units, per-column scores over 37 symbols (CTC's blank included)."""
+
+    def __init__(self, classes=37):
+        super().__init__()
+        def block(cin, cout, bn=False):
+            return [nn.Conv2d(cin, cout, 3, 1, 1)] + ([nn.BatchNorm2d(cout)] if bn else []) + [
+                nn.ReLU()]
+        self.cnn = nn.Sequential(
+            *block(1, 64), nn.MaxPool2d(2), *block(64, 128), nn.MaxPool2d(2),
+            *block(128, 256, True), *block(256, 256), nn.MaxPool2d((2, 1)),
+            *block(256, 512, True), *block(512, 512), nn.MaxPool2d((2, 1)),
+            nn.Conv2d(512, 512, 2), nn.BatchNorm2d(512), nn.ReLU())
+        self.rnn = nn.LSTM(512, 256, num_layers=2, bidirectional=True)
+        self.fc = nn.Linear(512, classes)
+
+    def forward(self, x):
+        f = self.cnn(x).squeeze(2).permute(2, 0, 1)  # [W, N, C]
+        return self.fc(self.rnn(f)[0])
+
+
 # name: (class, default HxW, input channels, lowest opset)
 MODELS = {"yolov5s": (YoloV5s, "640x640", 3, 7), "unet": (UNet, "256x256", 3, 7),
           "style": (StyleNet, "256x256", 3, 7), "espcn": (ESPCN, "224x224", 3, 7),
-          "raft_small": (RaftSmall, "128x160", 6, 16)}
+          "raft_small": (RaftSmall, "128x160", 6, 16), "crnn": (CRNN, "32x128", 1, 7)}
 
 
 def main():

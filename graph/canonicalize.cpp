@@ -8,6 +8,7 @@
 #include "graph/integer_ops.h"
 #include "graph/post_ops.h"
 #include "graph/qlinear.h"
+#include "graph/recurrent.h"
 
 namespace kiln {
 namespace {
@@ -312,7 +313,9 @@ std::optional<Tensor> constant_value(const Node& n) {
 }
 
 void canonicalize_into(Graph& g, Node n, std::vector<Node>& out) {
-  if (fold_constant_node(g, n) || expand_qlinear(g, n, out) || expand_integer_op(g, n, out)) return;
+  if (fold_constant_node(g, n) || expand_qlinear(g, n, out) || expand_integer_op(g, n, out) ||
+      expand_recurrent(g, n, out))
+    return;
   canonicalize_node(g, n);
   if (n.op == "BatchNormalization" && per_activation_stats(g, n))
     return per_activation_bn(g, n, out);

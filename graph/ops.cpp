@@ -6,6 +6,7 @@
 #include "graph/infer.h"
 #include "graph/infer_util.h"
 #include "graph/onnx_import.h"
+#include "graph/recurrent.h"
 
 namespace kiln {
 
@@ -192,6 +193,8 @@ const std::vector<OpInfo>& table() {
       {"QuantizeDequantize", infer_quantize_dequantize, 1, 1, 1, 1, {}, true},
       // A QuantizeLinear left unpaired, per tensor (graph/fuse_qdq.cpp).
       {"Quantize", infer_quantize_dequantize, 1, 1, 1, 1, {}, true},
+      // The time loop of an LSTM / GRU / RNN (graph/recurrent.h).
+      {"Recurrence", infer_recurrence, 2, 7, 1, 3, {}, true},
   };
   return ops;
 }

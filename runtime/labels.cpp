@@ -22,9 +22,10 @@ namespace kiln {
 namespace {
 
 const char* kind_name(LabelKind k) {
-  static const char* const kNames[] = {"conv",    "fc",     "pool",  "concat", "eltwise",   "ref",
-                                       "shuffle", "norm",   "view",  "bcast",  "transpose", "pad",
-                                       "resize",  "reduce", "convt", "copy",   "typed",     "arg"};
+  static const char* const kNames[] = {"conv",      "fc",      "pool",   "concat",    "eltwise",
+                                       "ref",       "shuffle", "norm",   "view",      "bcast",
+                                       "transpose", "pad",     "resize", "reduce",    "convt",
+                                       "copy",      "typed",   "arg",    "recurrence"};
   return enum_name(k, kNames);
 }
 
@@ -320,6 +321,31 @@ std::optional<CumSumProblem> cumsum_problem(const Graph& g, const Node& n) {
   p.reverse = n.attr_i("reverse", 0) != 0;
   p.int64 = x.dtype == DType::i64;
   if (p.outer < 1 || p.n < 1 || p.inner < 1) return std::nullopt;
+  return p;
+}
+
+// A Recurrence (graph/recurrent.h) whose R^T, Rb and P are constants.
+std::optional<RecurrenceProblem> recurrence_problem(const Graph& g, const Node& n) {
+  if (n.op != "Recurrence" || n.in(0) == kNoValue || n.in(1) == kNoValue) return std::nullopt;
+  auto constant = [&](size_t i) -> const Tensor* {
+    const ValueId v = n.in(i);
+    return v != kNoValue && g.value(v).is_const() ? &*g.value(v).constant : nullptr;
+  };
+  RecurrenceProblem p;
+  p.spec = recurrence_spec(n);
+  const Shape& xw = g.value(n.in(0)).shape;
+  p.steps = xw[0];
+  p.batch = xw[1];
+  p.rt = constant(1);
+  p.rb = constant(2);
+  p.p = constant(6);
+  if (!p.rt || (n.in(2) != kNoValue && !p.rb) || (n.in(6) != kNoValue && !p.p)) return std::nullopt;
+  p.lens = n.in(3) != kNoValue;
+  p.h0 = n.in(4) != kNoValue;
+  p.c0 = n.in(5) != kNoValue;
+  auto out = [&](size_t i) { return i < n.outputs.size() && n.outputs[i] != kNoValue; };
+  p.y_h = out(1);
+  p.y_c = out(2);
   return p;
 }
 
@@ -965,11 +991,11 @@ std::optional<Label> Label::parse(const std::string& key) {
   if (parts.size() != 2) return std::nullopt;
   auto lay = layout_from(parts[1]);
   if (!lay) return std::nullopt;
-  for (LabelKind k :
-       {LabelKind::fc, LabelKind::pool, LabelKind::concat, LabelKind::eltwise, LabelKind::ref,
-        LabelKind::shuffle, LabelKind::norm, LabelKind::view, LabelKind::bcast,
-        LabelKind::transpose, LabelKind::pad, LabelKind::reduce, LabelKind::convt,
-        LabelKind::resize, LabelKind::copy, LabelKind::typed, LabelKind::arg})
+  for (LabelKind k : {LabelKind::fc, LabelKind::pool, LabelKind::concat, LabelKind::eltwise,
+                      LabelKind::ref, LabelKind::shuffle, LabelKind::norm, LabelKind::view,
+                      LabelKind::bcast, LabelKind::transpose, LabelKind::pad, LabelKind::reduce,
+                      LabelKind::convt, LabelKind::resize, LabelKind::copy, LabelKind::typed,
+                      LabelKind::arg, LabelKind::recurrence})
     if (parts[0] == kind_name(k)) {
       l.kind = k;
       l.in = l.out = *lay;
@@ -1175,6 +1201,8 @@ std::vector<Label> candidate_labels(const Graph& g, int i, Isa isa, bool referen
     simple(LabelKind::typed, Layout::nchw);
   } else if (jit && (arg_problem(g, n) || topk_problem(g, n) || cumsum_problem(g, n))) {
     simple(LabelKind::arg, Layout::nchw);
+  } else if (jit && recurrence_problem(g, n)) {
+    simple(LabelKind::recurrence, Layout::nchw);
   } else if (jit && view_ok(g, n, Layout::nchw)) {
     for (Layout l : {b, Layout::nhwc, Layout::nchw})
       if (view_ok(g, n, l)) simple(LabelKind::view, l);
@@ -1367,6 +1395,12 @@ Instance instantiate(const Graph& g, int i, const Label& l, Isa isa, std::string
         r.kernel = create_cumsum_kernel(*c, isa, &why);
       else
         return no("not an ArgMax / ArgMin / Hardmax / TopK / CumSum");
+      break;
+    }
+    case LabelKind::recurrence: {
+      const auto p = jit_isa ? recurrence_problem(g, n) : std::nullopt;
+      if (!p || l.in != Layout::nchw) return no("not a Recurrence with constant R on a JIT ISA");
+      r.kernel = create_recurrence_kernel(*p, isa, &why);
       break;
     }
     case LabelKind::convt: {

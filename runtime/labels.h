@@ -47,6 +47,7 @@ enum class LabelKind : int {
   // Mod / Pow, Sin .. Atanh over f32 / int64 / bool, any broadcast (nchw: row-major)
   typed = 16,
   arg = 17,  // ArgMax / ArgMin / Hardmax / TopK / CumSum over one axis, any rank (nchw: row-major)
+  recurrence = 18,  // the time loop of an LSTM / GRU / RNN (graph/recurrent.h), R constant
 };
 
 // What the session may compute in (SessionOptions::precision): f32 only (exact, the default),

@@ -12,6 +12,7 @@
 #include "graph/grid_sample.h"
 #include "graph/ir.h"
 #include "graph/post_ops.h"
+#include "graph/recurrent.h"
 #include "graph/resize.h"
 #include "graph/unary_math.h"
 #include "jit/cpu.h"
@@ -277,6 +278,20 @@ struct CumSumProblem {
   bool exclusive = false, reverse = false, int64 = false;
 };
 std::unique_ptr<Kernel> create_cumsum_kernel(const CumSumProblem& p, Isa isa, std::string* why_not);
+
+// The time loop of an LSTM / GRU / RNN (graph/recurrent.h; recurrent.cpp), its R^T, Rb and P
+// constant (packed at construction; the tensors need not outlive the call): src[0] XW
+// [T, N, D * G * H], src[3] sequence_lens (int64, when `lens`), src[4] / src[5] initial h / c
+// (when `h0` / `c0`) -> dst[0] Y [T, D, N, H] (may be null), dst[1] Y_h and dst[2] Y_c
+// [D, N, H] (when `y_h` / `y_c`). invalid_argument for a sequence length outside [0, T].
+struct RecurrenceProblem {
+  RecurrenceSpec spec;
+  int64_t steps = 0, batch = 0;  // T, N
+  const Tensor *rt = nullptr, *rb = nullptr, *p = nullptr;
+  bool lens = false, h0 = false, c0 = false, y_h = false, y_c = false;
+};
+std::unique_ptr<Kernel> create_recurrence_kernel(const RecurrenceProblem& p, Isa isa,
+                                                 std::string* why_not);
 
 // Resize of a 4-D f32 tensor x's H and W (N, C unchanged) by the taps of each axis
 // (graph/resize.h; at most kMaxResizeTaps per axis, no extrapolated outputs). `mode` names the

@@ -150,7 +150,8 @@ KILN_REF_KERNEL(lrn);
 KILN_REF_KERNEL(grid_sample);
 KILN_REF_KERNEL(topk);
 KILN_REF_KERNEL(cumsum);
-KILN_REF_KERNEL(relu);  // ref_elementwise.cpp
+KILN_REF_KERNEL(recurrence);  // ref_recurrent.cpp
+KILN_REF_KERNEL(relu);        // ref_elementwise.cpp
 KILN_REF_KERNEL(leaky_relu);
 KILN_REF_KERNEL(clip);
 KILN_REF_KERNEL(sigmoid);

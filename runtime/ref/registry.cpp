@@ -135,6 +135,7 @@ constexpr std::array kTable{
     Entry{"GridSample", ref::grid_sample},
     Entry{"TopK", ref::topk},
     Entry{"CumSum", ref::cumsum},
+    Entry{"Recurrence", ref::recurrence},
     Entry{"DepthToSpace", ref::space_depth},
     Entry{"SpaceToDepth", ref::space_depth},
 };
