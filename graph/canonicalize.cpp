@@ -171,9 +171,57 @@ void canonical_resize(Graph& g, Node& n, int64_t opset) {
   def("keep_aspect_ratio_policy", attr_s("stretch"));
 }
 
+// The ONNX type a Cast of opsets < 6 names in its `to` string.
+int64_t legacy_cast_type(const Node& n) {
+  static const char* const kNames[] = {"UNDEFINED", "FLOAT",  "UINT8",  "INT8",   "UINT16",
+                                       "INT16",     "INT32",  "INT64",  "STRING", "BOOL",
+                                       "FLOAT16",   "DOUBLE", "UINT32", "UINT64"};
+  const std::string to = n.attr_s("to", "");
+  for (size_t i = 1; i < std::size(kNames); ++i)
+    if (to == kNames[i]) return int64_t(i);
+  n.fail(Code::invalid_model, "to '" + to + "' names no ONNX type");
+}
+
+// Opsets 1-6 (the ONNX model zoo's Caffe2-era files): their attribute forms as opset 7's.
+void canonicalize_legacy(Graph& g, Node& n) {
+  const int64_t opset = g.opset;
+  const std::string& op = n.op;
+  n.attrs.erase("consumed_inputs");  // (opsets < 6: a memory-reuse hint)
+  static const char* const kBroadcasting[] = {"Add",     "Sub",  "Mul", "Div", "Pow", "Equal",
+                                              "Greater", "Less", "And", "Or",  "Xor"};
+  if (std::find(std::begin(kBroadcasting), std::end(kBroadcasting), op) !=
+      std::end(kBroadcasting)) {
+    // broadcast = 0: equal shapes (numpy broadcasting takes them); without an axis B is
+    // suffix-aligned, as numpy aligns it.
+    if (n.attr_i("broadcast", 0) != 0 && n.has("axis"))
+      n.attrs[kLegacyAxisAttr] = attr_i(n.attr_i("axis", 0));
+    n.attrs.erase("broadcast");
+    n.attrs.erase("axis");
+  } else if (op == "PRelu") {
+    n.attrs[kLegacyAxisAttr] = attr_i(1);  // a slope per channel
+  } else if (op == "Gemm") {
+    n.attrs.erase("broadcast");  // (C broadcasts as in opset 7)
+  } else if (op == "BatchNormalization" || op == "Dropout") {
+    n.attrs.erase("is_test");  // (inference: Kiln computes only Y)
+  } else if (op == "Reshape" && opset < 5) {
+    if (!n.has("shape")) n.fail(Code::invalid_model, "needs attribute 'shape'");
+    ints_attr_to_input(g, n, "shape", 1);
+  } else if (op == "Concat" && opset < 4 && !n.has("axis")) {
+    n.attrs["axis"] = attr_i(1);
+  } else if (op == "Cast" && opset < 6) {
+    n.attrs["to"] = attr_i(legacy_cast_type(n));
+  } else if (op == "Pad" && opset < 2 && n.has("paddings")) {
+    n.attrs["pads"] = n.attrs["paddings"];
+    n.attrs.erase("paddings");
+  } else if ((op == "Upsample" && opset < 7) || (op == "Tile" && opset < 6)) {
+    n.fail(Code::unsupported, "the opset " + std::to_string(opset) + " form of " + op);
+  }
+}
+
 void canonicalize_node(Graph& g, Node& n) {
   const int64_t opset = g.opset;
   const std::string& op = n.op;
+  if (opset < 7) canonicalize_legacy(g, n);
   if (op == "Clip" && opset < 11) {
     if (n.has("min")) attr_to_input(g, n, "min", 1, scalar_f32(n.attr_f("min", 0)));
     if (n.has("max")) attr_to_input(g, n, "max", 2, scalar_f32(n.attr_f("max", 0)));
@@ -322,6 +370,42 @@ void canonicalize_into(Graph& g, Node n, std::vector<Node>& out) {
   if (n.op == "ImageScaler") return image_scaler(g, n, out);
   if (n.op == "Swish") return swish(g, n, out);
   if (!lift_1d(g, n, out)) out.push_back(std::move(n));
+}
+
+std::vector<Node> align_legacy_broadcast(Graph& g, Node n) {
+  const int64_t at = n.attr_i(kLegacyAxisAttr, 0);
+  n.attrs.erase(kLegacyAxisAttr);
+  std::vector<Node> out;
+  const ValueId a = n.in(0), b = n.in(1);
+  if (a == kNoValue || b == kNoValue || !g.value(a).shape_known || !g.value(b).shape_known) {
+    out.push_back(std::move(n));  // (inference names what is missing)
+    return out;
+  }
+  const Shape sa = g.value(a).shape, sb = g.value(b).shape;
+  const int64_t ra = int64_t(sa.size()), rb = int64_t(sb.size());
+  const int64_t axis = at < 0 ? at + ra : at, trailing = ra - axis - rb;
+  bool fits = axis >= 0 && trailing >= 0;
+  for (int64_t i = 0; fits && i < rb; ++i)
+    fits = sb[size_t(i)] == 1 || sb[size_t(i)] == sa[size_t(axis + i)];
+  if (!fits) {
+    // (A PRelu whose slope does not fit per channel: numpy broadcasting, as in opset 7.)
+    if (n.op != "PRelu")
+      n.fail(Code::invalid_model, "broadcast from axis " + std::to_string(at) +
+                                      ": input 1's shape " + shape_str(sb) +
+                                      " does not fit input 0's " + shape_str(sa));
+  } else if (trailing > 0) {
+    Node u;
+    u.name = n.name + "_legacy_broadcast";
+    u.op = "Unsqueeze";
+    std::vector<int64_t> axes;
+    for (int64_t i = 0; i < trailing; ++i) axes.push_back(rb + i);
+    u.inputs = {b, g.add_const(unique_value_name(g, u.name + "_axes"), ints_tensor(axes))};
+    u.outputs = {g.add_value(unique_value_name(g, g.value(b).name + "_aligned"))};
+    n.inputs[1] = u.outputs[0];
+    out.push_back(std::move(u));
+  }
+  out.push_back(std::move(n));
+  return out;
 }
 
 void canonicalize(Graph& g) {

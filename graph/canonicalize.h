@@ -24,6 +24,14 @@ std::optional<Tensor> constant_value(const Node& n);
 ValueId append_node(Graph& g, const Node& n, const char* op, std::vector<ValueId> in, ValueId y,
                     const char* part, std::vector<Node>& out);
 
+// Opsets < 7 broadcast an elementwise op's second input B from an `axis` of the first, A
+// (`broadcast` = 1; PRelu's slope from axis 1): canonicalize leaves that axis in this attribute
+// (reserved: the importer refuses it in models), and shape inference, once A's rank is known,
+// replaces the node by align_legacy_broadcast's: an Unsqueeze giving B trailing 1s (numpy
+// broadcasting then aligns it at the axis), then the node.
+constexpr const char* kLegacyAxisAttr = "kiln_legacy_axis";
+std::vector<Node> align_legacy_broadcast(Graph& g, Node n);
+
 // A constant named after node n (n.name + "_" + part).
 ValueId const_for(Graph& g, const Node& n, const char* part, Tensor t);
 

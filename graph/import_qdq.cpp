@@ -63,7 +63,9 @@ void check_quantized_tensors(const onnx::GraphProto& gp, Graph& g) {
       }
       continue;
     }
-    if (np.op_type() == "Cast" && np.input_size() == 1 && np.output_size() == 1) {
+    const auto to_attr = cn.attrs.find("to");  // (opsets < 6 name the type: not 8-bit work)
+    if (np.op_type() == "Cast" && np.input_size() == 1 && np.output_size() == 1 &&
+        (to_attr == cn.attrs.end() || to_attr->second.kind == Attribute::Kind::i)) {
       // PyTorch's quantized exports cast each QuantizeLinear output to its own type before the
       // DequantizeLinear, and build int32 bias zero points as Cast(ConstantOfShape). A cast of
       // an 8-bit tensor to its own type, or to float (which holds the same integers), is an

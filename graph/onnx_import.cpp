@@ -456,7 +456,8 @@ Node node_head(const onnx::NodeProto& np, int index) {
     // Kiln's fusion pass records fused epilogues in this attribute (graph/post_ops.h); a
     // model must not smuggle in operations ONNX does not define (found by fuzz_session: a
     // MatMul carrying one left no kernel able to run it).
-    if (a.name() == "post_ops" || (n.op == "LRN" && a.name() == "window_lo"))
+    if (a.name() == "post_ops" || a.name() == kLegacyAxisAttr ||
+        (n.op == "LRN" && a.name() == "window_lo"))
       n.fail(Code::invalid_model,
              "attribute '" + a.name() + "' is not an ONNX attribute (Kiln reserves it)");
   }

@@ -1,6 +1,6 @@
 // ONNX -> kiln::Graph. Validates the file's structure (every error names what is wrong),
 // converts initializers (int32 and bool widened to int64), folds Constant nodes, and rewrites every
-// opset 7..18 op variant into the canonical form documented in graph/ops.h. Shape inference
+// opset 1..28 op variant into the canonical form documented in graph/ops.h. Shape inference
 // and the optimisation passes run afterwards (graph/passes.h).
 #pragma once
 
@@ -36,7 +36,7 @@ struct ImportOptions {
 // float4 / float8e8m0 / 2-bit types; QuantizeLinear's `precision`, refused unless float32) and
 // added Swish (24), imported as x * Sigmoid(alpha x) (graph/canonicalize.cpp). Checked against
 // onnx/defs of ONNX 1.23 (bench/NOTES.md, session 29).
-constexpr int64_t kMinOpset = 7, kMaxOpset = 28;
+constexpr int64_t kMinOpset = 1, kMaxOpset = 28;
 
 // Load-time resource limits: a hostile file is rejected (invalid_model or unsupported, naming
 // the limit) before it costs much memory or time. Real CNNs stay far below every one of them.

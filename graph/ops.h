@@ -1,7 +1,8 @@
 // The operator table: which ONNX ops Kiln supports, and each op's shape inference, which is
 // also its validation (attribute ranges, input counts, dtypes, shape compatibility).
 //
-// Canonical forms. The importer rewrites every opset 7..28 variant into ONE form per op (the
+// Canonical forms. The importer rewrites every opset 1..28 variant (opsets 1-6: their legacy
+// attributes, graph/canonicalize.cpp canonicalize_legacy) into ONE form per op (the
 // opset-18 form; opsets 19-28 changed no supported op's semantics: they added dtypes, AveragePool
 // dilations (refused unless 1), Pad mode wrap (refused), QuantizeLinear's precision (refused
 // unless float32) and Swish, imported as x * Sigmoid(alpha x)), so inference, reference kernels

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <functional>
 
+#include "graph/canonicalize.h"
 #include "graph/infer.h"
 #include "graph/ops.h"
 
@@ -108,6 +109,10 @@ int infer_shapes(Graph& g, const InferOptions& o) {
           at_run_time[size_t(v)] = true;
         }
       o.tail->push_back(std::move(n));
+      return;
+    }
+    if (n.has(kLegacyAxisAttr)) {  // (opsets < 7: B aligned once A's rank is known)
+      for (Node& m : align_legacy_broadcast(g, std::move(n))) step(m);
       return;
     }
     infer_node(g, n);
