@@ -5,6 +5,7 @@
 #include <cstring>
 #include <limits>
 
+#include "graph/function_ops.h"
 #include "graph/integer_ops.h"
 #include "graph/post_ops.h"
 #include "graph/qlinear.h"
@@ -362,7 +363,7 @@ std::optional<Tensor> constant_value(const Node& n) {
 
 void canonicalize_into(Graph& g, Node n, std::vector<Node>& out) {
   if (fold_constant_node(g, n) || expand_qlinear(g, n, out) || expand_integer_op(g, n, out) ||
-      expand_recurrent(g, n, out))
+      expand_recurrent(g, n, out) || expand_function_op(g, n, out))
     return;
   canonicalize_node(g, n);
   if (n.op == "BatchNormalization" && per_activation_stats(g, n))
@@ -383,8 +384,9 @@ std::vector<Node> align_legacy_broadcast(Graph& g, Node n) {
   }
   const Shape sa = g.value(a).shape, sb = g.value(b).shape;
   const int64_t ra = int64_t(sa.size()), rb = int64_t(sb.size());
-  const int64_t axis = at < 0 ? at + ra : at, trailing = ra - axis - rb;
-  bool fits = axis >= 0 && trailing >= 0;
+  const int64_t axis = at < 0 ? at + ra : at;
+  bool fits = axis >= 0 && axis <= ra && rb <= ra - axis;  // (no overflow for any attribute)
+  const int64_t trailing = fits ? ra - axis - rb : 0;
   for (int64_t i = 0; fits && i < rb; ++i)
     fits = sb[size_t(i)] == 1 || sb[size_t(i)] == sa[size_t(axis + i)];
   if (!fits) {

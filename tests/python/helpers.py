@@ -36,3 +36,16 @@ def run_on_each_isa(data, feeds, tmp_path, threads=2):
                 continue  # this CPU lacks the ISA
             runs.append((max_isa, s.run(feeds), s.plan()))
     return runs
+
+
+def onnx_model(nodes, inputs, outputs, inits=(), opset=13):
+    """A serialized one-graph model of `nodes` (onnx.helper) at the default-domain `opset`."""
+    from onnx import helper
+    g = helper.make_graph(nodes, "m", inputs, outputs, initializer=list(inits))
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)]).SerializeToString()
+
+
+def value_info(name, shape, elem_type=1):
+    """A tensor's name, element type (float32 by default) and shape (None: unknown)."""
+    from onnx import helper
+    return helper.make_tensor_value_info(name, elem_type, shape)

@@ -9,18 +9,13 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 import kiln
-from helpers import rel_error, run_on_each_isa
+from helpers import onnx_model, rel_error, run_on_each_isa, value_info as vi
 
 F = TensorProto.FLOAT
 
 
 def model(nodes, inputs, outputs, inits=(), opset=6):
-    g = helper.make_graph(nodes, "m", inputs, outputs, initializer=list(inits))
-    return helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)]).SerializeToString()
-
-
-def vi(name, shape, t=F):
-    return helper.make_tensor_value_info(name, t, shape)
+    return onnx_model(nodes, inputs, outputs, inits, opset)
 
 
 def check(data, feeds, want, tol=1e-6, tmp_path=None):

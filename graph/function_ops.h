@@ -1,0 +1,22 @@
+// ONNX ops that ONNX itself defines as functions of other ops, expanded at import into those
+// ops (so they run on the kernels those have, folded at load where their inputs allow):
+//   Shrink                     Where(x < -lambd, x + bias, Where(x > lambd, x - bias, 0))
+//   MeanVarianceNormalization  (x - mean) / (sqrt(mean(x^2) - mean^2) + 1e-9) over `axes`
+//                              (ONNX's function body, term for term)
+//   EyeLike                    Cast(Equal(row + k, column)) over Range()s of x's dims (a
+//                              constant: shapes are known at load)
+//   Compress                   Gather(x, Squeeze(NonZero(condition)), axis) (x flattened
+//                              without an axis; the output's size follows the data)
+// and Scatter (opsets 9-10) is ScatterElements under its old name.
+#pragma once
+
+#include <vector>
+
+#include "graph/ir.h"
+
+namespace kiln {
+
+// Appends n's expansion to `out` when n is one of those ops; returns false otherwise.
+bool expand_function_op(Graph& g, Node& n, std::vector<Node>& out);
+
+}  // namespace kiln

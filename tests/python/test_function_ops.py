@@ -1,0 +1,104 @@
+"""Ops ONNX defines as functions, expanded at import (graph/function_ops.h), against numpy on every
+ISA path: Shrink (hard and soft), MeanVarianceNormalization (default and given axes), EyeLike
+(diagonal offsets, the input's type or the dtype attribute), Compress (constant and computed
+conditions, shorter than the axis, no axis), Scatter (opsets 9-10)."""
+import numpy as np
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+from helpers import onnx_model, rel_error, run_on_each_isa, value_info as vi
+
+F = TensorProto.FLOAT
+
+
+def model(nodes, inputs, outputs, inits=(), opset=13):
+    return onnx_model(nodes, inputs, outputs, inits, opset)
+
+
+def check(data, feeds, want, tmp_path, tol=1e-6, ref_free=True):
+    for max_isa, out, plan in run_on_each_isa(data, feeds, tmp_path):
+        for name, w in want.items():
+            assert out[name].shape == w.shape, (max_isa, name, out[name].shape)
+            assert out[name].dtype == w.dtype, (max_isa, name, out[name].dtype)
+            if w.size:
+                assert rel_error(out[name].astype(np.float64), w.astype(np.float64)) <= tol, \
+                    (max_isa, name)
+        if max_isa != "scalar" and ref_free:
+            kernels = [st["kernel"] for st in plan["steps"]]
+            assert not [k for k in kernels if k.startswith("ref_")], (max_isa, kernels)
+
+
+rng = np.random.default_rng(11)
+
+
+@pytest.mark.parametrize("lambd,bias", [(1.5, 0.0), (1.5, 1.5), (0.5, -0.25)])
+def test_shrink(lambd, bias, tmp_path):
+    x = (rng.standard_normal((2, 3, 7, 5)) * 2).astype(np.float32)
+    x.flat[:3] = [lambd, -lambd, 0]  # (the boundaries: not shrunk past, zero)
+    data = model([helper.make_node("Shrink", ["x"], ["y"], lambd=lambd, bias=bias)],
+                 [vi("x", x.shape)], [vi("y", None)])
+    want = np.where(x < -lambd, x + bias, np.where(x > lambd, x - bias, 0)).astype(np.float32)
+    check(data, {"x": x}, {"y": want}, tmp_path)
+
+
+@pytest.mark.parametrize("shape,axes", [((2, 3, 4, 5), None), ((3, 6, 10), [1]),
+                                        ((2, 5, 4, 3), [2, 3])])
+def test_mean_variance_normalization(shape, axes, tmp_path):
+    x = (rng.standard_normal(shape) * 3 + 1).astype(np.float32)
+    attrs = {} if axes is None else {"axes": axes}
+    data = model([helper.make_node("MeanVarianceNormalization", ["x"], ["y"], **attrs)],
+                 [vi("x", shape)], [vi("y", None)])
+    ax = tuple(axes or [0, 2, 3])
+    mean = x.astype(np.float64).mean(axis=ax, keepdims=True)
+    sd = np.sqrt((x.astype(np.float64) ** 2).mean(axis=ax, keepdims=True) - mean ** 2)
+    check(data, {"x": x}, {"y": ((x - mean) / (sd + 1e-9)).astype(np.float32)}, tmp_path,
+          tol=2e-5)
+
+
+@pytest.mark.parametrize("shape,k,dtype,itype", [((4, 5), 1, None, F), ((6, 3), -2, None,
+                                                  TensorProto.INT64), ((3, 3), 0, F,
+                                                  TensorProto.INT32)])
+def test_eye_like(shape, k, dtype, itype, tmp_path):
+    attrs = {"k": k} if dtype is None else {"k": k, "dtype": dtype}
+    otype = itype if dtype is None else dtype
+    data = model([helper.make_node("EyeLike", ["x"], ["y"], **attrs),
+                  helper.make_node("Identity", ["x"], ["x2"])],
+                 [vi("x", shape, itype)], [vi("y", None, otype), vi("x2", None, itype)])
+    np_type = {F: np.float32, TensorProto.INT64: np.int64, TensorProto.INT32: np.int32}
+    x = np.ones(shape, np_type[itype])
+    check(data, {"x": x}, {"y": np.eye(*shape, k=k, dtype=np_type[otype])}, tmp_path)
+
+
+@pytest.mark.parametrize("axis,cond,computed", [(0, [1, 0, 1], False), (1, [0, 1, 1, 0, 1], True),
+                                                (2, [1, 0], True), (None, [0, 1, 1, 0, 1, 1], True),
+                                                (-1, [0, 0, 0, 0], True)])
+def test_compress(axis, cond, computed, tmp_path):
+    x = rng.standard_normal((3, 5, 4)).astype(np.float32)
+    c = np.array(cond, bool)
+    attrs = {} if axis is None else {"axis": axis}
+    inputs, inits, feeds = [vi("x", x.shape)], [], {"x": x}
+    if computed:
+        inputs.append(vi("c", c.shape, TensorProto.BOOL))
+        feeds["c"] = c
+    else:
+        inits.append(numpy_helper.from_array(c, "c"))
+    data = model([helper.make_node("Compress", ["x", "c"], ["y"], **attrs)], inputs,
+                 [vi("y", None)], inits)
+    want = np.compress(c, x, axis=axis)
+    # (A computed condition: the selection and gather run after the planned part, as any
+    # output whose size the data decides.)
+    check(data, feeds, {"y": want}, tmp_path, ref_free=not computed)
+
+
+def test_scatter_old_name(tmp_path):
+    data_ = rng.standard_normal((3, 5)).astype(np.float32)
+    idx = np.array([[1, 3], [0, 4], [2, 2]], np.int64)
+    upd = rng.standard_normal((3, 2)).astype(np.float32)
+    data = model([helper.make_node("Scatter", ["d", "i", "u"], ["y"], axis=1)],
+                 [vi("d", data_.shape), vi("i", idx.shape, TensorProto.INT64),
+                  vi("u", upd.shape)], [vi("y", None)], opset=10)
+    want = data_.copy()
+    for r in range(3):
+        for j in range(2):
+            want[r, idx[r, j]] = upd[r, j]
+    check(data, {"d": data_, "i": idx, "u": upd}, {"y": want}, tmp_path, ref_free=False)
