@@ -104,6 +104,7 @@ class RecurrenceKernel final : public Kernel {
           std::copy_n(p.rb->data<float>() + (d * G + g) * H, H, rb_.begin() + (d * G + g) * hp_);
       }
     if (p.p) peep_.assign(p.p->data<float>(), p.p->data<float>() + p.p->numel());
+    p_.rt = p_.rb = p_.p = nullptr;  // (packed above; the caller's tensors may go)
   }
 
   const std::string& name() const override { return name_; }
