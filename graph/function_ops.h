@@ -7,6 +7,7 @@
 //                              constant: shapes are known at load)
 //   Compress                   Gather(x, Squeeze(NonZero(condition)), axis) (x flattened
 //                              without an axis; the output's size follows the data)
+//   ReverseSequence            GatherElements(x, t < len ? len - 1 - t : t) along time
 // and Scatter (opsets 9-10) is ScatterElements under its old name.
 #pragma once
 

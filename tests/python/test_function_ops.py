@@ -1,7 +1,8 @@
 """Ops ONNX defines as functions, expanded at import (graph/function_ops.h), against numpy on every
 ISA path: Shrink (hard and soft), MeanVarianceNormalization (default and given axes), EyeLike
 (diagonal offsets, the input's type or the dtype attribute), Compress (constant and computed
-conditions, shorter than the axis, no axis), Scatter (opsets 9-10)."""
+conditions, shorter than the axis, no axis), ReverseSequence (either axis order, constant and
+computed lengths), Scatter (opsets 9-10)."""
 import numpy as np
 import pytest
 from onnx import TensorProto, helper, numpy_helper
@@ -102,3 +103,26 @@ def test_scatter_old_name(tmp_path):
         for j in range(2):
             want[r, idx[r, j]] = upd[r, j]
     check(data, {"d": data_, "i": idx, "u": upd}, {"y": want}, tmp_path, ref_free=False)
+
+
+@pytest.mark.parametrize("shape,time_axis,lens,computed", [
+    ((5, 3, 4), 0, [5, 2, 0], False), ((3, 6, 2, 2), 1, [6, 1, 4], True), ((4, 4), 1, [1, 2, 3, 4],
+                                                                           True)])
+def test_reverse_sequence(shape, time_axis, lens, computed, tmp_path):
+    x = rng.standard_normal(shape).astype(np.float32)
+    seq = np.array(lens, np.int64)
+    inputs, inits, feeds = [vi("x", shape)], [], {"x": x}
+    if computed:
+        inputs.append(vi("l", seq.shape, TensorProto.INT64))
+        feeds["l"] = seq
+    else:
+        inits.append(numpy_helper.from_array(seq, "l"))
+    data = model([helper.make_node("ReverseSequence", ["x", "l"], ["y"], time_axis=time_axis,
+                                   batch_axis=1 - time_axis)], inputs, [vi("y", None)], inits)
+    want = x.copy()
+    for b, n in enumerate(lens):
+        if time_axis == 0:
+            want[:n, b] = x[:n, b][::-1]
+        else:
+            want[b, :n] = x[b, :n][::-1]
+    check(data, feeds, {"y": want}, tmp_path)
