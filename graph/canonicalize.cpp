@@ -1,5 +1,7 @@
 #include "graph/canonicalize.h"
 
+#include <onnx/onnx_pb.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -172,15 +174,13 @@ void canonical_resize(Graph& g, Node& n, int64_t opset) {
   def("keep_aspect_ratio_policy", attr_s("stretch"));
 }
 
-// The ONNX type a Cast of opsets < 6 names in its `to` string.
+// The ONNX type a Cast of opsets < 6 names in its `to` string (protobuf's enum names).
 int64_t legacy_cast_type(const Node& n) {
-  static const char* const kNames[] = {"UNDEFINED", "FLOAT",  "UINT8",  "INT8",   "UINT16",
-                                       "INT16",     "INT32",  "INT64",  "STRING", "BOOL",
-                                       "FLOAT16",   "DOUBLE", "UINT32", "UINT64"};
   const std::string to = n.attr_s("to", "");
-  for (size_t i = 1; i < std::size(kNames); ++i)
-    if (to == kNames[i]) return int64_t(i);
-  n.fail(Code::invalid_model, "to '" + to + "' names no ONNX type");
+  onnx::TensorProto_DataType t;
+  if (!onnx::TensorProto_DataType_Parse(to, &t))
+    n.fail(Code::invalid_model, "to '" + to + "' names no ONNX type");
+  return int64_t(t);
 }
 
 // Opsets 1-6 (the ONNX model zoo's Caffe2-era files): their attribute forms as opset 7's.

@@ -81,7 +81,7 @@ class RecurrenceKernel final : public Kernel {
  public:
   RecurrenceKernel(const RecurrenceProblem& p, Isa isa, std::string name,
                    std::vector<std::vector<std::unique_ptr<Kernel>>> acts)
-      : p_(p), s_(p.spec), isa_(isa), name_(std::move(name)), acts_(std::move(acts)) {
+      : p_(p), isa_(isa), name_(std::move(name)), acts_(std::move(acts)) {
     const int64_t H = s_.hidden, G = s_.gates, D = s_.directions;
     const int64_t block = 2 * simd_width(isa);
     hp_ = (H + block - 1) / block * block;
@@ -268,7 +268,7 @@ class RecurrenceKernel final : public Kernel {
   }
 
   RecurrenceProblem p_;
-  RecurrenceSpec s_;
+  const RecurrenceSpec& s_ = p_.spec;
   Isa isa_;
   std::string name_;
   std::vector<std::vector<std::unique_ptr<Kernel>>> acts_;  // [direction][f, g, h]
