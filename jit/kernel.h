@@ -50,6 +50,13 @@ class Kernel {
   float* scratch_floats(const KernelArgs& args) const;
 };
 
+// What a kernel factory returns when it declines a problem: no kernel, and the reason in
+// *why_not when the caller asked for one (the planner logs it; tests assert on it).
+inline std::unique_ptr<Kernel> decline(std::string* why_not, const std::string& why) {
+  if (why_not) *why_not = why;
+  return nullptr;
+}
+
 // Scratch for callers that run kernels outside the executor (tests, benches, the profiler):
 // `slices` 64-byte aligned slices of `bytes` each, one per concurrent caller.
 class ScratchBuffer {

@@ -258,20 +258,17 @@ std::unique_ptr<Kernel> create_conv_kernel(const ConvProblem& p, const ConvImpl&
                                            const Tensor& weights, const Tensor* bias,
                                            std::string* why_not) {
   std::string why;
-  auto no = [&](const std::string& w) -> std::unique_ptr<Kernel> {
-    if (why_not) *why_not = w;
-    return nullptr;
-  };
   const int64_t g = p.groups > 0 ? p.groups : 1;
   if (weights.dtype() != DType::f32 || weights.shape() != Shape{p.oc, p.ic / g, p.kh, p.kw})
-    return no("weights are not f32 " + shape_str({p.oc, p.ic / g, p.kh, p.kw}));
-  if (p.bias != (bias != nullptr)) return no("bias presence does not match the problem");
+    return decline(why_not, "weights are not f32 " + shape_str({p.oc, p.ic / g, p.kh, p.kw}));
+  if (p.bias != (bias != nullptr))
+    return decline(why_not, "bias presence does not match the problem");
   if (bias && (bias->dtype() != DType::f32 || bias->shape() != Shape{p.oc}))
-    return no("bias is not f32 [" + std::to_string(p.oc) + "]");
+    return decline(why_not, "bias is not f32 [" + std::to_string(p.oc) + "]");
   const int f = int(impl.family);
-  if (f < 0 || f >= kNumConvFamilies) return no("unknown conv family");
+  if (f < 0 || f >= kNumConvFamilies) return decline(why_not, "unknown conv family");
   auto k = by_id()[size_t(f)]->create(p, impl, isa, weights, bias, code_key(p, impl, isa), &why);
-  return k ? std::move(k) : no(why);
+  return k ? std::move(k) : decline(why_not, why);
 }
 
 }  // namespace kiln

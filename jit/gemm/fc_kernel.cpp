@@ -197,21 +197,19 @@ std::unique_ptr<Kernel> create_fc_kernel(const FcProblem& p, Isa isa, const Tens
                                          bool w_transposed, float alpha, const Tensor* bias,
                                          std::string* why_not, bool bf16,
                                          std::shared_ptr<const ConvInt8> int8) {
-  auto no = [&](const std::string& why) -> std::unique_ptr<Kernel> {
-    if (why_not) *why_not = why;
-    return nullptr;
-  };
   const Shape ws = w_transposed ? Shape{p.n, p.k} : Shape{p.k, p.n};
   if (w.dtype() != DType::f32 || w.shape() != ws)
-    return no("weights are not f32 " + shape_str(ws) + (w_transposed ? " (transposed)" : ""));
-  if (p.bias != (bias != nullptr)) return no("bias presence does not match the problem");
+    return decline(why_not,
+                   "weights are not f32 " + shape_str(ws) + (w_transposed ? " (transposed)" : ""));
+  if (p.bias != (bias != nullptr))
+    return decline(why_not, "bias presence does not match the problem");
   if (bias && (bias->dtype() != DType::f32 || bias->numel() != p.n))
-    return no("bias is not f32 [" + std::to_string(p.n) + "]");
+    return decline(why_not, "bias is not f32 [" + std::to_string(p.n) + "]");
   fcjit::FcImpl impl;
   impl.bf16 = bf16;
   impl.int8 = std::move(int8);
   auto c = fcjit::init_fc_conf(p, isa, impl);
-  if (!c) return no(c.reason);
+  if (!c) return decline(why_not, c.reason);
   return fcjit::make_fc_kernel(*c.conf, w, w_transposed, alpha, bias);
 }
 

@@ -155,12 +155,8 @@ class ArgReduceKernel final : public Kernel {
 
 std::unique_ptr<Kernel> create_arg_reduce_kernel(const ArgReduceProblem& p, Isa isa,
                                                  std::string* why_not) {
-  auto no = [&](const std::string& r) -> std::unique_ptr<Kernel> {
-    if (why_not) *why_not = r;
-    return nullptr;
-  };
-  if (isa != Isa::avx2 && isa != Isa::avx512) return no("needs AVX2 or AVX-512");
-  if (p.outer < 0 || p.n < 1 || p.inner < 1) return no("an empty reduced dim");
+  if (isa != Isa::avx2 && isa != Isa::avx512) return decline(why_not, "needs AVX2 or AVX-512");
+  if (p.outer < 0 || p.n < 1 || p.inner < 1) return decline(why_not, "an empty reduced dim");
   const std::string op = p.hardmax ? "hardmax" : p.max ? "argmax" : "argmin";
   return std::make_unique<ArgReduceKernel>(p, isa,
                                            op + (p.last ? "_last" : "") + "_f32__" + isa_name(isa));

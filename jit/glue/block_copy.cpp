@@ -75,21 +75,18 @@ class BlockCopyKernel final : public Kernel {
 
 std::unique_ptr<Kernel> create_block_copy_kernel(const BlockCopyProblem& p, const std::string& op,
                                                  std::string* why_not) {
-  auto no = [&](const std::string& r) -> std::unique_ptr<Kernel> {
-    if (why_not) *why_not = r;
-    return nullptr;
-  };
-  if (p.outer < 1 || p.segments.empty()) return no("nothing to copy");
+  if (p.outer < 1 || p.segments.empty()) return decline(why_not, "nothing to copy");
   for (const BlockCopyProblem::Segment& g : p.segments) {
     if (g.input < 0 || size_t(g.input) >= p.src_outer.size() || g.len < 1 || g.stride == 0 ||
         g.dst_off < 0 || g.dst_off + g.len > p.dst_outer)
-      return no("a segment outside its tensors");
+      return decline(why_not, "a segment outside its tensors");
     // The run's first and last source element (|stride| < src_outer when len > 1).
     const int64_t n = p.src_outer[size_t(g.input)];
-    if (g.len > 1 && (g.stride >= n || g.stride <= -n)) return no("a segment outside its tensors");
+    if (g.len > 1 && (g.stride >= n || g.stride <= -n))
+      return decline(why_not, "a segment outside its tensors");
     const int64_t last = g.src_off + (g.len - 1) * g.stride;
     if (std::min(g.src_off, last) < 0 || std::max(g.src_off, last) >= n)
-      return no("a segment outside its tensors");
+      return decline(why_not, "a segment outside its tensors");
   }
   return std::make_unique<BlockCopyKernel>(p, op + "_f32_blocks");
 }

@@ -145,41 +145,41 @@ int build_row_affine(AsmBuilder& b, int64_t row, int64_t sstride, int64_t dstrid
 std::unique_ptr<Kernel> create_concat_kernel(const Shape& out, const std::vector<int64_t>& channels,
                                              Layout l, Isa isa, std::string* why_not,
                                              const ConcatAffine* affine) {
-  auto no = [&](const std::string& r) -> std::unique_ptr<Kernel> {
-    if (why_not) *why_not = r;
-    return nullptr;
-  };
-  if (isa != Isa::avx2 && isa != Isa::avx512) return no("needs avx2 or avx512");
-  if (out.size() != 4) return no("needs a 4-D output shape");
-  if (channels.empty()) return no("no inputs");
+  if (isa != Isa::avx2 && isa != Isa::avx512) return decline(why_not, "needs avx2 or avx512");
+  if (out.size() != 4) return decline(why_not, "needs a 4-D output shape");
+  if (channels.empty()) return decline(why_not, "no inputs");
   int64_t total = 0;
   for (int64_t c : channels) {
-    if (c < 0) return no("negative channel count");
+    if (c < 0) return decline(why_not, "negative channel count");
     total += c;
   }
   if (total != out[1])
-    return no("input channels add up to " + std::to_string(total) + ", output has " +
-              std::to_string(out[1]));
+    return decline(why_not, "input channels add up to " + std::to_string(total) + ", output has " +
+                                std::to_string(out[1]));
   for (int64_t d : out)
-    if (d <= 0) return no("empty output " + shape_str(out));
+    if (d <= 0) return decline(why_not, "empty output " + shape_str(out));
   const int B = layout_block(l);
   if (B > 1)
     for (size_t i = 0; i + 1 < channels.size(); ++i)
       if (channels[i] % B != 0)
-        return no("input " + std::to_string(i) + " has " + std::to_string(channels[i]) +
-                  " channels, not a multiple of the " + std::to_string(B) + "-channel block");
+        return decline(why_not, "input " + std::to_string(i) + " has " +
+                                    std::to_string(channels[i]) +
+                                    " channels, not a multiple of the " + std::to_string(B) +
+                                    "-channel block");
   const int64_t N = out[0], HW = out[2] * out[3];
   Shape one = out;
   one[0] = 1;
-  if (layout_elems(l, one) * 4 > INT32_MAX) return no("tensor too large");
+  if (layout_elems(l, one) * 4 > INT32_MAX) return decline(why_not, "tensor too large");
   std::string kind = "concat";
   if (affine) {
-    if (l == Layout::nchw) return no("the fused affine map runs in nhwc and blocked layouts");
+    if (l == Layout::nchw)
+      return decline(why_not, "the fused affine map runs in nhwc and blocked layouts");
     if (int64_t(affine->scale.size()) != total || affine->shift.size() != affine->scale.size())
-      return no("affine map needs " + std::to_string(total) + " scales and shifts");
+      return decline(why_not, "affine map needs " + std::to_string(total) + " scales and shifts");
     for (const PostOp& op : affine->post)
       if (op.kind == PostOp::Kind::add || op.kind == PostOp::Kind::scale_shift)
-        return no(std::string("post-op ") + post_op_name(op.kind) + " needs an operand");
+        return decline(why_not,
+                       std::string("post-op ") + post_op_name(op.kind) + " needs an operand");
     kind += affine->post.empty() ? "_affine" : "_affine_" + post_ops_str(affine->post);
   }
 

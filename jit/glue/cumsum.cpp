@@ -154,12 +154,8 @@ class CumSumKernel final : public Kernel {
 
 std::unique_ptr<Kernel> create_cumsum_kernel(const CumSumProblem& p, Isa isa,
                                              std::string* why_not) {
-  auto no = [&](const std::string& r) -> std::unique_ptr<Kernel> {
-    if (why_not) *why_not = r;
-    return nullptr;
-  };
-  if (isa != Isa::avx2 && isa != Isa::avx512) return no("needs AVX2 or AVX-512");
-  if (p.outer < 1 || p.n < 1 || p.inner < 1) return no("an empty tensor");
+  if (isa != Isa::avx2 && isa != Isa::avx512) return decline(why_not, "needs AVX2 or AVX-512");
+  if (p.outer < 1 || p.n < 1 || p.inner < 1) return decline(why_not, "an empty tensor");
   return std::make_unique<CumSumKernel>(p, isa,
                                         std::string("cumsum") + (p.exclusive ? "_excl" : "") +
                                             (p.reverse ? "_rev" : "") +

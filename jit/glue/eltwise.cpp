@@ -148,21 +148,19 @@ class EltwiseKernel : public glue::GlueKernel {
 
 std::unique_ptr<Kernel> create_eltwise_kernel(int64_t elems, const std::vector<PostOp>& ops,
                                               Isa isa, std::string* why_not) {
-  auto no = [&](const std::string& r) -> std::unique_ptr<Kernel> {
-    if (why_not) *why_not = r;
-    return nullptr;
-  };
-  if (isa != Isa::avx2 && isa != Isa::avx512) return no("needs avx2 or avx512");
-  if (elems <= 0) return no("empty tensor");
+  if (isa != Isa::avx2 && isa != Isa::avx512) return decline(why_not, "needs avx2 or avx512");
+  if (elems <= 0) return decline(why_not, "empty tensor");
   // The residual of the i-th add: its node input when set (>= 1), else src[1 + i].
   std::vector<int> res;
   for (const auto& op : ops) {
     if (op.kind == K::scale_shift)
-      return no("scale_shift needs per-channel operands: not a standalone elementwise op");
+      return decline(why_not,
+                     "scale_shift needs per-channel operands: not a standalone elementwise op");
     if (op.kind == K::add) res.push_back(op.input >= 1 ? op.input : 1 + int(res.size()));
   }
   if (res.size() > size_t(kMaxAdds))
-    return no("more than " + std::to_string(kMaxAdds) + " residual adds in one chain");
+    return decline(why_not,
+                   "more than " + std::to_string(kMaxAdds) + " residual adds in one chain");
   const std::string chain = ops.empty() ? "identity" : post_ops_str(ops);
   const std::string name = "eltwise_" + chain + "_f32__" + isa_name(isa);
   return std::make_unique<EltwiseKernel>(elems, std::move(res), isa, name, ops);

@@ -98,20 +98,16 @@ class GatherKernel final : public Kernel {
 }  // namespace
 
 std::unique_ptr<Kernel> create_gather_kernel(const GatherProblem& p, std::string* why_not) {
-  auto no = [&](const std::string& r) -> std::unique_ptr<Kernel> {
-    if (why_not) *why_not = r;
-    return nullptr;
-  };
-  if (p.esize != 4 && p.esize != 8) return no("elements of 4 or 8 bytes");
+  if (p.esize != 4 && p.esize != 8) return decline(why_not, "elements of 4 or 8 bytes");
   if (p.elements) {
     const size_t r = p.index.size();
     if (r == 0 || p.data.size() != r || p.axis < 0 || p.axis >= int64_t(r))
-      return no("indices and data of one rank, the axis inside it");
+      return decline(why_not, "indices and data of one rank, the axis inside it");
     for (size_t d = 0; d < r; ++d)
       if (p.index[d] < 1 || p.data[d] < 1 || (int64_t(d) != p.axis && p.index[d] > p.data[d]))
-        return no("empty tensors or indices larger than data");
+        return decline(why_not, "empty tensors or indices larger than data");
   } else if (p.outer < 1 || p.dim < 1 || p.inner < 1 || p.n < 1) {
-    return no("empty tensors");
+    return decline(why_not, "empty tensors");
   }
   return std::make_unique<GatherKernel>(
       p, std::string(p.elements ? "gather_elements" : "gather_rows") +

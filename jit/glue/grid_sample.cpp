@@ -156,23 +156,20 @@ class GridSampleKernel : public glue::GlueKernel {
 std::unique_ptr<Kernel> create_grid_sample_kernel(const Shape& x, const Shape& grid,
                                                   const GridSampleSpec& s, Layout l, Isa isa,
                                                   std::string* why_not) {
-  auto no = [&](const std::string& r) -> std::unique_ptr<Kernel> {
-    if (why_not) *why_not = r;
-    return nullptr;
-  };
-  if (isa != Isa::avx2 && isa != Isa::avx512) return no("needs avx2 or avx512");
+  if (isa != Isa::avx2 && isa != Isa::avx512) return decline(why_not, "needs avx2 or avx512");
   if (x.size() != 4 || grid.size() != 4 || grid[0] != x[0] || grid[3] != 2)
-    return no("not [N, C, H, W] sampled at [N, Ho, Wo, 2]");
-  if (shape_numel(x) == 0 || shape_numel(grid) == 0) return no("empty tensor");
+    return decline(why_not, "not [N, C, H, W] sampled at [N, Ho, Wo, 2]");
+  if (shape_numel(x) == 0 || shape_numel(grid) == 0) return decline(why_not, "empty tensor");
   if (l != Layout::nhwc && l != blocked_layout(isa))
-    return no(std::string("layout ") + layout_name(l) + " (nhwc or the ISA's blocked layout)");
+    return decline(why_not,
+                   std::string("layout ") + layout_name(l) + " (nhwc or the ISA's blocked layout)");
   const int64_t V = simd_width(isa), vecs = (x[1] + V - 1) / V;
   // Vector displacements are 32-bit: the image's channel vectors must be within 2 GiB.
   if (vecs * V * x[2] * x[3] * 4 > (int64_t(1) << 31) ||
       vecs * V * grid[1] * grid[2] * 4 > (int64_t(1) << 31))
-    return no("image too large");
+    return decline(why_not, "image too large");
   // The code unrolls every channel vector's taps (hostile channel counts must not make huge code).
-  if (vecs * s.taps() > 16384) return no("too many channels to unroll");
+  if (vecs * s.taps() > 16384) return decline(why_not, "too many channels to unroll");
   return std::make_unique<GridSampleKernel>(x, grid, s, l, isa);
 }
 

@@ -364,18 +364,15 @@ namespace {
 std::unique_ptr<Kernel> create_row_kernel(LnConf conf, int64_t outer, int64_t inner, Layout l,
                                           const float* gamma, const float* beta, Isa isa,
                                           const std::string& op, std::string* why_not) {
-  auto no = [&](const std::string& r) -> std::unique_ptr<Kernel> {
-    if (why_not) *why_not = r;
-    return nullptr;
-  };
   const int64_t c = conf.c;
-  if (isa != Isa::avx2 && isa != Isa::avx512) return no("needs avx2 or avx512");
-  if (outer <= 0 || c <= 0 || inner <= 0) return no("empty tensor");
+  if (isa != Isa::avx2 && isa != Isa::avx512) return decline(why_not, "needs avx2 or avx512");
+  if (outer <= 0 || c <= 0 || inner <= 0) return decline(why_not, "empty tensor");
   const int V = simd_width(isa), B = layout_block(l);
-  if (B > 1 && B != V) return no("blocked layout of another ISA");
+  if (B > 1 && B != V) return decline(why_not, "blocked layout of another ISA");
   if (l == Layout::nchw && inner != 1)
-    return no("nchw with pixels: the reduced channels are strided");
-  if (c > (int64_t(1) << 24) || outer * c * inner > (int64_t(1) << 40)) return no("rows too large");
+    return decline(why_not, "nchw with pixels: the reduced channels are strided");
+  if (c > (int64_t(1) << 24) || outer * c * inner > (int64_t(1) << 40))
+    return decline(why_not, "rows too large");
   conf.vecs = (c + V - 1) / V;
   int64_t images = 1, rows = outer * inner, image_stride = 0;
   if (B > 1) {
@@ -389,7 +386,8 @@ std::unique_ptr<Kernel> create_row_kernel(LnConf conf, int64_t outer, int64_t in
     conf.vec_stride = V * 4;
     conf.row_stride = c * 4;
   }
-  if (conf.vec_stride * conf.vecs > (int64_t(1) << 31)) return no("row spans over 2 GiB");
+  if (conf.vec_stride * conf.vecs > (int64_t(1) << 31))
+    return decline(why_not, "row spans over 2 GiB");
   const std::string name =
       op + "_f32_" + (l == Layout::nchw ? "rows" : layout_name(l)) + "__" + isa_name(isa);
   return std::make_unique<LayerNormKernel>(conf, images, rows, image_stride, gamma, beta, isa,
@@ -414,13 +412,9 @@ std::unique_ptr<Kernel> create_layernorm_kernel(int64_t outer, int64_t c, int64_
 std::unique_ptr<Kernel> create_groupnorm_kernel(int64_t n, int64_t c, int64_t groups,
                                                 int64_t pixels, float eps, const float* gamma,
                                                 const float* beta, Isa isa, std::string* why_not) {
-  auto no = [&](const std::string& r) -> std::unique_ptr<Kernel> {
-    if (why_not) *why_not = r;
-    return nullptr;
-  };
-  if (isa != Isa::avx2 && isa != Isa::avx512) return no("needs avx2 or avx512");
+  if (isa != Isa::avx2 && isa != Isa::avx512) return decline(why_not, "needs avx2 or avx512");
   if (n <= 0 || c <= 0 || pixels <= 0 || groups <= 0 || c % groups)
-    return no("empty tensor or bad groups");
+    return decline(why_not, "empty tensor or bad groups");
   LnConf conf;
   conf.c = c / groups * pixels;
   conf.eps = eps;
@@ -428,7 +422,7 @@ std::unique_ptr<Kernel> create_groupnorm_kernel(int64_t n, int64_t c, int64_t gr
   conf.seg = pixels;
   const int V = simd_width(isa);
   if (conf.c > (int64_t(1) << 28) || n * c * pixels > (int64_t(1) << 40))
-    return no("rows too large");
+    return decline(why_not, "rows too large");
   conf.vecs = (conf.c + V - 1) / V;
   conf.vec_stride = V * 4;
   conf.row_stride = conf.c * 4;

@@ -228,36 +228,37 @@ class LrnKernel : public glue::GlueKernel {
 
 std::unique_ptr<Kernel> create_lrn_kernel(const LrnProblem& p, Layout l, Isa isa,
                                           std::string* why_not) {
-  auto no = [&](const std::string& r) -> std::unique_ptr<Kernel> {
-    if (why_not) *why_not = r;
-    return nullptr;
-  };
-  if (isa != Isa::avx2 && isa != Isa::avx512) return no("needs avx2 or avx512");
-  if (p.n <= 0 || p.c <= 0 || p.pixels <= 0) return no("empty tensor");
-  if (p.size < 1 || p.lo < 0 || p.lo >= p.size) return no("size < 1 or lo outside [0, size)");
+  if (isa != Isa::avx2 && isa != Isa::avx512) return decline(why_not, "needs avx2 or avx512");
+  if (p.n <= 0 || p.c <= 0 || p.pixels <= 0) return decline(why_not, "empty tensor");
+  if (p.size < 1 || p.lo < 0 || p.lo >= p.size)
+    return decline(why_not, "size < 1 or lo outside [0, size)");
   const int64_t lo = p.lo, hi = p.size - 1 - lo;
   int64_t chunk = 0;
   if (l == Layout::nchw) {
     // The window's planes must be reachable by 32-bit displacements.
     if ((std::min(hi, p.c) + 1) * p.pixels * 4 > (int64_t(1) << 31) ||
         std::min(lo, p.c) * p.pixels * 4 > (int64_t(1) << 31))
-      return no("channel planes too large");
+      return decline(why_not, "channel planes too large");
     // The code unrolls each run's window: about min(size, C)^2 loads (a window wider than a few
     // hundred channels would make megabytes of code; no real model comes near).
     const int64_t w = std::min(p.size, p.c);
     if (w * w > kMaxUnrolled)
-      return no("window too wide to unroll (> " + std::to_string(kMaxUnrolled) + " loads)");
+      return decline(why_not,
+                     "window too wide to unroll (> " + std::to_string(kMaxUnrolled) + " loads)");
     chunk = std::min<int64_t>(p.pixels, 1024);  // size planes x 4 KiB stay in L1
   } else if (l == Layout::nhwc || l == Layout::nChw16c) {
-    if (isa != Isa::avx512) return no("nhwc / blocked need AVX-512 (lane shifts across a vector)");
-    if (!lrn_lanes_reach(p)) return no("window reaches past the next vector of channels (> 16)");
+    if (isa != Isa::avx512)
+      return decline(why_not, "nhwc / blocked need AVX-512 (lane shifts across a vector)");
+    if (!lrn_lanes_reach(p))
+      return decline(why_not, "window reaches past the next vector of channels (> 16)");
     const int64_t nv = (p.c + 15) / 16;
-    if (nv * (lo + hi + 1) > kMaxUnrolled) return no("too many channels to unroll");
+    if (nv * (lo + hi + 1) > kMaxUnrolled) return decline(why_not, "too many channels to unroll");
     if ((l == Layout::nhwc ? p.c * 4 : nv * p.pixels * 64) > (int64_t(1) << 30))
-      return no("image too large");
+      return decline(why_not, "image too large");
     chunk = std::min<int64_t>(p.pixels, l == Layout::nhwc ? 256 : 128);
   } else {
-    return no(std::string("layout ") + layout_name(l) + " (nchw, nhwc, nChw16c only)");
+    return decline(why_not,
+                   std::string("layout ") + layout_name(l) + " (nchw, nhwc, nChw16c only)");
   }
   return std::make_unique<LrnKernel>(p, l, isa, chunk);
 }

@@ -146,18 +146,14 @@ class MatMulKernel : public glue::GlueKernel {
 
 std::unique_ptr<Kernel> create_matmul_kernel(const Shape& a, const Shape& b, Isa isa,
                                              std::string* why_not) {
-  auto no = [&](const std::string& r) -> std::unique_ptr<Kernel> {
-    if (why_not) *why_not = r;
-    return nullptr;
-  };
-  if (isa != Isa::avx2 && isa != Isa::avx512) return no("needs avx2 or avx512");
-  if (a.size() < 2 || b.size() < 2) return no("a 1-D operand");
+  if (isa != Isa::avx2 && isa != Isa::avx512) return decline(why_not, "needs avx2 or avx512");
+  if (a.size() < 2 || b.size() < 2) return decline(why_not, "a 1-D operand");
   const int64_t m = a[a.size() - 2], k = a.back(), n = b.back();
-  if (b[b.size() - 2] != k) return no("inner dims differ");
-  if (m < 1 || k < 1 || n < 1) return no("empty operand");
+  if (b[b.size() - 2] != k) return decline(why_not, "inner dims differ");
+  if (m < 1 || k < 1 || n < 1) return decline(why_not, "empty operand");
   // Displacements (row i of A: i * K floats; row i of C: i * N) are 32-bit immediates, and a
   // batch's operands are addressed from 64-bit pointers.
-  if (k > (int64_t(1) << 24) || n > (int64_t(1) << 24)) return no("K or N over 2^24");
+  if (k > (int64_t(1) << 24) || n > (int64_t(1) << 24)) return decline(why_not, "K or N over 2^24");
   // Batch dims, right-aligned; each operand's stride is 0 where it broadcasts.
   const size_t r = std::max(a.size(), b.size()) - 2;
   std::vector<int64_t> out(r, 1), sa(r, 0), sb(r, 0);
@@ -165,7 +161,7 @@ std::unique_ptr<Kernel> create_matmul_kernel(const Shape& a, const Shape& b, Isa
   for (size_t i = r; i-- > 0;) {
     const int64_t da = i + a.size() >= r + 2 ? a[i + a.size() - 2 - r] : 1;
     const int64_t db = i + b.size() >= r + 2 ? b[i + b.size() - 2 - r] : 1;
-    if (da != db && da != 1 && db != 1) return no("batch dims do not broadcast");
+    if (da != db && da != 1 && db != 1) return decline(why_not, "batch dims do not broadcast");
     out[i] = std::max(da, db);
     sa[i] = da == 1 ? 0 : stride_a;
     sb[i] = db == 1 ? 0 : stride_b;
@@ -174,7 +170,7 @@ std::unique_ptr<Kernel> create_matmul_kernel(const Shape& a, const Shape& b, Isa
   }
   int64_t batches = 1;
   for (int64_t d : out) batches *= d;
-  if (batches > (int64_t(1) << 24)) return no("over 2^24 batch entries");
+  if (batches > (int64_t(1) << 24)) return decline(why_not, "over 2^24 batch entries");
   std::vector<int64_t> a_off(size_t(batches), 0), b_off(size_t(batches), 0);
   for (int64_t e = 0; e < batches; ++e) {
     int64_t rem = e;

@@ -204,27 +204,26 @@ class PadKernel : public glue::GlueKernel {
 std::unique_ptr<Kernel> create_pad_kernel(const Shape& x, const std::vector<int64_t>& begin,
                                           const std::vector<int64_t>& end, float value, Layout l,
                                           Isa isa, std::string* why_not, const std::string& mode) {
-  auto no = [&](const std::string& r) -> std::unique_ptr<Kernel> {
-    if (why_not) *why_not = r;
-    return nullptr;
-  };
-  if (isa != Isa::avx2 && isa != Isa::avx512) return no("needs avx2 or avx512");
-  if (x.size() != 4 || begin.size() != 4 || end.size() != 4) return no("not a 4-D pad");
+  if (isa != Isa::avx2 && isa != Isa::avx512) return decline(why_not, "needs avx2 or avx512");
+  if (x.size() != 4 || begin.size() != 4 || end.size() != 4)
+    return decline(why_not, "not a 4-D pad");
   for (size_t d = 0; d < 4; ++d) {
-    if (x[d] <= 0) return no("empty tensor");
-    if (begin[d] < 0 || end[d] < 0) return no("negative pads");
+    if (x[d] <= 0) return decline(why_not, "empty tensor");
+    if (begin[d] < 0 || end[d] < 0) return decline(why_not, "negative pads");
   }
   const int V = simd_width(isa), B = layout_block(l);
-  if (B > 1 && B != V) return no("blocked layout of another ISA");
+  if (B > 1 && B != V) return decline(why_not, "blocked layout of another ISA");
   const bool channel_pads = begin[1] || end[1];
   const bool mirror = mode != "constant";
-  if (mirror && mode != "reflect" && mode != "edge" && mode != "wrap") return no("unknown mode");
+  if (mirror && mode != "reflect" && mode != "edge" && mode != "wrap")
+    return decline(why_not, "unknown mode");
   if (mirror && (begin[0] || end[0] || channel_pads))
-    return no("mode '" + mode + "' pads H and W only here");
-  if (mirror && begin[3] + end[3] > 256) return no("more than 256 pad pixels per row");
-  if (l != Layout::nchw && channel_pads) return no("channel pads run in nchw only");
+    return decline(why_not, "mode '" + mode + "' pads H and W only here");
+  if (mirror && begin[3] + end[3] > 256)
+    return decline(why_not, "more than 256 pad pixels per row");
+  if (l != Layout::nchw && channel_pads) return decline(why_not, "channel pads run in nchw only");
   if (B > 1 && value != 0.f && x[1] % B)
-    return no("a non-zero constant would fill the blocked pad lanes");
+    return decline(why_not, "a non-zero constant would fill the blocked pad lanes");
   const int64_t ho = x[2] + begin[2] + end[2], wo = x[3] + begin[3] + end[3];
   PadGeom g;
   g.n_begin = begin[0];
@@ -258,7 +257,7 @@ std::unique_ptr<Kernel> create_pad_kernel(const Shape& x, const std::vector<int6
   g.row_in = x[3] * unit;
   if (g.n_out * g.planes_in_image * ho * g.row_out > (int64_t(1) << 34) ||
       g.row_out > (int64_t(1) << 24))
-    return no("tensor too large");
+    return decline(why_not, "tensor too large");
   const std::string name = std::string("pad_") + (mirror ? mode + "_" : "") + "f32_" +
                            layout_name(l) + "__" + isa_name(isa);
   return std::make_unique<PadKernel>(g, value, isa, name);

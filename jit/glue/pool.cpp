@@ -491,30 +491,31 @@ std::vector<Slot> block_slots(int B, int V, int64_t real, int esize) {
 
 std::unique_ptr<Kernel> create_pool_kernel(const PoolProblem& p, Layout l, Isa isa,
                                            std::string* why_not) {
-  auto no = [&](const std::string& r) -> std::unique_ptr<Kernel> {
-    if (why_not) *why_not = r;
-    return nullptr;
-  };
-  if (isa != Isa::avx2 && isa != Isa::avx512) return no("needs avx2 or avx512");
+  if (isa != Isa::avx2 && isa != Isa::avx512) return decline(why_not, "needs avx2 or avx512");
   if (l == Layout::nchw)
-    return no("nchw pooling would reduce along vector lanes; use nhwc or a blocked layout");
-  if (p.src.size() != 4 || p.dst.size() != 4) return no("needs 4-D shapes");
+    return decline(why_not,
+                   "nchw pooling would reduce along vector lanes; use nhwc or a blocked layout");
+  if (p.src.size() != 4 || p.dst.size() != 4) return decline(why_not, "needs 4-D shapes");
   for (int64_t d : p.src)
-    if (d <= 0) return no("empty input " + shape_str(p.src));
+    if (d <= 0) return decline(why_not, "empty input " + shape_str(p.src));
   for (int64_t d : p.dst)
-    if (d <= 0) return no("empty output " + shape_str(p.dst));
-  if (p.src[0] != p.dst[0] || p.src[1] != p.dst[1]) return no("batch/channels differ: " + p.str());
+    if (d <= 0) return decline(why_not, "empty output " + shape_str(p.dst));
+  if (p.src[0] != p.dst[0] || p.src[1] != p.dst[1])
+    return decline(why_not, "batch/channels differ: " + p.str());
   const Elem e = layout_bf16(l) ? Elem::bf16 : layout_u8(l) ? Elem::u8 : Elem::f32;
-  if (e != Elem::f32 && isa != Isa::avx512) return no("bf16 / u8 pooling needs avx512");
-  if (e == Elem::u8 && !p.max) return no("u8 pooling is max only (an average leaves the grid)");
+  if (e != Elem::f32 && isa != Isa::avx512)
+    return decline(why_not, "bf16 / u8 pooling needs avx512");
+  if (e == Elem::u8 && !p.max)
+    return decline(why_not, "u8 pooling is max only (an average leaves the grid)");
   if (e == Elem::bf16 && !p.max && !host_cpu().avx512_bf16)
-    return no("a bf16 average needs avx512_bf16 (vcvtneps2bf16)");
+    return decline(why_not, "a bf16 average needs avx512_bf16 (vcvtneps2bf16)");
   const int64_t N = p.src[0], C = p.src[1], H = p.src[2], W = p.src[3];
   const int64_t OH = p.dst[2], OW = p.dst[3];
-  if (p.global && (OH != 1 || OW != 1)) return no("global pooling needs a 1x1 output");
+  if (p.global && (OH != 1 || OW != 1))
+    return decline(why_not, "global pooling needs a 1x1 output");
   if (!p.global && (p.kh < 1 || p.kw < 1 || p.sh < 1 || p.sw < 1 || p.dh < 1 || p.dw < 1 ||
                     p.pt < 0 || p.pl < 0 || p.pb < 0 || p.pr < 0))
-    return no("bad window attributes: " + p.str());
+    return decline(why_not, "bad window attributes: " + p.str());
   const int B = layout_block(l), esize = layout_esize(l);
   const int64_t pix = (B == 1 ? C : B) * esize;  // bytes per pixel
   // Every displacement the code computes lies within the window's reach of the input
@@ -535,7 +536,8 @@ std::unique_ptr<Kernel> create_pool_kernel(const PoolProblem& p, Layout l, Isa i
       (p.global || (within({{p.kh, p.dh, W, pix}, {p.dh, W, pix}}) &&
                     within({{OW, p.sw, pix}, {p.kw, p.dw, pix}, {p.pl, pix}}) &&
                     within({{OH, p.sh, W, pix}, {p.kh, p.dh, W, pix}, {p.pt, W, pix}})));
-  if (!fits) return no("tensor or window too large for 32-bit displacements: " + p.str());
+  if (!fits)
+    return decline(why_not, "tensor or window too large for 32-bit displacements: " + p.str());
 
   const std::string name = pool_name(p, l, isa);
   AsmBuilder b(name, isa);
@@ -591,7 +593,7 @@ std::unique_ptr<Kernel> create_pool_kernel(const PoolProblem& p, Layout l, Isa i
     auto [j0, j1] = valid_taps(ow * p.sw - p.pl, p.kw, p.dw, W);
     if (!(j0 == 0 && j1 == p.kw)) border_taps += j1 - j0 + 1;
   }
-  if (border_taps > 4096) return no("too many border columns to unroll: " + p.str());
+  if (border_taps > 4096) return decline(why_not, "too many border columns to unroll: " + p.str());
   WindowGen(b, p, e, plan, pix).build(W, OW);
   const bool partial = B > 1 && C % B != 0;
   if (partial) WindowGen(b, p, e, last_plan, pix).build(W, OW);

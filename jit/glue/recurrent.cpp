@@ -280,13 +280,10 @@ class RecurrenceKernel final : public Kernel {
 
 std::unique_ptr<Kernel> create_recurrence_kernel(const RecurrenceProblem& p, Isa isa,
                                                  std::string* why_not) {
-  auto no = [&](const std::string& r) -> std::unique_ptr<Kernel> {
-    if (why_not) *why_not = r;
-    return nullptr;
-  };
-  if (isa != Isa::avx2 && isa != Isa::avx512) return no("needs avx2 or avx512");
+  if (isa != Isa::avx2 && isa != Isa::avx512) return decline(why_not, "needs avx2 or avx512");
   const RecurrenceSpec& s = p.spec;
-  if (!p.rt || p.steps < 1 || p.batch < 1) return no("R is not constant, or no steps");
+  if (!p.rt || p.steps < 1 || p.batch < 1)
+    return decline(why_not, "R is not constant, or no steps");
   std::vector<std::vector<std::unique_ptr<Kernel>>> acts(size_t(s.directions));
   for (int d = 0; d < s.directions; ++d)
     for (const std::vector<PostOp>& chain : s.acts[size_t(d)]) {

@@ -332,14 +332,10 @@ class ReduceKernel : public glue::GlueKernel {
 
 std::unique_ptr<Kernel> create_reduce_kernel(ReduceOp op, int64_t outer, int64_t c, int64_t inner,
                                              Isa isa, std::string* why_not) {
-  auto no = [&](const std::string& r) -> std::unique_ptr<Kernel> {
-    if (why_not) *why_not = r;
-    return nullptr;
-  };
-  if (isa != Isa::avx2 && isa != Isa::avx512) return no("needs avx2 or avx512");
-  if (outer <= 0 || c <= 0 || inner <= 0) return no("empty tensor");
+  if (isa != Isa::avx2 && isa != Isa::avx512) return decline(why_not, "needs avx2 or avx512");
+  if (outer <= 0 || c <= 0 || inner <= 0) return decline(why_not, "empty tensor");
   if (outer * c * inner > (int64_t(1) << 40) || c * inner > (int64_t(1) << 28))
-    return no("too large for 32-bit offsets");
+    return decline(why_not, "too large for 32-bit offsets");
   RdConf conf;
   conf.op = op;
   conf.c = c;

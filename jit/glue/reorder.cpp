@@ -313,30 +313,27 @@ std::vector<std::pair<int64_t, int64_t>> pixel_chunks(int64_t HW, int64_t quantu
 
 std::unique_ptr<Kernel> create_reorder_kernel(const Shape& s, Layout from, Layout to, Isa isa,
                                               std::string* why_not, const U8Quant* q) {
-  auto no = [&](const std::string& r) -> std::unique_ptr<Kernel> {
-    if (why_not) *why_not = r;
-    return nullptr;
-  };
-  if (isa != Isa::avx2 && isa != Isa::avx512) return no("needs avx2 or avx512");
-  if (s.size() != 4) return no("needs a 4-D shape");
+  if (isa != Isa::avx2 && isa != Isa::avx512) return decline(why_not, "needs avx2 or avx512");
+  if (s.size() != 4) return decline(why_not, "needs a 4-D shape");
   const bool nchw_bf16 = from == Layout::nchw && to == Layout::nChw16c_bf16;
   if (layout_bf16(from) || layout_bf16(to)) {
-    if (isa != Isa::avx512) return no("bf16 layouts need avx512");
+    if (isa != Isa::avx512) return decline(why_not, "bf16 layouts need avx512");
     if (!nchw_bf16) return create_bf16_convert_kernel(s, from, to, why_not);
-    if (!host_cpu().avx512_bf16) return no("needs avx512_bf16");
+    if (!host_cpu().avx512_bf16) return decline(why_not, "needs avx512_bf16");
   }
   if (layout_u8(from) || layout_u8(to)) {
-    if (!q) return no("a uint8 layout converts only with its value's scale and zero point");
+    if (!q)
+      return decline(why_not, "a uint8 layout converts only with its value's scale and zero point");
     return create_u8_convert_kernel(s, from, to, *q, why_not);
   }
   for (int64_t d : s)
-    if (d <= 0) return no("empty or negative dimension in " + shape_str(s));
+    if (d <= 0) return decline(why_not, "empty or negative dimension in " + shape_str(s));
   const Geometry g{s[0], s[1], s[2], s[3], s[2] * s[3]};
   Shape one = s;
   one[0] = 1;
   const int64_t src_img = layout_elems(from, one), dst_img = layout_elems(to, one);
   if (!fits_i32(src_img * 4 * 4) || !fits_i32(dst_img * 4 * 4))
-    return no("tensor too large for 32-bit displacements");
+    return decline(why_not, "tensor too large for 32-bit displacements");
 
   const std::string name = reorder_name(from, to, isa);
   auto k = std::make_unique<ReorderKernel>(name, g.N, src_img, dst_img, layout_esize(to));
@@ -367,7 +364,7 @@ std::unique_ptr<Kernel> create_reorder_kernel(const Shape& s, Layout from, Layou
     ts.bf16_out = nchw_bf16;
     ts.tail = int(g.HW % T);
     if (!fits_i32(int64_t(T) * ts.row_stride) || !fits_i32(int64_t(T) * ts.pix_stride))
-      return no("tensor too large for 32-bit displacements");
+      return decline(why_not, "tensor too large for 32-bit displacements");
     if (B == 1) {
       // nchw <-> nhwc: batches of kTransposeChannels channels per call, so each nhwc pixel's
       // 128-byte piece is written (or read) whole while 32 channel rows stream on the nchw
@@ -508,7 +505,7 @@ std::unique_ptr<Kernel> create_reorder_kernel(const Shape& s, Layout from, Layou
           p.src_off += (bases[size_t(blk)].first - bases[size_t(b0)].first) * 4;
           p.dst_off += (bases[size_t(blk)].second - bases[size_t(b0)].second) * 4;
           if (!fits_i32(p.src_off + 4 * m.src_pstride) || !fits_i32(p.dst_off + 4 * m.dst_pstride))
-            return no("tensor too large for 32-bit displacements");
+            return decline(why_not, "tensor too large for 32-bit displacements");
           m.pieces.push_back(p);
           key.insert(key.end(), {p.src_off, p.dst_off, p.valid});
         }

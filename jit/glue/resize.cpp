@@ -268,26 +268,23 @@ class ResizeKernel : public glue::GlueKernel {
 std::unique_ptr<Kernel> create_resize_kernel(const Shape& x, const ResizeTaps& h,
                                              const ResizeTaps& w, const std::string& mode, Layout l,
                                              Isa isa, std::string* why_not) {
-  auto no = [&](const std::string& r) -> std::unique_ptr<Kernel> {
-    if (why_not) *why_not = r;
-    return nullptr;
-  };
-  if (isa != Isa::avx2 && isa != Isa::avx512) return no("needs avx2 or avx512");
-  if (x.size() != 4) return no("not a 4-D resize");
+  if (isa != Isa::avx2 && isa != Isa::avx512) return decline(why_not, "needs avx2 or avx512");
+  if (x.size() != 4) return decline(why_not, "not a 4-D resize");
   for (int64_t d : x)
-    if (d <= 0) return no("empty tensor");
+    if (d <= 0) return decline(why_not, "empty tensor");
   if (h.taps < 1 || w.taps < 1 || h.taps > kMaxResizeTaps || w.taps > kMaxResizeTaps)
-    return no("more than " + std::to_string(kMaxResizeTaps) + " taps per axis");
+    return decline(why_not, "more than " + std::to_string(kMaxResizeTaps) + " taps per axis");
   for (const ResizeTaps* t : {&h, &w})
     for (uint8_t o : t->outside)
-      if (o) return no("extrapolated outputs (tf_crop_and_resize) run in the reference");
+      if (o)
+        return decline(why_not, "extrapolated outputs (tf_crop_and_resize) run in the reference");
   const int V = simd_width(isa), B = layout_block(l);
-  if (B > 1 && B != V) return no("blocked layout of another ISA");
+  if (B > 1 && B != V) return decline(why_not, "blocked layout of another ISA");
   const int64_t oh = int64_t(h.idx.size()) / h.taps, ow = int64_t(w.idx.size()) / w.taps;
   for (int64_t i : h.idx)
-    if (i < 0 || i >= x[2]) return no("row tap outside the input");
+    if (i < 0 || i >= x[2]) return decline(why_not, "row tap outside the input");
   for (int64_t i : w.idx)
-    if (i < 0 || i >= x[3]) return no("column tap outside the input");
+    if (i < 0 || i >= x[3]) return decline(why_not, "column tap outside the input");
   ResizeGeom g;
   g.kh = h.taps;
   g.kw = w.taps;
@@ -298,7 +295,7 @@ std::unique_ptr<Kernel> create_resize_kernel(const Shape& x, const ResizeTaps& h
                                              : x[0] * ((x[1] + B - 1) / B);
   if (planes * oh * ow * g.unit > (int64_t(1) << 34) || x[3] * g.unit > (int64_t(1) << 24) ||
       ow * g.unit > (int64_t(1) << 24))
-    return no("tensor too large");
+    return decline(why_not, "tensor too large");
   std::vector<int64_t> off;
   std::vector<int32_t> idx;
   std::vector<float> cw;

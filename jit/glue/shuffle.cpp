@@ -310,35 +310,31 @@ std::string vector_shape_key(const ShuffleVector& v) {
 std::unique_ptr<Kernel> create_channel_shuffle_kernel(const Shape& nchw_in0,
                                                       const ChannelShuffleSpec& s, Layout l,
                                                       Isa isa, std::string* why_not) {
-  auto no = [&](const std::string& r) -> std::unique_ptr<Kernel> {
-    if (why_not) *why_not = r;
-    return nullptr;
-  };
-  if (isa != Isa::avx2 && isa != Isa::avx512) return no("needs avx2 or avx512");
-  if (nchw_in0.size() != 4) return no("needs 4-D inputs");
+  if (isa != Isa::avx2 && isa != Isa::avx512) return decline(why_not, "needs avx2 or avx512");
+  if (nchw_in0.size() != 4) return decline(why_not, "needs 4-D inputs");
   const int B = layout_block(l);
-  if (B == 16 && isa != Isa::avx512) return no("nChw16c needs avx512");
+  if (B == 16 && isa != Isa::avx512) return decline(why_not, "nChw16c needs avx512");
   const int64_t C = s.total();
   if (s.in_channels.empty() || s.split.empty() || s.groups < 1 || C % s.groups != 0)
-    return no("inconsistent channel shuffle");
+    return decline(why_not, "inconsistent channel shuffle");
   int64_t end = s.offset;
   for (int64_t c : s.in_channels)
-    if (c < 1) return no("an input has no channels");
+    if (c < 1) return decline(why_not, "an input has no channels");
   for (int64_t c : s.split) {
-    if (c < 1) return no("an output has no channels");
+    if (c < 1) return decline(why_not, "an output has no channels");
     end += c;
   }
-  if (s.offset < 0 || end > C) return no("outputs exceed the channels");
+  if (s.offset < 0 || end > C) return decline(why_not, "outputs exceed the channels");
   const int64_t N = nchw_in0[0], HW = nchw_in0[2] * nchw_in0[3];
-  if (N < 1 || HW < 1) return no("empty tensor");
+  if (N < 1 || HW < 1) return decline(why_not, "empty tensor");
   std::vector<int64_t> src_img, dst_img;
   auto image = [&](int64_t c) { return layout_elems(l, {1, c, nchw_in0[2], nchw_in0[3]}); };
   for (int64_t c : s.in_channels) src_img.push_back(image(c));
   for (int64_t c : s.split) dst_img.push_back(image(c));
   for (int64_t e : src_img)
-    if (e * 4 > INT32_MAX / 2) return no("tensor too large");
+    if (e * 4 > INT32_MAX / 2) return decline(why_not, "tensor too large");
   for (int64_t e : dst_img)
-    if (e * 4 > INT32_MAX / 2) return no("tensor too large");
+    if (e * 4 > INT32_MAX / 2) return decline(why_not, "tensor too large");
 
   std::string name = "split";
   if (s.groups > 1) name = "shuffle_g" + std::to_string(s.groups);
@@ -415,7 +411,7 @@ std::unique_ptr<Kernel> create_channel_shuffle_kernel(const Shape& nchw_in0,
     }
     per = int64_t(k->vec_tiles_.size());
   } else {
-    return no(std::string("layout ") + layout_name(l) + " is not supported");
+    return decline(why_not, std::string("layout ") + layout_name(l) + " is not supported");
   }
   glue::ExecCode code = b.finish();
   if (l == Layout::nchw)

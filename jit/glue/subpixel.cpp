@@ -140,19 +140,15 @@ class SubpixelKernel : public glue::GlueKernel {
 
 std::unique_ptr<Kernel> create_subpixel_kernel(const SubpixelProblem& p, Isa isa,
                                                std::string* why_not) {
-  auto no = [&](const std::string& r) -> std::unique_ptr<Kernel> {
-    if (why_not) *why_not = r;
-    return nullptr;
-  };
-  if (isa != Isa::avx2 && isa != Isa::avx512) return no("needs avx2 or avx512");
+  if (isa != Isa::avx2 && isa != Isa::avx512) return decline(why_not, "needs avx2 or avx512");
   if (p.n < 1 || p.c < 1 || p.oh < 1 || p.ow < 1 || p.sh < 1 || p.sw < 1 || p.off_h < 0 ||
       p.off_w < 0)
-    return no("empty or invalid interleave");
+    return decline(why_not, "empty or invalid interleave");
   if ((p.oh - 1 + p.off_h) / p.sh >= p.uh || (p.ow - 1 + p.off_w) / p.sw >= p.uw)
-    return no("output reads past the phase planes");
+    return decline(why_not, "output reads past the phase planes");
   // Gather indices are 32-bit; row strides and offsets are 32-bit displacements.
   if (p.sw * p.uh * p.uw >= (int64_t(1) << 30) || p.sh * p.ow >= (int64_t(1) << 28) || p.sw > 64)
-    return no("planes too large");
+    return decline(why_not, "planes too large");
   const std::string name = std::string("subpixel_f32_nchw__") + isa_name(isa);
   return std::make_unique<SubpixelKernel>(p, isa, name);
 }

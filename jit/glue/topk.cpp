@@ -156,13 +156,9 @@ class TopKKernel final : public Kernel {
 }  // namespace
 
 std::unique_ptr<Kernel> create_topk_kernel(const TopKProblem& p, Isa isa, std::string* why_not) {
-  auto no = [&](const std::string& r) -> std::unique_ptr<Kernel> {
-    if (why_not) *why_not = r;
-    return nullptr;
-  };
-  if (isa != Isa::avx2 && isa != Isa::avx512) return no("needs AVX2 or AVX-512");
+  if (isa != Isa::avx2 && isa != Isa::avx512) return decline(why_not, "needs AVX2 or AVX-512");
   if (p.outer < 1 || p.n < 1 || p.inner < 1 || p.k < 1 || p.k > p.n)
-    return no("an empty tensor or k outside [1, n]");
+    return decline(why_not, "an empty tensor or k outside [1, n]");
   return std::make_unique<TopKKernel>(
       p, isa, std::string(p.largest ? "topk_max" : "topk_min") + "_f32__" + isa_name(isa));
 }

@@ -196,25 +196,22 @@ class TransposeKernel : public glue::GlueKernel {
 
 std::unique_ptr<Kernel> create_transpose_kernel(const Shape& in, const std::vector<int64_t>& perm,
                                                 Isa isa, std::string* why_not) {
-  auto no = [&](const std::string& r) -> std::unique_ptr<Kernel> {
-    if (why_not) *why_not = r;
-    return nullptr;
-  };
-  if (isa != Isa::avx2 && isa != Isa::avx512) return no("needs avx2 or avx512");
-  if (in.size() > 6) return no("rank over 6");
-  if (perm.size() != in.size()) return no("perm does not match the rank");
+  if (isa != Isa::avx2 && isa != Isa::avx512) return decline(why_not, "needs avx2 or avx512");
+  if (in.size() > 6) return decline(why_not, "rank over 6");
+  if (perm.size() != in.size()) return decline(why_not, "perm does not match the rank");
   std::vector<char> seen(in.size(), 0);
   for (int64_t a : perm) {
-    if (a < 0 || a >= int64_t(in.size()) || seen[size_t(a)]) return no("perm is not a permutation");
+    if (a < 0 || a >= int64_t(in.size()) || seen[size_t(a)])
+      return decline(why_not, "perm is not a permutation");
     seen[size_t(a)] = 1;
   }
   int64_t numel = 1;
   for (int64_t n : in) {
-    if (n <= 0) return no("empty tensor");
+    if (n <= 0) return decline(why_not, "empty tensor");
     numel *= n;
   }
   // Strides (x 4 bytes, x V for a tile step, V x sa <= numel) are 32-bit immediates.
-  if (numel > (int64_t(1) << 28)) return no("over 2^28 elements");
+  if (numel > (int64_t(1) << 28)) return decline(why_not, "over 2^28 elements");
   return std::make_unique<TransposeKernel>(simplify(in, perm), isa);
 }
 

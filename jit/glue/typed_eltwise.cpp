@@ -442,11 +442,7 @@ const char* op_name(TypedOp op) {
 
 std::unique_ptr<Kernel> create_typed_eltwise_kernel(const TypedEltwiseProblem& p, Isa isa,
                                                     std::string* why_not) {
-  auto no = [&](const std::string& r) -> std::unique_ptr<Kernel> {
-    if (why_not) *why_not = r;
-    return nullptr;
-  };
-  if (isa != Isa::avx2 && isa != Isa::avx512) return no("needs AVX2 or AVX-512");
+  if (isa != Isa::avx2 && isa != Isa::avx512) return decline(why_not, "needs AVX2 or AVX-512");
   const size_t operands = p.op == TypedOp::where ? 3
                           : p.op == TypedOp::logical_not || p.op == TypedOp::is_nan ||
                                   p.op == TypedOp::is_inf || p.op == TypedOp::sign ||
@@ -456,18 +452,19 @@ std::unique_ptr<Kernel> create_typed_eltwise_kernel(const TypedEltwiseProblem& p
                               : 2;
   constexpr size_t kR = kTypedRank;
   if (p.x.size() != operands || p.x_type.size() != operands || p.y.size() != kR)
-    return no("operand count or rank does not fit the op");
+    return decline(why_not, "operand count or rank does not fit the op");
   int s[3] = {0, 0, 0};
   for (size_t k = 0; k < operands; ++k) {
-    if (p.x[k].size() != kR) return no("operands must have kTypedRank dims");
+    if (p.x[k].size() != kR) return decline(why_not, "operands must have kTypedRank dims");
     for (size_t d = 0; d < kR; ++d)
-      if (p.x[k][d] != p.y[d] && p.x[k][d] != 1) return no("an operand does not broadcast to y");
+      if (p.x[k][d] != p.y[d] && p.x[k][d] != 1)
+        return decline(why_not, "an operand does not broadcast to y");
     s[k] = p.x[k][kR - 1] == p.y[kR - 1] && p.y[kR - 1] > 1 ? 1 : 0;
   }
   if (operands == 1 && p.op != TypedOp::expand) s[0] = 1;  // one operand has y's shape
   std::string why;
   const TypedRowFn fn = select(p, isa, s, &why);
-  if (!fn) return no(why);
+  if (!fn) return decline(why_not, why);
   std::string op = op_name(p.op);
   if (p.op == TypedOp::math) {  // (sin, cos, ...)
     op = math_op_name(p.math);
