@@ -3,6 +3,7 @@
 #pragma once
 
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "graph/ir.h"
@@ -34,5 +35,34 @@ std::vector<Node> align_legacy_broadcast(Graph& g, Node n);
 
 // A constant named after node n (n.name + "_" + part).
 ValueId const_for(Graph& g, const Node& n, const char* part, Tensor t);
+
+// The nodes and constants that replace node n, appended to `out` and named after n (expansions
+// at import and at inference: graph/function_ops.h, graph/spectral.h).
+struct Emitter {
+  Graph& g;
+  const Node& n;
+  std::vector<Node>& out;
+  // Node `op`(in) (append_node).
+  ValueId operator()(const char* op, std::vector<ValueId> in, const char* part,
+                     ValueId y = kNoValue) {
+    return append_node(g, n, op, std::move(in), y, part, out);
+  }
+  ValueId scalar(const char* part, int64_t v) {  // an int64 scalar constant
+    Tensor t(DType::i64, {});
+    *t.data<int64_t>() = v;
+    return const_for(g, n, part, std::move(t));
+  }
+  ValueId ints(const char* part, const std::vector<int64_t>& v) {  // a 1-D int64 constant
+    return const_for(g, n, part, ints_tensor(v));
+  }
+  ValueId reshape(ValueId x, const Shape& to, const char* part, ValueId y = kNoValue) {
+    return (*this)("Reshape", {x, ints((std::string(part) + "_shape").c_str(), to)}, part, y);
+  }
+  ValueId transpose(ValueId x, std::vector<int64_t> perm, const char* part, ValueId y = kNoValue) {
+    const ValueId r = (*this)("Transpose", {x}, part, y);
+    out.back().attrs["perm"] = attr_ints(std::move(perm));
+    return r;
+  }
+};
 
 }  // namespace kiln

@@ -8,6 +8,7 @@
 //   Compress                   Gather(x, Squeeze(NonZero(condition)), axis) (x flattened
 //                              without an axis; the output's size follows the data)
 //   ReverseSequence            GatherElements(x, t < len ? len - 1 - t : t) along time
+//   Hann / Hamming / BlackmanWindow  a0 - a1 cos(x) + a2 cos(2x) over a Range of angles
 // and Scatter (opsets 9-10) is ScatterElements under its old name.
 #pragma once
 

@@ -12,32 +12,6 @@
 namespace kiln::infer_detail {
 namespace {
 
-// Input i's constant tensor; unsupported (naming the input) when it is computed at run time
-// in a graph planned at load, which graph/dynamic.h never lets happen.
-const Tensor& const_input(const Graph& g, const Node& n, size_t i) {
-  const Value& v = input(g, n, i);
-  if (!v.is_const())
-    n.fail(Code::unsupported, input_desc(g, n, i) +
-                                  " is computed at run time, and this op's output size depends "
-                                  "on its values");
-  return *v.constant;
-}
-
-// The output tensor, set as output i's constant (the node is folded by infer_shapes).
-void set_const_output(Graph& g, const Node& n, size_t i, Tensor t) {
-  set_output(g, n, i, t.dtype(), t.shape());
-  if (has_output(n, i)) g.value(n.outputs[i]).constant = std::move(t);
-}
-
-// One element of an optional scalar input (absent: `def`).
-template <class T>
-T scalar_input(const Graph& g, const Node& n, size_t i, DType dtype, T def) {
-  if (!has_input(n, i)) return def;
-  expect_dtype(g, n, i, dtype);
-  expect_scalar(g, n, i);
-  return const_input(g, n, i).data<T>()[0];
-}
-
 // A box as its corners (lo, hi per axis), whichever corners or centre form the model gives.
 struct Box {
   float y0, x0, y1, x1;

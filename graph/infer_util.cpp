@@ -144,6 +144,20 @@ std::optional<std::vector<int64_t>> const_ints(const Graph& g, const Node& n, si
   return tensor_as_ints(*v.constant);
 }
 
+const Tensor& const_input(const Graph& g, const Node& n, size_t i) {
+  const Value& v = input(g, n, i);
+  if (!v.is_const())
+    n.fail(Code::unsupported, input_desc(g, n, i) +
+                                  " is computed at run time, and this op's output size depends "
+                                  "on its values");
+  return *v.constant;
+}
+
+void set_const_output(Graph& g, const Node& n, size_t i, Tensor t) {
+  set_output(g, n, i, t.dtype(), t.shape());
+  if (has_output(n, i)) g.value(n.outputs[i]).constant = std::move(t);
+}
+
 void reject_attr(const Node& n, const char* name) {
   if (n.has(name))
     n.fail(Code::invalid_model, std::string("attribute '") + name +

@@ -48,6 +48,20 @@ Shape broadcast_shapes(const Node& n, const Shape& a, const Shape& b);
 // is present but not a constant (Kiln needs it at load time); invalid_model when it is not an
 // int64 tensor of rank <= 1.
 std::optional<std::vector<int64_t>> const_ints(const Graph& g, const Node& n, size_t i);
+// Input i's constant tensor, for ops whose outputs follow their input values (computed by
+// inference: NonZero, MelWeightMatrix, ...); unsupported (naming the input) when it is computed
+// at run time in a graph planned at load, which graph/dynamic.h never lets happen.
+const Tensor& const_input(const Graph& g, const Node& n, size_t i);
+// The output tensor, set as output i's constant (the node is folded by infer_shapes).
+void set_const_output(Graph& g, const Node& n, size_t i, Tensor t);
+// One element of an optional scalar constant input of `dtype` (absent: `def`).
+template <class T>
+T scalar_input(const Graph& g, const Node& n, size_t i, DType dtype, T def) {
+  if (!has_input(n, i)) return def;
+  expect_dtype(g, n, i, dtype);
+  expect_scalar(g, n, i);
+  return const_input(g, n, i).data<T>()[0];
+}
 // Values of a constant tensor as int64 (f32 values are truncated, saturated at the int64 range,
 // NaN reads as 1); for boolean-like flags.
 std::vector<int64_t> tensor_as_ints(const Tensor& t);

@@ -7,6 +7,7 @@
 #include "graph/infer_util.h"
 #include "graph/onnx_import.h"
 #include "graph/recurrent.h"
+#include "graph/spectral.h"
 
 namespace kiln {
 
@@ -176,14 +177,26 @@ const std::vector<OpInfo>& table() {
        "per-tensor or per-axis"},
       {"Expand", infer_expand, 2, 2, 1, 1, "shape constant"},
       {"Tile", infer_tile, 2, 2, 1, 1, "repeats constant"},
-      {"ConstantOfShape", infer_constant_of_shape, 1, 1, 1, 1, "shape constant"},
-      {"Range", infer_range, 3, 3, 1, 1, "constant inputs; folded at load"},
+      {"ConstantOfShape", infer_constant_of_shape, 1, 1, 1, 1,
+       "folded at load; a computed shape: computed per run (graph/dynamic.h)", false, false, 1},
+      {"Range", infer_range, 3, 3, 1, 1,
+       "folded at load; computed bounds: computed per run (graph/dynamic.h)", false, false, 7},
       {"Size", infer_size, 1, 1, 1, 1, "folded at load"},
       {"Resize", infer_resize, 1, 4, 1, 1,
        "scales/sizes constant; tf_crop_and_resize roi constant"},
       {"Upsample", infer_resize, 1, 2, 1, 1, "scales constant; imported as Resize"},
       {"GridSample", infer_grid_sample, 2, 2, 1, 1,
        "4-D input (2-D images); every mode and padding_mode"},
+      {"DFT", infer_dft, 1, 3, 1, 1,
+       "float32; a product with the DFT matrix (graph/spectral.h): its size, signal length x "
+       "bins, at most 2^24; no inverse onesided",
+       false, false, 6},
+      {"STFT", infer_stft, 2, 4, 1, 1,
+       "float32; a strided Conv with the windowed DFT matrix (graph/spectral.h): frame length x "
+       "bins at most 2^24",
+       false, false, 10},
+      {"MelWeightMatrix", infer_mel_weight_matrix, 5, 5, 1, 1, "float32 output; folded at load (computed inputs: per run)",
+       false, true},
       {"DepthToSpace", infer_space_depth, 1, 1, 1, 1, "4-D"},
       {"SpaceToDepth", infer_space_depth, 1, 1, 1, 1, "4-D"},
       // Internal (graph/channel_shuffle.h): made by the rewrites, refused by the importer.

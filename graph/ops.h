@@ -102,6 +102,10 @@ struct OpInfo {
   // Output sizes follow the input values: inference computes the outputs (all inputs constant)
   // or, at load, leaves the node to the run-time tail (graph/dynamic.h).
   bool data_dependent = false;
+  // Inputs (bit i: input i) whose values decide the output's size (Range's bounds, STFT's
+  // frame_step): at load they must be constants, or the node and what reads it run in the
+  // run-time tail (graph/dynamic.h), where every input is known.
+  unsigned shape_inputs = 0;
 };
 
 const OpInfo* find_op(std::string_view op);  // nullptr if unsupported

@@ -9,6 +9,7 @@
 #include "graph/canonicalize.h"
 #include "graph/infer.h"
 #include "graph/ops.h"
+#include "graph/spectral.h"
 
 namespace kiln {
 namespace {
@@ -96,6 +97,9 @@ int infer_shapes(Graph& g, const InferOptions& o) {
     for (ValueId v : n.inputs)
       if (runtime_value(v)) return true;
     if (data_dependent(n)) return std::any_of(n.inputs.begin(), n.inputs.end(), computed);
+    if (const OpInfo* op = find_op(n.op); op && op->shape_inputs)
+      for (size_t i = 0; i < n.inputs.size() && i < 32; ++i)
+        if ((op->shape_inputs >> i & 1u) && computed(n.inputs[i])) return true;
     if (n.op == "Loop") return !loop_at_load(g, n);
     return n.op == "If" && !n.inputs.empty() && computed(n.inputs[0]);
   };
@@ -116,6 +120,10 @@ int infer_shapes(Graph& g, const InferOptions& o) {
       return;
     }
     infer_node(g, n);
+    if (n.op == "DFT" || n.op == "STFT") {  // (checked, lengths known: matrix products)
+      for (Node& m : expand_spectral(g, n)) step(m);
+      return;
+    }
     if (n.op == "If") {
       for (Node& m : inline_if(g, n)) step(m);
       return;

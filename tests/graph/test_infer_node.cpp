@@ -37,7 +37,9 @@ TEST_CASE("op table lists every supported op once with sane bounds") {
       // output sizes decided per run (graph/dynamic.h) and what follows them
       "NonZero", "NonMaxSuppression", "Unique", "GatherND", "ScatterElements", "Trilu", "RoiAlign",
       // the time loop of LSTM / GRU / RNN (graph/recurrent.h; the ops themselves are expanded)
-      "Recurrence"};
+      "Recurrence",
+      // signal ops (graph/spectral.h; the windows are expanded)
+      "DFT", "STFT", "MelWeightMatrix"};
   for (const char* op : expected) {
     CAPTURE(op);
     const OpInfo* info = find_op(op);
@@ -55,8 +57,9 @@ TEST_CASE("op table lists every supported op once with sane bounds") {
   }
   CHECK(names.size() == std::size(expected));
   CHECK(find_op("Scan") == nullptr);
-  CHECK(find_op("LSTM") == nullptr);  // (expanded at import, graph/recurrent.h)
-  CHECK(find_op("conv") == nullptr);  // op types are case-sensitive
+  CHECK(find_op("LSTM") == nullptr);        // (expanded at import, graph/recurrent.h)
+  CHECK(find_op("HannWindow") == nullptr);  // (graph/function_ops.h)
+  CHECK(find_op("conv") == nullptr);        // op types are case-sensitive
 }
 
 TEST_CASE("infer_node: common checks") {
