@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "graph/canonicalize.h"
+#include "graph/infer_util.h"
 
 namespace kiln {
 namespace {
@@ -151,7 +152,67 @@ void window(Graph& g, const Node& n, std::vector<Node>& out, float a0, float a1,
   out.back().attrs["to"] = attr_i(n.attr_i("output_datatype", 1));
 }
 
+struct OneHot {
+  int64_t depth = 0, axis = 0;
+};
+
+OneHot one_hot_spec(const Graph& g, const Node& n) {
+  using namespace infer_detail;
+  expect_f32_or_i64(g, n, 0);
+  expect_f32_or_i64(g, n, 1);
+  expect_scalar(g, n, 1);
+  expect_rank(g, n, 2, 1);
+  if (input(g, n, 2).shape[0] != 2)
+    n.fail(Code::invalid_model,
+           "values must hold [off_value, on_value], not " + shape_str(input(g, n, 2).shape));
+  const Tensor& d = const_input(g, n, 1);
+  // (A float depth is truncated, as ONNX Runtime does; bounded so that index + depth and the
+  // output's size cannot overflow.)
+  const double depth =
+      d.dtype() == DType::f32 ? double(d.data<float>()[0]) : double(d.data<int64_t>()[0]);
+  if (!(depth >= 1 && depth <= double(kMaxElements)))
+    n.fail(Code::invalid_model, "depth must be at least 1 (and sane)");
+  OneHot s;
+  s.depth = int64_t(depth);
+  const int64_t rank = int64_t(input(g, n, 0).shape.size());
+  s.axis = normalize_axis(n, n.attr_i("axis", -1), rank + 1);
+  return s;
+}
+
 }  // namespace
+
+void infer_one_hot(Graph& g, Node& n) {
+  const OneHot s = one_hot_spec(g, n);
+  Shape y = g.value(n.in(0)).shape;
+  y.insert(y.begin() + s.axis, s.depth);
+  infer_detail::set_output(g, n, 0, g.value(n.in(2)).dtype, y);
+}
+
+std::vector<Node> expand_one_hot(Graph& g, const Node& n) {
+  const OneHot s = one_hot_spec(g, n);
+  std::vector<Node> out;
+  Emitter op{g, n, out};
+  ValueId idx = n.in(0);
+  if (g.value(idx).dtype != DType::i64) {
+    idx = op("Cast", {idx}, "indices_int64");
+    out.back().attrs["to"] = attr_i(7);
+  }
+  const ValueId depth = op.scalar("depth", s.depth);
+  const ValueId wrapped = op("Where",
+                             {op("Less", {idx, op.scalar("zero", 0)}, "negative"),
+                              op("Add", {idx, depth}, "indices_plus_depth"), idx},
+                             "wrapped");
+  const ValueId at = op("Unsqueeze", {wrapped, op.ints("axis", {s.axis})}, "at_axis");
+  Shape cs(g.value(n.in(0)).shape.size() + 1, 1);  // 0 .. depth - 1 along the axis
+  cs[size_t(s.axis)] = s.depth;
+  Tensor classes(DType::i64, cs);
+  for (int64_t i = 0; i < s.depth; ++i) classes.data<int64_t>()[i] = i;
+  const ValueId hot = op("Equal", {at, const_for(g, n, "classes", std::move(classes))}, "hot");
+  const ValueId on = op("Gather", {n.in(2), op.scalar("on_index", 1)}, "on_value");
+  const ValueId off = op("Gather", {n.in(2), op.scalar("off_index", 0)}, "off_value");
+  op("Where", {hot, on, off}, "y", n.outputs[0]);
+  return out;
+}
 
 bool expand_function_op(Graph& g, Node& n, std::vector<Node>& out) {
   if (n.op == "Scatter") {  // (deprecated in opset 11 for its new name)

@@ -9,7 +9,11 @@
 //                              without an axis; the output's size follows the data)
 //   ReverseSequence            GatherElements(x, t < len ? len - 1 - t : t) along time
 //   Hann / Hamming / BlackmanWindow  a0 - a1 cos(x) + a2 cos(2x) over a Range of angles
-// and Scatter (opsets 9-10) is ScatterElements under its old name.
+// and Scatter (opsets 9-10) is ScatterElements under its old name. OneHot, whose output rank and
+// depth its expansion needs, expands at shape inference (graph/passes.cpp) into
+//   Where(Equal(Unsqueeze(indices < 0 ? indices + depth : indices, axis), 0 .. depth - 1 along
+//   axis), on_value, off_value)
+// (an index outside [-depth, depth) matches no class: all off_value, as ONNX defines).
 #pragma once
 
 #include <vector>
@@ -20,5 +24,10 @@ namespace kiln {
 
 // Appends n's expansion to `out` when n is one of those ops; returns false otherwise.
 bool expand_function_op(Graph& g, Node& n, std::vector<Node>& out);
+
+// OneHot's shape inference (depth a constant: graph/dynamic.h sees to that) and, once its
+// inputs are inferred, its expansion.
+void infer_one_hot(Graph& g, Node& n);
+std::vector<Node> expand_one_hot(Graph& g, const Node& n);
 
 }  // namespace kiln

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 
+#include "graph/function_ops.h"
 #include "graph/infer.h"
 #include "graph/infer_util.h"
 #include "graph/onnx_import.h"
@@ -56,8 +57,8 @@ const std::vector<OpInfo>& table() {
       {"Floor", infer_unary_f32, 1, 1, 1, 1},
       {"Ceil", infer_unary_f32, 1, 1, 1, 1},
       {"Round", infer_unary_f32, 1, 1, 1, 1},
-      {"Sin", infer_unary_f32, 1, 1, 1, 1, "multi-threaded libm loops"},
-      {"Cos", infer_unary_f32, 1, 1, 1, 1, "multi-threaded libm loops"},
+      {"Sin", infer_unary_f32, 1, 1, 1, 1, "vectorised (jit/glue/asm_math.h)"},
+      {"Cos", infer_unary_f32, 1, 1, 1, 1, "vectorised (jit/glue/asm_math.h)"},
       {"Tan", infer_unary_f32, 1, 1, 1, 1, "multi-threaded libm loops"},
       {"Asin", infer_unary_f32, 1, 1, 1, 1, "multi-threaded libm loops"},
       {"Acos", infer_unary_f32, 1, 1, 1, 1, "multi-threaded libm loops"},
@@ -195,8 +196,11 @@ const std::vector<OpInfo>& table() {
        "float32; a strided Conv with the windowed DFT matrix (graph/spectral.h): frame length x "
        "bins at most 2^24",
        false, false, 10},
-      {"MelWeightMatrix", infer_mel_weight_matrix, 5, 5, 1, 1, "float32 output; folded at load (computed inputs: per run)",
-       false, true},
+      {"OneHot", infer_one_hot, 3, 3, 1, 1,
+       "float32 or int64 indices and depth; expanded into Equal and Where (graph/function_ops.h)",
+       false, false, 2},
+      {"MelWeightMatrix", infer_mel_weight_matrix, 5, 5, 1, 1,
+       "float32 output; folded at load (computed inputs: per run)", false, true},
       {"DepthToSpace", infer_space_depth, 1, 1, 1, 1, "4-D"},
       {"SpaceToDepth", infer_space_depth, 1, 1, 1, 1, "4-D"},
       // Internal (graph/channel_shuffle.h): made by the rewrites, refused by the importer.

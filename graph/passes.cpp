@@ -7,6 +7,7 @@
 #include <functional>
 
 #include "graph/canonicalize.h"
+#include "graph/function_ops.h"
 #include "graph/infer.h"
 #include "graph/ops.h"
 #include "graph/spectral.h"
@@ -120,8 +121,8 @@ int infer_shapes(Graph& g, const InferOptions& o) {
       return;
     }
     infer_node(g, n);
-    if (n.op == "DFT" || n.op == "STFT") {  // (checked, lengths known: matrix products)
-      for (Node& m : expand_spectral(g, n)) step(m);
+    if (n.op == "DFT" || n.op == "STFT" || n.op == "OneHot") {  // (checked, sizes known)
+      for (Node& m : n.op == "OneHot" ? expand_one_hot(g, n) : expand_spectral(g, n)) step(m);
       return;
     }
     if (n.op == "If") {

@@ -47,8 +47,10 @@ const char* const kKindNames[] = {"relu",
                                   "quantize_u8",
                                   "quantize_s8",
                                   "quant_dequant_u8",
-                                  "quant_dequant_s8"};
-static_assert(std::size(kKindNames) == size_t(PostOp::Kind::quant_dequant_s8) + 1);
+                                  "quant_dequant_s8",
+                                  "sin",
+                                  "cos"};
+static_assert(std::size(kKindNames) == size_t(PostOp::Kind::cos) + 1);
 
 // The ONNX ops that map to one glue-only kind, with their attributes' names and defaults.
 struct GlueUnary {
@@ -79,6 +81,8 @@ const GlueUnary kGlueUnary[] = {
     {"Softsign", PostOp::Kind::softsign},
     {"Mish", PostOp::Kind::mish},
     {"ThresholdedRelu", PostOp::Kind::thresholded_relu, "alpha", 1.f},
+    {"Sin", PostOp::Kind::sin},
+    {"Cos", PostOp::Kind::cos},
 };
 // unary_post_op's ops (those a conv epilogue may fuse).
 const char* const kFusableUnary[] = {"Relu",        "LeakyRelu", "Sigmoid", "Clip",
@@ -293,6 +297,10 @@ float apply_post_op(const PostOp& op, float x, float residual, float scale, floa
       return x * std::tanh(std::max(x, 0.f) + std::log1p(std::exp(-std::fabs(x))));
     case PostOp::Kind::thresholded_relu:
       return x > op.alpha ? x : 0.f;
+    case PostOp::Kind::sin:
+      return std::sin(x);
+    case PostOp::Kind::cos:
+      return std::cos(x);
     case PostOp::Kind::gelu_tanh: {  // in double
       const double d = x;
       return float(0.5 * d * (1 + std::tanh(0.79788456080286536 * (d + 0.044715 * d * d * d))));

@@ -66,6 +66,9 @@ struct PostOp {
     // zero point; to uint8 / int8. Fused into epilogues too (a QDQ model's conv output).
     quant_dequant_u8,
     quant_dequant_s8,
+    // Standalone only, as tanh .. gelu_tanh (after the quantize kinds: the enum's numbers stay).
+    sin,
+    cos,
   };
   Kind kind = Kind::relu;
   float alpha = 0, beta = 0;

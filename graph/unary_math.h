@@ -1,5 +1,6 @@
 // Trigonometric and hyperbolic ops (ONNX Sin .. Atanh, float32): libm's float functions, shared
-// by the reference kernel and the typed glue kernel so both compute the same bits.
+// by the reference kernel and the typed glue kernel so both compute the same bits. (A plan runs
+// Sin and Cos on the vectorised elementwise kernels instead: post-ops sin / cos, asm_math.h.)
 #pragma once
 
 #include <cmath>

@@ -312,6 +312,90 @@ void emit_pow(AsmBuilder& b, const x86::Vec& a, float y) {
   cc.vmovaps(a, u);
 }
 
+namespace {
+
+// pi / 2 in three floats (their sum within 1.1e-23 of it): j * kPio2[0] is exact in an FMA, so
+// x - j pi/2 keeps its precision for every j below kSinMaxArg's.
+constexpr float kPio2[] = {0x1.921fb6p+0f, -0x1.777a5cp-25f, -0x1.ee59dap-50f};
+constexpr float kTwoOverPi = 0x1.45f306p-1f;
+// Cephes sinf / cosf on |r| <= pi / 4: sin r = r + r^3 P(r^2), cos r = 1 - r^2 / 2 + r^4 Q(r^2).
+constexpr float kSinPoly[] = {-1.6666654611e-1f, 8.3321608736e-3f, -1.9515295891e-4f};
+constexpr float kCosPoly[] = {4.166664568298827e-2f, -1.388731625493765e-3f, 2.443315711809948e-5f};
+
+// The fallback for vectors with a huge lane: libm on every lane (the reference's functions).
+void sin_cos_lanes(float* v, int64_t lanes, int64_t cos) {
+  for (int64_t i = 0; i < lanes; ++i) v[i] = cos ? std::cos(v[i]) : std::sin(v[i]);
+}
+
+}  // namespace
+
+void emit_sin_cos(AsmBuilder& b, const x86::Vec& a, bool cos) {
+  auto& cc = b.cc();
+  const int lanes = int(a.size() / 4);
+  const aj::Label scalar = cc.newLabel(), done = cc.newLabel();
+  x86::Vec ax = b.vec(lanes);
+  cc.vandps(ax, a, b.cu32(0x7fffffffu, lanes));
+  if (b.avx512()) {  // (NaN compares false: it stays on the vector path and stays NaN)
+    x86::KReg k = cc.newKw();
+    cc.vcmpps(k, ax, b.cf32(kSinMaxArg, lanes), kGtOq);
+    cc.kortestw(k, k);
+  } else {
+    x86::Vec m = b.vec(lanes);
+    cc.vcmpps(m, ax, b.cf32(kSinMaxArg, lanes), kGtOq);
+    cc.vtestps(m, m);
+  }
+  cc.jnz(scalar);
+  // j = round(x 2 / pi) (+0 for -0, so that r = x - j pi/2 keeps x's sign), r = x - j pi/2.
+  x86::Vec j = b.vec(lanes), r = b.vec(lanes), z = b.vec(lanes), s = b.vec(lanes), c = b.vec(lanes),
+           q = b.vec(lanes);
+  cc.vmulps(j, a, b.cf32(kTwoOverPi, lanes));
+  if (b.avx512())
+    cc.vrndscaleps(j, j, 0);
+  else
+    cc.vroundps(j, j, 0);
+  cc.vaddps(j, j, b.cf32(0.f, lanes));
+  cc.vmovaps(r, a);
+  for (float p : kPio2) cc.vfnmadd231ps(r, j, b.cf32(p, lanes));
+  // The quadrant: sin x = sin r, cos r, -sin r, -cos r for j mod 4 = 0 .. 3; cos x = sin(x +
+  // pi / 2) is quadrant j + 1.
+  cc.vcvtps2dq(q, j);
+  if (cos) cc.vpaddd(q, q, b.cu32(1, lanes));
+  cc.vmulps(z, r, r);
+  horner(b, s, z, kSinPoly);
+  cc.vmulps(s, s, z);
+  cc.vfmadd213ps(s, r, r);  // r + r z P
+  horner(b, c, z, kCosPoly);
+  cc.vmulps(c, c, z);
+  cc.vsubps(c, c, b.cf32(0.5f, lanes));
+  cc.vfmadd213ps(c, z, b.cf32(1.f, lanes));  // 1 + z (z Q - 1/2)
+  if (b.avx512()) {
+    x86::KReg k = cc.newKw();
+    cc.vptestmd(k, q, b.cu32(1, lanes));
+    cc.k(k).vmovaps(s, c);
+  } else {
+    x86::Vec m = b.vec(lanes);
+    cc.vpslld(m, q, 31);
+    cc.vblendvps(s, s, c, m);
+  }
+  cc.vpslld(q, q, 30);  // bit 1 of the quadrant to the sign
+  cc.vandps(q, q, b.cu32(0x80000000u, lanes));
+  cc.vxorps(a, s, q);
+  cc.jmp(done);
+  cc.bind(scalar);
+  x86::Mem stack = cc.newStack(uint32_t(lanes * 4), 64);
+  cc.vmovups(stack, a);
+  x86::Gp p = cc.newIntPtr();
+  cc.lea(p, stack);
+  aj::InvokeNode* call = nullptr;
+  cc.invoke(&call, uint64_t(reinterpret_cast<uintptr_t>(&sin_cos_lanes)),
+            aj::FuncSignatureT<void, float*, int64_t, int64_t>(aj::CallConvId::kHost));
+  call->setArg(0, p);
+  call->setArg(1, aj::Imm(lanes));
+  call->setArg(2, aj::Imm(cos ? 1 : 0));
+  cc.vmovups(a, stack);
+  cc.bind(done);
+}
+
 void emit_log(AsmBuilder& b, const x86::Vec& a) {
   auto& cc = b.cc();
   const int lanes = int(a.size() / 4);
@@ -543,6 +627,10 @@ void emit_post_op(AsmBuilder& b, const x86::Vec& a, const PostOp& op) {
       cc.vmulps(a, a, b.cf32(op.alpha));
       break;
     }
+    case K::sin:
+    case K::cos:
+      emit_sin_cos(b, a, op.kind == K::cos);
+      break;
     case K::thresholded_relu: {  // x > alpha ? x : 0 (NaN: 0)
       x86::Vec r = zero();
       select_if(b, r, a, a, b.cf32(op.alpha), kGtOq);

@@ -22,8 +22,9 @@ void emit_gelu(AsmBuilder& b, const x86::Vec& a);
 void emit_tanh(AsmBuilder& b, const x86::Vec& a);
 void emit_erf(AsmBuilder& b, const x86::Vec& a);
 // a = std::pow(a, y) for a finite constant y (x * x for y = 2, as the reference Pow): exact
-// forms for y in {0, 1, 2, -1, 0.5} (3: two multiplies; 0.75: two square roots), else 2^(y log2|a|) with the exponent
-// carried in two floats, and C's special cases (negative a and non-integer y: NaN).
+// forms for y in {0, 1, 2, -1, 0.5} (3: two multiplies; 0.75: two square roots), else 2^(y log2|a|)
+// with the exponent carried in two floats, and C's special cases (negative a and non-integer y:
+// NaN).
 void emit_pow(AsmBuilder& b, const x86::Vec& a, float y);
 
 // a = ln(a) (Cephes logf's polynomial on the mantissa, C's special cases), a = expm1(a) (a
@@ -32,6 +33,13 @@ void emit_pow(AsmBuilder& b, const x86::Vec& a, float y);
 void emit_log(AsmBuilder& b, const x86::Vec& a);
 void emit_expm1(AsmBuilder& b, const x86::Vec& a);
 void emit_softplus(AsmBuilder& b, const x86::Vec& a);
+
+// a = sin(a) or cos(a) lane-wise, in place: x = j pi/2 + r (Cody-Waite, three parts of pi/2
+// with FMAs) and Cephes' sinf / cosf polynomials on r by j's quadrant, for |a| <= kSinMaxArg;
+// a vector with a lane beyond it (or infinite) calls std::sin / std::cos on all its lanes
+// (float's own reduction of huge arguments); a few ulp of std::sin (tests measure it).
+constexpr float kSinMaxArg = 131072.f;
+void emit_sin_cos(AsmBuilder& b, const x86::Vec& a, bool cos);
 
 // a = op(a) for a unary post-op (every kind but add and scale_shift, which need operands: an
 // internal error) on a full-width vector, with the scalar reference's own operations in the

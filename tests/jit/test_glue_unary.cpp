@@ -1,9 +1,8 @@
-// Tests of the glue-only unary post-ops (tanh, sqrt, erf, pow by a constant, exp, log, ...,
-// thresholded_relu, quantize-dequantize) in the standalone
-// elementwise kernel, against the double-precision truth (std:: functions in double, whose C
-// special cases the float reference shares) over edge values, dense sweeps and random
-// magnitudes on every ISA path; and of Sum's chain of up to 7 residual adds (bit-exact against
-// left-to-right float sums).
+// Tests of the glue-only unary post-ops (tanh, sqrt, erf, pow by a constant, exp, log, sin, cos,
+// ..., thresholded_relu, quantize-dequantize) in the standalone elementwise kernel, against the
+// double-precision truth (std:: functions in double, whose C special cases the float reference
+// shares) over edge values, dense sweeps and random magnitudes on every ISA path; and of Sum's
+// chain of up to 7 residual adds (bit-exact against left-to-right float sums).
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -56,6 +55,10 @@ double truth(const PostOp& op, float x) {
       return d * std::tanh(std::max(d, 0.0) + std::log1p(std::exp(-std::fabs(d))));
     case K::gelu_tanh:
       return 0.5 * d * (1 + std::tanh(0.79788456080286536 * (d + 0.044715 * d * d * d)));
+    case K::sin:
+      return std::sin(d);
+    case K::cos:
+      return std::cos(d);
     case K::quant_dequant_u8:
     case K::quant_dequant_s8: {  // ONNX: x / scale in float, then exact integer steps
       const float q = x / op.alpha;
@@ -109,6 +112,15 @@ std::vector<float> inputs(const PostOp& op, uint32_t seed) {
     v.push_back(f);
   std::mt19937 rng(seed);
   for (int i = 0; i < (1 << 14); ++i) v.push_back(test::random_input(size_t(i), rng));
+  // sin / cos: near multiples of pi / 2 (results near 0 keep their relative accuracy only
+  // if the reduction does), up to and past the vector path's limit (asm_math.h kSinMaxArg).
+  if (op.kind == K::sin || op.kind == K::cos) {
+    for (int k = -2000; k <= 2000; ++k)
+      for (float f : {-1.f, 0.f, 1.f})
+        v.push_back(std::nextafter(float(k * M_PI_2), float(k * M_PI_2) + f));
+    for (int i = 0; i <= 4000; ++i) v.push_back(float(i * 40.0 + 0.3));
+    for (float f : {131071.9f, 131072.f, 131072.02f, 2e5f, 1e6f, 3.4e38f, -1e20f}) v.push_back(f);
+  }
   // Around pow's overflow and underflow thresholds.
   if (op.kind == K::pow && op.alpha != 0.f) {
     const double lim = std::exp(std::log(double(FLT_MAX)) / std::fabs(double(op.alpha)));
@@ -186,7 +198,9 @@ const std::vector<PostOp>& unary_ops() {
                              mk(K::mish),
                              mk(K::gelu_tanh),
                              mk(K::thresholded_relu, 1.f),
-                             mk(K::thresholded_relu, -0.5f)};
+                             mk(K::thresholded_relu, -0.5f),
+                             mk(K::sin),
+                             mk(K::cos)};
     PostOp selu = mk(K::selu, 1.67326319217681884765625f);
     selu.beta = 1.05070102214813232421875f;
     v.push_back(selu);
@@ -222,7 +236,7 @@ TEST_CASE("glue unary: tails and sizes") {
   uint32_t seed = 1;
   for (Isa isa : test::glue_isas())
     for (const PostOp& op : {mk(K::tanh), mk(K::erf), mk(K::pow, 1.7f), mk(K::sqrt), mk(K::log),
-                             mk(K::softplus), mk(K::elu, 1.f), mk(K::floor),
+                             mk(K::sin), mk(K::cos), mk(K::softplus), mk(K::elu, 1.f), mk(K::floor),
                              mk(K::quant_dequant_u8, 0.05f, 128.f), mk(K::quantize_s8, 0.05f, 7.f)})
       for (int64_t n : sizes) {
         std::vector<float> x = inputs(op, seed++);

@@ -2,7 +2,8 @@
 ISA path: Shrink (hard and soft), MeanVarianceNormalization (default and given axes), EyeLike
 (diagonal offsets, the input's type or the dtype attribute), Compress (constant and computed
 conditions, shorter than the axis, no axis), ReverseSequence (either axis order, constant and
-computed lengths), Scatter (opsets 9-10)."""
+computed lengths), Scatter (opsets 9-10); and OneHot, expanded at shape inference (int64 and float
+indices, negative and out-of-range ones, every axis, depth constant or fed at run time)."""
 import numpy as np
 import pytest
 from onnx import TensorProto, helper, numpy_helper
@@ -126,3 +127,38 @@ def test_reverse_sequence(shape, time_axis, lens, computed, tmp_path):
         else:
             want[b, :n] = x[b, :n][::-1]
     check(data, feeds, {"y": want}, tmp_path)
+
+
+def numpy_one_hot(idx, depth, values, axis):
+    i = idx.astype(np.int64)
+    i = np.where(i < 0, i + depth, i)
+    a = axis if axis >= 0 else axis + idx.ndim + 1
+    classes = np.arange(depth).reshape([depth if d == a else 1 for d in range(idx.ndim + 1)])
+    return np.where(np.expand_dims(i, a) == classes, values[1], values[0]).astype(values.dtype)
+
+
+# (indices shape and dtype, depth and its dtype, values dtype, axis, depth fed at run time)
+@pytest.mark.parametrize("shape,itype,depth,dtype,vtype,axis,computed", [
+    ((2, 3), np.int64, 5, np.int64, np.float32, -1, False),
+    ((4,), np.float32, 7.0, np.float32, np.int64, 0, False),
+    ((2, 3, 4), np.int64, 6, np.int64, np.float32, 1, False),
+    ((3, 5), np.int64, 4, np.int64, np.float32, -2, True)])
+def test_one_hot(shape, itype, depth, dtype, vtype, axis, computed, tmp_path):
+    d = int(depth)
+    # Every class, negative indices (wrapping), and indices outside [-depth, depth): all off.
+    idx = rng.integers(-d - 2, d + 2, size=shape).astype(itype)
+    idx.flat[:3] = [0, -1, d]
+    values = np.array([-2, 3], vtype)
+    dep = np.array(depth, dtype)
+    inputs, inits, feeds = [vi("i", shape, 7 if itype == np.int64 else 1)], [], {"i": idx}
+    if computed:
+        inputs.append(vi("d", [], 7 if dtype == np.int64 else 1))
+        feeds["d"] = dep
+    else:
+        inits.append(numpy_helper.from_array(dep, "d"))
+    inits.append(numpy_helper.from_array(values, "v"))
+    data = model([helper.make_node("OneHot", ["i", "d", "v"], ["y"], axis=axis)], inputs,
+                 [vi("y", None)], inits, opset=11)
+    want = numpy_one_hot(idx, d, values, axis)
+    # (A depth fed at run time sizes the output per run: the per-run tail, reference kernels.)
+    check(data, feeds, {"y": want}, tmp_path, tol=0, ref_free=not computed)
