@@ -203,11 +203,13 @@ std::vector<Node> expand_one_hot(Graph& g, const Node& n) {
                               op("Add", {idx, depth}, "indices_plus_depth"), idx},
                              "wrapped");
   const ValueId at = op("Unsqueeze", {wrapped, op.ints("axis", {s.axis})}, "at_axis");
-  Shape cs(g.value(n.in(0)).shape.size() + 1, 1);  // 0 .. depth - 1 along the axis
-  cs[size_t(s.axis)] = s.depth;
-  Tensor classes(DType::i64, cs);
-  for (int64_t i = 0; i < s.depth; ++i) classes.data<int64_t>()[i] = i;
-  const ValueId hot = op("Equal", {at, const_for(g, n, "classes", std::move(classes))}, "hot");
+  // 0 .. depth - 1 along the axis (a Range: folded at load within the folding limits, not
+  // made here whatever the depth).
+  Shape cs(g.value(n.in(0)).shape.size() + 1, 1);
+  cs[size_t(s.axis)] = -1;
+  const ValueId range = op("Range", {op.scalar("first", 0), depth, op.scalar("step", 1)}, "range");
+  const ValueId classes = op.reshape(range, cs, "classes");
+  const ValueId hot = op("Equal", {at, classes}, "hot");
   const ValueId on = op("Gather", {n.in(2), op.scalar("on_index", 1)}, "on_value");
   const ValueId off = op("Gather", {n.in(2), op.scalar("off_index", 0)}, "off_value");
   op("Where", {hot, on, off}, "y", n.outputs[0]);

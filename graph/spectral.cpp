@@ -35,14 +35,14 @@ double coefficient(const Transform& tr, int64_t t, int64_t in_part, int64_t bin,
 // An int64 scalar constant input >= 1.
 int64_t positive_scalar(const Graph& g, const Node& n, size_t i, const char* what) {
   const auto v = const_ints(g, n, i);
-  if (!v || v->size() != 1 || input(g, n, i).shape.size() > 1 || (*v)[0] < 1)
-    n.fail(Code::invalid_model, input_desc(g, n, i) + ": " + what + " must be a scalar >= 1");
+  if (!v || v->size() != 1 || input(g, n, i).shape.size() > 1 || (*v)[0] < 1 || (*v)[0] > kMaxAttr)
+    n.fail(Code::invalid_model,
+           input_desc(g, n, i) + ": " + what + " must be a scalar in [1, 2^31]");
   return (*v)[0];
 }
 
 void check_matrix(const Node& n, const Transform& tr) {
-  // (Each factor is below 2^31: no overflow.)
-  if (tr.len * tr.c * 2 * tr.k > kMaxDftMatrixElements)
+  if (double(tr.len) * double(tr.c) * 2 * double(tr.k) > double(kMaxDftMatrixElements))
     n.fail(Code::unsupported,
            "a " + std::to_string(tr.n) + "-point transform of " + std::to_string(tr.len) +
                " samples needs a " + std::to_string(tr.len * tr.c) + " x " +
@@ -261,8 +261,9 @@ void infer_mel_weight_matrix(Graph& g, Node& n) {
   if (!std::isfinite(lo) || !std::isfinite(hi) || lo < 0 || hi < lo)
     n.fail(Code::invalid_model, "needs 0 <= lower_edge_hertz <= upper_edge_hertz");
   const int64_t bins = dft / 2 + 1;
-  checked_numel(n, {bins, mels});
-  if (bins * mels > kMaxElements) n.fail(Code::unsupported, "the matrix is too large");
+  if (double(bins) * double(mels) > double(kMaxDftMatrixElements))  // (made at load)
+    n.fail(Code::unsupported, "a " + std::to_string(bins) + " x " + std::to_string(mels) +
+                                  " matrix, over Kiln's limit of 2^24 elements");
   auto mel = [](double f) { return 2595.0 * std::log10(1.0 + f / 700.0); };
   const double lo_mel = mel(lo), step = (mel(hi) - lo_mel) / double(mels + 2);
   std::vector<int64_t> point(size_t(mels + 2));

@@ -23,7 +23,8 @@
 
 namespace kiln {
 
-constexpr int64_t kMaxDftMatrixElements = int64_t(1) << 24;  // 64 MiB of float32
+// Largest DFT or mel matrix Kiln makes (at load): 64 MiB of float32.
+constexpr int64_t kMaxDftMatrixElements = int64_t(1) << 24;
 
 // Shape inference (validation and the output's shape) of DFT and STFT, and MelWeightMatrix's
 // value (its inputs must be constants; graph/dynamic.h sees to that).

@@ -210,3 +210,13 @@ def test_errors():
     mel = onnx_model([helper.make_node("MelWeightMatrix", ["m", "d", "r", "lo", "hi"], ["y"])], [],
                      [vi("y", None)], ins, opset=17)
     refused(mel, "MelWeightMatrix", "past the 9 DFT bins")
+    # Sizes that would make a huge matrix at load, or overflow: refused, nothing allocated.
+    ins = [scalar("m", 1000), scalar("d", 100000), scalar("r", 100000),
+           numpy_helper.from_array(np.array(0, np.float32), "lo"),
+           numpy_helper.from_array(np.array(50000, np.float32), "hi")]
+    mel = onnx_model([helper.make_node("MelWeightMatrix", ["m", "d", "r", "lo", "hi"], ["y"])], [],
+                     [vi("y", None)], ins, opset=17)
+    refused(mel, "50001 x 1000 matrix", "2^24")
+    huge = onnx_model([helper.make_node("DFT", ["x", "n"], ["y"], axis=1)], [vi("x", [1, 64, 1])],
+                      [vi("y", None)], [scalar("n", 1 << 40)], opset=17)
+    refused(huge, "dft_length must be a scalar in [1, 2^31]")
