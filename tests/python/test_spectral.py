@@ -117,15 +117,19 @@ def test_windows(kind, periodic, size, tmp_path):
             assert rel_error(got.astype(np.float64), sig.window(kind, n, periodic)) <= 1e-6
 
 
-@pytest.mark.parametrize("mels,dft,rate,lo,hi", [(8, 16, 8192, 0, 4096), (40, 400, 16000, 20, 8000),
-                                                 (64, 1024, 22050, 0, 11025), (13, 256, 8000, 300, 3400)])
-def test_mel_weight_matrix(mels, dft, rate, lo, hi):
+def mel_model(mels, dft, rate, lo, hi):
+    """A model computing MelWeightMatrix of constant inputs."""
     ins = [scalar("m", mels), scalar("d", dft), scalar("r", rate),
            numpy_helper.from_array(np.array(lo, np.float32), "lo"),
            numpy_helper.from_array(np.array(hi, np.float32), "hi")]
-    data = onnx_model([helper.make_node("MelWeightMatrix", ["m", "d", "r", "lo", "hi"], ["y"])], [],
+    return onnx_model([helper.make_node("MelWeightMatrix", ["m", "d", "r", "lo", "hi"], ["y"])], [],
                       [vi("y", None)], ins, opset=17)
-    with kiln.Session.from_bytes(data, threads=1, disable_cache=True) as s:
+
+
+@pytest.mark.parametrize("mels,dft,rate,lo,hi", [(8, 16, 8192, 0, 4096), (40, 400, 16000, 20, 8000),
+                                                 (64, 1024, 22050, 0, 11025), (13, 256, 8000, 300, 3400)])
+def test_mel_weight_matrix(mels, dft, rate, lo, hi):
+    with kiln.Session.from_bytes(mel_model(mels, dft, rate, lo, hi), threads=1, disable_cache=True) as s:
         got = s.run({})["y"]
     want = sig.mel_weight_matrix(mels, dft, rate, lo, hi)
     assert got.shape == want.shape
@@ -204,19 +208,9 @@ def test_errors():
                       [vi("y", None)], [scalar("s", 4)], opset=17)
     refused(none, "needs a window or a frame_length")
     # Mel points past the spectrum (upper edge above the Nyquist frequency).
-    ins = [scalar("m", 8), scalar("d", 16), scalar("r", 8000),
-           numpy_helper.from_array(np.array(0, np.float32), "lo"),
-           numpy_helper.from_array(np.array(7000, np.float32), "hi")]
-    mel = onnx_model([helper.make_node("MelWeightMatrix", ["m", "d", "r", "lo", "hi"], ["y"])], [],
-                     [vi("y", None)], ins, opset=17)
-    refused(mel, "MelWeightMatrix", "past the 9 DFT bins")
+    refused(mel_model(8, 16, 8000, 0, 7000), "MelWeightMatrix", "past the 9 DFT bins")
     # Sizes that would make a huge matrix at load, or overflow: refused, nothing allocated.
-    ins = [scalar("m", 1000), scalar("d", 100000), scalar("r", 100000),
-           numpy_helper.from_array(np.array(0, np.float32), "lo"),
-           numpy_helper.from_array(np.array(50000, np.float32), "hi")]
-    mel = onnx_model([helper.make_node("MelWeightMatrix", ["m", "d", "r", "lo", "hi"], ["y"])], [],
-                     [vi("y", None)], ins, opset=17)
-    refused(mel, "50001 x 1000 matrix", "2^24")
+    refused(mel_model(1000, 100000, 100000, 0, 50000), "50001 x 1000 matrix", "2^24")
     huge = onnx_model([helper.make_node("DFT", ["x", "n"], ["y"], axis=1)], [vi("x", [1, 64, 1])],
                       [vi("y", None)], [scalar("n", 1 << 40)], opset=17)
     refused(huge, "dft_length must be a scalar in [1, 2^31]")
