@@ -32,8 +32,9 @@ struct InferOptions {
   // the nodes must run anyway): the load-time limits on folded bytes and work do not apply.
   bool unlimited = false;
   // When set, a node whose output sizes depend on data known only at run time (NonZero or
-  // NonMaxSuppression on a computed input, an If on a computed condition) and every node that
-  // reads what such a node computes are not inferred but moved here, in order.
+  // NonMaxSuppression on a computed input, an If on a computed condition, a computed shape
+  // input: OpInfo::shape_inputs) and every node that reads what such a node computes are not
+  // inferred but moved here, in order.
   std::vector<Node>* tail = nullptr;
   // Drop each folded value's constant once the last node reading it is folded (a run-time
   // tail, which needs only its outputs at the end).

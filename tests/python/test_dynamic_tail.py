@@ -1,5 +1,6 @@
 """Models whose output sizes depend on the data: NonZero (boolean indexing), NonMaxSuppression
-(torchvision.ops.nms / batched_nms), GatherND, an If on a computed condition. The network runs
+(torchvision.ops.nms / batched_nms), GatherND, an If on a computed condition, shape inputs
+(Reshape's shape, Slice's starts, TopK's K) fed at run time. The network runs
 planned; the nodes from the first data-dependent op on run per run (graph/dynamic.h). Against
 PyTorch / numpy on every ISA path, several inputs per model (each gives another output size),
 empty results included."""
@@ -541,3 +542,39 @@ def test_roi_align_in_the_tail_over_the_threads(tmp_path):
                 out = s.run({"x": x, "rois": rois, "b": bidx, "keep": keep})["y"]
                 assert out.shape == want.shape, (threads, out.shape, want.shape)
                 np.testing.assert_allclose(out, want, rtol=1e-4, atol=1e-5, err_msg=str(threads))
+
+
+def test_shape_inputs_fed_at_run_time(tmp_path):
+    """A conv, then Reshape / Slice / TopK whose shape, starts and K are graph inputs (their
+    OpInfo::shape_inputs): the conv is planned, the rest runs per run with the sizes given."""
+    rng = np.random.default_rng(3)
+    w = rng.standard_normal((4, 3, 3, 3)).astype(np.float32)
+    g = helper.make_graph(
+        [helper.make_node("Conv", ["x", "w"], ["c"], pads=[1, 1, 1, 1]),
+         helper.make_node("Reshape", ["c", "shape"], ["r"]),
+         helper.make_node("Slice", ["r", "start", "end", "axis"], ["s"]),
+         helper.make_node("TopK", ["s", "k"], ["y", "i"], axis=-1)],
+        "m", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 6, 6]),
+              helper.make_tensor_value_info("shape", TensorProto.INT64, [2]),
+              helper.make_tensor_value_info("start", TensorProto.INT64, [1]),
+              helper.make_tensor_value_info("k", TensorProto.INT64, [1])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None),
+         helper.make_tensor_value_info("i", TensorProto.INT64, None)],
+        initializer=[helper.make_tensor("w", TensorProto.FLOAT, w.shape, w.ravel()),
+                     helper.make_tensor("end", TensorProto.INT64, [1], [1 << 40]),
+                     helper.make_tensor("axis", TensorProto.INT64, [1], [1])])
+    data = helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)]).SerializeToString()
+    x = rng.standard_normal((1, 3, 6, 6)).astype(np.float32)
+    conv = torch.nn.functional.conv2d(torch.from_numpy(x), torch.from_numpy(w), padding=1).numpy()
+    cases = [((8, 18), 3, 5), ((4, 36), 10, 1), ((-1, 48), 0, 48)]
+    feeds = [{"x": x, "shape": np.array(s, np.int64), "start": np.array([b], np.int64),
+              "k": np.array([k], np.int64)} for s, b, k in cases]
+    for max_isa, outs in run_each(data, feeds, tmp_path):
+        for (shape, start, k), out in zip(cases, outs):
+            s = conv.reshape(shape)[:, start:]
+            want = -np.sort(-s, axis=-1)[:, :k]
+            assert out["y"].shape == want.shape, (max_isa, out["y"].shape, want.shape)
+            np.testing.assert_allclose(out["y"], want, rtol=1e-5, atol=1e-5, err_msg=max_isa)
+    with kiln.Session.from_bytes(data, threads=1, disable_cache=True) as s:
+        kernels = [st["kernel"] for st in s.plan()["steps"]]
+        assert any(k.startswith("conv_") for k in kernels), kernels  # (the planned part)
