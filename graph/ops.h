@@ -104,7 +104,8 @@ struct OpInfo {
   bool data_dependent = false;
   // Inputs (bit i: input i) whose values decide the output's size (Range's bounds, STFT's
   // frame_step): at load they must be constants, or the node and what reads it run in the
-  // run-time tail (graph/dynamic.h), where every input is known.
+  // run-time tail (graph/dynamic.h), where every input is known. (supported_ops_markdown says
+  // so in the op's README row.)
   unsigned shape_inputs = 0;
 };
 

@@ -50,6 +50,24 @@ void check_matrix(const Node& n, const Transform& tr) {
                " DFT matrix, over Kiln's limit of 2^24 elements (Kiln has no FFT kernel)");
 }
 
+// The parts per sample (the last dimension of `what`): 1 real or 2 complex.
+int64_t parts(const Node& n, int64_t c, const char* what) {
+  if (c != 1 && c != 2)
+    n.fail(Code::invalid_model, std::string("the ") + what +
+                                    "'s last dimension must be 1 (real) or 2 (complex), not " +
+                                    std::to_string(c));
+  return c;
+}
+
+// The bins out (all n, or n / 2 + 1 when onesided: real `what` only), then the matrix's size.
+void set_bins(const Node& n, Transform& tr, bool onesided, const char* what) {
+  if (onesided && tr.c == 2)
+    n.fail(Code::invalid_model,
+           std::string("onesided needs a real ") + what + " (last dimension 1)");
+  tr.k = onesided ? tr.n / 2 + 1 : tr.n;
+  check_matrix(n, tr);
+}
+
 struct DftSpec {
   Shape in;
   int64_t axis = 1;
@@ -62,22 +80,17 @@ DftSpec dft_spec(const Graph& g, const Node& n) {
   DftSpec s;
   s.in = input(g, n, 0).shape;
   const int64_t rank = int64_t(s.in.size());
-  s.tr.c = s.in.back();
-  if (s.tr.c != 1 && s.tr.c != 2)
-    n.fail(Code::invalid_model, "the input's last dimension must be 1 (real) or 2 (complex), not " +
-                                    std::to_string(s.tr.c));
+  s.tr.c = parts(n, s.in.back(), "input");
+  int64_t a = n.attr_i("axis", 1);
   if (g.opset >= 20) {  // (axis became an input, default -2)
-    int64_t a = -2;
+    a = -2;
     if (has_input(n, 2)) {
       const auto v = const_ints(g, n, 2);
       if (!v || v->size() != 1) n.fail(Code::invalid_model, "axis must be a scalar");
       a = (*v)[0];
     }
-    s.axis = a < 0 ? a + rank : a;
-  } else {
-    const int64_t a = n.attr_i("axis", 1);
-    s.axis = a < 0 ? a + rank : a;
   }
+  s.axis = a < 0 ? a + rank : a;
   if (s.axis < 0 || s.axis > rank - 2)
     n.fail(Code::invalid_model, "axis must be a signal dimension (0 to " +
                                     std::to_string(rank - 2) + " of input shape " +
@@ -87,12 +100,9 @@ DftSpec dft_spec(const Graph& g, const Node& n) {
   if (s.tr.n < 1) n.fail(Code::invalid_model, "the transform's length is 0");
   s.tr.inverse = attr_flag(n, "inverse", false);
   const bool onesided = attr_flag(n, "onesided", false);
-  if (onesided && s.tr.c == 2)
-    n.fail(Code::invalid_model, "onesided needs a real input (last dimension 1)");
   if (onesided && s.tr.inverse)
     n.fail(Code::unsupported, "an inverse onesided DFT (Kiln computes only full spectra back)");
-  s.tr.k = onesided ? s.tr.n / 2 + 1 : s.tr.n;
-  check_matrix(n, s.tr);
+  set_bins(n, s.tr, onesided, "input");
   return s;
 }
 
@@ -109,11 +119,7 @@ StftSpec stft_spec(const Graph& g, const Node& n) {
   StftSpec s;
   s.batch = x[0];
   s.len = x[1];
-  s.tr.c = x[2];
-  if (s.tr.c != 1 && s.tr.c != 2)
-    n.fail(Code::invalid_model,
-           "the signal's last dimension must be 1 (real) or 2 (complex), not " +
-               std::to_string(s.tr.c));
+  s.tr.c = parts(n, x[2], "signal");
   s.step = positive_scalar(g, n, 1, "frame_step");
   s.window = has_input(n, 2);
   int64_t length = 0;
@@ -134,12 +140,8 @@ StftSpec stft_spec(const Graph& g, const Node& n) {
     n.fail(Code::invalid_model, "frames of " + std::to_string(length) + " samples do not fit a " +
                                     std::to_string(s.len) + "-sample signal");
   s.tr.len = s.tr.n = length;
-  const bool onesided = attr_flag(n, "onesided", true);
-  if (onesided && s.tr.c == 2)
-    n.fail(Code::invalid_model, "onesided needs a real signal (last dimension 1)");
-  s.tr.k = onesided ? length / 2 + 1 : length;
+  set_bins(n, s.tr, attr_flag(n, "onesided", true), "signal");
   s.frames = (s.len - length) / s.step + 1;
-  check_matrix(n, s.tr);
   return s;
 }
 
