@@ -216,6 +216,71 @@ std::vector<Node> expand_one_hot(Graph& g, const Node& n) {
   return out;
 }
 
+bool computed_affine(const Graph& g, const Node& n) {
+  if (n.op != "BatchNormalization" && n.op != "LayerNormalization" &&
+      n.op != "InstanceNormalization" && n.op != "GroupNormalization")
+    return false;
+  if (n.inputs.empty() || n.outputs.empty() || n.outputs[0] == kNoValue) return false;
+  for (size_t k = 1; k < n.outputs.size(); ++k)
+    if (n.outputs[k] != kNoValue) return false;  // (LayerNormalization's Mean / InvStdDev)
+  for (size_t k = 1; k < n.inputs.size(); ++k)
+    if (n.inputs[k] != kNoValue && !g.value(n.inputs[k]).is_const()) return true;
+  return false;
+}
+
+std::vector<Node> expand_computed_affine(Graph& g, const Node& n) {
+  std::vector<Node> out;
+  Emitter op{g, n, out};
+  const Shape xs = g.value(n.in(0)).shape;  // (a copy: constants added below move values)
+  const int64_t r = int64_t(xs.size());
+  // Where a per-channel / normalised-dims parameter broadcasts against x.
+  Shape at(size_t(r), 1);
+  int64_t from = 1, to = 2;  // the parameters' dims of x: [from, to)
+  if (n.op == "LayerNormalization") {
+    from = n.attr_i("axis", 0);
+    to = from + n.attr_i("norm_dims", 1);
+  }
+  for (int64_t d = 0; d < r; ++d) at[size_t(d)] = d >= from && d < to ? xs[size_t(d)] : 1;
+  at.erase(at.begin(), at.begin() + from);  // (numpy broadcasting aligns the trailing dims)
+  if (n.op == "BatchNormalization") {
+    // y = x * a + (B - mean * a), a = scale / sqrt(var + eps), as fold_batchnorm folds it.
+    const ValueId sd =
+        op("Sqrt", {op("Add", {n.in(4), f32(g, n, "eps", n.attr_f("epsilon", 1e-5f))}, "var_eps")},
+           "std");
+    const ValueId a = op("Div", {n.in(1), sd}, "a");
+    const ValueId b = op("Sub", {n.in(2), op("Mul", {n.in(3), a}, "mean_a")}, "b");
+    const ValueId xa = op("Mul", {n.in(0), op.reshape(a, at, "a_at")}, "x_a");
+    op("Add", {xa, op.reshape(b, at, "b_at")}, "y", n.outputs[0]);
+    return out;
+  }
+  // The normalisation with constant parameters (ones / zeros where they were computed), then
+  // the computed scale and the bias as broadcast ops.
+  Node norm = n;
+  std::vector<ValueId> after(3, kNoValue);
+  for (size_t k = 1; k < 3 && k < n.inputs.size(); ++k) {
+    const ValueId v = n.inputs[k];
+    // (A constant bias too when the scale is computed: it is added after the scale.)
+    if (v == kNoValue || (g.value(v).is_const() && after[1] == kNoValue)) continue;
+    after[k] = v;
+    if (k == 2 && n.op == "LayerNormalization") {
+      norm.inputs[k] = kNoValue;  // (optional)
+      continue;
+    }
+    Tensor t(DType::f32, g.value(v).shape);
+    std::fill(t.data<float>(), t.data<float>() + t.numel(), k == 1 ? 1.f : 0.f);
+    norm.inputs[k] = const_for(g, n, k == 1 ? "ones" : "zeros", std::move(t));
+  }
+  while (norm.inputs.size() > 2 && norm.inputs.back() == kNoValue) norm.inputs.pop_back();
+  ValueId y = op(n.op.c_str(), norm.inputs, "normalised",
+                 after[1] == kNoValue && after[2] == kNoValue ? n.outputs[0] : kNoValue);
+  out.back().attrs = n.attrs;
+  if (after[1] != kNoValue)
+    y = op("Mul", {y, op.reshape(after[1], at, "scale_at")}, "scaled",
+           after[2] == kNoValue ? n.outputs[0] : kNoValue);
+  if (after[2] != kNoValue) op("Add", {y, op.reshape(after[2], at, "bias_at")}, "y", n.outputs[0]);
+  return out;
+}
+
 bool expand_function_op(Graph& g, Node& n, std::vector<Node>& out) {
   if (n.op == "Scatter") {  // (deprecated in opset 11 for its new name)
     n.op = "ScatterElements";

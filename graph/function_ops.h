@@ -30,4 +30,13 @@ bool expand_function_op(Graph& g, Node& n, std::vector<Node>& out);
 void infer_one_hot(Graph& g, Node& n);
 std::vector<Node> expand_one_hot(Graph& g, const Node& n);
 
+// BatchNormalization, Layer-, Instance- and GroupNormalization whose scale or bias (BN: any of
+// its four parameters) is computed, not a constant: their kernels take constants. Expanded once
+// inferred: BN into y = x * a + (B - mean * a) with a = scale / sqrt(var + eps) computed per run
+// on the [C] vectors; the others into the normalisation with ones / no bias in place of the
+// computed ones, then a broadcast Mul by the scale and Add of the bias (AdaIN-style
+// conditioning, FiLM, weights fed as graph inputs).
+bool computed_affine(const Graph& g, const Node& n);
+std::vector<Node> expand_computed_affine(Graph& g, const Node& n);
+
 }  // namespace kiln

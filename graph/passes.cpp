@@ -125,6 +125,10 @@ int infer_shapes(Graph& g, const InferOptions& o) {
       for (Node& m : n.op == "OneHot" ? expand_one_hot(g, n) : expand_spectral(g, n)) step(m);
       return;
     }
+    if (computed_affine(g, n)) {
+      for (Node& m : expand_computed_affine(g, n)) step(m);
+      return;
+    }
     if (n.op == "If") {
       for (Node& m : inline_if(g, n)) step(m);
       return;

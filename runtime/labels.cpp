@@ -75,19 +75,44 @@ bool is_channel_concat(const Graph& g, const Node& n) {
   return true;
 }
 
-// The conv runs on a JIT family at all: groups 1 or depthwise, constant weights and bias.
+// A Conv whose weights or bias are computed (not constants): its kernel reads them on every
+// run (create_conv_kernel_runtime_weights) instead of packing them at load.
+bool conv_runtime_weights(const Graph& g, const Node& n) {
+  return n.op == "Conv" && n.inputs.size() >= 2 &&
+         (!g.value(n.inputs[1]).is_const() ||
+          (n.in(2) != kNoValue && !g.value(n.inputs[2]).is_const()));
+}
+
+// Whether conv family f may implement p (computed weights: only the families reading them at
+// run time).
+bool conv_family_ok(const ConvFamilyRow& f, const ConvProblem& p, bool runtime_weights) {
+  return f.offered(p) && (!runtime_weights || conv_family_runtime_weights(f.id));
+}
+
+// The conv runs on a JIT family at all: a 2-D conv some family offers itself for; computed
+// weights and bias f32 of the conv's shapes.
 bool conv_jit_ok(const Graph& g, const Node& n, std::string* why) {
   if (n.op != "Conv") return *why = "not a Conv", false;
-  if (n.inputs.size() < 2 || !g.value(n.inputs[1]).is_const())
-    return *why = "weights are not constant", false;
-  if (n.in(2) != kNoValue && !g.value(n.inputs[2]).is_const())
-    return *why = "bias is not constant", false;
+  if (n.inputs.size() < 2) return *why = "no weights", false;
   if (!is4d(g, n.in(0)) || n.outputs.empty() || !is4d(g, n.outputs[0]))
     return *why = "not a 2-D convolution (4-D input and output)", false;
+  const bool rw = conv_runtime_weights(g, n);
+  if (rw) {
+    const Value& w = g.value(n.inputs[1]);
+    if (w.dtype != DType::f32 || w.shape.size() != 4)
+      return *why = "weights are not f32 4-D", false;
+    if (n.in(2) != kNoValue && g.value(n.inputs[2]).dtype != DType::f32)
+      return *why = "bias is not f32", false;
+  }
   const ConvProblem p = ConvProblem::from_node(g, n);
+  if (rw &&
+      (p.groups < 1 || g.value(n.inputs[1]).shape != Shape{p.oc, p.ic / p.groups, p.kh, p.kw} ||
+       (p.bias && g.value(n.inputs[2]).shape != Shape{p.oc})))
+    return *why = "computed weights or bias do not match the conv's shape", false;
   for (const ConvFamilyRow& f : conv_families())
-    if (f.offered(p)) return true;
-  return *why = "no JIT conv family for groups=" + std::to_string(p.groups) + " (" + p.str() + ")",
+    if (conv_family_ok(f, p, rw)) return true;
+  return *why = "no JIT conv family for groups=" + std::to_string(p.groups) +
+                (rw ? " with computed weights" : "") + " (" + p.str() + ")",
          false;
 }
 
@@ -888,7 +913,7 @@ std::optional<Label> Label::parse(const std::string& key) {
 }
 
 bool packs_weights(const Graph& g, int i, const Label& l) {
-  return l.kind == LabelKind::conv ||
+  return (l.kind == LabelKind::conv && !conv_runtime_weights(g, g.nodes[size_t(i)])) ||
          (l.kind == LabelKind::fc && !batched_matmul(g, g.nodes[size_t(i)]));
 }
 
@@ -938,9 +963,11 @@ std::vector<Label> candidate_labels(const Graph& g, int i, Isa isa, bool referen
   std::string why;
   if (jit && n.op == "Conv" && conv_jit_ok(g, n, &why)) {
     const ConvProblem p = ConvProblem::from_node(g, n);
-    const bool bf16 = precision == Precision::bf16 && bf16_supported(isa);
+    const bool rw = conv_runtime_weights(g, n);
+    // (Computed weights: f32 only; bf16 and int8 weights are converted at load.)
+    const bool bf16 = precision == Precision::bf16 && bf16_supported(isa) && !rw;
     for (const ConvFamilyRow& f : conv_families()) {
-      if (!f.offered(p)) continue;
+      if (!conv_family_ok(f, p, rw)) continue;
       auto pairs = f.layouts(p, b);
       if (bf16 && f.bf16_layouts) {
         auto more = f.bf16_layouts(p);
@@ -964,7 +991,7 @@ std::vector<Label> candidate_labels(const Graph& g, int i, Isa isa, bool referen
           (f.id == ConvFamily::im2col && (p.kh != 1 || p.kw != 1) && p.groups == 1) ||
           (f.id == ConvFamily::grouped && (p.kh != 1 || p.kw != 1) &&
            convjit::int8_group_merge(p) > 0);
-      const auto q8 = int8_family && isa == Isa::avx512 && host_cpu().avx512_vnni
+      const auto q8 = int8_family && !rw && isa == Isa::avx512 && host_cpu().avx512_vnni
                           ? conv_int8_params(n)
                           : nullptr;
       if (q8) {
@@ -1132,6 +1159,11 @@ Instance instantiate(const Graph& g, int i, const Label& l, Isa isa, std::string
       if (!jit_isa) return no("no JIT on the scalar ISA");
       if (!conv_jit_ok(g, n, &why)) return no(why);
       ConvProblem p = ConvProblem::from_node(g, n);
+      if (conv_runtime_weights(g, n)) {
+        if (l.precision != Precision::f32) return no("computed weights: f32 only");
+        r.kernel = create_conv_kernel_runtime_weights(p, l.conv, isa, &why);
+        break;
+      }
       const Value& w = g.value(n.inputs[1]);
       const Tensor* bias = p.bias ? &*g.value(n.inputs[2]).constant : nullptr;
       ConvImpl impl = l.conv;
@@ -1308,7 +1340,9 @@ std::string node_problem(const Graph& g, int i) {
   const Node& n = g.nodes[size_t(i)];
   if (n.op == "Conv") {
     std::string why;
-    if (conv_jit_ok(g, n, &why)) return "conv:" + ConvProblem::from_node(g, n).str();
+    if (conv_jit_ok(g, n, &why))
+      return "conv:" + ConvProblem::from_node(g, n).str() +
+             (conv_runtime_weights(g, n) ? "|runtime_weights" : "");
   }
   std::string s = n.op + ":";
   for (ValueId v : n.inputs) {

@@ -271,4 +271,22 @@ std::unique_ptr<Kernel> create_conv_kernel(const ConvProblem& p, const ConvImpl&
   return k ? std::move(k) : decline(why_not, why);
 }
 
+bool conv_family_runtime_weights(ConvFamily f) {
+  return f == ConvFamily::im2col;
+}
+
+std::unique_ptr<Kernel> create_conv_kernel_runtime_weights(const ConvProblem& p,
+                                                           const ConvImpl& impl, Isa isa,
+                                                           std::string* why_not) {
+  if (!conv_family_runtime_weights(impl.family) || impl.int8)
+    return decline(why_not, std::string("the ") + conv_family_name(impl.family) +
+                                (impl.int8 ? " int8" : "") +
+                                " family packs its weights at load (computed weights: im2col)");
+  if (!im2col_shape(p))
+    return decline(why_not, "no im2col conv for groups=" + std::to_string(p.groups));
+  auto c = im2col::init_im2col_conf(p, impl, isa);
+  if (!c) return decline(why_not, c.reason);
+  return im2col::make_im2col_kernel_runtime_weights(*c.conf, code_key(p, impl, isa));
+}
+
 }  // namespace kiln

@@ -71,4 +71,14 @@ std::unique_ptr<Kernel> create_conv_kernel(const ConvProblem& p, const ConvImpl&
                                            const Tensor& weights, const Tensor* bias,
                                            std::string* why_not);
 
+// A conv whose weights (and bias) are computed, not constants: the kernel reads them as src[1]
+// (and src[2]), [OC, IC/g, KH, KW] and [OC] f32 in the node's order, on every run. Only the
+// im2col family in f32 (NCHW or NHWC; the family's dense and grouped shapes) packs them per
+// run; any other impl is declined with the reason.
+std::unique_ptr<Kernel> create_conv_kernel_runtime_weights(const ConvProblem& p,
+                                                           const ConvImpl& impl, Isa isa,
+                                                           std::string* why_not);
+// Whether the family can read its weights at run time (create_conv_kernel_runtime_weights).
+bool conv_family_runtime_weights(ConvFamily f);
+
 }  // namespace kiln

@@ -30,28 +30,28 @@ void prefetch_rows(const float* p, int64_t rows, int64_t ld, int64_t width) {
 
 class Im2colKernel : public Kernel {
  public:
-  Im2colKernel(const Im2colConf& c, const Tensor& w, const Tensor* bias,
+  // w == nullptr: the weights (and bias) are the node's inputs 1 (and 2), packed per call.
+  Im2colKernel(const Im2colConf& c, const Tensor* w, const Tensor* bias,
                const std::string& code_key)
       : c_(c),
         name_(convjit::conv_kernel_name("im2col", c.nhwc ? Layout::nhwc : Layout::nchw,
                                         c.nhwc ? Layout::nhwc : Layout::nchw, c.blocking_str(),
-                                        c.isa)) {
-    const float* b = bias ? bias->data<float>() : nullptr;
-    if (c.nhwc) {
-      wei_ = Tensor(DType::f32, {pack_weights_nhwc(c, ModelFloats(w), nullptr)});
-      pack_weights_nhwc(c, ModelFloats(w), wei_.data<float>());
-      for (int64_t g = 0, off = 0; g < c.n_groups; ++g) {
-        group_off_.push_back(off);
-        off += c.k * c.nhwc_group_ldb(g);
-      }
-      // (A conv group's last vector may reach past oc: padded.)
-      bias_ = Tensor(DType::f32, {round_up(c.p.oc, c.simd) + c.simd});
-      if (b) std::copy(b, b + c.p.oc, bias_.data<float>());
-    } else {
-      wei_ = Tensor(DType::f32, {pack_weights_nchw(c, ModelFloats(w), nullptr)});
-      pack_weights_nchw(c, ModelFloats(w), wei_.data<float>());
-      bias_ = Tensor(DType::f32, {c.p.oc * c.simd});
-      if (b) expand_rows(b, c.p.oc, c.simd, bias_.data<float>());
+                                        c.isa) +
+              (w ? "" : "_rw")),
+        runtime_(w == nullptr),
+        wei_floats_(c.nhwc ? pack_weights_nhwc(c, ModelFloats(nullptr), nullptr)
+                           : pack_weights_nchw(c, ModelFloats(nullptr), nullptr)),
+        // (NHWC: a conv group's last vector may reach past oc: padded.)
+        bias_floats_(c.nhwc ? round_up(c.p.oc, c.simd) + c.simd : c.p.oc * c.simd) {
+    for (int64_t g = 0, off = 0; c.nhwc && g < c.n_groups; ++g) {
+      group_off_.push_back(off);
+      off += c.k * c.nhwc_group_ldb(g);
+    }
+    if (!runtime_) {
+      wei_ = Tensor(DType::f32, {wei_floats_});
+      bias_ = Tensor(DType::f32, {bias_floats_});
+      pack(ModelFloats(*w), bias ? bias->data<float>() : nullptr, wei_.data<float>(),
+           bias_.data<float>());
     }
     for (const PostOp& op : c.p.post) n_scale_shift_ += op.kind == PostOp::Kind::scale_shift;
     main_ = shared_generator<GemmGenerator>(code_key, "", c, c.nr, false, ldb(c.nr), name_);
@@ -63,16 +63,30 @@ class Im2colKernel : public Kernel {
   const std::string& name() const override { return name_; }
   int64_t tiles() const override { return c_.tiles(); }
   double macs() const override { return c_.p.macs(); }
-  std::vector<Span> weights() const override { return {{wei_.raw(), wei_.nbytes()}}; }
-  // The tile's packed operand, then (NCHW) the scale / shift expanded to vectors.
+  std::vector<Span> weights() const override {
+    if (runtime_) return {};
+    return {{wei_.raw(), wei_.nbytes()}};
+  }
+  // The tile's packed operand, then (NCHW) the scale / shift expanded to vectors, then (run-time
+  // weights) the packed weights and bias.
   int64_t scratch_bytes() const override {
-    const int64_t expand = c_.nhwc ? 0 : 2 * n_scale_shift_ * c_.p.oc * c_.simd;
-    return std::max<int64_t>(c_.pack_floats + expand, 16) * 4;
+    return std::max<int64_t>(weights_at() + (runtime_ ? wei_floats_ + bias_floats_ : 0), 16) * 4;
   }
 
   void run(const KernelArgs& args, int64_t begin, int64_t end) const override {
     const ConvProblem& p = c_.p;
     float* scratch = scratch_floats(args);
+    const float* wei = runtime_ ? nullptr : wei_.data<float>();
+    const float* bias = runtime_ ? nullptr : bias_.data<float>();
+    if (runtime_) {
+      // Packed once per call (a call runs a range of tiles): a tile's GEMM is npix times the
+      // packing's work, the calls per step a few per thread.
+      float* w = scratch + weights_at();
+      float* b = w + wei_floats_;
+      pack(ModelFloats(args.src[1]), p.bias ? args.src[2] : nullptr, w, b);
+      wei = w;
+      bias = b;
+    }
     CallArgs base;
     // A K split keeps partial sums in dst: not when the residual is dst itself (in place).
     bool split = c_.kc < c_.k;
@@ -96,25 +110,43 @@ class Im2colKernel : public Kernel {
       const int64_t pix0 = t % c_.tiles_per_image * c_.tile_pix;
       const int64_t npix = std::min(c_.tile_pix, c_.pix - pix0);
       if (c_.nhwc)
-        run_nhwc(args, base, scratch, n, pix0, npix, kc);
+        run_nhwc(args, base, scratch, wei, bias, n, pix0, npix, kc);
       else
-        run_nchw(args, base, scratch, n, pix0, npix, kc);
+        run_nchw(args, base, scratch, wei, bias, n, pix0, npix, kc);
     }
   }
 
  private:
   int64_t ldb(int vecs) const { return c_.nhwc ? int64_t(vecs) * c_.simd : c_.ldb; }
+  // Where run-time weights go in the scratch: after the packed operand and the NCHW scale /
+  // shift vectors.
+  int64_t weights_at() const {
+    return c_.pack_floats + (c_.nhwc ? 0 : 2 * n_scale_shift_ * c_.p.oc * c_.simd);
+  }
+  // Weights [OC, IC / groups, KH, KW] and bias [OC] (or none) in the microkernel's layout.
+  void pack(ModelFloats w, const float* b, float* wei, float* bias) const {
+    if (c_.nhwc) {
+      pack_weights_nhwc(c_, w, wei);
+      std::fill(bias, bias + bias_floats_, 0.f);
+      if (b) std::copy(b, b + c_.p.oc, bias);
+    } else {
+      pack_weights_nchw(c_, w, wei);
+      if (b)
+        expand_rows(b, c_.p.oc, c_.simd, bias);
+      else
+        std::fill(bias, bias + bias_floats_, 0.f);
+    }
+  }
 
   static int64_t flags(int64_t k0, int64_t kend, int64_t k) {
     return (k0 > 0 ? kFlagAccumulate : 0) | (kend == k ? kFlagFinal : 0);
   }
 
-  void run_nhwc(const KernelArgs& args, const CallArgs& base, float* scratch, int64_t n,
-                int64_t pix0, int64_t npix, int64_t kc) const {
+  void run_nhwc(const KernelArgs& args, const CallArgs& base, float* scratch, const float* wei,
+                const float* bias, int64_t n, int64_t pix0, int64_t npix, int64_t kc) const {
     const ConvProblem& p = c_.p;
     const float* src = args.src[0] + n * p.ih * p.iw * p.ic;
     float* dst = args.dst[0] + (n * c_.pix + pix0) * p.oc;
-    const float* wei = wei_.data<float>();
     const int64_t cg_floats = c_.conv_group_floats();
     for (int64_t cg = 0; cg < p.groups; ++cg) {
       // The conv group's A: its channels of the input pixels (no copy), or its patches.
@@ -139,7 +171,7 @@ class Im2colKernel : public Kernel {
           const float* nb = next_g || next_k || last_cg ? b : b + cg_floats;
           ca.pf = nb + group_off_[size_t(ng)] + nk * c_.nhwc_group_ldb(ng);
           ca.c = dst + oc0;
-          ca.bias = bias_.data<float>() + oc0;
+          ca.bias = bias + oc0;
           ca.post.advance_channels(oc0);
           ca.m_blocks = npix / c_.mr;
           ca.ksteps = ks;
@@ -150,8 +182,8 @@ class Im2colKernel : public Kernel {
     }
   }
 
-  void run_nchw(const KernelArgs& args, const CallArgs& base, float* scratch, int64_t n,
-                int64_t pix0, int64_t npix, int64_t kc) const {
+  void run_nchw(const KernelArgs& args, const CallArgs& base, float* scratch, const float* wei,
+                const float* bias, int64_t n, int64_t pix0, int64_t npix, int64_t kc) const {
     const ConvProblem& p = c_.p;
     const int64_t panel = c_.group_cols(), panels = (npix + panel - 1) / panel;
     const float* src = args.src[0] + n * p.ic * p.ih * p.iw;
@@ -171,10 +203,10 @@ class Im2colKernel : public Kernel {
                           std::min(kc, c_.k - nk0), c_.ldb, panel);
         }
         CallArgs ca = base;
-        ca.a = wei_.data<float>() + k0;
+        ca.a = wei + k0;
         ca.b = (c_.no_copy ? src + pix0 : scratch) + q * panel + k0 * c_.ldb;
         ca.c = dst + q * panel;
-        ca.bias = bias_.data<float>();
+        ca.bias = bias;
         ca.m_blocks = p.oc / c_.mr;
         ca.ksteps = ks;
         ca.flags = flags(k0, k0 + ks, c_.k) | (c_.m_tail ? kFlagMTail : 0);
@@ -186,13 +218,20 @@ class Im2colKernel : public Kernel {
 
   Im2colConf c_;
   std::string name_;
-  Tensor wei_, bias_;
+  bool runtime_;                      // weights / bias from args.src[1] / [2]
+  int64_t wei_floats_, bias_floats_;  // packed sizes
+  Tensor wei_, bias_;                 // packed at creation (not runtime_)
   std::vector<int64_t> group_off_;
   int64_t n_scale_shift_ = 0;
   std::shared_ptr<const GemmGenerator> main_, last_;
 };
 
 }  // namespace
+
+std::unique_ptr<Kernel> make_im2col_kernel_runtime_weights(const Im2colConf& c,
+                                                           const std::string& code_key) {
+  return std::make_unique<Im2colKernel>(c, nullptr, nullptr, code_key);
+}
 
 std::unique_ptr<Kernel> make_im2col_kernel(const Im2colConf& c, const Tensor& weights,
                                            const Tensor* bias, const std::string& code_key) {
@@ -203,7 +242,7 @@ std::unique_ptr<Kernel> make_im2col_kernel(const Im2colConf& c, const Tensor& we
   if (p.bias != (bias != nullptr) ||
       (bias && (bias->dtype() != DType::f32 || bias->shape() != Shape{p.oc})))
     fail(Code::internal, "im2col conv " + p.str() + ": bias does not match the problem");
-  return std::make_unique<Im2colKernel>(c, weights, bias, code_key);
+  return std::make_unique<Im2colKernel>(c, &weights, bias, code_key);
 }
 
 }  // namespace im2col

@@ -303,5 +303,63 @@ TEST_CASE("im2col conv, NHWC, grouped: post-op chains, register tiles, K chunks,
   }
 }
 
+// Computed weights (create_conv_kernel_runtime_weights): the kernel packs inputs 1 and 2 on
+// every call. The dense and grouped shape lists, post-op chains and both layouts; each kernel
+// runs twice with different weights and bias, and must follow the second set.
+TEST_CASE("im2col conv with run-time weights matches the reference (both ISAs)") {
+  std::vector<std::pair<ConvProblem, Layout>> cases;
+  for (const ConvProblem& p : shapes::read_shapes("im2col"))
+    for (Layout l : kLayouts) cases.push_back({p, l});
+  for (const ConvProblem& p : shapes::read_shapes("grouped"))
+    if (conv_family(ConvFamily::im2col).offered(p) || p.groups > 1)
+      cases.push_back({p, Layout::nhwc});
+  for (const char* s :
+       {"mb2ic17ih9iw9_oc40oh5ow5kh3kw3sh2sw2ph1pw1", "ic24ih6iw5_oc35oh6ow5kh1kw1sh1sw1ph0pw0"})
+    for (Layout l : kLayouts)
+      cases.push_back({problem(s, chain({op(K::scale_shift), op(K::add), op(K::relu)})), l});
+  uint64_t seed = 5600;
+  int checked = 0;
+  for (Isa isa : isas())
+    for (const auto& [p, l] : cases) {
+      std::string why;
+      auto k = create_conv_kernel_runtime_weights(p, im2col(l), isa, &why);
+      if (p.groups > 1 && !conv_family(ConvFamily::im2col).offered(p)) {
+        CHECK_MESSAGE(k == nullptr, p.str());  // the family's shapes only
+        continue;
+      }
+      INFO("problem " << p.str() << " isa " << isa_name(isa) << " " << layout_name(l));
+      REQUIRE_MESSAGE(k != nullptr, why);
+      CHECK(k->name().size() > 3);
+      CHECK(k->name().substr(k->name().size() - 3) == "_rw");
+      CHECK(k->weights().empty());  // nothing packed at creation
+      for (int run = 0; run < 2; ++run) {
+        const Operands o = make_operands(p, seed++);
+        std::string first;
+        CHECK_MESSAGE(count_mismatches(run_kernel(*k, p, o, l, l, true), reference(p, o),
+                                       p.ic / p.groups * p.kh * p.kw, &first) == 0,
+                      "run " << run << ": " << first);
+      }
+      ++checked;
+    }
+  CHECK(checked > 40);
+}
+
+TEST_CASE("run-time weights: only the im2col family, f32, reads them") {
+  const ConvProblem p = problem("ic8ih6iw6_oc8oh6ow6kh3kw3sh1sw1ph1pw1");
+  std::string why;
+  for (Isa isa : isas()) {
+    CHECK(create_conv_kernel_runtime_weights(
+              p, conv_impl(ConvFamily::direct, Layout::nchw, Layout::nchw), isa, &why) == nullptr);
+    CHECK(why.find("packs its weights at load") != std::string::npos);
+    ConvImpl q = im2col(Layout::nhwc);
+    q.int8 = std::make_shared<ConvInt8>();
+    CHECK(create_conv_kernel_runtime_weights(p, q, isa, &why) == nullptr);
+    CHECK(why.find("int8") != std::string::npos);
+    ConvProblem dw = problem("g8ic8ih6iw6_oc8oh6ow6kh3kw3sh1sw1ph1pw1");
+    CHECK(create_conv_kernel_runtime_weights(dw, im2col(Layout::nhwc), isa, &why) == nullptr);
+    CHECK(why.find("groups=8") != std::string::npos);
+  }
+}
+
 }  // namespace
 }  // namespace kiln::convtest
