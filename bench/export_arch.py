@@ -12,7 +12,10 @@
 # - raft_small: torchvision's RAFT-small optical flow (4 refinement iterations; the two frames
 #   stacked as one 6-channel input; GridSample lookups into a correlation pyramid, a ConvGRU;
 #   opset >= 16);
-# - crnn: Shi et al.'s CRNN text recogniser (a VGG-style conv stack, two bidirectional LSTMs).
+# - crnn: Shi et al.'s CRNN text recogniser (a VGG-style conv stack, two bidirectional LSTMs);
+# - condconv: CondConv (Yang et al. 2019) blocks: each image's 3x3 weights mixed from 4 experts by
+#   its own routing (GAP -> FC -> Sigmoid), batches as one grouped conv (groups = batch): convs
+#   whose weights are computed every run.
 # Writes OUT/NAME[_bB_HxW].onnx with .input.npy and PyTorch's output .ref.npy (the first output
 # for several) for `kiln bench --check` and bench/zoo_bench.py. Needs python3-torch / -onnx.
 import argparse, os
@@ -213,10 +216,47 @@ class CRNN(nn.Module):
         return self.fc(self.rnn(f)[0])
 
 
+class CondConv2d(nn.Module):
+    """A 3x3 conv whose weights are sum_e r_e W_e, r = Sigmoid(FC(GAP(x))) per image."""
+
+    def __init__(self, cin, cout, stride=1, experts=4):
+        super().__init__()
+        self.cin, self.cout, self.stride = cin, cout, stride
+        self.route = nn.Linear(cin, experts)
+        self.bank = nn.Parameter(torch.randn(experts, cout * cin * 9) * (2.0 / (cin * 9)) ** 0.5)
+
+    def forward(self, x):
+        b, _, h, w = x.shape
+        r = torch.sigmoid(self.route(x.mean((2, 3))))  # [B, E]
+        wt = (r @ self.bank).reshape(b * self.cout, self.cin, 3, 3)
+        y = F.conv2d(x.reshape(1, b * self.cin, h, w), wt, None, self.stride, 1, groups=b)
+        return y.reshape(b, self.cout, y.shape[2], y.shape[3])
+
+
+class CondConvNet(nn.Module):
+    """A stem conv, then CondConv + BN + ReLU blocks (two per stage, 64-256 channels), GAP, FC."""
+
+    def __init__(self, classes=1000):
+        super().__init__()
+        self.stem = nn.Sequential(nn.Conv2d(3, 32, 3, 2, 1, bias=False), nn.BatchNorm2d(32),
+                                  nn.ReLU())
+        layers, cin = [], 32
+        for cout in (64, 128, 256):
+            for stride in (2, 1):
+                layers += [CondConv2d(cin, cout, stride), nn.BatchNorm2d(cout), nn.ReLU()]
+                cin = cout
+        self.body = nn.Sequential(*layers)
+        self.fc = nn.Linear(cin, classes)
+
+    def forward(self, x):
+        return self.fc(self.body(self.stem(x)).mean((2, 3)))
+
+
 # name: (class, default HxW, input channels, lowest opset)
 MODELS = {"yolov5s": (YoloV5s, "640x640", 3, 7), "unet": (UNet, "256x256", 3, 7),
           "style": (StyleNet, "256x256", 3, 7), "espcn": (ESPCN, "224x224", 3, 7),
-          "raft_small": (RaftSmall, "128x160", 6, 16), "crnn": (CRNN, "32x128", 1, 7)}
+          "raft_small": (RaftSmall, "128x160", 6, 16), "crnn": (CRNN, "32x128", 1, 7),
+          "condconv": (CondConvNet, "224x224", 3, 7)}
 
 
 def main():

@@ -44,6 +44,15 @@ class Kernel {
     size_t bytes;
   };
   virtual std::vector<Span> weights() const { return {}; }
+  // A kernel reading weights that are computed every run (a Conv whose weights are not
+  // constants) reads them packed, as its src[1]: `packer` packs them (its src[0] the weights,
+  // src[1] the bias or null; dst[0] `bytes` bytes), run as a step of its own before this one —
+  // once per run, whatever the threads. Null packer: the kernel needs none.
+  struct RuntimePacking {
+    std::unique_ptr<Kernel> packer;
+    int64_t bytes = 0;
+  };
+  virtual RuntimePacking runtime_packing() const { return {}; }
 
  protected:
   // args.scratch as floats; an internal error naming the kernel when the caller gave none.

@@ -83,10 +83,10 @@ bool conv_runtime_weights(const Graph& g, const Node& n) {
           (n.in(2) != kNoValue && !g.value(n.inputs[2]).is_const()));
 }
 
-// Whether conv family f may implement p (computed weights: only the families reading them at
-// run time).
+// Whether conv family f may implement p (computed weights: the families reading them at run
+// time, whatever the shape: the alternative is the reference kernel).
 bool conv_family_ok(const ConvFamilyRow& f, const ConvProblem& p, bool runtime_weights) {
-  return f.offered(p) && (!runtime_weights || conv_family_runtime_weights(f.id));
+  return runtime_weights ? conv_family_runtime_weights(f.id) : f.offered(p);
 }
 
 // The conv runs on a JIT family at all: a 2-D conv some family offers itself for; computed

@@ -199,6 +199,19 @@ class Lowering {
     std::vector<int> src(n.inputs.size(), -1), dst;
     for (size_t s = 0; s < n.inputs.size(); ++s)
       if (!(packs && (s == 1 || s == 2))) src[s] = get(n.inputs[s], in[s]);
+    // Weights computed every run: packed by a step of their own into an arena buffer (a plan
+    // tensor standing for the weights value in the kernel's packed form), read as slot 1.
+    if (Kernel::RuntimePacking rp = k->runtime_packing(); rp.packer) {
+      PlanTensor t;
+      t.value = n.inputs[1];
+      t.bytes = rp.bytes;
+      t.offset = -2;
+      plan_.tensors.push_back(t);
+      const int packed = int(plan_.tensors.size()) - 1;
+      push(i, std::move(rp.packer), {src[1], n.inputs.size() > 2 ? src[2] : -1}, {packed}, jit);
+      src[1] = packed;
+      if (src.size() > 2) src[2] = -1;
+    }
     for (size_t s = 0; s < n.outputs.size(); ++s)
       dst.push_back(n.outputs[s] == kNoValue ? -1 : add_tensor(n.outputs[s], out[s]));
     log_debug("{}: {} ({})", n.where(), k->name(), l.key());

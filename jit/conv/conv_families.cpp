@@ -282,8 +282,9 @@ std::unique_ptr<Kernel> create_conv_kernel_runtime_weights(const ConvProblem& p,
     return decline(why_not, std::string("the ") + conv_family_name(impl.family) +
                                 (impl.int8 ? " int8" : "") +
                                 " family packs its weights at load (computed weights: im2col)");
-  if (!im2col_shape(p))
-    return decline(why_not, "no im2col conv for groups=" + std::to_string(p.groups));
+  // (Any groups, depthwise too: with constant weights other families serve the groups
+  // im2col_shape leaves out, and the GEMM per group wastes lanes on narrow ones; here it is
+  // that or the scalar reference.)
   auto c = im2col::init_im2col_conf(p, impl, isa);
   if (!c) return decline(why_not, c.reason);
   return im2col::make_im2col_kernel_runtime_weights(*c.conf, code_key(p, impl, isa));

@@ -71,10 +71,11 @@ std::unique_ptr<Kernel> create_conv_kernel(const ConvProblem& p, const ConvImpl&
                                            const Tensor& weights, const Tensor* bias,
                                            std::string* why_not);
 
-// A conv whose weights (and bias) are computed, not constants: the kernel reads them as src[1]
-// (and src[2]), [OC, IC/g, KH, KW] and [OC] f32 in the node's order, on every run. Only the
-// im2col family in f32 (NCHW or NHWC; the family's dense and grouped shapes) packs them per
-// run; any other impl is declined with the reason.
+// A conv whose weights (and bias) are computed, not constants: the kernel's runtime_packing()
+// packer (jit/kernel.h) packs them, [OC, IC/g, KH, KW] and [OC] f32, each run into the buffer
+// the kernel reads as src[1] (src[2] unused). Only the
+// im2col family in f32 (NCHW or NHWC dense, NHWC for any groups) packs them per run; any other
+// impl is declined with the reason.
 std::unique_ptr<Kernel> create_conv_kernel_runtime_weights(const ConvProblem& p,
                                                            const ConvImpl& impl, Isa isa,
                                                            std::string* why_not);

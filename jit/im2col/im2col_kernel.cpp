@@ -28,9 +28,58 @@ void prefetch_rows(const float* p, int64_t rows, int64_t ld, int64_t width) {
       _mm_prefetch(reinterpret_cast<const char*>(p + r * ld) + b, _MM_HINT_T1);
 }
 
+// Floats of the packed weights and bias of a conf (the layouts of im2col_pack.h; NHWC's bias
+// padded: a conv group's last vector may reach past oc).
+int64_t packed_weight_floats(const Im2colConf& c) {
+  return c.nhwc ? pack_weights_nhwc(c, ModelFloats(nullptr), nullptr)
+                : pack_weights_nchw(c, ModelFloats(nullptr), nullptr);
+}
+int64_t packed_bias_floats(const Im2colConf& c) {
+  return c.nhwc ? round_up(c.p.oc, c.simd) + c.simd : c.p.oc * c.simd;
+}
+
+// Run-time weights: packs src[0] (weights) and src[1] (bias or null) into dst[0], the packed
+// weights then the bias. A tile is a (conv group, column group) of NHWC's B or 16 rows of
+// NCHW's A; tile 0 also packs the bias.
+class Im2colWeightPacker : public Kernel {
+ public:
+  explicit Im2colWeightPacker(const Im2colConf& c)
+      : c_(c),
+        name_("im2col_pack_weights_" + std::string(c.nhwc ? "nhwc" : "nchw")),
+        wei_floats_(packed_weight_floats(c)),
+        tiles_(c.nhwc ? c.p.groups * c.n_groups : (c.p.oc + kRows - 1) / kRows) {}
+  const std::string& name() const override { return name_; }
+  int64_t tiles() const override { return tiles_; }
+  void run(const KernelArgs& args, int64_t begin, int64_t end) const override {
+    const ModelFloats w(args.src[0]);
+    float* out = args.dst[0];
+    for (int64_t t = begin; t < end; ++t) {
+      if (c_.nhwc) {
+        const int64_t cg = t / c_.n_groups, g = t % c_.n_groups;
+        pack_weights_nhwc_part(c_, w, cg, g, out + nhwc_part_offset(c_, cg, g));
+      } else {
+        pack_weights_nchw_rows(c_, w, t * kRows, std::min(c_.p.oc, (t + 1) * kRows), out);
+      }
+      if (t == 0) pack_bias(c_, args.src[1], out + wei_floats_);
+    }
+  }
+  // Bias [OC] (or none: zeros) in the microkernel's layout.
+  static void pack_bias(const Im2colConf& c, const float* b, float* out) {
+    std::fill(out, out + packed_bias_floats(c), 0.f);
+    if (b && c.nhwc) std::copy(b, b + c.p.oc, out);
+    if (b && !c.nhwc) expand_rows(b, c.p.oc, c.simd, out);
+  }
+
+ private:
+  static constexpr int64_t kRows = 16;
+  Im2colConf c_;
+  std::string name_;
+  int64_t wei_floats_, tiles_;
+};
+
 class Im2colKernel : public Kernel {
  public:
-  // w == nullptr: the weights (and bias) are the node's inputs 1 (and 2), packed per call.
+  // w == nullptr: the weights and bias are packed every run (Im2colWeightPacker) into src[1].
   Im2colKernel(const Im2colConf& c, const Tensor* w, const Tensor* bias,
                const std::string& code_key)
       : c_(c),
@@ -39,19 +88,17 @@ class Im2colKernel : public Kernel {
                                         c.isa) +
               (w ? "" : "_rw")),
         runtime_(w == nullptr),
-        wei_floats_(c.nhwc ? pack_weights_nhwc(c, ModelFloats(nullptr), nullptr)
-                           : pack_weights_nchw(c, ModelFloats(nullptr), nullptr)),
-        // (NHWC: a conv group's last vector may reach past oc: padded.)
-        bias_floats_(c.nhwc ? round_up(c.p.oc, c.simd) + c.simd : c.p.oc * c.simd) {
-    for (int64_t g = 0, off = 0; c.nhwc && g < c.n_groups; ++g) {
-      group_off_.push_back(off);
-      off += c.k * c.nhwc_group_ldb(g);
-    }
+        wei_floats_(packed_weight_floats(c)) {
+    for (int64_t g = 0; c.nhwc && g < c.n_groups; ++g)
+      group_off_.push_back(nhwc_part_offset(c, 0, g));
     if (!runtime_) {
       wei_ = Tensor(DType::f32, {wei_floats_});
-      bias_ = Tensor(DType::f32, {bias_floats_});
-      pack(ModelFloats(*w), bias ? bias->data<float>() : nullptr, wei_.data<float>(),
-           bias_.data<float>());
+      bias_ = Tensor(DType::f32, {packed_bias_floats(c)});
+      if (c.nhwc)
+        pack_weights_nhwc(c, ModelFloats(*w), wei_.data<float>());
+      else
+        pack_weights_nchw(c, ModelFloats(*w), wei_.data<float>());
+      Im2colWeightPacker::pack_bias(c, bias ? bias->data<float>() : nullptr, bias_.data<float>());
     }
     for (const PostOp& op : c.p.post) n_scale_shift_ += op.kind == PostOp::Kind::scale_shift;
     main_ = shared_generator<GemmGenerator>(code_key, "", c, c.nr, false, ldb(c.nr), name_);
@@ -67,10 +114,14 @@ class Im2colKernel : public Kernel {
     if (runtime_) return {};
     return {{wei_.raw(), wei_.nbytes()}};
   }
-  // The tile's packed operand, then (NCHW) the scale / shift expanded to vectors, then (run-time
-  // weights) the packed weights and bias.
+  // The tile's packed operand, then (NCHW) the scale / shift expanded to vectors.
   int64_t scratch_bytes() const override {
-    return std::max<int64_t>(weights_at() + (runtime_ ? wei_floats_ + bias_floats_ : 0), 16) * 4;
+    const int64_t expand = c_.nhwc ? 0 : 2 * n_scale_shift_ * c_.p.oc * c_.simd;
+    return std::max<int64_t>(c_.pack_floats + expand, 16) * 4;
+  }
+  RuntimePacking runtime_packing() const override {
+    if (!runtime_) return {};
+    return {std::make_unique<Im2colWeightPacker>(c_), (wei_floats_ + packed_bias_floats(c_)) * 4};
   }
 
   void run(const KernelArgs& args, int64_t begin, int64_t end) const override {
@@ -78,14 +129,9 @@ class Im2colKernel : public Kernel {
     float* scratch = scratch_floats(args);
     const float* wei = runtime_ ? nullptr : wei_.data<float>();
     const float* bias = runtime_ ? nullptr : bias_.data<float>();
-    if (runtime_) {
-      // Packed once per call (a call runs a range of tiles): a tile's GEMM is npix times the
-      // packing's work, the calls per step a few per thread.
-      float* w = scratch + weights_at();
-      float* b = w + wei_floats_;
-      pack(ModelFloats(args.src[1]), p.bias ? args.src[2] : nullptr, w, b);
-      wei = w;
-      bias = b;
+    if (runtime_) {  // (packed by this run's Im2colWeightPacker step)
+      wei = args.src[1];
+      bias = args.src[1] + wei_floats_;
     }
     CallArgs base;
     // A K split keeps partial sums in dst: not when the residual is dst itself (in place).
@@ -118,26 +164,6 @@ class Im2colKernel : public Kernel {
 
  private:
   int64_t ldb(int vecs) const { return c_.nhwc ? int64_t(vecs) * c_.simd : c_.ldb; }
-  // Where run-time weights go in the scratch: after the packed operand and the NCHW scale /
-  // shift vectors.
-  int64_t weights_at() const {
-    return c_.pack_floats + (c_.nhwc ? 0 : 2 * n_scale_shift_ * c_.p.oc * c_.simd);
-  }
-  // Weights [OC, IC / groups, KH, KW] and bias [OC] (or none) in the microkernel's layout.
-  void pack(ModelFloats w, const float* b, float* wei, float* bias) const {
-    if (c_.nhwc) {
-      pack_weights_nhwc(c_, w, wei);
-      std::fill(bias, bias + bias_floats_, 0.f);
-      if (b) std::copy(b, b + c_.p.oc, bias);
-    } else {
-      pack_weights_nchw(c_, w, wei);
-      if (b)
-        expand_rows(b, c_.p.oc, c_.simd, bias);
-      else
-        std::fill(bias, bias + bias_floats_, 0.f);
-    }
-  }
-
   static int64_t flags(int64_t k0, int64_t kend, int64_t k) {
     return (k0 > 0 ? kFlagAccumulate : 0) | (kend == k ? kFlagFinal : 0);
   }
@@ -218,9 +244,9 @@ class Im2colKernel : public Kernel {
 
   Im2colConf c_;
   std::string name_;
-  bool runtime_;                      // weights / bias from args.src[1] / [2]
-  int64_t wei_floats_, bias_floats_;  // packed sizes
-  Tensor wei_, bias_;                 // packed at creation (not runtime_)
+  bool runtime_;        // weights and bias packed per run, read from args.src[1]
+  int64_t wei_floats_;  // packed weights (then the bias)
+  Tensor wei_, bias_;   // packed at creation (not runtime_)
   std::vector<int64_t> group_off_;
   int64_t n_scale_shift_ = 0;
   std::shared_ptr<const GemmGenerator> main_, last_;

@@ -17,9 +17,9 @@ namespace im2col {
 // bias: [OC] or nullptr; code_key: jit/shared_code.h.
 std::unique_ptr<Kernel> make_im2col_kernel(const Im2colConf& c, const Tensor& weights,
                                            const Tensor* bias, const std::string& code_key = "");
-// The same kernel reading its weights [OC, IC / groups, KH, KW] and bias [OC] (when c.p.bias)
-// as inputs 1 and 2 on every run (a Conv whose weights are computed: CondConv, modulated convs,
-// an STFT's computed window), packing them into its scratch once per call.
+// The same kernel for weights [OC, IC / groups, KH, KW] and a bias [OC] computed every run (a
+// Conv whose weights are not constants: CondConv, modulated convs, an STFT's computed window):
+// its runtime_packing() packer packs them once per run into the buffer it reads as src[1].
 std::unique_ptr<Kernel> make_im2col_kernel_runtime_weights(const Im2colConf& c,
                                                            const std::string& code_key = "");
 }  // namespace im2col

@@ -24,8 +24,15 @@ void pack_cols_nchw(const Im2colConf& c, const float* src, int64_t pix0, int64_t
 // group's oc zero. Returns floats written (out may be null to size).
 int64_t pack_weights_nhwc(const Im2colConf& c, ModelFloats w, float* out);
 
-// Weights -> NCHW A: [OC][lda], the ONNX order per row, padding zero.
+// Conv group cg's column group g of that, at out (nhwc_part_offset floats into the whole).
+void pack_weights_nhwc_part(const Im2colConf& c, ModelFloats w, int64_t cg, int64_t g, float* out);
+int64_t nhwc_part_offset(const Im2colConf& c, int64_t cg, int64_t g);
+
+// Weights -> NCHW A: [OC][lda], the ONNX order per row, padding zero. Returns floats written
+// (out may be null to size); _rows writes rows [oc0, oc1) of it.
 int64_t pack_weights_nchw(const Im2colConf& c, ModelFloats w, float* out);
+void pack_weights_nchw_rows(const Im2colConf& c, ModelFloats w, int64_t oc0, int64_t oc1,
+                            float* out);
 
 // [OC] -> [OC][simd] (each value repeated across a vector), for NCHW's per-row operands.
 void expand_rows(const float* v, int64_t oc, int simd, float* out);

@@ -235,14 +235,13 @@ inline void run_tiles_checked(const Kernel& k, const float* const* ins, float* c
                 "kernel wrote past the " << k.scratch_bytes() << " bytes of scratch it declares");
 }
 
-// runtime_weights: o.w and o.b are passed as inputs 1 and 2 (a kernel reading them per run).
+// packed: the weights as a kernel with a RuntimePacking reads them (input 1), else null.
 inline Tensor run_kernel(const Kernel& k, const ConvProblem& p, const Operands& o, Layout src_l,
-                         Layout dst_l, bool runtime_weights = false) {
+                         Layout dst_l, const float* packed = nullptr) {
   const Shape ys{p.n, p.oc, p.oh, p.ow};
   std::vector<float> src = to_layout(o.x, src_l);
   std::vector<std::vector<float>> extra;
-  std::vector<const float*> ins{src.data(), runtime_weights ? o.w.data<float>() : nullptr,
-                                runtime_weights && p.bias ? o.b.data<float>() : nullptr};
+  std::vector<const float*> ins{src.data(), packed, nullptr};
   for (size_t i = 0; i < o.extra.size(); ++i) {
     const bool residual = o.extra[i].shape().size() == 4;
     extra.push_back(residual ? to_layout(o.extra[i], dst_l)

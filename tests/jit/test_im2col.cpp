@@ -303,16 +303,18 @@ TEST_CASE("im2col conv, NHWC, grouped: post-op chains, register tiles, K chunks,
   }
 }
 
-// Computed weights (create_conv_kernel_runtime_weights): the kernel packs inputs 1 and 2 on
-// every call. The dense and grouped shape lists, post-op chains and both layouts; each kernel
-// runs twice with different weights and bias, and must follow the second set.
+// Computed weights (create_conv_kernel_runtime_weights): the kernel's packer packs the weights
+// and bias (its tiles in reverse order, as another thread might) into the buffer the kernel
+// reads. The dense and grouped shape lists, depthwise, post-op chains and both layouts; each
+// kernel and packer run twice with different weights and bias, and must follow the second set.
 TEST_CASE("im2col conv with run-time weights matches the reference (both ISAs)") {
   std::vector<std::pair<ConvProblem, Layout>> cases;
   for (const ConvProblem& p : shapes::read_shapes("im2col"))
     for (Layout l : kLayouts) cases.push_back({p, l});
-  for (const ConvProblem& p : shapes::read_shapes("grouped"))
-    if (conv_family(ConvFamily::im2col).offered(p) || p.groups > 1)
-      cases.push_back({p, Layout::nhwc});
+  for (const ConvProblem& p : shapes::read_shapes("grouped")) cases.push_back({p, Layout::nhwc});
+  for (const char* s : {"g16ic16ih9iw10_oc16oh9ow10kh3kw3sh1sw1ph1pw1",  // depthwise
+                        "mb2g8ic16ih7iw7_oc32oh4ow4kh3kw3sh2sw2ph1pw1"})
+    cases.push_back({problem(s), Layout::nhwc});
   for (const char* s :
        {"mb2ic17ih9iw9_oc40oh5ow5kh3kw3sh2sw2ph1pw1", "ic24ih6iw5_oc35oh6ow5kh1kw1sh1sw1ph0pw0"})
     for (Layout l : kLayouts)
@@ -323,19 +325,28 @@ TEST_CASE("im2col conv with run-time weights matches the reference (both ISAs)")
     for (const auto& [p, l] : cases) {
       std::string why;
       auto k = create_conv_kernel_runtime_weights(p, im2col(l), isa, &why);
-      if (p.groups > 1 && !conv_family(ConvFamily::im2col).offered(p)) {
-        CHECK_MESSAGE(k == nullptr, p.str());  // the family's shapes only
-        continue;
-      }
       INFO("problem " << p.str() << " isa " << isa_name(isa) << " " << layout_name(l));
       REQUIRE_MESSAGE(k != nullptr, why);
       CHECK(k->name().size() > 3);
       CHECK(k->name().substr(k->name().size() - 3) == "_rw");
       CHECK(k->weights().empty());  // nothing packed at creation
+      Kernel::RuntimePacking rp = k->runtime_packing();
+      REQUIRE(rp.packer);
+      const size_t floats = size_t(rp.bytes / 4), guard = 16;
       for (int run = 0; run < 2; ++run) {
         const Operands o = make_operands(p, seed++);
+        std::vector<float> packed(floats + guard, std::numeric_limits<float>::quiet_NaN());
+        std::fill(packed.begin() + int64_t(floats), packed.end(), 12345.f);
+        const float* pins[] = {o.w.data<float>(), p.bias ? o.b.data<float>() : nullptr};
+        float* pouts[] = {packed.data()};
+        KernelArgs pa;
+        pa.src = pins;
+        pa.dst = pouts;
+        for (int64_t t = rp.packer->tiles(); t-- > 0;) rp.packer->run(pa, t, t + 1);
+        CHECK(std::count(packed.begin() + int64_t(floats), packed.end(), 12345.f) ==
+              int64_t(guard));
         std::string first;
-        CHECK_MESSAGE(count_mismatches(run_kernel(*k, p, o, l, l, true), reference(p, o),
+        CHECK_MESSAGE(count_mismatches(run_kernel(*k, p, o, l, l, packed.data()), reference(p, o),
                                        p.ic / p.groups * p.kh * p.kw, &first) == 0,
                       "run " << run << ": " << first);
       }
@@ -356,8 +367,8 @@ TEST_CASE("run-time weights: only the im2col family, f32, reads them") {
     CHECK(create_conv_kernel_runtime_weights(p, q, isa, &why) == nullptr);
     CHECK(why.find("int8") != std::string::npos);
     ConvProblem dw = problem("g8ic8ih6iw6_oc8oh6ow6kh3kw3sh1sw1ph1pw1");
-    CHECK(create_conv_kernel_runtime_weights(dw, im2col(Layout::nhwc), isa, &why) == nullptr);
-    CHECK(why.find("groups=8") != std::string::npos);
+    CHECK(create_conv_kernel_runtime_weights(dw, im2col(Layout::nchw), isa, &why) == nullptr);
+    CHECK(why.find("need nhwc") != std::string::npos);
   }
 }
 
