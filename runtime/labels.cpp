@@ -86,7 +86,7 @@ bool conv_runtime_weights(const Graph& g, const Node& n) {
 // Whether conv family f may implement p (computed weights: the families reading them at run
 // time, whatever the shape: the alternative is the reference kernel).
 bool conv_family_ok(const ConvFamilyRow& f, const ConvProblem& p, bool runtime_weights) {
-  return runtime_weights ? conv_family_runtime_weights(f.id) : f.offered(p);
+  return runtime_weights ? conv_family_runtime_weights(f.id, p) : f.offered(p);
 }
 
 // The conv runs on a JIT family at all: a 2-D conv some family offers itself for; computed

@@ -271,20 +271,26 @@ std::unique_ptr<Kernel> create_conv_kernel(const ConvProblem& p, const ConvImpl&
   return k ? std::move(k) : decline(why_not, why);
 }
 
-bool conv_family_runtime_weights(ConvFamily f) {
-  return f == ConvFamily::im2col;
+bool conv_family_runtime_weights(ConvFamily f, const ConvProblem& p) {
+  // (im2col: any groups, depthwise too — with constant weights other families serve the groups
+  // im2col_shape leaves out; here the alternative is the scalar reference.)
+  return f == ConvFamily::im2col || (f == ConvFamily::depthwise && depthwise(p));
 }
 
 std::unique_ptr<Kernel> create_conv_kernel_runtime_weights(const ConvProblem& p,
                                                            const ConvImpl& impl, Isa isa,
                                                            std::string* why_not) {
-  if (!conv_family_runtime_weights(impl.family) || impl.int8)
+  if (!conv_family_runtime_weights(impl.family, p) || impl.int8 || layout_bf16(impl.src) ||
+      layout_bf16(impl.dst))
     return decline(why_not, std::string("the ") + conv_family_name(impl.family) +
                                 (impl.int8 ? " int8" : "") +
-                                " family packs its weights at load (computed weights: im2col)");
-  // (Any groups, depthwise too: with constant weights other families serve the groups
-  // im2col_shape leaves out, and the GEMM per group wastes lanes on narrow ones; here it is
-  // that or the scalar reference.)
+                                " family packs its weights at load for this problem (computed "
+                                "weights: im2col, depthwise f32)");
+  if (impl.family == ConvFamily::depthwise) {
+    auto c = init_dw_conf(p, impl, isa);
+    if (!c) return decline(why_not, c.reason);
+    return make_dw_kernel_runtime_weights(*c.conf, code_key(p, impl, isa));
+  }
   auto c = im2col::init_im2col_conf(p, impl, isa);
   if (!c) return decline(why_not, c.reason);
   return im2col::make_im2col_kernel_runtime_weights(*c.conf, code_key(p, impl, isa));

@@ -73,13 +73,13 @@ std::unique_ptr<Kernel> create_conv_kernel(const ConvProblem& p, const ConvImpl&
 
 // A conv whose weights (and bias) are computed, not constants: the kernel's runtime_packing()
 // packer (jit/kernel.h) packs them, [OC, IC/g, KH, KW] and [OC] f32, each run into the buffer
-// the kernel reads as src[1] (src[2] unused). Only the
-// im2col family in f32 (NCHW or NHWC dense, NHWC for any groups) packs them per run; any other
-// impl is declined with the reason.
+// the kernel reads as src[1] (src[2] unused). The im2col family in f32 (NCHW or NHWC dense,
+// NHWC for any groups) and the depthwise family in f32 pack them per run; any other impl is
+// declined with the reason.
 std::unique_ptr<Kernel> create_conv_kernel_runtime_weights(const ConvProblem& p,
                                                            const ConvImpl& impl, Isa isa,
                                                            std::string* why_not);
-// Whether the family can read its weights at run time (create_conv_kernel_runtime_weights).
-bool conv_family_runtime_weights(ConvFamily f);
+// Whether the family can read p's weights at run time (create_conv_kernel_runtime_weights).
+bool conv_family_runtime_weights(ConvFamily f, const ConvProblem& p);
 
 }  // namespace kiln

@@ -152,5 +152,9 @@ int dw_block_inputs(const ConvProblem& p, int ur);
 // jit/shared_code.h).
 std::unique_ptr<Kernel> make_dw_kernel(const DwConf& c, const Tensor& weights, const Tensor* bias,
                                        const std::string& code_key = "");
+// The same for weights and bias computed every run (f32): its runtime_packing() packer packs
+// them into the buffer it reads as src[1] (jit/kernel.h).
+std::unique_ptr<Kernel> make_dw_kernel_runtime_weights(const DwConf& c,
+                                                       const std::string& code_key = "");
 
 }  // namespace kiln::convjit

@@ -17,14 +17,67 @@ namespace {
 
 using DwKernelFn = void (*)(const DwCallArgs*);
 
+// Blocked: [cv][kh][kw][simd]; NHWC: [kh][kw][c_pad]. Channels past C are zero (out is zeroed
+// by the caller). int8: the integers w / w_scale[c] (on the grid by ConvInt8's contract;
+// rounded, clamped). Channels [ch0, ch1).
+void pack_dw_weights(const DwConf& c, ModelFloats w, int64_t ch0, int64_t ch1, float* out) {
+  const int64_t taps = c.p.kh * c.p.kw;
+  for (int64_t ch = ch0; ch < ch1; ++ch)
+    for (int64_t k = 0; k < taps; ++k) {
+      const int64_t at =
+          c.nhwc ? k * c.c_pad() + ch : ((ch / c.simd) * taps + k) * c.simd + ch % c.simd;
+      out[at] =
+          c.int8 ? std::clamp(std::nearbyint(w[ch * taps + k] / c.int8_params->w_scale[size_t(ch)]),
+                              -128.f, 127.f)
+                 : w[ch * taps + k];
+    }
+}
+
+// Run-time weights (f32): src[0] weights, src[1] bias or null -> dst[0], the packed weights
+// (c_pad * taps floats) then the bias (c_pad). A tile is one channel vector's channels; tile 0
+// also packs the bias.
+class DwWeightPacker : public Kernel {
+ public:
+  explicit DwWeightPacker(const DwConf& c) : c_(c), name_("dw_pack_weights") {}
+  const std::string& name() const override { return name_; }
+  int64_t tiles() const override { return c_.cv; }
+  void run(const KernelArgs& args, int64_t begin, int64_t end) const override {
+    const int64_t taps = c_.p.kh * c_.p.kw, c_pad = c_.c_pad();
+    float* out = args.dst[0];
+    for (int64_t t = begin; t < end; ++t) {
+      const int64_t ch0 = t * c_.simd, ch1 = std::min(c_.p.ic, ch0 + c_.simd);
+      if (c_.nhwc) {
+        for (int64_t k = 0; k < taps; ++k)
+          std::fill(out + k * c_pad + ch0, out + k * c_pad + ch0 + c_.simd, 0.f);
+      } else {
+        std::fill(out + t * taps * c_.simd, out + (t + 1) * taps * c_.simd, 0.f);
+      }
+      pack_dw_weights(c_, ModelFloats(args.src[0]), ch0, ch1, out);
+      if (t == 0) {
+        const std::vector<float> b = pack_bias(args.src[1], c_.p.oc, c_pad);
+        std::copy(b.begin(), b.end(), out + c_pad * taps);
+      }
+    }
+  }
+
+ private:
+  DwConf c_;
+  std::string name_;
+};
+
 class DwKernel : public Kernel {
  public:
-  DwKernel(const DwConf& c, const Tensor& w, const Tensor* bias, const std::string& code_key)
+  // w == nullptr: the weights and bias are packed every run (DwWeightPacker) into src[1].
+  DwKernel(const DwConf& c, const Tensor* w, const Tensor* bias, const std::string& code_key)
       : c_(c),
-        name_(c.name()),
+        name_(c.name() + (w ? "" : "_rw")),
+        runtime_(w == nullptr),
         bias_(pack_bias(bias ? bias->data<float>() : nullptr, c.p.oc, c.c_pad())),
         gen_(shared_generator<DwGenerator>(code_key, "", c, name_)) {
-    pack_weights(ModelFloats(w));
+    if (!runtime_) {
+      wei_ = Tensor(DType::f32, {c_.c_pad() * c_.p.kh * c_.p.kw});  // zero-filled, aligned
+      pack_dw_weights(c_, ModelFloats(*w), 0, c_.p.ic, wei_.data<float>());
+    }
     if (c_.int8) {  // then the sums' scales (DwCallArgs)
       const ConvInt8& q = *c_.int8_params;
       bias_.resize(size_t(2 * c_.c_pad()), 0.f);
@@ -36,11 +89,21 @@ class DwKernel : public Kernel {
   const std::string& name() const override { return name_; }
   int64_t tiles() const override { return c_.tiles(); }
   double macs() const override { return c_.p.macs(); }
-  std::vector<Span> weights() const override { return {{wei_.raw(), wei_.nbytes()}}; }
+  std::vector<Span> weights() const override {
+    if (runtime_) return {};
+    return {{wei_.raw(), wei_.nbytes()}};
+  }
+  RuntimePacking runtime_packing() const override {
+    if (!runtime_) return {};
+    return {std::make_unique<DwWeightPacker>(c_), c_.c_pad() * (c_.p.kh * c_.p.kw + 1) * 4};
+  }
 
   void run(const KernelArgs& args, int64_t begin, int64_t end) const override {
     DwCallArgs base;
     base.c.post.set(c_.p.post, args);
+    const int64_t taps = c_.p.kh * c_.p.kw;
+    const float* wei = runtime_ ? args.src[1] : wei_.data<float>();
+    const float* bias = runtime_ ? args.src[1] + c_.c_pad() * taps : bias_.data();
     const DwKernelFn fn = gen_->fn<DwKernelFn>();
     for (int64_t t = begin; t < end; ++t) {
       const DwTile tl = c_.tile(t);
@@ -55,8 +118,8 @@ class DwKernel : public Kernel {
       a.c.dst = reinterpret_cast<float*>(reinterpret_cast<char*>(args.dst[0]) +
                                          tl.n * c_.dst_img_bytes() + tl.cv0 * c_.dst_cv_bytes() +
                                          tl.r0 * c_.dst_row_bytes());
-      a.c.wei = wei_.data<float>() + tl.cv0 * c_.wei_cv_bytes() / 4;
-      a.c.bias = bias_.data() + tl.cv0 * c_.simd;
+      a.c.wei = wei + tl.cv0 * c_.wei_cv_bytes() / 4;
+      a.c.bias = bias + tl.cv0 * c_.simd;
       a.c.post.advance_channels(tl.cv0 * c_.simd);
       a.r0 = tl.r0;
       a.r1 = tl.r1;
@@ -69,29 +132,11 @@ class DwKernel : public Kernel {
   }
 
  private:
-  // Blocked: [cv][kh][kw][simd]; NHWC: [kh][kw][c_pad]. Channels past C are zero. int8: the
-  // integers w / w_scale[c] (on the grid by ConvInt8's contract; rounded, clamped).
-  void pack_weights(ModelFloats w) {
-    const ConvProblem& p = c_.p;
-    const int64_t taps = p.kh * p.kw;
-    wei_ = Tensor(DType::f32, {c_.c_pad() * taps});  // zero-filled, 64-byte aligned
-    float* out = wei_.data<float>();
-    for (int64_t ch = 0; ch < p.ic; ++ch)
-      for (int64_t k = 0; k < taps; ++k) {
-        const int64_t at =
-            c_.nhwc ? k * c_.c_pad() + ch : ((ch / c_.simd) * taps + k) * c_.simd + ch % c_.simd;
-        out[at] =
-            c_.int8
-                ? std::clamp(std::nearbyint(w[ch * taps + k] / c_.int8_params->w_scale[size_t(ch)]),
-                             -128.f, 127.f)
-                : w[ch * taps + k];
-      }
-  }
-
   DwConf c_;
   std::string name_;
+  bool runtime_;
   std::vector<float> bias_;
-  Tensor wei_;
+  Tensor wei_;  // packed at creation (not runtime_)
   std::shared_ptr<const DwGenerator> gen_;
 };
 
@@ -99,7 +144,12 @@ class DwKernel : public Kernel {
 
 std::unique_ptr<Kernel> make_dw_kernel(const DwConf& c, const Tensor& weights, const Tensor* bias,
                                        const std::string& code_key) {
-  return std::make_unique<DwKernel>(c, weights, bias, code_key);
+  return std::make_unique<DwKernel>(c, &weights, bias, code_key);
+}
+
+std::unique_ptr<Kernel> make_dw_kernel_runtime_weights(const DwConf& c,
+                                                       const std::string& code_key) {
+  return std::make_unique<DwKernel>(c, nullptr, nullptr, code_key);
 }
 
 }  // namespace convjit

@@ -310,4 +310,39 @@ inline std::string check_conv(const ConvProblem& p, const ConvImpl& impl, Isa is
   return k->name();
 }
 
+// A kernel for computed weights (create_conv_kernel_runtime_weights): nothing packed at
+// creation, a name ending "_rw"; its packer packs the weights and bias (its tiles in reverse
+// order, as another thread might; into a NaN-filled buffer with a guard after it) into the buffer
+// the kernel reads. Kernel and packer run twice with different operands and must follow the
+// second set. Uses seeds seed, seed + 1.
+inline void check_runtime_weights(const ConvProblem& p, const ConvImpl& impl, Isa isa,
+                                  uint64_t seed) {
+  INFO("problem " << p.str() << " isa " << isa_name(isa) << " " << layout_name(impl.src));
+  std::string why;
+  auto k = create_conv_kernel_runtime_weights(p, impl, isa, &why);
+  REQUIRE_MESSAGE(k != nullptr, why);
+  CHECK(k->name().size() > 3);
+  CHECK(k->name().substr(k->name().size() - 3) == "_rw");
+  CHECK(k->weights().empty());
+  Kernel::RuntimePacking rp = k->runtime_packing();
+  REQUIRE(rp.packer);
+  const size_t floats = size_t(rp.bytes / 4), guard = 16;
+  for (int run = 0; run < 2; ++run) {
+    const Operands o = make_operands(p, seed + uint64_t(run));
+    std::vector<float> packed(floats + guard, std::numeric_limits<float>::quiet_NaN());
+    std::fill(packed.begin() + int64_t(floats), packed.end(), 12345.f);
+    const float* pins[] = {o.w.data<float>(), p.bias ? o.b.data<float>() : nullptr};
+    float* pouts[] = {packed.data()};
+    KernelArgs pa;
+    pa.src = pins;
+    pa.dst = pouts;
+    for (int64_t t = rp.packer->tiles(); t-- > 0;) rp.packer->run(pa, t, t + 1);
+    CHECK(std::count(packed.begin() + int64_t(floats), packed.end(), 12345.f) == int64_t(guard));
+    std::string first;
+    CHECK_MESSAGE(count_mismatches(run_kernel(*k, p, o, impl.src, impl.dst, packed.data()),
+                                   reference(p, o), p.ic / p.groups * p.kh * p.kw, &first) == 0,
+                  "run " << run << ": " << first);
+  }
+}
+
 }  // namespace kiln::convtest

@@ -196,6 +196,28 @@ TEST_CASE("depthwise matches the reference over swept shapes (both ISAs, both la
   MESSAGE(cases << " depthwise cases checked");
 }
 
+// Computed weights (create_conv_kernel_runtime_weights): packed per run by the kernel's packer
+// (check_runtime_weights), both layouts, channel tails, strides, pads, post-op chains.
+TEST_CASE("depthwise with run-time weights matches the reference (both ISAs, both layouts)") {
+  uint64_t seed = 7000;
+  for (Isa isa : isas())
+    for (bool nhwc : {false, true})
+      for (int64_t c : {2, 3, 16, 17, 40, 144})
+        for (int64_t k : {3, 5})
+          for (int64_t s : {1, 2}) {
+            Shp sh{.n = c % 2 ? 2 : 1, .ic = c, .ih = 15, .iw = 7};
+            sh.kh = sh.kw = k;
+            sh.sh = sh.sw = s;
+            sh.pt = sh.pl = sh.pb = sh.pr = k / 2;
+            sh.bias = c != 16;
+            const auto post = c % 3 ? chain({op(K::scale_shift), op(K::add), op(K::relu)})
+                                    : std::vector<PostOp>{};
+            check_runtime_weights(dw_problem(sh, post), dw_impl(nhwc_or_blocked(isa, nhwc)), isa,
+                                  seed);
+            seed += 2;
+          }
+}
+
 TEST_CASE("depthwise: both weight modes and forced block widths") {
   uint64_t seed = 5000;
   const std::vector<std::string> shapes = {

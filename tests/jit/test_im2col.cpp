@@ -303,10 +303,8 @@ TEST_CASE("im2col conv, NHWC, grouped: post-op chains, register tiles, K chunks,
   }
 }
 
-// Computed weights (create_conv_kernel_runtime_weights): the kernel's packer packs the weights
-// and bias (its tiles in reverse order, as another thread might) into the buffer the kernel
-// reads. The dense and grouped shape lists, depthwise, post-op chains and both layouts; each
-// kernel and packer run twice with different weights and bias, and must follow the second set.
+// Computed weights (create_conv_kernel_runtime_weights, check_runtime_weights): the dense and
+// grouped shape lists, depthwise, post-op chains and both layouts.
 TEST_CASE("im2col conv with run-time weights matches the reference (both ISAs)") {
   std::vector<std::pair<ConvProblem, Layout>> cases;
   for (const ConvProblem& p : shapes::read_shapes("im2col"))
@@ -320,42 +318,15 @@ TEST_CASE("im2col conv with run-time weights matches the reference (both ISAs)")
     for (Layout l : kLayouts)
       cases.push_back({problem(s, chain({op(K::scale_shift), op(K::add), op(K::relu)})), l});
   uint64_t seed = 5600;
-  int checked = 0;
   for (Isa isa : isas())
     for (const auto& [p, l] : cases) {
-      std::string why;
-      auto k = create_conv_kernel_runtime_weights(p, im2col(l), isa, &why);
-      INFO("problem " << p.str() << " isa " << isa_name(isa) << " " << layout_name(l));
-      REQUIRE_MESSAGE(k != nullptr, why);
-      CHECK(k->name().size() > 3);
-      CHECK(k->name().substr(k->name().size() - 3) == "_rw");
-      CHECK(k->weights().empty());  // nothing packed at creation
-      Kernel::RuntimePacking rp = k->runtime_packing();
-      REQUIRE(rp.packer);
-      const size_t floats = size_t(rp.bytes / 4), guard = 16;
-      for (int run = 0; run < 2; ++run) {
-        const Operands o = make_operands(p, seed++);
-        std::vector<float> packed(floats + guard, std::numeric_limits<float>::quiet_NaN());
-        std::fill(packed.begin() + int64_t(floats), packed.end(), 12345.f);
-        const float* pins[] = {o.w.data<float>(), p.bias ? o.b.data<float>() : nullptr};
-        float* pouts[] = {packed.data()};
-        KernelArgs pa;
-        pa.src = pins;
-        pa.dst = pouts;
-        for (int64_t t = rp.packer->tiles(); t-- > 0;) rp.packer->run(pa, t, t + 1);
-        CHECK(std::count(packed.begin() + int64_t(floats), packed.end(), 12345.f) ==
-              int64_t(guard));
-        std::string first;
-        CHECK_MESSAGE(count_mismatches(run_kernel(*k, p, o, l, l, packed.data()), reference(p, o),
-                                       p.ic / p.groups * p.kh * p.kw, &first) == 0,
-                      "run " << run << ": " << first);
-      }
-      ++checked;
+      check_runtime_weights(p, im2col(l), isa, seed);
+      seed += 2;
     }
-  CHECK(checked > 40);
+  CHECK(cases.size() > 40);
 }
 
-TEST_CASE("run-time weights: only the im2col family, f32, reads them") {
+TEST_CASE("run-time weights: the im2col family in f32 and depthwise read them, no other") {
   const ConvProblem p = problem("ic8ih6iw6_oc8oh6ow6kh3kw3sh1sw1ph1pw1");
   std::string why;
   for (Isa isa : isas()) {

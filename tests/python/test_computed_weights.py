@@ -2,8 +2,8 @@
 tests feed them as graph inputs; CondConv / dynamic convolutions, modulated convs, FiLM / AdaIN
 conditioning compute them; an STFT with a computed window becomes such a conv.
 
-Conv: on a JIT ISA the im2col family packs the weights per run (kernel names ending "_rw"), not
-the reference kernel. Checked against a float64 numpy convolution over strides, pads, dilations,
+Conv: on a JIT ISA the im2col family (any groups) or the depthwise family reads the weights
+packed per run by a step of their own (kernel names ending "_rw"), not the reference kernel. Checked against a float64 numpy convolution over strides, pads, dilations,
 groups, fused activations and residuals, on every ISA path this CPU has, with new weights on
 each run (no stale packing). BatchNormalization and Layer / Instance / GroupNormalization with
 computed parameters expand into the normalisation with constant parameters and broadcast ops
@@ -50,6 +50,13 @@ SHAPES = [
 ]
 
 
+def runtime_weight_convs(plan):
+    """The plan's conv kernels reading computed weights (and it has no reference kernel)."""
+    kernels = [st["kernel"] for st in plan["steps"]]
+    assert not any(k.startswith("ref_") for k in kernels), kernels
+    return [k for k in kernels if k.startswith(("conv_im2col_", "conv_dw_")) and k.endswith("_rw")]
+
+
 def shape_id(s):
     return "n{}c{}h{}w{}_m{}k{}x{}_s{}{}_g{}".format(*s[:7], *s[7], s[10])
 
@@ -81,9 +88,7 @@ def test_conv_weights_as_inputs(shape, bias, tmp_path):
     for max_isa, out, plan in runs:
         assert rel_error(out["y"].astype(np.float64), want) <= 2e-6, max_isa
         if max_isa != "scalar":
-            kernels = [st["kernel"] for st in plan["steps"]]
-            assert any(k.startswith("conv_im2col_") and k.endswith("_rw") for k in kernels), kernels
-            assert not any(k.startswith("ref_") for k in kernels), kernels
+            assert runtime_weight_convs(plan), plan["steps"]
 
 
 @pytest.mark.parametrize("threads", [1, 2])
@@ -103,9 +108,7 @@ def test_computed_weights_change_every_run(threads):
                       [numpy_helper.from_array(bank, "bank"), numpy_helper.from_array(bias,
                                                                                       "bias")])
     with kiln.Session.from_bytes(data, threads=threads, disable_cache=True) as s:
-        kernels = [st["kernel"] for st in s.plan()["steps"]]
-        assert any(k.startswith("conv_im2col_") and k.endswith("_rw") for k in kernels), kernels
-        assert not any(k.startswith("ref_") for k in kernels), kernels
+        assert runtime_weight_convs(s.plan()), s.plan()["steps"]
         for a in (1.0, -0.5, 3.0):
             x = rng.standard_normal((2, c, 14, 14)).astype(np.float32)
             want = np.maximum(conv_ref(x, bank * np.float32(a), bias, pads=(1, 1, 1, 1)), 0) + x
@@ -114,7 +117,7 @@ def test_computed_weights_change_every_run(threads):
 
 
 def test_computed_weights_of_a_depthwise_conv(tmp_path):
-    """Depthwise too runs on im2col (a GEMM per group, NHWC) when its weights are computed."""
+    """A depthwise conv's computed weights: the depthwise family packs them per run."""
     rng = np.random.default_rng(3)
     x = rng.standard_normal((2, 8, 10, 10)).astype(np.float32)
     w = rng.standard_normal((8, 1, 3, 3)).astype(np.float32)
@@ -124,10 +127,8 @@ def test_computed_weights_of_a_depthwise_conv(tmp_path):
     want = conv_ref(x, w, pads=(1, 1, 1, 1), group=8)
     for max_isa, out, plan in run_on_each_isa(data, {"x": x, "w": w}, tmp_path):
         assert rel_error(out["y"].astype(np.float64), want) <= 2e-6, max_isa
-        kernels = [st["kernel"] for st in plan["steps"]]
         if max_isa != "scalar":
-            assert any(k.startswith("conv_im2col_") and k.endswith("_rw") for k in kernels)
-            assert not any(k.startswith("ref_") for k in kernels), kernels
+            assert runtime_weight_convs(plan), plan["steps"]
 
 
 def norm_ref(op, x, params, eps, axis=-1, groups=1):
