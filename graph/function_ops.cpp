@@ -281,6 +281,33 @@ std::vector<Node> expand_computed_affine(Graph& g, const Node& n) {
   return out;
 }
 
+bool trilu_as_where(const Graph& g, const Node& n) {
+  if (n.op != "Trilu" || n.inputs.empty() || n.outputs.size() != 1) return false;
+  const Value& x = g.value(n.in(0));
+  if (x.is_const() || x.shape.size() < 2) return false;  // (a constant is folded)
+  if (x.dtype != DType::f32 && x.dtype != DType::i64 && x.dtype != DType::boolean) return false;
+  if (n.in(1) != kNoValue && !g.value(n.in(1)).is_const()) return false;
+  return x.shape[x.shape.size() - 2] * x.shape.back() <= kMaxTriluMask;
+}
+
+std::vector<Node> expand_trilu(Graph& g, const Node& n) {
+  const Value& x = g.value(n.in(0));
+  const int64_t rows = x.shape[x.shape.size() - 2], cols = x.shape.back();
+  const DType dt = x.dtype;
+  const int64_t k = n.in(1) == kNoValue ? 0 : *g.value(n.in(1)).constant->data<int64_t>();
+  const bool upper = n.attr_i("upper", 1) != 0;
+  Tensor mask(DType::boolean, {rows, cols});
+  uint8_t* m = mask.data<uint8_t>();
+  for (int64_t i = 0; i < rows; ++i)
+    for (int64_t j = 0; j < cols; ++j) m[i * cols + j] = upper ? j - i >= k : j - i <= k;
+  Tensor zero(dt, {});  // (zero-filled)
+  std::vector<Node> out;
+  Emitter op{g, n, out};
+  const ValueId kept = const_for(g, n, "kept", std::move(mask));
+  op("Where", {kept, n.in(0), const_for(g, n, "zero", std::move(zero))}, "y", n.outputs[0]);
+  return out;
+}
+
 bool expand_function_op(Graph& g, Node& n, std::vector<Node>& out) {
   if (n.op == "Scatter") {  // (deprecated in opset 11 for its new name)
     n.op = "ScatterElements";

@@ -39,4 +39,12 @@ std::vector<Node> expand_one_hot(Graph& g, const Node& n);
 bool computed_affine(const Graph& g, const Node& n);
 std::vector<Node> expand_computed_affine(Graph& g, const Node& n);
 
+// Trilu of a computed f32 / int64 / bool tensor with a constant k, expanded once inferred into
+// Where(kept, x, 0) with the [rows, cols] mask of the kept triangle a constant (Where's glue
+// kernel broadcasts it over the leading dims); matrices over kMaxTriluMask elements stay on the
+// reference kernel rather than get a mask that size at load.
+constexpr int64_t kMaxTriluMask = int64_t(1) << 22;
+bool trilu_as_where(const Graph& g, const Node& n);
+std::vector<Node> expand_trilu(Graph& g, const Node& n);
+
 }  // namespace kiln

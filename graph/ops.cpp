@@ -146,7 +146,9 @@ const std::vector<OpInfo>& table() {
       {"RoiAlign", infer_roi_align, 3, 3, 1, 1, "mode avg; reference kernel"},
       {"ScatterElements", infer_scatter_elements, 3, 3, 1, 1,
        "float32 or int64; reference kernel when not folded"},
-      {"Trilu", infer_trilu, 1, 2, 1, 1, "reference kernel when not folded"},
+      {"Trilu", infer_trilu, 1, 2, 1, 1,
+       "k constant: a Where with a constant mask (graph/function_ops.h); computed k: reference "
+       "kernel"},
       {"Unique", infer_unique, 1, 1, 1, 4,
        "float32 or int64; output size decided per run (graph/dynamic.h)", false, true},
       {"ScatterND", infer_scatter_nd, 3, 3, 1, 1,

@@ -1,7 +1,8 @@
 """ScatterElements (every reduction, negative and repeated indices) and Trilu (both triangles,
 diagonals in and outside the matrix) on computed tensors, against numpy on every ISA path;
-indices outside the axis are an error naming the index. (Both run on the reference kernel when
-not folded at load.)"""
+indices outside the axis are an error naming the index. ScatterElements runs on the reference
+kernel when not folded at load; Trilu with a constant k becomes a Where with a constant mask
+(the typed glue kernel), with a computed k the reference kernel."""
 import numpy as np
 import pytest
 from onnx import TensorProto, helper
@@ -66,3 +67,23 @@ def test_trilu(upper, k, tmp_path):
     want = np.triu(r, k) if upper else np.tril(r, k)
     for max_isa, out, _ in run_on_each_isa(data, {"x": x, "k": np.array(k)}, tmp_path):
         np.testing.assert_array_equal(out["y"], want, err_msg=max_isa)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.int64, np.bool_])
+@pytest.mark.parametrize("upper,k", [(1, 0), (0, -2), (1, 3), (0, 8)])
+def test_trilu_constant_k_runs_as_where(dtype, upper, k, tmp_path):
+    rng = np.random.default_rng(k + 20)
+    x = (rng.standard_normal((3, 7, 5)) * 4).astype(dtype)
+    elem = {np.float32: F32, np.int64: I64, np.bool_: TensorProto.BOOL}[dtype]
+    g = helper.make_graph([helper.make_node("Identity", ["x"], ["r"]),
+                           helper.make_node("Trilu", ["r", "k"], ["y"], upper=upper)], "m",
+                          [helper.make_tensor_value_info("x", elem, x.shape)],
+                          [helper.make_tensor_value_info("y", elem, None)],
+                          initializer=[helper.make_tensor("k", I64, [], [k])])
+    data = helper.make_model(g, opset_imports=[helper.make_opsetid("", 18)]).SerializeToString()
+    want = np.triu(x, k) if upper else np.tril(x, k)
+    for max_isa, out, plan in run_on_each_isa(data, {"x": x}, tmp_path):
+        np.testing.assert_array_equal(out["y"], want, err_msg=max_isa)
+        if max_isa != "scalar":
+            kernels = [st["kernel"] for st in plan["steps"]]
+            assert not any(k.startswith("ref_") for k in kernels), kernels
