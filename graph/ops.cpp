@@ -145,14 +145,15 @@ const std::vector<OpInfo>& table() {
       {"GatherND", infer_gather_nd, 2, 2, 1, 1, "int64 indices"},
       {"RoiAlign", infer_roi_align, 3, 3, 1, 1, "mode avg; reference kernel"},
       {"ScatterElements", infer_scatter_elements, 3, 3, 1, 1,
-       "float32 or int64; reference kernel when not folded"},
+       "float32 or int64"},
       {"Trilu", infer_trilu, 1, 2, 1, 1,
        "k constant: a Where with a constant mask (graph/function_ops.h); computed k: reference "
        "kernel"},
       {"Unique", infer_unique, 1, 1, 1, 4,
        "float32 or int64; output size decided per run (graph/dynamic.h)", false, true},
       {"ScatterND", infer_scatter_nd, 3, 3, 1, 1,
-       "int64 indices; reference kernel (folds at load when its inputs are constant)"},
+       "int64 indices; float32 or int64 data on the glue kernel (other dtypes: reference "
+       "kernel); folds at load when its inputs are constant"},
       {"Pad", infer_pad, 2, 4, 1, 1,
        "modes constant, reflect, edge, wrap; pads constant and non-negative"},
       {"Equal", infer_compare, 2, 2, 1, 1, "float32, int64 or bool"},

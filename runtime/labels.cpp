@@ -1105,7 +1105,7 @@ std::vector<Label> candidate_labels(const Graph& g, int i, Isa isa, bool referen
   } else if (jit && block_copy_problem(g, n)) {
     if (view_ok(g, n, Layout::nchw)) simple(LabelKind::view, Layout::nchw);
     simple(LabelKind::copy, Layout::nchw);
-  } else if (jit && gather_problem(g, n)) {
+  } else if (jit && (gather_problem(g, n) || scatter_problem(g, n))) {
     simple(LabelKind::copy, Layout::nchw);
   } else if (jit && typed_problem(g, n)) {
     simple(LabelKind::typed, Layout::nchw);
@@ -1284,6 +1284,11 @@ Instance instantiate(const Graph& g, int i, const Label& l, Isa isa, std::string
       if (const auto q = p ? std::nullopt : gather_problem(g, n); q && jit_isa) {
         if (l.in != Layout::nchw) return no("a gather runs in nchw");
         r.kernel = create_gather_kernel(*q, &why);
+        break;
+      }
+      if (const auto q = p ? std::nullopt : scatter_problem(g, n); q && jit_isa) {
+        if (l.in != Layout::nchw) return no("a scatter runs in nchw");
+        r.kernel = create_scatter_kernel(*q, &why);
         break;
       }
       if (!jit_isa || !p || l.in != Layout::nchw)

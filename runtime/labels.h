@@ -41,7 +41,8 @@ enum class LabelKind : int {
   reduce = 13,
   convt = 14,  // asmjit SubpixelInterleave: a ConvTranspose's phase planes into its output
   // Slice / Gather / Concat along one axis, any rank (nchw: row-major), as memcpy'd blocks;
-  // Gather with computed indices and GatherElements as index-driven copies
+  // Gather with computed indices, GatherElements, ScatterND and ScatterElements as
+  // index-driven copies
   copy = 15,
   // Comparisons, And/Or/Xor/Not, Where, IsNaN/IsInf, Sign, Cast, int64 arithmetic, Expand, float
   // Mod / Pow, Sin .. Atanh over f32 / int64 / bool, any broadcast (nchw: row-major)

@@ -1,5 +1,8 @@
 #include "runtime/node_problems.h"
 
+#include <algorithm>
+#include <iterator>
+
 #include "graph/recurrent.h"
 
 namespace kiln {
@@ -101,6 +104,38 @@ std::optional<GatherProblem> gather_problem(const Graph& g, const Node& n) {
     axis_split(x.shape, axis, axis + 1, &p.outer, &p.dim, &p.inner);
     p.n = shape_numel(idx.shape);
   }
+  return p;
+}
+
+// ScatterND / ScatterElements of f32 or int64 data (a computed one: constants fold at load).
+std::optional<ScatterProblem> scatter_problem(const Graph& g, const Node& n) {
+  if ((n.op != "ScatterND" && n.op != "ScatterElements") || n.inputs.size() != 3 ||
+      n.outputs.size() != 1 || n.outputs[0] == kNoValue)
+    return std::nullopt;
+  for (ValueId v : n.inputs)
+    if (v == kNoValue) return std::nullopt;
+  const Value &x = g.value(n.in(0)), &idx = g.value(n.in(1)), &upd = g.value(n.in(2));
+  if ((x.dtype != DType::f32 && x.dtype != DType::i64) || idx.dtype != DType::i64 ||
+      upd.dtype != x.dtype || x.shape.empty() || idx.shape.empty())
+    return std::nullopt;
+  ScatterProblem p;
+  p.esize = int64_t(dtype_size(x.dtype));
+  p.data = x.shape;
+  p.index = idx.shape;
+  const std::string r = n.attr_s("reduction", "none");
+  const char* names[] = {"none", "add", "mul", "max", "min"};
+  const auto at = std::find(std::begin(names), std::end(names), r);
+  if (at == std::end(names)) return std::nullopt;
+  p.reduction = Reduction(at - std::begin(names));
+  if (n.op == "ScatterElements") {
+    p.elements = true;
+    const int64_t rank = int64_t(x.shape.size());
+    int64_t axis = n.attr_i("axis", 0);
+    if (axis < -rank || axis >= rank) return std::nullopt;
+    p.axis = axis < 0 ? axis + rank : axis;
+    if (upd.shape != idx.shape) return std::nullopt;
+  }
+  if (!create_scatter_kernel(p, nullptr)) return std::nullopt;  // (its shape checks)
   return p;
 }
 

@@ -14,6 +14,7 @@
 #include "graph/post_ops.h"
 #include "graph/recurrent.h"
 #include "graph/resize.h"
+#include "graph/scatter_reduce.h"
 #include "graph/unary_math.h"
 #include "jit/cpu.h"
 #include "jit/kernel.h"
@@ -201,6 +202,20 @@ struct GatherProblem {
   int64_t axis = 0;
 };
 std::unique_ptr<Kernel> create_gather_kernel(const GatherProblem& p, std::string* why_not);
+
+// ScatterND / ScatterElements of f32 or int64 data shaped `data` (src[0]) with int64 indices
+// shaped `index` (src[1]) and updates (src[2]) -> dst[0]: the data, then every update applied in
+// index order with `reduction`. ScatterND: index's last dim q <= rank coordinates per update, each
+// update a slice of data's trailing dims; ScatterElements (`elements`): one update per index
+// element along `axis`. An index outside its dim throws (scatter.cpp).
+struct ScatterProblem {
+  bool elements = false;
+  int64_t esize = 4;  // f32: 4, int64: 8
+  Shape data, index;
+  int64_t axis = 0;
+  Reduction reduction = Reduction::none;
+};
+std::unique_ptr<Kernel> create_scatter_kernel(const ScatterProblem& p, std::string* why_not);
 
 // Elementwise ops on f32 / int64 / bool (one byte, 0 or 1) tensors with numpy broadcasting
 // (typed_eltwise.cpp): comparisons, And / Or / Xor / Not, Where, IsNaN / IsInf, Sign, Cast,

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "graph/ir.h"
+#include "graph/scatter_reduce.h"
 #include "runtime/ref/ref_kernels.h"
 
 namespace kiln::ref {
@@ -97,25 +98,9 @@ void dispatch_type(DType t, F&& fn) {
     fn(int64_t{});
 }
 
-// ScatterND / ScatterElements: what an update does to the element it lands on (the node's
-// `reduction`, read once: compared per element it cost more than the scatter).
-enum class Reduction { none, add, mul, max, min };
-Reduction scatter_reduction(const Node& node);  // invalid_model for an unknown name
-template <class T>
-T scatter_reduce(Reduction r, T dst, T u) {
-  switch (r) {
-    case Reduction::add:
-      return T(dst + u);
-    case Reduction::mul:
-      return T(dst * u);
-    case Reduction::max:
-      return std::max(dst, u);
-    case Reduction::min:
-      return std::min(dst, u);
-    default:
-      return u;
-  }
-}
+// ScatterND / ScatterElements' `reduction` (graph/scatter_reduce.h), read once: compared per
+// element it cost more than the scatter. invalid_model for an unknown name.
+Reduction scatter_reduction(const Node& node);
 
 // y[i] = op(a[bcast i], b[bcast i]) for any shapes that broadcast to y's shape; the element
 // types are the tensors' (TA, TB, TY).
