@@ -197,6 +197,32 @@ class EinsumRewriter {
 
   int64_t dim(const Operand& x, char c) const { return g_.value(x.v).shape[x.labels.find(c)]; }
 
+  // A label repeated within x (a diagonal, "ii->i"): x times the identity over the two dims,
+  // summed over the second, until every label is x's once.
+  void diagonals(Operand& x) {
+    for (size_t d2 = 0; d2 < x.labels.size(); ++d2) {
+      const size_t d1 = x.labels.find(x.labels[d2]);
+      if (d1 == d2) continue;
+      const Shape xs = g_.value(x.v).shape;
+      Shape ms(xs.size(), 1);
+      ms[d1] = ms[d2] = xs[d1];
+      Tensor eye(DType::f32, ms);  // (zero-filled)
+      const int64_t s1 = shape_numel(Shape(ms.begin() + int64_t(d1) + 1, ms.end()));
+      const int64_t s2 = shape_numel(Shape(ms.begin() + int64_t(d2) + 1, ms.end()));
+      for (int64_t i = 0; i < xs[d1]; ++i) eye.data<float>()[i * s1 + i * s2] = 1.f;
+      Node m = make("Mul");
+      m.inputs = {x.v, g_.add_const(unique_value_name(g_, n_.name + "_eye"), std::move(eye))};
+      x.v = emit_node(g_, nodes_, std::move(m), n_.name + "_diag");
+      Node r = make("ReduceSum");
+      r.inputs = {
+          x.v, g_.add_const(unique_value_name(g_, n_.name + "_axes"), ints_tensor({int64_t(d2)}))};
+      r.attrs["keepdims"] = attr_i(0);
+      x.v = emit_node(g_, nodes_, std::move(r), n_.name + "_sum");
+      x.labels.erase(d2, 1);
+      d2 = 0;  // (rescan: the labels moved; position 0 is never a repeat)
+    }
+  }
+
  private:
   Graph& g_;
   std::vector<Node>& nodes_;
@@ -207,57 +233,22 @@ bool has(const std::string& s, char c) {
   return s.find(c) != std::string::npos;
 }
 
-// The rewrite of one Einsum; false (nothing emitted) where it does not apply.
-bool rewrite_one(Graph& g, std::vector<Node>& nodes, const Node& n) {
-  if (n.inputs.empty() || n.inputs.size() > 2 || n.outputs.size() != 1) return false;
-  std::vector<Shape> shapes;
-  for (ValueId v : n.inputs) {
-    if (v == kNoValue || g.value(v).dtype != DType::f32) return false;
-    shapes.push_back(g.value(v).shape);
-  }
-  const EinsumSpec s = einsum_spec(n, shapes);
-  for (const std::string& l : s.in)
-    for (size_t d = 0; d < l.size(); ++d)
-      if (l.find(l[d]) != d) return false;  // a diagonal
-  // Contracted labels (in both operands, not the output) must have one size in both: a summed
-  // dim is not broadcast.
-  if (s.in.size() == 2)
-    for (size_t d = 0; d < s.in[0].size(); ++d) {
-      const char c = s.in[0][d];
-      const size_t e = s.in[1].find(c);
-      if (e != std::string::npos && !has(s.out, c) && shapes[0][d] != shapes[1][e]) return false;
-    }
-  EinsumRewriter r(g, nodes, n);
-  std::vector<Operand> ops;
-  for (size_t i = 0; i < n.inputs.size(); ++i) ops.push_back({n.inputs[i], s.in[i]});
-  // Labels only one operand has and the output lacks are summed first.
-  for (size_t i = 0; i < ops.size(); ++i) {
-    std::string drop;
-    for (char c : ops[i].labels)
-      if (!has(s.out, c) && (ops.size() == 1 || !has(ops[1 - i].labels, c))) drop += c;
-    r.reduce(ops[i], drop);
-  }
-  const ValueId y = n.outputs[0];
-  if (ops.size() == 1) {
-    if (ops[0].labels != s.out) {
-      r.transpose(ops[0], s.out, y);
-    } else {
-      r.reshape(ops[0].v, g.value(y).shape, y);  // a plain copy (only a sum or nothing)
-    }
-    return true;
-  }
-  Operand &a = ops[0], &b = ops[1];
+// Operand a times b (labels not in `keep` and in both summed: a MatMul over them), the result's
+// labels the batch, a-only, b-only labels in `keep`'s order; written into y (in `keep`'s order)
+// when y is given.
+Operand contract(EinsumRewriter& r, const EinsumSpec& s, Operand a, Operand b,
+                 const std::string& keep, ValueId y) {
   std::string batch, m, nn, k;
-  for (char c : s.out) {
+  for (char c : keep) {
     if (has(a.labels, c) && has(b.labels, c))
       batch += c;
     else if (has(a.labels, c))
       m += c;
-    else
+    else if (has(b.labels, c))
       nn += c;
   }
   for (char c : a.labels)
-    if (has(b.labels, c) && !has(s.out, c)) k += c;
+    if (has(b.labels, c) && !has(keep, c)) k += c;
   auto prod = [&](const Operand& x, const std::string& ls) {
     int64_t p = 1;
     for (char c : ls) p *= r.dim(x, c);
@@ -275,15 +266,68 @@ bool rewrite_one(Graph& g, std::vector<Node>& nodes, const Node& n) {
   sa.push_back(prod(a, k));
   sb.push_back(prod(b, k));
   sb.push_back(prod(b, nn));
-  const ValueId ra = r.reshape(a.v, sa), rb = r.reshape(b.v, sb);
-  const ValueId mm = r.matmul(ra, rb);
+  const ValueId mm = r.matmul(r.reshape(a.v, sa), r.reshape(b.v, sb));
   Shape full;
   for (char c : batch + m + nn) full.push_back(s.size.at(c));
-  if (batch + m + nn == s.out) {
-    r.reshape(mm, full, y);
-  } else {
-    Operand prod{r.reshape(mm, full), batch + m + nn};
-    r.transpose(prod, s.out, y);
+  if (y == kNoValue) return {r.reshape(mm, full), batch + m + nn};
+  if (batch + m + nn == keep) return {r.reshape(mm, full, y), keep};
+  Operand out{r.reshape(mm, full), batch + m + nn};
+  r.transpose(out, keep, y);
+  return out;
+}
+
+// The rewrite of one Einsum; false (nothing emitted) where it does not apply.
+bool rewrite_one(Graph& g, std::vector<Node>& nodes, const Node& n) {
+  if (n.inputs.empty() || n.outputs.size() != 1) return false;
+  std::vector<Shape> shapes;
+  for (ValueId v : n.inputs) {
+    if (v == kNoValue || g.value(v).dtype != DType::f32) return false;
+    shapes.push_back(g.value(v).shape);
+  }
+  const EinsumSpec s = einsum_spec(n, shapes);
+  // A summed label must have one size wherever it appears: a summed dim is not broadcast.
+  for (const auto& [c, size] : s.size) {
+    if (has(s.out, c)) continue;
+    for (size_t i = 0; i < s.in.size(); ++i)
+      for (size_t d = 0; d < s.in[i].size(); ++d)
+        if (s.in[i][d] == c && shapes[i][d] != size) return false;
+  }
+  EinsumRewriter r(g, nodes, n);
+  std::vector<Operand> ops;
+  for (size_t i = 0; i < n.inputs.size(); ++i) ops.push_back({n.inputs[i], s.in[i]});
+  for (Operand& x : ops) r.diagonals(x);
+  // Labels neither the output nor another operand has are summed first.
+  for (size_t i = 0; i < ops.size(); ++i) {
+    std::string needed = s.out;
+    for (size_t j = 0; j < ops.size(); ++j)
+      if (j != i) needed += ops[j].labels;
+    std::string drop;
+    for (char c : ops[i].labels)
+      if (!has(needed, c)) drop += c;
+    r.reduce(ops[i], drop);
+  }
+  const ValueId y = n.outputs[0];
+  if (ops.size() == 1) {
+    if (ops[0].labels != s.out) {
+      r.transpose(ops[0], s.out, y);
+    } else {
+      r.reshape(ops[0].v, g.value(y).shape, y);  // a plain copy (only a sum or nothing)
+    }
+    return true;
+  }
+  // Left to right, two operands at a time; an intermediate keeps the labels the output or a
+  // later operand has.
+  Operand acc = ops[0];
+  for (size_t j = 1; j < ops.size(); ++j) {
+    if (j + 1 == ops.size()) {
+      contract(r, s, acc, ops[j], s.out, y);
+      break;
+    }
+    std::string later = s.out, keep;
+    for (size_t t = j + 1; t < ops.size(); ++t) later += ops[t].labels;
+    for (char c : acc.labels + ops[j].labels)
+      if (has(later, c) && !has(keep, c)) keep += c;
+    acc = contract(r, s, acc, ops[j], keep, kNoValue);
   }
   return true;
 }

@@ -96,8 +96,9 @@ const std::vector<OpInfo>& table() {
       {"Gemm", infer_gemm, 2, 3, 1, 1, "2-D A and B"},
       {"MatMul", infer_matmul, 2, 2, 1, 1, "numpy batch broadcasting"},
       {"Einsum", infer_einsum, 1, kMany, 1, 1,
-       "float32; one or two operands without a repeated label run as MatMul / Transpose / "
-       "ReduceSum, other forms on the reference kernel"},
+       "float32; runs as MatMul / Transpose / ReduceSum (any number of operands, left to right; "
+       "a repeated label as a Mul by the identity), a summed label broadcast from size 1 on the "
+       "reference kernel"},
       {"Softmax", infer_softmax, 1, 1, 1, 1, "any axis"},
       {"ReduceMean", infer_reduce, 1, 2, 1, 1, "axes constant", false, false, 2},
       {"ReduceSum", infer_reduce, 1, 2, 1, 1, "axes constant; float32 or int64", false, false, 2},
@@ -144,8 +145,7 @@ const std::vector<OpInfo>& table() {
       {"GatherElements", infer_gather_elements, 2, 2, 1, 1, "float32 or int64; int64 indices"},
       {"GatherND", infer_gather_nd, 2, 2, 1, 1, "int64 indices"},
       {"RoiAlign", infer_roi_align, 3, 3, 1, 1, "mode avg; reference kernel"},
-      {"ScatterElements", infer_scatter_elements, 3, 3, 1, 1,
-       "float32 or int64"},
+      {"ScatterElements", infer_scatter_elements, 3, 3, 1, 1, "float32 or int64"},
       {"Trilu", infer_trilu, 1, 2, 1, 1,
        "k constant: a Where with a constant mask (graph/function_ops.h); computed k: reference "
        "kernel"},

@@ -1,7 +1,7 @@
 """Einsum against numpy.einsum (the reference ONNX's own spec cites): the equations vision
 transformers export, implicit outputs, ellipsis broadcasting, sums, outer and inner products,
-diagonals and three operands; on the best ISA (where the rewrite into Transpose / ReduceSum /
-Reshape / MatMul must leave no reference kernel) and on the reference kernels."""
+diagonals, three and four operands; on the best ISA (where the rewrite into Transpose / ReduceSum
+/ Reshape / MatMul / Mul must leave no reference kernel) and on the reference kernels."""
 import numpy as np
 import onnx
 import pytest
@@ -27,8 +27,15 @@ CASES = [
     ("i,i", [(9,), (9,)], True),  # inner product -> scalar
     ("bi,bj->b", [(4, 5), (4, 6)], True),  # sums of both operands' own labels
     ("Bi,iJ->JB", [(3, 5), (5, 2)], True),  # capital labels, transposed output
-    ("...ii->...i", [(2, 4, 4)], False),  # a diagonal: reference kernel
-    ("ij,jk,kl->il", [(3, 4), (4, 5), (5, 2)], False),  # three operands: reference kernel
+    ("...ii->...i", [(2, 4, 4)], True),  # a diagonal: times the identity, summed
+    ("ii", [(5, 5)], True),  # the trace
+    ("iji->j", [(4, 3, 4)], True),
+    ("biib,bj->ij", [(2, 3, 3, 2), (2, 5)], True),  # two repeated labels
+    ("ij,jk,kl->il", [(3, 4), (4, 5), (5, 2)], True),  # three operands: left to right
+    ("bi,bj,bk->bijk", [(2, 3), (2, 4), (2, 5)], True),
+    ("ij,j,j->i", [(6, 7), (7,), (7,)], True),
+    ("ab,bc,cd,de->ea", [(2, 3), (3, 4), (4, 5), (5, 6)], True),
+    ("...ij,...jk,kl->...il", [(2, 1, 3, 4), (5, 4, 6), (6, 2)], True),  # ellipsis broadcast
 ]
 
 
