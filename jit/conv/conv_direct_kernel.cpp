@@ -12,24 +12,95 @@ namespace {
 
 using Fn = void (*)(const ConvCallArgs*);
 
+// Where each oc group's packed weights start (floats), and the end.
+std::vector<int64_t> group_offsets(const DirectConf& c) {
+  std::vector<int64_t> off;
+  int64_t total = 0;
+  for (int64_t g = 0; g < c.oc_groups; ++g) {
+    off.push_back(total);
+    total += c.wei_group_floats(g == c.oc_groups - 1 ? c.oc_blocks_last : c.oc_blocks);
+  }
+  off.push_back(total);
+  return off;
+}
+
+// f32 weights of oc group g at o (zeroed first): [icb][kh][kw][ic < nic][ob][lane], nic = simd
+// or ic_tail for the last block. Per (icb, tap, j): a simd x nic block of W transposed (lanes
+// past oc stay zero).
+void pack_group(const DirectConf& c, ModelFloats w, int64_t g, float* o, float* end) {
+  const ConvProblem& p = c.p;
+  const int64_t S = c.simd, taps = p.kh * p.kw;
+  const int64_t ob = g == c.oc_groups - 1 ? c.oc_blocks_last : c.oc_blocks;
+  std::fill(o, end, 0.f);
+  for (int64_t icb = 0; icb < c.icb_total(); ++icb) {
+    const int64_t nic = icb < c.icb_full ? S : c.ic_tail;
+    for (int64_t j = 0; j < ob; ++j) {
+      const int64_t oc0 = (g * c.oc_blocks + j) * S;
+      const int64_t lanes = std::min(S, p.oc - oc0);
+      if (lanes > 0)
+        for (int64_t k = 0; k < taps; ++k)
+          pack_transposed(w + (oc0 * p.ic + icb * S) * taps + k, p.ic * taps, taps, lanes, nic,
+                          o + k * nic * ob * S + j * S, ob * S);
+    }
+    o += taps * nic * ob * S;
+  }
+}
+
+// Computed weights (f32): src[0] weights, src[1] bias or null -> dst[0], the packed weights
+// then the bias (ocb * simd floats). A tile is an oc group; tile 0 also packs the bias.
+class DirectWeightPacker : public Kernel {
+ public:
+  explicit DirectWeightPacker(const DirectConf& c)
+      : c_(c), name_("direct_pack_weights"), off_(group_offsets(c)) {}
+  const std::string& name() const override { return name_; }
+  int64_t tiles() const override { return c_.oc_groups; }
+  void run(const KernelArgs& args, int64_t begin, int64_t end) const override {
+    float* out = args.dst[0];
+    for (int64_t g = begin; g < end; ++g) {
+      pack_group(c_, ModelFloats(args.src[0]), g, out + off_[size_t(g)], out + off_[size_t(g) + 1]);
+      if (g == 0) {
+        const std::vector<float> b = pack_bias(args.src[1], c_.p.oc, c_.ocb * c_.simd);
+        std::copy(b.begin(), b.end(), out + off_.back());
+      }
+    }
+  }
+
+ private:
+  DirectConf c_;
+  std::string name_;
+  std::vector<int64_t> off_;
+};
+
 class DirectKernel : public Kernel {
  public:
-  DirectKernel(const DirectConf& c, const Tensor& w, const Tensor* bias,
+  // w == nullptr: weights and bias packed every run (DirectWeightPacker) into src[1].
+  DirectKernel(const DirectConf& c, const Tensor* w, const Tensor* bias,
                const std::string& code_key)
       : c_(c),
-        name_(conv_kernel_name("direct", c.src, c.dst, c.blocking_str(), c.isa)),
+        name_(conv_kernel_name("direct", c.src, c.dst, c.blocking_str(), c.isa) + (w ? "" : "_rw")),
+        runtime_(w == nullptr),
         bias_(pack_bias(bias ? bias->data<float>() : nullptr, c.p.oc, c.ocb * c.simd)),
+        group_off_(group_offsets(c)),
         gen_(direct_generators(c, code_key, name_)) {
-    pack_weights(ModelFloats(w));
+    if (!runtime_) pack_weights(ModelFloats(*w));
     for (const OwBlock& b : c.ow_blocks) blocks_per_row_ += b.count;
   }
 
   const std::string& name() const override { return name_; }
   int64_t tiles() const override { return c_.p.n * c_.oc_groups * c_.p.oh; }
   double macs() const override { return c_.p.macs(); }
-  std::vector<Span> weights() const override { return {{wei_.raw(), wei_.nbytes()}}; }
+  std::vector<Span> weights() const override {
+    if (runtime_) return {};
+    return {{wei_.raw(), wei_.nbytes()}};
+  }
+  RuntimePacking runtime_packing() const override {
+    if (!runtime_) return {};
+    return {std::make_unique<DirectWeightPacker>(c_), (group_off_.back() + c_.ocb * c_.simd) * 4};
+  }
 
   void run(const KernelArgs& args, int64_t begin, int64_t end) const override {
+    const float* wei = runtime_ ? args.src[1] : wei_.data<float>();
+    const float* bias = runtime_ ? args.src[1] + group_off_.back() : bias_.data();
     ConvCallArgs base;
     base.post.set(c_.p.post, args);
     // A K split keeps partial sums in dst; a residual stored in dst itself would be lost.
@@ -56,7 +127,7 @@ class DirectKernel : public Kernel {
       // steps).
       // (Rows outer: the group the row's sweep reads next.)
       const int64_t gn = c_.rows_outer ? (g + 1) % G : std::min(g + 1, G - 1);
-      const float* next = wei_.data<float>() + group_off_[size_t(gn)];  // (4-byte words)
+      const float* next = wei + group_off_[size_t(gn)];  // (4-byte words)
       int64_t pf_lines = 0;
       for (int64_t k0 = 0; k0 < c_.icb_total(); k0 += chunk) {
         const int64_t kcnt = std::min(chunk, c_.icb_total() - k0);
@@ -64,7 +135,8 @@ class DirectKernel : public Kernel {
         for (int64_t oh = oh0; oh < oh0 + rows;) {
           // Pairs of rows whose windows have no top/bottom padding run as one block.
           const int step = c_.row_step(oh, oh0 + rows);
-          const int64_t kh_cnt = call(args, base, n, g, oh, k0, kcnt, step, next + pf_lines * 16);
+          const int64_t kh_cnt =
+              call(args, base, wei, bias, n, g, oh, k0, kcnt, step, next + pf_lines * 16);
           pf_lines +=
               blocks_per_row_ * full_k * kh_cnt * c_.p.kw * c_.k_steps(c_.simd) / c_.pf_every;
           oh += step;
@@ -76,8 +148,9 @@ class DirectKernel : public Kernel {
 
  private:
   // Runs one call; returns its number of valid kernel rows.
-  int64_t call(const KernelArgs& args, const ConvCallArgs& base, int64_t n, int64_t g, int64_t oh,
-               int64_t k0, int64_t kcnt, int rows, const float* pf_wei) const {
+  int64_t call(const KernelArgs& args, const ConvCallArgs& base, const float* wei,
+               const float* bias, int64_t n, int64_t g, int64_t oh, int64_t k0, int64_t kcnt,
+               int rows, const float* pf_wei) const {
     const ConvProblem& p = c_.p;
     const bool last = g == c_.oc_groups - 1;
     const int ob = last ? c_.oc_blocks_last : c_.oc_blocks;
@@ -90,7 +163,7 @@ class DirectKernel : public Kernel {
     a.src = reinterpret_cast<const float*>(reinterpret_cast<const char*>(args.src[0]) +
                                            n * src_img + k0 * c_.src_icb_bytes() +
                                            (hi > lo ? (ih0 + lo * p.dh) * c_.src_row_bytes() : 0));
-    a.wei = wei_.data<float>() + group_off_[size_t(g)] + k0 * c_.wei_icb_floats(ob, c_.simd) +
+    a.wei = wei + group_off_[size_t(g)] + k0 * c_.wei_icb_floats(ob, c_.simd) +
             lo * c_.wei_kh_floats(ob, c_.simd);
     if (c_.ic_tail)
       a.wei_tail_adj = lo * (c_.wei_kh_floats(ob, c_.ic_tail) - c_.wei_kh_floats(ob, c_.simd)) * 4;
@@ -98,7 +171,7 @@ class DirectKernel : public Kernel {
     a.dst = reinterpret_cast<float*>(reinterpret_cast<char*>(args.dst[0]) +
                                      (n * c_.ocb + g * c_.oc_blocks) * c_.dst_ocb_bytes() +
                                      oh * p.ow * c_.dst_pix_bytes());
-    a.bias = bias_.data() + oc0;
+    a.bias = bias + oc0;
     a.post.advance_channels(oc0);
     a.kh_cnt = hi - lo;
     const bool has_tail = c_.ic_tail && k0 + kcnt == c_.icb_total();
@@ -112,35 +185,11 @@ class DirectKernel : public Kernel {
   }
 
   void pack_weights(ModelFloats w) {
-    const ConvProblem& p = c_.p;
-    const int64_t S = c_.simd;
-    int64_t total = 0;
-    for (int64_t g = 0; g < c_.oc_groups; ++g) {
-      group_off_.push_back(total);
-      total += c_.wei_group_floats(g == c_.oc_groups - 1 ? c_.oc_blocks_last : c_.oc_blocks);
-    }
-    wei_ = Tensor(DType::f32, {total});  // zero-filled, 64-byte aligned
+    wei_ = Tensor(DType::f32, {group_off_.back()});  // zero-filled, 64-byte aligned
     if (c_.bf16) return pack_weights_bf16(w);
-    float* out = wei_.data<float>();
-    for (int64_t g = 0; g < c_.oc_groups; ++g) {
-      const int64_t ob = g == c_.oc_groups - 1 ? c_.oc_blocks_last : c_.oc_blocks;
-      float* o = out + group_off_[size_t(g)];
-      // [icb][kh][kw][ic < nic][ob][lane], nic = simd or ic_tail for the last block
-      // Per (icb, tap, j): a simd x nic block of W transposed (lanes past oc stay zero).
-      const int64_t taps = p.kh * p.kw;
-      for (int64_t icb = 0; icb < c_.icb_total(); ++icb) {
-        const int64_t nic = icb < c_.icb_full ? S : c_.ic_tail;
-        for (int64_t j = 0; j < ob; ++j) {
-          const int64_t oc0 = (g * c_.oc_blocks + j) * S;
-          const int64_t lanes = std::min(S, p.oc - oc0);
-          if (lanes > 0)
-            for (int64_t k = 0; k < taps; ++k)
-              pack_transposed(w + (oc0 * p.ic + icb * S) * taps + k, p.ic * taps, taps, lanes, nic,
-                              o + k * nic * ob * S + j * S, ob * S);
-        }
-        o += taps * nic * ob * S;
-      }
-    }
+    for (int64_t g = 0; g < c_.oc_groups; ++g)
+      pack_group(c_, w, g, wei_.data<float>() + group_off_[size_t(g)],
+                 wei_.data<float>() + group_off_[size_t(g) + 1]);
   }
 
   // bf16: [icb][kh][kw][pair < steps(nic)][ob][lane][2]: W[oc0 + lane][ic0 + 2 pair + e] at
@@ -163,9 +212,10 @@ class DirectKernel : public Kernel {
 
   DirectConf c_;
   std::string name_;
+  bool runtime_;
   std::vector<float> bias_;
-  Tensor wei_;
-  std::vector<int64_t> group_off_;
+  Tensor wei_;                      // packed at creation (not runtime_)
+  std::vector<int64_t> group_off_;  // per oc group, then the end
   DirectGenerators gen_;
   int64_t blocks_per_row_ = 0;  // register blocks one call runs (each walks pf_next lines)
 };
@@ -174,7 +224,12 @@ class DirectKernel : public Kernel {
 
 std::unique_ptr<Kernel> make_direct_kernel(const DirectConf& c, const Tensor& weights,
                                            const Tensor* bias, const std::string& code_key) {
-  return std::make_unique<DirectKernel>(c, weights, bias, code_key);
+  return std::make_unique<DirectKernel>(c, &weights, bias, code_key);
+}
+
+std::unique_ptr<Kernel> make_direct_kernel_runtime_weights(const DirectConf& c,
+                                                           const std::string& code_key) {
+  return std::make_unique<DirectKernel>(c, nullptr, nullptr, code_key);
 }
 
 }  // namespace kiln::convjit

@@ -274,7 +274,8 @@ std::unique_ptr<Kernel> create_conv_kernel(const ConvProblem& p, const ConvImpl&
 bool conv_family_runtime_weights(ConvFamily f, const ConvProblem& p) {
   // (im2col: any groups, depthwise too — with constant weights other families serve the groups
   // im2col_shape leaves out; here the alternative is the scalar reference.)
-  return f == ConvFamily::im2col || (f == ConvFamily::depthwise && depthwise(p));
+  return f == ConvFamily::im2col || (f == ConvFamily::depthwise && depthwise(p)) ||
+         (f == ConvFamily::direct && dense(p));
 }
 
 std::unique_ptr<Kernel> create_conv_kernel_runtime_weights(const ConvProblem& p,
@@ -290,6 +291,11 @@ std::unique_ptr<Kernel> create_conv_kernel_runtime_weights(const ConvProblem& p,
     auto c = init_dw_conf(p, impl, isa);
     if (!c) return decline(why_not, c.reason);
     return make_dw_kernel_runtime_weights(*c.conf, code_key(p, impl, isa));
+  }
+  if (impl.family == ConvFamily::direct) {
+    auto c = init_direct_conf(p, impl, isa);
+    if (!c) return decline(why_not, c.reason);
+    return make_direct_kernel_runtime_weights(*c.conf, code_key(p, impl, isa));
   }
   auto c = im2col::init_im2col_conf(p, impl, isa);
   if (!c) return decline(why_not, c.reason);

@@ -69,6 +69,9 @@ namespace convjit {
 // code_key: jit/shared_code.h ("" = code of its own).
 std::unique_ptr<Kernel> make_direct_kernel(const DirectConf& c, const Tensor& weights,
                                            const Tensor* bias, const std::string& code_key = "");
+// The direct family's kernel for weights and bias computed every run (f32; runtime_packing()).
+std::unique_ptr<Kernel> make_direct_kernel_runtime_weights(const DirectConf& c,
+                                                           const std::string& code_key = "");
 std::unique_ptr<Kernel> make_gemm1x1_kernel(const Gemm1x1Conf& c, const Tensor& weights,
                                             const Tensor* bias, const std::string& code_key = "");
 

@@ -74,8 +74,8 @@ std::unique_ptr<Kernel> create_conv_kernel(const ConvProblem& p, const ConvImpl&
 // A conv whose weights (and bias) are computed, not constants: the kernel's runtime_packing()
 // packer (jit/kernel.h) packs them, [OC, IC/g, KH, KW] and [OC] f32, each run into the buffer
 // the kernel reads as src[1] (src[2] unused). The im2col family in f32 (NCHW or NHWC dense,
-// NHWC for any groups) and the depthwise family in f32 pack them per run; any other impl is
-// declined with the reason.
+// NHWC for any groups), the depthwise and the direct (dense) families in f32 pack them per run;
+// any other impl is declined with the reason.
 std::unique_ptr<Kernel> create_conv_kernel_runtime_weights(const ConvProblem& p,
                                                            const ConvImpl& impl, Isa isa,
                                                            std::string* why_not);

@@ -36,6 +36,26 @@ TEST_CASE("direct conv with NCHW src (first layers)") {
   }
 }
 
+// Computed weights (check_runtime_weights): blocked and NCHW sources, channel tails, strides,
+// pads, a K split by many input channels, post-op chains.
+TEST_CASE("direct conv with run-time weights matches the reference (both ISAs)") {
+  uint64_t seed = 9100;
+  const std::vector<std::pair<std::string, Layout>> cases = {
+      {"ic16ih9iw9_oc32oh9ow9kh3kw3sh1sw1ph1pw1", Layout::nChw16c},
+      {"mb2ic20ih8iw11_oc40oh4ow6kh3kw3sh2sw2ph1pw1", Layout::nChw16c},
+      {"ic3ih15iw13_oc24oh8ow7kh3kw3sh2sw2ph1pw1", Layout::nchw},
+      {"ic64ih7iw7_oc17oh7ow7kh1kw1sh1sw1ph0pw0_nobias", Layout::nChw16c},
+      {"ic160ih6iw6_oc48oh6ow6kh3kw3sh1sw1ph1pw1", Layout::nChw16c},
+  };
+  for (Isa isa : isas())
+    for (const auto& [s, l] : cases)
+      for (const auto& post :
+           {std::vector<PostOp>{}, chain({op(K::scale_shift), op(K::add), op(K::relu)})}) {
+        check_runtime_weights(problem(s, post), direct(isa, l), isa, seed);
+        seed += 2;
+      }
+}
+
 TEST_CASE("direct conv: forced register blockings and their tails") {
   uint64_t seed = 300;
   const ConvProblem p = problem("ic21ih11iw19_oc52oh11ow19kh3kw3sh1sw1pt1pl2pb1pr0");

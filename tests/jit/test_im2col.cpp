@@ -326,13 +326,15 @@ TEST_CASE("im2col conv with run-time weights matches the reference (both ISAs)")
   CHECK(cases.size() > 40);
 }
 
-TEST_CASE("run-time weights: the im2col family in f32 and depthwise read them, no other") {
+TEST_CASE("run-time weights: im2col, depthwise and direct in f32 read them, no other family") {
   const ConvProblem p = problem("ic8ih6iw6_oc8oh6ow6kh3kw3sh1sw1ph1pw1");
   std::string why;
   for (Isa isa : isas()) {
-    CHECK(create_conv_kernel_runtime_weights(
-              p, conv_impl(ConvFamily::direct, Layout::nchw, Layout::nchw), isa, &why) == nullptr);
-    CHECK(why.find("packs its weights at load") != std::string::npos);
+    const Layout b = blocked_layout(isa);
+    for (ConvFamily f : {ConvFamily::winograd4, ConvFamily::winograd2, ConvFamily::gemm1x1}) {
+      CHECK(create_conv_kernel_runtime_weights(p, conv_impl(f, b, b), isa, &why) == nullptr);
+      CHECK(why.find("packs its weights at load") != std::string::npos);
+    }
     ConvImpl q = im2col(Layout::nhwc);
     q.int8 = std::make_shared<ConvInt8>();
     CHECK(create_conv_kernel_runtime_weights(p, q, isa, &why) == nullptr);

@@ -2,10 +2,10 @@
 tests feed them as graph inputs; CondConv / dynamic convolutions, modulated convs, FiLM / AdaIN
 conditioning compute them; an STFT with a computed window becomes such a conv.
 
-Conv: on a JIT ISA the im2col family (any groups) or the depthwise family reads the weights
-packed per run by a step of their own (kernel names ending "_rw"), not the reference kernel. Checked against a float64 numpy convolution over strides, pads, dilations,
-groups, fused activations and residuals, on every ISA path this CPU has, with new weights on
-each run (no stale packing). BatchNormalization and Layer / Instance / GroupNormalization with
+Conv: on a JIT ISA the im2col (any groups), direct or depthwise family reads the weights packed
+per run by a step of their own (kernel names ending "_rw"), not the reference kernel. Checked
+against a float64 numpy convolution over strides, pads, dilations, groups, fused activations and
+residuals, on every ISA path this CPU has, with new weights on each run (no stale packing). BatchNormalization and Layer / Instance / GroupNormalization with
 computed parameters expand into the normalisation with constant parameters and broadcast ops
 (graph/function_ops.h): no reference kernel either."""
 import numpy as np
@@ -54,7 +54,8 @@ def runtime_weight_convs(plan):
     """The plan's conv kernels reading computed weights (and it has no reference kernel)."""
     kernels = [st["kernel"] for st in plan["steps"]]
     assert not any(k.startswith("ref_") for k in kernels), kernels
-    return [k for k in kernels if k.startswith(("conv_im2col_", "conv_dw_")) and k.endswith("_rw")]
+    return [k for k in kernels
+            if k.startswith(("conv_im2col_", "conv_dw_", "conv_direct_")) and k.endswith("_rw")]
 
 
 def shape_id(s):
