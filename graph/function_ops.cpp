@@ -286,7 +286,6 @@ bool trilu_as_where(const Graph& g, const Node& n) {
   const Value& x = g.value(n.in(0));
   if (x.is_const() || x.shape.size() < 2) return false;  // (a constant is folded)
   if (x.dtype != DType::f32 && x.dtype != DType::i64 && x.dtype != DType::boolean) return false;
-  if (n.in(1) != kNoValue && !g.value(n.in(1)).is_const()) return false;
   return x.shape[x.shape.size() - 2] * x.shape.back() <= kMaxTriluMask;
 }
 
@@ -294,18 +293,83 @@ std::vector<Node> expand_trilu(Graph& g, const Node& n) {
   const Value& x = g.value(n.in(0));
   const int64_t rows = x.shape[x.shape.size() - 2], cols = x.shape.back();
   const DType dt = x.dtype;
-  const int64_t k = n.in(1) == kNoValue ? 0 : *g.value(n.in(1)).constant->data<int64_t>();
   const bool upper = n.attr_i("upper", 1) != 0;
-  Tensor mask(DType::boolean, {rows, cols});
-  uint8_t* m = mask.data<uint8_t>();
-  for (int64_t i = 0; i < rows; ++i)
-    for (int64_t j = 0; j < cols; ++j) m[i * cols + j] = upper ? j - i >= k : j - i <= k;
-  Tensor zero(dt, {});  // (zero-filled)
   std::vector<Node> out;
   Emitter op{g, n, out};
-  const ValueId kept = const_for(g, n, "kept", std::move(mask));
+  ValueId kept;
+  if (n.in(1) == kNoValue || g.value(n.in(1)).is_const()) {
+    const int64_t k = n.in(1) == kNoValue ? 0 : *g.value(n.in(1)).constant->data<int64_t>();
+    Tensor mask(DType::boolean, {rows, cols});
+    uint8_t* m = mask.data<uint8_t>();
+    for (int64_t i = 0; i < rows; ++i)
+      for (int64_t j = 0; j < cols; ++j) m[i * cols + j] = upper ? j - i >= k : j - i <= k;
+    kept = const_for(g, n, "kept", std::move(mask));
+  } else {  // k computed: the diagonal offsets j - i compared with it per run
+    Tensor diag(DType::i64, {rows, cols});
+    for (int64_t i = 0; i < rows; ++i)
+      for (int64_t j = 0; j < cols; ++j) diag.data<int64_t>()[i * cols + j] = j - i;
+    kept = op(upper ? "GreaterOrEqual" : "LessOrEqual",
+              {const_for(g, n, "diagonals", std::move(diag)), n.in(1)}, "kept");
+  }
+  Tensor zero(dt, {});  // (zero-filled)
   op("Where", {kept, n.in(0), const_for(g, n, "zero", std::move(zero))}, "y", n.outputs[0]);
   return out;
+}
+
+namespace {
+bool has_extra_outputs(const Node& n) {
+  for (size_t k = 1; k < n.outputs.size(); ++k)
+    if (n.outputs[k] != kNoValue) return true;
+  return false;
+}
+
+// Inference drops nothing (infer_dropout refuses training): y = x, the mask all true.
+std::vector<Node> dropout_mask(Graph& g, const Node& n) {
+  std::vector<Node> out;
+  Emitter op{g, n, out};
+  const Shape xs = g.value(n.in(0)).shape;
+  if (n.outputs[0] != kNoValue) op("Identity", {n.in(0)}, "y", n.outputs[0]);
+  Tensor t(DType::boolean, {});
+  *t.data<uint8_t>() = 1;
+  op("Expand", {const_for(g, n, "true", std::move(t)), op.ints("shape", xs)}, "mask", n.outputs[1]);
+  return out;
+}
+
+// LayerNormalization's Mean and InvStdDev outputs: ONNX's function body over the normalised
+// dims beside the normalisation itself (which keeps only Y).
+std::vector<Node> layer_norm_statistics(Graph& g, const Node& n) {
+  std::vector<Node> out;
+  Node norm = n;
+  norm.outputs.resize(1);
+  out.push_back(std::move(norm));
+  Emitter op{g, n, out};
+  const int64_t axis = n.attr_i("axis", 0), dims = n.attr_i("norm_dims", 1);
+  std::vector<int64_t> axes;
+  for (int64_t d = axis; d < axis + dims; ++d) axes.push_back(d);
+  const ValueId ax = op.ints("axes", axes);
+  const ValueId mean = op("ReduceMean", {n.in(0), ax}, "mean", n.outputs[1]);
+  if (n.outputs.size() > 2 && n.outputs[2] != kNoValue) {
+    const ValueId d = op("Sub", {n.in(0), mean}, "centred");
+    const ValueId var = op("ReduceMean", {op("Mul", {d, d}, "squared"), ax}, "variance");
+    const ValueId eps = f32(g, n, "epsilon", n.attr_f("epsilon", 1e-5f));
+    const ValueId sd = op("Sqrt", {op("Add", {var, eps}, "var_eps")}, "std");
+    op("Reciprocal", {sd}, "inv_std", n.outputs[2]);
+  }
+  return out;
+}
+}  // namespace
+
+bool expand_at_inference(const Graph& g, const Node& n) {
+  if (n.op == "Dropout") return n.outputs.size() > 1 && n.outputs[1] != kNoValue;
+  if (n.op == "LayerNormalization" && has_extra_outputs(n)) return n.outputs[0] != kNoValue;
+  return computed_affine(g, n) || trilu_as_where(g, n);
+}
+
+std::vector<Node> expand_inferred(Graph& g, const Node& n) {
+  if (n.op == "Trilu") return expand_trilu(g, n);
+  if (n.op == "Dropout") return dropout_mask(g, n);
+  if (n.op == "LayerNormalization" && has_extra_outputs(n)) return layer_norm_statistics(g, n);
+  return expand_computed_affine(g, n);
 }
 
 bool expand_function_op(Graph& g, Node& n, std::vector<Node>& out) {

@@ -39,12 +39,19 @@ std::vector<Node> expand_one_hot(Graph& g, const Node& n);
 bool computed_affine(const Graph& g, const Node& n);
 std::vector<Node> expand_computed_affine(Graph& g, const Node& n);
 
-// Trilu of a computed f32 / int64 / bool tensor with a constant k, expanded once inferred into
-// Where(kept, x, 0) with the [rows, cols] mask of the kept triangle a constant (Where's glue
-// kernel broadcasts it over the leading dims); matrices over kMaxTriluMask elements stay on the
-// reference kernel rather than get a mask that size at load.
+// Trilu of a computed f32 / int64 / bool tensor, expanded once inferred into Where(kept, x, 0):
+// the [rows, cols] mask of the kept triangle a constant for a constant k, else the constant
+// diagonal offsets j - i compared with k per run (Where's glue kernel broadcasts it over the
+// leading dims); matrices over kMaxTriluMask elements stay on the reference kernel rather than
+// get a constant that size at load.
 constexpr int64_t kMaxTriluMask = int64_t(1) << 22;
 bool trilu_as_where(const Graph& g, const Node& n);
 std::vector<Node> expand_trilu(Graph& g, const Node& n);
+
+// The expansions made once a node is inferred (graph/passes.cpp): computed_affine,
+// trilu_as_where, a Dropout's mask output (all true: inference drops nothing) as an Expand of a
+// true, LayerNormalization's Mean / InvStdDev outputs as ReduceMeans beside the normalisation.
+bool expand_at_inference(const Graph& g, const Node& n);
+std::vector<Node> expand_inferred(Graph& g, const Node& n);
 
 }  // namespace kiln

@@ -40,7 +40,7 @@ const std::vector<OpInfo>& table() {
        "inference only: output Y only, training_mode 0; opset < 9 spatial 0 with constant "
        "per-activation statistics becomes a Mul and an Add"},
       {"LayerNormalization", infer_layer_norm, 2, 3, 1, 3,
-       "stash_type 1; Mean / InvStdDev outputs on the reference kernel"},
+       "stash_type 1; Mean / InvStdDev outputs as ReduceMeans beside it"},
       {"Relu", infer_unary_f32, 1, 1, 1, 1},
       {"LeakyRelu", infer_unary_f32, 1, 1, 1, 1},
       {"Sigmoid", infer_unary_f32, 1, 1, 1, 1},
@@ -147,8 +147,8 @@ const std::vector<OpInfo>& table() {
       {"RoiAlign", infer_roi_align, 3, 3, 1, 1, "mode avg; reference kernel"},
       {"ScatterElements", infer_scatter_elements, 3, 3, 1, 1, "float32 or int64"},
       {"Trilu", infer_trilu, 1, 2, 1, 1,
-       "k constant: a Where with a constant mask (graph/function_ops.h); computed k: reference "
-       "kernel"},
+       "a Where with a constant mask, or with k computed of constant diagonal offsets compared "
+       "with k (graph/function_ops.h)"},
       {"Unique", infer_unique, 1, 1, 1, 4,
        "float32 or int64; output size decided per run (graph/dynamic.h)", false, true},
       {"ScatterND", infer_scatter_nd, 3, 3, 1, 1,

@@ -125,8 +125,8 @@ int infer_shapes(Graph& g, const InferOptions& o) {
       for (Node& m : n.op == "OneHot" ? expand_one_hot(g, n) : expand_spectral(g, n)) step(m);
       return;
     }
-    if (computed_affine(g, n) || trilu_as_where(g, n)) {
-      for (Node& m : n.op == "Trilu" ? expand_trilu(g, n) : expand_computed_affine(g, n)) step(m);
+    if (expand_at_inference(g, n)) {
+      for (Node& m : expand_inferred(g, n)) step(m);
       return;
     }
     if (n.op == "If") {

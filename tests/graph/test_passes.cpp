@@ -98,9 +98,25 @@ TEST_CASE("remove_identities keeps a Dropout whose mask is read, drops one whose
   b.node("Relu", {"a"}, {"y"});
   b.node("Dropout", {"y"}, {"c", "m2"});  // mask is a graph output: stays
   Graph g = import(b);
-  kiln::infer_shapes(g);
   CHECK(kiln::remove_identities(g) == 1);
   CHECK(count_op(g, "Dropout") == 1);
+}
+
+// Once inferred, a Dropout with a mask output is an Identity (removed next) and an Expand of a
+// true for the mask (inference drops nothing).
+TEST_CASE("a Dropout's mask output becomes an Expand of a true at inference") {
+  OnnxBuilder b;
+  b.input("x", {2, 3}).output("y").output("m");
+  b.node("Dropout", {"x"}, {"a", "m"});
+  b.node("Relu", {"a"}, {"y"});
+  Graph g = import(b);
+  kiln::infer_shapes(g);
+  CHECK(count_op(g, "Dropout") == 0);
+  CHECK(count_op(g, "Expand") == 1);
+  CHECK(g.value(g.outputs[1]).dtype == kiln::DType::boolean);
+  CHECK(g.value(g.outputs[1]).shape == kiln::Shape{2, 3});
+  CHECK(kiln::remove_identities(g) == 1);
+  CHECK(count_op(g, "Identity") == 0);
 }
 
 TEST_CASE("fold_batchnorm: hand-computed 1x1 single-channel case") {

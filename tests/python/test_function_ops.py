@@ -3,7 +3,8 @@ ISA path: Shrink (hard and soft), MeanVarianceNormalization (default and given a
 (diagonal offsets, the input's type or the dtype attribute), Compress (constant and computed
 conditions, shorter than the axis, no axis), ReverseSequence (either axis order, constant and
 computed lengths), Scatter (opsets 9-10); and OneHot, expanded at shape inference (int64 and float
-indices, negative and out-of-range ones, every axis, depth constant or fed at run time)."""
+indices, negative and out-of-range ones, every axis, depth constant or fed at run time), as are a
+Dropout's mask output and LayerNormalization's Mean / InvStdDev outputs."""
 import numpy as np
 import pytest
 from onnx import TensorProto, helper, numpy_helper
@@ -162,3 +163,41 @@ def test_one_hot(shape, itype, depth, dtype, vtype, axis, computed, tmp_path):
     want = numpy_one_hot(idx, d, values, axis)
     # (A depth fed at run time sizes the output per run: the per-run tail, reference kernels.)
     check(data, feeds, {"y": want}, tmp_path, tol=0, ref_free=not computed)
+
+
+@pytest.mark.parametrize("opset", [12, 13])
+def test_dropout_mask_output(opset, tmp_path):
+    """Inference drops nothing: y is x, the mask all true (an Expand of a true, no reference
+    kernel)."""
+    x = rng.standard_normal((2, 3, 5)).astype(np.float32)
+    data = model([helper.make_node("Relu", ["x"], ["r"]),
+                  helper.make_node("Dropout", ["r"], ["y", "mask"])],
+                 [vi("x", x.shape)], [vi("y", None), vi("mask", None, TensorProto.BOOL)],
+                 opset=opset)
+    check(data, {"x": x}, {"y": np.maximum(x, 0), "mask": np.ones(x.shape, bool)}, tmp_path)
+
+
+@pytest.mark.parametrize("axis,shape", [(-1, (2, 5, 24)), (1, (3, 4, 6)), (2, (2, 3, 4, 8))])
+@pytest.mark.parametrize("scale", ["constant", "input"])
+def test_layer_norm_statistics_outputs(axis, shape, scale, tmp_path):
+    """Mean and InvStdDev (ONNX's function body over the normalised dims) beside Y."""
+    x = (rng.standard_normal(shape) * 3 + 1).astype(np.float32)
+    norm = shape[axis:] if axis >= 0 else shape[axis:]
+    w = rng.standard_normal(norm).astype(np.float32)
+    inputs, inits, feeds = [vi("x", shape)], [], {"x": x}
+    if scale == "input":
+        inputs.append(vi("w", w.shape))
+        feeds["w"] = w
+    else:
+        inits.append(numpy_helper.from_array(w, "w"))
+    node = helper.make_node("LayerNormalization", ["x", "w"], ["y", "mean", "inv"], axis=axis,
+                            epsilon=1e-4)
+    data = model([node], inputs, [vi("y", None), vi("mean", None), vi("inv", None)], inits,
+                 opset=17)
+    xd = x.astype(np.float64)
+    axes = tuple(range(axis % len(shape), len(shape)))
+    mean = xd.mean(axis=axes, keepdims=True)
+    inv = 1 / np.sqrt(((xd - mean) ** 2).mean(axis=axes, keepdims=True) + 1e-4)
+    want = {"y": ((xd - mean) * inv * w).astype(np.float32), "mean": mean.astype(np.float32),
+            "inv": inv.astype(np.float32)}
+    check(data, feeds, want, tmp_path, tol=1e-5)
