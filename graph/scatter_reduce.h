@@ -4,10 +4,20 @@
 #pragma once
 
 #include <algorithm>
+#include <optional>
+#include <string>
 
 namespace kiln {
 
 enum class Reduction { none, add, mul, max, min };
+
+// The node's `reduction` attribute by name; nothing for an unknown one.
+inline std::optional<Reduction> parse_reduction(const std::string& name) {
+  const char* names[] = {"none", "add", "mul", "max", "min"};  // (Reduction's order)
+  for (int i = 0; i < 5; ++i)
+    if (name == names[i]) return Reduction(i);
+  return std::nullopt;
+}
 
 template <class T>
 T scatter_reduce(Reduction r, T dst, T u) {

@@ -97,18 +97,16 @@ bool conv_jit_ok(const Graph& g, const Node& n, std::string* why) {
   if (!is4d(g, n.in(0)) || n.outputs.empty() || !is4d(g, n.outputs[0]))
     return *why = "not a 2-D convolution (4-D input and output)", false;
   const bool rw = conv_runtime_weights(g, n);
+  const ConvProblem p = ConvProblem::from_node(g, n);
   if (rw) {
     const Value& w = g.value(n.inputs[1]);
-    if (w.dtype != DType::f32 || w.shape.size() != 4)
-      return *why = "weights are not f32 4-D", false;
-    if (n.in(2) != kNoValue && g.value(n.inputs[2]).dtype != DType::f32)
-      return *why = "bias is not f32", false;
+    const Value* b = p.bias ? &g.value(n.inputs[2]) : nullptr;
+    if (w.dtype != DType::f32 || (b && b->dtype != DType::f32))
+      return *why = "computed weights or bias are not f32", false;
+    if (p.groups < 1 || w.shape != Shape{p.oc, p.ic / p.groups, p.kh, p.kw} ||
+        (b && b->shape != Shape{p.oc}))
+      return *why = "computed weights or bias do not match the conv's shape", false;
   }
-  const ConvProblem p = ConvProblem::from_node(g, n);
-  if (rw &&
-      (p.groups < 1 || g.value(n.inputs[1]).shape != Shape{p.oc, p.ic / p.groups, p.kh, p.kw} ||
-       (p.bias && g.value(n.inputs[2]).shape != Shape{p.oc})))
-    return *why = "computed weights or bias do not match the conv's shape", false;
   for (const ConvFamilyRow& f : conv_families())
     if (conv_family_ok(f, p, rw)) return true;
   return *why = "no JIT conv family for groups=" + std::to_string(p.groups) +

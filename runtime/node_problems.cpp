@@ -1,8 +1,5 @@
 #include "runtime/node_problems.h"
 
-#include <algorithm>
-#include <iterator>
-
 #include "graph/recurrent.h"
 
 namespace kiln {
@@ -122,11 +119,9 @@ std::optional<ScatterProblem> scatter_problem(const Graph& g, const Node& n) {
   p.esize = int64_t(dtype_size(x.dtype));
   p.data = x.shape;
   p.index = idx.shape;
-  const std::string r = n.attr_s("reduction", "none");
-  const char* names[] = {"none", "add", "mul", "max", "min"};
-  const auto at = std::find(std::begin(names), std::end(names), r);
-  if (at == std::end(names)) return std::nullopt;
-  p.reduction = Reduction(at - std::begin(names));
+  const std::optional<Reduction> red = parse_reduction(n.attr_s("reduction", "none"));
+  if (!red) return std::nullopt;
+  p.reduction = *red;
   if (n.op == "ScatterElements") {
     p.elements = true;
     const int64_t rank = int64_t(x.shape.size());

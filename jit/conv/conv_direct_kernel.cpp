@@ -59,8 +59,9 @@ class DirectWeightPacker : public Kernel {
     for (int64_t g = begin; g < end; ++g) {
       pack_group(c_, ModelFloats(args.src[0]), g, out + off_[size_t(g)], out + off_[size_t(g) + 1]);
       if (g == 0) {
-        const std::vector<float> b = pack_bias(args.src[1], c_.p.oc, c_.ocb * c_.simd);
-        std::copy(b.begin(), b.end(), out + off_.back());
+        float* b = out + off_.back();
+        std::fill(b, b + c_.ocb * c_.simd, 0.f);
+        if (args.src[1]) std::copy(args.src[1], args.src[1] + c_.p.oc, b);
       }
     }
   }

@@ -54,8 +54,9 @@ class DwWeightPacker : public Kernel {
       }
       pack_dw_weights(c_, ModelFloats(args.src[0]), ch0, ch1, out);
       if (t == 0) {
-        const std::vector<float> b = pack_bias(args.src[1], c_.p.oc, c_pad);
-        std::copy(b.begin(), b.end(), out + c_pad * taps);
+        float* b = out + c_pad * taps;
+        std::fill(b, b + c_pad, 0.f);
+        if (args.src[1]) std::copy(args.src[1], args.src[1] + c_.p.oc, b);
       }
     }
   }

@@ -12,11 +12,7 @@ namespace kiln::ref {
 
 Reduction scatter_reduction(const Node& node) {
   const std::string r = node.attr_s("reduction", "none");
-  if (r == "none") return Reduction::none;
-  if (r == "add") return Reduction::add;
-  if (r == "mul") return Reduction::mul;
-  if (r == "max") return Reduction::max;
-  if (r == "min") return Reduction::min;
+  if (const std::optional<Reduction> red = parse_reduction(r)) return *red;
   node.fail(Code::invalid_model, "unknown reduction '" + r + "'");
 }
 
