@@ -17,7 +17,8 @@
 #   its own routing (GAP -> FC -> Sigmoid), batches as one grouped conv (groups = batch): convs
 #   whose weights are computed every run;
 # - ghostnet_like, res2net_like, sknet_like, mobilevit_like, convnextv2_like, poolformer_like,
-#   hrnet_like: small classifiers of those families' blocks (unseen_net).
+#   hrnet_like and the second batch in bench/unseen_blocks.py (UNSEEN): small classifiers of
+#   those families' blocks.
 # Writes OUT/NAME[_bB_HxW].onnx with .input.npy and PyTorch's output .ref.npy (the first output
 # for several) for `kiln bench --check` and bench/zoo_bench.py. Needs python3-torch / -onnx.
 import argparse, os
@@ -28,6 +29,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from export_util import calibrate_bn, export_case
+from unseen_blocks import UNSEEN
 
 SEED = 1234
 
@@ -254,193 +256,12 @@ class CondConvNet(nn.Module):
         return self.fc(self.body(self.stem(x)).mean((2, 3)))
 
 
-# Blocks of further CNN families (not in torchvision), each a small classifier of a stem, four
-# stages of its block and a GAP + FC head (unseen_net below).
-
-
-class GhostBlock(nn.Module):
-    """GhostNet: half the channels from a 1x1 conv, half from a cheap 3x3 depthwise of those,
-    concatenated; an SE in the middle; a stride-2 depthwise when downsampling."""
-
-    def __init__(self, cin, cout, stride):
-        super().__init__()
-        h = cout // 2
-        self.primary = nn.Sequential(nn.Conv2d(cin, h, 1, bias=False), nn.BatchNorm2d(h), nn.ReLU())
-        self.cheap = nn.Sequential(nn.Conv2d(h, h, 3, 1, 1, groups=h, bias=False),
-                                   nn.BatchNorm2d(h), nn.ReLU())
-        self.down = (nn.Sequential(nn.Conv2d(cout, cout, 3, stride, 1, groups=cout, bias=False),
-                                   nn.BatchNorm2d(cout)) if stride > 1 else nn.Identity())
-        self.se = nn.Sequential(nn.AdaptiveAvgPool2d(1), nn.Conv2d(cout, cout // 4, 1), nn.ReLU(),
-                                nn.Conv2d(cout // 4, cout, 1), nn.Hardsigmoid())
-        self.short = nn.Sequential(nn.Conv2d(cin, cout, 1, stride, bias=False), nn.BatchNorm2d(cout))
-
-    def forward(self, x):
-        p = self.primary(x)
-        y = self.down(torch.cat([p, self.cheap(p)], 1))
-        return y * self.se(y) + self.short(x)
-
-
-class Res2Block(nn.Module):
-    """Res2Net: the 1x1's output split in 4; each part after the first gets a 3x3 conv of itself
-    plus the previous part's output; concatenated, a 1x1, the residual."""
-
-    def __init__(self, cin, cout, stride, scale=4):
-        super().__init__()
-        w = cout // scale
-        self.scale, self.stride = scale, stride
-        self.reduce = nn.Sequential(nn.Conv2d(cin, cout, 1, bias=False), nn.BatchNorm2d(cout), nn.ReLU())
-        self.convs = nn.ModuleList(nn.Sequential(nn.Conv2d(w, w, 3, stride, 1, bias=False),
-                                                 nn.BatchNorm2d(w), nn.ReLU())
-                                   for _ in range(scale - 1))
-        self.pool = nn.AvgPool2d(3, stride, 1)
-        self.expand = nn.Sequential(nn.Conv2d(cout, cout, 1, bias=False), nn.BatchNorm2d(cout))
-        self.short = nn.Sequential(nn.Conv2d(cin, cout, 1, stride, bias=False), nn.BatchNorm2d(cout))
-
-    def forward(self, x):
-        parts = torch.split(self.reduce(x), self.reduce[0].out_channels // self.scale, 1)
-        outs, prev = [], None
-        for i, conv in enumerate(self.convs):
-            prev = conv(parts[i] if prev is None or self.stride > 1 else parts[i] + prev)
-            outs.append(prev)
-        outs.append(self.pool(parts[-1]) if self.stride > 1 else parts[-1])
-        return F.relu(self.expand(torch.cat(outs, 1)) + self.short(x))
-
-
-class SKBlock(nn.Module):
-    """SKNet's selective kernel: a 3x3 and a dilated 3x3 grouped branch, their sum squeezed to
-    attention weights softmaxed over the two branches, the weighted sum."""
-
-    def __init__(self, cin, cout, stride):
-        super().__init__()
-        self.b = nn.ModuleList(nn.Sequential(nn.Conv2d(cin, cout, 3, stride, d, dilation=d, groups=8,
-                                                       bias=False), nn.BatchNorm2d(cout), nn.ReLU())
-                               for d in (1, 2))
-        self.fc = nn.Sequential(nn.Linear(cout, cout // 4), nn.ReLU(), nn.Linear(cout // 4, 2 * cout))
-
-    def forward(self, x):
-        u = [b(x) for b in self.b]
-        a = self.fc((u[0] + u[1]).mean((2, 3))).reshape(x.shape[0], 2, -1).softmax(1)
-        return u[0] * a[:, 0, :, None, None] + u[1] * a[:, 1, :, None, None]
-
-
-class MobileViTBlock(nn.Module):
-    """MobileViT: local 3x3 + 1x1, the map unfolded into 2x2 patches (reshape / permute), a
-    transformer layer over patches, folded back, fused with the input by a 3x3."""
-
-    def __init__(self, cin, cout, stride, d=64):
-        super().__init__()
-        self.down = nn.Sequential(nn.Conv2d(cin, cout, 3, stride, 1, bias=False), nn.BatchNorm2d(cout),
-                                  nn.SiLU())
-        self.local = nn.Sequential(nn.Conv2d(cout, cout, 3, 1, 1, bias=False), nn.BatchNorm2d(cout),
-                                   nn.SiLU(), nn.Conv2d(cout, d, 1, bias=False))
-        self.tf = nn.TransformerEncoderLayer(d, 4, 2 * d, 0.0, batch_first=True,
-                                             activation="gelu", norm_first=True)
-        self.proj = nn.Conv2d(d, cout, 1, bias=False)
-        self.fuse = nn.Conv2d(2 * cout, cout, 3, 1, 1)
-
-    def forward(self, x):
-        x = self.down(x)
-        y = self.local(x)
-        n, d, h, w = y.shape
-        p = y.reshape(n, d, h // 2, 2, w // 2, 2).permute(0, 3, 5, 2, 4, 1).reshape(n * 4, -1, d)
-        p = self.tf(p).reshape(n, 2, 2, h // 2, w // 2, d).permute(0, 5, 3, 1, 4, 2)
-        return self.fuse(torch.cat([x, self.proj(p.reshape(n, d, h, w))], 1))
-
-
-class ConvNeXtV2Block(nn.Module):
-    """ConvNeXt V2: 7x7 depthwise, channels-last LayerNorm, Linear, GELU, global response
-    normalisation (per-channel L2 over the map, divided by its channel mean), Linear."""
-
-    def __init__(self, cin, cout, stride):
-        super().__init__()
-        self.down = nn.Conv2d(cin, cout, 2 if stride > 1 else 1, stride)
-        self.dw = nn.Conv2d(cout, cout, 7, 1, 3, groups=cout)
-        self.norm = nn.LayerNorm(cout, eps=1e-6)
-        self.fc1, self.fc2 = nn.Linear(cout, 4 * cout), nn.Linear(4 * cout, cout)
-        self.gamma = nn.Parameter(torch.randn(4 * cout) * 0.1)
-        self.beta = nn.Parameter(torch.randn(4 * cout) * 0.1)
-
-    def forward(self, x):
-        x = self.down(x)
-        y = F.gelu(self.fc1(self.norm(self.dw(x).permute(0, 2, 3, 1))))
-        gx = torch.norm(y, p=2, dim=(1, 2), keepdim=True)
-        y = self.gamma * (y * (gx / (gx.mean(dim=-1, keepdim=True) + 1e-6))) + self.beta + y
-        return x + self.fc2(y).permute(0, 3, 1, 2)
-
-
-class PoolFormerBlock(nn.Module):
-    """PoolFormer: x + (AvgPool3x3(GN(x)) - GN(x)), then x + MLP(GN(x)) of 1x1 convs with GELU."""
-
-    def __init__(self, cin, cout, stride):
-        super().__init__()
-        self.down = nn.Conv2d(cin, cout, 3, stride, 1)
-        self.n1, self.n2 = nn.GroupNorm(1, cout), nn.GroupNorm(1, cout)
-        self.pool = nn.AvgPool2d(3, 1, 1, count_include_pad=False)
-        self.mlp = nn.Sequential(nn.Conv2d(cout, 4 * cout, 1), nn.GELU(), nn.Conv2d(4 * cout, cout, 1))
-
-    def forward(self, x):
-        x = self.down(x)
-        y = self.n1(x)
-        x = x + self.pool(y) - y
-        return x + self.mlp(self.n2(x))
-
-
-class HRFuse(nn.Module):
-    """HRNet-style exchange: a full- and a half-resolution branch of basic blocks, each fused
-    with the other (the low one upsampled 2x nearest after a 1x1, the high one by a strided 3x3)."""
-
-    def __init__(self, cin, cout, stride):
-        super().__init__()
-        self.enter = nn.Sequential(nn.Conv2d(cin, cout, 3, stride, 1, bias=False), nn.BatchNorm2d(cout),
-                                   nn.ReLU())
-        self.low_in = nn.Conv2d(cout, 2 * cout, 3, 2, 1)
-        self.hi = nn.Sequential(nn.Conv2d(cout, cout, 3, 1, 1), nn.ReLU())
-        self.lo = nn.Sequential(nn.Conv2d(2 * cout, 2 * cout, 3, 1, 1), nn.ReLU())
-        self.lo2hi = nn.Conv2d(2 * cout, cout, 1)
-        self.hi2lo = nn.Conv2d(cout, 2 * cout, 3, 2, 1)
-
-    def forward(self, x):
-        x = self.enter(x)
-        h, l = self.hi(x), self.lo(self.low_in(x))
-        h2 = F.relu(h + F.interpolate(self.lo2hi(l), scale_factor=2, mode="nearest"))
-        l2 = F.relu(l + self.hi2lo(h))
-        return h2 + F.interpolate(self.lo2hi(l2), scale_factor=2, mode="nearest")
-
-
-def unseen_net(block, widths=(32, 64, 128, 256)):
-    """A classifier made of `block`: a 3x3 stride-2 stem, one block per width (stride 2 after the
-    first), GAP, FC."""
-
-    class Net(nn.Module):
-        def __init__(self):
-            super().__init__()
-            self.stem = nn.Sequential(nn.Conv2d(3, widths[0], 3, 2, 1, bias=False),
-                                      nn.BatchNorm2d(widths[0]), nn.ReLU())
-            cin, blocks = widths[0], []
-            for i, w in enumerate(widths):
-                blocks.append(block(cin, w, 1 if i == 0 else 2))
-                cin = w
-            self.blocks = nn.Sequential(*blocks)
-            self.fc = nn.Linear(cin, 1000)
-
-        def forward(self, x):
-            return self.fc(self.blocks(self.stem(x)).mean((2, 3)))
-
-    return Net
-
-
 # name: (class, default HxW, input channels, lowest opset)
 MODELS = {"yolov5s": (YoloV5s, "640x640", 3, 7), "unet": (UNet, "256x256", 3, 7),
           "style": (StyleNet, "256x256", 3, 7), "espcn": (ESPCN, "224x224", 3, 7),
           "raft_small": (RaftSmall, "128x160", 6, 16), "crnn": (CRNN, "32x128", 1, 7),
           "condconv": (CondConvNet, "224x224", 3, 7),
-          "ghostnet_like": (unseen_net(GhostBlock), "224x224", 3, 7),
-          "res2net_like": (unseen_net(Res2Block), "224x224", 3, 7),
-          "sknet_like": (unseen_net(SKBlock), "224x224", 3, 7),
-          "mobilevit_like": (unseen_net(MobileViTBlock), "256x256", 3, 14),
-          "convnextv2_like": (unseen_net(ConvNeXtV2Block), "224x224", 3, 7),
-          "poolformer_like": (unseen_net(PoolFormerBlock), "224x224", 3, 7),
-          "hrnet_like": (unseen_net(HRFuse), "224x224", 3, 11)}
+          **UNSEEN}
 
 
 def main():
