@@ -281,6 +281,53 @@ std::vector<Node> expand_computed_affine(Graph& g, const Node& n) {
   return out;
 }
 
+bool batch_norm_training(const Graph& g, const Node& n) {
+  if (n.op != "BatchNormalization") return false;
+  if (g.opset >= 14) return n.attr_i("training_mode", 0) != 0;
+  for (size_t k = 1; k < n.outputs.size(); ++k)
+    if (n.outputs[k] != kNoValue) return true;
+  return false;
+}
+
+std::vector<Node> expand_batch_norm_training(Graph& g, const Node& n) {
+  std::vector<Node> out;
+  Emitter op{g, n, out};
+  const Shape xs = g.value(n.in(0)).shape;  // (a copy: constants added below move values)
+  Shape at(xs.size() - 1, 1);               // [C, 1, ...]: a [C] vector against x from dim 1
+  at[0] = xs[1];
+  // The mean over N and the spatial dims: over the spatial dims, then over N, each a contiguous
+  // run of dims as the reduction kernels take them (the groups are equal: the mean of means is
+  // the mean); one reduction where N is 1 or there is no spatial dim.
+  std::vector<int64_t> spatial, all{0};
+  for (int64_t d = 2; d < int64_t(xs.size()); ++d) spatial.push_back(d), all.push_back(d);
+  const bool split = xs[0] != 1 && !spatial.empty();
+  auto batch_mean = [&](ValueId v, const char* part) {
+    if (split) v = op("ReduceMean", {v, op.ints("spatial_axes", spatial)}, "spatial_mean");
+    return op("ReduceMean", {v, op.ints("axes", split ? std::vector<int64_t>{0} : all)}, part);
+  };
+  const ValueId mean = batch_mean(n.in(0), "batch_mean");
+  const ValueId centred = op("Sub", {n.in(0), mean}, "centred");
+  const ValueId var = batch_mean(op("Mul", {centred, centred}, "squared"), "batch_var");
+  const ValueId eps = f32(g, n, "eps", n.attr_f("epsilon", 1e-5f));
+  const ValueId sd = op("Sqrt", {op("Add", {var, eps}, "var_eps")}, "std");
+  const ValueId a = op("Div", {op.reshape(n.in(1), at, "scale_at"), sd}, "a");
+  op("Add", {op("Mul", {centred, a}, "scaled"), op.reshape(n.in(2), at, "bias_at")}, "y",
+     n.outputs[0]);
+  auto out_at = [&](size_t k) { return k < n.outputs.size() ? n.outputs[k] : kNoValue; };
+  const Shape c{xs[1]};
+  const float momentum = n.attr_f("momentum", 0.9f);
+  for (size_t k = 1; k < 3; ++k) {
+    if (out_at(k) == kNoValue) continue;
+    const ValueId batch = op.reshape(k == 1 ? mean : var, c, k == 1 ? "mean_c" : "var_c");
+    const ValueId kept = op("Mul", {n.in(2 + k), f32(g, n, "momentum", momentum)}, "kept");
+    const ValueId added = op("Mul", {batch, f32(g, n, "one_minus", 1.f - momentum)}, "added");
+    op("Add", {kept, added}, k == 1 ? "running_mean" : "running_var", out_at(k));
+  }
+  if (out_at(3) != kNoValue) op.reshape(mean, c, "saved_mean", out_at(3));
+  if (out_at(4) != kNoValue) op.reshape(var, c, "saved_var", out_at(4));
+  return out;
+}
+
 bool trilu_as_where(const Graph& g, const Node& n) {
   if (n.op != "Trilu" || n.inputs.empty() || n.outputs.size() != 1) return false;
   const Value& x = g.value(n.in(0));
@@ -362,6 +409,7 @@ std::vector<Node> layer_norm_statistics(Graph& g, const Node& n) {
 bool expand_at_inference(const Graph& g, const Node& n) {
   if (n.op == "Dropout") return n.outputs.size() > 1 && n.outputs[1] != kNoValue;
   if (n.op == "LayerNormalization" && has_extra_outputs(n)) return n.outputs[0] != kNoValue;
+  if (batch_norm_training(g, n)) return true;
   return computed_affine(g, n) || trilu_as_where(g, n);
 }
 
@@ -369,6 +417,7 @@ std::vector<Node> expand_inferred(Graph& g, const Node& n) {
   if (n.op == "Trilu") return expand_trilu(g, n);
   if (n.op == "Dropout") return dropout_mask(g, n);
   if (n.op == "LayerNormalization" && has_extra_outputs(n)) return layer_norm_statistics(g, n);
+  if (batch_norm_training(g, n)) return expand_batch_norm_training(g, n);
   return expand_computed_affine(g, n);
 }
 

@@ -39,6 +39,15 @@ std::vector<Node> expand_one_hot(Graph& g, const Node& n);
 bool computed_affine(const Graph& g, const Node& n);
 std::vector<Node> expand_computed_affine(Graph& g, const Node& n);
 
+// A BatchNormalization in training mode (training_mode=1; before opset 14, any statistics
+// output), as PyTorch exports F.batch_norm(training=True) (NFNet / BiT weight-standardised convs,
+// statistics of the batch at inference). Expanded once inferred: Y normalised by the batch's own
+// per-channel mean and population variance (the mean / var inputs feed only the running
+// statistics outputs, mean * momentum + batch statistic * (1 - momentum); opsets < 14's saved
+// mean / var are the batch's), as ONNX's reference defines it.
+bool batch_norm_training(const Graph& g, const Node& n);
+std::vector<Node> expand_batch_norm_training(Graph& g, const Node& n);
+
 // Trilu of a computed f32 / int64 / bool tensor, expanded once inferred into Where(kept, x, 0):
 // the [rows, cols] mask of the kept triangle a constant for a constant k, else the constant
 // diagonal offsets j - i compared with k per run (Where's glue kernel broadcasts it over the
@@ -50,7 +59,8 @@ std::vector<Node> expand_trilu(Graph& g, const Node& n);
 
 // The expansions made once a node is inferred (graph/passes.cpp): computed_affine,
 // trilu_as_where, a Dropout's mask output (all true: inference drops nothing) as an Expand of a
-// true, LayerNormalization's Mean / InvStdDev outputs as ReduceMeans beside the normalisation.
+// true, LayerNormalization's Mean / InvStdDev outputs as ReduceMeans beside the normalisation,
+// batch_norm_training.
 bool expand_at_inference(const Graph& g, const Node& n);
 std::vector<Node> expand_inferred(Graph& g, const Node& n);
 

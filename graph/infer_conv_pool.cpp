@@ -1,9 +1,11 @@
 // Shape inference for the windowed ops (Conv, MaxPool, AveragePool), global pools and
 // BatchNormalization. Windowed ops get their attributes rewritten to the explicit form
 // (kernel_shape, strides, dilations, pads; no auto_pad) so kernels never re-derive them.
+#include <cmath>
 #include <string>
 #include <vector>
 
+#include "graph/function_ops.h"
 #include "graph/infer_util.h"
 
 namespace kiln::infer_detail {
@@ -364,16 +366,29 @@ void infer_batch_norm(Graph& g, Node& n) {
                                       std::to_string(x[1]) + "] (channels of input shape " +
                                       shape_str(x) + ")");
   }
-  if (attr_flag(n, "training_mode", false))
-    n.fail(Code::unsupported, "training_mode=1 is not supported (inference only)");
   if (n.attr_i("spatial", 1) != 1)
     n.fail(Code::unsupported, "spatial=0 (per-activation statistics) is not supported");
   float eps = n.attr_f("epsilon", 1e-5f);
   if (!(eps >= 0)) n.fail(Code::invalid_model, "epsilon " + std::to_string(eps) + " is negative");
-  for (size_t i = 1; i < n.outputs.size(); ++i)
-    if (has_output(n, i))
-      n.fail(Code::unsupported,
-             "output " + std::to_string(i) + " (training statistics) is not supported, only Y");
+  const float momentum = n.attr_f("momentum", 0.9f);
+  if (!std::isfinite(momentum))
+    n.fail(Code::invalid_model, "momentum " + std::to_string(momentum) + " is not finite");
+  // Training mode (graph/function_ops.h batch_norm_training): the statistics outputs, [C] each;
+  // opsets 14+ have two (running mean / var), older ones also the saved mean / var.
+  const size_t outputs = g.opset >= 14 ? 3 : 5;
+  const bool training = batch_norm_training(g, n);
+  for (size_t i = 1; i < n.outputs.size(); ++i) {
+    if (!has_output(n, i)) continue;
+    if (i >= outputs)
+      n.fail(Code::invalid_model, "has " + std::to_string(n.outputs.size()) + " outputs; opset " +
+                                      std::to_string(g.opset) + " defines at most " +
+                                      std::to_string(outputs));
+    if (!training)
+      n.fail(Code::invalid_model, "output " + std::to_string(i) +
+                                      " (a training statistic) is produced only with "
+                                      "training_mode=1");
+    set_output(g, n, i, DType::f32, {x[1]});
+  }
   set_output(g, n, 0, DType::f32, x);
 }
 

@@ -35,10 +35,10 @@ const std::vector<OpInfo>& table() {
       {"AveragePool", infer_average_pool, 1, 1, 1, 1, "1-D, 2-D and 3-D; no dilations"},
       {"GlobalAveragePool", infer_global_pool, 1, 1, 1, 1, "rank >= 3"},
       {"GlobalMaxPool", infer_global_pool, 1, 1, 1, 1, "rank >= 3"},
-      // Training outputs (mean, var, saved_*) may be declared but must be omitted.
       {"BatchNormalization", infer_batch_norm, 5, 5, 1, 5,
-       "inference only: output Y only, training_mode 0; opset < 9 spatial 0 with constant "
-       "per-activation statistics becomes a Mul and an Add"},
+       "training mode (the batch's statistics, the running / saved statistics outputs) as "
+       "ReduceMeans and broadcast ops; opset < 9 spatial 0 with constant per-activation "
+       "statistics becomes a Mul and an Add"},
       {"LayerNormalization", infer_layer_norm, 2, 3, 1, 3,
        "stash_type 1; Mean / InvStdDev outputs as ReduceMeans beside it"},
       {"Relu", infer_unary_f32, 1, 1, 1, 1},

@@ -707,6 +707,7 @@ std::optional<ReduceView> reduce_view(const Graph& g, const Node& n, Layout l) {
   std::vector<size_t> kept;
   for (size_t d : order) {
     const int64_t dim = x.shape[d];
+    if (dim == 1) continue;  // (moves no bytes: reduced or kept alike)
     if (red[d]) {
       if (seen == 2) return std::nullopt;  // reduced dims not contiguous
       seen = 1;

@@ -4,10 +4,13 @@ ISA path: Shrink (hard and soft), MeanVarianceNormalization (default and given a
 conditions, shorter than the axis, no axis), ReverseSequence (either axis order, constant and
 computed lengths), Scatter (opsets 9-10); and OneHot, expanded at shape inference (int64 and float
 indices, negative and out-of-range ones, every axis, depth constant or fed at run time), as are a
-Dropout's mask output and LayerNormalization's Mean / InvStdDev outputs."""
+Dropout's mask output, LayerNormalization's Mean / InvStdDev outputs and BatchNormalization in
+training mode (every rank, opsets before and after 14's training_mode, weight standardisation)."""
 import numpy as np
 import pytest
 from onnx import TensorProto, helper, numpy_helper
+
+import kiln
 
 from helpers import onnx_model, rel_error, run_on_each_isa, value_info as vi
 
@@ -201,3 +204,77 @@ def test_layer_norm_statistics_outputs(axis, shape, scale, tmp_path):
     want = {"y": ((xd - mean) * inv * w).astype(np.float32), "mean": mean.astype(np.float32),
             "inv": inv.astype(np.float32)}
     check(data, feeds, want, tmp_path, tol=1e-5)
+
+
+def numpy_bn_training(x, scale, bias, mean, var, eps, momentum):
+    xd = x.astype(np.float64)
+    ax = tuple(d for d in range(x.ndim) if d != 1)
+    at = (1, -1) + (1,) * (x.ndim - 2)
+    bm, bv = xd.mean(axis=ax), xd.var(axis=ax)
+    y = (xd - bm.reshape(at)) / np.sqrt(bv.reshape(at) + eps) * scale.reshape(at) + bias.reshape(at)
+    f = lambda a: a.astype(np.float32)
+    return {"y": f(y), "rm": f(mean * momentum + bm * (1 - momentum)),
+            "rv": f(var * momentum + bv * (1 - momentum)), "sm": f(bm), "sv": f(bv)}
+
+
+@pytest.mark.parametrize("shape", [(4, 6), (2, 3, 17), (2, 5, 7, 6), (1, 4, 3, 5, 2)])
+@pytest.mark.parametrize("opset,outputs", [(15, 1), (15, 3), (13, 5), (13, 2), (9, 3)])
+def test_batch_norm_training(shape, opset, outputs, tmp_path):
+    """Training mode (training_mode=1; before opset 14, statistics outputs asked for): Y from the
+    batch's own statistics, whatever the mean / var inputs; the running statistics with momentum;
+    opsets < 14's saved mean / var."""
+    c = shape[1]
+    x = (rng.standard_normal(shape) * 3 + 1).astype(np.float32)
+    scale, bias, mean, var = (rng.standard_normal(c).astype(np.float32) for _ in range(4))
+    var = np.abs(var) + 0.5
+    names = ["y", "rm", "rv", "sm", "sv"][:outputs]
+    attrs = {"epsilon": 1e-3, "momentum": 0.8}
+    if opset >= 14:
+        attrs["training_mode"] = 1
+    node = helper.make_node("BatchNormalization", ["x", "s", "b", "m", "v"], names, **attrs)
+    inits = [numpy_helper.from_array(a, n) for a, n in ((scale, "s"), (bias, "b"), (mean, "m"),
+                                                        (var, "v"))]
+    data = model([node], [vi("x", shape)], [vi(n, None) for n in names], inits, opset=opset)
+    if opset < 14 and outputs == 1:
+        return  # (inference then: the other tests)
+    want = numpy_bn_training(x, scale, bias, mean, var, 1e-3, 0.8)
+    check(data, {"x": x}, {n: want[n] for n in names}, tmp_path, tol=2e-5)
+
+
+def test_batch_norm_training_standardised_conv(tmp_path):
+    """NFNet / BiT's weight-standardised conv as PyTorch exports F.batch_norm(training=True) over
+    the weights: folded at load (constant weights), the conv on a JIT kernel."""
+    w = rng.standard_normal((8, 3, 3, 3)).astype(np.float32)
+    gain = (rng.standard_normal(8) * 0.1 + 1).astype(np.float32)
+    x = rng.standard_normal((1, 3, 12, 10)).astype(np.float32)
+    inits = [numpy_helper.from_array(a, n) for a, n in (
+        (w, "w"), (gain, "g"), (np.zeros(8, np.float32), "z"), (np.ones(8, np.float32), "one"),
+        (np.array([1, 8, 27], np.int64), "flat"), (np.array(w.shape, np.int64), "wshape"))]
+    nodes = [helper.make_node("Reshape", ["w", "flat"], ["wf"]),
+             helper.make_node("BatchNormalization", ["wf", "g", "z", "z", "one"],
+                              ["wn", "rm", "rv"], epsilon=1e-6, momentum=0.0, training_mode=1),
+             helper.make_node("Reshape", ["wn", "wshape"], ["ws"]),
+             helper.make_node("Conv", ["x", "ws"], ["y"], pads=[1, 1, 1, 1])]
+    data = model(nodes, [vi("x", x.shape)], [vi("y", None)], inits, opset=15)
+    wd = w.astype(np.float64).reshape(8, -1)
+    ws = ((wd - wd.mean(1, keepdims=True)) / np.sqrt(wd.var(1, keepdims=True) + 1e-6)
+          * gain[:, None]).reshape(w.shape)
+    xp = np.pad(x.astype(np.float64), ((0, 0), (0, 0), (1, 1), (1, 1)))
+    y = np.zeros((1, 8, 12, 10))
+    for i in range(3):
+        for j in range(3):
+            y += np.einsum("oc,nchw->nohw", ws[:, :, i, j], xp[:, :, i:i + 12, j:j + 10])
+    check(data, {"x": x}, {"y": y.astype(np.float32)}, tmp_path, tol=2e-5)
+
+
+@pytest.mark.parametrize("opset,training,outputs,match", [
+    (15, 0, 3, "only with training_mode=1"), (15, 1, 5, "defines at most 3")])
+def test_batch_norm_training_refused(opset, training, outputs, match):
+    names = ["y", "rm", "rv", "sm", "sv"][:outputs]
+    inits = [numpy_helper.from_array(np.ones(3, np.float32), n) for n in "sbmv"]
+    node = helper.make_node("BatchNormalization", ["x", "s", "b", "m", "v"], names,
+                            training_mode=training)
+    data = model([node], [vi("x", (1, 3, 4, 4))], [vi(n, None) for n in names], inits,
+                 opset=opset)
+    with pytest.raises(kiln.InvalidModel, match=match):
+        kiln.Session.from_bytes(data)
