@@ -356,7 +356,7 @@ void add_dw_variants(const ConvProblem& p, const ConvImpl& impl, Isa isa, const 
     add(convjit::make_dw_kernel(c, w, &b), impl, label);
   }
   if (!o.sweep) return;
-  for (auto wm : {convjit::DwWeights::all, convjit::DwWeights::row})
+  for (auto wm : {convjit::DwWeights::all, convjit::DwWeights::row, convjit::DwWeights::stream})
     for (int ur = 1; ur <= std::min<int64_t>(p.ow, 28); ++ur) {
       ConvImpl forced = impl;
       forced.ur_w = ur;

@@ -82,7 +82,7 @@ int dw_block_inputs(const ConvProblem& p, int ur) {
 }
 
 int dw_vector_regs(const DwConf& c, int ur, DwWeights w) {
-  const int nw = w == DwWeights::all ? c.taps() : int(c.p.kw);
+  const int nw = c.dw_weight_regs(w);
   const int mask = c.mask_reg() ? 1 : 0;
   // All-taps weights stay live across the store, the input register does not; row weights
   // are reloaded per block, so the epilogue may reuse them too.
@@ -95,21 +95,28 @@ double dw_block_cycles(const DwConf& c, int ur, DwWeights w) {
   const bool z = c.isa == Isa::avx512;
   const double taps = double(p.kh * p.kw);
   const double fma = ur * taps;
-  // Row weights reload per block; NHWC switches channel vectors per block, so it reloads all.
+  // Row weights reload per block; NHWC switches channel vectors per block, so it reloads all;
+  // streamed weights are one load per FMA (and a loop step per kernel row).
   const bool reload = w == DwWeights::row || c.nhwc;
-  const double loads = double(p.kh) * dw_block_inputs(p, ur) + (reload ? taps : 0);
+  const bool stream = w == DwWeights::stream;
+  const double wloads = stream ? fma : reload ? taps : 0;
+  const double loads = double(p.kh) * dw_block_inputs(p, ur) + wloads;
   const double stores = ur;
   // int8: each input vector is converted to f32 (and its zero point subtracted) on the FMA
   // pipes; the sums' scaling is one more FMA per pixel.
   const double cvt = c.int8 ? double(p.kh) * dw_block_inputs(p, ur) * (c.sub_zero ? 2 : 1) + ur : 0;
   // Ports: 2 FMA pipes; 2 vector loads per cycle (3 at 256 bits); 1 store per cycle (2 at 256
   // bits); ~5 fused uops per cycle through the front end.
-  const double uops = fma + cvt + loads + stores + ur /* zeroing */ + 4;
+  const double uops = fma + cvt + loads - (stream ? fma : 0) /* folded */ + stores +
+                      ur /* zeroing */ + 4 + (stream ? 4.0 * double(p.kh) : 0);
   // Each accumulator is a chain of `taps` dependent FMAs (latency 4). Out-of-order execution
-  // overlaps consecutive blocks, but only partly: count half the chain per block.
-  const double chain = 0.5 * 4 * taps;
+  // overlaps consecutive blocks, but only partly, and less the longer a block is (its window
+  // of a few hundred uops reaches the next block only near the end): at most half the chain.
+  const double chain = (1 - std::min(0.5, 200 / uops)) * 4 * taps;
   const double epi = ur * double(c.p.post.size() + (c.p.bias ? 1 : 0)) / 2;
-  return std::max({(fma + cvt) / 2, loads / (z ? 2 : 3), stores / (z ? 1 : 2), uops / 5, chain}) +
+  // (Streamed taps: FMAs with a memory operand issue 2 per cycle at either width, measured.)
+  const double load_rate = z || stream ? 2 : 3;
+  return std::max({(fma + cvt) / 2, loads / load_rate, stores / (z ? 1 : 2), uops / 5, chain}) +
          epi + 4 /* block overhead */;
 }
 
@@ -145,6 +152,7 @@ std::string DwConf::blocking_str() const {
   if (p.dh != 1 || p.dw != 1) s += dims("d", p.dh, p.dw);
   s += "_ow" + std::to_string(ur_w);
   if (weights == DwWeights::row) s += "wr";
+  if (weights == DwWeights::stream) s += "ws";
   return s;
 }
 
@@ -228,7 +236,7 @@ ConfOr<DwConf> init_dw_conf(const ConvProblem& p, const ConvImpl& impl, Isa isa,
   const int max_ur = int(std::min<int64_t>(p.ow, isa == Isa::avx512 ? 24 : 14));
   const int want_ur = impl.ur_w ? int(std::min<int64_t>(impl.ur_w, p.ow)) : 0;
   double best = 0;
-  for (DwWeights w : {DwWeights::all, DwWeights::row}) {
+  for (DwWeights w : {DwWeights::all, DwWeights::row, DwWeights::stream}) {
     if (force != DwWeights::automatic && w != force) continue;
     for (int ur = want_ur ? want_ur : 1; ur <= (want_ur ? want_ur : max_ur); ++ur) {
       if (dw_vector_regs(c, ur, w) > nregs) continue;

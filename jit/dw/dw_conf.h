@@ -47,6 +47,9 @@ enum class DwWeights {
   all,        // all kh*kw tap vectors in registers, loaded once per channel vector (blocked)
               // or per register block (NHWC)
   row,        // the kw taps of one kernel row, reloaded per block and kernel row
+  stream,     // none: each FMA reads its tap from memory, and the kernel rows are a run-time
+              // loop (large kernels: their taps fit no register set, and unrolled rows of
+              // every row segment would make megabytes of code)
 };
 
 // Consecutive output rows [start, start + count) whose valid kernel rows are [kh_lo, kh_hi)
@@ -96,7 +99,8 @@ struct DwConf {
   int64_t tiles() const { return p.n * cv_chunks * row_chunks; }
   DwTile tile(int64_t t) const;
 
-  // "conv_dw_f32_nChw16c_k3s1_ow8__avx512" (row weights: "..._ow12wr__avx2"; bf16 / int8:
+  // "conv_dw_f32_nChw16c_k3s1_ow8__avx512" (row weights: "..._ow12wr__avx2", streamed:
+  // "..._ow16ws__avx512"; bf16 / int8:
   // "conv_dw_int8_nChw16c_u8_to_nChw16c_k3s1_ow8__avx512").
   std::string name() const;
   std::string blocking_str() const;  // "k3s1_ow8"
@@ -125,7 +129,10 @@ struct DwConf {
   int64_t wei_tap_bytes() const { return nhwc ? c_pad() * 4 : int64_t(simd) * 4; }
   int64_t wei_cv_bytes() const { return nhwc ? int64_t(simd) * 4 : p.kh * p.kw * simd * 4; }
   int taps() const { return int(p.kh * p.kw); }
-  int weight_regs() const { return weights == DwWeights::all ? taps() : int(p.kw); }
+  int weight_regs() const { return dw_weight_regs(weights); }
+  int dw_weight_regs(DwWeights w) const {
+    return w == DwWeights::all ? taps() : w == DwWeights::row ? int(p.kw) : 0;
+  }
   // AVX2 keeps the lane mask of the masked NHWC tail loads/stores in a register.
   bool mask_reg() const { return isa == Isa::avx2 && nhwc && tail_code; }
 };

@@ -210,22 +210,23 @@ void DwGenerator::emit_block(int ur, int64_t ow0, const DwRowSeg& s, bool tail, 
     else
       vxorps(a, a, a);
   }
-  for (int kh = s.kh_lo; kh < s.kh_hi; ++kh) {
-    const int64_t rdisp = sdisp + int64_t(kh) * p.dh * c_.src_row_bytes();
-    if (c_.weights == DwWeights::row) load_weights(kh, kh + 1, cols);
+  // One kernel row's taps: input row `row` + rdisp, weights of kernel row kh (streamed: at
+  // `wrow` + the column's offset).
+  auto kernel_row = [&](int kh, const Reg64& row, int64_t rdisp, const Reg64& wrow) {
+    const bool stream = c_.weights == DwWeights::stream;
     for (const auto& [x, taps] : uses[size_t(kh)]) {
-      const Address in = at(src, rdisp + x * pix);
+      const Address in = at(row, rdisp + x * pix);
       if (c_.int8) {
         // 16 bytes -> f32 integers, less the zero point: exact.
-        vpmovzxbd(Zmm(in_), xword[src + rdisp + x * pix]);
+        vpmovzxbd(Zmm(in_), xword[row + rdisp + x * pix]);
         vcvtdq2ps(Zmm(in_), Zmm(in_));
         if (c_.sub_zero)
           vsubps(Zmm(in_), Zmm(in_), ptr_b[abi_param1 + offsetof(DwCallArgs, x_zero)]);
       } else if (c_.bf16_src) {
         // bf16 -> f32: the 16 halves zero-extended to dwords, shifted into the upper half.
-        vpmovzxwd(Zmm(in_), yword[src + rdisp + x * pix]);
+        vpmovzxwd(Zmm(in_), yword[row + rdisp + x * pix]);
         vpslld(Zmm(in_), Zmm(in_), 16);
-      } else if (taps.size() == 1 && !io_tail) {
+      } else if (taps.size() == 1 && !io_tail && !stream) {
         // Read by one tap only: the load folds into the FMA.
         vfmadd231ps(vreg(c_.isa, taps[0].first), vreg(c_.isa, wreg(kh, taps[0].second)), in);
         continue;
@@ -233,8 +234,32 @@ void DwGenerator::emit_block(int ur, int64_t ow0, const DwRowSeg& s, bool tail, 
         load_vec(c_.isa, in_, in, io_tail, mask_);
       }
       for (const auto& [px, kw] : taps)
-        vfmadd231ps(vreg(c_.isa, px), vreg(c_.isa, wreg(kh, kw)), vreg(c_.isa, in_));
+        if (stream)
+          vfmadd231ps(vreg(c_.isa, px), vreg(c_.isa, in_), at(wrow, kw * c_.wei_tap_bytes()));
+        else
+          vfmadd231ps(vreg(c_.isa, px), vreg(c_.isa, wreg(kh, kw)), vreg(c_.isa, in_));
     }
+  };
+  if (c_.weights != DwWeights::stream) {
+    for (int kh = s.kh_lo; kh < s.kh_hi; ++kh) {
+      if (c_.weights == DwWeights::row) load_weights(kh, kh + 1, cols);
+      kernel_row(kh, src, sdisp + int64_t(kh) * p.dh * c_.src_row_bytes(), wei_);
+    }
+  } else if (s.kh_lo < s.kh_hi) {
+    // The segment's kernel rows as a loop (every row reads the same columns): epi_a walks the
+    // input rows, epi_b the weight rows (both free until the store), row_cnt (saved) counts.
+    lea(epi_a_, ptr[src + sdisp + int64_t(s.kh_lo) * p.dh * c_.src_row_bytes()]);
+    lea(epi_b_, ptr[wei_ + int64_t(s.kh_lo) * p.kw * c_.wei_tap_bytes()]);
+    push(row_cnt_);
+    mov(row_cnt_, s.kh_hi - s.kh_lo);
+    Label kh_loop;
+    L(kh_loop);
+    kernel_row(s.kh_lo, epi_a_, 0, epi_b_);
+    add(epi_a_, p.dh * c_.src_row_bytes());
+    add(epi_b_, p.kw * c_.wei_tap_bytes());
+    dec(row_cnt_);
+    jnz(kh_loop, T_NEAR);
+    pop(row_cnt_);
   }
   if (c_.int8) {  // the integer sums x (x_scale * w_scale[c]) + bias (the input register is free)
     vmovups(Zmm(in_), ptr[bias_ + c_.c_pad() * 4]);

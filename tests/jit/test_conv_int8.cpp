@@ -415,14 +415,15 @@ TEST_CASE("depthwise int8 (uint8 src, exact f32 integer sums) matches the refere
                         "g16ic16ih10iw10_oc16oh10ow10kh7kw7sh1sw1ph3pw3",
                         "g32ic32ih9iw9_oc32oh9ow9kh3kw3sh1sw1dh2dw2ph2pw2",
                         "g48ic48ih8iw8_oc48oh9ow5kh3kw3sh1sw2pt0pl2pb3pr1",
-                        "g16ic16ih12iw13_oc16oh4ow5kh3kw3sh3sw3ph1pw1"})
+                        "g16ic16ih12iw13_oc16oh4ow5kh3kw3sh3sw3ph1pw1",
+                        "g32ic32ih20iw22_oc32oh20ow22kh21kw21sh1sw1ph10pw10"})
     ps.push_back(problem(s));
   REQUIRE(ps.size() > 8);
   for (const ConvProblem& p : ps)
     for (int zero : {0, -1}) check_dw_int8(p, seed++, zero);
-  // Both weight modes and forced register blocks on one shape.
+  // Every weight mode and forced register blocks on one shape.
   const ConvProblem p = problem("g40ic40ih11iw17_oc40oh11ow17kh3kw3sh1sw1ph1pw1");
-  for (auto w : {convjit::DwWeights::all, convjit::DwWeights::row})
+  for (auto w : {convjit::DwWeights::all, convjit::DwWeights::row, convjit::DwWeights::stream})
     for (int ur : {1, 4, 7}) check_dw_int8(p, seed++, -1, ur, w);
 }
 

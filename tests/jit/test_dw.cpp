@@ -218,7 +218,7 @@ TEST_CASE("depthwise with run-time weights matches the reference (both ISAs, bot
           }
 }
 
-TEST_CASE("depthwise: both weight modes and forced block widths") {
+TEST_CASE("depthwise: every weight mode and forced block widths") {
   uint64_t seed = 5000;
   const std::vector<std::string> shapes = {
       "g19ic19ih11iw23_oc19oh11ow23kh3kw3sh1sw1ph1pw1",
@@ -228,7 +228,7 @@ TEST_CASE("depthwise: both weight modes and forced block widths") {
   for (Isa isa : isas())
     for (bool nhwc : {false, true})
       for (const std::string& s : shapes)
-        for (DwWeights w : {DwWeights::all, DwWeights::row})
+        for (DwWeights w : {DwWeights::all, DwWeights::row, DwWeights::stream})
           for (int ur : {1, 2, 3, 4, 5, 7, 8, 12, 16, 24}) {
             const ConvProblem p = problem(s, chain({op(K::add), op(K::clip, 0.f, 6.f)}));
             const Layout l = nhwc_or_blocked(isa, nhwc);
@@ -264,6 +264,41 @@ TEST_CASE("depthwise: dilation, odd kernels, padding wider than the kernel") {
     for (bool nhwc : {false, true})
       for (const std::string& s : shapes)
         check_dw(problem(s, chain({op(K::relu)})), isa, nhwc_or_blocked(isa, nhwc), seed++);
+}
+
+// Large kernels (RepLKNet's 31 / 29 / 27 / 13, band kernels, 9x9 dilated, maps smaller than the
+// kernel): the cost model streams their taps (more taps than registers); every weight mode
+// where it fits must agree.
+TEST_CASE("depthwise: large kernels, streamed taps") {
+  uint64_t seed = 6500;
+  const std::vector<std::string> shapes = {
+      "g17ic17ih40iw37_oc17oh40ow37kh31kw31sh1sw1ph15pw15",
+      "mb2g20ic20ih24iw24_oc20oh24ow24kh21kw21sh1sw1ph10pw10_nobias",
+      "g40ic40ih7iw7_oc40oh7ow7kh13kw13sh1sw1ph6pw6",
+      "g32ic32ih20iw23_oc32oh10ow12kh13kw13sh2sw2ph6pw6",
+      "g24ic24ih18iw18_oc24oh18ow18kh9kw9sh1sw1dh2dw2ph8pw8",
+      "g16ic16ih12iw30_oc16oh12ow30kh1kw11sh1sw1ph0pw5",
+      "g16ic16ih30iw12_oc16oh30ow12kh11kw1sh1sw1ph5pw0",
+      "g19ic19ih16iw16_oc19oh16ow16kh17kw17sh1sw1pt9pl3pb7pr13",
+  };
+  const auto post = chain({op(K::scale_shift), op(K::add), op(K::relu)});
+  for (Isa isa : isas())
+    for (bool nhwc : {false, true})
+      for (const std::string& s : shapes) {
+        const ConvProblem p = problem(s, post);
+        const Layout l = nhwc_or_blocked(isa, nhwc);
+        const std::string name = check_dw(p, isa, l, seed++);
+        // A kernel row wider than the registers leaves only streamed taps.
+        if (p.kw + 2 > (isa == Isa::avx512 ? 32 : 16))
+          CHECK_MESSAGE(name.find("ws__") != std::string::npos, name);
+        for (DwWeights w : {DwWeights::all, DwWeights::row, DwWeights::stream}) {
+          auto c = convjit::init_dw_conf(p, dw_impl(l), isa, w);
+          if (!c) continue;  // (a register shortage: the other tests check the reason)
+          INFO("problem " << p.str() << " " << c.conf->name());
+          Operands o = make_dw_operands(p, seed++);
+          check_kernel(*convjit::make_dw_kernel(*c.conf, o.w, &o.b), p, l, o, reference(p, o));
+        }
+      }
 }
 
 TEST_CASE("depthwise: post-op chains that need epilogue scratch registers") {
