@@ -489,6 +489,22 @@ std::optional<TransposeView> transpose_view(const Graph& g, const Node& n) {
   return TransposeView{x.shape, n.attr_ints("perm", perm)};
 }
 
+// A 4-D Transpose between NCHW and NHWC order moves no byte when one side is stored in the
+// other's order: perm (0, 3, 1, 2) of a row-major [N, H, W, C] (a TensorFlow-exported model's
+// input) is that tensor stored nhwc; perm (0, 2, 3, 1) of an nhwc-stored tensor is its
+// row-major [N, H, W, C] (the same models' outputs). The (input, output) layouts of that view.
+std::optional<std::pair<Layout, Layout>> transpose_layout_view(const Graph& g, const Node& n) {
+  if (n.op != "Transpose" || n.outputs.size() != 1 || n.in(0) == kNoValue ||
+      n.outputs[0] == kNoValue || !is4d(g, n.in(0)) || !is4d(g, n.outputs[0]))
+    return std::nullopt;
+  const Value& x = g.value(n.in(0));
+  if (x.is_const() || x.dtype != DType::f32) return std::nullopt;
+  const std::vector<int64_t> perm = n.attr_ints("perm", {3, 2, 1, 0});
+  if (perm == std::vector<int64_t>{0, 3, 1, 2}) return std::pair{Layout::nchw, Layout::nhwc};
+  if (perm == std::vector<int64_t>{0, 2, 3, 1}) return std::pair{Layout::nhwc, Layout::nchw};
+  return std::nullopt;
+}
+
 // A Resize of a 4-D f32 tensor's H and W with constant scales / sizes: the taps of H and W.
 struct ResizeJit {
   ResizeTaps h, w;
@@ -845,8 +861,9 @@ std::string Label::key() const {
     return k + (precision == Precision::int8 ? ".int8" : "");
   }
   // (An eltwise label writing another layout than it reads: a quantize-dequantize storing
-  // its integers, "eltwise.nChw16c.nChw16c_u8".)
-  if (kind == LabelKind::eltwise && out != in)
+  // its integers, "eltwise.nChw16c.nChw16c_u8"; a Transpose viewed in the other order,
+  // "view.nchw.nhwc".)
+  if ((kind == LabelKind::eltwise || kind == LabelKind::view) && out != in)
     return k + "." + layout_name(in) + "." + layout_name(out);
   return k + "." + layout_name(in) +
          (precision == Precision::bf16   ? ".bf16"
@@ -887,10 +904,11 @@ std::optional<Label> Label::parse(const std::string& key) {
     l.precision = parts[2] == "bf16" ? Precision::bf16 : Precision::int8;
     parts.pop_back();
   }
-  if (parts.size() == 3 && parts[0] == kind_name(LabelKind::eltwise)) {
+  if (parts.size() == 3 &&
+      (parts[0] == kind_name(LabelKind::eltwise) || parts[0] == kind_name(LabelKind::view))) {
     const auto in = layout_from(parts[1]), out = layout_from(parts[2]);
     if (!in || !out || *in == *out) return std::nullopt;
-    l.kind = LabelKind::eltwise;
+    l.kind = parts[0] == kind_name(LabelKind::eltwise) ? LabelKind::eltwise : LabelKind::view;
     l.in = *in;
     l.out = *out;
     return l;
@@ -1085,6 +1103,10 @@ std::vector<Label> candidate_labels(const Graph& g, int i, Isa isa, bool referen
       out.back().out = Layout::nChw16c_u8;
     }
   } else if (jit && transpose_view(g, n)) {
+    if (const auto v = transpose_layout_view(g, n)) {
+      simple(LabelKind::view, v->first);
+      out.back().out = v->second;
+    }
     simple(LabelKind::transpose, Layout::nchw);
   } else if (jit && subpixel_problem(g, n)) {
     simple(LabelKind::convt, Layout::nchw);
@@ -1238,7 +1260,9 @@ Instance instantiate(const Graph& g, int i, const Label& l, Isa isa, std::string
       r.kernel = make_norm(g, n, l.in, isa, &why);
       break;
     case LabelKind::view:
-      if (l.in != l.out || !view_ok(g, n, l.in)) return no("not a view in layout " + l.key());
+      if (l.in == l.out ? !view_ok(g, n, l.in)
+                        : transpose_layout_view(g, n) != std::pair{l.in, l.out})
+        return no("not a view in layout " + l.key());
       r.kernel = std::make_unique<ViewKernel>(l.in);
       return r;
     case LabelKind::bcast:

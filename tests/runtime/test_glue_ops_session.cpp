@@ -215,9 +215,13 @@ TEST_CASE("glue ops session: Softmax over channels and over rows runs on norm la
           [](const kiln::Session& s) { CHECK(count_labels(s, kiln::LabelKind::norm) == 2); });
 }
 
+// (y1's NCHW -> NHWC may also be a view of the conv's output stored nhwc: the solver's choice.)
 TEST_CASE("glue ops session: Transpose runs on transpose labels") {
-  compare(transpose_model(), 1e-5,
-          [](const kiln::Session& s) { CHECK(count_labels(s, kiln::LabelKind::transpose) == 2); });
+  compare(transpose_model(), 1e-5, [](const kiln::Session& s) {
+    const int transposes = count_labels(s, kiln::LabelKind::transpose);
+    CHECK(transposes >= 1);
+    CHECK(transposes + count_labels(s, kiln::LabelKind::view) == 2);
+  });
 }
 
 TEST_CASE("glue ops session: constant Pad runs on pad labels") {

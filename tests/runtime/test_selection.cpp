@@ -73,14 +73,15 @@ TEST_CASE("label keys round-trip and garbage keys are refused") {
   for (const char* k :
        {"conv.direct.nChw16c.nChw16c", "conv.gemm1x1.nhwc.nhwc", "conv.direct.nchw.nChw8c",
         "conv.winograd4.nChw16c.nChw16c", "conv.direct.nChw16c.nChw16c.u14o2", "pool.nhwc",
-        "eltwise.nchw", "ref.nchw", "fc.nchw", "concat.nChw8c", "bcast.nChw16c"}) {
+        "eltwise.nchw", "ref.nchw", "fc.nchw", "concat.nChw8c", "bcast.nChw16c", "view.nchw.nhwc",
+        "eltwise.nChw16c.nChw16c_u8"}) {
     auto l = Label::parse(k);
     REQUIRE(l);
     CHECK(l->key() == k);
   }
-  for (const char* k :
-       {"", "conv", "conv.direct.nchw", "conv.nope.nchw.nchw", "pool.nChw4c", "pool", "ref.nchw.x",
-        "conv.direct.nchw.nchw.u99o1", "zzz.nchw", "conv.direct.nchw.nchw.ux"})
+  for (const char* k : {"", "conv", "conv.direct.nchw", "conv.nope.nchw.nchw", "pool.nChw4c",
+                        "pool", "ref.nchw.x", "conv.direct.nchw.nchw.u99o1", "zzz.nchw",
+                        "conv.direct.nchw.nchw.ux", "view.nchw.nchw", "pool.nchw.nhwc"})
     CHECK_FALSE(Label::parse(k));
 }
 
