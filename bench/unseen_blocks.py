@@ -526,6 +526,383 @@ class ConvMixer(nn.Module):
         return self.fc(x.mean((2, 3)))
 
 
+# Third batch (session 38): token-mixing MLPs, attention with relative positions and spatial
+# reduction, channel permutations, partial residuals, factorised reductions, dual paths, one-shot
+# aggregation, mixed kernels, unfold.
+
+
+def tokens(x):
+    """[N, C, H, W] -> [N, HW, C]."""
+    return x.flatten(2).transpose(1, 2)
+
+
+def untokens(t, h, w):
+    return t.transpose(1, 2).reshape(t.shape[0], -1, h, w)
+
+
+class MixerBlock(nn.Module):
+    """MLP-Mixer: a 2x2 stride-2 conv to enter, then token mixing (LayerNorm, transpose, an MLP
+    over the positions, transpose back) and channel mixing (LayerNorm, MLP over channels). The
+    token MLPs' widths are the position counts (at 224x224)."""
+
+    def __init__(self, cin, cout, stride):
+        super().__init__()
+        self.down = nn.Conv2d(cin, cout, 2, 2)
+        hw = {32: 56, 64: 28, 128: 14, 256: 7}[cout] ** 2
+        self.n1, self.n2 = nn.LayerNorm(cout), nn.LayerNorm(cout)
+        self.tok = nn.Sequential(nn.Linear(hw, hw // 2), nn.GELU(), nn.Linear(hw // 2, hw))
+        self.ch = nn.Sequential(nn.Linear(cout, 2 * cout), nn.GELU(), nn.Linear(2 * cout, cout))
+
+    def forward(self, x):
+        x = self.down(x)
+        h, w = x.shape[2:]
+        t = tokens(x)
+        t = t + self.tok(self.n1(t).transpose(1, 2)).transpose(1, 2)
+        return untokens(t + self.ch(self.n2(t)), h, w)
+
+
+class ResMLPBlock(nn.Module):
+    """ResMLP: Affine (per-channel scale and shift, no statistics) in place of LayerNorm, a
+    Linear across positions, Affine, an MLP across channels, learnt per-channel residual
+    scales."""
+
+    class Affine(nn.Module):
+        def __init__(self, c):
+            super().__init__()
+            self.a = nn.Parameter(1 + 0.1 * torch.randn(c))
+            self.b = nn.Parameter(0.1 * torch.randn(c))
+
+        def forward(self, t):
+            return self.a * t + self.b
+
+    def __init__(self, cin, cout, stride):
+        super().__init__()
+        self.down = nn.Conv2d(cin, cout, 2, 2)
+        hw = {32: 56, 64: 28, 128: 14, 256: 7}[cout] ** 2
+        self.a1, self.a2 = self.Affine(cout), self.Affine(cout)
+        self.tok = nn.Linear(hw, hw)
+        self.ch = nn.Sequential(nn.Linear(cout, 4 * cout), nn.GELU(), nn.Linear(4 * cout, cout))
+        self.g1 = nn.Parameter(0.1 * torch.ones(cout))
+        self.g2 = nn.Parameter(0.1 * torch.ones(cout))
+
+    def forward(self, x):
+        x = self.down(x)
+        h, w = x.shape[2:]
+        t = tokens(x)
+        t = t + self.g1 * self.tok(self.a1(t).transpose(1, 2)).transpose(1, 2)
+        return untokens(t + self.g2 * self.ch(self.a2(t)), h, w)
+
+
+class GMLPBlock(nn.Module):
+    """gMLP: LayerNorm, channel expansion + GELU, split in two halves; the gate half normalised
+    and mixed across positions (a Linear over tokens), multiplied into the other; projection,
+    residual."""
+
+    def __init__(self, cin, cout, stride):
+        super().__init__()
+        self.down = nn.Conv2d(cin, cout, 2, 2)
+        hw = {32: 56, 64: 28, 128: 14, 256: 7}[cout] ** 2
+        self.norm, self.gnorm = nn.LayerNorm(cout), nn.LayerNorm(cout)
+        self.up, self.proj = nn.Linear(cout, 2 * cout), nn.Linear(cout, cout)
+        self.spatial = nn.Linear(hw, hw)
+
+    def forward(self, x):
+        x = self.down(x)
+        h, w = x.shape[2:]
+        t = tokens(x)
+        u, v = F.gelu(self.up(self.norm(t))).chunk(2, dim=-1)
+        v = self.spatial(self.gnorm(v).transpose(1, 2)).transpose(1, 2)
+        return untokens(t + self.proj(u * v), h, w)
+
+
+class PVTBlock(nn.Module):
+    """PVT: an overlapping patch embedding (strided conv + LayerNorm), then attention whose keys
+    and values come from the map reduced by a strided conv (spatial reduction ratio 8 / 4 / 2 /
+    1 by stage) and LayerNorm; an MLP."""
+
+    def __init__(self, cin, cout, stride, heads=2):
+        super().__init__()
+        self.embed = nn.Conv2d(cin, cout, 3, 2, 1)
+        self.sr_ratio = {32: 8, 64: 4, 128: 2, 256: 1}[cout]
+        self.n0, self.n1, self.n2 = nn.LayerNorm(cout), nn.LayerNorm(cout), nn.LayerNorm(cout)
+        self.q, self.kv = nn.Linear(cout, cout), nn.Linear(cout, 2 * cout)
+        self.sr = nn.Conv2d(cout, cout, self.sr_ratio, self.sr_ratio) if self.sr_ratio > 1 else None
+        self.nsr = nn.LayerNorm(cout)
+        self.proj = nn.Linear(cout, cout)
+        self.mlp = nn.Sequential(nn.Linear(cout, 2 * cout), nn.GELU(), nn.Linear(2 * cout, cout))
+        self.heads = heads
+
+    def forward(self, x):
+        x = self.embed(x)
+        n, c, h, w = x.shape
+        t = self.n0(tokens(x))
+        y = self.n1(t)
+        q = self.q(y).reshape(n, -1, self.heads, c // self.heads).transpose(1, 2)
+        r = self.nsr(tokens(self.sr(untokens(y, h, w)))) if self.sr is not None else y
+        kv = self.kv(r).reshape(n, -1, 2, self.heads, c // self.heads).permute(2, 0, 3, 1, 4)
+        a = (q @ kv[0].transpose(-2, -1) * (c // self.heads) ** -0.5).softmax(-1)
+        t = t + self.proj((a @ kv[1]).transpose(1, 2).reshape(n, -1, c))
+        return untokens(t + self.mlp(self.n2(t)), h, w)
+
+
+def rel_to_abs(x):
+    """BoTNet's relative logits [B, H, W, 2W-1] -> absolute [B, H, W, W] by pad / reshape /
+    slice (as timm writes it)."""
+    b, h, w, _ = x.shape
+    x = F.pad(x, (0, 1)).reshape(b, h, w * 2 * w)
+    x = F.pad(x, (0, w - 1)).reshape(b, h, w + 1, 2 * w - 1)
+    return x[:, :, :w, w - 1:]
+
+
+class BoTBlock(nn.Module):
+    """BoTNet: a bottleneck whose 3x3 is multi-head self-attention over the map with 2-D relative
+    position logits (rel_to_abs along each axis); 3x3 convs where the map is over 28x28."""
+
+    def __init__(self, cin, cout, stride, heads=4):
+        super().__init__()
+        self.enter = conv_bn(cin, cout, 3, stride)
+        self.hw = {32: 112, 64: 56, 128: 28, 256: 14}[cout] // (1 if stride == 1 else 1)
+        self.attn = self.hw <= 28
+        d = cout // heads
+        self.heads, self.d = heads, d
+        if self.attn:
+            self.qkv = nn.Conv2d(cout, 3 * cout, 1, bias=False)
+            self.rel_h = nn.Parameter(torch.randn(2 * self.hw - 1, d) * d ** -0.5)
+            self.rel_w = nn.Parameter(torch.randn(2 * self.hw - 1, d) * d ** -0.5)
+        else:
+            self.conv = conv_bn(cout, cout, 3)
+        self.out = conv_bn(cout, cout, 1, act=False)
+
+    def rel_logits(self, q, rel, h, w):
+        # q [B*heads, h, w, d] against rel [2w-1, d]: logits along w, broadcast along h.
+        x = rel_to_abs(torch.einsum("bhwd,md->bhwm", q, rel).reshape(-1, h, w, 2 * w - 1))
+        return x.reshape(-1, h, 1, w, w).expand(-1, -1, h, -1, -1)
+
+    def forward(self, x):
+        x = self.enter(x)
+        if not self.attn:
+            return F.relu(self.out(self.conv(x)) + x)
+        n, c, h, w = x.shape
+        q, k, v = self.qkv(x).reshape(n * self.heads, 3 * self.d, h * w).chunk(3, dim=1)
+        logits = (q.transpose(1, 2) @ k) * self.d ** -0.5  # [B*heads, hw, hw]
+        qi = q.transpose(1, 2).reshape(-1, h, w, self.d) * self.d ** -0.5
+        rw = self.rel_logits(qi, self.rel_w, h, w)  # [B, h, h, w, w]: (y, y', x, x')
+        rh = self.rel_logits(qi.transpose(1, 2), self.rel_h, w, h).permute(0, 3, 1, 4, 2)
+        logits = logits + (rw.permute(0, 1, 3, 2, 4) + rh.permute(0, 2, 1, 3, 4)).reshape(-1, h * w, h * w)
+        y = (logits.softmax(-1) @ v.transpose(1, 2)).transpose(1, 2).reshape(n, c, h, w)
+        return F.relu(self.out(y) + x)
+
+
+class CondenseBlock(nn.Module):
+    """CondenseNet: a grouped 1x1 whose output channels are permuted by a fixed index_select
+    (its learnt group assignment), a grouped 3x3, the output concatenated with the input
+    (dense connectivity); a transition conv + avg pool to downsample."""
+
+    def __init__(self, cin, cout, stride, groups=4):
+        super().__init__()
+        self.stride = stride
+        self.trans = conv_bn(cin, cout - cout // 2, 1)
+        g = cout // 2
+        self.c1 = nn.Sequential(nn.BatchNorm2d(cout - g), nn.ReLU(), nn.Conv2d(cout - g, 2 * g, 1, groups=groups, bias=False))
+        self.register_buffer("perm", torch.randperm(2 * g, generator=torch.Generator().manual_seed(cout)))
+        self.c2 = nn.Sequential(nn.BatchNorm2d(2 * g), nn.ReLU(), nn.Conv2d(2 * g, g, 3, 1, 1, groups=groups, bias=False))
+
+    def forward(self, x):
+        x = self.trans(F.avg_pool2d(x, 2) if self.stride > 1 else x)
+        y = self.c1(x).index_select(1, self.perm)
+        return torch.cat([x, self.c2(y)], 1)
+
+
+class ReXBlock(nn.Module):
+    """ReXNet: an inverted residual with channel counts that are no multiple of 8 (they grow by a
+    few per block), SiLU after the expansion, ReLU6 after the depthwise, an SE; the shortcut
+    added to the first input-channels of the output only (Slice + Add + Concat)."""
+
+    def __init__(self, cin, cout, stride):
+        super().__init__()
+        e = 6 * cin
+        self.body = nn.Sequential(nn.Conv2d(cin, e, 1, bias=False), nn.BatchNorm2d(e), nn.SiLU(),
+                                  nn.Conv2d(e, e, 3, stride, 1, groups=e, bias=False), nn.BatchNorm2d(e), nn.ReLU6())
+        self.se = nn.Sequential(nn.AdaptiveAvgPool2d(1), nn.Conv2d(e, e // 12, 1), nn.ReLU(),
+                                nn.Conv2d(e // 12, e, 1), nn.Sigmoid())
+        self.proj = nn.Sequential(nn.Conv2d(e, cout, 1, bias=False), nn.BatchNorm2d(cout))
+        self.res = stride == 1 and cout > cin
+        self.cin = cin
+
+    def forward(self, x):
+        y = self.body(x)
+        y = self.proj(y * self.se(y))
+        if self.res:
+            y = torch.cat([y[:, :self.cin] + x, y[:, self.cin:]], 1)
+        return y
+
+
+def rexnet_like():
+    """A stem, then ReXBlocks of 21, 29, 37 / 45, 74 / 82, 149 / 157, 298 / 306 channels."""
+
+    class Net(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.stem = nn.Sequential(nn.Conv2d(3, 16, 3, 2, 1, bias=False), nn.BatchNorm2d(16), nn.SiLU())
+            blocks, cin = [], 16
+            for cout, s in ((21, 1), (29, 1), (37, 2), (45, 1), (74, 2), (82, 1), (149, 2), (157, 1),
+                            (298, 2), (306, 1)):
+                blocks.append(ReXBlock(cin, cout, s))
+                cin = cout
+            self.blocks = nn.Sequential(*blocks)
+            self.fc = nn.Linear(cin, 1000)
+
+        def forward(self, x):
+            return self.fc(self.blocks(self.stem(x)).mean((2, 3)))
+
+    return Net
+
+
+class NASReduce(nn.Module):
+    """NASNet's factorised reduction: two paths of a stride-2 1x1 conv, the second on the input
+    shifted by one pixel (pad right / bottom, drop the first row and column), concatenated; then
+    a cell of separable convs (ReLU, depthwise, pointwise, BN twice), max / avg pools
+    (count_include_pad=False) and adds, concatenated."""
+
+    def __init__(self, cin, cout, stride):
+        super().__init__()
+        self.stride = stride
+        self.p1 = nn.Conv2d(cin, cout // 2, 1, bias=False)
+        self.p2 = nn.Conv2d(cin, cout - cout // 2, 1, bias=False)
+        self.bn = nn.BatchNorm2d(cout)
+
+        def sep(k):
+            return nn.Sequential(nn.ReLU(), nn.Conv2d(cout, cout, k, 1, k // 2, groups=cout, bias=False),
+                                 nn.Conv2d(cout, cout // 2, 1, bias=False), nn.BatchNorm2d(cout // 2), nn.ReLU(),
+                                 nn.Conv2d(cout // 2, cout // 2, k, 1, k // 2, groups=cout // 2, bias=False),
+                                 nn.Conv2d(cout // 2, cout // 2, 1, bias=False), nn.BatchNorm2d(cout // 2))
+        self.s5, self.s7, self.s3 = sep(5), sep(7), sep(3)
+        self.halve = nn.Conv2d(cout, cout // 2, 1, bias=False)
+
+    def forward(self, x):
+        if self.stride > 1:
+            a = self.p1(F.avg_pool2d(x, 1, 2))
+            b = self.p2(F.avg_pool2d(F.pad(x, (0, 1, 0, 1))[:, :, 1:, 1:], 1, 2))
+        else:
+            a, b = self.p1(x), self.p2(x)
+        x = self.bn(torch.cat([a, b], 1))
+        h = self.halve(x)
+        c0 = self.s5(x) + F.max_pool2d(h, 3, 1, 1)
+        c1 = self.s7(x) + F.avg_pool2d(h, 3, 1, 1, count_include_pad=False)
+        c2 = self.s3(x) + h
+        return torch.cat([c0, c1, c2, h], 1)[:, :x.shape[1] * 2 - x.shape[1]]
+
+
+class DPNBlock(nn.Module):
+    """DPN: a grouped bottleneck whose output is split into a residual part (added to the
+    input's residual part) and a dense part (concatenated to the input's dense part)."""
+
+    def __init__(self, cin, cout, stride, inc=16):
+        super().__init__()
+        self.res_c = cout
+        mid = cout // 2
+        self.proj = conv_bn(cin, cout + 2 * inc, 1, stride, act=False)
+        self.body = nn.Sequential(conv_bn(cin, mid, 1), conv_bn(mid, mid, 3, stride, groups=8),
+                                  conv_bn(mid, cout + inc, 1, act=False))
+        self.out_c = cout + 3 * inc
+
+    def forward(self, x):
+        s = self.proj(x)
+        y = self.body(x)
+        res = s[:, :self.res_c] + y[:, :self.res_c]
+        return F.relu(torch.cat([res, s[:, self.res_c:], y[:, self.res_c:]], 1))
+
+
+def dpn_like():
+    class Net(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.stem = conv_bn(3, 32, 3, 2)
+            blocks, cin = [], 32
+            for i, w in enumerate((32, 64, 128, 256)):
+                b = DPNBlock(cin, w, 1 if i == 0 else 2)
+                blocks.append(b)
+                cin = b.out_c
+            self.blocks = nn.Sequential(*blocks)
+            self.fc = nn.Linear(cin, 1000)
+
+        def forward(self, x):
+            return self.fc(self.blocks(self.stem(x)).mean((2, 3)))
+
+    return Net
+
+
+class OSABlock(nn.Module):
+    """VoVNet's one-shot aggregation: five 3x3 convs in a chain, all their outputs and the input
+    concatenated once, a 1x1, effective SE (GAP, 1x1, hard-sigmoid), residual; max pool
+    (ceil mode) to downsample."""
+
+    def __init__(self, cin, cout, stride, layers=5):
+        super().__init__()
+        self.stride = stride
+        mid = max(16, cout // 2)
+        self.convs = nn.ModuleList(conv_bn(cin if i == 0 else mid, mid, 3) for i in range(layers))
+        self.concat = conv_bn(cin + layers * mid, cout, 1)
+        self.ese = nn.Conv2d(cout, cout, 1)
+        self.short = conv_bn(cin, cout, 1, act=False) if cin != cout else nn.Identity()
+
+    def forward(self, x):
+        if self.stride > 1:
+            x = F.max_pool2d(x, 3, 2, ceil_mode=True)
+        outs, y = [x], x
+        for c in self.convs:
+            y = c(y)
+            outs.append(y)
+        y = self.concat(torch.cat(outs, 1))
+        y = y * F.hardsigmoid(self.ese(y.mean((2, 3), keepdim=True)))
+        return y + self.short(x)
+
+
+class MixConvBlock(nn.Module):
+    """MixNet: an inverted residual whose depthwise conv splits the channels over 3x3, 5x5, 7x7
+    and 9x9 kernels (MixConv), Swish, an SE."""
+
+    def __init__(self, cin, cout, stride):
+        super().__init__()
+        e = 3 * cin
+        self.expand = nn.Sequential(nn.Conv2d(cin, e, 1, bias=False), nn.BatchNorm2d(e), nn.SiLU())
+        self.split = [e - 3 * (e // 4)] + [e // 4] * 3
+        self.dw = nn.ModuleList(nn.Conv2d(c, c, k, stride, k // 2, groups=c, bias=False)
+                                for c, k in zip(self.split, (3, 5, 7, 9)))
+        self.bn = nn.BatchNorm2d(e)
+        self.se = nn.Sequential(nn.AdaptiveAvgPool2d(1), nn.Conv2d(e, e // 8, 1), nn.SiLU(),
+                                nn.Conv2d(e // 8, e, 1), nn.Sigmoid())
+        self.proj = nn.Sequential(nn.Conv2d(e, cout, 1, bias=False), nn.BatchNorm2d(cout))
+        self.res = stride == 1 and cin == cout
+
+    def forward(self, x):
+        y = self.expand(x)
+        y = F.silu(self.bn(torch.cat([d(p) for d, p in zip(self.dw, torch.split(y, self.split, 1))], 1)))
+        y = self.proj(y * self.se(y))
+        return x + y if self.res else y
+
+
+class InvolutionBlock(nn.Module):
+    """Involution: a per-pixel 3x3 kernel (one per group of 16 channels) generated from the map by
+    two 1x1 convs, applied to the map's unfolded neighbourhoods (nn.Unfold)."""
+
+    def __init__(self, cin, cout, stride, k=3):
+        super().__init__()
+        self.enter = conv_bn(cin, cout, 3, stride)
+        self.k, self.g = k, cout // 16
+        self.reduce = conv_bn(cout, cout // 4, 1)
+        self.span = nn.Conv2d(cout // 4, k * k * self.g, 1)
+        self.unfold = nn.Unfold(k, 1, (k - 1) // 2, 1)
+        self.out = conv_bn(cout, cout, 1, act=False)
+
+    def forward(self, x):
+        x = self.enter(x)
+        n, c, h, w = x.shape
+        wt = self.span(self.reduce(x)).reshape(n, self.g, self.k * self.k, h, w).unsqueeze(2)
+        u = self.unfold(x).reshape(n, self.g, c // self.g, self.k * self.k, h, w)
+        return F.relu(self.out((wt * u).sum(3).reshape(n, c, h, w)) + x)
+
+
 UNSEEN = {"ghostnet_like": (unseen_net(GhostBlock), "224x224", 3, 7),
           "res2net_like": (unseen_net(Res2Block), "224x224", 3, 7),
           "sknet_like": (unseen_net(SKBlock), "224x224", 3, 7),
@@ -546,4 +923,16 @@ UNSEEN = {"ghostnet_like": (unseen_net(GhostBlock), "224x224", 3, 7),
           "inceptionnext_like": (unseen_net(InceptionNeXtBlock), "224x224", 3, 7),
           "repvgg_train_like": (unseen_net(RepVGGTrainBlock), "224x224", 3, 7),
           "shift_like": (unseen_net(ShiftBlock), "224x224", 3, 7),
-          "convmixer_like": (ConvMixer, "224x224", 3, 7)}
+          "convmixer_like": (ConvMixer, "224x224", 3, 7),
+          "mixer_like": (unseen_net(MixerBlock), "224x224", 3, 7),
+          "resmlp_like": (unseen_net(ResMLPBlock), "224x224", 3, 7),
+          "gmlp_like": (unseen_net(GMLPBlock), "224x224", 3, 7),
+          "pvt_like": (unseen_net(PVTBlock), "224x224", 3, 7),
+          "botnet_like": (unseen_net(BoTBlock), "224x224", 3, 7),
+          "condensenet_like": (unseen_net(CondenseBlock), "224x224", 3, 7),
+          "rexnet_like": (rexnet_like(), "224x224", 3, 7),
+          "nasnet_like": (unseen_net(NASReduce), "224x224", 3, 7),
+          "dpn_like": (dpn_like(), "224x224", 3, 7),
+          "vovnet_like": (unseen_net(OSABlock), "224x224", 3, 7),
+          "mixnet_like": (unseen_net(MixConvBlock), "224x224", 3, 7),
+          "involution_like": (unseen_net(InvolutionBlock), "224x224", 3, 7)}

@@ -304,31 +304,53 @@ std::optional<TypedEltwiseProblem> typed_problem(const Graph& g, const Node& n) 
   return p;
 }
 
-// A Pad of a 4-D f32 tensor with constant pads, axes and value: the pads per dim and the mode.
+// A Pad of an f32 tensor with constant pads, axes and value, as a Pad of a 4-D shape: the pads
+// per dim and the mode. Other ranks are viewed 4-D in row-major order (leading 1s; over rank
+// 4, the leading dims merged when none of them is padded).
 struct PadSpec {
+  Shape shape;  // the input, 4-D
   std::vector<int64_t> begin, end;
   float value = 0;
   std::string mode;
 };
 std::optional<PadSpec> pad_spec(const Graph& g, const Node& n) {
-  if (n.op != "Pad" || n.outputs.size() != 1 || !is4d(g, n.in(0)) || !is4d(g, n.outputs[0]) ||
+  if (n.op != "Pad" || n.outputs.size() != 1 || n.in(0) == kNoValue ||
       g.value(n.inputs[0]).dtype != DType::f32)
     return std::nullopt;
+  const Shape& x = g.value(n.inputs[0]).shape;
+  const int64_t r = int64_t(x.size());
+  if (r == 0 || g.value(n.outputs[0]).shape.size() != x.size()) return std::nullopt;
   const auto pads = ints_of(g, n, 1);
-  std::vector<int64_t> axes{0, 1, 2, 3};
+  std::vector<int64_t> axes(static_cast<size_t>(r));
+  for (int64_t d = 0; d < r; ++d) axes[size_t(d)] = d;
   if (n.in(3) != kNoValue) {
     const auto a = ints_of(g, n, 3);
     if (!a) return std::nullopt;
     axes = *a;
   }
   if (!pads || pads->size() != 2 * axes.size()) return std::nullopt;
-  PadSpec p{std::vector<int64_t>(4, 0), std::vector<int64_t>(4, 0), 0.f,
-            n.attr_s("mode", "constant")};
+  std::vector<int64_t> begin(size_t(r), 0), end(size_t(r), 0);
   for (size_t i = 0; i < axes.size(); ++i) {
-    const int64_t a = axes[i] < 0 ? axes[i] + 4 : axes[i];
-    if (a < 0 || a > 3) return std::nullopt;
-    p.begin[size_t(a)] = (*pads)[i];
-    p.end[size_t(a)] = (*pads)[i + axes.size()];
+    const int64_t a = axes[i] < 0 ? axes[i] + r : axes[i];
+    if (a < 0 || a >= r) return std::nullopt;
+    begin[size_t(a)] = (*pads)[i];
+    end[size_t(a)] = (*pads)[i + axes.size()];
+  }
+  PadSpec p{x, begin, end, 0.f, n.attr_s("mode", "constant")};
+  if (r < 4) {
+    p.shape.insert(p.shape.begin(), size_t(4 - r), 1);
+    p.begin.insert(p.begin.begin(), size_t(4 - r), 0);
+    p.end.insert(p.end.begin(), size_t(4 - r), 0);
+  } else if (r > 4) {
+    const size_t lead = size_t(r - 3);  // merged into one
+    for (size_t d = 0; d < lead; ++d)
+      if (begin[d] != 0 || end[d] != 0) return std::nullopt;
+    p.shape = {shape_numel(Shape(x.begin(), x.begin() + long(lead)))};
+    p.shape.insert(p.shape.end(), x.begin() + long(lead), x.end());
+    p.begin = {0};
+    p.begin.insert(p.begin.end(), begin.begin() + long(lead), begin.end());
+    p.end = {0};
+    p.end.insert(p.end.end(), end.begin() + long(lead), end.end());
   }
   if (const ValueId c = n.in(2); c != kNoValue) {
     const Value& cv = g.value(c);
@@ -1120,7 +1142,7 @@ std::vector<Label> candidate_labels(const Graph& g, int i, Isa isa, bool referen
   } else if (jit && pad_spec(g, n)) {
     const PadSpec p = *pad_spec(g, n);
     const bool hw_only = p.begin[0] == 0 && p.end[0] == 0 && p.begin[1] == 0 && p.end[1] == 0;
-    if (p.begin[1] == 0 && p.end[1] == 0 && (p.mode == "constant" || hw_only))
+    if (is4d(g, n.in(0)) && p.begin[1] == 0 && p.end[1] == 0 && (p.mode == "constant" || hw_only))
       for (Layout l : {b, Layout::nhwc}) simple(LabelKind::pad, l);
     if (p.mode == "constant" || hw_only) simple(LabelKind::pad, Layout::nchw);
   } else if (jit && block_copy_problem(g, n)) {
@@ -1290,9 +1312,9 @@ Instance instantiate(const Graph& g, int i, const Label& l, Isa isa, std::string
     }
     case LabelKind::pad: {
       const auto p = pad_spec(g, n);
-      if (!jit_isa || !p) return no("not a 4-D Pad on a JIT ISA");
-      r.kernel = create_pad_kernel(g.value(n.inputs[0]).shape, p->begin, p->end, p->value, l.in,
-                                   isa, &why, p->mode);
+      if (!jit_isa || !p || (l.in != Layout::nchw && !is4d(g, n.in(0))))
+        return no("not a Pad of constant pads in " + l.key() + " on a JIT ISA");
+      r.kernel = create_pad_kernel(p->shape, p->begin, p->end, p->value, l.in, isa, &why, p->mode);
       break;
     }
     case LabelKind::reduce: {
