@@ -714,9 +714,10 @@ std::unique_ptr<Kernel> make_norm(const Graph& g, const Node& n, Layout l, Isa i
 // ---- Reductions (LabelKind::reduce) ----
 
 // A Reduce* of an f32 tensor with constant axes whose reduced dims are contiguous in the order
-// layout l stores them (nchw: row-major; nhwc: a 4-D tensor's N, H, W, C), as the kernel's
-// [outer, c, inner]; the output's bytes (4-D: stored in l, else row-major) must be the kept
-// dims in that same order. nullopt otherwise.
+// layout l stores them (nchw: row-major; nhwc: a 4-D tensor's N, H, W, C; blocked: N, C blocks,
+// H, W, lanes — C itself never reduced, the output 4-D), as the kernel's [outer, c, inner]; the
+// output's bytes (4-D: stored in l, else row-major) must be the kept dims in that same order.
+// (Blocked: the pad lanes reduce like the others, finite in, finite out.) nullopt otherwise.
 struct ReduceView {
   ReduceOp op = ReduceOp::sum;
   int64_t outer = 1, c = 1, inner = 1;
@@ -726,8 +727,10 @@ std::optional<ReduceView> reduce_view(const Graph& g, const Node& n, Layout l) {
   if (!op || n.outputs.size() != 1 || n.in(0) == kNoValue) return std::nullopt;
   const Value& x = g.value(n.inputs[0]);
   const size_t r = x.shape.size();
-  if (x.dtype != DType::f32 || r == 0 || (l != Layout::nchw && (l != Layout::nhwc || r != 4)))
+  const bool blocked = layout_block(l) > 1;
+  if (blocked && (layout_bf16(l) || layout_u8(l) || g.value(n.outputs[0]).shape.size() != 4))
     return std::nullopt;
+  if (x.dtype != DType::f32 || r == 0 || (l != Layout::nchw && r != 4)) return std::nullopt;
   std::vector<int64_t> axes;
   if (const ValueId a = n.in(1); a != kNoValue) {
     const Value& av = g.value(a);
@@ -737,16 +740,19 @@ std::optional<ReduceView> reduce_view(const Graph& g, const Node& n, Layout l) {
   std::vector<bool> red(r, axes.empty());
   if (axes.empty() && n.attr_i("noop_with_empty_axes", 0) != 0) return std::nullopt;
   for (int64_t a : axes) red[size_t(a < 0 ? a + int64_t(r) : a)] = true;
+  if (blocked && red[1]) return std::nullopt;
   std::vector<size_t> order(r);
   for (size_t d = 0; d < r; ++d) order[d] = d;
   if (l == Layout::nhwc) order = {0, 2, 3, 1};
+  if (blocked) order.push_back(r);  // (the lanes: after W, always kept)
   ReduceView v{*op};
   int seen = 0;  // 0: before the reduced dims, 1: inside, 2: after
   std::vector<size_t> kept;
   for (size_t d : order) {
-    const int64_t dim = x.shape[d];
+    const int64_t b = layout_block(l);
+    const int64_t dim = d == r ? b : blocked && d == 1 ? (x.shape[1] + b - 1) / b : x.shape[d];
     if (dim == 1) continue;  // (moves no bytes: reduced or kept alike)
-    if (red[d]) {
+    if (d < r && red[d]) {
       if (seen == 2) return std::nullopt;  // reduced dims not contiguous
       seen = 1;
       v.c *= dim;
@@ -1107,7 +1113,7 @@ std::vector<Label> candidate_labels(const Graph& g, int i, Isa isa, bool referen
     }
     if (norm_view(g, n)->inner == 1) simple(LabelKind::norm, Layout::nchw);
   } else if (jit && reduce_op(n.op)) {
-    for (Layout l : {Layout::nhwc, Layout::nchw})
+    for (Layout l : {b, Layout::nhwc, Layout::nchw})
       if (reduce_view(g, n, l)) simple(LabelKind::reduce, l);
   } else if (jit && (is_flat_elementwise(g, n) || is_bcast(g, n))) {
     // Fewer than 4 dimensions have no layout but nchw.

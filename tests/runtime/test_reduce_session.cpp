@@ -4,12 +4,15 @@
 // bcast labels. No node runs on a reference label.
 #include <doctest/doctest.h>
 
+#include <algorithm>
+#include <cmath>
 #include <map>
 #include <string>
 #include <vector>
 
 #include "glue_session_util.h"
 #include "graph/onnx_builder.h"
+#include "jit/layout.h"
 #include "runtime/labels.h"
 #include "runtime/selection.h"
 #include "runtime/session.h"
@@ -119,4 +122,91 @@ TEST_CASE("reduce session: LogSoftmax, Instance/GroupNorm on norm labels, Max/Mi
     CHECK(c.count(kiln::LabelKind::bcast));
     CHECK(c.at(kiln::LabelKind::bcast) == 3);
   });
+}
+
+// Reductions over H, W or both of a blocked tensor (the layout's N, C blocks, H, W, lanes order):
+// each node's reduce label on the ISA's blocked layout, run on blocked operands (pad lanes
+// filled with finite garbage) against a plain NCHW reduction; over C, or without keepdims, the
+// blocked label is refused.
+TEST_CASE("reduce: blocked layouts reduce H, W or both in place") {
+  OnnxBuilder b = conv_model({"y0", "y1", "y2", "y3", "y4", "y5"}, 18);
+  struct R {
+    const char* op;
+    std::vector<int64_t> axes;
+    int64_t keepdims;
+    bool blocked;  // offered on the blocked layout
+  };
+  const R rs[] = {{"ReduceMean", {3}, 1, true},   {"ReduceMax", {2}, 1, true},
+                  {"ReduceSum", {2, 3}, 1, true}, {"ReduceL2", {-1, -2}, 1, true},
+                  {"ReduceMean", {1}, 1, false},  {"ReduceMean", {2, 3}, 0, false}};
+  for (size_t i = 0; i < std::size(rs); ++i) {
+    b.init_i("axes" + std::to_string(i), {int64_t(rs[i].axes.size())}, rs[i].axes);
+    OnnxBuilder::attr_i(
+        b.node(rs[i].op, {"c", "axes" + std::to_string(i)}, {"y" + std::to_string(i)}), "keepdims",
+        rs[i].keepdims);
+  }
+  const std::string bytes = b.bytes();
+  kiln::SessionOptions o;
+  o.use_cache = false;
+  o.tune = kiln::TuneMode::none;
+  auto s = kiln::Session::load_memory(bytes.data(), bytes.size(), o);
+  const kiln::Graph& g = s->graph();
+  int checked = 0;
+  for (kiln::Isa isa : kiln::testing::jit_isas()) {
+    const kiln::Layout l = kiln::blocked_layout(isa);
+    for (size_t i = 0; i < g.nodes.size(); ++i) {
+      const kiln::Node& n = g.nodes[i];
+      const auto it = std::find_if(std::begin(rs), std::end(rs), [&](const R& r) {
+        return g.value(n.outputs[0]).name == "y" + std::to_string(&r - rs);
+      });
+      if (it == std::end(rs)) continue;
+      CAPTURE(kiln::isa_name(isa));
+      CAPTURE(g.value(n.outputs[0]).name);
+      kiln::Label lab;
+      lab.kind = kiln::LabelKind::reduce;
+      lab.in = lab.out = l;
+      std::string why;
+      kiln::Instance inst = kiln::instantiate(g, int(i), lab, isa, &why);
+      CHECK((inst.kernel != nullptr) == it->blocked);
+      if (!inst.kernel) continue;
+      const kiln::Shape xs = g.value(n.inputs[0]).shape, ys = g.value(n.outputs[0]).shape;
+      const std::vector<float> x = randoms(size_t(kiln::shape_numel(xs)), 40 + i, -2.f, 2.f);
+      std::vector<float> xb(size_t(kiln::layout_elems(l, xs)));
+      kiln::convert_layout(x.data(), kiln::Layout::nchw, xb.data(), l, xs);
+      for (float& v : xb)  // (the zeroed pad lanes: the data has no exact zeros) finite garbage
+        if (v == 0.f) v = 0.25f;
+      std::vector<float> yb(size_t(kiln::layout_elems(l, ys))), y(size_t(kiln::shape_numel(ys)));
+      const float* src[] = {xb.data(), nullptr};
+      float* dst[] = {yb.data()};
+      inst.kernel->run(kiln::KernelArgs{src, dst}, 0, inst.kernel->tiles());
+      kiln::convert_layout(yb.data(), l, y.data(), kiln::Layout::nchw, ys);
+      // The plain reduction over the dims ys keeps at 1.
+      for (int64_t nn = 0; nn < ys[0]; ++nn)
+        for (int64_t c = 0; c < ys[1]; ++c)
+          for (int64_t h = 0; h < ys[2]; ++h)
+            for (int64_t w = 0; w < ys[3]; ++w) {
+              double acc = std::string(it->op) == "ReduceMax" ? -1e30 : 0;
+              int64_t cnt = 0;
+              for (int64_t hh = 0; hh < xs[2]; ++hh)
+                for (int64_t ww = 0; ww < xs[3]; ++ww) {
+                  if ((ys[2] != 1 || xs[2] == 1) && hh != h) continue;
+                  if ((ys[3] != 1 || xs[3] == 1) && ww != w) continue;
+                  const double v = x[size_t(((nn * xs[1] + c) * xs[2] + hh) * xs[3] + ww)];
+                  const std::string op = it->op;
+                  acc = op == "ReduceMax"  ? std::max(acc, v)
+                        : op == "ReduceL2" ? acc + v * v
+                                           : acc + v;
+                  ++cnt;
+                }
+              const std::string op = it->op;
+              const double want = op == "ReduceMean" ? acc / double(cnt)
+                                  : op == "ReduceL2" ? std::sqrt(acc)
+                                                     : acc;
+              const double got = y[size_t(((nn * ys[1] + c) * ys[2] + h) * ys[3] + w)];
+              CHECK(std::fabs(got - want) <= 1e-4 * (1 + std::fabs(want)));
+            }
+      ++checked;
+    }
+  }
+  CHECK(checked >= 4);
 }
