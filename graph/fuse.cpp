@@ -1,18 +1,39 @@
 // fuse_epilogues: elementwise consumers of a Conv/Gemm output become the node's post-ops; so do
 // unary ones of a BatchNormalization (the pre-activation BN+Relu that fold_batchnorm could not
-// fold into a conv: one pass over the tensor instead of two).
+// fold into a conv: one pass over the tensor instead of two), and of a MatMul by a constant
+// matrix (a Linear layer on [.., tokens, C]: its bias Add, activation, per-channel scale and
+// residual in the FC kernel's epilogue instead of one pass each).
 #include <cmath>
 #include <optional>
 
+#include "graph/canonicalize.h"
 #include "graph/passes.h"
 #include "graph/post_ops.h"
 
 namespace kiln {
 namespace {
 
-// `residual`: the fused op is an Add reading another tensor (Conv and Gemm only).
-bool is_fusion_target(const Node& n, bool residual = false) {
-  return n.op == "Conv" || n.op == "Gemm" || (!residual && n.op == "BatchNormalization");
+// A MatMul of an f32 activation (rank >= 2) by a constant 2-D f32 matrix: the FC kernels'.
+bool is_linear(const Graph& g, const Node& n) {
+  if (n.op != "MatMul" || n.inputs.size() != 2 || n.in(0) == kNoValue || n.in(1) == kNoValue)
+    return false;
+  const Value &a = g.value(n.in(0)), &b = g.value(n.in(1));
+  return !a.is_const() && a.dtype == DType::f32 && a.shape.size() >= 2 && b.is_const() &&
+         b.dtype == DType::f32 && b.shape.size() == 2;
+}
+
+// `residual`: the fused op is an Add reading another tensor (Conv, Gemm and such a MatMul).
+bool is_fusion_target(const Graph& g, const Node& n, bool residual = false) {
+  return n.op == "Conv" || n.op == "Gemm" || (!residual && n.op == "BatchNormalization") ||
+         (n.op == "MatMul" && (is_linear(g, n) || n.has("post_ops")));
+}
+
+// Whether constant c scales / shifts the last dim of y only: shape [N] or [1, .., 1, N].
+bool last_dim_vector(const Value& c, const Shape& y) {
+  if (!c.is_const() || c.dtype != DType::f32 || c.shape.empty() || y.empty() ||
+      c.shape.size() > y.size() || c.shape.back() != y.back())
+    return false;
+  return shape_numel(c.shape) == y.back();
 }
 
 class Fuser {
@@ -35,7 +56,7 @@ class Fuser {
   int target_for(ValueId v, int user, bool residual = false) const {
     if (v == kNoValue || g_.is_output(v)) return -1;
     int p = prod_[size_t(v)];
-    if (p < 0 || !is_fusion_target(g_.nodes[size_t(p)], residual)) return -1;
+    if (p < 0 || !is_fusion_target(g_, g_.nodes[size_t(p)], residual)) return -1;
     const auto& c = cons_[size_t(v)];
     if (c.size() != 1 || c[0] != user) return -1;
     // Only the primary output may be fused (Conv/Gemm have one anyway).
@@ -51,8 +72,8 @@ class Fuser {
   void fuse(int p, int j, const PostOp& op, std::vector<ValueId> extra) {
     Node fused = std::move(g_.nodes[size_t(p)]);
     g_.nodes[size_t(p)].op.clear();  // tombstone
-    // Extra inputs start at index 3 for both Conv and Gemm (after the optional bias / C);
-    // BatchNormalization gets none (unary post-ops only).
+    // Extra inputs start at index 3 for Conv, Gemm and MatMul (after the optional bias / C;
+    // MatMul's slot 2 stays empty); BatchNormalization gets none (unary post-ops only).
     if (fused.inputs.size() < 3) fused.inputs.resize(3, kNoValue);
     append_post_op(fused, op, extra);
     ValueId out = g_.nodes[size_t(j)].outputs[0];
@@ -68,6 +89,9 @@ class Fuser {
   int try_fuse(int j) {
     const Node& n = g_.nodes[size_t(j)];
     if (n.op.empty() || n.outputs.empty() || n.inputs.empty()) return 0;
+    if ((n.op == "Add" || n.op == "Sub" || n.op == "Mul") && n.inputs.size() == 2 &&
+        try_fuse_vector(j))
+      return 1;
     if (n.op == "Add" && n.inputs.size() == 2) return try_fuse_add(j);
     if (n.op == "Mul" && n.inputs.size() == 2) return try_fuse_swish(j);
     const std::optional<PostOp> op = unary_post_op(g_, n);
@@ -76,6 +100,44 @@ class Fuser {
     if (p < 0) return 0;
     fuse(p, j, *op, {});
     return 1;
+  }
+
+  // y = x + c, x - c or x * c (Add / Mul either order) with c a constant along the last dim of
+  // a Gemm's or linear MatMul's output (a bias, a per-channel scale): a scale_shift post-op, its
+  // scale and shift [N] constants the extra inputs.
+  int try_fuse_vector(int j) {
+    const Node& n = g_.nodes[size_t(j)];
+    for (int k = 0; k < 2; ++k) {
+      if (n.op == "Sub" && k == 1) break;
+      const ValueId x = n.inputs[size_t(k)], c = n.inputs[size_t(1 - k)];
+      if (x == kNoValue || c == kNoValue || g_.value(x).dtype != DType::f32) continue;
+      const Shape& ys = g_.value(n.outputs[0]).shape;
+      if (g_.value(x).shape != ys || !last_dim_vector(g_.value(c), ys)) continue;
+      const int p = target_for(x, j);
+      if (p < 0 || (g_.nodes[size_t(p)].op != "Gemm" && g_.nodes[size_t(p)].op != "MatMul"))
+        continue;
+      const int64_t cn = ys.back();
+      Tensor scale(DType::f32, {cn}), shift(DType::f32, {cn});
+      // (Read before const_for adds values: it may move them.)
+      const float* cv = g_.value(c).constant->data<float>();
+      for (int64_t i = 0; i < cn; ++i) {
+        const bool mul = n.op == "Mul";
+        scale.data<float>()[i] = mul ? cv[i] : 1.f;
+        shift.data<float>()[i] = mul ? 0.f : n.op == "Sub" ? -cv[i] : cv[i];
+      }
+      const ValueId sv = const_for(g_, n, "scale", std::move(scale));
+      const ValueId tv = const_for(g_, n, "shift", std::move(shift));
+      for (ValueId v : {sv, tv}) {
+        if (size_t(v) >= prod_.size()) prod_.resize(size_t(v) + 1, -1);
+        if (size_t(v) >= cons_.size()) cons_.resize(size_t(v) + 1);
+        cons_[size_t(v)] = {j};
+      }
+      PostOp op;
+      op.kind = PostOp::Kind::scale_shift;
+      fuse(p, j, op, {sv, tv});
+      return 1;
+    }
+    return 0;
   }
 
   // Add(a, b) with equal shapes: fuse into the producer of one operand, the other becomes the
@@ -117,7 +179,7 @@ class Fuser {
       if (g_.is_output(x) || prod_[size_t(x)] < 0) continue;
       int p = prod_[size_t(x)];
       const auto& cx = cons_[size_t(x)];
-      if (!is_fusion_target(g_.nodes[size_t(p)]) || cx.size() != 2) continue;
+      if (!is_fusion_target(g_, g_.nodes[size_t(p)]) || cx.size() != 2) continue;
       if (!((cx[0] == ps && cx[1] == j) || (cx[0] == j && cx[1] == ps))) continue;
       g_.nodes[size_t(ps)].op.clear();  // the gate is absorbed
       PostOp op;

@@ -104,7 +104,9 @@ int remove_dead_code(Graph& g);
 
 // Fuses elementwise consumers into the producing Conv/Gemm's epilogue (graph/post_ops.h):
 // Relu, LeakyRelu, Clip (constant bounds), Sigmoid, HardSigmoid, HardSwish, x*Sigmoid(x)
-// (swish), and Add of a same-shape tensor (the residual). The producer's output must have no
+// (swish), and Add of a same-shape tensor (the residual); likewise into a MatMul by a constant
+// 2-D matrix (extra inputs from slot 3), and into it or a Gemm an Add / Sub / Mul of a constant
+// along the output's last dim (a bias, a per-channel scale: a scale_shift post-op). The producer's output must have no
 // other consumer and not be a graph output. The fused node takes the consumer's place in the
 // order, where all operands are available. Then a BatchNormalization (with its fused
 // activations) whose input is a channel Concat read by nothing else becomes part of the Concat:

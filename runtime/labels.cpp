@@ -614,8 +614,8 @@ std::unique_ptr<Kernel> make_fc(const Graph& g, const Node& n, Isa isa, std::str
         bias->data<float>()[j] = beta * cv.constant->data<float>()[j];
       p.bias = true;
     }
-  } else if (n.has("post_ops")) {
-    return *why = "MatMul with post-ops", nullptr;
+  } else {
+    p.post = parse_post_ops(n, 3);  // (fuse_epilogues leaves a MatMul's slot 2 empty)
   }
   return create_fc_kernel(p, isa, *w.constant, trans_b, gemm ? n.attr_f("alpha", 1.f) : 1.f,
                           bias ? &*bias : nullptr, why, bf16, std::move(int8));

@@ -2,9 +2,10 @@
 
 namespace kiln::ref {
 
-Epilogue::Epilogue(const Node& node, const Inputs& in, int first_extra_input, const Tensor& out)
+Epilogue::Epilogue(const Node& node, const Inputs& in, int first_extra_input, const Tensor& out,
+                   size_t channel_dim)
     : ops_(parse_post_ops(node, first_extra_input)) {
-  const int64_t channels = out.shape().size() >= 2 ? out.shape()[1] : 1;
+  const int64_t channels = out.shape().size() > channel_dim ? out.shape()[channel_dim] : 1;
   for (const PostOp& op : ops_) {
     const float* a = nullptr;
     const float* b = nullptr;

@@ -14,8 +14,9 @@ class Epilogue {
  public:
   // Parses the node's post-ops (extra inputs start at `first_extra_input`) and checks their
   // tensors: a residual has the output's shape, scale/shift are 1-D [channels] where the
-  // channel is output dim 1.
-  Epilogue(const Node& node, const Inputs& in, int first_extra_input, const Tensor& out);
+  // channel is output dim `channel_dim` (Conv, Gemm: 1; MatMul: the last).
+  Epilogue(const Node& node, const Inputs& in, int first_extra_input, const Tensor& out,
+           size_t channel_dim = 1);
 
   bool empty() const { return ops_.empty(); }
 

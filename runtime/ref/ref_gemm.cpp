@@ -92,7 +92,6 @@ void matmul(const Node& node, const Inputs& in, const Outputs& out) {
   expect_dtype(node, A, DType::f32, "input A");
   expect_dtype(node, B, DType::f32, "input B");
   expect_dtype(node, Y, DType::f32, "output");
-  if (node.has("post_ops")) node.fail(Code::unsupported, "fused post-ops on MatMul");
   if (A.shape().empty() || B.shape().empty())
     node.fail(Code::invalid_model, "inputs must have rank >= 1");
   // 1-D operands are promoted to [1, K] / [K, 1]; the added dim is dropped from the output.
@@ -124,6 +123,11 @@ void matmul(const Node& node, const Inputs& in, const Outputs& out) {
     for (int64_t t = 0; t < len; ++t)
       matmul_2d(ap + o[0] + t * s[0], bp + o[1] + t * s[1], yp + o[2] + t * s[2], M, K, N);
   });
+  // Fused post-ops (a linear MatMul's: graph/fuse.cpp), per row of N channels.
+  const Epilogue epilogue(node, in, 3, Y, Y.shape().empty() ? 0 : Y.shape().size() - 1);
+  if (!epilogue.empty())
+    for (int64_t r = 0, rows = Y.numel() / std::max<int64_t>(N, 1); r < rows; ++r)
+      epilogue.apply_row(yp + r * N, N, r * N, 0, 1);
 }
 
 }  // namespace kiln::ref

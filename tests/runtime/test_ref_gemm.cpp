@@ -205,8 +205,11 @@ TEST_CASE("ref Gemm: fused post-ops (graph/post_ops.h)") {
   check_f32(
       run1(gemm_with({"add", "relu"}, {0, 0}, {0, 0}), {&A, &B, nullptr, &res}, DType::f32, {1, 4}),
       {1, 4}, {7, 20, 31, 43});
+  // A linear MatMul's (graph/fuse.cpp): extra inputs from slot 3, the channel its last dim, per
+  // row of a 3-D output.
   Node mm = make_node("MatMul", {}, "mm_pp");
-  set_post_ops(mm, {"relu"}, {0}, {0});
-  Tensor Bm = f32({2, 4}, {-3, 0, 1, 3, 9, 9, 9, 9});
-  check_error([&] { run1(mm, {&A, &Bm}, DType::f32, {1, 4}); }, Code::unsupported, "mm_pp");
+  set_post_ops(mm, {"scale_shift", "relu"}, {0, 0}, {0, 0});
+  Tensor A3 = f32({2, 1, 2}, {1, 0, 0, -1});  // rows 0 and -1 x row 1 of B
+  check_f32(run1(mm, {&A3, &B, nullptr, &scale, &shift}, DType::f32, {2, 1, 4}), {2, 1, 4},
+            {0, 0, 3, 13, 0, 0, 0, 0});
 }
