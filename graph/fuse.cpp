@@ -1,8 +1,9 @@
 // fuse_epilogues: elementwise consumers of a Conv/Gemm output become the node's post-ops; so do
 // unary ones of a BatchNormalization (the pre-activation BN+Relu that fold_batchnorm could not
-// fold into a conv: one pass over the tensor instead of two), and of a MatMul by a constant
-// matrix (a Linear layer on [.., tokens, C]: its bias Add, activation, per-channel scale and
-// residual in the FC kernel's epilogue instead of one pass each).
+// fold into a conv: one pass over the tensor instead of two), of a MatMul by a constant matrix
+// (a Linear layer on [.., tokens, C]: its bias Add, activation, per-channel scale and residual in
+// the FC kernel's epilogue instead of one pass each), and of standalone elementwise ops (Add,
+// Mul, a unary op: a chain of them one pass).
 #include <cmath>
 #include <optional>
 
@@ -22,10 +23,25 @@ bool is_linear(const Graph& g, const Node& n) {
          b.dtype == DType::f32 && b.shape.size() == 2;
 }
 
+// A standalone elementwise node whose kernels (the glue eltwise kernel, the broadcast binary
+// kernel) and reference run a chain of unary post-ops after it: an f32 Add / Sub / Mul / Div,
+// or a unary op of the glue kernels' (not the quantizing ones: their u8 kernel takes none).
+bool is_elementwise_target(const Graph& g, const Node& n) {
+  if (n.outputs.size() != 1 || n.outputs[0] == kNoValue ||
+      g.value(n.outputs[0]).dtype != DType::f32 || n.op == "QuantizeDequantize" ||
+      n.op == "Quantize")
+    return false;
+  for (ValueId v : n.inputs)
+    if (v == kNoValue || g.value(v).dtype != DType::f32) return false;
+  if (n.op == "Add" || n.op == "Sub" || n.op == "Mul" || n.op == "Div") return n.inputs.size() == 2;
+  return elementwise_post_op(g, n).has_value();
+}
+
 // `residual`: the fused op is an Add reading another tensor (Conv, Gemm and such a MatMul).
 bool is_fusion_target(const Graph& g, const Node& n, bool residual = false) {
   return n.op == "Conv" || n.op == "Gemm" || (!residual && n.op == "BatchNormalization") ||
-         (n.op == "MatMul" && (is_linear(g, n) || n.has("post_ops")));
+         (n.op == "MatMul" && (is_linear(g, n) || n.has("post_ops"))) ||
+         (!residual && is_elementwise_target(g, n));
 }
 
 // Whether constant c scales / shifts the last dim of y only: shape [N] or [1, .., 1, N].
@@ -74,7 +90,9 @@ class Fuser {
     g_.nodes[size_t(p)].op.clear();  // tombstone
     // Extra inputs start at index 3 for Conv, Gemm and MatMul (after the optional bias / C;
     // MatMul's slot 2 stays empty); BatchNormalization gets none (unary post-ops only).
-    if (fused.inputs.size() < 3) fused.inputs.resize(3, kNoValue);
+    // (An elementwise target takes unary post-ops only: its inputs stay as they are.)
+    const bool slots = fused.op == "Conv" || fused.op == "Gemm" || fused.op == "MatMul";
+    if (slots && fused.inputs.size() < 3) fused.inputs.resize(3, kNoValue);
     append_post_op(fused, op, extra);
     ValueId out = g_.nodes[size_t(j)].outputs[0];
     fused.outputs[0] = out;
@@ -92,12 +110,21 @@ class Fuser {
     if ((n.op == "Add" || n.op == "Sub" || n.op == "Mul") && n.inputs.size() == 2 &&
         try_fuse_vector(j))
       return 1;
+    if ((n.op == "Add" || n.op == "Sub" || n.op == "Mul") && n.inputs.size() == 2 &&
+        try_fuse_scalar(j))
+      return 1;
     if (n.op == "Add" && n.inputs.size() == 2) return try_fuse_add(j);
     if (n.op == "Mul" && n.inputs.size() == 2) return try_fuse_swish(j);
-    const std::optional<PostOp> op = unary_post_op(g_, n);
+    // The glue kernels' ops (Tanh, Exp, Neg, Pow by a constant, ...) go after elementwise ops
+    // only; a quantize-dequantize never does (it may store the uint8 an int8 conv reads).
+    const bool qdq = n.op == "QuantizeDequantize" || n.op == "Quantize";
+    std::optional<PostOp> op = unary_post_op(g_, n);
+    if (!op && !qdq) op = elementwise_post_op(g_, n);
     if (!op) return 0;
     int p = target_for(n.in(0), j);
     if (p < 0) return 0;
+    const bool elementwise = is_elementwise_target(g_, g_.nodes[size_t(p)]);
+    if (elementwise ? qdq : glue_only(op->kind)) return 0;
     fuse(p, j, *op, {});
     return 1;
   }
@@ -135,6 +162,30 @@ class Fuser {
       PostOp op;
       op.kind = PostOp::Kind::scale_shift;
       fuse(p, j, op, {sv, tv});
+      return 1;
+    }
+    return 0;
+  }
+
+  // y = x + c, x - c, c - x or x * c with c an f32 scalar constant, x from a standalone
+  // elementwise op: a linear post-op (x * alpha + beta with alpha 1 or beta 0: exact).
+  int try_fuse_scalar(int j) {
+    const Node& n = g_.nodes[size_t(j)];
+    for (int k = 0; k < 2; ++k) {
+      const ValueId x = n.inputs[size_t(k)], c = n.inputs[size_t(1 - k)];
+      if (x == kNoValue || c == kNoValue) continue;
+      const Value& cv = g_.value(c);
+      if (!cv.is_const() || cv.dtype != DType::f32 || cv.constant->numel() != 1 ||
+          g_.value(x).shape != g_.value(n.outputs[0]).shape)
+        continue;
+      const int p = target_for(x, j);
+      if (p < 0 || !is_elementwise_target(g_, g_.nodes[size_t(p)])) continue;
+      const float v = cv.constant->data<float>()[0];
+      PostOp op;
+      op.kind = PostOp::Kind::linear;
+      op.alpha = n.op == "Mul" ? v : n.op == "Sub" && k == 1 ? -1.f : 1.f;
+      op.beta = n.op == "Mul" ? 0.f : n.op == "Sub" && k == 0 ? -v : v;
+      fuse(p, j, op, {});
       return 1;
     }
     return 0;

@@ -49,8 +49,9 @@ const char* const kKindNames[] = {"relu",
                                   "quant_dequant_u8",
                                   "quant_dequant_s8",
                                   "sin",
-                                  "cos"};
-static_assert(std::size(kKindNames) == size_t(PostOp::Kind::cos) + 1);
+                                  "cos",
+                                  "linear"};
+static_assert(std::size(kKindNames) == size_t(PostOp::Kind::linear) + 1);
 
 // The ONNX ops that map to one glue-only kind, with their attributes' names and defaults.
 struct GlueUnary {
@@ -301,6 +302,11 @@ float apply_post_op(const PostOp& op, float x, float residual, float scale, floa
       return std::sin(x);
     case PostOp::Kind::cos:
       return std::cos(x);
+    case PostOp::Kind::linear: {
+      // Two roundings, as the kernels (no FMA); no + 0, which would turn -0 into +0.
+      const volatile float product = x * op.alpha;
+      return op.beta == 0.f ? product : product + op.beta;
+    }
     case PostOp::Kind::gelu_tanh: {  // in double
       const double d = x;
       return float(0.5 * d * (1 + std::tanh(0.79788456080286536 * (d + 0.044715 * d * d * d))));
@@ -330,7 +336,7 @@ std::string post_ops_str(const std::vector<PostOp>& ops) {
     };
     using K = PostOp::Kind;
     if (op.kind == K::clip || op.kind == K::hardsigmoid || op.kind == K::selu ||
-        is_quant_dequant(op.kind)) {
+        op.kind == K::linear || is_quant_dequant(op.kind)) {
       num(op.alpha);
       s += '_';
       num(op.beta);

@@ -4,11 +4,11 @@
 // Representation on the node (written by fuse_epilogues, read by every kernel):
 //   attr "post_ops"   strings, one per op, in order: relu, leaky_relu, clip, sigmoid, swish,
 //                     hardswish, hardsigmoid, add, scale_shift, gelu (tanh, sqrt, erf, pow, exp,
-//                     log, ... gelu_tanh: the glue kernels' vocabulary only, never fused
-//                     into a conv epilogue)
+//                     log, ... gelu_tanh, sin, cos, linear: the glue kernels' vocabulary only,
+//                     never fused into a conv epilogue)
 //   attr "post_alpha" floats, same length: leaky_relu slope, clip min, hardsigmoid alpha, pow
-//                     exponent, elu / selu / celu alpha, thresholded_relu alpha
-//   attr "post_beta"  floats, same length: clip max, hardsigmoid beta, selu gamma
+//                     exponent, elu / selu / celu alpha, thresholded_relu alpha, linear alpha
+//   attr "post_beta"  floats, same length: clip max, hardsigmoid beta, selu gamma, linear beta
 //   extra node inputs after the op's own ones, in post-op order: `add` takes one (a tensor of
 //   the output's shape: the residual), `scale_shift` takes two (per-output-channel scale and
 //   shift, 1-D [C]).
@@ -69,6 +69,10 @@ struct PostOp {
     // Standalone only, as tanh .. gelu_tanh (after the quantize kinds: the enum's numbers stay).
     sin,
     cos,
+    // x * alpha + beta, two roundings (standalone only: a Mul / Add / Sub by a scalar constant
+    // fused after another elementwise op; graph/fuse.cpp makes alpha 1 or beta 0, so it is
+    // exact either way).
+    linear,
   };
   Kind kind = Kind::relu;
   float alpha = 0, beta = 0;
@@ -90,10 +94,10 @@ inline QuantRange quant_dequant_range(PostOp::Kind k) {
 inline float quant_dequant_u8_zero(const PostOp& op) {
   return op.beta + (op.kind == PostOp::Kind::quant_dequant_s8 ? 128.f : 0.f);
 }
-// The kinds only the standalone elementwise kernels compute (tanh ... quantize_s8), never a conv
-// epilogue.
+// The kinds only the standalone elementwise kernels compute (tanh ... quantize_s8, sin, cos,
+// linear), never a conv epilogue.
 inline bool glue_only(PostOp::Kind k) {
-  return k >= PostOp::Kind::tanh && k <= PostOp::Kind::quantize_s8;
+  return (k >= PostOp::Kind::tanh && k <= PostOp::Kind::quantize_s8) || k >= PostOp::Kind::sin;
 }
 // The most post-ops one node carries: fuse_epilogues stops there (a longer chain would leave
 // the node to the reference kernel), and the JIT epilogues' operand blocks hold that many.

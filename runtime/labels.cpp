@@ -115,14 +115,21 @@ bool conv_jit_ok(const Graph& g, const Node& n, std::string* why) {
 }
 
 std::optional<std::vector<PostOp>> eltwise_ops(const Graph& g, const Node& n) {
-  if (std::optional<PostOp> op = elementwise_post_op(g, n)) return std::vector<PostOp>{*op};
-  if (n.op != "Add" && n.op != "Sum") return std::nullopt;
-  std::vector<PostOp> adds(n.op == "Add" ? 1 : n.inputs.size() - 1);  // Sum: y = x0 + x1 + ...
-  for (size_t k = 0; k < adds.size(); ++k) {
-    adds[k].kind = PostOp::Kind::add;
-    adds[k].input = int(k) + 1;
+  std::vector<PostOp> ops;
+  if (std::optional<PostOp> op = elementwise_post_op(g, n)) {
+    ops.push_back(*op);
+  } else if (n.op == "Add" || n.op == "Sum") {
+    ops.resize(n.op == "Add" ? 1 : n.inputs.size() - 1);  // Sum: y = x0 + x1 + ...
+    for (size_t k = 0; k < ops.size(); ++k) {
+      ops[k].kind = PostOp::Kind::add;
+      ops[k].input = int(k) + 1;
+    }
+  } else {
+    return std::nullopt;
   }
-  return adds;
+  // The unary ops fused after it (graph/fuse.cpp: no extra inputs).
+  for (const PostOp& op : parse_post_ops(n, int(n.inputs.size()))) ops.push_back(op);
+  return ops;
 }
 
 // ---- Broadcast binary ops and per-channel affine maps (LabelKind::bcast) ----

@@ -631,6 +631,10 @@ void emit_post_op(AsmBuilder& b, const x86::Vec& a, const PostOp& op) {
     case K::cos:
       emit_sin_cos(b, a, op.kind == K::cos);
       break;
+    case K::linear:  // x * alpha + beta, two roundings, no + 0 (apply_post_op)
+      if (op.alpha != 1.f) cc.vmulps(a, a, b.cf32(op.alpha));
+      if (op.beta != 0.f) cc.vaddps(a, a, b.cf32(op.beta));
+      break;
     case K::thresholded_relu: {  // x > alpha ? x : 0 (NaN: 0)
       x86::Vec r = zero();
       select_if(b, r, a, a, b.cf32(op.alpha), kGtOq);

@@ -12,6 +12,19 @@ namespace kiln::ref {
 
 namespace {
 
+// The unary post-ops fused after a standalone elementwise node (graph/fuse.cpp), applied to its
+// f32 output.
+void fused_post_ops(const Node& node, Tensor& y) {
+  if (!node.has("post_ops") || y.dtype() != DType::f32) return;
+  const std::vector<PostOp> ops = parse_post_ops(node, int(node.inputs.size()));
+  for (const PostOp& op : ops)
+    if (op.input >= 0)
+      node.fail(Code::invalid_model, "a fused post-op of an elementwise op reads an input");
+  float* yp = y.data<float>();
+  for (int64_t i = 0; i < y.numel(); ++i)
+    for (const PostOp& op : ops) yp[i] = apply_post_op(op, yp[i], 0, 1, 0);
+}
+
 // y = f(x) over an f32 tensor, into a tensor of the same shape: f32, or bool (IsNaN, IsInf).
 template <class F, class TY = float>
 void unary(const Node& node, const Inputs& in, const Outputs& out, F f) {
@@ -23,6 +36,7 @@ void unary(const Node& node, const Inputs& in, const Outputs& out, F f) {
   const float* xp = x.data<float>();
   TY* yp = y.data<TY>();
   for (int64_t i = 0; i < x.numel(); ++i) yp[i] = TY(f(xp[i]));
+  fused_post_ops(node, y);
 }
 
 enum class Arith { add, sub, mul, div };
@@ -57,9 +71,10 @@ void arith(const Node& node, const Inputs& in, const Outputs& out) {
   Tensor& y = req_output(node, out, 0);
   expect_dtype(node, b, a.dtype(), "input 1");
   expect_dtype(node, y, a.dtype(), "output");
-  if (a.dtype() == DType::f32)
+  if (a.dtype() == DType::f32) {
     broadcast_binary<float, float, float>(node, a, b, y, arith_f32<A>);
-  else
+    fused_post_ops(node, y);
+  } else
     broadcast_binary<int64_t, int64_t, int64_t>(
         node, a, b, y, [&](int64_t p, int64_t q) { return arith_i64<A>(node, p, q); });
 }
@@ -194,6 +209,7 @@ void pow_op(const Node& node, const Inputs& in, const Outputs& out) {
   // x^2 (the decomposed LayerNorm's square) exactly as x * x, as PyTorch computes it.
   broadcast_binary<float, float, float>(
       node, a, b, y, [](float x, float e) { return e == 2.f ? x * x : std::pow(x, e); });
+  fused_post_ops(node, y);
 }
 
 // Sum / Max / Min / Mean of any number of broadcasting inputs: y = in0, then y = op(y, in_k)

@@ -5,6 +5,7 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <map>
 #include <string>
@@ -30,9 +31,17 @@ std::vector<float> run_first_output(const Graph& g) {
   return std::vector<float>(y.data<float>(), y.data<float>() + y.numel());
 }
 
+// Per op: its nodes, and the post-ops of that name fused into others ("Erf" counts an erf).
 std::map<std::string, int> ops(const Graph& g) {
   std::map<std::string, int> m;
-  for (const Node& n : g.nodes) ++m[n.op];
+  for (const Node& n : g.nodes) {
+    ++m[n.op];
+    if (const auto it = n.attrs.find("post_ops"); it != n.attrs.end())
+      for (std::string name : it->second.strings) {
+        if (!name.empty()) name[0] = char(std::toupper(name[0]));
+        ++m[name];
+      }
+  }
   return m;
 }
 

@@ -74,7 +74,8 @@ double truth(const PostOp& op, float x) {
       const double lo = op.kind == K::quantize_u8 ? 0 : -128;
       return std::clamp(std::nearbyint(double(q)) + op.beta, lo, lo + 255);
     }
-    default:  // neg, abs, reciprocal, floor, ceil, round, thresholded_relu: exact in float
+    default:  // neg, abs, reciprocal, floor, ceil, round, thresholded_relu, linear: exact in
+              // float
       return apply_post_op(op, x, 0, 0, 0);
   }
 }
@@ -90,6 +91,7 @@ double budget(const PostOp& op) {
     case K::ceil:
     case K::round:
     case K::thresholded_relu:
+    case K::linear:
     case K::quant_dequant_u8:  // one rounding (the last multiply)
     case K::quant_dequant_s8:
       return 0.5;
@@ -201,6 +203,12 @@ const std::vector<PostOp>& unary_ops() {
                              mk(K::thresholded_relu, -0.5f),
                              mk(K::sin),
                              mk(K::cos)};
+    for (auto [a, b] : {std::pair{1.5f, 0.f}, std::pair{1.f, 0.5f}, std::pair{-1.f, 2.25f},
+                        std::pair{1.f, -0.1f}, std::pair{0.7f, 0.f}}) {
+      PostOp lin = mk(K::linear, a);  // (graph/fuse.cpp: alpha 1 or beta 0)
+      lin.beta = b;
+      v.push_back(lin);
+    }
     PostOp selu = mk(K::selu, 1.67326319217681884765625f);
     selu.beta = 1.05070102214813232421875f;
     v.push_back(selu);
