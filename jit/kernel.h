@@ -5,6 +5,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -57,6 +58,31 @@ class Kernel {
  protected:
   // args.scratch as floats; an internal error naming the kernel when the caller gave none.
   float* scratch_floats(const KernelArgs& args) const;
+};
+
+// The packer of a kernel's run-time weights (Kernel::runtime_packing), for any family: tile t
+// packs part t of the weights (src[0], the model's layout) into dst[0]; tile 0 also writes the
+// bias part (src[1], or null: zeros). Parts must cover disjoint bytes.
+class WeightPacker final : public Kernel {
+ public:
+  using Part = std::function<void(int64_t t, const float* weights, float* out)>;
+  using Bias = std::function<void(const float* bias, float* out)>;
+  WeightPacker(std::string name, int64_t tiles, Part part, Bias bias)
+      : name_(std::move(name)), tiles_(tiles), part_(std::move(part)), bias_(std::move(bias)) {}
+  const std::string& name() const override { return name_; }
+  int64_t tiles() const override { return tiles_; }
+  void run(const KernelArgs& args, int64_t begin, int64_t end) const override {
+    for (int64_t t = begin; t < end; ++t) {
+      part_(t, args.src[0], args.dst[0]);
+      if (t == 0) bias_(args.src[1], args.dst[0]);
+    }
+  }
+
+ private:
+  std::string name_;
+  int64_t tiles_;
+  Part part_;
+  Bias bias_;
 };
 
 // What a kernel factory returns when it declines a problem: no kernel, and the reason in

@@ -48,33 +48,24 @@ void pack_group(const DirectConf& c, ModelFloats w, int64_t g, float* o, float* 
 
 // Computed weights (f32): src[0] weights, src[1] bias or null -> dst[0], the packed weights
 // then the bias (ocb * simd floats). A tile is an oc group; tile 0 also packs the bias.
-class DirectWeightPacker : public Kernel {
- public:
-  explicit DirectWeightPacker(const DirectConf& c)
-      : c_(c), name_("direct_pack_weights"), off_(group_offsets(c)) {}
-  const std::string& name() const override { return name_; }
-  int64_t tiles() const override { return c_.oc_groups; }
-  void run(const KernelArgs& args, int64_t begin, int64_t end) const override {
-    float* out = args.dst[0];
-    for (int64_t g = begin; g < end; ++g) {
-      pack_group(c_, ModelFloats(args.src[0]), g, out + off_[size_t(g)], out + off_[size_t(g) + 1]);
-      if (g == 0) {
-        float* b = out + off_.back();
-        std::fill(b, b + c_.ocb * c_.simd, 0.f);
-        if (args.src[1]) std::copy(args.src[1], args.src[1] + c_.p.oc, b);
-      }
-    }
-  }
-
- private:
-  DirectConf c_;
-  std::string name_;
-  std::vector<int64_t> off_;
-};
+// Computed weights packed every run, one oc group per tile; the bias [ocb x simd] after them.
+std::unique_ptr<Kernel> direct_weight_packer(const DirectConf& c) {
+  std::vector<int64_t> off = group_offsets(c);
+  return std::make_unique<WeightPacker>(
+      "direct_pack_weights", c.oc_groups,
+      [c, off](int64_t g, const float* w, float* out) {
+        pack_group(c, ModelFloats(w), g, out + off[size_t(g)], out + off[size_t(g) + 1]);
+      },
+      [c, end = off.back()](const float* b, float* out) {
+        float* bo = out + end;
+        std::fill(bo, bo + c.ocb * c.simd, 0.f);
+        if (b) std::copy(b, b + c.p.oc, bo);
+      });
+}
 
 class DirectKernel : public Kernel {
  public:
-  // w == nullptr: weights and bias packed every run (DirectWeightPacker) into src[1].
+  // w == nullptr: weights and bias packed every run (direct_weight_packer) into src[1].
   DirectKernel(const DirectConf& c, const Tensor* w, const Tensor* bias,
                const std::string& code_key)
       : c_(c),
@@ -96,7 +87,7 @@ class DirectKernel : public Kernel {
   }
   RuntimePacking runtime_packing() const override {
     if (!runtime_) return {};
-    return {std::make_unique<DirectWeightPacker>(c_), (group_off_.back() + c_.ocb * c_.simd) * 4};
+    return {direct_weight_packer(c_), (group_off_.back() + c_.ocb * c_.simd) * 4};
   }
 
   void run(const KernelArgs& args, int64_t begin, int64_t end) const override {

@@ -36,39 +36,32 @@ void pack_dw_weights(const DwConf& c, ModelFloats w, int64_t ch0, int64_t ch1, f
 // Run-time weights (f32): src[0] weights, src[1] bias or null -> dst[0], the packed weights
 // (c_pad * taps floats) then the bias (c_pad). A tile is one channel vector's channels; tile 0
 // also packs the bias.
-class DwWeightPacker : public Kernel {
- public:
-  explicit DwWeightPacker(const DwConf& c) : c_(c), name_("dw_pack_weights") {}
-  const std::string& name() const override { return name_; }
-  int64_t tiles() const override { return c_.cv; }
-  void run(const KernelArgs& args, int64_t begin, int64_t end) const override {
-    const int64_t taps = c_.p.kh * c_.p.kw, c_pad = c_.c_pad();
-    float* out = args.dst[0];
-    for (int64_t t = begin; t < end; ++t) {
-      const int64_t ch0 = t * c_.simd, ch1 = std::min(c_.p.ic, ch0 + c_.simd);
-      if (c_.nhwc) {
-        for (int64_t k = 0; k < taps; ++k)
-          std::fill(out + k * c_pad + ch0, out + k * c_pad + ch0 + c_.simd, 0.f);
-      } else {
-        std::fill(out + t * taps * c_.simd, out + (t + 1) * taps * c_.simd, 0.f);
-      }
-      pack_dw_weights(c_, ModelFloats(args.src[0]), ch0, ch1, out);
-      if (t == 0) {
-        float* b = out + c_pad * taps;
-        std::fill(b, b + c_pad, 0.f);
-        if (args.src[1]) std::copy(args.src[1], args.src[1] + c_.p.oc, b);
-      }
-    }
-  }
-
- private:
-  DwConf c_;
-  std::string name_;
-};
+// Computed weights packed every run, one channel vector per tile (its taps zeroed first: the
+// lanes past C stay 0); the bias [c_pad] after the taps.
+std::unique_ptr<Kernel> dw_weight_packer(const DwConf& c) {
+  const int64_t taps = c.p.kh * c.p.kw, c_pad = c.c_pad();
+  return std::make_unique<WeightPacker>(
+      "dw_pack_weights", c.cv,
+      [c, taps, c_pad](int64_t t, const float* w, float* out) {
+        const int64_t ch0 = t * c.simd, ch1 = std::min(c.p.ic, ch0 + c.simd);
+        if (c.nhwc) {
+          for (int64_t k = 0; k < taps; ++k)
+            std::fill(out + k * c_pad + ch0, out + k * c_pad + ch0 + c.simd, 0.f);
+        } else {
+          std::fill(out + t * taps * c.simd, out + (t + 1) * taps * c.simd, 0.f);
+        }
+        pack_dw_weights(c, ModelFloats(w), ch0, ch1, out);
+      },
+      [c, taps, c_pad](const float* b, float* out) {
+        float* bo = out + c_pad * taps;
+        std::fill(bo, bo + c_pad, 0.f);
+        if (b) std::copy(b, b + c.p.oc, bo);
+      });
+}
 
 class DwKernel : public Kernel {
  public:
-  // w == nullptr: the weights and bias are packed every run (DwWeightPacker) into src[1].
+  // w == nullptr: the weights and bias are packed every run (dw_weight_packer) into src[1].
   DwKernel(const DwConf& c, const Tensor* w, const Tensor* bias, const std::string& code_key)
       : c_(c),
         name_(c.name() + (w ? "" : "_rw")),
@@ -96,7 +89,7 @@ class DwKernel : public Kernel {
   }
   RuntimePacking runtime_packing() const override {
     if (!runtime_) return {};
-    return {std::make_unique<DwWeightPacker>(c_), c_.c_pad() * (c_.p.kh * c_.p.kw + 1) * 4};
+    return {dw_weight_packer(c_), c_.c_pad() * (c_.p.kh * c_.p.kw + 1) * 4};
   }
 
   void run(const KernelArgs& args, int64_t begin, int64_t end) const override {

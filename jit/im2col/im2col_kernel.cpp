@@ -41,45 +41,36 @@ int64_t packed_bias_floats(const Im2colConf& c) {
 // Run-time weights: packs src[0] (weights) and src[1] (bias or null) into dst[0], the packed
 // weights then the bias. A tile is a (conv group, column group) of NHWC's B or 16 rows of
 // NCHW's A; tile 0 also packs the bias.
-class Im2colWeightPacker : public Kernel {
- public:
-  explicit Im2colWeightPacker(const Im2colConf& c)
-      : c_(c),
-        name_("im2col_pack_weights_" + std::string(c.nhwc ? "nhwc" : "nchw")),
-        wei_floats_(packed_weight_floats(c)),
-        tiles_(c.nhwc ? c.p.groups * c.n_groups : (c.p.oc + kRows - 1) / kRows) {}
-  const std::string& name() const override { return name_; }
-  int64_t tiles() const override { return tiles_; }
-  void run(const KernelArgs& args, int64_t begin, int64_t end) const override {
-    const ModelFloats w(args.src[0]);
-    float* out = args.dst[0];
-    for (int64_t t = begin; t < end; ++t) {
-      if (c_.nhwc) {
-        const int64_t cg = t / c_.n_groups, g = t % c_.n_groups;
-        pack_weights_nhwc_part(c_, w, cg, g, out + nhwc_part_offset(c_, cg, g));
-      } else {
-        pack_weights_nchw_rows(c_, w, t * kRows, std::min(c_.p.oc, (t + 1) * kRows), out);
-      }
-      if (t == 0) pack_bias(c_, args.src[1], out + wei_floats_);
-    }
-  }
-  // Bias [OC] (or none: zeros) in the microkernel's layout.
-  static void pack_bias(const Im2colConf& c, const float* b, float* out) {
-    std::fill(out, out + packed_bias_floats(c), 0.f);
-    if (b && c.nhwc) std::copy(b, b + c.p.oc, out);
-    if (b && !c.nhwc) expand_rows(b, c.p.oc, c.simd, out);
-  }
+// Bias [OC] (or none: zeros) in the microkernel's layout.
+void pack_im2col_bias(const Im2colConf& c, const float* b, float* out) {
+  std::fill(out, out + packed_bias_floats(c), 0.f);
+  if (b && c.nhwc) std::copy(b, b + c.p.oc, out);
+  if (b && !c.nhwc) expand_rows(b, c.p.oc, c.simd, out);
+}
 
- private:
-  static constexpr int64_t kRows = 16;
-  Im2colConf c_;
-  std::string name_;
-  int64_t wei_floats_, tiles_;
-};
+// Computed weights packed every run: NHWC one (conv group, N group) part per tile, NCHW
+// kRows output channels per tile; the bias after the weights.
+std::unique_ptr<Kernel> im2col_weight_packer(const Im2colConf& c) {
+  constexpr int64_t kRows = 16;
+  const int64_t wei = packed_weight_floats(c);
+  return std::make_unique<WeightPacker>(
+      "im2col_pack_weights_" + std::string(c.nhwc ? "nhwc" : "nchw"),
+      c.nhwc ? c.p.groups * c.n_groups : (c.p.oc + kRows - 1) / kRows,
+      [c](int64_t t, const float* w, float* out) {
+        if (c.nhwc) {
+          const int64_t cg = t / c.n_groups, g = t % c.n_groups;
+          pack_weights_nhwc_part(c, ModelFloats(w), cg, g, out + nhwc_part_offset(c, cg, g));
+        } else {
+          pack_weights_nchw_rows(c, ModelFloats(w), t * kRows, std::min(c.p.oc, (t + 1) * kRows),
+                                 out);
+        }
+      },
+      [c, wei](const float* b, float* out) { pack_im2col_bias(c, b, out + wei); });
+}
 
 class Im2colKernel : public Kernel {
  public:
-  // w == nullptr: the weights and bias are packed every run (Im2colWeightPacker) into src[1].
+  // w == nullptr: the weights and bias are packed every run (im2col_weight_packer) into src[1].
   Im2colKernel(const Im2colConf& c, const Tensor* w, const Tensor* bias,
                const std::string& code_key)
       : c_(c),
@@ -98,7 +89,7 @@ class Im2colKernel : public Kernel {
         pack_weights_nhwc(c, ModelFloats(*w), wei_.data<float>());
       else
         pack_weights_nchw(c, ModelFloats(*w), wei_.data<float>());
-      Im2colWeightPacker::pack_bias(c, bias ? bias->data<float>() : nullptr, bias_.data<float>());
+      pack_im2col_bias(c, bias ? bias->data<float>() : nullptr, bias_.data<float>());
     }
     for (const PostOp& op : c.p.post) n_scale_shift_ += op.kind == PostOp::Kind::scale_shift;
     main_ = shared_generator<GemmGenerator>(code_key, "", c, c.nr, false, ldb(c.nr), name_);
@@ -121,7 +112,7 @@ class Im2colKernel : public Kernel {
   }
   RuntimePacking runtime_packing() const override {
     if (!runtime_) return {};
-    return {std::make_unique<Im2colWeightPacker>(c_), (wei_floats_ + packed_bias_floats(c_)) * 4};
+    return {im2col_weight_packer(c_), (wei_floats_ + packed_bias_floats(c_)) * 4};
   }
 
   void run(const KernelArgs& args, int64_t begin, int64_t end) const override {
