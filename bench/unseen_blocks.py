@@ -155,19 +155,22 @@ class HRFuse(nn.Module):
         return h2 + F.interpolate(self.lo2hi(l2), scale_factor=2, mode="nearest")
 
 
-def unseen_net(block, widths=(32, 64, 128, 256)):
-    """A classifier made of `block`: a 3x3 stride-2 stem, one block per width (stride 2 after the
-    first), GAP, FC."""
+def unseen_net(block, widths=(32, 64, 128, 256), plan=None, stem_width=None, stem_act=nn.ReLU):
+    """A classifier made of `block`: a 3x3 stride-2 stem (conv, BN, stem_act), one block per
+    (channels, stride) of `plan` (default: one per width, stride 2 after the first; a block's
+    output channels are its out_c where it has one), GAP, FC."""
+    plan = plan or [(w, 1 if i == 0 else 2) for i, w in enumerate(widths)]
+    stem_width = stem_width or widths[0]
 
     class Net(nn.Module):
         def __init__(self):
             super().__init__()
-            self.stem = nn.Sequential(nn.Conv2d(3, widths[0], 3, 2, 1, bias=False),
-                                      nn.BatchNorm2d(widths[0]), nn.ReLU())
-            cin, blocks = widths[0], []
-            for i, w in enumerate(widths):
-                blocks.append(block(cin, w, 1 if i == 0 else 2))
-                cin = w
+            self.stem = nn.Sequential(nn.Conv2d(3, stem_width, 3, 2, 1, bias=False),
+                                      nn.BatchNorm2d(stem_width), stem_act())
+            cin, blocks = stem_width, []
+            for w, stride in plan:
+                blocks.append(block(cin, w, stride))
+                cin = getattr(blocks[-1], "out_c", w)
             self.blocks = nn.Sequential(*blocks)
             self.fc = nn.Linear(cin, 1000)
 
@@ -737,25 +740,10 @@ class ReXBlock(nn.Module):
         return y
 
 
-def rexnet_like():
-    """A stem, then ReXBlocks of 21, 29, 37 / 45, 74 / 82, 149 / 157, 298 / 306 channels."""
-
-    class Net(nn.Module):
-        def __init__(self):
-            super().__init__()
-            self.stem = nn.Sequential(nn.Conv2d(3, 16, 3, 2, 1, bias=False), nn.BatchNorm2d(16), nn.SiLU())
-            blocks, cin = [], 16
-            for cout, s in ((21, 1), (29, 1), (37, 2), (45, 1), (74, 2), (82, 1), (149, 2), (157, 1),
-                            (298, 2), (306, 1)):
-                blocks.append(ReXBlock(cin, cout, s))
-                cin = cout
-            self.blocks = nn.Sequential(*blocks)
-            self.fc = nn.Linear(cin, 1000)
-
-        def forward(self, x):
-            return self.fc(self.blocks(self.stem(x)).mean((2, 3)))
-
-    return Net
+# ReXNet's channels, growing by a few per block (its stride-1 blocks add the shortcut to their
+# first input-channels).
+REXNET_PLAN = ((21, 1), (29, 1), (37, 2), (45, 1), (74, 2), (82, 1), (149, 2), (157, 1), (298, 2),
+               (306, 1))
 
 
 class NASReduce(nn.Module):
@@ -811,25 +799,6 @@ class DPNBlock(nn.Module):
         y = self.body(x)
         res = s[:, :self.res_c] + y[:, :self.res_c]
         return F.relu(torch.cat([res, s[:, self.res_c:], y[:, self.res_c:]], 1))
-
-
-def dpn_like():
-    class Net(nn.Module):
-        def __init__(self):
-            super().__init__()
-            self.stem = conv_bn(3, 32, 3, 2)
-            blocks, cin = [], 32
-            for i, w in enumerate((32, 64, 128, 256)):
-                b = DPNBlock(cin, w, 1 if i == 0 else 2)
-                blocks.append(b)
-                cin = b.out_c
-            self.blocks = nn.Sequential(*blocks)
-            self.fc = nn.Linear(cin, 1000)
-
-        def forward(self, x):
-            return self.fc(self.blocks(self.stem(x)).mean((2, 3)))
-
-    return Net
 
 
 class OSABlock(nn.Module):
@@ -930,9 +899,10 @@ UNSEEN = {"ghostnet_like": (unseen_net(GhostBlock), "224x224", 3, 7),
           "pvt_like": (unseen_net(PVTBlock), "224x224", 3, 7),
           "botnet_like": (unseen_net(BoTBlock), "224x224", 3, 7),
           "condensenet_like": (unseen_net(CondenseBlock), "224x224", 3, 7),
-          "rexnet_like": (rexnet_like(), "224x224", 3, 7),
+          "rexnet_like": (unseen_net(ReXBlock, plan=REXNET_PLAN, stem_width=16, stem_act=nn.SiLU),
+                          "224x224", 3, 7),
           "nasnet_like": (unseen_net(NASReduce), "224x224", 3, 7),
-          "dpn_like": (dpn_like(), "224x224", 3, 7),
+          "dpn_like": (unseen_net(DPNBlock), "224x224", 3, 7),
           "vovnet_like": (unseen_net(OSABlock), "224x224", 3, 7),
           "mixnet_like": (unseen_net(MixConvBlock), "224x224", 3, 7),
           "involution_like": (unseen_net(InvolutionBlock), "224x224", 3, 7)}

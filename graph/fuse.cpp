@@ -14,10 +14,10 @@
 namespace kiln {
 namespace {
 
-// A MatMul of an f32 activation (rank >= 2) by a constant 2-D f32 matrix: the FC kernels'.
+// A MatMul of an f32 activation (rank >= 2) by a constant 2-D f32 matrix: the FC kernels'
+// (inputs past B: the post-ops' fused into it).
 bool is_linear(const Graph& g, const Node& n) {
-  if (n.op != "MatMul" || n.inputs.size() != 2 || n.in(0) == kNoValue || n.in(1) == kNoValue)
-    return false;
+  if (n.op != "MatMul" || n.in(0) == kNoValue || n.in(1) == kNoValue) return false;
   const Value &a = g.value(n.in(0)), &b = g.value(n.in(1));
   return !a.is_const() && a.dtype == DType::f32 && a.shape.size() >= 2 && b.is_const() &&
          b.dtype == DType::f32 && b.shape.size() == 2;
@@ -40,8 +40,7 @@ bool is_elementwise_target(const Graph& g, const Node& n) {
 // `residual`: the fused op is an Add reading another tensor (Conv, Gemm and such a MatMul).
 bool is_fusion_target(const Graph& g, const Node& n, bool residual = false) {
   return n.op == "Conv" || n.op == "Gemm" || (!residual && n.op == "BatchNormalization") ||
-         (n.op == "MatMul" && (is_linear(g, n) || n.has("post_ops"))) ||
-         (!residual && is_elementwise_target(g, n));
+         is_linear(g, n) || (!residual && is_elementwise_target(g, n));
 }
 
 // Whether constant c scales / shifts the last dim of y only: shape [N] or [1, .., 1, N].
@@ -108,10 +107,7 @@ class Fuser {
     const Node& n = g_.nodes[size_t(j)];
     if (n.op.empty() || n.outputs.empty() || n.inputs.empty()) return 0;
     if ((n.op == "Add" || n.op == "Sub" || n.op == "Mul") && n.inputs.size() == 2 &&
-        try_fuse_vector(j))
-      return 1;
-    if ((n.op == "Add" || n.op == "Sub" || n.op == "Mul") && n.inputs.size() == 2 &&
-        try_fuse_scalar(j))
+        (try_fuse_vector(j) || try_fuse_scalar(j)))
       return 1;
     if (n.op == "Add" && n.inputs.size() == 2) return try_fuse_add(j);
     if (n.op == "Mul" && n.inputs.size() == 2) return try_fuse_swish(j);

@@ -7,22 +7,18 @@
 #include "graph/post_ops.h"
 #include "graph/unary_math.h"
 #include "runtime/ref/ref_common.h"
+#include "runtime/ref/ref_epilogue.h"
 
 namespace kiln::ref {
 
 namespace {
 
 // The unary post-ops fused after a standalone elementwise node (graph/fuse.cpp), applied to its
-// f32 output.
-void fused_post_ops(const Node& node, Tensor& y) {
-  if (!node.has("post_ops") || y.dtype() != DType::f32) return;
-  const std::vector<PostOp> ops = parse_post_ops(node, int(node.inputs.size()));
-  for (const PostOp& op : ops)
-    if (op.input >= 0)
-      node.fail(Code::invalid_model, "a fused post-op of an elementwise op reads an input");
-  float* yp = y.data<float>();
-  for (int64_t i = 0; i < y.numel(); ++i)
-    for (const PostOp& op : ops) yp[i] = apply_post_op(op, yp[i], 0, 1, 0);
+// f32 output: the conv / Gemm epilogue's reference, its extra inputs past the node's own.
+void fused_post_ops(const Node& node, const Inputs& in, Tensor& y) {
+  if (y.dtype() != DType::f32) return;
+  const Epilogue epilogue(node, in, int(node.inputs.size()), y);
+  if (!epilogue.empty()) epilogue.apply_row(y.data<float>(), y.numel(), 0, 0, 0);
 }
 
 // y = f(x) over an f32 tensor, into a tensor of the same shape: f32, or bool (IsNaN, IsInf).
@@ -36,7 +32,7 @@ void unary(const Node& node, const Inputs& in, const Outputs& out, F f) {
   const float* xp = x.data<float>();
   TY* yp = y.data<TY>();
   for (int64_t i = 0; i < x.numel(); ++i) yp[i] = TY(f(xp[i]));
-  fused_post_ops(node, y);
+  fused_post_ops(node, in, y);
 }
 
 enum class Arith { add, sub, mul, div };
@@ -73,7 +69,7 @@ void arith(const Node& node, const Inputs& in, const Outputs& out) {
   expect_dtype(node, y, a.dtype(), "output");
   if (a.dtype() == DType::f32) {
     broadcast_binary<float, float, float>(node, a, b, y, arith_f32<A>);
-    fused_post_ops(node, y);
+    fused_post_ops(node, in, y);
   } else
     broadcast_binary<int64_t, int64_t, int64_t>(
         node, a, b, y, [&](int64_t p, int64_t q) { return arith_i64<A>(node, p, q); });
@@ -209,7 +205,7 @@ void pow_op(const Node& node, const Inputs& in, const Outputs& out) {
   // x^2 (the decomposed LayerNorm's square) exactly as x * x, as PyTorch computes it.
   broadcast_binary<float, float, float>(
       node, a, b, y, [](float x, float e) { return e == 2.f ? x * x : std::pow(x, e); });
-  fused_post_ops(node, y);
+  fused_post_ops(node, in, y);
 }
 
 // Sum / Max / Min / Mean of any number of broadcasting inputs: y = in0, then y = op(y, in_k)
