@@ -30,6 +30,7 @@ import torch.nn.functional as F
 
 from export_util import calibrate_bn, export_case
 from unseen_blocks import UNSEEN
+from unseen_blocks2 import UNSEEN2
 
 SEED = 1234
 
@@ -261,7 +262,7 @@ MODELS = {"yolov5s": (YoloV5s, "640x640", 3, 7), "unet": (UNet, "256x256", 3, 7)
           "style": (StyleNet, "256x256", 3, 7), "espcn": (ESPCN, "224x224", 3, 7),
           "raft_small": (RaftSmall, "128x160", 6, 16), "crnn": (CRNN, "32x128", 1, 7),
           "condconv": (CondConvNet, "224x224", 3, 7),
-          **UNSEEN}
+          **UNSEEN, **UNSEEN2}
 
 
 def main():

@@ -45,10 +45,10 @@ bool is_fusion_target(const Graph& g, const Node& n, bool residual = false) {
 
 // Whether constant c scales / shifts the last dim of y only: shape [N] or [1, .., 1, N].
 bool last_dim_vector(const Value& c, const Shape& y) {
-  if (!c.is_const() || c.dtype != DType::f32 || c.shape.empty() || y.empty() ||
-      c.shape.size() > y.size() || c.shape.back() != y.back())
+  if (!c.is_const() || c.dtype != DType::f32 || y.empty() || c.shape.size() > y.size())
     return false;
-  return shape_numel(c.shape) == y.back();
+  const int64_t n = shape_numel(c.shape);
+  return n == 1 || (!c.shape.empty() && c.shape.back() == y.back() && n == y.back());
 }
 
 class Fuser {
@@ -126,8 +126,8 @@ class Fuser {
   }
 
   // y = x + c, x - c or x * c (Add / Mul either order) with c a constant along the last dim of
-  // a Gemm's or linear MatMul's output (a bias, a per-channel scale): a scale_shift post-op, its
-  // scale and shift [N] constants the extra inputs.
+  // a Gemm's or linear MatMul's output (a bias, a per-channel scale) or a scalar (attention's
+  // q * d^-0.5): a scale_shift post-op, its scale and shift [N] constants the extra inputs.
   int try_fuse_vector(int j) {
     const Node& n = g_.nodes[size_t(j)];
     for (int k = 0; k < 2; ++k) {
@@ -143,10 +143,12 @@ class Fuser {
       Tensor scale(DType::f32, {cn}), shift(DType::f32, {cn});
       // (Read before const_for adds values: it may move them.)
       const float* cv = g_.value(c).constant->data<float>();
+      const bool scalar = g_.value(c).constant->numel() == 1;
       for (int64_t i = 0; i < cn; ++i) {
         const bool mul = n.op == "Mul";
-        scale.data<float>()[i] = mul ? cv[i] : 1.f;
-        shift.data<float>()[i] = mul ? 0.f : n.op == "Sub" ? -cv[i] : cv[i];
+        const float v = cv[scalar ? 0 : i];
+        scale.data<float>()[i] = mul ? v : 1.f;
+        shift.data<float>()[i] = mul ? 0.f : n.op == "Sub" ? -v : v;
       }
       const ValueId sv = const_for(g_, n, "scale", std::move(scale));
       const ValueId tv = const_for(g_, n, "shift", std::move(shift));

@@ -6,7 +6,9 @@
 // Split that the channel rewrites left (any axis, any rank) into one Slice per output (the
 // block-copy kernel). Each computes what the original does (Mean: the sum, then one division by
 // n). Also the Squeeze / Unsqueeze views around lifted 1-D convs (graph/canonicalize.cpp) are
-// moved out of the way of folding and fusion, or dropped.
+// moved out of the way of folding and fusion, or dropped; a rank-2 BatchNormalization becomes
+// the Mul / Add of its last-dim constants, and such last-dim ops move ahead of the views between
+// them and a Linear, into whose epilogue they fuse.
 #include "graph/infer.h"
 #include "graph/passes.h"
 #include "graph/post_ops.h"
@@ -201,50 +203,31 @@ bool rewrite_tile(Graph& g, std::vector<Node>& nodes, const Node& n) {
   return true;
 }
 
-// A per-channel op on a Squeeze's only output, where the Squeeze drops a size-1 dim after the
-// channels ([N, C, 1, L] -> [N, C, L]: a lifted 1-D conv's output), runs before the Squeeze on
-// the 4-D tensor instead: BatchNormalization (then folded into the conv), unary elementwise
-// ops (then fused into its epilogue) and global pools ([N, C, 1, 1], squeezed to [N, C, 1]). The
-// swapped pair stays in place in the node order (the op's other inputs are constants). Returns the
-// number moved.
-int sink_squeezes(Graph& g) {
+// Moves ops ahead of the views they read, until none moves: try(prod, cons, i) returns the slot
+// of node i's operand that a view node (Squeeze, Reshape, ...) produces when op(view(z)) may run
+// as view(op(z)), or -1. The pair swaps in place in the node order (the op's other operands are
+// constants), the op's output renamed base + suffix. Returns the number moved.
+template <class Try>
+int move_before_views(Graph& g, const char* suffix, Try&& try_move) {
   int moved = 0;
   for (bool again = true; again;) {
     again = false;
     const std::vector<int> prod = g.producers();
     const std::vector<std::vector<int>> cons = g.consumers();
     for (size_t i = 0; i < g.nodes.size(); ++i) {
+      const int at = try_move(prod, cons, i);
+      if (at < 0) continue;
       Node& n = g.nodes[i];
-      const bool bn = n.op == "BatchNormalization" && n.outputs.size() == 1;
-      const bool gp = n.op == "GlobalAveragePool" || n.op == "GlobalMaxPool";
-      if ((!bn && !gp && !is_unary_elementwise_op(n.op)) || n.in(0) == kNoValue ||
-          n.outputs.size() != 1 || g.value(n.in(0)).dtype != DType::f32)
-        continue;
-      bool consts = true;
-      for (size_t k = 1; k < n.inputs.size(); ++k)
-        consts = consts && (n.in(k) == kNoValue || g.value(n.in(k)).is_const());
-      const ValueId v = n.in(0);
-      const int p = prod[size_t(v)];
-      if (!consts || p < 0 || g.nodes[size_t(p)].op != "Squeeze" || g.is_output(v) ||
-          cons[size_t(v)].size() != 1)
-        continue;
-      Node& s = g.nodes[size_t(p)];
-      const ValueId z = s.in(0);
-      const Shape& zs = g.value(z).shape;
-      // Exactly axis 2 (the same Squeeze then fits the op's 4-D output too).
-      const auto axes = ints_of(g, s, 1);
-      if (z == kNoValue || zs.size() != 4 || zs[2] != 1 || !axes || axes->size() != 1 ||
-          ((*axes)[0] != 2 && (*axes)[0] != -2))
-        continue;
-      // s: Squeeze(z) -> v, n: op(v) -> y   becomes   s: op(z) -> t, n: Squeeze(t) -> y.
-      const ValueId y = n.outputs[0];
-      const ValueId t = g.add_value(unique_value_name(g, g.value(y).name + "_4d"));
-      std::swap(s, n);  // n now holds the Squeeze, s the op
-      s.inputs[0] = z;
-      s.outputs[0] = t;
+      Node& view = g.nodes[size_t(prod[size_t(n.inputs[size_t(at)])])];
+      // view: v(z) -> x, n: op(x) -> y   becomes   view: op(z) -> t, n: v(t) -> y.
+      const ValueId z = view.inputs[0], y = n.outputs[0];
+      const ValueId t = g.add_value(unique_value_name(g, g.value(y).name + suffix));
+      std::swap(view, n);  // n now holds the view, `view` the op
+      view.inputs[size_t(at)] = z;
+      view.outputs[0] = t;
       n.inputs[0] = t;
       n.outputs[0] = y;
-      infer_node(g, s);
+      infer_node(g, view);
       infer_node(g, n);
       ++moved;
       again = true;
@@ -252,6 +235,111 @@ int sink_squeezes(Graph& g) {
     }
   }
   return moved;
+}
+
+// BatchNormalization of a rank-2 [N, C] (BatchNorm1d after a Linear, on flattened tokens as
+// LeViT writes it): its channel axis is the last one, so it is y = x * a + b with [C]
+// constants (batchnorm_affine), which broadcast along the last dim and fuse into the Linear's
+// epilogue; as a BatchNormalization it ran one tile per element.
+bool rewrite_last_dim_bn(Graph& g, std::vector<Node>& nodes, const Node& n) {
+  std::vector<float> a, b;
+  if (n.op != "BatchNormalization" || n.outputs.size() != 1 || n.in(0) == kNoValue ||
+      g.value(n.in(0)).shape.size() != 2 || !batchnorm_affine(g, n, &a, &b))
+    return false;
+  auto vec = [&](const char* part, const std::vector<float>& v) {
+    Tensor t(DType::f32, {int64_t(v.size())});
+    std::copy(v.begin(), v.end(), t.data<float>());
+    return g.add_const(unique_value_name(g, n.name + "_" + part), std::move(t));
+  };
+  const ValueId s =
+      emit_node(g, nodes, make(n, "Mul", {n.inputs[0], vec("a", a)}, 0), n.name + "_scaled");
+  emit_node(g, nodes, make(n, "Add", {s, vec("b", b)}, 0), "", n.outputs[0]);
+  return true;
+}
+
+// Is k (a constant) broadcast along the last dim only: every dim but its last is 1 (a scalar
+// too)?
+bool last_dim_const(const Graph& g, ValueId k) {
+  if (k == kNoValue || !g.value(k).is_const() || g.value(k).dtype != DType::f32) return false;
+  const Shape& s = g.value(k).shape;
+  for (size_t d = 0; d + 1 < s.size(); ++d)
+    if (s[d] != 1) return false;
+  return true;
+}
+
+// A unary elementwise op (other operands constant), or Add / Sub / Mul / Div of a last-dim
+// constant, on the only output of a view (Reshape, Flatten, Squeeze, Unsqueeze: row-major order
+// kept) that keeps the last dim (so every element keeps its last-dim index) runs before the view
+// instead, next to the producer whose epilogue can take it (a Linear's MatMul before LeViT's
+// flatten to [N * HW, C]). Returns the number moved.
+int hoist_last_dim_ops(Graph& g) {
+  return move_before_views(g, "_unviewed", [&](const auto& prod, const auto& cons, size_t i) {
+    const Node& n = g.nodes[i];
+    if (n.outputs.size() != 1 || n.inputs.empty() || !all_f32(g, n, true)) return -1;
+    // The computed operand's slot (0, or 1 for Add / Mul with the constant first); the others
+    // are constants.
+    int at = -1;
+    const bool binary = n.op == "Add" || n.op == "Mul" || n.op == "Sub" || n.op == "Div";
+    if (binary) {
+      const bool commutes = n.op == "Add" || n.op == "Mul";
+      if (n.inputs.size() == 2)
+        at = last_dim_const(g, n.in(1)) ? 0 : commutes && last_dim_const(g, n.in(0)) ? 1 : -1;
+    } else if (n.op != "Quantize" && is_unary_elementwise_op(n.op)) {
+      at = 0;
+      for (size_t k = 1; k < n.inputs.size(); ++k)
+        if (n.in(k) != kNoValue && !g.value(n.in(k)).is_const()) at = -1;
+    }
+    if (at < 0) return -1;
+    const ValueId v = n.in(size_t(at));
+    const int p = prod[size_t(v)];
+    if (p < 0 || g.is_output(v) || cons[size_t(v)].size() != 1) return -1;
+    const Node& r = g.nodes[size_t(p)];
+    if ((r.op != "Reshape" && r.op != "Flatten" && r.op != "Squeeze" && r.op != "Unsqueeze") ||
+        r.outputs.size() != 1 || r.in(0) == kNoValue)
+      return -1;
+    const Value& z = g.value(r.in(0));
+    if (z.dtype != DType::f32 || g.value(n.outputs[0]).shape != g.value(v).shape) return -1;
+    if (binary) {  // the constant (1 or the output's last dim) must run along z's last dim too
+      const Shape& ks = g.value(n.in(size_t(1 - at))).shape;
+      if (ks.size() > z.shape.size() ||
+          (!ks.empty() && ks.back() != 1 && ks.back() != z.shape.back()))
+        return -1;
+    }
+    return at;
+  });
+}
+
+// A per-channel op on a Squeeze's only output, where the Squeeze drops a size-1 dim after the
+// channels ([N, C, 1, L] -> [N, C, L]: a lifted 1-D conv's output), runs before the Squeeze on
+// the 4-D tensor instead: BatchNormalization (then folded into the conv), unary elementwise
+// ops (then fused into its epilogue) and global pools ([N, C, 1, 1], squeezed to [N, C, 1]). The
+// swapped pair stays in place in the node order (the op's other inputs are constants). Returns the
+// number moved.
+int sink_squeezes(Graph& g) {
+  return move_before_views(g, "_4d", [&](const auto& prod, const auto& cons, size_t i) {
+    const Node& n = g.nodes[i];
+    const bool bn = n.op == "BatchNormalization" && n.outputs.size() == 1;
+    const bool gp = n.op == "GlobalAveragePool" || n.op == "GlobalMaxPool";
+    if ((!bn && !gp && !is_unary_elementwise_op(n.op)) || n.in(0) == kNoValue ||
+        n.outputs.size() != 1 || g.value(n.in(0)).dtype != DType::f32)
+      return -1;
+    for (size_t k = 1; k < n.inputs.size(); ++k)
+      if (n.in(k) != kNoValue && !g.value(n.in(k)).is_const()) return -1;
+    const ValueId v = n.in(0);
+    const int p = prod[size_t(v)];
+    if (p < 0 || g.nodes[size_t(p)].op != "Squeeze" || g.is_output(v) ||
+        cons[size_t(v)].size() != 1)
+      return -1;
+    const Node& s = g.nodes[size_t(p)];
+    if (s.in(0) == kNoValue) return -1;
+    const Shape& zs = g.value(s.in(0)).shape;
+    // Exactly axis 2 (the same Squeeze then fits the op's 4-D output too).
+    const auto axes = ints_of(g, s, 1);
+    if (zs.size() != 4 || zs[2] != 1 || !axes || axes->size() != 1 ||
+        ((*axes)[0] != 2 && (*axes)[0] != -2))
+      return -1;
+    return 0;
+  });
 }
 
 // Unsqueeze(Squeeze(z)) with z's own shape is z (the same elements in the same row-major order):
@@ -288,11 +376,12 @@ int drop_squeeze_pairs(Graph& g) {
 
 int rewrite_forms(Graph& g) {
   const int pairs = sink_squeezes(g) + drop_squeeze_pairs(g);
-  return pairs + rewrite_nodes(g, [&](std::vector<Node>& nodes, const Node& n) {
-           return rewrite_variadic(g, nodes, n) || rewrite_clip(g, nodes, n) ||
-                  rewrite_gemm(g, nodes, n) || rewrite_softmax_axis(g, nodes, n) ||
-                  rewrite_tile(g, nodes, n);
-         });
+  const int forms = rewrite_nodes(g, [&](std::vector<Node>& nodes, const Node& n) {
+    return rewrite_variadic(g, nodes, n) || rewrite_clip(g, nodes, n) ||
+           rewrite_gemm(g, nodes, n) || rewrite_softmax_axis(g, nodes, n) ||
+           rewrite_tile(g, nodes, n) || rewrite_last_dim_bn(g, nodes, n);
+  });
+  return pairs + forms + hoist_last_dim_ops(g);
 }
 
 int rewrite_splits(Graph& g) {
