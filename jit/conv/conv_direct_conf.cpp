@@ -104,6 +104,10 @@ ConfOr<DirectConf> init_direct_conf(const ConvProblem& p, const ConvImpl& impl, 
   if (c.bf16 || c.bf16_dst) {
     if (std::string why = check_bf16(p, impl.src, impl.dst, isa, true); !why.empty())
       return R::no(why);
+  } else if (impl.dst == Layout::nhwc) {
+    // Whole channel vectors only: a masked store per pixel for a tail is not worth it here.
+    if (p.oc % c.simd) return R::no("nhwc dst needs oc a multiple of " + std::to_string(c.simd));
+    c.dst_nhwc = true;
   } else if (std::string why = check_blocked(impl.dst, isa, "dst"); !why.empty()) {
     return R::no(why);
   }

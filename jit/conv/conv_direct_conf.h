@@ -38,6 +38,7 @@ struct DirectConf {
   bool src_plain = false;  // src is NCHW (first layers): channel stride is a whole plane
   bool bf16 = false;       // src nChw16c_bf16, weights bf16 pairs, vdpbf16ps
   bool bf16_dst = false;   // dst nChw16c_bf16
+  bool dst_nhwc = false;   // dst nhwc (f32, whole channel vectors): a first layer feeding NHWC
 
   int64_t icb_full = 0;  // full input-channel blocks of `simd` channels
   int ic_tail = 0;       // channels in the last, partial block (0: none)
@@ -79,8 +80,11 @@ struct DirectConf {
   // Between reduction steps within a block (a channel, or a bf16 pair: 4 bytes either way).
   int64_t src_ic_bytes() const { return src_plain ? 4 * p.ih * p.iw : 4; }
   int64_t src_icb_bytes() const { return int64_t(simd) * (bf16 ? 2 : 4) * p.ih * p.iw; }
-  int64_t dst_pix_bytes() const { return int64_t(simd) * dst_esize(); }
-  int64_t dst_ocb_bytes() const { return dst_pix_bytes() * p.oh * p.ow; }
+  int64_t dst_pix_bytes() const { return dst_nhwc ? p.oc * 4 : int64_t(simd) * dst_esize(); }
+  int64_t dst_ocb_bytes() const { return dst_nhwc ? simd * 4 : dst_pix_bytes() * p.oh * p.ow; }
+  int64_t dst_img_bytes() const {
+    return dst_nhwc ? p.oh * p.ow * p.oc * 4 : ocb * dst_ocb_bytes();
+  }
   // Packed weights in 4-byte words (a float, or a bf16 pair of channels) for one kernel row
   // (kw x steps x ob x simd) / one ic block of nic channels (simd, or ic_tail for the last
   // block: packed densely, so a first layer's 3 channels do not spread its weights over 16x

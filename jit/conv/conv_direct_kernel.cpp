@@ -160,8 +160,8 @@ class DirectKernel : public Kernel {
     if (c_.ic_tail)
       a.wei_tail_adj = lo * (c_.wei_kh_floats(ob, c_.ic_tail) - c_.wei_kh_floats(ob, c_.simd)) * 4;
     const int64_t oc0 = g * c_.oc_blocks * c_.simd;
-    a.dst = reinterpret_cast<float*>(reinterpret_cast<char*>(args.dst[0]) +
-                                     (n * c_.ocb + g * c_.oc_blocks) * c_.dst_ocb_bytes() +
+    a.dst = reinterpret_cast<float*>(reinterpret_cast<char*>(args.dst[0]) + n * c_.dst_img_bytes() +
+                                     g * c_.oc_blocks * c_.dst_ocb_bytes() +
                                      oh * p.ow * c_.dst_pix_bytes());
     a.bias = bias + oc0;
     a.post.advance_channels(oc0);

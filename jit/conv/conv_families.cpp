@@ -163,8 +163,11 @@ const std::vector<ConvFamilyRow>& rows() {
        false, false, /*transform_error=*/0, bf16_pairs},
       {ConvFamily::direct, "direct", dense,
        [](const ConvProblem& p, Layout b) {
-         // First layers with few input channels read NCHW directly (no padded channel blocks).
-         return p.ic <= 8 ? Pairs{{b, b}, {Layout::nchw, b}} : Pairs{{b, b}};
+         // First layers with few input channels read NCHW directly (no padded channel blocks),
+         // and write NHWC too where the next layers run NHWC (whole channel vectors only).
+         if (p.ic > 8) return Pairs{{b, b}};
+         if (layout_bf16(b) || p.oc % layout_block(b)) return Pairs{{b, b}, {Layout::nchw, b}};
+         return Pairs{{b, b}, {Layout::nchw, b}, {Layout::nchw, Layout::nhwc}};
        },
        conf_then_kernel<init_direct_conf, make_direct_kernel>,
        [](const ConvProblem& p, Layout s, Layout d) {

@@ -56,9 +56,15 @@ TEST_CASE("conv init_conf: reasons for problems a family cannot run") {
           .reason,
       "needs isa avx2"));
   CHECK(
-      has(init_direct_conf(p3, impl(ConvFamily::direct, Layout::nChw16c, Layout::nhwc), Isa::avx512)
+      has(init_direct_conf(p3, impl(ConvFamily::direct, Layout::nChw16c, Layout::nchw), Isa::avx512)
               .reason,
           "not blocked"));
+  // NHWC dst: whole channel vectors only.
+  ConvProblem oc20 = conv3x3(32, 8, 20);
+  CHECK(
+      has(init_direct_conf(oc20, impl(ConvFamily::direct, Layout::nchw, Layout::nhwc), Isa::avx512)
+              .reason,
+          "nhwc dst needs oc a multiple of 16"));
   CHECK(init_direct_conf(p3, kDirect16, Isa::scalar).reason == "needs isa avx2 or avx512");
 
   ConvProblem p1 = problem("ic32ih8iw8_oc32oh8ow8kh1kw1sh1sw1ph0pw0");

@@ -14,6 +14,19 @@ ConvImpl direct(Isa isa, Layout src = Layout::nChw16c, int ur_w = 0, int oc_bloc
                    blocked_layout(isa), ur_w, oc_blocks);
 }
 
+// c forced to row pairs (ur_h = 2) of ur_w pixels and one oc block per group, groups outer.
+convjit::DirectConf row_pairs(convjit::DirectConf c, int ur_w) {
+  c.ur_w = ur_w;
+  c.ur_h = 2;
+  c.oc_blocks = 1;
+  c.oc_groups = c.ocb;
+  c.oc_blocks_last = 1;
+  c.last_group_own = c.p.oc % c.simd != 0;
+  c.ow_blocks = convjit::plan_ow_blocks(c.p, ur_w);
+  c.rows_outer = false;
+  return c;
+}
+
 // tests/shapes/conv_direct.txt: channel tails, strides, asymmetric padding, dilation, kernel
 // sizes, 1x1 outputs, batch 2.
 TEST_CASE("direct conv matches the reference on blocked layouts (both ISAs)") {
@@ -33,6 +46,44 @@ TEST_CASE("direct conv with NCHW src (first layers)") {
                direct(isa, Layout::nchw), isa, seed++);
     check_conv(problem("ic19ih9iw9_oc17oh4ow5kh3kw3sh2sw2dh2dw1ph1pw1"), direct(isa, Layout::nchw),
                isa, seed++);
+  }
+}
+
+// A first layer writing NHWC for NHWC consumers: whole channel vectors (16 / 8 per ISA), batch
+// 2, strides, asymmetric padding, row pairs, post-op chains with an NHWC residual, computed
+// weights; refused with a channel tail (a partial vector would spill into the next pixel).
+TEST_CASE("direct conv with NCHW src and NHWC dst") {
+  uint64_t seed = 250;
+  const std::vector<std::string> shapes = {
+      "ic3ih32iw32_oc32oh16ow16kh3kw3sh2sw2ph1pw1",
+      "mb2ic3ih15iw13_oc48oh8ow7kh3kw3sh2sw2pt1pl0pb1pr2",
+      "ic1ih11iw30_oc16oh10ow30kh3kw5sh1sw1pt1pl2pb0pr2",
+      "ic4ih20iw20_oc64oh10ow10kh7kw7sh2sw2ph3pw3_nobias",
+  };
+  for (Isa isa : isas()) {
+    const ConvImpl impl = conv_impl(ConvFamily::direct, Layout::nchw, Layout::nhwc);
+    for (const std::string& s : shapes)
+      for (const auto& post :
+           {std::vector<PostOp>{}, chain({op(K::scale_shift), op(K::add), op(K::relu)})}) {
+        const ConvProblem p = problem(s, post);
+        CHECK(check_conv(p, impl, isa, seed++).find("nchw_to_nhwc") != std::string::npos);
+        check_runtime_weights(p, impl, isa, seed);
+        seed += 2;
+      }
+    // Two-row register blocks into NHWC.
+    const ConvProblem p = problem("ic3ih14iw9_oc32oh14ow9kh3kw3sh1sw1ph1pw1");
+    auto c = convjit::init_direct_conf(p, impl, isa);
+    REQUIRE(c);
+    const convjit::DirectConf conf = row_pairs(*c.conf, isa == Isa::avx512 ? int(p.ow) : 6);
+    Operands o = make_operands(p, seed++);
+    auto k = convjit::make_direct_kernel(conf, o.w, &o.b);
+    CHECK(k->name().find("oh2ow") != std::string::npos);
+    std::string first;
+    CHECK(count_mismatches(run_kernel(*k, p, o, Layout::nchw, Layout::nhwc), reference(p, o),
+                           p.ic * p.kh * p.kw, &first) == 0);
+    auto tail =
+        convjit::init_direct_conf(problem("ic3ih8iw8_oc20oh8ow8kh3kw3sh1sw1ph1pw1"), impl, isa);
+    CHECK_FALSE(tail);
   }
 }
 
@@ -141,15 +192,7 @@ TEST_CASE("direct conv with two-row register blocks") {
             problem(s, variant == 2 ? chain({op(K::add), op(K::relu)}) : std::vector<PostOp>{});
         auto c = convjit::init_direct_conf(p, direct(isa), isa);
         REQUIRE(c);
-        convjit::DirectConf conf = *c.conf;
-        conf.ur_w = int(p.ow);
-        conf.ur_h = 2;
-        conf.oc_blocks = 1;
-        conf.oc_groups = conf.ocb;
-        conf.oc_blocks_last = 1;
-        conf.last_group_own = p.oc % conf.simd != 0;
-        conf.ow_blocks = convjit::plan_ow_blocks(p, conf.ur_w);
-        conf.rows_outer = false;
+        convjit::DirectConf conf = row_pairs(*c.conf, int(p.ow));
         conf.pf_next = variant != 0;  // the next group's weights prefetched (as 3x3 512 @ 7)
         conf.pf_every = variant == 2 ? 4 : 1;
         if (variant == 1) conf.ic_chunk = 1;
