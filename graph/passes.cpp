@@ -214,6 +214,14 @@ int infer_shapes(Graph& g, const InferOptions& o) {
 }
 
 namespace {
+// Keeps the nodes whose drop flag is 0, in order.
+void drop_nodes(Graph& g, const std::vector<char>& drop) {
+  std::vector<Node> kept;
+  for (size_t i = 0; i < g.nodes.size(); ++i)
+    if (!drop[i]) kept.push_back(std::move(g.nodes[i]));
+  g.nodes = std::move(kept);
+}
+
 bool has_consumer_after(const Graph& g, size_t i, ValueId v) {
   for (size_t j = i + 1; j < g.nodes.size(); ++j)
     for (ValueId u : g.nodes[j].inputs)
@@ -301,10 +309,77 @@ int fold_batchnorm(Graph& g) {
     drop[i] = 1;
     ++folded;
   }
-  std::vector<Node> kept;
-  for (size_t i = 0; i < g.nodes.size(); ++i)
-    if (!drop[i]) kept.push_back(std::move(g.nodes[i]));
-  g.nodes = std::move(kept);
+  drop_nodes(g, drop);
+  return folded;
+}
+
+namespace {
+
+// Can conv's input be scaled and shifted per channel in its weights and bias: f32 constant
+// weights (and bias) and no padding (a padded tap reads 0, not the shift)?
+bool takes_input_affine(const Graph& g, const Node& conv, ValueId x) {
+  if (conv.op != "Conv" || conv.in(0) != x || conv.inputs.size() < 2 || conv.in(1) == x ||
+      conv.in(2) == x || conv.outputs.size() != 1)
+    return false;
+  const Value& w = g.value(conv.in(1));
+  if (!w.is_const() || w.dtype != DType::f32 || w.shape.size() < 3) return false;
+  if (conv.in(2) != kNoValue && !g.value(conv.in(2)).is_const()) return false;
+  const std::string pad = conv.attr_s("auto_pad", "NOTSET");
+  if (pad != "NOTSET" && pad != "VALID") return false;
+  for (int64_t v : conv.attr_ints("pads", {}))
+    if (v != 0) return false;
+  return true;
+}
+
+}  // namespace
+
+int fold_batchnorm_into_consumers(Graph& g) {
+  const auto cons = g.consumers();
+  std::vector<char> drop(g.nodes.size(), 0);
+  int folded = 0;
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    const Node& bn = g.nodes[i];
+    std::vector<float> a, s;
+    if (bn.op != "BatchNormalization" || bn.outputs.size() != 1 || g.is_output(bn.outputs[0]) ||
+        g.value(bn.in(0)).shape.size() < 3 || !batchnorm_affine(g, bn, &a, &s))
+      continue;
+    const ValueId y = bn.outputs[0];
+    const std::vector<int>& users = cons[size_t(y)];
+    bool ok = !users.empty();
+    for (int u : users) ok = ok && takes_input_affine(g, g.nodes[size_t(u)], y);
+    if (!ok) continue;
+    for (int u : users) {
+      Node& conv = g.nodes[size_t(u)];
+      const Tensor& w = *g.value(conv.in(1)).constant;
+      const int64_t m = w.shape()[0], icpg = w.shape()[1], taps = w.numel() / (m * icpg);
+      const int64_t opg = m / std::max<int64_t>(1, conv.attr_i("group", 1));
+      const ValueId b_id = conv.in(2);
+      const float* b = b_id != kNoValue ? g.value(b_id).constant->data<float>() : nullptr;
+      const ModelFloats src(w);
+      Tensor w2(DType::f32, w.shape()), b2(DType::f32, {m});
+      float *dw = w2.data<float>(), *db = b2.data<float>();
+      for (int64_t oc = 0; oc < m; ++oc) {
+        // (Double precision: the fold adds no visible rounding of its own.)
+        double bias = b ? double(b[oc]) : 0.0;
+        for (int64_t ic = 0; ic < icpg; ++ic) {
+          const size_t c = size_t(oc / opg * icpg + ic);  // the input channel
+          for (int64_t t = 0; t < taps; ++t) {
+            const int64_t j = (oc * icpg + ic) * taps + t;
+            dw[j] = float(double(src[j]) * double(a[c]));
+            bias += double(src[j]) * double(s[c]);
+          }
+        }
+        db[oc] = float(bias);
+      }
+      conv.inputs.resize(3);
+      conv.inputs[0] = bn.inputs[0];
+      conv.inputs[1] = g.add_const(unique_value_name(g, conv.name + "_w_bnin"), std::move(w2));
+      conv.inputs[2] = g.add_const(unique_value_name(g, conv.name + "_b_bnin"), std::move(b2));
+    }
+    drop[i] = 1;
+    ++folded;
+  }
+  drop_nodes(g, drop);
   return folded;
 }
 
@@ -395,6 +470,7 @@ PassStats optimize(Graph& g, const Evaluator& eval) {
   const int forms = rewrite_forms(g);  // may leave Identity nodes
   s.identities += remove_identities(g);
   s.batchnorms = fold_batchnorm(g);
+  s.batchnorms += fold_batchnorm_into_consumers(g);
   s.rewrites = lrn + conv3d + qdq + forms + rewrite_conv_transposes(g);
   s.rewrites += rewrite_einsums(g);
   s.rewrites += sink_channels_last(g);

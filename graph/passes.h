@@ -92,6 +92,12 @@ int remove_identities(Graph& g);
 // New constants are created (the originals may be shared). Returns the number folded.
 int fold_batchnorm(Graph& g);
 
+// Folds a BatchNormalization whose every consumer is a Conv with constant f32 weights and no
+// padding (a pre-norm before 1x1 convs, as VAN's) into those convs' inputs: w' = w * a[ic],
+// b' = b + sum w * s[ic] over the window, with a, s of batchnorm_affine. Returns the number
+// folded.
+int fold_batchnorm_into_consumers(Graph& g);
+
 // An inference BatchNormalization (training_mode 0, constant f32 [C] parameters, C = dim 1 of
 // its input) as y = x * scale[c] + shift[c]: scale = gamma / sqrt(var + eps), shift = beta -
 // mean * scale, computed in double. False (outputs untouched) for any other node.
@@ -106,9 +112,9 @@ int remove_dead_code(Graph& g);
 // Relu, LeakyRelu, Clip (constant bounds), Sigmoid, HardSigmoid, HardSwish, x*Sigmoid(x)
 // (swish), and Add of a same-shape tensor (the residual); likewise into a MatMul by a constant
 // 2-D matrix (extra inputs from slot 3), and into it or a Gemm an Add / Sub / Mul of a constant
-// along the output's last dim (a bias, a per-channel scale: a scale_shift post-op). The producer's output must have no
-// other consumer and not be a graph output. The fused node takes the consumer's place in the
-// order, where all operands are available. Then a BatchNormalization (with its fused
+// along the output's last dim (a bias, a per-channel scale: a scale_shift post-op). The producer's
+// output must have no other consumer and not be a graph output. The fused node takes the consumer's
+// place in the order, where all operands are available. Then a BatchNormalization (with its fused
 // activations) whose input is a channel Concat read by nothing else becomes part of the Concat:
 // attributes affine_scale / affine_shift (floats, one per output channel; batchnorm_affine) and
 // the BN's unary post-ops, applied to the concatenated tensor (DenseNet's pre-activation BN+ReLU
