@@ -42,22 +42,20 @@ class Lowering {
   bool is4d(ValueId v) const { return g_.value(v).shape.size() == 4; }
 
   // In-place concat: a channel Concat at batch 1 whose every input is produced by a node
-  // writing the concat's layout, read by nobody else, and starting at a channel that is a
-  // multiple of the layout's block. At batch 1 each input's slice of the output is then one
-  // contiguous byte range, so the producer writes straight into it (its output tensor is a
-  // view of the concat's) and the concat step disappears.
+  // writing the concat's layout, is no graph output, appears once among the concat's inputs
+  // and starts at a channel that is a multiple of the layout's block. At batch 1 each input's
+  // slice of the output is then one contiguous byte range, so the producer writes straight
+  // into it (its output tensor is a view of the concat's) and the concat step disappears.
+  // Other readers of an input (GhostNet's 1x1 output also feeds the cheap depthwise conv) read
+  // the slice: liveness is per root (memory_plan.cpp), so the concat's bytes outlive them.
   void plan_inplace_concats() {
-    std::vector<int> uses(g_.values.size(), 0), producer(g_.values.size(), -1),
-        slot(g_.values.size(), -1);
+    std::vector<int> producer(g_.values.size(), -1), slot(g_.values.size(), -1);
     for (size_t i = 0; i < g_.nodes.size(); ++i) {
-      for (ValueId v : g_.nodes[i].inputs)
-        if (v != kNoValue) ++uses[size_t(v)];
       for (size_t k = 0; k < g_.nodes[i].outputs.size(); ++k)
         if (g_.nodes[i].outputs[k] != kNoValue)
           producer[size_t(g_.nodes[i].outputs[k])] = int(i),
           slot[size_t(g_.nodes[i].outputs[k])] = int(k);
     }
-    for (ValueId v : g_.outputs) ++uses[size_t(v)];
     for (size_t c = 0; c < g_.nodes.size(); ++c) {
       const Node& n = g_.nodes[c];
       const Label& l = sel_.nodes[c].label;
@@ -72,8 +70,10 @@ class Lowering {
       bool ok = true;
       for (ValueId v : n.inputs) {
         const int p = producer[size_t(v)];
+        const bool again =
+            std::any_of(views.begin(), views.end(), [&](const auto& w) { return w.first == v; });
         // (A view node's output already aliases its input: it cannot also be a slice.)
-        ok = ok && p >= 0 && uses[size_t(v)] == 1 && ch % layout_block(l.in) == 0 &&
+        ok = ok && p >= 0 && !g_.is_output(v) && !again && ch % layout_block(l.in) == 0 &&
              !view_.count(v) && sel_.nodes[size_t(p)].label.kind != LabelKind::view &&
              output_layouts(g_, p, sel_.nodes[size_t(p)].label)[size_t(slot[size_t(v)])] == l.in;
         if (!ok) break;
