@@ -18,7 +18,11 @@
 #   whose weights are computed every run;
 # - ghostnet_like, res2net_like, sknet_like, mobilevit_like, convnextv2_like, poolformer_like,
 #   hrnet_like and the second batch in bench/unseen_blocks.py (UNSEEN): small classifiers of
-#   those families' blocks.
+#   those families' blocks;
+# - the fourth batch in bench/unseen_blocks2.py (UNSEEN2): restoration, attention, large-kernel
+#   and gating blocks as classifiers, and whole models with other inputs / outputs
+#   (super-resolution, a text detector, a face embedder and proposal net, a GAN generator,
+#   attention U-Net, a denoiser).
 # Writes OUT/NAME[_bB_HxW].onnx with .input.npy and PyTorch's output .ref.npy (the first output
 # for several) for `kiln bench --check` and bench/zoo_bench.py. Needs python3-torch / -onnx.
 import argparse, os
