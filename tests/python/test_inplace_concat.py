@@ -44,7 +44,7 @@ def test_inplace_concat_with_other_readers(form, inplace):
              helper.make_node("Concat", cat, ["cat"], axis=1),
              helper.make_node("Conv", ["cat", "w2"], ["y"])]
     outs = ["y"] + (["a"] if form == "output" else [])
-    if form == "twice":  # b still read: by a residual Add after the last conv's (4 channels)
+    if form == "twice":  # b still computed: its channel sum is added to the output
         nodes.append(helper.make_node("ReduceSum", ["b", "axes"], ["bs"], keepdims=1))
         nodes.append(helper.make_node("Add", ["y", "bs"], ["y2"]))
         outs = ["y2"]
