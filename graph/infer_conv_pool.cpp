@@ -7,6 +7,7 @@
 
 #include "graph/function_ops.h"
 #include "graph/infer_util.h"
+#include "graph/subpixel.h"
 
 namespace kiln::infer_detail {
 
@@ -318,8 +319,8 @@ void infer_conv_transpose(Graph& g, Node& n) {
   set_output(g, n, 0, DType::f32, {x[0], m, out[0], out[1]});
 }
 
-// SubpixelInterleave (graph/rewrite_convt.cpp): y[n, c, oh, ow] = z[n, (c * sh + rh) * sw + rw,
-// qh, qw] with oh + offsets[0] = qh * sh + rh (likewise w); attrs strides, offsets, out_hw.
+// SubpixelInterleave (graph/subpixel.h): attrs strides, offsets, out_hw, optional phase_major and
+// origins_h / origins_w (one per phase).
 void infer_subpixel_interleave(Graph& g, Node& n) {
   expect_dtype(g, n, 0, DType::f32);
   expect_2d_input(g, n, "SubpixelInterleave");
@@ -327,11 +328,12 @@ void infer_subpixel_interleave(Graph& g, Node& n) {
   const std::vector<int64_t> s = spatial_attr(n, "strides", kSpatial, 1, 1);
   const std::vector<int64_t> off = spatial_attr(n, "offsets", kSpatial, 0, 0);
   const std::vector<int64_t> hw = spatial_attr(n, "out_hw", kSpatial, 1, 1);
+  const std::vector<int64_t> org[2] = {n.attr_ints("origins_h", {}), n.attr_ints("origins_w", {})};
   if (z[1] % (s[0] * s[1]) != 0)
     n.fail(Code::invalid_model,
            "channels of " + shape_str(z) + " are not a multiple of " + std::to_string(s[0] * s[1]));
   for (size_t i = 0; i < kSpatial; ++i)
-    if ((hw[i] - 1 + off[i]) / s[i] >= z[2 + i])
+    if (!subpixel_reads_inside(hw[i], s[i], off[i], org[i], z[2 + i]))
       n.fail(Code::invalid_model,
              "output size " + ints_str(hw) + " reads past input " + shape_str(z));
   set_output(g, n, 0, DType::f32, {z[0], z[1] / (s[0] * s[1]), hw[0], hw[1]});

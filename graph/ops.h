@@ -61,8 +61,8 @@
 //   DepthToSpace / SpaceToDepth  as ONNX (blocksize, mode DCR/CRD); run as a 6-D Transpose.
 //   Constant    value / value_float / value_floats / value_int / value_ints — folded at import.
 //   ChannelShuffle  internal (graph/channel_shuffle.h), never in a model.
-//   SubpixelInterleave  internal (graph/rewrite_convt.cpp): a ConvTranspose's phase planes
-//               interleaved into its output.
+//   SubpixelInterleave  internal (graph/subpixel.h, graph/rewrite_convt.cpp): a
+//               ConvTranspose's phase planes interleaved into its output.
 //   Cast        attr `to` kept as the ONNX code; to float16 = a float32 rounded to half
 //               precision, to int32 = an int64 wrapped to 32 bits (Kiln has no f16/i32
 //               tensors); `saturate` (opset 19, float8 only) ignored. CastLike: to = input 1's

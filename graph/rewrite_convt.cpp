@@ -5,10 +5,14 @@
 // (phases padded to a common ceil(k_eff / s) taps with zeros; channel (m * s_h + r_h) * s_w +
 // r_w), which the solver runs on its fast conv families, followed by a SubpixelInterleave that
 // scatters the phase planes into the output and applies the crop. FLOPs match the scatter
-// form when s divides the effective kernel (k 2/s 2, k 4/s 2); otherwise the zero taps cost
-// (s * ceil(k / s) / k)^2 more (k 3/s 2: 1.8x). Dilation is handled by the dilated kernel's zero
-// taps (rare in models; its waste grows with d).
+// form when s divides the effective kernel (k 2/s 2, k 4/s 2) on large maps; otherwise the zero
+// taps cost (s * ceil(k / s) / k)^2 more (k 3/s 2: 1.8x), and the phases' common planes one
+// row and column more than each phase needs (a 4x4 input's k 4/s 2: 1.56x). Where that costs
+// over 15%, each phase is its own Conv instead (its own taps, pads and rows; the phases
+// concatenated, then a phase-major interleave from per-phase origins: graph/subpixel.h).
+// Dilation is handled by the dilated kernel's zero taps (rare in models; its waste grows with d).
 #include <algorithm>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -39,6 +43,42 @@ Dim plan_dim(int64_t in, int64_t out, int64_t k, int64_t s, int64_t d, int64_t p
   r.offset = pad_begin - s * q0;  // output o reads t = o + offset
   const int64_t rows = floor_div(out - 1 + pad_begin, s) - q0 + 1;
   r.pad_end = std::max<int64_t>(0, rows - in - r.pad_begin + r.taps - 1);
+  return r;
+}
+
+// One spatial dim of the per-phase form: phase r is its own Conv with taps[r] taps (the
+// effective kernel's r + s * j), computing `rows` phase rows from start[r] (the interleave's
+// origin) with pads pb[r] / pe[r]. Every phase computes the same rows, so their outputs
+// concatenate. Empty where a phase has no taps or no outputs, or the begin pad is negative.
+struct PhaseDim {
+  std::vector<int64_t> taps, start, pb, pe;
+  int64_t rows = 0;
+};
+
+std::optional<PhaseDim> plan_phases(int64_t in, int64_t out, int64_t k, int64_t s, int64_t d,
+                                    int64_t pad_begin) {
+  const int64_t keff = (k - 1) * d + 1;
+  if (pad_begin < 0 || out < s) return std::nullopt;
+  PhaseDim r;
+  std::vector<int64_t> needed(static_cast<size_t>(s), 0);
+  for (int64_t ph = 0; ph < s; ++ph) {
+    const int64_t taps = ph < keff ? (keff - ph + s - 1) / s : 0;
+    const int64_t o0 = ((ph - pad_begin) % s + s) % s;  // first output of this phase
+    if (taps == 0 || o0 >= out) return std::nullopt;
+    const int64_t last = o0 + (out - 1 - o0) / s * s;
+    // Phase row q = (o + pad_begin) / s reads x[q - taps + 1 ..= q]: start at the first one
+    // needed, or earlier where that would take a negative pad.
+    const int64_t q0 = (o0 + pad_begin) / s, q1 = (last + pad_begin) / s;
+    const int64_t start = std::min(q0, taps - 1);
+    r.taps.push_back(taps);
+    r.start.push_back(start);
+    r.pb.push_back(taps - 1 - start);
+    needed[size_t(ph)] = q1 - start + 1;
+  }
+  // With no end pad phase ph's conv gives in - start rows: pad the others up to the most.
+  for (int64_t ph = 0; ph < s; ++ph)
+    r.rows = std::max({r.rows, needed[size_t(ph)], in - r.start[size_t(ph)]});
+  for (int64_t ph = 0; ph < s; ++ph) r.pe.push_back(r.rows - (in - r.start[size_t(ph)]));
   return r;
 }
 
@@ -103,6 +143,89 @@ ValueId phase_value(Graph& g, const std::string& node) {
   return g.add_value(unique_value_name(g, node + "_phases"));
 }
 
+// The per-phase form: a Conv per stride phase (its own taps, pads and rows), the absorbed unary
+// ops after each (fused into it later), a Concat of the phases and a phase-major interleave
+// from the phases' origins into the last absorbed node's output.
+void emit_phases(Graph& g, std::vector<Node>& nodes, const Node& n, const Tensor& w,
+                 const Epilogue& epi, const PhaseDim& ph, const PhaseDim& pw) {
+  const Shape x = g.value(n.inputs[0]).shape, y = g.value(n.outputs[0]).shape;
+  const std::vector<int64_t> s = n.attr_ints("strides"), d = n.attr_ints("dilations"),
+                             p = n.attr_ints("pads");
+  const int64_t G = n.attr_i("group", 1), M = y[1], Cg = x[1] / G, Mg = M / G;
+  const int64_t KH = w.shape()[2], KW = w.shape()[3];
+  const float* wp = w.data<float>();
+  // (A copy: adding constants may move the values.)
+  std::vector<float> b(size_t(M), 0.f);
+  if (n.in(2) != kNoValue) std::copy_n(g.value(n.inputs[2]).constant->data<float>(), M, b.begin());
+  std::vector<ValueId> phases;
+  for (int64_t rh = 0; rh < s[0]; ++rh)
+    for (int64_t rw = 0; rw < s[1]; ++rw) {
+      const int64_t th = ph.taps[size_t(rh)], tw = pw.taps[size_t(rw)];
+      Tensor wc(DType::f32, {M, Cg, th, tw});
+      float* cp = wc.data<float>();
+      for (int64_t m = 0; m < M; ++m)
+        for (int64_t ci = 0; ci < Cg; ++ci)
+          for (int64_t mh = 0; mh < th; ++mh)
+            for (int64_t mw = 0; mw < tw; ++mw) {
+              const int64_t eh = rh + s[0] * (th - 1 - mh), ew = rw + s[1] * (tw - 1 - mw);
+              if (eh % d[0] || ew % d[1]) continue;  // between dilated taps: 0
+              const int64_t c = (m / Mg) * Cg + ci;  // ConvTranspose weight [C, M/G, kH, kW]
+              cp[((m * Cg + ci) * th + mh) * tw + mw] =
+                  wp[((c * Mg + m % Mg) * KH + eh / d[0]) * KW + ew / d[1]] * epi.scale[size_t(m)];
+            }
+      const std::string tag = n.name + "_phase" + std::to_string(rh * s[1] + rw);
+      Node conv;
+      conv.name = tag;
+      conv.op = "Conv";
+      conv.inputs = {n.inputs[0], g.add_const(unique_value_name(g, tag + "_w"), wc)};
+      if (n.in(2) != kNoValue || epi.shifted) {
+        Tensor bc(DType::f32, {M});
+        for (int64_t m = 0; m < M; ++m)
+          bc.data<float>()[m] = b[size_t(m)] * epi.scale[size_t(m)] + epi.shift[size_t(m)];
+        conv.inputs.push_back(g.add_const(unique_value_name(g, tag + "_b"), bc));
+      }
+      conv.attrs["group"] = attr_i(G);
+      conv.attrs["kernel_shape"] = attr_ints({th, tw});
+      conv.attrs["pads"] =
+          attr_ints({ph.pb[size_t(rh)], pw.pb[size_t(rw)], ph.pe[size_t(rh)], pw.pe[size_t(rw)]});
+      conv.outputs = {g.add_value(unique_value_name(g, tag))};
+      infer_node(g, conv);
+      ValueId cur = conv.outputs[0];
+      nodes.push_back(std::move(conv));
+      for (const Node& u : epi.unary) {
+        Node op = u;
+        op.name = u.name + "_" + tag;
+        op.inputs[0] = cur;
+        op.outputs = {g.add_value(unique_value_name(g, op.name))};
+        infer_node(g, op);
+        cur = op.outputs[0];
+        nodes.push_back(std::move(op));
+      }
+      phases.push_back(cur);
+    }
+  Node cat;
+  cat.name = n.name + "_phases";
+  cat.op = "Concat";
+  cat.inputs = phases;
+  cat.attrs["axis"] = attr_i(1);
+  cat.outputs = {phase_value(g, n.name)};
+  infer_node(g, cat);
+  Node il;
+  il.name = n.name;
+  il.op = "SubpixelInterleave";
+  il.inputs = {cat.outputs[0]};
+  il.outputs = {epi.out};
+  il.attrs["strides"] = attr_ints(s);
+  il.attrs["offsets"] = attr_ints({p[0], p[1]});
+  il.attrs["out_hw"] = attr_ints({y[2], y[3]});
+  il.attrs["phase_major"] = attr_i(1);
+  il.attrs["origins_h"] = attr_ints(ph.start);
+  il.attrs["origins_w"] = attr_ints(pw.start);
+  nodes.push_back(std::move(cat));
+  infer_node(g, il);
+  nodes.push_back(std::move(il));
+}
+
 }  // namespace
 
 int rewrite_conv_transposes(Graph& g) {
@@ -138,6 +261,25 @@ int rewrite_conv_transposes(Graph& g) {
       continue;
     }
     const Epilogue epi = absorb_followers(g, cons, n, &absorbed);
+    // A Conv per phase where the one Conv's extra phase rows and zero taps cost over 15% more
+    // (a 4x4 input's k4s2p1: 5x5 phase planes, 1.56x; k3s2: half its taps zero).
+    if (S > 1) {
+      const auto ph = plan_phases(x[2], y[2], KH, s[0], d[0], p[0]);
+      const auto pw = plan_phases(x[3], y[3], KW, s[1], d[1], p[1]);
+      if (ph && pw) {
+        const double one = double(S) * double(x[2] + dh.pad_begin + dh.pad_end - dh.taps + 1) *
+                           double(x[3] + dw.pad_begin + dw.pad_end - dw.taps + 1) *
+                           double(dh.taps * dw.taps);
+        double each = 0;
+        for (int64_t th : ph->taps)
+          for (int64_t tw : pw->taps) each += double(ph->rows * pw->rows * th * tw);
+        if (each <= 0.85 * one) {
+          emit_phases(g, nodes, n, w, epi, *ph, *pw);
+          ++rewritten;
+          continue;
+        }
+      }
+    }
     // Conv weight [M * S, C / G, taps_h, taps_w]: phase (rh, rw) tap (mh, mw) is the dilated
     // kernel's (rh + s * (taps - 1 - mh), ...) when it lands on a real tap, else 0.
     Tensor wc(DType::f32, {M * S, Cg, dh.taps, dw.taps});

@@ -495,7 +495,11 @@ std::optional<SubpixelProblem> subpixel_problem(const Graph& g, const Node& n) {
   const Shape &z = g.value(n.inputs[0]).shape, &y = g.value(n.outputs[0]).shape;
   const std::vector<int64_t> s = n.attr_ints("strides"), off = n.attr_ints("offsets");
   if (s.size() != 2 || off.size() != 2) return std::nullopt;
-  return SubpixelProblem{y[0], y[1], z[2], z[3], y[2], y[3], s[0], s[1], off[0], off[1]};
+  SubpixelProblem p{y[0], y[1], z[2], z[3], y[2], y[3], s[0], s[1], off[0], off[1]};
+  p.phase_major = n.attr_i("phase_major", 0) != 0;
+  p.org_h = n.attr_ints("origins_h", {});
+  p.org_w = n.attr_ints("origins_w", {});
+  return p;
 }
 
 // A Transpose of an f32 tensor of rank <= 6: its permutation (default: reversed dims).

@@ -164,11 +164,17 @@ std::unique_ptr<Kernel> create_matmul_kernel(const Shape& a, const Shape& b, Isa
                                              std::string* why_not);
 
 // SubpixelInterleave (graph/rewrite_convt.cpp), nchw: y[n, c, oh, ow] = z[n, (c * sh + rh) * sw +
-// rw, qh, qw] with oh + off_h = qh * sh + rh (likewise w). z is [n, c * sh * sw, uh, uw], y
-// [n, c, oh, ow]. src[0] -> dst[0].
+// rw, qh - org_h[rh], qw - org_w[rw]] with oh + off_h = qh * sh + rh (likewise w); phase_major:
+// channel (rh * sw + rw) * c + c' instead (the phases' planes concatenated, one Conv each). z is
+// [n, c * sh * sw, uh, uw], y [n, c, oh, ow]; org_h / org_w empty means zeros. src[0] -> dst[0].
 struct SubpixelProblem {
   int64_t n = 1, c = 1, uh = 1, uw = 1, oh = 1, ow = 1;
   int64_t sh = 1, sw = 1, off_h = 0, off_w = 0;
+  bool phase_major = false;
+  std::vector<int64_t> org_h, org_w;
+  // Phase r's plane origin along h / w.
+  int64_t origin_h(int64_t r) const { return org_h.empty() ? 0 : org_h[size_t(r)]; }
+  int64_t origin_w(int64_t r) const { return org_w.empty() ? 0 : org_w[size_t(r)]; }
 };
 std::unique_ptr<Kernel> create_subpixel_kernel(const SubpixelProblem& p, Isa isa,
                                                std::string* why_not);

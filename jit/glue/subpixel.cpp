@@ -1,10 +1,12 @@
-// SubpixelInterleave (graph/rewrite_convt.cpp) in nchw: the sub-pixel Conv's phase planes
-// z[n, (c * sh + rh) * sw + rw] interleaved into y[n, c] (with the ConvTranspose's crop as an
-// offset). An output row takes one phase row rh; along it, output w reads phase (w + off) % sw
-// at column (w + off) / sw. The phase planes of one rh are a constant stride apart, so a
-// vector of outputs is one gather whose index pattern repeats every sw vectors: sw index
-// tables, the base advancing V floats per sw vectors. sw == 1 is a plain row copy.
+// SubpixelInterleave (graph/subpixel.h) in nchw: the sub-pixel Conv's phase planes interleaved
+// into y[n, c] (with the ConvTranspose's crop as an offset). An output row takes one phase row
+// rh; along it, output w reads phase (w + off) % sw at column (w + off) / sw - org_w. The phase
+// planes of one rh are a constant stride apart, so a vector of outputs is one gather whose index
+// pattern repeats every sw vectors: sw index tables, the base advancing V floats per sw
+// vectors. sw == 1 is a plain row copy.
 // One call is a run of output rows of the same phase (oh, oh + sh, ...); tiles are planes.
+#include "graph/subpixel.h"
+
 #include <algorithm>
 #include <cstdint>
 #include <string>
@@ -22,7 +24,8 @@ namespace x86 = asmjit::x86;
 
 class SubpixelKernel : public glue::GlueKernel {
  public:
-  SubpixelKernel(const SubpixelProblem& p, Isa isa, std::string name) : p_(p) {
+  SubpixelKernel(const SubpixelProblem& p, Isa isa, std::string name)
+      : p_(p), phase_(p.uh * p.uw * (p.phase_major ? p.c : 1)) {
     name_ = std::move(name);
     AsmBuilder b(name_, isa);
     build_rows(b);
@@ -39,13 +42,15 @@ class SubpixelKernel : public glue::GlueKernel {
     for (int64_t t = begin; t < end; ++t)
       for (int64_t q = t * chunk_; q < std::min(planes_, (t + 1) * chunk_); ++q) {
         float* dst = a.dst[0] + q * p_.oh * p_.ow;
-        const float* z = a.src[0] + q * S * zplane;  // plane (n, c) -> channels c * S ...
+        // Plane (n, c)'s phase 0: channel c * S, or (phase-major) n * S * C + c.
+        const int64_t n = q / p_.c, c = q % p_.c;
+        const float* z = a.src[0] + (p_.phase_major ? n * S * p_.c + c : q * S) * zplane;
         for (int64_t rh = 0; rh < p_.sh; ++rh) {
           // First output row of this phase: (oh + off_h) % sh == rh.
           const int64_t oh0 = ((rh - p_.off_h) % p_.sh + p_.sh) % p_.sh;
           if (oh0 >= p_.oh) continue;
-          const int64_t qh0 = (oh0 + p_.off_h) / p_.sh;
-          rows_(z + rh * p_.sw * zplane + qh0 * p_.uw, dst + oh0 * p_.ow,
+          const int64_t qh0 = (oh0 + p_.off_h) / p_.sh - p_.origin_h(rh);
+          rows_(z + rh * p_.sw * phase_ + qh0 * p_.uw, dst + oh0 * p_.ow,
                 (p_.oh - oh0 + p_.sh - 1) / p_.sh);
         }
       }
@@ -86,7 +91,7 @@ class SubpixelKernel : public glue::GlueKernel {
     cc.bind(top);
     if (sw == 1) {
       x86::Gp src = b.gp();
-      cc.lea(src, x86::ptr(s, int32_t(off * 4)));
+      cc.lea(src, x86::ptr(s, int32_t((off - p_.origin_w(0)) * 4)));
       b.copy_static(d, src, W);
     } else {
       // Vector j of a period (sw vectors, sw * V outputs, V columns of each phase plane).
@@ -94,7 +99,7 @@ class SubpixelKernel : public glue::GlueKernel {
         std::vector<uint32_t> idx(static_cast<size_t>(V));
         for (int i = 0; i < V; ++i) {
           const int64_t t = j * V + i + off;
-          idx[size_t(i)] = uint32_t((t % sw) * p_.uh * p_.uw + t / sw);
+          idx[size_t(i)] = uint32_t((t % sw) * phase_ + t / sw - p_.origin_w(t % sw));
         }
         return idx;
       };
@@ -132,6 +137,7 @@ class SubpixelKernel : public glue::GlueKernel {
   }
 
   SubpixelProblem p_;
+  int64_t phase_;  // floats between the planes of consecutive phases
   glue::CopyFn rows_ = nullptr;
   int64_t planes_ = 0, chunk_ = 1;
 };
@@ -144,10 +150,12 @@ std::unique_ptr<Kernel> create_subpixel_kernel(const SubpixelProblem& p, Isa isa
   if (p.n < 1 || p.c < 1 || p.oh < 1 || p.ow < 1 || p.sh < 1 || p.sw < 1 || p.off_h < 0 ||
       p.off_w < 0)
     return decline(why_not, "empty or invalid interleave");
-  if ((p.oh - 1 + p.off_h) / p.sh >= p.uh || (p.ow - 1 + p.off_w) / p.sw >= p.uw)
+  if (!subpixel_reads_inside(p.oh, p.sh, p.off_h, p.org_h, p.uh) ||
+      !subpixel_reads_inside(p.ow, p.sw, p.off_w, p.org_w, p.uw))
     return decline(why_not, "output reads past the phase planes");
   // Gather indices are 32-bit; row strides and offsets are 32-bit displacements.
-  if (p.sw * p.uh * p.uw >= (int64_t(1) << 30) || p.sh * p.ow >= (int64_t(1) << 28) || p.sw > 64)
+  const int64_t phase = p.uh * p.uw * (p.phase_major ? p.c : 1);
+  if (p.sw * phase >= (int64_t(1) << 30) || p.sh * p.ow >= (int64_t(1) << 28) || p.sw > 64)
     return decline(why_not, "planes too large");
   const std::string name = std::string("subpixel_f32_nchw__") + isa_name(isa);
   return std::make_unique<SubpixelKernel>(p, isa, name);

@@ -1,6 +1,7 @@
 // 2-D ConvTranspose (NCHW, grouped, strided, dilated, pads of either sign: graph/ops.h's
 // canonical form) as the scatter the ONNX spec describes, and SubpixelInterleave, the copy
 // that graph/rewrite_convt.cpp's sub-pixel form ends with.
+#include "graph/subpixel.h"
 #include "runtime/ref/ref_common.h"
 #include "runtime/ref/ref_window.h"
 
@@ -81,10 +82,14 @@ void subpixel_interleave(const Node& node, const Inputs& in, const Outputs& out)
   expect_rank(node, z, 4, "input");
   expect_rank(node, y, 4, "output");
   const std::vector<int64_t> s = ints_n(node, "strides", 2), off = ints_n(node, "offsets", 2);
+  const std::vector<int64_t> org_h = node.attr_ints("origins_h", {}),
+                             org_w = node.attr_ints("origins_w", {});
+  const bool phase_major = node.attr_i("phase_major", 0) != 0;
   const int64_t N = y.shape()[0], C = y.shape()[1], OH = y.shape()[2], OW = y.shape()[3];
-  const int64_t UH = z.shape()[2], UW = z.shape()[3];
-  expect_shape(node, z, {N, C * s[0] * s[1], UH, UW}, "input");
-  if ((OH - 1 + off[0]) / s[0] >= UH || (OW - 1 + off[1]) / s[1] >= UW || off[0] < 0 || off[1] < 0)
+  const int64_t UH = z.shape()[2], UW = z.shape()[3], S = s[0] * s[1];
+  expect_shape(node, z, {N, C * S, UH, UW}, "input");
+  if (!subpixel_reads_inside(OH, s[0], off[0], org_h, UH) ||
+      !subpixel_reads_inside(OW, s[1], off[1], org_w, UW))
     node.fail(Code::internal, "output reads past the input");
   const float* zp = z.data<float>();
   float* yp = y.data<float>();
@@ -93,9 +98,11 @@ void subpixel_interleave(const Node& node, const Inputs& in, const Outputs& out)
       for (int64_t oh = 0; oh < OH; ++oh)
         for (int64_t ow = 0; ow < OW; ++ow) {
           const int64_t th = oh + off[0], tw = ow + off[1];
-          const int64_t zc = (c * s[0] + th % s[0]) * s[1] + tw % s[1];
-          yp[((n * C + c) * OH + oh) * OW + ow] =
-              zp[((n * C * s[0] * s[1] + zc) * UH + th / s[0]) * UW + tw / s[1]];
+          const int64_t rh = th % s[0], rw = tw % s[1], phase = rh * s[1] + rw;
+          const int64_t zc = phase_major ? phase * C + c : c * S + phase;
+          const int64_t qh = th / s[0] - subpixel_origin(org_h, rh);
+          const int64_t qw = tw / s[1] - subpixel_origin(org_w, rw);
+          yp[((n * C + c) * OH + oh) * OW + ow] = zp[((n * C * S + zc) * UH + qh) * UW + qw];
         }
 }
 

@@ -170,7 +170,7 @@ std::vector<float> run_y(const Graph& g) {
 }
 
 TEST_CASE("rewrite_conv_transposes: sub-pixel Conv + interleave == ConvTranspose (sweep)") {
-  int interleaved = 0, direct = 0;
+  int interleaved = 0, direct = 0, phased = 0;
   for (const ConvTCase& k : test::convt_sweep(300, 5)) {
     const std::string desc = k.str();
     CAPTURE(desc);
@@ -189,13 +189,16 @@ TEST_CASE("rewrite_conv_transposes: sub-pixel Conv + interleave == ConvTranspose
     for (const Node& n : g.nodes) CHECK(n.op != "ConvTranspose");
     interleaved += g.nodes.back().op == "SubpixelInterleave";
     direct += g.nodes.back().op == "Conv";
+    phased += g.nodes.back().attr_i("phase_major", 0) == 1;
     const std::vector<float> after = run_y(g);
     REQUIRE(after.size() == want.size());
     for (size_t i = 0; i < want.size(); ++i)
       REQUIRE(after[i] == doctest::Approx(want[i]).epsilon(1e-5));
   }
-  CHECK(interleaved > 100);  // both forms are exercised
+  CHECK(interleaved > 100);  // every form is exercised
   CHECK(direct > 5);
+  CHECK(phased > 30);
+  CHECK(interleaved - phased > 30);
 }
 
 TEST_CASE(
@@ -219,10 +222,37 @@ TEST_CASE(
     remove_dead_code(g);
     std::vector<std::string> ops;
     for (const Node& n : g.nodes) ops.push_back(n.op);
-    if (stride == 1)
+    if (stride == 1) {
       CHECK(ops == std::vector<std::string>{"Conv", "Relu"});
-    else
-      CHECK(ops == std::vector<std::string>{"Conv", "Relu", "SubpixelInterleave"});
+    } else {  // k3s2: a Conv per phase (their 2x2, 2x1, 1x2, 1x1 taps), each with its Relu
+      CHECK(ops == std::vector<std::string>{"Conv", "Relu", "Conv", "Relu", "Conv", "Relu", "Conv",
+                                            "Relu", "Concat", "SubpixelInterleave"});
+    }
+    const std::vector<float> after = run_y(g);
+    REQUIRE(after.size() == before.size());
+    for (size_t i = 0; i < after.size(); ++i)
+      REQUIRE(after[i] == doctest::Approx(before[i]).epsilon(1e-5));
+  }
+}
+
+// k4s2p1 (DCGAN, U-Net decoders): one Conv computes (H + 1) x (W + 1) phase planes, so on a
+// small map a Conv per phase (H x W each) is cheaper; on a large one the single Conv stays.
+TEST_CASE("rewrite_conv_transposes: a Conv per phase on small maps") {
+  for (int64_t hw : {4, 6, 32}) {
+    CAPTURE(hw);
+    ConvTCase k;
+    k.c = 3, k.m = 4, k.h = k.w = hw, k.kh = k.kw = 4, k.pt = k.pl = k.pb = k.pr = 1;
+    Graph g = test::import(test::convt_model(k));
+    infer_shapes(g);
+    const std::vector<float> before = run_y(g);
+    REQUIRE(rewrite_conv_transposes(g) == 1);
+    int convs = 0;
+    for (const Node& n : g.nodes) {
+      convs += n.op == "Conv";
+      if (n.op == "Conv" && hw < 32)  // each phase: 2x2 taps, hw x hw outputs
+        CHECK(g.value(n.outputs[0]).shape == Shape{1, 4, hw, hw});
+    }
+    CHECK(convs == (hw < 32 ? 4 : 1));
     const std::vector<float> after = run_y(g);
     REQUIRE(after.size() == before.size());
     for (size_t i = 0; i < after.size(); ++i)
