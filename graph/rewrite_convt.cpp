@@ -6,9 +6,9 @@
 // r_w), which the solver runs on its fast conv families, followed by a SubpixelInterleave that
 // scatters the phase planes into the output and applies the crop. FLOPs match the scatter
 // form when s divides the effective kernel (k 2/s 2, k 4/s 2) on large maps; otherwise the zero
-// taps cost (s * ceil(k / s) / k)^2 more (k 3/s 2: 1.8x), and the phases' common planes one
-// row and column more than each phase needs (a 4x4 input's k 4/s 2: 1.56x). Where that costs
-// over 15%, each phase is its own Conv instead (its own taps, pads and rows; the phases
+// taps cost (s * ceil(k / s) / k)^2 more, and the phases' common planes a row and column more
+// than each phase needs (((H + 1) / H)^2 on an H x H input). Where that is too much
+// (kPhasesBelow), each phase is its own Conv instead (its own taps, pads and rows; the phases
 // concatenated, then a phase-major interleave from per-phase origins: graph/subpixel.h).
 // Dilation is handled by the dilated kernel's zero taps (rare in models; its waste grows with d).
 #include <algorithm>
@@ -143,81 +143,132 @@ ValueId phase_value(Graph& g, const std::string& node) {
   return g.add_value(unique_value_name(g, node + "_phases"));
 }
 
-// The per-phase form: a Conv per stride phase (its own taps, pads and rows), the absorbed unary
-// ops after each (fused into it later), a Concat of the phases and a phase-major interleave
-// from the phases' origins into the last absorbed node's output.
-void emit_phases(Graph& g, std::vector<Node>& nodes, const Node& n, const Tensor& w,
-                 const Epilogue& epi, const PhaseDim& ph, const PhaseDim& pw) {
-  const Shape x = g.value(n.inputs[0]).shape, y = g.value(n.outputs[0]).shape;
-  const std::vector<int64_t> s = n.attr_ints("strides"), d = n.attr_ints("dilations"),
-                             p = n.attr_ints("pads");
-  const int64_t G = n.attr_i("group", 1), M = y[1], Cg = x[1] / G, Mg = M / G;
-  const int64_t KH = w.shape()[2], KW = w.shape()[3];
-  const float* wp = w.data<float>();
-  // (A copy: adding constants may move the values.)
-  std::vector<float> b(size_t(M), 0.f);
-  if (n.in(2) != kNoValue) std::copy_n(g.value(n.inputs[2]).constant->data<float>(), M, b.begin());
-  std::vector<ValueId> phases;
-  for (int64_t rh = 0; rh < s[0]; ++rh)
-    for (int64_t rw = 0; rw < s[1]; ++rw) {
-      const int64_t th = ph.taps[size_t(rh)], tw = pw.taps[size_t(rw)];
-      Tensor wc(DType::f32, {M, Cg, th, tw});
-      float* cp = wc.data<float>();
-      for (int64_t m = 0; m < M; ++m)
-        for (int64_t ci = 0; ci < Cg; ++ci)
-          for (int64_t mh = 0; mh < th; ++mh)
-            for (int64_t mw = 0; mw < tw; ++mw) {
-              const int64_t eh = rh + s[0] * (th - 1 - mh), ew = rw + s[1] * (tw - 1 - mw);
-              if (eh % d[0] || ew % d[1]) continue;  // between dilated taps: 0
-              const int64_t c = (m / Mg) * Cg + ci;  // ConvTranspose weight [C, M/G, kH, kW]
-              cp[((m * Cg + ci) * th + mh) * tw + mw] =
-                  wp[((c * Mg + m % Mg) * KH + eh / d[0]) * KW + ew / d[1]] * epi.scale[size_t(m)];
-            }
-      const std::string tag = n.name + "_phase" + std::to_string(rh * s[1] + rw);
-      Node conv;
-      conv.name = tag;
-      conv.op = "Conv";
-      conv.inputs = {n.inputs[0], g.add_const(unique_value_name(g, tag + "_w"), wc)};
-      if (n.in(2) != kNoValue || epi.shifted) {
-        Tensor bc(DType::f32, {M});
-        for (int64_t m = 0; m < M; ++m)
-          bc.data<float>()[m] = b[size_t(m)] * epi.scale[size_t(m)] + epi.shift[size_t(m)];
-        conv.inputs.push_back(g.add_const(unique_value_name(g, tag + "_b"), bc));
-      }
-      conv.attrs["group"] = attr_i(G);
-      conv.attrs["kernel_shape"] = attr_ints({th, tw});
-      conv.attrs["pads"] =
-          attr_ints({ph.pb[size_t(rh)], pw.pb[size_t(rw)], ph.pe[size_t(rh)], pw.pe[size_t(rw)]});
-      conv.outputs = {g.add_value(unique_value_name(g, tag))};
-      infer_node(g, conv);
-      ValueId cur = conv.outputs[0];
-      nodes.push_back(std::move(conv));
-      for (const Node& u : epi.unary) {
-        Node op = u;
-        op.name = u.name + "_" + tag;
-        op.inputs[0] = cur;
-        op.outputs = {g.add_value(unique_value_name(g, op.name))};
-        infer_node(g, op);
-        cur = op.outputs[0];
-        nodes.push_back(std::move(op));
-      }
-      phases.push_back(cur);
-    }
-  Node cat;
-  cat.name = n.name + "_phases";
-  cat.op = "Concat";
-  cat.inputs = phases;
-  cat.attrs["axis"] = attr_i(1);
-  cat.outputs = {phase_value(g, n.name)};
-  infer_node(g, cat);
+// A ConvTranspose with constant weights as the sub-pixel forms read it.
+struct ConvT {
+  const Node& n;
+  Shape x, y;
+  Tensor w;  // a shallow copy: add_const moves values
+  std::vector<int64_t> s, d, p;
+  int64_t G, M, Cg, Mg, KH, KW;
+  std::vector<float> bias;  // per output channel, the absorbed BNs applied (valid if has_bias)
+  bool has_bias;
+
+  ConvT(const Graph& g, const Node& node, const Epilogue& epi)
+      : n(node),
+        x(g.value(node.inputs[0]).shape),
+        y(g.value(node.outputs[0]).shape),
+        w(*g.value(node.inputs[1]).constant),
+        s(node.attr_ints("strides")),
+        d(node.attr_ints("dilations")),
+        p(node.attr_ints("pads")),
+        G(node.attr_i("group", 1)),
+        M(y[1]),
+        Cg(x[1] / G),
+        Mg(M / G),
+        KH(w.shape()[2]),
+        KW(w.shape()[3]),
+        bias(size_t(M), 0.f),
+        has_bias(node.in(2) != kNoValue || epi.shifted) {
+    const float* b =
+        node.in(2) != kNoValue ? g.value(node.inputs[2]).constant->data<float>() : nullptr;
+    for (size_t m = 0; m < size_t(M); ++m) bias[m] = (b ? b[m] : 0.f) * epi.scale[m] + epi.shift[m];
+  }
+
+  // Phase (rh, rw)'s flipped taps ([M][Cg][th][tw], output channel m at out + m * m_stride):
+  // tap (mh, mw) is the dilated kernel's (rh + s * (th - 1 - mh), ...) when it lands on a real
+  // tap, else 0 (out zero-filled); times the absorbed BNs' scale.
+  void phase_weights(int64_t rh, int64_t rw, int64_t th, int64_t tw, const Epilogue& epi,
+                     float* out, int64_t m_stride) const {
+    const float* wp = w.data<float>();
+    const int64_t keh = (KH - 1) * d[0] + 1, kew = (KW - 1) * d[1] + 1;
+    for (int64_t m = 0; m < M; ++m)
+      for (int64_t ci = 0; ci < Cg; ++ci)
+        for (int64_t mh = 0; mh < th; ++mh)
+          for (int64_t mw = 0; mw < tw; ++mw) {
+            const int64_t eh = rh + s[0] * (th - 1 - mh), ew = rw + s[1] * (tw - 1 - mw);
+            if (eh >= keh || ew >= kew || eh % d[0] || ew % d[1]) continue;
+            const int64_t c = (m / Mg) * Cg + ci;  // ConvTranspose weight [C, M/G, kH, kW]
+            out[m * m_stride + (ci * th + mh) * tw + mw] =
+                wp[((c * Mg + m % Mg) * KH + eh / d[0]) * KW + ew / d[1]] * epi.scale[size_t(m)];
+          }
+  }
+};
+
+// Conv(input) named `tag` with weights wc (and bias bc if any), group G, kernel / pads, then the
+// absorbed unary ops (fused into it later; renamed with the tag when `copies`: one chain per
+// phase), the last into last_out; other outputs are new values named after `values`. Returns
+// the chain's output.
+ValueId emit_conv_chain(Graph& g, std::vector<Node>& nodes, const std::string& tag,
+                        const std::string& values, bool copies, ValueId input, Tensor wc,
+                        std::optional<Tensor> bc, int64_t G, std::vector<int64_t> kernel,
+                        std::vector<int64_t> pads, const Epilogue& epi, ValueId last_out) {
+  Node conv;
+  conv.name = tag;
+  conv.op = "Conv";
+  conv.inputs = {input, g.add_const(unique_value_name(g, tag + "_w"), std::move(wc))};
+  if (bc) conv.inputs.push_back(g.add_const(unique_value_name(g, tag + "_b"), std::move(*bc)));
+  conv.attrs["group"] = attr_i(G);
+  conv.attrs["kernel_shape"] = attr_ints(std::move(kernel));
+  conv.attrs["pads"] = attr_ints(std::move(pads));
+  auto out = [&](bool last) {
+    return last && last_out != kNoValue ? last_out : phase_value(g, values);
+  };
+  conv.outputs = {out(epi.unary.empty())};
+  infer_node(g, conv);
+  ValueId cur = conv.outputs[0];
+  nodes.push_back(std::move(conv));
+  for (size_t u = 0; u < epi.unary.size(); ++u) {
+    Node op = epi.unary[u];
+    if (copies) op.name += "_" + tag;
+    op.inputs[0] = cur;
+    op.outputs = {out(u + 1 == epi.unary.size())};
+    infer_node(g, op);
+    cur = op.outputs[0];
+    nodes.push_back(std::move(op));
+  }
+  return cur;
+}
+
+// SubpixelInterleave of `planes` into the ConvTranspose's (last absorbed node's) output.
+Node interleave(const ConvT& k, ValueId planes, ValueId out, std::vector<int64_t> offsets) {
   Node il;
-  il.name = n.name;
+  il.name = k.n.name;
   il.op = "SubpixelInterleave";
-  il.inputs = {cat.outputs[0]};
-  il.outputs = {epi.out};
-  il.attrs["strides"] = attr_ints(s);
-  il.attrs["offsets"] = attr_ints({p[0], p[1]});
-  il.attrs["out_hw"] = attr_ints({y[2], y[3]});
+  il.inputs = {planes};
+  il.outputs = {out};
+  il.attrs["strides"] = attr_ints(k.s);
+  il.attrs["offsets"] = attr_ints(std::move(offsets));
+  il.attrs["out_hw"] = attr_ints({k.y[2], k.y[3]});
+  return il;
+}
+
+// The per-phase form: a Conv per stride phase (its own taps, pads and rows), its unary ops, a
+// Concat of the phases and a phase-major interleave from the phases' origins.
+void emit_phases(Graph& g, std::vector<Node>& nodes, const ConvT& k, const Epilogue& epi,
+                 const PhaseDim& ph, const PhaseDim& pw) {
+  Node cat;
+  cat.name = k.n.name + "_phases";
+  cat.op = "Concat";
+  cat.attrs["axis"] = attr_i(1);
+  for (int64_t rh = 0; rh < k.s[0]; ++rh)
+    for (int64_t rw = 0; rw < k.s[1]; ++rw) {
+      const int64_t th = ph.taps[size_t(rh)], tw = pw.taps[size_t(rw)];
+      Tensor wc(DType::f32, {k.M, k.Cg, th, tw});
+      k.phase_weights(rh, rw, th, tw, epi, wc.data<float>(), k.Cg * th * tw);
+      std::optional<Tensor> bc;
+      if (k.has_bias) {
+        bc.emplace(DType::f32, Shape{k.M});
+        std::copy(k.bias.begin(), k.bias.end(), bc->data<float>());
+      }
+      const std::string tag = k.n.name + "_phase" + std::to_string(rh * k.s[1] + rw);
+      cat.inputs.push_back(emit_conv_chain(
+          g, nodes, tag, tag, true, k.n.inputs[0], std::move(wc), std::move(bc), k.G, {th, tw},
+          {ph.pb[size_t(rh)], pw.pb[size_t(rw)], ph.pe[size_t(rh)], pw.pe[size_t(rw)]}, epi,
+          kNoValue));
+    }
+  cat.outputs = {phase_value(g, k.n.name)};
+  infer_node(g, cat);
+  Node il = interleave(k, cat.outputs[0], epi.out, {k.p[0], k.p[1]});
   il.attrs["phase_major"] = attr_i(1);
   il.attrs["origins_h"] = attr_ints(ph.start);
   il.attrs["origins_w"] = attr_ints(pw.start);
@@ -225,6 +276,10 @@ void emit_phases(Graph& g, std::vector<Node>& nodes, const Node& n, const Tensor
   infer_node(g, il);
   nodes.push_back(std::move(il));
 }
+
+// The per-phase form is taken where it does at most this share of the one Conv's
+// multiply-adds: below it the saving outweighs the extra steps and the concat.
+constexpr double kPhasesBelow = 0.85;
 
 }  // namespace
 
@@ -243,13 +298,12 @@ int rewrite_conv_transposes(Graph& g) {
       continue;
     }
     const Shape x = g.value(n.inputs[0]).shape, y = g.value(n.outputs[0]).shape;
-    const Tensor w = *g.value(n.inputs[1]).constant;  // a shallow copy: add_const moves values
     const std::vector<int64_t> s = n.attr_ints("strides"), d = n.attr_ints("dilations"),
                                p = n.attr_ints("pads");
-    const int64_t G = n.attr_i("group", 1), C = x[1], M = y[1], Cg = C / G, Mg = M / G;
-    const int64_t KH = w.shape()[2], KW = w.shape()[3];
-    const Dim dh = plan_dim(x[2], y[2], KH, s[0], d[0], p[0]);
-    const Dim dw = plan_dim(x[3], y[3], KW, s[1], d[1], p[1]);
+    const int64_t G = n.attr_i("group", 1), Cg = x[1] / G, M = y[1];
+    const Tensor& w = *g.value(n.inputs[1]).constant;
+    const Dim dh = plan_dim(x[2], y[2], w.shape()[2], s[0], d[0], p[0]);
+    const Dim dw = plan_dim(x[3], y[3], w.shape()[3], s[1], d[1], p[1]);
     const int64_t S = s[0] * s[1];
     // Strides past the output (a 1-pixel input allows any) would make S phases of nothing:
     // such nodes stay on the reference kernel, as do sub-pixel weights past 2^28 floats and
@@ -261,88 +315,46 @@ int rewrite_conv_transposes(Graph& g) {
       continue;
     }
     const Epilogue epi = absorb_followers(g, cons, n, &absorbed);
-    // A Conv per phase where the one Conv's extra phase rows and zero taps cost over 15% more
-    // (a 4x4 input's k4s2p1: 5x5 phase planes, 1.56x; k3s2: half its taps zero).
+    const ConvT k(g, n, epi);
+    ++rewritten;
+    // The one Conv's phase planes: rows x cols.
+    const int64_t rows = x[2] + dh.pad_begin + dh.pad_end - dh.taps + 1;
+    const int64_t cols = x[3] + dw.pad_begin + dw.pad_end - dw.taps + 1;
+    // A Conv per phase where that needs at most kPhasesBelow of the one Conv's multiply-adds.
     if (S > 1) {
-      const auto ph = plan_phases(x[2], y[2], KH, s[0], d[0], p[0]);
-      const auto pw = plan_phases(x[3], y[3], KW, s[1], d[1], p[1]);
+      const auto ph = plan_phases(x[2], y[2], k.KH, s[0], d[0], p[0]);
+      const auto pw = plan_phases(x[3], y[3], k.KW, s[1], d[1], p[1]);
       if (ph && pw) {
-        const double one = double(S) * double(x[2] + dh.pad_begin + dh.pad_end - dh.taps + 1) *
-                           double(x[3] + dw.pad_begin + dw.pad_end - dw.taps + 1) *
-                           double(dh.taps * dw.taps);
         double each = 0;
         for (int64_t th : ph->taps)
           for (int64_t tw : pw->taps) each += double(ph->rows * pw->rows * th * tw);
-        if (each <= 0.85 * one) {
-          emit_phases(g, nodes, n, w, epi, *ph, *pw);
-          ++rewritten;
+        if (each <= kPhasesBelow * double(S * rows * cols * dh.taps * dw.taps)) {
+          emit_phases(g, nodes, k, epi, *ph, *pw);
           continue;
         }
       }
     }
-    // Conv weight [M * S, C / G, taps_h, taps_w]: phase (rh, rw) tap (mh, mw) is the dilated
-    // kernel's (rh + s * (taps - 1 - mh), ...) when it lands on a real tap, else 0.
+    // One Conv [M * S, C / G, taps_h, taps_w]: phase (rh, rw) of output channel m is channel
+    // m * S + rh * s_w + rw.
+    const int64_t taps = dh.taps * dw.taps;
     Tensor wc(DType::f32, {M * S, Cg, dh.taps, dw.taps});
-    const float* wp = w.data<float>();
-    float* cp = wc.data<float>();
-    for (int64_t m = 0; m < M; ++m)
-      for (int64_t rh = 0; rh < s[0]; ++rh)
-        for (int64_t rw = 0; rw < s[1]; ++rw)
-          for (int64_t ci = 0; ci < Cg; ++ci)
-            for (int64_t mh = 0; mh < dh.taps; ++mh)
-              for (int64_t mw = 0; mw < dw.taps; ++mw) {
-                const int64_t eh = rh + s[0] * (dh.taps - 1 - mh);
-                const int64_t ew = rw + s[1] * (dw.taps - 1 - mw);
-                if (eh >= dh.keff || ew >= dw.keff || eh % d[0] || ew % d[1]) continue;
-                const int64_t c = (m / Mg) * Cg + ci;  // ConvTranspose weight [C, M/G, kH, kW]
-                cp[((((m * s[0] + rh) * s[1] + rw) * Cg + ci) * dh.taps + mh) * dw.taps + mw] =
-                    wp[((c * Mg + m % Mg) * KH + eh / d[0]) * KW + ew / d[1]] *
-                    epi.scale[size_t(m)];
-              }
-    Node conv;
-    conv.name = n.name + "_subpixel";
-    conv.op = "Conv";
-    conv.inputs = {n.inputs[0], g.add_const(unique_value_name(g, n.name + "_subpixel_w"), wc)};
-    if (n.in(2) != kNoValue || epi.shifted) {
-      const float* b = n.in(2) != kNoValue ? g.value(n.inputs[2]).constant->data<float>() : nullptr;
-      Tensor bc(DType::f32, {M * S});
-      for (int64_t j = 0; j < M * S; ++j) {
-        const size_t m = size_t(j / S);
-        bc.data<float>()[j] = (b ? b[m] : 0.f) * epi.scale[m] + epi.shift[m];
-      }
-      conv.inputs.push_back(g.add_const(unique_value_name(g, n.name + "_subpixel_b"), bc));
+    for (int64_t rh = 0; rh < s[0]; ++rh)
+      for (int64_t rw = 0; rw < s[1]; ++rw)
+        k.phase_weights(rh, rw, dh.taps, dw.taps, epi,
+                        wc.data<float>() + (rh * s[1] + rw) * Cg * taps, S * Cg * taps);
+    std::optional<Tensor> bc;
+    if (k.has_bias) {
+      bc.emplace(DType::f32, Shape{M * S});
+      for (int64_t j = 0; j < M * S; ++j) bc->data<float>()[j] = k.bias[size_t(j / S)];
     }
-    conv.attrs["group"] = attr_i(G);
-    conv.attrs["kernel_shape"] = attr_ints({dh.taps, dw.taps});
-    conv.attrs["pads"] = attr_ints({dh.pad_begin, dw.pad_begin, dh.pad_end, dw.pad_end});
-    const bool direct = S == 1 && dh.offset == 0 && dw.offset == 0 &&
-                        x[2] + dh.pad_begin + dh.pad_end - dh.taps + 1 == y[2] &&
-                        x[3] + dw.pad_begin + dw.pad_end - dw.taps + 1 == y[3];
-    // The Conv, then the absorbed unary ops on its output (fused into it later), then the
-    // interleave into the last one's output.
-    const ValueId out = epi.out;
-    conv.outputs = {direct && epi.unary.empty() ? out : phase_value(g, n.name)};
-    infer_node(g, conv);
-    ValueId cur = conv.outputs[0];
-    nodes.push_back(std::move(conv));
-    for (size_t u = 0; u < epi.unary.size(); ++u) {
-      Node op = epi.unary[u];
-      op.inputs[0] = cur;
-      op.outputs = {direct && u + 1 == epi.unary.size() ? out : phase_value(g, n.name)};
-      infer_node(g, op);
-      cur = op.outputs[0];
-      nodes.push_back(std::move(op));
-    }
-    ++rewritten;
-    if (direct) continue;  // stride 1, nothing to crop: the Conv writes the output itself
-    Node il;
-    il.name = n.name;
-    il.op = "SubpixelInterleave";
-    il.inputs = {cur};
-    il.outputs = {out};
-    il.attrs["strides"] = attr_ints(s);
-    il.attrs["offsets"] = attr_ints({dh.offset, dw.offset});
-    il.attrs["out_hw"] = attr_ints({y[2], y[3]});
+    // Stride 1 with nothing to crop: the Conv (with its unary ops) writes the output itself.
+    const bool direct = S == 1 && dh.offset == 0 && dw.offset == 0 && rows == y[2] && cols == y[3];
+    const ValueId cur = emit_conv_chain(g, nodes, n.name + "_subpixel", n.name, false, n.inputs[0],
+                                        std::move(wc), std::move(bc), G, {dh.taps, dw.taps},
+                                        {dh.pad_begin, dw.pad_begin, dh.pad_end, dw.pad_end}, epi,
+                                        direct ? epi.out : kNoValue);
+    if (direct) continue;
+    Node il = interleave(k, cur, epi.out, {dh.offset, dw.offset});
     infer_node(g, il);
     nodes.push_back(std::move(il));
   }
