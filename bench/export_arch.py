@@ -22,7 +22,9 @@
 # - the fourth batch in bench/unseen_blocks2.py (UNSEEN2): restoration, attention, large-kernel
 #   and gating blocks as classifiers, and whole models with other inputs / outputs
 #   (super-resolution, a text detector, a face embedder and proposal net, a GAN generator,
-#   attention U-Net, a denoiser).
+#   attention U-Net, a denoiser);
+# - the fifth batch in bench/unseen_blocks3.py (UNSEEN3): volumetric and 1-D nets (3-D U-Nets,
+#   X3D / CSN video blocks, Wave-U-Net); --size is then DxHxW or L.
 # Writes OUT/NAME[_bB_HxW].onnx with .input.npy and PyTorch's output .ref.npy (the first output
 # for several) for `kiln bench --check` and bench/zoo_bench.py. Needs python3-torch / -onnx.
 import argparse, os
@@ -35,6 +37,7 @@ import torch.nn.functional as F
 from export_util import calibrate_bn, export_case
 from unseen_blocks import UNSEEN
 from unseen_blocks2 import UNSEEN2
+from unseen_blocks3 import UNSEEN3
 
 SEED = 1234
 
@@ -266,14 +269,14 @@ MODELS = {"yolov5s": (YoloV5s, "640x640", 3, 7), "unet": (UNet, "256x256", 3, 7)
           "style": (StyleNet, "256x256", 3, 7), "espcn": (ESPCN, "224x224", 3, 7),
           "raft_small": (RaftSmall, "128x160", 6, 16), "crnn": (CRNN, "32x128", 1, 7),
           "condconv": (CondConvNet, "224x224", 3, 7),
-          **UNSEEN, **UNSEEN2}
+          **UNSEEN, **UNSEEN2, **UNSEEN3}
 
 
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", required=True)
     ap.add_argument("--batch", type=int, default=1)
-    ap.add_argument("--size", help="HxW (default: the model's, MODELS)")
+    ap.add_argument("--size", help="HxW, DxHxW or L as the model takes (default: MODELS)")
     ap.add_argument("--opset", type=int, default=13)
     ap.add_argument("models", nargs="*")
     args = ap.parse_args()

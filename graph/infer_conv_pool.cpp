@@ -212,17 +212,15 @@ void expect_conv_operands(const Graph& g, const Node& n, const char* what, const
 
 }  // namespace
 
-// A 3-D Conv ([N, C, D, H, W], group 1) is only inferred here: rewrite_conv3d lowers it to a
-// 2-D Conv over the frames before anything else sees it.
+// A 3-D Conv ([N, C, D, H, W]) is only inferred here: rewrite_conv3d lowers it to 2-D Convs
+// over the frames before anything else sees it.
 void infer_conv(Graph& g, Node& n) {
   const bool three_d = input(g, n, 0).shape.size() == 5;
   expect_conv_operands(g, n, "convolution",
                        three_d ? "[M, C/group, kD, kH, kW]" : "[M, C/group, kH, kW]", true);
   const Shape& x = input(g, n, 0).shape;
   const int64_t m = input(g, n, 1).shape[0];
-  if (expect_grouped_weight(g, n, x[1], m, x[1]) != 1 && three_d)
-    n.fail(Code::unsupported, "grouped 3-D convolution (group " +
-                                  std::to_string(n.attr_i("group", 1)) + ") is not supported");
+  expect_grouped_weight(g, n, x[1], m, x[1]);
   std::vector<int64_t> kernel = weight_kernel(g, n);
   expect_bias(g, n, m);
   Window w = resolve_window(n, Shape(x.begin() + 2, x.end()), kernel, false, true);
@@ -233,13 +231,17 @@ void infer_conv(Graph& g, Node& n) {
 }
 
 // ConvTranspose: out = s * (in - 1) + output_padding + (k - 1) * d + 1 - pads (ONNX spec).
+// 2-D or 3-D (rewrite_conv3d lowers a 3-D one to a 2-D ConvTranspose over the frames).
 // output_shape (spatial dims, or all four) and auto_pad SAME_* give pads from the total
 // padding; output_padding is then folded into the end pads, which may become negative (the
 // output grows past the last input's reach: bias only there). Canonical form: kernel_shape,
 // strides, dilations, pads, group; no auto_pad / output_padding / output_shape.
 void infer_conv_transpose(Graph& g, Node& n) {
-  expect_conv_operands(g, n, "ConvTranspose", "[C, M/group, kH, kW]");
+  const bool three_d = input(g, n, 0).shape.size() == 5;
+  expect_conv_operands(g, n, "ConvTranspose",
+                       three_d ? "[C, M/group, kD, kH, kW]" : "[C, M/group, kH, kW]", true);
   const Shape& x = input(g, n, 0).shape;
+  const size_t nsp = x.size() - 2;  // spatial dims
   const Shape& wt = input(g, n, 1).shape;
   if (wt[0] != x[1])
     n.fail(Code::invalid_model, "weight shape " + shape_str(wt) + " should start with the " +
@@ -254,37 +256,37 @@ void infer_conv_transpose(Graph& g, Node& n) {
   const int64_t m = wt[1] * group;
   const std::vector<int64_t> kernel = weight_kernel(g, n);
   expect_bias(g, n, m);
-  const std::vector<int64_t> strides = spatial_attr(n, "strides", kSpatial, 1, 1);
-  const std::vector<int64_t> dil = spatial_attr(n, "dilations", kSpatial, 1, 1);
-  const std::vector<int64_t> outpad = spatial_attr(n, "output_padding", kSpatial, 0, 0);
-  std::vector<int64_t> full(kSpatial);  // s * (in - 1) + output_padding + effective kernel
-  for (size_t i = 0; i < kSpatial; ++i) {
+  const std::vector<int64_t> strides = spatial_attr(n, "strides", nsp, 1, 1);
+  const std::vector<int64_t> dil = spatial_attr(n, "dilations", nsp, 1, 1);
+  const std::vector<int64_t> outpad = spatial_attr(n, "output_padding", nsp, 0, 0);
+  std::vector<int64_t> full(nsp);  // s * (in - 1) + output_padding + effective kernel
+  for (size_t i = 0; i < nsp; ++i) {
     full[i] = strides[i] * (x[2 + i] - 1) + outpad[i] + (kernel[i] - 1) * dil[i] + 1;
     if (full[i] >= kMaxAttr)
       n.fail(Code::unsupported, "output of " + std::to_string(full[i]) + " along spatial dim " +
                                     std::to_string(i) + " is too large");
   }
   const std::string auto_pad = n.attr_s("auto_pad", "NOTSET");
-  std::vector<int64_t> pads(2 * kSpatial, 0);
+  std::vector<int64_t> pads(2 * nsp, 0);
   std::vector<int64_t> want;  // requested output size (output_shape or SAME_*)
   if (n.has("output_shape")) {
     want = n.attr_ints("output_shape");
-    if (want.size() == 2 + kSpatial) want.erase(want.begin(), want.begin() + 2);
-    if (want.size() != kSpatial)
+    if (want.size() == 2 + nsp) want.erase(want.begin(), want.begin() + 2);
+    if (want.size() != nsp)
       n.fail(Code::invalid_model, "attribute 'output_shape' = " + ints_str(want) +
-                                      " should hold the " + std::to_string(kSpatial) +
+                                      " should hold the " + std::to_string(nsp) +
                                       " spatial output dims");
     for (int64_t v : want)
       if (v < 1 || v >= kMaxAttr)
         n.fail(Code::invalid_model,
                "attribute 'output_shape' = " + ints_str(want) + " has a value out of range");
   } else if (auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER") {
-    for (size_t i = 0; i < kSpatial; ++i) want.push_back(x[2 + i] * strides[i]);
+    for (size_t i = 0; i < nsp; ++i) want.push_back(x[2 + i] * strides[i]);
   } else if (auto_pad == "NOTSET") {
     // End pads may be negative in the canonical form (output_padding folded in), which a
     // second inference (graph/dynamic.h's split, then the passes) reads back.
-    pads = spatial_attr(n, "pads", 2 * kSpatial, 0, -kMaxAttr + 1);
-    for (size_t i = 0; i < kSpatial; ++i)
+    pads = spatial_attr(n, "pads", 2 * nsp, 0, -kMaxAttr + 1);
+    for (size_t i = 0; i < nsp; ++i)
       if (pads[i] < 0)
         n.fail(Code::invalid_model, "attribute 'pads' = " + ints_str(pads) +
                                         " has a negative begin pad (expected >= 0)");
@@ -292,19 +294,19 @@ void infer_conv_transpose(Graph& g, Node& n) {
     n.fail(Code::invalid_model, "unknown auto_pad '" + auto_pad + "'");
   }
   if (!want.empty()) {
-    for (size_t i = 0; i < kSpatial; ++i) {
+    for (size_t i = 0; i < nsp; ++i) {
       // SAME_UPPER puts the odd pixel at the end, anything else at the beginning (ONNX spec);
       // half rounds down, so a negative total (output past the full size) grows the end.
       const int64_t total = full[i] - want[i];
       const int64_t half = total >= 0 ? total / 2 : -((1 - total) / 2);
       pads[i] = auto_pad == "SAME_UPPER" ? half : total - half;
-      pads[i + kSpatial] = total - pads[i];
+      pads[i + nsp] = total - pads[i];
     }
   }
-  std::vector<int64_t> out(kSpatial);
-  for (size_t i = 0; i < kSpatial; ++i) {
-    pads[i + kSpatial] -= outpad[i];
-    out[i] = full[i] - outpad[i] - pads[i] - pads[i + kSpatial];
+  std::vector<int64_t> out(nsp);
+  for (size_t i = 0; i < nsp; ++i) {
+    pads[i + nsp] -= outpad[i];
+    out[i] = full[i] - outpad[i] - pads[i] - pads[i + nsp];
     if (out[i] < 1)
       n.fail(Code::invalid_model,
              "pads " + ints_str(pads) + " leave no output along spatial dim " + std::to_string(i));
@@ -316,7 +318,9 @@ void infer_conv_transpose(Graph& g, Node& n) {
   n.attrs.erase("auto_pad");
   n.attrs.erase("output_padding");
   n.attrs.erase("output_shape");
-  set_output(g, n, 0, DType::f32, {x[0], m, out[0], out[1]});
+  Shape y{x[0], m};
+  y.insert(y.end(), out.begin(), out.end());
+  set_output(g, n, 0, DType::f32, y);
 }
 
 // SubpixelInterleave (graph/subpixel.h): attrs strides, offsets, out_hw, optional phase_major and

@@ -465,7 +465,7 @@ PassStats optimize(Graph& g, const Evaluator& eval) {
   s.identities = remove_identities(g);  // (fuse_qdq pairs a QuantizeLinear and a
                                         // DequantizeLinear through an 8-bit Cast's Identity)
   const int lrn = fuse_lrn(g);
-  const int conv3d = rewrite_conv3d(g);
+  const int conv3d = rewrite_conv3d(g) + rewrite_resize_ranks(g);
   const int qdq = fuse_qdq(g);         // before rewrite_forms: it sees unary ops
   const int forms = rewrite_forms(g);  // may leave Identity nodes
   s.identities += remove_identities(g);

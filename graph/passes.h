@@ -147,6 +147,10 @@ int rewrite_conv_transposes(Graph& g);
 // them move into the frames' order. Run first after inference: nothing else handles 5-D convs
 // and pools. Returns the number rewritten.
 int rewrite_conv3d(Graph& g);
+// graph/rewrite_resize_nd.cpp. Resize of a 3-D or 5-D f32 tensor (N and C kept) -> 4-D Resizes
+// of views, one per group of resized axes, each axis with its own scale or size. Returns the
+// number rewritten.
+int rewrite_resize_ranks(Graph& g);
 // graph/einsum.cpp. Einsum nodes of one or two f32 operands whose labels are not repeated within
 // an operand (no diagonals) become ReduceSum (labels only one operand has and the output lacks),
 // Transpose, Reshape and one batched MatMul (numpy batch broadcast), so they run on those ops'

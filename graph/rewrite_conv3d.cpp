@@ -11,10 +11,11 @@
 //   Reshape, Transpose(0 2 1 3 4)       [N, M, Do, Ho, Wo]
 //
 // The 2-D conv then has every family (Winograd on the 3x3 part included), and the solver its
-// layouts. 3-D MaxPool / AveragePool: the 2-D pool per frame, then the max / mean of the depth
-// taps. Elementwise ops between lowered convs move into the frames' order (no Transpose
-// pair around them). 5-D GlobalAveragePool becomes the 4-D one over [N, C, D * H, W]. Grouped
-// 3-D convs are rejected by shape inference (graph/infer_conv_pool.cpp).
+// layouts. A grouped 3-D conv (X3D's, MViT's depthwise ones) is the sum of one grouped 2-D
+// conv per depth tap (stacking would interleave the groups' channels). 3-D MaxPool /
+// AveragePool: the 2-D pool per frame, then the max / mean of the depth taps. Elementwise ops
+// between lowered convs move into the frames' order (no Transpose pair around them). 5-D
+// GlobalAveragePool becomes the 4-D one over [N, C, D * H, W].
 #include <algorithm>
 #include <limits>
 #include <unordered_map>
@@ -47,7 +48,8 @@ ValueId ints_const(Graph& g, const Node& n, const char* part, const std::vector<
   return g.add_const(unique_value_name(g, n.name + "_" + part), ints_tensor(v));
 }
 
-// W [M, C, kD, kH, kW] -> W' [M, kD * C, kH, kW], W'[m][j C + c] = W[m][c][j].
+// W [M, C, kD, kH, kW] -> W' [M, kD * C, kH, kW], W'[m][j C + c] = W[m][c][j] (a
+// ConvTranspose's [C, M, kD, kH, kW] alike: its taps stacked on the output channels).
 Tensor stack_taps(const Tensor& w) {
   const Shape& s = w.shape();
   const int64_t M = s[0], C = s[1], kd = s[2], hw = s[3] * s[4];
@@ -59,6 +61,18 @@ Tensor stack_taps(const Tensor& w) {
       for (int64_t c = 0; c < C; ++c)
         for (int64_t i = 0; i < hw; ++i)
           o[((m * kd + j) * C + c) * hw + i] = in[((m * C + c) * kd + j) * hw + i];
+  return out;
+}
+
+// W [M, C/g, kD, kH, kW] -> its depth tap j, [M, C/g, kH, kW].
+Tensor tap_weights(const Tensor& w, int64_t j) {
+  const Shape& s = w.shape();
+  const int64_t M = s[0] * s[1], kd = s[2], hw = s[3] * s[4];
+  Tensor out(DType::f32, Shape{s[0], s[1], s[3], s[4]});
+  const ModelFloats in(w);
+  float* o = out.data<float>();
+  for (int64_t m = 0; m < M; ++m)
+    for (int64_t i = 0; i < hw; ++i) o[m * hw + i] = in[(m * kd + j) * hw + i];
   return out;
 }
 
@@ -121,35 +135,197 @@ bool lower_conv3d(Graph& g, std::vector<Node>& nodes, const Node& n) {
                              pads = n.attr_ints("pads");
   const std::string base = g.value(n.outputs[0]).name;
 
+  const int64_t group = n.attr_i("group", 1);
+  // The 2-D conv of the frames f [N * Do, ci, H, W] with weights w (bias when `bias`).
+  auto conv2d = [&](ValueId f, Tensor w, bool bias, const std::string& part) {
+    Node conv =
+        node(n, "Conv",
+             {f, g.add_const(unique_value_name(g, g.value(wv).name + "_" + part), std::move(w))},
+             part.c_str());
+    if (bias && n.in(2) != kNoValue) conv.inputs.push_back(n.in(2));
+    conv.attrs["strides"] = attr_ints({st[1], st[2]});
+    conv.attrs["dilations"] = attr_ints({dil[1], dil[2]});
+    conv.attrs["pads"] = attr_ints({pads[1], pads[2], pads[4], pads[5]});
+    if (group > 1) conv.attrs["group"] = attr_i(group);
+    return emit_node(g, nodes, std::move(conv), base + "_" + part);
+  };
+  auto batch = [&](ValueId f, int64_t ci, const std::string& part) {
+    return emit_node(
+        g, nodes,
+        node(n, "Reshape", {f, ints_const(g, n, part.c_str(), {N * Do, ci, H, W})}, part.c_str()),
+        base + "_" + part);
+  };
+
   ValueId v = emit_node(g, nodes, frames(n, n.in(0), "frames"), base + "_frames");
   const int64_t dp = x[2] + pads[0] + pads[3];
   if (pads[0] || pads[3]) v = pad_frames(g, nodes, n, v, pads[0], pads[3], 0.f, base);
-  if (kd > 1 || st[0] > 1 || Do != dp) {
-    const std::vector<ValueId> taps = depth_taps(g, nodes, n, v, kd, dil[0], st[0], Do, base);
-    if (taps.size() == 1) {
-      v = taps[0];
-    } else {
+  std::vector<ValueId> taps = {v};
+  if (kd > 1 || st[0] > 1 || Do != dp)
+    taps = depth_taps(g, nodes, n, v, kd, dil[0], st[0], Do, base);
+  if (group == 1) {
+    // The taps stacked on the channels: one 2-D conv reads them all.
+    if (taps.size() > 1) {
       Node cat = node(n, "Concat", taps, "stack");
       cat.attrs["axis"] = attr_i(2);
-      v = emit_node(g, nodes, std::move(cat), base + "_stack");
+      taps = {emit_node(g, nodes, std::move(cat), base + "_stack")};
+    }
+    v = conv2d(batch(taps[0], kd * C, "batch"), stack_taps(*g.value(wv).constant), true, "2d");
+  } else {
+    // Stacked taps would interleave the groups' channels: one grouped 2-D conv per tap, each
+    // adding the one before (a residual in its epilogue), the bias in the first.
+    v = kNoValue;
+    for (int64_t j = 0; j < kd; ++j) {
+      const std::string part = "2d" + std::to_string(j);
+      const ValueId y = conv2d(batch(taps[size_t(j)], C, "batch" + std::to_string(j)),
+                               tap_weights(*g.value(wv).constant, j), j == 0, part);
+      v = v == kNoValue ? y
+                        : emit_node(g, nodes, node(n, "Add", {y, v}, (part + "sum").c_str()),
+                                    base + "_" + part + "sum");
     }
   }
   v = emit_node(g, nodes,
-                node(n, "Reshape", {v, ints_const(g, n, "batch", {N * Do, kd * C, H, W})}, "batch"),
-                base + "_batch");
-
-  Node conv = node(n, "Conv",
-                   {v, g.add_const(unique_value_name(g, g.value(wv).name + "_2d"),
-                                   stack_taps(*g.value(wv).constant))},
-                   "2d");
-  if (n.in(2) != kNoValue) conv.inputs.push_back(n.in(2));
-  conv.attrs["strides"] = attr_ints({st[1], st[2]});
-  conv.attrs["dilations"] = attr_ints({dil[1], dil[2]});
-  conv.attrs["pads"] = attr_ints({pads[1], pads[2], pads[4], pads[5]});
-  v = emit_node(g, nodes, std::move(conv), base + "_2d");
-  v = emit_node(g, nodes,
                 node(n, "Reshape", {v, ints_const(g, n, "unbatch", {N, Do, M, Ho, Wo})}, "unbatch"),
                 base + "_unbatch");
+  emit_node(g, nodes, frames(n, v, "back"), "", n.outputs[0]);
+  return true;
+}
+
+// ConvTranspose over X [N, C, D, H, W] (weights [C, M/g, kD, kH, kW]): input frame i's tap j
+// lands on output frame t = i * sD + j * dD - pD. Per input frame, the 2-D ConvTranspose of
+// every tap at once: Z [N, D, kD, M * Ho * Wo] (group 1: the taps stacked on the output
+// channels, W'[c][j M + m] = W[c][m][j], so Z is a view of one 2-D ConvTranspose; grouped: one
+// per tap, concatenated). When each output frame takes exactly one tap (kD = sD, pD = 0, dD = 1:
+// 3-D U-Nets' 2x2x2 stride-2 upsampling) Z viewed as [N, D * kD, M, Ho, Wo] is the output.
+// Otherwise, per stride phase r (output frames q * sD + r), the sum over the taps j with
+// (r + pD - j dD) divisible by sD of Z's frames q + (r + pD - j dD) / sD (zero outside
+// [0, D)), the phases interleaved by a Concat and a view; the bias added last.
+bool lower_convt3d(Graph& g, std::vector<Node>& nodes, const Node& n) {
+  if (n.op != "ConvTranspose" || n.outputs.size() != 1 || g.value(n.in(0)).shape.size() != 5)
+    return false;
+  const ValueId wv = n.in(1);
+  if (!g.value(wv).is_const())
+    n.fail(Code::unsupported, "a 3-D ConvTranspose needs constant weights");
+  const Tensor w = *g.value(wv).constant;  // (a copy: adding values moves the graph's)
+  const Shape x = g.value(n.in(0)).shape, y = g.value(n.outputs[0]).shape;
+  const int64_t N = x[0], C = x[1], D = x[2], H = x[3], W = x[4], M = y[1], Do = y[2];
+  const int64_t kd = w.shape()[2], plane = M * y[3] * y[4], group = n.attr_i("group", 1);
+  // Canonical after inference: strides, dilations, pads (end pads may be negative).
+  const std::vector<int64_t> st = n.attr_ints("strides"), dil = n.attr_ints("dilations"),
+                             pads = n.attr_ints("pads");
+  const std::string base = g.value(n.outputs[0]).name;
+  const bool one_tap = st[0] == kd && dil[0] == 1 && pads[0] == 0 && Do == D * kd;
+  const ValueId bias = n.in(2);
+  auto reshape = [&](ValueId v, const Shape& to, const std::string& part) {
+    return emit_node(g, nodes,
+                     node(n, "Reshape", {v, ints_const(g, n, part.c_str(), to)}, part.c_str()),
+                     base + "_" + part);
+  };
+  // Bias [M] repeated for `taps` taps stacked on the channels.
+  auto tiled_bias = [&](int64_t taps) {
+    const ModelFloats b(*g.value(bias).constant);
+    Tensor t(DType::f32, Shape{taps * M});
+    for (int64_t i = 0; i < taps * M; ++i) t.data<float>()[i] = b[i % M];
+    return g.add_const(unique_value_name(g, n.name + "_bias2d"), std::move(t));
+  };
+
+  ValueId f = emit_node(g, nodes, frames(n, n.in(0), "frames"), base + "_frames");
+  f = reshape(f, {N * D, C, H, W}, "batch");
+  auto convt2d = [&](Tensor wt, ValueId b, const std::string& part) {
+    Node c =
+        node(n, "ConvTranspose",
+             {f, g.add_const(unique_value_name(g, g.value(wv).name + "_" + part), std::move(wt))},
+             part.c_str());
+    if (b != kNoValue) c.inputs.push_back(b);
+    c.attrs["strides"] = attr_ints({st[1], st[2]});
+    c.attrs["dilations"] = attr_ints({dil[1], dil[2]});
+    c.attrs["pads"] = attr_ints({pads[1], pads[2], pads[4], pads[5]});
+    if (group > 1) c.attrs["group"] = attr_i(group);
+    return emit_node(g, nodes, std::move(c), base + "_" + part);
+  };
+  ValueId z;  // [N, D, kD, M * Ho * Wo]
+  // (A computed bias is added last, as in the general case, unless each tap gets it whole.)
+  const bool bias_in_taps = one_tap && bias != kNoValue && (group > 1 || g.value(bias).is_const());
+  if (group == 1) {
+    // W'[c][j M + m] = W[c][m][j]: stack_taps on [C, M, kD, kH, kW].
+    z = reshape(convt2d(stack_taps(w), bias_in_taps ? tiled_bias(kd) : kNoValue, "2d"),
+                {N, D, kd, plane}, "taps");
+  } else {
+    std::vector<ValueId> taps;
+    for (int64_t j = 0; j < kd; ++j) {
+      const std::string part = "2d" + std::to_string(j);
+      taps.push_back(reshape(convt2d(tap_weights(w, j), bias_in_taps ? bias : kNoValue, part),
+                             {N, D, 1, plane}, part + "tap"));
+    }
+    Node cat = node(n, "Concat", taps, "taps");
+    cat.attrs["axis"] = attr_i(2);
+    z = emit_node(g, nodes, std::move(cat), base + "_taps");
+  }
+
+  ValueId v;
+  if (one_tap) {
+    v = reshape(z, {N, Do, M, y[3], y[4]}, "interleave");
+  } else {
+    const int64_t sd = st[0], Q = (Do + sd - 1) / sd;  // frames per phase (the last ones cut)
+    std::vector<ValueId> phases;
+    for (int64_t r = 0; r < sd; ++r) {
+      ValueId sum = kNoValue;
+      for (int64_t j = 0; j < kd; ++j) {
+        const int64_t num = r + pads[0] - j * dil[0];
+        if (((num % sd) + sd) % sd != 0) continue;
+        const int64_t off = num / sd, from = std::max<int64_t>(0, off), to = std::min(D, off + Q);
+        if (to <= from) continue;  // this tap reaches none of the phase's frames
+        const std::string part = "p" + std::to_string(r) + "t" + std::to_string(j);
+        ValueId t = emit_node(g, nodes,
+                              node(n, "Slice",
+                                   {z, ints_const(g, n, (part + "s").c_str(), {j, from}),
+                                    ints_const(g, n, (part + "e").c_str(), {j + 1, to}),
+                                    ints_const(g, n, (part + "a").c_str(), {2, 1})},
+                                   part.c_str()),
+                              base + "_" + part);
+        if (const int64_t lo = from - off, hi = off + Q - to; lo || hi)
+          t = emit_node(
+              g, nodes,
+              node(n, "Pad",
+                   {t, ints_const(g, n, (part + "p").c_str(), {0, lo, 0, 0, 0, hi, 0, 0})},
+                   (part + "pad").c_str()),
+              base + "_" + part + "pad");
+        sum = sum == kNoValue
+                  ? t
+                  : emit_node(g, nodes, node(n, "Add", {sum, t}, (part + "sum").c_str()),
+                              base + "_" + part + "sum");
+      }
+      if (sum == kNoValue)  // no tap lands on this phase (sD > kD dD): zeros
+        sum = g.add_const(unique_value_name(g, n.name + "_zeros"),
+                          Tensor(DType::f32, Shape{N, Q, 1, plane}));
+      phases.push_back(sum);
+    }
+    v = phases[0];
+    if (phases.size() > 1) {
+      Node cat = node(n, "Concat", phases, "phases");
+      cat.attrs["axis"] = attr_i(2);
+      v = emit_node(g, nodes, std::move(cat), base + "_phases");
+    }
+    v = reshape(v, {N, Q * sd, M, y[3], y[4]}, "interleave");
+    if (Q * sd != Do)
+      v = emit_node(g, nodes,
+                    node(n, "Slice",
+                         {v, ints_const(g, n, "cuts", {0}), ints_const(g, n, "cute", {Do}),
+                          ints_const(g, n, "cuta", {1})},
+                         "cut"),
+                    base + "_cut");
+  }
+  if (bias != kNoValue && !bias_in_taps) {
+    ValueId b;
+    if (g.value(bias).is_const()) {
+      Tensor t(DType::f32, Shape{M, 1, 1});
+      const ModelFloats in(*g.value(bias).constant);
+      for (int64_t m = 0; m < M; ++m) t.data<float>()[m] = in[m];
+      b = g.add_const(unique_value_name(g, n.name + "_bias3d"), std::move(t));
+    } else {
+      b = reshape(bias, {M, 1, 1}, "biasview");
+    }
+    v = emit_node(g, nodes, node(n, "Add", {v, b}, "bias"), base + "_bias");
+  }
   emit_node(g, nodes, frames(n, v, "back"), "", n.outputs[0]);
   return true;
 }
@@ -295,11 +471,12 @@ bool is_frames_transpose(const Node& n) {
 // perm is its own inverse) becomes an Identity: the frames stay in frames' order from conv
 // to conv. Then an op on a conv's [N, Do, M, Ho, Wo] view of its [N * Do, M, Ho, Wo] output
 // moves before that Reshape (its other operand viewed as 4-D), right after the 2-D conv,
-// which fuses it into its epilogue. A moved value's other consumers keep the Transpose or
-// Reshape (dead otherwise).
+// which fuses it into its epilogue. A Concat of frames' order values moves likewise. A moved
+// value's other consumers keep the Transpose or Reshape (dead otherwise).
 int sink_frame_transposes(Graph& g) {
   std::unordered_map<ValueId, ValueId> transposed;  // v = Transpose(transposed[v])
   std::unordered_map<ValueId, ValueId> viewed;      // 5-D v = Reshape(4-D viewed[v])
+  std::unordered_map<ValueId, ValueId> framed;      // framed[v] = Transpose(v), already made
   auto find = [](const std::unordered_map<ValueId, ValueId>& m, ValueId v) {
     const auto it = m.find(v);
     return it == m.end() ? kNoValue : it->second;
@@ -311,6 +488,7 @@ int sink_frame_transposes(Graph& g) {
         return true;
       }
       transposed[n.outputs[0]] = n.in(0);
+      framed.emplace(n.in(0), n.outputs[0]);
       return false;
     }
     if (n.op == "Reshape" && n.outputs.size() == 1 && g.value(n.outputs[0]).shape.size() == 5 &&
@@ -320,6 +498,35 @@ int sink_frame_transposes(Graph& g) {
     }
     if (n.outputs.size() != 1 || n.inputs.empty()) return false;
     const Shape out = g.value(n.outputs[0]).shape;
+    if (n.op == "Concat" && out.size() == 5) {
+      // A Concat with an input in frames' order (a 3-D U-Net's decoder) concatenates the
+      // inputs in frames' order, on the axis the perm moves its axis to: the others
+      // transposed there (by a Transpose the graph has, or a new one).
+      Node m = n;
+      m.name = n.name + "_moved";
+      bool any = false;
+      for (ValueId v : n.inputs) any |= find(transposed, v) != kNoValue;
+      if (!any) return false;
+      for (size_t k = 0; k < m.inputs.size(); ++k) {
+        ValueId& v = m.inputs[k];
+        if (const ValueId t = find(transposed, v); t != kNoValue) {
+          v = t;
+        } else if (const ValueId f = find(framed, v); f != kNoValue) {
+          v = f;
+        } else {
+          const ValueId t2 = emit_node(g, nodes, frames(n, v, ("in" + std::to_string(k)).c_str()),
+                                       g.value(v).name + "_frames");
+          framed.emplace(v, t2);
+          v = t2;
+        }
+      }
+      const int64_t axis = n.attr_i("axis", 0);
+      m.attrs["axis"] = attr_i(kFramesPerm[size_t(axis < 0 ? axis + 5 : axis)]);
+      const ValueId t = emit_node(g, nodes, std::move(m), g.value(n.outputs[0]).name + "_moved");
+      emit_node(g, nodes, frames(n, t, "back"), "", n.outputs[0]);
+      transposed[n.outputs[0]] = t;
+      return true;
+    }
     const bool unary = is_unary_elementwise_op(n.op);
     const bool binary = (n.op == "Add" || n.op == "Sub" || n.op == "Mul" || n.op == "Div" ||
                          n.op == "Max" || n.op == "Min") &&
@@ -382,8 +589,8 @@ int sink_frame_transposes(Graph& g) {
 
 int rewrite_conv3d(Graph& g) {
   const int lowered = rewrite_nodes(g, [&](std::vector<Node>& nodes, const Node& n) {
-    return lower_conv3d(g, nodes, n) || lower_pool3d(g, nodes, n) || lower_pad3d(g, nodes, n) ||
-           lower_global_pool3d(g, nodes, n);
+    return lower_conv3d(g, nodes, n) || lower_convt3d(g, nodes, n) || lower_pool3d(g, nodes, n) ||
+           lower_pad3d(g, nodes, n) || lower_global_pool3d(g, nodes, n);
   });
   return lowered ? lowered + sink_frame_transposes(g) : 0;
 }

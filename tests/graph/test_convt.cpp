@@ -145,11 +145,27 @@ TEST_CASE("ConvTranspose inference: clear errors") {
     infer_shapes(g);
     CHECK(g.value(g.outputs[0]).shape == Shape{1, 3, 7});
   }
-  // 3-D ConvTranspose is valid ONNX Kiln does not run.
+  // 3-D ConvTranspose (rewrite_conv3d lowers it): D, H, W each by the formula; a 4-D one is
+  // valid ONNX Kiln does not run.
+  {
+    OnnxBuilder b;
+    b.input("x", {1, 2, 5, 4, 3});
+    b.init_f("wt", {2, 3, 3, 3, 2}, std::vector<float>(108, 1.f));
+    auto& n = b.node("ConvTranspose", {"x", "wt"}, {"y"}, "ct3");
+    OnnxBuilder::attr_ints(n, "strides", {2, 1, 3});
+    OnnxBuilder::attr_ints(n, "pads", {1, 0, 0, 1, 1, 0});
+    OnnxBuilder::attr_ints(n, "output_padding", {1, 0, 2});
+    b.output("y");
+    Graph g = test::import(b);
+    infer_shapes(g);
+    // d: 2 * 4 + 1 + 3 - 2 = 10; h: 3 + 3 - 1 = 5; w: 3 * 2 + 2 + 2 = 10.
+    CHECK(g.value(g.outputs[0]).shape == Shape{1, 3, 10, 5, 10});
+    CHECK(g.nodes[0].attr_ints("pads") == std::vector<int64_t>{1, 0, 0, 0, 1, -2});
+  }
   OnnxBuilder b;
-  b.input("x", {1, 2, 5, 5, 5});
-  b.init_f("wt", {2, 3, 3, 3, 3}, std::vector<float>(162, 1.f));
-  b.node("ConvTranspose", {"x", "wt"}, {"y"}, "ct3");
+  b.input("x", {1, 2, 5, 5, 5, 5});
+  b.init_f("wt", {2, 3, 1, 1, 1, 1}, std::vector<float>(6, 1.f));
+  b.node("ConvTranspose", {"x", "wt"}, {"y"}, "ct4");
   b.output("y");
   Graph g = test::import(b);
   try {

@@ -108,6 +108,14 @@ TEST_CASE("infer Conv: 3-D") {
   CHECK(attr_ints(b, "kernel_shape") == std::vector<int64_t>{3, 5, 5});
 }
 
+TEST_CASE("infer Conv: grouped 3-D") {
+  Builder b;
+  b.node("Conv", {b.in("x", {1, 8, 5, 6, 7}), b.floats("w", {8, 1, 3, 3, 3})});
+  b.set_i("group", 8);
+  b.set_ints("pads", {1, 1, 1, 1, 1, 1});
+  CHECK(b.shape() == Shape{1, 8, 5, 6, 7});
+}
+
 TEST_CASE("infer Conv: errors") {
   Builder b;
   SUBCASE("1-D conv is unsupported") {
@@ -115,10 +123,10 @@ TEST_CASE("infer Conv: errors") {
     b.set_s("auto_pad", "SAME_UPPER");
     check_fails(b, Code::unsupported, "only 2-D");
   }
-  SUBCASE("grouped 3-D conv is unsupported") {
-    b.node("Conv", {b.in("x", {1, 4, 4, 4, 4}), b.floats("w", {2, 2, 1, 1, 1})});
+  SUBCASE("grouped 3-D conv: group must divide the channels") {
+    b.node("Conv", {b.in("x", {1, 4, 4, 4, 4}), b.floats("w", {3, 2, 1, 1, 1})});
     b.set_i("group", 2);
-    check_fails(b, Code::unsupported, "grouped 3-D convolution");
+    check_fails(b, Code::invalid_model, "does not divide");
   }
   SUBCASE("3-D conv weight rank") {
     b.node("Conv", {b.in("x", {1, 3, 4, 4, 4}), b.floats("w", {2, 3, 1, 1})});

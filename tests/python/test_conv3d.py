@@ -1,6 +1,8 @@
 """3-D CNNs (Conv3d on [N, C, D, H, W], as video networks have) run as 2-D convs over the frames
-with the depth taps stacked on the channels, 3-D pools as 2-D pools and a max / mean of the depth
-taps (graph/rewrite_conv3d.cpp): against PyTorch, on every
+with the depth taps stacked on the channels (grouped ones: a 2-D conv per tap, summed), 3-D
+ConvTranspose as a 2-D one per frame and a sum / interleave of the taps, 3-D pools as 2-D pools
+and a max / mean of the depth taps (graph/rewrite_conv3d.cpp), 3-D and 5-D Resizes as 4-D ones
+on views (graph/rewrite_resize_nd.cpp): against PyTorch, on every
 JIT ISA and the reference path, with no reference kernel in the JIT plans, no Transpose between
 two convs and the elementwise ops fused into them."""
 import io
@@ -41,6 +43,22 @@ def export(net, x, opset=13):
     buf = io.BytesIO()
     torch.onnx.export(net, x, buf, opset_version=opset, input_names=["x"], output_names=["y"])
     return buf.getvalue()
+
+
+def check_on_each_isa(net, x, tmp_path, opset=13):
+    """net(x) exported and run on every ISA path: within 1e-5 of PyTorch, no reference kernel
+    in the JIT plans. Returns [(max_isa, plan)]."""
+    with torch.no_grad():
+        want = net(x).numpy()
+    plans = []
+    for max_isa, out, plan in run_on_each_isa(export(net, x, opset), {"x": x.numpy()}, tmp_path):
+        assert out["y"].shape == want.shape
+        assert rel_error(out["y"], want) < 1e-5, (max_isa, rel_error(out["y"], want))
+        if max_isa != "scalar":
+            kernels = [st["kernel"] for st in plan["steps"]]
+            assert not [k for k in kernels if k.startswith("ref_")], kernels
+        plans.append((max_isa, plan))
+    return plans
 
 
 @pytest.mark.parametrize("shape,opset", [((1, 3, 9, 20, 24), 13), ((2, 3, 8, 17, 13), 17)])
@@ -93,15 +111,7 @@ class PoolNet3d(torch.nn.Module):
 @pytest.mark.parametrize("count_include_pad", [False, True])
 def test_pool3d_matches_pytorch(count_include_pad, tmp_path):
     torch.manual_seed(1)
-    net = PoolNet3d(count_include_pad).eval()
-    x = torch.randn(2, 3, 7, 11, 10)
-    with torch.no_grad():
-        want = net(x).numpy()
-    for max_isa, out, plan in run_on_each_isa(export(net, x), {"x": x.numpy()}, tmp_path):
-        assert rel_error(out["y"], want) < 1e-5, (max_isa, rel_error(out["y"], want))
-        if max_isa != "scalar":
-            kernels = [st["kernel"] for st in plan["steps"]]
-            assert not [k for k in kernels if k.startswith("ref_")], kernels
+    check_on_each_isa(PoolNet3d(count_include_pad).eval(), torch.randn(2, 3, 7, 11, 10), tmp_path)
 
 
 def test_avx512_available_or_said():
@@ -111,7 +121,123 @@ def test_avx512_available_or_said():
             pytest.skip("this CPU has no AVX-512: the 3-D nets ran on AVX2 and the reference only")
 
 
-def test_grouped_conv3d_is_refused_by_name():
-    data = export(torch.nn.Conv3d(4, 4, 3, groups=2), torch.randn(1, 4, 5, 6, 6))
-    with pytest.raises(kiln.Unsupported, match="grouped 3-D convolution"):
-        kiln.Session.from_bytes(data, disable_cache=True)
+class GroupedNet3d(torch.nn.Module):
+    """Grouped and depthwise 3-D convs (X3D, CSN, MViT): depthwise 3x3x3 padded, a grouped
+    temporal (3, 1, 1) conv strided in D, a dilated depthwise one without D padding and a
+    grouped one of a single depth tap; a residual and ReLUs to fuse."""
+
+    def __init__(self):
+        super().__init__()
+        self.c0 = torch.nn.Conv3d(3, 16, 1)
+        self.dw = torch.nn.Conv3d(16, 16, 3, padding=1, groups=16)
+        self.tg = torch.nn.Conv3d(16, 32, (3, 1, 1), stride=(2, 1, 1), padding=(1, 0, 0), groups=4,
+                                  bias=False)
+        self.dd = torch.nn.Conv3d(32, 32, (2, 3, 3), dilation=(2, 1, 1), padding=(0, 1, 1),
+                                  groups=32)
+        self.g1 = torch.nn.Conv3d(32, 32, (1, 3, 3), stride=(1, 2, 2), padding=(0, 1, 1), groups=8)
+
+    def forward(self, x):
+        x = self.c0(x)
+        x = torch.relu(self.dw(x)) + x
+        x = torch.relu(self.tg(x))
+        return self.g1(self.dd(x))
+
+
+@pytest.mark.parametrize("shape", [(1, 3, 7, 12, 13), (2, 3, 6, 9, 8)])
+def test_grouped_conv3d_matches_pytorch(shape, tmp_path):
+    torch.manual_seed(2)
+    for _, plan in check_on_each_isa(GroupedNet3d().eval(), torch.randn(*shape), tmp_path):
+        ops = [st["op"] for st in plan["steps"]]
+        # One 2-D conv per depth tap: 1 + 3 + 3 + 2 + 1; their sums, the ReLUs and the residual
+        # in the epilogues.
+        assert ops.count("Conv") == 10 and "Add" not in ops and "Relu" not in ops, ops
+
+
+class ConvT3dNet(torch.nn.Module):
+    """3-D ConvTranspose in every form a depth window takes: kernel = stride (each output frame
+    one tap), kernel 3 stride 2 with padding and output_padding, kernel 4 stride 2 padded, a
+    stride larger than the kernel (phases no tap reaches: bias only), dilated, grouped."""
+
+    def __init__(self, form):
+        super().__init__()
+        ct = torch.nn.ConvTranspose3d
+        self.up = {"k2s2": lambda: ct(8, 6, 2, stride=2),
+                   "k3s2": lambda: ct(8, 6, 3, stride=2, padding=1, output_padding=1),
+                   "k4s2": lambda: ct(8, 6, (4, 3, 3), stride=(2, 1, 1), padding=(1, 1, 1)),
+                   "k1s3": lambda: ct(8, 6, (1, 2, 2), stride=(3, 2, 2)),
+                   "dilated": lambda: ct(8, 6, 3, stride=(1, 2, 2), dilation=(2, 1, 1),
+                                         padding=(2, 1, 1)),
+                   "grouped": lambda: ct(8, 6, 3, stride=2, padding=1, groups=2),
+                   "grouped_k2s2": lambda: ct(8, 6, 2, stride=2, groups=2, bias=False)}[form]()
+        self.c = torch.nn.Conv3d(6, 4, 3, padding=1)
+
+    def forward(self, x):
+        return self.c(torch.relu(self.up(x)))
+
+
+@pytest.mark.parametrize("form", ["k2s2", "k3s2", "k4s2", "k1s3", "dilated", "grouped",
+                                  "grouped_k2s2"])
+def test_conv_transpose3d_matches_pytorch(form, tmp_path):
+    torch.manual_seed(3)
+    x = torch.randn(2 if form == "k3s2" else 1, 8, 4, 5, 6)
+    for _, plan in check_on_each_isa(ConvT3dNet(form).eval(), x, tmp_path):
+        ops = [st["op"] for st in plan["steps"]]
+        # In frames' order from the ConvTranspose to the conv: one Transpose in, one out.
+        assert ops.count("Transpose") == 2, ops
+        if form == "k2s2":  # the taps' output is the interleaved output as it stands
+            up = [st["op"] for st in plan["steps"] if st.get("node", "").startswith("/up/")]
+            assert up and "Slice" not in up and "Concat" not in up and "Pad" not in up, up
+
+
+class UpNet3d(torch.nn.Module):
+    """A 3-D U-Net's decoder step: a ConvTranspose and trilinear upsampling of the deep
+    features, concatenated with the skip, then a conv."""
+
+    def __init__(self):
+        super().__init__()
+        self.down = torch.nn.Conv3d(4, 8, 3, stride=2, padding=1)
+        self.up = torch.nn.ConvTranspose3d(8, 4, 2, stride=2)
+        self.out = torch.nn.Conv3d(16, 4, 3, padding=1)
+
+    def forward(self, x):
+        d = torch.relu(self.down(x))
+        tri = torch.nn.functional.interpolate(d, scale_factor=2, mode="trilinear")
+        return self.out(torch.cat([self.up(d), x, tri], 1))
+
+
+def test_unet3d_decoder_stays_in_frames_order(tmp_path):
+    torch.manual_seed(4)
+    for max_isa, plan in check_on_each_isa(UpNet3d().eval(), torch.randn(1, 4, 6, 10, 8), tmp_path):
+        if max_isa != "scalar":
+            # The Concat runs on the frames, not between Transposes: the one back to frames'
+            # order the trilinear upsampling's output needs, and those in and out of the net.
+            ops = [st["op"] for st in plan["steps"]]
+            assert ops.count("Transpose") <= 4, ops
+
+
+class Resize5d(torch.nn.Module):
+    """5-D and 3-D Resizes: trilinear (align_corners or not), nearest over D alone, over H and W
+    alone and by sizes, linear 1-D."""
+
+    def __init__(self, align):
+        super().__init__()
+        self.align = align
+
+    def forward(self, x):
+        f = torch.nn.functional.interpolate
+        a = f(x, scale_factor=(2, 1.5, 2), mode="trilinear", align_corners=self.align)
+        b = f(x, scale_factor=(3, 1, 1), mode="nearest")
+        c = f(x, size=(5, 11, 7), mode="nearest")
+        d = f(x.flatten(2), scale_factor=2.5, mode="linear", align_corners=self.align)
+        return torch.cat([t.flatten() for t in (a, b, c, d)])
+
+
+@pytest.mark.parametrize("align", [False, True])
+def test_resize_of_3d_and_5d_tensors_matches_pytorch(align, tmp_path):
+    torch.manual_seed(5)
+    for max_isa, plan in check_on_each_isa(Resize5d(align).eval(), torch.randn(2, 3, 4, 6, 5),
+                                           tmp_path):
+        if max_isa != "scalar":
+            kernels = [st["kernel"] for st in plan["steps"] if st["op"] == "Resize"]
+            # D and H / W resized: 2 passes (a, c); D alone (b) and 1-D (d): one each.
+            assert len(kernels) == 6 and all(k.startswith("resize_") for k in kernels), kernels
