@@ -265,18 +265,20 @@ void canonicalize_node(Graph& g, Node& n) {
   while (!n.inputs.empty() && n.inputs.back() == kNoValue) n.inputs.pop_back();
 }
 
-// A 1-D Conv / ConvTranspose (constant rank-3 weights) or MaxPool / AveragePool (one kernel
-// dim) on [N, C, L] becomes its 2-D form on [N, C, 1, L] between an Unsqueeze and a Squeeze of
-// axis 2 (views in nchw; rewrite_forms drops a Squeeze-Unsqueeze pair between two such nodes),
-// so it runs on the 2-D kernels. Appends the nodes to `out`; false (nothing appended) otherwise.
+// A 1-D Conv / ConvTranspose (rank-3 weights, constant or of a declared shape) or MaxPool /
+// AveragePool (one kernel dim) on [N, C, L] becomes its 2-D form on [N, C, 1, L] between an
+// Unsqueeze and a Squeeze of axis 2 (views in nchw; rewrite_forms drops a Squeeze-Unsqueeze
+// pair between two such nodes), so it runs on the 2-D kernels. Appends the nodes to `out`; false (nothing appended) otherwise.
 bool lift_1d(Graph& g, Node& n, std::vector<Node>& out) {
   const bool conv = n.op == "Conv" || n.op == "ConvTranspose";
   const bool pool = n.op == "MaxPool" || n.op == "AveragePool";
   if (!conv && !pool) return false;
   if (n.in(0) == kNoValue || n.outputs.size() != 1 || n.outputs[0] == kNoValue) return false;
   if (conv) {
+    // Constant weights, or computed ones of a known rank (a graph input's declared shape).
     const ValueId w = n.in(1);
-    if (w == kNoValue || !g.value(w).is_const() || g.value(w).constant->shape().size() != 3)
+    if (w == kNoValue || (g.value(w).is_const() ? g.value(w).constant->shape().size()
+                                                : g.value(w).shape.size()) != 3)
       return false;
   } else if (n.attr_ints("kernel_shape").size() != 1) {
     return false;
@@ -298,7 +300,18 @@ bool lift_1d(Graph& g, Node& n, std::vector<Node>& out) {
     if (p.size() != 2) n.fail(Code::invalid_model, "pads needs two values for a 1-D input");
     n.attrs["pads"] = attr_ints({0, p[0], 0, p[1]});
   }
-  if (conv) {  // weights [M, C/g, K] -> [M, C/g, 1, K] (a copy: constants are immutable)
+  auto axis2 = [&](const std::string& base) {
+    return g.add_const(unique_value_name(g, base + "_axis"), ints_tensor({2}));
+  };
+  if (conv && !g.value(n.in(1)).is_const()) {  // weights [M, C/g, K] -> [M, C/g, 1, K]
+    Node uw;
+    uw.name = n.name + "_unsqueeze_w";
+    uw.op = "Unsqueeze";
+    uw.inputs = {n.in(1), axis2(uw.name)};
+    uw.outputs = {g.add_value(unique_value_name(g, g.value(n.in(1)).name + "_2d"))};
+    n.inputs[1] = uw.outputs[0];
+    out.push_back(std::move(uw));
+  } else if (conv) {  // (a copy: constants are immutable)
     const Tensor& w = *g.value(n.in(1)).constant;
     Shape s = w.shape();
     s.insert(s.begin() + 2, 1);
@@ -306,9 +319,6 @@ bool lift_1d(Graph& g, Node& n, std::vector<Node>& out) {
     std::memcpy(w4.raw(), w.stored_bytes(), w.nbytes());
     n.inputs[1] = g.add_const(unique_value_name(g, g.value(n.in(1)).name + "_2d"), std::move(w4));
   }
-  auto axis2 = [&](const std::string& base) {
-    return g.add_const(unique_value_name(g, base + "_axis"), ints_tensor({2}));
-  };
   Node u;
   u.name = n.name + "_unsqueeze";
   u.op = "Unsqueeze";

@@ -140,12 +140,13 @@ int fold_pads(Graph& g);
 // channel per output channel and stride phase) + SubpixelInterleave (or the Conv alone for
 // stride 1 without crop). Returns the number rewritten.
 int rewrite_conv_transposes(Graph& g);
-// graph/rewrite_conv3d.cpp. 3-D Conv (group 1, constant weights) -> a 2-D Conv over the frames
-// with the depth taps stacked on the channels, between Transpose / Pad / Slice / Concat /
-// Reshape; 3-D MaxPool / AveragePool -> the 2-D pool per frame, then Max / Add (and Mul) of the
-// depth taps; 5-D GlobalAveragePool -> the 4-D one on a view; then the elementwise ops between
-// them move into the frames' order. Run first after inference: nothing else handles 5-D convs
-// and pools. Returns the number rewritten.
+// graph/rewrite_conv3d.cpp. 3-D Conv -> a 2-D Conv over the frames with the depth taps stacked
+// on the channels (grouped: a 2-D conv per tap, summed), between Transpose / Pad / Slice /
+// Concat / Reshape; 3-D ConvTranspose -> a 2-D one per frame, its taps interleaved or summed
+// per stride phase; 3-D MaxPool / AveragePool -> the 2-D pool per frame, then Max / Add (and
+// Mul) of the depth taps; 5-D GlobalAveragePool -> the 4-D one on a view; then the elementwise
+// ops and Concats between them move into the frames' order. Run first after inference:
+// nothing else handles 5-D convs and pools. Returns the number rewritten.
 int rewrite_conv3d(Graph& g);
 // graph/rewrite_resize_nd.cpp. Resize of a 3-D or 5-D f32 tensor (N and C kept) -> 4-D Resizes
 // of views, one per group of resized axes, each axis with its own scale or size. Returns the

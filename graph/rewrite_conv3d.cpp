@@ -48,32 +48,59 @@ ValueId ints_const(Graph& g, const Node& n, const char* part, const std::vector<
   return g.add_const(unique_value_name(g, n.name + "_" + part), ints_tensor(v));
 }
 
-// W [M, C, kD, kH, kW] -> W' [M, kD * C, kH, kW], W'[m][j C + c] = W[m][c][j] (a
-// ConvTranspose's [C, M, kD, kH, kW] alike: its taps stacked on the output channels).
-Tensor stack_taps(const Tensor& w) {
-  const Shape& s = w.shape();
-  const int64_t M = s[0], C = s[1], kd = s[2], hw = s[3] * s[4];
-  Tensor out(DType::f32, Shape{M, kd * C, s[3], s[4]});
-  const ModelFloats in(w);
+// W [A, B, kD, kH, kW] (a Conv's [M, C/g, ...] or a ConvTranspose's [C, M/g, ...]) with its
+// depth taps stacked on dim 1: W' [A, kD * B, kH, kW], W'[a][j B + b] = W[a][b][j]. A constant
+// W is restacked at load, a computed one by a Transpose and a view.
+ValueId stacked_weights(Graph& g, std::vector<Node>& nodes, const Node& n, ValueId wv) {
+  const Shape s = g.value(wv).shape;
+  const int64_t A = s[0], B = s[1], kd = s[2], hw = s[3] * s[4];
+  const Shape to{A, kd * B, s[3], s[4]};
+  const std::string name = g.value(wv).name + "_2d";
+  if (!g.value(wv).is_const()) {
+    Node t = node(n, "Transpose", {wv}, "wtaps");
+    t.attrs["perm"] = attr_ints(kFramesPerm);
+    const ValueId v = emit_node(g, nodes, std::move(t), name + "_taps");
+    return emit_node(g, nodes, node(n, "Reshape", {v, ints_const(g, n, "wview", to)}, "wview"),
+                     name);
+  }
+  Tensor out(DType::f32, to);
+  const ModelFloats in(*g.value(wv).constant);
   float* o = out.data<float>();
-  for (int64_t m = 0; m < M; ++m)
+  for (int64_t a = 0; a < A; ++a)
     for (int64_t j = 0; j < kd; ++j)
-      for (int64_t c = 0; c < C; ++c)
+      for (int64_t b = 0; b < B; ++b)
         for (int64_t i = 0; i < hw; ++i)
-          o[((m * kd + j) * C + c) * hw + i] = in[((m * C + c) * kd + j) * hw + i];
-  return out;
+          o[((a * kd + j) * B + b) * hw + i] = in[((a * B + b) * kd + j) * hw + i];
+  return g.add_const(unique_value_name(g, name), std::move(out));
 }
 
-// W [M, C/g, kD, kH, kW] -> its depth tap j, [M, C/g, kH, kW].
-Tensor tap_weights(const Tensor& w, int64_t j) {
-  const Shape& s = w.shape();
-  const int64_t M = s[0] * s[1], kd = s[2], hw = s[3] * s[4];
-  Tensor out(DType::f32, Shape{s[0], s[1], s[3], s[4]});
-  const ModelFloats in(w);
+// W [A, B, kD, kH, kW] -> its depth tap j, [A, B, kH, kW] (a copy at load, or a Slice and a
+// view of a computed W).
+ValueId tap_weights(Graph& g, std::vector<Node>& nodes, const Node& n, ValueId wv, int64_t j) {
+  const Shape s = g.value(wv).shape;
+  const Shape to{s[0], s[1], s[3], s[4]};
+  const std::string part = "wtap" + std::to_string(j);
+  const std::string name = g.value(wv).name + "_" + part;
+  if (!g.value(wv).is_const()) {
+    const ValueId v = emit_node(g, nodes,
+                                node(n, "Slice",
+                                     {wv, ints_const(g, n, (part + "s").c_str(), {j}),
+                                      ints_const(g, n, (part + "e").c_str(), {j + 1}),
+                                      ints_const(g, n, (part + "a").c_str(), {2})},
+                                     part.c_str()),
+                                name + "_slice");
+    return emit_node(
+        g, nodes,
+        node(n, "Reshape", {v, ints_const(g, n, (part + "v").c_str(), to)}, (part + "v").c_str()),
+        name);
+  }
+  const int64_t AB = s[0] * s[1], kd = s[2], hw = s[3] * s[4];
+  Tensor out(DType::f32, to);
+  const ModelFloats in(*g.value(wv).constant);
   float* o = out.data<float>();
-  for (int64_t m = 0; m < M; ++m)
+  for (int64_t m = 0; m < AB; ++m)
     for (int64_t i = 0; i < hw; ++i) o[m * hw + i] = in[(m * kd + j) * hw + i];
-  return out;
+  return g.add_const(unique_value_name(g, name), std::move(out));
 }
 
 // The frames v [N, D, C, H, W] padded along D by (lo, hi) frames of `value` (as H of the view
@@ -124,8 +151,6 @@ std::vector<ValueId> depth_taps(Graph& g, std::vector<Node>& nodes, const Node& 
 bool lower_conv3d(Graph& g, std::vector<Node>& nodes, const Node& n) {
   if (n.op != "Conv" || n.outputs.size() != 1 || g.value(n.in(0)).shape.size() != 5) return false;
   const ValueId wv = n.in(1);
-  if (!g.value(wv).is_const())
-    n.fail(Code::unsupported, "a 3-D convolution needs constant weights");
   const Shape x = g.value(n.in(0)).shape, y = g.value(n.outputs[0]).shape;
   const Shape& ws = g.value(wv).shape;
   const int64_t N = x[0], C = x[1], H = x[3], W = x[4], M = ws[0], kd = ws[2];
@@ -137,11 +162,8 @@ bool lower_conv3d(Graph& g, std::vector<Node>& nodes, const Node& n) {
 
   const int64_t group = n.attr_i("group", 1);
   // The 2-D conv of the frames f [N * Do, ci, H, W] with weights w (bias when `bias`).
-  auto conv2d = [&](ValueId f, Tensor w, bool bias, const std::string& part) {
-    Node conv =
-        node(n, "Conv",
-             {f, g.add_const(unique_value_name(g, g.value(wv).name + "_" + part), std::move(w))},
-             part.c_str());
+  auto conv2d = [&](ValueId f, ValueId w, bool bias, const std::string& part) {
+    Node conv = node(n, "Conv", {f, w}, part.c_str());
     if (bias && n.in(2) != kNoValue) conv.inputs.push_back(n.in(2));
     conv.attrs["strides"] = attr_ints({st[1], st[2]});
     conv.attrs["dilations"] = attr_ints({dil[1], dil[2]});
@@ -169,7 +191,7 @@ bool lower_conv3d(Graph& g, std::vector<Node>& nodes, const Node& n) {
       cat.attrs["axis"] = attr_i(2);
       taps = {emit_node(g, nodes, std::move(cat), base + "_stack")};
     }
-    v = conv2d(batch(taps[0], kd * C, "batch"), stack_taps(*g.value(wv).constant), true, "2d");
+    v = conv2d(batch(taps[0], kd * C, "batch"), stacked_weights(g, nodes, n, wv), true, "2d");
   } else {
     // Stacked taps would interleave the groups' channels: one grouped 2-D conv per tap, each
     // adding the one before (a residual in its epilogue), the bias in the first.
@@ -177,7 +199,7 @@ bool lower_conv3d(Graph& g, std::vector<Node>& nodes, const Node& n) {
     for (int64_t j = 0; j < kd; ++j) {
       const std::string part = "2d" + std::to_string(j);
       const ValueId y = conv2d(batch(taps[size_t(j)], C, "batch" + std::to_string(j)),
-                               tap_weights(*g.value(wv).constant, j), j == 0, part);
+                               tap_weights(g, nodes, n, wv, j), j == 0, part);
       v = v == kNoValue ? y
                         : emit_node(g, nodes, node(n, "Add", {y, v}, (part + "sum").c_str()),
                                     base + "_" + part + "sum");
@@ -203,12 +225,9 @@ bool lower_convt3d(Graph& g, std::vector<Node>& nodes, const Node& n) {
   if (n.op != "ConvTranspose" || n.outputs.size() != 1 || g.value(n.in(0)).shape.size() != 5)
     return false;
   const ValueId wv = n.in(1);
-  if (!g.value(wv).is_const())
-    n.fail(Code::unsupported, "a 3-D ConvTranspose needs constant weights");
-  const Tensor w = *g.value(wv).constant;  // (a copy: adding values moves the graph's)
   const Shape x = g.value(n.in(0)).shape, y = g.value(n.outputs[0]).shape;
   const int64_t N = x[0], C = x[1], D = x[2], H = x[3], W = x[4], M = y[1], Do = y[2];
-  const int64_t kd = w.shape()[2], plane = M * y[3] * y[4], group = n.attr_i("group", 1);
+  const int64_t kd = g.value(wv).shape[2], plane = M * y[3] * y[4], group = n.attr_i("group", 1);
   // Canonical after inference: strides, dilations, pads (end pads may be negative).
   const std::vector<int64_t> st = n.attr_ints("strides"), dil = n.attr_ints("dilations"),
                              pads = n.attr_ints("pads");
@@ -230,11 +249,8 @@ bool lower_convt3d(Graph& g, std::vector<Node>& nodes, const Node& n) {
 
   ValueId f = emit_node(g, nodes, frames(n, n.in(0), "frames"), base + "_frames");
   f = reshape(f, {N * D, C, H, W}, "batch");
-  auto convt2d = [&](Tensor wt, ValueId b, const std::string& part) {
-    Node c =
-        node(n, "ConvTranspose",
-             {f, g.add_const(unique_value_name(g, g.value(wv).name + "_" + part), std::move(wt))},
-             part.c_str());
+  auto convt2d = [&](ValueId wt, ValueId b, const std::string& part) {
+    Node c = node(n, "ConvTranspose", {f, wt}, part.c_str());
     if (b != kNoValue) c.inputs.push_back(b);
     c.attrs["strides"] = attr_ints({st[1], st[2]});
     c.attrs["dilations"] = attr_ints({dil[1], dil[2]});
@@ -246,15 +262,16 @@ bool lower_convt3d(Graph& g, std::vector<Node>& nodes, const Node& n) {
   // (A computed bias is added last, as in the general case, unless each tap gets it whole.)
   const bool bias_in_taps = one_tap && bias != kNoValue && (group > 1 || g.value(bias).is_const());
   if (group == 1) {
-    // W'[c][j M + m] = W[c][m][j]: stack_taps on [C, M, kD, kH, kW].
-    z = reshape(convt2d(stack_taps(w), bias_in_taps ? tiled_bias(kd) : kNoValue, "2d"),
-                {N, D, kd, plane}, "taps");
+    z = reshape(
+        convt2d(stacked_weights(g, nodes, n, wv), bias_in_taps ? tiled_bias(kd) : kNoValue, "2d"),
+        {N, D, kd, plane}, "taps");
   } else {
     std::vector<ValueId> taps;
     for (int64_t j = 0; j < kd; ++j) {
       const std::string part = "2d" + std::to_string(j);
-      taps.push_back(reshape(convt2d(tap_weights(w, j), bias_in_taps ? bias : kNoValue, part),
-                             {N, D, 1, plane}, part + "tap"));
+      taps.push_back(
+          reshape(convt2d(tap_weights(g, nodes, n, wv, j), bias_in_taps ? bias : kNoValue, part),
+                  {N, D, 1, plane}, part + "tap"));
     }
     Node cat = node(n, "Concat", taps, "taps");
     cat.attrs["axis"] = attr_i(2);

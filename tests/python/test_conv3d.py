@@ -241,3 +241,29 @@ def test_resize_of_3d_and_5d_tensors_matches_pytorch(align, tmp_path):
             kernels = [st["kernel"] for st in plan["steps"] if st["op"] == "Resize"]
             # D and H / W resized: 2 passes (a, c); D alone (b) and 1-D (d): one each.
             assert len(kernels) == 6 and all(k.startswith("resize_") for k in kernels), kernels
+
+
+class ComputedWeights3d(torch.nn.Module):
+    """3-D Conv (plain and grouped) and ConvTranspose whose weights are graph inputs (computed
+    at run time), as ONNX's node tests and dynamic-filter nets have them."""
+
+    def forward(self, x, w, wt):
+        f = torch.nn.functional
+        a = f.conv3d(x, w, padding=1)
+        b = f.conv3d(x, w[:, :2].repeat(2, 1, 1, 1, 1), stride=(2, 1, 1), groups=2)
+        c = f.conv_transpose3d(x, wt, stride=(2, 1, 2), padding=(1, 0, 1))
+        return torch.cat([a.flatten(), b.flatten(), c.flatten()])
+
+
+def test_computed_3d_weights_match_pytorch(tmp_path):
+    torch.manual_seed(6)
+    x, w, wt = torch.randn(1, 4, 5, 6, 7), torch.randn(3, 4, 3, 3, 3), torch.randn(4, 2, 3, 2, 3)
+    net = ComputedWeights3d().eval()
+    with torch.no_grad():
+        want = net(x, w, wt).numpy()
+    buf = io.BytesIO()
+    torch.onnx.export(net, (x, w, wt), buf, opset_version=13, input_names=["x", "w", "wt"],
+                      output_names=["y"])
+    feeds = {"x": x.numpy(), "w": w.numpy(), "wt": wt.numpy()}
+    for max_isa, out, _ in run_on_each_isa(buf.getvalue(), feeds, tmp_path):
+        assert rel_error(out["y"], want) < 1e-5, (max_isa, rel_error(out["y"], want))
