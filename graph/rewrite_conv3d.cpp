@@ -17,6 +17,7 @@
 // between lowered convs move into the frames' order (no Transpose pair around them). 5-D
 // GlobalAveragePool becomes the 4-D one over [N, C, D * H, W].
 #include <algorithm>
+#include <cstring>
 #include <limits>
 #include <unordered_map>
 
@@ -148,8 +149,48 @@ std::vector<ValueId> depth_taps(Graph& g, std::vector<Node>& nodes, const Node& 
   return taps;
 }
 
+// A temporal-only Conv (kernel kD x 1 x 1, spatial stride 1, no spatial padding; grouped or
+// not) is a 2-D conv of [N, C, D, H * W] with kernel kD x 1: no frames' order, no depth taps.
+// Taken for grouped convs (X3D's temporal depthwise stem), whose taps would otherwise be kD
+// convs; a dense one stays with the stacked taps, which keep a (2+1)-D net's spatial and
+// temporal convs in frames' order.
+bool lower_temporal_conv(Graph& g, std::vector<Node>& nodes, const Node& n) {
+  const Shape x = g.value(n.in(0)).shape, y = g.value(n.outputs[0]).shape;
+  const ValueId wv = n.in(1);
+  const Shape ws = g.value(wv).shape;
+  const std::vector<int64_t> st = n.attr_ints("strides"), dil = n.attr_ints("dilations"),
+                             pads = n.attr_ints("pads");
+  if (n.attr_i("group", 1) == 1 || ws[3] != 1 || ws[4] != 1 || st[1] != 1 || st[2] != 1 ||
+      pads[1] || pads[2] || pads[4] || pads[5])
+    return false;
+  const std::string base = g.value(n.outputs[0]).name;
+  auto view = [&](ValueId v, const Shape& to, const char* part, ValueId out) {
+    return emit_node(g, nodes, node(n, "Reshape", {v, ints_const(g, n, part, to)}, part),
+                     base + "_" + part, out);
+  };
+  const Shape w4{ws[0], ws[1], ws[2], 1};
+  ValueId w = kNoValue;
+  if (g.value(wv).is_const()) {  // the same floats, 4-D (a copy: constants are immutable)
+    Tensor t(DType::f32, w4);
+    std::memcpy(t.raw(), g.value(wv).constant->stored_bytes(), t.nbytes());
+    w = g.add_const(unique_value_name(g, g.value(wv).name + "_2d"), std::move(t));
+  } else {
+    w = view(wv, w4, "wview", kNoValue);
+  }
+  Node conv =
+      node(n, "Conv", {view(n.in(0), {x[0], x[1], x[2], x[3] * x[4]}, "dview", kNoValue), w}, "2d");
+  if (n.in(2) != kNoValue) conv.inputs.push_back(n.in(2));
+  conv.attrs["strides"] = attr_ints({st[0], 1});
+  conv.attrs["dilations"] = attr_ints({dil[0], 1});
+  conv.attrs["pads"] = attr_ints({pads[0], 0, pads[3], 0});
+  conv.attrs["group"] = attr_i(n.attr_i("group", 1));
+  view(emit_node(g, nodes, std::move(conv), base + "_2d"), y, "back", n.outputs[0]);
+  return true;
+}
+
 bool lower_conv3d(Graph& g, std::vector<Node>& nodes, const Node& n) {
   if (n.op != "Conv" || n.outputs.size() != 1 || g.value(n.in(0)).shape.size() != 5) return false;
+  if (lower_temporal_conv(g, nodes, n)) return true;
   const ValueId wv = n.in(1);
   const Shape x = g.value(n.in(0)).shape, y = g.value(n.outputs[0]).shape;
   const Shape& ws = g.value(wv).shape;
