@@ -696,14 +696,12 @@ class Selector {
     // A probe runs the plan on a fresh input and arena: when one would not fit the profiling
     // budget (at least three are needed) or the memory bound (a fuzzed batch of 65,535 asked
     // for gigabytes at load), the guard keeps exact families only, unprobed.
-    int64_t probe_bytes = 0;
-    for (const Value& v : g_.values)
-      if (!v.is_const() && v.shape_known) probe_bytes += shape_numel(v.shape) * 4;
-    if (3 * sel_.predicted_ms > budget_ms() || probe_bytes > kMaxProbeBytes) {
+    const double probe_bytes = peak_live_bytes(g_);
+    if (3 * sel_.predicted_ms > budget_ms() || probe_bytes > double(kMaxProbeBytes)) {
       log_info(
           "accuracy guard: probing this plan would take {:.0f} ms and {:.0f} MiB: its {} "
           "lossy convs are demoted (exact families only)",
-          3 * sel_.predicted_ms, double(probe_bytes) / 1048576, lossy.size());
+          3 * sel_.predicted_ms, probe_bytes / 1048576, lossy.size());
       demote(lossy, std::vector<double>(lossy.size(), kInf), 0.0, /*exact_only=*/true);
       solve_and_build();
       return;
@@ -1017,6 +1015,30 @@ class Selector {
 };
 
 }  // namespace
+
+double peak_live_bytes(const Graph& g) {
+  const int n = int(g.nodes.size());
+  std::vector<int> first(g.values.size(), -1), last(g.values.size(), -1);
+  for (int i = 0; i < n; ++i) {
+    for (ValueId v : g.nodes[size_t(i)].inputs)
+      if (v != kNoValue) last[size_t(v)] = i;
+    for (ValueId v : g.nodes[size_t(i)].outputs)
+      if (v != kNoValue && first[size_t(v)] < 0) first[size_t(v)] = i;
+  }
+  for (ValueId v : g.inputs) first[size_t(v)] = -1;
+  for (ValueId v : g.outputs) last[size_t(v)] = n;
+  std::vector<double> delta(size_t(n) + 3, 0);  // change of the live bytes before node i - 1
+  for (size_t v = 0; v < g.values.size(); ++v) {
+    const Value& val = g.values[v];
+    if (val.is_const() || !val.shape_known) continue;
+    const double bytes = double(shape_numel(val.shape)) * double(dtype_size(val.dtype));
+    delta[size_t(first[v] + 1)] += bytes;                     // written (or an input)
+    delta[size_t(std::max(last[v], first[v]) + 2)] -= bytes;  // after its last reader
+  }
+  double live = 0, peak = 0;
+  for (double d : delta) peak = std::max(peak, live += d);
+  return peak;
+}
 
 const char* strategy_name(Strategy s) {
   static const char* const kNames[] = {"global", "local", "fixed", "heuristic"};

@@ -79,7 +79,12 @@ struct SelectOptions {
   int guard_share_probes = 0;
 };
 
-// The accuracy guard does not probe a plan whose tensors add up to more than this (bytes).
+// The activation bytes a run of g holds at its peak (a probe's arena, roughly: the memory plan
+// packs tensors by liveness in node order): each non-constant value alive from the node that
+// writes it (graph inputs: from the start) to the last that reads it (graph outputs: to the
+// end). Views count as copies (an overestimate).
+double peak_live_bytes(const Graph& g);
+// The accuracy guard does not probe a plan whose peak_live_bytes exceed this.
 constexpr int64_t kMaxProbeBytes = int64_t(1) << 30;
 // Default profiling budgets per load (wall clock).
 constexpr double kFastProfileBudgetMs = 10000;

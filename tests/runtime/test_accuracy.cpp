@@ -8,6 +8,7 @@
 #include <random>
 
 #include "graph/onnx_builder.h"
+#include "graph/passes.h"
 #include "isa_coverage.h"
 #include "jit/conv/conv_families.h"
 #include "runtime/selection.h"
@@ -350,4 +351,35 @@ TEST_CASE("the guard measures shares in groups when too few probes are left") {
     CAPTURE(e);
     CHECK(e < e_fast / 2);
   }
+}
+
+// The guard's memory bound counts the activations alive at once, not all of them: a long chain
+// holds two at a time (a video net's 2.7 GB of tensors had a few hundred MB live, and its
+// Winograd convs were demoted unprobed).
+TEST_CASE("peak_live_bytes: activations alive at once") {
+  kiln::test::OnnxBuilder b;
+  b.input("x", {1, 1000});
+  b.node("Relu", {"x"}, {"a"}, "r0");
+  b.node("Relu", {"a"}, {"c"}, "r1");
+  b.node("Relu", {"c"}, {"d"}, "r2");
+  b.node("Relu", {"d"}, {"e"}, "r3");
+  b.node("Relu", {"e"}, {"f"}, "r4");
+  b.output("f");
+  kiln::Graph chain = kiln::test::import(b);
+  kiln::infer_shapes(chain);
+  CHECK(kiln::peak_live_bytes(chain) == 8000);  // input and output of one Relu
+  // x read again at the end: alive throughout; y2 a second output, alive to the end.
+  kiln::test::OnnxBuilder b2;
+  b2.input("x", {1, 1000});
+  b2.init_f("w", {1, 1000}, std::vector<float>(1000, 1.f));  // a constant: no activation
+  b2.node("Relu", {"x"}, {"a"}, "r0");
+  b2.node("Mul", {"a", "w"}, {"y2"}, "m");
+  b2.node("Relu", {"y2"}, {"c"}, "r1");
+  b2.node("Relu", {"c"}, {"d"}, "r2");
+  b2.node("Add", {"d", "x"}, {"y"}, "add");
+  b2.output("y");
+  b2.output("y2");
+  kiln::Graph g = kiln::test::import(b2);
+  kiln::infer_shapes(g);
+  CHECK(kiln::peak_live_bytes(g) == 16000);  // x, y2 and a Relu's input and output
 }
