@@ -33,7 +33,8 @@ bool lower_resize(Graph& g, std::vector<Node>& nodes, const Node& n) {
       n.attr_s("keep_aspect_ratio_policy", "stretch") != "stretch")
     return false;
   std::vector<bool> resized;
-  for (size_t d = 0; d < x.size(); ++d) resized.push_back(!resize_taps(s, d).identity());
+  for (size_t d = 0; d < x.size(); ++d)  // (identity-looking taps may still shrink the axis)
+    resized.push_back(s.out[d] != x[d] || !resize_taps(s, d).identity());
   if (resized[0] || resized[1]) return false;
   const Shape& y = s.out;
   const std::string base = g.value(n.outputs[0]).name;

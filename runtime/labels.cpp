@@ -552,7 +552,9 @@ std::optional<ResizeJit> resize_jit(const Graph& g, const Node& n) {
     return v != kNoValue && g.value(v).is_const() ? &*g.value(v).constant : nullptr;
   };
   ResizeSpec s = resize_spec(n, g.value(n.inputs[0]).shape, c(1), c(2), c(3));
-  if (!resize_taps(s, 0).identity() || !resize_taps(s, 1).identity()) return std::nullopt;
+  // (Taps that look like the identity can still shrink N or C: input o for output o < out.)
+  for (size_t d : {0, 1})
+    if (s.out[d] != s.in[d] || !resize_taps(s, d).identity()) return std::nullopt;
   return ResizeJit{resize_taps(s, 2), resize_taps(s, 3), s.mode};
 }
 

@@ -216,8 +216,8 @@ def test_unet3d_decoder_stays_in_frames_order(tmp_path):
 
 
 class Resize5d(torch.nn.Module):
-    """5-D and 3-D Resizes: trilinear (align_corners or not), nearest over D alone, over H and W
-    alone and by sizes, linear 1-D."""
+    """5-D and 3-D Resizes: trilinear (align_corners or not), nearest over D alone, by sizes and
+    shrinking D, linear 1-D."""
 
     def __init__(self, align):
         super().__init__()
@@ -229,7 +229,9 @@ class Resize5d(torch.nn.Module):
         b = f(x, scale_factor=(3, 1, 1), mode="nearest")
         c = f(x, size=(5, 11, 7), mode="nearest")
         d = f(x.flatten(2), scale_factor=2.5, mode="linear", align_corners=self.align)
-        return torch.cat([t.flatten() for t in (a, b, c, d)])
+        # D 3 -> 1 reads frame 0: taps that look like the identity on a shrinking axis.
+        e = f(x[:, :, :3], scale_factor=(0.5, 2, 1), mode="nearest")
+        return torch.cat([t.flatten() for t in (a, b, c, d, e)])
 
 
 @pytest.mark.parametrize("align", [False, True])
@@ -239,8 +241,8 @@ def test_resize_of_3d_and_5d_tensors_matches_pytorch(align, tmp_path):
                                            tmp_path):
         if max_isa != "scalar":
             kernels = [st["kernel"] for st in plan["steps"] if st["op"] == "Resize"]
-            # D and H / W resized: 2 passes (a, c); D alone (b) and 1-D (d): one each.
-            assert len(kernels) == 6 and all(k.startswith("resize_") for k in kernels), kernels
+            # D and H / W resized: 2 passes (a, c, e); D alone (b) and 1-D (d): one each.
+            assert len(kernels) == 8 and all(k.startswith("resize_") for k in kernels), kernels
 
 
 class ComputedWeights3d(torch.nn.Module):

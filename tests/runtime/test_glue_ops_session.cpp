@@ -162,6 +162,19 @@ std::string resize_model() {
   return b.bytes();
 }
 
+// A Resize that also shrinks N and C (nearest, asymmetric, floor: output o reads input o, as if
+// those axes were not resized): the H / W kernels cannot take it (they wrote every input
+// plane into a smaller output, and crashed).
+std::string shrink_nc_model() {
+  kiln::test::OnnxBuilder b = conv_model({"y"}, 0.5f);
+  b.init_i("sz", {4}, {1, 1, 14, 9});
+  b.init_f("none", {0}, {});
+  auto& nn = b.node("Resize", {"c", "", "none", "sz"}, {"y"});
+  attr_s(nn, "coordinate_transformation_mode", "asymmetric");
+  attr_s(nn, "nearest_mode", "floor");
+  return b.bytes();
+}
+
 // An opset-9 Upsample (input scales), imported as a Resize.
 std::string upsample_model() {
   kiln::test::OnnxBuilder b = conv_model({"y"}, 0.5f, 9);
@@ -240,6 +253,15 @@ TEST_CASE(
   compare(resize_model(), 1e-5, [](const kiln::Session& s) {
     CHECK(count_labels(s, kiln::LabelKind::resize) == 3);
     CHECK(count_labels(s, kiln::LabelKind::transpose) == 2);
+  });
+}
+
+TEST_CASE("glue ops session: a Resize shrinking N and C runs on the reference kernel") {
+  compare(shrink_nc_model(), 1e-5, [](const kiln::Session& s) {
+    const kiln::Graph& g = s.graph();
+    for (size_t i = 0; i < g.nodes.size(); ++i)
+      if (g.nodes[i].op == "Resize")
+        CHECK(s.selection().nodes[i].label.kind == kiln::LabelKind::ref);
   });
 }
 
