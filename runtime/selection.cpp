@@ -231,6 +231,7 @@ class Selector {
   void measure_nodes() {
     const size_t nn = g_.nodes.size();
     cost_.assign(nn, {});
+    pruned_.assign(nn, {});
     std::vector<std::vector<char>> todo(nn);
     std::vector<char> profiled(nn, 0);
     std::vector<std::string> problem(nn);
@@ -330,10 +331,14 @@ class Selector {
       // A problem planned out still takes the times the tuning cache holds (free).
       const bool planned_out = skip.count(problem[i]) != 0;
       bool all_cached = true, any = false;
+      pruned_[i].assign(cands_[i].size(), std::nan(""));
       for (size_t k = 0; k < cands_[i].size(); ++k) {
         // Not measured: the model's guess would be unfair next to measured times.
         cost_[i][k] = kInf;
-        if (!todo[i][k]) continue;
+        if (!todo[i][k]) {
+          pruned_[i][k] = model[i][k];
+          continue;
+        }
         const std::string lk = cands_[i][k].key();
         std::optional<double> ms;
         bool hit = false;
@@ -582,6 +587,7 @@ class Selector {
       SolveOptions so;
       so.time_budget_ms = o_.solve_budget_ms;
       NetworkSolution s = np.solve(so);
+      if (!s.feasible && admit_pruned()) return choose();
       if (!s.feasible) report_infeasible();
       pick = s.op_labels;
       sel_.optimal = s.optimal;
@@ -958,6 +964,26 @@ class Selector {
                : l.in == b;
   }
 
+  // Fast tuning measures only the labels the cost model finds plausible, and those alone may
+  // not chain (an int8 conv whose only plausible label reads uint8, after a view that cannot
+  // give it). Then the labels it passed over come back at the model's estimates: a model that
+  // loads without tuning loads with it. False when there were none.
+  bool admit_pruned() {
+    bool any = false;
+    for (size_t i = 0; i < pruned_.size(); ++i)
+      for (size_t k = 0; k < pruned_[i].size(); ++k)
+        if (!std::isnan(pruned_[i][k]) && !std::isfinite(cost_[i][k])) {
+          cost_[i][k] = pruned_[i][k];
+          pruned_[i][k] = std::nan("");
+          any = true;
+        }
+    if (any)
+      log_info(
+          "no plan chains the measured labels: the unmeasured ones join at the model's "
+          "estimates");
+    return any;
+  }
+
   // No plan exists: when a node has no label left (even its reference kernel failed), that
   // node's own error is the model's problem; otherwise the layouts cannot be chained, a bug.
   [[noreturn]] void report_infeasible() {
@@ -1002,6 +1028,9 @@ class Selector {
   int64_t build_ns_ = 0, codegen_ns_ = 0;  // thread time building kernels, and its codegen part
   std::vector<std::vector<Label>> cands_;
   std::vector<std::vector<double>> cost_;
+  // Per node and label: the cost model's estimate of a label fast tuning left unmeasured as
+  // implausible (NaN: measured, or none to give), see admit_pruned().
+  std::vector<std::vector<double>> pruned_;
   std::map<std::pair<std::string, std::string>, double> reorder_memo_;
   std::vector<std::pair<Label, std::unique_ptr<Kernel>>> kept_;  // per node, see measure()
   // The guard's exact stand-ins by (node, label key), see stand_in().
