@@ -152,6 +152,7 @@ ResizeSpec resize_spec(const Node& n, const Shape& x, const Tensor* roi, const T
 }
 
 bool ResizeTaps::identity() const {
+  if (int64_t(idx.size()) != in * taps) return false;
   for (size_t o = 0; o * size_t(taps) < idx.size(); ++o) {
     if (!outside.empty() && outside[o]) return false;
     // Clamped taps may repeat index o: their weights must add up to 1, the others' be 0.
@@ -177,6 +178,7 @@ ResizeTaps resize_taps(const ResizeSpec& s, size_t d) {
   int first = 0;
   if (s.mode == "linear") first = int(std::floor(-1 / fs)) + 1;
   if (s.mode == "cubic") first = int(std::floor(-2 / fs)) + 1;
+  t.in = in;
   t.taps = s.mode == "nearest" ? 1 : 2 - 2 * first;
   t.idx.resize(size_t(out * t.taps));
   t.w.resize(t.idx.size());

@@ -374,9 +374,13 @@ std::string unique_value_name(const Graph& g, const std::string& base) {
   }
 }
 
+const Tensor* const_tensor(const Graph& g, ValueId v) {
+  return v != kNoValue && g.value(v).is_const() ? &*g.value(v).constant : nullptr;
+}
+
 const Tensor* const_f32(const Graph& g, ValueId v) {
-  if (v == kNoValue || !g.value(v).is_const() || g.value(v).dtype != DType::f32) return nullptr;
-  return &*g.value(v).constant;
+  const Tensor* t = const_tensor(g, v);
+  return t && g.value(v).dtype == DType::f32 ? t : nullptr;
 }
 
 Tensor ints_tensor(const std::vector<int64_t>& v) {

@@ -291,6 +291,8 @@ std::vector<std::string> branch_reads(const Node& n);
 
 // A generated name not yet used in the graph ("<base>", "<base>_1", ...).
 std::string unique_value_name(const Graph& g, const std::string& base);
+// The constant tensor value v holds, or nullptr (absent or computed).
+const Tensor* const_tensor(const Graph& g, ValueId v);
 // The constant f32 tensor value v holds, or nullptr (absent, computed, or another dtype).
 const Tensor* const_f32(const Graph& g, ValueId v);
 

@@ -32,10 +32,12 @@ ResizeSpec resize_spec(const Node& n, const Shape& x, const Tensor* roi, const T
 // coordinates outside the input (the output is the extrapolation value there).
 struct ResizeTaps {
   int taps = 1;
+  int64_t in = 0;  // the axis's input length
   std::vector<int64_t> idx;
   std::vector<float> w;
   std::vector<uint8_t> outside;
-  // Every output o is input o (weight 1): the axis is not resized.
+  // As many outputs as inputs and every output o is input o (weight 1): the axis is not resized.
+  // (Taps alone can look so on a shrinking axis: nearest's output o may read input o.)
   bool identity() const;
 };
 ResizeTaps resize_taps(const ResizeSpec& s, size_t axis);

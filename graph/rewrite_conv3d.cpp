@@ -49,6 +49,15 @@ ValueId ints_const(Graph& g, const Node& n, const char* part, const std::vector<
   return g.add_const(unique_value_name(g, n.name + "_" + part), ints_tensor(v));
 }
 
+// v viewed as `to`: a Reshape named after n and part, writing `out` (kNoValue: a new value named
+// base_part).
+ValueId reshape(Graph& g, std::vector<Node>& nodes, const Node& n, ValueId v, const Shape& to,
+                const std::string& part, const std::string& base, ValueId out = kNoValue) {
+  return emit_node(g, nodes,
+                   node(n, "Reshape", {v, ints_const(g, n, part.c_str(), to)}, part.c_str()),
+                   base + "_" + part, out);
+}
+
 // W [A, B, kD, kH, kW] (a Conv's [M, C/g, ...] or a ConvTranspose's [C, M/g, ...]) with its
 // depth taps stacked on dim 1: W' [A, kD * B, kH, kW], W'[a][j B + b] = W[a][b][j]. A constant
 // W is restacked at load, a computed one by a Transpose and a view.
@@ -110,9 +119,7 @@ ValueId pad_frames(Graph& g, std::vector<Node>& nodes, const Node& n, ValueId v,
                    int64_t hi, float value, const std::string& base) {
   const Shape s = g.value(v).shape;
   const int64_t inner = s[2] * s[3] * s[4];
-  v = emit_node(g, nodes,
-                node(n, "Reshape", {v, ints_const(g, n, "dview", {1, s[0], s[1], inner})}, "dview"),
-                base + "_dview");
+  v = reshape(g, nodes, n, v, {1, s[0], s[1], inner}, "dview", base);
   Tensor fill(DType::f32, {});
   *fill.data<float>() = value;
   v = emit_node(g, nodes,
@@ -121,11 +128,7 @@ ValueId pad_frames(Graph& g, std::vector<Node>& nodes, const Node& n, ValueId v,
                       g.add_const(unique_value_name(g, n.name + "_dfill"), std::move(fill))},
                      "dpad"),
                 base + "_dpad");
-  return emit_node(
-      g, nodes,
-      node(n, "Reshape", {v, ints_const(g, n, "dback", {s[0], s[1] + lo + hi, s[2], s[3], s[4]})},
-           "dback"),
-      base + "_dback");
+  return reshape(g, nodes, n, v, {s[0], s[1] + lo + hi, s[2], s[3], s[4]}, "dback", base);
 }
 
 // The kD depth taps of padded frames v [N, Dp, C, H, W]: tap j holds frames j * dil + t * stride
@@ -164,10 +167,6 @@ bool lower_temporal_conv(Graph& g, std::vector<Node>& nodes, const Node& n) {
       pads[1] || pads[2] || pads[4] || pads[5])
     return false;
   const std::string base = g.value(n.outputs[0]).name;
-  auto view = [&](ValueId v, const Shape& to, const char* part, ValueId out) {
-    return emit_node(g, nodes, node(n, "Reshape", {v, ints_const(g, n, part, to)}, part),
-                     base + "_" + part, out);
-  };
   const Shape w4{ws[0], ws[1], ws[2], 1};
   ValueId w = kNoValue;
   if (g.value(wv).is_const()) {  // the same floats, 4-D (a copy: constants are immutable)
@@ -175,16 +174,18 @@ bool lower_temporal_conv(Graph& g, std::vector<Node>& nodes, const Node& n) {
     std::memcpy(t.raw(), g.value(wv).constant->stored_bytes(), t.nbytes());
     w = g.add_const(unique_value_name(g, g.value(wv).name + "_2d"), std::move(t));
   } else {
-    w = view(wv, w4, "wview", kNoValue);
+    w = reshape(g, nodes, n, wv, w4, "wview", base);
   }
-  Node conv =
-      node(n, "Conv", {view(n.in(0), {x[0], x[1], x[2], x[3] * x[4]}, "dview", kNoValue), w}, "2d");
+  Node conv = node(
+      n, "Conv", {reshape(g, nodes, n, n.in(0), {x[0], x[1], x[2], x[3] * x[4]}, "dview", base), w},
+      "2d");
   if (n.in(2) != kNoValue) conv.inputs.push_back(n.in(2));
   conv.attrs["strides"] = attr_ints({st[0], 1});
   conv.attrs["dilations"] = attr_ints({dil[0], 1});
   conv.attrs["pads"] = attr_ints({pads[0], 0, pads[3], 0});
   conv.attrs["group"] = attr_i(n.attr_i("group", 1));
-  view(emit_node(g, nodes, std::move(conv), base + "_2d"), y, "back", n.outputs[0]);
+  reshape(g, nodes, n, emit_node(g, nodes, std::move(conv), base + "_2d"), y, "back", base,
+          n.outputs[0]);
   return true;
 }
 
@@ -213,10 +214,7 @@ bool lower_conv3d(Graph& g, std::vector<Node>& nodes, const Node& n) {
     return emit_node(g, nodes, std::move(conv), base + "_" + part);
   };
   auto batch = [&](ValueId f, int64_t ci, const std::string& part) {
-    return emit_node(
-        g, nodes,
-        node(n, "Reshape", {f, ints_const(g, n, part.c_str(), {N * Do, ci, H, W})}, part.c_str()),
-        base + "_" + part);
+    return reshape(g, nodes, n, f, {N * Do, ci, H, W}, part, base);
   };
 
   ValueId v = emit_node(g, nodes, frames(n, n.in(0), "frames"), base + "_frames");
@@ -246,9 +244,7 @@ bool lower_conv3d(Graph& g, std::vector<Node>& nodes, const Node& n) {
                                     base + "_" + part + "sum");
     }
   }
-  v = emit_node(g, nodes,
-                node(n, "Reshape", {v, ints_const(g, n, "unbatch", {N, Do, M, Ho, Wo})}, "unbatch"),
-                base + "_unbatch");
+  v = reshape(g, nodes, n, v, {N, Do, M, Ho, Wo}, "unbatch", base);
   emit_node(g, nodes, frames(n, v, "back"), "", n.outputs[0]);
   return true;
 }
@@ -275,10 +271,8 @@ bool lower_convt3d(Graph& g, std::vector<Node>& nodes, const Node& n) {
   const std::string base = g.value(n.outputs[0]).name;
   const bool one_tap = st[0] == kd && dil[0] == 1 && pads[0] == 0 && Do == D * kd;
   const ValueId bias = n.in(2);
-  auto reshape = [&](ValueId v, const Shape& to, const std::string& part) {
-    return emit_node(g, nodes,
-                     node(n, "Reshape", {v, ints_const(g, n, part.c_str(), to)}, part.c_str()),
-                     base + "_" + part);
+  auto view = [&](ValueId v, const Shape& to, const std::string& part) {
+    return reshape(g, nodes, n, v, to, part, base);
   };
   // Bias [M] repeated for `taps` taps stacked on the channels.
   auto tiled_bias = [&](int64_t taps) {
@@ -289,7 +283,7 @@ bool lower_convt3d(Graph& g, std::vector<Node>& nodes, const Node& n) {
   };
 
   ValueId f = emit_node(g, nodes, frames(n, n.in(0), "frames"), base + "_frames");
-  f = reshape(f, {N * D, C, H, W}, "batch");
+  f = view(f, {N * D, C, H, W}, "batch");
   auto convt2d = [&](ValueId wt, ValueId b, const std::string& part) {
     Node c = node(n, "ConvTranspose", {f, wt}, part.c_str());
     if (b != kNoValue) c.inputs.push_back(b);
@@ -303,7 +297,7 @@ bool lower_convt3d(Graph& g, std::vector<Node>& nodes, const Node& n) {
   // (A computed bias is added last, as in the general case, unless each tap gets it whole.)
   const bool bias_in_taps = one_tap && bias != kNoValue && (group > 1 || g.value(bias).is_const());
   if (group == 1) {
-    z = reshape(
+    z = view(
         convt2d(stacked_weights(g, nodes, n, wv), bias_in_taps ? tiled_bias(kd) : kNoValue, "2d"),
         {N, D, kd, plane}, "taps");
   } else {
@@ -311,8 +305,8 @@ bool lower_convt3d(Graph& g, std::vector<Node>& nodes, const Node& n) {
     for (int64_t j = 0; j < kd; ++j) {
       const std::string part = "2d" + std::to_string(j);
       taps.push_back(
-          reshape(convt2d(tap_weights(g, nodes, n, wv, j), bias_in_taps ? bias : kNoValue, part),
-                  {N, D, 1, plane}, part + "tap"));
+          view(convt2d(tap_weights(g, nodes, n, wv, j), bias_in_taps ? bias : kNoValue, part),
+               {N, D, 1, plane}, part + "tap"));
     }
     Node cat = node(n, "Concat", taps, "taps");
     cat.attrs["axis"] = attr_i(2);
@@ -321,7 +315,7 @@ bool lower_convt3d(Graph& g, std::vector<Node>& nodes, const Node& n) {
 
   ValueId v;
   if (one_tap) {
-    v = reshape(z, {N, Do, M, y[3], y[4]}, "interleave");
+    v = view(z, {N, Do, M, y[3], y[4]}, "interleave");
   } else {
     const int64_t sd = st[0], Q = (Do + sd - 1) / sd;  // frames per phase (the last ones cut)
     std::vector<ValueId> phases;
@@ -363,7 +357,7 @@ bool lower_convt3d(Graph& g, std::vector<Node>& nodes, const Node& n) {
       cat.attrs["axis"] = attr_i(2);
       v = emit_node(g, nodes, std::move(cat), base + "_phases");
     }
-    v = reshape(v, {N, Q * sd, M, y[3], y[4]}, "interleave");
+    v = view(v, {N, Q * sd, M, y[3], y[4]}, "interleave");
     if (Q * sd != Do)
       v = emit_node(g, nodes,
                     node(n, "Slice",
@@ -380,7 +374,7 @@ bool lower_convt3d(Graph& g, std::vector<Node>& nodes, const Node& n) {
       for (int64_t m = 0; m < M; ++m) t.data<float>()[m] = in[m];
       b = g.add_const(unique_value_name(g, n.name + "_bias3d"), std::move(t));
     } else {
-      b = reshape(bias, {M, 1, 1}, "biasview");
+      b = view(bias, {M, 1, 1}, "biasview");
     }
     v = emit_node(g, nodes, node(n, "Add", {v, b}, "bias"), base + "_bias");
   }
@@ -449,9 +443,7 @@ bool lower_pool3d(Graph& g, std::vector<Node>& nodes, const Node& n) {
   const std::string base = g.value(n.outputs[0]).name;
 
   ValueId v = emit_node(g, nodes, frames(n, n.in(0), "frames"), base + "_frames");
-  v = emit_node(g, nodes,
-                node(n, "Reshape", {v, ints_const(g, n, "batch", {N * D, C, x[3], x[4]})}, "batch"),
-                base + "_batch");
+  v = reshape(g, nodes, n, v, {N * D, C, x[3], x[4]}, "batch", base);
   Node p = node(n, n.op, {v}, "2d");
   p.attrs = n.attrs;
   p.attrs["kernel_shape"] = attr_ints({k[1], k[2]});
@@ -459,10 +451,7 @@ bool lower_pool3d(Graph& g, std::vector<Node>& nodes, const Node& n) {
   p.attrs["dilations"] = attr_ints({dil[1], dil[2]});
   p.attrs["pads"] = attr_ints({pads[1], pads[2], pads[4], pads[5]});
   v = emit_node(g, nodes, std::move(p), base + "_2d");
-  v = emit_node(
-      g, nodes,
-      node(n, "Reshape", {v, ints_const(g, n, "unbatch", {N, D, C, y[3], y[4]})}, "unbatch"),
-      base + "_unbatch");
+  v = reshape(g, nodes, n, v, {N, D, C, y[3], y[4]}, "unbatch", base);
 
   // The padded frames the windows cover: the D pads, and what ceil_mode's last one overhangs.
   const int64_t span = (Do - 1) * st[0] + (k[0] - 1) * dil[0] + 1;
@@ -506,15 +495,9 @@ bool lower_global_pool3d(Graph& g, std::vector<Node>& nodes, const Node& n) {
   const Shape x = g.value(n.in(0)).shape;
   if (x.size() != 5) return false;
   const std::string base = g.value(n.outputs[0]).name;
-  ValueId v =
-      emit_node(g, nodes,
-                node(n, "Reshape",
-                     {n.in(0), ints_const(g, n, "flat", {x[0], x[1], x[2] * x[3], x[4]})}, "flat"),
-                base + "_flat");
+  ValueId v = reshape(g, nodes, n, n.in(0), {x[0], x[1], x[2] * x[3], x[4]}, "flat", base);
   v = emit_node(g, nodes, node(n, "GlobalAveragePool", {v}, "2d"), base + "_2d");
-  emit_node(g, nodes,
-            node(n, "Reshape", {v, ints_const(g, n, "back", {x[0], x[1], 1, 1, 1})}, "back"), "",
-            n.outputs[0]);
+  reshape(g, nodes, n, v, {x[0], x[1], 1, 1, 1}, "back", base, n.outputs[0]);
   return true;
 }
 

@@ -17,24 +17,19 @@
 namespace kiln {
 namespace {
 
-const Tensor* const_input(const Graph& g, const Node& n, size_t i) {
-  const ValueId v = n.in(i);
-  return v != kNoValue && g.value(v).is_const() ? &*g.value(v).constant : nullptr;
-}
-
 bool lower_resize(Graph& g, std::vector<Node>& nodes, const Node& n) {
   if (n.op != "Resize" || n.outputs.size() != 1 || n.in(0) == kNoValue) return false;
   const Shape x = g.value(n.in(0)).shape;
   if ((x.size() != 3 && x.size() != 5) || g.value(n.in(0)).dtype != DType::f32) return false;
-  const Tensor* scales = const_input(g, n, 2);
+  const Tensor* scales = const_tensor(g, n.in(2));
   if (scales && scales->numel() == 0) scales = nullptr;
-  const ResizeSpec s = resize_spec(n, x, const_input(g, n, 1), scales, const_input(g, n, 3));
+  const ResizeSpec s =
+      resize_spec(n, x, const_tensor(g, n.in(1)), scales, const_tensor(g, n.in(3)));
   if (s.coord == "tf_crop_and_resize" ||
       n.attr_s("keep_aspect_ratio_policy", "stretch") != "stretch")
     return false;
   std::vector<bool> resized;
-  for (size_t d = 0; d < x.size(); ++d)  // (identity-looking taps may still shrink the axis)
-    resized.push_back(s.out[d] != x[d] || !resize_taps(s, d).identity());
+  for (size_t d = 0; d < x.size(); ++d) resized.push_back(!resize_taps(s, d).identity());
   if (resized[0] || resized[1]) return false;
   const Shape& y = s.out;
   const std::string base = g.value(n.outputs[0]).name;
@@ -80,11 +75,7 @@ bool lower_resize(Graph& g, std::vector<Node>& nodes, const Node& n) {
   }
   const bool depth = resized[2], plane = resized[3] || resized[4];
   if (!depth && !plane) {
-    Node id;
-    id.name = n.name + "_same";
-    id.op = "Identity";
-    id.inputs = {n.in(0)};
-    emit_node(g, nodes, std::move(id), "", n.outputs[0]);
+    emit_node(g, nodes, identity_node(n.name + "_same", n.in(0), kNoValue), "", n.outputs[0]);
     return true;
   }
   ValueId v = n.in(0);

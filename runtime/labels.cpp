@@ -547,14 +547,9 @@ std::optional<ResizeJit> resize_jit(const Graph& g, const Node& n) {
   if (n.op != "Resize" || n.outputs.size() != 1 || !is4d(g, n.in(0)) ||
       g.value(n.inputs[0]).dtype != DType::f32)
     return std::nullopt;
-  auto c = [&](size_t i) -> const Tensor* {
-    const ValueId v = n.in(i);
-    return v != kNoValue && g.value(v).is_const() ? &*g.value(v).constant : nullptr;
-  };
+  auto c = [&](size_t i) { return const_tensor(g, n.in(i)); };
   ResizeSpec s = resize_spec(n, g.value(n.inputs[0]).shape, c(1), c(2), c(3));
-  // (Taps that look like the identity can still shrink N or C: input o for output o < out.)
-  for (size_t d : {0, 1})
-    if (s.out[d] != s.in[d] || !resize_taps(s, d).identity()) return std::nullopt;
+  if (!resize_taps(s, 0).identity() || !resize_taps(s, 1).identity()) return std::nullopt;
   return ResizeJit{resize_taps(s, 2), resize_taps(s, 3), s.mode};
 }
 

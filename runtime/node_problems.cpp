@@ -54,10 +54,7 @@ std::optional<CumSumProblem> cumsum_problem(const Graph& g, const Node& n) {
 // A Recurrence (graph/recurrent.h) whose R^T, Rb and P are constants.
 std::optional<RecurrenceProblem> recurrence_problem(const Graph& g, const Node& n) {
   if (n.op != "Recurrence" || n.in(0) == kNoValue || n.in(1) == kNoValue) return std::nullopt;
-  auto constant = [&](size_t i) -> const Tensor* {
-    const ValueId v = n.in(i);
-    return v != kNoValue && g.value(v).is_const() ? &*g.value(v).constant : nullptr;
-  };
+  auto constant = [&](size_t i) { return const_tensor(g, n.in(i)); };
   RecurrenceProblem p;
   p.spec = recurrence_spec(n);
   const Shape& xw = g.value(n.in(0)).shape;

@@ -25,7 +25,7 @@ void resize(const Node& node, const Inputs& in, const Outputs& out) {
   for (size_t d = 0; d < shape.size(); ++d) {
     taps.push_back(resize_taps(s, d));
     const ResizeTaps& t = taps.back();
-    if (s.out[d] == shape[d] && t.identity()) continue;
+    if (t.identity()) continue;
     const int64_t outer = prod(shape, 0, d), inner = prod(shape, d + 1, shape.size());
     const int64_t n_in = shape[d], n_out = s.out[d];
     next.assign(size_t(outer * n_out * inner), 0.f);

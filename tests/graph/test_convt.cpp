@@ -185,6 +185,14 @@ std::vector<float> run_y(const Graph& g) {
   return std::vector<float>(y.data<float>(), y.data<float>() + y.numel());
 }
 
+// The rewritten graph g's output equals `want` (its output before the rewrite) within 1e-5.
+void check_output(const Graph& g, const std::vector<float>& want) {
+  const std::vector<float> after = run_y(g);
+  REQUIRE(after.size() == want.size());
+  for (size_t i = 0; i < want.size(); ++i)
+    REQUIRE(after[i] == doctest::Approx(want[i]).epsilon(1e-5));
+}
+
 TEST_CASE("rewrite_conv_transposes: sub-pixel Conv + interleave == ConvTranspose (sweep)") {
   int interleaved = 0, direct = 0, phased = 0;
   for (const ConvTCase& k : test::convt_sweep(300, 5)) {
@@ -206,10 +214,7 @@ TEST_CASE("rewrite_conv_transposes: sub-pixel Conv + interleave == ConvTranspose
     interleaved += g.nodes.back().op == "SubpixelInterleave";
     direct += g.nodes.back().op == "Conv";
     phased += g.nodes.back().attr_i("phase_major", 0) == 1;
-    const std::vector<float> after = run_y(g);
-    REQUIRE(after.size() == want.size());
-    for (size_t i = 0; i < want.size(); ++i)
-      REQUIRE(after[i] == doctest::Approx(want[i]).epsilon(1e-5));
+    check_output(g, want);
   }
   CHECK(interleaved > 100);  // every form is exercised
   CHECK(direct > 5);
@@ -244,10 +249,7 @@ TEST_CASE(
       CHECK(ops == std::vector<std::string>{"Conv", "Relu", "Conv", "Relu", "Conv", "Relu", "Conv",
                                             "Relu", "Concat", "SubpixelInterleave"});
     }
-    const std::vector<float> after = run_y(g);
-    REQUIRE(after.size() == before.size());
-    for (size_t i = 0; i < after.size(); ++i)
-      REQUIRE(after[i] == doctest::Approx(before[i]).epsilon(1e-5));
+    check_output(g, before);
   }
 }
 
@@ -269,10 +271,7 @@ TEST_CASE("rewrite_conv_transposes: a Conv per phase on small maps") {
         CHECK(g.value(n.outputs[0]).shape == Shape{1, 4, hw, hw});
     }
     CHECK(convs == (hw < 32 ? 4 : 1));
-    const std::vector<float> after = run_y(g);
-    REQUIRE(after.size() == before.size());
-    for (size_t i = 0; i < after.size(); ++i)
-      REQUIRE(after[i] == doctest::Approx(before[i]).epsilon(1e-5));
+    check_output(g, before);
   }
 }
 
@@ -292,10 +291,7 @@ TEST_CASE("rewrite_conv_transposes: negative begin pads (output_shape past the f
     CHECK(g.nodes[0].attr_ints("pads") == std::vector<int64_t>{-1, -2, -2, -2});
     const std::vector<float> before = run_y(g);
     REQUIRE(rewrite_conv_transposes(g) == 1);
-    const std::vector<float> after = run_y(g);
-    REQUIRE(after.size() == before.size());
-    for (size_t i = 0; i < after.size(); ++i)
-      REQUIRE(after[i] == doctest::Approx(before[i]).epsilon(1e-5));
+    check_output(g, before);
   }
 }
 
