@@ -41,6 +41,19 @@ bool winograd_shape(const ConvProblem& p) {
   return p.ic / p.groups >= 24 && p.oc / p.groups >= 24;
 }
 
+// Winograd 1-D: a 1 x r or r x 1 kernel (r = 3, 5, 7), stride 1, dense or grouped as above;
+// dilated along the axis where each phase has at least 2 outputs (1-D convs: WaveNet / TCN).
+bool winograd1d_shape(const ConvProblem& p) {
+  if ((p.kh != 1) == (p.kw != 1) || p.sh != 1 || p.sw != 1) return false;
+  const int64_t r = std::max(p.kh, p.kw);
+  if (r != 3 && r != 5 && r != 7) return false;
+  const int64_t d = p.kh == 1 ? p.dw : p.dh, o = p.kh == 1 ? p.ow : p.oh;
+  if (d < 1 || (o + d - 1) / d < 2) return false;
+  if (dense(p)) return true;
+  if (depthwise(p) || p.groups < 1 || p.ic % p.groups || p.oc % p.groups) return false;
+  return p.ic / p.groups >= 24 && p.oc / p.groups >= 24;
+}
+
 // im2col: dense, or grouped with at least 48 output channels per group that are not whole
 // 16-channel vectors (a GEMM per group; NHWC): there it beats the grouped family, which wastes
 // the lanes of vectors straddling two groups (RegNetY-8GF's 56). Narrower groups run faster on
@@ -189,6 +202,19 @@ const std::vector<ConvFamilyRow>& rows() {
        conf_then_kernel<init_wino_conf, make_wino_kernel>,
        [](const ConvProblem& p, Layout, Layout) { return wide(p) ? 1.2 : 0.4; }, false, false,
        /*transform_error=*/0.1},
+      {ConvFamily::winograd1d, "winograd1d", winograd1d_shape,
+       [](const ConvProblem&, Layout b) {
+         return Pairs{{b, b}};
+       },
+       conf_then_kernel<init_wino_conf, make_wino_kernel>,
+       [](const ConvProblem& p, Layout, Layout) {
+         // Multiplies saved: r x m outputs per alpha = 8 GEMMs (1.75x for 7 taps).
+         const int64_t r = std::max(p.kh, p.kw);
+         return wide(p) ? 0.55 * double(r * (kWino1dAlpha - r + 1)) / kWino1dAlpha : 0.4;
+       },
+       // (Inception-v3's layers: ~1e-6 over the direct sums' error, F4's adds ~7e-6:
+       // tests/jit/test_winograd.cpp.)
+       false, false, /*transform_error=*/0.15},
       {ConvFamily::im2col, "im2col", im2col_shape,
        [](const ConvProblem& p, Layout) {
          if (!dense(p)) return Pairs{{Layout::nhwc, Layout::nhwc}};  // a GEMM per conv group

@@ -1,8 +1,11 @@
 #include "jit/winograd/winograd_conf.h"
 
 #include <algorithm>
+#include <array>
+#include <cmath>
 #include <limits>
 
+#include "graph/error.h"
 #include "jit/conv/conv_families.h"  // conv_kernel_name
 
 namespace kiln::convjit {
@@ -71,8 +74,72 @@ double group_cost(Isa isa, int64_t tiles, int mr, int nr) {
 }  // namespace
 
 WinoMatrices wino_matrices(int m) {
-  if (m == 2) return {2, 4, kBt2, kG2, kAt2};
-  return {4, 6, kBt4, kG4, kAt4};
+  if (m == 2) return {2, 4, 3, kBt2, kG2, kAt2};
+  return {4, 6, 3, kBt4, kG4, kAt4};
+}
+
+namespace {
+
+// F(m, r) for m + r - 1 = alpha = 8 (module comment in winograd_conf.h). Evaluation of a
+// polynomial of n coefficients at the points: row j = (p_j^0 .. p_j^(n-1)), the last
+// (infinity) row picks the leading coefficient. Linear convolution is V^-1 diag(V_r h) V_m x,
+// so correlation (its transpose) is V_m^T diag(V_r g) V^-T d: A^T = V_m^T, G = V_r,
+// B^T = V^-T.
+struct Matrices1d {
+  static constexpr int A = kWino1dAlpha;
+  int m = 0, r = 0;
+  std::array<double, A * A> bt{};
+  std::array<double, A * A> g{};   // [alpha][r]
+  std::array<double, A * A> at{};  // [m][alpha]
+};
+
+Matrices1d make_matrices_1d(int r) {
+  constexpr int A = Matrices1d::A;
+  constexpr double pts[A - 1] = {0, 1, -1, 2, -2, 0.5, -0.5};
+  Matrices1d mt;
+  mt.r = r;
+  mt.m = A - r + 1;
+  auto eval = [&](int j, int n, int k) {  // row j, column k of the n-coefficient evaluation
+    return j == A - 1 ? (k == n - 1 ? 1.0 : 0.0) : std::pow(pts[j], k);
+  };
+  // V^-1 by Gauss-Jordan on [V | I] (8 x 8, entries powers of 2 and their sums: exact enough;
+  // B^T's entries are then rounded to the multiples of 1/64 they are).
+  double aug[A][2 * A];
+  for (int j = 0; j < A; ++j)
+    for (int k = 0; k < 2 * A; ++k) aug[j][k] = k < A ? eval(j, A, k) : (k - A == j ? 1 : 0);
+  for (int c = 0; c < A; ++c) {
+    int piv = c;
+    for (int j = c; j < A; ++j)
+      if (std::fabs(aug[j][c]) > std::fabs(aug[piv][c])) piv = j;
+    std::swap(aug[c], aug[piv]);
+    const double d = aug[c][c];
+    for (double& x : aug[c]) x /= d;
+    for (int j = 0; j < A; ++j)
+      if (j != c && aug[j][c] != 0) {
+        const double f = aug[j][c];
+        for (int k = 0; k < 2 * A; ++k) aug[j][k] -= f * aug[c][k];
+      }
+  }
+  for (int j = 0; j < A; ++j) {  // B^T row j = column j of V^-1, scaled; G row j inversely
+    double s = std::numeric_limits<double>::max();
+    for (int l = 0; l < A; ++l)
+      if (std::fabs(aug[l][A + j]) > 1e-12) s = std::min(s, std::fabs(aug[l][A + j]));
+    for (int l = 0; l < A; ++l) mt.bt[size_t(j * A + l)] = std::round(aug[l][A + j] / s * 64) / 64;
+    for (int k = 0; k < r; ++k) mt.g[size_t(j * r + k)] = eval(j, r, k) * s;
+  }
+  for (int i = 0; i < mt.m; ++i)
+    for (int j = 0; j < A; ++j) mt.at[size_t(i * A + j)] = eval(j, mt.m, i);
+  return mt;
+}
+
+}  // namespace
+
+WinoMatrices wino_matrices_1d(int r) {
+  static const std::array<Matrices1d, 3> all = {make_matrices_1d(3), make_matrices_1d(5),
+                                                make_matrices_1d(7)};
+  if (r != 3 && r != 5 && r != 7) fail(Code::internal, "winograd1d: no matrices for r taps");
+  const Matrices1d& mt = all[size_t((r - 3) / 2)];
+  return {mt.m, kWino1dAlpha, r, mt.bt.data(), mt.g.data(), mt.at.data()};
 }
 
 std::string WinoConf::blocking_str() const {
@@ -94,19 +161,31 @@ std::pair<int64_t, int64_t> WinoConf::chunk_blocks(int64_t c0, int64_t c1) const
 }
 
 std::string WinoConf::name() const {
-  return conv_kernel_name(m == 2 ? "winograd2" : "winograd4", layout, layout, blocking_str(), isa);
+  std::string blocking = blocking_str();
+  if (one_d) blocking = (along_w ? "w" : "h") + std::to_string(r) + blocking;
+  return conv_kernel_name(one_d    ? "winograd1d"
+                          : m == 2 ? "winograd2"
+                                   : "winograd4",
+                          layout, layout, blocking, isa);
 }
 
 ConfOr<WinoConf> init_wino_conf(const ConvProblem& p, const ConvImpl& impl, Isa isa) {
   using R = ConfOr<WinoConf>;
-  if (impl.family != ConvFamily::winograd2 && impl.family != ConvFamily::winograd4)
+  const bool one_d = impl.family == ConvFamily::winograd1d;
+  if (impl.family != ConvFamily::winograd2 && impl.family != ConvFamily::winograd4 && !one_d)
     return R::no("not a winograd family");
   ConvProblem dense = p;  // check_common takes groups of 1; the groups are checked below
   dense.groups = 1;
   if (std::string why = check_common(dense, isa); !why.empty()) return R::no(why);
   if (p.groups < 1 || p.ic % p.groups || p.oc % p.groups)
     return R::no("groups do not divide the channels");
-  if (p.kh != 3 || p.kw != 3) return R::no("winograd needs a 3x3 kernel");
+  if (one_d) {
+    if (p.kh != 1 && p.kw != 1) return R::no("winograd1d needs a 1 x r or r x 1 kernel");
+    const int64_t r = std::max(p.kh, p.kw);
+    if (r != 3 && r != 5 && r != 7) return R::no("winograd1d needs 3, 5 or 7 taps");
+  } else if (p.kh != 3 || p.kw != 3) {
+    return R::no("winograd needs a 3x3 kernel");
+  }
   if (p.sh != 1 || p.sw != 1) return R::no("winograd needs stride 1");
   if (p.dh < 1 || p.dw < 1) return R::no("winograd: dilation below 1");
   // The transforms load and store one channel-block vector per pixel, and the output
@@ -123,13 +202,29 @@ ConfOr<WinoConf> init_wino_conf(const ConvProblem& p, const ConvImpl& impl, Isa 
   c.isa = isa;
   c.simd = simd_width(isa);
   c.layout = impl.src;
-  c.m = impl.family == ConvFamily::winograd2 ? 2 : 4;
-  c.alpha = c.m + 2;
-  c.a2 = c.alpha * c.alpha;
+  c.one_d = one_d;
+  if (one_d) {
+    // (1 x r: every kernel row is the same, a dilation along H does nothing: one phase.)
+    c.along_w = p.kh == 1;
+    c.r = int(c.along_w ? p.kw : p.kh);
+    (c.along_w ? c.p.dh : c.p.dw) = 1;
+    c.alpha = kWino1dAlpha;
+    c.m = c.alpha - c.r + 1;
+    c.mh = c.along_w ? 1 : c.m;
+    c.mw = c.along_w ? c.m : 1;
+    c.ah = c.along_w ? 1 : c.alpha;
+    c.aw = c.along_w ? c.alpha : 1;
+  } else {
+    c.m = impl.family == ConvFamily::winograd2 ? 2 : 4;
+    c.alpha = c.m + 2;
+    c.mh = c.mw = c.m;
+    c.ah = c.aw = c.alpha;
+  }
+  c.a2 = c.ah * c.aw;
   c.icb = (p.ic + c.simd - 1) / c.simd;
   c.ocb = (p.oc + c.simd - 1) / c.simd;
-  c.tiles_h = ((p.oh + p.dh - 1) / p.dh + c.m - 1) / c.m;
-  c.tiles_w = ((p.ow + p.dw - 1) / p.dw + c.m - 1) / c.m;
+  c.tiles_h = ((p.oh + c.p.dh - 1) / c.p.dh + c.mh - 1) / c.mh;
+  c.tiles_w = ((p.ow + c.p.dw - 1) / c.p.dw + c.mw - 1) / c.mw;
   const int64_t icg = p.ic / p.groups, ocg = p.oc / p.groups;
 
   // Oc vectors per register block (= per chunk): 64 channels on AVX-512, 16 on AVX2. Grouped:

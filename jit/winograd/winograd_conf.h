@@ -1,19 +1,26 @@
 // Winograd convolution F(m x m, 3 x 3), m = 2 or 4 (alpha = m + 2), for 3x3 stride-1
-// dilation-1 convs on blocked layouts: the conf and its init_conf. Plain C++ — the generators
-// (winograd_gen) only emit what this decides.
+// convs, and its 1-D form F(m, r) for 1 x r and r x 1 kernels (r = 3, 5, 7: Inception's
+// factorised 1x7 / 7x1 convs, 1-D convs lifted to 1 x r), on blocked layouts: the conf and its
+// init_conf. Plain C++ — the generators (winograd_gen) only emit what this decides.
 //
-// The output is cut into m x m tiles (tiles_h x tiles_w per image); all tiles of all images
+// 1-D (ConvFamily::winograd1d): alpha = 8 points (0, +-1, +-2, +-1/2, infinity), m = 9 - r
+// outputs a tile along the kernel's axis (7 taps: 4 multiplies an output instead of 7; 3 taps:
+// 1.33 instead of 3); a tile is 1 x m outputs (m x 1 for r x 1), its patch 1 x alpha. Everything
+// below holds with tiles of mh x mw outputs and patches of ah x aw pixels (a2 = ah * aw GEMMs).
+//
+// The output is cut into mh x mw tiles (tiles_h x tiles_w per image); all tiles of all images
 // are numbered and cut into groups of `tpg` consecutive tiles. Output channels are cut into
 // chunks of `nr` vectors (one GEMM register block wide) and the chunks into `slices`. A kernel
 // tile is (group, slice):
-//   1. input transform: V[xi][t][ic] = (B^T d B)[xi] of each tile's alpha x alpha input
-//      patch, one channel-block vector at a time (tiles touching the padding or the image
-//      edge are first copied into a zero-padded patch); a run keeps V while consecutive
+//   1. input transform: V[xi][t][ic] = (B^T d B)[xi] of each tile's ah x aw input
+//      patch (B^T d for 1-D), one channel-block vector at a time (tiles touching the padding or the
+//      image edge are first copied into a zero-padded patch); a run keeps V while consecutive
 //      kernel tiles share a group, so a thread transforms each group's input once;
 //   2. per xi and chunk of the slice, one GEMM M[xi][t][oc] = sum_ic V[xi][t][ic] U[xi][ic][oc]
 //      (U = G g G^T packed at creation), register blocks of `mr` tiles x `nr` vectors,
 //      the input channels cut into L1-sized K chunks of `kc`;
-//   3. per tile and chunk, the output transform A^T M A, the fused epilogue and the store of
+//   3. per tile and chunk, the output transform A^T M A (A^T M), the fused epilogue and the store
+//   of
 //      the tile's valid pixels (right/bottom tiles may be partial).
 // Dilated convs (DeepLab's backbones: d = 2, 4) run as their d_h x d_w phases (WinoConf).
 // Grouped convs: a chunk's GEMM runs over the input channels of the conv groups its output
@@ -44,11 +51,16 @@ struct WinoConf {
   int simd = 16;
   Layout layout = Layout::nChw16c;  // src and dst
 
-  int m = 4;        // output tile (2 or 4)
-  int alpha = 6;    // input patch, m + 2
-  int a2 = 36;      // alpha^2: number of GEMMs
-  int64_t icb = 0;  // input-channel vectors (ic rounded up / simd)
-  int64_t ocb = 0;  // output-channel vectors
+  int m = 4;           // output tile (2 or 4; 1-D: 9 - r)
+  int alpha = 6;       // input patch, m + r - 1
+  bool one_d = false;  // winograd1d: F(m, r) along W (1 x r kernel) or H (r x 1)
+  bool along_w = true;
+  int r = 3;           // kernel taps along each transformed axis
+  int mh = 4, mw = 4;  // tile: output rows x columns (1-D: 1 x m or m x 1)
+  int ah = 6, aw = 6;  // patch: input rows x columns
+  int a2 = 36;         // ah * aw: number of GEMMs
+  int64_t icb = 0;     // input-channel vectors (ic rounded up / simd)
+  int64_t ocb = 0;     // output-channel vectors
   // Dilation d: the output splits into d_h x d_w phases (rows a, a + d_h, ..., columns b,
   // b + d_w, ...), each an undilated 3x3 conv over the input pixels of the same phase; a tile
   // is m x m outputs of one phase, its patch alpha x alpha inputs d apart. The tile grid of a
@@ -58,10 +70,10 @@ struct WinoConf {
   int64_t phase_tiles() const { return tiles_h * tiles_w; }
   int64_t image_tiles() const { return p.dh * p.dw * phase_tiles(); }
   // Valid output rows (columns) of tile row (column) t of phase a: 0 .. m.
-  int valid_rows(int64_t a, int64_t t) const { return valid(p.oh, p.dh, a, t); }
-  int valid_cols(int64_t b, int64_t t) const { return valid(p.ow, p.dw, b, t); }
-  int valid(int64_t o, int64_t d, int64_t a, int64_t t) const {
-    return int(std::clamp<int64_t>((o - a + d - 1) / d - t * m, 0, m));
+  int valid_rows(int64_t a, int64_t t) const { return valid(p.oh, p.dh, mh, a, t); }
+  int valid_cols(int64_t b, int64_t t) const { return valid(p.ow, p.dw, mw, b, t); }
+  static int valid(int64_t o, int64_t d, int tm, int64_t a, int64_t t) {
+    return int(std::clamp<int64_t>((o - a + d - 1) / d - t * tm, 0, tm));
   }
 
   int64_t tpg = 0;  // tiles per group (the last group may have fewer)
@@ -100,9 +112,9 @@ struct WinoConf {
   int64_t m_row() const { return slice * nr * simd; }
   int64_t m_xi() const { return tpg * m_row(); }
   int64_t m_floats() const { return a2 * m_xi(); }
-  // Zero-padded input patch of one tile: [icb][alpha][alpha][simd].
+  // Zero-padded input patch of one tile: [icb][ah][aw][simd].
   int64_t patch_floats() const { return icb * a2 * simd; }
-  // Pass-1 intermediate of a transform: alpha x alpha vectors.
+  // Pass-1 intermediate of a 2-D transform: alpha x alpha vectors.
   int64_t tmp_floats() const { return int64_t(a2) * simd; }
   // Packed U: [xi][chunk][its K][chunk vectors * simd] (a slice's chunks adjacent per xi).
   int64_t u_xi() const { return u_chunk.back(); }
@@ -113,15 +125,21 @@ struct WinoConf {
 ConfOr<WinoConf> init_wino_conf(const ConvProblem& p, const ConvImpl& impl, Isa isa);
 
 // The transform matrices of F(m x m, 3 x 3) on the points 0, 1, -1, 2, -2 (m = 4; 0, 1, -1
-// for m = 2) and infinity, row-major: B^T [alpha x alpha], G [alpha x 3], A^T [m x alpha].
+// for m = 2) and infinity, row-major: B^T [alpha x alpha], G [alpha x r], A^T [m x alpha].
 // The generators hard-code the same B^T and A^T (with their shared sub-expressions); G is
 // applied at creation (U = G g G^T).
 struct WinoMatrices {
-  int m = 0, alpha = 0;
+  int m = 0, alpha = 0, r = 3;
   const double* bt = nullptr;
   const double* g = nullptr;
   const double* at = nullptr;
 };
 WinoMatrices wino_matrices(int m);
+// F(9 - r, r) on the 1-D family's 8 points, r = 3, 5 or 7 (Toom-Cook: A^T and G evaluate
+// polynomials of degree m - 1 and r - 1 at the points, B^T is the inverse transpose of the
+// degree-7 evaluation; each B^T row scaled to its smallest entry 1, its G row inversely).
+// The generators apply B^T and A^T from these entries.
+WinoMatrices wino_matrices_1d(int r);
+constexpr int kWino1dAlpha = 8;
 
 }  // namespace kiln::convjit

@@ -1,5 +1,7 @@
 #include "jit/winograd/winograd_gen.h"
 
+#include <algorithm>
+#include <cmath>
 #include <cstddef>
 #include <utility>
 #include <vector>
@@ -36,6 +38,42 @@ void emit_signed_sums(CodeGenerator& g, Isa isa, const double* mat, int rows, in
         g.vsubps(o, o, vreg(isa, terms[t].first));
       else
         g.vaddps(o, o, vreg(isa, terms[t].first));
+    }
+  }
+}
+
+// out[r] = sum_i mat[r][i] in[i] for any coefficients (the 1-D family's transforms): +-1
+// terms as adds / subtracts (a leading pair of them in one), others as FMAs with the
+// coefficient from the constant pool.
+void emit_matrix(CodeGenerator& g, Isa isa, VecConsts& consts, const double* mat, int rows,
+                 int cols, const int* in, const int* out) {
+  for (int r = 0; r < rows; ++r) {
+    std::vector<std::pair<int, double>> terms;  // (input, coefficient), a +1 one first
+    for (int i = 0; i < cols; ++i)
+      if (mat[r * cols + i] != 0) terms.push_back({in[i], mat[r * cols + i]});
+    if (terms.empty()) fail(Code::internal, "winograd: transform row of zeros");
+    std::stable_partition(terms.begin(), terms.end(), [](const auto& t) { return t.second == 1; });
+    const Xmm o = vreg(isa, out[r]);
+    auto reg = [&](size_t t) { return vreg(isa, terms[t].first); };
+    size_t next = 1;
+    if (terms[0].second == 1 && terms.size() > 1 && std::fabs(terms[1].second) == 1) {
+      if (terms[1].second == 1)
+        g.vaddps(o, reg(0), reg(1));
+      else
+        g.vsubps(o, reg(0), reg(1));
+      next = 2;
+    } else if (terms[0].second == 1) {
+      g.vmovaps(o, reg(0));
+    } else {
+      g.vmulps(o, reg(0), consts.f32(float(terms[0].second)));
+    }
+    for (size_t t = next; t < terms.size(); ++t) {
+      if (terms[t].second == 1)
+        g.vaddps(o, o, reg(t));
+      else if (terms[t].second == -1)
+        g.vsubps(o, o, reg(t));
+      else
+        g.vfmadd231ps(o, reg(t), consts.f32(float(terms[t].second)));
     }
   }
 }
@@ -92,13 +130,37 @@ void WinoInputGen::generate() {
               cnt = pool.take("cnt");
   const int A = c_.alpha;
   const int64_t vb = int64_t(c_.simd) * 4, v_xi = c_.v_xi() * 4;
-  const int in[6] = {0, 1, 2, 3, 4, 5}, out[6] = {10, 11, 12, 13, 14, 15};
   preamble();
   mov(src, ptr[abi_param1 + offsetof(WinoInArgs, src)]);
   mov(v, ptr[abi_param1 + offsetof(WinoInArgs, v)]);
   mov(tmp, ptr[abi_param1 + offsetof(WinoInArgs, tmp)]);
   mov(rs, ptr[abi_param1 + offsetof(WinoInArgs, row_bytes)]);
   mov(cs, ptr[abi_param1 + offsetof(WinoInArgs, icb_bytes)]);
+  if (c_.one_d) {
+    // The patch's alpha pixels along the axis (a row: col_pixels apart; a column: rows
+    // row_bytes apart) -> B^T d -> V[xi].
+    const WinoMatrices mt = wino_matrices_1d(c_.r);
+    const int in[8] = {0, 1, 2, 3, 4, 5, 6, 7}, out[8] = {8, 9, 10, 11, 12, 13, 14, 15};
+    loop_arg(cnt, offsetof(WinoInArgs, blocks), [&] {
+      mov(row, src);
+      for (int i = 0; i < A; ++i) {
+        if (c_.along_w) {
+          vmovups(vreg(c_.isa, in[i]), ptr[src + i * col_pixels_ * vb]);
+        } else {
+          vmovups(vreg(c_.isa, in[i]), ptr[row]);
+          if (i + 1 < A) add(row, rs);
+        }
+      }
+      emit_matrix(*this, c_.isa, consts_, mt.bt, A, A, in, out);
+      for (int j = 0; j < A; ++j) vmovups(ptr[v + j * v_xi], vreg(c_.isa, out[j]));
+      add(src, cs);
+      add(v, vb);
+    });
+    postamble();
+    consts_.emit();
+    return;
+  }
+  const int in[6] = {0, 1, 2, 3, 4, 5}, out[6] = {10, 11, 12, 13, 14, 15};
   loop_arg(cnt, offsetof(WinoInArgs, blocks), [&] {
     // Pass 1: each patch row y -> X[y][i] (in tmp).
     mov(row, src);
@@ -264,7 +326,8 @@ WinoOutputGen::WinoOutputGen(const WinoConf& c, int vectors, bool last_chunk, in
       vw_(vw),
       consts_(*this, c.isa) {
   epi_ = std::make_unique<EpilogueEmitter>(*this, c.isa, c.p.bias, c.p.post);
-  // The outputs live in registers 10..13 (10..11 for m = 2); 0..9 are free once computed.
+  // The outputs live in registers 10..13 (10..11 for m = 2; 1-D: 8..13); ten others are free
+  // once they are computed.
   if (epi_->temps_needed() > 10)
     fail(Code::internal, "kernel " + name + ": epilogue needs too many scratch registers");
 }
@@ -295,32 +358,52 @@ void WinoOutputGen::generate() {
   const int A = c_.alpha, m = c_.m;
   const int64_t vb = int64_t(c_.simd) * 4, m_xi = c_.m_xi() * 4;
   const int64_t ocb_bytes = int64_t(c_.simd) * 4 * c_.p.oh * c_.p.ow;
-  const int in[6] = {0, 1, 2, 3, 4, 5}, out[4] = {10, 11, 12, 13};
-  const std::vector<int> temps = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9};
   preamble();
   mov(msrc, ptr[abi_param1 + offsetof(WinoOutArgs, c) + offsetof(ConvCallArgs, src)]);
   mov(dst, ptr[abi_param1 + offsetof(WinoOutArgs, c) + offsetof(ConvCallArgs, dst)]);
   mov(tmp, ptr[abi_param1 + offsetof(WinoOutArgs, tmp)]);
-  for (int j = 0; j < nv_; ++j) {
-    // Pass 1: each row y of M -> Z[y][0..m) (in tmp).
-    for (int y = 0; y < A; ++y) {
-      for (int i = 0; i < A; ++i)
-        vmovups(vreg(c_.isa, in[i]), ptr[msrc + (y * A + i) * m_xi + j * vb]);
-      transform_1d(in, out);
-      for (int x = 0; x < m; ++x) vmovups(ptr[tmp + (y * m + x) * vb], vreg(c_.isa, out[x]));
+  // The epilogue and store of output register `reg` at dst + disp (oc vector j).
+  auto store = [&](int reg, int64_t disp, int j, int lane_tail, const std::vector<int>& temps) {
+    if (!epi_->empty()) {
+      EpilogueAddressing ea{this, abi_param1, epi_a, epi_b, dst, disp, j * vb};
+      epi_->apply(reg, temps, ea.operands(), lane_tail);
     }
-    // Pass 2: each valid column x of Z -> output rows; epilogue and store of valid pixels.
-    const int lane_tail = last_ && j == nv_ - 1 ? int(c_.p.oc % c_.simd) : 0;
-    for (int x = 0; x < vw_; ++x) {
-      for (int y = 0; y < A; ++y) vmovups(vreg(c_.isa, in[y]), ptr[tmp + (y * m + x) * vb]);
-      transform_1d(in, out);
-      for (int r = 0; r < vh_; ++r) {
-        const int64_t disp = (r * c_.p.dh * c_.p.ow + x * c_.p.dw) * vb + j * ocb_bytes;
-        if (!epi_->empty()) {
-          EpilogueAddressing ea{this, abi_param1, epi_a, epi_b, dst, disp, j * vb};
-          epi_->apply(out[r], temps, ea.operands(), lane_tail);
-        }
-        vmovups(ptr[dst + disp], vreg(c_.isa, out[r]));
+    vmovups(ptr[dst + disp], vreg(c_.isa, reg));
+  };
+  if (c_.one_d) {
+    // A^T M on the alpha M vectors -> m outputs along the axis (registers 8 .. 13; the
+    // epilogue's scratch: the inputs' 0 .. 7 and 14, 15); the valid ones are stored.
+    const WinoMatrices mt = wino_matrices_1d(c_.r);
+    const int in[8] = {0, 1, 2, 3, 4, 5, 6, 7}, out[6] = {8, 9, 10, 11, 12, 13};
+    const std::vector<int> temps = {0, 1, 2, 3, 4, 5, 6, 7, 14, 15};
+    const int valid = c_.along_w ? vw_ : vh_;
+    const int64_t step = c_.along_w ? c_.p.dw : c_.p.dh * c_.p.ow;  // pixels between outputs
+    for (int j = 0; j < nv_; ++j) {
+      for (int i = 0; i < A; ++i) vmovups(vreg(c_.isa, in[i]), ptr[msrc + i * m_xi + j * vb]);
+      emit_matrix(*this, c_.isa, consts_, mt.at, m, A, in, out);
+      const int lane_tail = last_ && j == nv_ - 1 ? int(c_.p.oc % c_.simd) : 0;
+      for (int o = 0; o < valid; ++o)
+        store(out[o], o * step * vb + j * ocb_bytes, j, lane_tail, temps);
+    }
+  } else {
+    const int in[6] = {0, 1, 2, 3, 4, 5}, out[4] = {10, 11, 12, 13};
+    const std::vector<int> temps = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9};
+    for (int j = 0; j < nv_; ++j) {
+      // Pass 1: each row y of M -> Z[y][0..m) (in tmp).
+      for (int y = 0; y < A; ++y) {
+        for (int i = 0; i < A; ++i)
+          vmovups(vreg(c_.isa, in[i]), ptr[msrc + (y * A + i) * m_xi + j * vb]);
+        transform_1d(in, out);
+        for (int x = 0; x < m; ++x) vmovups(ptr[tmp + (y * m + x) * vb], vreg(c_.isa, out[x]));
+      }
+      // Pass 2: each valid column x of Z -> output rows; epilogue and store of valid pixels.
+      const int lane_tail = last_ && j == nv_ - 1 ? int(c_.p.oc % c_.simd) : 0;
+      for (int x = 0; x < vw_; ++x) {
+        for (int y = 0; y < A; ++y) vmovups(vreg(c_.isa, in[y]), ptr[tmp + (y * m + x) * vb]);
+        transform_1d(in, out);
+        for (int r = 0; r < vh_; ++r)
+          store(out[r], (r * c_.p.dh * c_.p.ow + x * c_.p.dw) * vb + j * ocb_bytes, j, lane_tail,
+                temps);
       }
     }
   }

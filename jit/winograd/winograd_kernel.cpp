@@ -58,13 +58,13 @@ class WinoKernel : public Kernel {
       slice_blocks_.push_back(c.chunk_blocks(sl * c.slice, std::min(c.chunks, (sl + 1) * c.slice)));
     // Output code per (valid rows, valid columns, chunk kind) that occurs: full tiles, and
     // each phase's last tile row / column.
-    std::vector<char> vhs(size_t(c.m) + 1), vws(size_t(c.m) + 1);
+    std::vector<char> vhs(size_t(c.mh) + 1), vws(size_t(c.mw) + 1);
     for (int64_t a = 0; a < c.p.dh; ++a)
       for (int64_t t : {int64_t(0), c.tiles_h - 1}) vhs[size_t(c.valid_rows(a, t))] = 1;
     for (int64_t b = 0; b < c.p.dw; ++b)
       for (int64_t t : {int64_t(0), c.tiles_w - 1}) vws[size_t(c.valid_cols(b, t))] = 1;
-    for (int vh = 1; vh <= c.m; ++vh)
-      for (int vw = 1; vw <= c.m; ++vw)
+    for (int vh = 1; vh <= c.mh; ++vh)
+      for (int vw = 1; vw <= c.mw; ++vw)
         for (int last = 0; last < 2; ++last) {
           if (!vhs[size_t(vh)] || !vws[size_t(vw)] || (!last && c.chunks == 1)) continue;
           const int nv = last ? c.nr_last : c.nr;
@@ -152,21 +152,21 @@ class WinoKernel : public Kernel {
   void input_transform(const float* src, int64_t q0, int64_t cnt, int64_t ib0, int64_t ib1,
                        float* s) const {
     const ConvProblem& p = c_.p;
-    const int64_t S = c_.simd, A = c_.alpha, dh = p.dh, dw = p.dw;
+    const int64_t S = c_.simd, AH = c_.ah, AW = c_.aw, dh = p.dh, dw = p.dw;
     const int64_t img_floats = c_.icb * S * p.ih * p.iw;
     float* patch = s + patch_off_;
     using Fn = void (*)(const WinoInArgs*);
     const Fn fn = in_->fn<Fn>(), fn_patch = in_patch_->fn<Fn>();
     for (int64_t i = 0; i < cnt; ++i) {
       const TilePos t = tile_pos(q0 + i);
-      // The patch: rows iy0 + dh * y, columns ix0 + dw * x (y, x < alpha).
-      const int64_t iy0 = t.a + t.ty * c_.m * dh - p.pt, ix0 = t.b + t.tx * c_.m * dw - p.pl;
+      // The patch: rows iy0 + dh * y (y < ah), columns ix0 + dw * x (x < aw).
+      const int64_t iy0 = t.a + t.ty * c_.mh * dh - p.pt, ix0 = t.b + t.tx * c_.mw * dw - p.pl;
       const float* im = src + t.img * img_floats + ib0 * S * p.ih * p.iw;
       WinoInArgs a;
       a.v = s + v_off_ + i * c_.v_row() + ib0 * S;
       a.tmp = s + tin_off_;
       a.blocks = ib1 - ib0;
-      if (iy0 >= 0 && ix0 >= 0 && iy0 + (A - 1) * dh < p.ih && ix0 + (A - 1) * dw < p.iw) {
+      if (iy0 >= 0 && ix0 >= 0 && iy0 + (AH - 1) * dh < p.ih && ix0 + (AW - 1) * dw < p.iw) {
         a.src = im + (iy0 * p.iw + ix0) * S;
         a.row_bytes = dh * p.iw * S * 4;
         a.icb_bytes = p.ih * p.iw * S * 4;
@@ -175,14 +175,14 @@ class WinoKernel : public Kernel {
       }
       // The patch touches padding or lies past the image: copy it with zeros around.
       // Valid columns [x0, x1) of the patch (0 <= ix0 + dw * x < iw).
-      const int64_t x0 = std::clamp<int64_t>((-ix0 + dw - 1) / dw, 0, A),
-                    x1 = std::clamp<int64_t>((p.iw - ix0 + dw - 1) / dw, x0, A);
+      const int64_t x0 = std::clamp<int64_t>((-ix0 + dw - 1) / dw, 0, AW),
+                    x1 = std::clamp<int64_t>((p.iw - ix0 + dw - 1) / dw, x0, AW);
       for (int64_t cb = 0; cb < a.blocks; ++cb)
-        for (int64_t y = 0; y < A; ++y) {
-          float* d = patch + (cb * A + y) * A * S;
+        for (int64_t y = 0; y < AH; ++y) {
+          float* d = patch + (cb * AH + y) * AW * S;
           const int64_t iy = iy0 + y * dh;
           if (iy < 0 || iy >= p.ih || x0 == x1) {
-            std::memset(d, 0, size_t(A * S) * 4);
+            std::memset(d, 0, size_t(AW * S) * 4);
             continue;
           }
           std::memset(d, 0, size_t(x0 * S) * 4);
@@ -192,11 +192,11 @@ class WinoKernel : public Kernel {
           else
             for (int64_t x = x0; x < x1; ++x)
               std::memcpy(d + x * S, first + (x - x0) * dw * S, size_t(S) * 4);
-          std::memset(d + x1 * S, 0, size_t((A - x1) * S) * 4);
+          std::memset(d + x1 * S, 0, size_t((AW - x1) * S) * 4);
         }
       a.src = patch;
-      a.row_bytes = A * S * 4;
-      a.icb_bytes = A * A * S * 4;
+      a.row_bytes = AW * S * 4;
+      a.icb_bytes = AH * AW * S * 4;
       fn_patch(&a);
     }
   }
@@ -220,7 +220,7 @@ class WinoKernel : public Kernel {
       if (!vh || !vw) continue;  // past a smaller phase's last row / column
       a.c.src = s + m_off_ + i * c_.m_row() + m_col;
       a.c.dst = dst + t.img * c_.ocb * S * p.oh * p.ow + oc0 * p.oh * p.ow +
-                ((t.a + t.ty * c_.m * p.dh) * p.ow + t.b + t.tx * c_.m * p.dw) * S;
+                ((t.a + t.ty * c_.mh * p.dh) * p.ow + t.b + t.tx * c_.mw * p.dw) * S;
       out_[vh][vw][last]->fn<Fn>()(&a);
     }
   }
@@ -233,6 +233,7 @@ class WinoKernel : public Kernel {
   // of ResNet-50's warm load), and the chunk's channels are the innermost loop of both matrix
   // products so the compiler vectorises them.
   void pack_weights(ModelFloats w) {
+    if (c_.one_d) return pack_weights_1d(w);
     const ConvProblem& p = c_.p;
     const WinoMatrices mat = wino_matrices(c_.m);
     const int A = c_.alpha;
@@ -283,6 +284,45 @@ class WinoKernel : public Kernel {
     _mm_sfence();  // the streaming stores are visible before any thread runs the kernel
   }
 
+  // 1-D: U[xi] = G g per (oc, ic), g the r taps (contiguous in [OC, IC / g, KH, KW] for 1 x r
+  // and r x 1 alike); the same layout and loop order as pack_weights.
+  void pack_weights_1d(ModelFloats w) {
+    const ConvProblem& p = c_.p;
+    const WinoMatrices mat = wino_matrices_1d(c_.r);
+    const int A = c_.alpha, R = c_.r;
+    const int64_t S = c_.simd;
+    u_ = alloc_zeroed(size_t(c_.u_floats()) * 4);
+    const size_t W = size_t(c_.nr * S);
+    std::vector<float> g(size_t(R) * W), row(W);
+    const int64_t icg = p.ic / p.groups, ocg = p.oc / p.groups;
+    for (int64_t ch = 0; ch < c_.chunks; ++ch) {
+      const int64_t oc0 = ch * c_.nr * S, width = c_.chunk_vectors(ch) * S;
+      const int64_t valid = std::max<int64_t>(0, std::min(width, p.oc - oc0));
+      std::fill(g.begin(), g.end(), 0.f);
+      for (int64_t kk = 0; kk < c_.chunk_k[size_t(ch)]; ++kk) {
+        const int64_t ic = c_.chunk_k0[size_t(ch)] + kk;
+        for (int64_t k = 0; k < valid; ++k) {
+          const int64_t j = ic - (oc0 + k) / ocg * icg;
+          for (int a = 0; a < R; ++a)
+            g[size_t(a) * W + size_t(k)] =
+                j >= 0 && j < icg ? w[((oc0 + k) * icg + j) * R + a] : 0.f;
+        }
+        for (int xi = 0; xi < A; ++xi) {
+          for (int64_t k = 0; k < width; ++k) {
+            float sum = 0;
+            for (int a = 0; a < R; ++a)
+              sum += float(mat.g[xi * R + a]) * g[size_t(a) * W + size_t(k)];
+            row[size_t(k)] = sum;
+          }
+          float* o = u() + c_.u_offset(xi, ch) + kk * width;
+          for (int64_t k = 0; k < width; k += 4)
+            _mm_stream_ps(o + k, _mm_loadu_ps(&row[size_t(k)]));
+        }
+      }
+    }
+    _mm_sfence();
+  }
+
   WinoConf c_;
   std::string name_;
   std::vector<float> bias_;
@@ -295,7 +335,7 @@ class WinoKernel : public Kernel {
   std::map<std::tuple<int, int, int64_t>, std::shared_ptr<const WinoGemmGen>> gemm_;
   std::vector<GemmFn> gemm_fn_[2];
   std::vector<std::pair<int64_t, int64_t>> slice_blocks_;  // input blocks each slice reads
-  std::shared_ptr<const WinoOutputGen> out_[5][5][2];      // [valid rows][valid columns][last]
+  std::shared_ptr<const WinoOutputGen> out_[7][7][2];      // [valid rows][valid columns][last]
   int64_t v_off_ = 0, m_off_ = 0, patch_off_ = 0, tin_off_ = 0, tout_off_ = 0, have_off_ = 0;
   int64_t scratch_floats_ = 0;
 };

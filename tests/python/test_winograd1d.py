@@ -1,0 +1,89 @@
+"""The 1-D Winograd family (F(9 - r, r) along one axis: jit/winograd/) end to end: networks with
+factorised 1 x 7 / 7 x 1 convs (Inception-v3's blocks) and 1-D convs (a dilated TCN) through
+the CLI with the family forced wherever it applies (`kiln bench --family=winograd1d`), on every
+JIT ISA path: each 1 x r / r x 1 conv runs on it, and the outputs match PyTorch."""
+import os
+import re
+import subprocess
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch", reason="needs Debian's python3-torch for the oracle")
+
+
+class Factorised(torch.nn.Module):
+    """Inception-v3's 7x7 branch (1x7 then 7x1, 3x1 / 1x3 of the last blocks), a 5-tap pair
+    without bias, channel counts off the vector width, a residual add, a classifier."""
+
+    def __init__(self):
+        super().__init__()
+        self.a = torch.nn.Conv2d(24, 40, (1, 7), padding=(0, 3))
+        self.b = torch.nn.Conv2d(40, 24, (7, 1), padding=(3, 0))
+        self.c = torch.nn.Conv2d(24, 33, (3, 1), padding=(1, 0))
+        self.d = torch.nn.Conv2d(33, 24, (1, 3), padding=(0, 1))
+        self.e = torch.nn.Conv2d(24, 20, (1, 5), padding=(0, 2), bias=False)
+        self.f = torch.nn.Conv2d(20, 24, (5, 1), padding=(1, 0))  # shrinks H by 2
+        self.fc = torch.nn.Linear(24, 6)
+
+    def forward(self, x):
+        y = torch.relu(self.b(torch.relu(self.a(x))))
+        y = torch.relu(self.d(torch.relu(self.c(y))) + x)
+        y = self.f(self.e(y))
+        return self.fc(torch.flatten(torch.nn.functional.adaptive_avg_pool2d(y, 1), 1))
+
+
+class Tcn(torch.nn.Module):
+    """1-D convs (lifted to 1 x r by the importer): 3, 5, 7 taps, dilations 1, 2, 4."""
+
+    def __init__(self):
+        super().__init__()
+        self.c1 = torch.nn.Conv1d(8, 32, 7, padding=3)
+        self.c2 = torch.nn.Conv1d(32, 32, 3, dilation=2, padding=2)
+        self.c3 = torch.nn.Conv1d(32, 48, 5, dilation=4, padding=8)
+        self.c4 = torch.nn.Conv1d(48, 16, 3)
+
+    def forward(self, x):
+        y = torch.relu(self.c1(x))
+        y = torch.relu(self.c2(y)) + y
+        return self.c4(torch.relu(self.c3(y)))
+
+
+def conv_kernels(layers):
+    """The kernel of every Conv step of `kiln bench --layers`."""
+    return [m.group(1) for m in re.finditer(r"^\s*\d+\s+Conv\s+(\S+)", layers, re.M)]
+
+
+@pytest.mark.parametrize("name", ["factorised", "tcn"])
+def test_winograd1d_forced_matches_pytorch(name, tmp_path):
+    cli = os.environ.get("KILN_CLI")
+    if not cli:
+        pytest.skip("KILN_CLI (the kiln CLI, set by CTest) is not set")
+    torch.manual_seed(11)
+    net, x = ((Factorised(), torch.randn(2, 24, 13, 17)) if name == "factorised" else
+              (Tcn(), torch.randn(1, 8, 150)))
+    net.eval()
+    with torch.no_grad():
+        want = net(x).numpy()
+    model, xin, ref = tmp_path / "m.onnx", tmp_path / "x.npy", tmp_path / "ref.npy"
+    torch.onnx.export(net, x, str(model), opset_version=13)
+    np.save(xin, x.numpy())
+    np.save(ref, want)
+    ran = []
+    for isa in ("avx512", "avx2"):
+        env = dict(os.environ, KILN_MAX_ISA=isa, KILN_CACHE_DIR=str(tmp_path / isa))
+        out = subprocess.run([cli, "bench", str(model), "--family=winograd1d", "--tune=none",
+                              "--runs", "2", "--layers", "--input", str(xin), "--check",
+                              str(ref)], capture_output=True, text=True, timeout=300, env=env)
+        assert out.returncode == 0, out.stderr
+        got_isa = re.search(r"^isa: (\S+)", out.stdout, re.M).group(1)
+        if got_isa != isa:
+            continue  # this CPU lacks the ISA
+        ran.append(isa)
+        err = float(re.search(r"max rel error (\S+)", out.stdout).group(1))
+        assert err < 1e-5, (isa, err)
+        kernels = conv_kernels(out.stdout)
+        assert len(kernels) == (6 if name == "factorised" else 4), kernels
+        assert all("winograd1d" in k for k in kernels), kernels
+    if not ran:
+        pytest.fail("no JIT ISA path on this CPU")
