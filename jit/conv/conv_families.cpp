@@ -32,13 +32,20 @@ bool one_by_one(const ConvProblem& p) {
 // Winograd"), and every offered label costs profiling at load. Dilated: where each phase (the
 // outputs d apart) has at least 4 rows and columns; on fewer (DeepLab's ASPP: d = 12..36 on
 // 28x28) most of the tiles and patches are padding the direct family skips.
-bool winograd_shape(const ConvProblem& p) {
-  if (p.kh != 3 || p.kw != 3 || p.sh != 1 || p.sw != 1) return false;
+// F(2x2, 5x5) takes 5x5 kernels under the same rules.
+bool winograd_shape_k(const ConvProblem& p, int64_t k) {
+  if (p.kh != k || p.kw != k || p.sh != 1 || p.sw != 1) return false;
   const bool dilated = p.dh != 1 || p.dw != 1;
   if (dilated && ((p.oh + p.dh - 1) / p.dh < 4 || (p.ow + p.dw - 1) / p.dw < 4)) return false;
   if (dense(p)) return true;
   if (depthwise(p) || p.groups < 1 || p.ic % p.groups || p.oc % p.groups) return false;
   return p.ic / p.groups >= 24 && p.oc / p.groups >= 24;
+}
+bool winograd_shape(const ConvProblem& p) {
+  return winograd_shape_k(p, 3);
+}
+bool winograd5x5_shape(const ConvProblem& p) {
+  return winograd_shape_k(p, 5);
 }
 
 // Winograd 1-D: a 1 x r or r x 1 kernel (r = 3, 5, 7), stride 1, dense or grouped as above;
@@ -215,6 +222,15 @@ const std::vector<ConvFamilyRow>& rows() {
        // (Inception-v3's layers: ~1e-6 over the direct sums' error, F4's adds ~7e-6:
        // tests/jit/test_winograd.cpp.)
        false, false, /*transform_error=*/0.15},
+      {ConvFamily::winograd5x5, "winograd5x5", winograd5x5_shape,
+       [](const ConvProblem&, Layout b) {
+         return Pairs{{b, b}};
+       },
+       conf_then_kernel<init_wino_conf, make_wino_kernel>,
+       // (25 x 4 multiplies a tile in 36 GEMMs: 2.8x fewer.)
+       [](const ConvProblem& p, Layout, Layout) { return wide(p) ? 1.5 : 0.4; }, false, false,
+       // (AlexNet's / Inception-v3's 5x5 layers: ~2e-6 over the direct sums', F4's ~7e-6.)
+       /*transform_error=*/0.4},
       {ConvFamily::im2col, "im2col", im2col_shape,
        [](const ConvProblem& p, Layout) {
          if (!dense(p)) return Pairs{{Layout::nhwc, Layout::nhwc}};  // a GEMM per conv group

@@ -17,18 +17,19 @@
 namespace kiln {
 
 enum class ConvFamily : int {
-  direct = 0,      // blocked (nChw16c / nChw8c) direct conv, any kernel/stride/pad/dilation;
-                   // src may be NCHW for first layers with few input channels
-  gemm1x1 = 1,     // 1x1 conv as a JIT GEMM microkernel over flat pixels, blocked or NHWC,
-                   // stride 1 and 2, no padding
-  depthwise = 2,   // group == channels, blocked or NHWC (jit/dw/dw_kernel.h)
-  winograd2 = 3,   // Winograd F(2x2,3x3), 3x3 stride 1 dilation 1 (jit/winograd/)
-  winograd4 = 4,   // Winograd F(4x4,3x3) (jit/winograd/)
-  im2col = 5,      // im2col / im2row + JIT GEMM, any conv with groups == 1 (jit/im2col/)
-  grouped = 6,     // 1 < groups, not depthwise: block-sparse direct conv, blocked (jit/grouped/)
-  winograd1d = 7,  // Winograd F(9 - r, r) along one axis of 1 x r / r x 1 kernels, r = 3, 5, 7
+  direct = 0,       // blocked (nChw16c / nChw8c) direct conv, any kernel/stride/pad/dilation;
+                    // src may be NCHW for first layers with few input channels
+  gemm1x1 = 1,      // 1x1 conv as a JIT GEMM microkernel over flat pixels, blocked or NHWC,
+                    // stride 1 and 2, no padding
+  depthwise = 2,    // group == channels, blocked or NHWC (jit/dw/dw_kernel.h)
+  winograd2 = 3,    // Winograd F(2x2,3x3), 3x3 stride 1 dilation 1 (jit/winograd/)
+  winograd4 = 4,    // Winograd F(4x4,3x3) (jit/winograd/)
+  im2col = 5,       // im2col / im2row + JIT GEMM, any conv with groups == 1 (jit/im2col/)
+  grouped = 6,      // 1 < groups, not depthwise: block-sparse direct conv, blocked (jit/grouped/)
+  winograd1d = 7,   // Winograd F(9 - r, r) along one axis of 1 x r / r x 1 kernels, r = 3, 5, 7
+  winograd5x5 = 8,  // Winograd F(2x2,5x5), 5x5 stride 1 (jit/winograd/)
 };
-constexpr int kNumConvFamilies = 8;          // the family table has one row per value
+constexpr int kNumConvFamilies = 9;          // the family table has one row per value
 const char* conv_family_name(ConvFamily f);  // the row's name: "direct", "gemm1x1", ...
 
 // int8 arithmetic (gemm1x1 on AVX512-VNNI) for a conv of a QDQ model: its input holds values

@@ -73,38 +73,33 @@ double group_cost(Isa isa, int64_t tiles, int mr, int nr) {
 
 }  // namespace
 
-WinoMatrices wino_matrices(int m) {
-  if (m == 2) return {2, 4, 3, kBt2, kG2, kAt2};
-  return {4, 6, 3, kBt4, kG4, kAt4};
-}
-
 namespace {
 
-// F(m, r) for m + r - 1 = alpha = 8 (module comment in winograd_conf.h). Evaluation of a
-// polynomial of n coefficients at the points: row j = (p_j^0 .. p_j^(n-1)), the last
-// (infinity) row picks the leading coefficient. Linear convolution is V^-1 diag(V_r h) V_m x,
-// so correlation (its transpose) is V_m^T diag(V_r g) V^-T d: A^T = V_m^T, G = V_r,
-// B^T = V^-T.
-struct Matrices1d {
-  static constexpr int A = kWino1dAlpha;
-  int m = 0, r = 0;
-  std::array<double, A * A> bt{};
-  std::array<double, A * A> g{};   // [alpha][r]
-  std::array<double, A * A> at{};  // [m][alpha]
+// Toom-Cook F(m, r) on the first alpha - 1 of the points 0, 1, -1, 2, -2, 1/2, -1/2 and
+// infinity, alpha = m + r - 1 <= 8. Evaluation of a polynomial of n coefficients at the
+// points: row j = (p_j^0 .. p_j^(n-1)), the last (infinity) row picks the leading
+// coefficient. Linear convolution is V^-1 diag(V_r h) V_m x, so correlation (its transpose)
+// is V_m^T diag(V_r g) V^-T d: A^T = V_m^T, G = V_r, B^T = V^-T.
+struct CookToom {
+  static constexpr int kMax = 8;
+  int m = 0, r = 0, alpha = 0;
+  std::array<double, kMax * kMax> bt{};
+  std::array<double, kMax * kMax> g{};   // [alpha][r]
+  std::array<double, kMax * kMax> at{};  // [m][alpha]
 };
 
-Matrices1d make_matrices_1d(int r) {
-  constexpr int A = Matrices1d::A;
-  constexpr double pts[A - 1] = {0, 1, -1, 2, -2, 0.5, -0.5};
-  Matrices1d mt;
+CookToom make_cook_toom(int m, int r) {
+  constexpr double pts[CookToom::kMax - 1] = {0, 1, -1, 2, -2, 0.5, -0.5};
+  CookToom mt;
+  mt.m = m;
   mt.r = r;
-  mt.m = A - r + 1;
+  const int A = mt.alpha = m + r - 1;
   auto eval = [&](int j, int n, int k) {  // row j, column k of the n-coefficient evaluation
     return j == A - 1 ? (k == n - 1 ? 1.0 : 0.0) : std::pow(pts[j], k);
   };
-  // V^-1 by Gauss-Jordan on [V | I] (8 x 8, entries powers of 2 and their sums: exact enough;
-  // B^T's entries are then rounded to the multiples of 1/64 they are).
-  double aug[A][2 * A];
+  // V^-1 by Gauss-Jordan on [V | I] (entries powers of 2 and their sums: exact enough; B^T's
+  // entries are then rounded to the multiples of 1/64 they are).
+  double aug[CookToom::kMax][2 * CookToom::kMax];
   for (int j = 0; j < A; ++j)
     for (int k = 0; k < 2 * A; ++k) aug[j][k] = k < A ? eval(j, A, k) : (k - A == j ? 1 : 0);
   for (int c = 0; c < A; ++c) {
@@ -113,33 +108,46 @@ Matrices1d make_matrices_1d(int r) {
       if (std::fabs(aug[j][c]) > std::fabs(aug[piv][c])) piv = j;
     std::swap(aug[c], aug[piv]);
     const double d = aug[c][c];
-    for (double& x : aug[c]) x /= d;
+    for (int k = 0; k < 2 * A; ++k) aug[c][k] /= d;
     for (int j = 0; j < A; ++j)
       if (j != c && aug[j][c] != 0) {
         const double f = aug[j][c];
         for (int k = 0; k < 2 * A; ++k) aug[j][k] -= f * aug[c][k];
       }
   }
-  for (int j = 0; j < A; ++j) {  // B^T row j = column j of V^-1, scaled; G row j inversely
+  // B^T row j = column j of V^-1 scaled to its smallest entry 1 (F(4x4, 3x3)'s integer rows);
+  // G row j inversely.
+  for (int j = 0; j < A; ++j) {
     double s = std::numeric_limits<double>::max();
     for (int l = 0; l < A; ++l)
       if (std::fabs(aug[l][A + j]) > 1e-12) s = std::min(s, std::fabs(aug[l][A + j]));
     for (int l = 0; l < A; ++l) mt.bt[size_t(j * A + l)] = std::round(aug[l][A + j] / s * 64) / 64;
     for (int k = 0; k < r; ++k) mt.g[size_t(j * r + k)] = eval(j, r, k) * s;
   }
-  for (int i = 0; i < mt.m; ++i)
-    for (int j = 0; j < A; ++j) mt.at[size_t(i * A + j)] = eval(j, mt.m, i);
+  // With F(4x4, 3x3)'s points, its rows' signs too: the generators' hard-coded B^T is kBt4.
+  for (int j = 0; A == 6 && j < A; ++j)
+    if (mt.bt[size_t(j * A + 1)] * kBt4[j * A + 1] < 0 || mt.bt[size_t(j * A)] * kBt4[j * A] < 0)
+      for (int l = 0; l < A; ++l) {
+        mt.bt[size_t(j * A + l)] = -mt.bt[size_t(j * A + l)];
+        if (l < r) mt.g[size_t(j * r + l)] = -mt.g[size_t(j * r + l)];
+      }
+  for (int i = 0; i < m; ++i)
+    for (int j = 0; j < A; ++j) mt.at[size_t(i * A + j)] = eval(j, m, i);
   return mt;
 }
 
 }  // namespace
 
-WinoMatrices wino_matrices_1d(int r) {
-  static const std::array<Matrices1d, 3> all = {make_matrices_1d(3), make_matrices_1d(5),
-                                                make_matrices_1d(7)};
-  if (r != 3 && r != 5 && r != 7) fail(Code::internal, "winograd1d: no matrices for r taps");
-  const Matrices1d& mt = all[size_t((r - 3) / 2)];
-  return {mt.m, kWino1dAlpha, r, mt.bt.data(), mt.g.data(), mt.at.data()};
+WinoMatrices wino_matrices(int m, int r) {
+  if (r == 3 && m == 2) return {2, 4, 3, kBt2, kG2, kAt2};
+  if (r == 3 && m == 4) return {4, 6, 3, kBt4, kG4, kAt4};
+  // F(2x2, 5x5) and the 1-D family's F(9 - r, r).
+  static const std::array<CookToom, 4> all = {make_cook_toom(2, 5), make_cook_toom(6, 3),
+                                              make_cook_toom(4, 5), make_cook_toom(2, 7)};
+  for (const CookToom& mt : all)
+    if (mt.m == m && mt.r == r) return {m, mt.alpha, r, mt.bt.data(), mt.g.data(), mt.at.data()};
+  fail(Code::internal,
+       "winograd: no transforms for F(" + std::to_string(m) + ", " + std::to_string(r) + ")");
 }
 
 std::string WinoConf::blocking_str() const {
@@ -163,16 +171,14 @@ std::pair<int64_t, int64_t> WinoConf::chunk_blocks(int64_t c0, int64_t c1) const
 std::string WinoConf::name() const {
   std::string blocking = blocking_str();
   if (one_d) blocking = (along_w ? "w" : "h") + std::to_string(r) + blocking;
-  return conv_kernel_name(one_d    ? "winograd1d"
-                          : m == 2 ? "winograd2"
-                                   : "winograd4",
-                          layout, layout, blocking, isa);
+  return conv_kernel_name(conv_family_name(family()), layout, layout, blocking, isa);
 }
 
 ConfOr<WinoConf> init_wino_conf(const ConvProblem& p, const ConvImpl& impl, Isa isa) {
   using R = ConfOr<WinoConf>;
-  const bool one_d = impl.family == ConvFamily::winograd1d;
-  if (impl.family != ConvFamily::winograd2 && impl.family != ConvFamily::winograd4 && !one_d)
+  const bool one_d = impl.family == ConvFamily::winograd1d,
+             k5 = impl.family == ConvFamily::winograd5x5;
+  if (impl.family != ConvFamily::winograd2 && impl.family != ConvFamily::winograd4 && !one_d && !k5)
     return R::no("not a winograd family");
   ConvProblem dense = p;  // check_common takes groups of 1; the groups are checked below
   dense.groups = 1;
@@ -183,7 +189,9 @@ ConfOr<WinoConf> init_wino_conf(const ConvProblem& p, const ConvImpl& impl, Isa 
     if (p.kh != 1 && p.kw != 1) return R::no("winograd1d needs a 1 x r or r x 1 kernel");
     const int64_t r = std::max(p.kh, p.kw);
     if (r != 3 && r != 5 && r != 7) return R::no("winograd1d needs 3, 5 or 7 taps");
-  } else if (p.kh != 3 || p.kw != 3) {
+  } else if (k5 && (p.kh != 5 || p.kw != 5)) {
+    return R::no("winograd5x5 needs a 5x5 kernel");
+  } else if (!k5 && (p.kh != 3 || p.kw != 3)) {
     return R::no("winograd needs a 3x3 kernel");
   }
   if (p.sh != 1 || p.sw != 1) return R::no("winograd needs stride 1");
@@ -215,8 +223,9 @@ ConfOr<WinoConf> init_wino_conf(const ConvProblem& p, const ConvImpl& impl, Isa 
     c.ah = c.along_w ? 1 : c.alpha;
     c.aw = c.along_w ? c.alpha : 1;
   } else {
-    c.m = impl.family == ConvFamily::winograd2 ? 2 : 4;
-    c.alpha = c.m + 2;
+    c.r = k5 ? 5 : 3;
+    c.m = impl.family == ConvFamily::winograd4 ? 4 : 2;
+    c.alpha = c.m + c.r - 1;
     c.mh = c.mw = c.m;
     c.ah = c.aw = c.alpha;
   }

@@ -1,7 +1,8 @@
-// Winograd convolution F(m x m, 3 x 3), m = 2 or 4 (alpha = m + 2), for 3x3 stride-1
-// convs, and its 1-D form F(m, r) for 1 x r and r x 1 kernels (r = 3, 5, 7: Inception's
-// factorised 1x7 / 7x1 convs, 1-D convs lifted to 1 x r), on blocked layouts: the conf and its
-// init_conf. Plain C++ — the generators (winograd_gen) only emit what this decides.
+// Winograd convolution F(m x m, 3 x 3), m = 2 or 4 (alpha = m + 2), and F(2 x 2, 5 x 5)
+// (alpha = 6, the points of F(4x4, 3x3)) for 3x3 / 5x5 stride-1 convs, and its 1-D form F(m, r) for
+// 1 x r and r x 1 kernels (r = 3, 5, 7: Inception's factorised 1x7 / 7x1 convs, 1-D convs lifted to
+// 1 x r), on blocked layouts: the conf and its init_conf. Plain C++ — the generators (winograd_gen)
+// only emit what this decides.
 //
 // 1-D (ConvFamily::winograd1d): alpha = 8 points (0, +-1, +-2, +-1/2, infinity), m = 9 - r
 // outputs a tile along the kernel's axis (7 taps: 4 multiplies an output instead of 7; 3 taps:
@@ -103,6 +104,12 @@ struct WinoConf {
 
   // "conv_winograd4_f32_nChw16c_to_nChw16c_t49mr5nr4s2kc64__avx512"
   std::string name() const;
+  ConvFamily family() const {
+    return one_d    ? ConvFamily::winograd1d
+           : r == 5 ? ConvFamily::winograd5x5
+           : m == 2 ? ConvFamily::winograd2
+                    : ConvFamily::winograd4;
+  }
   std::string blocking_str() const;  // "t49mr5nr4s2kc64" (s: chunks per slice, kc: K chunk)
 
   // Scratch layout (floats). V: [xi][tpg][icb * simd]; M: [xi][tpg][slice * nr * simd].
@@ -124,22 +131,22 @@ struct WinoConf {
 
 ConfOr<WinoConf> init_wino_conf(const ConvProblem& p, const ConvImpl& impl, Isa isa);
 
-// The transform matrices of F(m x m, 3 x 3) on the points 0, 1, -1, 2, -2 (m = 4; 0, 1, -1
-// for m = 2) and infinity, row-major: B^T [alpha x alpha], G [alpha x r], A^T [m x alpha].
-// The generators hard-code the same B^T and A^T (with their shared sub-expressions); G is
-// applied at creation (U = G g G^T).
+// The transform matrices of F(m, r), row-major: B^T [alpha x alpha], G [alpha x r], A^T
+// [m x alpha], alpha = m + r - 1, on the points 0, 1, -1, 2, -2, 1/2, -1/2 (the first
+// alpha - 1) and infinity. F(2, 3) and F(4, 3) are Lavin & Gray's, whose B^T and A^T the
+// generators hard-code with their shared sub-expressions (F(2, 5)'s B^T is F(4, 3)'s: the
+// same points); the others (F(2, 5), and F(6, 3), F(4, 5), F(2, 7) of the 1-D family) are
+// built by Toom-Cook (A^T and G evaluate polynomials of degree m - 1 and r - 1 at the points,
+// B^T is the inverse transpose of the degree alpha - 1 evaluation, each of its rows scaled to
+// its smallest entry 1 and G's row inversely) and applied from their entries. G is applied at
+// creation (U = G g G^T).
 struct WinoMatrices {
   int m = 0, alpha = 0, r = 3;
   const double* bt = nullptr;
   const double* g = nullptr;
   const double* at = nullptr;
 };
-WinoMatrices wino_matrices(int m);
-// F(9 - r, r) on the 1-D family's 8 points, r = 3, 5 or 7 (Toom-Cook: A^T and G evaluate
-// polynomials of degree m - 1 and r - 1 at the points, B^T is the inverse transpose of the
-// degree-7 evaluation; each B^T row scaled to its smallest entry 1, its G row inversely).
-// The generators apply B^T and A^T from these entries.
-WinoMatrices wino_matrices_1d(int r);
+WinoMatrices wino_matrices(int m, int r = 3);
 constexpr int kWino1dAlpha = 8;
 
 }  // namespace kiln::convjit

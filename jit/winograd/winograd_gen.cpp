@@ -102,7 +102,8 @@ WinoInputGen::WinoInputGen(const WinoConf& c, int64_t col_pixels, const std::str
 // B^T d on the registers in[0..alpha) into out[0..alpha); registers 6..9 (m = 4) are scratch.
 // The shared sub-expressions are those of the points 0, +-1, +-2 (winograd_conf.cpp kBt4).
 void WinoInputGen::transform_1d(const int* in, const int* out) {
-  if (c_.m == 2) return emit_signed_sums(*this, c_.isa, wino_matrices(2).bt, 4, 4, in, out);
+  // (F(2x2, 5x5) has F(4x4, 3x3)'s points, hence its B^T: tests/jit/test_winograd.cpp.)
+  if (c_.alpha == 4) return emit_signed_sums(*this, c_.isa, wino_matrices(2).bt, 4, 4, in, out);
   const Regs1d x{c_.isa, in, out};
   const Xmm t0 = x.r(6), t1 = x.r(7), t2 = x.r(8), t3 = x.r(9);
   vmovaps(t0, x.d(4));
@@ -139,7 +140,7 @@ void WinoInputGen::generate() {
   if (c_.one_d) {
     // The patch's alpha pixels along the axis (a row: col_pixels apart; a column: rows
     // row_bytes apart) -> B^T d -> V[xi].
-    const WinoMatrices mt = wino_matrices_1d(c_.r);
+    const WinoMatrices mt = wino_matrices(c_.m, c_.r);
     const int in[8] = {0, 1, 2, 3, 4, 5, 6, 7}, out[8] = {8, 9, 10, 11, 12, 13, 14, 15};
     loop_arg(cnt, offsetof(WinoInArgs, blocks), [&] {
       mov(row, src);
@@ -334,7 +335,10 @@ WinoOutputGen::WinoOutputGen(const WinoConf& c, int vectors, bool last_chunk, in
 
 // A^T m on in[0..alpha) into out[0..m); registers 6..9 are scratch (m = 4).
 void WinoOutputGen::transform_1d(const int* in, const int* out) {
-  if (c_.m == 2) return emit_signed_sums(*this, c_.isa, wino_matrices(2).at, 2, 4, in, out);
+  if (c_.alpha == 4) return emit_signed_sums(*this, c_.isa, wino_matrices(2).at, 2, 4, in, out);
+  if (c_.r != 3)  // F(2x2, 5x5): from the entries
+    return emit_matrix(*this, c_.isa, consts_, wino_matrices(c_.m, c_.r).at, c_.m, c_.alpha, in,
+                       out);
   const Regs1d x{c_.isa, in, out};
   const Xmm s1 = x.r(6), d1 = x.r(7), s2 = x.r(8), d2 = x.r(9);
   vaddps(s1, x.d(1), x.d(2));
@@ -373,7 +377,7 @@ void WinoOutputGen::generate() {
   if (c_.one_d) {
     // A^T M on the alpha M vectors -> m outputs along the axis (registers 8 .. 13; the
     // epilogue's scratch: the inputs' 0 .. 7 and 14, 15); the valid ones are stored.
-    const WinoMatrices mt = wino_matrices_1d(c_.r);
+    const WinoMatrices mt = wino_matrices(c_.m, c_.r);
     const int in[8] = {0, 1, 2, 3, 4, 5, 6, 7}, out[6] = {8, 9, 10, 11, 12, 13};
     const std::vector<int> temps = {0, 1, 2, 3, 4, 5, 6, 7, 14, 15};
     const int valid = c_.along_w ? vw_ : vh_;

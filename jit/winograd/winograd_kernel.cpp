@@ -235,17 +235,17 @@ class WinoKernel : public Kernel {
   void pack_weights(ModelFloats w) {
     if (c_.one_d) return pack_weights_1d(w);
     const ConvProblem& p = c_.p;
-    const WinoMatrices mat = wino_matrices(c_.m);
-    const int A = c_.alpha;
+    const WinoMatrices mat = wino_matrices(c_.m, c_.r);
+    const int A = c_.alpha, R = c_.r;
     const int64_t S = c_.simd;
-    float gm[6][3];
+    float gm[6][5];
     for (int y = 0; y < A; ++y)
-      for (int a = 0; a < 3; ++a) gm[y][a] = float(mat.g[y * 3 + a]);
+      for (int a = 0; a < R; ++a) gm[y][a] = float(mat.g[y * R + a]);
     u_ = alloc_zeroed(size_t(c_.u_floats()) * 4);
     const size_t W = size_t(c_.nr * S);  // widest chunk
-    // One input channel of one chunk: g[9][W], G g: t[A][3][W]; (G g) G^T goes straight into
-    // U's alpha^2 planes (a staging copy was a quarter of a small model's warm load).
-    std::vector<float> g(9 * W), t(size_t(A) * 3 * W), row(W);
+    // One input channel of one chunk: g[R * R][W], G g: t[A][R][W]; (G g) G^T goes straight
+    // into U's alpha^2 planes (a staging copy was a quarter of a small model's warm load).
+    std::vector<float> g(size_t(R * R) * W), t(size_t(A * R) * W), row(W);
     const int64_t icg = p.ic / p.groups, ocg = p.oc / p.groups;
     for (int64_t ch = 0; ch < c_.chunks; ++ch) {
       const int64_t oc0 = ch * c_.nr * S, width = c_.chunk_vectors(ch) * S;
@@ -255,24 +255,26 @@ class WinoKernel : public Kernel {
         const int64_t ic = c_.chunk_k0[size_t(ch)] + kk;
         for (int64_t k = 0; k < valid; ++k) {
           const int64_t j = ic - (oc0 + k) / ocg * icg;  // ic's index in oc's group
-          for (int a = 0; a < 9; ++a)
+          for (int a = 0; a < R * R; ++a)
             g[size_t(a) * W + size_t(k)] =
-                j >= 0 && j < icg ? w[((oc0 + k) * icg + j) * 9 + a] : 0.f;
+                j >= 0 && j < icg ? w[((oc0 + k) * icg + j) * R * R + a] : 0.f;
         }
         for (int y = 0; y < A; ++y)
-          for (int b = 0; b < 3; ++b) {
-            float* o = &t[(size_t(y) * 3 + size_t(b)) * W];
-            const float *g0 = &g[size_t(b) * W], *g1 = &g[size_t(3 + b) * W],
-                        *g2 = &g[size_t(6 + b) * W];
-            for (int64_t k = 0; k < width; ++k)
-              o[k] = gm[y][0] * g0[k] + gm[y][1] * g1[k] + gm[y][2] * g2[k];
+          for (int b = 0; b < R; ++b) {
+            float* o = &t[size_t(y * R + b) * W];
+            std::fill(o, o + width, 0.f);
+            for (int a = 0; a < R; ++a) {
+              const float* ga = &g[size_t(a * R + b) * W];
+              for (int64_t k = 0; k < width; ++k) o[k] += gm[y][a] * ga[k];
+            }
           }
         for (int y = 0; y < A; ++y)
           for (int x = 0; x < A; ++x) {
-            const float* t0 = &t[size_t(y) * 3 * W];
-            for (int64_t k = 0; k < width; ++k)
-              row[size_t(k)] = t0[k] * gm[x][0] + t0[W + size_t(k)] * gm[x][1] +
-                               t0[2 * W + size_t(k)] * gm[x][2];
+            const float* t0 = &t[size_t(y) * R * W];
+            std::fill(row.begin(), row.begin() + width, 0.f);
+            for (int b = 0; b < R; ++b)
+              for (int64_t k = 0; k < width; ++k)
+                row[size_t(k)] += t0[size_t(b) * W + size_t(k)] * gm[x][b];
             // U (4x the weights for F4) is far beyond the caches and written once: streaming
             // stores skip reading its lines first (most of the packing time otherwise).
             float* o = u() + c_.u_offset(y * A + x, ch) + kk * width;  // 32-byte aligned
@@ -288,7 +290,7 @@ class WinoKernel : public Kernel {
   // and r x 1 alike); the same layout and loop order as pack_weights.
   void pack_weights_1d(ModelFloats w) {
     const ConvProblem& p = c_.p;
-    const WinoMatrices mat = wino_matrices_1d(c_.r);
+    const WinoMatrices mat = wino_matrices(c_.m, c_.r);
     const int A = c_.alpha, R = c_.r;
     const int64_t S = c_.simd;
     u_ = alloc_zeroed(size_t(c_.u_floats()) * 4);

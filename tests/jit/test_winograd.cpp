@@ -29,8 +29,10 @@ ConvImpl wino(int m, Isa isa, int ur_w = 0, int oc_blocks = 0) {
 // 3-4x that. The bounds leave 7x / 10x of headroom, yet a wrong or missing tap changes an
 // output by ~|w x| ~ 0.25, >= 4e-3 of max |ref| for every shape here (max |ref| < 60); a
 // transform coefficient off by 1e-4 (8 -> 7.999) already fails.
-// The 1-D family (m = 0 below) on Inception-v3's layers: <= 2.1e-6 (1x7 / 7x1, K = 7 x 128 ..
-// 7 x 192) and 3.0e-6 (1x3 / 3x1, K = 3 x 384 / 448), the direct family's 1.6e-6 / 2.0e-6.
+// The 1-D family and F(2x2, 5x5) (m = 0 below): on Inception-v3's layers <= 2.1e-6 (1x7 /
+// 7x1, K = 7 x 128 .. 7 x 192) and 3.0e-6 (1x3 / 3x1, K = 3 x 384 / 448), the direct
+// family's 1.6e-6 / 2.0e-6; F(2x2, 5x5) on AlexNet's conv2 and Inception-v3's 5x5 <= 4.2e-6
+// (direct 2.2e-6), <= 6.4e-6 over the swept shapes.
 double tolerance(int m) {
   return m == 4 ? 1e-4 : 2e-5;
 }
@@ -405,31 +407,38 @@ ConvImpl wino1d(Isa isa, int ur_w = 0, int oc_blocks = 0) {
 }
 
 // The matrices against the definition, in double: A^T ((G g) . (B^T d)) is the correlation
-// y_i = sum_k g_k d_(i + k) for random g and d (a wrong entry anywhere breaks it by ~1e-2).
-TEST_CASE("winograd1d: transform matrices compute F(9 - r, r)") {
+// y_i = sum_k g_k d_(i + k) for random g and d (a wrong entry anywhere breaks it by ~1e-2);
+// Lavin & Gray's F(2, 3) / F(4, 3), the 1-D family's F(9 - r, r) and F(2, 5), whose B^T must
+// be F(4, 3)'s (the input transform's code is F(4x4, 3x3)'s).
+TEST_CASE("winograd: transform matrices compute F(m, r)") {
   Rng rng(42);
-  for (int r : {3, 5, 7}) {
-    const convjit::WinoMatrices mt = convjit::wino_matrices_1d(r);
-    REQUIRE(mt.alpha == 8);
-    REQUIRE(mt.m == 9 - r);
+  for (auto [m, r] :
+       std::vector<std::pair<int, int>>{{2, 3}, {4, 3}, {6, 3}, {4, 5}, {2, 7}, {2, 5}}) {
+    const convjit::WinoMatrices mt = convjit::wino_matrices(m, r);
+    const int a = m + r - 1;
+    REQUIRE(mt.alpha == a);
+    REQUIRE(mt.m == m);
     REQUIRE(mt.r == r);
     for (int trial = 0; trial < 20; ++trial) {
-      std::vector<double> g(static_cast<size_t>(r)), d(8), u(8), v(8, 0.0);
+      std::vector<double> g(static_cast<size_t>(r)), d(size_t(a) + 0), u(size_t(a) + 0),
+          v(size_t(a), 0.0);
       for (double& x : g) x = rng.uniform(-1.f, 1.f);
       for (double& x : d) x = rng.uniform(-1.f, 1.f);
-      for (int j = 0; j < 8; ++j) {
+      for (int j = 0; j < a; ++j) {
         u[size_t(j)] = 0;
         for (int k = 0; k < r; ++k) u[size_t(j)] += mt.g[j * r + k] * g[size_t(k)];
-        for (int l = 0; l < 8; ++l) v[size_t(j)] += mt.bt[j * 8 + l] * d[size_t(l)];
+        for (int l = 0; l < a; ++l) v[size_t(j)] += mt.bt[j * a + l] * d[size_t(l)];
       }
-      for (int i = 0; i < mt.m; ++i) {
+      for (int i = 0; i < m; ++i) {
         double y = 0, want = 0;
-        for (int j = 0; j < 8; ++j) y += mt.at[i * 8 + j] * u[size_t(j)] * v[size_t(j)];
+        for (int j = 0; j < a; ++j) y += mt.at[i * a + j] * u[size_t(j)] * v[size_t(j)];
         for (int k = 0; k < r; ++k) want += g[size_t(k)] * d[size_t(i + k)];
-        CHECK_MESSAGE(std::fabs(y - want) < 1e-12, "r " << r << " output " << i);
+        CHECK_MESSAGE(std::fabs(y - want) < 1e-12, "F(" << m << ", " << r << ") output " << i);
       }
     }
   }
+  const convjit::WinoMatrices k5 = convjit::wino_matrices(2, 5), f4 = convjit::wino_matrices(4);
+  for (int i = 0; i < 36; ++i) CHECK(k5.bt[i] == f4.bt[i]);
 }
 
 // 1 x r and r x 1 with 3, 5, 7 taps: channel tails, outputs off the tile grid (and shorter
@@ -559,6 +568,82 @@ TEST_CASE("winograd1d conv: error on Inception-v3 layers") {
         const double diff = kernel_max_diff(p, o, impl, isa, ref);
         const double rel = diff / ref_max;
         MESSAGE((w1d ? "F(" + std::to_string(9 - r) + "," + std::to_string(r) + ") " : "direct ")
+                << std::string(isa_name(isa)) << " " << s << ": max|diff| " << diff << ", max|ref| "
+                << ref_max << ", ratio " << rel);
+        CHECK(rel <= tolerance(0));
+      }
+  }
+}
+
+// ---------------------------------------------------------------------------------------
+// F(2x2, 5x5).
+
+ConvImpl wino5(Isa isa, int ur_w = 0, int oc_blocks = 0) {
+  return conv_impl(ConvFamily::winograd5x5, blocked_layout(isa), blocked_layout(isa), ur_w,
+                   oc_blocks);
+}
+
+// Channel tails, outputs off the tile grid and of one pixel, padding 0 .. 4 and asymmetric,
+// batch 2, no bias, post-op chains with a residual, grouped (whole-vector and narrower groups),
+// dilated (phases), forced blockings, several tile groups / chunks / K chunks.
+TEST_CASE("winograd5x5 conv matches the reference (both ISAs)") {
+  const std::vector<std::pair<std::string, std::vector<PostOp>>> shapes = {
+      {"ic48ih35iw35_oc64oh35ow35kh5kw5sh1sw1ph2pw2", chain({op(K::relu)})},
+      {"ic3ih9iw11_oc5oh9ow11kh5kw5sh1sw1ph2pw2", {}},
+      {"ic17ih10iw9_oc24oh6ow5kh5kw5sh1sw1ph0pw0", {}},
+      {"mb2ic40ih13iw13_oc17oh13ow13kh5kw5sh1sw1ph2pw2_nobias", chain({op(K::add)})},
+      {"ic20ih8iw6_oc33oh8ow6kh5kw5sh1sw1pt1pl0pb3pr4", chain({op(K::scale_shift)})},
+      {"ic16ih1iw1_oc16oh1ow1kh5kw5sh1sw1ph2pw2", {}},
+      {"ic64ih27iw27_oc192oh27ow27kh5kw5sh1sw1ph2pw2", chain({op(K::relu)})},
+      {"g2ic64ih9iw15_oc64oh9ow15kh5kw5sh1sw1ph2pw2", chain({op(K::swish)})},
+      {"g3ic72ih14iw6_oc96oh14ow6kh5kw5sh1sw1ph2pw2", {}},
+      {"ic24ih20iw21_oc32oh20ow21kh5kw5sh1sw1dh2dw2ph4pw4", chain({op(K::add), op(K::relu)})},
+      {"mb2ic150ih30iw31_oc100oh30ow31kh5kw5sh1sw1ph2pw2", chain({op(K::relu)})},
+  };
+  uint64_t seed = 2200;
+  for (Isa isa : isas()) {
+    for (const auto& shape : shapes) {
+      const ConvProblem p = problem(shape.first, shape.second);
+      auto c = convjit::init_wino_conf(p, wino5(isa), isa);
+      REQUIRE_MESSAGE(c, c.reason);
+      INFO("problem " << shape.first << " blocking " << c.conf->blocking_str());
+      CHECK(c.conf->m == 2);
+      CHECK(c.conf->alpha == 6);
+      CHECK(c.conf->family() == ConvFamily::winograd5x5);
+      check_wino(p, wino5(isa), isa, seed++);
+    }
+    const ConvProblem q = problem("ic21ih11iw19_oc52oh11ow19kh5kw5sh1sw1pt2pl3pb2pr1");
+    for (auto [mr, nr] : std::vector<std::pair<int, int>>{{1, 1}, {3, 2}, {5, 1}})
+      check_wino(q, wino5(isa, mr, nr), isa, seed++);
+  }
+  const ConvFamilyRow& w5 = conv_family(ConvFamily::winograd5x5);
+  CHECK(w5.offered(problem(shapes[0].first)));
+  CHECK_FALSE(w5.offered(problem("ic16ih12iw12_oc16oh12ow12kh3kw3sh1sw1ph1pw1")));
+  CHECK_FALSE(w5.offered(problem("ic16ih12iw12_oc16oh6ow6kh5kw5sh2sw2ph2pw2")));
+  CHECK_FALSE(conv_family(ConvFamily::winograd4).offered(problem(shapes[0].first)));
+  const Isa isa = isas().front();
+  CHECK(convjit::init_wino_conf(problem("ic16ih12iw12_oc16oh12ow12kh3kw3sh1sw1ph1pw1"), wino5(isa),
+                                isa)
+            .reason.find("5x5 kernel") != std::string::npos);
+}
+
+// The error on AlexNet's conv2 and Inception-v3's 5x5 layers, weights ~ N(0, 1/sqrt(25 IC)),
+// against the direct family's for scale.
+TEST_CASE("winograd5x5 conv: error on AlexNet / Inception-v3 layers") {
+  for (const std::string s : {"ic64ih27iw27_oc192oh27ow27kh5kw5sh1sw1ph2pw2",
+                              "ic48ih35iw35_oc64oh35ow35kh5kw5sh1sw1ph2pw2"}) {
+    const ConvProblem p = problem(s);
+    Operands o = make_operands(p, 900 + uint64_t(p.ic));
+    o.w = normal_tensor({p.oc, p.ic, 5, 5}, 950 + uint64_t(p.ic), 1.0 / std::sqrt(25.0 * p.ic));
+    const Tensor ref = reference(p, o);
+    const double ref_max = max_abs(ref);
+    for (Isa isa : isas())
+      for (bool w5 : {false, true}) {
+        ConvImpl impl = wino5(isa);
+        if (!w5) impl.family = ConvFamily::direct;
+        const double diff = kernel_max_diff(p, o, impl, isa, ref);
+        const double rel = diff / ref_max;
+        MESSAGE(std::string(w5 ? "F(2x2,5x5) " : "direct ")
                 << std::string(isa_name(isa)) << " " << s << ": max|diff| " << diff << ", max|ref| "
                 << ref_max << ", ratio " << rel);
         CHECK(rel <= tolerance(0));

@@ -1,7 +1,8 @@
-"""The 1-D Winograd family (F(9 - r, r) along one axis: jit/winograd/) end to end: networks with
-factorised 1 x 7 / 7 x 1 convs (Inception-v3's blocks) and 1-D convs (a dilated TCN) through
-the CLI with the family forced wherever it applies (`kiln bench --family=winograd1d`), on every
-JIT ISA path: each 1 x r / r x 1 conv runs on it, and the outputs match PyTorch."""
+"""The Winograd families of other kernels than 3x3 (jit/winograd/) end to end: F(9 - r, r) along
+one axis (winograd1d) on networks with factorised 1 x 7 / 7 x 1 convs (Inception-v3's blocks)
+and 1-D convs (a dilated TCN), F(2x2, 5x5) (winograd5x5) on 5x5 convs; through the CLI with the
+family forced wherever it applies (`kiln bench --family=F`), on every JIT ISA path: each conv
+of the family's shape runs on it, and the outputs match PyTorch."""
 import os
 import re
 import subprocess
@@ -49,19 +50,38 @@ class Tcn(torch.nn.Module):
         return self.c4(torch.relu(self.c3(y)))
 
 
+class FiveByFive(torch.nn.Module):
+    """AlexNet's conv2 / Inception's 5x5 branch shapes, small: padded, unpadded, dilated,
+    grouped, no bias, a residual."""
+
+    def __init__(self):
+        super().__init__()
+        self.a = torch.nn.Conv2d(24, 48, 5, padding=2)
+        self.b = torch.nn.Conv2d(48, 48, 5, padding=4, dilation=2, groups=2)
+        self.c = torch.nn.Conv2d(48, 24, 5, bias=False)
+
+    def forward(self, x):
+        y = torch.relu(self.a(x))
+        y = torch.relu(self.b(y) + y)
+        return self.c(y)
+
+
 def conv_kernels(layers):
     """The kernel of every Conv step of `kiln bench --layers`."""
     return [m.group(1) for m in re.finditer(r"^\s*\d+\s+Conv\s+(\S+)", layers, re.M)]
 
 
-@pytest.mark.parametrize("name", ["factorised", "tcn"])
-def test_winograd1d_forced_matches_pytorch(name, tmp_path):
+@pytest.mark.parametrize("name", ["factorised", "tcn", "five"])
+def test_winograd_family_forced_matches_pytorch(name, tmp_path):
     cli = os.environ.get("KILN_CLI")
     if not cli:
         pytest.skip("KILN_CLI (the kiln CLI, set by CTest) is not set")
     torch.manual_seed(11)
-    net, x = ((Factorised(), torch.randn(2, 24, 13, 17)) if name == "factorised" else
-              (Tcn(), torch.randn(1, 8, 150)))
+    net, x, family, convs = {
+        "factorised": (Factorised(), torch.randn(2, 24, 13, 17), "winograd1d", 6),
+        "tcn": (Tcn(), torch.randn(1, 8, 150), "winograd1d", 4),
+        "five": (FiveByFive(), torch.randn(2, 24, 19, 22), "winograd5x5", 3),
+    }[name]
     net.eval()
     with torch.no_grad():
         want = net(x).numpy()
@@ -72,7 +92,7 @@ def test_winograd1d_forced_matches_pytorch(name, tmp_path):
     ran = []
     for isa in ("avx512", "avx2"):
         env = dict(os.environ, KILN_MAX_ISA=isa, KILN_CACHE_DIR=str(tmp_path / isa))
-        out = subprocess.run([cli, "bench", str(model), "--family=winograd1d", "--tune=none",
+        out = subprocess.run([cli, "bench", str(model), "--family=" + family, "--tune=none",
                               "--runs", "2", "--layers", "--input", str(xin), "--check",
                               str(ref)], capture_output=True, text=True, timeout=300, env=env)
         assert out.returncode == 0, out.stderr
@@ -83,7 +103,7 @@ def test_winograd1d_forced_matches_pytorch(name, tmp_path):
         err = float(re.search(r"max rel error (\S+)", out.stdout).group(1))
         assert err < 1e-5, (isa, err)
         kernels = conv_kernels(out.stdout)
-        assert len(kernels) == (6 if name == "factorised" else 4), kernels
-        assert all("winograd1d" in k for k in kernels), kernels
+        assert len(kernels) == convs, kernels
+        assert all(family in k for k in kernels), kernels
     if not ran:
         pytest.fail("no JIT ISA path on this CPU")
