@@ -1,8 +1,8 @@
-// Winograd convolution F(m x m, 3 x 3), m = 2 or 4 (alpha = m + 2), and F(2 x 2, 5 x 5)
-// (alpha = 6, the points of F(4x4, 3x3)) for 3x3 / 5x5 stride-1 convs, and its 1-D form F(m, r) for
-// 1 x r and r x 1 kernels (r = 3, 5, 7: Inception's factorised 1x7 / 7x1 convs, 1-D convs lifted to
-// 1 x r), on blocked layouts: the conf and its init_conf. Plain C++ — the generators (winograd_gen)
-// only emit what this decides.
+// Winograd convolution on blocked layouts: F(m x m, 3 x 3), m = 2 or 4 (alpha = m + 2), and
+// F(2 x 2, 5 x 5) (alpha = 6, the points of F(4x4, 3x3)) for 3x3 / 5x5 stride-1 convs, and the
+// 1-D form F(m, r) for 1 x r and r x 1 kernels (r = 3, 5, 7: Inception's factorised 1x7 / 7x1
+// convs, 1-D convs lifted to 1 x r): the conf and its init_conf. Plain C++ — the generators
+// (winograd_gen) only emit what this decides.
 //
 // 1-D (ConvFamily::winograd1d): alpha = 8 points (0, +-1, +-2, +-1/2, infinity), m = 9 - r
 // outputs a tile along the kernel's axis (7 taps: 4 multiplies an output instead of 7; 3 taps:
@@ -13,16 +13,15 @@
 // are numbered and cut into groups of `tpg` consecutive tiles. Output channels are cut into
 // chunks of `nr` vectors (one GEMM register block wide) and the chunks into `slices`. A kernel
 // tile is (group, slice):
-//   1. input transform: V[xi][t][ic] = (B^T d B)[xi] of each tile's ah x aw input
-//      patch (B^T d for 1-D), one channel-block vector at a time (tiles touching the padding or the
+//   1. input transform: V[xi][t][ic] = (B^T d B)[xi] (1-D: (B^T d)[xi]) of each tile's ah x aw
+//      input patch, one channel-block vector at a time (tiles touching the padding or the
 //      image edge are first copied into a zero-padded patch); a run keeps V while consecutive
 //      kernel tiles share a group, so a thread transforms each group's input once;
 //   2. per xi and chunk of the slice, one GEMM M[xi][t][oc] = sum_ic V[xi][t][ic] U[xi][ic][oc]
 //      (U = G g G^T packed at creation), register blocks of `mr` tiles x `nr` vectors,
 //      the input channels cut into L1-sized K chunks of `kc`;
-//   3. per tile and chunk, the output transform A^T M A (A^T M), the fused epilogue and the store
-//   of
-//      the tile's valid pixels (right/bottom tiles may be partial).
+//   3. per tile and chunk, the output transform A^T M A (1-D: A^T M), the fused epilogue and
+//      the store of the tile's valid pixels (right/bottom tiles may be partial).
 // Dilated convs (DeepLab's backbones: d = 2, 4) run as their d_h x d_w phases (WinoConf).
 // Grouped convs: a chunk's GEMM runs over the input channels of the conv groups its output
 // channels belong to (its columns of V: whole vectors from the first group's, clamped to ic),

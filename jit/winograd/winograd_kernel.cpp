@@ -226,26 +226,29 @@ class WinoKernel : public Kernel {
   }
 
   // U = G g G^T per (oc, ic), packed as [xi][chunk][k][chunk vectors * simd], k over the
-  // chunk's K (input channels chunk_k0 + k; weights are [oc][ic / groups][3][3], zero where ic
-  // is not in oc's group). Loops follow U's layout (chunk, k, then the chunk's output
-  // channels) so each of the alpha^2 planes is written in contiguous runs of nv * simd floats
-  // (writing per (oc, ic) scattered 36 stores over a buffer of up to 38 MB and took a quarter
-  // of ResNet-50's warm load), and the chunk's channels are the innermost loop of both matrix
-  // products so the compiler vectorises them.
+  // chunk's K (input channels chunk_k0 + k; weights are [oc][ic / groups][kh][kw], zero where
+  // ic is not in oc's group). An axis the 1-D family does not transform has a kernel and a
+  // patch of 1 and the 1 x 1 identity for G. Loops follow U's layout (chunk, k, then the
+  // chunk's output channels) so each of the a2 planes is written in contiguous runs of nv *
+  // simd floats (writing per (oc, ic) scattered 36 stores over a buffer of up to 38 MB and took
+  // a quarter of ResNet-50's warm load), and the chunk's channels are the innermost loop of
+  // both matrix products so the compiler vectorises them.
   void pack_weights(ModelFloats w) {
-    if (c_.one_d) return pack_weights_1d(w);
     const ConvProblem& p = c_.p;
     const WinoMatrices mat = wino_matrices(c_.m, c_.r);
-    const int A = c_.alpha, R = c_.r;
+    const int KH = int(p.kh), KW = int(p.kw), AH = c_.ah, AW = c_.aw;
     const int64_t S = c_.simd;
-    float gm[6][5];
-    for (int y = 0; y < A; ++y)
-      for (int a = 0; a < R; ++a) gm[y][a] = float(mat.g[y * R + a]);
+    auto transform = [&](int a, int k) {  // [a][k]: G, or the identity of a 1-tap axis
+      std::vector<float> gm(size_t(a * k), 1.f);
+      for (int i = 0; a > 1 && i < a * k; ++i) gm[size_t(i)] = float(mat.g[i]);
+      return gm;
+    };
+    const std::vector<float> gh = transform(AH, KH), gw = transform(AW, KW);
     u_ = alloc_zeroed(size_t(c_.u_floats()) * 4);
     const size_t W = size_t(c_.nr * S);  // widest chunk
-    // One input channel of one chunk: g[R * R][W], G g: t[A][R][W]; (G g) G^T goes straight
-    // into U's alpha^2 planes (a staging copy was a quarter of a small model's warm load).
-    std::vector<float> g(size_t(R * R) * W), t(size_t(A * R) * W), row(W);
+    // One input channel of one chunk: g[KH * KW][W], G g: t[AH][KW][W]; (G g) G^T goes
+    // straight into U's planes (a staging copy was a quarter of a small model's warm load).
+    std::vector<float> g(size_t(KH * KW) * W), t(size_t(AH * KW) * W), row(W);
     const int64_t icg = p.ic / p.groups, ocg = p.oc / p.groups;
     for (int64_t ch = 0; ch < c_.chunks; ++ch) {
       const int64_t oc0 = ch * c_.nr * S, width = c_.chunk_vectors(ch) * S;
@@ -255,74 +258,37 @@ class WinoKernel : public Kernel {
         const int64_t ic = c_.chunk_k0[size_t(ch)] + kk;
         for (int64_t k = 0; k < valid; ++k) {
           const int64_t j = ic - (oc0 + k) / ocg * icg;  // ic's index in oc's group
-          for (int a = 0; a < R * R; ++a)
+          for (int a = 0; a < KH * KW; ++a)
             g[size_t(a) * W + size_t(k)] =
-                j >= 0 && j < icg ? w[((oc0 + k) * icg + j) * R * R + a] : 0.f;
+                j >= 0 && j < icg ? w[((oc0 + k) * icg + j) * KH * KW + a] : 0.f;
         }
-        for (int y = 0; y < A; ++y)
-          for (int b = 0; b < R; ++b) {
-            float* o = &t[size_t(y * R + b) * W];
+        for (int y = 0; y < AH; ++y)
+          for (int b = 0; b < KW; ++b) {
+            float* o = &t[size_t(y * KW + b) * W];
             std::fill(o, o + width, 0.f);
-            for (int a = 0; a < R; ++a) {
-              const float* ga = &g[size_t(a * R + b) * W];
-              for (int64_t k = 0; k < width; ++k) o[k] += gm[y][a] * ga[k];
+            for (int a = 0; a < KH; ++a) {
+              const float f = gh[size_t(y * KH + a)], *ga = &g[size_t(a * KW + b) * W];
+              for (int64_t k = 0; k < width; ++k) o[k] += f * ga[k];
             }
           }
-        for (int y = 0; y < A; ++y)
-          for (int x = 0; x < A; ++x) {
-            const float* t0 = &t[size_t(y) * R * W];
+        for (int y = 0; y < AH; ++y)
+          for (int x = 0; x < AW; ++x) {
+            const float* t0 = &t[size_t(y) * KW * W];
             std::fill(row.begin(), row.begin() + width, 0.f);
-            for (int b = 0; b < R; ++b)
+            for (int b = 0; b < KW; ++b) {
+              const float f = gw[size_t(x * KW + b)];
               for (int64_t k = 0; k < width; ++k)
-                row[size_t(k)] += t0[size_t(b) * W + size_t(k)] * gm[x][b];
+                row[size_t(k)] += t0[size_t(b) * W + size_t(k)] * f;
+            }
             // U (4x the weights for F4) is far beyond the caches and written once: streaming
             // stores skip reading its lines first (most of the packing time otherwise).
-            float* o = u() + c_.u_offset(y * A + x, ch) + kk * width;  // 32-byte aligned
+            float* o = u() + c_.u_offset(y * AW + x, ch) + kk * width;  // 32-byte aligned
             for (int64_t k = 0; k < width; k += 4)
               _mm_stream_ps(o + k, _mm_loadu_ps(&row[size_t(k)]));
           }
       }
     }
     _mm_sfence();  // the streaming stores are visible before any thread runs the kernel
-  }
-
-  // 1-D: U[xi] = G g per (oc, ic), g the r taps (contiguous in [OC, IC / g, KH, KW] for 1 x r
-  // and r x 1 alike); the same layout and loop order as pack_weights.
-  void pack_weights_1d(ModelFloats w) {
-    const ConvProblem& p = c_.p;
-    const WinoMatrices mat = wino_matrices(c_.m, c_.r);
-    const int A = c_.alpha, R = c_.r;
-    const int64_t S = c_.simd;
-    u_ = alloc_zeroed(size_t(c_.u_floats()) * 4);
-    const size_t W = size_t(c_.nr * S);
-    std::vector<float> g(size_t(R) * W), row(W);
-    const int64_t icg = p.ic / p.groups, ocg = p.oc / p.groups;
-    for (int64_t ch = 0; ch < c_.chunks; ++ch) {
-      const int64_t oc0 = ch * c_.nr * S, width = c_.chunk_vectors(ch) * S;
-      const int64_t valid = std::max<int64_t>(0, std::min(width, p.oc - oc0));
-      std::fill(g.begin(), g.end(), 0.f);
-      for (int64_t kk = 0; kk < c_.chunk_k[size_t(ch)]; ++kk) {
-        const int64_t ic = c_.chunk_k0[size_t(ch)] + kk;
-        for (int64_t k = 0; k < valid; ++k) {
-          const int64_t j = ic - (oc0 + k) / ocg * icg;
-          for (int a = 0; a < R; ++a)
-            g[size_t(a) * W + size_t(k)] =
-                j >= 0 && j < icg ? w[((oc0 + k) * icg + j) * R + a] : 0.f;
-        }
-        for (int xi = 0; xi < A; ++xi) {
-          for (int64_t k = 0; k < width; ++k) {
-            float sum = 0;
-            for (int a = 0; a < R; ++a)
-              sum += float(mat.g[xi * R + a]) * g[size_t(a) * W + size_t(k)];
-            row[size_t(k)] = sum;
-          }
-          float* o = u() + c_.u_offset(xi, ch) + kk * width;
-          for (int64_t k = 0; k < width; k += 4)
-            _mm_stream_ps(o + k, _mm_loadu_ps(&row[size_t(k)]));
-        }
-      }
-    }
-    _mm_sfence();
   }
 
   WinoConf c_;
