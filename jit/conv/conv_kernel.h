@@ -26,7 +26,7 @@ enum class ConvFamily : int {
   winograd4 = 4,    // Winograd F(4x4,3x3) (jit/winograd/)
   im2col = 5,       // im2col / im2row + JIT GEMM, any conv with groups == 1 (jit/im2col/)
   grouped = 6,      // 1 < groups, not depthwise: block-sparse direct conv, blocked (jit/grouped/)
-  winograd1d = 7,   // Winograd F(9 - r, r) along one axis of 1 x r / r x 1 kernels, r = 3, 5, 7
+  winograd1d = 7,   // Winograd F(m, r) along one axis of 1 x r / r x 1 kernels, r = 3, 5, 7
   winograd5x5 = 8,  // Winograd F(2x2,5x5), 5x5 stride 1 (jit/winograd/)
 };
 constexpr int kNumConvFamilies = 9;          // the family table has one row per value

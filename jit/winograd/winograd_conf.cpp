@@ -170,7 +170,9 @@ std::pair<int64_t, int64_t> WinoConf::chunk_blocks(int64_t c0, int64_t c1) const
 
 std::string WinoConf::name() const {
   std::string blocking = blocking_str();
-  if (one_d) blocking = (along_w ? "w" : "h") + std::to_string(r) + blocking;
+  if (one_d)
+    blocking = (along_w ? "w" : "h") + std::to_string(r) +
+               (alpha != kWino1dAlpha ? "a" + std::to_string(alpha) : "") + blocking;
   return conv_kernel_name(conv_family_name(family()), layout, layout, blocking, isa);
 }
 
@@ -216,7 +218,11 @@ ConfOr<WinoConf> init_wino_conf(const ConvProblem& p, const ConvImpl& impl, Isa 
     c.along_w = p.kh == 1;
     c.r = int(c.along_w ? p.kw : p.kh);
     (c.along_w ? c.p.dh : c.p.dw) = 1;
-    c.alpha = kWino1dAlpha;
+    // 8 points, or 6 (F(4, 3), F(2, 5)) where that costs fewer transformed values over the
+    // axis: alpha x tiles (Inception's 1x3 on 8 columns: 2 tiles of 4 exactly, not 2 of 6).
+    const int64_t d = c.along_w ? p.dw : p.dh, len = ((c.along_w ? p.ow : p.oh) + d - 1) / d;
+    auto cost = [&](int alpha) { return alpha * ((len + alpha - c.r) / (alpha - c.r + 1)); };
+    c.alpha = c.r < 7 && cost(6) <= cost(kWino1dAlpha) ? 6 : kWino1dAlpha;
     c.m = c.alpha - c.r + 1;
     c.mh = c.along_w ? 1 : c.m;
     c.mw = c.along_w ? c.m : 1;

@@ -6,8 +6,10 @@
 //
 // 1-D (ConvFamily::winograd1d): alpha = 8 points (0, +-1, +-2, +-1/2, infinity), m = 9 - r
 // outputs a tile along the kernel's axis (7 taps: 4 multiplies an output instead of 7; 3 taps:
-// 1.33 instead of 3); a tile is 1 x m outputs (m x 1 for r x 1), its patch 1 x alpha. Everything
-// below holds with tiles of mh x mw outputs and patches of ah x aw pixels (a2 = ah * aw GEMMs).
+// 1.33 instead of 3), or alpha = 6 (F(4, 3), F(2, 5): 0, +-1, +-2, infinity) where the axis is
+// covered by fewer transformed values (short axes); a tile is 1 x m outputs (m x 1 for r x 1),
+// its patch 1 x alpha. Everything below holds with tiles of mh x mw outputs and patches of
+// ah x aw pixels (a2 = ah * aw GEMMs).
 //
 // The output is cut into mh x mw tiles (tiles_h x tiles_w per image); all tiles of all images
 // are numbered and cut into groups of `tpg` consecutive tiles. Output channels are cut into
@@ -51,7 +53,7 @@ struct WinoConf {
   int simd = 16;
   Layout layout = Layout::nChw16c;  // src and dst
 
-  int m = 4;           // output tile (2 or 4; 1-D: 9 - r)
+  int m = 4;           // output tile (2 or 4; 1-D: alpha + 1 - r)
   int alpha = 6;       // input patch, m + r - 1
   bool one_d = false;  // winograd1d: F(m, r) along W (1 x r kernel) or H (r x 1)
   bool along_w = true;

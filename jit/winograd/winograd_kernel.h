@@ -1,5 +1,5 @@
 // Winograd convolution F(2x2, 3x3) (ConvFamily::winograd2) and F(4x4, 3x3)
-// (ConvFamily::winograd4) for 3x3 stride-1 convs, and F(9 - r, r) along one axis
+// (ConvFamily::winograd4) for 3x3 stride-1 convs, and F(m, r) along one axis
 // (ConvFamily::winograd1d) for 1 x r / r x 1 ones, with any padding, src and dst both nChw16c
 // (avx512) or both nChw8c (avx2). The scheme and its blocking:
 // winograd_conf.h.

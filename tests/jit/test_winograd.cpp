@@ -1,4 +1,4 @@
-// The Winograd conv families (F(2x2,3x3), F(4x4,3x3) and the 1-D F(9 - r, r)) against the
+// The Winograd conv families (F(2x2,3x3), F(4x4,3x3), F(2x2,5x5) and the 1-D F(m, r)) against the
 // reference Conv, on both ISA paths, over swept shapes, grouped convs, post-op chains,
 // blockings; their reasons for not applying; two threads running one kernel at once; the 1-D
 // transform matrices against the definition; and the measured error on ResNet-50 / VGG-16-like
@@ -399,7 +399,8 @@ TEST_CASE("winograd conv: error on ResNet-50 / VGG-16 layers") {
 }
 
 // ---------------------------------------------------------------------------------------
-// The 1-D family: F(9 - r, r) along one axis of a 1 x r or r x 1 kernel.
+// The 1-D family: F(m, r) along one axis of a 1 x r or r x 1 kernel (alpha = m + r - 1 = 8, or
+// 6 where that covers the axis with fewer transformed values).
 
 ConvImpl wino1d(Isa isa, int ur_w = 0, int oc_blocks = 0) {
   return conv_impl(ConvFamily::winograd1d, blocked_layout(isa), blocked_layout(isa), ur_w,
@@ -412,16 +413,17 @@ ConvImpl wino1d(Isa isa, int ur_w = 0, int oc_blocks = 0) {
 // be F(4, 3)'s (the input transform's code is F(4x4, 3x3)'s).
 TEST_CASE("winograd: transform matrices compute F(m, r)") {
   Rng rng(42);
-  for (auto [m, r] :
+  for (const auto& form :
        std::vector<std::pair<int, int>>{{2, 3}, {4, 3}, {6, 3}, {4, 5}, {2, 7}, {2, 5}}) {
+    const int m = form.first, r = form.second;  // (no structured binding: CHECK captures them)
     const convjit::WinoMatrices mt = convjit::wino_matrices(m, r);
     const int a = m + r - 1;
     REQUIRE(mt.alpha == a);
     REQUIRE(mt.m == m);
     REQUIRE(mt.r == r);
     for (int trial = 0; trial < 20; ++trial) {
-      std::vector<double> g(static_cast<size_t>(r)), d(size_t(a) + 0), u(size_t(a) + 0),
-          v(size_t(a), 0.0);
+      std::vector<double> g(static_cast<size_t>(r)), d(static_cast<size_t>(a)),
+          u(static_cast<size_t>(a)), v(static_cast<size_t>(a), 0.0);
       for (double& x : g) x = rng.uniform(-1.f, 1.f);
       for (double& x : d) x = rng.uniform(-1.f, 1.f);
       for (int j = 0; j < a; ++j) {
@@ -468,7 +470,8 @@ TEST_CASE("winograd1d conv matches the reference (both ISAs)") {
       const bool w = p.kh == 1;
       CHECK(c.conf->one_d);
       CHECK(c.conf->along_w == w);
-      CHECK(c.conf->a2 == 8);
+      CHECK(c.conf->a2 == c.conf->alpha);
+      CHECK(c.conf->m == c.conf->alpha + 1 - c.conf->r);
       CHECK(c.conf->tiles_w == (w ? (p.ow + c.conf->m - 1) / c.conf->m : p.ow));
       CHECK(c.conf->tiles_h == (w ? p.oh : (p.oh + c.conf->m - 1) / c.conf->m));
       check_wino(p, wino1d(isa), isa, seed++);
@@ -534,6 +537,20 @@ TEST_CASE("winograd1d: offered shapes and reasons") {
   // (the 2-D families do not take 1 x r kernels)
   CHECK_FALSE(conv_family(ConvFamily::winograd4).offered(shp(1, 3)));
 
+  // The points: 8, or 6 where alpha x tiles over the axis is no larger (F(4, 3), F(2, 5)).
+  auto alpha = [](const std::string& s) {
+    const Isa isa = isas().front();
+    auto c = convjit::init_wino_conf(problem(s), wino1d(isa), isa);
+    REQUIRE_MESSAGE(c, c.reason);
+    return c.conf->alpha;
+  };
+  CHECK(alpha("ic64ih8iw8_oc64oh8ow8kh1kw3sh1sw1ph0pw1") == 6);  // 2 x 6 < 2 x 8
+  CHECK(alpha("ic64ih8iw8_oc64oh8ow8kh3kw1sh1sw1ph1pw0") == 6);
+  CHECK(alpha("ic64ih17iw17_oc64oh17ow17kh1kw3sh1sw1ph0pw1") == 8);      // 3 x 8 < 5 x 6
+  CHECK(alpha("ic64ih8iw8_oc64oh8ow8kh1kw5sh1sw1ph0pw2") == 8);          // 2 x 8 < 4 x 6
+  CHECK(alpha("ic64ih8iw2_oc64oh8ow2kh1kw5sh1sw1ph0pw2") == 6);          // 1 x 6 < 1 x 8
+  CHECK(alpha("ic64ih8iw8_oc64oh8ow8kh1kw7sh1sw1ph0pw3") == 8);          // (6 points: m = 0)
+  CHECK(alpha("ic64ih1iw40_oc64oh1ow40kh1kw3sh1sw1dh1dw5ph0pw5") == 6);  // phases of 8
   const Isa isa = isas().front();
   CHECK(convjit::init_wino_conf(shp(3, 3), wino1d(isa), isa).reason.find("1 x r") !=
         std::string::npos);
@@ -567,7 +584,8 @@ TEST_CASE("winograd1d conv: error on Inception-v3 layers") {
         if (!w1d) impl.family = ConvFamily::direct;
         const double diff = kernel_max_diff(p, o, impl, isa, ref);
         const double rel = diff / ref_max;
-        MESSAGE((w1d ? "F(" + std::to_string(9 - r) + "," + std::to_string(r) + ") " : "direct ")
+        const int m = convjit::init_wino_conf(p, wino1d(isa), isa).conf->m;
+        MESSAGE((w1d ? "F(" + std::to_string(m) + "," + std::to_string(r) + ") " : "direct ")
                 << std::string(isa_name(isa)) << " " << s << ": max|diff| " << diff << ", max|ref| "
                 << ref_max << ", ratio " << rel);
         CHECK(rel <= tolerance(0));

@@ -1,4 +1,4 @@
-"""The Winograd families of other kernels than 3x3 (jit/winograd/) end to end: F(9 - r, r) along
+"""The Winograd families of other kernels than 3x3 (jit/winograd/) end to end: F(m, r) along
 one axis (winograd1d) on networks with factorised 1 x 7 / 7 x 1 convs (Inception-v3's blocks)
 and 1-D convs (a dilated TCN), F(2x2, 5x5) (winograd5x5) on 5x5 convs; through the CLI with the
 family forced wherever it applies (`kiln bench --family=F`), on every JIT ISA path: each conv
