@@ -32,14 +32,17 @@ bool one_by_one(const ConvProblem& p) {
 // Winograd"), and every offered label costs profiling at load. Dilated: where each phase (the
 // outputs d apart) has at least 4 rows and columns; on fewer (DeepLab's ASPP: d = 12..36 on
 // 28x28) most of the tiles and patches are padding the direct family skips.
-// F(2x2, 5x5) takes 5x5 kernels under the same rules.
+// F(2x2, 5x5) takes 5x5 kernels under the same rules, the 1-D family its groups rule.
+bool winograd_groups(const ConvProblem& p) {
+  if (dense(p)) return true;
+  if (depthwise(p) || p.groups < 1 || p.ic % p.groups || p.oc % p.groups) return false;
+  return p.ic / p.groups >= 24 && p.oc / p.groups >= 24;
+}
 bool winograd_shape_k(const ConvProblem& p, int64_t k) {
   if (p.kh != k || p.kw != k || p.sh != 1 || p.sw != 1) return false;
   const bool dilated = p.dh != 1 || p.dw != 1;
   if (dilated && ((p.oh + p.dh - 1) / p.dh < 4 || (p.ow + p.dw - 1) / p.dw < 4)) return false;
-  if (dense(p)) return true;
-  if (depthwise(p) || p.groups < 1 || p.ic % p.groups || p.oc % p.groups) return false;
-  return p.ic / p.groups >= 24 && p.oc / p.groups >= 24;
+  return winograd_groups(p);
 }
 bool winograd_shape(const ConvProblem& p) {
   return winograd_shape_k(p, 3);
@@ -55,10 +58,7 @@ bool winograd1d_shape(const ConvProblem& p) {
   const int64_t r = std::max(p.kh, p.kw);
   if (r != 3 && r != 5 && r != 7) return false;
   const int64_t d = p.kh == 1 ? p.dw : p.dh, o = p.kh == 1 ? p.ow : p.oh;
-  if (d < 1 || (o + d - 1) / d < 2) return false;
-  if (dense(p)) return true;
-  if (depthwise(p) || p.groups < 1 || p.ic % p.groups || p.oc % p.groups) return false;
-  return p.ic / p.groups >= 24 && p.oc / p.groups >= 24;
+  return d >= 1 && (o + d - 1) / d >= 2 && winograd_groups(p);
 }
 
 // im2col: dense, or grouped with at least 48 output channels per group that are not whole

@@ -15,35 +15,9 @@ using namespace Xbyak;
 
 namespace {
 
-// out[r] = sum_i mat[r][i] in[i] (registers) for a matrix of 0 / +-1 entries with `cols`
-// columns (the F(2x2, 3x3) transforms): the first two terms in one add or sub, then one
-// instruction per further term.
-void emit_signed_sums(CodeGenerator& g, Isa isa, const double* mat, int rows, int cols,
-                      const int* in, const int* out) {
-  for (int r = 0; r < rows; ++r) {
-    std::vector<std::pair<int, bool>> terms;  // (input, negated)
-    for (int i = 0; i < cols; ++i)
-      if (mat[r * cols + i] != 0) terms.push_back({in[i], mat[r * cols + i] < 0});
-    if (terms.size() < 2 || (terms[0].second && terms[1].second))
-      fail(Code::internal, "winograd: transform row is not a signed sum");
-    const Xmm o = vreg(isa, out[r]), a = vreg(isa, terms[0].first), b = vreg(isa, terms[1].first);
-    if (terms[0].second)
-      g.vsubps(o, b, a);
-    else if (terms[1].second)
-      g.vsubps(o, a, b);
-    else
-      g.vaddps(o, a, b);
-    for (size_t t = 2; t < terms.size(); ++t) {
-      if (terms[t].second)
-        g.vsubps(o, o, vreg(isa, terms[t].first));
-      else
-        g.vaddps(o, o, vreg(isa, terms[t].first));
-    }
-  }
-}
-
-// out[r] = sum_i mat[r][i] in[i] for any coefficients (the 1-D family's transforms): +-1
-// terms as adds / subtracts (a leading pair of them in one), others as FMAs with the
+// out[r] = sum_i mat[r][i] in[i] (registers) for any coefficients (every transform without
+// hand-written shared sub-expressions): +-1 terms as adds / subtracts (a leading pair of them
+// in one: F(2x2, 3x3)'s rows take one instruction per term), others as FMAs with the
 // coefficient from the constant pool.
 void emit_matrix(CodeGenerator& g, Isa isa, VecConsts& consts, const double* mat, int rows,
                  int cols, const int* in, const int* out) {
@@ -103,7 +77,7 @@ WinoInputGen::WinoInputGen(const WinoConf& c, int64_t col_pixels, const std::str
 // The shared sub-expressions are those of the points 0, +-1, +-2 (winograd_conf.cpp kBt4).
 void WinoInputGen::transform_1d(const int* in, const int* out) {
   // (F(2x2, 5x5) has F(4x4, 3x3)'s points, hence its B^T: tests/jit/test_winograd.cpp.)
-  if (c_.alpha == 4) return emit_signed_sums(*this, c_.isa, wino_matrices(2).bt, 4, 4, in, out);
+  if (c_.alpha == 4) return emit_matrix(*this, c_.isa, consts_, wino_matrices(2).bt, 4, 4, in, out);
   const Regs1d x{c_.isa, in, out};
   const Xmm t0 = x.r(6), t1 = x.r(7), t2 = x.r(8), t3 = x.r(9);
   vmovaps(t0, x.d(4));
@@ -335,8 +309,7 @@ WinoOutputGen::WinoOutputGen(const WinoConf& c, int vectors, bool last_chunk, in
 
 // A^T m on in[0..alpha) into out[0..m); registers 6..9 are scratch (m = 4).
 void WinoOutputGen::transform_1d(const int* in, const int* out) {
-  if (c_.alpha == 4) return emit_signed_sums(*this, c_.isa, wino_matrices(2).at, 2, 4, in, out);
-  if (c_.r != 3)  // F(2x2, 5x5): from the entries
+  if (c_.alpha == 4 || c_.r != 3)  // F(2x2, 3x3) and F(2x2, 5x5): from the entries
     return emit_matrix(*this, c_.isa, consts_, wino_matrices(c_.m, c_.r).at, c_.m, c_.alpha, in,
                        out);
   const Regs1d x{c_.isa, in, out};
