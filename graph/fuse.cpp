@@ -6,6 +6,8 @@
 // Mul, a unary op: a chain of them one pass).
 #include <cmath>
 #include <optional>
+#include <string>
+#include <vector>
 
 #include "graph/canonicalize.h"
 #include "graph/passes.h"
@@ -206,17 +208,23 @@ class Fuser {
   }
 
   // The gate of x * gate(x): Sigmoid makes swish; HardSigmoid with ONNX HardSwish's constants
-  // (alpha 1/6, beta 0.5: how opsets before 14 export HardSwish) makes hardswish.
+  // (alpha 1/6, beta 0.5: how opsets before 14 export HardSwish) makes hardswish; a Softplus
+  // that has absorbed a Tanh (x * tanh(softplus(x)): how opsets before 18 export Mish) mish.
   static std::optional<PostOp::Kind> gated(const Node& gate) {
     if (gate.op == "Sigmoid") return PostOp::Kind::swish;
+    if (gate.op == "Softplus") {
+      const auto it = gate.attrs.find("post_ops");
+      if (it != gate.attrs.end() && it->second.strings == std::vector<std::string>{"tanh"})
+        return PostOp::Kind::mish;
+    }
     if (gate.op == "HardSigmoid" && std::fabs(gate.attr_f("alpha", 0.2f) - 1.f / 6.f) < 1e-7f &&
         gate.attr_f("beta", 0.5f) == 0.5f)
       return PostOp::Kind::hardswish;
     return std::nullopt;
   }
 
-  // x * Sigmoid(x) or x * HardSigmoid(x) (gated(), either operand order) where x comes from a
-  // fusion target and feeds only the gate and the Mul.
+  // x * gate(x) (gated(), either operand order) where x comes from a fusion target and feeds
+  // only the gate and the Mul.
   int try_fuse_swish(int j) {
     const Node& mul = g_.nodes[size_t(j)];
     for (int k = 0; k < 2; ++k) {

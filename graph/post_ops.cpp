@@ -43,7 +43,7 @@ const char* const kKindNames[] = {"relu",
                                   "softsign",
                                   "mish",
                                   "thresholded_relu",
-                                  "gelu_tanh",
+                                  "gelutanh",  // not gelu_tanh: post_ops_str of gelu, tanh
                                   "quantize_u8",
                                   "quantize_s8",
                                   "quant_dequant_u8",

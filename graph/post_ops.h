@@ -4,8 +4,8 @@
 // Representation on the node (written by fuse_epilogues, read by every kernel):
 //   attr "post_ops"   strings, one per op, in order: relu, leaky_relu, clip, sigmoid, swish,
 //                     hardswish, hardsigmoid, add, scale_shift, gelu (tanh, sqrt, erf, pow, exp,
-//                     log, ... gelu_tanh, sin, cos, linear: the glue kernels' vocabulary only,
-//                     never fused into a conv epilogue)
+//                     log, ... gelu_tanh, sin, cos, linear: the glue kernels' vocabulary, of which
+//                     only epilogue_glue_kind's are fused into a conv epilogue)
 //   attr "post_alpha" floats, same length: leaky_relu slope, clip min, hardsigmoid alpha, pow
 //                     exponent, elu / selu / celu alpha, thresholded_relu alpha, linear alpha
 //   attr "post_beta"  floats, same length: clip max, hardsigmoid beta, selu gamma, linear beta
@@ -36,7 +36,8 @@ struct PostOp {
     add,
     scale_shift,
     gelu,  // x * 0.5 * (1 + erf(x / sqrt 2)), ONNX Gelu with approximate = "none"
-    // Standalone elementwise ops only (elementwise_post_op; the conv epilogues refuse them):
+    // The glue kernels' vocabulary (elementwise_post_op; the conv epilogues compute only
+    // epilogue_glue_kind's of these):
     tanh,
     sqrt,
     erf,
@@ -94,10 +95,21 @@ inline QuantRange quant_dequant_range(PostOp::Kind k) {
 inline float quant_dequant_u8_zero(const PostOp& op) {
   return op.beta + (op.kind == PostOp::Kind::quant_dequant_s8 ? 128.f : 0.f);
 }
-// The kinds only the standalone elementwise kernels compute (tanh ... quantize_s8, sin, cos,
-// linear), never a conv epilogue.
-inline bool glue_only(PostOp::Kind k) {
+// The kinds past the first block (tanh ... quantize_s8, sin, cos, linear): the standalone
+// elementwise kernels' vocabulary, which unary_post_op does not return.
+inline bool glue_kind(PostOp::Kind k) {
   return (k >= PostOp::Kind::tanh && k <= PostOp::Kind::quantize_s8) || k >= PostOp::Kind::sin;
+}
+// The kinds the conv / GEMM epilogues (jit/epilogue.h) also compute among glue_kind's: the
+// activations that follow convs in real networks (GAN / super-resolution outputs, YOLO's Mish,
+// ELU nets, tanh-GELU after a Linear).
+inline bool epilogue_glue_kind(PostOp::Kind k) {
+  using K = PostOp::Kind;
+  return k == K::tanh || k == K::elu || k == K::selu || k == K::mish || k == K::gelu_tanh;
+}
+// The kinds only the standalone elementwise kernels compute, never a conv epilogue.
+inline bool glue_only(PostOp::Kind k) {
+  return glue_kind(k) && !epilogue_glue_kind(k);
 }
 // The most post-ops one node carries: fuse_epilogues stops there (a longer chain would leave
 // the node to the reference kernel), and the JIT epilogues' operand blocks hold that many.

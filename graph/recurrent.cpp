@@ -125,7 +125,7 @@ RecurrenceSpec recurrence_spec(const Node& n) {
   for (int d = 0; d < s.directions; ++d)
     for (int k = 0; k < per; ++k) {
       const PostOp& op = ops[size_t(d * per + k)];
-      if (op.input >= 0 || !(glue_only(op.kind) || op.kind <= PostOp::Kind::hardsigmoid))
+      if (op.input >= 0 || !(glue_kind(op.kind) || op.kind <= PostOp::Kind::hardsigmoid))
         n.fail(Code::invalid_model,
                std::string("rnn_acts: '") + post_op_name(op.kind) + "' is not a unary activation");
       std::vector<PostOp> chain;

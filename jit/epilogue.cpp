@@ -17,6 +17,7 @@ using Xbyak::Xmm;
 using K = PostOp::Kind;
 
 constexpr uint8_t kLtOq = 0x11;  // _CMP_LT_OQ: false for NaN
+constexpr uint8_t kLeOq = 0x12;  // _CMP_LE_OQ
 constexpr uint8_t kGtOq = 0x1e;  // _CMP_GT_OQ
 
 // Whether clip has a lower / upper bound at all (-inf, +inf and NaN bounds change nothing).
@@ -51,6 +52,12 @@ int op_temps(const PostOp& op, Isa isa, bool tail) {
       return 3;  // x stays live next to exp's result and scratch
     case K::gelu:
       return 3;  // exp(-z^2) and its scratch, then t and the polynomial
+    case K::tanh:
+    case K::elu:
+    case K::selu:
+    case K::mish:
+    case K::gelu_tanh:
+      return 3;  // exp's result and scratch, then the other branch / factor
     case K::quant_dequant_u8:
     case K::quant_dequant_s8:
       return 1;  // the range's bounds
@@ -108,6 +115,19 @@ class ChainEmitter {
         break;
       case K::gelu:
         gelu();
+        break;
+      case K::tanh:
+        tanh();
+        break;
+      case K::elu:
+      case K::selu:
+        elu(op);
+        break;
+      case K::mish:
+        mish();
+        break;
+      case K::gelu_tanh:
+        gelu_tanh();
         break;
       case K::quant_dequant_u8:
       case K::quant_dequant_s8:
@@ -288,6 +308,99 @@ class ChainEmitter {
     }
     g_.vmulps(a_, a_, c_.f32(0.5f));
     g_.vmulps(a_, a_, t(1));
+  }
+
+  // dst = (x <pred> c) ? src : dst for the registers' lanes (k7 on AVX-512; on AVX2 `mask`,
+  // which may be x itself, receives the compare).
+  void select_cmp(const Xmm& dst, const Xmm& src, const Xmm& x, float c, uint8_t pred,
+                  const Xmm& mask) {
+    if (z()) {
+      g_.vcmpps(Xbyak::util::k7, x, c_.f32(c), pred);
+      g_.vmovaps(dst | Xbyak::util::k7, src);
+      k7_tail_ = false;
+    } else {
+      g_.vcmpps(mask, x, c_.f32(c), pred);
+      g_.vblendvps(dst, dst, src, mask);
+    }
+  }
+
+  // tanh with the glue's operations (glue/asm_math.cpp emit_tanh, constants in vec_math.h):
+  // 1 - 2 / (exp(2|x|) + 1) with x's sign, x + x^3 P(x^2) below kTanhSmall.
+  void tanh() {
+    g_.vandps(t(1), a_, c_.u32(0x7fffffffu));
+    g_.vaddps(t(1), t(1), t(1));
+    emit_exp(g_, isa_, c_, temps_[1], temps_[1], temps_[0], temps_[2]);
+    g_.vaddps(t(1), t(1), c_.f32(1.f));
+    g_.vmovaps(t(0), c_.f32(2.f));
+    g_.vdivps(t(1), t(0), t(1));
+    g_.vmovaps(t(0), c_.f32(1.f));
+    g_.vsubps(t(1), t(0), t(1));
+    g_.vandps(t(0), a_, c_.u32(0x80000000u));
+    g_.vorps(t(1), t(1), t(0));
+    g_.vmulps(t(0), a_, a_);  // u = x^2
+    g_.vmovaps(t(2), c_.f32(kTanhPoly[5]));
+    for (int k = 4; k >= 0; --k) g_.vfmadd213ps(t(2), t(0), c_.f32(kTanhPoly[k]));
+    g_.vmulps(t(0), t(0), a_);
+    g_.vfmadd213ps(t(2), t(0), a_);  // x + x^3 P
+    g_.vandps(t(0), a_, c_.u32(0x7fffffffu));
+    g_.vmovaps(a_, t(1));
+    // (|x| is in t0; the small-|x| result in t2; AVX2's mask goes to t0.)
+    select_cmp(a_, t(2), t(0), kTanhSmall, kLtOq, t(0));
+  }
+
+  // elu: x < 0 ? alpha expm1(x) : x; selu: x <= 0 ? beta (alpha expm1(x)) : beta x. expm1 and
+  // the roundings as the glue's (emit_expm1 and emit_post_op).
+  void elu(const PostOp& op) {
+    const bool selu = op.kind == K::selu;
+    emit_exp(g_, isa_, c_, temps_[0], a_.getIdx(), temps_[1], temps_[2]);
+    g_.vsubps(t(0), t(0), c_.f32(1.f));
+    g_.vmovaps(t(1), c_.f32(kExpm1Taylor[9]));
+    for (int k = 8; k >= 0; --k) g_.vfmadd213ps(t(1), a_, c_.f32(kExpm1Taylor[k]));
+    g_.vmulps(t(1), t(1), a_);
+    g_.vandps(t(2), a_, c_.u32(0x7fffffffu));
+    select_cmp(t(0), t(1), t(2), kExpm1Small, kLtOq, t(2));
+    g_.vmulps(t(0), t(0), c_.f32(op.alpha));
+    if (!selu) {
+      select_cmp(a_, t(0), a_, 0.f, kLtOq, t(2));
+      return;
+    }
+    g_.vmulps(t(0), t(0), c_.f32(op.beta));
+    // The sign test on x itself, before x is scaled.
+    if (z()) {
+      g_.vcmpps(Xbyak::util::k7, a_, c_.f32(0.f), kLeOq);
+      g_.vmulps(a_, a_, c_.f32(op.beta));
+      g_.vmovaps(a_ | Xbyak::util::k7, t(0));
+      k7_tail_ = false;
+    } else {
+      g_.vcmpps(t(2), a_, c_.f32(0.f), kLeOq);
+      g_.vmulps(a_, a_, c_.f32(op.beta));
+      g_.vblendvps(a_, a_, t(0), t(2));
+    }
+  }
+
+  // x n / (n + 2), n = e^x (e^x + 2) (vec_math.h kMishMax), as the glue's mish.
+  void mish() {
+    g_.vmovaps(t(0), c_.f32(kMishMax));
+    g_.vminps(t(0), t(0), a_);  // a NaN x goes through (MINPS returns its second operand)
+    emit_exp(g_, isa_, c_, temps_[0], temps_[0], temps_[1], temps_[2]);
+    g_.vaddps(t(1), t(0), c_.f32(2.f));
+    g_.vmulps(t(1), t(1), t(0));
+    g_.vaddps(t(0), t(1), c_.f32(2.f));
+    g_.vdivps(t(1), t(1), t(0));
+    g_.vmulps(a_, a_, t(1));
+  }
+
+  // 0.5 x (1 + tanh(u)) = x / (1 + exp(-2u)), u = sqrt(2 / pi) x (1 + 0.044715 x^2), as the
+  // glue's gelu_tanh.
+  void gelu_tanh() {
+    g_.vmulps(t(0), a_, a_);
+    g_.vmulps(t(0), t(0), c_.f32(0.044715f));
+    g_.vaddps(t(0), t(0), c_.f32(1.f));
+    g_.vmulps(t(0), t(0), a_);
+    g_.vmulps(t(0), t(0), c_.f32(2 * 0.79788456080286536f));
+    emit_exp(g_, isa_, c_, temps_[0], temps_[0], temps_[1], temps_[2], /*negate=*/true);
+    g_.vaddps(t(0), t(0), c_.f32(1.f));
+    g_.vdivps(a_, a_, t(0));
   }
 
   // std::min(std::max(alpha*x + beta, 0), 1) with the reference's two roundings.

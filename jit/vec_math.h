@@ -39,6 +39,23 @@ inline constexpr float kExpPoly[7] = {1.0f,
                                       0.008374820463359356f,
                                       0.0013836838770657778f};
 
+// tanh(x) = x + x^3 P(x^2) on |x| < kTanhSmall (minimax fit for relative error, 1.5e-10 in
+// double precision), 1 - 2 / (exp(2|x|) + 1) with x's sign beyond (no cancellation either
+// way). expm1(x) = x (1 + x/2 + ... + x^9/10!) on |x| < kExpm1Small (truncation below 1e-10
+// relative), exp(x) - 1 beyond (losing at most a factor 2.6 of exp's error). Shared by the
+// Xbyak epilogue (jit/epilogue.cpp) and the asmjit glue (glue/asm_math.cpp).
+inline constexpr float kTanhSmall = 0.625f;
+inline constexpr float kTanhPoly[6] = {-0.3333333f, 0.1333321f,    -0.053947207f,
+                                       0.02170297f, -0.008182679f, 0.002147541f};
+inline constexpr float kExpm1Small = 0.5f;
+inline constexpr float kExpm1Taylor[10] = {1.f,          1.f / 2,      1.f / 6,    1.f / 24,
+                                           1.f / 120,    1.f / 720,    1.f / 5040, 1.f / 40320,
+                                           1.f / 362880, 1.f / 3628800};
+// mish(x) = x tanh(softplus(x)) = x n / (n + 2) with n = e^x (e^x + 2): exp only, no log and no
+// cancellation. e^x's argument is clamped to kMishMax, past which n / (n + 2) rounds to 1
+// (from x ~ 9) and n does not overflow.
+inline constexpr float kMishMax = 20.f;
+
 // The range reduction of exp: x = n ln2 + r with n = round(x log2e), n ln2 subtracted as
 // n ln2_hi + n ln2_lo (Cody-Waite: ln2_hi keeps 12 significant bits, so n * ln2_hi is exact for
 // |n| < 2^12; we need |n| <= 152). Shared by both exp emitters.

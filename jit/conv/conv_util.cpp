@@ -29,7 +29,9 @@ int epilogue_temps(const ConvProblem& p, Isa isa) {
     int t = 1;
     if (op.kind == PostOp::Kind::relu) t = isa == Isa::avx512 ? 0 : 1;
     if (op.kind == PostOp::Kind::sigmoid) t = 2;
-    if (op.kind == PostOp::Kind::swish || op.kind == PostOp::Kind::gelu) t = 3;
+    if (op.kind == PostOp::Kind::swish || op.kind == PostOp::Kind::gelu ||
+        epilogue_glue_kind(op.kind))
+      t = 3;
     n = std::max(n, t);
   }
   return n;

@@ -6,7 +6,7 @@
 #include "graph/error.h"
 #include "graph/quant.h"
 #include "jit/epilogue.h"  // kErfcP, kErfcPoly
-#include "jit/vec_math.h"  // kExpMin, kExpMax, kLog2e, exp_ln2_hi/lo
+#include "jit/vec_math.h"  // kExpMin, kExpMax, kLog2e, exp_ln2_hi/lo, kTanh*, kExpm1*, kMishMax
 
 namespace kiln::glue {
 namespace {
@@ -59,13 +59,9 @@ void horner(AsmBuilder& b, const x86::Vec& d, const x86::Vec& x, const float (&c
   for (size_t k = N - 1; k-- > 0;) b.cc().vfmadd213ps(d, x, b.cf32(c[k], lanes));
 }
 
-// Minimax fits (relative error, double precision, coefficients rounded to float):
-// tanh(x) = x + x^3 P(x^2) on |x| <= kTanhSmall (fit error 1.5e-10); erf(x) = x Q(x^2) on
-// |x| <= kErfSmall (2.5e-11); erfc(x) = t R(t) exp(-x^2), t = 1 / (1 + kErfcP x), on
-// [kErfSmall, 4] (2.5e-10; erf rounds to 1 from 3.92).
-constexpr float kTanhSmall = 0.625f;
-constexpr float kTanhPoly[] = {-0.3333333f, 0.1333321f,    -0.053947207f,
-                               0.02170297f, -0.008182679f, 0.002147541f};
+// Minimax fits (relative error, double precision, coefficients rounded to float; tanh's in
+// vec_math.h): erf(x) = x Q(x^2) on |x| <= kErfSmall (2.5e-11); erfc(x) = t R(t) exp(-x^2),
+// t = 1 / (1 + kErfcP x), on [kErfSmall, 4] (2.5e-10; erf rounds to 1 from 3.92).
 constexpr float kErfSmall = 0.75f;
 constexpr float kErfPoly[] = {1.1283792f,    -0.37612638f,   0.11283779f,  -0.02686479f,
                               0.0052168467f, -0.0008357825f, 9.475755e-05f};
@@ -421,15 +417,10 @@ void emit_expm1(AsmBuilder& b, const x86::Vec& a) {
   x86::Vec e = b.vec(lanes), p = b.vec(lanes), ax = b.vec(lanes);
   emit_exp(b, e, a);
   cc.vsubps(e, e, b.cf32(1.f, lanes));
-  // |x| < 1/2: x (1 + x/2 + x^2/6 + ... + x^9/10!) (truncation below 1e-10 relative); beyond
-  // it exp(x) - 1 loses at most a factor 2.6 of exp's error to cancellation.
-  static constexpr float kTaylor[] = {1.f,          1.f / 2,      1.f / 6,    1.f / 24,
-                                      1.f / 120,    1.f / 720,    1.f / 5040, 1.f / 40320,
-                                      1.f / 362880, 1.f / 3628800};
-  horner(b, p, a, kTaylor);
+  horner(b, p, a, kExpm1Taylor);  // small |x| (vec_math.h)
   cc.vmulps(p, p, a);
   cc.vandps(ax, a, b.cu32(0x7fffffffu, lanes));
-  select_if(b, e, p, ax, b.cf32(0.5f, lanes), kLtOq);
+  select_if(b, e, p, ax, b.cf32(kExpm1Small, lanes), kLtOq);
   cc.vmovaps(a, e);
 }
 
@@ -586,12 +577,16 @@ void emit_post_op(AsmBuilder& b, const x86::Vec& a, const PostOp& op) {
       cc.vmovaps(a, ax);
       break;
     }
-    case K::mish: {  // x tanh(softplus(x))
-      x86::Vec x = b.vec();
-      cc.vmovaps(x, a);
-      emit_softplus(b, a);
-      emit_tanh(b, a);
-      cc.vmulps(a, a, x);
+    case K::mish: {  // x n / (n + 2), n = e^x (e^x + 2) (vec_math.h), as the conv epilogue
+      x86::Vec e = b.vec(), n = b.vec();
+      cc.vmovups(e, b.cf32(kMishMax));
+      cc.vminps(e, e, a);  // a NaN x goes through (MINPS returns its second operand)
+      emit_exp(b, e, e);
+      cc.vaddps(n, e, b.cf32(2.f));
+      cc.vmulps(n, n, e);
+      cc.vaddps(e, n, b.cf32(2.f));
+      cc.vdivps(n, n, e);
+      cc.vmulps(a, a, n);
       break;
     }
     case K::gelu_tanh: {

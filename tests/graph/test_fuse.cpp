@@ -2,6 +2,9 @@
 #include <doctest/doctest.h>
 
 #include <cmath>
+#include <optional>
+#include <string>
+#include <vector>
 
 #include "graph/onnx_builder.h"
 #include "graph/onnx_import.h"
@@ -97,6 +100,65 @@ TEST_CASE("fuse: swish pattern x * sigmoid(x)") {
   CHECK(kiln::fuse_epilogues(g) == 1);
   REQUIRE(g.nodes.size() == 1);
   CHECK(kinds(g.nodes[0]) == std::vector<PostOp::Kind>{PostOp::Kind::swish});
+}
+
+TEST_CASE("fuse: the glue activations the conv epilogue computes join it; the others stay") {
+  using K = PostOp::Kind;
+  struct Case {
+    const char* op;
+    std::optional<K> kind;  // nothing: stays a node of its own
+  };
+  for (const Case& c :
+       {Case{"Tanh", K::tanh}, Case{"Elu", K::elu}, Case{"Selu", K::selu}, Case{"Mish", K::mish},
+        Case{"Gelu", K::gelu_tanh}, Case{"Softplus", std::nullopt}, Case{"Celu", std::nullopt},
+        Case{"Exp", std::nullopt}, Case{"Softsign", std::nullopt}}) {
+    CAPTURE(c.op);
+    OnnxBuilder b = conv_base();
+    auto& n = b.node(c.op, {"c"}, {"y"});
+    if (std::string(c.op) == "Gelu") OnnxBuilder::attr_s(n, "approximate", "tanh");
+    if (std::string(c.op) == "Elu") OnnxBuilder::attr_f(n, "alpha", 0.5f);
+    b.output("y");
+    Graph g = prepared(b);
+    CHECK(kiln::fuse_epilogues(g) == (c.kind ? 1 : 0));
+    REQUIRE(g.nodes.size() == (c.kind ? 1u : 2u));
+    if (c.kind) {
+      CHECK(kinds(g.nodes[0]) == std::vector<K>{*c.kind});
+      CHECK(g.value(g.nodes[0].outputs[0]).name == "y");
+      if (*c.kind == K::elu) CHECK(kiln::parse_post_ops(g.nodes[0], 3)[0].alpha == 0.5f);
+    } else {
+      CHECK(g.nodes[1].op == c.op);
+    }
+  }
+}
+
+TEST_CASE("fuse: mish as exported before opset 18, x * tanh(softplus(x))") {
+  for (bool swapped : {false, true}) {
+    CAPTURE(swapped);
+    OnnxBuilder b = conv_base();
+    b.node("Softplus", {"c"}, {"sp"});
+    b.node("Tanh", {"sp"}, {"t"});
+    b.node("Mul", swapped ? std::vector<std::string>{"t", "c"} : std::vector<std::string>{"c", "t"},
+           {"y"});
+    b.output("y");
+    Graph g = prepared(b);
+    CHECK(kiln::fuse_epilogues(g) == 2);  // the Tanh into the Softplus, then all into the conv
+    REQUIRE(g.nodes.size() == 1);
+    CHECK(kinds(g.nodes[0]) == std::vector<PostOp::Kind>{PostOp::Kind::mish});
+  }
+  // tanh(softplus(x)) * z with another z, or softplus without the tanh: no mish.
+  for (int variant = 0; variant < 2; ++variant) {
+    CAPTURE(variant);
+    OnnxBuilder b = conv_base();
+    b.node("Conv", {"x", "w2"}, {"c2"}, "conv2");
+    b.node("Softplus", {"c"}, {"sp"});
+    if (variant == 0) b.node("Tanh", {"sp"}, {"t"});
+    b.node("Mul", {variant == 0 ? "c2" : "c", variant == 0 ? "t" : "sp"}, {"y"});
+    b.output("y");
+    Graph g = prepared(b);
+    kiln::fuse_epilogues(g);
+    for (const auto& n : g.nodes)
+      for (PostOp::Kind k : kinds(n, n.op == "Conv" ? 3 : 1)) CHECK(k != PostOp::Kind::mish);
+  }
 }
 
 TEST_CASE("fuse: hardswish as exported before opset 14, x * hardsigmoid(x; 1/6, 0.5)") {

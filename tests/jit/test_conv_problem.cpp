@@ -30,6 +30,10 @@ std::vector<ConvProblem> many_problems() {
       chain({op(K::add), op(K::relu)}),
       chain({op(K::scale_shift), op(K::swish), op(K::add), op(K::hardswish)}),
       chain({op(K::leaky_relu, 0.01f), op(K::hardsigmoid, 0.2f, 0.5f), op(K::add)}),
+      chain({op(K::gelu), op(K::tanh)}),  // not gelu_tanh
+      chain({op(K::gelu_tanh), op(K::add), op(K::mish)}),
+      chain({op(K::elu, 0.7f), op(K::selu, 1.67f, 1.05f), op(K::tanh)}),
+      chain({op(K::selu, 0.5f, 2.f), op(K::elu, 1.f)}),
   };
   std::vector<ConvProblem> v;
   size_t i = 0;
@@ -70,7 +74,7 @@ std::string parse_error(const std::string& s) {
 
 TEST_CASE("ConvProblem::parse is the inverse of str()") {
   const std::vector<ConvProblem> ps = many_problems();
-  REQUIRE(ps.size() == 432);
+  REQUIRE(ps.size() == 432);  // (the chains cycle through them)
   for (const ConvProblem& p : ps) {
     const std::string s = p.str();
     CAPTURE(s);

@@ -24,9 +24,11 @@
 #include "isa_coverage.h"
 #include "jit/cpu.h"
 #include "jit/epilogue.h"
+#include "jit/glue/glue.h"
 #include "jit/jit_generator.h"
 #include "jit/vec_math.h"
 #include "test_expect.h"
+#include "test_glue_util.h"
 #include "test_segv.h"
 
 namespace kiln {
@@ -316,7 +318,14 @@ std::vector<std::vector<PostOp>> single_ops() {
           {mk(K::scale_shift)},
           {mk(K::gelu)},
           {mk(K::quant_dequant_u8, 0.05f, 128.f)},
-          {mk(K::quant_dequant_s8, 0.013f, -3.f)}};
+          {mk(K::quant_dequant_s8, 0.013f, -3.f)},
+          {mk(K::tanh)},
+          {mk(K::elu, 1.f)},
+          {mk(K::elu, 0.3f)},
+          {mk(K::selu, 1.67326319217681884765625f, 1.05070102214813232421875f)},
+          {mk(K::selu, 0.5f, -2.f)},
+          {mk(K::mish)},
+          {mk(K::gelu_tanh)}};
 }
 
 std::vector<std::pair<bool, std::vector<PostOp>>> chains() {
@@ -342,7 +351,12 @@ std::vector<std::pair<bool, std::vector<PostOp>>> chains() {
           {false, {mk(K::clip, 0.f, 6.f), mk(K::quant_dequant_u8, 6.f / 255, 0.f)}},
           {true,
            {mk(K::quant_dequant_u8, 0.03f, 120.f), mk(K::add), mk(K::quant_dequant_s8, 0.04f, 5.f),
-            mk(K::relu)}}};
+            mk(K::relu)}},
+          {true, {mk(K::add), mk(K::tanh)}},
+          {false, {mk(K::scale_shift), mk(K::mish), mk(K::add)}},
+          {true, {mk(K::elu, 1.f), mk(K::clip, -0.5f, 1.f)}},
+          {false, {mk(K::gelu_tanh), mk(K::tanh), mk(K::relu)}},
+          {true, {mk(K::tanh), mk(K::quant_dequant_s8, 0.01f, 0.f)}}};
 }
 
 TEST_CASE("epilogue: every post-op alone, with and without bias, both ISAs") {
@@ -505,6 +519,41 @@ TEST_CASE("epilogue: gelu accuracy against double precision") {
   }
 }
 
+TEST_CASE("epilogue: the glue activations give the standalone elementwise kernel's bits") {
+  // Same operations in both emitters (constants in vec_math.h): a conv's fused Tanh / Mish /
+  // ELU computes exactly what the unfused elementwise kernel would.
+  std::vector<float> in = edge_values();
+  for (int i = 0; i <= (1 << 14); ++i) in.push_back(float(-12.0 + 24.0 * i / (1 << 14)));
+  for (int i = 0; i <= (1 << 10); ++i) in.push_back(float(-1.0 + 2.0 * i / (1 << 10)));
+  std::mt19937 rng(5);
+  for (int i = 0; i < (1 << 12); ++i) in.push_back(test::random_input(size_t(i), rng));
+  for (Isa isa : test_isas())
+    for (const PostOp& op : {mk(K::tanh), mk(K::elu, 0.7f), mk(K::selu, 1.6732632f, 1.050701f),
+                             mk(K::mish), mk(K::gelu_tanh)}) {
+      CAPTURE(std::string(isa_name(isa)));
+      CAPTURE(post_ops_str({op}));
+      const size_t w = size_t(simd_width(isa));
+      std::vector<float> x(in), y((in.size() + w - 1) / w * w), glue(y.size());
+      x.resize(y.size(), 0.f);
+      EpiKernel k(isa, false, {op}, 0, reg_sets(isa)[0]);
+      k.create();
+      Sentinels sen;
+      EpiArgs a{x.data(),       y.data(),        int64_t(y.size() / w), {},
+                sen.vec.data(), sen.dump.data(), sen.k.data(),          sen.kdump.data()};
+      k.fn<void (*)(const EpiArgs*)>()(&a);
+      std::string why;
+      auto g = create_eltwise_kernel(int64_t(x.size()), {op}, isa, &why);
+      REQUIRE_MESSAGE(g, why);
+      test::run_split(*g, {x.data()}, {glue.data()});
+      int differ = 0;
+      for (size_t i = 0; i < in.size(); ++i)
+        if (std::bit_cast<uint32_t>(y[i]) != std::bit_cast<uint32_t>(glue[i]) &&
+            !(std::isnan(y[i]) && std::isnan(glue[i])) && differ++ < 3)
+          CHECK_MESSAGE(false, "x = " << in[i] << ": epilogue " << y[i] << ", glue " << glue[i]);
+      CHECK(differ == 0);
+    }
+}
+
 // ---------------------------------------------------------------------------------------------
 // temps_needed per op (hand-derived from the emitter's design, see jit/epilogue.cpp).
 
@@ -515,12 +564,23 @@ TEST_CASE("epilogue: temps_needed per op and ISA") {
     int avx512, avx512_tail, avx2, avx2_tail;
   };
   const Row rows[] = {
-      {mk(K::relu), 0, 0, 1, 1},       {mk(K::leaky_relu, 0.1f), 0, 0, 1, 1},
-      {mk(K::clip, 0, 6), 0, 0, 1, 1}, {mk(K::clip, -kInf, kInf), 0, 0, 0, 0},
-      {mk(K::sigmoid), 2, 2, 2, 2},    {mk(K::swish), 3, 3, 3, 3},
-      {mk(K::hardswish), 1, 1, 1, 1},  {mk(K::hardsigmoid, 0.2f, 0.5f), 0, 0, 1, 1},
-      {mk(K::add), 0, 0, 0, 1},        {mk(K::scale_shift), 0, 0, 0, 1},
-      {mk(K::gelu), 3, 3, 3, 3},       {mk(K::quant_dequant_u8, 0.1f, 3.f), 1, 1, 1, 1},
+      {mk(K::relu), 0, 0, 1, 1},
+      {mk(K::leaky_relu, 0.1f), 0, 0, 1, 1},
+      {mk(K::clip, 0, 6), 0, 0, 1, 1},
+      {mk(K::clip, -kInf, kInf), 0, 0, 0, 0},
+      {mk(K::sigmoid), 2, 2, 2, 2},
+      {mk(K::swish), 3, 3, 3, 3},
+      {mk(K::hardswish), 1, 1, 1, 1},
+      {mk(K::hardsigmoid, 0.2f, 0.5f), 0, 0, 1, 1},
+      {mk(K::add), 0, 0, 0, 1},
+      {mk(K::scale_shift), 0, 0, 0, 1},
+      {mk(K::gelu), 3, 3, 3, 3},
+      {mk(K::quant_dequant_u8, 0.1f, 3.f), 1, 1, 1, 1},
+      {mk(K::tanh), 3, 3, 3, 3},
+      {mk(K::elu, 1.f), 3, 3, 3, 3},
+      {mk(K::selu, 1.f, 2.f), 3, 3, 3, 3},
+      {mk(K::mish), 3, 3, 3, 3},
+      {mk(K::gelu_tanh), 3, 3, 3, 3},
   };
   for (const auto& r : rows) {
     CAPTURE(post_op_name(r.op.kind));

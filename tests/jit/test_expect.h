@@ -102,9 +102,88 @@ inline GeluStats gelu_stats(const std::vector<float>& x, const float* y) {
   return s;
 }
 
+// The double-precision truth of a one-input post-op (std:: functions in double, whose C
+// special cases the float reference shares); the exact-in-float ops by apply_post_op.
+inline double truth(const PostOp& op, float x) {
+  const double d = x;
+  switch (op.kind) {
+    case PostOp::Kind::tanh:
+      return std::tanh(d);
+    case PostOp::Kind::sqrt:
+      return std::sqrt(d);
+    case PostOp::Kind::erf:
+      return std::erf(d);
+    case PostOp::Kind::pow:
+      return std::pow(d, double(op.alpha));
+    case PostOp::Kind::exp:
+      return std::exp(d);
+    case PostOp::Kind::log:
+      return std::log(d);
+    case PostOp::Kind::elu:
+      return d < 0 ? double(op.alpha) * std::expm1(d) : d;
+    case PostOp::Kind::selu:
+      return d <= 0 ? double(op.beta) * double(op.alpha) * std::expm1(d) : double(op.beta) * d;
+    case PostOp::Kind::celu:
+      return d > 0 ? d : double(op.alpha) * std::expm1(d / double(op.alpha));
+    case PostOp::Kind::softplus:
+      return std::max(d, 0.0) + std::log1p(std::exp(-std::fabs(d)));
+    case PostOp::Kind::softsign:
+      return std::isinf(d) ? std::copysign(1.0, d) : d / (1 + std::fabs(d));
+    case PostOp::Kind::mish:
+      return d * std::tanh(std::max(d, 0.0) + std::log1p(std::exp(-std::fabs(d))));
+    case PostOp::Kind::gelu_tanh:
+      return 0.5 * d * (1 + std::tanh(0.79788456080286536 * (d + 0.044715 * d * d * d)));
+    case PostOp::Kind::sin:
+      return std::sin(d);
+    case PostOp::Kind::cos:
+      return std::cos(d);
+    case PostOp::Kind::quant_dequant_u8:
+    case PostOp::Kind::quant_dequant_s8: {  // ONNX: x / scale in float, then exact integer steps
+      const float q = x / op.alpha;
+      if (std::isnan(q)) return q;
+      const double lo = op.kind == PostOp::Kind::quant_dequant_u8 ? 0 : -128;
+      const double r = std::clamp(std::nearbyint(double(q)) + op.beta, lo, lo + 255);
+      return (r - op.beta) * double(op.alpha);
+    }
+    case PostOp::Kind::quantize_u8:
+    case PostOp::Kind::quantize_s8: {  // the integer itself
+      const float q = x / op.alpha;
+      if (std::isnan(q)) return q;
+      const double lo = op.kind == PostOp::Kind::quantize_u8 ? 0 : -128;
+      return std::clamp(std::nearbyint(double(q)) + op.beta, lo, lo + 255);
+    }
+    default:  // neg, abs, reciprocal, floor, ceil, round, thresholded_relu, linear: exact in
+              // float
+      return apply_post_op(op, x, 0, 0, 0);
+  }
+}
+
+// The budget after one of the glue activations the conv epilogue also computes (tanh, elu,
+// selu, mish, gelu_tanh: post_ops.h epilogue_glue_kind) whose input was `in` (budget `e` so
+// far) and whose float reference result is `v`: 4 ulp of the truth (test_glue_unary's budget
+// for the same code) plus the float reference's own distance to the truth; earlier errors scale
+// by the op's slope bound. Mish where softplus(x) is subnormal (x < -87) and tanh-GELU in its
+// negative tail may be off by x times a tiny rounding (test_glue_unary explains both).
+inline double glue_activation_err(const PostOp& op, float in, float v, double e) {
+  using K = PostOp::Kind;
+  const double t = truth(op, in), ax = std::fabs(double(in));
+  const double a = std::max(1.0, std::fabs(double(op.alpha)));
+  const double slope = op.kind == K::elu         ? a
+                       : op.kind == K::selu      ? a * std::fabs(double(op.beta))
+                       : op.kind == K::mish      ? 1.1
+                       : op.kind == K::gelu_tanh ? 1.13
+                                                 : 1.0;
+  double tol = 4 * ulp_of(std::max(std::fabs(double(v)), std::fabs(t)));
+  if (std::isfinite(t)) tol += std::fabs(double(v) - t);
+  if (op.kind == K::mish) tol += ax * 0x1p-149;
+  if (op.kind == K::gelu_tanh) tol += ax * 0x1p-24;
+  return e * slope + tol;
+}
+
 // The error budget after `op` for the ops every JIT path computes with the reference's own
 // operations (relu, clip, leaky_relu, add: exact while their input is; earlier errors scale by
-// the slope bound) or with our exp (sigmoid, swish); `in` is the op's input, `v` the reference
+// the slope bound) or with our exp (sigmoid, swish, gelu and the glue activations of
+// glue_activation_err); `in` is the op's input, `v` the reference
 // result, `e` the budget before. Other kinds: nothing (each kernel's own error model).
 inline std::optional<double> common_op_err(const PostOp& op, float in, float v, double e) {
   switch (op.kind) {
@@ -120,6 +199,12 @@ inline std::optional<double> common_op_err(const PostOp& op, float in, float v, 
       return sigmoid_swish_err(op.kind, in, v, e);
     case PostOp::Kind::gelu:
       return e * 1.13 + gelu_err(in, v);
+    case PostOp::Kind::tanh:
+    case PostOp::Kind::elu:
+    case PostOp::Kind::selu:
+    case PostOp::Kind::mish:
+    case PostOp::Kind::gelu_tanh:
+      return glue_activation_err(op, in, v, e);
     default:
       return std::nullopt;
   }

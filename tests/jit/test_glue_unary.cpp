@@ -25,60 +25,7 @@ namespace {
 using K = PostOp::Kind;
 using test::GuardedBuf;
 using test::mk;
-
-double truth(const PostOp& op, float x) {
-  const double d = x;
-  switch (op.kind) {
-    case K::tanh:
-      return std::tanh(d);
-    case K::sqrt:
-      return std::sqrt(d);
-    case K::erf:
-      return std::erf(d);
-    case K::pow:
-      return std::pow(d, double(op.alpha));
-    case K::exp:
-      return std::exp(d);
-    case K::log:
-      return std::log(d);
-    case K::elu:
-      return d < 0 ? double(op.alpha) * std::expm1(d) : d;
-    case K::selu:
-      return d <= 0 ? double(op.beta) * double(op.alpha) * std::expm1(d) : double(op.beta) * d;
-    case K::celu:
-      return d > 0 ? d : double(op.alpha) * std::expm1(d / double(op.alpha));
-    case K::softplus:
-      return std::max(d, 0.0) + std::log1p(std::exp(-std::fabs(d)));
-    case K::softsign:
-      return std::isinf(d) ? std::copysign(1.0, d) : d / (1 + std::fabs(d));
-    case K::mish:
-      return d * std::tanh(std::max(d, 0.0) + std::log1p(std::exp(-std::fabs(d))));
-    case K::gelu_tanh:
-      return 0.5 * d * (1 + std::tanh(0.79788456080286536 * (d + 0.044715 * d * d * d)));
-    case K::sin:
-      return std::sin(d);
-    case K::cos:
-      return std::cos(d);
-    case K::quant_dequant_u8:
-    case K::quant_dequant_s8: {  // ONNX: x / scale in float, then exact integer steps
-      const float q = x / op.alpha;
-      if (std::isnan(q)) return q;
-      const double lo = op.kind == K::quant_dequant_u8 ? 0 : -128;
-      const double r = std::clamp(std::nearbyint(double(q)) + op.beta, lo, lo + 255);
-      return (r - op.beta) * double(op.alpha);
-    }
-    case K::quantize_u8:
-    case K::quantize_s8: {  // the integer itself
-      const float q = x / op.alpha;
-      if (std::isnan(q)) return q;
-      const double lo = op.kind == K::quantize_u8 ? 0 : -128;
-      return std::clamp(std::nearbyint(double(q)) + op.beta, lo, lo + 255);
-    }
-    default:  // neg, abs, reciprocal, floor, ceil, round, thresholded_relu, linear: exact in
-              // float
-      return apply_post_op(op, x, 0, 0, 0);
-  }
-}
+using test::truth;
 
 // Allowed error in ulps of the truth, by what the kernel computes (asm_math.h).
 double budget(const PostOp& op) {

@@ -49,3 +49,35 @@ def value_info(name, shape, elem_type=1):
     """A tensor's name, element type (float32 by default) and shape (None: unknown)."""
     from onnx import helper
     return helper.make_tensor_value_info(name, elem_type, shape)
+
+
+def torch_case(net, x, tmp_path, opset=13):
+    """Exports the PyTorch module `net` (eval mode) at input tensor x to tmp_path/m.onnx, with
+    x.npy and PyTorch's output ref.npy beside it: the three paths."""
+    import torch
+    with torch.no_grad():
+        want = net(x).numpy()
+    model, xin, ref = tmp_path / "m.onnx", tmp_path / "x.npy", tmp_path / "ref.npy"
+    torch.onnx.export(net, x, str(model), opset_version=opset)
+    np.save(xin, x.numpy())
+    np.save(ref, want)
+    return model, xin, ref
+
+
+def cli_bench_each_isa(cli, model, xin, ref, args, tmp_path):
+    """`kiln bench MODEL --tune=none --layers --check REF ARGS` with the ISA capped to each JIT
+    path (KILN_MAX_ISA), each with its own tuning cache: [(isa, stdout, max rel error)] for the
+    paths this CPU has."""
+    import re
+    import subprocess
+    runs = []
+    for isa in ("avx512", "avx2"):
+        env = dict(os.environ, KILN_MAX_ISA=isa, KILN_CACHE_DIR=str(tmp_path / isa))
+        out = subprocess.run([cli, "bench", str(model), "--tune=none", "--runs", "2", "--layers",
+                              "--input", str(xin), "--check", str(ref)] + list(args),
+                             capture_output=True, text=True, timeout=300, env=env)
+        assert out.returncode == 0, out.stderr
+        if re.search(r"^isa: (\S+)", out.stdout, re.M).group(1) != isa:
+            continue  # this CPU lacks the ISA
+        runs.append((isa, out.stdout, float(re.search(r"max rel error (\S+)", out.stdout).group(1))))
+    return runs

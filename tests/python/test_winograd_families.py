@@ -5,10 +5,9 @@ family forced wherever it applies (`kiln bench --family=F`), on every JIT ISA pa
 of the family's shape runs on it, and the outputs match PyTorch."""
 import os
 import re
-import subprocess
 
-import numpy as np
 import pytest
+from helpers import cli_bench_each_isa, torch_case
 
 torch = pytest.importorskip("torch", reason="needs Debian's python3-torch for the oracle")
 
@@ -82,27 +81,13 @@ def test_winograd_family_forced_matches_pytorch(name, tmp_path):
         "tcn": (Tcn(), torch.randn(1, 8, 150), "winograd1d", 4),
         "five": (FiveByFive(), torch.randn(2, 24, 19, 22), "winograd5x5", 3),
     }[name]
-    net.eval()
-    with torch.no_grad():
-        want = net(x).numpy()
-    model, xin, ref = tmp_path / "m.onnx", tmp_path / "x.npy", tmp_path / "ref.npy"
-    torch.onnx.export(net, x, str(model), opset_version=13)
-    np.save(xin, x.numpy())
-    np.save(ref, want)
+    model, xin, ref = torch_case(net.eval(), x, tmp_path)
     ran = []
-    for isa in ("avx512", "avx2"):
-        env = dict(os.environ, KILN_MAX_ISA=isa, KILN_CACHE_DIR=str(tmp_path / isa))
-        out = subprocess.run([cli, "bench", str(model), "--family=" + family, "--tune=none",
-                              "--runs", "2", "--layers", "--input", str(xin), "--check",
-                              str(ref)], capture_output=True, text=True, timeout=300, env=env)
-        assert out.returncode == 0, out.stderr
-        got_isa = re.search(r"^isa: (\S+)", out.stdout, re.M).group(1)
-        if got_isa != isa:
-            continue  # this CPU lacks the ISA
+    for isa, stdout, err in cli_bench_each_isa(cli, model, xin, ref, ["--family=" + family],
+                                               tmp_path):
         ran.append(isa)
-        err = float(re.search(r"max rel error (\S+)", out.stdout).group(1))
         assert err < 1e-5, (isa, err)
-        kernels = conv_kernels(out.stdout)
+        kernels = conv_kernels(stdout)
         assert len(kernels) == convs, kernels
         assert all(family in k for k in kernels), kernels
     if not ran:
