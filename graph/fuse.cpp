@@ -3,7 +3,7 @@
 // fold into a conv: one pass over the tensor instead of two), of a MatMul by a constant matrix
 // (a Linear layer on [.., tokens, C]: its bias Add, activation, per-channel scale and residual in
 // the FC kernel's epilogue instead of one pass each), and of standalone elementwise ops (Add,
-// Mul, a unary op: a chain of them one pass).
+// Mul, a unary op: a chain of them one pass) and of Layer / Instance / GroupNormalization.
 #include <cmath>
 #include <optional>
 #include <string>
@@ -39,10 +39,20 @@ bool is_elementwise_target(const Graph& g, const Node& n) {
   return elementwise_post_op(g, n).has_value();
 }
 
+// Layer / Instance / GroupNormalization of f32: their kernels (the glue's row kernels and the
+// reference) apply one-input post-ops of any glue kind to y (GroupNorm + SiLU in diffusion
+// U-Nets, InstanceNorm + ReLU in style-transfer and GAN generators).
+bool is_norm_target(const Graph& g, const Node& n) {
+  return (n.op == "LayerNormalization" || n.op == "InstanceNormalization" ||
+          n.op == "GroupNormalization") &&
+         n.outputs.size() == 1 && n.outputs[0] != kNoValue &&
+         g.value(n.outputs[0]).dtype == DType::f32;
+}
+
 // `residual`: the fused op is an Add reading another tensor (Conv, Gemm and such a MatMul).
 bool is_fusion_target(const Graph& g, const Node& n, bool residual = false) {
   return n.op == "Conv" || n.op == "Gemm" || (!residual && n.op == "BatchNormalization") ||
-         is_linear(g, n) || (!residual && is_elementwise_target(g, n));
+         is_linear(g, n) || (!residual && (is_elementwise_target(g, n) || is_norm_target(g, n)));
 }
 
 // Whether constant c scales / shifts the last dim of y only: shape [N] or [1, .., 1, N].
@@ -121,8 +131,9 @@ class Fuser {
     if (!op) return 0;
     int p = target_for(n.in(0), j);
     if (p < 0) return 0;
-    const bool elementwise = is_elementwise_target(g_, g_.nodes[size_t(p)]);
-    if (elementwise ? qdq : glue_only(op->kind)) return 0;
+    const bool glue =
+        is_elementwise_target(g_, g_.nodes[size_t(p)]) || is_norm_target(g_, g_.nodes[size_t(p)]);
+    if (glue ? qdq : glue_only(op->kind)) return 0;
     fuse(p, j, *op, {});
     return 1;
   }

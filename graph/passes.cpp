@@ -475,6 +475,7 @@ PassStats optimize(Graph& g, const Evaluator& eval) {
   s.rewrites += rewrite_einsums(g);
   s.rewrites += sink_channels_last(g);
   s.rewrites += fuse_layer_norm(g);
+  s.rewrites += fuse_group_norm(g);
   s.rewrites += fuse_gelu(g);
   s.rewrites += fold_conv_affine(g);
   s.glue = rewrite_channel_ops(g) + rewrite_splits(g) + rewrite_reduce_means(g) + fold_pads(g);

@@ -180,6 +180,10 @@ int sink_channels_last(Graph& g);
 // (x - m) / Sqrt(ReduceMean((x - m)^2) + eps) [* gamma] [+ beta], m = ReduceMean(x) over one
 // axis: LayerNormalization over that axis (norm_dims = 1; graph/ops.h).
 int fuse_layer_norm(Graph& g);
+// Reshape [N, G, L] -> InstanceNormalization (unit scale, zero B) -> Reshape back [-> Mul by a
+// per-channel gamma] [-> Add a per-channel beta] (PyTorch's GroupNorm before opset 18):
+// GroupNormalization(num_groups G).
+int fuse_group_norm(Graph& g);
 // x * 0.5 * (1 + Erf(x / sqrt 2)) in any association: Gelu (fused later as a post-op).
 int fuse_gelu(Graph& g);
 // PyTorch's exported F.local_response_norm (x^2, a zero-padded average pool over a unit dim

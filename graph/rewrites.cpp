@@ -1,7 +1,7 @@
 // Pattern rewrites of exported subgraphs into the ops Kiln has fast kernels for (ConvNeXt and
-// friends): channels-last regions back to NCHW, decomposed LayerNorm, GELU and LRN into single
-// nodes, per-channel Add/Mul after a Conv into its weights and bias. Each rewrite matches only
-// where the result computes the same function (up to float rounding order).
+// friends): channels-last regions back to NCHW, decomposed LayerNorm, GroupNorm, GELU and LRN
+// into single nodes, per-channel Add/Mul after a Conv into its weights and bias. Each rewrite
+// matches only where the result computes the same function (up to float rounding order).
 #include <algorithm>
 #include <cmath>
 #include <set>
@@ -383,6 +383,66 @@ class GeluFuser : public Rewriter {
   }
 };
 
+// ---- GroupNorm ----
+
+// Reshape(x, [N, G, L]) -> InstanceNormalization(scale 1, B 0 over the G rows) -> Reshape(back
+// to x's shape) -> Mul(gamma per channel) -> Add(beta per channel), the last two optional: how
+// PyTorch exports GroupNorm before opset 18. One GroupNormalization of x (num_groups G, per-
+// channel scale and B: the canonical form, graph/ops.h), whose kernel also takes the
+// activation after it (graph/fuse.cpp).
+class GroupNormFuser : public Rewriter {
+ public:
+  using Rewriter::Rewriter;
+
+  bool try_match(Node& in) {
+    if (in.op != "InstanceNormalization" || in.inputs.size() != 3 || in.outputs.size() != 1)
+      return false;
+    Node* r1 = producer(in.inputs[0]);
+    if (!r1 || r1->op != "Reshape" || !only_users(r1->outputs[0], {index(&in)})) return false;
+    const ValueId x = r1->inputs[0];
+    const Shape xs = g_.value(x).shape, gs = g_.value(r1->outputs[0]).shape;  // (copies)
+    if (xs.size() < 3 || gs.size() != 3 || g_.value(x).dtype != DType::f32) return false;
+    for (int64_t d : xs)
+      if (d < 1) return false;
+    const int64_t c = xs[1], groups = gs[1], rank = int64_t(xs.size());
+    if (gs[0] != xs[0] || groups < 1 || c % groups || shape_numel(gs) != shape_numel(xs))
+      return false;
+    auto all = [&](ValueId v, float want) {
+      const Tensor* t = const_f32(g_, v);
+      if (!t || t->numel() != groups) return false;
+      for (int64_t i = 0; i < groups; ++i)
+        if (t->data<float>()[i] != want) return false;
+      return true;
+    };
+    if (!all(in.inputs[1], 1.f) || !all(in.inputs[2], 0.f)) return false;
+    Node* r2 = sole_user(in.outputs[0]);
+    if (!r2 || r2->op != "Reshape" || g_.value(r2->outputs[0]).shape != xs) return false;
+    std::vector<float> gamma(size_t(c), 1.f), beta(size_t(c), 0.f);
+    std::vector<Node*> tail = {r2};
+    for (const char* op : {"Mul", "Add"}) {
+      Node* u = sole_user(tail.back()->outputs[0]);
+      if (!u || u->op != op || g_.value(u->outputs[0]).shape != xs) break;
+      std::vector<float> v = axis_vector(g_, other(*u, tail.back()->outputs[0]), 1, rank, c);
+      if (v.empty()) break;
+      (u->op == "Mul" ? gamma : beta) = std::move(v);
+      tail.push_back(u);
+    }
+    Node gn;
+    gn.name = in.name + "_groupnorm";
+    gn.op = "GroupNormalization";
+    gn.inputs = {x, vector_const(g_, gn.name + "_scale", gamma),
+                 vector_const(g_, gn.name + "_bias", beta)};
+    gn.outputs = {tail.back()->outputs[0]};
+    gn.attrs["num_groups"] = attr_i(groups);
+    gn.attrs["epsilon"] = attr_f(in.attr_f("epsilon", 1e-5f));
+    kill(r1);
+    kill(&in);
+    for (size_t k = 0; k + 1 < tail.size(); ++k) kill(tail[k]);
+    *tail.back() = std::move(gn);  // the last matched node's slot: every operand is ready there
+    return true;
+  }
+};
+
 // Rebuilds conv's weights and bias as w * mul[oc], b * mul[oc] + add[oc] (double precision).
 // The bias is a new constant; the weights stay as they are where mul is all ones, are scaled
 // in place where only this conv reads them and the tensor is exclusively its own (a pass made
@@ -615,6 +675,10 @@ int sink_channels_last(Graph& g) {
 
 int fuse_layer_norm(Graph& g) {
   return sweep<LayerNormFuser>(g);
+}
+
+int fuse_group_norm(Graph& g) {
+  return sweep<GroupNormFuser>(g);
 }
 
 int fuse_lrn(Graph& g) {

@@ -703,12 +703,14 @@ std::unique_ptr<Kernel> make_norm(const Graph& g, const Node& n, Layout l, Isa i
   if (l != Layout::nchw && !v->channels)
     return *why = "only a reduction over the channels of a 4-D tensor runs on nhwc / blocked",
            nullptr;
+  // A fused activation (graph/fuse.cpp: one-input post-ops, no extra inputs).
+  const std::vector<PostOp> post = parse_post_ops(n, int(n.inputs.size()));
   if (n.op == "InstanceNormalization" || n.op == "GroupNormalization") {
     const Shape& s = g.value(n.inputs[0]).shape;
     return create_groupnorm_kernel(s[0], s[1], v->outer / s[0], shape_numel(s) / (s[0] * s[1]),
                                    n.attr_f("epsilon", 1e-5f),
                                    g.value(n.inputs[1]).constant->data<float>(),
-                                   g.value(n.inputs[2]).constant->data<float>(), isa, why);
+                                   g.value(n.inputs[2]).constant->data<float>(), isa, why, post);
   }
   if (n.op != "LayerNormalization")
     return create_softmax_kernel(v->outer, v->c, v->inner, l, isa, why, n.op == "LogSoftmax");
@@ -716,7 +718,7 @@ std::unique_ptr<Kernel> make_norm(const Graph& g, const Node& n, Layout l, Isa i
   return create_layernorm_kernel(v->outer, v->c, v->inner, l, n.attr_f("epsilon", 1e-5f),
                                  g.value(n.inputs[1]).constant->data<float>(),
                                  b == kNoValue ? nullptr : g.value(b).constant->data<float>(), isa,
-                                 why);
+                                 why, post);
 }
 
 // ---- Reductions (LabelKind::reduce) ----

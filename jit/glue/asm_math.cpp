@@ -444,6 +444,13 @@ void emit_softplus(AsmBuilder& b, const x86::Vec& a) {
   cc.vaddps(a, r, l);
 }
 
+std::string post_part(const std::vector<PostOp>& post, std::string* why) {
+  for (const PostOp& op : post)
+    if (op.kind == PostOp::Kind::add || op.kind == PostOp::Kind::scale_shift)
+      return *why = std::string("post-op ") + post_op_name(op.kind) + " needs an operand", "";
+  return post.empty() ? "" : "_" + post_ops_str(post);
+}
+
 void emit_post_op(AsmBuilder& b, const x86::Vec& a, const PostOp& op) {
   using K = PostOp::Kind;
   auto& cc = b.cc();

@@ -46,4 +46,8 @@ void emit_sin_cos(AsmBuilder& b, const x86::Vec& a, bool cos);
 // same order (graph/post_ops.cpp): bit-exact but for sigmoid and swish (the vector exp).
 void emit_post_op(AsmBuilder& b, const x86::Vec& a, const PostOp& op);
 
+// The chain's part of a kernel name ("" or "_relu", ...); "" with *why set when an op needs an
+// operand (emit_post_op's refusal, for the kernels' factories to decline with).
+std::string post_part(const std::vector<PostOp>& post, std::string* why);
+
 }  // namespace kiln::glue

@@ -450,14 +450,6 @@ std::unique_ptr<Kernel> no(std::string* why_not, const std::string& r) {
   return nullptr;
 }
 
-// The post-op chain's part of a name, refusing ops that need operands.
-std::string post_part(const std::vector<PostOp>& post, std::string* why) {
-  for (const PostOp& op : post)
-    if (op.kind == PostOp::Kind::add || op.kind == PostOp::Kind::scale_shift)
-      return *why = std::string("post-op ") + post_op_name(op.kind) + " needs an operand", "";
-  return post.empty() ? "" : "_" + post_ops_str(post);
-}
-
 std::string kernel_name(const std::string& op, const std::string& post, Layout l, Isa isa) {
   return "bcast_" + op + post + "_f32_" + layout_name(l) + "__" + isa_name(isa);
 }
@@ -469,7 +461,7 @@ std::unique_ptr<Kernel> create_binary_kernel(BinaryOp op, const Shape& y, Layout
                                              const std::vector<PostOp>& post, Isa isa,
                                              std::string* why_not) {
   std::string why;
-  const std::string pp = post_part(post, &why);
+  const std::string pp = glue::post_part(post, &why);
   if (!why.empty()) return no(why_not, why);
   Conf c;
   if (std::string r = plan(y, l, isa, {a, b}, &c); !r.empty()) return no(why_not, r);
@@ -497,7 +489,7 @@ std::unique_ptr<Kernel> create_affine_kernel(const Shape& y, Layout l,
                                              const std::vector<PostOp>& post, Isa isa,
                                              std::string* why_not) {
   std::string why;
-  const std::string pp = post_part(post, &why);
+  const std::string pp = glue::post_part(post, &why);
   if (!why.empty()) return no(why_not, why);
   if (y.size() != 4 || int64_t(scale.size()) != y[1] || int64_t(shift.size()) != y[1])
     return no(why_not, "scale and shift need one value per channel of a 4-D tensor");

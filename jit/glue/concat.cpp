@@ -176,11 +176,10 @@ std::unique_ptr<Kernel> create_concat_kernel(const Shape& out, const std::vector
       return decline(why_not, "the fused affine map runs in nhwc and blocked layouts");
     if (int64_t(affine->scale.size()) != total || affine->shift.size() != affine->scale.size())
       return decline(why_not, "affine map needs " + std::to_string(total) + " scales and shifts");
-    for (const PostOp& op : affine->post)
-      if (op.kind == PostOp::Kind::add || op.kind == PostOp::Kind::scale_shift)
-        return decline(why_not,
-                       std::string("post-op ") + post_op_name(op.kind) + " needs an operand");
-    kind += affine->post.empty() ? "_affine" : "_affine_" + post_ops_str(affine->post);
+    std::string why;
+    const std::string pp = glue::post_part(affine->post, &why);
+    if (!why.empty()) return decline(why_not, why);
+    kind += "_affine" + pp;
   }
 
   const std::string name = kind + "_f32_" + layout_name(l) + "__" + isa_name(isa);

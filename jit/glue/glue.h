@@ -104,17 +104,20 @@ ShufflePlan plan_channel_shuffle(const ChannelShuffleSpec& s, Layout l, int lane
 // y = (x - mean) / sqrt(var + eps) * gamma + beta (var = mean((x - mean)^2)). Layout l:
 // nchw = the plain row-major buffer, which needs inner == 1 (rows of c contiguous floats);
 // nhwc (a 4-D tensor's channels, inner = H*W); nChw8c/16c of the ISA's block (pad lanes written
-// as 0). gamma holds c floats, beta c floats or null (0). src[0] -> dst[0].
+// as 0). gamma holds c floats, beta c floats or null (0). `post`: one-input post-ops applied
+// to y (a fused activation, graph/fuse.cpp). src[0] -> dst[0].
 std::unique_ptr<Kernel> create_layernorm_kernel(int64_t outer, int64_t c, int64_t inner, Layout l,
                                                 float eps, const float* gamma, const float* beta,
-                                                Isa isa, std::string* why_not);
+                                                Isa isa, std::string* why_not,
+                                                const std::vector<PostOp>& post = {});
 
 // GroupNormalization (InstanceNormalization: groups = c) of an nchw [n, c, pixels] tensor: each
 // group of c / groups channels normalised over all its pixels, then y = v * gamma[ch] +
-// beta[ch] (c floats each). src[0] -> dst[0].
+// beta[ch] (c floats each), then `post` as create_layernorm_kernel's. src[0] -> dst[0].
 std::unique_ptr<Kernel> create_groupnorm_kernel(int64_t n, int64_t c, int64_t groups,
                                                 int64_t pixels, float eps, const float* gamma,
-                                                const float* beta, Isa isa, std::string* why_not);
+                                                const float* beta, Isa isa, std::string* why_not,
+                                                const std::vector<PostOp>& post = {});
 
 // GridSample of x [N, C, H, W] (src[0], layout l: nhwc or the ISA's blocked layout) at grid
 // [N, Ho, Wo, 2] (src[1], row-major) into dst[0] [N, C, Ho, Wo] in l (blocked pad lanes 0).

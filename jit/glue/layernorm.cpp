@@ -47,6 +47,8 @@ struct LnConf {
   // GroupNorm (nchw): the row is `segs` channels of `seg` pixels, gamma / beta one per channel
   // (advancing by segs per row); 0 = LayerNorm's per-element gamma / beta.
   int64_t segs = 0, seg = 0;
+  std::vector<PostOp> post;  // one-input post-ops applied to y (LayerNorm / GroupNorm)
+  std::string name_post;     // their part of the kernel's name
 };
 
 class LnGen {
@@ -126,6 +128,10 @@ class LnGen {
           cc_.vmulps(t, t, rstd);
           cc_.vmulps(t, t, x86::ptr(g));
           cc_.vaddps(t, t, x86::ptr(bt));
+          if (!c_.post.empty()) {
+            for (const PostOp& op : c_.post) glue::emit_post_op(b_, t, op);
+            zero_tail(t, last);  // blocked pad lanes stay 0 whatever f(0) is
+          }
           store(x86::ptr(yo), t, last);
           cc_.add(g, V_ * 4);
           cc_.add(bt, V_ * 4);
@@ -155,6 +161,7 @@ class LnGen {
       cc_.vsubps(t, t, mean);
       cc_.vmulps(t, t, rstd);
       cc_.vfmadd213ps(t, gv, bv);
+      for (const PostOp& op : c_.post) glue::emit_post_op(b_, t, op);
       b_.store(x86::ptr(yo), t, m);
     };
     if (full > 0) {
@@ -388,8 +395,8 @@ std::unique_ptr<Kernel> create_row_kernel(LnConf conf, int64_t outer, int64_t in
   }
   if (conf.vec_stride * conf.vecs > (int64_t(1) << 31))
     return decline(why_not, "row spans over 2 GiB");
-  const std::string name =
-      op + "_f32_" + (l == Layout::nchw ? "rows" : layout_name(l)) + "__" + isa_name(isa);
+  const std::string name = op + "_f32_" + (l == Layout::nchw ? "rows" : layout_name(l)) +
+                           conf.name_post + "__" + isa_name(isa);
   return std::make_unique<LayerNormKernel>(conf, images, rows, image_stride, gamma, beta, isa,
                                            name);
 }
@@ -398,24 +405,36 @@ std::unique_ptr<Kernel> create_row_kernel(LnConf conf, int64_t outer, int64_t in
 
 std::unique_ptr<Kernel> create_layernorm_kernel(int64_t outer, int64_t c, int64_t inner, Layout l,
                                                 float eps, const float* gamma, const float* beta,
-                                                Isa isa, std::string* why_not) {
+                                                Isa isa, std::string* why_not,
+                                                const std::vector<PostOp>& post) {
   if (!gamma) {
     if (why_not) *why_not = "no scale";
     return nullptr;
   }
+  std::string bad;
+  const std::string pp = glue::post_part(post, &bad);
+  if (!bad.empty()) return decline(why_not, bad);
   LnConf conf;
   conf.c = c;
   conf.eps = eps;
+  conf.post = post;
+  conf.name_post = pp;
   return create_row_kernel(conf, outer, inner, l, gamma, beta, isa, "layernorm", why_not);
 }
 
 std::unique_ptr<Kernel> create_groupnorm_kernel(int64_t n, int64_t c, int64_t groups,
                                                 int64_t pixels, float eps, const float* gamma,
-                                                const float* beta, Isa isa, std::string* why_not) {
+                                                const float* beta, Isa isa, std::string* why_not,
+                                                const std::vector<PostOp>& post) {
   if (isa != Isa::avx2 && isa != Isa::avx512) return decline(why_not, "needs avx2 or avx512");
   if (n <= 0 || c <= 0 || pixels <= 0 || groups <= 0 || c % groups)
     return decline(why_not, "empty tensor or bad groups");
+  std::string bad;
+  const std::string pp = glue::post_part(post, &bad);
+  if (!bad.empty()) return decline(why_not, bad);
   LnConf conf;
+  conf.post = post;
+  conf.name_post = pp;
   conf.c = c / groups * pixels;
   conf.eps = eps;
   conf.segs = c / groups;
@@ -427,8 +446,9 @@ std::unique_ptr<Kernel> create_groupnorm_kernel(int64_t n, int64_t c, int64_t gr
   conf.vec_stride = V * 4;
   conf.row_stride = conf.c * 4;
   // Images of `groups` rows: each call's gamma / beta start at its first row's channels.
-  return std::make_unique<LayerNormKernel>(conf, n, groups, groups * conf.c, gamma, beta, isa,
-                                           std::string("groupnorm_f32_rows__") + isa_name(isa));
+  return std::make_unique<LayerNormKernel>(
+      conf, n, groups, groups * conf.c, gamma, beta, isa,
+      "groupnorm_f32_rows" + conf.name_post + "__" + isa_name(isa));
 }
 
 std::unique_ptr<Kernel> create_softmax_kernel(int64_t outer, int64_t c, int64_t inner, Layout l,

@@ -84,6 +84,7 @@ void layer_norm(const Node& node, const Inputs& in, const Outputs& out) {
         node.fail(Code::internal, "Mean / InvStdDev size differs from the outer dims");
       stat[k] = out[k + 1]->data<float>();
     }
+  const Epilogue epilogue(node, in, int(node.inputs.size()), y);  // a fused activation
   for (int64_t o = 0; o < outer; ++o)
     for (int64_t i = 0; i < inner; ++i) {
       const int64_t base = o * group * inner + i;
@@ -102,6 +103,7 @@ void layer_norm(const Node& node, const Inputs& in, const Outputs& out) {
         yp[base + k * inner] = float(v * (p[0] ? p[0][k] : 1.f) + (p[1] ? p[1][k] : 0.f));
       }
     }
+  if (!epilogue.empty()) epilogue.apply_row(yp, y.numel(), 0, 0, 0);
 }
 
 namespace {
@@ -154,6 +156,8 @@ void group_norm(const Node& node, const Inputs& in, const Outputs& out) {
       yp[ng * len + k] = float((xg[k] - mean) * rstd * p[0][c] + p[1][c]);
     }
   }
+  const Epilogue epilogue(node, in, int(node.inputs.size()), y);  // a fused activation
+  if (!epilogue.empty()) epilogue.apply_row(yp, y.numel(), 0, 0, 0);
 }
 
 // LRN: y = x / (bias + alpha / size * sum of x^2 over channels [c - lo, c - lo + size - 1]

@@ -161,6 +161,32 @@ TEST_CASE("fuse: mish as exported before opset 18, x * tanh(softplus(x))") {
   }
 }
 
+TEST_CASE("fuse: Instance / Group / LayerNormalization take one-input activations, no residual") {
+  using K = PostOp::Kind;
+  for (const char* norm : {"InstanceNormalization", "GroupNormalization", "LayerNormalization"}) {
+    CAPTURE(norm);
+    OnnxBuilder b;
+    b.input("x", {1, 4, 3, 3});
+    b.init_f("s", {4}, {1, 2, 3, 4}).init_f("bb", {4}, {0, 1, 0, 1});
+    b.init_f("s3", {3}, {1, 2, 3}).init_f("b3", {3}, {0, 1, 0});
+    const bool ln = std::string(norm) == "LayerNormalization";
+    auto& n = b.node(norm, {"x", ln ? "s3" : "s", ln ? "b3" : "bb"}, {"y"});
+    if (std::string(norm) == "GroupNormalization") OnnxBuilder::attr_i(n, "num_groups", 2);
+    if (ln) OnnxBuilder::attr_i(n, "axis", -1);
+    b.node("Sigmoid", {"y"}, {"sg"});  // y * sigmoid(y): SiLU
+    b.node("Mul", {"y", "sg"}, {"z"});
+    b.node("Tanh", {"z"}, {"t"});
+    b.node("Add", {"t", "x"}, {"r"});  // a residual: stays a node
+    b.output("r");
+    Graph g = prepared(b);
+    CHECK(kiln::fuse_epilogues(g) == 2);
+    REQUIRE(g.nodes.size() == 2);
+    CHECK(g.nodes[0].op == norm);
+    CHECK(kinds(g.nodes[0], int(g.nodes[0].inputs.size())) == std::vector<K>{K::swish, K::tanh});
+    CHECK(g.nodes[1].op == "Add");
+  }
+}
+
 TEST_CASE("fuse: hardswish as exported before opset 14, x * hardsigmoid(x; 1/6, 0.5)") {
   for (float alpha : {1.f / 6.f, 0.2f}) {
     CAPTURE(alpha);

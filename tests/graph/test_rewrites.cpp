@@ -1,7 +1,7 @@
-// graph/rewrites.cpp: channels-last regions back to NCHW, LayerNorm and GELU patterns, per-channel
-// Add/Mul folded into a Conv. Each rewrite is checked by what it leaves (op counts, post-ops)
-// and by running the graph before and after it through the reference kernels; near-misses
-// must be left alone.
+// graph/rewrites.cpp: channels-last regions back to NCHW, LayerNorm, GroupNorm and GELU patterns,
+// per-channel Add/Mul folded into a Conv. Each rewrite is checked by what it leaves (op counts,
+// post-ops) and by running the graph before and after it through the reference kernels;
+// near-misses must be left alone.
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -58,6 +58,7 @@ Rewritten rewrite(const OnnxBuilder& b) {
   r.before = run_first_output(r.g);
   r.stats.rewrites = sink_channels_last(r.g);
   r.stats.rewrites += fuse_layer_norm(r.g);
+  r.stats.rewrites += fuse_group_norm(r.g);
   r.stats.rewrites += fuse_gelu(r.g);
   r.stats.rewrites += fold_conv_affine(r.g);
   fuse_epilogues(r.g);
@@ -128,6 +129,59 @@ TEST_CASE("rewrites: LayerNorm over the last axis without sinking is ONNX's Laye
   CHECK(r.g.nodes[0].attr_i("axis", -1) == 2);
   CHECK(r.g.nodes[0].inputs.size() == 3);
   check_same(r);
+}
+
+// PyTorch's GroupNorm before opset 18 on x [2, 8, 3, 5] with 4 groups: Reshape [2, 4, -1],
+// InstanceNormalization (scale `in_scale`, B 0), Reshape back, [Mul gamma, Add beta of shape
+// `affine_shape`], then SiLU.
+OnnxBuilder groupnorm_export(float in_scale, bool affine, std::vector<int64_t> affine_shape) {
+  OnnxBuilder b;
+  b.input("x", {2, 8, 3, 5}).output("y");
+  b.init_i("to_groups", {3}, {2, 4, -1}).init_i("back", {4}, {2, 8, 3, 5});
+  b.init_f("ones", {4}, std::vector<float>(4, in_scale)).init_f("zeros", {4}, {0, 0, 0, 0});
+  const int64_t n = affine_shape[0] * affine_shape[1] * affine_shape[2];
+  std::vector<float> gamma, beta;
+  for (int64_t i = 0; i < n; ++i) {
+    gamma.push_back(0.5f + 0.25f * float(i));
+    beta.push_back(0.1f * float(i) - 0.3f);
+  }
+  b.init_f("gamma", affine_shape, gamma).init_f("beta", affine_shape, beta);
+  b.node("Reshape", {"x", "to_groups"}, {"g"});
+  b.node("InstanceNormalization", {"g", "ones", "zeros"}, {"gi"});
+  b.node("Reshape", {"gi", "back"}, {affine ? "r" : "a"});
+  if (affine) {
+    b.node("Mul", {"r", "gamma"}, {"m"});
+    b.node("Add", {"m", "beta"}, {"a"});
+  }
+  b.node("Sigmoid", {"a"}, {"s"});
+  b.node("Mul", {"a", "s"}, {"y"});
+  return b;
+}
+
+TEST_CASE("rewrites: PyTorch's exported GroupNorm becomes GroupNormalization (+ its SiLU)") {
+  for (bool affine : {true, false}) {
+    CAPTURE(affine);
+    Rewritten r = rewrite(groupnorm_export(1.f, affine, {8, 1, 1}));
+    REQUIRE(r.g.nodes.size() == 1);
+    const Node& gn = r.g.nodes[0];
+    CHECK(gn.op == "GroupNormalization");
+    CHECK(gn.attr_i("num_groups", 0) == 4);
+    CHECK(kinds(gn) == std::vector<PostOp::Kind>{PostOp::Kind::swish});
+    check_same(r);
+  }
+  SUBCASE("an instance norm's own scale is not 1: left alone") {
+    Rewritten r = rewrite(groupnorm_export(1.5f, true, {8, 1, 1}));
+    CHECK(ops(r.g)["GroupNormalization"] == 0);
+    CHECK(ops(r.g)["InstanceNormalization"] == 1);
+    check_same(r);
+  }
+  SUBCASE("a Mul that is not per channel stays a node after the GroupNormalization") {
+    Rewritten r = rewrite(groupnorm_export(1.f, true, {1, 1, 5}));
+    CHECK(ops(r.g)["GroupNormalization"] == 1);
+    CHECK(ops(r.g)["Reshape"] == 0);
+    CHECK(ops(r.g)["Mul"] == 1);  // the gamma along W (the Add and SiLU fused into it)
+    check_same(r);
+  }
 }
 
 TEST_CASE("rewrites: near-misses are left alone") {

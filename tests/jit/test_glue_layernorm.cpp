@@ -10,9 +10,11 @@
 #include <vector>
 
 #include "graph/ir.h"
+#include "graph/post_ops.h"
 #include "jit/glue/glue.h"
 #include "jit/layout.h"
 #include "runtime/ref/ref_kernels.h"
+#include "test_expect.h"
 #include "test_glue_util.h"
 
 namespace kiln {
@@ -23,8 +25,9 @@ using test::GuardedBuf;
 // Reference: LayerNormalization over dim 1 of [outer, c, inner, 1] (norm_dims 1).
 std::vector<float> reference(const std::vector<float>& x, int64_t outer, int64_t c, int64_t inner,
                              float eps, const std::vector<float>& gamma,
-                             const std::vector<float>* beta) {
+                             const std::vector<float>* beta, const std::vector<PostOp>& post = {}) {
   Node n;
+  for (const PostOp& op : post) append_post_op(n, op, {});
   n.name = "ln";
   n.op = "LayerNormalization";
   n.attrs["axis"] = attr_i(1);
@@ -40,7 +43,8 @@ std::vector<float> reference(const std::vector<float>& x, int64_t outer, int64_t
 }
 
 void check_case(Isa isa, Layout l, int64_t outer, int64_t c, int64_t inner, bool with_beta,
-                uint32_t seed) {
+                uint32_t seed, const std::vector<PostOp>& post = {}) {
+  CAPTURE(post_ops_str(post));
   CAPTURE(std::string(isa_name(isa)));
   CAPTURE(std::string(layout_name(l)));
   CAPTURE(outer);
@@ -55,16 +59,20 @@ void check_case(Isa isa, Layout l, int64_t outer, int64_t c, int64_t inner, bool
   gg.random(seed + 1, -2.f, 2.f);
   gb.random(seed + 2, -1.f, 1.f);
   std::vector<float> gamma(gg.data(), gg.data() + c), beta(gb.data(), gb.data() + c);
-  const auto want = reference(x, outer, c, inner, eps, gamma, with_beta ? &beta : nullptr);
+  // Without and with the post-ops: the normalised value's budget, times the ops' slope
+  // (<= 1.2 for those tested), plus their own few ulps.
+  const auto pre = reference(x, outer, c, inner, eps, gamma, with_beta ? &beta : nullptr);
+  const auto want = reference(x, outer, c, inner, eps, gamma, with_beta ? &beta : nullptr, post);
   std::string why;
   auto k = create_layernorm_kernel(outer, c, inner, l, eps, gg.data(),
-                                   with_beta ? gb.data() : nullptr, isa, &why);
+                                   with_beta ? gb.data() : nullptr, isa, &why, post);
   REQUIRE_MESSAGE(k, why);
-  // The 4-D tensor is [outer, c, inner, 1] (nchw = rows only when inner == 1).
+  // The 4-D tensor is [outer, c, inner, 1] (nchw = rows only when inner == 1); run_in_layout
+  // checks that blocked pad lanes come out 0 (sigmoid(0) would not).
   const std::vector<float> got = test::run_in_layout(*k, x, l, outer, c, inner);
   int bad = 0;
   for (size_t i = 0; i < got.size(); ++i) {
-    const double tol = 2e-5 * (1 + std::fabs(want[i]));
+    const double tol = 2e-5 * (1 + std::fabs(pre[i])) * 1.2 + 1e-6 * std::fabs(want[i]);
     if (!(std::fabs(double(got[i]) - want[i]) <= tol) && ++bad <= 3)
       CHECK_MESSAGE(false, "element " << i << ": got " << got[i] << " want " << want[i]);
   }
@@ -88,6 +96,29 @@ TEST_CASE("glue layernorm: rows and channels against the reference") {
       }
   }
   MESSAGE("layernorm cases: " << cases);
+}
+
+TEST_CASE("glue layernorm: fused one-input post-ops") {
+  using K = PostOp::Kind;
+  using test::mk;
+  const std::vector<std::vector<PostOp>> chains = {
+      {mk(K::relu)}, {mk(K::sigmoid)}, {mk(K::gelu)}, {mk(K::swish), mk(K::clip, -0.2f, 1.f)},
+      {mk(K::tanh)}, {mk(K::mish)}};
+  for (Isa isa : test::glue_isas())
+    for (const auto& post : chains) {
+      check_case(isa, Layout::nchw, 3, 17, 1, true, 5, post);
+      check_case(isa, Layout::nhwc, 2, 40, 7, false, 6, post);
+      check_case(isa, blocked_layout(isa), 2, 17, 7, true, 7, post);
+    }
+  std::string why;
+  std::vector<float> g(8, 1.f);
+  CHECK_FALSE(create_layernorm_kernel(2, 8, 4, Layout::nhwc, 1e-5f, g.data(), nullptr,
+                                      test::glue_isas()[0], &why, {mk(K::add)}));
+  CHECK(why.find("needs an operand") != std::string::npos);
+  auto k = create_layernorm_kernel(2, 8, 4, Layout::nhwc, 1e-5f, g.data(), nullptr,
+                                   test::glue_isas()[0], &why, {mk(K::relu)});
+  REQUIRE(k);
+  CHECK(k->name().find("_relu_") != std::string::npos);
 }
 
 TEST_CASE("glue layernorm: refusals and names") {

@@ -15,6 +15,7 @@
 #include "jit/glue/glue.h"
 #include "jit/layout.h"
 #include "runtime/ref/ref_kernels.h"
+#include "test_expect.h"
 #include "test_glue_util.h"
 
 namespace kiln {
@@ -229,6 +230,15 @@ TEST_CASE("glue bcast: Max / Min / Mean of two against the reference, NaN propag
 namespace kiln {
 
 TEST_CASE("glue groupnorm: Instance / GroupNormalization against the reference") {
+  using K = PostOp::Kind;
+  using test::mk;
+  const std::vector<std::vector<PostOp>> post_chains = {{},
+                                                        {mk(K::relu)},
+                                                        {mk(K::swish)},
+                                                        {mk(K::mish)},
+                                                        {mk(K::leaky_relu, 0.2f)},
+                                                        {mk(K::tanh)},
+                                                        {mk(K::gelu), mk(K::clip, -1.f, 2.f)}};
   int cases = 0;
   for (Isa isa : test::glue_isas())
     for (int64_t c : {1, 4, 6, 24})
@@ -254,15 +264,22 @@ TEST_CASE("glue groupnorm: Instance / GroupNormalization against the reference")
           nd.attrs["epsilon"] = attr_f(1e-3f);
           Tensor tx = tensor({n, c, pixels}, x.data()), ts = tensor({c}, gs.data()),
                  tb = tensor({c}, bs.data());
+          const Tensor pre = ref_run(nd, {&tx, &ts, &tb}, tx.shape());
+          // Fused post-ops (one chain per case, in turn): the normalised value's budget
+          // times their slope (<= 1.2) plus their own few ulps.
+          const std::vector<PostOp> post = post_chains[size_t(cases) % post_chains.size()];
+          CAPTURE(post_ops_str(post));
+          for (const PostOp& op : post) append_post_op(nd, op, {});
           const Tensor want = ref_run(nd, {&tx, &ts, &tb}, tx.shape());
           std::string why;
-          auto k =
-              create_groupnorm_kernel(n, c, groups, pixels, 1e-3f, gs.data(), bs.data(), isa, &why);
+          auto k = create_groupnorm_kernel(n, c, groups, pixels, 1e-3f, gs.data(), bs.data(), isa,
+                                           &why, post);
           REQUIRE_MESSAGE(k, why);
           y.fill(123.f);
           test::run_split(*k, {x.data()}, {y.data()});
           expect_close(y.data(), want, [&](int64_t i) {
-            return 2e-6 * (std::fabs(double(want.data<float>()[i])) + 4.0);
+            return 2.4e-6 * (std::fabs(double(pre.data<float>()[i])) + 4.0) +
+                   1e-6 * std::fabs(double(want.data<float>()[i]));
           });
           ++cases;
         }
