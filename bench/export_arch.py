@@ -26,7 +26,9 @@
 # - the fifth batch in bench/unseen_blocks3.py (UNSEEN3): volumetric and 1-D nets (3-D U-Nets,
 #   X3D / CSN video blocks, Wave-U-Net); --size is then DxHxW or L;
 # - the sixth batch in bench/unseen_blocks4.py (UNSEEN4): nets of factorised and 1-D convs
-#   (ERFNet, Inception-v4-like, a dilated TCN, Wav2Letter-like).
+#   (ERFNet, Inception-v4-like, a dilated TCN, Wav2Letter-like);
+# - the seventh batch in bench/unseen_blocks5.py (UNSEEN5): other activations and norms
+#   (CSPDarknet's Mish, a CycleGAN generator, a DDPM-style GroupNorm U-Net, SRResNet's PReLU).
 # Writes OUT/NAME[_bB_HxW].onnx with .input.npy and PyTorch's output .ref.npy (the first output
 # for several) for `kiln bench --check` and bench/zoo_bench.py. Needs python3-torch / -onnx.
 import argparse, os
@@ -41,6 +43,7 @@ from unseen_blocks import UNSEEN
 from unseen_blocks2 import UNSEEN2
 from unseen_blocks3 import UNSEEN3
 from unseen_blocks4 import UNSEEN4
+from unseen_blocks5 import UNSEEN5
 
 SEED = 1234
 
@@ -272,7 +275,7 @@ MODELS = {"yolov5s": (YoloV5s, "640x640", 3, 7), "unet": (UNet, "256x256", 3, 7)
           "style": (StyleNet, "256x256", 3, 7), "espcn": (ESPCN, "224x224", 3, 7),
           "raft_small": (RaftSmall, "128x160", 6, 16), "crnn": (CRNN, "32x128", 1, 7),
           "condconv": (CondConvNet, "224x224", 3, 7),
-          **UNSEEN, **UNSEEN2, **UNSEEN3, **UNSEEN4}
+          **UNSEEN, **UNSEEN2, **UNSEEN3, **UNSEEN4, **UNSEEN5}
 
 
 def main():

@@ -700,18 +700,24 @@ std::unique_ptr<Kernel> make_norm(const Graph& g, const Node& n, Layout l, Isa i
                "not a Softmax / LogSoftmax, or a Layer / Instance / GroupNormalization with "
                "constant scale and bias",
            nullptr;
-  if (l != Layout::nchw && !v->channels)
-    return *why = "only a reduction over the channels of a 4-D tensor runs on nhwc / blocked",
-           nullptr;
   // A fused activation (graph/fuse.cpp: one-input post-ops, no extra inputs).
   const std::vector<PostOp> post = parse_post_ops(n, int(n.inputs.size()));
   if (n.op == "InstanceNormalization" || n.op == "GroupNormalization") {
     const Shape& s = g.value(n.inputs[0]).shape;
-    return create_groupnorm_kernel(s[0], s[1], v->outer / s[0], shape_numel(s) / (s[0] * s[1]),
-                                   n.attr_f("epsilon", 1e-5f),
-                                   g.value(n.inputs[1]).constant->data<float>(),
-                                   g.value(n.inputs[2]).constant->data<float>(), isa, why, post);
+    const int64_t groups = v->outer / s[0], pixels = shape_numel(s) / (s[0] * s[1]);
+    const float eps = n.attr_f("epsilon", 1e-5f);
+    const float* gamma = g.value(n.inputs[1]).constant->data<float>();
+    const float* beta = g.value(n.inputs[2]).constant->data<float>();
+    if (l == Layout::nchw)
+      return create_groupnorm_kernel(s[0], s[1], groups, pixels, eps, gamma, beta, isa, why, post);
+    if (s.size() != 4 || l != blocked_layout(isa))
+      return *why = "Instance / GroupNormalization runs on nchw or a 4-D tensor's blocks", nullptr;
+    return create_groupnorm_blocked_kernel(s[0], s[1], groups, pixels, eps, gamma, beta, isa, why,
+                                           post);
   }
+  if (l != Layout::nchw && !v->channels)
+    return *why = "only a reduction over the channels of a 4-D tensor runs on nhwc / blocked",
+           nullptr;
   if (n.op != "LayerNormalization")
     return create_softmax_kernel(v->outer, v->c, v->inner, l, isa, why, n.op == "LogSoftmax");
   const ValueId b = n.in(2);
@@ -1121,6 +1127,10 @@ std::vector<Label> candidate_labels(const Graph& g, int i, Isa isa, bool referen
       simple(LabelKind::norm, b);
       simple(LabelKind::norm, Layout::nhwc);
     }
+    // Instance / GroupNorm of a 4-D tensor also on its blocks (make_norm declines groups
+    // that straddle them).
+    if ((n.op == "InstanceNormalization" || n.op == "GroupNormalization") && is4d(g, n.outputs[0]))
+      simple(LabelKind::norm, b);
     if (norm_view(g, n)->inner == 1) simple(LabelKind::norm, Layout::nchw);
   } else if (jit && reduce_op(n.op)) {
     for (Layout l : {b, Layout::nhwc, Layout::nchw})

@@ -118,6 +118,14 @@ std::unique_ptr<Kernel> create_groupnorm_kernel(int64_t n, int64_t c, int64_t gr
                                                 int64_t pixels, float eps, const float* gamma,
                                                 const float* beta, Isa isa, std::string* why_not,
                                                 const std::vector<PostOp>& post = {});
+// The same on the ISA's blocked layout (nChw16c / nChw8c, [n, c, pixels] as a 4-D tensor's
+// blocks): a group's channels must be whole aligned runs inside a block (c / groups dividing
+// the block) or whole blocks; pad lanes are written as 0. src[0] -> dst[0].
+std::unique_ptr<Kernel> create_groupnorm_blocked_kernel(int64_t n, int64_t c, int64_t groups,
+                                                        int64_t pixels, float eps,
+                                                        const float* gamma, const float* beta,
+                                                        Isa isa, std::string* why_not,
+                                                        const std::vector<PostOp>& post = {});
 
 // GridSample of x [N, C, H, W] (src[0], layout l: nhwc or the ISA's blocked layout) at grid
 // [N, Ho, Wo, 2] (src[1], row-major) into dst[0] [N, C, Ho, Wo] in l (blocked pad lanes 0).

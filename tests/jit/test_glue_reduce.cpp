@@ -7,6 +7,7 @@
 
 #include <cmath>
 #include <limits>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -229,6 +230,37 @@ TEST_CASE("glue bcast: Max / Min / Mean of two against the reference, NaN propag
 
 namespace kiln {
 
+// A GroupNorm case: x [n, c, pixels] (eps 1e-3; gamma, beta fixed per channel), its reference
+// output without and with `post`, and the tolerance of a kernel's element i: the normalised
+// value's budget times the post-ops' slope (<= 1.2) plus their own few ulps.
+struct GnCase {
+  std::vector<float> gamma, beta;
+  Tensor pre, want;
+  GnCase(int64_t n, int64_t c, int64_t groups, int64_t pixels, const float* x,
+         const std::vector<PostOp>& post) {
+    for (int64_t i = 0; i < c; ++i) {
+      gamma.push_back(0.5f + 0.1f * float(i % 13));
+      beta.push_back(0.25f * float(i % 5) - 0.5f);
+    }
+    Node nd;
+    nd.name = "gn";
+    nd.op = groups == c ? "InstanceNormalization" : "GroupNormalization";
+    nd.attrs["num_groups"] = attr_i(groups);
+    nd.attrs["epsilon"] = attr_f(1e-3f);
+    Tensor tx = tensor({n, c, pixels}, x), ts = tensor({c}, gamma.data()),
+           tb = tensor({c}, beta.data());
+    pre = ref_run(nd, {&tx, &ts, &tb}, tx.shape());
+    for (const PostOp& op : post) append_post_op(nd, op, {});
+    want = ref_run(nd, {&tx, &ts, &tb}, tx.shape());
+  }
+  void check(const float* got) const {
+    expect_close(got, want, [&](int64_t i) {
+      return 2.4e-6 * (std::fabs(double(pre.data<float>()[i])) + 4.0) +
+             1e-6 * std::fabs(double(want.data<float>()[i]));
+    });
+  }
+};
+
 TEST_CASE("glue groupnorm: Instance / GroupNormalization against the reference") {
   using K = PostOp::Kind;
   using test::mk;
@@ -252,38 +284,69 @@ TEST_CASE("glue groupnorm: Instance / GroupNormalization against the reference")
           const int64_t n = 2;
           GuardedBuf x{size_t(n * c * pixels)}, y{size_t(n * c * pixels)};
           x.random(uint32_t(c * 17 + groups + pixels), -3.f, 5.f);
-          std::vector<float> gs(static_cast<size_t>(c)), bs(static_cast<size_t>(c));
-          for (int64_t i = 0; i < c; ++i) {
-            gs[size_t(i)] = 0.5f + 0.1f * float(i);
-            bs[size_t(i)] = 0.25f * float(i % 5) - 0.5f;
-          }
-          Node nd;
-          nd.name = "gn";
-          nd.op = groups == c ? "InstanceNormalization" : "GroupNormalization";
-          nd.attrs["num_groups"] = attr_i(groups);
-          nd.attrs["epsilon"] = attr_f(1e-3f);
-          Tensor tx = tensor({n, c, pixels}, x.data()), ts = tensor({c}, gs.data()),
-                 tb = tensor({c}, bs.data());
-          const Tensor pre = ref_run(nd, {&tx, &ts, &tb}, tx.shape());
-          // Fused post-ops (one chain per case, in turn): the normalised value's budget
-          // times their slope (<= 1.2) plus their own few ulps.
+          // Fused post-ops: one chain per case, in turn.
           const std::vector<PostOp> post = post_chains[size_t(cases) % post_chains.size()];
           CAPTURE(post_ops_str(post));
-          for (const PostOp& op : post) append_post_op(nd, op, {});
-          const Tensor want = ref_run(nd, {&tx, &ts, &tb}, tx.shape());
+          const GnCase ref(n, c, groups, pixels, x.data(), post);
           std::string why;
-          auto k = create_groupnorm_kernel(n, c, groups, pixels, 1e-3f, gs.data(), bs.data(), isa,
-                                           &why, post);
+          auto k = create_groupnorm_kernel(n, c, groups, pixels, 1e-3f, ref.gamma.data(),
+                                           ref.beta.data(), isa, &why, post);
           REQUIRE_MESSAGE(k, why);
           y.fill(123.f);
           test::run_split(*k, {x.data()}, {y.data()});
-          expect_close(y.data(), want, [&](int64_t i) {
-            return 2.4e-6 * (std::fabs(double(pre.data<float>()[i])) + 4.0) +
-                   1e-6 * std::fabs(double(want.data<float>()[i]));
-          });
+          ref.check(y.data());
           ++cases;
         }
   MESSAGE("groupnorm cases: " << cases);
+}
+
+TEST_CASE("glue groupnorm: the blocked kernel against the reference, pad lanes 0") {
+  using K = PostOp::Kind;
+  using test::mk;
+  const std::vector<std::vector<PostOp>> post_chains = {
+      {}, {mk(K::relu)}, {mk(K::sigmoid)}, {mk(K::swish)}, {mk(K::hardsigmoid, 0.2f, 0.5f)}};
+  int cases = 0;
+  for (Isa isa : test::glue_isas()) {
+    const Layout l = blocked_layout(isa);
+    const int64_t V = simd_width(isa);
+    for (int64_t c : {8, 16, 24, 40, 64})
+      for (int64_t gs : {1, 2, 4, 8, 16, 32})
+        for (int64_t pixels : {1, 3, 7, 49}) {
+          if (c % gs || !((gs <= V && V % gs == 0) || gs % V == 0)) continue;
+          const int64_t n = 2, groups = c / gs;
+          const std::vector<PostOp> post = post_chains[size_t(cases) % post_chains.size()];
+          CAPTURE(std::string(isa_name(isa)));
+          CAPTURE(c);
+          CAPTURE(groups);
+          CAPTURE(pixels);
+          CAPTURE(post_ops_str(post));
+          const Shape s4 = {n, c, pixels, 1};
+          std::vector<float> x(size_t(n * c * pixels));
+          std::mt19937 rng(uint32_t(c * 131 + gs * 7 + pixels));
+          std::uniform_real_distribution<float> d(-3.f, 5.f);
+          for (float& v : x) v = d(rng) + 0.02f * float(&v - x.data()) / float(pixels);
+          const GnCase ref(n, c, groups, pixels, x.data(), post);
+          std::string why;
+          auto k = create_groupnorm_blocked_kernel(n, c, groups, pixels, 1e-3f, ref.gamma.data(),
+                                                   ref.beta.data(), isa, &why, post);
+          REQUIRE_MESSAGE(k, why);
+          GuardedBuf src{size_t(layout_elems(l, s4))}, dst{size_t(layout_elems(l, s4))};
+          convert_layout(x.data(), Layout::nchw, src.data(), l, s4);
+          dst.fill(123.f);
+          test::run_split(*k, {src.data()}, {dst.data()});
+          CHECK(test::nonzero_pad_lanes(dst.data(), V, n, c, pixels) == 0);
+          std::vector<float> got(x.size());
+          convert_layout(dst.data(), l, got.data(), Layout::nchw, s4);
+          ref.check(got.data());
+          ++cases;
+        }
+    std::string why;
+    std::vector<float> g(48, 1.f);
+    CHECK_FALSE(create_groupnorm_blocked_kernel(1, 48, 16, 9, 1e-5f, g.data(), g.data(), isa,
+                                                &why));  // 3 channels per group
+    CHECK(why.find("straddle") != std::string::npos);
+  }
+  MESSAGE("blocked groupnorm cases: " << cases);
 }
 
 }  // namespace kiln
