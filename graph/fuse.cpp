@@ -4,6 +4,7 @@
 // (a Linear layer on [.., tokens, C]: its bias Add, activation, per-channel scale and residual in
 // the FC kernel's epilogue instead of one pass each), and of standalone elementwise ops (Add,
 // Mul, a unary op: a chain of them one pass) and of Layer / Instance / GroupNormalization.
+#include <algorithm>
 #include <cmath>
 #include <optional>
 #include <string>
@@ -122,6 +123,7 @@ class Fuser {
         (try_fuse_vector(j) || try_fuse_scalar(j)))
       return 1;
     if (n.op == "Add" && n.inputs.size() == 2) return try_fuse_add(j);
+    if (n.op == "PRelu" && n.inputs.size() == 2) return try_fuse_prelu(j);
     if (n.op == "Mul" && n.inputs.size() == 2) return try_fuse_swish(j);
     // The glue kernels' ops (Tanh, Exp, Neg, Pow by a constant, ...) go after elementwise ops
     // only; a quantize-dequantize never does (it may store the uint8 an int8 conv reads).
@@ -135,6 +137,51 @@ class Fuser {
         is_elementwise_target(g_, g_.nodes[size_t(p)]) || is_norm_target(g_, g_.nodes[size_t(p)]);
     if (glue ? qdq : glue_only(op->kind)) return 0;
     fuse(p, j, *op, {});
+    return 1;
+  }
+
+  // PRelu(x, slope) with a constant f32 slope: a scalar one is a leaky_relu of any target; one
+  // per output channel (dim 1 of a Conv's output, the last of a Gemm's or linear MatMul's) a
+  // prelu post-op whose 1-D slope is the extra input.
+  int try_fuse_prelu(int j) {
+    const Node& n = g_.nodes[size_t(j)];
+    const ValueId x = n.inputs[0], sl = n.inputs[1];
+    if (x == kNoValue || sl == kNoValue || g_.value(x).dtype != DType::f32) return 0;
+    const Value& s = g_.value(sl);
+    if (!s.is_const() || s.dtype != DType::f32) return 0;
+    const Shape ys = g_.value(n.outputs[0]).shape;
+    if (g_.value(x).shape != ys) return 0;
+    const int p = target_for(x, j);
+    if (p < 0) return 0;
+    if (s.constant->numel() == 1) {
+      PostOp op;
+      op.kind = PostOp::Kind::leaky_relu;
+      op.alpha = s.constant->data<float>()[0];
+      if (!std::isfinite(op.alpha)) return 0;
+      fuse(p, j, op, {});
+      return 1;
+    }
+    const std::string& op_p = g_.nodes[size_t(p)].op;
+    const bool conv = op_p == "Conv", fc = op_p == "Gemm" || is_linear(g_, g_.nodes[size_t(p)]);
+    if (!(conv || fc) || ys.size() < 2) return 0;
+    // Conv: [C] right-aligned onto dim 1 (1s after it); Gemm / MatMul: the last dim.
+    const size_t axis = conv ? 1 : ys.size() - 1;
+    const Shape& ss = s.shape;
+    if (ss.size() > ys.size()) return 0;
+    for (size_t k = 0; k < ss.size(); ++k) {
+      const size_t dim = ys.size() - ss.size() + k;
+      if (ss[k] != (dim == axis ? ys[axis] : 1)) return 0;
+    }
+    if (s.constant->numel() != ys[axis]) return 0;
+    Tensor slope(DType::f32, {ys[axis]});
+    std::copy_n(s.constant->data<float>(), ys[axis], slope.data<float>());
+    const ValueId v = const_for(g_, n, "slope", std::move(slope));  // (may move g_.values)
+    if (size_t(v) >= prod_.size()) prod_.resize(size_t(v) + 1, -1);
+    if (size_t(v) >= cons_.size()) cons_.resize(size_t(v) + 1);
+    cons_[size_t(v)] = {j};
+    PostOp op;
+    op.kind = PostOp::Kind::prelu;
+    fuse(p, j, op, {v});
     return 1;
   }
 

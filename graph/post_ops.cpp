@@ -50,8 +50,9 @@ const char* const kKindNames[] = {"relu",
                                   "quant_dequant_s8",
                                   "sin",
                                   "cos",
-                                  "linear"};
-static_assert(std::size(kKindNames) == size_t(PostOp::Kind::linear) + 1);
+                                  "linear",
+                                  "prelu"};
+static_assert(std::size(kKindNames) == size_t(PostOp::Kind::prelu) + 1);
 
 // The ONNX ops that map to one glue-only kind, with their attributes' names and defaults.
 struct GlueUnary {
@@ -88,10 +89,6 @@ const GlueUnary kGlueUnary[] = {
 // unary_post_op's ops (those a conv epilogue may fuse).
 const char* const kFusableUnary[] = {"Relu",        "LeakyRelu", "Sigmoid", "Clip",
                                      "HardSigmoid", "HardSwish", "Gelu",    "QuantizeDequantize"};
-
-int extra_inputs(PostOp::Kind k) {
-  return k == PostOp::Kind::add ? 1 : k == PostOp::Kind::scale_shift ? 2 : 0;
-}
 
 }  // namespace
 
@@ -307,6 +304,8 @@ float apply_post_op(const PostOp& op, float x, float residual, float scale, floa
       const volatile float product = x * op.alpha;
       return op.beta == 0.f ? product : product + op.beta;
     }
+    case PostOp::Kind::prelu:  // ONNX PRelu: slope * x below 0 (NaN stays NaN)
+      return x < 0 ? x * scale : x;
     case PostOp::Kind::gelu_tanh: {  // in double
       const double d = x;
       return float(0.5 * d * (1 + std::tanh(0.79788456080286536 * (d + 0.044715 * d * d * d))));

@@ -11,7 +11,7 @@
 //   attr "post_beta"  floats, same length: clip max, hardsigmoid beta, selu gamma, linear beta
 //   extra node inputs after the op's own ones, in post-op order: `add` takes one (a tensor of
 //   the output's shape: the residual), `scale_shift` takes two (per-output-channel scale and
-//   shift, 1-D [C]).
+//   shift, 1-D [C]), `prelu` one (the per-output-channel slope, 1-D [C]).
 #pragma once
 
 #include <optional>
@@ -74,10 +74,14 @@ struct PostOp {
     // fused after another elementwise op; graph/fuse.cpp makes alpha 1 or beta 0, so it is
     // exact either way).
     linear,
+    // x < 0 ? x * slope[c] : x, ONNX PRelu with a per-output-channel slope: one extra input
+    // (1-D [C]), the conv / GEMM epilogues only.
+    prelu,
   };
   Kind kind = Kind::relu;
   float alpha = 0, beta = 0;
-  int input = -1;  // node input index: the residual (add) or the scale (scale_shift; shift = +1)
+  int input = -1;  // node input index: the residual (add), the scale (scale_shift; shift = +1)
+                   // or the slope (prelu)
 };
 
 const char* post_op_name(PostOp::Kind k);
@@ -98,7 +102,17 @@ inline float quant_dequant_u8_zero(const PostOp& op) {
 // The kinds past the first block (tanh ... quantize_s8, sin, cos, linear): the standalone
 // elementwise kernels' vocabulary, which unary_post_op does not return.
 inline bool glue_kind(PostOp::Kind k) {
-  return (k >= PostOp::Kind::tanh && k <= PostOp::Kind::quantize_s8) || k >= PostOp::Kind::sin;
+  return (k >= PostOp::Kind::tanh && k <= PostOp::Kind::quantize_s8) ||
+         (k >= PostOp::Kind::sin && k <= PostOp::Kind::linear);
+}
+// The node inputs a post-op reads: the residual of `add`, scale and shift of `scale_shift`,
+// the slope of `prelu`.
+inline int extra_inputs(PostOp::Kind k) {
+  return k == PostOp::Kind::add ? 1 : k == PostOp::Kind::scale_shift ? 2 : k == PostOp::Kind::prelu;
+}
+// The kinds with per-output-channel operands (PostOpArgs::scale / shift).
+inline bool per_channel(PostOp::Kind k) {
+  return k == PostOp::Kind::scale_shift || k == PostOp::Kind::prelu;
 }
 // The kinds the conv / GEMM epilogues (jit/epilogue.h) also compute among glue_kind's: the
 // activations that follow convs in real networks (GAN / super-resolution outputs, YOLO's Mish,

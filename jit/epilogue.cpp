@@ -61,6 +61,8 @@ int op_temps(const PostOp& op, Isa isa, bool tail) {
     case K::quant_dequant_u8:
     case K::quant_dequant_s8:
       return 1;  // the range's bounds
+    case K::prelu:
+      return avx2 ? 2 : 0;  // the product and the sign mask (AVX-512: k7 and a masked multiply)
     default:
       return 0;  // glue_only(): returned above
   }
@@ -146,6 +148,10 @@ class ChainEmitter {
         with_operand(where.residual(i),
                      [&](const Xmm& d, const Operand& o) { g_.vaddps(d, a_, o); });
         break;
+      case K::prelu:
+        if (!where.scale) fail(Code::internal, "epilogue: no slope operand for 'prelu'");
+        prelu(where.scale(i));
+        break;
       case K::scale_shift:
         if (!where.scale || !where.shift)
           fail(Code::internal, "epilogue: no scale/shift operand for 'scale_shift'");
@@ -182,6 +188,33 @@ class ChainEmitter {
       g_.vmaskmovps(t(0), t(0), addr);  // lanes past the tail read as 0, never touched
       f(a_, t(0));
     }
+  }
+
+  // x < 0 ? x * slope[c] : x with the slope vector at `slope` (its first tail_ lanes only),
+  // the reference's one rounding.
+  void prelu(const Address& slope) {
+    using Xbyak::util::k7;
+    if (z()) {
+      if (tail_) {  // k7 = tail lanes & (x < 0): the masked multiply reads no lane past them
+        if (!k7_tail_) g_.kmovw(k7, c_.lanes({(1u << tail_) - 1u}));
+        g_.vcmpps(k7 | k7, a_, c_.f32(0.f), kLtOq);
+      } else {
+        g_.vcmpps(k7, a_, c_.f32(0.f), kLtOq);
+      }
+      g_.vmulps(a_ | k7, a_, slope);
+      k7_tail_ = false;
+      return;
+    }
+    if (tail_) {
+      std::vector<uint32_t> mask(size_t(tail_), 0xffffffffu);
+      g_.vmovaps(t(0), c_.lanes(mask));
+      g_.vmaskmovps(t(0), t(0), slope);  // lanes past the tail read as 0, never touched
+      g_.vmulps(t(0), a_, t(0));
+    } else {
+      g_.vmulps(t(0), a_, slope);
+    }
+    g_.vcmpps(t(1), a_, c_.f32(0.f), kLtOq);
+    g_.vblendvps(a_, a_, t(0), t(1));
   }
 
   // x >= 0 ? x : x*alpha  ==  x < 0 ? x*alpha : x (NaN stays NaN either way).

@@ -11,6 +11,8 @@ void PostOpArgs::set(const std::vector<PostOp>& post, const KernelArgs& args) {
     } else if (op.kind == PostOp::Kind::scale_shift) {
       scale[i] = args.src[op.input];
       shift[i] = args.src[op.input + 1];
+    } else if (op.kind == PostOp::Kind::prelu) {
+      scale[i] = args.src[op.input];  // the slope
     }
   }
 }

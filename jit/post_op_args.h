@@ -13,8 +13,9 @@
 namespace kiln {
 
 struct PostOpArgs {
-  int64_t res_delta[kMaxPostOps] = {};   // `add` post-op i: residual - output, in bytes
-  const float* scale[kMaxPostOps] = {};  // `scale_shift` post-op i, at the call's first channel
+  int64_t res_delta[kMaxPostOps] = {};  // `add` post-op i: residual - output, in bytes
+  // `scale_shift` post-op i (`prelu`: its slope), at the call's first channel
+  const float* scale[kMaxPostOps] = {};
   const float* shift[kMaxPostOps] = {};
 
   // From the node's inputs in args.src (PostOp::input); the residual as its byte distance from

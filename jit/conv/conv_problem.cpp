@@ -119,7 +119,8 @@ PostOp parse_post_op(ProblemReader& r) {
                                     PostOp::Kind::tanh,
                                     PostOp::Kind::selu,
                                     PostOp::Kind::elu,
-                                    PostOp::Kind::mish};
+                                    PostOp::Kind::mish,
+                                    PostOp::Kind::prelu};
   for (PostOp::Kind k : kinds) {
     const std::string name = post_op_name(k);
     if (!r.at(name)) continue;
@@ -180,9 +181,9 @@ ConvProblem ConvProblem::parse(const std::string& s) {
   while (!r.done()) {
     if (!r.eat("_")) r.error("expected '_' at offset " + std::to_string(r.pos()));
     PostOp op = parse_post_op(r);
-    if (op.kind == PostOp::Kind::add || op.kind == PostOp::Kind::scale_shift) {
+    if (extra_inputs(op.kind) > 0) {
       op.input = next_input;
-      next_input += op.kind == PostOp::Kind::add ? 1 : 2;
+      next_input += extra_inputs(op.kind);
     }
     p.post.push_back(op);
   }

@@ -29,6 +29,7 @@ int epilogue_temps(const ConvProblem& p, Isa isa) {
     int t = 1;
     if (op.kind == PostOp::Kind::relu) t = isa == Isa::avx512 ? 0 : 1;
     if (op.kind == PostOp::Kind::sigmoid) t = 2;
+    if (op.kind == PostOp::Kind::prelu) t = isa == Isa::avx512 ? 1 : 2;
     if (op.kind == PostOp::Kind::swish || op.kind == PostOp::Kind::gelu ||
         epilogue_glue_kind(op.kind))
       t = 3;
@@ -53,8 +54,7 @@ std::string check_common(const ConvProblem& p, Isa isa) {
   if (int(p.post.size()) > kMaxPostOps)
     return "more than " + std::to_string(kMaxPostOps) + " fused post-ops";
   for (const PostOp& op : p.post)
-    if ((op.kind == PostOp::Kind::add || op.kind == PostOp::Kind::scale_shift) && op.input < 0)
-      return "post-op without its input";
+    if (extra_inputs(op.kind) > 0 && op.input < 0) return "post-op without its input";
   // Offsets inside one image must fit the 32-bit displacements the generators emit.
   const int64_t big = int64_t(1) << 28;
   if (round_up(p.ic, 16) * p.ih * p.iw > big || round_up(p.oc, 16) * p.oh * p.ow > big)

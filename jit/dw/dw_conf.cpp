@@ -217,9 +217,9 @@ ConfOr<DwConf> init_dw_conf(const ConvProblem& p, const ConvImpl& impl, Isa isa,
   c.sub_zero = c.int8 && impl.int8->x_zero != 0;
   c.cv = ceil_div(p.ic, c.simd);
   c.tail = int(p.ic % c.simd);
-  bool scale_shift = false;
-  for (const PostOp& op : p.post) scale_shift = scale_shift || op.kind == PostOp::Kind::scale_shift;
-  c.tail_code = c.tail != 0 && (c.nhwc || scale_shift);
+  bool channel_operands = false;
+  for (const PostOp& op : p.post) channel_operands = channel_operands || per_channel(op.kind);
+  c.tail_code = c.tail != 0 && (c.nhwc || channel_operands);
   c.epi_temps = epilogue_temps(p, isa);
 
   // Every displacement the generator emits (kernel rows and columns around a row pointer) and

@@ -98,7 +98,7 @@ ConfOr<FcConf> init_fc_conf(const FcProblem& p, Isa isa, const FcImpl& impl) {
   if (int(p.post.size()) > kMaxPostOps)
     return R::no("more than " + std::to_string(kMaxPostOps) + " fused post-ops");
   for (const PostOp& op : p.post)
-    if ((op.kind == PostOp::Kind::add || op.kind == PostOp::Kind::scale_shift) && op.input < 0)
+    if (extra_inputs(op.kind) > 0 && op.input < 0)
       return R::no(std::string("post-op '") + post_op_name(op.kind) + "' has no input index");
   if (impl.nb < 0 || impl.mr < 0 || impl.ku < 0 || impl.k_unroll < 0)
     return R::no("negative forced blocking");

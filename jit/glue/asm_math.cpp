@@ -446,7 +446,7 @@ void emit_softplus(AsmBuilder& b, const x86::Vec& a) {
 
 std::string post_part(const std::vector<PostOp>& post, std::string* why) {
   for (const PostOp& op : post)
-    if (op.kind == PostOp::Kind::add || op.kind == PostOp::Kind::scale_shift)
+    if (extra_inputs(op.kind) > 0)
       return *why = std::string("post-op ") + post_op_name(op.kind) + " needs an operand", "";
   return post.empty() ? "" : "_" + post_ops_str(post);
 }
@@ -645,6 +645,7 @@ void emit_post_op(AsmBuilder& b, const x86::Vec& a, const PostOp& op) {
     }
     case K::add:
     case K::scale_shift:
+    case K::prelu:
       fail(Code::internal, std::string("kernel ") + b.name() + ": post-op " +
                                post_op_name(op.kind) + " needs an operand");
   }

@@ -153,9 +153,9 @@ std::unique_ptr<Kernel> create_eltwise_kernel(int64_t elems, const std::vector<P
   // The residual of the i-th add: its node input when set (>= 1), else src[1 + i].
   std::vector<int> res;
   for (const auto& op : ops) {
-    if (op.kind == K::scale_shift)
-      return decline(why_not,
-                     "scale_shift needs per-channel operands: not a standalone elementwise op");
+    if (per_channel(op.kind))
+      return decline(why_not, std::string(post_op_name(op.kind)) +
+                                  " needs per-channel operands: not a standalone elementwise op");
     if (op.kind == K::add) res.push_back(op.input >= 1 ? op.input : 1 + int(res.size()));
   }
   if (res.size() > size_t(kMaxAdds))

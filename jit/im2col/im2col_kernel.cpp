@@ -91,7 +91,8 @@ class Im2colKernel : public Kernel {
         pack_weights_nchw(c, ModelFloats(*w), wei_.data<float>());
       pack_im2col_bias(c, bias ? bias->data<float>() : nullptr, bias_.data<float>());
     }
-    for (const PostOp& op : c.p.post) n_scale_shift_ += op.kind == PostOp::Kind::scale_shift;
+    for (const PostOp& op : c.p.post)
+      n_per_channel_ += extra_inputs(op.kind) * per_channel(op.kind);
     main_ = shared_generator<GemmGenerator>(code_key, "", c, c.nr, false, ldb(c.nr), name_);
     if (c.last_own)
       last_ = shared_generator<GemmGenerator>(code_key, "_last", c, c.n_last, true, ldb(c.n_last),
@@ -105,9 +106,9 @@ class Im2colKernel : public Kernel {
     if (runtime_) return {};
     return {{wei_.raw(), wei_.nbytes()}};
   }
-  // The tile's packed operand, then (NCHW) the scale / shift expanded to vectors.
+  // The tile's packed operand, then (NCHW) the per-channel operands expanded to vectors.
   int64_t scratch_bytes() const override {
-    const int64_t expand = c_.nhwc ? 0 : 2 * n_scale_shift_ * c_.p.oc * c_.simd;
+    const int64_t expand = c_.nhwc ? 0 : n_per_channel_ * c_.p.oc * c_.simd;
     return std::max<int64_t>(c_.pack_floats + expand, 16) * 4;
   }
   RuntimePacking runtime_packing() const override {
@@ -133,12 +134,15 @@ class Im2colKernel : public Kernel {
       const PostOp& op = p.post[i];
       if (op.kind == PostOp::Kind::add && args.src[op.input] == args.dst[0]) split = false;
       // NCHW: the code reads per-channel operands as vectors along the rows.
-      if (op.kind == PostOp::Kind::scale_shift && !c_.nhwc) {
+      if (per_channel(op.kind) && !c_.nhwc) {
         expand_rows(base.post.scale[i], p.oc, c_.simd, ss);
-        expand_rows(base.post.shift[i], p.oc, c_.simd, ss + p.oc * c_.simd);
         base.post.scale[i] = ss;
-        base.post.shift[i] = ss + p.oc * c_.simd;
-        ss += 2 * p.oc * c_.simd;
+        ss += p.oc * c_.simd;
+        if (op.kind == PostOp::Kind::scale_shift) {
+          expand_rows(base.post.shift[i], p.oc, c_.simd, ss);
+          base.post.shift[i] = ss;
+          ss += p.oc * c_.simd;
+        }
       }
     }
     const int64_t kc = split ? c_.kc : c_.k;
@@ -239,7 +243,7 @@ class Im2colKernel : public Kernel {
   int64_t wei_floats_;  // packed weights (then the bias)
   Tensor wei_, bias_;   // packed at creation (not runtime_)
   std::vector<int64_t> group_off_;
-  int64_t n_scale_shift_ = 0;
+  int64_t n_per_channel_ = 0;  // per-channel operand arrays (scale_shift: 2, prelu: 1)
   std::shared_ptr<const GemmGenerator> main_, last_;
 };
 

@@ -23,6 +23,11 @@ Epilogue::Epilogue(const Node& node, const Inputs& in, int first_extra_input, co
       }
       a = s.data<float>();
       b = t.data<float>();
+    } else if (op.kind == PostOp::Kind::prelu) {
+      const Tensor& s = req_input(node, in, size_t(op.input));
+      expect_dtype(node, s, DType::f32, "post-op slope");
+      expect_shape(node, s, {channels}, "post-op slope");
+      a = s.data<float>();
     }
     a_.push_back(a);
     b_.push_back(b);
@@ -37,6 +42,7 @@ void Epilogue::apply_row(float* y, int64_t n, int64_t out_off, int64_t ch, int64
       float residual = 0, scale = 1, shift = 0;
       if (op.kind == PostOp::Kind::add) residual = a_[k][out_off + j];
       if (op.kind == PostOp::Kind::scale_shift) scale = a_[k][c], shift = b_[k][c];
+      if (op.kind == PostOp::Kind::prelu) scale = a_[k][c];
       y[j] = apply_post_op(op, y[j], residual, scale, shift);
     }
   }

@@ -26,7 +26,8 @@ class Epilogue {
 
  private:
   std::vector<PostOp> ops_;
-  // Per op: residual data (add) or scale and shift data (scale_shift), else nullptr.
+  // Per op: residual data (add), scale and shift data (scale_shift) or the slope (prelu), else
+  // nullptr.
   std::vector<const float*> a_, b_;
 };
 

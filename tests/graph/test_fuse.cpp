@@ -187,6 +187,40 @@ TEST_CASE("fuse: Instance / Group / LayerNormalization take one-input activation
   }
 }
 
+TEST_CASE("fuse: PRelu after a conv: per-channel slope a prelu post-op, one slope leaky_relu") {
+  using K = PostOp::Kind;
+  struct Case {
+    std::vector<int64_t> dims;
+    std::vector<float> slope;
+    std::optional<K> kind;  // nothing: stays a node
+  };
+  for (const Case& c :
+       {Case{{2, 1, 1}, {0.5f, -0.25f}, K::prelu}, Case{{1, 2, 1, 1}, {0.5f, -0.25f}, K::prelu},
+        Case{{1}, {0.1f}, K::leaky_relu}, Case{{4}, {1, 2, 3, 4}, std::nullopt},  // along W: stays
+        Case{{1, 4, 1}, {1, 2, 3, 4}, std::nullopt}}) {                           // along H: stays
+    CAPTURE(c.dims.size());
+    OnnxBuilder b = conv_base();
+    b.init_f("slope", c.dims, c.slope);
+    b.node("PRelu", {"c", "slope"}, {"y"});
+    b.output("y");
+    Graph g = prepared(b);
+    CHECK(kiln::fuse_epilogues(g) == (c.kind ? 1 : 0));
+    REQUIRE(g.nodes.size() == (c.kind ? 1u : 2u));
+    if (!c.kind) continue;
+    const auto ops = kiln::parse_post_ops(g.nodes[0], 3);
+    REQUIRE(ops.size() == 1);
+    CHECK(ops[0].kind == *c.kind);
+    if (*c.kind == K::leaky_relu) {
+      CHECK(ops[0].alpha == 0.1f);
+      continue;
+    }
+    const kiln::Value& sv = g.value(g.nodes[0].inputs[size_t(ops[0].input)]);
+    REQUIRE(sv.is_const());
+    CHECK(sv.shape == kiln::Shape{2});
+    CHECK(sv.constant->data<float>()[1] == -0.25f);
+  }
+}
+
 TEST_CASE("fuse: hardswish as exported before opset 14, x * hardsigmoid(x; 1/6, 0.5)") {
   for (float alpha : {1.f / 6.f, 0.2f}) {
     CAPTURE(alpha);

@@ -131,6 +131,7 @@ TEST_CASE("direct conv with fused post-op chains") {
       chain({op(K::add), op(K::relu)}),
       chain({op(K::scale_shift), op(K::add), op(K::sigmoid)}),
       chain({op(K::swish), op(K::add), op(K::hardswish)}),
+      chain({op(K::prelu), op(K::add), op(K::mish)}),
   };
   const std::vector<std::string> shapes = {
       "ic17ih9iw10_oc21oh9ow10kh3kw3sh1sw1ph1pw1",

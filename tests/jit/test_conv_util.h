@@ -128,20 +128,18 @@ inline PostOp op(PostOp::Kind k, float alpha = 0, float beta = 0, int input = -1
 // Numbers the extra inputs of a chain as a Conv node would (from input 3, in order).
 inline std::vector<PostOp> chain(std::vector<PostOp> ops) {
   int next = 3;
-  for (PostOp& o : ops) {
-    if (o.kind == PostOp::Kind::add) o.input = next++;
-    if (o.kind == PostOp::Kind::scale_shift) {
+  for (PostOp& o : ops)
+    if (extra_inputs(o.kind) > 0) {
       o.input = next;
-      next += 2;
+      next += extra_inputs(o.kind);
     }
-  }
   return ops;
 }
 
 // The operands of one test case, all in NCHW / plain form.
 struct Operands {
   Tensor x, w, b;
-  std::vector<Tensor> extra;  // node inputs 3.. (residuals [N,OC,OH,OW], scale/shift [OC])
+  std::vector<Tensor> extra;  // node inputs 3.. (residuals [N,OC,OH,OW], scale/shift/slope [OC])
 };
 
 inline Operands make_operands(const ConvProblem& p, uint64_t seed) {
@@ -157,6 +155,7 @@ inline Operands make_operands(const ConvProblem& p, uint64_t seed) {
       o.extra.push_back(random_tensor({p.oc}, s++, 0.5f, 1.5f));
       o.extra.push_back(random_tensor({p.oc}, s++));
     }
+    if (op.kind == PostOp::Kind::prelu) o.extra.push_back(random_tensor({p.oc}, s++, -1.f, 2.f));
   }
   return o;
 }
@@ -189,6 +188,7 @@ inline Tensor reference(const ConvProblem& p, const Operands& o) {
         sc = o.extra[size_t(op.input - 3)].data<float>()[c];
         sh = o.extra[size_t(op.input - 2)].data<float>()[c];
       }
+      if (op.kind == PostOp::Kind::prelu) sc = o.extra[size_t(op.input - 3)].data<float>()[c];
       yp[i] = apply_post_op(op, yp[i], res, sc, sh);
     }
   }

@@ -31,6 +31,7 @@ Operands make_dw_operands(const ConvProblem& p, uint64_t seed) {
       o.extra.push_back(random_tensor({p.oc}, s++, 0.5f, 1.5f));
       o.extra.push_back(random_tensor({p.oc}, s++));
     }
+    if (op.kind == K::prelu) o.extra.push_back(random_tensor({p.oc}, s++, -1.f, 2.f));
   }
   return o;
 }
@@ -308,6 +309,8 @@ TEST_CASE("depthwise: post-op chains that need epilogue scratch registers") {
       chain({op(K::swish), op(K::add)}),
       chain({op(K::scale_shift), op(K::hardswish), op(K::add)}),
       chain({op(K::leaky_relu, 0.1f), op(K::hardsigmoid, 0.2f, 0.5f), op(K::scale_shift)}),
+      chain({op(K::prelu), op(K::add)}),
+      chain({op(K::scale_shift), op(K::prelu), op(K::tanh)}),
   };
   const std::vector<std::string> shapes = {
       "g21ic21ih9iw18_oc21oh9ow18kh3kw3sh1sw1ph1pw1",

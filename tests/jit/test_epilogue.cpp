@@ -105,7 +105,7 @@ class EpiKernel : public JitGenerator {
     std::vector<int> first_slot(ops_.size(), -1);
     if (has_bias_) bias_slot = slots++;
     for (size_t i = 0; i < ops_.size(); ++i) {
-      if (ops_[i].kind == K::add) first_slot[i] = slots++;
+      if (ops_[i].kind == K::add || ops_[i].kind == K::prelu) first_slot[i] = slots++;
       if (ops_[i].kind == K::scale_shift) first_slot[i] = (slots += 2) - 2;
     }
     if (slots > kMaxSlots) throw std::runtime_error("too many operand slots");
@@ -180,6 +180,7 @@ Expect reference(float x, bool has_bias, float bias, const std::vector<PostOp>& 
     const PostOp& op = ops[i];
     float r = 0, s = 0, sh = 0;
     if (op.kind == K::add) r = operand[size_t(first_slot[i])];
+    if (op.kind == K::prelu) s = operand[size_t(first_slot[i])];
     if (op.kind == K::scale_shift) {
       s = operand[size_t(first_slot[i])];
       sh = operand[size_t(first_slot[i] + 1)];
@@ -193,6 +194,9 @@ Expect reference(float x, bool has_bias, float bias, const std::vector<PostOp>& 
       switch (op.kind) {
         case K::scale_shift:  // robust to an FMA-contracted reference
           e = e * std::fabs(s) + ulp_of(double(in) * s) + ulp_of(v);
+          break;
+        case K::prelu:  // the reference's one multiply: exact while the input is
+          e = e * std::max(1.0, std::fabs(double(s)));
           break;
         case K::hardsigmoid:  // same, before the clamp (Lipschitz 1)
           e = e * std::fabs(op.alpha) + ulp_of(double(op.alpha) * in) +
@@ -266,6 +270,7 @@ void check_chain(Isa isa, bool has_bias, const std::vector<PostOp>& ops, const R
   if (has_bias) fill(0, -1.f, 1.f);
   for (size_t i = 0; i < ops.size(); ++i) {
     if (ops[i].kind == K::add) fill(first_slot[i] = s++, -5.f, 5.f);
+    if (ops[i].kind == K::prelu) fill(first_slot[i] = s++, -2.f, 2.f);
     if (ops[i].kind == K::scale_shift) {
       fill(first_slot[i] = s, -2.f, 2.f);
       fill(s + 1, -3.f, 3.f);
@@ -325,7 +330,8 @@ std::vector<std::vector<PostOp>> single_ops() {
           {mk(K::selu, 1.67326319217681884765625f, 1.05070102214813232421875f)},
           {mk(K::selu, 0.5f, -2.f)},
           {mk(K::mish)},
-          {mk(K::gelu_tanh)}};
+          {mk(K::gelu_tanh)},
+          {mk(K::prelu)}};
 }
 
 std::vector<std::pair<bool, std::vector<PostOp>>> chains() {
@@ -356,7 +362,9 @@ std::vector<std::pair<bool, std::vector<PostOp>>> chains() {
           {false, {mk(K::scale_shift), mk(K::mish), mk(K::add)}},
           {true, {mk(K::elu, 1.f), mk(K::clip, -0.5f, 1.f)}},
           {false, {mk(K::gelu_tanh), mk(K::tanh), mk(K::relu)}},
-          {true, {mk(K::tanh), mk(K::quant_dequant_s8, 0.01f, 0.f)}}};
+          {true, {mk(K::tanh), mk(K::quant_dequant_s8, 0.01f, 0.f)}},
+          {true, {mk(K::prelu), mk(K::add), mk(K::prelu)}},
+          {false, {mk(K::scale_shift), mk(K::prelu), mk(K::mish)}}};
 }
 
 TEST_CASE("epilogue: every post-op alone, with and without bias, both ISAs") {
@@ -581,6 +589,7 @@ TEST_CASE("epilogue: temps_needed per op and ISA") {
       {mk(K::selu, 1.f, 2.f), 3, 3, 3, 3},
       {mk(K::mish), 3, 3, 3, 3},
       {mk(K::gelu_tanh), 3, 3, 3, 3},
+      {mk(K::prelu), 0, 0, 2, 2},
   };
   for (const auto& r : rows) {
     CAPTURE(post_op_name(r.op.kind));
@@ -642,6 +651,8 @@ TEST_CASE("epilogue: tail loads never read past the tail (guard page)") {
       {true, {mk(K::scale_shift), mk(K::swish), mk(K::add)}},
       {false, {mk(K::leaky_relu, 0.1f), mk(K::add), mk(K::clip, 0.f, 6.f), mk(K::scale_shift)}},
       {true, {mk(K::hardsigmoid, 0.2f, 0.5f), mk(K::add), mk(K::hardswish), mk(K::add)}},
+      {false, {mk(K::prelu)}},
+      {true, {mk(K::add), mk(K::prelu), mk(K::scale_shift), mk(K::prelu)}},
   };
   const auto inputs = test_inputs(64, 9);
   for (Isa isa : test_isas())
@@ -673,7 +684,7 @@ TEST_CASE("epilogue: tail loads never read past the tail (guard page)") {
           std::vector<int> first_slot(ops.size(), -1);
           int s = bias ? 1 : 0;
           for (size_t i = 0; i < ops.size(); ++i) {
-            if (ops[i].kind == K::add) first_slot[i] = s++;
+            if (ops[i].kind == K::add || ops[i].kind == K::prelu) first_slot[i] = s++;
             if (ops[i].kind == K::scale_shift) first_slot[i] = (s += 2) - 2;
           }
           for (int l = 0; l < tail; ++l) {

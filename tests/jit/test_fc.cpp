@@ -45,13 +45,11 @@ Tensor tensor_of(const std::vector<float>& v, Shape s) {
 // Numbers the extra inputs as a Gemm node does (from input 3, in order).
 std::vector<PostOp> chain(std::vector<PostOp> ops) {
   int next = 3;
-  for (PostOp& o : ops) {
-    if (o.kind == K::add) o.input = next++;
-    if (o.kind == K::scale_shift) {
+  for (PostOp& o : ops)
+    if (extra_inputs(o.kind) > 0) {
       o.input = next;
-      next += 2;
+      next += extra_inputs(o.kind);
     }
-  }
   return ops;
 }
 
@@ -88,6 +86,7 @@ Case make_case(int64_t m, int64_t k, int64_t n, bool bias, std::vector<PostOp> p
       c.extra.push_back(random_vec(n, s++, 0.5f, 1.5f));
       c.extra.push_back(random_vec(n, s++));
     }
+    if (o.kind == K::prelu) c.extra.push_back(random_vec(n, s++, -1.f, 2.f));
   }
   return c;
 }
@@ -137,6 +136,10 @@ Expected reference(const Case& c) {
           sc = c.extra[size_t(o.input - 3)][size_t(n)];
           sh = c.extra[size_t(o.input - 2)][size_t(n)];
           mag *= std::fabs(sc);  // the scale stretches the error too
+        }
+        if (o.kind == K::prelu) {
+          sc = c.extra[size_t(o.input - 3)][size_t(n)];
+          mag *= std::max(1.f, std::fabs(sc));
         }
         v = apply_post_op(o, v, res, sc, sh);
       }
@@ -382,6 +385,7 @@ TEST_CASE("fc: kernels match the naive loop (shape x post-op sweep)") {
       {test::mk(K::clip, 0.f, 6.f)},
       {test::mk(K::add), test::mk(K::relu)},
       {test::mk(K::sigmoid)},
+      {test::mk(K::prelu), test::mk(K::add)},
   };
   int failures = 0, cases = 0;
   for (Isa isa : isas()) {

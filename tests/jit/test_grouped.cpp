@@ -96,6 +96,7 @@ TEST_CASE("grouped conv with fused post-op chains") {
       chain({op(K::add), op(K::relu)}),
       chain({op(K::scale_shift), op(K::add), op(K::hardswish)}),
       chain({op(K::leaky_relu, 0.1f), op(K::scale_shift), op(K::swish)}),
+      chain({op(K::prelu), op(K::add), op(K::tanh)}),
   };
   const std::vector<std::string> shapes = {
       "g3ic72ih9iw10_oc72oh9ow10kh3kw3sh1sw1ph1pw1",

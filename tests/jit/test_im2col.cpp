@@ -63,6 +63,7 @@ TEST_CASE("im2col conv with fused post-op chains") {
       chain({op(K::scale_shift), op(K::add), op(K::clip, -0.5f, 0.5f)}),
       chain({op(K::scale_shift), op(K::swish), op(K::scale_shift)}),
       chain({op(K::leaky_relu, 0.1f), op(K::add), op(K::hardswish), op(K::sigmoid)}),
+      chain({op(K::prelu), op(K::scale_shift), op(K::prelu), op(K::elu, 0.5f)}),
   };
   const std::vector<std::string> shapes = {
       "ic5ih7iw8_oc21oh7ow8kh3kw3sh1sw1pt1pl0pb1pr2",

@@ -166,6 +166,7 @@ TEST_CASE("winograd conv on grouped convs") {
       {"mb2g8ic64ih9iw9_oc64oh9ow9kh3kw3sh1sw1ph1pw1", {}},
       {"g16ic64ih7iw8_oc64oh7ow8kh3kw3sh1sw1ph1pw1_nobias", chain({op(K::add)})},
       {"g2ic24ih10iw9_oc40oh10ow9kh3kw3sh1sw1pt0pl1pb2pr1", {}},
+      {"mb2ic40ih11iw9_oc36oh11ow9kh3kw3sh1sw1ph1pw1", chain({op(K::prelu), op(K::add)})},
   };
   for (Isa isa : isas()) {
     const int64_t simd = simd_width(isa);
