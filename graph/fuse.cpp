@@ -342,10 +342,76 @@ class Fuser {
   std::vector<std::vector<int>> cons_;
 };
 
+// Ops that only move or relabel elements of their input 0 (other inputs constant): a
+// one-input elementwise op commutes with them exactly.
+bool is_move(const Graph& g, const Node& n) {
+  static const char* const kMoves[] = {"Reshape",   "Flatten",      "Squeeze",      "Unsqueeze",
+                                       "Transpose", "DepthToSpace", "SpaceToDepth", "Identity"};
+  if (std::find(std::begin(kMoves), std::end(kMoves), n.op) == std::end(kMoves)) return false;
+  if (n.outputs.size() != 1 || n.in(0) == kNoValue || g.value(n.inputs[0]).dtype != DType::f32)
+    return false;
+  for (size_t k = 1; k < n.inputs.size(); ++k)
+    if (n.inputs[k] != kNoValue && !g.value(n.inputs[k]).is_const()) return false;
+  return true;
+}
+
+// A one-input elementwise op u (its other inputs constant, not a quantizing one) reading a
+// chain of moves m1 .. mk (each output read by the next only) of x: u is moved before m1 when
+// x's producer would take u as a post-op (YOLOv5's head: Conv -> Reshape -> Transpose ->
+// Sigmoid; ESPCN: Conv -> DepthToSpace -> Sigmoid), so that it fuses there instead of running
+// as a pass of its own. The elements and their values are the same either way.
+int sink_unary_before_moves(Graph& g) {
+  int moved = 0;
+  std::vector<int> prod = g.producers();
+  std::vector<std::vector<int>> cons = g.consumers();
+  for (size_t j = 0; j < g.nodes.size(); ++j) {
+    Node& u = g.nodes[j];
+    if (u.op == "QuantizeDequantize" || u.op == "Quantize" || u.outputs.size() != 1 ||
+        u.in(0) == kNoValue)
+      continue;
+    const std::optional<PostOp> op = elementwise_post_op(g, u);
+    if (!op || extra_inputs(op->kind) > 0) continue;
+    bool const_rest = true;
+    for (size_t k = 1; k < u.inputs.size(); ++k)
+      const_rest = const_rest && (u.inputs[k] == kNoValue || g.value(u.inputs[k]).is_const());
+    if (!const_rest) continue;
+    // Walk back through single-reader moves to x.
+    ValueId v = u.inputs[0];
+    int first = -1, last = -1;
+    while (!g.is_output(v) && cons[size_t(v)].size() == 1 && prod[size_t(v)] >= 0 &&
+           is_move(g, g.nodes[size_t(prod[size_t(v)])])) {
+      first = prod[size_t(v)];
+      if (last < 0) last = first;
+      v = g.nodes[size_t(first)].inputs[0];
+    }
+    if (first < 0 || g.is_output(v) || cons[size_t(v)].size() != 1 || prod[size_t(v)] < 0) continue;
+    const Node& p = g.nodes[size_t(prod[size_t(v)])];
+    const bool epilogue = p.op == "Conv" || p.op == "Gemm" || is_linear(g, p);
+    if (!(epilogue ? !glue_only(op->kind) : is_elementwise_target(g, p) || is_norm_target(g, p)))
+      continue;
+    // u reads x into a new value t; m1 reads t; mk writes u's output.
+    const ValueId y = u.outputs[0];
+    const ValueId t = g.add_value(unique_value_name(g, g.value(v).name + "_" + u.op), DType::f32);
+    g.value(t).shape = g.value(v).shape;
+    g.nodes[size_t(last)].outputs[0] = y;
+    u.inputs[0] = v;
+    u.outputs[0] = t;
+    g.nodes[size_t(first)].inputs[0] = t;
+    // u goes right before m1 (the nodes between keep their order: none reads t or y).
+    std::rotate(g.nodes.begin() + first, g.nodes.begin() + std::ptrdiff_t(j),
+                g.nodes.begin() + std::ptrdiff_t(j) + 1);
+    prod = g.producers();
+    cons = g.consumers();
+    ++moved;
+  }
+  return moved;
+}
+
 }  // namespace
 
 int fuse_epilogues(Graph& g) {
-  return Fuser(g).run();
+  const int moved = sink_unary_before_moves(g);
+  return moved + Fuser(g).run();
 }
 
 }  // namespace kiln

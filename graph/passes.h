@@ -118,8 +118,10 @@ int remove_dead_code(Graph& g);
 // activations) whose input is a channel Concat read by nothing else becomes part of the Concat:
 // attributes affine_scale / affine_shift (floats, one per output channel; batchnorm_affine) and
 // the BN's unary post-ops, applied to the concatenated tensor (DenseNet's pre-activation BN+ReLU
-// of every layer's input: one pass instead of a copy and a pass). Returns the number of ops
-// fused.
+// of every layer's input: one pass instead of a copy and a pass). First, a one-input
+// elementwise op reading a chain of pure moves (Reshape, Transpose, DepthToSpace, ...) of such a
+// producer's output moves before them (YOLOv5's head: Conv -> Reshape -> Transpose -> Sigmoid).
+// Returns the number of ops moved and fused.
 int fuse_epilogues(Graph& g);
 
 // graph/rewrite_glue.cpp. Channel data movement as ChannelShuffle nodes (graph/

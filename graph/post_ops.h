@@ -108,7 +108,8 @@ inline bool glue_kind(PostOp::Kind k) {
 // The node inputs a post-op reads: the residual of `add`, scale and shift of `scale_shift`,
 // the slope of `prelu`.
 inline int extra_inputs(PostOp::Kind k) {
-  return k == PostOp::Kind::add ? 1 : k == PostOp::Kind::scale_shift ? 2 : k == PostOp::Kind::prelu;
+  using K = PostOp::Kind;
+  return k == K::scale_shift ? 2 : k == K::add || k == K::prelu ? 1 : 0;
 }
 // The kinds with per-output-channel operands (PostOpArgs::scale / shift).
 inline bool per_channel(PostOp::Kind k) {

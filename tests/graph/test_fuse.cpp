@@ -221,6 +221,58 @@ TEST_CASE("fuse: PRelu after a conv: per-channel slope a prelu post-op, one slop
   }
 }
 
+// The graph's first output on a deterministic input, through the reference kernels.
+std::vector<float> first_output(const Graph& g) {
+  auto vals = kiln::test::run_graph_ref(g, [](size_t, kiln::Tensor& t) {
+    for (int64_t i = 0; i < t.numel(); ++i) t.data<float>()[i] = std::sin(0.37f * float(i)) * 3;
+  });
+  const kiln::Tensor& y = vals.at(g.outputs[0]);
+  return std::vector<float>(y.data<float>(), y.data<float>() + y.numel());
+}
+
+TEST_CASE("fuse: a unary op after moves of a conv's output goes before them, into the conv") {
+  // YOLOv5's head (Reshape, Transpose, Sigmoid) and ESPCN's (DepthToSpace, Sigmoid).
+  for (int variant = 0; variant < 4; ++variant) {
+    CAPTURE(variant);
+    OnnxBuilder b = conv_base();
+    b.init_i("shape", {5}, {1, 2, 1, 4, 4});
+    std::string last = "c";
+    if (variant == 0 || variant == 2 || variant == 3) {
+      b.node("Reshape", {"c", "shape"}, {"r"});
+      OnnxBuilder::attr_ints(b.node("Transpose", {"r"}, {"t"}), "perm", {0, 1, 3, 4, 2});
+      last = "t";
+    } else {
+      b.init_f("w4", {4, 2, 1, 1}, {1, 2, 3, 4, 5, 6, 7, 8});  // DepthToSpace(2): 4 channels
+      b.node("Conv", {"x", "w4"}, {"c8"}, "conv8");
+      OnnxBuilder::attr_i(b.node("DepthToSpace", {"c8"}, {"d"}), "blocksize", 2);
+      last = "d";
+    }
+    b.node("Sigmoid", {last}, {"y"});
+    b.output("y");
+    if (variant == 2) b.output(last);  // the moved tensor is read by another: stays
+    if (variant == 3) b.output("c");
+    Graph g = prepared(b);
+    const std::vector<float> before = first_output(g);
+    const int n = kiln::fuse_epilogues(g);
+    const std::vector<float> after = first_output(g);
+    CHECK(after == before);  // the same elements through the same operations
+    int sigmoid_nodes = 0, fused = 0;
+    for (const auto& node : g.nodes) {
+      sigmoid_nodes += node.op == "Sigmoid";
+      if (node.op == "Conv")
+        for (PostOp::Kind k : kinds(node)) fused += k == PostOp::Kind::sigmoid;
+    }
+    if (variant <= 1) {
+      CHECK(n == 2);  // moved, then fused
+      CHECK(sigmoid_nodes == 0);
+      CHECK(fused == 1);
+    } else {
+      CHECK(sigmoid_nodes == 1);
+      CHECK(fused == 0);
+    }
+  }
+}
+
 TEST_CASE("fuse: hardswish as exported before opset 14, x * hardsigmoid(x; 1/6, 0.5)") {
   for (float alpha : {1.f / 6.f, 0.2f}) {
     CAPTURE(alpha);

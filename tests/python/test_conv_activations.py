@@ -2,12 +2,14 @@
 of every kind and after a Linear, end to end: through the CLI with each conv family forced
 where it applies (`kiln bench --family=F`), on every JIT ISA path, in f32 and in bf16. The
 activations run in the convs' epilogues (no step of their own in the plan) and the outputs
-match PyTorch."""
+match PyTorch. An activation after a conv's Reshape / Transpose / PixelShuffle (YOLOv5's head,
+ESPCN's output) moves before them into the conv, on every JIT ISA and the reference path."""
+import io
 import os
 import re
 
 import pytest
-from helpers import cli_bench_each_isa, torch_case
+from helpers import cli_bench_each_isa, rel_error, run_on_each_isa, torch_case
 
 torch = pytest.importorskip("torch", reason="needs Debian's python3-torch for the oracle")
 F = torch.nn.functional
@@ -60,3 +62,36 @@ def test_activations_fused_into_convs_match_pytorch(family, precision, tmp_path)
         assert "ref_" not in stdout, stdout
     if not ran:
         pytest.fail("no JIT ISA path on this CPU")
+
+
+class Heads(torch.nn.Module):
+    """YOLOv5's detection head (conv, view to [N, anchors, outputs, H, W], permute, sigmoid) and
+    ESPCN's output (conv, PixelShuffle, sigmoid): the activation after the moves."""
+
+    def __init__(self):
+        super().__init__()
+        self.head = torch.nn.Conv2d(8, 3 * 7, 1)
+        self.sr = torch.nn.Conv2d(8, 3 * 4, 3, padding=1)
+        self.shuffle = torch.nn.PixelShuffle(2)
+
+    def forward(self, x):
+        n, _, h, w = x.shape
+        det = torch.sigmoid(self.head(x).view(n, 3, 7, h, w).permute(0, 1, 3, 4, 2))
+        return det.reshape(n, -1), torch.sigmoid(self.shuffle(self.sr(x)))
+
+
+def test_activation_after_moves_runs_in_the_conv(tmp_path):
+    torch.manual_seed(9)
+    net = Heads().eval()
+    x = torch.randn(2, 8, 6, 10)
+    with torch.no_grad():
+        want = [t.numpy() for t in net(x)]
+    buf = io.BytesIO()
+    torch.onnx.export(net, x, buf, opset_version=13, input_names=["x"],
+                      output_names=["det", "sr"])
+    runs = run_on_each_isa(buf.getvalue(), {"x": x.numpy()}, tmp_path)
+    for isa, out, plan in runs:
+        assert rel_error(out["det"], want[0]) < 1e-5, isa
+        assert rel_error(out["sr"], want[1]) < 1e-5, isa
+        ops = [st["op"] for st in plan["steps"]]
+        assert "Sigmoid" not in ops, (isa, ops)
