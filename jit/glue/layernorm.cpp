@@ -48,7 +48,6 @@ struct LnConf {
   // (advancing by segs per row); 0 = LayerNorm's per-element gamma / beta.
   int64_t segs = 0, seg = 0;
   std::vector<PostOp> post;  // one-input post-ops applied to y (LayerNorm / GroupNorm)
-  std::string name_post;     // their part of the kernel's name
 };
 
 class LnGen {
@@ -395,8 +394,9 @@ std::unique_ptr<Kernel> create_row_kernel(LnConf conf, int64_t outer, int64_t in
   }
   if (conf.vec_stride * conf.vecs > (int64_t(1) << 31))
     return decline(why_not, "row spans over 2 GiB");
+  std::string unused;  // (the factories checked the post-ops)
   const std::string name = op + "_f32_" + (l == Layout::nchw ? "rows" : layout_name(l)) +
-                           conf.name_post + "__" + isa_name(isa);
+                           glue::post_part(conf.post, &unused) + "__" + isa_name(isa);
   return std::make_unique<LayerNormKernel>(conf, images, rows, image_stride, gamma, beta, isa,
                                            name);
 }
@@ -412,13 +412,12 @@ std::unique_ptr<Kernel> create_layernorm_kernel(int64_t outer, int64_t c, int64_
     return nullptr;
   }
   std::string bad;
-  const std::string pp = glue::post_part(post, &bad);
+  glue::post_part(post, &bad);
   if (!bad.empty()) return decline(why_not, bad);
   LnConf conf;
   conf.c = c;
   conf.eps = eps;
   conf.post = post;
-  conf.name_post = pp;
   return create_row_kernel(conf, outer, inner, l, gamma, beta, isa, "layernorm", why_not);
 }
 
@@ -434,7 +433,6 @@ std::unique_ptr<Kernel> create_groupnorm_kernel(int64_t n, int64_t c, int64_t gr
   if (!bad.empty()) return decline(why_not, bad);
   LnConf conf;
   conf.post = post;
-  conf.name_post = pp;
   conf.c = c / groups * pixels;
   conf.eps = eps;
   conf.segs = c / groups;
@@ -446,9 +444,8 @@ std::unique_ptr<Kernel> create_groupnorm_kernel(int64_t n, int64_t c, int64_t gr
   conf.vec_stride = V * 4;
   conf.row_stride = conf.c * 4;
   // Images of `groups` rows: each call's gamma / beta start at its first row's channels.
-  return std::make_unique<LayerNormKernel>(
-      conf, n, groups, groups * conf.c, gamma, beta, isa,
-      "groupnorm_f32_rows" + conf.name_post + "__" + isa_name(isa));
+  return std::make_unique<LayerNormKernel>(conf, n, groups, groups * conf.c, gamma, beta, isa,
+                                           "groupnorm_f32_rows" + pp + "__" + isa_name(isa));
 }
 
 std::unique_ptr<Kernel> create_softmax_kernel(int64_t outer, int64_t c, int64_t inner, Layout l,

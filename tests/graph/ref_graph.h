@@ -4,8 +4,10 @@
 
 #include <doctest/doctest.h>
 
+#include <cmath>
 #include <functional>
 #include <map>
+#include <vector>
 
 #include "graph/ir.h"
 #include "graph/passes.h"
@@ -53,6 +55,15 @@ inline std::map<ValueId, Tensor> run_graph_ref(const Graph& g,
     eval_ref_node(n, in, out);
   }
   return vals;
+}
+
+// g's first output (f32) through run_graph_ref, every input filled with sin(0.37 i) * amp.
+inline std::vector<float> run_first_output(const Graph& g, float amp) {
+  auto vals = run_graph_ref(g, [amp](size_t, Tensor& t) {
+    for (int64_t i = 0; i < t.numel(); ++i) t.data<float>()[i] = std::sin(0.37f * float(i)) * amp;
+  });
+  const Tensor& y = vals.at(g.outputs[0]);
+  return std::vector<float>(y.data<float>(), y.data<float>() + y.numel());
 }
 
 }  // namespace kiln::test

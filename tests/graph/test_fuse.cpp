@@ -221,15 +221,6 @@ TEST_CASE("fuse: PRelu after a conv: per-channel slope a prelu post-op, one slop
   }
 }
 
-// The graph's first output on a deterministic input, through the reference kernels.
-std::vector<float> first_output(const Graph& g) {
-  auto vals = kiln::test::run_graph_ref(g, [](size_t, kiln::Tensor& t) {
-    for (int64_t i = 0; i < t.numel(); ++i) t.data<float>()[i] = std::sin(0.37f * float(i)) * 3;
-  });
-  const kiln::Tensor& y = vals.at(g.outputs[0]);
-  return std::vector<float>(y.data<float>(), y.data<float>() + y.numel());
-}
-
 TEST_CASE("fuse: a unary op after moves of a conv's output goes before them, into the conv") {
   // YOLOv5's head (Reshape, Transpose, Sigmoid) and ESPCN's (DepthToSpace, Sigmoid).
   for (int variant = 0; variant < 4; ++variant) {
@@ -252,9 +243,9 @@ TEST_CASE("fuse: a unary op after moves of a conv's output goes before them, int
     if (variant == 2) b.output(last);  // the moved tensor is read by another: stays
     if (variant == 3) b.output("c");
     Graph g = prepared(b);
-    const std::vector<float> before = first_output(g);
+    const std::vector<float> before = kiln::test::run_first_output(g, 3);
     const int n = kiln::fuse_epilogues(g);
-    const std::vector<float> after = first_output(g);
+    const std::vector<float> after = kiln::test::run_first_output(g, 3);
     CHECK(after == before);  // the same elements through the same operations
     int sigmoid_nodes = 0, fused = 0;
     for (const auto& node : g.nodes) {

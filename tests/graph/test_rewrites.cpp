@@ -22,15 +22,6 @@ namespace {
 using test::BlockOpts;
 using test::OnnxBuilder;
 
-// Runs g with the reference kernels on a deterministic input; returns the first output.
-std::vector<float> run_first_output(const Graph& g) {
-  auto vals = test::run_graph_ref(g, [](size_t, Tensor& t) {
-    for (int64_t i = 0; i < t.numel(); ++i) t.data<float>()[i] = std::sin(0.37f * float(i)) * 2;
-  });
-  const Tensor& y = vals.at(g.outputs[0]);
-  return std::vector<float>(y.data<float>(), y.data<float>() + y.numel());
-}
-
 // Per op: its nodes, and the post-ops of that name fused into others ("Erf" counts an erf).
 std::map<std::string, int> ops(const Graph& g) {
   std::map<std::string, int> m;
@@ -55,7 +46,7 @@ struct Rewritten {
 Rewritten rewrite(const OnnxBuilder& b) {
   Rewritten r{test::import(b), {}, {}, {}};
   infer_shapes(r.g);
-  r.before = run_first_output(r.g);
+  r.before = test::run_first_output(r.g, 2);
   r.stats.rewrites = sink_channels_last(r.g);
   r.stats.rewrites += fuse_layer_norm(r.g);
   r.stats.rewrites += fuse_group_norm(r.g);
@@ -63,7 +54,7 @@ Rewritten rewrite(const OnnxBuilder& b) {
   r.stats.rewrites += fold_conv_affine(r.g);
   fuse_epilogues(r.g);
   remove_dead_code(r.g);
-  r.after = run_first_output(r.g);
+  r.after = test::run_first_output(r.g, 2);
   return r;
 }
 
