@@ -28,7 +28,10 @@
 # - the sixth batch in bench/unseen_blocks4.py (UNSEEN4): nets of factorised and 1-D convs
 #   (ERFNet, Inception-v4-like, a dilated TCN, Wav2Letter-like);
 # - the seventh batch in bench/unseen_blocks5.py (UNSEEN5): other activations and norms
-#   (CSPDarknet's Mish, a CycleGAN generator, a DDPM-style GroupNorm U-Net, SRResNet's PReLU).
+#   (CSPDarknet's Mish, a CycleGAN generator, a DDPM-style GroupNorm U-Net, SRResNet's PReLU);
+# - the eighth batch in bench/unseen_blocks6.py (UNSEEN6): detector, segmenter and pose idioms
+#   (YOLOv8's C2f / DFL head, YOLOX's Focus, ShuffleNet V1, Xception, octave convs, ENet's
+#   MaxUnpool, a stacked hourglass, PSPNet's pyramid pooling, SimpleBaseline's deconv head).
 # Writes OUT/NAME[_bB_HxW].onnx with .input.npy and PyTorch's output .ref.npy (the first output
 # for several) for `kiln bench --check` and bench/zoo_bench.py. Needs python3-torch / -onnx.
 import argparse, os
@@ -44,6 +47,7 @@ from unseen_blocks2 import UNSEEN2
 from unseen_blocks3 import UNSEEN3
 from unseen_blocks4 import UNSEEN4
 from unseen_blocks5 import UNSEEN5
+from unseen_blocks6 import UNSEEN6
 
 SEED = 1234
 
@@ -275,7 +279,7 @@ MODELS = {"yolov5s": (YoloV5s, "640x640", 3, 7), "unet": (UNet, "256x256", 3, 7)
           "style": (StyleNet, "256x256", 3, 7), "espcn": (ESPCN, "224x224", 3, 7),
           "raft_small": (RaftSmall, "128x160", 6, 16), "crnn": (CRNN, "32x128", 1, 7),
           "condconv": (CondConvNet, "224x224", 3, 7),
-          **UNSEEN, **UNSEEN2, **UNSEEN3, **UNSEEN4, **UNSEEN5}
+          **UNSEEN, **UNSEEN2, **UNSEEN3, **UNSEEN4, **UNSEEN5, **UNSEEN6}
 
 
 def main():
