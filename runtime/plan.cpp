@@ -5,6 +5,7 @@
 #include <map>
 #include <set>
 
+#include "jit/dw/dw_pw_kernel.h"
 #include "jit/glue/glue.h"
 #include "runtime/glue_kernels.h"
 #include "runtime/int8_conv.h"
@@ -29,6 +30,7 @@ class Lowering {
     for (ValueId v : g_.inputs) plan_.inputs.push_back(add_tensor(v, Layout::nchw, true));
     if (jit_) plan_inplace_concats();
     for (size_t i = 0; i < g_.nodes.size(); ++i) lower(int(i));
+    if (jit_ && !sel_.separable.empty()) fuse_separable();
     for (ValueId v : g_.outputs) {
       int t = get(v, Layout::nchw);
       plan_.outputs.push_back(t);
@@ -216,6 +218,80 @@ class Lowering {
       dst.push_back(n.outputs[s] == kNoValue ? -1 : add_tensor(n.outputs[s], out[s]));
     log_debug("{}: {} ({})", n.where(), k->name(), l.key());
     push(i, std::move(k), src, dst, jit);
+  }
+
+  // Whether step s runs node s.node as an f32 NHWC conv of `family`.
+  bool nhwc_conv(const Step& s, ConvFamily family) const {
+    if (s.node < 0 || !s.kernel || s.fused_node >= 0) return false;
+    const Label& l = sel_.nodes[size_t(s.node)].label;
+    return l.kind == LabelKind::conv && l.precision == Precision::f32 && l.conv.family == family &&
+           l.conv.src == Layout::nhwc && l.conv.dst == Layout::nhwc;
+  }
+
+  // The selection's separable pairs (a depthwise conv and the 1x1 reading its output, both
+  // on NHWC labels) become one step of the separable kernel where their intermediate tensor
+  // is read by nothing else in the plan; it then has no bytes. The fused step takes the 1x1's place
+  // (every operand of both exists by then); the two kernels go back to the selection (a probe's
+  // plan hands kernels back).
+  void fuse_separable() {
+    std::vector<Step>& steps = plan_.steps;
+    const size_t nt = plan_.tensors.size();
+    std::vector<int> readers(nt, 0), producer(nt, -1);
+    std::vector<char> viewed(nt, 0);
+    for (size_t i = 0; i < steps.size(); ++i) {
+      for (int t : steps[i].src)
+        if (t >= 0) ++readers[size_t(t)];
+      for (int t : steps[i].dst)
+        if (t >= 0) producer[size_t(t)] = int(i);
+    }
+    for (const PlanTensor& t : plan_.tensors)
+      if (t.parent >= 0) viewed[size_t(t.parent)] = 1;
+    std::vector<char> drop(steps.size(), 0);
+    for (size_t b = 0; b < steps.size(); ++b) {
+      Step& pw = steps[b];
+      if (!(nhwc_conv(pw, ConvFamily::gemm1x1) || nhwc_conv(pw, ConvFamily::im2col)) ||
+          pw.src.empty() || pw.src[0] < 0)
+        continue;
+      const int mid = pw.src[0], a = producer[size_t(mid)];
+      if (a < 0 || drop[size_t(a)] || !nhwc_conv(steps[size_t(a)], ConvFamily::depthwise) ||
+          readers[size_t(mid)] != 1 || viewed[size_t(mid)] ||
+          plan_.tensors[size_t(mid)].parent >= 0 || g_.is_output(plan_.tensors[size_t(mid)].value))
+        continue;
+      Step& dw = steps[size_t(a)];
+      const bool chosen =
+          std::any_of(sel_.separable.begin(), sel_.separable.end(),
+                      [&](const SeparablePair& q) { return q.dw == dw.node && q.pw == pw.node; });
+      if (!chosen) continue;
+      const Node &dn = g_.nodes[size_t(dw.node)], &pn = g_.nodes[size_t(pw.node)];
+      auto constant = [&](const Node& n) {  // weights and bias (computed ones: packed per run)
+        return g_.value(n.inputs[1]).is_const() &&
+               (n.in(2) == kNoValue || g_.value(n.inputs[2]).is_const());
+      };
+      if (!constant(dn) || !constant(pn)) continue;
+      const ConvProblem dp = ConvProblem::from_node(g_, dn), pp = ConvProblem::from_node(g_, pn);
+      const Tensor* db = dp.bias ? &*g_.value(dn.inputs[2]).constant : nullptr;
+      const Tensor* pb = pp.bias ? &*g_.value(pn.inputs[2]).constant : nullptr;
+      std::string why;
+      auto k = create_dw_pw_kernel(dp, *g_.value(dn.inputs[1]).constant, db, int(dw.src.size()), pp,
+                                   *g_.value(pn.inputs[1]).constant, pb, o_.isa, &why);
+      if (!k)  // (the selection measured it: it applies)
+        fail(Code::internal, dn.where() + " + " + pn.name + ": no separable kernel: " + why);
+      std::vector<int> src = dw.src;
+      src.insert(src.end(), pw.src.begin(), pw.src.end());
+      src[dw.src.size()] = -1;  // the intermediate: never written
+      log_debug("{} + {}: fused as {}", dn.where(), pn.where(), k->name());
+      sel_.kernels[size_t(dw.node)] = std::move(dw.kernel);
+      sel_.kernels[size_t(pw.node)] = std::move(pw.kernel);
+      pw.kernel = std::move(k);
+      pw.src = std::move(src);
+      pw.fused_node = dw.node;
+      drop[size_t(a)] = 1;
+    }
+    std::vector<Step> kept;
+    for (size_t i = 0; i < steps.size(); ++i)
+      if (!drop[i]) kept.push_back(std::move(steps[i]));
+    plan_.jit_steps -= int(steps.size() - kept.size());
+    steps = std::move(kept);
   }
 
   const Graph& g_;

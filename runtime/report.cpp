@@ -116,6 +116,13 @@ std::string step_node(const Session& s, const Step& st) {
   return s.graph().value(s.plan().tensors[size_t(st.src[0])].value).name;
 }
 
+double step_pred_ms(const Session& s, const Step& st) {
+  if (st.node < 0) return 0;
+  for (const SeparablePair& q : s.selection().separable)
+    if (st.fused_node >= 0 && q.dw == st.fused_node && q.pw == st.node) return q.ms;
+  return s.selection().nodes[size_t(st.node)].ms;
+}
+
 bool is_reference_step(const Session& s, const Step& st) {
   return st.node >= 0 && s.selection().nodes[size_t(st.node)].label.kind == LabelKind::ref;
 }
@@ -174,8 +181,11 @@ std::string plan_json(const Session& s) {
     if (st.node >= 0) {
       const NodeChoice& c = sel.nodes[size_t(st.node)];
       o << ", \"label\": " << json_escape(c.label.key())
-        << ", \"family\": " << json_escape(label_family(c.label)) << ", \"pred_ms\": " << num(c.ms)
+        << ", \"family\": " << json_escape(label_family(c.label))
+        << ", \"pred_ms\": " << num(step_pred_ms(s, st))
         << ", \"source\": " << json_escape(choice_source(c));
+      if (st.fused_node >= 0)
+        o << ", \"fused\": " << json_escape(s.graph().nodes[size_t(st.fused_node)].name);
     } else {
       o << ", \"label\": \"\", \"family\": \"convert\", \"pred_ms\": null, \"source\": \"-\"";
     }

@@ -37,6 +37,9 @@ void run_into(const Session& s, const std::vector<Tensor>& inputs, std::vector<T
 // "model"; "-" for a conversion).
 std::string step_op(const Session& s, const Step& st);
 bool is_reference_step(const Session& s, const Step& st);
+// The step's predicted milliseconds: its node's, a separable step's own (Selection::separable),
+// 0 for a conversion.
+double step_pred_ms(const Session& s, const Step& st);
 const char* choice_source(const NodeChoice& c);
 struct Plan;
 std::string step_layouts(const Plan& p, const Step& st);  // "nChw16c>nchw": first src > first dst

@@ -21,6 +21,7 @@
 #include "graph/env.h"
 #include "graph/integer_ops.h"
 #include "jit/conv/conv_families.h"
+#include "jit/dw/dw_pw_kernel.h"
 #include "jit/jit_generator.h"
 #include "runtime/arenas.h"
 #include "runtime/int8_conv.h"
@@ -130,11 +131,13 @@ class Selector {
                         cands_[i].end());
     }
     if (o_.force_family) force_family();
+    find_separable();
     const std::string key = model_key(g_, o_);
     if (o_.cache && from_cached_plan(key)) return std::move(sel_);
 
     auto t0 = Clock::now();
     measure_nodes();
+    measure_separable();
     sel_.profile_ms = ms_since(t0);
     solve_and_build();
     // A forced family is a test's or a benchmark's explicit choice: the guard leaves it.
@@ -186,6 +189,82 @@ class Selector {
       if (ok) break;
       if (attempt > 32) fail(Code::internal, "label selection did not converge");
     }
+    // The pairs the separable kernel runs: both chosen NHWC, and it measured faster.
+    sel_.separable.clear();
+    for (const SepPair& q : sep_) {
+      const NodeChoice &a = sel_.nodes[size_t(q.dw)], &b = sel_.nodes[size_t(q.pw)];
+      if (nhwc_conv_label(a.label, ConvFamily::depthwise) && nhwc_conv_label(b.label) &&
+          q.ms < a.ms + b.ms)
+        sel_.separable.push_back({q.dw, q.pw, q.ms});
+    }
+  }
+
+  // --- separable pairs (jit/dw/dw_pw_kernel.h) -----------------------------------------
+
+  // The depthwise -> 1x1 pairs of the graph whose nodes both have NHWC f32 candidates.
+  void find_separable() {
+    sep_.clear();
+    if (o_.reference || o_.isa == Isa::scalar) return;
+    const std::vector<int> producers = g_.producers();
+    const std::vector<std::vector<int>> consumers = g_.consumers();
+    auto has = [&](int i, std::optional<ConvFamily> f) {
+      return std::any_of(cands_[size_t(i)].begin(), cands_[size_t(i)].end(),
+                         [&](const Label& l) { return nhwc_conv_label(l, f); });
+    };
+    for (size_t b = 0; b < g_.nodes.size(); ++b) {
+      const int a = separable_dw_node(g_, int(b), producers, consumers);
+      if (a >= 0 && has(a, ConvFamily::depthwise) && has(int(b), ConvFamily::gemm1x1))
+        sep_.push_back({a, int(b), kInf});
+    }
+  }
+
+  // Times the separable kernel of every pair (tuning cache first; not with `--tune none`, not
+  // past the budget): the solver then weighs it against the two kernels (network()).
+  void measure_separable() {
+    if (tune_ == TuneMode::none) return;
+    for (SepPair& q : sep_) {
+      const std::string problem = separable_problem(g_, q.dw, q.pw) + problem_suffix_;
+      const std::string lk = kSeparableLabelKey;
+      if (auto c = o_.cache ? o_.cache->time(problem, lk) : std::nullopt) {
+        q.ms = *c;
+        ++sel_.cache_hits;
+        continue;
+      }
+      if (out_of_time()) continue;
+      const Node &dn = g_.nodes[size_t(q.dw)], &pn = g_.nodes[size_t(q.pw)];
+      const ConvProblem dp = ConvProblem::from_node(g_, dn), pp = ConvProblem::from_node(g_, pn);
+      std::string why;
+      auto k =
+          create_dw_pw_kernel(dp, *g_.value(dn.inputs[1]).constant,
+                              dp.bias ? &*g_.value(dn.inputs[2]).constant : nullptr,
+                              int(dn.inputs.size()), pp, *g_.value(pn.inputs[1]).constant,
+                              pp.bias ? &*g_.value(pn.inputs[2]).constant : nullptr, o_.isa, &why);
+      if (!k) {
+        log_debug("{} + {}: no separable kernel: {}", dn.where(), pn.name, why);
+        continue;
+      }
+      Operands a = operands(q.dw, nhwc_label(q.dw)), b = operands(q.pw, nhwc_label(q.pw));
+      b.src_bytes[0] = 0;  // the depthwise output: never written
+      a.src_bytes.insert(a.src_bytes.end(), b.src_bytes.begin(), b.src_bytes.end());
+      a.consts.insert(a.consts.end(), b.consts.begin(), b.consts.end());
+      if (!fits(*k, a.src_bytes, b.dst_bytes, kept_ms_[size_t(q.pw)])) continue;
+      if (o_.cache) ++sel_.cache_misses;
+      ++sel_.measurements;
+      try {
+        q.ms = prof_.time_kernel(*k, a.src_bytes, a.consts, b.dst_bytes);
+      } catch (const Error& e) {
+        log_debug("{}: {} failed while profiling: {}", pn.where(), k->name(), e.what());
+        continue;
+      }
+      if (o_.cache) o_.cache->put_time(problem, lk, q.ms);
+    }
+  }
+
+  // Node i's f32 NHWC conv label (a depthwise one for a depthwise node).
+  Label nhwc_label(int i) const {
+    for (const Label& l : cands_[size_t(i)])
+      if (nhwc_conv_label(l)) return l;
+    fail(Code::internal, g_.nodes[size_t(i)].where() + ": no NHWC conv label");
   }
 
   // Conv nodes keep only the forced family's labels that really apply (checked by building
@@ -404,6 +483,37 @@ class Selector {
     return false;
   }
 
+  // What timing node i's kernel under l reads and writes: bytes per input slot (0: none, or
+  // the constant in consts) and per output.
+  struct Operands {
+    std::vector<int64_t> src_bytes, dst_bytes;
+    std::vector<const void*> consts;
+  };
+  Operands operands(int i, const Label& l) const {
+    const Node& n = g_.nodes[size_t(i)];
+    std::vector<Layout> in = input_layouts(g_, i, l), out = output_layouts(g_, i, l);
+    Operands o{std::vector<int64_t>(n.inputs.size(), 0), std::vector<int64_t>(n.outputs.size(), 0),
+               std::vector<const void*>(n.inputs.size(), nullptr)};
+    const bool conv_or_fc = packs_weights(g_, i, l);
+    for (size_t k = 0; k < n.inputs.size(); ++k) {
+      ValueId v = n.inputs[k];
+      if (v == kNoValue) continue;
+      const Value& val = g_.value(v);
+      // Constants are passed as they are, except 4-D ones a non-NCHW label reads in its
+      // layout (the plan converts those); conv/FC weights are the kernel's own.
+      if (val.is_const() && (conv_or_fc || !is4d(g_, v) || in[k] == Layout::nchw)) {
+        // (Not the weights and bias: the kernel packed its own, and raw() would make an
+        // aligned copy of a weight still in the mapped file.)
+        if (!(conv_or_fc && (k == 1 || k == 2))) o.consts[k] = val.constant->raw();
+        continue;
+      }
+      o.src_bytes[k] = value_bytes(val, in[k]);
+    }
+    for (size_t k = 0; k < n.outputs.size(); ++k)
+      if (n.outputs[k] != kNoValue) o.dst_bytes[k] = value_bytes(g_.value(n.outputs[k]), out[k]);
+    return o;
+  }
+
   // Median time of label l on node i (est_ms: the model's estimate); nullopt when it is not
   // measured because the load's profiling budget would not cover it.
   std::optional<double> measure(int i, const Label& l, double est_ms) {
@@ -415,26 +525,10 @@ class Selector {
       return kInf;
     }
     const Node& n = g_.nodes[size_t(i)];
-    std::vector<Layout> in = input_layouts(g_, i, l), out = output_layouts(g_, i, l);
-    std::vector<int64_t> sb(n.inputs.size(), 0), db(n.outputs.size(), 0);
-    std::vector<const void*> consts(n.inputs.size(), nullptr);
-    const bool conv_or_fc = packs_weights(g_, i, l);
-    for (size_t k = 0; k < n.inputs.size(); ++k) {
-      ValueId v = n.inputs[k];
-      if (v == kNoValue) continue;
-      const Value& val = g_.value(v);
-      // Constants are passed as they are, except 4-D ones a non-NCHW label reads in its
-      // layout (the plan converts those); conv/FC weights are the kernel's own.
-      if (val.is_const() && (conv_or_fc || !is4d(g_, v) || in[k] == Layout::nchw)) {
-        // (Not the weights and bias: the kernel packed its own, and raw() would make an
-        // aligned copy of a weight still in the mapped file.)
-        if (!(conv_or_fc && (k == 1 || k == 2))) consts[k] = val.constant->raw();
-        continue;
-      }
-      sb[k] = value_bytes(val, in[k]);
-    }
-    for (size_t k = 0; k < n.outputs.size(); ++k)
-      if (n.outputs[k] != kNoValue) db[k] = value_bytes(g_.value(n.outputs[k]), out[k]);
+    Operands ops = operands(i, l);
+    std::vector<int64_t>& sb = ops.src_bytes;
+    std::vector<int64_t>& db = ops.dst_bytes;
+    std::vector<const void*>& consts = ops.consts;
     // Weights packed every run (jit/kernel.h RuntimePacking): the kernel reads the packed
     // buffer as slot 1, and the packing step is timed with it.
     Kernel::RuntimePacking rp = inst.kernel->runtime_packing();
@@ -565,6 +659,24 @@ class Selector {
     }
     for (ValueId v : g_.outputs)
       if (tensor_of[size_t(v)] >= 0) np.require_layout(tensor_of[size_t(v)], int(Layout::nchw));
+    // A separable pair on its NHWC labels costs the fused kernel's time.
+    for (const SepPair& q : sep_) {
+      auto offered_nhwc = [&](int i, std::optional<ConvFamily> f) {
+        const std::vector<int>& o = (*offered)[size_t(i)];
+        for (size_t k = 0; k < o.size(); ++k)
+          if (nhwc_conv_label(cands_[size_t(i)][size_t(o[k])], f)) return int(k);
+        return -1;
+      };
+      const int ka = offered_nhwc(q.dw, ConvFamily::depthwise), kb = offered_nhwc(q.pw, {});
+      if (ka < 0 || kb < 0) continue;
+      const double a = cost_[size_t(q.dw)][size_t((*offered)[size_t(q.dw)][size_t(ka)])],
+                   b = cost_[size_t(q.pw)][size_t((*offered)[size_t(q.pw)][size_t(kb)])],
+                   saving = a + b - q.ms;
+      log_debug("{} + {}: separable {:.4f} ms, apart on NHWC {:.4f} + {:.4f} ms",
+                g_.nodes[size_t(q.dw)].where(), g_.nodes[size_t(q.pw)].name, q.ms, a, b);
+      if (saving > 0 && std::isfinite(saving))
+        np.add_pair_saving(tensor_of[size_t(g_.nodes[size_t(q.pw)].inputs[0])], ka, kb, saving);
+    }
     return np;
   }
 
@@ -884,6 +996,8 @@ class Selector {
     for (size_t i = 0; i < sel_.nodes.size(); ++i)
       s << sel_.nodes[i].label.key() << " " << sel_.nodes[i].ms << " "
         << int(sel_.nodes[i].measured) << "\n";
+    for (const SeparablePair& q : sel_.separable)
+      s << "separable " << q.dw << " " << q.pw << " " << q.ms << "\n";
     return s.str();
   }
 
@@ -911,7 +1025,16 @@ class Selector {
         return reject(key, g_.nodes[i].where() + ": label " + lk + " is not a candidate");
       sel_.nodes[i] = {*l, ms, measured != 0, measured != 0, int(cands_[i].size())};
     }
-    if (s >> word) return reject(key, "too many nodes");
+    while (s >> word) {
+      SeparablePair q;
+      if (word != "separable" || !(s >> q.dw >> q.pw >> q.ms)) return reject(key, "too many nodes");
+      const bool known = std::any_of(
+          sep_.begin(), sep_.end(), [&](const SepPair& p) { return p.dw == q.dw && p.pw == q.pw; });
+      if (!known)
+        return reject(key, "separable pair " + std::to_string(q.dw) + " -> " +
+                               std::to_string(q.pw) + " is not one of this graph");
+      sel_.separable.push_back(q);
+    }
     std::vector<size_t> all(g_.nodes.size());
     for (size_t i = 0; i < all.size(); ++i) all[i] = i;
     std::vector<std::string> why = build_kernels(all);
@@ -1026,6 +1149,11 @@ class Selector {
   std::string problem_suffix_;
   Selection sel_;
   int64_t build_ns_ = 0, codegen_ns_ = 0;  // thread time building kernels, and its codegen part
+  struct SepPair {
+    int dw, pw;
+    double ms;  // the separable kernel's time (inf: not measured)
+  };
+  std::vector<SepPair> sep_;  // find_separable
   std::vector<std::vector<Label>> cands_;
   std::vector<std::vector<double>> cost_;
   // Per node and label: the cost model's estimate of a label fast tuning left unmeasured as

@@ -99,9 +99,18 @@ struct NodeChoice {
   bool over_budget = false;  // left to the cost model for lack of profiling budget
 };
 
+// A depthwise conv and the 1x1 reading its output run as one separable kernel
+// (jit/dw/dw_pw_kernel.h): the solver chose NHWC labels for both, and the fused kernel's
+// measured time `ms` is below theirs together (the plan fuses exactly these pairs).
+struct SeparablePair {
+  int dw = -1, pw = -1;  // nodes
+  double ms = 0;
+};
+
 struct Selection {
   std::vector<NodeChoice> nodes;                 // per graph node
   std::vector<std::unique_ptr<Kernel>> kernels;  // per node: the chosen kernel, built
+  std::vector<SeparablePair> separable;
   Strategy strategy = Strategy::global;
   TuneMode tune = TuneMode::fast;
   double predicted_ms = 0;  // nodes + conversions under the cost model the choice used

@@ -90,6 +90,22 @@ void NetworkProblem::require_layout(int tensor, int layout) {
   t.required.push_back(layout);
 }
 
+void NetworkProblem::add_pair_saving(int tensor, int producer_label, int consumer_label,
+                                     double saving) {
+  check_tensor(tensor, "add_pair_saving");
+  Tensor& t = tensors_[size_t(tensor)];
+  if (!(saving > 0) || !std::isfinite(saving))
+    fail(Code::invalid_argument, "tensor '" + t.name + "': a pair saving must be finite and > 0");
+  t.savings.push_back({producer_label, consumer_label, saving});
+}
+
+double NetworkProblem::saving(const Tensor& t, int producer_label, int consumer_label) const {
+  double s = 0;
+  for (const Tensor::Saving& v : t.savings)
+    if (v.producer_label == producer_label && v.consumer_label == consumer_label) s += v.ms;
+  return s;
+}
+
 // Every label of every operator touching a tensor must name a layout for that slot.
 void NetworkProblem::validate() const {
   // `layouts` is the label's in_layouts or out_layouts; `what` says which.
@@ -104,6 +120,13 @@ void NetworkProblem::validate() const {
     }
   };
   for (const Tensor& t : tensors_) {
+    if (!t.savings.empty() && (t.producer < 0 || t.consumers.size() != 1 || !t.required.empty()))
+      fail(Code::invalid_argument,
+           "tensor '" + t.name + "': a pair saving needs a producer and exactly one reader");
+    for (const Tensor::Saving& v : t.savings)
+      if (v.producer_label < 0 || v.producer_label >= num_labels(t.producer) ||
+          v.consumer_label < 0 || v.consumer_label >= num_labels(t.consumers[0].op))
+        fail(Code::invalid_argument, "tensor '" + t.name + "': a pair saving names no label");
     if (t.producer >= 0) check(t, t.producer, t.out_slot, &OpLabel::out_layouts, "output");
     for (const Consumer& c : t.consumers) check(t, c.op, c.slot, &OpLabel::in_layouts, "input");
   }
@@ -150,6 +173,8 @@ double NetworkProblem::evaluate(const std::vector<int>& op_labels,
           ops_[size_t(c.op)].labels[size_t(op_labels[size_t(c.op)])].in_layouts[size_t(c.slot)]);
     demanded.erase(p);
     for (int l : demanded) total += conv_cost(t, p, l);
+    if (!t.savings.empty())
+      total -= saving(t, op_labels[size_t(t.producer)], op_labels[size_t(t.consumers[0].op)]);
     if (plans) (*plans)[ti] = TensorPlan{p, std::vector<int>(demanded.begin(), demanded.end())};
   }
   return total;
@@ -215,8 +240,12 @@ Pbqp NetworkProblem::build(NetworkMapping* map) const {
       const int cn = m.op_node[size_t(c.op)];
       if (pn >= 0) {
         Matrix e(nlab(t.producer), nlab(c.op));
+        // (A saving makes an entry negative: the solver normalises edges, so that is exact.)
         for (int a = 0; a < e.rows(); ++a)
-          for (int b = 0; b < e.cols(); ++b) e(a, b) = cc(out_of(t, a), in_of(c, b));
+          for (int b = 0; b < e.cols(); ++b)
+            e(a, b) = cc(out_of(t, a), in_of(c, b)) -
+                      saving(t, m.op_label_of[size_t(t.producer)][size_t(a)],
+                             m.op_label_of[size_t(c.op)][size_t(b)]);
         p.add_edge(pn, cn, e);
       } else {
         std::vector<double> v(size_t(nlab(c.op)));

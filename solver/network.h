@@ -68,6 +68,11 @@ class NetworkProblem {
   void add_consumer(int tensor, int op, int input_slot);
   // The tensor (a network output) must also be delivered in `layout`.
   void require_layout(int tensor, int layout);
+  // The producer's label `producer_label` and the single consumer's `consumer_label` together
+  // cost `saving` (> 0) less than their labels' costs: one fused kernel runs both (a depthwise
+  // conv and the 1x1 reading its output, jit/dw/dw_pw_kernel.h). The tensor must have a
+  // producer and exactly one consumer slot, and no required layout, when the problem is built.
+  void add_pair_saving(int tensor, int producer_label, int consumer_label, double saving);
 
   int num_ops() const { return int(ops_.size()); }
   int num_tensors() const { return int(tensors_.size()); }
@@ -96,7 +101,14 @@ class NetworkProblem {
     ConversionCost conv;
     std::vector<Consumer> consumers;
     std::vector<int> required;  // layouts it must be delivered in
+    struct Saving {
+      int producer_label, consumer_label;
+      double ms;
+    };
+    std::vector<Saving> savings;  // add_pair_saving
   };
+  // The savings of t that the chosen producer / consumer labels earn.
+  double saving(const Tensor& t, int producer_label, int consumer_label) const;
   double conv_cost(const Tensor& t, int from, int to) const;
   int produced_layout(const Tensor& t, const std::vector<int>& op_labels) const;
   void check_op(int op, const char* what) const;

@@ -54,7 +54,7 @@ LayerProfile print_layers(const Session& s, const std::vector<Tensor>& ins,
     std::printf("%4zu  %-18s %-50s %-17s %9.4f %5.1f%% %8.1f %9.4f %6lld %4.0f%% %s\n", i,
                 step_op(s, st).c_str(), st.kernel->name().c_str(), step_layouts(plan, st).c_str(),
                 med[i], 100.0 * med[i] / total,
-                macs > 0 && med[i] > 0 ? 2.0 * macs / (med[i] * 1e6) : 0.0, c ? c->ms : 0.0,
+                macs > 0 && med[i] > 0 ? 2.0 * macs / (med[i] * 1e6) : 0.0, step_pred_ms(s, st),
                 (long long)tiles, 100.0 * balance(tiles), c ? choice_source(*c) : "-");
   }
   std::printf("total of step medians: %.3f ms; time-weighted tile split over %d threads: %.1f%%\n",

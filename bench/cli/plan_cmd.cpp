@@ -122,7 +122,8 @@ int cmd_plan(const Args& a) {
     const NodeChoice& c = sel.nodes[size_t(st.node)];
     const Node& n = g.nodes[size_t(st.node)];
     std::printf("%-32s %-18s %-34s %10.4f %-8s %s\n", n.name.c_str(), n.op.c_str(),
-                c.label.key().c_str(), c.ms, choice_source(c), st.kernel->name().c_str());
+                c.label.key().c_str(), step_pred_ms(*s, st), choice_source(c),
+                st.kernel->name().c_str());
   }
   std::printf(
       "\n%zu nodes, %d layout conversions, %d concats done in place by their producers; predicted "

@@ -163,5 +163,10 @@ std::unique_ptr<Kernel> make_dw_kernel(const DwConf& c, const Tensor& weights, c
 // them into the buffer it reads as src[1] (jit/kernel.h).
 std::unique_ptr<Kernel> make_dw_kernel_runtime_weights(const DwConf& c,
                                                        const std::string& code_key = "");
+// For the separable kernel (jit/dw/dw_pw_kernel.h): runs image n's output rows [r0, r1) of
+// every channel of `k` into `rows` (row r at rows + (r - r0) * dst_row_bytes()). false: k is
+// not a kernel of this family with f32 NHWC operands and constant weights.
+bool run_dw_rows(const Kernel& k, const KernelArgs& args, int64_t n, int64_t r0, int64_t r1,
+                 float* rows);
 
 }  // namespace kiln::convjit

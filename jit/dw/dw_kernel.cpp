@@ -93,39 +93,56 @@ class DwKernel : public Kernel {
   }
 
   void run(const KernelArgs& args, int64_t begin, int64_t end) const override {
-    DwCallArgs base;
-    base.c.post.set(c_.p.post, args);
-    const int64_t taps = c_.p.kh * c_.p.kw;
-    const float* wei = runtime_ ? args.src[1] : wei_.data<float>();
-    const float* bias = runtime_ ? args.src[1] + c_.c_pad() * taps : bias_.data();
-    const DwKernelFn fn = gen_->fn<DwKernelFn>();
-    for (int64_t t = begin; t < end; ++t) {
-      const DwTile tl = c_.tile(t);
-      if (tl.cv0 >= tl.cv1 || tl.r0 >= tl.r1) continue;
-      DwCallArgs a = base;
-      // The row pointer may lie past the image when the rows read only bottom padding; it is
-      // only ever used with offsets that land inside, so compute it as an integer.
-      const uintptr_t src = reinterpret_cast<uintptr_t>(args.src[0]) +
-                            uintptr_t(tl.n * c_.src_img_bytes() + tl.cv0 * c_.src_cv_bytes() +
-                                      tl.r0 * c_.p.sh * c_.src_row_bytes());
-      a.c.src = reinterpret_cast<const float*>(src);
-      a.c.dst = reinterpret_cast<float*>(reinterpret_cast<char*>(args.dst[0]) +
-                                         tl.n * c_.dst_img_bytes() + tl.cv0 * c_.dst_cv_bytes() +
-                                         tl.r0 * c_.dst_row_bytes());
-      a.c.wei = wei + tl.cv0 * c_.wei_cv_bytes() / 4;
-      a.c.bias = bias + tl.cv0 * c_.simd;
-      a.c.post.advance_channels(tl.cv0 * c_.simd);
-      a.r0 = tl.r0;
-      a.r1 = tl.r1;
-      if (c_.int8) a.x_zero = c_.int8_params->x_zero;
-      const bool tail = c_.tail_code && tl.cv1 == c_.cv;
-      a.cv_full = tl.cv1 - tl.cv0 - (tail ? 1 : 0);
-      a.c.flags = tail ? int64_t(kFlagIcTail) : 0;
-      fn(&a);
+    for (int64_t t = begin; t < end; ++t) run_tile(args, c_.tile(t), nullptr);
+  }
+
+  // Image n's rows [r0, r1) of every channel, row r at rows + (r - r0) * dst_row_bytes().
+  bool run_rows(const KernelArgs& args, int64_t n, int64_t r0, int64_t r1, float* rows) const {
+    if (runtime_ || !c_.nhwc || c_.int8 || c_.bf16_src || c_.bf16_dst) return false;
+    DwTile tl;  // in the conf's channel chunks (their input window fits L1)
+    tl.n = n;
+    tl.r0 = r0;
+    tl.r1 = r1;
+    for (int64_t ci = 0; ci < c_.cv_chunks; ++ci) {
+      tl.cv0 = ci * c_.cv / c_.cv_chunks;
+      tl.cv1 = (ci + 1) * c_.cv / c_.cv_chunks;
+      run_tile(args, tl, rows);
     }
+    return true;
   }
 
  private:
+  // One tile into args.dst[0], or (rows) its rows into `rows` from its first row on.
+  void run_tile(const KernelArgs& args, const DwTile& tl, float* rows) const {
+    if (tl.cv0 >= tl.cv1 || tl.r0 >= tl.r1) return;
+    DwCallArgs a;
+    a.c.post.set(c_.p.post, args);
+    const int64_t taps = c_.p.kh * c_.p.kw;
+    const float* wei = runtime_ ? args.src[1] : wei_.data<float>();
+    const float* bias = runtime_ ? args.src[1] + c_.c_pad() * taps : bias_.data();
+    // The row pointer may lie past the image when the rows read only bottom padding; it is
+    // only ever used with offsets that land inside, so compute it as an integer.
+    const uintptr_t src = reinterpret_cast<uintptr_t>(args.src[0]) +
+                          uintptr_t(tl.n * c_.src_img_bytes() + tl.cv0 * c_.src_cv_bytes() +
+                                    tl.r0 * c_.p.sh * c_.src_row_bytes());
+    a.c.src = reinterpret_cast<const float*>(src);
+    a.c.dst =
+        rows ? reinterpret_cast<float*>(reinterpret_cast<char*>(rows) + tl.cv0 * c_.dst_cv_bytes())
+             : reinterpret_cast<float*>(reinterpret_cast<char*>(args.dst[0]) +
+                                        tl.n * c_.dst_img_bytes() + tl.cv0 * c_.dst_cv_bytes() +
+                                        tl.r0 * c_.dst_row_bytes());
+    a.c.wei = wei + tl.cv0 * c_.wei_cv_bytes() / 4;
+    a.c.bias = bias + tl.cv0 * c_.simd;
+    a.c.post.advance_channels(tl.cv0 * c_.simd);
+    a.r0 = tl.r0;
+    a.r1 = tl.r1;
+    if (c_.int8) a.x_zero = c_.int8_params->x_zero;
+    const bool tail = c_.tail_code && tl.cv1 == c_.cv;
+    a.cv_full = tl.cv1 - tl.cv0 - (tail ? 1 : 0);
+    a.c.flags = tail ? int64_t(kFlagIcTail) : 0;
+    gen_->fn<DwKernelFn>()(&a);
+  }
+
   DwConf c_;
   std::string name_;
   bool runtime_;
@@ -144,6 +161,12 @@ std::unique_ptr<Kernel> make_dw_kernel(const DwConf& c, const Tensor& weights, c
 std::unique_ptr<Kernel> make_dw_kernel_runtime_weights(const DwConf& c,
                                                        const std::string& code_key) {
   return std::make_unique<DwKernel>(c, nullptr, nullptr, code_key);
+}
+
+bool run_dw_rows(const Kernel& k, const KernelArgs& args, int64_t n, int64_t r0, int64_t r1,
+                 float* rows) {
+  const auto* dw = dynamic_cast<const DwKernel*>(&k);
+  return dw && dw->run_rows(args, n, r0, r1, rows);
 }
 
 }  // namespace convjit

@@ -3,6 +3,7 @@
 #include <doctest/doctest.h>
 
 #include <chrono>
+#include <cmath>
 #include <set>
 #include <string>
 
@@ -267,5 +268,59 @@ TEST_CASE("network: bad input is rejected naming the operator or tensor") {
     FAIL("no error");
   } catch (const kiln::Error& e) {
     CHECK(std::string(e.what()).find("tensor 'u'") != std::string::npos);
+  }
+}
+
+TEST_CASE("network: a pair saving makes a fused pair of labels win (hand-computed)") {
+  // X -> t -> Y -> u -> Z. X: NCHW 4 | NHWC 5; Y: NCHW 6 | NHWC 7 (in and out); Z reads NCHW.
+  // Conversions cost 1. Without a saving the NCHW path wins: 4 + 6 + Z(1) = 11. A saving of 3
+  // on t for (X NHWC, Y NHWC) makes that pair cost 5 + 7 - 3 = 9, plus u's conversion 1 + Z 1
+  // = 11 — a tie is not enough; a saving of 4 wins: 10.
+  for (double saving : {3.0, 4.0}) {
+    NetworkProblem net;
+    int x = net.add_op("X", {lab({}, {NCHW}, 4), lab({}, {NHWC}, 5)});
+    int y = net.add_op("Y", {lab({NCHW}, {NCHW}, 6), lab({NHWC}, {NHWC}, 7)});
+    int z = net.add_op("Z", {lab({NCHW}, {}, 1)});
+    int t = net.add_tensor("t", x, 0, table({{0, 1}, {1, 0}}));
+    int u = net.add_tensor("u", y, 0, table({{0, 1}, {1, 0}}));
+    net.add_consumer(t, y, 0);
+    net.add_consumer(u, z, 0);
+    net.add_pair_saving(t, 1, 1, saving);
+    NetworkSolution s = net.solve();
+    CHECK(s.optimal);
+    if (saving == 4.0) {
+      CHECK(s.op_labels == std::vector<int>{1, 1, 0});
+      CHECK(s.total == 10.0);
+    } else {
+      CHECK(s.total == 11.0);
+    }
+    // evaluate() charges the saving only to the pair it names.
+    CHECK(net.evaluate({1, 1, 0}) == 5 + 7 + 1 + 1 - saving);
+    CHECK(net.evaluate({0, 1, 0}) == 4 + 7 + 1 + 1 + 1);
+  }
+  // A saving needs one reader, labels that exist, and a positive finite amount.
+  NetworkProblem bad;
+  int x = bad.add_op("X", {lab({}, {NCHW}, 1)});
+  int y = bad.add_op("Y", {lab({NCHW}, {}, 1)});
+  int w = bad.add_op("W", {lab({NCHW}, {}, 1)});
+  int t = bad.add_tensor("t", x, 0, table({{0, 1}, {1, 0}}));
+  bad.add_consumer(t, y, 0);
+  CHECK_THROWS_AS(bad.add_pair_saving(t, 0, 0, 0.0), kiln::Error);
+  CHECK_THROWS_AS(bad.add_pair_saving(t, 0, 0, INFINITY), kiln::Error);
+  bad.add_pair_saving(t, 0, 3, 1.0);
+  CHECK_THROWS_AS(bad.solve(), kiln::Error);  // label 3 of Y
+  NetworkProblem two;
+  x = two.add_op("X", {lab({}, {NCHW}, 1)});
+  y = two.add_op("Y", {lab({NCHW}, {}, 1)});
+  w = two.add_op("W", {lab({NCHW}, {}, 1)});
+  t = two.add_tensor("t", x, 0, table({{0, 1}, {1, 0}}));
+  two.add_consumer(t, y, 0);
+  two.add_consumer(t, w, 0);
+  two.add_pair_saving(t, 0, 0, 1.0);
+  try {
+    two.solve();
+    FAIL("no error");
+  } catch (const kiln::Error& e) {
+    CHECK(std::string(e.what()).find("exactly one reader") != std::string::npos);
   }
 }
