@@ -273,7 +273,8 @@ class Lowering {
       const Tensor* pb = pp.bias ? &*g_.value(pn.inputs[2]).constant : nullptr;
       std::string why;
       auto k = create_dw_pw_kernel(dp, *g_.value(dn.inputs[1]).constant, db, int(dw.src.size()), pp,
-                                   *g_.value(pn.inputs[1]).constant, pb, o_.isa, &why);
+                                   *g_.value(pn.inputs[1]).constant, pb, int(pw.src.size()), o_.isa,
+                                   &why);
       if (!k)  // (the selection measured it: it applies)
         fail(Code::internal, dn.where() + " + " + pn.name + ": no separable kernel: " + why);
       std::vector<int> src = dw.src;

@@ -234,11 +234,11 @@ class Selector {
       const Node &dn = g_.nodes[size_t(q.dw)], &pn = g_.nodes[size_t(q.pw)];
       const ConvProblem dp = ConvProblem::from_node(g_, dn), pp = ConvProblem::from_node(g_, pn);
       std::string why;
-      auto k =
-          create_dw_pw_kernel(dp, *g_.value(dn.inputs[1]).constant,
-                              dp.bias ? &*g_.value(dn.inputs[2]).constant : nullptr,
-                              int(dn.inputs.size()), pp, *g_.value(pn.inputs[1]).constant,
-                              pp.bias ? &*g_.value(pn.inputs[2]).constant : nullptr, o_.isa, &why);
+      auto k = create_dw_pw_kernel(dp, *g_.value(dn.inputs[1]).constant,
+                                   dp.bias ? &*g_.value(dn.inputs[2]).constant : nullptr,
+                                   int(dn.inputs.size()), pp, *g_.value(pn.inputs[1]).constant,
+                                   pp.bias ? &*g_.value(pn.inputs[2]).constant : nullptr,
+                                   int(pn.inputs.size()), o_.isa, &why);
       if (!k) {
         log_debug("{} + {}: no separable kernel: {}", dn.where(), pn.name, why);
         continue;

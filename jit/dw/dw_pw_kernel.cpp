@@ -14,7 +14,7 @@
 namespace kiln {
 namespace {
 
-constexpr size_t kMaxInputs = 16;  // of the 1x1 node (3 + its post-ops' operands)
+constexpr size_t kMaxInputs = 16;  // of the 1x1 node (its post-ops' operands from input 3 on)
 
 class DwPwKernel : public Kernel {
  public:
@@ -82,7 +82,7 @@ class DwPwKernel : public Kernel {
  private:
   ConvProblem dw_, pw_;
   int dw_inputs_;
-  size_t pw_inputs_;  // the 1x1 node's inputs the kernel passes on
+  size_t pw_inputs_;  // the 1x1 node's inputs (the kernel passes them on)
   int64_t band_, bands_;
   std::unique_ptr<Kernel> dwk_, full_, tail_;
   std::string name_;
@@ -103,8 +103,8 @@ ConvProblem band_problem(const ConvProblem& pw, int64_t rows) {
 std::unique_ptr<Kernel> create_dw_pw_kernel(const ConvProblem& dw, const Tensor& dw_weights,
                                             const Tensor* dw_bias, int dw_inputs,
                                             const ConvProblem& pw, const Tensor& pw_weights,
-                                            const Tensor* pw_bias, Isa isa, std::string* why_not,
-                                            int64_t band) {
+                                            const Tensor* pw_bias, int pw_inputs, Isa isa,
+                                            std::string* why_not, int64_t band) {
   if (isa != Isa::avx512 && isa != Isa::avx2) return decline(why_not, "needs AVX2 or AVX-512");
   if (dw.groups != dw.ic || dw.ic != dw.oc) return decline(why_not, "first conv not depthwise");
   if (pw.kh != 1 || pw.kw != 1 || pw.sh != 1 || pw.sw != 1 || pw.pt || pw.pl || pw.pb || pw.pr ||
@@ -115,13 +115,13 @@ std::unique_ptr<Kernel> create_dw_pw_kernel(const ConvProblem& dw, const Tensor&
   for (const PostOp& op : dw.post)
     if (extra_inputs(op.kind) > 0 && !per_channel(op.kind))
       return decline(why_not, "the depthwise conv's post-ops read a tensor");
-  int pw_inputs = 3;
-  for (const PostOp& op : pw.post)
-    if (extra_inputs(op.kind) > 0)
-      pw_inputs = std::max(pw_inputs, op.input + extra_inputs(op.kind));
-  for (const PostOp& op : dw.post)
-    if (extra_inputs(op.kind) > 0 && op.input + extra_inputs(op.kind) > dw_inputs)
-      return decline(why_not, "the depthwise conv's post-op operands lie past its inputs");
+  auto operands_past = [](const ConvProblem& p, int inputs) {
+    return std::any_of(p.post.begin(), p.post.end(), [&](const PostOp& op) {
+      return extra_inputs(op.kind) > 0 && op.input + extra_inputs(op.kind) > inputs;
+    });
+  };
+  if (operands_past(dw, dw_inputs) || operands_past(pw, pw_inputs))
+    return decline(why_not, "post-op operands lie past the node's inputs");
   if (size_t(pw_inputs) > kMaxInputs) return decline(why_not, "too many post-op operands");
   // Rows per band: the depthwise rows (every channel) in 128 KiB, but at least 96 pixels (the
   // 1x1 reads its weights once per band), and at least 2 bands an image (2 threads at batch 1).

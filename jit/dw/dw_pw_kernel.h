@@ -22,12 +22,13 @@ namespace kiln {
 //
 // KernelArgs: src[0 .. dw_inputs) = the depthwise node's inputs (src[0] the activation in NHWC,
 // weights / bias slots ignored, post-op operands as create_conv_kernel reads them), then
-// src[dw_inputs + k] = the 1x1 node's input k (k = 0, its activation, ignored; a residual in
-// NHWC); dst[0] = the 1x1's output, NHWC.
+// src[dw_inputs + k], k < pw_inputs = the 1x1 node's input k (k = 0, its activation, ignored;
+// a residual in NHWC); dst[0] = the 1x1's output, NHWC. dw_inputs / pw_inputs: the nodes'
+// input counts (2 without a bias or post-op operands).
 std::unique_ptr<Kernel> create_dw_pw_kernel(const ConvProblem& dw, const Tensor& dw_weights,
                                             const Tensor* dw_bias, int dw_inputs,
                                             const ConvProblem& pw, const Tensor& pw_weights,
-                                            const Tensor* pw_bias, Isa isa, std::string* why_not,
-                                            int64_t band = 0);
+                                            const Tensor* pw_bias, int pw_inputs, Isa isa,
+                                            std::string* why_not, int64_t band = 0);
 
 }  // namespace kiln

@@ -15,6 +15,7 @@ struct SepCase {
   Shp dw;  // oc = ic
   int64_t oc = 0;
   std::vector<PostOp> dw_post, pw_post;
+  bool bias = true;  // both convs (without one and post-op operands a node has 2 inputs)
 };
 
 // The 1x1 reading the depthwise conv's output.
@@ -32,25 +33,34 @@ ConvProblem pw_problem(const ConvProblem& dw, int64_t oc, std::vector<PostOp> po
 void check_case(const SepCase& sc, Isa isa, int64_t band, uint64_t seed) {
   Shp ds = sc.dw;
   ds.oc = ds.ic;
+  ds.bias = sc.bias;
   ConvProblem dw = problem(ds, chain(sc.dw_post));
   dw.groups = dw.ic;
-  const ConvProblem pw = pw_problem(dw, sc.oc, sc.pw_post);
+  ConvProblem pw = pw_problem(dw, sc.oc, sc.pw_post);
+  pw.bias = sc.bias;
   Operands dwo = make_operands(dw, seed);
   const Tensor mid = reference(dw, dwo);
   Operands pwo = make_operands(pw, seed + 100);
   pwo.x = mid;
   const Tensor want = reference(pw, pwo);
 
-  const int dw_inputs = 3 + int(dwo.extra.size());
+  // The nodes' input counts: 2 without a bias or post-op operands (the exact-size src below
+  // lets ASan see a read past them).
+  auto inputs = [&](const Operands& o) {
+    return sc.bias || !o.extra.empty() ? 3 + int(o.extra.size()) : 2;
+  };
+  const int dw_inputs = inputs(dwo), pw_inputs = inputs(pwo);
   std::string why;
-  auto k = create_dw_pw_kernel(dw, dwo.w, &dwo.b, dw_inputs, pw, pwo.w, &pwo.b, isa, &why, band);
+  auto k = create_dw_pw_kernel(dw, dwo.w, sc.bias ? &dwo.b : nullptr, dw_inputs, pw, pwo.w,
+                               sc.bias ? &pwo.b : nullptr, pw_inputs, isa, &why, band);
   REQUIRE_MESSAGE(k, why);
   INFO(k->name() << " dw " << dw.str() << " pw " << pw.str() << " band " << band);
   std::vector<float> x = to_layout(dwo.x, Layout::nhwc);
   std::vector<std::vector<float>> keep;
-  std::vector<const float*> ins{x.data(), nullptr, nullptr};
+  std::vector<const float*> ins{x.data(), nullptr};
+  if (dw_inputs > 2) ins.push_back(nullptr);
   for (const Tensor& e : dwo.extra) ins.push_back(e.data<float>());  // per channel: plain
-  ins.insert(ins.end(), {nullptr, nullptr, nullptr});
+  ins.insert(ins.end(), size_t(std::min(pw_inputs, 3)), nullptr);
   for (const Tensor& e : pwo.extra) {
     keep.push_back(e.shape().size() == 4
                        ? to_layout(e, Layout::nhwc)
@@ -93,6 +103,8 @@ TEST_CASE("separable dw -> 1x1 kernel matches the two reference convs (both ISAs
        {op(K::add), op(K::relu)}},
       {dw_shape(1, 8, 7, 5, 3, 1, 0), 72, {op(K::hardswish)}, {op(K::prelu)}},
       {dw_shape(1, 128, 6, 6, 3, 1, 1), 130, {}, {op(K::scale_shift), op(K::swish)}},
+      {dw_shape(2, 40, 10, 9, 3, 1, 1), 24, {op(K::relu)}, {}, false},  // no biases
+      {dw_shape(1, 16, 7, 7, 3, 2, 1), 32, {}, {}, false},
   };
   uint64_t seed = 7100;
   for (Isa isa : isas())
@@ -107,7 +119,7 @@ TEST_CASE("separable kernel: refusals name the reason") {
   const Tensor dww = random_tensor({16, 1, 3, 3}, 1), pww = random_tensor({24, 16, 1, 1}, 2);
   auto refuse = [&](const ConvProblem& a, const ConvProblem& b, const char* want) {
     std::string why;
-    auto k = create_dw_pw_kernel(a, dww, nullptr, 3, b, pww, nullptr, Isa::avx2, &why);
+    auto k = create_dw_pw_kernel(a, dww, nullptr, 2, b, pww, nullptr, 2, Isa::avx2, &why);
     CHECK(!k);
     CHECK_MESSAGE(why.find(want) != std::string::npos, why);
   };
@@ -126,7 +138,7 @@ TEST_CASE("separable kernel: refusals name the reason") {
   residual.post = chain({op(K::add)});
   refuse(residual, pw, "post-ops read a tensor");
   std::string why;
-  CHECK(!create_dw_pw_kernel(dw, dww, nullptr, 3, pw, pww, nullptr, Isa::avx2, &why, 9));
+  CHECK(!create_dw_pw_kernel(dw, dww, nullptr, 2, pw, pww, nullptr, 2, Isa::avx2, &why, 9));
   CHECK(why.find("band taller") != std::string::npos);
 }
 
