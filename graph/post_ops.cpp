@@ -333,15 +333,11 @@ std::string post_ops_str(const std::vector<PostOp>& ops) {
       char buf[32];
       s.append(buf, std::to_chars(buf, buf + sizeof buf, v).ptr);
     };
-    using K = PostOp::Kind;
-    if (op.kind == K::clip || op.kind == K::hardsigmoid || op.kind == K::selu ||
-        op.kind == K::linear || is_quant_dequant(op.kind)) {
-      num(op.alpha);
+    const int params = post_op_params(op.kind);
+    if (params >= 1) num(op.alpha);
+    if (params == 2) {
       s += '_';
       num(op.beta);
-    } else if (op.kind == K::leaky_relu || op.kind == K::pow || op.kind == K::elu ||
-               op.kind == K::celu || op.kind == K::thresholded_relu) {
-      num(op.alpha);
     }
   }
   return s;

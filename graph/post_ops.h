@@ -105,6 +105,16 @@ inline bool glue_kind(PostOp::Kind k) {
   return (k >= PostOp::Kind::tanh && k <= PostOp::Kind::quantize_s8) ||
          (k >= PostOp::Kind::sin && k <= PostOp::Kind::linear);
 }
+// The parameters that change a kind's result, as post_ops_str writes them after its name and
+// ConvProblem::parse reads them back: 2 (alpha, beta), 1 (alpha) or 0.
+inline int post_op_params(PostOp::Kind k) {
+  using K = PostOp::Kind;
+  if (k == K::clip || k == K::hardsigmoid || k == K::selu || k == K::linear || is_quant_dequant(k))
+    return 2;
+  if (k == K::leaky_relu || k == K::pow || k == K::elu || k == K::celu || k == K::thresholded_relu)
+    return 1;
+  return 0;
+}
 // The node inputs a post-op reads: the residual of `add`, scale and shift of `scale_shift`,
 // the slope of `prelu`.
 inline int extra_inputs(PostOp::Kind k) {

@@ -125,13 +125,8 @@ PostOp parse_post_op(ProblemReader& r) {
     const std::string name = post_op_name(k);
     if (!r.at(name)) continue;
     const size_t after = r.pos() + name.size();
-    // clip<min>_<max>, hardsigmoid<alpha>_<beta>, selu<alpha>_<gamma>, leaky_relu<alpha>,
-    // elu<alpha> (post_ops_str)
-    const int params = k == PostOp::Kind::clip || k == PostOp::Kind::hardsigmoid ||
-                               k == PostOp::Kind::selu || is_quant_dequant(k)
-                           ? 2
-                       : k == PostOp::Kind::leaky_relu || k == PostOp::Kind::elu ? 1
-                                                                                 : 0;
+    // clip<min>_<max>, selu<alpha>_<gamma>, leaky_relu<alpha>, ... as post_ops_str writes them
+    const int params = post_op_params(k);
     const bool param = params > 0;
     if (!param && after < r.str().size() && r.str()[after] != '_') continue;
     r.eat(name);
