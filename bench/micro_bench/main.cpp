@@ -7,6 +7,7 @@
 //   threads      --problem PROBLEM[,..] [--family winograd2,winograd4,..] [--threads N]
 //                [--inputs warm|split|cold]
 //                [--rounds R] [--isa ..]
+//   separable    [--shape N,C,H,W,OC] [--isa ..] [--reps R]
 #include <cstdio>
 #include <cstring>
 
@@ -34,9 +35,10 @@ namespace {
 
 int run(int argc, char** argv) {
   if (argc < 2) {
-    std::fprintf(stderr,
-                 "usage: kiln_micro_bench im2col-sweep|wino-gemm|glue|fresh-memory|threads [--key "
-                 "value]..\n");
+    std::fprintf(
+        stderr,
+        "usage: kiln_micro_bench im2col-sweep|wino-gemm|glue|fresh-memory|threads|separable "
+        "[--key value]..\n");
     return 2;
   }
   const std::string mode = argv[1];
@@ -50,8 +52,9 @@ int run(int argc, char** argv) {
   if (mode == "glue") return glue_bench(a);
   if (mode == "fresh-memory") return fresh_memory(a);
   if (mode == "threads") return conv_threads(a);
+  if (mode == "separable") return separable_bench(a);
   fail(Code::invalid_argument,
-       "unknown mode " + mode + " (im2col-sweep|wino-gemm|glue|fresh-memory|threads)");
+       "unknown mode " + mode + " (im2col-sweep|wino-gemm|glue|fresh-memory|threads|separable)");
 }
 
 }  // namespace

@@ -8,6 +8,7 @@
 //   fresh-memory  the cost of writing fresh pages (4 KiB, huge) against reused buffers, and of
 //                 reading a model file mapped against read into a reused buffer
 //   threads       conv kernels at one thread and at N threads
+//   separable     the separable kernel (depthwise + 1x1) against its parts
 // Whole conv kernels (every family, layout and blocking) are kiln_kernel_bench's.
 #pragma once
 
@@ -33,5 +34,6 @@ int wino_gemm(const ModeArgs& a);
 int glue_bench(const ModeArgs& a);
 int fresh_memory(const ModeArgs& a);
 int conv_threads(const ModeArgs& a);
+int separable_bench(const ModeArgs& a);
 
 }  // namespace kiln::bench
