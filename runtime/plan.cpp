@@ -220,54 +220,34 @@ class Lowering {
     push(i, std::move(k), src, dst, jit);
   }
 
-  // Whether step s runs node s.node as an f32 NHWC conv of `family`.
-  bool nhwc_conv(const Step& s, ConvFamily family) const {
-    if (s.node < 0 || !s.kernel || s.fused_node >= 0) return false;
-    const Label& l = sel_.nodes[size_t(s.node)].label;
-    return l.kind == LabelKind::conv && l.precision == Precision::f32 && l.conv.family == family &&
-           l.conv.src == Layout::nhwc && l.conv.dst == Layout::nhwc;
-  }
-
   // The selection's separable pairs (a depthwise conv and the 1x1 reading its output, both
-  // on NHWC labels) become one step of the separable kernel where their intermediate tensor
-  // is read by nothing else in the plan; it then has no bytes. The fused step takes the 1x1's place
-  // (every operand of both exists by then); the two kernels go back to the selection (a probe's
-  // plan hands kernels back).
+  // on NHWC labels, constant weights: runtime/separable.h) become one step of the separable
+  // kernel where their intermediate tensor is read by nothing else in the plan; it then has no
+  // bytes. The fused step takes the 1x1's place (every operand of both exists by then); the two
+  // kernels go back to the selection (a probe's plan hands kernels back).
   void fuse_separable() {
     std::vector<Step>& steps = plan_.steps;
     const size_t nt = plan_.tensors.size();
-    std::vector<int> readers(nt, 0), producer(nt, -1);
+    std::vector<int> readers(nt, 0), step_of(g_.nodes.size(), -1);
     std::vector<char> viewed(nt, 0);
     for (size_t i = 0; i < steps.size(); ++i) {
       for (int t : steps[i].src)
         if (t >= 0) ++readers[size_t(t)];
-      for (int t : steps[i].dst)
-        if (t >= 0) producer[size_t(t)] = int(i);
+      if (steps[i].node >= 0) step_of[size_t(steps[i].node)] = int(i);
     }
     for (const PlanTensor& t : plan_.tensors)
       if (t.parent >= 0) viewed[size_t(t.parent)] = 1;
     std::vector<char> drop(steps.size(), 0);
-    for (size_t b = 0; b < steps.size(); ++b) {
-      Step& pw = steps[b];
-      if (!(nhwc_conv(pw, ConvFamily::gemm1x1) || nhwc_conv(pw, ConvFamily::im2col)) ||
-          pw.src.empty() || pw.src[0] < 0)
+    for (const SeparablePair& q : sel_.separable) {
+      const int a = step_of[size_t(q.dw)], b = step_of[size_t(q.pw)];
+      if (a < 0 || b < 0) continue;
+      Step &dw = steps[size_t(a)], &pw = steps[size_t(b)];
+      const int mid = pw.src.empty() ? -1 : pw.src[0];
+      if (mid < 0 || dw.dst != std::vector<int>{mid} || readers[size_t(mid)] != 1 ||
+          viewed[size_t(mid)] || plan_.tensors[size_t(mid)].parent >= 0 ||
+          g_.is_output(plan_.tensors[size_t(mid)].value))
         continue;
-      const int mid = pw.src[0], a = producer[size_t(mid)];
-      if (a < 0 || drop[size_t(a)] || !nhwc_conv(steps[size_t(a)], ConvFamily::depthwise) ||
-          readers[size_t(mid)] != 1 || viewed[size_t(mid)] ||
-          plan_.tensors[size_t(mid)].parent >= 0 || g_.is_output(plan_.tensors[size_t(mid)].value))
-        continue;
-      Step& dw = steps[size_t(a)];
-      const bool chosen =
-          std::any_of(sel_.separable.begin(), sel_.separable.end(),
-                      [&](const SeparablePair& q) { return q.dw == dw.node && q.pw == pw.node; });
-      if (!chosen) continue;
-      const Node &dn = g_.nodes[size_t(dw.node)], &pn = g_.nodes[size_t(pw.node)];
-      auto constant = [&](const Node& n) {  // weights and bias (computed ones: packed per run)
-        return g_.value(n.inputs[1]).is_const() &&
-               (n.in(2) == kNoValue || g_.value(n.inputs[2]).is_const());
-      };
-      if (!constant(dn) || !constant(pn)) continue;
+      const Node &dn = g_.nodes[size_t(q.dw)], &pn = g_.nodes[size_t(q.pw)];
       const ConvProblem dp = ConvProblem::from_node(g_, dn), pp = ConvProblem::from_node(g_, pn);
       const Tensor* db = dp.bias ? &*g_.value(dn.inputs[2]).constant : nullptr;
       const Tensor* pb = pp.bias ? &*g_.value(pn.inputs[2]).constant : nullptr;
@@ -281,11 +261,11 @@ class Lowering {
       src.insert(src.end(), pw.src.begin(), pw.src.end());
       src[dw.src.size()] = -1;  // the intermediate: never written
       log_debug("{} + {}: fused as {}", dn.where(), pn.where(), k->name());
-      sel_.kernels[size_t(dw.node)] = std::move(dw.kernel);
-      sel_.kernels[size_t(pw.node)] = std::move(pw.kernel);
+      sel_.kernels[size_t(q.dw)] = std::move(dw.kernel);
+      sel_.kernels[size_t(q.pw)] = std::move(pw.kernel);
       pw.kernel = std::move(k);
       pw.src = std::move(src);
-      pw.fused_node = dw.node;
+      pw.fused_node = q.dw;
       drop[size_t(a)] = 1;
     }
     std::vector<Step> kept;

@@ -27,6 +27,7 @@
 #include "runtime/int8_conv.h"
 #include "runtime/log.h"
 #include "runtime/profiler.h"
+#include "runtime/separable.h"
 #include "runtime/tuning_cache.h"
 #include "solver/network.h"
 

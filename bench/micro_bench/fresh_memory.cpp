@@ -21,19 +21,6 @@
 namespace kiln::bench {
 namespace {
 
-using Clock = std::chrono::steady_clock;
-
-double median_ms(int reps, const std::function<void()>& f) {
-  std::vector<double> t;
-  for (int r = 0; r < reps; ++r) {
-    const auto t0 = Clock::now();
-    f();
-    t.push_back(std::chrono::duration<double, std::milli>(Clock::now() - t0).count());
-  }
-  std::sort(t.begin(), t.end());
-  return t[t.size() / 2];
-}
-
 // Reads one byte per cache line (the sum keeps the reads).
 long touch(const void* p, size_t n) {
   long s = 0;

@@ -8,6 +8,8 @@
 //                [--inputs warm|split|cold]
 //                [--rounds R] [--isa ..]
 //   separable    [--shape N,C,H,W,OC] [--isa ..] [--reps R]
+#include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <cstring>
 
@@ -23,6 +25,18 @@ std::vector<Isa> bench_isas(const std::string& isa) {
     if ((isa.empty() || isa == "both" || parse_isa(isa) == i) && int(effective_isa()) >= int(i))
       v.push_back(i);
   return v;
+}
+
+double median_ms(int reps, const std::function<void()>& f) {
+  std::vector<double> t;
+  for (int r = 0; r < reps; ++r) {
+    const auto t0 = std::chrono::steady_clock::now();
+    f();
+    t.push_back(
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+  }
+  std::sort(t.begin(), t.end());
+  return t[t.size() / 2];
 }
 
 std::string ModeArgs::get(const std::string& key, const std::string& def) const {

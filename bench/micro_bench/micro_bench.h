@@ -12,6 +12,7 @@
 // Whole conv kernels (every family, layout and blocking) are kiln_kernel_bench's.
 #pragma once
 
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -21,6 +22,9 @@ namespace kiln::bench {
 
 // The JIT ISAs this CPU has, or the one `--isa` names ("" or "both": all of them).
 std::vector<Isa> bench_isas(const std::string& isa);
+
+// The median of `reps` timings of f, in milliseconds.
+double median_ms(int reps, const std::function<void()>& f);
 
 // Arguments after the mode; each mode parses its own ("--key value" pairs).
 struct ModeArgs {

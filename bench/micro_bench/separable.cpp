@@ -23,19 +23,6 @@
 namespace kiln::bench {
 namespace {
 
-using Clock = std::chrono::steady_clock;
-
-double median_ms(int reps, const std::function<void()>& f) {
-  std::vector<double> t;
-  for (int r = 0; r < reps; ++r) {
-    const auto t0 = Clock::now();
-    f();
-    t.push_back(std::chrono::duration<double, std::milli>(Clock::now() - t0).count());
-  }
-  std::sort(t.begin(), t.end());
-  return t[t.size() / 2];
-}
-
 Tensor filled(Shape s, float step) {
   Tensor t(DType::f32, std::move(s));
   for (int64_t i = 0; i < t.numel(); ++i) t.data<float>()[i] = float(i % 17 - 8) * step;

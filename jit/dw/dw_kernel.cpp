@@ -93,12 +93,14 @@ class DwKernel : public Kernel {
   }
 
   void run(const KernelArgs& args, int64_t begin, int64_t end) const override {
-    for (int64_t t = begin; t < end; ++t) run_tile(args, c_.tile(t), nullptr);
+    const DwCallArgs base = call_base(args);
+    for (int64_t t = begin; t < end; ++t) run_tile(base, args, c_.tile(t), nullptr);
   }
 
   // Image n's rows [r0, r1) of every channel, row r at rows + (r - r0) * dst_row_bytes().
   bool run_rows(const KernelArgs& args, int64_t n, int64_t r0, int64_t r1, float* rows) const {
     if (runtime_ || !c_.nhwc || c_.int8 || c_.bf16_src || c_.bf16_dst) return false;
+    const DwCallArgs base = call_base(args);
     DwTile tl;  // in the conf's channel chunks (their input window fits L1)
     tl.n = n;
     tl.r0 = r0;
@@ -106,17 +108,24 @@ class DwKernel : public Kernel {
     for (int64_t ci = 0; ci < c_.cv_chunks; ++ci) {
       tl.cv0 = ci * c_.cv / c_.cv_chunks;
       tl.cv1 = (ci + 1) * c_.cv / c_.cv_chunks;
-      run_tile(args, tl, rows);
+      run_tile(base, args, tl, rows);
     }
     return true;
   }
 
  private:
+  // What every tile of a call shares: the post-ops' operands.
+  DwCallArgs call_base(const KernelArgs& args) const {
+    DwCallArgs base;
+    base.c.post.set(c_.p.post, args);
+    return base;
+  }
+
   // One tile into args.dst[0], or (rows) its rows into `rows` from its first row on.
-  void run_tile(const KernelArgs& args, const DwTile& tl, float* rows) const {
+  void run_tile(const DwCallArgs& base, const KernelArgs& args, const DwTile& tl,
+                float* rows) const {
     if (tl.cv0 >= tl.cv1 || tl.r0 >= tl.r1) return;
-    DwCallArgs a;
-    a.c.post.set(c_.p.post, args);
+    DwCallArgs a = base;
     const int64_t taps = c_.p.kh * c_.p.kw;
     const float* wei = runtime_ ? args.src[1] : wei_.data<float>();
     const float* bias = runtime_ ? args.src[1] + c_.c_pad() * taps : bias_.data();

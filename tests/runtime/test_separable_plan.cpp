@@ -15,6 +15,7 @@
 #include "runtime/labels.h"
 #include "runtime/plan.h"
 #include "runtime/selection.h"
+#include "runtime/separable.h"
 #include "runtime/session.h"
 #include "runtime/tuning_cache.h"
 #include "session_test_util.h"
