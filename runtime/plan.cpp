@@ -5,7 +5,6 @@
 #include <map>
 #include <set>
 
-#include "jit/dw/dw_pw_kernel.h"
 #include "jit/glue/glue.h"
 #include "runtime/glue_kernels.h"
 #include "runtime/int8_conv.h"
@@ -13,6 +12,7 @@
 #include "runtime/log.h"
 #include "runtime/memory_plan.h"
 #include "runtime/selection.h"
+#include "runtime/separable.h"
 
 namespace kiln {
 namespace {
@@ -220,11 +220,12 @@ class Lowering {
     push(i, std::move(k), src, dst, jit);
   }
 
-  // The selection's separable pairs (a depthwise conv and the 1x1 reading its output, both
-  // on NHWC labels, constant weights: runtime/separable.h) become one step of the separable
-  // kernel where their intermediate tensor is read by nothing else in the plan; it then has no
-  // bytes. The fused step takes the 1x1's place (every operand of both exists by then); the two
-  // kernels go back to the selection (a probe's plan hands kernels back).
+  // The selection's pairs (a depthwise conv and a 1x1 next to it, both on NHWC labels, constant
+  // weights: runtime/separable.h) become one step of the chain kernel where their middle tensor
+  // is read by nothing else in the plan; it then has no bytes. A depthwise conv in two pairs
+  // runs with both 1x1s as one step. The step takes the chain's last conv's place (every
+  // operand of the chain exists by then); the kernels it replaces go back to the selection (a
+  // probe's plan hands kernels back).
   void fuse_separable() {
     std::vector<Step>& steps = plan_.steps;
     const size_t nt = plan_.tensors.size();
@@ -237,36 +238,49 @@ class Lowering {
     }
     for (const PlanTensor& t : plan_.tensors)
       if (t.parent >= 0) viewed[size_t(t.parent)] = 1;
-    std::vector<char> drop(steps.size(), 0);
+    // Whether step b's input 0 is step a's only output and read by nothing else.
+    auto fusible = [&](int a, int b) {
+      const Step &x = steps[size_t(a)], &y = steps[size_t(b)];
+      const int mid = y.src.empty() ? -1 : y.src[0];
+      return mid >= 0 && x.dst == std::vector<int>{mid} && readers[size_t(mid)] == 1 &&
+             !viewed[size_t(mid)] && plan_.tensors[size_t(mid)].parent < 0 &&
+             !g_.is_output(plan_.tensors[size_t(mid)].value);
+    };
+    std::map<int, std::pair<int, int>> chains;  // depthwise node -> (expand, project) nodes
     for (const SeparablePair& q : sel_.separable) {
-      const int a = step_of[size_t(q.dw)], b = step_of[size_t(q.pw)];
-      if (a < 0 || b < 0) continue;
-      Step &dw = steps[size_t(a)], &pw = steps[size_t(b)];
-      const int mid = pw.src.empty() ? -1 : pw.src[0];
-      if (mid < 0 || dw.dst != std::vector<int>{mid} || readers[size_t(mid)] != 1 ||
-          viewed[size_t(mid)] || plan_.tensors[size_t(mid)].parent >= 0 ||
-          g_.is_output(plan_.tensors[size_t(mid)].value))
-        continue;
-      const Node &dn = g_.nodes[size_t(q.dw)], &pn = g_.nodes[size_t(q.pw)];
-      const ConvProblem dp = ConvProblem::from_node(g_, dn), pp = ConvProblem::from_node(g_, pn);
-      const Tensor* db = dp.bias ? &*g_.value(dn.inputs[2]).constant : nullptr;
-      const Tensor* pb = pp.bias ? &*g_.value(pn.inputs[2]).constant : nullptr;
+      const int a = step_of[size_t(q.first())], b = step_of[size_t(q.second())];
+      if (a < 0 || b < 0 || !fusible(a, b)) continue;
+      auto& c = chains.try_emplace(q.dw, -1, -1).first->second;
+      (q.expand ? c.first : c.second) = q.pw;
+    }
+    std::vector<char> drop(steps.size(), 0);
+    for (const auto& [d, c] : chains) {
+      const auto [e, p] = c;
+      Step* es = e >= 0 ? &steps[size_t(step_of[size_t(e)])] : nullptr;
+      Step* ps = p >= 0 ? &steps[size_t(step_of[size_t(p)])] : nullptr;
+      Step& ds = steps[size_t(step_of[size_t(d)])];
       std::string why;
-      auto k = create_dw_pw_kernel(dp, *g_.value(dn.inputs[1]).constant, db, int(dw.src.size()), pp,
-                                   *g_.value(pn.inputs[1]).constant, pb, int(pw.src.size()), o_.isa,
-                                   &why);
+      auto k = chain_kernel(g_, e, d, p, es ? int(es->src.size()) : 0, int(ds.src.size()),
+                            ps ? int(ps->src.size()) : 0, o_.isa, &why);
       if (!k)  // (the selection measured it: it applies)
-        fail(Code::internal, dn.where() + " + " + pn.name + ": no separable kernel: " + why);
-      std::vector<int> src = dw.src;
-      src.insert(src.end(), pw.src.begin(), pw.src.end());
-      src[dw.src.size()] = -1;  // the intermediate: never written
-      log_debug("{} + {}: fused as {}", dn.where(), pn.where(), k->name());
-      sel_.kernels[size_t(q.dw)] = std::move(dw.kernel);
-      sel_.kernels[size_t(q.pw)] = std::move(pw.kernel);
-      pw.kernel = std::move(k);
-      pw.src = std::move(src);
-      pw.fused_node = q.dw;
-      drop[size_t(a)] = 1;
+        fail(Code::internal, g_.nodes[size_t(d)].where() + ": no chain kernel: " + why);
+      std::vector<int> src;
+      std::vector<int> fused;
+      for (Step* st : {es, &ds, ps}) {
+        if (!st) continue;
+        const size_t at = src.size();
+        src.insert(src.end(), st->src.begin(), st->src.end());
+        if (at > 0) src[at] = -1;  // the middle tensor: never written
+        sel_.kernels[size_t(st->node)] = std::move(st->kernel);
+        fused.push_back(st->node);
+      }
+      Step& last = ps ? *ps : ds;
+      fused.pop_back();  // (last.node)
+      log_debug("{}: fused as {}", g_.nodes[size_t(d)].where(), k->name());
+      for (int n : fused) drop[size_t(step_of[size_t(n)])] = 1;
+      last.kernel = std::move(k);
+      last.src = std::move(src);
+      last.fused_nodes = std::move(fused);
     }
     std::vector<Step> kept;
     for (size_t i = 0; i < steps.size(); ++i)

@@ -38,9 +38,9 @@ struct Step {
   std::vector<int> src;  // plan tensor per kernel input (-1 = omitted optional input)
   std::vector<int> dst;  // plan tensor per kernel output
   int node = -1;         // graph node index (-1 for inserted conversions)
-  // A separable kernel's depthwise node (its 1x1 is `node`; src = the depthwise node's
-  // inputs, then the 1x1's), or -1.
-  int fused_node = -1;
+  // A chain kernel's other nodes (runtime/separable.h), in chain order before `node`, which is
+  // its last; src = their inputs, then node's, in that order. Empty: the step runs `node` alone.
+  std::vector<int> fused_nodes;
   // Steps that must finish first: producers of src tensors, and every step touching arena
   // bytes this step's outputs reuse (the memory plan shares bytes between tensors whose
   // lifetimes do not overlap in step order, so concurrent branches must respect that order).

@@ -118,9 +118,18 @@ std::string step_node(const Session& s, const Step& st) {
 
 double step_pred_ms(const Session& s, const Step& st) {
   if (st.node < 0) return 0;
-  for (const SeparablePair& q : s.selection().separable)
-    if (st.fused_node >= 0 && q.dw == st.fused_node && q.pw == st.node) return q.ms;
-  return s.selection().nodes[size_t(st.node)].ms;
+  const Selection& sel = s.selection();
+  auto ms = [&](int n) { return sel.nodes[size_t(n)].ms; };
+  auto in_step = [&](int n) {
+    return n == st.node || std::count(st.fused_nodes.begin(), st.fused_nodes.end(), n) > 0;
+  };
+  // A chain: its nodes' times less the savings of its pairs (the solver's price).
+  double t = ms(st.node);
+  for (int n : st.fused_nodes) t += ms(n);
+  if (!st.fused_nodes.empty())
+    for (const SeparablePair& q : sel.separable)
+      if (in_step(q.dw) && in_step(q.pw)) t -= ms(q.dw) + ms(q.pw) - q.ms;
+  return t;
 }
 
 bool is_reference_step(const Session& s, const Step& st) {
@@ -184,8 +193,12 @@ std::string plan_json(const Session& s) {
         << ", \"family\": " << json_escape(label_family(c.label))
         << ", \"pred_ms\": " << num(step_pred_ms(s, st))
         << ", \"source\": " << json_escape(choice_source(c));
-      if (st.fused_node >= 0)
-        o << ", \"fused\": " << json_escape(s.graph().nodes[size_t(st.fused_node)].name);
+      if (!st.fused_nodes.empty()) {
+        o << ", \"fused\": [";
+        for (size_t k = 0; k < st.fused_nodes.size(); ++k)
+          o << (k ? ", " : "") << json_escape(s.graph().nodes[size_t(st.fused_nodes[k])].name);
+        o << "]";
+      }
     } else {
       o << ", \"label\": \"\", \"family\": \"convert\", \"pred_ms\": null, \"source\": \"-\"";
     }

@@ -192,17 +192,18 @@ class Selector {
     }
     // The pairs the separable kernel runs: both chosen NHWC, and it measured faster.
     sel_.separable.clear();
-    for (const SepPair& q : sep_) {
+    for (const SeparablePair& q : sep_) {
       const NodeChoice &a = sel_.nodes[size_t(q.dw)], &b = sel_.nodes[size_t(q.pw)];
       if (nhwc_conv_label(a.label, ConvFamily::depthwise) && nhwc_conv_label(b.label) &&
           q.ms < a.ms + b.ms)
-        sel_.separable.push_back({q.dw, q.pw, q.ms});
+        sel_.separable.push_back(q);
     }
   }
 
-  // --- separable pairs (jit/dw/dw_pw_kernel.h) -----------------------------------------
+  // --- depthwise conv + 1x1 pairs (jit/dw/dw_pw_kernel.h) --------------------------------
 
-  // The depthwise -> 1x1 pairs of the graph whose nodes both have NHWC f32 candidates.
+  // The depthwise -> 1x1 and 1x1 -> depthwise pairs of the graph whose nodes both have NHWC
+  // f32 candidates.
   void find_separable() {
     sep_.clear();
     if (o_.reference || o_.isa == Isa::scalar) return;
@@ -215,17 +216,20 @@ class Selector {
     for (size_t b = 0; b < g_.nodes.size(); ++b) {
       const int a = separable_dw_node(g_, int(b), producers, consumers);
       if (a >= 0 && has(a, ConvFamily::depthwise) && has(int(b), ConvFamily::gemm1x1))
-        sep_.push_back({a, int(b), kInf});
+        sep_.push_back({a, int(b), kInf, false});
+      const int e = expand_pw_node(g_, int(b), producers, consumers);
+      if (e >= 0 && has(int(b), ConvFamily::depthwise) && has(e, ConvFamily::gemm1x1))
+        sep_.push_back({int(b), e, kInf, true});
     }
   }
 
-  // Times the separable kernel of every pair (tuning cache first; not with `--tune none`, not
-  // past the budget): the solver then weighs it against the two kernels (network()).
+  // Times the chain kernel of every pair (tuning cache first; not with `--tune none`, not past
+  // the budget): the solver then weighs it against the two kernels (network()).
   void measure_separable() {
     if (tune_ == TuneMode::none) return;
-    for (SepPair& q : sep_) {
-      const std::string problem = separable_problem(g_, q.dw, q.pw) + problem_suffix_;
-      const std::string lk = kSeparableLabelKey;
+    for (SeparablePair& q : sep_) {
+      const std::string problem = separable_problem(g_, q.dw, q.pw, q.expand) + problem_suffix_;
+      const std::string lk = q.expand ? kExpandLabelKey : kSeparableLabelKey;
       if (auto c = o_.cache ? o_.cache->time(problem, lk) : std::nullopt) {
         q.ms = *c;
         ++sel_.cache_hits;
@@ -233,22 +237,20 @@ class Selector {
       }
       if (out_of_time()) continue;
       const Node &dn = g_.nodes[size_t(q.dw)], &pn = g_.nodes[size_t(q.pw)];
-      const ConvProblem dp = ConvProblem::from_node(g_, dn), pp = ConvProblem::from_node(g_, pn);
+      const int dwi = int(dn.inputs.size()), pwi = int(pn.inputs.size());
       std::string why;
-      auto k = create_dw_pw_kernel(dp, *g_.value(dn.inputs[1]).constant,
-                                   dp.bias ? &*g_.value(dn.inputs[2]).constant : nullptr,
-                                   int(dn.inputs.size()), pp, *g_.value(pn.inputs[1]).constant,
-                                   pp.bias ? &*g_.value(pn.inputs[2]).constant : nullptr,
-                                   int(pn.inputs.size()), o_.isa, &why);
+      auto k = chain_kernel(g_, q.expand ? q.pw : -1, q.dw, q.expand ? -1 : q.pw, pwi, dwi, pwi,
+                            o_.isa, &why);
       if (!k) {
-        log_debug("{} + {}: no separable kernel: {}", dn.where(), pn.name, why);
+        log_debug("{} + {}: no chain kernel: {}", dn.where(), pn.name, why);
         continue;
       }
-      Operands a = operands(q.dw, nhwc_label(q.dw)), b = operands(q.pw, nhwc_label(q.pw));
-      b.src_bytes[0] = 0;  // the depthwise output: never written
+      const int f = q.first(), s = q.second();
+      Operands a = operands(f, nhwc_label(f)), b = operands(s, nhwc_label(s));
+      b.src_bytes[0] = 0;  // the middle tensor: never written
       a.src_bytes.insert(a.src_bytes.end(), b.src_bytes.begin(), b.src_bytes.end());
       a.consts.insert(a.consts.end(), b.consts.begin(), b.consts.end());
-      if (!fits(*k, a.src_bytes, b.dst_bytes, kept_ms_[size_t(q.pw)])) continue;
+      if (!fits(*k, a.src_bytes, b.dst_bytes, kept_ms_[size_t(s)])) continue;
       if (o_.cache) ++sel_.cache_misses;
       ++sel_.measurements;
       try {
@@ -660,23 +662,25 @@ class Selector {
     }
     for (ValueId v : g_.outputs)
       if (tensor_of[size_t(v)] >= 0) np.require_layout(tensor_of[size_t(v)], int(Layout::nchw));
-    // A separable pair on its NHWC labels costs the fused kernel's time.
-    for (const SepPair& q : sep_) {
-      auto offered_nhwc = [&](int i, std::optional<ConvFamily> f) {
+    // A pair on its NHWC labels costs the chain kernel's time (a depthwise conv in two pairs:
+    // both savings, the chain of all three).
+    for (const SeparablePair& q : sep_) {
+      auto offered_nhwc = [&](int i) {
         const std::vector<int>& o = (*offered)[size_t(i)];
+        const auto f = i == q.dw ? std::optional(ConvFamily::depthwise) : std::nullopt;
         for (size_t k = 0; k < o.size(); ++k)
           if (nhwc_conv_label(cands_[size_t(i)][size_t(o[k])], f)) return int(k);
         return -1;
       };
-      const int ka = offered_nhwc(q.dw, ConvFamily::depthwise), kb = offered_nhwc(q.pw, {});
+      const int f = q.first(), s = q.second(), ka = offered_nhwc(f), kb = offered_nhwc(s);
       if (ka < 0 || kb < 0) continue;
-      const double a = cost_[size_t(q.dw)][size_t((*offered)[size_t(q.dw)][size_t(ka)])],
-                   b = cost_[size_t(q.pw)][size_t((*offered)[size_t(q.pw)][size_t(kb)])],
+      const double a = cost_[size_t(f)][size_t((*offered)[size_t(f)][size_t(ka)])],
+                   b = cost_[size_t(s)][size_t((*offered)[size_t(s)][size_t(kb)])],
                    saving = a + b - q.ms;
-      log_debug("{} + {}: separable {:.4f} ms, apart on NHWC {:.4f} + {:.4f} ms",
-                g_.nodes[size_t(q.dw)].where(), g_.nodes[size_t(q.pw)].name, q.ms, a, b);
+      log_debug("{} + {}: fused {:.4f} ms, apart on NHWC {:.4f} + {:.4f} ms",
+                g_.nodes[size_t(f)].where(), g_.nodes[size_t(s)].name, q.ms, a, b);
       if (saving > 0 && std::isfinite(saving))
-        np.add_pair_saving(tensor_of[size_t(g_.nodes[size_t(q.pw)].inputs[0])], ka, kb, saving);
+        np.add_pair_saving(tensor_of[size_t(g_.nodes[size_t(s)].inputs[0])], ka, kb, saving);
     }
     return np;
   }
@@ -998,7 +1002,7 @@ class Selector {
       s << sel_.nodes[i].label.key() << " " << sel_.nodes[i].ms << " "
         << int(sel_.nodes[i].measured) << "\n";
     for (const SeparablePair& q : sel_.separable)
-      s << "separable " << q.dw << " " << q.pw << " " << q.ms << "\n";
+      s << (q.expand ? "expand " : "separable ") << q.dw << " " << q.pw << " " << q.ms << "\n";
     return s.str();
   }
 
@@ -1028,12 +1032,15 @@ class Selector {
     }
     while (s >> word) {
       SeparablePair q;
-      if (word != "separable" || !(s >> q.dw >> q.pw >> q.ms)) return reject(key, "too many nodes");
-      const bool known = std::any_of(
-          sep_.begin(), sep_.end(), [&](const SepPair& p) { return p.dw == q.dw && p.pw == q.pw; });
+      q.expand = word == "expand";
+      if ((word != "separable" && !q.expand) || !(s >> q.dw >> q.pw >> q.ms))
+        return reject(key, "too many nodes");
+      const bool known = std::any_of(sep_.begin(), sep_.end(), [&](const SeparablePair& p) {
+        return p.dw == q.dw && p.pw == q.pw && p.expand == q.expand;
+      });
       if (!known)
-        return reject(key, "separable pair " + std::to_string(q.dw) + " -> " +
-                               std::to_string(q.pw) + " is not one of this graph");
+        return reject(key, word + " pair " + std::to_string(q.dw) + " / " + std::to_string(q.pw) +
+                               " is not one of this graph");
       sel_.separable.push_back(q);
     }
     std::vector<size_t> all(g_.nodes.size());
@@ -1150,11 +1157,7 @@ class Selector {
   std::string problem_suffix_;
   Selection sel_;
   int64_t build_ns_ = 0, codegen_ns_ = 0;  // thread time building kernels, and its codegen part
-  struct SepPair {
-    int dw, pw;
-    double ms;  // the separable kernel's time (inf: not measured)
-  };
-  std::vector<SepPair> sep_;  // find_separable
+  std::vector<SeparablePair> sep_;         // find_separable (ms: inf, not measured)
   std::vector<std::vector<Label>> cands_;
   std::vector<std::vector<double>> cost_;
   // Per node and label: the cost model's estimate of a label fast tuning left unmeasured as

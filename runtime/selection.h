@@ -99,12 +99,16 @@ struct NodeChoice {
   bool over_budget = false;  // left to the cost model for lack of profiling budget
 };
 
-// A depthwise conv and the 1x1 reading its output run as one separable kernel
-// (jit/dw/dw_pw_kernel.h): the solver chose NHWC labels for both, and the fused kernel's
-// measured time `ms` is below theirs together (the plan fuses exactly these pairs).
+// A depthwise conv and a 1x1 next to it run as one chain kernel (jit/dw/dw_pw_kernel.h): the
+// solver chose NHWC labels for both, and the fused kernel's measured time `ms` is below theirs
+// together (the plan fuses exactly these pairs; a depthwise conv in two pairs runs as one
+// kernel of all three).
 struct SeparablePair {
   int dw = -1, pw = -1;  // nodes
   double ms = 0;
+  bool expand = false;  // pw is the 1x1 whose output dw reads (else the one reading dw's)
+  int first() const { return expand ? pw : dw; }  // the producer of the pair's middle tensor
+  int second() const { return expand ? dw : pw; }
 };
 
 struct Selection {

@@ -6,30 +6,64 @@
 
 namespace kiln {
 
-int separable_dw_node(const Graph& g, int pw, const std::vector<int>& producers,
-                      const std::vector<std::vector<int>>& consumers) {
-  const Node& n = g.nodes[size_t(pw)];
+namespace {
+
+// The Conv producing node `b`'s input 0 when only b reads it, once, and both have constant
+// weights; -1 otherwise.
+int sole_conv_producer(const Graph& g, int b, const std::vector<int>& producers,
+                       const std::vector<std::vector<int>>& consumers) {
+  const Node& n = g.nodes[size_t(b)];
   auto constant_weights = [&](const Node& c) {
     return c.inputs.size() >= 2 && g.value(c.inputs[1]).is_const() &&
            (c.in(2) == kNoValue || g.value(c.inputs[2]).is_const());
   };
   if (n.op != "Conv" || !constant_weights(n) || g.value(n.inputs[0]).shape.size() != 4) return -1;
   const ValueId mid = n.inputs[0];
-  const int dw = producers[size_t(mid)];
-  if (dw < 0 || g.is_output(mid) || consumers[size_t(mid)].size() != 1 ||
+  const int a = producers[size_t(mid)];
+  if (a < 0 || g.is_output(mid) || consumers[size_t(mid)].size() != 1 ||
       std::count(n.inputs.begin(), n.inputs.end(), mid) != 1)
     return -1;
-  const Node& d = g.nodes[size_t(dw)];
-  if (d.op != "Conv" || !constant_weights(d) || d.outputs.size() != 1) return -1;
-  const ConvProblem p = ConvProblem::from_node(g, n), q = ConvProblem::from_node(g, d);
-  const bool one_by_one = p.kh == 1 && p.kw == 1 && p.sh == 1 && p.sw == 1 && p.groups == 1 &&
-                          !(p.pt || p.pl || p.pb || p.pr);
-  const bool depthwise = q.groups == q.ic && q.ic == q.oc;
-  return one_by_one && depthwise ? dw : -1;
+  const Node& d = g.nodes[size_t(a)];
+  return d.op == "Conv" && constant_weights(d) && d.outputs.size() == 1 ? a : -1;
 }
 
-std::string separable_problem(const Graph& g, int dw, int pw) {
-  return "dwpw:" + node_problem(g, dw) + "|" + node_problem(g, pw);
+}  // namespace
+
+int separable_dw_node(const Graph& g, int pw, const std::vector<int>& producers,
+                      const std::vector<std::vector<int>>& consumers) {
+  const int dw = sole_conv_producer(g, pw, producers, consumers);
+  if (dw < 0) return -1;
+  const ConvProblem p = ConvProblem::from_node(g, g.nodes[size_t(pw)]),
+                    q = ConvProblem::from_node(g, g.nodes[size_t(dw)]);
+  return p.dense_1x1() && q.depthwise() ? dw : -1;
+}
+
+int expand_pw_node(const Graph& g, int dw, const std::vector<int>& producers,
+                   const std::vector<std::vector<int>>& consumers) {
+  const int pw = sole_conv_producer(g, dw, producers, consumers);
+  if (pw < 0) return -1;
+  const ConvProblem p = ConvProblem::from_node(g, g.nodes[size_t(pw)]),
+                    q = ConvProblem::from_node(g, g.nodes[size_t(dw)]);
+  return p.dense_1x1() && q.depthwise() ? pw : -1;
+}
+
+std::string separable_problem(const Graph& g, int dw, int pw, bool expand) {
+  return expand ? "pwdw:" + node_problem(g, pw) + "|" + node_problem(g, dw)
+                : "dwpw:" + node_problem(g, dw) + "|" + node_problem(g, pw);
+}
+
+std::unique_ptr<Kernel> chain_kernel(const Graph& g, int e, int dw, int p, int e_inputs,
+                                     int dw_inputs, int p_inputs, Isa isa, std::string* why_not) {
+  auto conv = [&](int i, int inputs) {
+    const Node& n = g.nodes[size_t(i)];
+    ChainConv c{ConvProblem::from_node(g, n), &*g.value(n.inputs[1]).constant, nullptr, inputs};
+    if (c.p.bias) c.bias = &*g.value(n.inputs[2]).constant;
+    return c;
+  };
+  const ChainConv d = conv(dw, dw_inputs);
+  const std::optional<ChainConv> ec = e >= 0 ? std::optional(conv(e, e_inputs)) : std::nullopt,
+                                 pc = p >= 0 ? std::optional(conv(p, p_inputs)) : std::nullopt;
+  return create_dw_chain_kernel(ec ? &*ec : nullptr, d, pc ? &*pc : nullptr, isa, why_not);
 }
 
 bool nhwc_conv_label(const Label& l, std::optional<ConvFamily> family) {

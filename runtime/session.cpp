@@ -94,7 +94,7 @@ std::vector<float> probe_outputs(const Graph& g, const PlanOptions& po, int thre
     exec.run(in, out);
   }
   for (Step& st : plan.steps)
-    if (st.node >= 0 && st.kernel && st.fused_node < 0)  // (fused: handed back already)
+    if (st.node >= 0 && st.kernel && st.fused_nodes.empty())  // (fused: handed back already)
       sel.kernels[size_t(st.node)] = std::move(st.kernel);
   std::vector<float> y;
   for (const Tensor& t : out)

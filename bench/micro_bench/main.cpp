@@ -7,7 +7,7 @@
 //   threads      --problem PROBLEM[,..] [--family winograd2,winograd4,..] [--threads N]
 //                [--inputs warm|split|cold]
 //                [--rounds R] [--isa ..]
-//   separable    [--shape N,C,H,W,OC] [--isa ..] [--reps R]
+//   separable    [--shape N,C,H,W,OC] [--stride S] [--expand CIN] [--isa ..] [--reps R]
 #include <algorithm>
 #include <chrono>
 #include <cstdio>

@@ -32,6 +32,11 @@ struct ConvProblem {
   // columns span.
   int64_t rows_read(int64_t out) const { return (out - 1) * sh + (kh - 1) * dh + 1; }
   int64_t cols_read(int64_t out) const { return (out - 1) * sw + (kw - 1) * dw + 1; }
+  // A 1x1 of stride 1 without padding over all channels (a GEMM over pixels).
+  bool dense_1x1() const {
+    return kh == 1 && kw == 1 && sh == 1 && sw == 1 && groups == 1 && !(pt || pl || pb || pr);
+  }
+  bool depthwise() const { return groups == ic && ic == oc; }
 
   // From an inferred (explicit attrs) Conv node, including its fused post-ops.
   static ConvProblem from_node(const Graph& g, const Node& node);

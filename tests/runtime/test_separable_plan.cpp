@@ -1,10 +1,12 @@
-// The planner's separable fusion (runtime/plan.cpp fuse_separable, jit/dw/dw_pw_kernel.h): a
-// depthwise conv and the 1x1 reading its output, both NHWC, become one step when the decider
-// says so, and the plan's output equals the reference path's; a decider saying no, an
-// intermediate read twice or a graph output keep two steps.
+// The planner's chain fusion (runtime/plan.cpp fuse_separable, jit/dw/dw_pw_kernel.h): a
+// depthwise conv and the 1x1s next to it (an expand conv before, a project conv after), all
+// NHWC, become one step when the selection lists their pairs, and the plan's output equals the
+// reference path's; unlisted pairs, an intermediate read twice or a graph output stay apart.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -27,8 +29,10 @@ using kiln::test::OnnxBuilder;
 
 struct SepNet {
   int64_t n, c, h, w, stride, oc;
-  bool residual;    // the 1x1's output + the input (stride 1, oc == c)
-  bool mid_output;  // the depthwise output is a graph output too
+  bool residual;       // the 1x1's output + the input (stride 1, oc == the input's channels)
+  bool mid_output;     // the depthwise output is a graph output too
+  int64_t expand = 0;  // the input's channels when an expand 1x1 (+ Clip 0..6) makes c
+  int64_t in_c() const { return expand ? expand : c; }
 };
 
 std::vector<float> values(kiln::test::XorShift& r, int64_t n) {
@@ -40,11 +44,17 @@ std::vector<float> values(kiln::test::XorShift& r, int64_t n) {
 std::string build(const SepNet& s) {
   kiln::test::XorShift r{11, 0x5e9};
   OnnxBuilder b;
-  b.input("x", {s.n, s.c, s.h, s.w}).output("y");
+  b.input("x", {s.n, s.in_c(), s.h, s.w}).output("y");
   if (s.mid_output) b.output("d");
+  if (s.expand) {
+    b.init_f("we", {s.c, s.expand, 1, 1}, values(r, s.c * s.expand));
+    b.init_f("lo", {}, {0.f}).init_f("hi", {}, {6.f});
+    b.node("Conv", {"x", "we"}, {"e0"});  // (no bias: a 2-input node)
+    b.node("Clip", {"e0", "lo", "hi"}, {"e"});
+  }
   b.init_f("wd", {s.c, 1, 3, 3}, values(r, s.c * 9)).init_f("bd", {s.c}, values(r, s.c));
   b.init_f("wp", {s.oc, s.c, 1, 1}, values(r, s.oc * s.c)).init_f("bp", {s.oc}, values(r, s.oc));
-  auto& dw = b.node("Conv", {"x", "wd", "bd"}, {"d0"});
+  auto& dw = b.node("Conv", {s.expand ? "e" : "x", "wd", "bd"}, {"d0"});
   OnnxBuilder::attr_ints(dw, "kernel_shape", {3, 3});
   OnnxBuilder::attr_ints(dw, "pads", {1, 1, 1, 1});
   OnnxBuilder::attr_ints(dw, "strides", {s.stride, s.stride});
@@ -68,41 +78,41 @@ kiln::Label nhwc_label(const kiln::Graph& g, int i, kiln::Isa isa, kiln::ConvFam
   return {};
 }
 
-// Plans g (the reference session's graph: its constants are all there) with the two convs on
-// NHWC labels; returns the output of a run on x and counts the fused steps.
-std::vector<kiln::Tensor> run_planned(const kiln::Graph& g, kiln::Isa isa, bool fuse,
-                                      const std::vector<kiln::Tensor>& x, int* fused) {
+// Plans g (the reference session's graph: its constants are all there) with its convs on
+// NHWC labels, the selection listing the expand pair (if the net has one) and / or the project
+// pair; returns the output of a run on x and the fused steps' kernel names.
+std::vector<kiln::Tensor> run_planned(const kiln::Graph& g, kiln::Isa isa, bool expand_pair,
+                                      bool project_pair, const std::vector<kiln::Tensor>& x,
+                                      std::vector<std::string>* fused) {
   kiln::Selection sel;
   sel.nodes.resize(g.nodes.size());
   sel.kernels.resize(g.nodes.size());
-  int convs = 0;
+  const int dw = int(g.nodes.size()) - 2;  // (the expand conv, if any, is node 0)
   for (size_t i = 0; i < g.nodes.size(); ++i) {
-    REQUIRE(g.nodes[i].op == "Conv");  // the Relus and the Add went into the convs
+    REQUIRE(g.nodes[i].op == "Conv");  // the Clip, the Relus and the Add went into the convs
     sel.nodes[i].label = nhwc_label(
-        g, int(i), isa, convs++ == 0 ? kiln::ConvFamily::depthwise : kiln::ConvFamily::gemm1x1);
+        g, int(i), isa, int(i) == dw ? kiln::ConvFamily::depthwise : kiln::ConvFamily::gemm1x1);
   }
-  REQUIRE(convs == 2);
-  if (fuse) sel.separable.push_back({0, 1, 0.0});
+  if (expand_pair && dw == 1) sel.separable.push_back({dw, 0, 0.0, true});
+  if (project_pair) sel.separable.push_back({dw, dw + 1, 0.0, false});
   kiln::PlanOptions po;
   po.isa = isa;
   kiln::Plan p = kiln::build_plan(g, po, sel);
-  *fused = 0;
+  fused->clear();
   for (const kiln::Step& st : p.steps)
-    if (st.fused_node >= 0) {
-      ++*fused;
-      CHECK(st.kernel->name().rfind("conv_dwpw_f32_nhwc_", 0) == 0);
-    }
+    if (!st.fused_nodes.empty()) fused->push_back(st.kernel->name());
   std::vector<kiln::Tensor> out;
   for (kiln::ValueId v : g.outputs) out.emplace_back(kiln::DType::f32, g.value(v).shape);
   kiln::Executor(g, p, 2).run(x, out);
   return out;
 }
 
-TEST_CASE("a depthwise conv and its 1x1 run as one separable step, equal to the reference") {
-  const std::vector<SepNet> nets = {{1, 32, 20, 18, 1, 32, true, false},
-                                    {2, 24, 15, 11, 2, 40, false, false},
-                                    {1, 19, 9, 30, 1, 21, false, false},
-                                    {1, 16, 8, 8, 1, 16, false, true}};
+TEST_CASE("a depthwise conv and its 1x1s run as one chain step, equal to the reference") {
+  const std::vector<SepNet> nets = {
+      {1, 32, 20, 18, 1, 32, true, false},   {2, 24, 15, 11, 2, 40, false, false},
+      {1, 19, 9, 30, 1, 21, false, false},   {1, 16, 8, 8, 1, 16, false, true},
+      {1, 48, 20, 18, 1, 8, true, false, 8}, {2, 36, 17, 13, 2, 12, false, false, 6},
+      {1, 24, 9, 9, 1, 16, false, true, 5}};
   for (kiln::Isa isa : kiln::testing::jit_isas())
     for (const SepNet& s : nets) {
       INFO(kiln::isa_name(isa) << " n" << s.n << " c" << s.c << " " << s.h << "x" << s.w << " s"
@@ -111,15 +121,26 @@ TEST_CASE("a depthwise conv and its 1x1 run as one separable step, equal to the 
       kiln::SessionOptions o;
       o.reference = true;
       auto ref = kiln::sessiontest::load(bytes, o);
-      std::vector<kiln::Tensor> x{kiln::sessiontest::normal_tensor({s.n, s.c, s.h, s.w}, 5)};
+      std::vector<kiln::Tensor> x{kiln::sessiontest::normal_tensor({s.n, s.in_c(), s.h, s.w}, 5)};
       std::vector<kiln::Tensor> want;
       for (const auto& io : ref->outputs()) want.emplace_back(io.dtype, io.shape);
       ref->run(x, want);
-      for (bool fuse : {true, false}) {
-        int fused = 0;
-        const auto got = run_planned(ref->graph(), isa, fuse, x, &fused);
-        // Fused only when asked and the intermediate is read by the 1x1 alone.
-        CHECK(fused == (fuse && !s.mid_output ? 1 : 0));
+      for (int pairs = 0; pairs < 4; ++pairs) {
+        const bool ep = pairs & 1, pp = pairs & 2;
+        if (ep && !s.expand) continue;
+        INFO("expand pair listed " << ep << ", project pair listed " << pp);
+        std::vector<std::string> fused;
+        const auto got = run_planned(ref->graph(), isa, ep, pp, x, &fused);
+        // Fused only when listed and the middle tensor is read by the next conv alone.
+        const bool e_on = ep, p_on = pp && !s.mid_output;
+        if (e_on || p_on) {
+          REQUIRE(fused.size() == 1);
+          const std::string want_name =
+              std::string("conv_") + (e_on ? "pw" : "") + "dw" + (p_on ? "pw" : "") + "_f32_nhwc_";
+          CHECK_MESSAGE(fused[0].rfind(want_name, 0) == 0, fused[0]);
+        } else {
+          CHECK(fused.empty());
+        }
         for (size_t k = 0; k < want.size(); ++k)
           CHECK(kiln::sessiontest::rel_error(got[k], want[k]) < 1e-5);
       }
@@ -130,41 +151,69 @@ TEST_CASE("a depthwise conv and its 1x1 run as one separable step, equal to the 
 
 namespace {
 
-// Steps running a separable kernel, as (depthwise node, 1x1 node).
-std::vector<std::pair<int, int>> fused_steps(const kiln::Plan& p) {
-  std::vector<std::pair<int, int>> v;
+using NodeSets = std::vector<std::vector<int>>;
+
+// The nodes of every step running a chain kernel (each set sorted).
+NodeSets fused_steps(const kiln::Plan& p) {
+  NodeSets v;
   for (const kiln::Step& st : p.steps)
-    if (st.fused_node >= 0) v.push_back({st.fused_node, st.node});
+    if (!st.fused_nodes.empty()) {
+      v.push_back(st.fused_nodes);
+      v.back().push_back(st.node);
+      std::sort(v.back().begin(), v.back().end());
+    }
+  std::sort(v.begin(), v.end());
   return v;
+}
+
+// The steps a selection's pairs make: one per depthwise conv, with the 1x1s paired with it.
+NodeSets chains_of(const std::vector<kiln::SeparablePair>& pairs) {
+  std::map<int, std::vector<int>> by_dw;
+  for (const kiln::SeparablePair& q : pairs) {
+    auto& v = by_dw[q.dw];
+    if (v.empty()) v.push_back(q.dw);
+    v.push_back(q.pw);
+  }
+  NodeSets out;
+  for (auto& [dw, v] : by_dw) {
+    std::sort(v.begin(), v.end());
+    out.push_back(v);
+  }
+  std::sort(out.begin(), out.end());
+  return out;
 }
 
 }  // namespace
 
 // Whether a pair is fused depends on this machine's measurements; what must hold whatever they
 // are: the selection lists only pairs on NHWC labels whose fused time beats theirs, the plan
-// fuses exactly those, a warm load (plan from the tuning cache) restores the same list, and
-// the outputs equal the reference path's. With `fast` in the tuning cache before the first
-// load, the separable kernel's time is nearly nothing: the solver must fuse the pair.
-TEST_CASE("the selection's separable pairs: consistent with the plan and kept in the cache") {
+// fuses exactly those (a depthwise conv in two pairs: one step of all three), a warm load (plan
+// from the tuning cache) restores the same list, and the outputs equal the reference path's.
+// With `fast` in the tuning cache before the first load, both pairs' chain kernels take nearly
+// nothing: the solver must fuse both, and the plan runs the three convs as one step.
+TEST_CASE("the selection's chain pairs: consistent with the plan and kept in the cache") {
   for (bool fast : {false, true}) {
-    INFO("separable time planted in the cache: " << fast);
-    const SepNet s{2, 48, 40, 40, 1, 48, true, false};
+    INFO("chain times planted in the cache: " << fast);
+    const SepNet s{2, 48, 40, 40, 1, 16, true, false, 16};
     const std::string bytes = build(s);
     const auto dir = kiln::sessiontest::fresh_dir("separable_cache");
-    std::vector<kiln::Tensor> x{kiln::sessiontest::normal_tensor({s.n, s.c, s.h, s.w}, 9)};
+    std::vector<kiln::Tensor> x{kiln::sessiontest::normal_tensor({s.n, s.in_c(), s.h, s.w}, 9)};
     kiln::SessionOptions ro;
     ro.reference = true;
     auto ref = kiln::sessiontest::load(bytes, ro);
     const kiln::Tensor want = kiln::sessiontest::run(*ref, x[0]);
     if (fast) {
-      const kiln::Graph& g = ref->graph();  // its nodes: the depthwise conv, the 1x1
-      REQUIRE(g.nodes.size() == 2);
+      const kiln::Graph& g = ref->graph();  // its nodes: the expand, depthwise, project convs
+      REQUIRE(g.nodes.size() == 3);
       kiln::TuningCache cache(dir.string(), kiln::CacheContext::current(kiln::effective_isa(), 1));
-      for (const char* suffix : {"", " weights:cold"})
-        cache.put_time(kiln::separable_problem(g, 0, 1) + suffix, kiln::kSeparableLabelKey, 1e-6);
+      for (const char* suffix : {"", " weights:cold"}) {
+        cache.put_time(kiln::separable_problem(g, 1, 2) + suffix, kiln::kSeparableLabelKey, 1e-6);
+        cache.put_time(kiln::separable_problem(g, 1, 0, true) + suffix, kiln::kExpandLabelKey,
+                       1e-6);
+      }
       REQUIRE(cache.flush());
     }
-    std::vector<std::pair<int, int>> first;
+    std::vector<kiln::SeparablePair> first;
     for (int load = 0; load < 2; ++load) {
       kiln::SessionOptions o;
       o.cache_dir = dir.string();
@@ -172,23 +221,31 @@ TEST_CASE("the selection's separable pairs: consistent with the plan and kept in
       auto sess = kiln::sessiontest::load(bytes, o);
       const kiln::Selection& sel = sess->selection();
       CHECK(sel.plan_from_cache == (load == 1));
-      std::vector<std::pair<int, int>> listed;
-      for (const kiln::SeparablePair& q : sel.separable) {
+      const std::vector<kiln::SeparablePair>& listed = sel.separable;
+      for (const kiln::SeparablePair& q : listed) {
         CHECK(kiln::nhwc_conv_label(sel.nodes[size_t(q.dw)].label, kiln::ConvFamily::depthwise));
         CHECK(kiln::nhwc_conv_label(sel.nodes[size_t(q.pw)].label));
         CHECK(q.ms < sel.nodes[size_t(q.dw)].ms + sel.nodes[size_t(q.pw)].ms);
-        listed.push_back({q.dw, q.pw});
+        CHECK(q.pw == (q.expand ? 0 : 2));
       }
-      CHECK(fused_steps(sess->plan()) == listed);
+      CHECK(fused_steps(sess->plan()) == chains_of(listed));
+      auto same = [](const std::vector<kiln::SeparablePair>& a,
+                     const std::vector<kiln::SeparablePair>& b) {
+        return a.size() == b.size() &&
+               std::equal(a.begin(), a.end(), b.begin(), [](auto& x, auto& y) {
+                 return x.dw == y.dw && x.pw == y.pw && x.expand == y.expand;
+               });
+      };
       if (load == 0) {
         first = listed;
         if (fast) {
-          CHECK(listed == std::vector<std::pair<int, int>>{{0, 1}});
-          // The solver priced the pair at the separable kernel's time, not at its two kernels'.
-          CHECK(sel.predicted_ms < sel.nodes[0].ms + sel.nodes[1].ms);
+          CHECK(listed.size() == 2);
+          CHECK(fused_steps(sess->plan()) == NodeSets{{0, 1, 2}});
+          // The solver priced the chain at the pair kernels' times, not at its three kernels'.
+          CHECK(sel.predicted_ms < sel.nodes[0].ms + sel.nodes[1].ms + sel.nodes[2].ms);
         }
       } else {
-        CHECK(listed == first);
+        CHECK(same(listed, first));
       }
       CHECK(kiln::sessiontest::rel_error(kiln::sessiontest::run(*sess, x[0]), want) < 1e-5);
     }
