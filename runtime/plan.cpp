@@ -247,9 +247,10 @@ class Lowering {
              !g_.is_output(plan_.tensors[size_t(mid)].value);
     };
     std::map<int, std::pair<int, int>> chains;  // depthwise node -> (expand, project) nodes
+    std::set<int> in_chain;  // the 1x1s taken (the selection lists each in one pair at most)
     for (const SeparablePair& q : sel_.separable) {
       const int a = step_of[size_t(q.first())], b = step_of[size_t(q.second())];
-      if (a < 0 || b < 0 || !fusible(a, b)) continue;
+      if (a < 0 || b < 0 || !fusible(a, b) || !in_chain.insert(q.pw).second) continue;
       auto& c = chains.try_emplace(q.dw, -1, -1).first->second;
       (q.expand ? c.first : c.second) = q.pw;
     }

@@ -190,14 +190,26 @@ class Selector {
       if (ok) break;
       if (attempt > 32) fail(Code::internal, "label selection did not converge");
     }
-    // The pairs the separable kernel runs: both chosen NHWC, and it measured faster.
+    // The pairs chain kernels run: both chosen NHWC, and the chain measured faster. A 1x1 runs
+    // in one chain: where it is in two such pairs (the project of one depthwise conv and the
+    // expand of the next, as in Xception or MobileNetV4), the pair saving more keeps it (the
+    // solver, whose savings add up, counted both).
     sel_.separable.clear();
-    for (const SeparablePair& q : sep_) {
+    std::vector<std::pair<double, size_t>> by_saving;  // (-saving, index in sep_)
+    for (size_t i = 0; i < sep_.size(); ++i) {
+      const SeparablePair& q = sep_[i];
       const NodeChoice &a = sel_.nodes[size_t(q.dw)], &b = sel_.nodes[size_t(q.pw)];
       if (nhwc_conv_label(a.label, ConvFamily::depthwise) && nhwc_conv_label(b.label) &&
           q.ms < a.ms + b.ms)
-        sel_.separable.push_back(q);
+        by_saving.push_back({q.ms - a.ms - b.ms, i});
     }
+    std::sort(by_saving.begin(), by_saving.end());
+    std::set<int> in_chain;
+    std::vector<size_t> keep;
+    for (const auto& [neg_saving, i] : by_saving)
+      if (in_chain.insert(sep_[i].pw).second) keep.push_back(i);
+    std::sort(keep.begin(), keep.end());
+    for (size_t i : keep) sel_.separable.push_back(sep_[i]);
   }
 
   // --- depthwise conv + 1x1 pairs (jit/dw/dw_pw_kernel.h) --------------------------------

@@ -251,3 +251,61 @@ TEST_CASE("the selection's chain pairs: consistent with the plan and kept in the
     }
   }
 }
+
+// Xception's / MobileNetV4's sequence: depthwise -> 1x1 -> depthwise -> 1x1. The middle 1x1 is
+// the project of the first depthwise conv and the expand of the second: with every pair's chain
+// time planted near zero in the tuning cache, the solver would take all three pairs; the
+// selection keeps the middle 1x1 in one of them, the plan's steps follow the list, and the
+// output equals the reference path's.
+TEST_CASE("a 1x1 between two depthwise convs runs in one chain") {
+  kiln::test::XorShift r{17, 0x3c1};
+  OnnxBuilder b;
+  b.input("x", {1, 16, 20, 20}).output("y");
+  b.init_f("w1", {16, 1, 3, 3}, values(r, 16 * 9)).init_f("p1", {32, 16, 1, 1}, values(r, 512));
+  b.init_f("w2", {32, 1, 3, 3}, values(r, 32 * 9)).init_f("p2", {24, 32, 1, 1}, values(r, 768));
+  const char* names[] = {"w1", "p1", "w2", "p2"};
+  std::string in = "x";
+  for (int k = 0; k < 4; ++k) {
+    const std::string out = k == 3 ? "y" : "t" + std::to_string(k), raw = out + "r";
+    auto& c = b.node("Conv", {in, names[k]}, {k == 3 ? out : raw});
+    if (k % 2 == 0) {
+      OnnxBuilder::attr_ints(c, "kernel_shape", {3, 3});
+      OnnxBuilder::attr_ints(c, "pads", {1, 1, 1, 1});
+      OnnxBuilder::attr_i(c, "group", k == 0 ? 16 : 32);
+    }
+    if (k < 3) b.node("Relu", {raw}, {out});
+    in = out;
+  }
+  const std::string bytes = b.bytes();
+  kiln::SessionOptions ro;
+  ro.reference = true;
+  auto ref = kiln::sessiontest::load(bytes, ro);
+  const kiln::Tensor x = kiln::sessiontest::normal_tensor({1, 16, 20, 20}, 3);
+  const kiln::Tensor want = kiln::sessiontest::run(*ref, x);
+  const kiln::Graph& g = ref->graph();  // depthwise, 1x1, depthwise, 1x1
+  REQUIRE(g.nodes.size() == 4);
+  const auto dir = kiln::sessiontest::fresh_dir("chain_conflict");
+  {
+    kiln::TuningCache cache(dir.string(), kiln::CacheContext::current(kiln::effective_isa(), 1));
+    for (const char* suffix : {"", " weights:cold"}) {
+      cache.put_time(kiln::separable_problem(g, 0, 1) + suffix, kiln::kSeparableLabelKey, 1e-6);
+      cache.put_time(kiln::separable_problem(g, 2, 1, true) + suffix, kiln::kExpandLabelKey, 1e-6);
+      cache.put_time(kiln::separable_problem(g, 2, 3) + suffix, kiln::kSeparableLabelKey, 1e-6);
+    }
+    REQUIRE(cache.flush());
+  }
+  for (int load = 0; load < 2; ++load) {
+    kiln::SessionOptions o;
+    o.cache_dir = dir.string();
+    o.threads = 1;
+    auto sess = kiln::sessiontest::load(bytes, o);
+    const std::vector<kiln::SeparablePair>& listed = sess->selection().separable;
+    INFO("load " << load << ", pairs listed " << listed.size());
+    CHECK(listed.size() == 2);  // (the middle 1x1 in one of its two pairs, and the last pair)
+    std::map<int, int> uses;
+    for (const kiln::SeparablePair& q : listed) ++uses[q.pw];
+    CHECK(uses[1] == 1);
+    CHECK(fused_steps(sess->plan()) == chains_of(listed));
+    CHECK(kiln::sessiontest::rel_error(kiln::sessiontest::run(*sess, x), want) < 1e-5);
+  }
+}
