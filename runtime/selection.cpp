@@ -193,7 +193,7 @@ class Selector {
     // The pairs chain kernels run: both chosen NHWC, and the chain measured faster. A 1x1 runs
     // in one chain: where it is in two such pairs (the project of one depthwise conv and the
     // expand of the next, as in Xception or MobileNetV4), the pair saving more keeps it (the
-    // solver, whose savings add up, counted both).
+    // solver, whose savings add up, counted both: the other's goes back on the prediction).
     sel_.separable.clear();
     std::vector<std::pair<double, size_t>> by_saving;  // (-saving, index in sep_)
     for (size_t i = 0; i < sep_.size(); ++i) {
@@ -206,8 +206,12 @@ class Selector {
     std::sort(by_saving.begin(), by_saving.end());
     std::set<int> in_chain;
     std::vector<size_t> keep;
-    for (const auto& [neg_saving, i] : by_saving)
-      if (in_chain.insert(sep_[i].pw).second) keep.push_back(i);
+    for (const auto& [neg_saving, i] : by_saving) {
+      if (in_chain.insert(sep_[i].pw).second)
+        keep.push_back(i);
+      else
+        sel_.predicted_ms -= neg_saving;
+    }
     std::sort(keep.begin(), keep.end());
     for (size_t i : keep) sel_.separable.push_back(sep_[i]);
   }

@@ -305,6 +305,13 @@ TEST_CASE("a 1x1 between two depthwise convs runs in one chain") {
     std::map<int, int> uses;
     for (const kiln::SeparablePair& q : listed) ++uses[q.pw];
     CHECK(uses[1] == 1);
+    // The prediction prices only the listed pairs' savings (conversions add to it).
+    const kiln::Selection& sel = sess->selection();
+    double priced = 0;
+    for (const kiln::NodeChoice& c : sel.nodes) priced += c.ms;
+    for (const kiln::SeparablePair& q : listed)
+      priced -= sel.nodes[size_t(q.dw)].ms + sel.nodes[size_t(q.pw)].ms - q.ms;
+    CHECK(sel.predicted_ms >= priced * (1 - 1e-9));
     CHECK(fused_steps(sess->plan()) == chains_of(listed));
     CHECK(kiln::sessiontest::rel_error(kiln::sessiontest::run(*sess, x), want) < 1e-5);
   }
