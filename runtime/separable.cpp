@@ -27,24 +27,24 @@ int sole_conv_producer(const Graph& g, int b, const std::vector<int>& producers,
   return d.op == "Conv" && constant_weights(d) && d.outputs.size() == 1 ? a : -1;
 }
 
+// Whether nodes dw and pw are a depthwise conv and a dense 1x1 (a chain kernel's pair).
+bool dw_and_1x1(const Graph& g, int dw, int pw) {
+  return dw >= 0 && pw >= 0 && ConvProblem::from_node(g, g.nodes[size_t(dw)]).depthwise() &&
+         ConvProblem::from_node(g, g.nodes[size_t(pw)]).dense_1x1();
+}
+
 }  // namespace
 
 int separable_dw_node(const Graph& g, int pw, const std::vector<int>& producers,
                       const std::vector<std::vector<int>>& consumers) {
   const int dw = sole_conv_producer(g, pw, producers, consumers);
-  if (dw < 0) return -1;
-  const ConvProblem p = ConvProblem::from_node(g, g.nodes[size_t(pw)]),
-                    q = ConvProblem::from_node(g, g.nodes[size_t(dw)]);
-  return p.dense_1x1() && q.depthwise() ? dw : -1;
+  return dw_and_1x1(g, dw, pw) ? dw : -1;
 }
 
 int expand_pw_node(const Graph& g, int dw, const std::vector<int>& producers,
                    const std::vector<std::vector<int>>& consumers) {
   const int pw = sole_conv_producer(g, dw, producers, consumers);
-  if (pw < 0) return -1;
-  const ConvProblem p = ConvProblem::from_node(g, g.nodes[size_t(pw)]),
-                    q = ConvProblem::from_node(g, g.nodes[size_t(dw)]);
-  return p.dense_1x1() && q.depthwise() ? pw : -1;
+  return dw_and_1x1(g, dw, pw) ? pw : -1;
 }
 
 std::string separable_problem(const Graph& g, int dw, int pw, bool expand) {

@@ -20,9 +20,6 @@ using Pairs = std::vector<std::pair<Layout, Layout>>;
 bool dense(const ConvProblem& p) {
   return p.groups == 1;
 }
-bool depthwise(const ConvProblem& p) {
-  return p.groups > 1 && p.groups == p.ic && p.oc == p.ic;
-}
 bool one_by_one(const ConvProblem& p) {
   return dense(p) && p.kh == 1 && p.kw == 1;
 }
@@ -35,7 +32,7 @@ bool one_by_one(const ConvProblem& p) {
 // F(2x2, 5x5) takes 5x5 kernels under the same rules, the 1-D family its groups rule.
 bool winograd_groups(const ConvProblem& p) {
   if (dense(p)) return true;
-  if (depthwise(p) || p.groups < 1 || p.ic % p.groups || p.oc % p.groups) return false;
+  if (p.depthwise() || p.groups < 1 || p.ic % p.groups || p.oc % p.groups) return false;
   return p.ic / p.groups >= 24 && p.oc / p.groups >= 24;
 }
 bool winograd_shape_k(const ConvProblem& p, int64_t k) {
@@ -70,7 +67,7 @@ bool winograd1d_shape(const ConvProblem& p) {
 // bench/NOTES.md, "grouped im2col".
 bool im2col_shape(const ConvProblem& p) {
   if (dense(p)) return true;
-  if (depthwise(p) || p.groups < 1 || p.ic % p.groups || p.oc % p.groups) return false;
+  if (p.depthwise() || p.groups < 1 || p.ic % p.groups || p.oc % p.groups) return false;
   const int64_t ocg = p.oc / p.groups;
   return ocg >= 48 && ocg % 16 != 0;
 }
@@ -149,7 +146,7 @@ std::string code_key(const ConvProblem& p, const ConvImpl& impl, Isa isa) {
 // Rows in the order candidates are offered (ties in the solver go to the earlier one).
 const std::vector<ConvFamilyRow>& rows() {
   static const std::vector<ConvFamilyRow> r = {
-      {ConvFamily::depthwise, "depthwise", depthwise,
+      {ConvFamily::depthwise, "depthwise", [](const ConvProblem& p) { return p.depthwise(); },
        [](const ConvProblem&, Layout b) {
          return Pairs{{b, b}, {Layout::nhwc, Layout::nhwc}};
        },
@@ -162,7 +159,7 @@ const std::vector<ConvFamilyRow>& rows() {
          return Pairs{{h, h}, {h, f}, {f, h}};
        }},
       {ConvFamily::grouped, "grouped",
-       [](const ConvProblem& p) { return p.groups > 1 && !depthwise(p); },
+       [](const ConvProblem& p) { return p.groups > 1 && !p.depthwise(); },
        [](const ConvProblem&, Layout b) {
          return Pairs{{b, b}};
        },
@@ -319,7 +316,7 @@ std::unique_ptr<Kernel> create_conv_kernel(const ConvProblem& p, const ConvImpl&
 bool conv_family_runtime_weights(ConvFamily f, const ConvProblem& p) {
   // (im2col: any groups, depthwise too — with constant weights other families serve the groups
   // im2col_shape leaves out; here the alternative is the scalar reference.)
-  return f == ConvFamily::im2col || (f == ConvFamily::depthwise && depthwise(p)) ||
+  return f == ConvFamily::im2col || (f == ConvFamily::depthwise && p.depthwise()) ||
          (f == ConvFamily::direct && dense(p));
 }
 

@@ -36,7 +36,8 @@ struct ConvProblem {
   bool dense_1x1() const {
     return kh == 1 && kw == 1 && sh == 1 && sw == 1 && groups == 1 && !(pt || pl || pb || pr);
   }
-  bool depthwise() const { return groups == ic && ic == oc; }
+  // One filter per channel (groups == channels > 1).
+  bool depthwise() const { return groups > 1 && groups == ic && ic == oc; }
 
   // From an inferred (explicit attrs) Conv node, including its fused post-ops.
   static ConvProblem from_node(const Graph& g, const Node& node);

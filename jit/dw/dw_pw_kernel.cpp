@@ -143,14 +143,18 @@ class DwChainKernel : public Kernel {
     void* sub = sub_scratch_ ? scratch + s_.e_bytes + s_.d_bytes : nullptr;
     const float* const* din = args.src + s_.e_inputs;
     const ConvProblem& d = s_.dw;
+    std::array<const float*, kMaxInputs> dsrc{};  // the depthwise node's inputs
+    std::copy(din, din + s_.dw_inputs, dsrc.begin());
+    KernelArgs dwa;
+    dwa.src = dsrc.data();
+    dwa.dst = args.dst;  // unused: run_dw_rows writes `out`
+    dwa.scratch = sub;
     for (int64_t t = begin; t < end; ++t) {
       const int64_t n = t / s_.segs;
       const auto [b0, b1] = s_.seg_bands(t % s_.segs);
       RowWindow w{s_.c, d.ih, s_.e_cap};
       for (int64_t b = b0; b < b1; ++b) {
         const int64_t r0 = b * s_.band, r1 = std::min(d.oh, r0 + s_.band);
-        std::array<const float*, kMaxInputs> dsrc{};
-        std::copy(din, din + s_.dw_inputs, dsrc.begin());
         int64_t dn = n;
         if (s_.expand) {
           const auto [i0, i1] = s_.input_rows(r0, r1);
@@ -168,10 +172,6 @@ class DwChainKernel : public Kernel {
           dn = 0;
         }
         float* out = s_.project ? drows : args.dst[0] + (n * d.oh + r0) * d.ow * d.oc;
-        KernelArgs dwa;
-        dwa.src = dsrc.data();
-        dwa.dst = args.dst;  // unused: run_dw_rows writes `out`
-        dwa.scratch = sub;
         if (!convjit::run_dw_rows(*dwk_, dwa, dn, r0, r1, out))
           fail(Code::internal, name_ + ": the depthwise kernel cannot run rows");
         if (s_.project) run_project(args, n, r0, r1, drows, sub);
