@@ -1,12 +1,29 @@
-// IEEE binary16 (ONNX FLOAT16) and bfloat16 <-> float32 conversions. Kiln computes in float32:
-// 16-bit initializers, inputs and outputs are widened at load (graph/onnx_import.cpp) and
-// narrowing rounds to nearest even, as a Cast to float16 must.
+// IEEE binary16 (ONNX FLOAT16), bfloat16 and float64 <-> float32 conversions. Kiln computes in
+// float32: 16-bit initializers, inputs and outputs are widened at load (graph/onnx_import.cpp)
+// and narrowing rounds to nearest even, as a Cast to float16 must; float64 ones (PyTorch writes
+// them for Python float arithmetic on traced sizes) are narrowed to float32.
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <limits>
 
 namespace kiln {
+
+// Rounded to nearest; beyond float32's range gives +-infinity (a plain cast would be undefined
+// behaviour there), NaN stays NaN.
+inline float double_to_float(double d) {
+  constexpr double kMax = double(std::numeric_limits<float>::max());
+  if (std::isnan(d)) return std::numeric_limits<float>::quiet_NaN();
+  if (d > kMax || d < -kMax) {
+    // Less than half an ulp (2^103) above FLT_MAX rounds down to it, as the hardware does.
+    if (std::fabs(d) < kMax + 0x1p103)
+      return d > 0 ? std::numeric_limits<float>::max() : -std::numeric_limits<float>::max();
+    return d > 0 ? std::numeric_limits<float>::infinity() : -std::numeric_limits<float>::infinity();
+  }
+  return float(d);
+}
 
 inline float bits_to_float(uint32_t b) {
   float f;

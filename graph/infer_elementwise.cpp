@@ -164,11 +164,12 @@ namespace {
 
 // Cast's `to` as the DType Kiln computes it in.
 DType cast_target(const Node& n, int64_t to) {
-  // float16 is computed as float32 rounded to half precision (Kiln has no f16 tensors);
-  // int32 is widened to int64 like int32 initializers.
+  // float16 is computed as float32 rounded to half precision (Kiln has no f16 tensors), float64
+  // as float32; int32 is widened to int64 like int32 initializers.
   switch (to) {
     case 1:
     case 10:
+    case 11:
       return DType::f32;
     case 6:
     case 7:
@@ -176,8 +177,9 @@ DType cast_target(const Node& n, int64_t to) {
     case 9:
       return DType::boolean;
     default:
-      n.fail(Code::unsupported, "cast to ONNX data type " + std::to_string(to) +
-                                    " is not supported (float, float16, int32, int64, bool)");
+      n.fail(Code::unsupported,
+             "cast to ONNX data type " + std::to_string(to) +
+                 " is not supported (float, float16, double, int32, int64, bool)");
   }
 }
 

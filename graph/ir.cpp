@@ -28,7 +28,8 @@ struct DTypeInfo {
 };
 constexpr DTypeInfo kDTypes[] = {{DType::f32, 4, "float32"}, {DType::u8, 1, "uint8"},
                                  {DType::i8, 1, "int8"},     {DType::i32, 4, "int32"},
-                                 {DType::i64, 8, "int64"},   {DType::boolean, 1, "bool"}};
+                                 {DType::i64, 8, "int64"},   {DType::boolean, 1, "bool"},
+                                 {DType::f64, 8, "float64"}};
 const DTypeInfo* dtype_info(DType t) {
   for (const DTypeInfo& d : kDTypes)
     if (d.dtype == t) return &d;
@@ -45,7 +46,9 @@ const char* dtype_name(DType t) {
   return d ? d->name : "an unknown dtype";
 }
 DType held_dtype(DType t) {
-  return t == DType::u8 || t == DType::i8 ? DType::f32 : t == DType::i32 ? DType::i64 : t;
+  return t == DType::u8 || t == DType::i8 || t == DType::f64 ? DType::f32
+         : t == DType::i32                                   ? DType::i64
+                                                             : t;
 }
 
 int64_t shape_numel(const Shape& s) {
@@ -130,10 +133,11 @@ static void check_type(DType d) {
                          : std::is_same_v<T, uint8_t> ? DType::boolean
                          : std::is_same_v<T, int8_t>  ? DType::i8
                          : std::is_same_v<T, int32_t> ? DType::i32
+                         : std::is_same_v<T, double>  ? DType::f64
                                                       : DType::i64;
   static_assert(std::is_same_v<T, float> || std::is_same_v<T, int64_t> ||
                 std::is_same_v<T, uint8_t> || std::is_same_v<T, int8_t> ||
-                std::is_same_v<T, int32_t>);
+                std::is_same_v<T, int32_t> || std::is_same_v<T, double>);
   if (d == DType::u8 && std::is_same_v<T, uint8_t>) return;  // bool and uint8: one byte each
   if (d != want)
     fail(Code::internal,
@@ -168,6 +172,8 @@ template int8_t* Tensor::data<int8_t>();
 template const int8_t* Tensor::data<int8_t>() const;
 template int32_t* Tensor::data<int32_t>();
 template const int32_t* Tensor::data<int32_t>() const;
+template double* Tensor::data<double>();
+template const double* Tensor::data<double>() const;
 
 bool Tensor::shares_owner(const std::shared_ptr<void>& owner) const {
   auto same = [&](const std::shared_ptr<void>& a) {

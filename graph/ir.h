@@ -25,11 +25,12 @@ namespace kiln {
 // a caller passes or receives graph inputs / outputs of those types, while the graph holds
 // them as held_dtype() gives (8-bit integers in float32 exactly, graph/import_qdq.h; int32 as
 // int64); Session converts at each run.
-enum class DType : int32_t { f32 = 1, u8 = 2, i8 = 3, i32 = 6, i64 = 7, boolean = 9 };
+enum class DType : int32_t { f32 = 1, u8 = 2, i8 = 3, i32 = 6, i64 = 7, boolean = 9, f64 = 11 };
 
 size_t dtype_size(DType t);
 const char* dtype_name(DType t);
-// The dtype the graph holds a boundary dtype in (u8 / i8 -> f32, i32 -> i64; others as is).
+// The dtype the graph holds a boundary dtype in (u8 / i8 / f64 -> f32, i32 -> i64; others as
+// is).
 DType held_dtype(DType t);
 
 using Shape = std::vector<int64_t>;

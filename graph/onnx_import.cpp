@@ -193,8 +193,8 @@ Tensor tensor_from(DType dtype, Shape shape, const Bytes& b) {
 }
 
 // A graph input's or output's dtype as the caller passes / receives it: float16 / bfloat16
-// ones are float32 (the caller passes float32); uint8, int8 and int32 stay (the graph holds
-// them as held_dtype, Session converts).
+// ones are float32 (the caller passes float32); uint8, int8, int32 and float64 stay (the graph
+// holds them as held_dtype, Session converts).
 std::optional<DType> io_dtype(int32_t t) {
   switch (t) {
     case onnx::TensorProto::FLOAT:
@@ -207,6 +207,8 @@ std::optional<DType> io_dtype(int32_t t) {
       return DType::i8;
     case onnx::TensorProto::INT32:
       return DType::i32;
+    case onnx::TensorProto::DOUBLE:
+      return DType::f64;
     case onnx::TensorProto::INT64:
       return DType::i64;
     case onnx::TensorProto::BOOL:
@@ -217,8 +219,8 @@ std::optional<DType> io_dtype(int32_t t) {
 }
 
 // The dtype Kiln keeps an ONNX element type in: 16-bit floats widen to float32, 8-bit integers
-// to float32 (quantized data, exactly: graph/import_qdq.h), int32 to int64; nullopt for the
-// types Kiln does not run.
+// to float32 (quantized data, exactly: graph/import_qdq.h), int32 to int64, float64 narrows to
+// float32; nullopt for the types Kiln does not run.
 std::optional<DType> widened_dtype(int32_t t) {
   const std::optional<DType> io = io_dtype(t);
   return io ? std::optional<DType>(held_dtype(*io)) : std::nullopt;
@@ -303,11 +305,31 @@ Tensor convert_tensor(Ctx& cx, const onnx::TensorProto& t, const std::string& wh
       return widen<float, uint16_t>(DType::f32, std::move(shape), raw, t, what, half_to_float);
     case onnx::TensorProto::BFLOAT16:
       return widen<float, uint16_t>(DType::f32, std::move(shape), raw, t, what, bf16_to_float);
+    case onnx::TensorProto::DOUBLE: {  // narrowed to float32 (rounded to nearest)
+      if (raw) {
+        if (raw->n % 8) fail(Code::invalid_model, what + " raw data is not whole doubles");
+        check_count(int64_t(raw->n / 8), n, what, shape);
+      } else {
+        check_count(t.double_data_size(), n, what, shape);
+      }
+      Tensor out(DType::f32, std::move(shape));
+      float* o = out.data<float>();
+      for (int64_t i = 0; i < n; ++i) {
+        double v;
+        if (raw)
+          std::memcpy(&v, raw->p + i * 8, 8);
+        else
+          v = t.double_data(int(i));
+        o[i] = double_to_float(v);
+      }
+      return out;
+    }
     default:
       fail(Code::unsupported,
            what + " has data type " + onnx::TensorProto_DataType_Name(t.data_type()) +
-               "; Kiln supports float32, float16 and bfloat16 (widened to float32), int64, "
-               "int32, bool, and uint8 / int8 for DequantizeLinear");
+               "; Kiln supports float32, float16 and bfloat16 (widened to float32), float64 "
+               "(narrowed to float32), int64, int32, bool, and uint8 / int8 for "
+               "DequantizeLinear");
   }
 }
 
@@ -315,8 +337,8 @@ DType elem_type(int32_t t, const std::string& what) {
   if (const std::optional<DType> d = io_dtype(t)) return *d;
   fail(Code::unsupported, what + " has element type " +
                               onnx::TensorProto_DataType_Name(onnx::TensorProto_DataType(t)) +
-                              "; Kiln supports float32 (and float16/bfloat16, run as float32), "
-                              "uint8, int8, int32, int64 and bool inputs and outputs");
+                              "; Kiln supports float32 (and float16/bfloat16/float64, run as "
+                              "float32), uint8, int8, int32, int64 and bool inputs and outputs");
 }
 
 // A graph output's declared element type (as Kiln holds it: int32 as int64, float16 as float32)

@@ -170,7 +170,8 @@ const std::vector<OpInfo>& table() {
       {"IsInf", infer_float_test, 1, 1, 1, 1, "float32"},
       {"Sign", infer_sign, 1, 1, 1, 1, "float32 or int64"},
       {"Mod", infer_mod, 2, 2, 1, 1, "float32 (fmod=1) or int64"},
-      {"Cast", infer_cast, 1, 1, 1, 1, "to float(16), int32/64 (as int64), bool"},
+      {"Cast", infer_cast, 1, 1, 1, 1,
+       "to float(16), double (as float), int32/64 (as int64), bool"},
       {"CastLike", infer_cast, 2, 2, 1, 1, "to float32, int64 or bool"},
       {"QuantizeLinear", infer_quantize, 2, 3, 1, 1,
        "to uint8 / int8 (kept as float32): read by DequantizeLinear or a graph output; per-tensor "

@@ -61,7 +61,8 @@ static_assert(int(kiln::DType::f32) == KILN_DTYPE_F32 && int(kiln::DType::u8) ==
                   int(kiln::DType::i8) == KILN_DTYPE_I8 &&
                   int(kiln::DType::i32) == KILN_DTYPE_I32 &&
                   int(kiln::DType::i64) == KILN_DTYPE_I64 &&
-                  int(kiln::DType::boolean) == KILN_DTYPE_BOOL,
+                  int(kiln::DType::boolean) == KILN_DTYPE_BOOL &&
+                  int(kiln::DType::f64) == KILN_DTYPE_F64,
               "kiln_dtype must mirror kiln::DType");
 
 // Size of the first published kiln_options. When fields are appended, keep this constant and

@@ -6,6 +6,8 @@
 #include <cstring>
 #include <limits>
 
+#include "graph/half.h"
+
 namespace kiln {
 namespace {
 
@@ -50,6 +52,12 @@ Tensor to_held(const Tensor& t) {
     case DType::i32:
       widen<int32_t, int64_t>(t, out);
       break;
+    case DType::f64: {
+      const double* s = t.data<double>();
+      float* d = out.data<float>();
+      for (int64_t i = 0; i < t.numel(); ++i) d[i] = double_to_float(s[i]);
+      break;
+    }
     default:
       fail(Code::internal, std::string("to_held: no widening from ") + dtype_name(t.dtype()));
   }
@@ -73,6 +81,8 @@ void narrow_into(const Tensor& held, Tensor& out) {
       for (int64_t i = 0; i < held.numel(); ++i) d[i] = int32_t(uint32_t(uint64_t(s[i])));
       return;
     }
+    case DType::f64:
+      return widen<float, double>(held, out);
     default:
       if (held.raw() != out.raw()) std::memcpy(out.raw(), held.raw(), out.nbytes());
   }

@@ -24,7 +24,8 @@ struct Descr {
   DType dtype;
 };
 constexpr Descr kDescrs[] = {{"<f4", DType::f32}, {"<i8", DType::i64}, {"<i4", DType::i32},
-                             {"|u1", DType::u8},  {"|i1", DType::i8},  {"|b1", DType::boolean}};
+                             {"|u1", DType::u8},  {"|i1", DType::i8},  {"|b1", DType::boolean},
+                             {"<f8", DType::f64}};
 
 const char kMagic[] = "\x93NUMPY";
 constexpr size_t kMagicLen = 6;

@@ -142,6 +142,8 @@ py::dtype numpy_dtype(kiln_dtype t) {
       return py::dtype::of<int64_t>();
     case KILN_DTYPE_BOOL:
       return py::dtype::of<bool>();
+    case KILN_DTYPE_F64:
+      return py::dtype::of<double>();
     default:
       return py::dtype::of<float>();
   }

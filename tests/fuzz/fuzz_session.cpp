@@ -88,6 +88,8 @@ std::vector<kiln::Tensor> make_inputs(const kiln::Session& s, const uint8_t* dat
         t.data<int8_t>()[i] = int8_t(next());
       else if (io.dtype == kiln::DType::i32)
         t.data<int32_t>()[i] = int32_t(next() % 9) - 4;
+      else if (io.dtype == kiln::DType::f64)
+        t.data<double>()[i] = double(int(next()) - 128) / 64.0;
       else
         t.data<int64_t>()[i] = int64_t(next() % 9) - 4;
     in.push_back(t);

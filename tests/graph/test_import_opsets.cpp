@@ -126,18 +126,75 @@ TEST_CASE("import: float16 and bfloat16 initializers widen to float32 exactly") 
   }
 }
 
-TEST_CASE("import: a float16 graph input is a float32 input") {
+TEST_CASE("import: a float16 graph input is a float32 input, a float64 one float32 inside") {
   OnnxBuilder b(13);
   b.input("x", {1, 2, 5, 5}, onnx::TensorProto::FLOAT16).output("y");
   b.node("Relu", {"x"}, {"y"});
   Graph g = import(b.bytes());
   CHECK(g.value(g.inputs[0]).dtype == DType::f32);
+  CHECK(g.io_dtypes.count("x") == 0);
   OnnxBuilder d(13);
-  d.input("x", {2}, onnx::TensorProto::DOUBLE).output("y");
+  d.input("x", {2}, onnx::TensorProto::DOUBLE).output("y", onnx::TensorProto::DOUBLE);
   d.node("Relu", {"x"}, {"y"});
-  auto e = error_of(d.bytes());
+  Graph gd = import(d.bytes());
+  CHECK(gd.value(gd.inputs[0]).dtype == DType::f32);  // held as float32 ...
+  REQUIRE(gd.io_dtypes.count("x") == 1);              // ... passed as float64
+  CHECK(gd.io_dtypes.at("x") == DType::f64);
+  REQUIRE(gd.io_dtypes.count("y") == 1);
+  CHECK(gd.io_dtypes.at("y") == DType::f64);
+  OnnxBuilder u(13);
+  u.input("x", {2}, onnx::TensorProto::UINT16).output("y");
+  u.node("Relu", {"x"}, {"y"});
+  auto e = error_of(u.bytes());
   CHECK(e.code() == Code::unsupported);
-  CHECK(std::string(e.what()).find("DOUBLE") != std::string::npos);
+  CHECK(std::string(e.what()).find("UINT16") != std::string::npos);
+}
+
+TEST_CASE("import: float64 initializers narrow to float32, rounded to nearest") {
+  const double fmax = double(std::numeric_limits<float>::max());
+  const double in[] = {0.1,
+                       -0.0,
+                       1e300,
+                       -1e300,
+                       fmax + 0x1p102,
+                       fmax + 0x1p103,
+                       1e-320,
+                       std::numeric_limits<double>::quiet_NaN(),
+                       -2.5,
+                       16777217.0};
+  const float inf = std::numeric_limits<float>::infinity();
+  const float want[] = {0.1f, -0.f, inf, -inf, float(fmax), inf, 0.f, 0.f, -2.5f, 16777216.f};
+  const size_t n = std::size(in);
+  for (bool raw : {true, false}) {
+    CAPTURE(raw);
+    OnnxBuilder b = conv_model(13);
+    auto* d = b.init("d", onnx::TensorProto::DOUBLE, {int64_t(n)});
+    if (raw)
+      d->set_raw_data(in, sizeof in);
+    else
+      for (double v : in) d->add_double_data(v);
+    Graph g = import(b.bytes());
+    const kiln::Value& v = g.value(g.find("d"));
+    REQUIRE(v.constant);
+    REQUIRE(v.constant->dtype() == DType::f32);
+    for (size_t i = 0; i < n; ++i) {
+      CAPTURE(i);
+      const float got = v.constant->data<float>()[i];
+      if (std::isnan(in[i])) {
+        CHECK(std::isnan(got));
+        continue;
+      }
+      CHECK(got == want[i]);
+      CHECK(std::signbit(got) == std::signbit(want[i]));
+    }
+  }
+  SUBCASE("a raw payload of the wrong length is invalid") {
+    OnnxBuilder b = conv_model(13);
+    b.init("d", onnx::TensorProto::DOUBLE, {2})->set_raw_data("abcdefghijkl");
+    auto e = error_of(b.bytes());
+    CHECK(e.code() == Code::invalid_model);
+    CHECK(std::string(e.what()).find("'d'") != std::string::npos);
+  }
 }
 
 TEST_CASE("half: narrowing rounds to nearest even, widening is exact") {

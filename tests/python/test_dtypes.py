@@ -79,3 +79,31 @@ def test_uint8_and_int32_inputs_and_outputs_keep_their_numpy_dtypes():
             s.run({"x": x.astype(np.float32), "i": i})
         with pytest.raises(kiln.ShapeMismatch, match="int32"):
             s.run({"x": x, "i": i.astype(np.int64)})
+
+
+def test_float64_inputs_and_outputs_are_numpy_float64_computed_in_float32():
+    """x (double [4]) -> y = x * k + c (double, k and c double initializers), yf = Cast(y, FLOAT):
+    PyTorch writes doubles for Python float arithmetic on traced sizes."""
+    g = helper.make_graph(
+        [helper.make_node("Mul", ["x", "k"], ["m"]),
+         helper.make_node("Add", ["m", "c"], ["y"]),
+         helper.make_node("Cast", ["y"], ["yf"], to=TensorProto.FLOAT)],
+        "doubles",
+        [helper.make_tensor_value_info("x", TensorProto.DOUBLE, [4])],
+        [helper.make_tensor_value_info("y", TensorProto.DOUBLE, [4]),
+         helper.make_tensor_value_info("yf", TensorProto.FLOAT, [4])],
+        [helper.make_tensor("k", TensorProto.DOUBLE, [4], [0.5, -3.0, 1e-3, 2.0]),
+         helper.make_tensor("c", TensorProto.DOUBLE, [], [0.25])])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)])
+    m.ir_version = 7
+    with kiln.Session.from_bytes(m.SerializeToString(), disable_cache=True) as s:
+        assert s.inputs[0].dtype == np.float64
+        assert [o.dtype for o in s.outputs] == [np.float64, np.float32]
+        x = np.array([1.0, -2.0 / 3.0, 123456.789, 1e30])
+        out = s.run({"x": x})
+        assert out["y"].dtype == np.float64 and out["yf"].dtype == np.float32
+        want = x * np.array([0.5, -3.0, 1e-3, 2.0]) + 0.25
+        np.testing.assert_allclose(out["y"], want, rtol=3e-7)
+        np.testing.assert_array_equal(out["y"].astype(np.float32), out["yf"])
+        with pytest.raises(kiln.ShapeMismatch, match="float64"):
+            s.run({"x": x.astype(np.float32)})

@@ -1,7 +1,7 @@
 // Graph inputs and outputs of the boundary dtypes (graph/ir.h io_dtypes, runtime/io_dtypes.h):
 // a quantized conv whose image input is uint8 / int8 and whose output is a QuantizeLinear's
 // bytes, against a plain double-precision reference on every ISA path; int32 inputs and
-// outputs computed in int64 inside; wrong dtypes refused by name.
+// outputs computed in int64 inside, float64 ones in float32; wrong dtypes refused by name.
 #include <doctest/doctest.h>
 
 #include <cmath>
@@ -189,6 +189,65 @@ TEST_CASE("io dtypes: int32 inputs and outputs, computed in int64") {
   for (int i = 0; i < 5; ++i) CHECK(out[0].data<int32_t>()[i] == want[i]);
   const float gw[5] = {10.f, 15.f, 15.f, 11.f, 12.f};  // -1 counts from the end
   for (int i = 0; i < 5; ++i) CHECK(out[1].data<float>()[i] == gw[i]);
+}
+
+TEST_CASE("io dtypes: float64 inputs, outputs and constants, computed in float32") {
+  // y = x * k + c in double (k a raw initializer, c a Constant node's double_data), yf =
+  // Cast(y, float), yd = Cast(yf, double): as PyTorch writes Python float arithmetic.
+  OnnxBuilder b;
+  b.input("x", {6}, onnx::TensorProto::DOUBLE)
+      .output("y", onnx::TensorProto::DOUBLE)
+      .output("yf")
+      .output("yd", onnx::TensorProto::DOUBLE);
+  const double k[6] = {0.5, 3.0, -1.0, 1e-3, 2.0, 1.0};
+  b.init("k", onnx::TensorProto::DOUBLE, {6})->set_raw_data(k, sizeof k);
+  auto& c = b.node("Constant", {}, {"c"});
+  auto* ca = c.add_attribute();
+  ca->set_name("value");
+  ca->set_type(onnx::AttributeProto::TENSOR);
+  ca->mutable_t()->set_data_type(onnx::TensorProto::DOUBLE);
+  ca->mutable_t()->add_double_data(0.25);
+  b.node("Mul", {"x", "k"}, {"m"});
+  b.node("Add", {"m", "c"}, {"y"});
+  OnnxBuilder::attr_i(b.node("Cast", {"y"}, {"yf"}), "to", onnx::TensorProto::FLOAT);
+  OnnxBuilder::attr_i(b.node("Cast", {"yf"}, {"yd"}), "to", onnx::TensorProto::DOUBLE);
+  const std::string bytes = b.bytes();
+  const double xs[6] = {1.0, -2.0 / 3.0, 1e30, 123456.789, -0.1, 7.0};
+  std::vector<kiln::Isa> isas = kiln::testing::jit_isas();
+  isas.push_back(kiln::Isa::scalar);
+  for (kiln::Isa isa : isas) {
+    CAPTURE(kiln::isa_name(isa));
+    kiln::SessionOptions o;
+    o.max_isa = isa;
+    o.use_cache = false;
+    auto s = kiln::Session::load_memory(bytes.data(), bytes.size(), o);
+    REQUIRE(s->inputs()[0].dtype == DType::f64);
+    CHECK(s->outputs()[0].dtype == DType::f64);
+    CHECK(s->outputs()[1].dtype == DType::f32);
+    CHECK(s->outputs()[2].dtype == DType::f64);
+    Tensor x(DType::f64, {6});
+    std::memcpy(x.raw(), xs, sizeof xs);
+    const std::vector<Tensor> out = s->run(std::vector<Tensor>{x});
+    REQUIRE(out[0].dtype() == DType::f64);
+    REQUIRE(out[1].dtype() == DType::f32);
+    REQUIRE(out[2].dtype() == DType::f64);
+    for (int i = 0; i < 6; ++i) {
+      CAPTURE(i);
+      const double want = xs[i] * k[i] + 0.25;
+      const double got = out[0].data<double>()[i];
+      CHECK(std::fabs(got - want) <= 3e-7 * std::fabs(want));  // float32's rounding, 2-3 ops
+      CHECK(double(float(got)) == got);                        // a float32 value
+      CHECK(out[1].data<float>()[i] == float(got));
+      CHECK(out[2].data<double>()[i] == got);
+    }
+    try {  // a float32 tensor for the float64 input
+      s->run(std::vector<Tensor>{Tensor(DType::f32, {6})});
+      FAIL("ran with a float32 input");
+    } catch (const kiln::Error& e) {
+      CHECK(e.code() == kiln::Code::shape_mismatch);
+      CHECK(std::string(e.what()).find("float64") != std::string::npos);
+    }
+  }
 }
 
 TEST_CASE("io dtypes: an input of another dtype is refused by name") {

@@ -156,6 +156,7 @@ TEST_CASE("npy: round trips") {
     for (auto [d, descr] : {std::pair{DType::u8, "'|u1'"},
                             {DType::i8, "'|i1'"},
                             {DType::i32, "'<i4'"},
+                            {DType::f64, "'<f8'"},
                             {DType::boolean, "'|b1'"}}) {
       Tensor t(d, {7});
       for (int64_t i = 0; i < int64_t(t.nbytes()); ++i)
@@ -243,7 +244,7 @@ TEST_CASE("npy: errors name the file") {
     CHECK(msg.find("version") != std::string::npos);
   }
   SUBCASE("unsupported dtype") {
-    for (const char* d : {"<f8", ">f4", "<u2", "<c8"}) {
+    for (const char* d : {">f8", ">f4", "<u2", "<c8", "<f2"}) {
       std::string dict =
           std::string("{'descr': '") + d + "', 'fortran_order': False, 'shape': (6,), }";
       auto [code, msg] = read_error("dtype.npy", npy_bytes(dict, f6));

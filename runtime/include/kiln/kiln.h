@@ -78,14 +78,16 @@ typedef enum kiln_code {
 /* Element types; numeric values equal ONNX TensorProto.DataType codes. */
 /* The values are ONNX's element type codes. KILN_DTYPE_BOOL: one byte per element, 0 or 1
  * (numpy.bool_). U8 / I8: the inputs and outputs a model declares uint8 / int8 (an image, a
- * QuantizeLinear output); I32: those it declares int32 (computed in int64 inside). */
+ * QuantizeLinear output); I32: those it declares int32 (computed in int64 inside); F64: those
+ * it declares double (computed in float32 inside). */
 typedef enum kiln_dtype {
   KILN_DTYPE_F32 = 1,
   KILN_DTYPE_U8 = 2,
   KILN_DTYPE_I8 = 3,
   KILN_DTYPE_I32 = 6,
   KILN_DTYPE_I64 = 7,
-  KILN_DTYPE_BOOL = 9
+  KILN_DTYPE_BOOL = 9,
+  KILN_DTYPE_F64 = 11
 } kiln_dtype;
 
 /* Instruction-set caps for kiln_options.max_isa (0 = no cap, so a zeroed field is the default).
