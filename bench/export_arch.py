@@ -35,7 +35,7 @@
 # - the ninth batch in bench/unseen_blocks7.py (UNSEEN7): MobileNetV4's UIBs, FasterNet's partial
 #   convs, HarDNet, DLA's trees, BiSeNet, Fast-SCNN, CenterNet, PP-LCNet, YOLOv7's ELAN / MP;
 # - the tenth batch in bench/unseen_blocks8.py (UNSEEN8): U^2-Net, ESPNetv2, CGNet, DDRNet, IMDN,
-#   BlazeFace, a PWC-Net-like flow net, SCNet, HINet, LEDNet, RDN, MobileNeXt.
+#   BlazeFace, a PWC-Net-like flow net, SCNet, HINet, LEDNet, RDN, MobileNeXt, CIFAR ResNet-20.
 # Writes OUT/NAME[_bB_HxW].onnx with .input.npy and PyTorch's output .ref.npy (the first output
 # for several) for `kiln bench --check` and bench/zoo_bench.py. Needs python3-torch / -onnx.
 import argparse, os

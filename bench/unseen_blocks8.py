@@ -7,8 +7,9 @@
 # (5x5 depthwise, asymmetric pads, channels padded with zeros on the shortcut), a PWC-Net-like
 # flow estimator (a correlation cost volume from shifted products, warping by grid_sample,
 # transposed-conv flow upsampling), SCNet's self-calibrated convs, HINet's half instance norm,
-# LEDNet's split-shuffle blocks and attention pyramid, RDN's residual dense blocks and
-# MobileNeXt's sandglass blocks. Written from the papers, small, random weights.
+# LEDNet's split-shuffle blocks and attention pyramid, RDN's residual dense blocks,
+# MobileNeXt's sandglass blocks and the CIFAR ResNet-20's option-A shortcuts (subsampled by a
+# strided slice, channels zero-padded by F.pad). Written from the papers, small, random weights.
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
@@ -702,6 +703,42 @@ class MobileNeXt(nn.Module):
         return self.head(self.body(self.stem(x)))
 
 
+class CifarBlock(nn.Module):
+    """He et al.'s CIFAR ResNet block with the option-A shortcut: at a stride-2 block the input
+    subsampled by x[:, :, ::2, ::2] and its channels zero-padded on both sides by F.pad (no
+    projection conv)."""
+
+    def __init__(self, cin, cout, s):
+        super().__init__()
+        self.a = cbr(cin, cout, 3, s)
+        self.b = cbr(cout, cout, 3, act=None)
+        self.s, self.pad = s, (cout - cin) // 2
+
+    def forward(self, x):
+        short = x
+        if self.s == 2 or self.pad:
+            short = F.pad(x[:, :, ::2, ::2], (0, 0, 0, 0, self.pad, self.pad))
+        return F.relu(self.b(self.a(x)) + short)
+
+
+class ResNet20Cifar(nn.Module):
+    """ResNet-20 for 32x32 images: 16 / 32 / 64 channels, three blocks each."""
+
+    def __init__(self, classes=10):
+        super().__init__()
+        layers = [cbr(3, 16, 3)]
+        cin = 16
+        for cout, s in ((16, 1), (32, 2), (64, 2)):
+            for i in range(3):
+                layers.append(CifarBlock(cin, cout, s if i == 0 else 1))
+                cin = cout
+        self.body = nn.Sequential(*layers)
+        self.fc = nn.Linear(64, classes)
+
+    def forward(self, x):
+        return self.fc(self.body(x).mean((2, 3)))
+
+
 # name: (class, default HxW, input channels, lowest opset)
 UNSEEN8 = {"u2net_like": (U2Net, "200x200", 3, 11),
            "espnetv2_like": (ESPNetV2, "224x224", 3, 11),
@@ -714,4 +751,5 @@ UNSEEN8 = {"u2net_like": (U2Net, "200x200", 3, 11),
            "hinet_like": (HINet, "128x128", 3, 11),
            "lednet_like": (LEDNet, "256x512", 3, 11),
            "rdn_like": (RDN, "64x64", 3, 11),
-           "mobilenext_like": (MobileNeXt, "224x224", 3, 11)}
+           "mobilenext_like": (MobileNeXt, "224x224", 3, 11),
+           "resnet20_cifar_like": (ResNet20Cifar, "32x32", 3, 11)}

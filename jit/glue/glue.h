@@ -161,9 +161,10 @@ std::unique_ptr<Kernel> create_transpose_kernel(const Shape& in, const std::vect
                                                 Isa isa, std::string* why_not);
 
 // Pad of a 4-D f32 tensor of logical shape x (nchw dims) by begin[d] / end[d] >= 0 elements
-// per dim. Mode constant fills with `value`: nchw any dims; nhwc and the ISA's blocked layout no
-// channel pads (blocked also needs value 0 or whole channel blocks: pad lanes stay 0). Modes
-// reflect / edge / wrap (graph/pad.h): H and W pads only, every layout, <= 256 pad pixels a row.
+// per dim. Mode constant fills with `value`: nchw and nhwc any dims; the ISA's blocked layout
+// channel pads only of whole blocks before whole input blocks (and value 0 unless input and
+// output channels are whole blocks: pad lanes stay 0). Modes reflect / edge / wrap
+// (graph/pad.h): H and W pads only, every layout, <= 256 pad pixels a row.
 std::unique_ptr<Kernel> create_pad_kernel(const Shape& x, const std::vector<int64_t>& begin,
                                           const std::vector<int64_t>& end, float value, Layout l,
                                           Isa isa, std::string* why_not,

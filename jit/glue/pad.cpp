@@ -1,11 +1,12 @@
-// Pad of a 4-D f32 tensor: constant mode with non-negative pads on any dim (nhwc and blocked
-// layouts without channel pads); reflect / edge / wrap with pads on H and W only, where every
+// Pad of a 4-D f32 tensor: constant mode with non-negative pads on any dim (blocked layouts:
+// channel pads of whole blocks); reflect / edge / wrap with pads on H and W only, where every
 // output row is a copy of an input row (graph/pad.h maps the index) whose pad pixels are
 // compile-time copies of input pixels. The output is a stack of planes of rows: nchw planes are (n,
-// c) pairs of H x W, nhwc planes images of H rows of W*C floats, blocked planes (n, channel block)
-// pairs of H rows of W*B floats. A row inside the input's extent is [fill | copy | fill] with
-// compile-time lengths; everything else (top/bottom rows, planes of padded images or
-// channels) is a contiguous run of the constant. Tiles are ~16 KiB runs of output rows.
+// c) pairs of H x W, nhwc planes images of H rows of W*C floats (with channel pads: (n, h) pairs
+// of W rows of C floats), blocked planes (n, channel block) pairs of H rows of W*B floats. A row
+// inside the input's extent is [fill | copy | fill] with compile-time lengths; everything else
+// (top/bottom rows, planes of padded images or channels) is a contiguous run of the constant. Tiles
+// are ~16 KiB runs of output rows.
 #include "graph/pad.h"
 
 #include <algorithm>
@@ -201,28 +202,46 @@ class PadKernel : public glue::GlueKernel {
 
 }  // namespace
 
-std::unique_ptr<Kernel> create_pad_kernel(const Shape& x, const std::vector<int64_t>& begin,
-                                          const std::vector<int64_t>& end, float value, Layout l,
+std::unique_ptr<Kernel> create_pad_kernel(const Shape& x_in, const std::vector<int64_t>& begin_in,
+                                          const std::vector<int64_t>& end_in, float value, Layout l,
                                           Isa isa, std::string* why_not, const std::string& mode) {
   if (isa != Isa::avx2 && isa != Isa::avx512) return decline(why_not, "needs avx2 or avx512");
-  if (x.size() != 4 || begin.size() != 4 || end.size() != 4)
+  if (x_in.size() != 4 || begin_in.size() != 4 || end_in.size() != 4)
     return decline(why_not, "not a 4-D pad");
   for (size_t d = 0; d < 4; ++d) {
-    if (x[d] <= 0) return decline(why_not, "empty tensor");
-    if (begin[d] < 0 || end[d] < 0) return decline(why_not, "negative pads");
+    if (x_in[d] <= 0) return decline(why_not, "empty tensor");
+    if (begin_in[d] < 0 || end_in[d] < 0) return decline(why_not, "negative pads");
   }
-  const int V = simd_width(isa), B = layout_block(l);
-  if (B > 1 && B != V) return decline(why_not, "blocked layout of another ISA");
-  const bool channel_pads = begin[1] || end[1];
+  const int V = simd_width(isa);
+  if (layout_block(l) > 1 && layout_block(l) != V)
+    return decline(why_not, "blocked layout of another ISA");
+  const bool channel_pads = begin_in[1] || end_in[1];
   const bool mirror = mode != "constant";
   if (mirror && mode != "reflect" && mode != "edge" && mode != "wrap")
     return decline(why_not, "unknown mode");
-  if (mirror && (begin[0] || end[0] || channel_pads))
+  if (mirror && (begin_in[0] || end_in[0] || channel_pads))
     return decline(why_not, "mode '" + mode + "' pads H and W only here");
-  if (mirror && begin[3] + end[3] > 256)
+  if (mirror && begin_in[3] + end_in[3] > 256)
     return decline(why_not, "more than 256 pad pixels per row");
-  if (l != Layout::nchw && channel_pads) return decline(why_not, "channel pads run in nchw only");
-  if (B > 1 && value != 0.f && x[1] % B)
+  // The geometry below pads planes of rows. NHWC memory with channel pads is padded as the
+  // row-major [N, H, W, C] it is (a row: one pixel's channels, [fill | copy | fill]); blocked
+  // channel pads must be whole blocks before whole input blocks (pad blocks are planes).
+  Shape x = x_in;
+  std::vector<int64_t> begin = begin_in, end = end_in;
+  Layout geo = l;
+  if (channel_pads && l == Layout::nhwc) {
+    x = {x_in[0], x_in[2], x_in[3], x_in[1]};
+    begin = {begin_in[0], begin_in[2], begin_in[3], begin_in[1]};
+    end = {end_in[0], end_in[2], end_in[3], end_in[1]};
+    geo = Layout::nchw;
+  }
+  const int B = layout_block(geo);
+  const int64_t c_out = x[1] + begin[1] + end[1];
+  if (B > 1 && channel_pads && (x[1] % B || begin[1] % B))
+    return decline(why_not,
+                   "blocked channel pads need whole input blocks and whole pad blocks "
+                   "before them");
+  if (B > 1 && value != 0.f && (x[1] % B || c_out % B))
     return decline(why_not, "a non-zero constant would fill the blocked pad lanes");
   const int64_t ho = x[2] + begin[2] + end[2], wo = x[3] + begin[3] + end[3];
   PadGeom g;
@@ -232,14 +251,16 @@ std::unique_ptr<Kernel> create_pad_kernel(const Shape& x, const std::vector<int6
   g.h_begin = begin[2];
   g.h_in = x[2];
   g.h_out = ho;
-  const int64_t unit = l == Layout::nchw ? 1 : l == Layout::nhwc ? x[1] : B;  // floats per pixel
-  if (l == Layout::nchw) {
-    g.planes_in_image = x[1] + begin[1] + end[1];
+  const int64_t unit = geo == Layout::nchw ? 1 : geo == Layout::nhwc ? x[1] : B;  // floats a pixel
+  if (geo == Layout::nchw) {
+    g.planes_in_image = c_out;
     g.q_begin = begin[1];
     g.q_in = x[1];
-  } else {
-    g.planes_in_image = g.q_in = B > 1 ? (x[1] + B - 1) / B : 1;
-  }
+  } else if (B > 1) {  // planes are channel blocks
+    g.planes_in_image = (c_out + B - 1) / B;
+    g.q_begin = begin[1] / B;
+    g.q_in = (x[1] + B - 1) / B;
+  }  // nhwc without channel pads: one plane per image, a row is W pixels of C floats
   g.mirror = mirror;
   g.reflect = mode == "reflect";
   g.wrap = mode == "wrap";

@@ -1,8 +1,9 @@
 // The Pad glue kernel (create_pad_kernel) against the reference Pad kernel, bit-exact: constant
-// pads on H/W (symmetric, one-sided, wider than the input), on N and C (nchw), zero and non-zero
-// constants; reflect / edge / wrap pads on H/W (also wider than the input: reflection repeats);
-// odd sizes, channel tails, batch > 1, in nchw, nhwc and the ISA's blocked layout (pad lanes
-// must stay 0), on every ISA path. The reference's modes against ONNX's spec examples.
+// pads on H/W (symmetric, one-sided, wider than the input), on N and C (nchw and nhwc; blocked:
+// whole channel blocks), zero and non-zero constants; reflect / edge / wrap pads on H/W (also wider
+// than the input: reflection repeats); odd sizes, channel tails, batch > 1, in nchw, nhwc and the
+// ISA's blocked layout (pad lanes must stay 0), on every ISA path. The reference's modes against
+// ONNX's spec examples.
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -77,8 +78,8 @@ TEST_CASE("glue pad: constant pads against the reference") {
   int cases = 0;
   uint32_t seed = 1;
   for (Isa isa : test::glue_isas())
-    for (const Shape& x :
-         std::vector<Shape>{{1, 3, 5, 7}, {2, 17, 9, 11}, {1, 16, 1, 1}, {2, 40, 6, 33}})
+    for (const Shape& x : std::vector<Shape>{
+             {1, 3, 5, 7}, {2, 17, 9, 11}, {1, 16, 1, 1}, {2, 40, 6, 33}, {2, 32, 5, 6}})
       for (float value : {0.f, 1.5f}) {
         for (const P& p : hw)
           for (Layout l : {Layout::nchw, Layout::nhwc, blocked_layout(isa)}) {
@@ -86,8 +87,19 @@ TEST_CASE("glue pad: constant pads against the reference") {
             check_case(isa, l, x, p.b, p.e, value, seed++);
             ++cases;
           }
-        for (const P& p : nc) {
-          check_case(isa, Layout::nchw, x, p.b, p.e, value, seed++);
+        for (const P& p : nc)
+          for (Layout l : {Layout::nchw, Layout::nhwc}) {
+            check_case(isa, l, x, p.b, p.e, value, seed++);
+            ++cases;
+          }
+        // Blocked channel pads: whole pad blocks before whole input blocks, any after.
+        const Layout bl = blocked_layout(isa);
+        const int64_t B = layout_block(bl);
+        if (x[1] % B) continue;
+        for (const P& p : {P{{0, B, 0, 1}, {0, 2 * B, 1, 0}}, P{{0, 0, 0, 0}, {0, 5, 0, 0}},
+                           P{{1, 0, 2, 0}, {0, B + 3, 0, 1}}}) {
+          if (value != 0 && (x[1] + p.b[1] + p.e[1]) % B) continue;
+          check_case(isa, bl, x, p.b, p.e, value, seed++);
           ++cases;
         }
       }
@@ -158,8 +170,17 @@ TEST_CASE("glue pad: refusals and names") {
   for (Isa isa : test::glue_isas()) {
     std::string why;
     const Shape x{1, 3, 4, 4};
-    CHECK_FALSE(create_pad_kernel(x, {0, 1, 0, 0}, {0, 0, 0, 0}, 0, Layout::nhwc, isa, &why));
-    CHECK(why.find("channel pads") != std::string::npos);
+    // Blocked channel pads: input channels not whole blocks; a pad before them not whole blocks;
+    // a non-zero constant into the output's pad lanes.
+    const Layout bl = blocked_layout(isa);
+    const int64_t B = layout_block(bl);
+    CHECK_FALSE(create_pad_kernel({1, B + 1, 4, 4}, {0, 0, 0, 0}, {0, 2, 0, 0}, 0, bl, isa, &why));
+    CHECK(why.find("whole") != std::string::npos);
+    CHECK_FALSE(create_pad_kernel({1, B, 4, 4}, {0, 3, 0, 0}, {0, 0, 0, 0}, 0, bl, isa, &why));
+    CHECK(why.find("whole") != std::string::npos);
+    CHECK_FALSE(create_pad_kernel({1, B, 4, 4}, {0, 0, 0, 0}, {0, 3, 0, 0}, 1.f, bl, isa, &why));
+    CHECK(why.find("pad lanes") != std::string::npos);
+    CHECK(create_pad_kernel({1, B, 4, 4}, {0, 0, 0, 0}, {0, 3, 0, 0}, 0, bl, isa, &why));
     CHECK_FALSE(
         create_pad_kernel(x, {0, 0, 0, 0}, {0, 0, 0, 0}, 1.f, blocked_layout(isa), isa, &why));
     CHECK(why.find("pad lanes") != std::string::npos);

@@ -2,8 +2,8 @@
 // Log, ... ThresholdedRelu, Pow by
 // constant exponents and a variadic Sum after a conv pick eltwise labels; Softmax over a 4-D
 // tensor's channels and over the last axis of a 2-D one picks norm labels; Transpose and
-// Pad pick their own labels, and so do Resize / Upsample (resize) and DepthToSpace /
-// SpaceToDepth (transpose). No reference label.
+// Pad (channel pads too, in nhwc and blocked layouts) pick their own labels, and so do Resize /
+// Upsample (resize) and DepthToSpace / SpaceToDepth (transpose). No reference label.
 #include <doctest/doctest.h>
 
 #include <cmath>
@@ -117,6 +117,22 @@ std::string pad_model() {
   b.init_f("v", {}, {0.5f});
   b.node("Pad", {"c", "p1", "v"}, {"y1"});
   b.node("Pad", {"c", "p2"}, {"y2"});
+  return b.bytes();
+}
+
+// Channel pads as BlazeFace's and CIFAR ResNets' shortcuts write them: y1 = Relu(Pad(c, C end
+// 8) + c2) (24 -> 32 channels; c2 = a 1x1 of x to 32); y2 = Pad(c2, C 16 before / 3 after, H 1
+// after) (32 -> 51 channels).
+std::string channel_pad_model() {
+  kiln::test::OnnxBuilder b = conv_model({"y1", "y2"}, 1.f);
+  b.init_f("w2", {32, 19, 1, 1}, randoms(32 * 19, 2, -1.f, 1.f));
+  b.node("Conv", {"x", "w2"}, {"c2"});
+  b.init_i("p1", {8}, {0, 0, 0, 0, 0, 8, 0, 0});
+  b.init_i("p2", {8}, {0, 16, 0, 0, 0, 3, 1, 0});
+  b.node("Pad", {"c", "p1"}, {"pc"});
+  b.node("Add", {"pc", "c2"}, {"s"});
+  b.node("Relu", {"s"}, {"y1"});
+  b.node("Pad", {"c2", "p2"}, {"y2"});
   return b.bytes();
 }
 
@@ -240,6 +256,35 @@ TEST_CASE("glue ops session: Transpose runs on transpose labels") {
 TEST_CASE("glue ops session: constant Pad runs on pad labels") {
   compare(pad_model(), 1e-5,
           [](const kiln::Session& s) { CHECK(count_labels(s, kiln::LabelKind::pad) == 2); });
+}
+
+TEST_CASE("glue ops session: channel Pads run in nhwc and, on whole blocks, blocked layouts") {
+  compare(channel_pad_model(), 1e-5, [](const kiln::Session& s) {
+    CHECK(count_labels(s, kiln::LabelKind::pad) == 2);
+    const kiln::Graph& g = s.graph();
+    const kiln::Layout bl = kiln::blocked_layout(s.isa());
+    const int64_t B = kiln::layout_block(bl);
+    int pads = 0;
+    for (size_t i = 0; i < g.nodes.size(); ++i) {
+      if (g.nodes[i].op != "Pad") continue;
+      ++pads;
+      const int64_t c = g.value(g.nodes[i].inputs[0]).shape[1];
+      const bool whole = c % B == 0;  // (both pads before the channels are 0 or 16)
+      bool nhwc = false, blocked = false;
+      for (const kiln::Label& l : kiln::candidate_labels(g, int(i), s.isa(), false)) {
+        if (l.kind != kiln::LabelKind::pad) continue;
+        CAPTURE(l.key());
+        nhwc |= l.in == kiln::Layout::nhwc;
+        blocked |= l.in == bl;
+        std::string why;
+        CHECK_MESSAGE(kiln::instantiate(g, int(i), l, s.isa(), &why).kernel, why);
+      }
+      CAPTURE(c);
+      CHECK(nhwc);
+      CHECK(blocked == whole);
+    }
+    CHECK(pads == 2);
+  });
 }
 
 TEST_CASE("glue ops session: reflect / edge / wrap Pads run on pad labels") {
