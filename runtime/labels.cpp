@@ -1168,13 +1168,9 @@ std::vector<Label> candidate_labels(const Graph& g, int i, Isa isa, bool referen
   } else if (jit && pad_spec(g, n)) {
     const PadSpec p = *pad_spec(g, n);
     const bool hw_only = p.begin[0] == 0 && p.end[0] == 0 && p.begin[1] == 0 && p.end[1] == 0;
-    const bool channels = p.begin[1] != 0 || p.end[1] != 0;
-    // Blocked channel pads: whole blocks before whole input blocks (jit/glue/glue.h).
-    const int64_t cb = layout_block(b), c = p.shape[1], c_out = c + p.begin[1] + p.end[1];
-    const bool blocked_ok =
-        !channels || (c % cb == 0 && p.begin[1] % cb == 0 && (p.value == 0.f || c_out % cb == 0));
     if (is4d(g, n.in(0)) && (p.mode == "constant" || hw_only)) {
-      if (blocked_ok) simple(LabelKind::pad, b);
+      if (blocked_channel_pads_ok(p.shape[1], p.begin[1], p.end[1], p.value, layout_block(b)))
+        simple(LabelKind::pad, b);
       simple(LabelKind::pad, Layout::nhwc);
     }
     if (p.mode == "constant" || hw_only) simple(LabelKind::pad, Layout::nchw);

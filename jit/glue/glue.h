@@ -160,6 +160,9 @@ std::unique_ptr<Kernel> create_softmax_kernel(int64_t outer, int64_t c, int64_t 
 std::unique_ptr<Kernel> create_transpose_kernel(const Shape& in, const std::vector<int64_t>& perm,
                                                 Isa isa, std::string* why_not);
 
+// Whether the blocked layout of `block` takes these channel pads of c channels (no pads: yes).
+bool blocked_channel_pads_ok(int64_t c, int64_t c_begin, int64_t c_end, float value, int64_t block);
+
 // Pad of a 4-D f32 tensor of logical shape x (nchw dims) by begin[d] / end[d] >= 0 elements
 // per dim. Mode constant fills with `value`: nchw and nhwc any dims; the ISA's blocked layout
 // channel pads only of whole blocks before whole input blocks (and value 0 unless input and

@@ -202,6 +202,14 @@ class PadKernel : public glue::GlueKernel {
 
 }  // namespace
 
+bool blocked_channel_pads_ok(int64_t c, int64_t c_begin, int64_t c_end, float value,
+                             int64_t block) {
+  // Pad blocks are planes: whole ones before whole input blocks. A non-zero constant would also
+  // fill the pad lanes of a partial block.
+  if ((c_begin || c_end) && (c % block || c_begin % block)) return false;
+  return value == 0.f || (c % block == 0 && (c + c_begin + c_end) % block == 0);
+}
+
 std::unique_ptr<Kernel> create_pad_kernel(const Shape& x_in, const std::vector<int64_t>& begin_in,
                                           const std::vector<int64_t>& end_in, float value, Layout l,
                                           Isa isa, std::string* why_not, const std::string& mode) {
@@ -237,12 +245,11 @@ std::unique_ptr<Kernel> create_pad_kernel(const Shape& x_in, const std::vector<i
   }
   const int B = layout_block(geo);
   const int64_t c_out = x[1] + begin[1] + end[1];
-  if (B > 1 && channel_pads && (x[1] % B || begin[1] % B))
-    return decline(why_not,
-                   "blocked channel pads need whole input blocks and whole pad blocks "
-                   "before them");
-  if (B > 1 && value != 0.f && (x[1] % B || c_out % B))
-    return decline(why_not, "a non-zero constant would fill the blocked pad lanes");
+  if (B > 1 && !blocked_channel_pads_ok(x[1], begin[1], end[1], value, B))
+    return decline(why_not, channel_pads && (x[1] % B || begin[1] % B)
+                                ? "blocked channel pads need whole input blocks and whole pad "
+                                  "blocks before them"
+                                : "a non-zero constant would fill the blocked pad lanes");
   const int64_t ho = x[2] + begin[2] + end[2], wo = x[3] + begin[3] + end[3];
   PadGeom g;
   g.n_begin = begin[0];
