@@ -14,6 +14,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from unseen_blocks4 import Downsampler
 from unseen_blocks7 import cbr
 
 
@@ -587,18 +588,6 @@ class SSnbt(nn.Module):
         return shuffle(F.relu(torch.cat([self.a(a), self.b(b)], 1) + x))
 
 
-class LEDDown(nn.Module):
-    """ENet-style downsampling: a stride-2 3x3 concatenated with a 2x2 max pool, BN, ReLU."""
-
-    def __init__(self, cin, cout):
-        super().__init__()
-        self.conv = nn.Conv2d(cin, cout - cin, 3, 2, 1)
-        self.bn = nn.BatchNorm2d(cout)
-
-    def forward(self, x):
-        return F.relu(self.bn(torch.cat([self.conv(x), F.max_pool2d(x, 2, 2)], 1)))
-
-
 class APN(nn.Module):
     """LEDNet's attention pyramid network: a 3x3 / 5x5 / 7x7 pyramid of stride-2 convs, summed
     while upsampling, multiplying a 1x1 of the input; plus a global-pool branch."""
@@ -624,8 +613,9 @@ class APN(nn.Module):
 class LEDNet(nn.Module):
     def __init__(self, classes=19):
         super().__init__()
-        layers = [LEDDown(3, 32), SSnbt(32, 1), SSnbt(32, 1), LEDDown(32, 64), SSnbt(64, 1),
-                  LEDDown(64, 128)]
+        # ENet / ERFNet downsampling: a stride-2 3x3 concatenated with a 2x2 max pool.
+        layers = [Downsampler(3, 32), SSnbt(32, 1), SSnbt(32, 1), Downsampler(32, 64),
+                  SSnbt(64, 1), Downsampler(64, 128)]
         layers += [SSnbt(128, d) for d in (1, 2, 5, 9, 2, 5, 9, 17)]
         self.enc = nn.Sequential(*layers)
         self.apn = APN(128, classes)
