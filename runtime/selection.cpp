@@ -808,8 +808,8 @@ class Selector {
   // (y_d) and on im2col (y_i), two exact families that round differently. |y - y_d| holds the
   // lossy layers' error and direct's own on those layers, |y_d - y_i| about twice the latter,
   // so sqrt(|y - y_d|^2 - |y_d - y_i|^2) estimates what the lossy families add beyond exact
-  // rounding. While that exceeds the budget, each lossy layer's share is measured once (the
-  // plan with only that layer lossy, against y_d), the layers saving least time per unit of
+  // rounding. While that exceeds the budget, each lossy layer's share is measured once (by
+  // bisection over groups of them: measure_shares), the layers saving least time per unit of
   // their share are demoted until the rest is predicted within the budget (shares add in
   // quadrature), and the network is solved and probed again. Measurements behind this:
   // bench/NOTES.md, "accuracy guard".
@@ -915,41 +915,88 @@ class Selector {
     sel_.guard_ms = ms_since(t0);
   }
 
-  // Measures the error share of each lossy node that has none yet (shares_): the plan with
-  // only that node lossy, against y_d, differs by the node's transform error and direct's own
-  // rounding on it (about noise^2 / n, taken off). The guard scales a share by the family's
-  // transform_error weight when the node moves to a milder family, and all of them to the
-  // measured total. When fewer than `probes` fit, adjacent nodes are measured as groups and
-  // each member gets an equal part of its group's share (in quadrature): a coarser demotion
-  // instead of running out of time, which demotes every lossy node (bench/NOTES.md, "The
-  // accuracy guard in groups"). A group of every lossy node needs no probe: its share is the
-  // measured total. False when over_time stopped it (and demoted and solved already).
+  // Measures the error share of each lossy node that has none yet (shares_). A group's share is
+  // the plan with only that group lossy, against y_d: its members' transform error and direct's
+  // own rounding on them (about noise^2 * members / lossy, taken off). The shares are found by
+  // bisection (bench/NOTES.md, "The accuracy guard by bisection"): the group of every
+  // unmeasured node (its share is the measured total when that is every lossy node, no probe),
+  // then, largest share first, a group's first half is probed and its second half gets the rest
+  // (shares add in quadrature; probed too when the first half holds most of it), until each
+  // group is one node or too small to matter next to the budget, or `probes` are spent. Each
+  // member of a group gets an equal part of its share (in quadrature): a few layers usually add
+  // most of the error, and they are found in a few probes each instead of one per layer. The
+  // guard scales a share by the family's transform_error weight when the node moves to a
+  // milder family, and all of them to the measured total. False when over_time stopped it (and
+  // demoted and solved already).
   bool measure_shares(const std::vector<size_t>& lossy, const std::vector<float>& y_d, double noise,
                       double probes, const std::function<bool()>& over_time) {
     std::vector<size_t> todo;  // positions in lossy without a measured share
     for (size_t k = 0; k < lossy.size(); ++k)
       if (!shares_.count(lossy[k])) todo.push_back(k);
-    const size_t groups =
-        double(todo.size()) <= probes ? todo.size() : size_t(std::max(1.0, probes));
-    for (size_t gi = 0; gi < groups; ++gi) {
-      const size_t b = todo.size() * gi / groups, end = todo.size() * (gi + 1) / groups;
+    if (todo.empty()) return true;
+    struct Group {
+      size_t b, end;  // todo[b, end)
+      double share;
+    };
+    // The share of todo[b, end): the probe's error with only those lossy, rounding taken off.
+    auto measure = [&](size_t b, size_t end) {
       const double m = double(end - b);
-      double e = sel_.probe_error;
-      if (end - b < lossy.size()) {
-        if (over_time()) return false;
-        std::vector<bool> member(lossy.size(), false);
-        for (size_t t = b; t < end; ++t) member[todo[t]] = true;
-        std::vector<size_t> others;
-        for (size_t k = 0; k < lossy.size(); ++k)
-          if (!member[k]) others.push_back(lossy[k]);
-        e = relative_error(probe_with(others, ConvFamily::direct), y_d);
-        e = std::sqrt(std::max(0.0, e * e - noise * noise * m / double(lossy.size())));
+      std::vector<bool> member(lossy.size(), false);
+      for (size_t t = b; t < end; ++t) member[todo[t]] = true;
+      std::vector<size_t> others;
+      for (size_t k = 0; k < lossy.size(); ++k)
+        if (!member[k]) others.push_back(lossy[k]);
+      const double e = relative_error(probe_with(others, ConvFamily::direct), y_d);
+      return std::sqrt(std::max(0.0, e * e - noise * noise * m / double(lossy.size())));
+    };
+    // Smaller groups than this stay whole: all of them together move the total little.
+    const double fine = o_.accuracy_budget / 1.2 / 4;
+    auto larger = [](const Group& a, const Group& b) {
+      return std::make_pair(a.share, b.b) < std::make_pair(b.share, a.b);
+    };
+    std::vector<Group> open, done;
+    int spent = 0;
+    if (todo.size() == lossy.size()) {
+      open.push_back({0, todo.size(), sel_.probe_error});
+    } else {
+      if (over_time()) return false;
+      open.push_back({0, todo.size(), measure(0, todo.size())});
+      ++spent;
+    }
+    while (!open.empty()) {
+      std::pop_heap(open.begin(), open.end(), larger);
+      const Group grp = open.back();
+      open.pop_back();
+      if (grp.end - grp.b == 1 || grp.share <= fine || double(spent) >= probes) {
+        done.push_back(grp);
+        continue;
       }
-      for (size_t t = b; t < end; ++t) {
+      if (over_time()) return false;
+      const size_t mid = grp.b + (grp.end - grp.b) / 2;
+      const double first = measure(grp.b, mid);
+      ++spent;
+      // The rest by difference, unless the first half holds most of the share: then the
+      // difference is ill-conditioned (errors add in quadrature only roughly) and is probed.
+      // (0.8: rest < 0.6 of the share; halves of even shares, 0.71, are not probed twice.)
+      double rest = std::sqrt(std::max(0.0, grp.share * grp.share - first * first));
+      if (first > 0.8 * grp.share) {
+        if (over_time()) return false;
+        rest = measure(mid, grp.end);
+        ++spent;
+      }
+      for (const Group& half : {Group{grp.b, mid, first}, Group{mid, grp.end, rest}}) {
+        open.push_back(half);
+        std::push_heap(open.begin(), open.end(), larger);
+      }
+    }
+    for (const Group& grp : done) {
+      const double m = double(grp.end - grp.b);
+      for (size_t t = grp.b; t < grp.end; ++t) {
         const size_t i = lossy[todo[t]];
-        shares_[i] = {transform_error(sel_.nodes[i].label), e / std::sqrt(m)};
+        shares_[i] = {transform_error(sel_.nodes[i].label), grp.share / std::sqrt(m)};
         log_debug("accuracy guard: {} ({}) adds {:.2e} (measured in a group of {})",
-                  g_.nodes[i].where(), sel_.nodes[i].label.key(), e / std::sqrt(m), end - b);
+                  g_.nodes[i].where(), sel_.nodes[i].label.key(), grp.share / std::sqrt(m),
+                  grp.end - grp.b);
       }
     }
     return true;

@@ -3,6 +3,7 @@
 // whose output is small next to its activations (so Winograd F(4x4,3x3)'s rounding shows).
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <random>
@@ -101,6 +102,34 @@ int lossy_nodes(const kiln::Selection& sel) {
          kiln::conv_family(c.label.conv.family).transform_error > 0;
   return n;
 }
+
+// Model m's plan in the fast mode (every lossy family, no guard) on the first JIT ISA, one thread,
+// untuned (the guard is the same on each ISA): its lossy convs and its error on a normal input,
+// which must exceed the guard's budget.
+struct FastPlan {
+  FastPlan(const std::string& model, uint64_t seed)
+      : x(normal_input(seed)), ref(reference_output(model, x)) {
+    const std::vector<kiln::Isa> isas = kiln::testing::jit_isas();
+    REQUIRE(!isas.empty());
+    o = untuned(isas.front());
+    o.accuracy = Accuracy::fast;
+    fast = load(model, o);
+    lossy = lossy_nodes(fast->selection());
+    e_fast = rel_error(run(*fast, x), ref);
+    REQUIRE(e_fast > kiln::kAccuracyBudget);
+  }
+  // The same options in the default (guarded) mode.
+  kiln::SessionOptions guarded() const {
+    kiln::SessionOptions g = o;
+    g.accuracy = Accuracy::guarded;
+    return g;
+  }
+  Tensor x, ref;
+  kiln::SessionOptions o;
+  std::unique_ptr<kiln::Session> fast;
+  int lossy = 0;
+  double e_fast = 0;
+};
 
 }  // namespace
 
@@ -317,26 +346,18 @@ TEST_CASE("the guard stops probing past the profiling budget and keeps exact fam
   CHECK(rel_error(run(*tight, x), reference_output(m, x)) < 1e-4);
 }
 
-// With fewer probes left than layers to measure (here capped: the profiling budget's time left
-// sets the cap otherwise), the guard measures error shares per group of adjacent layers and
-// still ends within its budget, with fewer probes than one per layer. A cap of 1 measures
-// nothing more: the probed total is split over the layers.
+// With fewer probes left than its bisection needs (here capped: the profiling budget's time left
+// sets the cap otherwise), the guard measures error shares of larger groups of adjacent layers
+// and still ends within its budget, with fewer probes.
 TEST_CASE("the guard measures shares in groups when too few probes are left") {
   const std::string m = twin_chain(5, 32, 1.f / 64);
-  const Tensor x = normal_input(5);
-  const Tensor ref = reference_output(m, x);
-  const std::vector<kiln::Isa> isas = kiln::testing::jit_isas();  // (the guard is the same on each)
-  REQUIRE(!isas.empty());
-  kiln::SessionOptions o = untuned(isas.front());
-  o.accuracy = Accuracy::fast;
-  auto fast = load(m, o);
-  const int lossy = lossy_nodes(fast->selection());
+  const FastPlan f(m, 5);
+  const int lossy = f.lossy;
+  const double e_fast = f.e_fast;
   REQUIRE(lossy >= 5);
-  const double e_fast = rel_error(run(*fast, x), ref);
-  REQUIRE(e_fast > kiln::kAccuracyBudget);
-  o.accuracy = Accuracy::guarded;
+  kiln::SessionOptions o = f.guarded();
   auto each = load(m, o);
-  CHECK(each->selection().probes >= 3 + lossy);  // a share probe per layer
+  CHECK(each->selection().probes > 4);  // exact twice, the plan, share probes, the plan again
   for (int cap : {1, 2}) {
     CAPTURE(cap);
     o.guard_share_probes = cap;
@@ -346,11 +367,97 @@ TEST_CASE("the guard measures shares in groups when too few probes are left") {
     CHECK(sel.probe_error >= 0);
     CHECK(sel.probe_error <= kiln::kAccuracyBudget);
     CHECK(sel.probes < each->selection().probes);
-    const double e = rel_error(run(*grouped, x), ref);
+    const double e = rel_error(run(*grouped, f.x), f.ref);
     CAPTURE(e_fast);
     CAPTURE(e);
     CHECK(e < e_fast / 2);
   }
+}
+
+// A 1x1 conv (exact on every family) to `ch` channels, the twin convs of twin_chain and their
+// difference, then `depth` 3x3 convs (ReLU) of it: the twins' rounding shows 1/eps larger in
+// the output, the chain's only at its own relative size, so two layers add nearly all the error.
+// (In twin_chain every layer shows alike: any change before the twins re-draws their amplified
+// rounding.)
+std::string twins_first(int depth, int64_t ch, float eps) {
+  kiln::test::OnnxBuilder b;
+  b.input("x", {1, 8, 20, 20});
+  std::mt19937 rng(11);
+  auto weights = [&](int64_t oc, int64_t ic, int64_t k) {
+    std::normal_distribution<float> w(0.f, std::sqrt(2.f / float(ic * k * k)));
+    std::vector<float> v(size_t(oc * ic * k * k));
+    for (float& x : v) x = w(rng);
+    return v;
+  };
+  auto conv3 = [&](const std::string& w, const std::string& in, const std::string& out) {
+    auto& c = b.node("Conv", {in, w}, {out});
+    kiln::test::OnnxBuilder::attr_ints(c, "kernel_shape", {3, 3});
+    kiln::test::OnnxBuilder::attr_ints(c, "pads", {1, 1, 1, 1});
+  };
+  b.init_f("w_in", {ch, 8, 1, 1}, weights(ch, 8, 1));
+  b.node("Conv", {"x", "w_in"}, {"p"});
+  b.node("Relu", {"p"}, {"r"});
+  std::vector<float> wt = weights(ch, ch, 3);
+  b.init_f("wa", {ch, ch, 3, 3}, wt);
+  for (float& v : wt) v *= 1 + eps;
+  b.init_f("wb", {ch, ch, 3, 3}, wt);
+  conv3("wa", "r", "a");
+  conv3("wb", "r", "b");
+  b.node("Sub", {"b", "a"}, {"d0"});
+  std::string cur = "d0";
+  for (int l = 0; l < depth; ++l) {
+    const std::string n = std::to_string(l);
+    b.init_f("w" + n, {ch, ch, 3, 3}, weights(ch, ch, 3));
+    conv3("w" + n, cur, "c" + n);
+    cur = "d" + std::to_string(l + 1);
+    b.node("Relu", {"c" + n}, {cur});
+  }
+  b.output(cur);
+  return b.bytes();
+}
+
+// The guard's bisection over groups of layers finds the two that add the error with fewer
+// share probes than layers, demotes them and keeps the chain's Winograd convs.
+TEST_CASE("the guard finds the few layers that add the error in fewer probes than layers") {
+  const std::string m = twins_first(12, 32, 1.f / 64);
+  const FastPlan f(m, 6);
+  const int lossy = f.lossy;
+  const double e_fast = f.e_fast;
+  REQUIRE(lossy >= 12);
+  kiln::SessionOptions o = f.guarded();
+  auto def = load(m, o);
+  const kiln::Selection& sel = def->selection();
+  CHECK(sel.probe_error <= kiln::kAccuracyBudget);
+  CHECK(sel.probes < 3 + lossy);  // fewer than a share probe per layer
+  CHECK(sel.demoted >= 1);
+  CHECK(sel.demoted <= 3);
+  // A demoted conv moves to a family adding less error (F4 -> F2, or an exact one).
+  const kiln::Graph& g = def->graph();
+  REQUIRE(g.nodes.size() == f.fast->graph().nodes.size());
+  auto error_of = [](const kiln::NodeChoice& c) {
+    return c.label.kind == kiln::LabelKind::conv
+               ? kiln::conv_family(c.label.conv.family).transform_error
+               : 0.0;
+  };
+  int twins_milder = 0, others_kept = 0;
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    const double before = error_of(f.fast->selection().nodes[i]), after = error_of(sel.nodes[i]);
+    if (before == 0) continue;
+    bool twin = false;  // the twin convs: the two whose outputs the Sub reads
+    for (const kiln::Node& user : g.nodes)
+      twin |= user.op == "Sub" && !g.nodes[i].outputs.empty() &&
+              std::count(user.inputs.begin(), user.inputs.end(), g.nodes[i].outputs[0]) > 0;
+    if (twin)
+      twins_milder += after < before;
+    else
+      others_kept += after == before;
+  }
+  CHECK(twins_milder >= 1);
+  CHECK(others_kept >= lossy - 3);
+  const double e = rel_error(run(*def, f.x), f.ref);
+  CAPTURE(e_fast);
+  CAPTURE(e);
+  CHECK(e < e_fast / 2);
 }
 
 // The guard's memory bound counts the activations alive at once, not all of them: a long chain
