@@ -384,6 +384,10 @@ const Tensor* const_tensor(const Graph& g, ValueId v) {
   return v != kNoValue && g.value(v).is_const() ? &*g.value(v).constant : nullptr;
 }
 
+bool is4d(const Graph& g, ValueId v) {
+  return v != kNoValue && g.value(v).shape.size() == 4;
+}
+
 const Tensor* const_f32(const Graph& g, ValueId v) {
   const Tensor* t = const_tensor(g, v);
   return t && g.value(v).dtype == DType::f32 ? t : nullptr;

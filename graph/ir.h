@@ -296,6 +296,8 @@ std::string unique_value_name(const Graph& g, const std::string& base);
 const Tensor* const_tensor(const Graph& g, ValueId v);
 // The constant f32 tensor value v holds, or nullptr (absent, computed, or another dtype).
 const Tensor* const_f32(const Graph& g, ValueId v);
+// Value v is present and 4-D.
+bool is4d(const Graph& g, ValueId v);
 
 // A 1-D int64 tensor holding v.
 Tensor ints_tensor(const std::vector<int64_t>& v);

@@ -36,10 +36,6 @@ namespace {
 
 constexpr double kInf = std::numeric_limits<double>::infinity();
 
-bool is4d(const Graph& g, ValueId v) {
-  return v != kNoValue && g.value(v).shape.size() == 4;
-}
-
 // The weight of the rounding error a label's transforms add (0: exact; conv_families.h).
 double transform_error(const Label& l) {
   return l.kind == LabelKind::conv ? conv_family(l.conv.family).transform_error : 0;
