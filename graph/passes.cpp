@@ -478,6 +478,7 @@ PassStats optimize(Graph& g, const Evaluator& eval) {
   s.rewrites += fuse_group_norm(g);
   s.rewrites += fuse_gelu(g);
   s.rewrites += fold_conv_affine(g);
+  s.rewrites += merge_branches(g);  // (after BN folding: branches are Convs with biases)
   s.glue = rewrite_channel_ops(g) + rewrite_splits(g) + rewrite_reduce_means(g) + fold_pads(g);
   s.dead = remove_dead_code(g);
   return s;

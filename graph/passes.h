@@ -195,6 +195,10 @@ int fuse_lrn(Graph& g);
 // Conv (constant weights, no post-ops) whose only consumer adds or multiplies a per-channel
 // constant: folded into its bias / weights and bias, like fold_batchnorm.
 int fold_conv_affine(Graph& g);
+// Convs of one input x, x itself and BatchNormalizations of x summed by a tree of Adds
+// (RepVGG / ACNet / MobileOne blocks as trained): one Conv with the branches' kernels and biases
+// summed (graph/rewrites.cpp, BranchMerger).
+int merge_branches(Graph& g);
 // QuantizeLinear -> DequantizeLinear with the same per-tensor constant scale and zero point
 // (QDQ models' activations): one QuantizeDequantize node, a unary op with attributes scale,
 // zero_point and to (graph/quant.h), which the elementwise kernels compute (fuse_qdq.cpp).

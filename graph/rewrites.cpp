@@ -614,6 +614,198 @@ class LrnFuser : public Rewriter {
   }
 };
 
+// ---- parallel branches (structural re-parameterisation) ----
+
+// A sum of branches of one input x, as RepVGG, ACNet, DBB and MobileOne train them and export
+// them un-merged: Convs of x (constant f32 weights and bias, one stride, dilation 1, one group
+// count), x itself and inference BatchNormalizations of x (when the convs keep x's shape), added
+// together (any tree of same-shape Adds, at most one other summand): one Conv whose kernel
+// holds each branch's kernel at its place in the widest window (x and BN as a centre tap per
+// channel) and whose bias is the sum. Exact up to float rounding order: each output element is
+// the same sum of products, zero taps aside.
+class BranchMerger : public Rewriter {
+ public:
+  using Rewriter::Rewriter;
+
+  bool try_match(Node& root) {
+    if (root.op != "Add" || root.inputs.size() != 2 || root.outputs.size() != 1) return false;
+    const ValueId y = root.outputs[0];
+    const Shape ys = g_.value(y).shape;
+    if (ys.size() != 4 || g_.value(y).dtype != DType::f32) return false;
+    if (Node* u = sole_user(y); u && in_tree(*u, ys)) return false;  // (its root takes it)
+    std::vector<ValueId> leaves;
+    std::vector<Node*> adds;
+    if (!collect(root, ys, &leaves, &adds)) return false;
+    // The input whose branches are merged: the one with the most summands, a Conv among them.
+    std::vector<ValueId> xs;
+    for (ValueId v : leaves) xs.push_back(branch_input(v, adds));
+    ValueId x = kNoValue;
+    size_t best = 1;
+    for (ValueId c : xs) {
+      const size_t k = size_t(std::count(xs.begin(), xs.end(), c));
+      bool conv = false;
+      for (size_t i = 0; i < leaves.size(); ++i)
+        conv |= xs[i] == c && producer(leaves[i]) && producer(leaves[i])->op == "Conv";
+      if (c != kNoValue && conv && k > best) x = c, best = k;
+    }
+    if (x == kNoValue) return false;
+    std::vector<ValueId> members, rest;
+    for (size_t i = 0; i < leaves.size(); ++i) (xs[i] == x ? members : rest).push_back(leaves[i]);
+    if (rest.size() > 1) return false;
+    return merge(root, x, members, rest, adds, ys);
+  }
+
+ private:
+  // An Add of same-shape operands (no broadcast) whose output has shape ys.
+  bool in_tree(const Node& n, const Shape& ys) const {
+    if (n.op != "Add" || n.inputs.size() != 2 || n.outputs.size() != 1 ||
+        g_.value(n.outputs[0]).shape != ys)
+      return false;
+    return g_.value(n.inputs[0]).shape == ys && g_.value(n.inputs[1]).shape == ys;
+  }
+
+  // The summands of the Add tree under `add` (Adds read only by the tree are opened).
+  bool collect(Node& add, const Shape& ys, std::vector<ValueId>* leaves, std::vector<Node*>* adds) {
+    if (!in_tree(add, ys) || adds->size() > 64) return false;
+    adds->push_back(&add);
+    for (ValueId v : add.inputs) {
+      Node* p = producer(v);
+      if (p && sole_user(v) == &add && in_tree(*p, ys)) {
+        if (!collect(*p, ys, leaves, adds)) return false;
+      } else {
+        leaves->push_back(v);
+      }
+    }
+    return true;
+  }
+
+  // The x a summand is a branch of: a Conv's or BN's input when only the tree reads the summand,
+  // else the summand itself (x as its own identity branch).
+  ValueId branch_input(ValueId v, const std::vector<Node*>& adds) {
+    Node* p = producer(v);
+    Node* u = sole_user(v);
+    if (p && u && std::count(adds.begin(), adds.end(), u) && p->outputs.size() == 1 &&
+        (p->op == "Conv" || p->op == "BatchNormalization"))
+      return p->inputs[0];
+    return g_.value(v).is_const() ? kNoValue : v;
+  }
+
+  // Per spatial dim of a member: its window [s, e] relative to the output position times the
+  // stride, and its kernel extent.
+  struct Member {
+    Node* node = nullptr;  // Conv or BatchNormalization; nullptr: x itself
+    int64_t k[2] = {1, 1}, s[2] = {0, 0};
+  };
+
+  bool merge(Node& root, ValueId x, const std::vector<ValueId>& leaves,
+             const std::vector<ValueId>& rest, const std::vector<Node*>& adds, const Shape& ys) {
+    const Shape xs = g_.value(x).shape;
+    if (xs.size() != 4 || g_.value(x).dtype != DType::f32) return false;
+    const int64_t m = ys[1];
+    std::vector<Member> mem;
+    Node* first = nullptr;  // the first Conv in node order: becomes the merged one
+    std::vector<int64_t> strides;
+    int64_t group = 0;
+    for (ValueId v : leaves) {
+      Member b;
+      Node* p = producer(v);
+      if (p && p->inputs[0] == x && p->op == "Conv") {
+        const Tensor* w = const_f32(g_, p->in(1));
+        if (!w || p->has("post_ops") || (p->in(2) != kNoValue && !const_f32(g_, p->in(2))) ||
+            w->shape().size() != 4 || w->shape()[0] != m ||
+            p->attr_ints("dilations", {1, 1}) != std::vector<int64_t>{1, 1})
+          return false;
+        const std::vector<int64_t> st = p->attr_ints("strides", {1, 1}),
+                                   pads = p->attr_ints("pads");
+        const int64_t grp = p->attr_i("group", 1);
+        if (pads.size() != 4 || (!strides.empty() && (st != strides || grp != group))) return false;
+        strides = st, group = grp;
+        b.node = p;
+        for (int d = 0; d < 2; ++d) b.k[d] = w->shape()[size_t(2 + d)], b.s[d] = -pads[size_t(d)];
+        if (!first || index(p) < index(first)) first = p;
+      } else if (p && p->inputs[0] == x && p->op == "BatchNormalization") {
+        b.node = p;
+      } else if (v != x) {
+        return false;
+      }
+      if (b.node &&
+          std::any_of(mem.begin(), mem.end(), [&](const Member& o) { return o.node == b.node; }))
+        return false;  // (one branch read twice)
+      mem.push_back(b);
+    }
+    if (!first) return false;
+    const int64_t cpg = xs[1] / group;  // input channels per group
+    const bool identities = std::any_of(
+        mem.begin(), mem.end(), [](const Member& b) { return !b.node || b.node->op != "Conv"; });
+    if (identities && (xs != ys || strides != std::vector<int64_t>{1, 1} || m % group))
+      return false;
+    // The merged window per dim: from the earliest start to the latest end; the trailing pad
+    // that keeps the output's size (every branch's taps read what they read before).
+    int64_t s0[2], k[2], pad_end[2];
+    for (int d = 0; d < 2; ++d) {
+      int64_t lo = 0, hi = 0;
+      for (size_t i = 0; i < mem.size(); ++i) {
+        const int64_t s = mem[i].s[d], e = s + mem[i].k[d] - 1;
+        lo = i == 0 ? s : std::min(lo, s);
+        hi = i == 0 ? e : std::max(hi, e);
+      }
+      s0[d] = lo, k[d] = hi - lo + 1;
+      pad_end[d] = std::max<int64_t>(
+          0, (ys[size_t(2 + d)] - 1) * strides[size_t(d)] + hi - (xs[size_t(2 + d)] - 1));
+      if (lo > 0 || k[d] > 64) return false;  // (a window starting inside: not a padded conv)
+    }
+    std::vector<double> w(size_t(m * cpg * k[0] * k[1]), 0.0), bias(size_t(m), 0.0);
+    auto at = [&](int64_t o, int64_t c, int64_t h, int64_t ww) {
+      return size_t(((o * cpg + c) * k[0] + h) * k[1] + ww);
+    };
+    for (const Member& b : mem) {
+      const int64_t oh = b.s[0] - s0[0], ow = b.s[1] - s0[1];
+      if (b.node && b.node->op == "Conv") {
+        const Tensor& wt = *g_.value(b.node->inputs[1]).constant;
+        if (wt.shape()[1] != cpg) return false;
+        const ModelFloats src(wt);
+        for (int64_t o = 0; o < m; ++o)
+          for (int64_t c = 0; c < cpg; ++c)
+            for (int64_t h = 0; h < b.k[0]; ++h)
+              for (int64_t ww = 0; ww < b.k[1]; ++ww)
+                w[at(o, c, oh + h, ow + ww)] +=
+                    double(src[size_t(((o * cpg + c) * b.k[0] + h) * b.k[1] + ww)]);
+        if (const Tensor* bt = const_f32(g_, b.node->in(2))) {
+          const ModelFloats bs(*bt);
+          for (int64_t o = 0; o < m; ++o) bias[size_t(o)] += double(bs[size_t(o)]);
+        }
+        continue;
+      }
+      std::vector<float> scale(size_t(m), 1.f), shift(size_t(m), 0.f);
+      if (b.node && !batchnorm_affine(g_, *b.node, &scale, &shift)) return false;
+      for (int64_t o = 0; o < m; ++o) {  // output channel o reads input channel o
+        w[at(o, o % cpg, oh, ow)] += double(scale[size_t(o)]);
+        bias[size_t(o)] += double(shift[size_t(o)]);
+      }
+    }
+    Tensor wt(DType::f32, {m, cpg, k[0], k[1]}), bt(DType::f32, {m});
+    std::transform(w.begin(), w.end(), wt.data<float>(), [](double v) { return float(v); });
+    std::transform(bias.begin(), bias.end(), bt.data<float>(), [](double v) { return float(v); });
+    const std::string name = first->name;
+    first->inputs.resize(3);
+    first->inputs[1] = g_.add_const(unique_value_name(g_, name + "_w_merged"), std::move(wt));
+    first->inputs[2] = g_.add_const(unique_value_name(g_, name + "_b_merged"), std::move(bt));
+    first->attrs["kernel_shape"] = attr_ints({k[0], k[1]});
+    first->attrs["pads"] = attr_ints({-s0[0], -s0[1], pad_end[0], pad_end[1]});
+    for (const Member& b : mem)
+      if (b.node && b.node != first) kill(b.node);
+    for (Node* a : adds)
+      if (a != &root) kill(a);
+    if (rest.empty()) {
+      first->outputs[0] = root.outputs[0];
+      kill(&root);
+    } else {
+      root.inputs = {first->outputs[0], rest[0]};
+    }
+    return true;
+  }
+};
+
 // One pass of rewriter R (its try_match) over every live node; shapes are inferred again
 // when something changed (new nodes, re-laid values).
 template <class R>
@@ -667,6 +859,10 @@ int fold_conv_affine(Graph& g) {
   }
   r.finish();
   return n;
+}
+
+int merge_branches(Graph& g) {
+  return sweep<BranchMerger>(g);
 }
 
 int sink_channels_last(Graph& g) {

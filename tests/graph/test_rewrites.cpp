@@ -1,7 +1,7 @@
 // graph/rewrites.cpp: channels-last regions back to NCHW, LayerNorm, GroupNorm and GELU patterns,
-// per-channel Add/Mul folded into a Conv. Each rewrite is checked by what it leaves (op counts,
-// post-ops) and by running the graph before and after it through the reference kernels;
-// near-misses must be left alone.
+// per-channel Add/Mul folded into a Conv, parallel conv branches of one input merged. Each rewrite
+// is checked by what it leaves (op counts, post-ops) and by running the graph before and after it
+// through the reference kernels; near-misses must be left alone.
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -52,6 +52,7 @@ Rewritten rewrite(const OnnxBuilder& b) {
   r.stats.rewrites += fuse_group_norm(r.g);
   r.stats.rewrites += fuse_gelu(r.g);
   r.stats.rewrites += fold_conv_affine(r.g);
+  r.stats.rewrites += merge_branches(r.g);
   fuse_epilogues(r.g);
   remove_dead_code(r.g);
   r.after = test::run_first_output(r.g, 2);
@@ -303,6 +304,214 @@ TEST_CASE("rewrites: a folded chain leaves shared weights alone") {
   CHECK(convs == 3);
   const Tensor& wt = *g.value(wid).constant;
   CHECK(std::vector<float>(wt.data<float>(), wt.data<float>() + wt.numel()) == w);
+}
+
+}  // namespace kiln
+
+namespace kiln {
+namespace {
+
+// Weights of a given shape from a fixed pattern (distinct per name through `seed`).
+std::vector<float> pattern(int64_t n, float seed) {
+  std::vector<float> v(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) v[size_t(i)] = std::sin(seed + 0.73f * float(i)) * 0.5f;
+  return v;
+}
+
+// A branch of the sum: a Conv (kernel, pads {top, left, bottom, right}, stride, group, bias), an
+// inference BatchNormalization of x ("bn") or x itself ("x").
+struct BranchSpec {
+  std::string kind;  // "conv", "bn", "x"
+  int64_t kh = 3, kw = 3;
+  std::vector<int64_t> pads = {1, 1, 1, 1};
+  int64_t stride = 1, group = 1, dilation = 1;
+  bool bias = true;
+};
+
+// x [1, c, h, w] -> the branches summed (a chain of Adds, in order) -> y; `extra`: one more
+// summand, a second input z of y's shape.
+OnnxBuilder branches(int64_t c, int64_t m, int64_t h, int64_t w, const std::vector<BranchSpec>& bs,
+                     bool extra = false) {
+  OnnxBuilder b;
+  b.input("x", {1, c, h, w});
+  std::vector<std::string> terms;
+  for (size_t i = 0; i < bs.size(); ++i) {
+    const BranchSpec& s = bs[i];
+    const std::string n = std::to_string(i);
+    if (s.kind == "x") {
+      terms.push_back("x");
+      continue;
+    }
+    if (s.kind == "bn") {
+      for (const char* p : {"scale", "shift", "mean", "var"}) {
+        std::vector<float> v = pattern(c, float(i) + float(p[1]));
+        if (std::string(p) == "var")
+          for (float& x : v) x = 0.5f + x * x;
+        b.init_f(p + n, {c}, v);
+      }
+      b.node("BatchNormalization", {"x", "scale" + n, "shift" + n, "mean" + n, "var" + n},
+             {"t" + n});
+      terms.push_back("t" + n);
+      continue;
+    }
+    b.init_f("w" + n, {m, c / s.group, s.kh, s.kw},
+             pattern(m * c / s.group * s.kh * s.kw, float(i)));
+    std::vector<std::string> in = {"x", "w" + n};
+    if (s.bias) {
+      b.init_f("b" + n, {m}, pattern(m, 10.f + float(i)));
+      in.push_back("b" + n);
+    }
+    auto& conv = b.node("Conv", in, {"t" + n});
+    OnnxBuilder::attr_ints(conv, "kernel_shape", {s.kh, s.kw});
+    OnnxBuilder::attr_ints(conv, "pads", s.pads);
+    OnnxBuilder::attr_ints(conv, "strides", {s.stride, s.stride});
+    OnnxBuilder::attr_ints(conv, "dilations", {s.dilation, s.dilation});
+    OnnxBuilder::attr_i(conv, "group", s.group);
+    terms.push_back("t" + n);
+  }
+  if (extra) terms.push_back("z");
+  std::string acc = terms[0];
+  for (size_t i = 1; i < terms.size(); ++i) {
+    const std::string out = i + 1 == terms.size() ? "y" : "s" + std::to_string(i);
+    b.node("Add", {acc, terms[i]}, {out});
+    acc = out;
+  }
+  b.output("y");
+  return b;
+}
+
+BranchSpec conv(int64_t kh, int64_t kw, std::vector<int64_t> pads, int64_t stride = 1,
+                int64_t group = 1, bool bias = true) {
+  BranchSpec s;
+  s.kind = "conv";
+  s.kh = kh, s.kw = kw, s.pads = std::move(pads), s.stride = stride, s.group = group;
+  s.bias = bias;
+  return s;
+}
+
+BranchSpec of(const std::string& kind) {
+  BranchSpec s;
+  s.kind = kind;
+  return s;
+}
+
+}  // namespace
+}  // namespace kiln
+
+namespace kiln {
+
+// Structural re-parameterisation: the branches trained in parallel and exported as such become
+// one Conv computing the same function (checked by the reference kernels before and after).
+TEST_CASE("rewrites: parallel branches of one input become one conv") {
+  struct Case {
+    const char* name;
+    int64_t c, m, h, w;
+    std::vector<BranchSpec> bs;
+  };
+  const Case cases[] = {
+      {"RepVGG: 3x3, 1x1, BN of x",
+       8,
+       8,
+       6,
+       7,
+       {conv(3, 3, {1, 1, 1, 1}), conv(1, 1, {0, 0, 0, 0}), of("bn")}},
+      {"RepVGG, strided: 3x3 and 1x1 of stride 2 on odd sizes",
+       4,
+       8,
+       7,
+       9,
+       {conv(3, 3, {1, 1, 1, 1}, 2), conv(1, 1, {0, 0, 0, 0}, 2, 1, false)}},
+      {"ACNet: 3x3, 1x3, 3x1",
+       6,
+       5,
+       5,
+       6,
+       {conv(3, 3, {1, 1, 1, 1}), conv(1, 3, {0, 1, 0, 1}), conv(3, 1, {1, 0, 1, 0}, 1, 1, false)}},
+      {"MobileOne: three depthwise 3x3, a depthwise 1x1, BN of x and x",
+       8,
+       8,
+       5,
+       5,
+       {conv(3, 3, {1, 1, 1, 1}, 1, 8), conv(3, 3, {1, 1, 1, 1}, 1, 8),
+        conv(3, 3, {1, 1, 1, 1}, 1, 8), conv(1, 1, {0, 0, 0, 0}, 1, 8), of("bn"), of("x")}},
+      {"grouped 3x3 and x", 8, 8, 4, 6, {conv(3, 3, {1, 1, 1, 1}, 1, 2), of("x")}},
+      {"large and small kernels (RepLKNet)",
+       4,
+       4,
+       9,
+       8,
+       {conv(7, 7, {3, 3, 3, 3}, 1, 4), conv(3, 3, {1, 1, 1, 1}, 1, 4)}},
+      {"windows that differ at the end: 2x2 padded after, 1x1",
+       3,
+       4,
+       5,
+       5,
+       {conv(2, 2, {0, 0, 1, 1}), conv(1, 1, {0, 0, 0, 0})}},
+      {"a conv and x (a residual around one conv)",
+       4,
+       4,
+       5,
+       5,
+       {conv(3, 3, {1, 1, 1, 1}), of("x")}},
+  };
+  for (const Case& c : cases) {
+    const std::string name = c.name;
+    CAPTURE(name);
+    Rewritten r = rewrite(branches(c.c, c.m, c.h, c.w, c.bs));
+    CHECK(r.stats.rewrites == 1);
+    const auto n = ops(r.g);
+    CHECK(n.at("Conv") == 1);
+    CHECK(n.count("Add") == 0);
+    CHECK(n.count("BatchNormalization") == 0);
+    check_same(r);
+  }
+  // A summand of another input stays an Add (here fused as the merged conv's residual).
+  Rewritten r = rewrite(
+      branches(4, 4, 5, 5, {conv(3, 3, {1, 1, 1, 1}), conv(1, 1, {0, 0, 0, 0})}, /*extra=*/true)
+          .input("z", {1, 4, 5, 5}));
+  CHECK(r.stats.rewrites == 1);
+  CHECK(ops(r.g).at("Conv") == 1);
+  check_same(r);
+}
+
+TEST_CASE("rewrites: branches that are not one conv's are left alone") {
+  // Dilated: its taps are not a kernel's of the others' window.
+  BranchSpec dil = conv(3, 3, {2, 2, 2, 2});
+  dil.dilation = 2;
+  // Another group count, another input, a branch read elsewhere, x on a strided sum.
+  const std::vector<std::pair<const char*, OnnxBuilder>> cases = {
+      {"dilated", branches(4, 4, 6, 6, {dil, conv(1, 1, {0, 0, 0, 0})})},
+      {"groups differ",
+       branches(4, 4, 6, 6, {conv(3, 3, {1, 1, 1, 1}, 1, 2), conv(1, 1, {0, 0, 0, 0})})},
+      {"no conv: x and a BN of x", branches(4, 4, 5, 5, {of("bn"), of("x")})},
+  };
+  for (const auto& [what, b] : cases) {
+    const std::string name = what;
+    CAPTURE(name);
+    Rewritten r = rewrite(b);
+    CHECK(r.stats.rewrites == 0);
+    check_same(r);
+  }
+  {  // a branch also read as an output
+    OnnxBuilder b = branches(4, 4, 5, 5, {conv(3, 3, {1, 1, 1, 1}), conv(1, 1, {0, 0, 0, 0})});
+    b.output("t0");
+    Rewritten r = rewrite(b);
+    CHECK(r.stats.rewrites == 0);
+    CHECK(ops(r.g).at("Conv") == 2);
+  }
+  {  // convs of two different inputs
+    OnnxBuilder b;
+    b.input("x", {1, 4, 5, 5}).input("z", {1, 4, 5, 5}).output("y");
+    b.init_f("w0", {4, 4, 3, 3}, pattern(144, 1));
+    b.init_f("w1", {4, 4, 1, 1}, pattern(16, 2));
+    auto& c0 = b.node("Conv", {"x", "w0"}, {"a"});
+    OnnxBuilder::attr_ints(c0, "pads", {1, 1, 1, 1});
+    b.node("Conv", {"z", "w1"}, {"c"});
+    b.node("Add", {"a", "c"}, {"y"});
+    Rewritten r = rewrite(b);
+    CHECK(r.stats.rewrites == 0);
+    CHECK(ops(r.g).at("Conv") == 2);
+  }
 }
 
 }  // namespace kiln
