@@ -15,6 +15,7 @@
 #include "runtime/plan.h"
 #include "runtime/selection.h"
 #include "runtime/session.h"
+#include "session_test_util.h"
 
 namespace fs = std::filesystem;
 using kiln::Tensor;
@@ -25,16 +26,7 @@ fs::path fixture(const std::string& name) {
   return fs::path(KILN_FIXTURE_DIR) / "models" / name;
 }
 
-double rel_error(const Tensor& got, const Tensor& ref) {
-  double maxref = 0, maxdiff = 0;
-  for (int64_t i = 0; i < ref.numel(); ++i) {
-    const double r = ref.data<float>()[i], g = got.data<float>()[i];
-    if (std::isnan(g)) return INFINITY;
-    maxref = std::max(maxref, std::fabs(r));
-    maxdiff = std::max(maxdiff, std::fabs(g - r));
-  }
-  return maxref > 0 ? maxdiff / maxref : maxdiff;
-}
+using kiln::sessiontest::rel_error;
 
 // Loads the fixture with `o`, runs its stored input, returns the error vs its stored output.
 double fixture_error(const std::string& name, const kiln::SessionOptions& o,
