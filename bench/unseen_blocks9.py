@@ -15,7 +15,6 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from unseen_blocks7 import cbr
-from unseen_blocks8 import up_to
 
 
 def rconv(cin, cout, act=True):
