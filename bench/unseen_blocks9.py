@@ -17,6 +17,25 @@ import torch.nn.functional as F
 from unseen_blocks7 import cbr
 
 
+def strided_stages(chs):
+    """An encoder of stride-2 stages (a strided 3x3 conv-BN-ReLU, then a 3x3 one) widening
+    through chs from 3 input channels."""
+    stages, cin = nn.ModuleList(), 3
+    for c in chs:
+        stages.append(nn.Sequential(cbr(cin, c, 3, 2), cbr(c, c, 3)))
+        cin = c
+    return stages
+
+
+def stage_outputs(stages, x):
+    """Every stage's output, in order."""
+    outs = []
+    for s in stages:
+        x = s(x)
+        outs.append(x)
+    return outs
+
+
 def rconv(cin, cout, act=True):
     """Monodepth2's Conv3x3: reflection pad 1, 3x3 conv, ELU."""
     layers = [nn.ReflectionPad2d(1), nn.Conv2d(cin, cout, 3)]
@@ -32,11 +51,7 @@ class Monodepth2(nn.Module):
     def __init__(self):
         super().__init__()
         chs = (16, 24, 32, 48, 64)
-        self.enc = nn.ModuleList()
-        cin = 3
-        for c in chs:
-            self.enc.append(nn.Sequential(cbr(cin, c, 3, 2), cbr(c, c, 3)))
-            cin = c
+        self.enc = strided_stages(chs)
         dec = (8, 16, 24, 32, 48)
         self.up0 = nn.ModuleList()
         self.up1 = nn.ModuleList()
@@ -49,10 +64,7 @@ class Monodepth2(nn.Module):
                 self.disp.append(rconv(dec[i], 1, act=False))
 
     def forward(self, x):
-        feats = []
-        for e in self.enc:
-            x = e(x)
-            feats.append(x)
+        feats = stage_outputs(self.enc, x)
         y, extra, out = feats[-1], 0, None
         for k, i in enumerate(range(4, -1, -1)):
             y = F.interpolate(self.up0[k](y), scale_factor=2.0, mode="nearest")
@@ -232,11 +244,7 @@ class RetinaNetHead(nn.Module):
         super().__init__()
         self.k, self.a = classes, anchors
         chs = (16, 32, 64, 96, 128)
-        self.stages = nn.ModuleList()
-        cin = 3
-        for c in chs:
-            self.stages.append(nn.Sequential(cbr(cin, c, 3, 2), cbr(c, c, 3)))
-            cin = c
+        self.stages = strided_stages(chs)
         self.lat = nn.ModuleList([nn.Conv2d(c, f, 1) for c in chs[2:]])
         self.fpn = nn.ModuleList([nn.Conv2d(f, f, 3, padding=1) for _ in chs[2:]])
         self.p6 = nn.Conv2d(chs[-1], f, 3, 2, 1)
@@ -252,11 +260,7 @@ class RetinaNetHead(nn.Module):
         self.box = subnet(anchors * 4)
 
     def forward(self, x):
-        cs = []
-        for s in self.stages:
-            x = s(x)
-            cs.append(x)
-        c3, c4, c5 = cs[2:]
+        c3, c4, c5 = stage_outputs(self.stages, x)[2:]
         p5 = self.lat[2](c5)
         p4 = self.lat[1](c4) + F.interpolate(p5, size=c4.shape[2:], mode="nearest")
         p3 = self.lat[0](c3) + F.interpolate(p4, size=c3.shape[2:], mode="nearest")
