@@ -737,8 +737,7 @@ class BranchMerger : public Rewriter {
     const int64_t cpg = xs[1] / group;  // input channels per group
     const bool identities = std::any_of(
         mem.begin(), mem.end(), [](const Member& b) { return !b.node || b.node->op != "Conv"; });
-    if (identities && (xs != ys || strides != std::vector<int64_t>{1, 1} || m % group))
-      return false;
+    if (identities && (xs != ys || strides != std::vector<int64_t>{1, 1})) return false;
     // The merged window per dim: from the earliest start to the latest end; the trailing pad
     // that keeps the output's size (every branch's taps read what they read before).
     int64_t s0[2], k[2], pad_end[2];
@@ -752,7 +751,7 @@ class BranchMerger : public Rewriter {
       s0[d] = lo, k[d] = hi - lo + 1;
       pad_end[d] = std::max<int64_t>(
           0, (ys[size_t(2 + d)] - 1) * strides[size_t(d)] + hi - (xs[size_t(2 + d)] - 1));
-      if (lo > 0 || k[d] > 64) return false;  // (a window starting inside: not a padded conv)
+      if (k[d] > 64) return false;
     }
     std::vector<double> w(size_t(m * cpg * k[0] * k[1]), 0.0), bias(size_t(m), 0.0);
     auto at = [&](int64_t o, int64_t c, int64_t h, int64_t ww) {
