@@ -1157,16 +1157,26 @@ class Selector {
   // Fast tuning measures only the labels the cost model finds plausible, and those alone may
   // not chain (an int8 conv whose only plausible label reads uint8, after a view that cannot
   // give it). Then the labels it passed over come back at the model's estimates: a model that
-  // loads without tuning loads with it. False when there were none.
+  // loads without tuning loads with it. False when there were none. A label whose layouts a
+  // measured label of its node already has adds no way to chain, only the model's guess beside
+  // a measurement: it stays out (a scalar reference Transpose, its model estimate below its JIT
+  // kernel's time measured while CI ran another test, was chosen).
   bool admit_pruned() {
     bool any = false;
-    for (size_t i = 0; i < pruned_.size(); ++i)
+    for (size_t i = 0; i < pruned_.size(); ++i) {
+      auto signature = [&](size_t k) {
+        const OpLabel ol = op_label(g_, int(i), cands_[i][k], 0);
+        return std::make_pair(ol.in_layouts, ol.out_layouts);
+      };
+      std::set<std::pair<std::vector<int>, std::vector<int>>> measured;
+      for (size_t k = 0; k < pruned_[i].size(); ++k)
+        if (std::isfinite(cost_[i][k])) measured.insert(signature(k));
       for (size_t k = 0; k < pruned_[i].size(); ++k)
         if (!std::isnan(pruned_[i][k]) && !std::isfinite(cost_[i][k])) {
-          cost_[i][k] = pruned_[i][k];
+          if (!measured.count(signature(k))) cost_[i][k] = pruned_[i][k], any = true;
           pruned_[i][k] = std::nan("");
-          any = true;
         }
+    }
     if (any)
       log_info(
           "no plan chains the measured labels: the unmeasured ones join at the model's "

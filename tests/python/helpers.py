@@ -1,5 +1,6 @@
 """Paths and comparisons shared by the kiln Python tests."""
 import glob
+import json
 import os
 
 import numpy as np
@@ -7,6 +8,12 @@ import numpy as np
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 FIXTURES = os.path.join(REPO, "tests", "fixtures")
 SQUEEZENET = os.path.join(REPO, "examples", "models", "squeezenet1_1.onnx")
+
+
+def has_vnni():
+    """Whether this CPU has AVX512-VNNI (the int8 conv labels)."""
+    from kiln import _kiln
+    return "avx512_vnni" in json.loads(_kiln.machine_json())["features"]
 
 
 def fixture_model(name):

@@ -9,12 +9,11 @@ import io
 import os
 import subprocess
 
-import numpy as np
 import pytest
 
 import kiln
 
-from helpers import rel_error, run_on_each_isa
+from helpers import has_vnni, rel_error, run_on_each_isa
 
 torch = pytest.importorskip("torch", reason="needs Debian's python3-torch for the oracle")
 
@@ -291,10 +290,8 @@ class SeBlock3d(torch.nn.Module):
         return self.p(y * self.se(y))
 
 
-def test_quantized_3d_net_loads_with_fast_tuning(tmp_path):
-    """`kiln quantize` of a 3-D net, loaded with fast tuning: its SE convs' only plausible labels
-    read uint8 after views that cannot give it, and the load failed ("no feasible choice")
-    until the labels fast tuning passed over came back at the model's estimates."""
+def quantized_se3d(tmp_path):
+    """SeBlock3d through `kiln quantize`: (the int8 model's path, its input, PyTorch's output)."""
     cli = os.environ.get("KILN_CLI")
     if not cli:
         pytest.skip("KILN_CLI (the kiln CLI, set by CTest) is not set")
@@ -308,9 +305,68 @@ def test_quantized_3d_net_loads_with_fast_tuning(tmp_path):
     q = tmp_path / "se3d.int8.onnx"
     subprocess.run([cli, "quantize", str(f32), "--out", str(q), "--random", "2"], check=True,
                    capture_output=True, timeout=300)
+    return q, x.numpy(), want
+
+
+def test_quantized_3d_net_loads_with_fast_tuning(tmp_path):
+    """`kiln quantize` of a 3-D net, loaded with fast tuning: its SE convs' only plausible labels
+    read uint8 after views that cannot give it, and the load failed ("no feasible choice")
+    until the labels fast tuning passed over came back at the model's estimates."""
+    q, x, want = quantized_se3d(tmp_path)
     with kiln.Session(str(q), threads=2, cache_dir=str(tmp_path / "cache")) as s:
-        got = s.run({"x": x.numpy()})["y"]
+        got = s.run({"x": x})["y"]
         kernels = [st["kernel"] for st in s.plan()["steps"]]
     assert got.shape == want.shape
     assert rel_error(got, want) < 0.1, rel_error(got, want)  # (int8 activations)
     assert not [k for k in kernels if k.startswith("ref_")], kernels
+
+
+def fnv1a64(data, h=0xCBF29CE484222325):
+    """runtime/tuning_cache.h's line checksum."""
+    for b in data:
+        h = ((h ^ b) * 0x100000001B3) & 0xFFFFFFFFFFFFFFFF
+    return h
+
+
+def slow_down_cached_times(cache_dir, label_prefix, ms):
+    """Rewrites the tuning cache as if every time of a label starting with label_prefix had
+    been measured at `ms` (a machine busy with something else), without the stored plans."""
+    (path,) = cache_dir.glob("tuning-v1-*.kc")
+    lines = path.read_bytes().split(b"\n")[:-1]
+    ctx = int(lines[0].rsplit(b"\t", 1)[1], 16)
+    out, n = [lines[0]], 0
+    for line in lines[1:-1]:
+        f = line.split(b"\t")[:-1]
+        if f[0] == b"P":
+            continue
+        if f[2].startswith(label_prefix):
+            f[3] = b"%g" % ms
+        out.append(b"\t".join(f))
+        n += 1
+    out.append(b"E\t%d" % n)
+    body = [out[0]] + [p + b"\t%016x" % fnv1a64(p, ctx) for p in out[1:]]
+    path.write_bytes(b"\n".join(body) + b"\n")
+
+
+def test_measured_transposes_never_lose_to_the_reference_estimate(tmp_path):
+    """Regression (CI): the unmeasured labels fast tuning brings back when the measured ones do
+    not chain included the scalar reference Transpose at the model's estimate, and a JIT
+    Transpose timed while another test loaded the machine lost to it. A label whose layouts a
+    measured label already has now stays out: replayed here with every JIT Transpose's time
+    in the tuning cache slowed to 50 ms."""
+    if not has_vnni():
+        pytest.skip("needs AVX512-VNNI: only its int8 labels leave the measured labels unchained")
+    q, x, want = quantized_se3d(tmp_path)
+    cache = tmp_path / "cache"
+    with kiln.Session(str(q), threads=2, cache_dir=str(cache)) as s:
+        s.run({"x": x})
+    slow_down_cached_times(cache, b"transpose.", 50.0)
+    with kiln.Session(str(q), threads=2, cache_dir=str(cache)) as s:
+        got = s.run({"x": x})["y"]
+        steps = s.plan()["steps"]
+    assert rel_error(got, want) < 0.1, rel_error(got, want)  # (int8 activations)
+    transposes = [st["kernel"] for st in steps if st.get("op") == "Transpose"]
+    assert transposes, steps
+    assert not [k for k in transposes if k.startswith("ref_")], transposes
+    # (The slowed times were the ones weighed.)
+    assert max(st["pred_ms"] for st in steps if st.get("op") == "Transpose") == 50.0, steps

@@ -4,14 +4,13 @@ int32 bias zero points built as Cast(ConstantOfShape)). They load, their convs r
 kernels where the CPU has AVX512-VNNI, and every ISA path matches the reference path; rewritten
 in ONNX's operator form (QLinearConv, ...: bench/qoperator.py) they compute the same."""
 import io
-import json
 
 import numpy as np
 import onnx
 from onnx import numpy_helper
 import pytest
 
-from helpers import rel_error, run_on_each_isa
+from helpers import has_vnni, rel_error, run_on_each_isa
 
 torch = pytest.importorskip("torch", reason="needs Debian's python3-torch to quantize and export")
 tq = torch.ao.quantization
@@ -70,11 +69,6 @@ def output_step(m):
         if n.op_type == "Constant" and n.output[0] == last_dq.input[1]:
             return float(numpy_helper.to_array(n.attribute[0].t))
     raise AssertionError("the output's scale is not a Constant")
-
-
-def has_vnni():
-    from kiln import _kiln
-    return "avx512_vnni" in json.loads(_kiln.machine_json())["features"]
 
 
 @pytest.mark.parametrize("engine", ["qnnpack", "onednn"])
