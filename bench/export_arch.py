@@ -38,7 +38,9 @@
 #   BlazeFace, a PWC-Net-like flow net, SCNet, HINet, LEDNet, RDN, MobileNeXt, CIFAR ResNet-20;
 # - the eleventh batch in bench/unseen_blocks9.py (UNSEEN9): Monodepth2, FSRCNN, HED, SPADE,
 #   AdaIN, DnCNN, a RetinaNet head, Tiny YOLOv3, SOLO's CoordConv, MobileOne (train-time),
-#   PeleeNet, ESRGAN, FastDepth.
+#   PeleeNet, ESRGAN, FastDepth;
+# - the twelfth batch in bench/unseen_blocks10.py (UNSEEN10): OpenPose, LPRNet, TSM, a PointPillars
+#   backbone, MODNet, an FCOS head, ICNet, a net of prime channel counts, StyleGAN2, pix2pix.
 # Writes OUT/NAME[_bB_HxW].onnx with .input.npy and PyTorch's output .ref.npy (the first output
 # for several) for `kiln bench --check` and bench/zoo_bench.py. Needs python3-torch / -onnx.
 import argparse, os
@@ -58,6 +60,7 @@ from unseen_blocks6 import UNSEEN6
 from unseen_blocks7 import UNSEEN7
 from unseen_blocks8 import UNSEEN8
 from unseen_blocks9 import UNSEEN9
+from unseen_blocks10 import UNSEEN10
 
 SEED = 1234
 
@@ -290,7 +293,7 @@ MODELS = {"yolov5s": (YoloV5s, "640x640", 3, 7), "unet": (UNet, "256x256", 3, 7)
           "raft_small": (RaftSmall, "128x160", 6, 16), "crnn": (CRNN, "32x128", 1, 7),
           "condconv": (CondConvNet, "224x224", 3, 7),
           **UNSEEN, **UNSEEN2, **UNSEEN3, **UNSEEN4, **UNSEEN5, **UNSEEN6,
-          **UNSEEN7, **UNSEEN8, **UNSEEN9}
+          **UNSEEN7, **UNSEEN8, **UNSEEN9, **UNSEEN10}
 
 
 def main():
