@@ -8,7 +8,9 @@
 // n). Also the Squeeze / Unsqueeze views around lifted 1-D convs (graph/canonicalize.cpp) are
 // moved out of the way of folding and fusion, or dropped; a rank-2 BatchNormalization becomes
 // the Mul / Add of its last-dim constants, and such last-dim ops move ahead of the views between
-// them and a Linear, into whose epilogue they fuse.
+// them and a Linear, into whose epilogue they fuse. A Transpose that moves only axes of size 1
+// becomes a Reshape.
+#include "graph/canonicalize.h"
 #include "graph/infer.h"
 #include "graph/passes.h"
 #include "graph/post_ops.h"
@@ -203,6 +205,30 @@ bool rewrite_tile(Graph& g, std::vector<Node>& nodes, const Node& n) {
   return true;
 }
 
+// A Transpose that moves only axes of size 1 leaves every element where it was: a Reshape (a
+// view), not a copy. (The 3-D rewrites' frame transposes of an [N, 1, D, H, W] input or of a
+// pooled [N, C, 1, 1, 1] tensor, as LPRNet's channel pooling or a 3-D SE block has.)
+bool rewrite_unit_transpose(Graph& g, std::vector<Node>& nodes, const Node& n) {
+  if (n.op != "Transpose" || n.outputs.size() != 1 || n.in(0) == kNoValue ||
+      n.outputs[0] == kNoValue || !g.value(n.in(0)).shape_known ||
+      !g.value(n.outputs[0]).shape_known)
+    return false;
+  const Shape& s = g.value(n.in(0)).shape;
+  std::vector<int64_t> reverse(s.size());
+  for (size_t i = 0; i < s.size(); ++i) reverse[i] = int64_t(s.size() - 1 - i);
+  const std::vector<int64_t> perm = n.attr_ints("perm", reverse);
+  if (perm.size() != s.size()) return false;
+  int64_t last = -1;  // the last input axis of size > 1 met in output order
+  for (int64_t a : perm) {
+    if (a < 0 || a >= int64_t(s.size())) return false;
+    if (s[size_t(a)] == 1) continue;
+    if (a < last) return false;
+    last = a;
+  }
+  Emitter{g, n, nodes}.reshape(n.inputs[0], g.value(n.outputs[0]).shape, "unit", n.outputs[0]);
+  return true;
+}
+
 // Moves ops ahead of the views they read, until none moves: try(prod, cons, i) returns the slot
 // of node i's operand that a view node (Squeeze, Reshape, ...) produces when op(view(z)) may run
 // as view(op(z)), or -1. The pair swaps in place in the node order (the op's other operands are
@@ -379,7 +405,8 @@ int rewrite_forms(Graph& g) {
   const int forms = rewrite_nodes(g, [&](std::vector<Node>& nodes, const Node& n) {
     return rewrite_variadic(g, nodes, n) || rewrite_clip(g, nodes, n) ||
            rewrite_gemm(g, nodes, n) || rewrite_softmax_axis(g, nodes, n) ||
-           rewrite_tile(g, nodes, n) || rewrite_last_dim_bn(g, nodes, n);
+           rewrite_tile(g, nodes, n) || rewrite_last_dim_bn(g, nodes, n) ||
+           rewrite_unit_transpose(g, nodes, n);
   });
   return pairs + forms + hoist_last_dim_ops(g);
 }

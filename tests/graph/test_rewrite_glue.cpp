@@ -1,5 +1,6 @@
 // The glue rewrites (graph/rewrite_glue.cpp): channel shuffle / slice / split / concat into
-// ChannelShuffle, ReduceMean over H,W into a global pool, constant Pad into the consumer's pads.
+// ChannelShuffle, ReduceMean over H,W into a global pool, constant Pad into the consumer's pads;
+// and a Transpose of axes of size 1 into a Reshape (graph/rewrite_forms.cpp).
 // Each graph is run by the reference kernels before and after optimize(): the results must
 // agree, and the cases that are not exact must be left alone.
 #include <doctest/doctest.h>
@@ -216,6 +217,40 @@ TEST_CASE("rewrite: constant Pads fold into the consumer where exact") {
     CAPTURE(std::string(c.what));
     Graph g = check_same(c.b, c.non_negative);
     CHECK(count_op(g, "Pad") == (c.folded ? 0 : 1));
+  }
+}
+
+// x -> Transpose(perm; ONNX's reversal when empty) -> Relu.
+OnnxBuilder transpose_of(const Shape& in, const std::vector<int64_t>& perm) {
+  OnnxBuilder b;
+  b.input("x", in).output("y");
+  auto& t = b.node("Transpose", {"x"}, {"t"});
+  if (!perm.empty()) OnnxBuilder::attr_ints(t, "perm", perm);
+  b.node("Relu", {"t"}, {"y"});
+  return b;
+}
+
+TEST_CASE("rewrite: a Transpose that moves only axes of size 1 becomes a Reshape") {
+  struct Case {
+    Shape in;
+    std::vector<int64_t> perm;
+    bool reshape;
+  };
+  const Case cases[] = {
+      {{2, 1, 3, 4, 5}, {0, 2, 1, 3, 4}, true},  // a 3-D pool's frames of [N, 1, D, H, W]
+      {{2, 6, 1, 1}, {0, 2, 3, 1}, true},        // NCHW -> NHWC of a pooled tensor
+      {{1, 1, 7}, {}, true},                     // the default reversal
+      {{3, 1, 1, 5}, {0, 2, 1, 3}, true},        // two 1s swapped
+      {{1, 3, 1, 5}, {2, 0, 3, 1}, false},       // the 3 and the 5 swap
+      {{2, 3, 4}, {}, false},
+      {{2, 1, 3, 4}, {0, 1, 3, 2}, false},
+  };
+  for (const Case& c : cases) {
+    CAPTURE(c.in);
+    CAPTURE(c.perm);
+    Graph g = check_same(transpose_of(c.in, c.perm));
+    CHECK(count_op(g, "Transpose") == (c.reshape ? 0 : 1));
+    CHECK(count_op(g, "Reshape") == (c.reshape ? 1 : 0));
   }
 }
 
