@@ -13,7 +13,8 @@
 // The 2-D conv then has every family (Winograd on the 3x3 part included), and the solver its
 // layouts. A grouped 3-D conv (X3D's, MViT's depthwise ones) is the sum of one grouped 2-D
 // conv per depth tap (stacking would interleave the groups' channels). 3-D MaxPool /
-// AveragePool: the 2-D pool per frame, then the max / mean of the depth taps. Elementwise ops
+// AveragePool: the 2-D pool per frame, then the max / mean of the depth taps (a window one frame
+// deep over few channels: the 2-D pool of the [N, C * D, H, W] view). Elementwise ops
 // between lowered convs move into the frames' order (no Transpose pair around them). 5-D
 // GlobalAveragePool becomes the 4-D one over [N, C, D * H, W].
 #include <algorithm>
@@ -135,7 +136,7 @@ ValueId pad_frames(Graph& g, std::vector<Node>& nodes, const Node& n, ValueId v,
 // for the Do output frames t.
 std::vector<ValueId> depth_taps(Graph& g, std::vector<Node>& nodes, const Node& n, ValueId v,
                                 int64_t kd, int64_t dil, int64_t stride, int64_t Do,
-                                const std::string& base) {
+                                const std::string& base, int64_t axis = 1) {
   std::vector<ValueId> taps;
   for (int64_t j = 0; j < kd; ++j) {
     const int64_t from = j * dil, to = from + (Do - 1) * stride + 1;
@@ -144,7 +145,7 @@ std::vector<ValueId> depth_taps(Graph& g, std::vector<Node>& nodes, const Node& 
                              node(n, "Slice",
                                   {v, ints_const(g, n, (part + "s").c_str(), {from}),
                                    ints_const(g, n, (part + "e").c_str(), {to}),
-                                   ints_const(g, n, (part + "a").c_str(), {1}),
+                                   ints_const(g, n, (part + "a").c_str(), {axis}),
                                    ints_const(g, n, (part + "t").c_str(), {stride})},
                                   part.c_str()),
                              base + "_" + part));
@@ -441,16 +442,30 @@ bool lower_pool3d(Graph& g, std::vector<Node>& nodes, const Node& n) {
   const std::vector<int64_t> k = n.attr_ints("kernel_shape"), st = n.attr_ints("strides"),
                              dil = n.attr_ints("dilations"), pads = n.attr_ints("pads");
   const std::string base = g.value(n.outputs[0]).name;
+  auto pool2d = [&](ValueId v) {
+    Node p = node(n, n.op, {v}, "2d");
+    p.attrs = n.attrs;
+    p.attrs["kernel_shape"] = attr_ints({k[1], k[2]});
+    p.attrs["strides"] = attr_ints({st[1], st[2]});
+    p.attrs["dilations"] = attr_ints({dil[1], dil[2]});
+    p.attrs["pads"] = attr_ints({pads[1], pads[2], pads[4], pads[5]});
+    return emit_node(g, nodes, std::move(p), base + "_2d");
+  };
+
+  // A window one frame deep (LPRNet's MaxPool3d over [N, 1, C, H, W], strided along C): the 2-D
+  // pool of every (channel, frame) plane of the view [N, C * Do, H, W], after taking every
+  // sD-th frame. The frames' order would pool C-channel images, a vector's lanes mostly idle for
+  // few channels (1 there); for more, it saves the transposes between lowered convs.
+  if (k[0] == 1 && pads[0] == 0 && pads[3] == 0 && C < 8 && (Do - 1) * st[0] < D) {
+    ValueId v = n.in(0);
+    if (Do != D) v = depth_taps(g, nodes, n, v, 1, 1, st[0], Do, base, 2)[0];
+    v = pool2d(reshape(g, nodes, n, v, {N, C * Do, x[3], x[4]}, "planes", base));
+    reshape(g, nodes, n, v, y, "back", base, n.outputs[0]);
+    return true;
+  }
 
   ValueId v = emit_node(g, nodes, frames(n, n.in(0), "frames"), base + "_frames");
-  v = reshape(g, nodes, n, v, {N * D, C, x[3], x[4]}, "batch", base);
-  Node p = node(n, n.op, {v}, "2d");
-  p.attrs = n.attrs;
-  p.attrs["kernel_shape"] = attr_ints({k[1], k[2]});
-  p.attrs["strides"] = attr_ints({st[1], st[2]});
-  p.attrs["dilations"] = attr_ints({dil[1], dil[2]});
-  p.attrs["pads"] = attr_ints({pads[1], pads[2], pads[4], pads[5]});
-  v = emit_node(g, nodes, std::move(p), base + "_2d");
+  v = pool2d(reshape(g, nodes, n, v, {N * D, C, x[3], x[4]}, "batch", base));
   v = reshape(g, nodes, n, v, {N, D, C, y[3], y[4]}, "unbatch", base);
 
   // The padded frames the windows cover: the D pads, and what ceil_mode's last one overhangs.
