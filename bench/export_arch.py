@@ -40,7 +40,9 @@
 #   AdaIN, DnCNN, a RetinaNet head, Tiny YOLOv3, SOLO's CoordConv, MobileOne (train-time),
 #   PeleeNet, ESRGAN, FastDepth;
 # - the twelfth batch in bench/unseen_blocks10.py (UNSEEN10): OpenPose, LPRNet, TSM, a PointPillars
-#   backbone, MODNet, an FCOS head, ICNet, a net of prime channel counts, StyleGAN2, pix2pix.
+#   backbone, MODNet, an FCOS head, ICNet, a net of prime channel counts, StyleGAN2, pix2pix;
+# - the thirteenth batch in bench/unseen_blocks11.py (UNSEEN11): NAFNet, RCAN, UNet++, DeepLabV3+,
+#   MobileViTv2, STDC, RIFE, SRCNN, PP-PicoDet, RTMDet.
 # Writes OUT/NAME[_bB_HxW].onnx with .input.npy and PyTorch's output .ref.npy (the first output
 # for several) for `kiln bench --check` and bench/zoo_bench.py. Needs python3-torch / -onnx.
 import argparse, os
@@ -61,6 +63,7 @@ from unseen_blocks7 import UNSEEN7
 from unseen_blocks8 import UNSEEN8
 from unseen_blocks9 import UNSEEN9
 from unseen_blocks10 import UNSEEN10
+from unseen_blocks11 import UNSEEN11
 
 SEED = 1234
 
@@ -293,7 +296,7 @@ MODELS = {"yolov5s": (YoloV5s, "640x640", 3, 7), "unet": (UNet, "256x256", 3, 7)
           "raft_small": (RaftSmall, "128x160", 6, 16), "crnn": (CRNN, "32x128", 1, 7),
           "condconv": (CondConvNet, "224x224", 3, 7),
           **UNSEEN, **UNSEEN2, **UNSEEN3, **UNSEEN4, **UNSEEN5, **UNSEEN6,
-          **UNSEEN7, **UNSEEN8, **UNSEEN9, **UNSEEN10}
+          **UNSEEN7, **UNSEEN8, **UNSEEN9, **UNSEEN10, **UNSEEN11}
 
 
 def main():
