@@ -206,8 +206,9 @@ bool rewrite_tile(Graph& g, std::vector<Node>& nodes, const Node& n) {
 }
 
 // A Transpose that moves only axes of size 1 leaves every element where it was: a Reshape (a
-// view), not a copy. (The 3-D rewrites' frame transposes of an [N, 1, D, H, W] input or of a
-// pooled [N, C, 1, 1, 1] tensor, as LPRNet's channel pooling or a 3-D SE block has.)
+// view), not a copy. (The 3-D rewrites' frame transposes of a one-channel volume [N, 1, D, H, W]
+// or of a 3-D SE block's pooled [N, C, 1, 1, 1]; ECA's and coordinate attention's permutes of
+// [N, C, 1, 1].)
 bool rewrite_unit_transpose(Graph& g, std::vector<Node>& nodes, const Node& n) {
   if (n.op != "Transpose" || n.outputs.size() != 1 || n.in(0) == kNoValue ||
       n.outputs[0] == kNoValue || !g.value(n.in(0)).shape_known ||

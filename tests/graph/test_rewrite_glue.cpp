@@ -237,7 +237,7 @@ TEST_CASE("rewrite: a Transpose that moves only axes of size 1 becomes a Reshape
     bool reshape;
   };
   const Case cases[] = {
-      {{2, 1, 3, 4, 5}, {0, 2, 1, 3, 4}, true},  // a 3-D pool's frames of [N, 1, D, H, W]
+      {{2, 1, 3, 4, 5}, {0, 2, 1, 3, 4}, true},  // a 3-D conv's frames of a 1-channel volume
       {{2, 6, 1, 1}, {0, 2, 3, 1}, true},        // NCHW -> NHWC of a pooled tensor
       {{1, 1, 7}, {}, true},                     // the default reversal
       {{3, 1, 1, 5}, {0, 2, 1, 3}, true},        // two 1s swapped
