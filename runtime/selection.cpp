@@ -86,6 +86,13 @@ OpLabel op_label(const Graph& g, int i, const Label& l, double cost) {
   return ol;
 }
 
+// A label's (input layouts, output layouts): labels that share it are interchangeable in the
+// network problem, so only the cheapest of them is offered.
+using LayoutSignature = std::pair<std::vector<int>, std::vector<int>>;
+LayoutSignature layout_signature(const OpLabel& ol) {
+  return {ol.in_layouts, ol.out_layouts};
+}
+
 class Selector {
  public:
   Selector(const Graph& g, const SelectOptions& o) : g_(g), o_(o), prof_(o.threads) {
@@ -620,11 +627,11 @@ class Selector {
     const size_t nn = g_.nodes.size();
     offered->assign(nn, {});
     for (size_t i = 0; i < nn; ++i) {
-      std::map<std::pair<std::vector<int>, std::vector<int>>, int> best;
+      std::map<LayoutSignature, int> best;
       std::vector<OpLabel> labels;
       for (size_t k = 0; k < cands_[i].size(); ++k) {
         OpLabel ol = op_label(g_, int(i), cands_[i][k], cost_[i][k]);
-        auto sig = std::make_pair(ol.in_layouts, ol.out_layouts);
+        const LayoutSignature sig = layout_signature(ol);
         auto it = best.find(sig);
         if (it == best.end()) {
           best[sig] = int(labels.size());
@@ -1165,10 +1172,9 @@ class Selector {
     bool any = false;
     for (size_t i = 0; i < pruned_.size(); ++i) {
       auto signature = [&](size_t k) {
-        const OpLabel ol = op_label(g_, int(i), cands_[i][k], 0);
-        return std::make_pair(ol.in_layouts, ol.out_layouts);
+        return layout_signature(op_label(g_, int(i), cands_[i][k], 0));
       };
-      std::set<std::pair<std::vector<int>, std::vector<int>>> measured;
+      std::set<LayoutSignature> measured;
       for (size_t k = 0; k < pruned_[i].size(); ++k)
         if (std::isfinite(cost_[i][k])) measured.insert(signature(k));
       for (size_t k = 0; k < pruned_[i].size(); ++k)

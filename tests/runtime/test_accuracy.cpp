@@ -24,6 +24,15 @@ using namespace kiln::sessiontest;
 
 namespace {
 
+// A padded 3x3 Conv of `in` with weights `w` (an initializer of b) into `out`.
+void conv3x3(kiln::test::OnnxBuilder& b, const std::string& w, const std::string& in,
+             const std::string& out, int64_t groups = 1) {
+  auto& c = b.node("Conv", {in, w}, {out});
+  kiln::test::OnnxBuilder::attr_ints(c, "kernel_shape", {3, 3});
+  kiln::test::OnnxBuilder::attr_ints(c, "pads", {1, 1, 1, 1});
+  if (groups > 1) kiln::test::OnnxBuilder::attr_i(c, "group", groups);
+}
+
 // `depth` 3x3 convs (`ch` channels, ReLU), then two 3x3 convs of the last activation whose
 // weights differ by a factor (1 + eps), and their difference as the output: it is eps times
 // smaller than either conv's output, whose rounding errors do not cancel, so every conv's
@@ -42,10 +51,7 @@ std::string twin_chain(int depth, int64_t ch, float eps, int64_t groups = 1,
   int64_t g = 1;
   auto conv = [&](const std::string& n, const std::string& in, const std::string& out) {
     b.init_f("w" + n, {ch, ic / g, 3, 3}, wv);
-    auto& c = b.node("Conv", {in, "w" + n}, {out});
-    kiln::test::OnnxBuilder::attr_ints(c, "kernel_shape", {3, 3});
-    kiln::test::OnnxBuilder::attr_ints(c, "pads", {1, 1, 1, 1});
-    if (g > 1) kiln::test::OnnxBuilder::attr_i(c, "group", g);
+    conv3x3(b, "w" + n, in, out, g);
   };
   for (int l = 0; l <= depth; ++l) {
     g = l == 0 ? 1 : groups;
@@ -389,11 +395,6 @@ std::string twins_first(int depth, int64_t ch, float eps) {
     for (float& x : v) x = w(rng);
     return v;
   };
-  auto conv3 = [&](const std::string& w, const std::string& in, const std::string& out) {
-    auto& c = b.node("Conv", {in, w}, {out});
-    kiln::test::OnnxBuilder::attr_ints(c, "kernel_shape", {3, 3});
-    kiln::test::OnnxBuilder::attr_ints(c, "pads", {1, 1, 1, 1});
-  };
   b.init_f("w_in", {ch, 8, 1, 1}, weights(ch, 8, 1));
   b.node("Conv", {"x", "w_in"}, {"p"});
   b.node("Relu", {"p"}, {"r"});
@@ -401,14 +402,14 @@ std::string twins_first(int depth, int64_t ch, float eps) {
   b.init_f("wa", {ch, ch, 3, 3}, wt);
   for (float& v : wt) v *= 1 + eps;
   b.init_f("wb", {ch, ch, 3, 3}, wt);
-  conv3("wa", "r", "a");
-  conv3("wb", "r", "b");
+  conv3x3(b, "wa", "r", "a");
+  conv3x3(b, "wb", "r", "b");
   b.node("Sub", {"b", "a"}, {"d0"});
   std::string cur = "d0";
   for (int l = 0; l < depth; ++l) {
     const std::string n = std::to_string(l);
     b.init_f("w" + n, {ch, ch, 3, 3}, weights(ch, ch, 3));
-    conv3("w" + n, cur, "c" + n);
+    conv3x3(b, "w" + n, cur, "c" + n);
     cur = "d" + std::to_string(l + 1);
     b.node("Relu", {"c" + n}, {cur});
   }
