@@ -129,9 +129,14 @@ class Selector {
     for (size_t i = 0; i < nn; ++i) {
       cands_[i] = candidate_labels(g_, int(i), o_.isa, o_.reference, o_.precision);
       // (A conv from ConvInteger sums integers: exact whatever the option, graph/integer_ops.h.)
-      if (o_.accuracy == Accuracy::strict || g_.nodes[i].attr_i(kExactAttr, 0) == 1)
+      const bool integers = g_.nodes[i].attr_i(kExactAttr, 0) == 1;
+      if (o_.accuracy == Accuracy::strict || integers)
         cands_[i].erase(std::remove_if(cands_[i].begin(), cands_[i].end(),
-                                       [](const Label& l) { return transform_error(l) > 0; }),
+                                       [&](const Label& l) {
+                                         return transform_error(l) > 0 ||
+                                                (integers && l.kind == LabelKind::conv &&
+                                                 !conv_family(l.conv.family).integer_exact);
+                                       }),
                         cands_[i].end());
     }
     if (o_.force_family) force_family();

@@ -47,6 +47,11 @@ bool winograd_shape(const ConvProblem& p) {
 bool winograd5x5_shape(const ConvProblem& p) {
   return winograd_shape_k(p, 5);
 }
+// Stride-2 3x3 (the stage openings and stems of most CNNs), undilated, dense or grouped as above.
+bool winograd_s2_shape(const ConvProblem& p) {
+  return p.kh == 3 && p.kw == 3 && p.sh == 2 && p.sw == 2 && p.dh == 1 && p.dw == 1 &&
+         winograd_groups(p);
+}
 
 // Winograd 1-D: a 1 x r or r x 1 kernel (r = 3, 5, 7), stride 1, dense or grouped as above;
 // dilated along the axis where each phase has at least 2 outputs (1-D convs: WaveNet / TCN).
@@ -228,6 +233,18 @@ const std::vector<ConvFamilyRow>& rows() {
        [](const ConvProblem& p, Layout, Layout) { return wide(p) ? 1.5 : 0.4; }, false, false,
        // (AlexNet's / Inception-v3's 5x5 layers: ~2e-6 over the direct sums', F4's ~7e-6.)
        /*transform_error=*/0.4},
+      {ConvFamily::winograd_s2, "winograd_s2", winograd_s2_shape,
+       [](const ConvProblem&, Layout b) {
+         return Pairs{{b, b}};
+       },
+       conf_then_kernel<init_wino_conf, make_wino_kernel>,
+       // (81 / 49 = 1.65x fewer multiplies.)
+       [](const ConvProblem& p, Layout, Layout) { return wide(p) ? 1.0 : 0.4; }, false, false,
+       // Its transforms' coefficients are 0, +-1 and 1/2: on ResNet-50's stride-2 layers it
+       // differs from the f32 reference as much as the direct family does (tests/jit/
+       // test_winograd.cpp), so the accuracy guard, which cannot tell it from exact rounding,
+       // does not weigh it, and `strict` allows it.
+       /*transform_error=*/0, nullptr, /*integer_exact=*/false},
       {ConvFamily::im2col, "im2col", im2col_shape,
        [](const ConvProblem& p, Layout) {
          if (!dense(p)) return Pairs{{Layout::nhwc, Layout::nhwc}};  // a GEMM per conv group

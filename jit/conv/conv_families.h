@@ -54,6 +54,10 @@ struct ConvFamilyRow {
   // The (src, dst) layouts offered when the session computes in bf16 (layout_bf16) and the
   // CPU has AVX512-BF16; nullptr: the family has no bf16 kernels.
   std::vector<std::pair<Layout, Layout>> (*bf16_layouts)(const ConvProblem& p) = nullptr;
+  // False for a family with no measurable error beyond exact rounding (transform_error 0) that
+  // does not sum the products as written (the stride-2 Winograd form: halves of weight sums):
+  // a conv whose sums of integers must be exact (ConvInteger, graph/integer_ops.h) skips it.
+  bool integer_exact = true;
 };
 
 // Every family, in the order candidates are offered (the solver breaks ties by it).

@@ -28,8 +28,10 @@ enum class ConvFamily : int {
   grouped = 6,      // 1 < groups, not depthwise: block-sparse direct conv, blocked (jit/grouped/)
   winograd1d = 7,   // Winograd F(m, r) along one axis of 1 x r / r x 1 kernels, r = 3, 5, 7
   winograd5x5 = 8,  // Winograd F(2x2,5x5), 5x5 stride 1 (jit/winograd/)
+  winograd_s2 = 9,  // Winograd for 3x3 stride 2: F(3, 2) on the even taps, the odd tap as is,
+                    // per axis: 3x3 outputs a tile in 49 GEMMs (jit/winograd/)
 };
-constexpr int kNumConvFamilies = 9;          // the family table has one row per value
+constexpr int kNumConvFamilies = 10;         // the family table has one row per value
 const char* conv_family_name(ConvFamily f);  // the row's name: "direct", "gemm1x1", ...
 
 // int8 arithmetic (gemm1x1 on AVX512-VNNI) for a conv of a QDQ model: its input holds values

@@ -136,9 +136,40 @@ CookToom make_cook_toom(int m, int r) {
   return mt;
 }
 
+// Stride 2, 3 taps (see WinoMatrices): F(3, 2) on the even pixels and taps, the odd ones as is.
+struct StrideTwo {
+  static constexpr int kA = 7, kM = 3, kR = 3;
+  std::array<double, kA * kA> bt{};
+  std::array<double, kA * kR> g{};
+  std::array<double, kM * kA> at{};
+};
+
+StrideTwo make_stride_two() {
+  const CookToom f = make_cook_toom(3, 2);  // alpha 4
+  StrideTwo s;
+  constexpr int A = StrideTwo::kA, R = StrideTwo::kR;
+  for (int i = 0; i < 4; ++i) {
+    for (int j = 0; j < 4; ++j) s.bt[size_t(i * A + 2 * j)] = f.bt[size_t(i * 4 + j)];
+    for (int k = 0; k < 2; ++k) s.g[size_t(i * R + 2 * k)] = f.g[size_t(i * 2 + k)];
+    for (int o = 0; o < StrideTwo::kM; ++o) s.at[size_t(o * A + i)] = f.at[size_t(o * 4 + i)];
+  }
+  for (int o = 0; o < StrideTwo::kM; ++o) {
+    s.bt[size_t((4 + o) * A + 2 * o + 1)] = 1;
+    s.g[size_t((4 + o) * R + 1)] = 1;
+    s.at[size_t(o * A + 4 + o)] = 1;
+  }
+  return s;
+}
+
 }  // namespace
 
-WinoMatrices wino_matrices(int m, int r) {
+WinoMatrices wino_matrices(int m, int r, int stride) {
+  if (stride == 2 && m == StrideTwo::kM && r == StrideTwo::kR) {
+    static const StrideTwo s2 = make_stride_two();
+    return {m, StrideTwo::kA, r, s2.bt.data(), s2.g.data(), s2.at.data()};
+  }
+  if (stride != 1)
+    fail(Code::internal, "winograd: no transforms for stride " + std::to_string(stride));
   if (r == 3 && m == 2) return {2, 4, 3, kBt2, kG2, kAt2};
   if (r == 3 && m == 4) return {4, 6, 3, kBt4, kG4, kAt4};
   // F(2x2, 5x5) and the 1-D family's F(9 - r, r).
@@ -157,6 +188,10 @@ std::string WinoConf::blocking_str() const {
   if (p.dh > 1 || p.dw > 1)
     s.append("d").append(std::to_string(p.dh)).append("x").append(std::to_string(p.dw));
   return s;
+}
+
+WinoMatrices WinoConf::matrices() const {
+  return wino_matrices(m, r, int(stride()));
 }
 
 std::pair<int64_t, int64_t> WinoConf::chunk_blocks(int64_t c0, int64_t c1) const {
@@ -179,8 +214,10 @@ std::string WinoConf::name() const {
 ConfOr<WinoConf> init_wino_conf(const ConvProblem& p, const ConvImpl& impl, Isa isa) {
   using R = ConfOr<WinoConf>;
   const bool one_d = impl.family == ConvFamily::winograd1d,
-             k5 = impl.family == ConvFamily::winograd5x5;
-  if (impl.family != ConvFamily::winograd2 && impl.family != ConvFamily::winograd4 && !one_d && !k5)
+             k5 = impl.family == ConvFamily::winograd5x5,
+             s2 = impl.family == ConvFamily::winograd_s2;
+  if (impl.family != ConvFamily::winograd2 && impl.family != ConvFamily::winograd4 && !one_d &&
+      !k5 && !s2)
     return R::no("not a winograd family");
   ConvProblem dense = p;  // check_common takes groups of 1; the groups are checked below
   dense.groups = 1;
@@ -196,7 +233,12 @@ ConfOr<WinoConf> init_wino_conf(const ConvProblem& p, const ConvImpl& impl, Isa 
   } else if (!k5 && (p.kh != 3 || p.kw != 3)) {
     return R::no("winograd needs a 3x3 kernel");
   }
-  if (p.sh != 1 || p.sw != 1) return R::no("winograd needs stride 1");
+  if (s2) {
+    if (p.sh != 2 || p.sw != 2) return R::no("winograd_s2 needs stride 2");
+    if (p.dh != 1 || p.dw != 1) return R::no("winograd_s2 needs dilation 1");
+  } else if (p.sh != 1 || p.sw != 1) {
+    return R::no("winograd needs stride 1");
+  }
   if (p.dh < 1 || p.dw < 1) return R::no("winograd: dilation below 1");
   // The transforms load and store one channel-block vector per pixel, and the output
   // transform stores whole vectors: both sides must be the isa's blocked layout.
@@ -229,9 +271,10 @@ ConfOr<WinoConf> init_wino_conf(const ConvProblem& p, const ConvImpl& impl, Isa 
     c.ah = c.along_w ? 1 : c.alpha;
     c.aw = c.along_w ? c.alpha : 1;
   } else {
+    c.s2 = s2;
     c.r = k5 ? 5 : 3;
-    c.m = impl.family == ConvFamily::winograd4 ? 4 : 2;
-    c.alpha = c.m + c.r - 1;
+    c.m = s2 ? 3 : impl.family == ConvFamily::winograd4 ? 4 : 2;
+    c.alpha = s2 ? wino_matrices(3, 3, 2).alpha : c.m + c.r - 1;
     c.mh = c.mw = c.m;
     c.ah = c.aw = c.alpha;
   }

@@ -25,6 +25,12 @@
 //   3. per tile and chunk, the output transform A^T M A (1-D: A^T M), the fused epilogue and
 //      the store of the tile's valid pixels (right/bottom tiles may be partial).
 // Dilated convs (DeepLab's backbones: d = 2, 4) run as their d_h x d_w phases (WinoConf).
+// Stride 2 (ConvFamily::winograd_s2, 3x3 kernels): along each axis, output i reads inputs
+// 2i, 2i + 1, 2i + 2 of its patch; the even ones against taps 0 and 2 are a stride-1 F(3, 2)
+// over the patch's even pixels (points 0, 1, -1, inf), the odd one against tap 1 is a product
+// as is. A tile is 3 x 3 outputs, its patch 7 x 7 inputs (tiles 6 apart) and alpha = 7
+// transformed values per axis: the F(3, 2) ones of the even pixels, then the 3 odd pixels
+// (wino_matrices(3, 3, 2)): 49 multiplies a tile instead of 81.
 // Grouped convs: a chunk's GEMM runs over the input channels of the conv groups its output
 // channels belong to (its columns of V: whole vectors from the first group's, clamped to ic),
 // U holding zeros where an output channel's own group does not reach; the transforms are the
@@ -47,6 +53,8 @@
 
 namespace kiln::convjit {
 
+struct WinoMatrices;
+
 struct WinoConf {
   ConvProblem p;
   Isa isa = Isa::avx512;
@@ -57,6 +65,7 @@ struct WinoConf {
   int alpha = 6;       // input patch, m + r - 1
   bool one_d = false;  // winograd1d: F(m, r) along W (1 x r kernel) or H (r x 1)
   bool along_w = true;
+  bool s2 = false;     // winograd_s2: stride 2 (m = 3, alpha = 7)
   int r = 3;           // kernel taps along each transformed axis
   int mh = 4, mw = 4;  // tile: output rows x columns (1-D: 1 x m or m x 1)
   int ah = 6, aw = 6;  // patch: input rows x columns
@@ -107,11 +116,16 @@ struct WinoConf {
   std::string name() const;
   ConvFamily family() const {
     return one_d    ? ConvFamily::winograd1d
+           : s2     ? ConvFamily::winograd_s2
            : r == 5 ? ConvFamily::winograd5x5
            : m == 2 ? ConvFamily::winograd2
                     : ConvFamily::winograd4;
   }
   std::string blocking_str() const;  // "t49mr5nr4s2kc64" (s: chunks per slice, kc: K chunk)
+  WinoMatrices matrices() const;     // this conf's B^T, G, A^T
+  // Input pixels between the patches of neighbouring tiles (and to a tile's first patch row /
+  // column from its first output's window): the stride.
+  int64_t stride() const { return s2 ? 2 : 1; }
 
   // Scratch layout (floats). V: [xi][tpg][icb * simd]; M: [xi][tpg][slice * nr * simd].
   int64_t v_row() const { return icb * simd; }
@@ -140,14 +154,16 @@ ConfOr<WinoConf> init_wino_conf(const ConvProblem& p, const ConvImpl& impl, Isa 
 // built by Toom-Cook (A^T and G evaluate polynomials of degree m - 1 and r - 1 at the points,
 // B^T is the inverse transpose of the degree alpha - 1 evaluation, each of its rows scaled to
 // its smallest entry 1 and G's row inversely) and applied from their entries. G is applied at
-// creation (U = G g G^T).
+// creation (U = G g G^T). Stride 2 (m = 3, r = 3, alpha = 7): rows 0..3 of B^T are F(3, 2)'s
+// on the even patch pixels, rows 4..6 pick the odd pixels 1, 3, 5; G's rows F(3, 2)'s G on taps
+// 0 and 2, then tap 1 three times; A^T = [F(3, 2)'s A^T | I3].
 struct WinoMatrices {
   int m = 0, alpha = 0, r = 3;
   const double* bt = nullptr;
   const double* g = nullptr;
   const double* at = nullptr;
 };
-WinoMatrices wino_matrices(int m, int r = 3);
+WinoMatrices wino_matrices(int m, int r = 3, int stride = 1);
 constexpr int kWino1dAlpha = 8;
 
 }  // namespace kiln::convjit

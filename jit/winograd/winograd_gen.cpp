@@ -73,11 +73,13 @@ WinoInputGen::WinoInputGen(const WinoConf& c, int64_t col_pixels, const std::str
       col_pixels_(col_pixels),
       consts_(*this, c.isa) {}
 
-// B^T d on the registers in[0..alpha) into out[0..alpha); registers 6..9 (m = 4) are scratch.
-// The shared sub-expressions are those of the points 0, +-1, +-2 (winograd_conf.cpp kBt4).
+// B^T d on the registers in[0..alpha) into out[0..alpha); registers 6..9 (alpha = 6) are
+// scratch. The shared sub-expressions are those of the points 0, +-1, +-2 (winograd_conf.cpp
+// kBt4); other alphas (F(2x2, 3x3), stride 2) from the entries.
 void WinoInputGen::transform_1d(const int* in, const int* out) {
   // (F(2x2, 5x5) has F(4x4, 3x3)'s points, hence its B^T: tests/jit/test_winograd.cpp.)
-  if (c_.alpha == 4) return emit_matrix(*this, c_.isa, consts_, wino_matrices(2).bt, 4, 4, in, out);
+  const int A = c_.alpha;
+  if (A != 6) return emit_matrix(*this, c_.isa, consts_, c_.matrices().bt, A, A, in, out);
   const Regs1d x{c_.isa, in, out};
   const Xmm t0 = x.r(6), t1 = x.r(7), t2 = x.r(8), t3 = x.r(9);
   vmovaps(t0, x.d(4));
@@ -114,7 +116,7 @@ void WinoInputGen::generate() {
   if (c_.one_d) {
     // The patch's alpha pixels along the axis (a row: col_pixels apart; a column: rows
     // row_bytes apart) -> B^T d -> V[xi].
-    const WinoMatrices mt = wino_matrices(c_.m, c_.r);
+    const WinoMatrices mt = c_.matrices();
     const int in[8] = {0, 1, 2, 3, 4, 5, 6, 7}, out[8] = {8, 9, 10, 11, 12, 13, 14, 15};
     loop_arg(cnt, offsetof(WinoInArgs, blocks), [&] {
       mov(row, src);
@@ -135,7 +137,10 @@ void WinoInputGen::generate() {
     consts_.emit();
     return;
   }
-  const int in[6] = {0, 1, 2, 3, 4, 5}, out[6] = {10, 11, 12, 13, 14, 15};
+  // (alpha 7: inputs 0..6, outputs 8..14; alpha 6 keeps 6..9 for the shared sub-expressions.)
+  const int in[7] = {0, 1, 2, 3, 4, 5, 6};
+  const int out6[6] = {10, 11, 12, 13, 14, 15}, out7[7] = {8, 9, 10, 11, 12, 13, 14};
+  const int* out = A == 7 ? out7 : out6;
   loop_arg(cnt, offsetof(WinoInArgs, blocks), [&] {
     // Pass 1: each patch row y -> X[y][i] (in tmp).
     mov(row, src);
@@ -307,11 +312,10 @@ WinoOutputGen::WinoOutputGen(const WinoConf& c, int vectors, bool last_chunk, in
     fail(Code::internal, "kernel " + name + ": epilogue needs too many scratch registers");
 }
 
-// A^T m on in[0..alpha) into out[0..m); registers 6..9 are scratch (m = 4).
+// A^T m on in[0..alpha) into out[0..m); registers 6..9 are scratch (F(4x4, 3x3)).
 void WinoOutputGen::transform_1d(const int* in, const int* out) {
-  if (c_.alpha == 4 || c_.r != 3)  // F(2x2, 3x3) and F(2x2, 5x5): from the entries
-    return emit_matrix(*this, c_.isa, consts_, wino_matrices(c_.m, c_.r).at, c_.m, c_.alpha, in,
-                       out);
+  if (c_.alpha != 6 || c_.r != 3)  // F(2x2, 3x3), F(2x2, 5x5), stride 2: from the entries
+    return emit_matrix(*this, c_.isa, consts_, c_.matrices().at, c_.m, c_.alpha, in, out);
   const Regs1d x{c_.isa, in, out};
   const Xmm s1 = x.r(6), d1 = x.r(7), s2 = x.r(8), d2 = x.r(9);
   vaddps(s1, x.d(1), x.d(2));
@@ -350,7 +354,7 @@ void WinoOutputGen::generate() {
   if (c_.one_d) {
     // A^T M on the alpha M vectors -> m outputs along the axis (registers 8 .. 13; the
     // epilogue's scratch: the inputs' 0 .. 7 and 14, 15); the valid ones are stored.
-    const WinoMatrices mt = wino_matrices(c_.m, c_.r);
+    const WinoMatrices mt = c_.matrices();
     const int in[8] = {0, 1, 2, 3, 4, 5, 6, 7}, out[6] = {8, 9, 10, 11, 12, 13};
     const std::vector<int> temps = {0, 1, 2, 3, 4, 5, 6, 7, 14, 15};
     const int valid = c_.along_w ? vw_ : vh_;
@@ -363,7 +367,7 @@ void WinoOutputGen::generate() {
         store(out[o], o * step * vb + j * ocb_bytes, j, lane_tail, temps);
     }
   } else {
-    const int in[6] = {0, 1, 2, 3, 4, 5}, out[4] = {10, 11, 12, 13};
+    const int in[7] = {0, 1, 2, 3, 4, 5, 6}, out[4] = {10, 11, 12, 13};
     const std::vector<int> temps = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9};
     for (int j = 0; j < nv_; ++j) {
       // Pass 1: each row y of M -> Z[y][0..m) (in tmp).

@@ -159,8 +159,11 @@ class WinoKernel : public Kernel {
     const Fn fn = in_->fn<Fn>(), fn_patch = in_patch_->fn<Fn>();
     for (int64_t i = 0; i < cnt; ++i) {
       const TilePos t = tile_pos(q0 + i);
-      // The patch: rows iy0 + dh * y (y < ah), columns ix0 + dw * x (x < aw).
-      const int64_t iy0 = t.a + t.ty * c_.mh * dh - p.pt, ix0 = t.b + t.tx * c_.mw * dw - p.pl;
+      // The patch: rows iy0 + dh * y (y < ah), columns ix0 + dw * x (x < aw); tiles mh x mw
+      // outputs apart, the stride's pixels each (dilated: stride 1).
+      const int64_t st = c_.stride();
+      const int64_t iy0 = t.a + t.ty * c_.mh * dh * st - p.pt,
+                    ix0 = t.b + t.tx * c_.mw * dw * st - p.pl;
       const float* im = src + t.img * img_floats + ib0 * S * p.ih * p.iw;
       WinoInArgs a;
       a.v = s + v_off_ + i * c_.v_row() + ib0 * S;
@@ -235,7 +238,7 @@ class WinoKernel : public Kernel {
   // both matrix products so the compiler vectorises them.
   void pack_weights(ModelFloats w) {
     const ConvProblem& p = c_.p;
-    const WinoMatrices mat = wino_matrices(c_.m, c_.r);
+    const WinoMatrices mat = c_.matrices();
     const int KH = int(p.kh), KW = int(p.kw), AH = c_.ah, AW = c_.aw;
     const int64_t S = c_.simd;
     auto transform = [&](int a, int k) {  // [a][k]: G, or the identity of a 1-tap axis

@@ -3,6 +3,7 @@
 // blockings; their reasons for not applying; two threads running one kernel at once; the 1-D
 // transform matrices against the definition; and the measured error on ResNet-50 / VGG-16-like
 // and Inception-v3-like layers.
+#include <array>
 #include <thread>
 
 #include "jit/conv/conv_families.h"
@@ -411,14 +412,16 @@ ConvImpl wino1d(Isa isa, int ur_w = 0, int oc_blocks = 0) {
 // The matrices against the definition, in double: A^T ((G g) . (B^T d)) is the correlation
 // y_i = sum_k g_k d_(i + k) for random g and d (a wrong entry anywhere breaks it by ~1e-2);
 // Lavin & Gray's F(2, 3) / F(4, 3), the 1-D family's F(9 - r, r) and F(2, 5), whose B^T must
-// be F(4, 3)'s (the input transform's code is F(4x4, 3x3)'s).
+// be F(4, 3)'s (the input transform's code is F(4x4, 3x3)'s); stride 2 (winograd_s2):
+// y_i = sum_k g_k d_(2 i + k) over a patch of 2 m + 1.
 TEST_CASE("winograd: transform matrices compute F(m, r)") {
   Rng rng(42);
-  for (const auto& form :
-       std::vector<std::pair<int, int>>{{2, 3}, {4, 3}, {6, 3}, {4, 5}, {2, 7}, {2, 5}}) {
-    const int m = form.first, r = form.second;  // (no structured binding: CHECK captures them)
-    const convjit::WinoMatrices mt = convjit::wino_matrices(m, r);
-    const int a = m + r - 1;
+  for (const auto& form : std::vector<std::array<int, 3>>{
+           {2, 3, 1}, {4, 3, 1}, {6, 3, 1}, {4, 5, 1}, {2, 7, 1}, {2, 5, 1}, {3, 3, 2}}) {
+    // (no structured binding: CHECK captures them)
+    const int m = form[0], r = form[1], st = form[2];
+    const convjit::WinoMatrices mt = convjit::wino_matrices(m, r, st);
+    const int a = st == 1 ? m + r - 1 : 2 * m + 1;
     REQUIRE(mt.alpha == a);
     REQUIRE(mt.m == m);
     REQUIRE(mt.r == r);
@@ -435,8 +438,9 @@ TEST_CASE("winograd: transform matrices compute F(m, r)") {
       for (int i = 0; i < m; ++i) {
         double y = 0, want = 0;
         for (int j = 0; j < a; ++j) y += mt.at[i * a + j] * u[size_t(j)] * v[size_t(j)];
-        for (int k = 0; k < r; ++k) want += g[size_t(k)] * d[size_t(i + k)];
-        CHECK_MESSAGE(std::fabs(y - want) < 1e-12, "F(" << m << ", " << r << ") output " << i);
+        for (int k = 0; k < r; ++k) want += g[size_t(k)] * d[size_t(st * i + k)];
+        CHECK_MESSAGE(std::fabs(y - want) < 1e-12,
+                      "F(" << m << ", " << r << ") stride " << st << " output " << i);
       }
     }
   }
@@ -666,6 +670,108 @@ TEST_CASE("winograd5x5 conv: error on AlexNet / Inception-v3 layers") {
                 << std::string(isa_name(isa)) << " " << s << ": max|diff| " << diff << ", max|ref| "
                 << ref_max << ", ratio " << rel);
         CHECK(rel <= tolerance(0));
+      }
+  }
+}
+
+// ---------------------------------------------------------------------------------------
+// Stride 2 (winograd_s2): F(3, 2) on the even taps and pixels, the odd ones as is, per axis.
+
+ConvImpl wino_s2(Isa isa, int ur_w = 0, int oc_blocks = 0) {
+  return conv_impl(ConvFamily::winograd_s2, blocked_layout(isa), blocked_layout(isa), ur_w,
+                   oc_blocks);
+}
+
+// Channel tails, even and odd input sizes (the last tile's patch past the image), outputs off
+// the 3 x 3 tile grid and of one pixel, "same" padding, none, TF's asymmetric SAME (0 before,
+// 1 after) and padding wider than the kernel, batch 2, no bias, post-op chains with a
+// residual, grouped convs (whole-vector and narrower groups), forced blockings, several tile
+// groups, oc chunks and K chunks.
+TEST_CASE("winograd_s2 conv matches the reference (both ISAs)") {
+  const std::vector<std::pair<std::string, std::vector<PostOp>>> shapes = {
+      {"ic32ih56iw56_oc64oh28ow28kh3kw3sh2sw2ph1pw1", chain({op(K::relu)})},
+      {"ic3ih9iw11_oc5oh5ow6kh3kw3sh2sw2ph1pw1", {}},
+      {"ic17ih10iw9_oc24oh4ow4kh3kw3sh2sw2ph0pw0", {}},
+      {"mb2ic40ih13iw14_oc17oh7ow7kh3kw3sh2sw2ph1pw1_nobias", chain({op(K::add)})},
+      {"ic20ih8iw8_oc33oh4ow4kh3kw3sh2sw2pt0pl0pb1pr1", chain({op(K::scale_shift)})},
+      {"ic24ih11iw12_oc16oh8ow8kh3kw3sh2sw2pt3pl2pb3pr3", {}},
+      {"ic16ih1iw1_oc16oh1ow1kh3kw3sh2sw2ph1pw1", {}},
+      {"ic64ih2iw3_oc32oh1ow2kh3kw3sh2sw2ph1pw1", chain({op(K::swish)})},
+      {"ic128ih14iw14_oc128oh7ow7kh3kw3sh2sw2ph1pw1", chain({op(K::add), op(K::relu)})},
+      {"g2ic64ih15iw17_oc64oh8ow9kh3kw3sh2sw2ph1pw1", chain({op(K::relu)})},
+      {"g3ic72ih12iw10_oc96oh6ow5kh3kw3sh2sw2ph1pw1", {}},
+      {"mb2ic150ih61iw59_oc100oh31ow30kh3kw3sh2sw2ph1pw1", chain({op(K::relu)})},
+  };
+  uint64_t seed = 3300;
+  for (Isa isa : isas()) {
+    for (const auto& shape : shapes) {
+      const ConvProblem p = problem(shape.first, shape.second);
+      auto c = convjit::init_wino_conf(p, wino_s2(isa), isa);
+      REQUIRE_MESSAGE(c, c.reason);
+      INFO("problem " << shape.first << " blocking " << c.conf->blocking_str());
+      CHECK(c.conf->m == 3);
+      CHECK(c.conf->alpha == 7);
+      CHECK(c.conf->family() == ConvFamily::winograd_s2);
+      check_wino(p, wino_s2(isa), isa, seed++);
+    }
+    // The largest: several tile groups, oc chunks (a lane tail) and K chunks on AVX-512.
+    auto big = convjit::init_wino_conf(problem(shapes.back().first), wino_s2(isa), isa);
+    REQUIRE(big);
+    CHECK(big.conf->groups > 1);
+    CHECK(big.conf->chunks > 1);
+    if (isa == Isa::avx512) CHECK(big.conf->k_chunks(big.conf->k_max()) > 1);
+    const ConvProblem q = problem("ic21ih11iw19_oc52oh6ow10kh3kw3sh2sw2pt1pl2pb1pr1");
+    for (auto [mr, nr] : std::vector<std::pair<int, int>>{{1, 1}, {3, 2}, {5, 1}})
+      check_wino(q, wino_s2(isa, mr, nr), isa, seed++);
+  }
+}
+
+TEST_CASE("winograd_s2: offered shapes and reasons") {
+  const ConvFamilyRow& w = conv_family(ConvFamily::winograd_s2);
+  const std::string base = "ic32ih28iw28_oc64oh14ow14kh3kw3sh2sw2ph1pw1";
+  CHECK(w.offered(problem(base)));
+  CHECK(w.offered(problem("g2ic64ih28iw28_oc64oh14ow14kh3kw3sh2sw2ph1pw1")));
+  CHECK_FALSE(w.offered(problem("ic32ih28iw28_oc64oh28ow28kh3kw3sh1sw1ph1pw1")));
+  CHECK_FALSE(w.offered(problem("ic32ih28iw28_oc64oh14ow28kh3kw3sh2sw1ph1pw1")));
+  CHECK_FALSE(w.offered(problem("ic32ih28iw28_oc64oh14ow14kh5kw5sh2sw2ph2pw2")));
+  CHECK_FALSE(w.offered(problem("ic32ih28iw28_oc64oh13ow13kh3kw3sh2sw2dh2dw2ph1pw1")));
+  CHECK_FALSE(w.offered(problem("g32ic32ih28iw28_oc32oh14ow14kh3kw3sh2sw2ph1pw1")));
+  // (the stride-1 families do not take it)
+  CHECK_FALSE(conv_family(ConvFamily::winograd4).offered(problem(base)));
+  const Isa isa = isas().front();
+  auto reason = [&](const std::string& s) {
+    return convjit::init_wino_conf(problem(s), wino_s2(isa), isa).reason;
+  };
+  CHECK(reason("ic32ih28iw28_oc64oh28ow28kh3kw3sh1sw1ph1pw1").find("stride 2") !=
+        std::string::npos);
+  CHECK(reason("ic32ih28iw28_oc64oh13ow13kh3kw3sh2sw2dh2dw2ph1pw1").find("dilation 1") !=
+        std::string::npos);
+  CHECK(reason("ic32ih28iw28_oc64oh14ow14kh5kw5sh2sw2ph2pw2").find("3x3 kernel") !=
+        std::string::npos);
+}
+
+// The error on the stride-2 3x3 layers of ResNet-50 (its stage openings, torchvision's v1.5)
+// and a stem (32 -> 64 at 112x112), weights ~ N(0, 1/sqrt(9 IC)), inputs ~ U(-1, 1), against
+// the direct family's for scale.
+TEST_CASE("winograd_s2 conv: error on ResNet-50 layers") {
+  for (const std::string s : {"ic32ih112iw112_oc64oh56ow56kh3kw3sh2sw2ph1pw1",
+                              "ic128ih56iw56_oc128oh28ow28kh3kw3sh2sw2ph1pw1",
+                              "ic256ih28iw28_oc256oh14ow14kh3kw3sh2sw2ph1pw1"}) {
+    const ConvProblem p = problem(s);
+    Operands o = make_operands(p, 1200 + uint64_t(p.ic));
+    o.w = normal_tensor({p.oc, p.ic, 3, 3}, 1300 + uint64_t(p.ic), 1.0 / std::sqrt(9.0 * p.ic));
+    const Tensor ref = reference(p, o);
+    const double ref_max = max_abs(ref);
+    for (Isa isa : isas())
+      for (bool s2 : {false, true}) {
+        ConvImpl impl = wino_s2(isa);
+        if (!s2) impl.family = ConvFamily::direct;
+        const double diff = kernel_max_diff(p, o, impl, isa, ref);
+        const double rel = diff / ref_max;
+        MESSAGE(std::string(s2 ? "winograd_s2 " : "direct ")
+                << std::string(isa_name(isa)) << " " << s << ": max|diff| " << diff << ", max|ref| "
+                << ref_max << ", ratio " << rel);
+        CHECK(rel <= tolerance(2));
       }
   }
 }

@@ -1,6 +1,7 @@
 """The Winograd families of other kernels than 3x3 (jit/winograd/) end to end: F(m, r) along
 one axis (winograd1d) on networks with factorised 1 x 7 / 7 x 1 convs (Inception-v3's blocks)
-and 1-D convs (a dilated TCN), F(2x2, 5x5) (winograd5x5) on 5x5 convs; through the CLI with the
+and 1-D convs (a dilated TCN), F(2x2, 5x5) (winograd5x5) on 5x5 convs, the stride-2 form
+(winograd_s2) on stride-2 3x3 convs; through the CLI with the
 family forced wherever it applies (`kiln bench --family=F`), on every JIT ISA path: each conv
 of the family's shape runs on it, and the outputs match PyTorch."""
 import os
@@ -65,12 +66,29 @@ class FiveByFive(torch.nn.Module):
         return self.c(y)
 
 
+class StrideTwo(torch.nn.Module):
+    """Stride-2 3x3 convs as CNNs downsample: "same" padding on an odd size, TF's asymmetric
+    SAME (a Pad of 0 before, 1 after along W, folded into the conv), grouped (2 groups of 24),
+    no padding without bias, a residual after a stride-2 conv."""
+
+    def __init__(self):
+        super().__init__()
+        self.a = torch.nn.Conv2d(20, 48, 3, stride=2, padding=1)
+        self.b = torch.nn.Conv2d(48, 48, 3, stride=2, padding=1, groups=2)
+        self.c = torch.nn.Conv2d(48, 33, 3, stride=2, bias=False)
+        self.d = torch.nn.Conv2d(20, 48, 3, stride=2)
+
+    def forward(self, x):
+        y = torch.relu(self.a(x)) + self.d(torch.nn.functional.pad(x, (0, 1, 1, 1)))
+        return self.c(torch.relu(self.b(y)))
+
+
 def conv_kernels(layers):
     """The kernel of every Conv step of `kiln bench --layers`."""
     return [m.group(1) for m in re.finditer(r"^\s*\d+\s+Conv\s+(\S+)", layers, re.M)]
 
 
-@pytest.mark.parametrize("name", ["factorised", "tcn", "five"])
+@pytest.mark.parametrize("name", ["factorised", "tcn", "five", "stride2"])
 def test_winograd_family_forced_matches_pytorch(name, tmp_path):
     cli = os.environ.get("KILN_CLI")
     if not cli:
@@ -80,6 +98,7 @@ def test_winograd_family_forced_matches_pytorch(name, tmp_path):
         "factorised": (Factorised(), torch.randn(2, 24, 13, 17), "winograd1d", 6),
         "tcn": (Tcn(), torch.randn(1, 8, 150), "winograd1d", 4),
         "five": (FiveByFive(), torch.randn(2, 24, 19, 22), "winograd5x5", 3),
+        "stride2": (StrideTwo(), torch.randn(2, 20, 29, 34), "winograd_s2", 4),
     }[name]
     model, xin, ref = torch_case(net.eval(), x, tmp_path)
     ran = []
