@@ -66,7 +66,7 @@ int wino_gemm(const ModeArgs& args) {
               for (int xi = 0; xi < w.a2; ++xi)
                 for (int64_t ch = 0; ch < nch; ++ch) {
                   a.v = v.data() + xi * w.v_xi();
-                  a.u = u.data() + w.u_offset(xi, ch);
+                  a.u = u.data() + w.u_offset(w.plane_of[size_t(xi)], ch);
                   a.m = mm.data() + xi * w.m_xi() + ch * w.nr * w.simd;
                   fns[i](&a);
                 }

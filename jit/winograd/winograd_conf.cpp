@@ -161,6 +161,41 @@ StrideTwo make_stride_two() {
   return s;
 }
 
+// WinoConf::planes / xi_of / plane_of: along each axis, a transformed value's class is the
+// first one with the same row of G (an axis of one value: its own); planes are the distinct
+// (row class, column class) pairs in order of first appearance, their members numbered
+// consecutively in (y, x) order.
+void share_planes(WinoConf& c) {
+  const WinoMatrices mt = c.matrices();
+  auto classes = [&](int a) {
+    std::vector<int> cls(static_cast<size_t>(a));
+    for (int i = 0; i < a; ++i) {
+      cls[size_t(i)] = i;
+      for (int j = 0; a > 1 && j < i && cls[size_t(i)] == i; ++j)
+        if (std::equal(mt.g + i * mt.r, mt.g + (i + 1) * mt.r, mt.g + j * mt.r)) cls[size_t(i)] = j;
+    }
+    return cls;
+  };
+  const std::vector<int> cy = classes(c.ah), cx = classes(c.aw);
+  c.xi_of.assign(size_t(c.a2), -1);
+  c.planes.clear();
+  c.plane_of.clear();
+  int next = 0;
+  for (int y = 0; y < c.ah; ++y)
+    for (int x = 0; x < c.aw; ++x) {
+      if (c.xi_of[size_t(y * c.aw + x)] >= 0) continue;  // a member of an earlier plane
+      WinoConf::Plane pl{next, 0};
+      for (int yy = y; yy < c.ah; ++yy)
+        for (int xx = 0; xx < c.aw; ++xx)
+          if (cy[size_t(yy)] == cy[size_t(y)] && cx[size_t(xx)] == cx[size_t(x)]) {
+            c.xi_of[size_t(yy * c.aw + xx)] = next++;
+            ++pl.count;
+            c.plane_of.push_back(int(c.planes.size()));
+          }
+      c.planes.push_back(pl);
+    }
+}
+
 }  // namespace
 
 WinoMatrices wino_matrices(int m, int r, int stride) {
@@ -279,6 +314,7 @@ ConfOr<WinoConf> init_wino_conf(const ConvProblem& p, const ConvImpl& impl, Isa 
     c.ah = c.aw = c.alpha;
   }
   c.a2 = c.ah * c.aw;
+  share_planes(c);
   c.icb = (p.ic + c.simd - 1) / c.simd;
   c.ocb = (p.oc + c.simd - 1) / c.simd;
   c.tiles_h = ((p.oh + c.p.dh - 1) / c.p.dh + c.mh - 1) / c.mh;
@@ -310,7 +346,7 @@ ConfOr<WinoConf> init_wino_conf(const ConvProblem& p, const ConvImpl& impl, Isa 
     c.chunk_k.push_back(k1 - k0);
     c.u_chunk.push_back(c.u_chunk.back() + (k1 - k0) * c.chunk_vectors(ch) * c.simd);
   }
-  if (int64_t(c.a2) * c.u_xi() * 4 > kMaxWeightBytes)
+  if (c.u_floats() * 4 > kMaxWeightBytes)
     return R::no("winograd: transformed weights would exceed 1 GiB");
 
   // Tiles per group: the most the budgets allow, then evened out over the groups. Kernel tiles
@@ -321,7 +357,7 @@ ConfOr<WinoConf> init_wino_conf(const ConvProblem& p, const ConvImpl& impl, Isa 
   const int64_t v_tile = int64_t(c.a2) * c.icb * c.simd * 4,
                 m_tile = int64_t(c.a2) * c.nr * c.simd * 4;
   int64_t t_cap = group_budget(impl.cache) / (v_tile + m_tile);
-  if (int64_t(c.a2) * c.u_xi() * 4 > impl.cache.l2)
+  if (c.u_floats() * 4 > impl.cache.l2)
     t_cap =
         std::max(t_cap, std::min({kBigGroup, kVBudget / v_tile, m_budget(impl.cache) / m_tile}));
   const int64_t t_max = std::clamp<int64_t>(t_cap, 1, total);

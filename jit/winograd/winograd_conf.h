@@ -127,6 +127,19 @@ struct WinoConf {
   // column from its first output's window): the stride.
   int64_t stride() const { return s2 ? 2 : 1; }
 
+  // Transformed values that share their U: where two rows of G are equal (stride 2: the three
+  // odd pixels of an axis all meet tap 1 alone), U(y, x) is the same for them, 25 distinct of
+  // 49. A plane of U serves `count` consecutive xi from xi0 (the V / M index; xi_of maps the
+  // transform's (y, x) to it), whose V and M rows of a full tile group are one GEMM of
+  // count x tpg rows. Without equal rows: a2 planes of one xi each, xi = y * aw + x.
+  struct Plane {
+    int xi0 = 0, count = 1;
+  };
+  std::vector<Plane> planes;
+  std::vector<int> xi_of;     // [y * aw + x] -> xi
+  std::vector<int> plane_of;  // [xi] -> its plane
+  int64_t u_planes() const { return int64_t(planes.size()); }
+
   // Scratch layout (floats). V: [xi][tpg][icb * simd]; M: [xi][tpg][slice * nr * simd].
   int64_t v_row() const { return icb * simd; }
   int64_t v_xi() const { return tpg * v_row(); }
@@ -138,10 +151,12 @@ struct WinoConf {
   int64_t patch_floats() const { return icb * a2 * simd; }
   // Pass-1 intermediate of a 2-D transform: alpha x alpha vectors.
   int64_t tmp_floats() const { return int64_t(a2) * simd; }
-  // Packed U: [xi][chunk][its K][chunk vectors * simd] (a slice's chunks adjacent per xi).
+  // Packed U: [plane][chunk][its K][chunk vectors * simd] (a slice's chunks adjacent per plane).
   int64_t u_xi() const { return u_chunk.back(); }
-  int64_t u_offset(int xi, int64_t chunk) const { return xi * u_xi() + u_chunk[size_t(chunk)]; }
-  int64_t u_floats() const { return a2 * u_xi(); }
+  int64_t u_offset(int64_t plane, int64_t chunk) const {
+    return plane * u_xi() + u_chunk[size_t(chunk)];
+  }
+  int64_t u_floats() const { return u_planes() * u_xi(); }
 };
 
 ConfOr<WinoConf> init_wino_conf(const ConvProblem& p, const ConvImpl& impl, Isa isa);

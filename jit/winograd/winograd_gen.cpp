@@ -154,7 +154,8 @@ void WinoInputGen::generate() {
     for (int i = 0; i < A; ++i) {
       for (int y = 0; y < A; ++y) vmovups(vreg(c_.isa, in[y]), ptr[tmp + (y * A + i) * vb]);
       transform_1d(in, out);
-      for (int j = 0; j < A; ++j) vmovups(ptr[v + (j * A + i) * v_xi], vreg(c_.isa, out[j]));
+      for (int j = 0; j < A; ++j)
+        vmovups(ptr[v + c_.xi_of[size_t(j * A + i)] * v_xi], vreg(c_.isa, out[j]));
     }
     add(src, cs);
     add(v, vb);
@@ -373,7 +374,7 @@ void WinoOutputGen::generate() {
       // Pass 1: each row y of M -> Z[y][0..m) (in tmp).
       for (int y = 0; y < A; ++y) {
         for (int i = 0; i < A; ++i)
-          vmovups(vreg(c_.isa, in[i]), ptr[msrc + (y * A + i) * m_xi + j * vb]);
+          vmovups(vreg(c_.isa, in[i]), ptr[msrc + c_.xi_of[size_t(y * A + i)] * m_xi + j * vb]);
         transform_1d(in, out);
         for (int x = 0; x < m; ++x) vmovups(ptr[tmp + (y * m + x) * vb], vreg(c_.isa, out[x]));
       }

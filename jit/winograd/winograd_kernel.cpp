@@ -41,19 +41,26 @@ class WinoKernel : public Kernel {
     in_patch_ = c.p.dw == 1 ? in_
                             : shared_generator<WinoInputGen>(code_key, "_in_patch", c, int64_t(1),
                                                              name_ + "_in_patch");
-    // GEMM code per (chunk vectors, tail tiles, K) that occurs; each chunk's for full groups
-    // and for the last group.
-    const int64_t tails[2] = {c.tpg % c.mr, c.last_group_tiles() % c.mr};
-    for (int last = 0; last < 2; ++last)
+    // GEMM code per (chunk vectors, tail tiles, K) that occurs; each chunk's for full groups,
+    // for the last group, and for each plane's members as one GEMM over a full group.
+    auto chunk_fns = [&](int64_t rows) {
+      std::vector<GemmFn> fns;
       for (int64_t ch = 0; ch < c.chunks; ++ch) {
-        const int nv = c.chunk_vectors(ch), t = int(tails[last]);
+        const int nv = c.chunk_vectors(ch), t = int(rows % c.mr);
         const int64_t k = c.chunk_k[size_t(ch)];
         auto& gen = gemm_[std::make_tuple(nv, t, k)];
         const std::string role =
             "_gemm_nv" + std::to_string(nv) + "_t" + std::to_string(t) + "_k" + std::to_string(k);
         if (!gen) gen = shared_generator<WinoGemmGen>(code_key, role, c, nv, t, k, name_ + role);
-        gemm_fn_[last].push_back(gen->fn<GemmFn>());
+        fns.push_back(gen->fn<GemmFn>());
       }
+      return fns;
+    };
+    gemm_fn_[0] = chunk_fns(c.tpg);
+    gemm_fn_[1] = chunk_fns(c.last_group_tiles());
+    for (const WinoConf::Plane& pl : c.planes)
+      if (pl.count > 1 && !plane_fn_.count(pl.count))
+        plane_fn_[pl.count] = chunk_fns(pl.count * c.tpg);
     for (int64_t sl = 0; sl < c.slices; ++sl)
       slice_blocks_.push_back(c.chunk_blocks(sl * c.slice, std::min(c.chunks, (sl + 1) * c.slice)));
     // Output code per (valid rows, valid columns, chunk kind) that occurs: full tiles, and
@@ -116,21 +123,31 @@ class WinoKernel : public Kernel {
         input_transform(args.src[0], q0, cnt, b, e, s);
         b = e;
       }
-      // The slice's chunks back to back per xi: V[xi] is read from memory once per slice.
-      const std::vector<GemmFn>& fns = gemm_fn_[g == c_.groups - 1 ? 1 : 0];
+      // The slice's chunks back to back per xi: V[xi] is read from memory once per slice. A
+      // plane's members in a full group: one GEMM over their consecutive V / M rows.
+      const std::vector<GemmFn>& one = gemm_fn_[g == c_.groups - 1 ? 1 : 0];
+      const int64_t planes = c_.u_planes();
       WinoGemmArgs ga;
-      ga.blocks = cnt / c_.mr;
-      for (int xi = 0; xi < c_.a2; ++xi) {
-        for (int64_t ch = ch0; ch < ch1; ++ch) {
-          ga.v = s + v_off_ + xi * c_.v_xi() + c_.chunk_k0[size_t(ch)];
-          ga.u = u() + c_.u_offset(xi, ch);
-          // The next call's U (this slice's next chunk, else the next xi's first, else the
-          // first xi's, which the next group starts with).
-          ga.pf = u() + (ch + 1 < ch1     ? c_.u_offset(xi, ch + 1)
-                         : xi + 1 < c_.a2 ? c_.u_offset(xi + 1, ch0)
-                                          : c_.u_offset(0, ch0));
-          ga.m = s + m_off_ + xi * c_.m_xi() + (ch - ch0) * c_.nr * c_.simd;
-          fns[size_t(ch)](&ga);
+      for (int64_t pi = 0; pi < planes; ++pi) {
+        const WinoConf::Plane& pl = c_.planes[size_t(pi)];
+        const bool fused = pl.count > 1 && cnt == c_.tpg;
+        const std::vector<GemmFn>& fns = fused ? plane_fn_.at(pl.count) : one;
+        const int calls = fused ? 1 : pl.count;
+        ga.blocks = (fused ? pl.count * cnt : cnt) / c_.mr;
+        for (int r = 0; r < calls; ++r) {
+          const int xi = pl.xi0 + r;
+          for (int64_t ch = ch0; ch < ch1; ++ch) {
+            ga.v = s + v_off_ + xi * c_.v_xi() + c_.chunk_k0[size_t(ch)];
+            ga.u = u() + c_.u_offset(pi, ch);
+            // The next call's U (this slice's next chunk, else the plane's first again, else
+            // the next plane's first, else the first plane's, which the next group starts with).
+            ga.pf = u() + (ch + 1 < ch1      ? c_.u_offset(pi, ch + 1)
+                           : r + 1 < calls   ? c_.u_offset(pi, ch0)
+                           : pi + 1 < planes ? c_.u_offset(pi + 1, ch0)
+                                             : c_.u_offset(0, ch0));
+            ga.m = s + m_off_ + xi * c_.m_xi() + (ch - ch0) * c_.nr * c_.simd;
+            fns[size_t(ch)](&ga);
+          }
         }
       }
       for (int64_t ch = ch0; ch < ch1; ++ch)
@@ -228,7 +245,7 @@ class WinoKernel : public Kernel {
     }
   }
 
-  // U = G g G^T per (oc, ic), packed as [xi][chunk][k][chunk vectors * simd], k over the
+  // U = G g G^T per (oc, ic), packed as [plane][chunk][k][chunk vectors * simd], k over the
   // chunk's K (input channels chunk_k0 + k; weights are [oc][ic / groups][kh][kw], zero where
   // ic is not in oc's group). An axis the 1-D family does not transform has a kernel and a
   // patch of 1 and the 1 x 1 identity for G. Loops follow U's layout (chunk, k, then the
@@ -276,6 +293,8 @@ class WinoKernel : public Kernel {
           }
         for (int y = 0; y < AH; ++y)
           for (int x = 0; x < AW; ++x) {
+            const int xi = c_.xi_of[size_t(y * AW + x)], plane = c_.plane_of[size_t(xi)];
+            if (c_.planes[size_t(plane)].xi0 != xi) continue;  // its plane's first member packs it
             const float* t0 = &t[size_t(y) * KW * W];
             std::fill(row.begin(), row.begin() + width, 0.f);
             for (int b = 0; b < KW; ++b) {
@@ -285,7 +304,7 @@ class WinoKernel : public Kernel {
             }
             // U (4x the weights for F4) is far beyond the caches and written once: streaming
             // stores skip reading its lines first (most of the packing time otherwise).
-            float* o = u() + c_.u_offset(y * AW + x, ch) + kk * width;  // 32-byte aligned
+            float* o = u() + c_.u_offset(plane, ch) + kk * width;  // 32-byte aligned
             for (int64_t k = 0; k < width; k += 4)
               _mm_stream_ps(o + k, _mm_loadu_ps(&row[size_t(k)]));
           }
@@ -305,6 +324,7 @@ class WinoKernel : public Kernel {
   using GemmFn = void (*)(const WinoGemmArgs*);
   std::map<std::tuple<int, int, int64_t>, std::shared_ptr<const WinoGemmGen>> gemm_;
   std::vector<GemmFn> gemm_fn_[2];
+  std::map<int, std::vector<GemmFn>> plane_fn_;            // by plane members: count x tpg rows
   std::vector<std::pair<int64_t, int64_t>> slice_blocks_;  // input blocks each slice reads
   std::shared_ptr<const WinoOutputGen> out_[7][7][2];      // [valid rows][valid columns][last]
   int64_t v_off_ = 0, m_off_ = 0, patch_off_ = 0, tin_off_ = 0, tout_off_ = 0, have_off_ = 0;

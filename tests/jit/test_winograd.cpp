@@ -701,6 +701,7 @@ TEST_CASE("winograd_s2 conv matches the reference (both ISAs)") {
       {"g2ic64ih15iw17_oc64oh8ow9kh3kw3sh2sw2ph1pw1", chain({op(K::relu)})},
       {"g3ic72ih12iw10_oc96oh6ow5kh3kw3sh2sw2ph1pw1", {}},
       {"mb2ic150ih61iw59_oc100oh31ow30kh3kw3sh2sw2ph1pw1", chain({op(K::relu)})},
+      {"ic150ih73iw73_oc100oh37ow37kh3kw3sh2sw2ph1pw1", {}},  // 13 x 13 tiles
   };
   uint64_t seed = 3300;
   for (Isa isa : isas()) {
@@ -712,12 +713,16 @@ TEST_CASE("winograd_s2 conv matches the reference (both ISAs)") {
       CHECK(c.conf->m == 3);
       CHECK(c.conf->alpha == 7);
       CHECK(c.conf->family() == ConvFamily::winograd_s2);
+      // (U shared by the odd pixels' values: 16 planes of one, 8 of three, 1 of nine.)
+      CHECK(c.conf->u_planes() == 25);
       check_wino(p, wino_s2(isa), isa, seed++);
     }
-    // The largest: several tile groups, oc chunks (a lane tail) and K chunks on AVX-512.
+    // The largest: several tile groups (the last one shorter: its planes' members run one GEMM
+    // each), oc chunks (a lane tail) and K chunks on AVX-512.
     auto big = convjit::init_wino_conf(problem(shapes.back().first), wino_s2(isa), isa);
     REQUIRE(big);
     CHECK(big.conf->groups > 1);
+    CHECK(big.conf->last_group_tiles() < big.conf->tpg);
     CHECK(big.conf->chunks > 1);
     if (isa == Isa::avx512) CHECK(big.conf->k_chunks(big.conf->k_max()) > 1);
     const ConvProblem q = problem("ic21ih11iw19_oc52oh6ow10kh3kw3sh2sw2pt1pl2pb1pr1");
