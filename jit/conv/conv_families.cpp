@@ -238,8 +238,14 @@ const std::vector<ConvFamilyRow>& rows() {
          return Pairs{{b, b}};
        },
        conf_then_kernel<init_wino_conf, make_wino_kernel>,
-       // (81 / 49 = 1.65x fewer multiplies.)
-       [](const ConvProblem& p, Layout, Layout) { return wide(p) ? 1.0 : 0.4; }, false, false,
+       // (81 / 49 = 1.65x fewer multiplies; kiln_kernel_bench: 1.0-1.2x the FMA peak from 25
+       // tiles (15 x 15 outputs) up, 0.6x on ResNet-50's 7 x 7 at batch 1, where each U element
+       // (2.8x the weights, streaming from L3) serves 9 tiles.)
+       [](const ConvProblem& p, Layout, Layout) {
+         const int64_t tiles = p.n * ((p.oh + 2) / 3) * ((p.ow + 2) / 3);
+         return !wide(p) ? 0.4 : tiles >= 25 ? 1.1 : 0.6;
+       },
+       false, false,
        // Its transforms' coefficients are 0, +-1 and 1/2: on ResNet-50's stride-2 layers it
        // differs from the f32 reference as much as the direct family does (tests/jit/
        // test_winograd.cpp), so the accuracy guard, which cannot tell it from exact rounding,
