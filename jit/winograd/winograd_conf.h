@@ -1,7 +1,8 @@
 // Winograd convolution on blocked layouts: F(m x m, 3 x 3), m = 2 or 4 (alpha = m + 2), and
 // F(2 x 2, 5 x 5) (alpha = 6, the points of F(4x4, 3x3)) for 3x3 / 5x5 stride-1 convs, and the
 // 1-D form F(m, r) for 1 x r and r x 1 kernels (r = 3, 5, 7: Inception's factorised 1x7 / 7x1
-// convs, 1-D convs lifted to 1 x r): the conf and its init_conf. Plain C++ — the generators
+// convs, 1-D convs lifted to 1 x r), and a stride-2 form for 3x3 stride-2 convs (below): the
+// conf and its init_conf. Plain C++ — the generators
 // (winograd_gen) only emit what this decides.
 //
 // 1-D (ConvFamily::winograd1d): alpha = 8 points (0, +-1, +-2, +-1/2, infinity), m = 9 - r
@@ -61,8 +62,8 @@ struct WinoConf {
   int simd = 16;
   Layout layout = Layout::nChw16c;  // src and dst
 
-  int m = 4;           // output tile (2 or 4; 1-D: alpha + 1 - r)
-  int alpha = 6;       // input patch, m + r - 1
+  int m = 4;           // output tile (2 or 4; 1-D: alpha + 1 - r; stride 2: 3)
+  int alpha = 6;       // input patch, m + r - 1 (stride 2: 2 m + 1)
   bool one_d = false;  // winograd1d: F(m, r) along W (1 x r kernel) or H (r x 1)
   bool along_w = true;
   bool s2 = false;     // winograd_s2: stride 2 (m = 3, alpha = 7)
