@@ -171,8 +171,11 @@ void share_planes(WinoConf& c) {
     std::vector<int> cls(static_cast<size_t>(a));
     for (int i = 0; i < a; ++i) {
       cls[size_t(i)] = i;
-      for (int j = 0; a > 1 && j < i && cls[size_t(i)] == i; ++j)
-        if (std::equal(mt.g + i * mt.r, mt.g + (i + 1) * mt.r, mt.g + j * mt.r)) cls[size_t(i)] = j;
+      for (int j = 0; j < i; ++j)
+        if (std::equal(mt.g + i * mt.r, mt.g + (i + 1) * mt.r, mt.g + j * mt.r)) {
+          cls[size_t(i)] = j;
+          break;
+        }
     }
     return cls;
   };
@@ -309,7 +312,7 @@ ConfOr<WinoConf> init_wino_conf(const ConvProblem& p, const ConvImpl& impl, Isa 
     c.s2 = s2;
     c.r = k5 ? 5 : 3;
     c.m = s2 ? 3 : impl.family == ConvFamily::winograd4 ? 4 : 2;
-    c.alpha = s2 ? wino_matrices(3, 3, 2).alpha : c.m + c.r - 1;
+    c.alpha = s2 ? c.matrices().alpha : c.m + c.r - 1;
     c.mh = c.mw = c.m;
     c.ah = c.aw = c.alpha;
   }

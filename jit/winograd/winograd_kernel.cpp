@@ -59,8 +59,7 @@ class WinoKernel : public Kernel {
     gemm_fn_[0] = chunk_fns(c.tpg);
     gemm_fn_[1] = chunk_fns(c.last_group_tiles());
     for (const WinoConf::Plane& pl : c.planes)
-      if (pl.count > 1 && !plane_fn_.count(pl.count))
-        plane_fn_[pl.count] = chunk_fns(pl.count * c.tpg);
+      plane_fn_.push_back(pl.count > 1 ? chunk_fns(pl.count * c.tpg) : std::vector<GemmFn>());
     for (int64_t sl = 0; sl < c.slices; ++sl)
       slice_blocks_.push_back(c.chunk_blocks(sl * c.slice, std::min(c.chunks, (sl + 1) * c.slice)));
     // Output code per (valid rows, valid columns, chunk kind) that occurs: full tiles, and
@@ -131,7 +130,7 @@ class WinoKernel : public Kernel {
       for (int64_t pi = 0; pi < planes; ++pi) {
         const WinoConf::Plane& pl = c_.planes[size_t(pi)];
         const bool fused = pl.count > 1 && cnt == c_.tpg;
-        const std::vector<GemmFn>& fns = fused ? plane_fn_.at(pl.count) : one;
+        const std::vector<GemmFn>& fns = fused ? plane_fn_[size_t(pi)] : one;
         const int calls = fused ? 1 : pl.count;
         ga.blocks = (fused ? pl.count * cnt : cnt) / c_.mr;
         for (int r = 0; r < calls; ++r) {
@@ -324,7 +323,7 @@ class WinoKernel : public Kernel {
   using GemmFn = void (*)(const WinoGemmArgs*);
   std::map<std::tuple<int, int, int64_t>, std::shared_ptr<const WinoGemmGen>> gemm_;
   std::vector<GemmFn> gemm_fn_[2];
-  std::map<int, std::vector<GemmFn>> plane_fn_;            // by plane members: count x tpg rows
+  std::vector<std::vector<GemmFn>> plane_fn_;  // per plane of several members: count x tpg rows
   std::vector<std::pair<int64_t, int64_t>> slice_blocks_;  // input blocks each slice reads
   std::shared_ptr<const WinoOutputGen> out_[7][7][2];      // [valid rows][valid columns][last]
   int64_t v_off_ = 0, m_off_ = 0, patch_off_ = 0, tin_off_ = 0, tout_off_ = 0, have_off_ = 0;
