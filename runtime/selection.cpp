@@ -149,8 +149,16 @@ class Selector {
     measure_separable();
     sel_.profile_ms = ms_since(t0);
     solve_and_build();
-    // A forced family is a test's or a benchmark's explicit choice: the guard leaves it.
-    if (o_.accuracy == Accuracy::guarded && o_.probe && !o_.force_family) guard();
+    // A forced family is a test's or a benchmark's explicit choice: the guard leaves it. A plan
+    // that rounds to bf16 is guarded for bf16's error (guard_bf16) and keeps its Winograd layers:
+    // bf16 rounds every operand to 8 significant bits, far coarser than Winograd's transforms,
+    // and against exact stand-ins the probe's output differs wherever a bf16 rounding flips,
+    // which the Winograd guard would take for Winograd's error and demote every Winograd layer
+    // (bench/NOTES.md, "The accuracy guard in bf16 plans").
+    if (o_.accuracy != Accuracy::fast && o_.probe && !o_.force_family) {
+      if (!bf16_nodes().empty()) guard_bf16();
+      if (o_.accuracy == Accuracy::guarded && bf16_nodes().empty()) guard();
+    }
     if (o_.cache) {
       // A plan partly chosen by the cost model for lack of time is not kept: the next load
       // takes the times measured so far from the cache, measures more and solves again.
@@ -178,10 +186,17 @@ class Selector {
         const Label& l = cands_[i][size_t(choice[i])];
         const double ms = cost_[i][size_t(choice[i])];
         if (sel_.kernels[i] && sel_.nodes[i].label == l) continue;
+        if (keep_spares_ && sel_.kernels[i])
+          spares_[{i, sel_.nodes[i].label.key()}] = std::move(sel_.kernels[i]);
         sel_.nodes[i].label = l;
         sel_.nodes[i].ms = ms;
         if (kept_[i].second && kept_[i].first == l) {
           sel_.kernels[i] = std::move(kept_[i].second);
+          continue;
+        }
+        if (auto it = spares_.find({i, l.key()}); it != spares_.end()) {
+          sel_.kernels[i] = std::move(it->second);
+          spares_.erase(it);
           continue;
         }
         build.push_back(i);
@@ -757,10 +772,31 @@ class Selector {
 
   // --- accuracy guard ---------------------------------------------------------------------
 
+  // Whether l rounds to bf16: a bf16 tensor in or out, or bf16 operands inside (fc).
+  static bool rounds_bf16(const Label& l) {
+    return layout_bf16(l.in) || layout_bf16(l.out) || l.precision == Precision::bf16;
+  }
+
+  // The error weight the guard gives l: its family's transform error; in the bf16 guard 1 for a
+  // label that rounds to bf16 and 0 for every f32 one (Winograd's error is far below bf16's,
+  // and that guard's reference is exact).
+  double lossiness(const Label& l) const {
+    return bf16_guard_ ? double(rounds_bf16(l)) : transform_error(l);
+  }
+
+  double guard_budget() const { return bf16_guard_ ? o_.bf16_accuracy_budget : o_.accuracy_budget; }
+
+  std::vector<size_t> bf16_nodes() const {
+    std::vector<size_t> r;
+    for (size_t i = 0; i < sel_.nodes.size(); ++i)
+      if (rounds_bf16(sel_.nodes[i].label)) r.push_back(i);
+    return r;
+  }
+
   std::vector<size_t> lossy_nodes() const {
     std::vector<size_t> r;
     for (size_t i = 0; i < sel_.nodes.size(); ++i)
-      if (transform_error(sel_.nodes[i].label) > 0) r.push_back(i);
+      if (lossiness(sel_.nodes[i].label) > 0) r.push_back(i);
     return r;
   }
 
@@ -812,6 +848,132 @@ class Selector {
     return y;
   }
 
+  // The current plan's probe output against ref, max|y - ref| / max|ref|: not finite (warned)
+  // when the output is not.
+  double probe_against(const std::vector<float>& ref, const char* guard_name) {
+    const std::vector<float> y = o_.probe(sel_);
+    ++sel_.probes;
+    const double e = relative_error(y, ref);
+    if (!std::isfinite(e))
+      log_warn("{}: the probe's output is not finite; the plan is kept", guard_name);
+    return e;
+  }
+
+  // The share probes the profiling budget still allows a guard that began at t0 with probes0
+  // probes (its time so far per probe; two kept for the probes after demoting).
+  double share_probes_left(Clock::time_point t0, int probes0) const {
+    const double per_probe = ms_since(t0) / std::max(1, sel_.probes - probes0);
+    double fit = std::floor((budget_ms() - ms_since(t0)) / per_probe) - 2;
+    if (o_.guard_share_probes > 0) fit = std::min(fit, double(o_.guard_share_probes));
+    return fit;
+  }
+
+  // The probe's output with `nodes` exact: on direct stand-ins (probe_with), in the bf16 guard
+  // in f32 (probe_f32).
+  std::vector<float> probe_exact(const std::vector<size_t>& nodes) {
+    return bf16_guard_ ? probe_f32(nodes) : probe_with(nodes, ConvFamily::direct);
+  }
+
+  // The bf16 guard's probe: the network solved again with the labels that round to bf16
+  // forbidden on `nodes` and on every node not rounding now (so that none turns bf16 instead),
+  // and the other nodes that round now kept on their labels (alone among f32 layers, a node
+  // would often be solved f32 too, and its error share read as none); with exact_ref bf16 and
+  // Winograd are forbidden on every node. Then the costs go back and the plan is solved back
+  // (the same plan: the solver is deterministic; its kernels wait in spares_).
+  std::vector<float> probe_f32(const std::vector<size_t>& nodes, bool exact_ref = false) {
+    std::vector<bool> f32(cost_.size(), true);
+    if (!exact_ref) {
+      for (size_t i : bf16_nodes()) f32[i] = false;
+      for (size_t i : nodes) f32[i] = true;
+    }
+    std::vector<std::tuple<size_t, size_t, double>> saved;  // (node, label, cost)
+    for (size_t i = 0; i < cost_.size(); ++i) {
+      for (size_t c = 0; c < cands_[i].size(); ++c) {
+        const Label& l = cands_[i][c];
+        const bool forbid = f32[i] ? rounds_bf16(l) || (exact_ref && transform_error(l) > 0)
+                                   : !(l == sel_.nodes[i].label);
+        if (forbid && std::isfinite(cost_[i][c]))
+          saved.emplace_back(i, c, cost_[i][c]), cost_[i][c] = kInf;
+      }
+      if (f32[i]) admit_exact(i, exact_ref);
+    }
+    auto restore = [&] {
+      for (const auto& t : saved) cost_[std::get<0>(t)][std::get<1>(t)] = std::get<2>(t);
+      solve_and_build();
+    };
+    std::vector<float> y;
+    try {
+      solve_and_build();
+      y = o_.probe(sel_);
+    } catch (...) {
+      restore();
+      throw;
+    }
+    ++sel_.probes;
+    restore();
+    return y;
+  }
+
+  // Accuracy strict or default, a plan that rounds to bf16: the probe runs the plan (y) and the
+  // network in f32 on exact families (y_f), and while max|y - y_f| / max|y_f| exceeds
+  // bf16_accuracy_budget the layers that round to bf16 get error shares and those saving least
+  // time per unit of share go back to f32 (measure_shares and demote, as in guard(); a group's
+  // share is the error with only it in bf16). On random-weight CNNs bf16's error comes mostly
+  // from the first layers, whose rounding every later layer carries: ResNet-50 all in bf16 is
+  // 0.10 from f32, with its first 17 convs in f32 0.02 (bench/NOTES.md, "bf16 guard"). Where a
+  // probe would not fit the profiling budget the plan stays as solved, unverified.
+  void guard_bf16() {
+    bf16_guard_ = keep_spares_ = true;
+    sel_.guard_bf16 = true;
+    const auto t0 = Clock::now();
+    auto done = [&] {
+      bf16_guard_ = keep_spares_ = false;
+      spares_.clear();
+      shares_.clear();
+      sel_.guard_ms = ms_since(t0);
+    };
+    const double budget = guard_budget();
+    if (3 * sel_.predicted_ms > budget_ms() || peak_live_bytes(g_) > double(kMaxProbeBytes)) {
+      log_info("bf16 guard: probing this plan would not fit the profiling budget: kept unprobed");
+      return done();
+    }
+    const int probes0 = sel_.probes;
+    auto over_time = [&] {
+      if (ms_since(t0) <= budget_ms()) return false;
+      log_info("bf16 guard: its probes took {:.0f} ms, past the profiling budget: plan kept",
+               ms_since(t0));
+      return true;
+    };
+    const std::vector<float> y_f = probe_f32({}, /*exact_ref=*/true);
+    if (y_f.empty()) {
+      log_info("bf16 guard: the model cannot be probed (an input is not f32)");
+      return done();
+    }
+    for (std::vector<size_t> lossy = lossy_nodes(); !lossy.empty() && !over_time();
+         lossy = lossy_nodes()) {
+      const double e = probe_against(y_f, "bf16 guard");
+      if (!std::isfinite(e)) break;
+      sel_.probe_error = e;
+      log_info("bf16 guard: {} layers round to bf16, {:.2e} from f32 (budget {:.1e})", lossy.size(),
+               e, budget);
+      if (e <= budget) break;
+      const double fit = share_probes_left(t0, probes0);
+      // (Measured again each round: bf16's errors add up less regularly than Winograd's, and a
+      // share by difference may hide a layer that adds much.)
+      shares_.clear();
+      if (!measure_shares(lossy, y_f, 0.0, fit, over_time)) break;
+      std::vector<double> share(lossy.size());
+      double sum2 = 0;
+      for (size_t k = 0; k < lossy.size(); ++k)
+        share[k] = shares_.at(lossy[k]).second, sum2 += share[k] * share[k];
+      for (double& x : share) x = sum2 > 0 ? x * e / std::sqrt(sum2) : kInf;
+      demote(lossy, share, budget);
+      solve_and_build();
+    }
+    if (lossy_nodes().empty()) sel_.probe_error = 0;
+    done();
+  }
+
   // Accuracy::guarded. The probe runs the plan (y), the plan with its lossy convs on direct
   // (y_d) and on im2col (y_i), two exact families that round differently. |y - y_d| holds the
   // lossy layers' error and direct's own on those layers, |y_d - y_i| about twice the latter,
@@ -821,25 +983,9 @@ class Selector {
   // their share are demoted until the rest is predicted within the budget (shares add in
   // quadrature), and the network is solved and probed again. Measurements behind this:
   // bench/NOTES.md, "accuracy guard".
-  //
-  // A plan that computes in bf16 keeps its Winograd layers: bf16 rounds every operand to 8
-  // significant bits, far coarser than Winograd's transforms, and against the exact stand-ins
-  // the probe's output differs wherever a bf16 rounding flips, at bf16's level, which this
-  // guard would take for Winograd's error and demote every Winograd layer (bench/NOTES.md,
-  // "The accuracy guard in bf16 plans").
   void guard() {
     std::vector<size_t> lossy = lossy_nodes();
     if (lossy.empty()) return;
-    const bool bf16 = std::any_of(sel_.nodes.begin(), sel_.nodes.end(), [](const NodeChoice& c) {
-      return layout_bf16(c.label.in) || layout_bf16(c.label.out);
-    });
-    if (bf16) {
-      log_info(
-          "accuracy guard: the plan computes in bf16, whose rounding outweighs Winograd's: "
-          "its {} Winograd convs are kept",
-          lossy.size());
-      return;
-    }
     // A probe runs the plan on a fresh input and arena: when one would not fit the profiling
     // budget (at least three are needed) or the memory bound (a fuzzed batch of 65,535 asked
     // for gigabytes at load), the guard keeps exact families only, unprobed.
@@ -855,7 +1001,7 @@ class Selector {
     }
     const auto t0 = Clock::now();
     const int probes0 = sel_.probes;
-    const double budget = o_.accuracy_budget;
+    const double budget = guard_budget();
     // A probe runs the whole plan on fresh memory: at a huge batch one takes seconds
     // (bench/NOTES.md, "The accuracy guard inside the profiling budget"). Past the profiling
     // budget the guard stops probing and keeps exact families only: never an unverified lossy
@@ -881,29 +1027,20 @@ class Selector {
       if (!y_d.empty() && over_time()) break;
       std::vector<double> share(lossy.size(), kInf);
       if (!y_d.empty()) {
-        const std::vector<float> y = o_.probe(sel_);
-        ++sel_.probes;
-        const double e = relative_error(y, y_d);
-        if (!std::isfinite(e)) {
-          log_warn("accuracy guard: the probe's output is not finite; the plan is kept");
-          break;
-        }
+        const double e = probe_against(y_d, "accuracy guard");
+        if (!std::isfinite(e)) break;
         sel_.probe_error = added(e);
         log_info(
             "accuracy guard: {} lossy convs differ by {:.2e} from exact ones, which differ by "
             "{:.2e} among themselves: {:.2e} added (budget {:.1e})",
             lossy.size(), e, noise, sel_.probe_error, budget);
         if (sel_.probe_error <= budget) break;
-        // The probes the profiling budget still allows (the guard's time so far per probe;
-        // two kept for the probes after demoting).
-        const double per_probe = ms_since(t0) / std::max(1, sel_.probes - probes0);
-        double fit = std::floor((budget_ms() - ms_since(t0)) / per_probe) - 2;
-        if (o_.guard_share_probes > 0) fit = std::min(fit, double(o_.guard_share_probes));
+        const double fit = share_probes_left(t0, probes0);
         if (!measure_shares(lossy, y_d, noise, fit, over_time)) break;  // (demoted, solved)
         double sum2 = 0;
         for (size_t k = 0; k < lossy.size(); ++k) {
           const auto& [w0, s0] = shares_.at(lossy[k]);
-          share[k] = s0 * transform_error(sel_.nodes[lossy[k]].label) / w0;
+          share[k] = s0 * lossiness(sel_.nodes[lossy[k]].label) / w0;
           sum2 += share[k] * share[k];
         }
         const double scale = sum2 > 0 ? sel_.probe_error / std::sqrt(sum2) : 1;
@@ -954,11 +1091,11 @@ class Selector {
       std::vector<size_t> others;
       for (size_t k = 0; k < lossy.size(); ++k)
         if (!member[k]) others.push_back(lossy[k]);
-      const double e = relative_error(probe_with(others, ConvFamily::direct), y_d);
+      const double e = relative_error(probe_exact(others), y_d);
       return std::sqrt(std::max(0.0, e * e - noise * noise * m / double(lossy.size())));
     };
     // Smaller groups than this stay whole: all of them together move the total little.
-    const double fine = o_.accuracy_budget / 1.2 / 4;
+    const double fine = guard_budget() / 1.2 / 4;
     auto larger = [](const Group& a, const Group& b) {
       return std::make_pair(a.share, b.b) < std::make_pair(b.share, a.b);
     };
@@ -1001,7 +1138,7 @@ class Selector {
       const double m = double(grp.end - grp.b);
       for (size_t t = grp.b; t < grp.end; ++t) {
         const size_t i = lossy[todo[t]];
-        shares_[i] = {transform_error(sel_.nodes[i].label), grp.share / std::sqrt(m)};
+        shares_[i] = {lossiness(sel_.nodes[i].label), grp.share / std::sqrt(m)};
         log_debug("accuracy guard: {} ({}) adds {:.2e} (measured in a group of {})",
                   g_.nodes[i].where(), sel_.nodes[i].label.key(), grp.share / std::sqrt(m),
                   grp.end - grp.b);
@@ -1026,7 +1163,7 @@ class Selector {
       const size_t i = lossy[k];
       double exact = kInf;
       for (size_t c = 0; c < cands_[i].size(); ++c)
-        if (transform_error(cands_[i][c]) == 0) exact = std::min(exact, cost_[i][c]);
+        if (lossiness(cands_[i][c]) == 0) exact = std::min(exact, cost_[i][c]);
       // (Finite, so that the order below is one: an unmeasured exact label saves "a lot", a
       // share not measured weighs "a lot".)
       const double e2 = std::isfinite(share[k]) ? share[k] * share[k] : 1e9;
@@ -1042,25 +1179,32 @@ class Selector {
       if (k > 0 && total <= keep) break;
       total -= items[k].err2;
       const size_t i = items[k].node;
-      const double w = exact_only ? 1e-300 : transform_error(sel_.nodes[i].label);
-      bool exact_left = false;
-      for (size_t c = 0; c < cands_[i].size(); ++c) {
-        if (transform_error(cands_[i][c]) >= w) cost_[i][c] = kInf;
-        exact_left |= transform_error(cands_[i][c]) == 0 && std::isfinite(cost_[i][c]);
-      }
-      // Exact convs the fast tuning did not measure (the model found them far slower): timed
-      // now, or the model's estimate once the profiling budget is spent.
-      for (size_t c = 0; c < cands_[i].size() && !exact_left; ++c) {
-        const Label& l = cands_[i][c];
-        if (l.kind != LabelKind::conv || transform_error(l) > 0) continue;
-        const double est = heuristic_ms(g_, int(i), l, o_.isa, o_.threads);
-        std::optional<double> ms;
-        if (tune_ != TuneMode::none) ms = measure(int(i), l, est);
-        cost_[i][c] = ms ? *ms : est;
-        exact_left = std::isfinite(cost_[i][c]);
-      }
+      const double w = exact_only ? 1e-300 : lossiness(sel_.nodes[i].label);
+      for (size_t c = 0; c < cands_[i].size(); ++c)
+        if (lossiness(cands_[i][c]) >= w) cost_[i][c] = kInf;
+      admit_exact(i);
       ++sel_.demoted;
       log_debug("accuracy guard: {} leaves {}", g_.nodes[i].where(), sel_.nodes[i].label.key());
+    }
+  }
+
+  // Gives node i an exact label (lossiness 0; no_transforms: no Winograd either) when it has
+  // none with a time: exact convs the fast tuning did not measure (the model found them far
+  // slower) are timed now, or take the model's estimate once the profiling budget is spent.
+  void admit_exact(size_t i, bool no_transforms = false) {
+    auto exact = [&](size_t c) {
+      return lossiness(cands_[i][c]) == 0 && !(no_transforms && transform_error(cands_[i][c]) > 0);
+    };
+    for (size_t c = 0; c < cands_[i].size(); ++c)
+      if (exact(c) && std::isfinite(cost_[i][c])) return;
+    for (size_t c = 0; c < cands_[i].size(); ++c) {
+      const Label& l = cands_[i][c];
+      if (l.kind != LabelKind::conv || !exact(c)) continue;
+      const double est = heuristic_ms(g_, int(i), l, o_.isa, o_.threads);
+      std::optional<double> ms;
+      if (tune_ != TuneMode::none) ms = measure(int(i), l, est);
+      cost_[i][c] = ms ? *ms : est;
+      if (std::isfinite(cost_[i][c])) return;
     }
   }
 
@@ -1248,6 +1392,11 @@ class Selector {
   // The guard's exact stand-ins by (node, label key), see stand_in().
   std::map<std::pair<size_t, std::string>, std::pair<Label, std::unique_ptr<Kernel>>> stand_ins_;
   std::map<size_t, std::pair<double, double>> shares_;  // guard: node -> (weight, error share)
+  bool bf16_guard_ = false;                             // guard_bf16 runs: lossiness() is bf16's
+  // While keep_spares_, kernels a new solution replaces wait here by (node, label key) for the
+  // next (guard_bf16 solves back and forth).
+  bool keep_spares_ = false;
+  std::map<std::pair<size_t, std::string>, std::unique_ptr<Kernel>> spares_;
   std::vector<double> kept_ms_;
   std::vector<std::pair<Code, std::string>> failure_;      // per node: the last label's failure
   Clock::time_point deadline_ = Clock::time_point::max();  // end of this load's profiling
@@ -1322,9 +1471,12 @@ std::string accuracy_summary(const Selection& s) {
   if (s.probes == 0 && s.demoted == 0) return r;
   char buf[160];
   char added[32] = "error not measured";  // (stopped at, or not started within, the budget)
-  if (s.probe_error >= 0) std::snprintf(added, sizeof added, "%.2e added", s.probe_error);
-  std::snprintf(buf, sizeof buf, " (guard: %d probes, %s, %d convs demoted, %.0f ms)", s.probes,
-                added, s.demoted, s.guard_ms);
+  if (s.probe_error >= 0)
+    std::snprintf(added, sizeof added, s.guard_bf16 ? "%.2e from f32" : "%.2e added",
+                  s.probe_error);
+  std::snprintf(buf, sizeof buf, " (%s: %d probes, %s, %d %s, %.0f ms)",
+                s.guard_bf16 ? "bf16 guard" : "guard", s.probes, added, s.demoted,
+                s.guard_bf16 ? "layers back in f32" : "convs demoted", s.guard_ms);
   return r + buf;
 }
 

@@ -355,6 +355,7 @@ void Session::prepare(const SessionOptions& o) {
   so.profile_budget_ms = o.profile_budget_ms;
   so.accuracy = o.accuracy;
   so.accuracy_budget = o.accuracy_budget;
+  so.bf16_accuracy_budget = o.bf16_accuracy_budget;
   so.guard_share_probes = o.guard_share_probes;
   so.precision = o.precision;
   PlanOptions po;

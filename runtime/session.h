@@ -47,6 +47,7 @@ struct SessionOptions {
   double profile_budget_ms = 0;  // load-time profiling budget (0: by tuning mode; selection.h)
   Accuracy accuracy = Accuracy::guarded;     // which conv families may add error (selection.h)
   double accuracy_budget = kAccuracyBudget;  // the guard's limit (tests change it)
+  double bf16_accuracy_budget = kBf16AccuracyBudget;  // the same for bf16 plans
   int guard_share_probes = 0;  // cap on the guard's share probes a round (tests; selection.h)
   // bf16: convolutions may compute in bf16 where the CPU has AVX512-BF16 and the solver finds
   // it faster (labels.h); elsewhere, and for every other op, f32 as with f32.

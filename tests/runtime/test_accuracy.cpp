@@ -24,12 +24,12 @@ using namespace kiln::sessiontest;
 
 namespace {
 
-// A padded 3x3 Conv of `in` with weights `w` (an initializer of b) into `out`.
-void conv3x3(kiln::test::OnnxBuilder& b, const std::string& w, const std::string& in,
-             const std::string& out, int64_t groups = 1) {
+// A padded kxk Conv of `in` with weights `w` (an initializer of b) into `out`.
+void conv_k(kiln::test::OnnxBuilder& b, const std::string& w, const std::string& in,
+            const std::string& out, int64_t groups = 1, int64_t k = 3) {
   auto& c = b.node("Conv", {in, w}, {out});
-  kiln::test::OnnxBuilder::attr_ints(c, "kernel_shape", {3, 3});
-  kiln::test::OnnxBuilder::attr_ints(c, "pads", {1, 1, 1, 1});
+  kiln::test::OnnxBuilder::attr_ints(c, "kernel_shape", {k, k});
+  kiln::test::OnnxBuilder::attr_ints(c, "pads", {k / 2, k / 2, k / 2, k / 2});
   if (groups > 1) kiln::test::OnnxBuilder::attr_i(c, "group", groups);
 }
 
@@ -39,9 +39,9 @@ void conv3x3(kiln::test::OnnxBuilder& b, const std::string& w, const std::string
 // rounding shows 1/eps times larger in the output's relative error - Winograd F(4x4,3x3)'s
 // beyond the budget, the exact families' well within the tolerance.
 // groups: of every conv after the first (whose input has 8 channels); pointwise: a 1x1 conv
-// of the difference (the output).
-std::string twin_chain(int depth, int64_t ch, float eps, int64_t groups = 1,
-                       bool pointwise = false) {
+// of the difference (the output); k: the convs' kernel size (1: no Winograd).
+std::string twin_chain(int depth, int64_t ch, float eps, int64_t groups = 1, bool pointwise = false,
+                       int64_t k = 3) {
   kiln::test::OnnxBuilder b;
   b.input("x", {1, 8, 20, 20});
   std::mt19937 rng(7);
@@ -50,13 +50,13 @@ std::string twin_chain(int depth, int64_t ch, float eps, int64_t groups = 1,
   std::vector<float> wv;
   int64_t g = 1;
   auto conv = [&](const std::string& n, const std::string& in, const std::string& out) {
-    b.init_f("w" + n, {ch, ic / g, 3, 3}, wv);
-    conv3x3(b, "w" + n, in, out, g);
+    b.init_f("w" + n, {ch, ic / g, k, k}, wv);
+    conv_k(b, "w" + n, in, out, g, k);
   };
   for (int l = 0; l <= depth; ++l) {
     g = l == 0 ? 1 : groups;
-    std::normal_distribution<float> w(0.f, std::sqrt(2.f / float(9 * ic / g)));
-    wv.resize(size_t(ch * ic / g * 9));
+    std::normal_distribution<float> w(0.f, std::sqrt(2.f / float(k * k * ic / g)));
+    wv.resize(size_t(ch * ic / g * k * k));
     for (float& v : wv) v = w(rng);
     const std::string n = std::to_string(l);
     if (l == depth) {
@@ -222,10 +222,18 @@ TEST_CASE("default's guard demotes grouped Winograd convs onto the grouped famil
   }
 }
 
-// A bf16 plan: the guard keeps the Winograd convs the f32 plan of the same model loses (the
-// probe's output would differ at bf16's rounding, not Winograd's), and the output stays within
-// bf16's error of the reference.
-TEST_CASE("default's guard keeps Winograd in a plan that computes in bf16") {
+int bf16_nodes(const kiln::Selection& sel) {
+  int n = 0;
+  for (const kiln::NodeChoice& c : sel.nodes)
+    n += kiln::layout_bf16(c.label.in) || kiln::layout_bf16(c.label.out) ||
+         c.label.precision == kiln::Precision::bf16;
+  return n;
+}
+
+// A bf16 plan whose error is within the bf16 guard's budget (here: any) keeps the Winograd convs
+// the f32 plan of the same model loses (the probe's output would differ at bf16's rounding, not
+// Winograd's): the Winograd guard does not run, the bf16 guard probes twice (f32, the plan).
+TEST_CASE("a plan that computes in bf16 keeps its Winograd convs") {
   if (!kiln::testing::has_bf16()) return;
   const std::string m = twin_chain(2, 256, 1.f / 64, 1, true);
   const Tensor x = normal_input(3);
@@ -233,18 +241,56 @@ TEST_CASE("default's guard keeps Winograd in a plan that computes in bf16") {
   kiln::SessionOptions o = untuned(kiln::Isa::avx512);
   o.precision = kiln::Precision::bf16;
   o.accuracy = Accuracy::guarded;
+  o.bf16_accuracy_budget = 1.0;
   auto s = load(m, o);
   const kiln::Selection& sel = s->selection();
-  int bf16 = 0;
-  for (const kiln::NodeChoice& c : sel.nodes)
-    bf16 += kiln::layout_bf16(c.label.in) || kiln::layout_bf16(c.label.out);
-  REQUIRE(bf16 > 0);
+  REQUIRE(bf16_nodes(sel) > 0);
   REQUIRE(lossy_nodes(sel) > 0);
+  CHECK(sel.guard_bf16);
   CHECK(sel.demoted == 0);
-  CHECK(sel.probes == 0);
+  CHECK(sel.probes == 2);
   // The output is a 1x1 conv of the difference of two convs, 64x smaller than either: bf16's
   // relative error on it is ~64 x 2^-9.
   CHECK(rel_error(run(*s, x), ref) < 0.5);
+}
+
+// The twin convs' own roundings show 64x larger in the output (their inputs are rounded alike and
+// cancel); the convs before them and the 1x1 after add bf16's ordinary error. The bf16 guard puts
+// what exceeds its budget back in f32 and leaves bf16 where it costs little, in strict mode too
+// (no Winograd there); the fast mode rounds everything.
+TEST_CASE("the bf16 guard puts the layers that add bf16's error back in f32") {
+  if (!kiln::testing::has_bf16()) return;
+  const std::string m = twin_chain(2, 256, 1.f / 64, 1, true, 1);
+  const Tensor x = normal_input(5);  // not the probe's input
+  const Tensor ref = reference_output(m, x);
+  kiln::SessionOptions o = untuned(kiln::Isa::avx512);
+  o.precision = kiln::Precision::bf16;
+  o.accuracy = Accuracy::fast;
+  auto fast = load(m, o);
+  const int all = bf16_nodes(fast->selection());
+  const double e_fast = rel_error(run(*fast, x), ref);
+  CAPTURE(all);
+  CAPTURE(e_fast);
+  CHECK_FALSE(fast->selection().guard_bf16);
+  REQUIRE(e_fast > 2 * kiln::kBf16AccuracyBudget);
+  for (Accuracy acc : {Accuracy::guarded, Accuracy::strict}) {
+    CAPTURE(kiln::accuracy_name(acc));
+    o.accuracy = acc;
+    auto s = load(m, o);
+    const kiln::Selection& sel = s->selection();
+    CHECK(sel.guard_bf16);
+    CHECK(sel.demoted > 0);
+    CHECK(sel.probe_error <= kiln::kBf16AccuracyBudget);
+    const int left = bf16_nodes(sel);
+    CAPTURE(left);
+    CHECK(left > 0);
+    CHECK(left < all);
+    const double e = rel_error(run(*s, x), ref);
+    CAPTURE(e);
+    CHECK(e <= 1.5 * kiln::kBf16AccuracyBudget);
+    CHECK(e < e_fast / 3);
+    if (acc == Accuracy::strict) CHECK(lossy_nodes(sel) == 0);
+  }
 }
 
 TEST_CASE("strict refuses a forced lossy family; a forced family skips the guard") {
@@ -402,14 +448,14 @@ std::string twins_first(int depth, int64_t ch, float eps) {
   b.init_f("wa", {ch, ch, 3, 3}, wt);
   for (float& v : wt) v *= 1 + eps;
   b.init_f("wb", {ch, ch, 3, 3}, wt);
-  conv3x3(b, "wa", "r", "a");
-  conv3x3(b, "wb", "r", "b");
+  conv_k(b, "wa", "r", "a");
+  conv_k(b, "wb", "r", "b");
   b.node("Sub", {"b", "a"}, {"d0"});
   std::string cur = "d0";
   for (int l = 0; l < depth; ++l) {
     const std::string n = std::to_string(l);
     b.init_f("w" + n, {ch, ch, 3, 3}, weights(ch, ch, 3));
-    conv3x3(b, "w" + n, cur, "c" + n);
+    conv_k(b, "w" + n, cur, "c" + n);
     cur = "d" + std::to_string(l + 1);
     b.node("Relu", {"c" + n}, {cur});
   }
