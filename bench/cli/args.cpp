@@ -224,7 +224,8 @@ const Option kOptions[] = {
      nullptr, &Args::accuracy},
     {"--precision", "PREC", kModel,
      "f32 (default: exact) or bf16 (convolutions may compute in bf16 with f32 accumulation where "
-     "the CPU has AVX512-BF16 and it is faster; everything else stays f32)",
+     "the CPU has AVX512-BF16 and it is faster; everything else stays f32; unless --accuracy "
+     "fast, layers go back to f32 until a probe run is within 2e-2 of the output's max in f32)",
      nullptr, &Args::precision},
     {"--profile-budget", "MS", kModel,
      "milliseconds a load may spend measuring kernels (default 10000 with --tune fast, 60000 with "

@@ -248,9 +248,13 @@ typedef enum kiln_accuracy {
  * 1x1, depthwise) and fully connected layers may read their activations and weights rounded
  * to bfloat16 and accumulate in f32, where the CPU has AVX512-BF16 and the solver measures it
  * faster including the conversions; inputs, outputs and every other op stay f32. Each such
- * layer rounds its operands to 8 significant bits: outputs move by as much as bf16 itself
- * moves them (README, "precision"). On a CPU without AVX512-BF16, BF16 runs as F32. Plans are
- * stored in the tuning cache per precision. */
+ * layer rounds its operands to 8 significant bits. Under accuracy DEFAULT or STRICT a bf16
+ * guard bounds what that costs: on a cold load the plan is run on a random-normal probe input
+ * next to the model in f32, and bf16 layers go back to f32 (those saving least time per unit
+ * of error first) until the outputs differ by at most 2e-2 of their largest value; under FAST
+ * every layer the solver finds faster in bf16 keeps it, and outputs move by as much as bf16
+ * itself moves them (README, "precision"). On a CPU without AVX512-BF16, BF16 runs as F32.
+ * Plans are stored in the tuning cache per precision. */
 typedef enum kiln_precision { KILN_PRECISION_F32 = 0, KILN_PRECISION_BF16 = 1 } kiln_precision;
 
 /* Sets struct_size = sizeof(kiln_options) and all fields to their defaults. */
