@@ -786,18 +786,17 @@ class Selector {
 
   double guard_budget() const { return bf16_guard_ ? o_.bf16_accuracy_budget : o_.accuracy_budget; }
 
-  std::vector<size_t> bf16_nodes() const {
+  // The nodes whose chosen label satisfies `pred`.
+  template <class Pred>
+  std::vector<size_t> nodes_where(Pred pred) const {
     std::vector<size_t> r;
     for (size_t i = 0; i < sel_.nodes.size(); ++i)
-      if (rounds_bf16(sel_.nodes[i].label)) r.push_back(i);
+      if (pred(sel_.nodes[i].label)) r.push_back(i);
     return r;
   }
-
+  std::vector<size_t> bf16_nodes() const { return nodes_where(rounds_bf16); }
   std::vector<size_t> lossy_nodes() const {
-    std::vector<size_t> r;
-    for (size_t i = 0; i < sel_.nodes.size(); ++i)
-      if (lossiness(sel_.nodes[i].label) > 0) r.push_back(i);
-    return r;
+    return nodes_where([this](const Label& l) { return lossiness(l) > 0; });
   }
 
   // An exact stand-in for node i's lossy label: family f (else direct; grouped convs:

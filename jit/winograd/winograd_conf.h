@@ -2,8 +2,7 @@
 // F(2 x 2, 5 x 5) (alpha = 6, the points of F(4x4, 3x3)) for 3x3 / 5x5 stride-1 convs, and the
 // 1-D form F(m, r) for 1 x r and r x 1 kernels (r = 3, 5, 7: Inception's factorised 1x7 / 7x1
 // convs, 1-D convs lifted to 1 x r), and a stride-2 form for 3x3 stride-2 convs (below): the
-// conf and its init_conf. Plain C++ — the generators
-// (winograd_gen) only emit what this decides.
+// conf and its init_conf. Plain C++ — the generators (winograd_gen) only emit what this decides.
 //
 // 1-D (ConvFamily::winograd1d): alpha = 8 points (0, +-1, +-2, +-1/2, infinity), m = 9 - r
 // outputs a tile along the kernel's axis (7 taps: 4 multiplies an output instead of 7; 3 taps:
