@@ -35,6 +35,11 @@ namespace kiln {
 namespace {
 
 constexpr double kInf = std::numeric_limits<double>::infinity();
+// The bf16 guard's probe plans need the probe's precisions, not the fastest plan: their solves
+// stop branching after this many subproblems (a node bound, not time, so that every machine
+// probes the same plan). DenseNet-169's took 100-18,000 (0.01-2 s) uncapped; bench/NOTES.md
+// session 50.
+constexpr int64_t kProbeSolveNodes = 100;
 
 // The weight of the rounding error a label's transforms add (0: exact; conv_families.h).
 double transform_error(const Label& l) {
@@ -742,6 +747,7 @@ class Selector {
     if (o_.strategy == Strategy::global || o_.strategy == Strategy::heuristic) {
       SolveOptions so;
       so.time_budget_ms = o_.solve_budget_ms;
+      if (probe_solve_) so.max_search_nodes = kProbeSolveNodes;
       NetworkSolution s = np.solve(so);
       if (!s.feasible && admit_pruned()) return choose();
       if (!s.feasible) report_infeasible();
@@ -897,12 +903,15 @@ class Selector {
       if (f32[i]) admit_exact(i, exact_ref);
     }
     auto restore = [&] {
+      probe_solve_ = false;
       for (const auto& t : saved) cost_[std::get<0>(t)][std::get<1>(t)] = std::get<2>(t);
       solve_and_build();
     };
     std::vector<float> y;
     try {
+      probe_solve_ = true;
       solve_and_build();
+      probe_solve_ = false;
       y = o_.probe(sel_);
     } catch (...) {
       restore();
@@ -1395,6 +1404,7 @@ class Selector {
   // While keep_spares_, kernels a new solution replaces wait here by (node, label key) for the
   // next (guard_bf16 solves back and forth).
   bool keep_spares_ = false;
+  bool probe_solve_ = false;  // probe_f32 solves: any plan of the probe's precisions will do
   std::map<std::pair<size_t, std::string>, std::unique_ptr<Kernel>> spares_;
   std::vector<double> kept_ms_;
   std::vector<std::pair<Code, std::string>> failure_;      // per node: the last label's failure

@@ -78,6 +78,9 @@ struct SolveOptions {
   // found so far (never worse than heuristic mode's), reported as not proven optimal.
   // Reductions are never cut short. +inf = no limit.
   double time_budget_ms = 1000.0;
+  // The same after this many subproblems below the root (bnb_nodes; < 0: no limit): a bound
+  // that, unlike time, gives the same answer on every machine.
+  int64_t max_search_nodes = -1;
   // Move decomposable edge costs into the node vectors and drop all-zero edges first.
   bool normalise = true;
   // Heuristic RN choices try the next label when the first one turns out infeasible; this
@@ -91,7 +94,7 @@ struct SolveStats {
   int64_t bnb_nodes = 0;            // subproblems solved below the root
   int64_t edges_removed = 0;        // by normalisation (all-zero / decomposable edges)
   int core_nodes = 0;               // nodes left at the root after R0/RI/RII (0: no RN)
-  bool timed_out = false;
+  bool timed_out = false;           // cut short by time_budget_ms or max_search_nodes
   double time_ms = 0.0;
 };
 

@@ -12,7 +12,8 @@
 //
 // Incumbents: the relaxation's assignment costed on the real core at every search node, and
 // one greedy dive (heuristic mode, LLVM-style RN) on the first core. When the time budget
-// runs out the search keeps the best of these, so it is never worse than heuristic mode.
+// (or the cap on search nodes) runs out the search keeps the best of these, so it is never
+// worse than heuristic mode.
 #include <algorithm>
 #include <numeric>
 
@@ -74,7 +75,10 @@ class Search {
 
  private:
   bool out_of_time() {
-    if (!stats_.timed_out && elapsed_ms() >= opts_.time_budget_ms) stats_.timed_out = true;
+    if (!stats_.timed_out &&
+        (elapsed_ms() >= opts_.time_budget_ms ||
+         (opts_.max_search_nodes >= 0 && stats_.bnb_nodes >= opts_.max_search_nodes)))
+      stats_.timed_out = true;
     return stats_.timed_out;
   }
 

@@ -197,6 +197,62 @@ TEST_CASE("pbqp: time budget on network-like instances: never worse than heurist
   CHECK(s.optimal);
 }
 
+TEST_CASE("pbqp: a node pinned to one label by +inf costs is a constant, not a branch point") {
+  // A clique of 6 (every node of degree 5) with 3 nodes pinned: the other 3 form a triangle,
+  // which RI / RII solve once normalisation has folded the pinned nodes' edges into their
+  // neighbours (the bf16 guard's probes pin most of a network this way).
+  Tally t;
+  for (uint64_t seed = 1; seed <= 40; ++seed) {
+    CAPTURE(seed);
+    std::mt19937_64 rng(seed);
+    RandomSpec s;
+    s.min_nodes = s.max_nodes = 6;
+    s.min_labels = s.max_labels = 4;
+    Inst in = random_inst(rng, Topo::clique, s);
+    std::vector<int> pin(3);
+    for (int x = 0; x < 3; ++x) {
+      pin[size_t(x)] = int(rng() % 4);
+      for (int i = 0; i < 4; ++i)
+        if (i != pin[size_t(x)]) in.nodes[size_t(x)][size_t(i)] = inf;
+    }
+    check_instance(in, SolveOptions{}, /*exact=*/true, t, "pinned clique");
+    const Solution sol = to_pbqp(in).solve();
+    CHECK(sol.stats.rn == 0);
+    for (int x = 0; x < 3; ++x) CHECK(sol.labels[size_t(x)] == pin[size_t(x)]);
+  }
+  CHECK(t.infeasible == 0);
+}
+
+TEST_CASE("pbqp: a cap on search nodes cuts the search short, the same way every time") {
+  std::mt19937_64 rng(9);
+  RandomSpec s;
+  s.min_nodes = s.max_nodes = 9;
+  s.min_labels = s.max_labels = 4;
+  const Inst in = random_inst(rng, Topo::clique, s);
+  const Pbqp p = to_pbqp(in);
+  SolveOptions capped;
+  capped.time_budget_ms = inf;
+  capped.max_search_nodes = 3;
+  const Solution a = p.solve(capped), b = p.solve(capped);
+  CHECK(a.stats.timed_out);
+  CHECK_FALSE(a.optimal);
+  CHECK(a.feasible);
+  CHECK(close(naive_eval(in, a.labels), a.total));
+  CHECK(a.labels == b.labels);
+  CHECK(a.stats.bnb_nodes == b.stats.bnb_nodes);
+
+  SolveOptions all;
+  all.time_budget_ms = inf;
+  const Solution full = p.solve(all);
+  CHECK(full.stats.bnb_nodes > 3);  // the cap did cut something
+  CHECK(full.optimal);
+  CHECK(close(full.total, brute_min(in)));
+  capped.max_search_nodes = full.stats.bnb_nodes + 1;  // a cap the search never reaches
+  const Solution c = p.solve(capped);
+  CHECK(c.optimal);
+  CHECK(c.labels == full.labels);
+}
+
 TEST_CASE("pbqp: infeasible instances are reported as such") {
   Pbqp p;
   int a = p.add_node({1.0, 2.0});
