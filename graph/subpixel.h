@@ -6,6 +6,7 @@
 // every phase), or with phase_major (rh * sw + rw) * C + c (a Conv per phase, concatenated).
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <vector>
 

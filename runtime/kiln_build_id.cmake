@@ -1,7 +1,7 @@
 # Build-time script (cmake -P) that writes the kernel generator's build id, a content hash of
-# every jit/ source and header (and the runtime's labels, node_problems, profiler and
-# selection), into a small generated .cpp. Run by a custom command that depends on those
-# files, so editing any of them changes the id at the next build without a
+# every jit/ source and header (and the runtime's labels, node_problems, profiler, selection,
+# selector.h and accuracy_guard.cpp), into a small generated .cpp. Run by a custom command that
+# depends on those files, so editing any of them changes the id at the next build without a
 # reconfigure (adding or removing a file re-runs the configure-time glob: CONFIGURE_DEPENDS).
 # Tuning cache entries are keyed by this id: times measured with other kernel code are stale.
 #   -DKILN_ROOT=<source root> -DKILN_VERSION=<x.y.z> -DOUT=<generated .cpp>
@@ -12,6 +12,7 @@ file(GLOB_RECURSE files RELATIVE ${KILN_ROOT} ${KILN_ROOT}/jit/*.cpp ${KILN_ROOT
 foreach(f labels node_problems profiler selection)  # as in CMakeLists.txt
   list(APPEND files runtime/${f}.cpp runtime/${f}.h)
 endforeach()
+list(APPEND files runtime/selector.h runtime/accuracy_guard.cpp)
 list(SORT files)
 set(acc "")
 foreach(f ${files})
