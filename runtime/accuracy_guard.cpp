@@ -35,7 +35,7 @@ std::pair<Label, std::unique_ptr<Kernel>>& Selector::stand_in(size_t i, ConvFami
     double best_ms = kInf;
     for (size_t k = 0; k < cands_[i].size(); ++k) {
       const Label& l = cands_[i][k];
-      if (l.kind != LabelKind::conv || l.conv.family != fam) continue;
+      if (l.kind != LabelKind::conv || l.conv.family != fam || rounds_bf16(l)) continue;
       const bool same = l.conv.src == cur.conv.src && l.conv.dst == cur.conv.dst;
       const double ms = same ? -1 : cost_[i][k];  // the same layouts first
       if (!best || ms < best_ms) best = l, best_ms = ms;
@@ -369,7 +369,8 @@ void Selector::demote(const std::vector<size_t>& lossy, const std::vector<double
 
 void Selector::admit_exact(size_t i, bool no_transforms) {
   auto exact = [&](size_t c) {
-    return lossiness(cands_[i][c]) == 0 && !(no_transforms && transform_error(cands_[i][c]) > 0);
+    const Label& l = cands_[i][c];
+    return lossiness(l) == 0 && !rounds_bf16(l) && !(no_transforms && transform_error(l) > 0);
   };
   for (size_t c = 0; c < cands_[i].size(); ++c)
     if (exact(c) && std::isfinite(cost_[i][c])) return;

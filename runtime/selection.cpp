@@ -161,7 +161,15 @@ Selection Selector::run() {
   // (bench/NOTES.md, "The accuracy guard in bf16 plans").
   if (o_.accuracy != Accuracy::fast && o_.probe && !o_.force_family) {
     if (!bf16_nodes().empty()) guard_bf16();
-    if (o_.accuracy == Accuracy::guarded && bf16_nodes().empty()) guard();
+    if (o_.accuracy == Accuracy::guarded && bf16_nodes().empty()) {
+      // A plan with no bf16 layer (the bf16 guard sent them all back, or none was faster) stays
+      // f32: a layer the Winograd guard moves off Winograd would otherwise fall to its bf16
+      // label, which no probe checks (DBNet-like: 0.1 from PyTorch; bench/NOTES.md session 50).
+      for (size_t i = 0; i < cost_.size(); ++i)
+        for (size_t c = 0; c < cands_[i].size(); ++c)
+          if (rounds_bf16(cands_[i][c])) cost_[i][c] = kInf;
+      guard();
+    }
   }
   if (o_.cache) {
     // A plan partly chosen by the cost model for lack of time is not kept: the next load

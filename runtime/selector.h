@@ -194,7 +194,7 @@ class Selector {
   void demote(const std::vector<size_t>& lossy, const std::vector<double>& share, double budget,
               bool exact_only = false);
 
-  // Gives node i an exact label (lossiness 0; no_transforms: no Winograd either) when it has
+  // Gives node i an exact f32 label (lossiness 0; no_transforms: no Winograd either) when it has
   // none with a time: exact convs the fast tuning did not measure (the model found them far
   // slower) are timed now, or take the model's estimate once the profiling budget is spent.
   void admit_exact(size_t i, bool no_transforms = false);
