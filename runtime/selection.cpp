@@ -38,8 +38,8 @@ namespace {
 using selection_detail::kInf;
 // The bf16 guard's probe plans need the probe's precisions, not the fastest plan: their solves
 // stop branching after this many subproblems (a node bound, not time, so that every machine
-// probes the same plan). DenseNet-169's took 100-18,000 (0.01-2 s) uncapped; bench/NOTES.md
-// session 50.
+// probes the same plan). Uncapped, DenseNet-169's searched up to 18,000 of them and ran into
+// the 2 s solve budget (bench/NOTES.md, session 50).
 constexpr int64_t kProbeSolveNodes = 100;
 
 // The plan-cache key: everything the choice depends on besides the cache context (CPU, ISA,
