@@ -15,6 +15,11 @@
 
 namespace kiln::selection_detail {
 
+// The bf16 guard's probe plans need the probe's precisions, not the fastest plan: their solves
+// stop branching after this many subproblems (a node bound, not time, so that every machine
+// probes the same plan; bench/NOTES.md, session 50).
+constexpr int64_t kProbeSolveNodes = 100;
+
 bool Selector::rounds_bf16(const Label& l) {
   return layout_bf16(l.in) || layout_bf16(l.out) || l.precision == Precision::bf16;
 }
@@ -108,15 +113,12 @@ std::vector<float> Selector::probe_f32(const std::vector<size_t>& nodes, bool ex
     if (f32[i]) admit_exact(i, exact_ref);
   }
   auto restore = [&] {
-    probe_solve_ = false;
     for (const auto& t : saved) cost_[std::get<0>(t)][std::get<1>(t)] = std::get<2>(t);
     solve_and_build();
   };
   std::vector<float> y;
   try {
-    probe_solve_ = true;
-    solve_and_build();
-    probe_solve_ = false;
+    solve_and_build(kProbeSolveNodes);
     y = o_.probe(sel_);
   } catch (...) {
     restore();

@@ -1,18 +1,18 @@
 # Build-time script (cmake -P) that writes the kernel generator's build id, a content hash of
-# every jit/ source and header (and the runtime's labels, node_problems, profiler, selection,
-# selector.h and accuracy_guard.cpp), into a small generated .cpp. Run by a custom command that
-# depends on those files, so editing any of them changes the id at the next build without a
-# reconfigure (adding or removing a file re-runs the configure-time glob: CONFIGURE_DEPENDS).
+# the files CMakeLists.txt lists in KILN_JIT_ALL (every jit/ source and header, and the runtime
+# files that decide what is measured and which plan is solved from the times) and writes to
+# FILES, into a small generated .cpp. Run by a custom command that depends on those files, so
+# editing any of them changes the id at the next build without a reconfigure (adding or
+# removing a file re-runs the configure-time glob: CONFIGURE_DEPENDS).
 # Tuning cache entries are keyed by this id: times measured with other kernel code are stale.
-#   -DKILN_ROOT=<source root> -DKILN_VERSION=<x.y.z> -DOUT=<generated .cpp>
-file(GLOB_RECURSE files RELATIVE ${KILN_ROOT} ${KILN_ROOT}/jit/*.cpp ${KILN_ROOT}/jit/*.h)
-# Also what decides what is measured and how, and which plan is solved from the times: a
-# cached plan made by older selection code (e.g. a strategy that later changed its labels)
-# would otherwise be reused as it is.
-foreach(f labels node_problems profiler selection)  # as in CMakeLists.txt
-  list(APPEND files runtime/${f}.cpp runtime/${f}.h)
+#   -DKILN_ROOT=<source root> -DKILN_VERSION=<x.y.z> -DFILES=<list file> -DOUT=<generated .cpp>
+file(READ ${FILES} absolute)
+string(STRIP "${absolute}" absolute)
+set(files "")
+foreach(f ${absolute})
+  file(RELATIVE_PATH r ${KILN_ROOT} ${f})
+  list(APPEND files ${r})
 endforeach()
-list(APPEND files runtime/selector.h runtime/accuracy_guard.cpp)
 list(SORT files)
 set(acc "")
 foreach(f ${files})

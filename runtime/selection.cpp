@@ -36,11 +36,6 @@ namespace kiln {
 namespace {
 
 using selection_detail::kInf;
-// The bf16 guard's probe plans need the probe's precisions, not the fastest plan: their solves
-// stop branching after this many subproblems (a node bound, not time, so that every machine
-// probes the same plan). Uncapped, DenseNet-169's searched up to 18,000 of them and ran into
-// the 2 s solve budget (bench/NOTES.md, session 50).
-constexpr int64_t kProbeSolveNodes = 100;
 
 // The plan-cache key: everything the choice depends on besides the cache context (CPU, ISA,
 // threads, build) — strategy, tuning mode, accuracy mode and the optimised graph's structure
@@ -164,7 +159,7 @@ Selection Selector::run() {
     if (o_.accuracy == Accuracy::guarded && bf16_nodes().empty()) {
       // A plan with no bf16 layer (the bf16 guard sent them all back, or none was faster) stays
       // f32: a layer the Winograd guard moves off Winograd would otherwise fall to its bf16
-      // label, which no probe checks (DBNet-like: 0.1 from PyTorch; bench/NOTES.md session 50).
+      // label, which no probe checks (bench/NOTES.md, session 50).
       for (size_t i = 0; i < cost_.size(); ++i)
         for (size_t c = 0; c < cands_[i].size(); ++c)
           if (rounds_bf16(cands_[i][c])) cost_[i][c] = kInf;
@@ -180,12 +175,12 @@ Selection Selector::run() {
   return std::move(sel_);
 }
 
-void Selector::solve_and_build() {
+void Selector::solve_and_build(int64_t max_search_nodes) {
   const size_t nn = g_.nodes.size();
   for (int attempt = 0;; ++attempt) {
     auto t1 = Clock::now();
     const double profiled = sel_.profile_ms;  // conversions are timed lazily while solving
-    std::vector<int> choice = choose();
+    std::vector<int> choice = choose(max_search_nodes);
     sel_.solve_ms += ms_since(t1) - (sel_.profile_ms - profiled);
     auto t2 = Clock::now();
     bool ok = true;
@@ -700,7 +695,7 @@ NetworkProblem Selector::network(std::vector<std::vector<int>>* offered) {
   return np;
 }
 
-std::vector<int> Selector::choose() {
+std::vector<int> Selector::choose(int64_t max_search_nodes) {
   std::vector<std::vector<int>> offered;
   NetworkProblem np = network(&offered);
   const size_t nn = g_.nodes.size();
@@ -718,9 +713,9 @@ std::vector<int> Selector::choose() {
   if (o_.strategy == Strategy::global || o_.strategy == Strategy::heuristic) {
     SolveOptions so;
     so.time_budget_ms = o_.solve_budget_ms;
-    if (probe_solve_) so.max_search_nodes = kProbeSolveNodes;
+    so.max_search_nodes = max_search_nodes;
     NetworkSolution s = np.solve(so);
-    if (!s.feasible && admit_pruned()) return choose();
+    if (!s.feasible && admit_pruned()) return choose(max_search_nodes);
     if (!s.feasible) report_infeasible();
     pick = s.op_labels;
     sel_.optimal = s.optimal;

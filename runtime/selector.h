@@ -36,8 +36,9 @@ class Selector {
  private:
   // Solves for the current costs and builds the chosen kernels; a label whose factory refuses
   // it (possible only with model costs, which never instantiate) is made illegal and the
-  // choice redone.
-  void solve_and_build();
+  // choice redone. max_search_nodes: the solver's cap on branch-and-bound subproblems (< 0:
+  // none; SolveOptions).
+  void solve_and_build(int64_t max_search_nodes = -1);
 
   // --- depthwise conv + 1x1 pairs (jit/dw/dw_pw_kernel.h) --------------------------------
 
@@ -96,7 +97,7 @@ class Selector {
   // (input layouts, output layouts) signature is offered: the others can never win.
   NetworkProblem network(std::vector<std::vector<int>>* offered);
 
-  std::vector<int> choose();
+  std::vector<int> choose(int64_t max_search_nodes);
 
   // --- accuracy guards (runtime/accuracy_guard.cpp) -----------------------------------------
 
@@ -155,9 +156,9 @@ class Selector {
   // bf16_accuracy_budget the layers that round to bf16 get error shares and those saving least
   // time per unit of share go back to f32 (measure_shares and demote, as in guard(); a group's
   // share is the error with only it in bf16). On random-weight CNNs bf16's error comes mostly
-  // from the first layers, whose rounding every later layer carries: ResNet-50 all in bf16 is
-  // 0.10 from f32, with its first 17 convs in f32 0.02 (bench/NOTES.md, "bf16 guard"). Where a
-  // probe would not fit the profiling budget the plan stays as solved, unverified.
+  // from the first layers, whose rounding every later layer carries (bench/NOTES.md, "bf16
+  // guard"). Where a probe would not fit the profiling budget the plan stays as solved,
+  // unverified.
   void guard_bf16();
 
   // Accuracy::guarded. The probe runs the plan (y), the plan with its lossy convs on direct
@@ -258,7 +259,6 @@ class Selector {
   // While keep_spares_, kernels a new solution replaces wait here by (node, label key) for the
   // next (guard_bf16 solves back and forth).
   bool keep_spares_ = false;
-  bool probe_solve_ = false;  // probe_f32 solves: any plan of the probe's precisions will do
   std::map<std::pair<size_t, std::string>, std::unique_ptr<Kernel>> spares_;
   std::vector<double> kept_ms_;
   std::vector<std::pair<Code, std::string>> failure_;      // per node: the last label's failure

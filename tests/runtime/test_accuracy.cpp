@@ -235,7 +235,7 @@ int bf16_nodes(const kiln::Selection& sel) {
 // Winograd's): the Winograd guard does not run, the bf16 guard probes twice (f32, the plan).
 // With every bf16 layer sent back, the plan is an f32 one and the Winograd guard takes over: the
 // layers it moves off Winograd must not fall to their bf16 labels, which no probe would check
-// (DBNet-like models came out 0.1 from PyTorch that way).
+// (a DBNet-like model did: bench/NOTES.md, session 50).
 TEST_CASE("a bf16 plan keeps its Winograd convs; one sent back to f32 stays f32") {
   if (!kiln::testing::has_bf16()) return;
   const std::string m = twin_chain(2, 256, 1.f / 64, 1, true);
