@@ -1068,6 +1068,16 @@ double heuristic_ms(const Graph& g, int i, const Label& l, Isa isa, int threads)
     // of it back, and an f32 input's quantization pass reads it once more. Depthwise int8
     // computes in f32: only its bytes shrink.)
     if (l.precision == Precision::int8 && l.conv.family != ConvFamily::depthwise) {
+      // (An int8 im2col conv is the 1x1 kernel reading its windows in place, im2row without
+      // an im2col copy: the 1x1's rate where that is higher than im2col's - not for a first
+      // layer's few channels, which it packs densely along K. Priced at im2col's alone, it
+      // lost to f32 Winograd on wide maps: bench/NOTES.md, session 51.)
+      if (l.conv.family == ConvFamily::im2col)
+        compute_ms = std::min(
+            compute_ms,
+            2 * p.macs() /
+                (peak * conv_family(ConvFamily::gemm1x1).efficiency(p, l.conv.src, l.conv.dst) *
+                 1e6));
       compute_ms /= 2.5;
       if (!layout_u8(l.conv.src))
         compute_ms += double(value_bytes(g.value(n.in(0)), l.in)) / (gbps * 1e6);
