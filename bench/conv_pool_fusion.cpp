@@ -114,23 +114,20 @@ int main(int argc, char** argv) {
   double md = 0;
   for (size_t i = 0; i < B.size(); ++i) md = std::max(md, (double)std::abs(B[i] - B2[i]));
   printf("max diff %g\n", md);
+  auto flush_outputs = [&] {
+    flush(A.data(), A.size() * 4);
+    flush(B.data(), B.size() * 4);
+    flush(B2.data(), B2.size() * 4);
+  };
   using C = std::chrono::steady_clock;
   for (int cold = 0; cold < 2; ++cold) {
     std::vector<double> ts, tf;
     for (int r = 0; r < 201; ++r) {
-      if (cold) {
-        flush(A.data(), A.size() * 4);
-        flush(B.data(), B.size() * 4);
-        flush(B2.data(), B2.size() * 4);
-      }
+      if (cold) flush_outputs();
       auto t0 = C::now();
       separate();
       auto t1 = C::now();
-      if (cold) {
-        flush(A.data(), A.size() * 4);
-        flush(B.data(), B.size() * 4);
-        flush(B2.data(), B2.size() * 4);
-      }
+      if (cold) flush_outputs();
       auto t2 = C::now();
       fused();
       auto t3 = C::now();

@@ -1063,21 +1063,20 @@ double heuristic_ms(const Graph& g, int i, const Label& l, Isa isa, int threads)
   if (l.kind == LabelKind::conv) {
     const ConvProblem p = ConvProblem::from_node(g, n);
     const ConvFamilyRow& f = conv_family(l.conv.family);
-    double compute_ms = 2 * p.macs() / (peak * f.efficiency(p, l.conv.src, l.conv.dst) * 1e6);
+    const bool int8 = l.precision == Precision::int8 && l.conv.family != ConvFamily::depthwise;
+    double efficiency = f.efficiency(p, l.conv.src, l.conv.dst);
+    // (An int8 im2col conv is the 1x1 kernel reading its windows in place, im2row without an
+    // im2col copy: the 1x1's rate where that is higher than im2col's - not for a first layer's
+    // few channels, which it packs densely along K. Priced at im2col's alone, it lost to f32
+    // Winograd on wide maps: bench/NOTES.md, session 51.)
+    if (int8 && l.conv.family == ConvFamily::im2col)
+      efficiency = std::max(efficiency,
+                            conv_family(ConvFamily::gemm1x1).efficiency(p, l.conv.src, l.conv.dst));
+    double compute_ms = 2 * p.macs() / (peak * efficiency * 1e6);
     // (int8: vpdpbusd does 4x an FMA's multiply-adds; the conversion of the sums takes part
     // of it back, and an f32 input's quantization pass reads it once more. Depthwise int8
     // computes in f32: only its bytes shrink.)
-    if (l.precision == Precision::int8 && l.conv.family != ConvFamily::depthwise) {
-      // (An int8 im2col conv is the 1x1 kernel reading its windows in place, im2row without
-      // an im2col copy: the 1x1's rate where that is higher than im2col's - not for a first
-      // layer's few channels, which it packs densely along K. Priced at im2col's alone, it
-      // lost to f32 Winograd on wide maps: bench/NOTES.md, session 51.)
-      if (l.conv.family == ConvFamily::im2col)
-        compute_ms = std::min(
-            compute_ms,
-            2 * p.macs() /
-                (peak * conv_family(ConvFamily::gemm1x1).efficiency(p, l.conv.src, l.conv.dst) *
-                 1e6));
+    if (int8) {
       compute_ms /= 2.5;
       if (!layout_u8(l.conv.src))
         compute_ms += double(value_bytes(g.value(n.in(0)), l.in)) / (gbps * 1e6);
