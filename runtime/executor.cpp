@@ -25,7 +25,8 @@ struct Executor::Context {
   std::vector<float*> ptr;  // per plan tensor, refreshed per run
   RunProfile* prof = nullptr;
   Clock::time_point origin;
-  std::mutex events_mu;
+  // Pieces' events per arena slot (no lock between threads), merged into prof at the end.
+  std::vector<std::vector<RunProfile::Event>> slot_events;
   std::unique_ptr<tbb::flow::graph> graph;
   std::unique_ptr<tbb::flow::broadcast_node<tbb::flow::continue_msg>> start;
   std::vector<std::unique_ptr<tbb::flow::continue_node<tbb::flow::continue_msg>>> nodes;
@@ -107,16 +108,17 @@ void Executor::run_piece(Context& c, size_t si, int64_t b, int64_t e) const {
     args.scratch =
         static_cast<char*>(c.arena.get()) + scratch_at_ + arena_slot(threads_) * p_.scratch_bytes;
   const Kernel& k = *p_.steps[si].kernel;
-  if (!c.prof) return k.run(args, b, e);
+  // Step times need no per-piece record: clock reads and a shared list per piece slowed
+  // 2-thread runs of small steps by a quarter (bench/NOTES.md, session 52).
+  if (!c.prof || !c.prof->record_events) return k.run(args, b, e);
   const auto p0 = Clock::now();
   k.run(args, b, e);
   const auto p1 = Clock::now();
   auto us = [&](Clock::time_point t) {
     return std::chrono::duration<double, std::micro>(t - c.origin).count();
   };
-  int thread = std::max(0, tbb::this_task_arena::current_thread_index());
-  std::lock_guard<std::mutex> lock(c.events_mu);
-  c.prof->events.push_back({int(si), thread, us(p0), us(p1)});
+  const int slot = arena_slot(threads_);
+  c.slot_events[size_t(slot)].push_back({int(si), slot, us(p0), us(p1)});
 }
 
 void Executor::run_step(Context& c, size_t si) const {
@@ -208,6 +210,10 @@ void Executor::run(const std::vector<Tensor>& inputs, std::vector<Tensor>& outpu
     profile->events.clear();
   }
   c.prof = profile;
+  if (profile && profile->record_events) {
+    c.slot_events.resize(size_t(std::max(threads_, 1)));
+    for (auto& v : c.slot_events) v.clear();
+  }
   c.origin = Clock::now();
 
   char* base = static_cast<char*>(c.arena.get());
@@ -251,6 +257,9 @@ void Executor::run(const std::vector<Tensor>& inputs, std::vector<Tensor>& outpu
   } else {
     for (size_t si = 0; si < p_.steps.size(); ++si) run_step(c, si);
   }
+  if (profile && profile->record_events)
+    for (const auto& v : c.slot_events)
+      profile->events.insert(profile->events.end(), v.begin(), v.end());
   for (size_t i : copies) {
     const float* from = ptr[size_t(p_.outputs[i])];
     if (from != outputs[i].raw()) std::memcpy(outputs[i].raw(), from, outputs[i].nbytes());

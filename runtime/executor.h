@@ -23,7 +23,8 @@ struct RunProfile {
     int step, thread;
     double begin_us, end_us;  // since the start of the run
   };
-  std::vector<Event> events;
+  std::vector<Event> events;  // only when record_events: two clock reads per piece
+  bool record_events = false;
   double tail_ms = 0;  // the run-time tail (graph/dynamic.h), set by Session::run
 };
 

@@ -72,6 +72,7 @@ LayerProfile print_layers(const Session& s, const std::vector<Tensor>& ins,
 void write_trace(const Session& s, const std::vector<Tensor>& ins, std::vector<Tensor>& outs,
                  const std::string& path) {
   RunProfile prof;
+  prof.record_events = true;
   run_into(s, ins, outs, &prof);
   std::ofstream f(path, std::ios::trunc);
   if (!f) fail(Code::io_error, "cannot create '" + path + "'");
