@@ -59,6 +59,27 @@ void infer_matmul(Graph& g, Node& n) {
   set_output(g, n, 0, DType::f32, out);
 }
 
+// SoftmaxAttention (graph/rewrites.cpp fuse_attention): Softmax(scores) x V over the last axis,
+// scores = A x B times `scale` (divided by it with `divide`); ranks >= 2, numpy batch dims as
+// MatMul's, V's broadcasting with the scores'.
+void infer_softmax_attention(Graph& g, Node& n) {
+  for (size_t i = 0; i < 3; ++i) {
+    expect_dtype(g, n, i, DType::f32, Code::unsupported);
+    expect_min_rank(g, n, i, 2);
+  }
+  const Shape& a = input(g, n, 0).shape;
+  const Shape& b = input(g, n, 1).shape;
+  const Shape& v = input(g, n, 2).shape;
+  if (a.back() != b[b.size() - 2] || b.back() != v[v.size() - 2])
+    n.fail(Code::invalid_model, "inner dimensions do not match: " + shape_str(a) + " x " +
+                                    shape_str(b) + " x " + shape_str(v));
+  Shape batch = broadcast_shapes(n, Shape(a.begin(), a.end() - 2), Shape(b.begin(), b.end() - 2));
+  batch = broadcast_shapes(n, batch, Shape(v.begin(), v.end() - 2));
+  batch.push_back(a[a.size() - 2]);
+  batch.push_back(v.back());
+  set_output(g, n, 0, DType::f32, batch);
+}
+
 void infer_softmax(Graph& g, Node& n) {
   expect_dtype(g, n, 0, DType::f32, Code::unsupported);
   expect_min_rank(g, n, 0, 1);

@@ -115,6 +115,7 @@ void infer_quantize_dequantize(Graph& g, Node& n);  // internal (graph/fuse_qdq.
 // infer_linalg.cpp
 void infer_gemm(Graph& g, Node& n);
 void infer_matmul(Graph& g, Node& n);
+void infer_softmax_attention(Graph& g, Node& n);
 void infer_einsum(Graph& g, Node& n);  // einsum.cpp
 void infer_softmax(Graph& g, Node& n);
 // infer_reduce.cpp

@@ -48,6 +48,9 @@ int64_t fold_work(const Graph& g, const Node& n) {
              shape(1)[0] > 0 && out > 0) {  // each input element scatters M/group * kh * kw
     reduce = std::max<int64_t>(
         1, sat_mul(shape_numel(shape(0)), shape_numel(shape(1)) / shape(1)[0]) / out);
+  } else if (n.op == "SoftmaxAttention" && n.inputs.size() == 3 && shape(2).size() >= 2) {
+    const Shape& v = shape(2);  // each output value: N products with V, K per score
+    reduce = sat_mul(v[v.size() - 2], shape(0).back() + v.back()) / std::max<int64_t>(v.back(), 1);
   } else if ((n.op == "Gemm" || n.op == "MatMul") && !shape(0).empty()) {
     const Shape& a = shape(0);
     reduce = n.op == "Gemm" && n.attr_i("transA", 0) ? a[0] : a.back();
@@ -477,6 +480,7 @@ PassStats optimize(Graph& g, const Evaluator& eval) {
   s.rewrites += fuse_layer_norm(g);
   s.rewrites += fuse_group_norm(g);
   s.rewrites += fuse_gelu(g);
+  s.rewrites += fuse_attention(g);
   s.rewrites += fold_conv_affine(g);
   s.rewrites += merge_branches(g);  // (after BN folding: branches are Convs with biases)
   s.glue = rewrite_channel_ops(g) + rewrite_splits(g) + rewrite_reduce_means(g) + fold_pads(g);

@@ -383,6 +383,72 @@ class GeluFuser : public Rewriter {
   }
 };
 
+// ---- Attention ----
+
+// MatMul(A, B) -> [Mul / Div by a scalar constant] -> Softmax(last axis) -> MatMul(., V), each
+// intermediate read once: one SoftmaxAttention(A, B, V), whose kernel keeps the scores in
+// cache (jit/glue/attention.cpp) instead of writing and reading them four times.
+class AttentionFuser : public Rewriter {
+ public:
+  using Rewriter::Rewriter;
+
+  bool try_match(Node& sm) {
+    if (sm.op != "Softmax" || sm.has("post_ops") || sm.outputs.size() != 1) return false;
+    const Shape& x = g_.value(sm.inputs[0]).shape;
+    const int64_t rank = int64_t(x.size()), axis = sm.attr_i("axis", -1);
+    if (rank < 2 || (axis != -1 && axis != rank - 1)) return false;
+    Node* out = sole_user(sm.outputs[0]);
+    if (!matmul(out) || out->inputs[0] != sm.outputs[0] || out->inputs[1] == sm.outputs[0])
+      return false;
+    Node* scale = producer(sm.inputs[0]);
+    if (!scale || !only_users(sm.inputs[0], {index(&sm)})) return false;
+    float factor = 1.f;
+    bool divide = false;
+    ValueId scores = sm.inputs[0];
+    if (scale->op == "Mul" || scale->op == "Div") {
+      const int k = scale->op == "Div" || scalar(scale->inputs[1]) ? 1 : 0;  // the constant's slot
+      const Tensor* c = scalar(scale->inputs[size_t(k)]);
+      const float f = c ? c->data<float>()[0] : 0.f;
+      if (!c || !std::isfinite(f) || f == 0.f) return false;
+      factor = f;
+      divide = scale->op == "Div";
+      scores = scale->inputs[size_t(1 - k)];
+      if (!only_users(scores, {index(scale)})) return false;
+    } else {
+      scale = nullptr;
+    }
+    Node* qk = producer(scores);
+    if (!matmul(qk) || (!scale && !only_users(scores, {index(&sm)}))) return false;
+    Node fused;
+    fused.name = out->name;
+    fused.op = "SoftmaxAttention";
+    fused.inputs = {qk->inputs[0], qk->inputs[1], out->inputs[1]};
+    fused.outputs = out->outputs;
+    fused.attrs["scale"] = attr_f(factor);
+    if (divide) fused.attrs["divide"] = attr_i(1);
+    kill(qk);
+    if (scale) kill(scale);
+    kill(&sm);
+    *out = std::move(fused);
+    return true;
+  }
+
+ private:
+  // A MatMul of two f32 operands of rank >= 2 without fused post-ops.
+  bool matmul(const Node* n) const {
+    if (!n || n->op != "MatMul" || n->inputs.size() != 2 || n->has("post_ops")) return false;
+    for (ValueId v : n->inputs)
+      if (v == kNoValue || g_.value(v).dtype != DType::f32 || g_.value(v).shape.size() < 2)
+        return false;
+    return true;
+  }
+  // The constant f32 scalar v holds (any shape of one element), or nullptr.
+  const Tensor* scalar(ValueId v) const {
+    const Tensor* t = const_f32(g_, v);
+    return t && t->numel() == 1 ? t : nullptr;
+  }
+};
+
 // ---- GroupNorm ----
 
 // Reshape(x, [N, G, L]) -> InstanceNormalization(scale 1, B 0 over the G rows) -> Reshape(back
@@ -874,6 +940,10 @@ int fuse_layer_norm(Graph& g) {
 
 int fuse_group_norm(Graph& g) {
   return sweep<GroupNormFuser>(g);
+}
+
+int fuse_attention(Graph& g) {
+  return sweep<AttentionFuser>(g);
 }
 
 int fuse_lrn(Graph& g) {

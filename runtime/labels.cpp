@@ -310,6 +310,7 @@ std::optional<TypedEltwiseProblem> typed_problem(const Graph& g, const Node& n) 
 // A MatMul whose B is not a constant 2-D weight matrix (two activations, as in attention, or a
 // batched constant): the fc label runs the unpacked batched kernel, which reads B as an operand.
 bool batched_matmul(const Graph& g, const Node& n) {
+  if (n.op == "SoftmaxAttention") return true;  // (its B and V too are operands)
   if (n.op != "MatMul" || n.inputs.size() < 2 || n.in(1) == kNoValue) return false;
   const Value& b = g.value(n.inputs[1]);
   return !(b.is_const() && b.shape.size() == 2);
@@ -318,6 +319,15 @@ bool batched_matmul(const Graph& g, const Node& n) {
 std::unique_ptr<Kernel> make_fc(const Graph& g, const Node& n, Isa isa, std::string* why, bool bf16,
                                 std::shared_ptr<const ConvInt8> int8) {
   const bool gemm = n.op == "Gemm";
+  if (n.op == "SoftmaxAttention") {
+    if (bf16) return *why = "no bf16 attention", nullptr;
+    for (ValueId v : n.inputs)
+      if (v == kNoValue || g.value(v).dtype != DType::f32) return *why = "needs f32", nullptr;
+    const float s = n.attr_f("scale", 1.f);
+    return create_attention_kernel(g.value(n.inputs[0]).shape, g.value(n.inputs[1]).shape,
+                                   g.value(n.inputs[2]).shape,
+                                   n.attr_i("divide", 0) != 0 ? 1.f / s : s, isa, why);
+  }
   if (n.op != "Gemm" && n.op != "MatMul") return *why = "not Gemm/MatMul", nullptr;
   if (n.inputs.size() < 2) return *why = "no B operand", nullptr;
   if (batched_matmul(g, n)) {
@@ -675,7 +685,7 @@ std::vector<Label> candidate_labels(const Graph& g, int i, Isa isa, bool referen
           }
       }
     }
-  } else if (jit && (n.op == "Gemm" || n.op == "MatMul")) {
+  } else if (jit && (n.op == "Gemm" || n.op == "MatMul" || n.op == "SoftmaxAttention")) {
     simple(LabelKind::fc, Layout::nchw);
     if (precision == Precision::bf16 && bf16_supported(isa) && !batched_matmul(g, n)) {
       simple(LabelKind::fc, Layout::nchw);

@@ -158,11 +158,12 @@ KILN_REF_KERNEL(is_nan);    // f32 -> bool
 KILN_REF_KERNEL(is_inf);
 KILN_REF_KERNEL(gemm);  // ref_gemm.cpp
 KILN_REF_KERNEL(matmul);
-KILN_REF_KERNEL(einsum);      // ref_einsum.cpp
-KILN_REF_KERNEL(scatter_nd);  // ref_scatter.cpp
-KILN_REF_KERNEL(gather_nd);   // ref_scatter.cpp
-KILN_REF_KERNEL(reduce);      // ref_reduce.cpp: every Reduce* op (graph/post_ops.h ReduceOp)
-KILN_REF_KERNEL(arg_reduce);  // ArgMax, ArgMin
+KILN_REF_KERNEL(softmax_attention);  // SoftmaxAttention: the MatMul, scale, Softmax, MatMul
+KILN_REF_KERNEL(einsum);             // ref_einsum.cpp
+KILN_REF_KERNEL(scatter_nd);         // ref_scatter.cpp
+KILN_REF_KERNEL(gather_nd);          // ref_scatter.cpp
+KILN_REF_KERNEL(reduce);             // ref_reduce.cpp: every Reduce* op (graph/post_ops.h ReduceOp)
+KILN_REF_KERNEL(arg_reduce);         // ArgMax, ArgMin
 KILN_REF_KERNEL(global_average_pool);
 KILN_REF_KERNEL(global_max_pool);
 KILN_REF_KERNEL(softmax);    // Softmax, LogSoftmax, Hardmax

@@ -1,4 +1,5 @@
-// Gemm (2-D, transposes, alpha/beta, broadcast C) and MatMul (numpy matmul semantics).
+// Gemm (2-D, transposes, alpha/beta, broadcast C), MatMul (numpy matmul semantics) and
+// SoftmaxAttention (the ops it fuses, one after the other).
 #include "runtime/ref/ref_common.h"
 #include "runtime/ref/ref_epilogue.h"
 
@@ -128,6 +129,38 @@ void matmul(const Node& node, const Inputs& in, const Outputs& out) {
   if (!epilogue.empty())
     for (int64_t r = 0, rows = Y.numel() / std::max<int64_t>(N, 1); r < rows; ++r)
       epilogue.apply_row(yp + r * N, N, r * N, 0, 1);
+}
+
+// The unfused ops' kernels in order on whole tensors: the scores, the elementwise scale (as
+// the Mul / Div it replaced computes it), Softmax over the last axis, the product with V.
+void softmax_attention(const Node& node, const Inputs& in, const Outputs& out) {
+  const Tensor& A = req_input(node, in, 0);
+  const Tensor& B = req_input(node, in, 1);
+  const Tensor& V = req_input(node, in, 2);
+  if (A.shape().size() < 2 || B.shape().size() < 2 || V.shape().size() < 2)
+    node.fail(Code::invalid_model, "inputs must have rank >= 2");
+  const Shape& as = A.shape();
+  const Shape& bs = B.shape();
+  Shape ss =
+      broadcast_shapes(node, Shape(as.begin(), as.end() - 2), Shape(bs.begin(), bs.end() - 2));
+  ss.push_back(as[as.size() - 2]);
+  ss.push_back(bs.back());
+  Tensor s(DType::f32, ss), p(DType::f32, ss);
+  Node mm;
+  mm.name = node.name;
+  mm.op = "MatMul";
+  matmul(mm, {&A, &B}, {&s});
+  const float scale = node.attr_f("scale", 1.f);
+  const bool divide = node.attr_i("divide", 0) != 0;
+  if (scale != 1.f || divide) {
+    float* sp = s.data<float>();
+    for (int64_t i = 0; i < s.numel(); ++i) sp[i] = divide ? sp[i] / scale : sp[i] * scale;
+  }
+  Node sm;
+  sm.name = node.name;
+  sm.op = "Softmax";
+  softmax(sm, {&s}, {&p});
+  matmul(mm, {&p, &V}, out);
 }
 
 }  // namespace kiln::ref

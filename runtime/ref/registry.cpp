@@ -84,6 +84,7 @@ constexpr std::array kTable{
     Entry{"Softmax", ref::softmax},
     Entry{"Gemm", ref::gemm},
     Entry{"MatMul", ref::matmul},
+    Entry{"SoftmaxAttention", ref::softmax_attention},
     Entry{"Einsum", ref::einsum},
     Entry{"Flatten", ref::copy_data},
     Entry{"Reshape", ref::copy_data},

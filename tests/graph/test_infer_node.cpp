@@ -26,6 +26,8 @@ TEST_CASE("op table lists every supported op once with sane bounds") {
       "InstanceNormalization", "GroupNormalization", "LRN", "TopK", "CumSum", "Max", "Min", "Mean",
       // ConvTranspose (branch convt)
       "ConvTranspose", "SubpixelInterleave",
+      // attention (graph/rewrites.cpp fuse_attention)
+      "SoftmaxAttention",
       // branch dtypes
       "Equal", "Less", "Greater", "LessOrEqual", "GreaterOrEqual", "Not", "And", "Or", "Xor",
       "Where", "IsNaN", "IsInf", "Sign", "Mod", "Cast", "CastLike", "Expand", "Tile",

@@ -14,12 +14,14 @@
 #include "graph/passes.h"
 #include "ref_graph.h"
 #include "runtime/session.h"
+#include "test_infer_util.h"
 
 using kiln::Code;
 using kiln::Error;
 using kiln::Graph;
 using kiln::Tensor;
 using kiln::test::OnnxBuilder;
+using kiln::test_infer::contains;
 
 namespace {
 
@@ -43,10 +45,6 @@ Outcome load(const std::string& bytes, const kiln::SessionOptions& o = opts()) {
   } catch (const Error& e) {
     return {false, e.code(), e.what()};
   }
-}
-
-bool contains(const std::string& s, const std::string& part) {
-  return s.find(part) != std::string::npos;
 }
 
 // The load fails with `code` and a message containing every part.

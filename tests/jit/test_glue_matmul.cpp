@@ -15,12 +15,7 @@ namespace {
 using kiln::Isa;
 using kiln::Shape;
 using kiln::test::GuardedBuf;
-
-int64_t numel(const Shape& s) {
-  int64_t n = 1;
-  for (int64_t d : s) n *= d;
-  return n;
-}
+using kiln::shape_numel;
 
 // C = A x B with batch dims broadcast (right-aligned), computed directly from the definition.
 std::vector<double> reference(const Shape& as, const std::vector<float>& a, const Shape& bs,
@@ -35,8 +30,8 @@ std::vector<double> reference(const Shape& as, const std::vector<float>& a, cons
   out.push_back(M);
   out.push_back(N);
   *out_shape = out;
-  std::vector<double> c(size_t(numel(out)), 0.0);
-  const int64_t batches = numel(out) / (M * N);
+  std::vector<double> c(size_t(shape_numel(out)), 0.0);
+  const int64_t batches = shape_numel(out) / (M * N);
   for (int64_t e = 0; e < batches; ++e) {
     // Offsets of batch entry e in A and B: index per dim, 0 where the operand has size 1.
     int64_t rem = e, ao = 0, bo = 0, sa = M * K, sb = K * N;
@@ -66,14 +61,14 @@ void check(Isa isa, const Shape& as, const Shape& bs) {
   std::string why;
   auto k = kiln::create_matmul_kernel(as, bs, isa, &why);
   REQUIRE_MESSAGE(k, why);
-  GuardedBuf a(size_t(numel(as))), b(size_t(numel(bs)));
+  GuardedBuf a(size_t(shape_numel(as))), b(size_t(shape_numel(bs)));
   a.random(1);
   b.random(2);
   Shape os;
   const std::vector<double> want =
       reference(as, std::vector<float>(a.data(), a.data() + a.size()), bs,
                 std::vector<float>(b.data(), b.data() + b.size()), &os);
-  GuardedBuf c(size_t(numel(os)));
+  GuardedBuf c(size_t(shape_numel(os)));
   c.fill(NAN);
   kiln::test::run_split(*k, {a.data(), b.data()}, {c.data()});
   const int64_t K = as.back();

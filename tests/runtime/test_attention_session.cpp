@@ -1,6 +1,7 @@
-// A self-attention block end to end: MatMuls of two activations (Q x K^T, P x V) and a
-// batched constant right operand run on the batched MatMul glue kernel (label fc), not on the
-// reference kernel, on every JIT ISA, and match the reference path.
+// A self-attention block end to end: Q x K^T, the scale, Softmax and P x V fused into the
+// attention glue kernel, a batched constant right operand on the batched MatMul glue kernel
+// (both label fc), not the reference kernels, on every JIT ISA, matching the reference path;
+// and longer sequences (scores over several of the fused kernel's tiles) at 1 and 2 threads.
 #include <doctest/doctest.h>
 
 #include <cmath>
@@ -75,16 +76,19 @@ TEST_CASE("attention session: activation x activation MatMuls run on JIT kernels
     std::unique_ptr<kiln::Session> s;
     const Tensor got = run(o, &s);
     const kiln::Graph& g = s->graph();
-    int matmuls = 0;
+    int matmuls = 0, fused = 0;
     for (size_t i = 0; i < g.nodes.size(); ++i) {
       CAPTURE(g.nodes[i].name);
       const kiln::Label& l = s->selection().nodes[i].label;
-      if (g.nodes[i].op == "MatMul") {
-        ++matmuls;
+      if (g.nodes[i].op == "MatMul" || g.nodes[i].op == "SoftmaxAttention") {
+        ++(g.nodes[i].op == "MatMul" ? matmuls : fused);
         CHECK(l.kind == kiln::LabelKind::fc);
       }
     }
-    CHECK(matmuls >= 3);  // qk, pv, perhead (the projections may have become convs)
+    // qk, Div, Softmax, pv in one SoftmaxAttention (graph/rewrites.cpp fuse_attention); perhead
+    // (the projections may have become convs).
+    CHECK(fused == 1);
+    CHECK(matmuls >= 1);
     REQUIRE(got.shape() == want.shape());
     double maxref = 0, maxdiff = 0;
     for (int64_t i = 0; i < want.numel(); ++i) {
@@ -93,4 +97,60 @@ TEST_CASE("attention session: activation x activation MatMuls run on JIT kernels
     }
     CHECK(maxdiff <= 1e-5 * maxref);
   }
+}
+
+TEST_CASE("attention session: long sequences on the fused kernel at 1 and 2 threads") {
+  // Q [1, 2, 300, 16] x K^T [1, 2, 16, 300], times 0.25, Softmax, x V [2, 300, 24]: 300 keys and
+  // query rows in several tiles and a tail; V broadcast over the leading batch dim.
+  kiln::test::OnnxBuilder b;
+  b.input("q", {1, 2, 300, 16}).input("kt", {1, 2, 16, 300}).input("v", {2, 300, 24}).output("y");
+  b.init_f("c", {}, {0.25f});
+  b.node("MatMul", {"q", "kt"}, {"s"});
+  b.node("Mul", {"s", "c"}, {"t"});
+  b.node("Softmax", {"t"}, {"p"});
+  b.node("MatMul", {"p", "v"}, {"y"});
+  const std::string bytes = b.bytes();
+  std::vector<Tensor> in;
+  uint64_t seed = 20;
+  for (kiln::Shape sh : {kiln::Shape{1, 2, 300, 16}, {1, 2, 16, 300}, {2, 300, 24}}) {
+    in.emplace_back(kiln::DType::f32, sh);
+    const std::vector<float> v = randoms(size_t(in.back().numel()), seed++, -2.f, 2.f);
+    std::copy(v.begin(), v.end(), in.back().data<float>());
+  }
+  auto run = [&](const kiln::SessionOptions& o, int* fused) {
+    auto s = kiln::Session::load_memory(bytes.data(), bytes.size(), o);
+    *fused = 0;
+    for (size_t i = 0; i < s->graph().nodes.size(); ++i)
+      if (s->graph().nodes[i].op == "SoftmaxAttention")
+        *fused += s->selection().nodes[i].label.kind == kiln::LabelKind::fc;
+    std::vector<Tensor> out;
+    out.emplace_back(kiln::DType::f32, s->outputs()[0].shape);
+    s->run(in, out);
+    return std::move(out[0]);
+  };
+  kiln::SessionOptions ro;
+  ro.reference = true;
+  ro.use_cache = false;
+  int fused = 0;
+  const Tensor want = run(ro, &fused);
+  REQUIRE(want.shape() == kiln::Shape{1, 2, 300, 24});
+  for (kiln::Isa isa : kiln::testing::jit_isas())
+    for (int threads : {1, 2}) {
+      CAPTURE(kiln::isa_name(isa));
+      CAPTURE(threads);
+      kiln::SessionOptions o;
+      o.use_cache = false;
+      o.tune = kiln::TuneMode::none;
+      o.max_isa = isa;
+      o.threads = threads;
+      const Tensor got = run(o, &fused);
+      CHECK(fused == 1);
+      double maxref = 0, maxdiff = 0;
+      for (int64_t i = 0; i < want.numel(); ++i) {
+        maxref = std::max(maxref, std::fabs(double(want.data<float>()[i])));
+        maxdiff =
+            std::max(maxdiff, std::fabs(double(got.data<float>()[i] - want.data<float>()[i])));
+      }
+      CHECK(maxdiff <= 1e-5 * maxref);
+    }
 }

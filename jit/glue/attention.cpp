@@ -1,0 +1,215 @@
+// Softmax attention in one kernel: Y[b] = Softmax(scale * A[b] x B[b]) x V[b] (graph op
+// SoftmaxAttention, made by graph/rewrites.cpp fuse_attention from MatMul -> [scalar Mul / Div]
+// -> Softmax(last axis) -> MatMul). The unfused ops write the [M, N] scores to memory, read
+// them back for the softmax, write the probabilities and read them again for the second
+// product: four passes over a tensor that for a long sequence is hundreds of MB (4,096 tokens
+// x 16 heads: 1 GiB). Here a tile is R rows of one batch entry: their scores go to the
+// thread's scratch (R rows, sized to stay in L2), become exp(s - max) in place, and the second
+// product reads them from there; its R output rows are then divided by the rows' sums (D
+// divisions a row instead of N), so no score leaves the cache. The products are the batched
+// MatMul kernel's row blocks (jit/glue/matmul_rows.h); R is the second product's row block,
+// as tall as its registers allow (a narrow V - a head of 16 to 64 values - makes it the longer
+// loop). Score rows are a cache line longer than a multiple of 16 floats: rows 2^k floats
+// apart would put the second product's R broadcast streams in one L1 set (4,096 keys: 3x
+// slower).
+#include <algorithm>
+#include <cmath>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "graph/error.h"
+#include "jit/glue/asm_math.h"
+#include "jit/glue/asmjit_util.h"
+#include "jit/glue/glue.h"
+#include "jit/glue/matmul_rows.h"
+
+namespace kiln {
+namespace {
+
+using glue::AsmBuilder;
+using glue::Mask;
+namespace x86 = asmjit::x86;
+using RowsFn = void (*)(const float* a, const float* b, float* c);
+using ExpFn = void (*)(float* row, float* sum);
+
+// fn(row, sum): row[0, n) = exp(row - max(row)) in place, *sum = their sum.
+int build_exp_row(AsmBuilder& b, int64_t n) {
+  auto& cc = b.cc();
+  const int V = b.width();
+  b.begin_function(asmjit::FuncSignatureT<void, float*, float*>());
+  x86::Gp row = b.gp(), out = b.gp();
+  b.func()->setArg(0, row);
+  b.func()->setArg(1, out);
+  const int64_t full = n / V;
+  const Mask tail = b.mask(int(n % V));
+  // body(mem, last) over the row's vectors: `full` whole ones, then the tail if any.
+  auto over_row = [&](const std::function<void(const x86::Mem&, bool)>& body) {
+    x86::Gp p = b.gp();
+    cc.mov(p, row);
+    if (full > 0) {
+      x86::Gp k = b.gp();
+      cc.mov(k, full);
+      asmjit::Label top = cc.newLabel();
+      cc.bind(top);
+      body(x86::ptr(p), false);
+      cc.add(p, V * 4);
+      cc.dec(k);
+      cc.jnz(top);
+    }
+    if (n % V) body(x86::ptr(p), true);
+  };
+  // Pass 1: the max; lanes past n count as -inf.
+  x86::Vec mx = b.bcast(-INFINITY), t = b.vec();
+  over_row([&](const x86::Mem& m, bool last) {
+    if (!last) {
+      cc.vmaxps(mx, mx, m);
+      return;
+    }
+    cc.vmovaps(t, b.cf32(-INFINITY));
+    if (b.avx512()) {
+      cc.k(tail.k).vmovups(t, m);
+    } else {
+      x86::Vec v = b.vec();
+      b.load(v, m, &tail);
+      cc.vblendvps(t, t, v, tail.v);
+    }
+    cc.vmaxps(mx, mx, t);
+  });
+  b.fold_lanes(mx, [&](const x86::Vec& d, const x86::Vec& a) { cc.vmaxps(d, d, a); });
+  cc.vbroadcastss(mx, mx.xmm());
+  // Pass 2: e = exp(x - max) in place, summed; lanes past n neither summed nor stored.
+  x86::Vec sum = b.vec();
+  cc.vxorps(sum, sum, sum);
+  over_row([&](const x86::Mem& m, bool last) {
+    b.load(t, m, last ? &tail : nullptr);
+    cc.vsubps(t, t, mx);
+    glue::emit_exp(b, t, t);
+    if (last) b.zero_past(t, tail);
+    cc.vaddps(sum, sum, t);
+    b.store(m, t, last ? &tail : nullptr);
+  });
+  b.fold_lanes(sum, [&](const x86::Vec& d, const x86::Vec& a) { cc.vaddps(d, d, a); });
+  cc.vmovss(x86::ptr(out), sum.xmm());
+  b.end_function();
+  return b.function_count() - 1;
+}
+
+// Scores per tile at most this many bytes: with the second product's V rows they stay in L2.
+constexpr int64_t kScoreBytes = 256 << 10;
+
+class AttentionKernel : public glue::GlueKernel {
+ public:
+  AttentionKernel(int64_t m, int64_t k, int64_t n, int64_t d, float scale, glue::BatchOffsets qk,
+                  std::vector<int64_t> v_off, Isa isa)
+      : m_(m),
+        k_(k),
+        n_(n),
+        d_(d),
+        scale_(scale),
+        a_off_(std::move(qk.a)),
+        b_off_(std::move(qk.b)),
+        v_off_(std::move(v_off)) {
+    const int V = simd_width(isa), regs = glue::vector_registers(isa);
+    const glue::MatMulBlocking bl = glue::matmul_blocking(isa);
+    // Second product: nr vectors of V's row (its d columns, up to the usual 4 / 2), and as
+    // many rows as the accumulators leave registers for (one for the broadcast), up to 24.
+    const int nr = int(std::min<int64_t>(bl.nr, (d + V - 1) / V));
+    ld_ = round_up(n, 16) + 16;
+    const int64_t fit = std::max<int64_t>(1, kScoreBytes / (ld_ * 4));
+    rows_ = int(std::clamp<int64_t>(std::min<int64_t>((regs - nr - 1) / nr, 24), 1, fit));
+    rows_ = int(std::min<int64_t>(rows_, m));
+    mr_ = std::min(bl.mr, rows_);
+    m_tiles_ = (m + rows_ - 1) / rows_;
+    tiles_ = int64_t(a_off_.size()) * m_tiles_;
+    name_ = std::string("glue_attention_") + isa_name(isa) + "_m" + std::to_string(m) + "k" +
+            std::to_string(k) + "n" + std::to_string(n) + "d" + std::to_string(d);
+    AsmBuilder b(name_, isa);
+    // Scores: row blocks of 1..mr_ rows (a tile's rows in blocks of mr_, then the rest).
+    for (int r = 1; r <= mr_; ++r) glue::build_matmul_rows(b, r, bl.nr, k, n, 0, ld_);
+    const int full = glue::build_matmul_rows(b, rows_, nr, n, d, ld_, 0);
+    const int tail = int(m % rows_);
+    const int part = tail ? glue::build_matmul_rows(b, tail, nr, n, d, ld_, 0) : full;
+    const int exp = build_exp_row(b, n);
+    code_ = b.finish();
+    for (int r = 0; r < mr_; ++r) scores_.push_back(b.entry<RowsFn>(code_, r));
+    out_full_ = b.entry<RowsFn>(code_, full);
+    out_tail_ = b.entry<RowsFn>(code_, part);
+    exp_ = b.entry<ExpFn>(code_, exp);
+  }
+
+  double macs() const override {
+    return double(a_off_.size()) * double(m_) * double(n_) * double(k_ + d_);
+  }
+  // The tile's scores, its rows' sums and (a scale) its rows of A times the scale.
+  int64_t scratch_bytes() const override {
+    return 4 * (rows_ * ld_ + round_up(rows_, 16) + (scale_ != 1.f ? rows_ * k_ : 0));
+  }
+
+  void run(const KernelArgs& args, int64_t begin, int64_t end) const override {
+    const float* a = args.src[0];
+    const float* bm = args.src[1];
+    const float* v = args.src[2];
+    float* y = args.dst[0];
+    float* s = scratch_floats(args);
+    float* sums = s + rows_ * ld_;
+    float* scaled = sums + round_up(rows_, 16);
+    for (int64_t t = std::max<int64_t>(begin, 0); t < std::min(end, tiles_); ++t) {
+      const int64_t batch = t / m_tiles_, r0 = (t % m_tiles_) * rows_;
+      const int rows = int(std::min<int64_t>(rows_, m_ - r0));
+      const float* at = a + a_off_[size_t(batch)] + r0 * k_;
+      if (scale_ != 1.f) {  // scale * (A x B) as (scale * A) x B: K products, not N
+        for (int64_t i = 0; i < rows * k_; ++i) scaled[i] = at[i] * scale_;
+        at = scaled;
+      }
+      for (int i = 0; i < rows; i += mr_) {
+        const int r = std::min(mr_, rows - i);
+        scores_[size_t(r - 1)](at + i * k_, bm + b_off_[size_t(batch)], s + i * ld_);
+      }
+      for (int i = 0; i < rows; ++i) exp_(s + i * ld_, sums + i);
+      float* yt = y + (batch * m_ + r0) * d_;
+      (rows == rows_ ? out_full_ : out_tail_)(s, v + v_off_[size_t(batch)], yt);
+      for (int i = 0; i < rows; ++i)
+        for (int64_t j = 0; j < d_; ++j) yt[i * d_ + j] /= sums[i];
+    }
+  }
+
+ private:
+  int64_t m_, k_, n_, d_;
+  float scale_;
+  std::vector<int64_t> a_off_, b_off_, v_off_;  // per batch entry, in floats
+  int rows_ = 1, mr_ = 1;
+  int64_t ld_ = 0;  // floats between score rows in scratch
+  int64_t m_tiles_ = 1;
+  std::vector<RowsFn> scores_;  // scores_[r - 1]: r rows of scores
+  RowsFn out_full_ = nullptr, out_tail_ = nullptr;
+  ExpFn exp_ = nullptr;
+};
+
+}  // namespace
+
+std::unique_ptr<Kernel> create_attention_kernel(const Shape& a, const Shape& b, const Shape& v,
+                                                float scale, Isa isa, std::string* why_not) {
+  if (isa != Isa::avx2 && isa != Isa::avx512) return decline(why_not, "needs avx2 or avx512");
+  if (a.size() < 2 || b.size() < 2 || v.size() < 2) return decline(why_not, "a 1-D operand");
+  const int64_t m = a[a.size() - 2], k = a.back(), n = b.back(), d = v.back();
+  if (b[b.size() - 2] != k || v[v.size() - 2] != n) return decline(why_not, "inner dims differ");
+  if (m < 1 || k < 1 || n < 1 || d < 1) return decline(why_not, "empty operand");
+  // Row displacements are 32-bit immediates (build_matmul_rows).
+  if (k > (int64_t(1) << 24) || n > (int64_t(1) << 24) || d > (int64_t(1) << 24))
+    return decline(why_not, "K, N or D over 2^24");
+  if (!(scale == scale) || scale == 0.f || scale - scale != 0.f)
+    return decline(why_not, "scale not finite and non-zero");
+  std::optional<glue::BatchOffsets> qk = glue::matmul_batch_offsets(a, b);
+  if (!qk) return decline(why_not, "batch dims do not broadcast or exceed 2^24 entries");
+  // The scores' batch dims must already be the output's: V may broadcast, not widen them.
+  Shape scores = qk->batch;
+  scores.push_back(m);
+  scores.push_back(n);
+  std::optional<glue::BatchOffsets> pv = glue::matmul_batch_offsets(scores, v);
+  if (!pv || pv->batch != qk->batch) return decline(why_not, "V widens the batch dims");
+  return std::make_unique<AttentionKernel>(m, k, n, d, scale, std::move(*qk), std::move(pv->b),
+                                           isa);
+}
+
+}  // namespace kiln

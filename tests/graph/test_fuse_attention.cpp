@@ -1,0 +1,138 @@
+// graph/rewrites.cpp fuse_attention: MatMul -> [Mul / Div by a scalar] -> Softmax(last axis)
+// -> MatMul becomes one SoftmaxAttention whose reference kernel gives the unfused graph's
+// output exactly; near-misses (another axis, a non-scalar or reversed scale, a bias between,
+// an intermediate read twice or a graph output) stay as they are.
+#include <doctest/doctest.h>
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "graph/onnx_builder.h"
+#include "graph/passes.h"
+#include "ref_graph.h"
+
+namespace kiln {
+namespace {
+
+using test::OnnxBuilder;
+
+struct AttnOpts {
+  Shape a{2, 5, 8}, b{2, 8, 7}, v{2, 7, 6};
+  std::string scale_op;      // "", "Mul", "Div", "Add" (between the scores and the Softmax)
+  bool scale_first = false;  // the constant as the Mul's / Div's first input
+  Shape scale_shape{};       // the constant's shape (one element: a scalar)
+  float scale_value = 0.7f;  // its values
+  int64_t axis = -1;         // the Softmax's
+  bool scores_out = false;   // the scores also a graph output
+  bool probs_twice = false;  // the probabilities also read by a Relu (a second output)
+};
+
+OnnxBuilder attention(const AttnOpts& o) {
+  OnnxBuilder b;
+  b.input("a", o.a).input("b", o.b).input("v", o.v).output("y");
+  b.node("MatMul", {"a", "b"}, {"s"});
+  std::string x = "s";
+  if (!o.scale_op.empty()) {
+    int64_t n = 1;
+    for (int64_t d : o.scale_shape) n *= d;
+    b.init_f("c", o.scale_shape, std::vector<float>(static_cast<size_t>(n), o.scale_value));
+    b.node(o.scale_op,
+           o.scale_first ? std::vector<std::string>{"c", "s"} : std::vector<std::string>{"s", "c"},
+           {"t"});
+    x = "t";
+  }
+  auto& sm = b.node("Softmax", {x}, {"p"});
+  OnnxBuilder::attr_i(sm, "axis", o.axis);
+  b.node("MatMul", {"p", "v"}, {"y"});
+  if (o.scores_out) b.output("s");
+  if (o.probs_twice) {
+    b.node("Relu", {"p"}, {"r"});
+    b.output("r");
+  }
+  return b;
+}
+
+struct Fused {
+  std::map<std::string, int> ops;
+  const Node* node = nullptr;  // the SoftmaxAttention, if any
+  Graph g;
+  std::vector<float> before, after;
+};
+
+Fused fuse(const AttnOpts& o) {
+  Fused f;
+  f.g = test::import(attention(o));
+  infer_shapes(f.g);
+  f.before = test::run_first_output(f.g, 1.5f);
+  fuse_attention(f.g);
+  remove_dead_code(f.g);
+  f.after = test::run_first_output(f.g, 1.5f);
+  for (const Node& n : f.g.nodes) {
+    ++f.ops[n.op];
+    if (n.op == "SoftmaxAttention") f.node = &n;
+  }
+  return f;
+}
+
+}  // namespace
+
+TEST_CASE("fuse_attention: the pattern becomes one node with the unfused output") {
+  struct Case {
+    AttnOpts o;
+    float scale;
+    bool divide;
+  };
+  std::vector<Case> cases;
+  cases.push_back({AttnOpts{}, 1.f, false});
+  AttnOpts mul;
+  mul.scale_op = "Mul";
+  cases.push_back({mul, 0.7f, false});
+  mul.scale_first = true;  // Mul(c, s)
+  mul.scale_shape = {1, 1, 1};
+  cases.push_back({mul, 0.7f, false});
+  AttnOpts div;
+  div.scale_op = "Div";
+  cases.push_back({div, 0.7f, true});
+  AttnOpts bc;  // broadcast batch dims; the axis spelled positively
+  bc.a = {2, 1, 5, 8};
+  bc.b = {1, 3, 8, 7};
+  bc.v = {3, 7, 6};
+  bc.axis = 3;
+  cases.push_back({bc, 1.f, false});
+  for (const Case& c : cases) {
+    CAPTURE(c.o.scale_op);
+    CAPTURE(c.o.scale_first);
+    Fused f = fuse(c.o);
+    REQUIRE(f.node != nullptr);
+    CHECK(f.g.nodes.size() == 1);
+    CHECK(f.node->attr_f("scale", 0.f) == c.scale);
+    CHECK((f.node->attr_i("divide", 0) != 0) == c.divide);
+    CHECK(f.before == f.after);  // the reference kernel runs the same ops
+  }
+}
+
+TEST_CASE("fuse_attention: near-misses stay unfused") {
+  std::vector<AttnOpts> misses(8);
+  misses[0].axis = 1;          // not the last axis
+  misses[1].scale_op = "Mul";  // a per-key vector, not a scalar
+  misses[1].scale_shape = {7};
+  misses[2].scale_op = "Div";  // c / s
+  misses[2].scale_first = true;
+  misses[3].scale_op = "Add";    // a bias (relative positions) between
+  misses[4].scores_out = true;   // the scores are needed
+  misses[5].probs_twice = true;  // the probabilities are read twice
+  misses[6].scale_op = "Mul";    // a scale of 0
+  misses[6].scale_value = 0.f;
+  misses[7].scale_op = "Mul";  // scaled, and the unscaled scores are needed
+  misses[7].scores_out = true;
+  for (size_t i = 0; i < misses.size(); ++i) {
+    CAPTURE(i);
+    Fused f = fuse(misses[i]);
+    CHECK(f.node == nullptr);
+    CHECK(f.ops["Softmax"] == 1);
+    CHECK(f.before == f.after);
+  }
+}
+
+}  // namespace kiln
