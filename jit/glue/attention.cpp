@@ -198,7 +198,7 @@ std::unique_ptr<Kernel> create_attention_kernel(const Shape& a, const Shape& b, 
   // Row displacements are 32-bit immediates (build_matmul_rows).
   if (k > (int64_t(1) << 24) || n > (int64_t(1) << 24) || d > (int64_t(1) << 24))
     return decline(why_not, "K, N or D over 2^24");
-  if (!(scale == scale) || scale == 0.f || scale - scale != 0.f)
+  if (!std::isfinite(scale) || scale == 0.f)
     return decline(why_not, "scale not finite and non-zero");
   std::optional<glue::BatchOffsets> qk = glue::matmul_batch_offsets(a, b);
   if (!qk) return decline(why_not, "batch dims do not broadcast or exceed 2^24 entries");
