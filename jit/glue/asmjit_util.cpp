@@ -184,6 +184,21 @@ void AsmBuilder::load(const x86::Vec& dst, const x86::Mem& src, const Mask* m) {
   }
 }
 
+void AsmBuilder::load_fill(const x86::Vec& dst, const x86::Mem& src, const Mask& m, float fill) {
+  if (m.full()) {
+    cc_->vmovups(dst, src);
+    return;
+  }
+  cc_->vmovups(dst, cf32(fill));
+  if (avx512()) {
+    cc_->k(m.k).vmovups(dst, src);
+  } else {
+    x86::Vec v = vec();
+    load(v, src, &m);
+    cc_->vblendvps(dst, dst, v, m.v);
+  }
+}
+
 void AsmBuilder::store(const x86::Mem& dst, const x86::Vec& src, const Mask* m) {
   if (!m || m->full()) {
     cc_->vmovups(dst, src);

@@ -91,6 +91,9 @@ class AsmBuilder {
   // the masked lanes are written). `m` may be null (full vector).
   void load(const x86::Vec& dst, const x86::Mem& src, const Mask* m = nullptr);
   void store(const x86::Mem& dst, const x86::Vec& src, const Mask* m = nullptr);
+  // dst = [src] in the mask's lanes and `fill` past them (a reduction's identity: -inf for a
+  // max), never touching memory past the mask.
+  void load_fill(const x86::Vec& dst, const x86::Mem& src, const Mask& m, float fill);
   // v's lanes past the mask become 0 (blocked layouts' pad lanes); nothing for a full mask.
   void zero_past(const x86::Vec& v, const Mask& m);
 

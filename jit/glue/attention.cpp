@@ -66,14 +66,7 @@ int build_exp_row(AsmBuilder& b, int64_t n) {
       cc.vmaxps(mx, mx, m);
       return;
     }
-    cc.vmovaps(t, b.cf32(-INFINITY));
-    if (b.avx512()) {
-      cc.k(tail.k).vmovups(t, m);
-    } else {
-      x86::Vec v = b.vec();
-      b.load(v, m, &tail);
-      cc.vblendvps(t, t, v, tail.v);
-    }
+    b.load_fill(t, m, tail, -INFINITY);
     cc.vmaxps(mx, mx, t);
   });
   b.fold_lanes(mx, [&](const x86::Vec& d, const x86::Vec& a) { cc.vmaxps(d, d, a); });

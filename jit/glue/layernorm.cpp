@@ -188,18 +188,10 @@ class LnGen {
     // Pass 1: max; lanes past c count as -inf.
     x86::Vec mx = b_.bcast(-INFINITY), t = b_.vec();
     over_row(x, [&](const x86::Mem& m, bool last) {
-      if (last && !tail_.full()) {
-        cc_.vmovaps(t, b_.cf32(-INFINITY));
-        if (b_.avx512()) {
-          cc_.k(tail_.k).vmovups(t, m);
-        } else {
-          x86::Vec v = b_.vec();
-          b_.load(v, m, &tail_);
-          cc_.vblendvps(t, t, v, tail_.v);
-        }
-      } else {
+      if (last)
+        b_.load_fill(t, m, tail_, -INFINITY);
+      else
         cc_.vmovups(t, m);
-      }
       cc_.vmaxps(mx, mx, t);  // a NaN may be lost here but poisons the sum below, as in ONNX
     });
     mx = reduce_bcast(mx, true);

@@ -127,24 +127,8 @@ class RdGen {
       cc_.dec(k);
       cc_.jnz(top);
     }
-    load_last(t, x86::ptr(p));
+    b_.load_fill(t, x86::ptr(p), tail_, identity(c_.op));  // lanes past c: the op's identity
     body(t);
-  }
-
-  // t = the masked last vector at m, lanes past the mask = the op's identity.
-  void load_last(const x86::Vec& t, const x86::Mem& m) {
-    if (tail_.full()) {
-      cc_.vmovups(t, m);
-      return;
-    }
-    cc_.vmovups(t, b_.cf32(identity(c_.op)));
-    if (b_.avx512()) {
-      cc_.k(tail_.k).vmovups(t, m);
-    } else {
-      x86::Vec v = b_.vec();
-      b_.load(v, m, &tail_);
-      cc_.vblendvps(t, t, v, tail_.v);
-    }
   }
 
   // One vector of columns at [x] (c rows, inner * 4 bytes apart) -> [y]; masked when `last`.
