@@ -60,12 +60,13 @@ void infer_matmul(Graph& g, Node& n) {
 }
 
 // SoftmaxAttention (graph/rewrites.cpp fuse_attention): Softmax(scores) x V over the last axis,
-// scores = A x B times `scale` (divided by it with `divide`); ranks >= 2, numpy batch dims as
-// MatMul's, V's broadcasting with the scores'.
+// scores = A x B times `scale` (divided by it with `divide`) [plus a bias]; ranks >= 2, numpy
+// batch dims as MatMul's, V's broadcasting with the scores'; the bias (rank >= 1, last dim N)
+// broadcasts to the scores without widening them.
 void infer_softmax_attention(Graph& g, Node& n) {
-  for (size_t i = 0; i < 3; ++i) {
+  for (size_t i = 0; i < n.inputs.size(); ++i) {
     expect_dtype(g, n, i, DType::f32, Code::unsupported);
-    expect_min_rank(g, n, i, 2);
+    expect_min_rank(g, n, i, i == 3 ? 1 : 2);
   }
   const Shape& a = input(g, n, 0).shape;
   const Shape& b = input(g, n, 1).shape;
@@ -76,6 +77,14 @@ void infer_softmax_attention(Graph& g, Node& n) {
   Shape batch = broadcast_shapes(n, Shape(a.begin(), a.end() - 2), Shape(b.begin(), b.end() - 2));
   batch = broadcast_shapes(n, batch, Shape(v.begin(), v.end() - 2));
   batch.push_back(a[a.size() - 2]);
+  if (n.inputs.size() > 3) {
+    const Shape& bias = input(g, n, 3).shape;
+    Shape scores = batch;
+    scores.push_back(b.back());
+    if (bias.back() != b.back() || broadcast_shapes(n, scores, bias) != scores)
+      n.fail(Code::invalid_model, "bias " + shape_str(bias) + " does not broadcast to scores " +
+                                      shape_str(scores) + " along their last dim");
+  }
   batch.push_back(v.back());
   set_output(g, n, 0, DType::f32, batch);
 }

@@ -212,7 +212,7 @@ const std::vector<OpInfo>& table() {
       {"ChannelShuffle", infer_channel_shuffle, 1, kMany, 1, kMany, {}, true},
       {"SubpixelInterleave", infer_subpixel_interleave, 1, 1, 1, 1, {}, true},
       // MatMul -> [scalar Mul / Div] -> Softmax -> MatMul in one op (graph/rewrites.cpp).
-      {"SoftmaxAttention", infer_softmax_attention, 3, 3, 1, 1, {}, true},
+      {"SoftmaxAttention", infer_softmax_attention, 3, 4, 1, 1, {}, true},
       // QuantizeLinear -> DequantizeLinear in one op (graph/fuse_qdq.h).
       {"QuantizeDequantize", infer_quantize_dequantize, 1, 1, 1, 1, {}, true},
       // A QuantizeLinear left unpaired, per tensor (graph/fuse_qdq.cpp).

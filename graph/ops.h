@@ -63,9 +63,10 @@
 //   ChannelShuffle  internal (graph/channel_shuffle.h), never in a model.
 //   SubpixelInterleave  internal (graph/subpixel.h, graph/rewrite_convt.cpp): a
 //               ConvTranspose's phase planes interleaved into its output.
-//   SoftmaxAttention  internal (graph/rewrites.cpp fuse_attention): inputs (A, B, V) + attrs
-//               scale (1) and divide (0): Y = Softmax(A x B * scale, or / scale with divide,
-//               over the last axis) x V, MatMul's batch broadcasting.
+//   SoftmaxAttention  internal (graph/rewrites.cpp fuse_attention): inputs (A, B, V[, bias])
+//               + attrs scale (1) and divide (0): Y = Softmax(A x B * scale, or / scale with
+//               divide, [+ bias,] over the last axis) x V, MatMul's batch broadcasting; the
+//               bias broadcasts to the scores without widening them, its last dim N.
 //   Cast        attr `to` kept as the ONNX code; to float16 = a float32 rounded to half
 //               precision, to int32 = an int64 wrapped to 32 bits (Kiln has no f16/i32
 //               tensors); `saturate` (opset 19, float8 only) ignored. CastLike: to = input 1's

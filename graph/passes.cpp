@@ -48,7 +48,7 @@ int64_t fold_work(const Graph& g, const Node& n) {
              shape(1)[0] > 0 && out > 0) {  // each input element scatters M/group * kh * kw
     reduce = std::max<int64_t>(
         1, sat_mul(shape_numel(shape(0)), shape_numel(shape(1)) / shape(1)[0]) / out);
-  } else if (n.op == "SoftmaxAttention" && n.inputs.size() == 3 && shape(2).size() >= 2) {
+  } else if (n.op == "SoftmaxAttention" && n.inputs.size() >= 3 && shape(2).size() >= 2) {
     const Shape& v = shape(2);  // each output value: N products with V, K per score
     reduce = sat_mul(v[v.size() - 2], shape(0).back() + v.back()) / std::max<int64_t>(v.back(), 1);
   } else if ((n.op == "Gemm" || n.op == "MatMul") && !shape(0).empty()) {

@@ -188,7 +188,8 @@ int fuse_layer_norm(Graph& g);
 int fuse_group_norm(Graph& g);
 // x * 0.5 * (1 + Erf(x / sqrt 2)) in any association: Gelu (fused later as a post-op).
 int fuse_gelu(Graph& g);
-// MatMul -> [scalar Mul / Div] -> Softmax(last axis) -> MatMul: one SoftmaxAttention (graph/ops.h).
+// MatMul -> [scalar Mul / Div] -> [Add(bias)] -> Softmax(last axis) -> MatMul: one
+// SoftmaxAttention (graph/ops.h).
 int fuse_attention(Graph& g);
 // PyTorch's exported F.local_response_norm (x^2, a zero-padded average pool over a unit dim
 // before the channels, Mul / Add / Pow / Div): one LRN (window_lo as PyTorch's window). Runs

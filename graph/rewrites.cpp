@@ -385,9 +385,11 @@ class GeluFuser : public Rewriter {
 
 // ---- Attention ----
 
-// MatMul(A, B) -> [Mul / Div by a scalar constant] -> Softmax(last axis) -> MatMul(., V), each
-// intermediate read once: one SoftmaxAttention(A, B, V), whose kernel keeps the scores in
-// cache (jit/glue/attention.cpp) instead of writing and reading them four times.
+// MatMul(A, B) -> [Mul / Div by a scalar constant] -> [Add(., bias)] -> Softmax(last axis) ->
+// MatMul(., V), each intermediate read once: one SoftmaxAttention(A, B, V[, bias]), whose kernel
+// keeps the scores in cache (jit/glue/attention.cpp) instead of writing and reading them four
+// times. The bias (Swin's and LeViT's relative positions, BoTNet's position logits, a mask) is
+// any f32 tensor over the keys that broadcasts to the scores without widening them.
 class AttentionFuser : public Rewriter {
  public:
   using Rewriter::Rewriter;
@@ -400,11 +402,33 @@ class AttentionFuser : public Rewriter {
     Node* out = sole_user(sm.outputs[0]);
     if (!matmul(out) || out->inputs[0] != sm.outputs[0] || out->inputs[1] == sm.outputs[0])
       return false;
-    Node* scale = producer(sm.inputs[0]);
-    if (!scale || !only_users(sm.inputs[0], {index(&sm)})) return false;
+    // `reader` reads the (scaled) scores: the bias's Add, or the Softmax itself.
+    Node* reader = &sm;
+    ValueId scaled = sm.inputs[0], bias = kNoValue;
+    Node* add = producer(scaled);
+    if (add && add->op == "Add" && !add->has("post_ops") && add->inputs.size() == 2 &&
+        add->outputs.size() == 1 && only_users(scaled, {index(&sm)})) {
+      // The scores' side: a scaled MatMul's output before a bare one's (both sides may be
+      // products: BoTNet's bias is q x positions).
+      int side = -1;
+      for (int pass = 0; pass < 2 && side < 0; ++pass)
+        for (int k = 0; k < 2 && side < 0; ++k) {
+          Node* p = producer(add->inputs[size_t(k)]);
+          if (pass == 0 ? scaled_matmul(p) : matmul(p)) side = k;
+        }
+      if (side < 0) return false;
+      bias = add->inputs[size_t(1 - side)];
+      scaled = add->inputs[size_t(side)];
+      if (bias == scaled || !bias_fits(bias, scaled)) return false;
+      reader = add;
+    } else {
+      add = nullptr;
+    }
+    Node* scale = producer(scaled);
+    if (!scale || !only_users(scaled, {index(reader)})) return false;
     float factor = 1.f;
     bool divide = false;
-    ValueId scores = sm.inputs[0];
+    ValueId scores = scaled;
     if (scale->op == "Mul" || scale->op == "Div") {
       const int k = scale->op == "Div" || scalar(scale->inputs[1]) ? 1 : 0;  // the constant's slot
       const Tensor* c = scalar(scale->inputs[size_t(k)]);
@@ -418,16 +442,19 @@ class AttentionFuser : public Rewriter {
       scale = nullptr;
     }
     Node* qk = producer(scores);
-    if (!matmul(qk) || (!scale && !only_users(scores, {index(&sm)}))) return false;
+    if (!matmul(qk) || (!scale && !only_users(scores, {index(reader)})) || bias == scores)
+      return false;
     Node fused;
     fused.name = out->name;
     fused.op = "SoftmaxAttention";
     fused.inputs = {qk->inputs[0], qk->inputs[1], out->inputs[1]};
+    if (bias != kNoValue) fused.inputs.push_back(bias);
     fused.outputs = out->outputs;
     fused.attrs["scale"] = attr_f(factor);
     if (divide) fused.attrs["divide"] = attr_i(1);
     kill(qk);
     if (scale) kill(scale);
+    if (add) kill(add);
     kill(&sm);
     *out = std::move(fused);
     return true;
@@ -440,6 +467,26 @@ class AttentionFuser : public Rewriter {
     for (ValueId v : n->inputs)
       if (v == kNoValue || g_.value(v).dtype != DType::f32 || g_.value(v).shape.size() < 2)
         return false;
+    return true;
+  }
+  // A Mul / Div of a MatMul's output by a scalar constant.
+  bool scaled_matmul(Node* n) {
+    if (!n || (n->op != "Mul" && n->op != "Div") || n->inputs.size() != 2) return false;
+    const int k = n->op == "Div" || scalar(n->inputs[1]) ? 1 : 0;
+    return scalar(n->inputs[size_t(k)]) && matmul(producer(n->inputs[size_t(1 - k)]));
+  }
+  // An f32 bias over the scores' last dim (a per-query one would not change the softmax) that
+  // broadcasts to them without widening them.
+  bool bias_fits(ValueId bias, ValueId scores) const {
+    const Value& b = g_.value(bias);
+    const Shape& s = g_.value(scores).shape;
+    if (b.dtype != DType::f32 || b.shape.empty() || b.shape.size() > s.size() || s.empty() ||
+        b.shape.back() != s.back())
+      return false;
+    for (size_t i = 0; i < b.shape.size(); ++i) {
+      const int64_t d = b.shape[b.shape.size() - 1 - i];
+      if (d != 1 && d != s[s.size() - 1 - i]) return false;
+    }
     return true;
   }
   // The constant f32 scalar v holds (any shape of one element), or nullptr.

@@ -326,7 +326,8 @@ std::unique_ptr<Kernel> make_fc(const Graph& g, const Node& n, Isa isa, std::str
     const float s = n.attr_f("scale", 1.f);
     return create_attention_kernel(g.value(n.inputs[0]).shape, g.value(n.inputs[1]).shape,
                                    g.value(n.inputs[2]).shape,
-                                   n.attr_i("divide", 0) != 0 ? 1.f / s : s, isa, why);
+                                   n.attr_i("divide", 0) != 0 ? 1.f / s : s, isa, why,
+                                   n.inputs.size() > 3 ? &g.value(n.inputs[3]).shape : nullptr);
   }
   if (n.op != "Gemm" && n.op != "MatMul") return *why = "not Gemm/MatMul", nullptr;
   if (n.inputs.size() < 2) return *why = "no B operand", nullptr;

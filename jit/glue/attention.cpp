@@ -1,12 +1,12 @@
-// Softmax attention in one kernel: Y[b] = Softmax(scale * A[b] x B[b]) x V[b] (graph op
-// SoftmaxAttention, made by graph/rewrites.cpp fuse_attention from MatMul -> [scalar Mul / Div]
-// -> Softmax(last axis) -> MatMul). The unfused ops write the [M, N] scores to memory, read
-// them back for the softmax, write the probabilities and read them again for the second
-// product: four passes over a tensor that for a long sequence is hundreds of MB (4,096 tokens
-// x 16 heads: 1 GiB). Here a tile is R rows of one batch entry: their scores go to the
-// thread's scratch (R rows, sized to stay in L2), become exp(s - max) in place, and the second
-// product reads them from there; its R output rows are then divided by the rows' sums (D
-// divisions a row instead of N), so no score leaves the cache. The products are the batched
+// Softmax attention in one kernel: Y[b] = Softmax(scale * A[b] x B[b] [+ bias[b]]) x V[b] (graph
+// op SoftmaxAttention, made by graph/rewrites.cpp fuse_attention from MatMul -> [scalar Mul /
+// Div] -> [Add of a bias: relative positions, a mask] -> Softmax(last axis) -> MatMul). The unfused
+// ops write the [M, N] scores to memory, read them back for the softmax, write the probabilities
+// and read them again for the second product: four passes over a tensor that for a long sequence is
+// hundreds of MB (4,096 tokens x 16 heads: 1 GiB). Here a tile is R rows of one batch entry: their
+// scores go to the thread's scratch (R rows, sized to stay in L2), become exp(s - max) in place,
+// and the second product reads them from there; its R output rows are then divided by the rows'
+// sums (D divisions a row instead of N), so no score leaves the cache. The products are the batched
 // MatMul kernel's row blocks (jit/glue/matmul_rows.h); R is the second product's row block,
 // as tall as its registers allow (a narrow V - a head of 16 to 64 values - makes it the longer
 // loop). Score rows are a cache line longer than a multiple of 16 floats: rows 2^k floats
@@ -31,20 +31,28 @@ using glue::AsmBuilder;
 using glue::Mask;
 namespace x86 = asmjit::x86;
 using RowsFn = void (*)(const float* a, const float* b, float* c);
-using ExpFn = void (*)(float* row, float* sum);
+using ExpFn = void (*)(float* row, float* sum, const float* bias);
 
-// fn(row, sum): row[0, n) = exp(row - max(row)) in place, *sum = their sum.
-int build_exp_row(AsmBuilder& b, int64_t n) {
+// fn(row, sum, bias): row[0, n) = exp(row - max(row)) in place, *sum = their sum; with_bias:
+// bias[0, n) is first added to the row (stored back: the exp pass reads it again).
+int build_exp_row(AsmBuilder& b, int64_t n, bool with_bias) {
   auto& cc = b.cc();
   const int V = b.width();
-  b.begin_function(asmjit::FuncSignatureT<void, float*, float*>());
-  x86::Gp row = b.gp(), out = b.gp();
+  b.begin_function(asmjit::FuncSignatureT<void, float*, float*, const float*>());
+  x86::Gp row = b.gp(), out = b.gp(), bias = b.gp();
   b.func()->setArg(0, row);
   b.func()->setArg(1, out);
+  b.func()->setArg(2, bias);
   const int64_t full = n / V;
   const Mask tail = b.mask(int(n % V));
-  // body(mem, last) over the row's vectors: `full` whole ones, then the tail if any.
-  auto over_row = [&](const std::function<void(const x86::Mem&, bool)>& body) {
+  // The bias vector beside each row vector: [p + delta].
+  x86::Gp delta = b.gp();
+  if (with_bias) {
+    cc.mov(delta, bias);
+    cc.sub(delta, row);
+  }
+  // body(p, last) over the row's vectors at [p]: `full` whole ones, then the tail if any.
+  auto over_row = [&](const std::function<void(const x86::Gp&, bool)>& body) {
     x86::Gp p = b.gp();
     cc.mov(p, row);
     if (full > 0) {
@@ -52,16 +60,27 @@ int build_exp_row(AsmBuilder& b, int64_t n) {
       cc.mov(k, full);
       asmjit::Label top = cc.newLabel();
       cc.bind(top);
-      body(x86::ptr(p), false);
+      body(p, false);
       cc.add(p, V * 4);
       cc.dec(k);
       cc.jnz(top);
     }
-    if (n % V) body(x86::ptr(p), true);
+    if (n % V) body(p, true);
   };
-  // Pass 1: the max; lanes past n count as -inf.
-  x86::Vec mx = b.bcast(-INFINITY), t = b.vec();
-  over_row([&](const x86::Mem& m, bool last) {
+  // Pass 1: [the bias added,] the max; lanes past n count as -inf.
+  x86::Vec mx = b.bcast(-INFINITY), t = b.vec(), u = b.vec();
+  over_row([&](const x86::Gp& p, bool last) {
+    const x86::Mem m = x86::ptr(p);
+    if (with_bias) {
+      const Mask* mk = last ? &tail : nullptr;
+      b.load(t, m, mk);
+      b.load(u, x86::ptr(p, delta), mk);
+      cc.vaddps(t, t, u);
+      b.store(m, t, mk);
+      if (last) b.load_fill(t, m, tail, -INFINITY);
+      cc.vmaxps(mx, mx, t);
+      return;
+    }
     if (!last) {
       cc.vmaxps(mx, mx, m);
       return;
@@ -74,7 +93,8 @@ int build_exp_row(AsmBuilder& b, int64_t n) {
   // Pass 2: e = exp(x - max) in place, summed; lanes past n neither summed nor stored.
   x86::Vec sum = b.vec();
   cc.vxorps(sum, sum, sum);
-  over_row([&](const x86::Mem& m, bool last) {
+  over_row([&](const x86::Gp& p, bool last) {
+    const x86::Mem m = x86::ptr(p);
     b.load(t, m, last ? &tail : nullptr);
     cc.vsubps(t, t, mx);
     glue::emit_exp(b, t, t);
@@ -93,8 +113,11 @@ constexpr int64_t kScoreBytes = 256 << 10;
 
 class AttentionKernel : public glue::GlueKernel {
  public:
+  // bias_off: per batch entry, the offset of its bias matrix (empty: no bias), whose rows are
+  // bias_row floats apart (0: one row for every query).
   AttentionKernel(int64_t m, int64_t k, int64_t n, int64_t d, float scale, glue::BatchOffsets qk,
-                  std::vector<int64_t> v_off, Isa isa)
+                  std::vector<int64_t> v_off, std::vector<int64_t> bias_off, int64_t bias_row,
+                  Isa isa)
       : m_(m),
         k_(k),
         n_(n),
@@ -102,7 +125,9 @@ class AttentionKernel : public glue::GlueKernel {
         scale_(scale),
         a_off_(std::move(qk.a)),
         b_off_(std::move(qk.b)),
-        v_off_(std::move(v_off)) {
+        v_off_(std::move(v_off)),
+        bias_off_(std::move(bias_off)),
+        bias_row_(bias_row) {
     const int V = simd_width(isa), regs = glue::vector_registers(isa);
     const glue::MatMulBlocking bl = glue::matmul_blocking(isa);
     // Second product: nr vectors of V's row (its d columns, up to the usual 4 / 2), and as
@@ -116,14 +141,15 @@ class AttentionKernel : public glue::GlueKernel {
     m_tiles_ = (m + rows_ - 1) / rows_;
     tiles_ = int64_t(a_off_.size()) * m_tiles_;
     name_ = std::string("glue_attention_") + isa_name(isa) + "_m" + std::to_string(m) + "k" +
-            std::to_string(k) + "n" + std::to_string(n) + "d" + std::to_string(d);
+            std::to_string(k) + "n" + std::to_string(n) + "d" + std::to_string(d) +
+            (bias_off_.empty() ? "" : "_bias");
     AsmBuilder b(name_, isa);
     // Scores: row blocks of 1..mr_ rows (a tile's rows in blocks of mr_, then the rest).
     for (int r = 1; r <= mr_; ++r) glue::build_matmul_rows(b, r, bl.nr, k, n, 0, ld_);
     const int full = glue::build_matmul_rows(b, rows_, nr, n, d, ld_, 0);
     const int tail = int(m % rows_);
     const int part = tail ? glue::build_matmul_rows(b, tail, nr, n, d, ld_, 0) : full;
-    const int exp = build_exp_row(b, n);
+    const int exp = build_exp_row(b, n, !bias_off_.empty());
     code_ = b.finish();
     for (int r = 0; r < mr_; ++r) scores_.push_back(b.entry<RowsFn>(code_, r));
     out_full_ = b.entry<RowsFn>(code_, full);
@@ -143,6 +169,7 @@ class AttentionKernel : public glue::GlueKernel {
     const float* a = args.src[0];
     const float* bm = args.src[1];
     const float* v = args.src[2];
+    const float* bias = bias_off_.empty() ? nullptr : args.src[3];
     float* y = args.dst[0];
     float* s = scratch_floats(args);
     float* sums = s + rows_ * ld_;
@@ -159,7 +186,9 @@ class AttentionKernel : public glue::GlueKernel {
         const int r = std::min(mr_, rows - i);
         scores_[size_t(r - 1)](at + i * k_, bm + b_off_[size_t(batch)], s + i * ld_);
       }
-      for (int i = 0; i < rows; ++i) exp_(s + i * ld_, sums + i);
+      for (int i = 0; i < rows; ++i)
+        exp_(s + i * ld_, sums + i,
+             bias ? bias + bias_off_[size_t(batch)] + (r0 + i) * bias_row_ : nullptr);
       float* yt = y + (batch * m_ + r0) * d_;
       (rows == rows_ ? out_full_ : out_tail_)(s, v + v_off_[size_t(batch)], yt);
       for (int i = 0; i < rows; ++i)
@@ -170,7 +199,8 @@ class AttentionKernel : public glue::GlueKernel {
  private:
   int64_t m_, k_, n_, d_;
   float scale_;
-  std::vector<int64_t> a_off_, b_off_, v_off_;  // per batch entry, in floats
+  std::vector<int64_t> a_off_, b_off_, v_off_, bias_off_;  // per batch entry, in floats
+  int64_t bias_row_ = 0;
   int rows_ = 1, mr_ = 1;
   int64_t ld_ = 0;  // floats between score rows in scratch
   int64_t m_tiles_ = 1;
@@ -182,7 +212,8 @@ class AttentionKernel : public glue::GlueKernel {
 }  // namespace
 
 std::unique_ptr<Kernel> create_attention_kernel(const Shape& a, const Shape& b, const Shape& v,
-                                                float scale, Isa isa, std::string* why_not) {
+                                                float scale, Isa isa, std::string* why_not,
+                                                const Shape* bias) {
   if (isa != Isa::avx2 && isa != Isa::avx512) return decline(why_not, "needs avx2 or avx512");
   if (a.size() < 2 || b.size() < 2 || v.size() < 2) return decline(why_not, "a 1-D operand");
   const int64_t m = a[a.size() - 2], k = a.back(), n = b.back(), d = v.back();
@@ -201,8 +232,27 @@ std::unique_ptr<Kernel> create_attention_kernel(const Shape& a, const Shape& b, 
   scores.push_back(n);
   std::optional<glue::BatchOffsets> pv = glue::matmul_batch_offsets(scores, v);
   if (!pv || pv->batch != qk->batch) return decline(why_not, "V widens the batch dims");
+  std::vector<int64_t> bias_off;
+  int64_t bias_row = 0;
+  if (bias) {
+    // A bias of rank 1 is one row; its last dim must be the keys' (a per-query constant would
+    // not change the softmax: the pass leaves it alone), its rows the queries' or one.
+    Shape bs = *bias;
+    if (bs.size() < 2) bs.insert(bs.begin(), 1);
+    const int64_t rows = bs[bs.size() - 2];
+    if (bs.back() != n || (rows != m && rows != 1))
+      return decline(why_not, "the bias is not [.., M or 1, N]");
+    bias_row = rows == 1 ? 0 : n;
+    // (matmul_batch_offsets' B matrix, [N, rows], has the bias matrix's size.)
+    Shape as_b(bs.begin(), bs.end() - 2);
+    as_b.push_back(n);
+    as_b.push_back(rows);
+    std::optional<glue::BatchOffsets> bo = glue::matmul_batch_offsets(scores, as_b);
+    if (!bo || bo->batch != qk->batch) return decline(why_not, "the bias widens the batch dims");
+    bias_off = std::move(bo->b);
+  }
   return std::make_unique<AttentionKernel>(m, k, n, d, scale, std::move(*qk), std::move(pv->b),
-                                           isa);
+                                           std::move(bias_off), bias_row, isa);
 }
 
 }  // namespace kiln

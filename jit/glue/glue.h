@@ -173,11 +173,13 @@ std::unique_ptr<Kernel> create_pad_kernel(const Shape& x, const std::vector<int6
                                           Isa isa, std::string* why_not,
                                           const std::string& mode = "constant");
 
-// Softmax attention (graph op SoftmaxAttention): dst[0] = Softmax(scale * src[0] x src[1])
-// x src[2] over the last axis, f32, row-major, numpy-broadcast batch dims as MatMul's (V's
-// may not widen them); the scores stay in per-thread scratch (jit/glue/attention.cpp).
+// Softmax attention (graph op SoftmaxAttention): dst[0] = Softmax(scale * src[0] x src[1]
+// [+ src[3]]) x src[2] over the last axis, f32, row-major, numpy-broadcast batch dims as
+// MatMul's (V's and the bias's may not widen them); the scores stay in per-thread scratch
+// (jit/glue/attention.cpp). bias (optional): src[3]'s shape, [.., M or 1, N] (rank 1: [N]).
 std::unique_ptr<Kernel> create_attention_kernel(const Shape& a, const Shape& b, const Shape& v,
-                                                float scale, Isa isa, std::string* why_not);
+                                                float scale, Isa isa, std::string* why_not,
+                                                const Shape* bias = nullptr);
 
 // MatMul of two f32 tensors of rank >= 2 (either may be a constant) with numpy-broadcast
 // batch dims: dst[0] = src[0] x src[1], row-major, output [batch..., M, N].

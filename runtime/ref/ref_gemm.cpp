@@ -132,7 +132,8 @@ void matmul(const Node& node, const Inputs& in, const Outputs& out) {
 }
 
 // The unfused ops' kernels in order on whole tensors: the scores, the elementwise scale (as
-// the Mul / Div it replaced computes it), Softmax over the last axis, the product with V.
+// the Mul / Div it replaced computes it), the bias's Add, Softmax over the last axis, the
+// product with V.
 void softmax_attention(const Node& node, const Inputs& in, const Outputs& out) {
   const Tensor& A = req_input(node, in, 0);
   const Tensor& B = req_input(node, in, 1);
@@ -155,6 +156,14 @@ void softmax_attention(const Node& node, const Inputs& in, const Outputs& out) {
   if (scale != 1.f || divide) {
     float* sp = s.data<float>();
     for (int64_t i = 0; i < s.numel(); ++i) sp[i] = divide ? sp[i] / scale : sp[i] * scale;
+  }
+  if (in.size() > 3 && in[3]) {  // (the bias does not widen the scores: infer_softmax_attention)
+    Node add_node;
+    add_node.name = node.name;
+    add_node.op = "Add";
+    Tensor biased(DType::f32, ss);
+    add(add_node, {&s, in[3]}, {&biased});
+    s = std::move(biased);
   }
   Node sm;
   sm.name = node.name;

@@ -1,7 +1,8 @@
-// graph/rewrites.cpp fuse_attention: MatMul -> [Mul / Div by a scalar] -> Softmax(last axis)
-// -> MatMul becomes one SoftmaxAttention whose reference kernel gives the unfused graph's
-// output exactly; near-misses (another axis, a non-scalar or reversed scale, a bias between,
-// an intermediate read twice or a graph output) stay as they are.
+// graph/rewrites.cpp fuse_attention: MatMul -> [Mul / Div by a scalar] -> [Add(bias)] ->
+// Softmax(last axis) -> MatMul becomes one SoftmaxAttention whose reference kernel gives the
+// unfused graph's output exactly; near-misses (another axis, a non-scalar or reversed scale, a
+// per-query or widening bias, a bias before the scale, an intermediate read twice or a graph
+// output) stay as they are.
 #include <doctest/doctest.h>
 
 #include <map>
@@ -26,13 +27,45 @@ struct AttnOpts {
   int64_t axis = -1;         // the Softmax's
   bool scores_out = false;   // the scores also a graph output
   bool probs_twice = false;  // the probabilities also read by a Relu (a second output)
+  // An Add of a bias after the scale (or, bias_before_scale, between the MatMul and it):
+  // bias_kind "" none, "const" an initializer, "input" a graph input, "matmul" a product of
+  // a and a second [.., K, N] input (BoTNet's position logits).
+  std::string bias_kind;
+  Shape bias{7};
+  bool bias_first = false;  // Add(bias, scores)
+  bool bias_before_scale = false;
+  bool biased_out = false;  // the biased scores also a graph output
 };
+
+// Adds the bias's Add after x (per o); returns its output.
+std::string add_bias(OnnxBuilder& b, const AttnOpts& o, const std::string& x) {
+  if (o.bias_kind == "const") {
+    int64_t n = 1;
+    for (int64_t d : o.bias) n *= d;
+    std::vector<float> vals(static_cast<size_t>(n));
+    for (size_t i = 0; i < vals.size(); ++i) vals[i] = 0.1f * float(i % 13) - 0.6f;
+    b.init_f("bias", o.bias, vals);
+  } else if (o.bias_kind == "input") {
+    b.input("bias", o.bias);
+  } else {
+    Shape kn = o.b;
+    kn.back() = o.bias.back();
+    b.input("rel", kn);
+    b.node("MatMul", {"a", "rel"}, {"bias"});
+  }
+  const std::string y = x + "_biased";
+  b.node("Add",
+         o.bias_first ? std::vector<std::string>{"bias", x} : std::vector<std::string>{x, "bias"},
+         {y});
+  return y;
+}
 
 OnnxBuilder attention(const AttnOpts& o) {
   OnnxBuilder b;
   b.input("a", o.a).input("b", o.b).input("v", o.v).output("y");
   b.node("MatMul", {"a", "b"}, {"s"});
   std::string x = "s";
+  if (!o.bias_kind.empty() && o.bias_before_scale) x = add_bias(b, o, x);
   if (!o.scale_op.empty()) {
     int64_t n = 1;
     for (int64_t d : o.scale_shape) n *= d;
@@ -42,10 +75,12 @@ OnnxBuilder attention(const AttnOpts& o) {
            {"t"});
     x = "t";
   }
+  if (!o.bias_kind.empty() && !o.bias_before_scale) x = add_bias(b, o, x);
   auto& sm = b.node("Softmax", {x}, {"p"});
   OnnxBuilder::attr_i(sm, "axis", o.axis);
   b.node("MatMul", {"p", "v"}, {"y"});
   if (o.scores_out) b.output("s");
+  if (o.biased_out) b.output(x);
   if (o.probs_twice) {
     b.node("Relu", {"p"}, {"r"});
     b.output("r");
@@ -100,20 +135,40 @@ TEST_CASE("fuse_attention: the pattern becomes one node with the unfused output"
   bc.v = {3, 7, 6};
   bc.axis = 3;
   cases.push_back({bc, 1.f, false});
+  // Biases: a constant over the keys after a scale, per query and batch entry as an input on
+  // the Add's left, a product (both of the Add's operands MatMuls), a broadcast 4-D one.
+  AttnOpts bias = mul;
+  bias.bias_kind = "const";
+  cases.push_back({bias, 0.7f, false});
+  AttnOpts bias_in = div;
+  bias_in.bias_kind = "input";
+  bias_in.bias = {2, 5, 7};
+  bias_in.bias_first = true;
+  cases.push_back({bias_in, 0.7f, true});
+  AttnOpts bias_mm;
+  bias_mm.bias_kind = "matmul";
+  bias_mm.bias = {2, 5, 7};
+  cases.push_back({bias_mm, 1.f, false});
+  AttnOpts bias_bc = bc;
+  bias_bc.bias_kind = "const";
+  bias_bc.bias = {3, 1, 7};
+  bias_bc.bias_first = true;
+  cases.push_back({bias_bc, 1.f, false});
   for (const Case& c : cases) {
     CAPTURE(c.o.scale_op);
     CAPTURE(c.o.scale_first);
     Fused f = fuse(c.o);
     REQUIRE(f.node != nullptr);
-    CHECK(f.g.nodes.size() == 1);
+    CHECK(f.g.nodes.size() == (c.o.bias_kind == "matmul" ? 2u : 1u));
     CHECK(f.node->attr_f("scale", 0.f) == c.scale);
     CHECK((f.node->attr_i("divide", 0) != 0) == c.divide);
+    CHECK((f.node->inputs.size() == 4) == !c.o.bias_kind.empty());
     CHECK(f.before == f.after);  // the reference kernel runs the same ops
   }
 }
 
 TEST_CASE("fuse_attention: near-misses stay unfused") {
-  std::vector<AttnOpts> misses(8);
+  std::vector<AttnOpts> misses(12);
   misses[0].axis = 1;          // not the last axis
   misses[1].scale_op = "Mul";  // a per-key vector, not a scalar
   misses[1].scale_shape = {7};
@@ -126,6 +181,15 @@ TEST_CASE("fuse_attention: near-misses stay unfused") {
   misses[6].scale_value = 0.f;
   misses[7].scale_op = "Mul";  // scaled, and the unscaled scores are needed
   misses[7].scores_out = true;
+  misses[8].bias_kind = "const";  // one value per query: leaves the softmax as it is
+  misses[8].bias = {2, 5, 1};
+  misses[9].bias_kind = "input";  // widens the scores' batch dims
+  misses[9].bias = {3, 2, 5, 7};
+  misses[10].bias_kind = "const";  // added before the scale: the scale would apply to it
+  misses[10].scale_op = "Mul";
+  misses[10].bias_before_scale = true;
+  misses[11].bias_kind = "const";  // the biased scores are needed
+  misses[11].biased_out = true;
   for (size_t i = 0; i < misses.size(); ++i) {
     CAPTURE(i);
     Fused f = fuse(misses[i]);

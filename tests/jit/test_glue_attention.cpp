@@ -1,8 +1,9 @@
 // The fused softmax attention glue kernel (jit/glue/attention.cpp) against the definition in
 // double precision - scores, scale, a max-subtracted softmax over the last axis, the product
 // with V - over row / column tails, long rows (scores past one tile's rows), every blocking of
-// the second product, broadcast batch dims and scales, on every JIT ISA; operands in guarded
-// buffers, every tile split over two threads with their own scratch.
+// the second product, broadcast batch dims and scales, biases (full, broadcast, per-key masks
+// with -inf), on every JIT ISA; operands in guarded buffers, every tile split over two threads
+// with their own scratch.
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -17,8 +18,8 @@ namespace {
 
 using kiln::Isa;
 using kiln::Shape;
-using kiln::test::GuardedBuf;
 using kiln::shape_numel;
+using kiln::test::GuardedBuf;
 
 // Batch dim i (of r) of shape s, right-aligned; 1 where s has none.
 int64_t dim(const Shape& s, size_t i, size_t r) {
@@ -39,8 +40,10 @@ int64_t offset(const Shape& batch, const Shape& s, int64_t e, int64_t mat) {
   return off;
 }
 
+// bias (null: none) of shape cs, [.., M or 1, N] (rank 1: one row).
 std::vector<double> reference(const Shape& as, const float* a, const Shape& bs, const float* b,
-                              const Shape& vs, const float* v, double scale, Shape* out) {
+                              const Shape& vs, const float* v, double scale, Shape* out,
+                              const Shape& cs = {}, const float* bias = nullptr) {
   const size_t r = std::max({as.size(), bs.size(), vs.size()});
   Shape batch;
   for (size_t i = 0; i + 2 < r; ++i)
@@ -54,12 +57,14 @@ std::vector<double> reference(const Shape& as, const float* a, const Shape& bs, 
     const float* ae = a + offset(batch, as, e, M * K);
     const float* be = b + offset(batch, bs, e, K * N);
     const float* ve = v + offset(batch, vs, e, N * D);
+    const int64_t bias_rows = cs.size() >= 2 ? cs[cs.size() - 2] : 1;
+    const float* ce = bias ? bias + offset(batch, cs, e, bias_rows * N) : nullptr;
     for (int64_t m = 0; m < M; ++m) {
       double mx = -INFINITY, sum = 0;
       for (int64_t n = 0; n < N; ++n) {
         double s = 0;
         for (int64_t k = 0; k < K; ++k) s += double(ae[m * K + k]) * double(be[k * N + n]);
-        p[size_t(n)] = s * scale;
+        p[size_t(n)] = s * scale + (ce ? double(ce[(bias_rows == 1 ? 0 : m) * N + n]) : 0.0);
         mx = std::max(mx, p[size_t(n)]);
       }
       for (double& x : p) sum += x = std::exp(x - mx);
@@ -73,25 +78,33 @@ std::vector<double> reference(const Shape& as, const float* a, const Shape& bs, 
   return y;
 }
 
-void check(Isa isa, const Shape& as, const Shape& bs, const Shape& vs, float scale = 1.f) {
+// With a bias of shape cs (empty: none); mask: every third key of the bias's rows -inf.
+void check(Isa isa, const Shape& as, const Shape& bs, const Shape& vs, float scale = 1.f,
+           const Shape& cs = {}, bool mask = false) {
   CAPTURE(kiln::isa_name(isa));
   CAPTURE(kiln::shape_str(as));
   CAPTURE(kiln::shape_str(bs));
   CAPTURE(kiln::shape_str(vs));
+  CAPTURE(kiln::shape_str(cs));
   CAPTURE(scale);
   std::string why;
-  auto k = kiln::create_attention_kernel(as, bs, vs, scale, isa, &why);
+  auto k = kiln::create_attention_kernel(as, bs, vs, scale, isa, &why, cs.empty() ? nullptr : &cs);
   REQUIRE_MESSAGE(k, why);
   GuardedBuf a(size_t(shape_numel(as))), b(size_t(shape_numel(bs))), v(size_t(shape_numel(vs)));
+  GuardedBuf c(cs.empty() ? 1 : size_t(shape_numel(cs)));
   a.random(1);
   b.random(2);
   v.random(3);
+  c.random(4);
+  if (mask)
+    for (size_t i = 0; i < c.size(); i += 3) c[i] = -INFINITY;
   Shape os;
   const std::vector<double> want =
-      reference(as, a.data(), bs, b.data(), vs, v.data(), double(scale), &os);
+      reference(as, a.data(), bs, b.data(), vs, v.data(), double(scale), &os, cs,
+                cs.empty() ? nullptr : c.data());
   GuardedBuf y(size_t(shape_numel(os)));
   y.fill(NAN);
-  kiln::test::run_two(*k, {a.data(), b.data(), v.data()}, y.data());
+  kiln::test::run_two(*k, {a.data(), b.data(), v.data(), c.data()}, y.data());
   // Outputs are convex combinations of V's values (|v| <= 4); the scores' float rounding
   // (K products of |a|, |b| <= 4, times the scale) moves each probability by a few ulps of
   // its exponent, so the tolerance scales with K * |scale|.
@@ -122,6 +135,24 @@ TEST_CASE("glue attention: tails, long rows and broadcast batch dims against the
   }
 }
 
+TEST_CASE("glue attention: a bias added to the scores, against the definition") {
+  for (Isa isa : kiln::test::glue_isas()) {
+    // Per head, shared by the batch (Swin's / LeViT's relative positions); one per entry.
+    check(isa, {2, 4, 49, 32}, {2, 4, 32, 49}, {2, 4, 49, 32}, 0.18f, {4, 49, 49});
+    check(isa, {2, 4, 49, 32}, {2, 4, 32, 49}, {2, 4, 49, 32}, 1.f, {2, 4, 49, 49});
+    for (int64_t m : {1, 5, 7, 25})
+      for (int64_t n : {1, 7, 16, 33}) {
+        check(isa, {m, 8}, {8, n}, {n, 17}, 0.35f, {m, n});
+        check(isa, {m, 8}, {8, n}, {n, 17}, 0.35f, {n});  // one row for every query
+      }
+    // Key masks with -inf (no row fully masked), one row for all queries, and per query.
+    check(isa, {3, 2, 25, 16}, {3, 2, 16, 37}, {3, 2, 37, 24}, 0.25f, {3, 1, 1, 37}, true);
+    check(isa, {3, 2, 25, 16}, {3, 2, 16, 37}, {3, 2, 37, 24}, 0.25f, {3, 1, 25, 37}, true);
+    check(isa, {2, 4, 20, 16}, {2, 4, 16, 4100}, {2, 4, 4100, 16}, 0.25f, {2, 1, 20, 4100});
+    check(isa, {2, 1, 9, 8}, {1, 3, 8, 11}, {3, 11, 5}, 1.f, {3, 1, 11});  // broadcast batch
+  }
+}
+
 TEST_CASE("glue attention: refusals") {
   std::string why;
   CHECK_FALSE(kiln::create_attention_kernel({4}, {4, 3}, {3, 2}, 1.f, Isa::avx2, &why));
@@ -139,4 +170,12 @@ TEST_CASE("glue attention: refusals") {
     CHECK(why.find("scale") != std::string::npos);
   }
   CHECK_FALSE(kiln::create_attention_kernel({3, 4}, {4, 5}, {5, 2}, 1.f, Isa::scalar, &why));
+  // Biases: not over the keys, rows neither the queries' nor one, widening the batch dims.
+  for (const Shape& c : {Shape{3, 1}, Shape{2, 5}, Shape{4}}) {
+    CHECK_FALSE(kiln::create_attention_kernel({3, 4}, {4, 5}, {5, 2}, 1.f, Isa::avx2, &why, &c));
+    CHECK(why.find("bias") != std::string::npos);
+  }
+  const Shape wide{2, 3, 5};
+  CHECK_FALSE(kiln::create_attention_kernel({3, 4}, {4, 5}, {5, 2}, 1.f, Isa::avx2, &why, &wide));
+  CHECK(why.find("widens") != std::string::npos);
 }
