@@ -211,7 +211,8 @@ const std::vector<OpInfo>& table() {
       // Internal (graph/channel_shuffle.h): made by the rewrites, refused by the importer.
       {"ChannelShuffle", infer_channel_shuffle, 1, kMany, 1, kMany, {}, true},
       {"SubpixelInterleave", infer_subpixel_interleave, 1, 1, 1, 1, {}, true},
-      // MatMul -> [scalar Mul / Div] -> Softmax -> MatMul in one op (graph/rewrites.cpp).
+      // MatMul -> [scalar Mul / Div] -> [Add(bias)] -> Softmax -> MatMul in one op
+      // (graph/rewrites.cpp).
       {"SoftmaxAttention", infer_softmax_attention, 3, 4, 1, 1, {}, true},
       // QuantizeLinear -> DequantizeLinear in one op (graph/fuse_qdq.h).
       {"QuantizeDequantize", infer_quantize_dequantize, 1, 1, 1, 1, {}, true},

@@ -235,10 +235,10 @@ std::unique_ptr<Kernel> create_attention_kernel(const Shape& a, const Shape& b, 
   std::vector<int64_t> bias_off;
   int64_t bias_row = 0;
   if (bias) {
-    // A bias of rank 1 is one row; its last dim must be the keys' (a per-query constant would
+    // A bias of rank < 2 is one row; its last dim must be the keys' (a per-query constant would
     // not change the softmax: the pass leaves it alone), its rows the queries' or one.
     Shape bs = *bias;
-    if (bs.size() < 2) bs.insert(bs.begin(), 1);
+    while (bs.size() < 2) bs.insert(bs.begin(), 1);
     const int64_t rows = bs[bs.size() - 2];
     if (bs.back() != n || (rows != m && rows != 1))
       return decline(why_not, "the bias is not [.., M or 1, N]");

@@ -171,7 +171,7 @@ TEST_CASE("glue attention: refusals") {
   }
   CHECK_FALSE(kiln::create_attention_kernel({3, 4}, {4, 5}, {5, 2}, 1.f, Isa::scalar, &why));
   // Biases: not over the keys, rows neither the queries' nor one, widening the batch dims.
-  for (const Shape& c : {Shape{3, 1}, Shape{2, 5}, Shape{4}}) {
+  for (const Shape& c : {Shape{3, 1}, Shape{2, 5}, Shape{4}, Shape{}}) {
     CHECK_FALSE(kiln::create_attention_kernel({3, 4}, {4, 5}, {5, 2}, 1.f, Isa::avx2, &why, &c));
     CHECK(why.find("bias") != std::string::npos);
   }
