@@ -5,8 +5,10 @@
 // and read them again for the second product: four passes over a tensor that for a long sequence is
 // hundreds of MB (4,096 tokens x 16 heads: 1 GiB). Here a tile is R rows of one batch entry: their
 // scores go to the thread's scratch (R rows, sized to stay in L2), become exp(s - max) in place,
-// and the second product reads them from there; its R output rows are then divided by the rows'
-// sums (D divisions a row instead of N), so no score leaves the cache. The products are the batched
+// and the second product reads them from there; its R output rows are then scaled by 1 / the rows'
+// sums (D multiplies a row instead of N), so no score leaves the cache - except for rows short
+// enough to stay in registers (kRegisterRowVectors), which the exp function scales, biases and
+// normalises on its own (a short row is mostly call and fold latency). The products are the batched
 // MatMul kernel's row blocks (jit/glue/matmul_rows.h); R is the second product's row block,
 // as tall as its registers allow (a narrow V - a head of 16 to 64 values - makes it the longer
 // loop). Score rows are a cache line longer than a multiple of 16 floats: rows 2^k floats
@@ -31,79 +33,143 @@ using glue::AsmBuilder;
 using glue::Mask;
 namespace x86 = asmjit::x86;
 using RowsFn = void (*)(const float* a, const float* b, float* c);
-using ExpFn = void (*)(float* row, float* sum, const float* bias);
+using ExpFn = void (*)(float* rows, float* sums, const float* bias, int64_t count);
 
-// fn(row, sum, bias): row[0, n) = exp(row - max(row)) in place, *sum = their sum; with_bias:
-// bias[0, n) is first added to the row (stored back: the exp pass reads it again).
-int build_exp_row(AsmBuilder& b, int64_t n, bool with_bias) {
+// Vectors of a row that stays in registers between the max and the exp pass (AVX-512; AVX2's 16
+// registers: half as many).
+constexpr int kRegisterRowVectors = 8;
+bool row_in_registers(int64_t n, Isa isa) {
+  const int V = simd_width(isa);
+  return (n + V - 1) / V <= (isa == Isa::avx512 ? kRegisterRowVectors : kRegisterRowVectors / 2);
+}
+
+// fn(rows, sums, bias, count): for each of `count` rows (ld floats apart, sums[i] its sum):
+// row[0, n) = exp(row - max(row)) in place, sums[i] = their sum; with_bias: bias[0, n) (the
+// row's, bias_ld floats after the previous row's) is first added to the row. One call per
+// tile, not per row: a short row (Swin's 49 keys) is mostly the two horizontal folds' latency,
+// which the next row's independent work now overlaps. A row of at most kRegisterRowVectors
+// vectors (at most half the registers) stays in registers between the passes; a longer one is
+// written back after the first pass (the bias added) and read again. A row in registers is
+// also scaled first (by `scale`: A is then not) and divided by its sum before it is stored (the
+// probabilities themselves: the output needs no division); a longer one keeps exp(s - max).
+int build_exp_rows(AsmBuilder& b, int64_t n, int64_t ld, int64_t bias_ld, bool with_bias,
+                   float scale) {
   auto& cc = b.cc();
   const int V = b.width();
-  b.begin_function(asmjit::FuncSignatureT<void, float*, float*, const float*>());
-  x86::Gp row = b.gp(), out = b.gp(), bias = b.gp();
+  b.begin_function(asmjit::FuncSignatureT<void, float*, float*, const float*, int64_t>());
+  x86::Gp row = b.gp(), out = b.gp(), bias = b.gp(), count = b.gp();
   b.func()->setArg(0, row);
   b.func()->setArg(1, out);
   b.func()->setArg(2, bias);
-  const int64_t full = n / V;
+  b.func()->setArg(3, count);
+  const int64_t full = n / V, nv = (n + V - 1) / V;
   const Mask tail = b.mask(int(n % V));
-  // The bias vector beside each row vector: [p + delta].
-  x86::Gp delta = b.gp();
-  if (with_bias) {
-    cc.mov(delta, bias);
-    cc.sub(delta, row);
-  }
-  // body(p, last) over the row's vectors at [p]: `full` whole ones, then the tail if any.
-  auto over_row = [&](const std::function<void(const x86::Gp&, bool)>& body) {
-    x86::Gp p = b.gp();
-    cc.mov(p, row);
-    if (full > 0) {
-      x86::Gp k = b.gp();
-      cc.mov(k, full);
-      asmjit::Label top = cc.newLabel();
-      cc.bind(top);
-      body(p, false);
-      cc.add(p, V * 4);
-      cc.dec(k);
-      cc.jnz(top);
-    }
-    if (n % V) body(p, true);
-  };
-  // Pass 1: [the bias added,] the max; lanes past n count as -inf.
-  x86::Vec mx = b.bcast(-INFINITY), t = b.vec(), u = b.vec();
-  over_row([&](const x86::Gp& p, bool last) {
-    const x86::Mem m = x86::ptr(p);
-    if (with_bias) {
-      const Mask* mk = last ? &tail : nullptr;
-      b.load(t, m, mk);
-      b.load(u, x86::ptr(p, delta), mk);
+  const bool in_regs = row_in_registers(n, b.isa());
+  auto max_fold = [&](const x86::Vec& d, const x86::Vec& a) { cc.vmaxps(d, d, a); };
+  auto add_fold = [&](const x86::Vec& d, const x86::Vec& a) { cc.vaddps(d, d, a); };
+  // Vector j of the row times the scale plus the bias's; -inf past n.
+  auto load_biased = [&](const x86::Vec& t, const x86::Vec& u, int64_t j) {
+    const bool last = j == full;
+    const Mask* mk = last ? &tail : nullptr;
+    b.load(t, x86::ptr(row, int32_t(j * V * 4)), mk);
+    if (with_bias) b.load(u, x86::ptr(bias, int32_t(j * V * 4)), mk);
+    if (scale != 1.f && with_bias)
+      cc.vfmadd132ps(t, u, b.cf32(scale));  // t = t * scale + u
+    else if (scale != 1.f)
+      cc.vmulps(t, t, b.cf32(scale));
+    else if (with_bias)
       cc.vaddps(t, t, u);
-      b.store(m, t, mk);
-      if (last) b.load_fill(t, m, tail, -INFINITY);
+    if (!last || tail.full()) return;
+    x86::Vec f = b.vec();  // (after the scale: -inf times a negative one is +inf)
+    cc.vmovups(f, b.cf32(-INFINITY));
+    if (b.avx512())
+      cc.k(tail.k).vmovaps(f, t);
+    else
+      cc.vblendvps(f, f, t, tail.v);
+    cc.vmovaps(t, f);
+  };
+  asmjit::Label top = cc.newLabel();
+  cc.bind(top);
+  x86::Vec mx = b.vec(), sum = b.vec(), u = b.vec();
+  if (in_regs) {
+    std::vector<x86::Vec> v;
+    for (int64_t j = 0; j < nv; ++j) {
+      v.push_back(b.vec());
+      load_biased(v.back(), u, j);
+    }
+    cc.vmovaps(mx, v[0]);
+    for (int64_t j = 1; j < nv; ++j) cc.vmaxps(mx, mx, v[size_t(j)]);
+    b.fold_lanes(mx, max_fold);
+    cc.vbroadcastss(mx, mx.xmm());
+    cc.vxorps(sum, sum, sum);
+    for (int64_t j = 0; j < nv; ++j) {
+      const x86::Vec& t = v[size_t(j)];
+      cc.vsubps(t, t, mx);
+      glue::emit_exp(b, t, t);
+      if (j == full) b.zero_past(t, tail);
+      cc.vaddps(sum, sum, t);
+    }
+    b.fold_lanes(sum, add_fold);
+    cc.vmovss(x86::ptr(out), sum.xmm());
+    cc.vbroadcastss(sum, sum.xmm());  // then 1 / sum in every lane
+    cc.vmovups(u, b.cf32(1.f));
+    cc.vdivps(sum, u, sum);
+    for (int64_t j = 0; j < nv; ++j) {
+      cc.vmulps(v[size_t(j)], v[size_t(j)], sum);
+      b.store(x86::ptr(row, int32_t(j * V * 4)), v[size_t(j)], j == full ? &tail : nullptr);
+    }
+  } else {
+    // Pass 1: [the bias added and stored back,] the max; lanes past n count as -inf.
+    x86::Vec t = b.vec();
+    cc.vmovaps(mx, b.bcast(-INFINITY));
+    x86::Gp p = b.gp(), q = b.gp(), k = b.gp();
+    auto over_row = [&](const std::function<void(const x86::Mem&, const x86::Mem&, bool)>& body) {
+      cc.mov(p, row);
+      cc.mov(q, bias);
+      if (full > 0) {
+        cc.mov(k, full);
+        asmjit::Label loop = cc.newLabel();
+        cc.bind(loop);
+        body(x86::ptr(p), x86::ptr(q), false);
+        cc.add(p, V * 4);
+        if (with_bias) cc.add(q, V * 4);
+        cc.dec(k);
+        cc.jnz(loop);
+      }
+      if (n % V) body(x86::ptr(p), x86::ptr(q), true);
+    };
+    over_row([&](const x86::Mem& m, const x86::Mem& c, bool last) {
+      if (last)
+        b.load_fill(t, m, tail, -INFINITY);
+      else
+        b.load(t, m);
+      if (with_bias) {
+        b.load(u, c, last ? &tail : nullptr);
+        cc.vaddps(t, t, u);
+        b.store(m, t, last ? &tail : nullptr);
+      }
       cc.vmaxps(mx, mx, t);
-      return;
-    }
-    if (!last) {
-      cc.vmaxps(mx, mx, m);
-      return;
-    }
-    b.load_fill(t, m, tail, -INFINITY);
-    cc.vmaxps(mx, mx, t);
-  });
-  b.fold_lanes(mx, [&](const x86::Vec& d, const x86::Vec& a) { cc.vmaxps(d, d, a); });
-  cc.vbroadcastss(mx, mx.xmm());
-  // Pass 2: e = exp(x - max) in place, summed; lanes past n neither summed nor stored.
-  x86::Vec sum = b.vec();
-  cc.vxorps(sum, sum, sum);
-  over_row([&](const x86::Gp& p, bool last) {
-    const x86::Mem m = x86::ptr(p);
-    b.load(t, m, last ? &tail : nullptr);
-    cc.vsubps(t, t, mx);
-    glue::emit_exp(b, t, t);
-    if (last) b.zero_past(t, tail);
-    cc.vaddps(sum, sum, t);
-    b.store(m, t, last ? &tail : nullptr);
-  });
-  b.fold_lanes(sum, [&](const x86::Vec& d, const x86::Vec& a) { cc.vaddps(d, d, a); });
-  cc.vmovss(x86::ptr(out), sum.xmm());
+    });
+    b.fold_lanes(mx, max_fold);
+    cc.vbroadcastss(mx, mx.xmm());
+    // Pass 2: e = exp(x - max) in place, summed; lanes past n neither summed nor stored.
+    cc.vxorps(sum, sum, sum);
+    over_row([&](const x86::Mem& m, const x86::Mem&, bool last) {
+      b.load(t, m, last ? &tail : nullptr);
+      cc.vsubps(t, t, mx);
+      glue::emit_exp(b, t, t);
+      if (last) b.zero_past(t, tail);
+      cc.vaddps(sum, sum, t);
+      b.store(m, t, last ? &tail : nullptr);
+    });
+    b.fold_lanes(sum, add_fold);
+    cc.vmovss(x86::ptr(out), sum.xmm());
+  }
+  cc.add(row, ld * 4);
+  cc.add(out, 4);
+  if (with_bias && bias_ld) cc.add(bias, bias_ld * 4);
+  cc.dec(count);
+  cc.jnz(top);
   b.end_function();
   return b.function_count() - 1;
 }
@@ -149,7 +215,10 @@ class AttentionKernel : public glue::GlueKernel {
     const int full = glue::build_matmul_rows(b, rows_, nr, n, d, ld_, 0);
     const int tail = int(m % rows_);
     const int part = tail ? glue::build_matmul_rows(b, tail, nr, n, d, ld_, 0) : full;
-    const int exp = build_exp_row(b, n, !bias_off_.empty());
+    // (A row in registers is scaled and normalised by the exp function itself.)
+    in_regs_ = row_in_registers(n, isa);
+    const int exp =
+        build_exp_rows(b, n, ld_, bias_row_, !bias_off_.empty(), in_regs_ ? scale : 1.f);
     code_ = b.finish();
     for (int r = 0; r < mr_; ++r) scores_.push_back(b.entry<RowsFn>(code_, r));
     out_full_ = b.entry<RowsFn>(code_, full);
@@ -162,7 +231,7 @@ class AttentionKernel : public glue::GlueKernel {
   }
   // The tile's scores, its rows' sums and (a scale) its rows of A times the scale.
   int64_t scratch_bytes() const override {
-    return 4 * (rows_ * ld_ + round_up(rows_, 16) + (scale_ != 1.f ? rows_ * k_ : 0));
+    return 4 * (rows_ * ld_ + round_up(rows_, 16) + (prescale() ? rows_ * k_ : 0));
   }
 
   void run(const KernelArgs& args, int64_t begin, int64_t end) const override {
@@ -178,7 +247,7 @@ class AttentionKernel : public glue::GlueKernel {
       const int64_t batch = t / m_tiles_, r0 = (t % m_tiles_) * rows_;
       const int rows = int(std::min<int64_t>(rows_, m_ - r0));
       const float* at = a + a_off_[size_t(batch)] + r0 * k_;
-      if (scale_ != 1.f) {  // scale * (A x B) as (scale * A) x B: K products, not N
+      if (prescale()) {  // scale * (A x B) as (scale * A) x B: K products, not N
         for (int64_t i = 0; i < rows * k_; ++i) scaled[i] = at[i] * scale_;
         at = scaled;
       }
@@ -186,13 +255,14 @@ class AttentionKernel : public glue::GlueKernel {
         const int r = std::min(mr_, rows - i);
         scores_[size_t(r - 1)](at + i * k_, bm + b_off_[size_t(batch)], s + i * ld_);
       }
-      for (int i = 0; i < rows; ++i)
-        exp_(s + i * ld_, sums + i,
-             bias ? bias + bias_off_[size_t(batch)] + (r0 + i) * bias_row_ : nullptr);
+      exp_(s, sums, bias ? bias + bias_off_[size_t(batch)] + r0 * bias_row_ : nullptr, rows);
       float* yt = y + (batch * m_ + r0) * d_;
       (rows == rows_ ? out_full_ : out_tail_)(s, v + v_off_[size_t(batch)], yt);
-      for (int i = 0; i < rows; ++i)
-        for (int64_t j = 0; j < d_; ++j) yt[i * d_ + j] /= sums[i];
+      if (!in_regs_)
+        for (int i = 0; i < rows; ++i) {  // (a multiply per value, not a division: vectorised)
+          const float inv = 1.f / sums[i];
+          for (int64_t j = 0; j < d_; ++j) yt[i * d_ + j] *= inv;
+        }
     }
   }
 
@@ -201,6 +271,8 @@ class AttentionKernel : public glue::GlueKernel {
   float scale_;
   std::vector<int64_t> a_off_, b_off_, v_off_, bias_off_;  // per batch entry, in floats
   int64_t bias_row_ = 0;
+  bool in_regs_ = false;  // rows short enough for the exp function to finish the softmax
+  bool prescale() const { return scale_ != 1.f && !in_regs_; }
   int rows_ = 1, mr_ = 1;
   int64_t ld_ = 0;  // floats between score rows in scratch
   int64_t m_tiles_ = 1;
