@@ -182,10 +182,10 @@ class EinsumRewriter {
     return emit_node(g_, nodes_, std::move(r), n_.name + "_r", out);
   }
 
-  ValueId matmul(ValueId a, ValueId b) {
+  ValueId matmul(ValueId a, ValueId b, ValueId out = kNoValue) {
     Node m = make("MatMul");
     m.inputs = {a, b};
-    return emit_node(g_, nodes_, std::move(m), n_.name + "_mm");
+    return emit_node(g_, nodes_, std::move(m), n_.name + "_mm", out);
   }
 
   Node make(const std::string& op) const {
@@ -266,9 +266,14 @@ Operand contract(EinsumRewriter& r, const EinsumSpec& s, Operand a, Operand b,
   sa.push_back(prod(a, k));
   sb.push_back(prod(b, k));
   sb.push_back(prod(b, nn));
-  const ValueId mm = r.matmul(r.reshape(a.v, sa), r.reshape(b.v, sb));
   Shape full;
   for (char c : batch + m + nn) full.push_back(s.size.at(c));
+  // One label each side and already in the output's order (attention's "bhid,bhjd->bhij"): the
+  // MatMul's output is y itself - no identity Reshape between it and its consumer, which would
+  // hide the pattern from the attention fusion (graph/rewrites.cpp).
+  if (y != kNoValue && m.size() == 1 && nn.size() == 1 && batch + m + nn == keep)
+    return {r.matmul(r.reshape(a.v, sa), r.reshape(b.v, sb), y), keep};
+  const ValueId mm = r.matmul(r.reshape(a.v, sa), r.reshape(b.v, sb));
   if (y == kNoValue) return {r.reshape(mm, full), batch + m + nn};
   if (batch + m + nn == keep) return {r.reshape(mm, full, y), keep};
   Operand out{r.reshape(mm, full), batch + m + nn};

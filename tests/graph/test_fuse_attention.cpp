@@ -5,6 +5,7 @@
 // output) stay as they are.
 #include <doctest/doctest.h>
 
+#include <cmath>
 #include <map>
 #include <string>
 #include <vector>
@@ -165,6 +166,38 @@ TEST_CASE("fuse_attention: the pattern becomes one node with the unfused output"
     CHECK((f.node->inputs.size() == 4) == !c.o.bias_kind.empty());
     CHECK(f.before == f.after);  // the reference kernel runs the same ops
   }
+}
+
+TEST_CASE("fuse_attention: attention written as Einsums (MaxViT's) fuses once they are MatMuls") {
+  // q, k, v [1, 3, 2, 5, 8] (batch, window, head, token, dim): "bghid,bghjd->bghij", times a
+  // scalar, plus a per-head bias [2, 5, 5], Softmax, "bghij,bghjd->bghid". rewrite_einsums
+  // (graph/einsum.cpp) must leave each product's MatMul feeding its consumer directly.
+  OnnxBuilder b;
+  b.input("q", {1, 3, 2, 5, 8}).input("k", {1, 3, 2, 5, 8}).input("v", {1, 3, 2, 5, 8});
+  b.output("y");
+  b.init_f("c", {}, {0.35f});
+  std::vector<float> rel(50);
+  for (size_t i = 0; i < rel.size(); ++i) rel[i] = 0.07f * float(i % 11) - 0.3f;
+  b.init_f("rel", {2, 5, 5}, rel);
+  OnnxBuilder::attr_s(b.node("Einsum", {"q", "k"}, {"s"}), "equation", "bghid,bghjd->bghij");
+  b.node("Mul", {"s", "c"}, {"t"});
+  b.node("Add", {"t", "rel"}, {"tb"});
+  b.node("Softmax", {"tb"}, {"p"});
+  OnnxBuilder::attr_s(b.node("Einsum", {"p", "v"}, {"y"}), "equation", "bghij,bghjd->bghid");
+  Graph g = test::import(b);
+  infer_shapes(g);
+  const std::vector<float> before = test::run_first_output(g, 1.5f);
+  CHECK(rewrite_einsums(g) == 2);
+  CHECK(fuse_attention(g) == 1);
+  remove_dead_code(g);
+  std::map<std::string, int> ops;
+  for (const Node& n : g.nodes) ++ops[n.op];
+  CHECK(ops["SoftmaxAttention"] == 1);
+  CHECK(ops["Softmax"] == 0);
+  CHECK(ops["Reshape"] == 0);
+  const std::vector<float> after = test::run_first_output(g, 1.5f);
+  REQUIRE(after.size() == before.size());
+  for (size_t i = 0; i < before.size(); ++i) CHECK(std::fabs(after[i] - before[i]) <= 1e-6f);
 }
 
 TEST_CASE("fuse_attention: near-misses stay unfused") {
