@@ -48,7 +48,7 @@ bool row_in_registers(int64_t n, Isa isa) {
 // row's, bias_ld floats after the previous row's) is first added to the row. One call per
 // tile, not per row: a short row (Swin's 49 keys) is mostly the two horizontal folds' latency,
 // which the next row's independent work now overlaps. A row of at most kRegisterRowVectors
-// vectors (at most half the registers) stays in registers between the passes; a longer one is
+// vectors (a quarter of the registers) stays in registers between the passes; a longer one is
 // written back after the first pass (the bias added) and read again. A row in registers is
 // also scaled first (by `scale`: A is then not) and divided by its sum before it is stored (the
 // probabilities themselves: the output needs no division); a longer one keeps exp(s - max).
