@@ -430,20 +430,17 @@ class AttentionFuser : public Rewriter {
     bool divide = false;
     ValueId scores = scaled;
     if (scale->op == "Mul" || scale->op == "Div") {
-      const int k = scale->op == "Div" || scalar(scale->inputs[1]) ? 1 : 0;  // the constant's slot
-      const Tensor* c = scalar(scale->inputs[size_t(k)]);
+      const Tensor* c = scale_factor(*scale, &scores);
       const float f = c ? c->data<float>()[0] : 0.f;
       if (!c || !std::isfinite(f) || f == 0.f) return false;
       factor = f;
       divide = scale->op == "Div";
-      scores = scale->inputs[size_t(1 - k)];
       if (!only_users(scores, {index(scale)})) return false;
     } else {
       scale = nullptr;
     }
     Node* qk = producer(scores);
-    if (!matmul(qk) || (!scale && !only_users(scores, {index(reader)})) || bias == scores)
-      return false;
+    if (!matmul(qk) || (!scale && !only_users(scores, {index(reader)}))) return false;
     Node fused;
     fused.name = out->name;
     fused.op = "SoftmaxAttention";
@@ -469,11 +466,18 @@ class AttentionFuser : public Rewriter {
         return false;
     return true;
   }
+  // The scalar constant a two-input Mul / Div n scales by (a Div's divisor, either of a Mul's
+  // operands), *other set to the operand it scales; nullptr if there is none.
+  const Tensor* scale_factor(const Node& n, ValueId* other) const {
+    if ((n.op != "Mul" && n.op != "Div") || n.inputs.size() != 2) return nullptr;
+    const int k = n.op == "Div" || scalar(n.inputs[1]) ? 1 : 0;  // the constant's slot
+    *other = n.inputs[size_t(1 - k)];
+    return scalar(n.inputs[size_t(k)]);
+  }
   // A Mul / Div of a MatMul's output by a scalar constant.
   bool scaled_matmul(Node* n) {
-    if (!n || (n->op != "Mul" && n->op != "Div") || n->inputs.size() != 2) return false;
-    const int k = n->op == "Div" || scalar(n->inputs[1]) ? 1 : 0;
-    return scalar(n->inputs[size_t(k)]) && matmul(producer(n->inputs[size_t(1 - k)]));
+    ValueId x = kNoValue;
+    return n && scale_factor(*n, &x) && matmul(producer(x));
   }
   // An f32 bias over the scores' last dim (a per-query one would not change the softmax) that
   // broadcasts to them without widening them.

@@ -209,6 +209,17 @@ void AsmBuilder::store(const x86::Mem& dst, const x86::Vec& src, const Mask* m) 
   }
 }
 
+void AsmBuilder::fill_past(const x86::Vec& v, const Mask& m, float fill) {
+  if (m.full()) return;
+  x86::Vec f = vec();
+  cc_->vmovups(f, cf32(fill));
+  if (avx512())
+    cc_->k(m.k).vmovaps(f, v);
+  else
+    cc_->vblendvps(f, f, v, m.v);
+  cc_->vmovaps(v, f);
+}
+
 void AsmBuilder::zero_past(const x86::Vec& v, const Mask& m) {
   if (m.full()) return;
   if (avx512())

@@ -96,6 +96,9 @@ class AsmBuilder {
   void load_fill(const x86::Vec& dst, const x86::Mem& src, const Mask& m, float fill);
   // v's lanes past the mask become 0 (blocked layouts' pad lanes); nothing for a full mask.
   void zero_past(const x86::Vec& v, const Mask& m);
+  // v's lanes past the mask become `fill` (a reduction's identity after arithmetic on a masked
+  // load); nothing for a full mask.
+  void fill_past(const x86::Vec& v, const Mask& m, float fill);
 
   // Transposes rows.size() x rows.size() floats in place: 8 ymm or (AVX-512) 16 zmm.
   void transpose(std::vector<x86::Vec>& rows);

@@ -67,26 +67,20 @@ int build_exp_rows(AsmBuilder& b, int64_t n, int64_t ld, int64_t bias_ld, bool w
   const bool in_regs = row_in_registers(n, b.isa());
   auto max_fold = [&](const x86::Vec& d, const x86::Vec& a) { cc.vmaxps(d, d, a); };
   auto add_fold = [&](const x86::Vec& d, const x86::Vec& a) { cc.vaddps(d, d, a); };
-  // Vector j of the row times the scale plus the bias's; -inf past n.
-  auto load_biased = [&](const x86::Vec& t, const x86::Vec& u, int64_t j) {
-    const bool last = j == full;
+  // t = the row's vector at m times `s` plus the bias's at c (u: scratch); -inf past n when
+  // `last` (after the scale: -inf times a negative one would be +inf).
+  auto load_biased = [&](const x86::Vec& t, const x86::Vec& u, const x86::Mem& m, const x86::Mem& c,
+                         bool last, float s) {
     const Mask* mk = last ? &tail : nullptr;
-    b.load(t, x86::ptr(row, int32_t(j * V * 4)), mk);
-    if (with_bias) b.load(u, x86::ptr(bias, int32_t(j * V * 4)), mk);
-    if (scale != 1.f && with_bias)
-      cc.vfmadd132ps(t, u, b.cf32(scale));  // t = t * scale + u
-    else if (scale != 1.f)
-      cc.vmulps(t, t, b.cf32(scale));
+    b.load(t, m, mk);
+    if (with_bias) b.load(u, c, mk);
+    if (s != 1.f && with_bias)
+      cc.vfmadd132ps(t, u, b.cf32(s));  // t = t * s + u
+    else if (s != 1.f)
+      cc.vmulps(t, t, b.cf32(s));
     else if (with_bias)
       cc.vaddps(t, t, u);
-    if (!last || tail.full()) return;
-    x86::Vec f = b.vec();  // (after the scale: -inf times a negative one is +inf)
-    cc.vmovups(f, b.cf32(-INFINITY));
-    if (b.avx512())
-      cc.k(tail.k).vmovaps(f, t);
-    else
-      cc.vblendvps(f, f, t, tail.v);
-    cc.vmovaps(t, f);
+    if (last) b.fill_past(t, tail, -INFINITY);
   };
   asmjit::Label top = cc.newLabel();
   cc.bind(top);
@@ -95,7 +89,8 @@ int build_exp_rows(AsmBuilder& b, int64_t n, int64_t ld, int64_t bias_ld, bool w
     std::vector<x86::Vec> v;
     for (int64_t j = 0; j < nv; ++j) {
       v.push_back(b.vec());
-      load_biased(v.back(), u, j);
+      const int32_t off = int32_t(j * V * 4);
+      load_biased(v.back(), u, x86::ptr(row, off), x86::ptr(bias, off), j == full, scale);
     }
     cc.vmovaps(mx, v[0]);
     for (int64_t j = 1; j < nv; ++j) cc.vmaxps(mx, mx, v[size_t(j)]);
@@ -139,15 +134,8 @@ int build_exp_rows(AsmBuilder& b, int64_t n, int64_t ld, int64_t bias_ld, bool w
       if (n % V) body(x86::ptr(p), x86::ptr(q), true);
     };
     over_row([&](const x86::Mem& m, const x86::Mem& c, bool last) {
-      if (last)
-        b.load_fill(t, m, tail, -INFINITY);
-      else
-        b.load(t, m);
-      if (with_bias) {
-        b.load(u, c, last ? &tail : nullptr);
-        cc.vaddps(t, t, u);
-        b.store(m, t, last ? &tail : nullptr);
-      }
+      load_biased(t, u, m, c, last, 1.f);
+      if (with_bias) b.store(m, t, last ? &tail : nullptr);
       cc.vmaxps(mx, mx, t);
     });
     b.fold_lanes(mx, max_fold);
